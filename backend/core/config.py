@@ -1,0 +1,64 @@
+"""Settings from environment variables / `.env` (pydantic-settings).
+
+Web-free on purpose: the worker imports this module too.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_HOME = Path.home() / ".layerscope"
+
+
+class Settings(BaseSettings):
+    """One URL each for the results DB, the queue and the model store.
+
+    Environment variables use the prefix ``LAYERSCOPE_`` (``LAYERSCOPE_DB_URL`` ...).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="LAYERSCOPE_", env_file=".env", extra="ignore")
+
+    home: Path = Field(DEFAULT_HOME, description="Folder for the embedded default's files.")
+    db_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<home>/layerscope.db")
+    queue_url: str | None = Field(
+        None, description="Huey storage: redis://... or sqlite:///path; default sqlite in <home>"
+    )
+    store_dir: Path | None = Field(None, description="Model store folder; default <home>/store")
+    host: str = "127.0.0.1"
+    port: int = 8050
+    api_url: str | None = Field(None, description="Base URL the dashboard uses to reach the API")
+    # Auth: tokens are required for writes when the server listens beyond loopback.
+    require_token_for_reads: bool = False
+    cors_origins: list[str] = Field(default_factory=list)
+    max_body_bytes: int = 1_000_000
+    # Jobs
+    heartbeat_seconds: float = 5.0
+    stale_after_seconds: float = 60.0
+    max_attempts: int = 3
+    device: str = "auto"
+
+    @property
+    def resolved_db_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.home / 'layerscope.db'}"
+
+    @property
+    def resolved_queue_url(self) -> str:
+        return self.queue_url or f"sqlite:///{self.home / 'queue.db'}"
+
+    @property
+    def resolved_store_dir(self) -> Path:
+        return self.store_dir or (self.home / "store")
+
+    @property
+    def resolved_api_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return self.api_url or f"http://{host}:{self.port}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""The results schema and sessions. Web-free: the worker imports it."""

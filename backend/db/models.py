@@ -1,0 +1,195 @@
+"""SQLAlchemy 2 models: the results schema shared by the API and the worker.
+
+Layer convention everywhere: ``layer`` is an int, ``-1`` is ``emb`` (the embedding output),
+``0..n_layers-1`` is the residual stream after block ℓ (SPEC "Models").
+Result tables carry a unique key so a re-run job replaces rows instead of doubling them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Run(Base):
+    """A trained (or fine-tuned) model: family, task, seed, configs, curves, behaviour."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    suite: Mapped[str | None] = mapped_column(String(100), index=True)
+    family: Mapped[str] = mapped_column(String(32), index=True)
+    task: Mapped[str] = mapped_column(String(32), index=True)
+    seed: Mapped[int] = mapped_column(Integer, index=True)
+    pretrained: Mapped[str | None] = mapped_column(String(300))  # hub name or folder, None = from scratch
+    n_layers: Mapped[int] = mapped_column(Integer)
+    d_model: Mapped[int] = mapped_column(Integer)
+    n_params: Mapped[int] = mapped_column(Integer)
+    task_params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    model_config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    train_config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    config_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    checkpoint_id: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="trained")
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    stopped_early: Mapped[bool] = mapped_column(Boolean, default=False)
+    # [{"step": int, "loss": float, "heldout_token_acc": float | None}]
+    loss_curve: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # {"40": {"token_acc": float, "last_acc": float, "n": int}, "60": {...}}
+    behaviour: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
+
+
+class ProbeResult(Base):
+    """A linear probe on one layer's frozen states at one eval length."""
+
+    __tablename__ = "probe_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    layer: Mapped[int] = mapped_column(Integer)
+    eval_length: Mapped[int] = mapped_column(Integer)
+    accuracy: Mapped[float] = mapped_column(Float)
+    majority_baseline: Mapped[float] = mapped_column(Float)
+    per_position: Mapped[list[Any]] = mapped_column(JSON, default=list)  # accuracy at t = 1..L
+    n_train: Mapped[int] = mapped_column(Integer)  # sequences
+    n_test: Mapped[int] = mapped_column(Integer)  # sequences
+    converged: Mapped[bool] = mapped_column(Boolean)
+    n_iter: Mapped[int] = mapped_column(Integer)
+    config_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (UniqueConstraint("run_id", "layer", "eval_length", name="uq_probe"),)
+
+
+class InterventionResult(Base):
+    """An edit at the output of one layer (or a component edit), applied at one eval length.
+
+    ``method``: project_out | inlp | leace | pca_top_k | mean | conv1d_removal.
+    For conv1d_removal ``layer`` is the block index, or -2 for "every layer".
+    """
+
+    __tablename__ = "intervention_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    method: Mapped[str] = mapped_column(String(32))
+    layer: Mapped[int] = mapped_column(Integer)
+    eval_length: Mapped[int] = mapped_column(Integer)
+    k: Mapped[int | None] = mapped_column(Integer)  # pca_top_k's k; None elsewhere
+    base_acc: Mapped[float] = mapped_column(Float)  # token accuracy, 0..1
+    edited_acc: Mapped[float] = mapped_column(Float)
+    delta_pp: Mapped[float] = mapped_column(Float)  # (edited - base) * 100
+    drop_rel_chance: Mapped[float | None] = mapped_column(Float)  # (base-edited)/(base-chance)
+    refit_acc: Mapped[float | None] = mapped_column(Float)  # probe refit on the edited states
+    refit_majority: Mapped[float | None] = mapped_column(Float)
+    rank_removed: Mapped[int | None] = mapped_column(Integer)
+    p_value: Mapped[float | None] = mapped_column(Float)  # paired permutation, sequence level
+    p_holm: Mapped[float | None] = mapped_column(Float)  # Holm across the run's layers
+    significant: Mapped[bool | None] = mapped_column(Boolean)  # p_holm < 0.05; False = "n.s."
+    n_sequences: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    config_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "method", "layer", "eval_length", name="uq_intervention"),
+    )
+
+
+class PatchingResult(Base):
+    """Activation patching: layer ℓ at position p from clean into corrupted (SPEC)."""
+
+    __tablename__ = "patching_results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    layer: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)  # 0-based index into the sequence
+    eval_length: Mapped[int] = mapped_column(Integer)
+    recovery: Mapped[float] = mapped_column(Float)  # mean over pairs, 1.0 = full recovery
+    recovery_lo: Mapped[float | None] = mapped_column(Float)  # bootstrap 95% CI over pairs
+    recovery_hi: Mapped[float | None] = mapped_column(Float)
+    ld_clean: Mapped[float] = mapped_column(Float)
+    ld_corrupted: Mapped[float] = mapped_column(Float)
+    n_pairs: Mapped[int] = mapped_column(Integer)
+    config_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "layer", "position", "eval_length", name="uq_patching"),
+    )
+
+
+class Job(Base):
+    """The source of truth for work; the queue only carries job ids (ARCHITECTURE "Jobs")."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)  # train|probe|intervene|patch|suite
+    state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    config_hash: Mapped[str] = mapped_column(String(64), index=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    log: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SavedView(Base):
+    """A dashboard view saved with a short link: slug → page + state."""
+
+    __tablename__ = "views"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(32), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    page: Mapped[str] = mapped_column(String(100))
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    """A write token, stored as a SHA-256 hash only."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
