@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    MetaData,
     Boolean,
     DateTime,
     Float,
@@ -29,7 +30,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# Named constraints so Alembic migrations (SQLite batch mode included) can address them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
 class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
@@ -72,7 +84,7 @@ class ProbeResult(Base):
     __tablename__ = "probe_results"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     layer: Mapped[int] = mapped_column(Integer)
     eval_length: Mapped[int] = mapped_column(Integer)
     accuracy: Mapped[float] = mapped_column(Float)
@@ -84,7 +96,13 @@ class ProbeResult(Base):
     n_iter: Mapped[int] = mapped_column(Integer)
     config_hash: Mapped[str] = mapped_column(String(64))
 
-    __table_args__ = (UniqueConstraint("run_id", "layer", "eval_length", name="uq_probe"),)
+    # The unique key leads with (run_id, eval_length): it serves ``/runs/{id}/probes?eval_length=``
+    # and the delete-then-insert of a re-run; the second index serves the cross-run aggregates
+    # (``/curves``, ``/profiles``) filtered by eval length.
+    __table_args__ = (
+        UniqueConstraint("run_id", "eval_length", "layer", name="uq_probe"),
+        Index("ix_probe_results_eval_length_run", "eval_length", "run_id"),
+    )
 
 
 class InterventionResult(Base):
@@ -97,7 +115,7 @@ class InterventionResult(Base):
     __tablename__ = "intervention_results"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     method: Mapped[str] = mapped_column(String(32))
     layer: Mapped[int] = mapped_column(Integer)
     eval_length: Mapped[int] = mapped_column(Integer)
@@ -117,7 +135,8 @@ class InterventionResult(Base):
     config_hash: Mapped[str] = mapped_column(String(64))
 
     __table_args__ = (
-        UniqueConstraint("run_id", "method", "layer", "eval_length", name="uq_intervention"),
+        UniqueConstraint("run_id", "eval_length", "method", "layer", name="uq_intervention"),
+        Index("ix_intervention_results_eval_length_run", "eval_length", "run_id"),
     )
 
 
@@ -127,7 +146,7 @@ class PatchingResult(Base):
     __tablename__ = "patching_results"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     layer: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)  # 0-based index into the sequence
     eval_length: Mapped[int] = mapped_column(Integer)
@@ -140,7 +159,7 @@ class PatchingResult(Base):
     config_hash: Mapped[str] = mapped_column(String(64))
 
     __table_args__ = (
-        UniqueConstraint("run_id", "layer", "position", "eval_length", name="uq_patching"),
+        UniqueConstraint("run_id", "eval_length", "layer", "position", name="uq_patching"),
     )
 
 
@@ -164,7 +183,11 @@ class Job(Base):
     worker: Mapped[str | None] = mapped_column(String(200))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    # What the executor returned (JSON), e.g. {"run_id": 3}; None until the job succeeds.
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Last time the job was put on the queue (submit, reaper re-queue, retry, API restart).
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

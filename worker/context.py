@@ -1,0 +1,71 @@
+"""Progress and cancellation for long work.
+
+Science functions take an optional ``ctx``; the job runner passes one that heartbeats,
+writes progress to the ``jobs`` table and raises :class:`JobCancelled` when a cancel was
+requested. The default prints a progress bar on the console (tqdm).
+"""
+
+from __future__ import annotations
+
+from tqdm.auto import tqdm
+
+
+class JobCancelled(Exception):
+    """Raised by :meth:`JobContext.check_cancelled` between steps and layers."""
+
+
+class JobContext:
+    """Console progress: one tqdm bar over fractions 0..1."""
+
+    def __init__(self, description: str = "layerscope", enabled: bool = True) -> None:
+        self._bar = tqdm(total=1000, desc=description, disable=not enabled, leave=False)
+        self.message = ""
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report ``fraction`` (0..1) of this piece of work done, with a short message."""
+        value = int(max(0.0, min(1.0, fraction)) * 1000)
+        self._bar.n = value
+        if message:
+            self.message = message
+            self._bar.set_postfix_str(message, refresh=False)
+        self._bar.refresh()
+
+    def log(self, line: str) -> None:
+        """A line for the job's log tail."""
+        self._bar.write(line)
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`JobCancelled` if a cancel was requested (never, on the console)."""
+
+    def sub(self, start: float, end: float) -> "SubContext":
+        """A view mapping 0..1 onto ``start..end`` of this context."""
+        return SubContext(self, start, end)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+class SubContext:
+    """A slice of a parent context's progress range."""
+
+    def __init__(self, parent, start: float, end: float) -> None:  # noqa: ANN001
+        self.parent, self.start, self.end = parent, start, end
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        self.parent.progress(self.start + (self.end - self.start) * fraction, message)
+
+    def log(self, line: str) -> None:
+        self.parent.log(line)
+
+    def check_cancelled(self) -> None:
+        self.parent.check_cancelled()
+
+    def sub(self, start: float, end: float) -> "SubContext":
+        return SubContext(self, start, end)
+
+
+class SilentContext(JobContext):
+    """No output at all (tests, notebooks)."""
+
+    def __init__(self) -> None:
+        super().__init__(enabled=False)

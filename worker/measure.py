@@ -1,0 +1,215 @@
+"""Per-layer measurements of a trained run: probes and interventions (SPEC "Measurements").
+
+Every function returns plain row dicts (the columns of ``probe_results`` /
+``intervention_results``) so they are usable from a notebook without a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from models_store.capture import edit_layer, run_with_states
+from models_store.conv1d import remove_conv1d
+from worker.context import JobContext, SilentContext
+from worker.interventions import fit_edit
+from worker.probes import probe_layers
+from worker.seeds import data_seed
+from worker.stats import holm, paired_permutation_test
+from worker.tasks.base import Task, TaskData
+
+CAPTURE_BATCH = 256
+ALL_LAYERS = -2  # conv1d_removal in every layer
+ALPHA = 0.05
+
+
+@dataclass
+class Captured:
+    """Logits-derived predictions and the residual stream of every layer for a data set.
+
+    preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb.
+    """
+
+    data: TaskData
+    preds: torch.Tensor
+    states: dict[int, torch.Tensor]
+
+
+@torch.no_grad()
+def capture(model: nn.Module, data: TaskData, device: torch.device | str = "cpu",
+            layers: list[int] | None = None) -> Captured:
+    """Run ``model`` once over ``data`` (batched) and keep every layer's states.
+
+    ONE forward pass per batch: states come from forward hooks (``run_with_states``).
+    """
+    model.eval()
+    preds, chunks = [], {}
+    for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
+        logits, states = run_with_states(model, data.tokens[i : i + CAPTURE_BATCH].to(device), layers=layers)
+        preds.append(logits.argmax(-1).cpu())  # (B, L)
+        for layer, h in states.items():
+            chunks.setdefault(layer, []).append(h.detach().float().cpu())  # (B, L, D)
+    return Captured(data, torch.cat(preds), {k: torch.cat(v) for k, v in chunks.items()})
+
+
+@torch.no_grad()
+def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Argmax predictions [n, L] for tokens [n, L], batched."""
+    model.eval()
+    return torch.cat([model(tokens[i : i + CAPTURE_BATCH].to(device)).argmax(-1).cpu()
+                      for i in range(0, tokens.shape[0], CAPTURE_BATCH)])
+
+
+def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1."""
+    return (preds == labels).float().mean(dim=1)
+
+
+def majority_rate(labels: torch.Tensor) -> float:
+    """Share of the most frequent class among all positions (the chance level we report against)."""
+    return float(torch.bincount(labels.reshape(-1)).max()) / labels.numel()
+
+
+def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: int,
+                config_hash: str) -> list[dict[str, Any]]:
+    reports = probe_layers(captured.states, captured.data.labels, n_classes,
+                           seed=data_seed(run_seed, "split", eval_length))
+    return [
+        {
+            "layer": layer, "eval_length": eval_length, "accuracy": r.accuracy,
+            "majority_baseline": r.majority_baseline, "per_position": list(r.per_position),
+            "n_train": r.n_train, "n_test": r.n_test, "converged": r.converged, "n_iter": r.n_iter,
+            "config_hash": config_hash,
+        }
+        for layer, r in sorted(reports.items())
+    ]
+
+
+def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int],
+                   n_sequences: int, config_hash: str, device: torch.device | str = "cpu",
+                   ctx: JobContext | None = None) -> list[dict[str, Any]]:
+    """A probe at every layer (emb included) and every eval length on held-out sequences.
+
+    Returns rows for ``probe_results``: accuracy and majority baseline in 0..1, per-position
+    accuracy (list of L floats), convergence flag and iterations.
+    """
+    ctx = ctx or SilentContext()
+    rows: list[dict[str, Any]] = []
+    for i, length in enumerate(eval_lengths):
+        ctx.check_cancelled()
+        data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
+        rows += _probe_rows(capture(model, data, device), run_seed, task.n_classes, length, config_hash)
+        ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
+    return rows
+
+
+def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited: torch.Tensor,
+                chance: float, refit: tuple[float, float] | None, rank: int | None, k: int | None,
+                n_perm: int, seed: int, config_hash: str) -> dict[str, Any]:
+    base_acc, edited_acc = float(base.mean()), float(edited.mean())
+    gap = base_acc - chance
+    return {
+        "method": method, "layer": layer, "eval_length": length, "k": k,
+        "base_acc": base_acc, "edited_acc": edited_acc, "delta_pp": (edited_acc - base_acc) * 100.0,
+        "drop_rel_chance": (base_acc - edited_acc) / gap if gap > 1e-9 else None,
+        "refit_acc": refit[0] if refit else None, "refit_majority": refit[1] if refit else None,
+        "rank_removed": rank,
+        "p_value": paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
+        "p_holm": None, "significant": None,
+        "n_sequences": int(base.shape[0]), "seed": seed, "config_hash": config_hash,
+    }
+
+
+def _apply_holm(rows: list[dict[str, Any]]) -> None:
+    """Holm-correct p-values across a run's layers, per (method, eval length); in place."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["method"], row["eval_length"]) if row["layer"] != ALL_LAYERS else ("all", id(row))
+        groups.setdefault(key, []).append(row)
+    for group in groups.values():
+        adjusted = holm([r["p_value"] for r in group])
+        for r, p in zip(group, adjusted):
+            r["p_holm"] = float(p)
+            r["significant"] = bool(p < ALPHA)
+
+
+def measure_interventions(
+    model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int], n_sequences: int,
+    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, conv1d: bool = True,
+    fit_length: int = 40, n_permutations: int = 2000, config_hash: str = "",
+    device: torch.device | str = "cpu", ctx: JobContext | None = None,
+) -> list[dict[str, Any]]:
+    """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
+
+    For each (method, layer, eval length): base and edited behavioural token accuracy (0..1),
+    delta in pp, the drop relative to chance (chance = majority-class rate of the eval labels;
+    1.0 = edited down to chance), a probe refit on the edited states with its majority
+    baseline, the rank removed, and a sequence-level paired permutation p-value,
+    Holm-corrected across layers. Mamba families also get ``conv1d_removal`` (every layer,
+    stored as layer -2, and each layer alone); its refit probe reads the edited layer
+    (the last layer for "every layer").
+    """
+    ctx = ctx or SilentContext()
+    n_layers = model.n_layers
+    layers = list(range(n_layers)) if layers is None else layers
+    bad = [lay for lay in layers if not -1 <= lay < n_layers]
+    if bad:
+        raise ValueError(f"layers {bad} out of range for a {n_layers}-layer model (-1..{n_layers - 1})")
+    fit = capture(model, task.generate(fit_length, n_sequences, data_seed(run_seed, "intervene_fit"),
+                                       split="test"), device, layers=layers)
+    edits = {}
+    for layer in layers:
+        x = fit.states[layer].reshape(-1, fit.states[layer].shape[-1])  # (n·L, D)
+        y = fit.data.labels.reshape(-1)
+        for method in methods:
+            ctx.check_cancelled()
+            edits[(method, layer)] = fit_edit(method, x, y, task.n_classes,
+                                              k=pca_k if method == "pca_top_k" else None,
+                                              seed=run_seed)
+    has_conv = conv1d and _has_conv1d(model)
+    rows: list[dict[str, Any]] = []
+    n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
+    done = 0
+    for length in eval_lengths:
+        data = task.generate(length, n_sequences, data_seed(run_seed, "intervene_eval", length), split="test")
+        base = capture(model, data, device, layers=layers)
+        base_acc = per_sequence_accuracy(base.preds, data.labels)
+        chance = majority_rate(data.labels)
+        split_seed = data_seed(run_seed, "split", length)
+        for layer in layers:
+            for method in methods:
+                ctx.check_cancelled()
+                edit = edits[(method, layer)]
+                with edit_layer(model, layer, edit.apply):
+                    edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
+                edited_states = edit.apply(base.states[layer])  # (n, L, D): what the next block sees
+                report = probe_layers({layer: edited_states}, data.labels, task.n_classes, seed=split_seed)[layer]
+                rows.append(_effect_row(method, layer, length, base_acc, edited, chance,
+                                        (report.accuracy, report.majority_baseline), edit.rank_removed,
+                                        pca_k if method == "pca_top_k" else None, n_permutations,
+                                        run_seed, config_hash))
+                done += 1
+                ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
+        if has_conv:
+            for layer in [ALL_LAYERS, *range(n_layers)]:
+                ctx.check_cancelled()
+                read = n_layers - 1 if layer == ALL_LAYERS else layer
+                with remove_conv1d(model, layer=None if layer == ALL_LAYERS else layer):
+                    edited_cap = capture(model, data, device, layers=[read])
+                edited = per_sequence_accuracy(edited_cap.preds, data.labels)
+                report = probe_layers({read: edited_cap.states[read]}, data.labels, task.n_classes,
+                                      seed=split_seed)[read]
+                rows.append(_effect_row("conv1d_removal", layer, length, base_acc, edited, chance,
+                                        (report.accuracy, report.majority_baseline), None, None,
+                                        n_permutations, run_seed, config_hash))
+                done += 1
+                ctx.progress(done / n_units, f"conv1d removal at layer {layer}, L={length}")
+    _apply_holm(rows)
+    return rows
+
+
+def _has_conv1d(model: nn.Module) -> bool:
+    return getattr(getattr(model, "config", None), "family", None) in ("mamba", "mamba2")

@@ -1,0 +1,143 @@
+"""Validated parameters of every job kind (pydantic).
+
+The API validates ``POST /api/jobs`` bodies with these models (a 422 names the bad field),
+the CLI builds them from flags, and the pipeline runs them. Every default is SPEC.md's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
+TASKS = ("parity", "s3", "dyck", "code_depth")
+METHODS = ("project_out", "inlp", "leace", "pca_top_k", "mean")
+PRESETS = ("smoke", "quick", "paper", "pretrained")
+EVAL_LENGTHS = (40, 60, 80, 100, 120)
+
+Family = Literal["transformer", "mamba", "mamba2", "lstm", "gru"]
+TaskName = Literal["parity", "s3", "dyck", "code_depth"]
+Method = Literal["project_out", "inlp", "leace", "pca_top_k", "mean"]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def config_hash(self) -> str:
+        """SHA-256 over the canonical JSON of these params (the config hash stored with results)."""
+        return config_hash(self.model_dump(mode="json"))
+
+
+def config_hash(obj: Any) -> str:
+    """SHA-256 (hex) of ``obj``'s canonical JSON."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class MeasureParams(_Params):
+    """What to measure on a trained run (probes, interventions, patching)."""
+
+    eval_lengths: list[int] = Field(default_factory=lambda: list(EVAL_LENGTHS))
+    n_probe_sequences: int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
+    methods: list[Method] = Field(default_factory=lambda: list(METHODS))
+    pca_k: int = Field(8, ge=1, le=4096, description="k of pca_top_k")
+    conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
+    n_permutations: int = Field(2000, ge=100, le=1_000_000)
+    patch_positions: list[int] | None = Field(
+        None, description="0-based positions for the patching grid; None = the middle position"
+    )
+    patch_eval_length: int = Field(40, ge=4, le=4096)
+    n_patch_pairs: int = Field(128, ge=4, le=100_000)
+
+    @field_validator("eval_lengths")
+    @classmethod
+    def _lengths(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("needs at least one eval length")
+        if any(x < 2 or x > 4096 for x in v):
+            raise ValueError("eval lengths must be between 2 and 4096")
+        return sorted(set(v))
+
+
+class TrainParams(_Params):
+    """One run: train (or fine-tune) a model on a task, then measure it."""
+
+    family: Family
+    task: TaskName
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    task_params: dict[str, Any] = Field(default_factory=dict)
+    n_layers: int = Field(4, ge=1, le=64)
+    d_model: int | None = Field(None, ge=4, le=8192, description="None = solved to match param_target")
+    param_target: int = Field(830_000, ge=1_000, le=10_000_000_000)
+    pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
+    train_length: int = Field(40, ge=2, le=4096)
+    batch_size: int = Field(64, ge=1, le=4096)
+    lr: float = Field(1e-3, gt=0, le=1.0)
+    weight_decay: float = Field(0.01, ge=0, le=1.0)
+    max_steps: int = Field(2000, ge=1, le=10_000_000)
+    max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
+    early_stop_acc: float = Field(0.99, gt=0, le=1.0)
+    eval_every: int = Field(50, ge=1)
+    n_eval_sequences: int = Field(500, ge=10, le=100_000)
+    suite: str | None = Field(None, max_length=100)
+    name: str | None = Field(None, max_length=200)
+    measure: MeasureParams | None = Field(
+        default_factory=MeasureParams, description="follow-up measurements; None = train only"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainParams":
+        if self.pretrained and self.family not in ("transformer", "mamba"):
+            raise ValueError("pretrained fine-tuning supports family 'transformer' (GPT-NeoX) or 'mamba'")
+        return self
+
+    def run_config(self) -> dict[str, Any]:
+        """The params that define the trained model (measurement settings excluded)."""
+        return self.model_dump(mode="json", exclude={"measure", "name", "suite"})
+
+    def run_hash(self) -> str:
+        return config_hash(self.run_config())
+
+
+class ProbeParams(_Params):
+    run_id: int = Field(ge=1)
+    eval_lengths: list[int] | None = None
+    n_probe_sequences: int = Field(500, ge=20, le=100_000)
+
+
+class InterveneParams(_Params):
+    run_id: int = Field(ge=1)
+    methods: list[Method] = Field(default_factory=lambda: list(METHODS))
+    layers: list[int] | None = Field(None, description="None = every layer (emb = -1 excluded)")
+    eval_lengths: list[int] | None = None
+    pca_k: int = Field(8, ge=1, le=4096)
+    conv1d: bool = True
+    n_probe_sequences: int = Field(500, ge=20, le=100_000)
+    n_permutations: int = Field(2000, ge=100, le=1_000_000)
+
+
+class PatchParams(_Params):
+    run_id: int = Field(ge=1)
+    positions: list[int] | None = Field(None, description="0-based; None = the middle position")
+    eval_length: int = Field(40, ge=4, le=4096)
+    n_pairs: int = Field(128, ge=4, le=100_000)
+
+
+class SuiteParams(_Params):
+    preset: Literal["smoke", "quick", "paper", "pretrained"]
+    families: list[Family] | None = None
+    tasks: list[TaskName] | None = None
+    seeds: list[int] | None = None
+    name: str | None = Field(None, max_length=100)
+
+
+PARAMS_BY_KIND: dict[str, type[BaseModel]] = {
+    "train": TrainParams,
+    "probe": ProbeParams,
+    "intervene": InterveneParams,
+    "patch": PatchParams,
+    "suite": SuiteParams,
+}

@@ -1,0 +1,229 @@
+"""One job, in process: train → behaviour → probes → interventions → patching, each result
+written as soon as it exists (so the dashboard shows results as they land).
+
+Used by the job runner (``worker.runner``) and by the CLI's in-process ``suite``; usable from
+a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.db.models import Run
+from backend.db.session import session_scope
+from models_store import ModelConfig, build_model
+from models_store.checkpoints import CheckpointStore
+from worker import persist
+from worker.context import JobContext, SilentContext
+from worker.measure import measure_interventions, measure_probes
+from worker.params import (
+    InterveneParams,
+    MeasureParams,
+    PatchParams,
+    ProbeParams,
+    SuiteParams,
+    TrainParams,
+)
+from worker.patching import patching_grid
+from worker.presets import expand_suite
+from worker.tasks import get_task
+from worker.training import behaviour, train_model
+
+
+class RunNotFound(LookupError):
+    """A job names a run id that is not in the results DB."""
+
+
+@dataclass
+class WorkerEnv:
+    """Where a job reads and writes: the results DB, the model store, the torch device."""
+
+    session_factory: sessionmaker[Session]
+    store_dir: Path
+    device: str = "cpu"
+
+    @property
+    def store(self) -> CheckpointStore:
+        return CheckpointStore(self.store_dir)
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; anything else is passed through."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """NaN/inf → None so rows store and serialise as JSON."""
+    def fix(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return [{k: fix(v) for k, v in r.items()} for r in rows]
+
+
+def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
+    torch.manual_seed(params.seed)
+    if params.pretrained:
+        from models_store.pretrained import load_pretrained
+
+        return load_pretrained(params.pretrained, n_classes=task.n_classes, task_vocab_size=task.vocab_size)
+    cfg = ModelConfig(family=params.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
+                      n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target)
+    return build_model(cfg)
+
+
+def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+    """Train one run, store it, then run its measurements. Returns the run id."""
+    ctx = ctx or SilentContext()
+    task = get_task(params.task, **params.task_params)
+    model = _build(params, task)
+    measure = params.measure
+    ctx.progress(0.0, f"training {params.family} on {params.task}")
+    result = train_model(
+        model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
+        lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
+        max_seconds=params.max_seconds, early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
+        n_eval_sequences=params.n_eval_sequences, device=env.device,
+        ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
+    )
+    eval_lengths = measure.eval_lengths if measure else [params.train_length]
+    behav = behaviour(model, task, seed=params.seed, eval_lengths=eval_lengths,
+                      n_sequences=params.n_eval_sequences, device=env.device)
+    run_hash = params.run_hash()
+    checkpoint_id = env.store.save(model, provenance={"run_config": params.run_config(), "config_hash": run_hash,
+                                                      "steps": result.steps})
+    with session_scope(env.session_factory) as s:
+        run_id = persist.save_run(
+            s, name=params.name or f"{params.family}-{params.task}-s{params.seed}", suite=params.suite,
+            family=params.family, task=params.task, seed=params.seed, pretrained=params.pretrained,
+            n_layers=model.n_layers, d_model=model.d_model, n_params=model.n_params,
+            task_params=task.params, model_config=model.config.to_dict(), train_config=params.run_config(),
+            config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
+            train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
+            behaviour=behav,
+        )
+    ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
+            f"held-out acc {result.final_heldout_acc}")
+    if measure:
+        run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0))
+    return run_id
+
+
+def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,  # noqa: ANN001
+                     ctx: JobContext) -> None:
+    """Probes, interventions, patching on a trained model; each stored as it finishes."""
+    h = measure.config_hash()
+    rows = measure_probes(model, task, run_seed=seed, eval_lengths=measure.eval_lengths,
+                          n_sequences=measure.n_probe_sequences, config_hash=h, device=env.device,
+                          ctx=ctx.sub(0.0, 0.3))
+    with session_scope(env.session_factory) as s:
+        persist.replace_probe_results(s, run_id, _clean(rows))
+    if measure.methods or measure.conv1d:
+        rows = measure_interventions(
+            model, task, run_seed=seed, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
+            methods=measure.methods, pca_k=measure.pca_k, conv1d=measure.conv1d,
+            n_permutations=measure.n_permutations, config_hash=h, device=env.device, ctx=ctx.sub(0.3, 0.85),
+        )
+        with session_scope(env.session_factory) as s:
+            persist.replace_intervention_results(s, run_id, _clean(rows))
+    rows = patching_grid(model, task, run_seed=seed, eval_length=measure.patch_eval_length,
+                         positions=measure.patch_positions, n_pairs=measure.n_patch_pairs, config_hash=h,
+                         device=env.device, ctx=ctx.sub(0.85, 1.0))
+    with session_scope(env.session_factory) as s:
+        persist.replace_patching_results(s, run_id, _clean(rows))
+        persist.set_run_status(s, run_id, "complete")
+    ctx.progress(1.0, "measured")
+
+
+def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
+    """The stored run's params, task and model (on ``env.device``).
+
+    Raises:
+        RunNotFound: no such run, or it has no checkpoint.
+    """
+    with session_scope(env.session_factory) as s:
+        run = s.get(Run, run_id)
+        if run is None or not run.checkpoint_id:
+            raise RunNotFound(f"run {run_id} not found" if run is None else f"run {run_id} has no checkpoint")
+        train_config, checkpoint_id = dict(run.train_config), run.checkpoint_id
+    params = TrainParams(**train_config)
+    task = get_task(params.task, **params.task_params)
+    model = env.store.load(checkpoint_id).to(env.device).eval()
+    return params, task, model
+
+
+def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+    ctx = ctx or SilentContext()
+    run, task, model = load_run(params.run_id, env)
+    lengths = params.eval_lengths or (run.measure.eval_lengths if run.measure else [run.train_length])
+    rows = measure_probes(model, task, run_seed=run.seed, eval_lengths=lengths,
+                          n_sequences=params.n_probe_sequences, config_hash=params.config_hash(),
+                          device=env.device, ctx=ctx)
+    with session_scope(env.session_factory) as s:
+        persist.replace_probe_results(s, params.run_id, _clean(rows))
+    return params.run_id
+
+
+def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+    ctx = ctx or SilentContext()
+    run, task, model = load_run(params.run_id, env)
+    lengths = params.eval_lengths or (run.measure.eval_lengths if run.measure else [run.train_length])
+    rows = measure_interventions(
+        model, task, run_seed=run.seed, eval_lengths=lengths, n_sequences=params.n_probe_sequences,
+        methods=params.methods, layers=params.layers, pca_k=params.pca_k, conv1d=params.conv1d,
+        fit_length=run.train_length, n_permutations=params.n_permutations, config_hash=params.config_hash(),
+        device=env.device, ctx=ctx,
+    )
+    with session_scope(env.session_factory) as s:
+        persist.replace_intervention_results(s, params.run_id, _clean(rows))
+    return params.run_id
+
+
+def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+    ctx = ctx or SilentContext()
+    run, task, model = load_run(params.run_id, env)
+    rows = patching_grid(model, task, run_seed=run.seed, eval_length=params.eval_length,
+                         positions=params.positions, n_pairs=params.n_pairs, config_hash=params.config_hash(),
+                         device=env.device, ctx=ctx)
+    with session_scope(env.session_factory) as s:
+        persist.replace_patching_results(s, params.run_id, _clean(rows))
+    return params.run_id
+
+
+def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None) -> list[int]:
+    """Every run of a suite, one after another in this process. Returns the run ids."""
+    ctx = ctx or SilentContext()
+    jobs = expand_suite(params)
+    ids = []
+    for i, job in enumerate(jobs):
+        ctx.check_cancelled()
+        ctx.log(f"[{i + 1}/{len(jobs)}] {job.name}")
+        ids.append(train(job, env, ctx.sub(i / len(jobs), (i + 1) / len(jobs))))
+    return ids
+
+
+def execute(kind: str, params: BaseModel, ctx: JobContext, env: WorkerEnv) -> dict[str, Any]:
+    """Run one job of ``kind`` in process; returns a summary (``run_id`` or ``run_ids``).
+
+    Raises:
+        ValueError: unknown kind; RunNotFound: a missing run; JobCancelled: cancelled.
+    """
+    if kind == "train":
+        return {"run_id": train(params, env, ctx)}  # type: ignore[arg-type]
+    if kind == "probe":
+        return {"run_id": probe(params, env, ctx)}  # type: ignore[arg-type]
+    if kind == "intervene":
+        return {"run_id": intervene(params, env, ctx)}  # type: ignore[arg-type]
+    if kind == "patch":
+        return {"run_id": patch(params, env, ctx)}  # type: ignore[arg-type]
+    if kind == "suite":
+        return {"run_ids": run_suite(params, env, ctx)}  # type: ignore[arg-type]
+    raise ValueError(f"unknown job kind {kind!r}")

@@ -1,0 +1,85 @@
+"""Suite presets: families × tasks × seeds with training and measurement budgets.
+
+- ``smoke``: tiny widths, a few steps; the whole suite in under 2 minutes here (tests, CI).
+- ``quick``: SPEC-sized models (~830K parameters) on parity, s3, dyck, one seed, a step and
+  time budget so the suite fits about 10 minutes on a 2-core CPU. Not trained to 99%:
+  a first look, not a claim.
+- ``paper``: SPEC's study: 3 seeds, 4 tasks, train to 99% held-out token accuracy or the
+  step budget, every intervention, patching.
+- ``pretrained``: Pythia-160M/410M and Mamba-130M fine-tuned with a token head (one GPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worker.params import EVAL_LENGTHS, FAMILIES, MeasureParams, SuiteParams, TrainParams
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "families": list(FAMILIES),
+        "tasks": ["parity", "s3", "dyck"],
+        "seeds": [0],
+        "train": {"param_target": 12_000, "max_steps": 12, "batch_size": 32, "eval_every": 6,
+                  "n_eval_sequences": 64},
+        "measure": {"eval_lengths": [40, 60], "n_probe_sequences": 48, "n_permutations": 200,
+                    "n_patch_pairs": 16, "pca_k": 4},
+    },
+    "quick": {
+        "families": list(FAMILIES),
+        "tasks": ["parity", "s3", "dyck"],
+        "seeds": [0],
+        "train": {"max_steps": 400, "max_seconds": 20.0, "eval_every": 25, "n_eval_sequences": 256},
+        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 160,
+                    "n_permutations": 1000, "n_patch_pairs": 64},
+    },
+    "paper": {
+        "families": list(FAMILIES),
+        "tasks": ["parity", "s3", "dyck", "code_depth"],
+        "seeds": [0, 1, 2],
+        "train": {"max_steps": 5000, "eval_every": 50, "n_eval_sequences": 500},
+        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 500,
+                    "n_permutations": 2000, "n_patch_pairs": 128},
+    },
+    "pretrained": {
+        "families": ["transformer", "transformer", "mamba"],
+        "pretrained": ["EleutherAI/pythia-160m", "EleutherAI/pythia-410m", "state-spaces/mamba-130m-hf"],
+        "tasks": ["parity", "s3", "dyck"],
+        "seeds": [0],
+        "train": {"max_steps": 1000, "batch_size": 32, "lr": 1e-4, "eval_every": 50,
+                  "n_eval_sequences": 256},
+        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 300,
+                    "n_permutations": 1000, "n_patch_pairs": 64},
+    },
+}
+
+
+def expand_suite(params: SuiteParams) -> list[TrainParams]:
+    """The train jobs of a suite (each also runs its measurements).
+
+    Raises:
+        ValueError: a family/task filter that leaves nothing to run.
+    """
+    preset = PRESETS[params.preset]
+    suite_name = params.name or params.preset
+    tasks = params.tasks or preset["tasks"]
+    seeds = params.seeds if params.seeds is not None else preset["seeds"]
+    if "pretrained" in preset:
+        models = list(zip(preset["families"], preset["pretrained"]))
+    else:
+        models = [(f, None) for f in preset["families"]]
+    if params.families:
+        models = [(f, p) for f, p in models if f in params.families]
+    out = []
+    for task in tasks:
+        for family, pretrained in models:
+            for seed in seeds:
+                short = pretrained.rsplit("/", 1)[-1] if pretrained else family
+                out.append(TrainParams(
+                    family=family, task=task, seed=seed, pretrained=pretrained, suite=suite_name,
+                    name=f"{short}-{task}-s{seed}", measure=MeasureParams(**preset["measure"]),
+                    **preset["train"],
+                ))
+    if not out:
+        raise ValueError("the suite's family/task/seed filters leave no run")
+    return out
