@@ -27,19 +27,28 @@ class Settings(BaseSettings):
     queue_url: str | None = Field(
         None, description="Huey storage: redis://... or sqlite:///path; default sqlite in <home>"
     )
+    queue_name: str = Field("layerscope", description="Huey queue name (one Redis list / SQLite queue)")
     store_dir: Path | None = Field(None, description="Model store folder; default <home>/store")
     host: str = "127.0.0.1"
     port: int = 8050
     api_url: str | None = Field(None, description="Base URL the dashboard uses to reach the API")
     # Auth: tokens are required for writes when the server listens beyond loopback.
     require_token_for_reads: bool = False
+    dashboard_token: str | None = Field(
+        None, description="Token the dashboard sends to the API (needed for its job launches in lab mode)"
+    )
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = 1_000_000
+    # Who may frame the dashboard (embed mode, ``?embed=1``): a CSP frame-ancestors value.
+    frame_ancestors: str = "*"
     # Jobs
     heartbeat_seconds: float = 5.0
     stale_after_seconds: float = 60.0
     max_attempts: int = 3
     device: str = "auto"
+    worker_poll_seconds: float = Field(0.2, description="Idle poll interval of a worker on SQLite queues")
+    reap_every_seconds: float = Field(10.0, description="How often the API and workers run the reaper")
+    log_tail_lines: int = Field(200, description="Lines of a job's log kept in the jobs table")
 
     @property
     def resolved_db_url(self) -> str:
@@ -52,6 +61,11 @@ class Settings(BaseSettings):
     @property
     def resolved_store_dir(self) -> Path:
         return self.store_dir or (self.home / "store")
+
+    @property
+    def listens_beyond_loopback(self) -> bool:
+        """True when ``host`` is not a loopback address: then every write needs a token."""
+        return self.host.strip("[]").lower() not in ("127.0.0.1", "localhost", "::1")
 
     @property
     def resolved_api_url(self) -> str:

@@ -1,0 +1,25 @@
+# Set-up and checks for a fresh machine. `make test` is the README's test command (CI calls it).
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: install install-dev services browser test demo bench
+
+install:
+	$(PYTHON) -m pip install -e .
+
+install-dev:
+	$(PYTHON) -m pip install -e '.[dev]'
+
+# PostgreSQL and Redis for the lab-path tests (started if they are down).
+services:
+	bash scripts/ensure_services.sh
+
+# Debian's Chromium for the Playwright browser tests.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
+
+test: install-dev services browser
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+demo: install
+	layerscope demo

@@ -1,0 +1,220 @@
+"""Server-side aggregation of stored results across seeds (mean + 95% t-interval).
+
+Curves: probe accuracy per (task, family, pretrained, n_layers, eval_length, layer) over the
+matching runs (one per seed). Profiles: SPEC's profile metrics per run (``worker.profiles``)
+then mean and t-interval over seeds. Claims: ``worker.claims`` on the stored rows.
+Only the columns needed are read (never ``per_position``), so 1M result rows stay fast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.api.queries import RunFilter, depth, layer_name
+from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from worker.stats import t_interval
+
+GroupKey = tuple[str, str, str | None, int, int]  # task, family, pretrained, n_layers, eval_length
+
+
+def _f(v: float | None) -> float | None:
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v)
+
+
+def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
+    """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority)."""
+    q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
+               ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline
+               ).join(Run, Run.id == ProbeResult.run_id)
+    q = flt.apply(q)
+    if eval_length:
+        q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
+    return [tuple(r) for r in session.execute(q)]
+
+
+def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    groups: dict[tuple, list[tuple[int, int, float, float]]] = defaultdict(list)
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj in probe_table(session, flt, eval_length):
+        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj))
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4], k[5])):
+        task, family, pretrained, n_layers, L, layer = key
+        members = sorted(groups[key], key=lambda m: (m[1], m[0]))
+        mean, lo, hi = t_interval([m[2] for m in members])
+        majs = [m[3] for m in members if m[3] is not None]
+        out.append(dict(
+            task=task, family=family, pretrained=pretrained, eval_length=L, layer=layer,
+            layer_name=layer_name(layer), depth=depth(layer, n_layers), n_layers=n_layers,
+            mean=_f(mean), lo=_f(lo), hi=_f(hi), n=len(members), seeds=[m[1] for m in members],
+            majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
+        ))
+    return out
+
+
+
+# ----------------------------------------------------------------------------- profiles
+
+DECOUPLING_METHODS = ("leace", "inlp", "project_out")  # as worker.claims: the first one present
+
+
+def _damage_rows(session: Session, run_ids: Sequence[int], eval_length: Sequence[int] | None) -> dict[tuple[int, int], list[dict]]:
+    """(run_id, eval_length) → intervention rows (layer, method, delta_pp) of the decoupling methods."""
+    out: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    if not run_ids:
+        return out
+    ids = sorted(set(run_ids))
+    for i in range(0, len(ids), 5000):
+        q = select(InterventionResult.run_id, InterventionResult.eval_length, InterventionResult.method,
+                   InterventionResult.layer, InterventionResult.delta_pp).where(
+            InterventionResult.run_id.in_(ids[i:i + 5000]), InterventionResult.method.in_(DECOUPLING_METHODS),
+            InterventionResult.layer >= -1)
+        if eval_length:
+            q = q.where(InterventionResult.eval_length.in_(list(eval_length)))
+        for rid, L, method, layer, delta in session.execute(q):
+            out[(rid, L)].append({"method": method, "layer": layer, "delta_pp": delta})
+    return out
+
+
+def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Per (task, family, pretrained, n_layers, eval_length): ``worker.profiles.summarise_profiles``
+    over the seeds, plus each seed's most-damaging layer and decoupling distance."""
+    from worker import profiles as P
+
+    curves: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
+    bases: dict[tuple[int, int], list[float]] = defaultdict(list)
+    meta: dict[int, tuple] = {}
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj in probe_table(session, flt, eval_length):
+        curves[(run_id, L)][layer] = acc
+        if maj is not None:
+            bases[(run_id, L)].append(maj)
+        meta[run_id] = (task, family, pretrained, n_layers, seed)
+    damage = _damage_rows(session, list(meta), eval_length)
+    groups: dict[GroupKey, list[tuple[int, int]]] = defaultdict(list)
+    for (run_id, L), c in curves.items():
+        task, family, pretrained, n_layers, seed = meta[run_id]
+        if sorted(c) != list(range(-1, n_layers)) or any(v is None or not math.isfinite(v) for v in c.values()):
+            continue  # a gapped curve (a partly written run): no profile for it yet
+        groups[(task, family, pretrained, n_layers, L)].append((seed, run_id))
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4])):
+        task, family, pretrained, n_layers, L = key
+        members = sorted(groups[key])
+        cs = [curves[(rid, L)] for _, rid in members]
+        bl = [(sum(bases[(rid, L)]) / len(bases[(rid, L)])) if bases[(rid, L)] else None for _, rid in members]
+        summary = P.summarise_profiles(cs, bl, seeds=[seed for seed, _ in members])
+        metrics = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in summary["metrics"].items()}
+        dists, damaging = [], []
+        for row, (seed, rid), c in zip(summary["per_seed"], members, cs):
+            row["run_id"] = rid
+            rows = damage.get((rid, L), [])
+            method = next((m for m in DECOUPLING_METHODS if any(r["method"] == m for r in rows)), None)
+            d = P.decoupling(c, [r for r in rows if r["method"] == method], method=method) if method else None
+            row["decoupling_method"] = method
+            row["damaging_layer"] = d["damaging_layer"] if d else None
+            row["decoupling_distance"] = d["distance"] if d else None
+            if d and d["damaging_layer"] is not None:
+                damaging.append(d["damaging_layer"])
+                dists.append(d["distance"])
+            for k, v in list(row.items()):
+                row[k] = _f(v) if isinstance(v, float) else v
+        for name, vals in (("damaging_layer", damaging), ("decoupling_distance", dists)):
+            mean, lo, hi = t_interval(vals) if vals else (None, None, None)
+            metrics[name] = {"mean": _f(mean), "lo": _f(lo), "hi": _f(hi), "n": len(vals)}
+        out.append(dict(
+            task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
+            seeds=[seed for seed, _ in members], profile_class=summary["profile_class"],
+            class_counts=summary["class_votes"], metrics=metrics, per_seed=summary["per_seed"],
+        ))
+    return out
+
+
+def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (task, family, pretrained, eval_length, metric): the export's tidy form."""
+    rows = []
+    for p in items:
+        for name, m in p["metrics"].items():
+            rows.append(dict(task=p["task"], family=p["family"], pretrained=p["pretrained"],
+                             eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=p["profile_class"],
+                             seeds=p["seeds"], metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
+    return rows
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
+    """``worker.claims.evaluate_claims`` on the stored runs, probes and interventions at its
+    evaluation length, and the patching rows of pretrained runs."""
+    from worker import claims as C
+
+    L = C.EVAL_LENGTH
+    run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour]
+    runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols)))]
+    probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
+              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj in probe_table(session, flt, [L])]
+    iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
+               InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.p_value,
+               InterventionResult.p_holm, InterventionResult.significant]
+    interventions = [dict(r._mapping) for r in session.execute(
+        flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(InterventionResult.eval_length == L))]
+    pre_ids = [r["id"] for r in runs if r["pretrained"]]
+    patching = []
+    if pre_ids:
+        pcols = [PatchingResult.run_id, PatchingResult.layer, PatchingResult.position, PatchingResult.eval_length,
+                 PatchingResult.recovery]
+        patching = [dict(r._mapping) for r in session.execute(select(*pcols).where(PatchingResult.run_id.in_(pre_ids)))]
+    return C.evaluate_claims(runs, probes, interventions, patching)
+
+
+# ----------------------------------------------------------------------------- caching
+
+
+class ResultCache:
+    """Aggregates memoised per (what, filters) and a fingerprint of the result tables.
+
+    Result writes only ever insert new rows (a re-run deletes then inserts: new ids), so the
+    largest ids plus the run count change whenever anything an aggregate reads changes. The
+    fingerprint costs four index look-ups; the aggregate over 1M rows costs seconds."""
+
+    def __init__(self, size: int = 64) -> None:
+        from collections import OrderedDict
+        from threading import Lock
+
+        self.size = size
+        self._data: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = Lock()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def fingerprint(session: Session) -> tuple:
+        from sqlalchemy import func
+
+        q = select(
+            select(func.max(ProbeResult.id)).scalar_subquery(),
+            select(func.max(InterventionResult.id)).scalar_subquery(),
+            select(func.max(PatchingResult.id)).scalar_subquery(),
+            select(func.max(Run.id)).scalar_subquery(),
+            select(func.count(Run.id)).scalar_subquery(),
+        )
+        return tuple(session.execute(q).one())
+
+    def get(self, session: Session, key: tuple, compute: Any) -> Any:
+        full = (key, self.fingerprint(session))
+        with self._lock:
+            if full in self._data:
+                self._data.move_to_end(full)
+                self.hits += 1
+                return self._data[full]
+        value = compute()
+        with self._lock:
+            self.misses += 1
+            self._data[full] = value
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+        return value

@@ -1,0 +1,82 @@
+"""Typed dependencies: the DB session, settings, the job queue, and the auth checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.api.aggregate import ResultCache
+from backend.core.config import Settings
+from backend.core.security import verify_token
+from worker.queue import JobQueue
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="`layerscope token create --name NAME`; needed for writes when the server listens "
+    "beyond loopback, and for reads when LAYERSCOPE_REQUIRE_TOKEN_FOR_READS=1.",
+)
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def get_factory(request: Request) -> sessionmaker[Session]:
+    return request.app.state.session_factory
+
+
+def get_queue(request: Request) -> JobQueue:
+    return request.app.state.queue
+
+
+def get_cache(request: Request) -> ResultCache:
+    return request.app.state.aggregate_cache
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_db)]
+QueueDep = Annotated[JobQueue, Depends(get_queue)]
+FactoryDep = Annotated[sessionmaker[Session], Depends(get_factory)]
+CacheDep = Annotated[ResultCache, Depends(get_cache)]
+CredentialsDep = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+def _check_token(session: Session, credentials: HTTPAuthorizationCredentials | None, what: str) -> None:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            detail=f"{what} need a token: send 'Authorization: Bearer <token>' (layerscope token create)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if verify_token(session, credentials.credentials) is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, detail="invalid or revoked token", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+
+def require_write(settings: SettingsDep, session: SessionDep, credentials: CredentialsDep) -> None:
+    """Writes need a token when the server listens beyond loopback."""
+    if settings.listens_beyond_loopback:
+        _check_token(session, credentials, "writes")
+
+
+def require_read(settings: SettingsDep, session: SessionDep, credentials: CredentialsDep) -> None:
+    """Reads need a token only when LAYERSCOPE_REQUIRE_TOKEN_FOR_READS is set."""
+    if settings.require_token_for_reads:
+        _check_token(session, credentials, "reads")
+
+
+WriteAuth = Depends(require_write)
+ReadAuth = Depends(require_read)

@@ -1,0 +1,143 @@
+"""Pure-ASGI middleware: request body limit (413) and security headers (CSP included)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+async def _send_json(send: Send, status: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+class BodySizeLimit:
+    """413 for ``/api`` request bodies over ``max_bytes`` (Content-Length or the streamed size).
+
+    The body is buffered (it is small by then) and replayed to the app."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, prefix: str = "/api") -> None:
+        self.app, self.max_bytes, self.prefix = app, max_bytes, prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        detail = f"request body larger than {self.max_bytes} bytes"
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    await _send_json(send, 400, {"detail": "invalid Content-Length header"})
+                    return
+                if too_big:
+                    await _send_json(send, 413, {"detail": detail})
+                    return
+        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _send_json(send, 413, {"detail": detail})
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def dashboard_csp(frame_ancestors: str) -> str:
+    # Dash renders its config and renderer bootstrap as inline <script>s and Plotly injects
+    # inline styles; some component libraries evaluate code strings: hence 'unsafe-inline' and
+    # 'unsafe-eval' for scripts. Everything else is same-origin; images may be data:/blob:
+    # (Plotly's PNG/SVG download).
+    return "; ".join([
+        "default-src 'self'",
+        "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "worker-src 'self' blob:",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        f"frame-ancestors {frame_ancestors}",
+    ])
+
+
+API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+# Swagger UI / ReDoc pages load their bundles from jsdelivr and run an inline bootstrap script.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+            "font-src 'self' https://fonts.gstatic.com data:; img-src 'self' data: https://fastapi.tiangolo.com "
+            "https://cdn.redoc.ly; worker-src 'self' blob:; frame-ancestors 'none'")
+
+
+class SecurityHeaders:
+    """nosniff, referrer policy, COOP, permissions policy, and a CSP per kind of response."""
+
+    def __init__(self, app: ASGIApp, frame_ancestors: str = "*", docs_paths: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.docs_paths = docs_paths
+        self.dash_csp = dashboard_csp(frame_ancestors).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        is_api = path == "/api" or path.startswith("/api/")
+        if path in self.docs_paths:
+            csp = DOCS_CSP.encode()
+        elif is_api:
+            csp = API_CSP.encode()
+        else:
+            csp = self.dash_csp
+        extra = [
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"strict-origin-when-cross-origin"),
+            (b"cross-origin-opener-policy", b"same-origin"),
+            (b"permissions-policy", b"camera=(), microphone=(), geolocation=(), payment=()"),
+            (b"content-security-policy", csp),
+        ]
+        if is_api and path not in self.docs_paths:
+            extra.append((b"x-frame-options", b"DENY"))
+            extra.append((b"cache-control", b"no-store"))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in extra if k not in present]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,27 @@
+"""Typed query / path parameters shared by the routes (bounds keep every value storable:
+int32 ids, no NUL bytes in strings)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path, Query
+from pydantic import StringConstraints
+
+INT32_MAX = 2**31 - 1
+
+Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=r"^[^\x00]*$")]
+SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
+
+TaskQ = Annotated[list[Text] | None, Query(description="task name(s): parity, s3, dyck, code_depth")]
+FamilyQ = Annotated[list[Text] | None, Query(description="family name(s): transformer, mamba, mamba2, lstm, gru")]
+SuiteQ = Annotated[list[Text] | None, Query(description="suite name(s)")]
+PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model name(s)")]
+MethodQ = Annotated[list[Text] | None, Query(description="intervention method(s)")]
+SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
+EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
+RunIdQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="run id(s)")]
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="rows to skip")]
+RunIdPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="run id")]
+JobIdPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="job id")]

@@ -1,0 +1,141 @@
+"""Reads shared by the routes and the export: filtered runs and result rows as plain dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+
+
+class NotFound(LookupError):
+    """An unknown id: the API answers 404 with this message."""
+
+
+def layer_name(layer: int) -> str:
+    """DESIGN "Layer convention": -1 → emb, ℓ → "ℓ"; -2 (a component edit of every layer) → all."""
+    if layer == -1:
+        return "emb"
+    if layer == -2:
+        return "all"
+    return str(layer)
+
+
+def depth(layer: int, n_layers: int) -> float | None:
+    """Normalised depth (ℓ + 1) / n_layers: emb → 0, the last block → 1; None for -2."""
+    if layer < -1 or n_layers <= 0:
+        return None
+    return (layer + 1) / n_layers
+
+
+@dataclass
+class RunFilter:
+    task: Sequence[str] | None = None
+    family: Sequence[str] | None = None
+    seed: Sequence[int] | None = None
+    suite: Sequence[str] | None = None
+    pretrained: Sequence[str] | None = None
+    run_id: Sequence[int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, q: Select) -> Select:
+        for col, values in ((Run.task, self.task), (Run.family, self.family), (Run.seed, self.seed),
+                            (Run.suite, self.suite), (Run.pretrained, self.pretrained), (Run.id, self.run_id)):
+            if values:
+                q = q.where(col.in_(list(values)))
+        return q
+
+
+RUN_LIST_COLUMNS = [c for c in Run.__table__.columns if c.key != "loss_curve"]
+
+
+def run_row(row: Any) -> dict[str, Any]:
+    return {c.key: getattr(row, c.key) for c in RUN_LIST_COLUMNS}
+
+
+def list_runs(session: Session, flt: RunFilter, limit: int | None, offset: int = 0) -> tuple[list[dict], int]:
+    total = session.execute(flt.apply(select(func.count()).select_from(Run))).scalar_one()
+    q = flt.apply(select(*RUN_LIST_COLUMNS)).order_by(Run.id).offset(offset)
+    if limit is not None:
+        q = q.limit(limit)
+    return [run_row(r) for r in session.execute(q)], int(total)
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"run {run_id} not found")
+    return run
+
+
+def run_n_layers(session: Session, run_id: int) -> int:
+    n = session.execute(select(Run.n_layers).where(Run.id == run_id)).scalar()
+    if n is None:
+        raise NotFound(f"run {run_id} not found")
+    return int(n)
+
+
+def _result_rows(
+    session: Session, model: Any, run_id: int, n_layers: int, order: list, eval_length: Sequence[int] | None,
+    method: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    cols = [c for c in model.__table__.columns if c.key != "id"]
+    q = select(*cols).where(model.run_id == run_id)
+    if eval_length:
+        q = q.where(model.eval_length.in_(list(eval_length)))
+    if method:
+        q = q.where(model.method.in_(list(method)))
+    out = []
+    for r in session.execute(q.order_by(*order)):
+        d = {c.key: getattr(r, c.key) for c in cols}
+        d["layer_name"] = layer_name(d["layer"])
+        d["depth"] = depth(d["layer"], n_layers)
+        out.append(d)
+    return out
+
+
+def probe_rows(session: Session, run_id: int, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    n = run_n_layers(session, run_id)
+    return _result_rows(session, ProbeResult, run_id, n, [ProbeResult.eval_length, ProbeResult.layer], eval_length)
+
+
+def intervention_rows(
+    session: Session, run_id: int, eval_length: Sequence[int] | None = None, method: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    n = run_n_layers(session, run_id)
+    order = [InterventionResult.eval_length, InterventionResult.method, InterventionResult.layer]
+    return _result_rows(session, InterventionResult, run_id, n, order, eval_length, method)
+
+
+def patching_rows(session: Session, run_id: int, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    n = run_n_layers(session, run_id)
+    order = [PatchingResult.eval_length, PatchingResult.layer, PatchingResult.position]
+    return _result_rows(session, PatchingResult, run_id, n, order, eval_length)
+
+
+RUN_CONTEXT = [Run.task, Run.family, Run.seed, Run.suite, Run.pretrained, Run.n_layers, Run.name.label("run_name")]
+
+
+def results_across_runs(
+    session: Session, model: Any, flt: RunFilter, eval_length: Sequence[int] | None = None,
+    method: Sequence[str] | None = None, columns: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Result rows of every run matching ``flt``, each with its run's task/family/seed/... (tidy)."""
+    cols = [c for c in model.__table__.columns if c.key != "id" and (columns is None or c.key in columns)]
+    q = flt.apply(select(*cols, *RUN_CONTEXT).join(Run, Run.id == model.run_id))
+    if eval_length:
+        q = q.where(model.eval_length.in_(list(eval_length)))
+    if method and hasattr(model, "method"):
+        q = q.where(model.method.in_(list(method)))
+    q = q.order_by(model.run_id, model.eval_length, model.layer)
+    out = []
+    for r in session.execute(q):
+        d = dict(r._mapping)
+        d["layer_name"] = layer_name(d["layer"])
+        d["depth"] = depth(d["layer"], d["n_layers"])
+        out.append(d)
+    return out

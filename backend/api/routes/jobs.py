@@ -1,0 +1,118 @@
+"""Jobs: submit (validated params), list, detail with log tail, cancel, retry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from fastapi import APIRouter, Body, Query, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from sqlalchemy import func, select
+
+from backend.api.deps import FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
+from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
+from backend.db import jobs as J
+from backend.db.models import Job, Run
+from worker.params import PARAMS_BY_KIND
+from worker.queue import submit
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def _job_create_model(kind: str, params_model: type[BaseModel]) -> type[BaseModel]:
+    return create_model(
+        f"{kind.capitalize()}JobCreate",
+        __config__=ConfigDict(extra="forbid"),
+        kind=(Literal[kind], Field(description="job kind")),  # type: ignore[valid-type]
+        params=(params_model, Field(description=f"{params_model.__name__}: validated before the job is stored")),
+        max_attempts=(int | None, Field(None, ge=1, le=20, description="default: settings.max_attempts")),
+    )
+
+
+JOB_CREATE_MODELS = {kind: _job_create_model(kind, model) for kind, model in PARAMS_BY_KIND.items()}
+JobCreate = Annotated[Union[tuple(JOB_CREATE_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
+
+NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown job id"}}
+CONFLICT = {409: {"model": ErrorOut, "description": "the job's state does not allow this"}}
+
+
+def _out(job: Job) -> dict[str, Any]:
+    return JobOut.model_validate(job).model_dump()
+
+
+def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:  # noqa: ANN001
+    d = _out(job)
+    lines = (job.log or "").splitlines()
+    d["log_tail"] = "\n".join(lines[-tail_lines:])
+    counts = dict(session.execute(select(Job.state, func.count()).where(Job.parent_id == job.id)
+                                  .group_by(Job.state)).all())
+    d["children"] = {k: int(v) for k, v in counts.items()}
+    prog = session.execute(select(func.avg(Job.progress)).where(Job.parent_id == job.id)).scalar()
+    d["children_progress"] = float(prog) if prog is not None else None
+    return d
+
+
+@router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
+             responses={413: {"model": ErrorOut, "description": "body too large"},
+                        401: {"model": ErrorOut, "description": "token needed"}},
+             summary="Submit a job; its params are validated per kind (422 names the bad field)")
+def create_job(
+    body: Annotated[JobCreate, Body()], session: SessionDep, factory: FactoryDep, settings: SettingsDep,
+    queue: QueueDep,
+) -> dict:
+    params = body.params
+    run_id = getattr(params, "run_id", None)
+    if run_id is not None and session.get(Run, run_id) is None:
+        raise RequestValidationError([{
+            "type": "value_error", "loc": ("body", "params", "run_id"), "msg": f"run {run_id} not found",
+            "input": run_id,
+        }])
+    job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
+    return _out(J.get_job(session, job_id))
+
+
+@router.get("", response_model=Page[JobOut],
+            dependencies=[ReadAuth], summary="Jobs, newest first, filtered and paged")
+def list_jobs(
+    session: SessionDep,
+    state: Annotated[list[JobState] | None, Query(description="state(s)")] = None,
+    kind: Annotated[list[JobKind] | None, Query(description="kind(s)")] = None,
+    parent_id: Annotated[int | None, Query(ge=1, le=INT32_MAX, description="a suite job's children")] = None,
+    run_id: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+    limit: Limit = 50, offset: Offset = 0,
+) -> dict:
+    q = select(Job)
+    if state:
+        q = q.where(Job.state.in_(state))
+    if kind:
+        q = q.where(Job.kind.in_(kind))
+    if parent_id is not None:
+        q = q.where(Job.parent_id == parent_id)
+    if run_id is not None:
+        q = q.where(Job.run_id == run_id)
+    total = session.execute(select(func.count()).select_from(q.subquery())).scalar_one()
+    items = [_out(j) for j in session.execute(q.order_by(Job.id.desc()).limit(limit).offset(offset)).scalars()]
+    return {"items": items, "total": int(total), "limit": limit, "offset": offset}
+
+
+@router.get("/{job_id}", response_model=JobDetail, responses=NOT_FOUND, dependencies=[ReadAuth],
+            summary="One job with its log tail (and a suite's children by state)")
+def get_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep,
+            tail: Annotated[int, Query(ge=1, le=10_000, description="log lines")] = 50) -> dict:
+    return _detail(session, J.get_job(session, job_id), tail)
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT},
+             dependencies=[WriteAuth], summary="Cancel: a queued job at once, a running one at its next check")
+def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
+    return _out(J.request_cancel(session, job_id))
+
+
+@router.post("/{job_id}/retry", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT},
+             dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
+def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
+    job = J.retry(session, job_id, extra_attempts=settings.max_attempts)
+    queue.enqueue(job.id)
+    return _out(job)
+

@@ -1,0 +1,53 @@
+"""Runs and their per-layer results."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from backend.api import queries
+from backend.api.deps import ReadAuth, SessionDep
+from backend.api.params import (
+    EvalLengthQ, FamilyQ, Limit, MethodQ, Offset, PretrainedQ, RunIdPath, SeedQ, SuiteQ, TaskQ,
+)
+from backend.api.schemas import ErrorOut, InterventionOut, Page, PatchingOut, ProbeOut, RunDetail, RunOut
+
+router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth])
+NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
+
+
+@router.get("", response_model=Page[RunOut], summary="Runs, filtered and paged (without loss curves)")
+def list_runs(
+    session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
+    pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0,
+) -> dict:
+    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained)
+    items, total = queries.list_runs(session, flt, limit, offset)
+    return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+@router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND, summary="One run, with its loss curve")
+def get_run(run_id: RunIdPath, session: SessionDep) -> dict:
+    run = queries.get_run(session, run_id)
+    return {c.key: getattr(run, c.key) for c in run.__table__.columns}
+
+
+@router.get("/{run_id}/probes", response_model=list[ProbeOut], responses=NOT_FOUND,
+            summary="Probe accuracy per layer and eval length")
+def run_probes(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None) -> list[dict]:
+    return queries.probe_rows(session, run_id, eval_length)
+
+
+@router.get("/{run_id}/interventions", response_model=list[InterventionOut], responses=NOT_FOUND,
+            summary="Interventions per layer, method and eval length (with the refit probe)")
+def run_interventions(
+    run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None, method: MethodQ = None
+) -> list[dict]:
+    return queries.intervention_rows(session, run_id, eval_length, method)
+
+
+@router.get("/{run_id}/patching", response_model=list[PatchingOut], responses=NOT_FOUND,
+            summary="Activation-patching recovery per layer × position")
+def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None) -> list[dict]:
+    return queries.patching_rows(session, run_id, eval_length)
+
+

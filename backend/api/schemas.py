@@ -1,0 +1,250 @@
+"""Pydantic response (and request) models: the OpenAPI document of every endpoint."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+T = TypeVar("T")
+
+
+def _utc(d: datetime) -> datetime:
+    return d if d.tzinfo else d.replace(tzinfo=UTC)  # SQLite hands back naive UTC
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
+class Page(BaseModel, Generic[T]):
+    """A page of a collection."""
+
+    items: list[T]
+    total: int = Field(description="rows matching the filters, over all pages")
+    limit: int
+    offset: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    db: str = Field(description="sqlite | postgresql")
+    queue: str = Field(description="sqlite | redis")
+    version: str
+
+
+class RunOut(BaseModel):
+    """A trained (or fine-tuned) model."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: int
+    name: str
+    suite: str | None
+    family: str
+    task: str
+    seed: int
+    pretrained: str | None
+    n_layers: int
+    d_model: int
+    n_params: int
+    task_params: dict[str, Any]
+    model_cfg: dict[str, Any] = Field(alias="model_config", description="the model's dataclass config")
+    train_config: dict[str, Any]
+    config_hash: str
+    checkpoint_id: str | None
+    status: str
+    steps: int
+    train_seconds: float
+    stopped_early: bool
+    behaviour: dict[str, Any] = Field(description='per eval length: {"40": {"token_acc", "last_acc", "n"}}')
+    created_at: UtcDatetime
+
+
+class RunDetail(RunOut):
+    loss_curve: list[dict[str, Any]] = Field(description='[{"step", "loss", "heldout_token_acc"}]')
+
+
+class ProbeOut(BaseModel):
+    run_id: int
+    layer: int = Field(description="-1 = emb, 0..n-1 = after block ℓ")
+    layer_name: str
+    depth: float = Field(description="(layer + 1) / n_layers: emb 0, last block 1")
+    eval_length: int
+    accuracy: float
+    majority_baseline: float
+    per_position: list[float | None]
+    n_train: int
+    n_test: int
+    converged: bool
+    n_iter: int
+    config_hash: str
+
+
+class InterventionOut(BaseModel):
+    run_id: int
+    method: str
+    layer: int = Field(description="-1 = emb, 0..n-1 = block; -2 = every layer (conv1d_removal)")
+    layer_name: str
+    depth: float | None
+    eval_length: int
+    k: int | None
+    base_acc: float
+    edited_acc: float
+    delta_pp: float
+    drop_rel_chance: float | None
+    refit_acc: float | None
+    refit_majority: float | None
+    rank_removed: int | None
+    p_value: float | None
+    p_holm: float | None
+    significant: bool | None
+    n_sequences: int
+    seed: int
+    config_hash: str
+
+
+class PatchingOut(BaseModel):
+    run_id: int
+    layer: int
+    layer_name: str
+    depth: float
+    position: int
+    eval_length: int
+    recovery: float | None
+    recovery_lo: float | None
+    recovery_hi: float | None
+    ld_clean: float | None
+    ld_corrupted: float | None
+    n_pairs: int
+    config_hash: str
+
+
+class CurvePoint(BaseModel):
+    """Probe accuracy at one layer, aggregated over seeds (mean and 95% t-interval)."""
+
+    task: str
+    family: str
+    pretrained: str | None = None
+    eval_length: int
+    layer: int
+    layer_name: str
+    depth: float
+    n_layers: int
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    seeds: list[int]
+    majority_baseline: float | None
+    run_ids: list[int]
+
+
+class MetricCI(BaseModel):
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+class Profile(BaseModel):
+    task: str
+    family: str
+    pretrained: str | None = None
+    eval_length: int
+    n_layers: int
+    n: int
+    seeds: list[int]
+    profile_class: str | None
+    class_counts: dict[str, int] = Field(description="how many seeds fall in each profile class")
+    metrics: dict[str, MetricCI]
+    per_seed: list[dict[str, Any]]
+
+
+class Claim(BaseModel):
+    id: str | int
+    title: str
+    verdict: Literal["supported", "contradicted", "not enough data"]
+    numbers: dict[str, Any]
+    detail: str
+    views: list[str]
+
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobKind = Literal["train", "probe", "intervene", "patch", "suite"]
+
+
+class JobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    kind: str
+    state: JobState
+    params: dict[str, Any]
+    config_hash: str
+    parent_id: int | None
+    attempt: int
+    max_attempts: int
+    progress: float = Field(description="0..1")
+    message: str
+    error: str | None
+    worker: str | None
+    cancel_requested: bool
+    run_id: int | None
+    result: dict[str, Any] | None
+    created_at: UtcDatetime
+    enqueued_at: UtcDatetime | None
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
+    heartbeat_at: UtcDatetime | None
+
+
+class JobDetail(JobOut):
+    log_tail: str = Field(description="the last lines of the job's log")
+    children: dict[str, int] = Field(description="a suite's child jobs counted by state")
+    children_progress: float | None = Field(description="mean progress of a suite's children")
+
+
+class ViewCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$",
+                       description="stored as typed; escaping is the client's job")
+    page: str = Field(min_length=1, max_length=100, pattern=r"^/[A-Za-z0-9_\-/]*$",
+                      description="the dashboard page path, e.g. /curves")
+    state: dict[str, Any] = Field(default_factory=dict, description="the page's state (its URL query)")
+
+    @field_validator("state")
+    @classmethod
+    def _no_nul(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if _has_nul(v):
+            raise ValueError("must not contain NUL characters")
+        return v
+
+
+def _has_nul(obj: object) -> bool:
+    if isinstance(obj, str):
+        return "\x00" in obj
+    if isinstance(obj, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in obj.items())
+    if isinstance(obj, list):
+        return any(_has_nul(v) for v in obj)
+    return False
+
+
+class ViewCreated(BaseModel):
+    slug: str
+    url: str
+
+
+class ViewOut(BaseModel):
+    slug: str
+    url: str
+    title: str
+    page: str
+    state: dict[str, Any]
+    created_at: UtcDatetime
+
+
+class ErrorOut(BaseModel):
+    detail: str

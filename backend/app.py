@@ -1,0 +1,47 @@
+"""The served application: the API under ``/api`` and the Dash dashboard at ``/``.
+
+The dashboard (``dashboard.app.create_dash``) is a Flask/WSGI app, mounted through a2wsgi; it
+talks to the API over HTTP at ``settings.resolved_api_url`` like any other client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.api.main import create_app as create_api
+from backend.core.config import Settings, get_settings
+from worker.queue import JobQueue
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    session_factory: sessionmaker[Session] | None = None,
+    *,
+    queue: JobQueue | None = None,
+    background: bool = True,
+    dashboard: bool = True,
+) -> FastAPI:
+    """API + dashboard. ``dashboard=False`` serves the API alone."""
+    settings = settings or get_settings()
+    app = create_api(settings, session_factory, queue=queue, background=background)
+    if dashboard:
+        mount_dashboard(app, settings)
+    return app
+
+
+def mount_dashboard(app: FastAPI, settings: Settings) -> None:
+    from a2wsgi import WSGIMiddleware
+
+    from dashboard.api_client import ApiClient
+    from dashboard.app import create_dash
+
+    api_url = settings.resolved_api_url
+    client = ApiClient(api_url, token=settings.dashboard_token)
+    dash_app = create_dash(api_url, "/", client=client)
+    app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")
+    app.state.dash = dash_app

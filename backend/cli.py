@@ -1,0 +1,458 @@
+"""The ``layerscope`` command line (typer).
+
+    layerscope demo                      # the README's main command
+    layerscope serve [--host --port]     # API + dashboard
+    layerscope worker [--device --name]  # consume jobs
+    layerscope suite --preset quick      # run a suite in this process
+    layerscope probe|intervene|patch RUN_ID
+    layerscope token create --name NAME
+    layerscope db upgrade
+
+Wrong arguments, an unknown preset or run id give a one-line message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click import exceptions as _cx
+
+app = typer.Typer(
+    name="layerscope",
+    help="Where does a sequence model keep its state? Train, probe, intervene, patch — and explore in the browser.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+token_app = typer.Typer(help="API tokens (needed for writes when the server listens beyond loopback).",
+                        no_args_is_help=True)
+db_app = typer.Typer(help="The results database.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+app.add_typer(db_app, name="db")
+
+log = logging.getLogger("layerscope")
+
+
+class CliError(Exception):
+    """A known failure: printed as one line, exit status 1."""
+
+
+class Preset(str, Enum):
+    smoke = "smoke"
+    quick = "quick"
+    paper = "paper"
+    pretrained = "pretrained"
+
+
+def _settings(**overrides: Any):  # noqa: ANN202
+    from backend.core.config import get_settings
+
+    s = get_settings()
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return s.model_copy(update=overrides) if overrides else s
+
+
+def _logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("httpx", "huey", "alembic", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _init_db(settings) -> Any:  # noqa: ANN001
+    from backend.db.migrate import init_db
+    from backend.db.session import make_engine, make_sessionmaker
+
+    init_db(settings.resolved_db_url)
+    return make_sessionmaker(make_engine(settings.resolved_db_url))
+
+
+def _err(message: str) -> None:
+    typer.echo(f"layerscope: error: {message}", err=True)
+
+
+# ----------------------------------------------------------------------------- serve / worker
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
+    dashboard: Annotated[bool, typer.Option(help="Serve the dashboard at / too.")] = True,
+) -> None:
+    """Serve the API (/api) and the dashboard (/)."""
+    import uvicorn
+
+    from backend.app import create_app
+
+    _logging()
+    settings = _settings(host=host, port=port)
+    factory = _init_db(settings)
+    application = create_app(settings, factory, dashboard=dashboard)
+    _announce(settings)
+    uvicorn.run(application, host=settings.host, port=settings.port, log_level="info", access_log=False)
+
+
+def _announce(settings) -> None:  # noqa: ANN001
+    typer.echo(f"layerscope: dashboard at {settings.resolved_api_url}/   API at {settings.resolved_api_url}/api/docs",
+               err=True)
+    if settings.listens_beyond_loopback:
+        typer.echo("layerscope: listening beyond loopback — every write needs 'Authorization: Bearer <token>' "
+                   "(layerscope token create --name NAME)", err=True)
+
+
+@app.command()
+def worker(
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto (default: LAYERSCOPE_DEVICE or auto).")] = None,
+    name: Annotated[str | None, typer.Option(help="Worker name shown on its jobs (default host:pid:device).")] = None,
+    executor: Annotated[str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")] = None,
+    max_jobs: Annotated[int | None, typer.Option(hidden=True, min=1)] = None,
+    idle_exit: Annotated[float | None, typer.Option(hidden=True, min=0)] = None,
+) -> None:
+    """Consume jobs from the queue, one at a time."""
+    from worker.runner import Runner, load_executor
+
+    _logging()
+    settings = _settings()
+    if device is not None:
+        _check_device(device)
+    factory = _init_db(settings)
+    runner = Runner(settings, device=device, name=name, executor=load_executor(executor), session_factory=factory)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `docker stop`: release the job like Ctrl-C
+    typer.echo(f"layerscope: worker {runner.name} on the {runner.queue.kind} queue (Ctrl-C to stop)", err=True)
+    try:
+        runner.run_forever(max_jobs=max_jobs, idle_exit_s=idle_exit)
+    except KeyboardInterrupt:
+        typer.echo(f"layerscope: worker {runner.name} stopped", err=True)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def _check_device(device: str) -> None:
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
+        raise typer.BadParameter(f"{device!r} is not one of auto, cpu, cuda, cuda:N", param_hint="'--device'")
+
+
+# ----------------------------------------------------------------------------- in-process work
+
+
+def _env(settings, factory, device: str | None):  # noqa: ANN001, ANN202
+    from worker.pipeline import WorkerEnv, resolve_device
+
+    return WorkerEnv(factory, settings.resolved_store_dir, resolve_device(device or settings.device))
+
+
+def _require_run(factory, run_id: int) -> None:  # noqa: ANN001
+    from backend.db.models import Run
+
+    with factory() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise CliError(f"run {run_id} not found")
+        if not run.checkpoint_id:
+            raise CliError(f"run {run_id} has no checkpoint to load")
+
+
+def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:  # noqa: ANN001
+    from worker.context import JobContext
+    from worker.pipeline import execute
+
+    ctx = JobContext(description=kind)
+    try:
+        return execute(kind, params, ctx, _env(settings, factory, device))
+    finally:
+        ctx.close()
+
+
+@app.command()
+def suite(
+    preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~15 min) | paper | pretrained")],
+    family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat the option).")] = None,
+    task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
+    name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
+) -> None:
+    """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process."""
+    from worker.params import SuiteParams
+
+    if device is not None:
+        _check_device(device)
+    params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None, name=name)
+    from worker.presets import expand_suite
+
+    n = len(expand_suite(params))
+    settings = _settings()
+    factory = _init_db(settings)
+    typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}",
+               err=True)
+    out = _execute("suite", params, settings, factory, device)
+    typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
+
+
+@app.command()
+def probe(
+    run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
+    eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
+    n_sequences: Annotated[int, typer.Option(min=20, help="Held-out sequences per eval length.")] = 500,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
+) -> None:
+    """Fit the per-layer probes of a stored run again (replacing its probe rows)."""
+    from worker.params import ProbeParams
+
+    params = ProbeParams(run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences)
+    _run_on_stored("probe", params, run_id, device)
+
+
+@app.command()
+def intervene(
+    run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
+    method: Annotated[list[str] | None, typer.Option(help="project_out | inlp | leace | pca_top_k | mean (repeat; default all).")] = None,
+    layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
+    eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
+    pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
+    conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
+    n_permutations: Annotated[int, typer.Option(min=100)] = 2000,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
+) -> None:
+    """Run the interventions (with the refit probe) on a stored run."""
+    from worker.params import InterveneParams
+
+    kw: dict[str, Any] = dict(run_id=run_id, layers=layer or None, eval_lengths=eval_length or None, pca_k=pca_k,
+                              conv1d=conv1d, n_permutations=n_permutations)
+    if method:
+        kw["methods"] = method
+    _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
+
+
+@app.command()
+def patch(
+    run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
+    position: Annotated[list[int] | None, typer.Option(help="0-based positions (repeat; default the middle).")] = None,
+    eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
+    n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
+) -> None:
+    """Activation patching (layer × position grid) on a stored run."""
+    from worker.params import PatchParams
+
+    params = PatchParams(run_id=run_id, positions=position or None, eval_length=eval_length, n_pairs=n_pairs)
+    _run_on_stored("patch", params, run_id, device)
+
+
+def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> None:
+    if device is not None:
+        _check_device(device)
+    settings = _settings()
+    factory = _init_db(settings)
+    _require_run(factory, run_id)
+    _execute(kind, params, settings, factory, device)
+    typer.echo(f"layerscope: {kind} results stored for run {run_id}")
+
+
+# ----------------------------------------------------------------------------- demo
+
+
+@app.command()
+def demo(
+    host: Annotated[str | None, typer.Option(help="Interface (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
+    preset: Annotated[Preset, typer.Option(help="The suite to run.")] = Preset.quick,
+    device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
+    rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
+) -> None:
+    """Serve the dashboard, start a local worker beside it, and run the quick preset as a job:
+    results appear as they land. Ctrl-C stops everything."""
+    import uvicorn
+
+    from backend.app import create_app
+    from worker.params import SuiteParams
+    from worker.queue import JobQueue, submit
+
+    _logging()
+    if device is not None:
+        _check_device(device)
+    settings = _settings(host=host, port=port)
+    factory = _init_db(settings)
+    queue = JobQueue.from_settings(settings)
+    params = SuiteParams(preset=preset.value)
+    job_id = None if rerun else _existing_suite(factory, params)
+    if job_id is None:
+        job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
+        typer.echo(f"layerscope: submitted the {preset.value} suite as job {job_id}", err=True)
+    else:
+        typer.echo(f"layerscope: the {preset.value} suite already ran here (job {job_id}); "
+                   "showing its results (--rerun to train again)", err=True)
+    proc = _start_worker(settings, device)
+    try:
+        application = create_app(settings, factory, queue=queue)
+        _announce(settings)
+        typer.echo(f"\n  Open {settings.resolved_api_url}/   (jobs: {settings.resolved_api_url}/jobs)\n")
+        uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    finally:
+        _stop_worker(proc)
+
+
+def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
+    """A suite job with these params that succeeded (or is under way), children not failed."""
+    from sqlalchemy import select
+
+    from backend.db import jobs as J
+    from backend.db.models import Job
+
+    with factory() as s:
+        for job in s.execute(select(Job).where(Job.kind == "suite", Job.config_hash == J.params_hash(params))
+                             .order_by(Job.id.desc())).scalars():
+            if job.state in (J.QUEUED, J.RUNNING):
+                return job.id
+            if job.state == J.SUCCEEDED:
+                bad = s.execute(select(Job.id).where(Job.parent_id == job.id, Job.state.in_((J.FAILED, J.CANCELLED)))).first()
+                if bad is None:
+                    return job.id
+    return None
+
+
+def _start_worker(settings, device: str | None) -> subprocess.Popen:  # noqa: ANN001
+    env = dict(os.environ)
+    env.update(LAYERSCOPE_DB_URL=settings.resolved_db_url, LAYERSCOPE_QUEUE_URL=settings.resolved_queue_url,
+               LAYERSCOPE_STORE_DIR=str(settings.resolved_store_dir), LAYERSCOPE_QUEUE_NAME=settings.queue_name)
+    cmd = [sys.executable, "-m", "backend.cli", "worker", "--name", "demo-worker"]
+    if device:
+        cmd += ["--device", device]
+    return subprocess.Popen(cmd, env=env)
+
+
+def _stop_worker(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # the worker releases its job back to the queue
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    typer.echo("layerscope: stopped", err=True)
+
+
+# ----------------------------------------------------------------------------- tokens, db
+
+
+@token_app.command("create")
+def token_create(name: Annotated[str, typer.Option(help="Who or what the token is for.")]) -> None:
+    """Create a token; it is printed once (stdout) and stored as SHA-256 only."""
+    from backend.core.security import create_token
+
+    factory = _init_db(_settings())
+    with factory() as s:
+        token_id, token = create_token(s, name)
+    typer.echo(f"layerscope: token {token_id} ({name!r}) created; it is shown only now:", err=True)
+    typer.echo(token)
+
+
+@token_app.command("revoke")
+def token_revoke(name_or_id: Annotated[str, typer.Argument(help="Token name or id.")]) -> None:
+    """Revoke tokens by name or id."""
+    from backend.core.security import revoke_token
+
+    factory = _init_db(_settings())
+    with factory() as s:
+        n = revoke_token(s, name_or_id)
+    if n == 0:
+        raise CliError(f"no active token named or numbered {name_or_id!r}")
+    typer.echo(f"layerscope: revoked {n} token(s)")
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """List tokens (names and ids; never the tokens)."""
+    from sqlalchemy import select
+
+    from backend.db.models import ApiToken
+
+    factory = _init_db(_settings())
+    with factory() as s:
+        for t in s.execute(select(ApiToken).order_by(ApiToken.id)).scalars():
+            typer.echo(f"{t.id}\t{t.name}\t{t.created_at:%Y-%m-%d %H:%M}\t{'revoked' if t.revoked else 'active'}")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the results DB to the newest schema (alembic upgrade head)."""
+    from backend.db.migrate import init_db
+
+    settings = _settings()
+    rev = init_db(settings.resolved_db_url)
+    typer.echo(f"layerscope: {_redact(settings.resolved_db_url)} at revision {rev}")
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
+        return url
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def _validation_message(exc: Any) -> str:
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+    return "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: known errors → one line on stderr and a non-zero exit status."""
+    from pydantic import ValidationError
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="layerscope")
+    except _cx.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "layerscope --help", err=True)
+        return 2
+    except _cx.UsageError as exc:  # includes BadParameter / NoSuchOption / MissingParameter
+        _err(" ".join(exc.format_message().split()))
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        _err("interrupted")
+        return 130
+    except _cx.ClickException as exc:
+        _err(exc.format_message())
+        return exc.exit_code
+    except ValidationError as exc:
+        _err(_validation_message(exc))
+        return 2
+    except OperationalError as exc:
+        _err(f"database not reachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}")
+        return 1
+    except (CliError, LookupError, ValueError, OSError) as exc:
+        _err(str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc))
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def _entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

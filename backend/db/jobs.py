@@ -1,0 +1,227 @@
+"""The job state machine on the ``jobs`` table (web-free; the API and the workers share it).
+
+queued → running → succeeded | failed | cancelled. Every transition is one conditional UPDATE,
+so two workers racing for a job, or a reaper racing a slow worker, never both win:
+a worker owns a running job by (worker name, attempt) and its writes are ignored once it no
+longer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from backend.db.models import Job, utcnow
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class JobNotFound(LookupError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class JobStateError(ValueError):
+    """A transition that the job's current state does not allow (cancel a finished job ...)."""
+
+
+def params_hash(params: BaseModel) -> str:
+    fn = getattr(params, "config_hash", None)
+    if callable(fn):
+        return str(fn())
+    from worker.params import config_hash
+
+    return config_hash(params.model_dump(mode="json"))
+
+
+def new_job(kind: str, params: BaseModel, *, parent_id: int | None = None, max_attempts: int = 3) -> Job:
+    """An unsaved queued job for already-validated ``params``."""
+    now = utcnow()
+    return Job(
+        kind=kind, state=QUEUED, params=params.model_dump(mode="json"), config_hash=params_hash(params),
+        parent_id=parent_id, attempt=0, max_attempts=max_attempts, progress=0.0, message="queued", log="",
+        cancel_requested=False, created_at=now, enqueued_at=now,
+    )
+
+
+def get_job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise JobNotFound(job_id)
+    return job
+
+
+def claim(session: Session, job_id: int, worker: str) -> int | None:
+    """queued → running for ``worker``; returns the new attempt number, or None if the job is
+    not (any longer) queued: claimed by another worker, finished, cancelled or unknown."""
+    now = utcnow()
+    res = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == QUEUED)
+        .values(state=RUNNING, attempt=Job.attempt + 1, worker=worker, started_at=now, heartbeat_at=now,
+                progress=0.0, message="started", error=None, finished_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    if res.rowcount != 1:
+        session.rollback()
+        return None
+    attempt = session.execute(select(Job.attempt).where(Job.id == job_id)).scalar_one()
+    session.commit()
+    return int(attempt)
+
+
+def _owned(job_id: int, worker: str, attempt: int):  # noqa: ANN202
+    return (Job.id == job_id, Job.state == RUNNING, Job.worker == worker, Job.attempt == attempt)
+
+
+def heartbeat(
+    session: Session, job_id: int, worker: str, attempt: int, **fields: Any
+) -> tuple[bool, bool]:
+    """Write heartbeat_at (+ progress/message/log given in ``fields``) if the worker still owns
+    the job. Returns (still_owned, cancel_requested)."""
+    res = session.execute(
+        update(Job).where(*_owned(job_id, worker, attempt)).values(heartbeat_at=utcnow(), **fields)
+        .execution_options(synchronize_session=False)
+    )
+    owned = res.rowcount == 1
+    cancel = bool(session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar())
+    session.commit()
+    return owned, cancel
+
+
+def cancel_flag(session: Session, job_id: int) -> bool:
+    return bool(session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar())
+
+
+def finish(
+    session: Session, job_id: int, worker: str, attempt: int, state: str, *,
+    error: str | None = None, result: dict[str, Any] | None = None, run_id: int | None = None,
+    message: str | None = None, commit: bool = True,
+) -> bool:
+    """running → ``state`` if the worker still owns the job; returns whether it did."""
+    assert state in FINISHED
+    values: dict[str, Any] = dict(state=state, finished_at=utcnow(), heartbeat_at=utcnow(), error=error,
+                                  message=message if message is not None else state)
+    if state == SUCCEEDED:
+        values["progress"] = 1.0
+    if result is not None:
+        values["result"] = result
+    if run_id is not None:
+        values["run_id"] = run_id
+    res = session.execute(update(Job).where(*_owned(job_id, worker, attempt)).values(**values)
+                          .execution_options(synchronize_session=False))
+    if commit:
+        session.commit()
+    return res.rowcount == 1
+
+
+def release(session: Session, job_id: int, worker: str, attempt: int) -> bool:
+    """running → queued when a worker stops gracefully mid-job (the attempt is not counted)."""
+    res = session.execute(
+        update(Job).where(*_owned(job_id, worker, attempt))
+        .values(state=QUEUED, worker=None, attempt=Job.attempt - 1, message="released by a stopping worker",
+                enqueued_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return res.rowcount == 1
+
+
+def request_cancel(session: Session, job_id: int) -> Job:
+    """Cancel: a queued job is cancelled at once, a running one gets the flag its worker checks
+    between steps and layers; a suite's unfinished children are cancelled too."""
+    job = get_job(session, job_id)
+    if job.state in FINISHED and job.kind != "suite":
+        raise JobStateError(f"job {job_id} is already {job.state}")
+    now = utcnow()
+    ids = [job_id] + [c for c in _descendants(session, job_id)]
+    session.execute(update(Job).where(Job.id.in_(ids), Job.state == QUEUED)
+                    .values(state=CANCELLED, cancel_requested=True, finished_at=now, message="cancelled")
+                    .execution_options(synchronize_session=False))
+    session.execute(update(Job).where(Job.id.in_(ids), Job.state == RUNNING)
+                    .values(cancel_requested=True, message="cancel requested")
+                    .execution_options(synchronize_session=False))
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def _descendants(session: Session, job_id: int) -> list[int]:
+    out: list[int] = []
+    frontier = [job_id]
+    while frontier:
+        children = list(session.execute(select(Job.id).where(Job.parent_id.in_(frontier))).scalars())
+        out += children
+        frontier = children
+    return out
+
+
+def retry(session: Session, job_id: int, extra_attempts: int) -> Job:
+    """failed | cancelled → queued with ``extra_attempts`` more attempts."""
+    job = get_job(session, job_id)
+    if job.state not in (FAILED, CANCELLED):
+        raise JobStateError(f"job {job_id} is {job.state}; only failed or cancelled jobs can be retried")
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.state.in_((FAILED, CANCELLED)))
+        .values(state=QUEUED, cancel_requested=False, error=None, progress=0.0, message="queued (retry)",
+                worker=None, finished_at=None, max_attempts=Job.attempt + extra_attempts, enqueued_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def reap_stale(session: Session, stale_after_seconds: float, now: datetime | None = None) -> tuple[list[int], list[int]]:
+    """Running jobs whose heartbeat is older than ``stale_after_seconds``: re-queued while
+    attempts remain, else failed. Returns (requeued ids, failed ids); the caller enqueues."""
+    now = now or utcnow()
+    cutoff = now - timedelta(seconds=stale_after_seconds)
+    stale = session.execute(
+        select(Job.id, Job.attempt, Job.max_attempts, Job.worker, Job.cancel_requested)
+        .where(Job.state == RUNNING, Job.heartbeat_at < cutoff)
+    ).all()
+    requeued, failed = [], []
+    for job_id, attempt, max_attempts, worker, cancel in stale:
+        cond = (Job.id == job_id, Job.state == RUNNING, Job.attempt == attempt, Job.heartbeat_at < cutoff)
+        if cancel:
+            values = dict(state=CANCELLED, finished_at=now, message=f"cancelled (worker {worker} lost)")
+            target = None
+        elif attempt < max_attempts:
+            values = dict(state=QUEUED, worker=None, enqueued_at=now,
+                          message=f"re-queued: worker {worker} lost (no heartbeat for {stale_after_seconds:g} s)")
+            target = requeued
+        else:
+            values = dict(state=FAILED, finished_at=now,
+                          error=f"worker {worker} lost (no heartbeat for {stale_after_seconds:g} s) "
+                                f"on attempt {attempt} of {max_attempts}",
+                          message="failed: worker lost")
+            target = failed
+        res = session.execute(update(Job).where(*cond).values(**values).execution_options(synchronize_session=False))
+        if res.rowcount == 1 and target is not None:
+            target.append(job_id)
+    session.commit()
+    return requeued, failed
+
+
+def queued_ids(session: Session, older_than: datetime | None = None) -> list[int]:
+    q = select(Job.id).where(Job.state == QUEUED).order_by(Job.id)
+    if older_than is not None:
+        q = q.where((Job.enqueued_at.is_(None)) | (Job.enqueued_at < older_than))
+    return list(session.execute(q).scalars())
+
+
+def mark_enqueued(session: Session, ids: Iterable[int]) -> None:
+    ids = list(ids)
+    if ids:
+        session.execute(update(Job).where(Job.id.in_(ids), Job.state == QUEUED).values(enqueued_at=utcnow())
+                        .execution_options(synchronize_session=False))
+        session.commit()

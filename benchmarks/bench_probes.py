@@ -1,0 +1,192 @@
+"""Probe benchmark (issue 7 item 3): our L-BFGS probe vs scikit-learn's lbfgs on the same states.
+
+For one run (a 4-layer model from ``models_store``, random-init by default, or synthetic
+residual-stream-like states with ``--source synthetic``) it fits a probe at every layer
+(emb + 4 blocks) and every eval length, exactly as ``worker.probes.probe_layers`` does (80/20
+split by sequence, every position), with
+
+- ours: ``worker.probes.fit_probe`` (defaults: tol 1e-4, max_iter 500);
+- sklearn default: ``StandardScaler`` + ``LogisticRegression(C=1, lbfgs, max_iter=100)``;
+- sklearn converged: the same with ``--sk-max-iter`` (default 5000) at ``--converged-lengths``
+  (the accuracy reference; slow, so by default only at the first length).
+
+It prints one row per (length, layer) and the totals: time ratio (sklearn / ours), largest
+test-accuracy difference in pp against the converged reference, and convergence flags.
+``--md PATH`` appends the table and the exact command to a Markdown file.
+
+    python -m benchmarks.bench_probes --family transformer --task s3 --n-seq 500 \
+        --lengths 40 60 80 100 120 --md benchmarks/PROBES.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import time
+from typing import Any
+
+import torch
+
+from worker.probes import fit_probe, sklearn_probe, split_sequences
+
+
+def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], seed: int,
+                 task_kwargs: dict[str, Any]) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
+    """Random-init 4-layer model of ``family``: ``{L: ({layer: [n, L, D]}, labels [n, L])}``."""
+    from models_store import ModelConfig, build_model
+    from models_store.capture import run_with_states
+    from worker.tasks import get_task
+
+    task = get_task(task_name, **task_kwargs)
+    torch.manual_seed(seed)
+    model = build_model(ModelConfig(family=family, vocab_size=task.vocab_size, n_classes=task.n_classes,
+                                    n_layers=4)).eval()
+    out = {}
+    for L in lengths:
+        data = task.generate(length=L, n=n_seq, seed=seed + L, split="train")
+        chunks: dict[int, list[torch.Tensor]] = {}
+        with torch.no_grad():
+            for i in range(0, n_seq, 250):
+                _, st = run_with_states(model, data.tokens[i:i + 250])
+                for k, v in st.items():
+                    chunks.setdefault(k, []).append(v)
+        out[L] = ({k: torch.cat(v) for k, v in chunks.items()}, data.labels)
+    desc = f"random-init {family} (d={model.d_model}, {model.n_params:,} params) on {task_name} {task_kwargs or ''}"
+    return out, task.n_classes, desc
+
+
+def synthetic_states(n_seq: int, lengths: list[int], d: int, n_classes: int, seed: int
+                     ) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
+    """Residual-stream-like states: a running sum of layer updates with a label signal growing
+    with depth, a few high-variance outlier dimensions and a shared low-rank component, so the
+    standardised features are strongly correlated (correlation eigenvalues ~1e-4 … ~30)."""
+    g = torch.Generator().manual_seed(seed)
+    class_dirs = torch.randn(n_classes, d, generator=g) / d**0.5
+    mix = [torch.randn(d, d, generator=g) / d**0.5 for _ in range(5)]
+    low_rank = torch.randn(4, d, generator=g)
+    scale = torch.ones(d)
+    scale[torch.randperm(d, generator=g)[:3]] = 20.0  # outlier ("massive activation") dims
+    out = {}
+    for L in lengths:
+        labels = torch.randint(0, n_classes, (n_seq, L), generator=g)
+        prev = torch.cumsum(torch.randint(0, 7, (n_seq, L), generator=g), 1) % n_classes  # distractor
+        h = torch.randn(n_seq, L, d, generator=g) * 0.5 + class_dirs[prev] * 2.0
+        states = {}
+        for i, layer in enumerate(range(-1, 4)):
+            shared = torch.randn(n_seq, L, 4, generator=g) @ low_rank
+            h = h + torch.tanh(h @ mix[i]) + 0.3 * (i + 1) * class_dirs[labels] * 2.0 + 0.2 * shared
+            states[layer] = (h * scale).clone()
+        out[L] = (states, labels)
+    return out, n_classes, f"synthetic residual-stream states d={d}, {n_classes} classes"
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", choices=["model", "synthetic"], default="model")
+    ap.add_argument("--family", default="transformer")
+    ap.add_argument("--task", default="s3")
+    ap.add_argument("--dyck-target", default=None, help="dyck target: top | depth (11 classes)")
+    ap.add_argument("--classes", type=int, default=6, help="synthetic only")
+    ap.add_argument("--d", type=int, default=128, help="synthetic only")
+    ap.add_argument("--n-seq", type=int, default=500)
+    ap.add_argument("--lengths", type=int, nargs="+", default=[40, 60, 80, 100, 120])
+    ap.add_argument("--layers", type=int, nargs="*", default=None, help="default: all (emb..3)")
+    ap.add_argument("--sk-max-iter", type=int, default=5000)
+    ap.add_argument("--converged-lengths", type=int, nargs="*", default=None,
+                    help="lengths with the converged sklearn reference (default: the first length)")
+    ap.add_argument("--skip-sklearn-default", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--md", default=None, help="append the result table to this Markdown file")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    conv_lengths = args.lengths[:1] if args.converged_lengths is None else args.converged_lengths
+    t0 = time.perf_counter()
+    if args.source == "model":
+        kw = {"target": args.dyck_target} if args.dyck_target else {}
+        data, n_classes, desc = model_states(args.family, args.task, args.n_seq, args.lengths, args.seed, kw)
+    else:
+        data, n_classes, desc = synthetic_states(args.n_seq, args.lengths, args.d, args.classes, args.seed)
+    t_capture = time.perf_counter() - t0
+
+    rows = []
+    header = ("| L | layer | N train | ours acc | ours s | ours conv (iter) | sk100 acc | sk100 s | sk100 conv (iter) "
+              "| sk-conv acc | sk-conv s | sk-conv conv (iter) | Δ ours−ref pp |")
+    print(desc, f"(capture {t_capture:.1f} s)")
+    print(header)
+    print("|" + "---|" * 13)
+    tot = {"ours": 0.0, "sk100": 0.0, "ours_c": 0.0, "skc": 0.0}
+    max_diff = 0.0
+    all_conv = True
+    for L in args.lengths:
+        states, labels = data[L]
+        n = labels.shape[0]
+        tr, te = split_sequences(n, 0.2, args.seed)
+        for layer in (args.layers if args.layers else sorted(states)):
+            H = states[layer]
+            D = H.shape[-1]
+            Xtr, ytr = H[tr].reshape(-1, D).contiguous(), labels[tr].reshape(-1)
+            Xte, yte = H[te].reshape(-1, D).contiguous(), labels[te].reshape(-1)
+            t = time.perf_counter()
+            p = fit_probe(Xtr, ytr, n_classes)
+            acc = p.accuracy(Xte, yte)
+            t_ours = time.perf_counter() - t
+            tot["ours"] += t_ours
+            all_conv &= p.converged
+            r100 = None
+            if not args.skip_sklearn_default:
+                t = time.perf_counter()
+                r100 = sklearn_probe(Xtr, ytr, Xte, yte, max_iter=100)
+                r100["s"] = time.perf_counter() - t
+                tot["sk100"] += r100["s"]
+            rc = None
+            if L in conv_lengths:
+                t = time.perf_counter()
+                rc = sklearn_probe(Xtr, ytr, Xte, yte, max_iter=args.sk_max_iter)
+                rc["s"] = time.perf_counter() - t
+                tot["skc"] += rc["s"]
+                tot["ours_c"] += t_ours
+            ref = rc or r100
+            diff = (acc - ref["accuracy"]) * 100 if ref else float("nan")
+            if rc is not None:
+                max_diff = max(max_diff, abs(diff))
+
+            def cell(r: dict | None) -> tuple[str, str, str]:
+                if r is None:
+                    return "–", "–", "–"
+                return f"{r['accuracy']:.4f}", _fmt_s(r["s"]), f"{r['converged']} ({r['n_iter']})"
+
+            line = (f"| {L} | {layer} | {len(ytr)} | {acc:.4f} | {_fmt_s(t_ours)} | {p.converged} ({p.n_iter}) | "
+                    + " | ".join(cell(r100)) + " | " + " | ".join(cell(rc)) + f" | {diff:+.2f} |")
+            print(line, flush=True)
+            rows.append(line)
+    summary = [f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
+               f"{len(rows)} probes; capture {t_capture:.1f} s",
+               f"- ours total: {tot['ours']:.1f} s; all converged: {all_conv}"]
+    if not args.skip_sklearn_default:
+        summary.append(f"- sklearn lbfgs max_iter=100 total: {tot['sk100']:.1f} s → **ratio {tot['sk100'] / tot['ours']:.1f}×**")
+    if tot["skc"] > 0:
+        summary.append(f"- sklearn lbfgs max_iter={args.sk_max_iter} at L={conv_lengths}: {tot['skc']:.1f} s vs ours "
+                       f"{tot['ours_c']:.1f} s on the same probes → **ratio {tot['skc'] / tot['ours_c']:.1f}×**; "
+                       f"max |Δ test accuracy| vs this converged reference: **{max_diff:.2f} pp**")
+    print("\n".join(summary))
+    if args.md:
+        cmd = "python -m benchmarks.bench_probes " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        with open(args.md, "a") as f:
+            f.write(f"\n### {desc}\n\n```\n{cmd}\n```\n\nMachine: {platform.machine()}, "
+                    f"{os.cpu_count()} CPUs visible, torch {torch.__version__}, {args.threads} threads.\n\n")
+            f.write("\n".join(summary) + "\n\n" + header + "\n|" + "---|" * 13 + "\n" + "\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""The Dash app: a router on ``dcc.Location`` renders one page per path.
+
+``create_dash(api_base_url)`` builds a fresh app (no global page registry), so the backend
+can mount it (a2wsgi) and tests can build several. The dashboard reaches data only through
+the HTTP API at ``api_base_url``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import dash
+from dash import Dash, Input, Output, State, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import alert
+from dashboard.pages import PAGES, PageDef
+from dashboard.state import is_embed
+
+log = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+NAV = (
+    ("/", "Runs"),
+    ("/curves", "Curves"),
+    ("/reversal", "Reversal"),
+    ("/probe-vs-causal", "Probe vs causal"),
+    ("/patching", "Patching"),
+    ("/claims", "Claims"),
+    ("/jobs", "Jobs"),
+)
+
+
+def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, client: ApiClient | None = None,
+                title: str = "layerscope") -> Dash:
+    """Build the dashboard.
+
+    ``api_base_url``: where the backend's ``/api`` lives (``http://127.0.0.1:8050``).
+    ``requests_pathname_prefix``: the path the app is mounted at (``/`` when the backend
+    mounts it at the root of the same server).
+    """
+    prefix = requests_pathname_prefix if requests_pathname_prefix.endswith("/") else requests_pathname_prefix + "/"
+    app = Dash(
+        __name__,
+        requests_pathname_prefix=prefix,
+        routes_pathname_prefix=prefix,
+        assets_folder=str(ASSETS),
+        suppress_callback_exceptions=True,
+        title=title,
+        update_title=None,
+        serve_locally=True,
+    )
+    api = client or ApiClient(api_base_url)
+    app._layerscope_client = api  # type: ignore[attr-defined]
+
+    def path_for(path: str) -> str:
+        return prefix.rstrip("/") + path if path.startswith("/") else path
+
+    def strip(pathname: str | None) -> str:
+        p = pathname or "/"
+        if prefix != "/" and p.startswith(prefix.rstrip("/")):
+            p = p[len(prefix.rstrip("/")):] or "/"
+        return p if p == "/" else p.rstrip("/")
+
+    app.layout = html.Div(
+        [
+            dcc.Location(id="url", refresh="callback-nav"),
+            html.Header(id="navbar", className="navbar"),
+            html.Main(id="page", className="main"),
+        ],
+        id="app-root",
+    )
+
+    def navbar(active: str) -> list:
+        links = [
+            dcc.Link(label, href=path_for(path), className="nav-link" + (" active" if path == active else ""))
+            for path, label in NAV
+        ]
+        return [
+            dcc.Link([html.Span("◧", className="brand-mark"), "layerscope"], href=path_for("/"), className="brand"),
+            html.Nav(links, className="nav-links"),
+            html.A("API docs", href="/api/docs", className="nav-link nav-api",
+                   target="_blank", title="OpenAPI docs of the backend"),
+        ]
+
+    by_path: dict[str, PageDef] = {p.path: p for p in PAGES}
+    by_key: dict[str, PageDef] = {p.key: p for p in PAGES}
+
+    @app.callback(Output("page", "children"), Output("navbar", "children"), Output("navbar", "style"),
+                  Output("app-root", "className"),
+                  Input("url", "pathname"), State("url", "search"))
+    def route(pathname, search):
+        path = strip(pathname)
+        embed = is_embed(search)
+        nav_style = {"display": "none"} if embed else None
+        root_cls = "embed" if embed else ""
+        if path.startswith("/v/"):
+            slug = path[3:]
+            try:
+                view = api.view(slug)
+            except ApiError as exc:
+                msg = f"No saved view '{slug}'." if exc.status == 404 else f"Could not open the view: {exc.message}"
+                return alert(msg, "danger"), navbar(""), nav_style, root_cls
+            page = by_path.get(strip(view.get("page")))
+            if page is None:
+                return alert(f"The saved view points at an unknown page {view.get('page')!r}.", "danger"), \
+                    navbar(""), nav_style, root_cls
+            body = page.layout(search=search, base=view.get("state") or {}, embed=embed, api=api, path_for=path_for)
+            banner = html.Div(
+                [html.Span("Saved view", className="badge badge-view"), html.Strong(view.get("title", "")),
+                 html.Span(f" · {page.title} · /v/{slug}", className="muted")],
+                className="view-banner",
+            ) if not embed else None
+            return html.Div([banner, body]), navbar(page.path), nav_style, root_cls
+        page = by_path.get(path)
+        if page is None:
+            return html.Div([html.H1("Not found"), html.P(f"No page at {path}."),
+                             dcc.Link("Go to the runs table", href=path_for("/"))], className="page"), \
+                navbar(""), nav_style, root_cls
+        return page.layout(search=search, base=None, embed=embed, api=api, path_for=path_for), \
+            navbar(page.path), nav_style, root_cls
+
+    for page in PAGES:
+        page.register(app, api, path_for)
+    del by_key
+    return app
+
+
+def main() -> None:  # pragma: no cover - `python -m dashboard.app` for working on pages alone
+    import os
+
+    app = create_dash(os.environ.get("LAYERSCOPE_API_URL", "http://127.0.0.1:8050"))
+    app.run(port=int(os.environ.get("DASH_PORT", "8060")), debug=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
+__all__ = ["create_dash", "dash"]

@@ -1,0 +1,77 @@
+"""Behaviour by eval length (SPEC claim 6): token accuracy at L = 40 … 120, a line per family
+with its 95% CI over seeds, a facet per task, the training length marked."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.figures.common import base_layout, ci_band, empty_figure, finite, t_interval
+from dashboard.theme import (
+    FAMILIES,
+    TASKS,
+    TRAIN_LENGTH,
+    family_color,
+    family_label,
+    family_symbol,
+    ordered,
+    rgba,
+    task_label,
+)
+
+
+def behaviour_rows(runs: Sequence[dict[str, Any]], *, metric: str = "token_acc") -> list[dict[str, Any]]:
+    """Aggregate runs' ``behaviour`` ({"40": {"token_acc": …}}) over seeds per (task, family, L)."""
+    vals: dict[tuple, list[float]] = defaultdict(list)
+    seeds: dict[tuple, list] = defaultdict(list)
+    for run in runs:
+        for L, b in (run.get("behaviour") or {}).items():
+            v = (b or {}).get(metric)
+            if finite(v):
+                key = (run["task"], run["family"], int(L))
+                vals[key].append(float(v))
+                seeds[key].append(run.get("seed"))
+    out = []
+    for (task, fam, L), vs in sorted(vals.items()):
+        mean, lo, hi = t_interval(vs)
+        out.append({"task": task, "family": fam, "eval_length": L, "mean": mean, "lo": lo, "hi": hi,
+                    "n": len(vs), "seeds": seeds[(task, fam, L)]})
+    return out
+
+
+def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str = "token accuracy") -> go.Figure:
+    if not rows:
+        return empty_figure("No behavioural results for this selection")
+    tasks = ordered([r["task"] for r in rows], TASKS)
+    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[task_label(t) for t in tasks],
+                        shared_yaxes=True, horizontal_spacing=0.035)
+    done = set()
+    for ci, task in enumerate(tasks, start=1):
+        facet = [r for r in rows if r["task"] == task]
+        for fam in ordered([r["family"] for r in facet], FAMILIES):
+            pts = sorted((r for r in facet if r["family"] == fam), key=lambda r: r["eval_length"])
+            xs = [r["eval_length"] for r in pts]
+            c = family_color(fam)
+            fig.add_trace(ci_band(xs, [r["lo"] for r in pts], [r["hi"] for r in pts], color=rgba(c, 0.16),
+                                  name=f"{family_label(fam)} 95% CI", legendgroup=fam,
+                                  meta={"kind": "ci", "family": fam, "task": task}), row=1, col=ci)
+            fig.add_trace(go.Scatter(
+                x=xs, y=[r["mean"] for r in pts], mode="lines+markers", name=family_label(fam), legendgroup=fam,
+                showlegend=fam not in done, line={"color": c, "width": 2.5},
+                marker={"symbol": family_symbol(fam), "size": 8, "color": c},
+                customdata=[[r["lo"], r["hi"], r["n"]] for r in pts],
+                hovertemplate=f"<b>{family_label(fam)}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
+                              "[%{customdata[0]:.1%}, %{customdata[1]:.1%}]<br>n = %{customdata[2]} seeds<extra></extra>",
+                meta={"kind": "mean", "family": fam, "task": task}), row=1, col=ci)
+            done.add(fam)
+        fig.add_vline(x=TRAIN_LENGTH, line={"color": "#9aa5b1", "dash": "dot"}, row=1, col=ci)
+    base_layout(fig, height=400)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.04])
+    fig.update_yaxes(title_text=metric_label, row=1, col=1)
+    fig.update_xaxes(title_text="eval length L (train length 40, dotted)")
+    fig.update_layout(meta={"figure": "length_generalisation"})
+    return fig

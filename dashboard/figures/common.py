@@ -1,0 +1,134 @@
+"""Shared figure helpers: escaping user text, the export config, empty states, layout."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
+GRID = "#e6e8eb"
+AXIS = "#5f6b7a"
+
+
+def esc(text: Any) -> str:
+    """Escape user-typed text for Plotly labels.
+
+    Plotly renders a subset of HTML in titles, hover labels and annotations; escaping ``<``,
+    ``>`` and ``&`` makes a run named ``<b>x</b>`` or ``<script>…`` show literally.
+    """
+    return html.escape("" if text is None else str(text), quote=False)
+
+
+def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dict[str, Any]:
+    """dcc.Graph config: PNG download from the modebar camera, no Plotly logo."""
+    return {
+        "displaylogo": False,
+        "responsive": True,
+        "toImageButtonOptions": {"format": "png", "filename": filename, "scale": scale},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d", "autoScale2d"],
+    }
+
+
+def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white",
+        font={"family": FONT, "size": 13, "color": "#1f2933"},
+        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}} if title else None,
+        margin={"l": 70, "r": 20, "t": 70 if title else 40, "b": 60},
+        hoverlabel={"font": {"family": FONT, "size": 12}},
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.02 if not title else 1.04,
+            "xanchor": "right",
+            "x": 1.0,
+            "title": {"text": ""},
+        },
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+    )
+    if height:
+        fig.update_layout(height=height)
+    fig.update_xaxes(showgrid=True, gridcolor=GRID, zeroline=False, linecolor="#c5cbd3", showline=True,
+                     ticks="outside", tickcolor="#c5cbd3", title_font={"size": 13, "color": AXIS})
+    fig.update_yaxes(showgrid=True, gridcolor=GRID, zeroline=False, linecolor="#c5cbd3", showline=True,
+                     ticks="outside", tickcolor="#c5cbd3", title_font={"size": 13, "color": AXIS})
+    return fig
+
+
+def empty_figure(message: str = "No data for this selection", *, height: int = 320) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=esc(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 15, "color": "#7b8794"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    base_layout(fig, height=height)
+    fig.update_layout(meta={"empty": True})
+    return fig
+
+
+def finite(x: Any) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def fmt_pct(x: Any, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%" if finite(x) else "–"
+
+
+def fmt_ci(mean: Any, lo: Any, hi: Any, *, pct: bool = False, digits: int = 2) -> str:
+    if not finite(mean):
+        return "–"
+    if pct:
+        s = f"{100 * mean:.1f}%"
+        if finite(lo) and finite(hi):
+            s += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+        return s
+    s = f"{mean:.{digits}f}"
+    if finite(lo) and finite(hi):
+        s += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return s
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and 95% t-interval (two-sided) — used only where the server gave raw values."""
+    vals = [float(v) for v in values if finite(v)]
+    n = len(vals)
+    if n == 0:
+        return (math.nan, math.nan, math.nan)
+    mean = sum(vals) / n
+    if n == 1:
+        return (mean, mean, mean)
+    var = sum((v - mean) ** 2 for v in vals) / (n - 1)
+    from scipy import stats  # local import: only needed for client-side fallbacks
+
+    half = float(stats.t.ppf(0.975, n - 1)) * math.sqrt(var / n)
+    return (mean, mean - half, mean + half)
+
+
+def ci_band(x: Sequence[float], lo: Sequence[float], hi: Sequence[float], *, color: str,
+            name: str, legendgroup: str, meta: dict, xaxis: str | None = None,
+            yaxis: str | None = None) -> go.Scatter:
+    """A filled polygon (upper edge then the lower edge reversed): the 95% CI band."""
+    pts = [(a, b, c) for a, b, c in zip(x, lo, hi, strict=False) if finite(b) and finite(c)]
+    xs = [p[0] for p in pts]
+    return go.Scatter(
+        x=xs + xs[::-1],
+        y=[p[2] for p in pts] + [p[1] for p in pts][::-1],
+        fill="toself",
+        fillcolor=color,
+        line={"width": 0},
+        mode="lines",
+        hoverinfo="skip",
+        showlegend=False,
+        name=name,
+        legendgroup=legendgroup,
+        meta=meta,
+    )
+
+
+def unique(values: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))

@@ -1,0 +1,263 @@
+"""Probe versus causal: per run, a layer × measure heatmap (probe accuracy and refit accuracy
+in one panel, the behavioural drop of each intervention and Conv1D removal in the other) with
+the best-probe layer and each intervention's most-damaging layer marked; and a cross-run
+summary of where the two decouple."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.figures.common import base_layout, empty_figure, esc, finite
+from dashboard.theme import (
+    FAMILIES,
+    METHODS,
+    TASKS,
+    family_color,
+    family_label,
+    layer_name,
+    method_label,
+    ordered,
+    task_label,
+)
+
+PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
+
+
+def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
+                       eval_length: int | None = None) -> list[dict[str, Any]]:
+    """Tidy rows ``{layer, layer_name, measure, kind, value, unit, p_holm, significant}``:
+    the data behind the heatmap (and its CSV)."""
+    rows: list[dict[str, Any]] = []
+    for p in probes:
+        if eval_length is not None and int(p["eval_length"]) != int(eval_length):
+            continue
+        rows.append({"layer": int(p["layer"]), "layer_name": layer_name(int(p["layer"])), "measure": "probe",
+                     "kind": "accuracy", "value": p["accuracy"], "unit": "accuracy",
+                     "baseline": p.get("majority_baseline"), "p_holm": None, "significant": None})
+    for r in interventions:
+        if eval_length is not None and int(r["eval_length"]) != int(eval_length):
+            continue
+        m = r["method"]
+        common = {"layer": int(r["layer"]), "layer_name": layer_name(int(r["layer"])), "p_holm": r.get("p_holm"),
+                  "significant": r.get("significant")}
+        rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": r["delta_pp"], "unit": "pp",
+                     "baseline": None})
+        if m != "conv1d_removal" and finite(r.get("refit_acc")):
+            rows.append({**common, "measure": f"refit:{m}", "kind": "accuracy", "value": r["refit_acc"],
+                         "unit": "accuracy", "baseline": r.get("refit_majority"), "p_holm": None,
+                         "significant": None})
+    return rows
+
+
+def best_probe_layer(probes: Sequence[dict], eval_length: int | None = None) -> int | None:
+    ps = [p for p in probes if eval_length is None or int(p["eval_length"]) == int(eval_length)]
+    ps = [p for p in ps if int(p["layer"]) >= -1 and finite(p.get("accuracy"))]
+    if not ps:
+        return None
+    best = max(p["accuracy"] for p in ps)
+    # ties → the earliest layer reaching the best accuracy
+    return min(int(p["layer"]) for p in ps if p["accuracy"] >= best - 1e-12)
+
+
+def most_damaging_layer(interventions: Sequence[dict], method: str, eval_length: int | None = None) -> int | None:
+    rs = [r for r in interventions if r["method"] == method and int(r["layer"]) >= -1
+          and (eval_length is None or int(r["eval_length"]) == int(eval_length)) and finite(r.get("delta_pp"))]
+    if not rs:
+        return None
+    return int(min(rs, key=lambda r: (r["delta_pp"], r["layer"]))["layer"])
+
+
+def _measure_label(measure: str) -> str:
+    if measure == "probe":
+        return "probe"
+    kind, m = measure.split(":", 1)
+    return ("refit · " if kind == "refit" else "Δ ") + method_label(m)
+
+
+def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None,
+                         n_layers: int | None = None, title: str | None = None) -> go.Figure:
+    table = probe_causal_table(probes, interventions, eval_length=eval_length)
+    if not table:
+        return empty_figure("No probe or intervention results for this run at this length")
+    layers = sorted({r["layer"] for r in table if r["layer"] >= -1})
+    if n_layers:
+        layers = sorted(set(layers) | set(range(-1, n_layers)))
+    if any(r["layer"] == -2 for r in table):
+        layers = layers + [-2]  # "all layers" (Conv1D removed everywhere) on top
+    present = {r["measure"] for r in table}
+    methods = ordered([m.split(":", 1)[1] for m in present if ":" in m], METHODS)
+    acc_cols = ["probe"] * ("probe" in present) + [f"refit:{m}" for m in methods if f"refit:{m}" in present]
+    drop_cols = [f"drop:{m}" for m in methods if f"drop:{m}" in present]
+    cell = {(r["layer"], r["measure"]): r for r in table}
+    ylabels = [("all layers" if ly == -2 else layer_name(ly)) for ly in layers]
+
+    best = best_probe_layer([{"layer": r["layer"], "accuracy": r["value"], "eval_length": 0}
+                             for r in table if r["measure"] == "probe"])
+    damaging: dict[str, int] = {}
+    for c in drop_cols:
+        m = c.split(":", 1)[1]
+        ly = most_damaging_layer([{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0}
+                                  for r in table if r["measure"] == c and r["layer"] >= -1], m)
+        if ly is not None:
+            damaging[c] = ly
+
+    def mark(ly, c) -> str:
+        if c == "probe" and ly == best:
+            return "★ "
+        if damaging.get(c) == ly:
+            return "▼ "
+        return ""
+
+    def grid(cols, fmt):
+        z, txt, cd = [], [], []
+        for ly in layers:
+            zr, tr, cr = [], [], []
+            for c in cols:
+                r = cell.get((ly, c))
+                v = r["value"] if r else None
+                zr.append(v if finite(v) else None)
+                tr.append(mark(ly, c) + fmt(r) if r and finite(v) else "")
+                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–",
+                           ("n.s." if r and r.get("significant") is False else
+                            (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))])
+            z.append(zr)
+            txt.append(tr)
+            cd.append(cr)
+        return z, txt, cd
+
+    widths = [max(len(acc_cols), 1), max(len(drop_cols), 1)]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
+                        column_widths=[w / sum(widths) for w in widths],
+                        subplot_titles=["decodability — accuracy", "behavioural effect — Δ accuracy (pp)"])
+    if acc_cols:
+        z, txt, cd = grid(acc_cols, lambda r: f"{100 * r['value']:.1f}%")
+        fig.add_trace(go.Heatmap(
+            z=z, x=[_measure_label(c) for c in acc_cols], y=ylabels, text=txt, texttemplate="%{text}",
+            customdata=cd, colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2,
+            colorbar={"title": {"text": "accuracy"}, "x": fig.layout.xaxis.domain[1] + 0.008, "thickness": 12,
+                      "tickformat": ".0%", "len": 0.9},
+            hovertemplate="layer %{y} · %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+            meta={"kind": "heatmap", "panel": "accuracy", "columns": acc_cols}), row=1, col=1)
+    if drop_cols:
+        # the colour range follows the targeted edits; mean ablation (a ceiling) may saturate
+        vals = [abs(r["value"]) for r in table if r["kind"] == "drop" and finite(r["value"])
+                and r["measure"] != "drop:mean"]
+        vmax = max(vals + [1.0]) if vals else max([abs(r["value"]) for r in table if r["kind"] == "drop"
+                                                   and finite(r["value"])] + [1.0])
+
+        def fmt_drop(r):
+            s = f"{r['value']:+.1f}"
+            if r.get("significant") is False:
+                s += " n.s."
+            return s.replace("-", "−")
+
+        z, txt, cd = grid(drop_cols, fmt_drop)
+        fig.add_trace(go.Heatmap(
+            z=z, x=[_measure_label(c) for c in drop_cols], y=ylabels, text=txt, texttemplate="%{text}",
+            customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2,
+            colorbar={"title": {"text": "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
+            hovertemplate="layer %{y} · %{customdata[0]}<br>Δ accuracy %{customdata[1]} pp<br>%{customdata[2]}<extra></extra>",
+            meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols}), row=1, col=2)
+    # ★ best-probe layer and ▼ each intervention's most-damaging layer: outlined cells (+ legend keys)
+    if best is not None and acc_cols:
+        yi = layers.index(best)
+        fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x", yref="y",
+                      line={"color": "#E69F00", "width": 3})
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name=f"★ best-probe layer ({layer_name(best)})",
+            marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
+            meta={"kind": "best_probe", "layer": best}), row=1, col=1)
+    for c, ly in damaging.items():
+        xi, yi = drop_cols.index(c), layers.index(ly)
+        fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
+                      line={"color": "#111", "width": 2.5})
+    if damaging:
+        fig.add_trace(go.Scatter(
+            x=[None], y=[None], mode="markers", name="▼ most-damaging layer of each edit",
+            marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
+            meta={"kind": "most_damaging", "layers": dict(damaging)}), row=1, col=2)
+    base_layout(fig, title=esc(title) if title else None, height=max(360, 150 + 58 * len(layers)))
+    fig.update_yaxes(title_text="layer", row=1, col=1, categoryorder="array", categoryarray=ylabels,
+                     showgrid=False)
+    fig.update_xaxes(showgrid=False, tickangle=-25)
+    fig.update_layout(legend={"y": 1 + 62 / max(200, fig.layout.height - 200), "yanchor": "bottom", "x": 1,
+                              "xanchor": "right"},
+                      margin={"t": 110 if title else 90, "b": 120},
+                      meta={"figure": "probe_causal", "best_probe": best, "n_layers": len(layers)})
+    return fig
+
+
+def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
+                      method: str = "project_out", eval_length: int = 40) -> list[dict[str, Any]]:
+    """One point per run: best-probe layer vs the layer whose ``method`` costs most, both on
+    the normalised depth axis (emb = 0, last block = 1)."""
+    p_by = defaultdict(list)
+    for p in probes:
+        p_by[int(p["run_id"])].append(p)
+    i_by = defaultdict(list)
+    for r in interventions:
+        i_by[int(r["run_id"])].append(r)
+    out = []
+    for run in runs:
+        rid, n = int(run["id"]), int(run["n_layers"])
+        b = best_probe_layer(p_by.get(rid, []), eval_length)
+        d = most_damaging_layer(i_by.get(rid, []), method, eval_length)
+        if b is None or d is None:
+            continue
+        out.append({"run_id": rid, "run_name": run.get("name", ""), "family": run["family"], "task": run["task"],
+                    "pretrained": run.get("pretrained"),
+                    "seed": run.get("seed"), "n_layers": n, "best_layer": b, "damage_layer": d,
+                    "best_depth": (b + 1) / n, "damage_depth": (d + 1) / n, "decoupled": b != d})
+    return out
+
+
+def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "project_out") -> go.Figure:
+    """Architecture × task: the share of runs (seeds) whose best-probe layer is not the layer
+    where ``method`` costs most; each cell names the typical (most common) layers."""
+    if not points:
+        return empty_figure("No runs with both probes and interventions for this selection", height=300)
+    def key(p):
+        return p.get("pretrained") or p["family"]
+
+    keys = list(dict.fromkeys(key(p) for p in points))
+    fams = [f for f in FAMILIES if f in keys] + sorted(k for k in keys if k not in FAMILIES)
+    tasks = ordered([p["task"] for p in points], TASKS)
+    z, text, custom = [], [], []
+    for fam in fams:
+        zr, tr, cr = [], [], []
+        for task in tasks:
+            pts = [p for p in points if key(p) == fam and p["task"] == task]
+            if not pts:
+                zr.append(None)
+                tr.append("")
+                cr.append(["", "", 0, 0])
+                continue
+            k = sum(p["decoupled"] for p in pts)
+            best = Counter(layer_name(p["best_layer"]) for p in pts).most_common(1)[0][0]
+            dmg = Counter(layer_name(p["damage_layer"]) for p in pts).most_common(1)[0][0]
+            zr.append(k / len(pts))
+            tr.append(f"probe ★ {best} · causal ▼ {dmg}<br>{k}/{len(pts)} decouple")
+            cr.append([best, dmg, k, len(pts)])
+        z.append(zr)
+        text.append(tr)
+        custom.append(cr)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[task_label(t) for t in tasks], y=[family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]
+                                                  for f in fams], text=text, texttemplate="%{text}",
+        customdata=custom, colorscale="Cividis", zmin=0, zmax=1, xgap=3, ygap=3,
+        colorbar={"title": {"text": "share<br>decoupled"}, "tickformat": ".0%", "thickness": 12},
+        hovertemplate="<b>%{y} · %{x}</b><br>most common best-probe layer %{customdata[0]}, most-damaging layer "
+                      "%{customdata[1]}<br>%{customdata[2]} of %{customdata[3]} runs decouple<extra></extra>",
+        meta={"kind": "decoupling"}))
+    n_dec = sum(p["decoupled"] for p in points)
+    base_layout(fig, height=max(300, 110 + 70 * len(fams)))
+    fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
+    fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
+    fig.update_layout(margin={"t": 50, "l": 110},
+                      meta={"figure": "decoupling", "n": len(points), "decoupled": n_dec, "method": method})
+    return fig

@@ -1,0 +1,235 @@
+"""The reversal matrix (architecture × task: profile class and late concentration with CI,
+reversal pairs outlined) and the S3 question (S3's profile distance to Parity vs Dyck)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from itertools import combinations
+from typing import Any
+
+import plotly.graph_objects as go
+
+from dashboard.figures.common import base_layout, empty_figure, finite, fmt_ci
+from dashboard.theme import (
+    FAMILIES,
+    TASKS,
+    family_color,
+    family_label,
+    ordered,
+    task_label,
+)
+
+METRIC_ALIASES = {
+    "late_concentration": ("late_concentration", "late_share", "last_layer_share"),
+    "auc": ("auc", "area", "area_under_curve"),
+    "best_layer": ("best_layer", "best_probe_layer"),
+    "first_95": ("first_95", "first_layer_95", "layer_95"),
+}
+METRIC_TITLES = {
+    "late_concentration": "late concentration (share of the probe gain made by the last layer)",
+    "auc": "area under the normalised layer curve",
+    "best_layer": "best-probe layer (normalised depth)",
+    "first_95": "first layer reaching 95% of max (normalised depth)",
+}
+
+
+def metric(profile: dict[str, Any], name: str) -> dict[str, float | None]:
+    """``{mean, lo, hi}`` of a profile metric, tolerant of naming variants."""
+    metrics = profile.get("metrics") or {}
+    for key in METRIC_ALIASES.get(name, (name,)):
+        if key in metrics:
+            m = metrics[key]
+            if isinstance(m, dict):
+                return {"mean": m.get("mean"), "lo": m.get("lo"), "hi": m.get("hi")}
+            return {"mean": m, "lo": None, "hi": None}
+    return {"mean": None, "lo": None, "hi": None}
+
+
+CLASS_RANK = {"early": 0, "gradual": 1, "late": 2}
+
+
+def row_key(p: dict[str, Any]) -> str:
+    """A matrix row: the family, or the pretrained model's name."""
+    return p.get("pretrained") or p["family"]
+
+
+def row_label(key: str) -> str:
+    return family_label(key) if key in FAMILIES else key.rstrip("/").split("/")[-1]
+
+
+def _row_order(keys) -> list[str]:
+    keys = list(dict.fromkeys(keys))
+    fams = [k for k in FAMILIES if k in keys]
+    return fams + sorted(k for k in keys if k not in FAMILIES)
+
+
+def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """SPEC: a reversal is a pair of tasks on which two architectures swap profile classes
+    (the same rule as ``worker.profiles.reversal_pairs``): the classes differ on each task and
+    a class moves across — ``kind="full"`` when A on T1 = B on T2 and B on T1 = A on T2,
+    ``"partial"`` when only one holds (Parity: Transformer gradual / LSTM late; Dyck:
+    Transformer early / LSTM gradual — "gradual" changes hands). ``flat`` cells are ignored."""
+    cls = {(row_key(p), p["task"]): p.get("profile_class") for p in profiles
+           if p.get("profile_class") and p.get("profile_class") != "flat"}
+    rows = _row_order(k for k, _ in cls)
+    tasks = ordered({t for _, t in cls}, TASKS)
+    out = []
+    for t1, t2 in combinations(tasks, 2):
+        for f1, f2 in combinations(rows, 2):
+            a1, b1, a2, b2 = cls.get((f1, t1)), cls.get((f2, t1)), cls.get((f1, t2)), cls.get((f2, t2))
+            if None in (a1, b1, a2, b2) or a1 == b1 or a2 == b2:
+                continue
+            shared = sorted({x for x, ok in ((a1, a1 == b2), (b1, b1 == a2)) if ok})
+            if not shared:
+                continue
+            out.append({"task_a": t1, "task_b": t2, "family_a": f1, "family_b": f2, "a1": a1, "b1": b1,
+                        "a2": a2, "b2": b2, "shared_class": shared,
+                        "kind": "full" if (a1 == b2 and b1 == a2) else "partial"})
+    return out
+
+
+def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "late_concentration",
+                    families: Sequence[str] | None = None, tasks: Sequence[str] | None = None,
+                    reversals: Sequence[dict[str, Any]] | None = None) -> go.Figure:
+    profiles = [p for p in profiles if (families is None or row_key(p) in families)
+                and (tasks is None or p["task"] in tasks)]
+    if not profiles:
+        return empty_figure("No profiles for this selection yet")
+    fams = _row_order(row_key(p) for p in profiles)
+    tks = ordered([p["task"] for p in profiles], TASKS)
+    by = {(row_key(p), p["task"]): p for p in profiles}
+    reversals = find_reversals(profiles) if reversals is None else reversals
+    z, text, custom = [], [], []
+    for fam in fams:
+        zr, tr, cr = [], [], []
+        for task in tks:
+            p = by.get((fam, task))
+            if p is None:
+                zr.append(None)
+                tr.append("")
+                cr.append(["", "", "", ""])
+                continue
+            m = metric(p, metric_name)
+            zr.append(m["mean"] if finite(m["mean"]) else None)
+            cls = p.get("profile_class") or "–"
+            tr.append(f"<b>{cls}</b><br>{fmt_ci(m['mean'], m['lo'], m['hi'])}<br>n={p.get('n', '?')}")
+            cr.append([cls, fmt_ci(m["mean"], m["lo"], m["hi"]), p.get("n", ""),
+                       ", ".join(str(s) for s in p.get("seeds") or [])])
+        z.append(zr)
+        text.append(tr)
+        custom.append(cr)
+    bounded = metric_name in ("late_concentration", "auc")
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[task_label(t) for t in tks], y=[row_label(f) for f in fams],
+        text=text, texttemplate="%{text}", textfont={"size": 13},
+        customdata=custom, colorscale="Cividis", zmin=0 if bounded else None, zmax=1 if bounded else None,
+        xgap=3, ygap=3,
+        colorbar={"title": {"text": "late<br>concentration" if metric_name == "late_concentration" else metric_name,
+                            "side": "right"}, "thickness": 14},
+        hovertemplate="<b>%{y} · %{x}</b><br>profile class %{customdata[0]}<br>"
+                      + METRIC_TITLES.get(metric_name, metric_name)
+                      + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})<extra></extra>",
+        meta={"kind": "matrix", "metric": metric_name},
+    ))
+    base_layout(fig, height=max(320, 110 + 78 * len(fams)))
+    fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="", title_text="architecture")
+    fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="", title_text="")
+    fig.update_layout(margin={"t": 50, "l": 110})
+    # outline the cells that take part in a reversal
+    outlined = set()
+    for r in reversals:
+        for f in (r["family_a"], r["family_b"]):
+            for t in (r["task_a"], r["task_b"]):
+                if f in fams and t in tks:
+                    outlined.add((fams.index(f), tks.index(t)))
+    for fi, ti in sorted(outlined):
+        fig.add_shape(type="rect", x0=ti - 0.5, x1=ti + 0.5, y0=fi - 0.5, y1=fi + 0.5,
+                      line={"color": "#111", "width": 3}, xref="x", yref="y")
+    fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
+                            "outlined": len(outlined)})
+    return fig
+
+
+def _normalised_curve(points: list[tuple[float, float]], base: float | None = None) -> list[tuple[float, float]]:
+    """clip((acc − base) / (max − base), 0, 1), base = the majority baseline (else the minimum),
+    as ``worker.profiles.normalised_curve``."""
+    pts = sorted(points)
+    ys = [y for _, y in pts]
+    lo = base if finite(base) else min(ys)
+    span = max(ys) - lo
+    return [(x, min(1.0, max(0.0, (y - lo) / span)) if span > 1e-12 else 0.0) for x, y in pts]
+
+
+def _interp(pts: list[tuple[float, float]], x: float) -> float:
+    if x <= pts[0][0]:
+        return pts[0][1]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+    return pts[-1][1]
+
+
+def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | None = None,
+                 grid: int = 21) -> list[dict[str, Any]]:
+    """Per family: RMS distance between S3's normalised mean curve (on the normalised depth
+    axis) and Parity's, and Dyck's (``worker.profiles.profile_distance``: 21 depths, curves
+    scaled to (acc − majority baseline)/(max − baseline)). Smaller = more alike in shape."""
+    curves: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    bases: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in curve_rows:
+        if eval_length is not None and int(r["eval_length"]) != int(eval_length):
+            continue
+        if r.get("pretrained"):
+            continue
+        if finite(r.get("mean")):
+            curves[(r["family"], r["task"])].append((float(r["depth"]), float(r["mean"])))
+            if finite(r.get("majority_baseline")):
+                bases[(r["family"], r["task"])].append(float(r["majority_baseline"]))
+    xs = [i / (grid - 1) for i in range(grid)]
+    out = []
+    for fam in ordered({f for f, _ in curves}, FAMILIES):
+        if not all(len(curves.get((fam, t), [])) >= 2 for t in ("s3", "parity", "dyck")):
+            continue
+        s3, par, dyck = (_normalised_curve(curves[(fam, t)], (sum(bases[(fam, t)]) / len(bases[(fam, t)]))
+                                           if bases.get((fam, t)) else None) for t in ("s3", "parity", "dyck"))
+
+        def dist(a, b):
+            return math.sqrt(sum((_interp(a, x) - _interp(b, x)) ** 2 for x in xs) / len(xs))
+
+        dp, dd = dist(s3, par), dist(s3, dyck)
+        out.append({"family": fam, "to_parity": dp, "to_dyck": dd,
+                    "closer": "parity" if dp < dd else "dyck" if dd < dp else "tie"})
+    return out
+
+
+def s3_distance_figure(distances: Sequence[dict[str, Any]]) -> go.Figure:
+    if not distances:
+        return empty_figure("Needs curves for S3, Parity and Dyck", height=260)
+    fams = [d["family"] for d in distances][::-1]
+    fig = go.Figure()
+    for d in distances:
+        fig.add_trace(go.Scatter(
+            x=[d["to_parity"], d["to_dyck"]], y=[family_label(d["family"])] * 2, mode="lines",
+            line={"color": "#c5cbd3", "width": 3}, showlegend=False, hoverinfo="skip",
+            meta={"kind": "connector", "family": d["family"]}))
+    fig.add_trace(go.Scatter(
+        x=[d["to_parity"] for d in distances], y=[family_label(d["family"]) for d in distances],
+        mode="markers", name="S3 ↔ Parity", marker={"symbol": "circle", "size": 14, "color": "#0072B2"},
+        hovertemplate="%{y}: S3 ↔ Parity distance %{x:.3f}<extra></extra>", meta={"kind": "to_parity"}))
+    fig.add_trace(go.Scatter(
+        x=[d["to_dyck"] for d in distances], y=[family_label(d["family"]) for d in distances],
+        mode="markers", name="S3 ↔ Dyck", marker={"symbol": "diamond", "size": 14, "color": "#D55E00"},
+        hovertemplate="%{y}: S3 ↔ Dyck distance %{x:.3f}<extra></extra>", meta={"kind": "to_dyck"}))
+    xmax = max(max(d["to_parity"], d["to_dyck"]) for d in distances)
+    for d in distances:
+        fig.add_annotation(x=xmax * 1.08 + 0.02, y=family_label(d["family"]), showarrow=False, xanchor="left",
+                           text=f"closer to {'Parity' if d['closer'] == 'parity' else 'Dyck' if d['closer'] == 'dyck' else '—'}",
+                           font={"size": 12, "color": family_color(d["family"])})
+    base_layout(fig, height=max(240, 90 + 46 * len(fams)))
+    fig.update_xaxes(title_text="profile distance (RMS between normalised layer curves, 0 = same shape, 1 = opposite)",
+                     range=[0, xmax * 1.45 + 0.05], rangemode="tozero")
+    fig.update_yaxes(categoryorder="array", categoryarray=[family_label(f) for f in fams], showgrid=False)
+    fig.update_layout(meta={"figure": "s3_distance"}, margin={"l": 110, "t": 40})
+    return fig

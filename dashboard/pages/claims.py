@@ -1,0 +1,182 @@
+"""/claims — SPEC's claims, each with the stored numbers (CIs, p-values), a verdict badge
+(supported / contradicted / not enough data) and links to the views that show it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from dash import Input, Output, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import api_alert, page_frame
+from dashboard.pages import PageDef
+from dashboard.state import PageState
+from dashboard.theme import VERDICT_CLASS, family_label, task_label
+
+KEY = "claims"
+PATH = "/claims"
+LOC = "cl-loc"
+SPEC = PageState([])
+MAX_TABLE_ROWS = 12
+PAGE_NAMES = {"/": "Runs", "/curves": "Curves", "/reversal": "Reversal", "/probe-vs-causal": "Probe vs causal",
+              "/patching": "Patching", "/claims": "Claims", "/jobs": "Jobs"}
+
+
+def _num(v: float, key: str = "") -> str:
+    if not math.isfinite(v):
+        return "–"
+    k = key.lower()
+    if k in ("p", "p_value", "p_holm", "pvalue") or k.startswith("p_") or k.endswith("_p"):
+        return f"{v:.3g}" if v >= 0.001 else "< 0.001"
+    if abs(v) >= 100 or (v == int(v) and abs(v) < 1e6):
+        return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
+    return f"{v:.3g}" if abs(v) < 0.01 else f"{v:.3f}".rstrip("0").rstrip(".")
+
+
+def fmt_value(v: Any, key: str = "") -> str:
+    """A stored number as text: CIs as ``mean [lo, hi] (n)``, p-values, booleans as ✓/✗."""
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "✓ yes" if v else "✗ no"
+    if isinstance(v, (int, float)):
+        return _num(float(v), key)
+    if isinstance(v, str):
+        return task_label(v) if key == "task" else family_label(v) if key == "family" else v
+    if isinstance(v, dict) and "mean" in v:
+        s = fmt_value(v.get("mean"))
+        if v.get("lo") is not None and v.get("hi") is not None:
+            s += f" [{fmt_value(v['lo'])}, {fmt_value(v['hi'])}]"
+        if v.get("n") is not None:
+            s += f" (n={v['n']})"
+        return s
+    if isinstance(v, dict) and ("p" in v or "p_value" in v):
+        p = v.get("p", v.get("p_value"))
+        extra = ", ".join(f"{k}={fmt_value(x, k)}" for k, x in v.items() if k not in ("p", "p_value")
+                          and not isinstance(x, (list, dict)))
+        return f"p = {fmt_value(p, 'p')}" + (f" ({extra})" if extra else "")
+    if isinstance(v, list):
+        if all(not isinstance(x, (dict, list)) for x in v):
+            return ", ".join(fmt_value(x) for x in v)
+        return f"{len(v)} rows"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {fmt_value(x, k)}" for k, x in v.items())
+    return str(v)
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _flatten(r: dict) -> dict:
+    """One level of nesting → columns: {"by_length": {"40": {mean…}}} → {"by_length 40": {mean…}}."""
+    out = {}
+    for k, v in r.items():
+        if isinstance(v, dict) and v and "mean" not in v and "p" not in v and all(
+                not isinstance(x, (list,)) and (not isinstance(x, dict) or "mean" in x) for x in v.values()):
+            for k2, x in v.items():
+                out[f"{k} {k2}"] = x
+        else:
+            out[k] = v
+    return out
+
+
+def _table(rows: list[dict]) -> html.Div:
+    rows = [_flatten(r) for r in rows]
+    cols: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in cols and not isinstance(v, (list,)) and not (isinstance(v, dict) and "mean" not in v
+                                                                    and "p" not in v):
+                cols.append(k)
+    cols = cols[:12]
+
+    def tr(r):
+        return html.Tr([html.Td(fmt_value(r.get(c), c)) for c in cols])
+
+    head = html.Thead(html.Tr([html.Th(_label(c)) for c in cols]))
+    body = [tr(r) for r in rows[:MAX_TABLE_ROWS]]
+    table = html.Table([head, html.Tbody(body)], className="table table-compact")
+    if len(rows) > MAX_TABLE_ROWS:
+        more = html.Details([html.Summary(f"all {len(rows)} rows"),
+                             html.Table([head, html.Tbody([tr(r) for r in rows])], className="table table-compact")])
+        return html.Div([table, more], className="table-wrap")
+    return html.Div(table, className="table-wrap")
+
+
+def render_numbers(numbers: dict[str, Any]) -> list[Any]:
+    """Scalars, CIs and tests as a definition list; lists of rows and nested dicts as tables."""
+    facts, blocks = [], []
+    for key, v in (numbers or {}).items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            blocks.append(html.Details([html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v)],
+                                       open=len(v) <= 6, className="claim-block"))
+        elif isinstance(v, dict) and v and all(isinstance(x, dict) and "mean" not in x for x in v.values()):
+            rows = [{"": k, **x} for k, x in v.items()]
+            blocks.append(html.Div([html.H4(_label(key)), _table(rows)], className="claim-block"))
+        elif isinstance(v, dict) and v and "mean" not in v and "p" not in v and all(
+                not isinstance(x, (dict, list)) for x in v.values()):
+            blocks.append(html.Div([html.H4(_label(key)), html.Dl(
+                [y for k, x in v.items() for y in (html.Dt(_label(k)), html.Dd(fmt_value(x, k)))], className="facts")],
+                className="claim-block"))
+        else:
+            facts.extend([html.Dt(_label(key)), html.Dd(fmt_value(v, key))])
+    out = []
+    if facts:
+        out.append(html.Dl(facts, className="facts claim-facts"))
+    out.extend(blocks)
+    return out
+
+
+def view_link(url: str, path_for) -> Any:
+    parts = urlsplit(url)
+    name = PAGE_NAMES.get(parts.path or "/", parts.path)
+    q = ", ".join(f"{k}={v}" for k, v in parse_qsl(parts.query))
+    return dcc.Link([html.Span(name, className="link-page"), html.Span(f" {q}" if q else "", className="muted")],
+                    href=path_for(parts.path + (f"?{parts.query}" if parts.query else "")), className="view-chip")
+
+
+def claim_card(c: dict, path_for) -> html.Div:
+    verdict = c.get("verdict", "not enough data")
+    return html.Div([
+        html.Div([
+            html.Span(f"Claim {c.get('id')}", className="claim-id"),
+            html.H2(c.get("title", ""), className="card-title"),
+            html.Span(verdict, className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
+                      **{"data-verdict": verdict}),
+        ], className="card-header claim-header"),
+        html.P(c.get("detail", ""), className="claim-detail"),
+        html.Div(render_numbers(c.get("numbers") or {}), className="claim-numbers"),
+        html.Div([html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
+                 className="claim-views"),
+    ], className="card claim-card", id=f"claim-{c.get('id')}")
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1)]
+    return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
+                      "the stored results; the numbers carry their 95% CIs, n and p-values.",
+                      page_key=KEY, controls=None, body=body, embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    from dashboard.components import register_save_view
+
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
+                       path_for=path_for)
+
+    @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"))
+    def _claims(_):
+        try:
+            claims = api.claims()
+        except ApiError as exc:
+            return api_alert(exc)
+        counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
+        summary = html.Div([html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}")
+                            for k, n in counts.items()], className="claims-summary")
+        return [summary, *[claim_card(c, path_for) for c in claims]]
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Claims", layout=layout, register=register)

@@ -1,0 +1,214 @@
+"""/curves — layerwise probe curves: a facet per task, a line per family (mean and 95% CI over
+seeds), the majority baseline; normalised depth axis; per-position curves; seed traces; eval
+lengths side by side (in- vs out-of-distribution); behaviour by eval length."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from dash import Input, Output, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import (
+    Bind,
+    api_alert,
+    checkbox,
+    field,
+    figure_card,
+    page_frame,
+    register_exports,
+    register_save_view,
+    register_url_sync,
+    state_from_controls,
+)
+from dashboard.figures.behaviour import behaviour_rows, length_generalisation
+from dashboard.figures.common import t_interval
+from dashboard.figures.curves import layerwise_curves, position_curves
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, task_label
+
+KEY = "curves"
+PATH = "/curves"
+LOC = "cv-loc"
+
+SPEC = PageState([
+    F("tasks", "list_str", [], TASKS, aliases=("task",)),
+    F("families", "list_str", [], FAMILIES, aliases=("family",)),
+    F("lengths", "list_int", [40], aliases=("eval_length", "length")),
+    F("x", "str", "layer", ("layer", "depth")),
+    F("view", "str", "layer", ("layer", "position", "behaviour")),
+    F("ci", "bool", True),
+    F("baseline", "bool", True),
+    F("seeds", "bool", False),
+    F("layer", "str", "last"),
+    F("suite", "str", None),
+    F("pretrained", "bool", False),
+])
+BINDS = [
+    Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
+    Bind("x", "cv-x"), Bind("view", "cv-view"), Bind("ci", "cv-ci", kind="bool"),
+    Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
+    Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
+]
+
+
+# -- data (shared by the figure and its CSV) ---------------------------------------------------
+def _filter(rows: list[dict], state: dict) -> list[dict]:
+    tasks, fams, lengths = state["tasks"], state["families"], state["lengths"]
+    return [r for r in rows if (not tasks or r["task"] in tasks) and (not fams or r["family"] in fams)
+            and (not lengths or int(r["eval_length"]) in lengths) and (state["pretrained"] or not r.get("pretrained"))]
+
+
+def curve_rows(api: ApiClient, state: dict) -> list[dict]:
+    lengths = state["lengths"]
+    rows = api.curves(suite=state["suite"], eval_length=lengths[0] if len(lengths) == 1 else None)
+    return _filter(rows, state)
+
+
+def _runs_of(rows: list[dict]) -> set[int]:
+    return {int(rid) for r in rows for rid in (r.get("run_ids") or [])}
+
+
+def probe_export(api: ApiClient, state: dict) -> list[dict]:
+    """Probe rows of every run behind the selection, each tagged with task/family/seed (one
+    request to ``/api/export/probes.json``)."""
+    return api.export("probes", "json", task=state["tasks"] or None, family=state["families"] or None,
+                      suite=state["suite"], eval_length=state["lengths"] or None)
+
+
+def seed_rows(api: ApiClient, rows: list[dict], state: dict) -> list[dict]:
+    ids = _runs_of(rows)
+    return [p for p in probe_export(api, state) if not ids or int(p["run_id"]) in ids]
+
+
+def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[dict], str]:
+    lengths = state["lengths"]
+    probes = seed_rows(api, rows, state)
+    sel = state["layer"] or "last"
+    acc: dict[tuple, list[list[float]]] = defaultdict(list)
+    base: dict[tuple, list[float]] = defaultdict(list)
+    for p in probes:
+        n = int(p["n_layers"])
+        want = n - 1 if sel == "last" else (-1 if sel == "emb" else int(sel))
+        if int(p["layer"]) != want or (lengths and int(p["eval_length"]) not in lengths):
+            continue
+        key = (p["task"], p["family"], int(p["eval_length"]))
+        if p.get("per_position"):
+            acc[key].append(p["per_position"])
+            base[key].append(p.get("majority_baseline"))
+    out = []
+    for (task, fam, L), arrs in acc.items():
+        width = max(len(a) for a in arrs)
+        b = [x for x in base[(task, fam, L)] if x is not None]
+        for t in range(width):
+            vals = [a[t] for a in arrs if t < len(a) and a[t] is not None]
+            if not vals:
+                continue
+            m, lo, hi = t_interval(vals)
+            out.append({"task": task, "family": fam, "eval_length": L, "position": t + 1, "mean": m, "lo": lo,
+                        "hi": hi, "n": len(vals), "majority_baseline": sum(b) / len(b) if b else None})
+    label = "last layer" if sel == "last" else f"layer {sel}"
+    return out, label
+
+
+def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
+    runs = api.all_runs(limit=5000, suite=state["suite"])
+    runs = [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
+            and (not state["families"] or r["family"] in state["families"])
+            and (state["pretrained"] or not r.get("pretrained"))]
+    return behaviour_rows(runs)
+
+
+def build_figure(api: ApiClient, state: dict):
+    view = state["view"]
+    if view == "behaviour":
+        return length_generalisation(behaviour_data(api, state)), None
+    rows = curve_rows(api, state)
+    if view == "position":
+        prow, label = position_rows(api, rows, state)
+        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), None
+    seeds = seed_rows(api, rows, state) if state["seeds"] else None
+    note = None
+    fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
+                           tasks=state["tasks"] or None, eval_lengths=state["lengths"] or None)
+    return fig, note
+
+
+def csv_rows(api: ApiClient, state: dict) -> list[dict]:
+    view = state["view"]
+    if view == "behaviour":
+        return behaviour_data(api, state)
+    rows = curve_rows(api, state)
+    if view == "position":
+        return position_rows(api, rows, state)[0]
+    keep = ("task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean", "lo",
+            "hi", "n", "seeds", "majority_baseline", "run_ids")
+    return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
+
+
+# -- layout ------------------------------------------------------------------------------------
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Tasks", dcc.Dropdown(id="cv-tasks", options=[{"label": task_label(t), "value": t} for t in TASKS],
+                                    value=s["tasks"], multi=True, placeholder="all tasks"), width="260px"),
+        field("Families", dcc.Dropdown(id="cv-families", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+                                       value=s["families"], multi=True, placeholder="all families"), width="300px"),
+        field("Eval lengths", dcc.Checklist(id="cv-lengths", options=[
+            {"label": f"{L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
+            value=s["lengths"], inline=True, className="check"),
+            help="tick several to compare in- and out-of-distribution side by side"),
+        field("x axis", dcc.RadioItems(id="cv-x", options=[{"label": "layer", "value": "layer"},
+                                                           {"label": "normalised depth", "value": "depth"}],
+                                       value=s["x"], inline=True, className="radio")),
+        field("View", dcc.RadioItems(id="cv-view", options=[{"label": "by layer", "value": "layer"},
+                                                            {"label": "by position", "value": "position"},
+                                                            {"label": "behaviour by length", "value": "behaviour"}],
+                                     value=s["view"], inline=True, className="radio")),
+        field("Show", html.Div([checkbox("cv-ci", "95% CI band", s["ci"]),
+                                checkbox("cv-baseline", "majority baseline", s["baseline"]),
+                                checkbox("cv-seeds", "seed traces", s["seeds"]),
+                                checkbox("cv-pretrained", "pretrained models", s["pretrained"])], className="checks"),
+              help="pretrained models have 12–24 layers: compare them on the normalised depth axis"),
+        field("Layer (per-position view)", dcc.Dropdown(
+            id="cv-layer", options=[{"label": "last layer", "value": "last"}, {"label": "emb", "value": "emb"}]
+            + [{"label": f"layer {i}", "value": str(i)} for i in range(0, 24)],
+            value=s["layer"], clearable=False), width="170px", id="cv-layer-field"),
+        field("Suite", dcc.Input(id="cv-suite", type="text", value=s["suite"] or "", debounce=True,
+                                 placeholder="all suites", className="input"), width="160px"),
+    ], className="control-grid")
+    body = [
+        html.Div(id="cv-note"),
+        figure_card("cv-graph", title="Layerwise probe accuracy", filename="layerscope-curves",
+                    description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
+                                "band: 95% t-interval; dashed: majority-class baseline. Hover a point for n, seeds."),
+    ]
+    return page_frame(title="Layerwise curves", subtitle="Where does each architecture make the state linearly readable?",
+                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
+                       path_for=path_for)
+    register_exports(app, gid="cv-graph", filename="layerscope-curves", spec=SPEC, loc_id=LOC,
+                     base_id=f"{KEY}-base", csv_rows=lambda st: csv_rows(api, st))
+
+    @app.callback(Output("cv-graph", "figure"), Output("cv-note", "children"), Output("cv-layer-field", "style"),
+                  [Input(b.cid, b.prop) for b in BINDS], Input(f"{KEY}-base", "data"))
+    def _figure(*values):
+        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
+        layer_style = None if state["view"] == "position" else {"display": "none"}
+        try:
+            fig, note = build_figure(api, state)
+        except ApiError as exc:
+            from dashboard.figures.common import empty_figure
+
+            return empty_figure("Could not load curves"), api_alert(exc), layer_style
+        return fig, (html.Div(note, className="alert alert-info") if note else None), layer_style
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Layerwise curves", layout=layout, register=register)
+__all__ = ["PAGE", "SPEC", "layer_name"]

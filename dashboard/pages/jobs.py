@@ -1,0 +1,306 @@
+"""/jobs — a launch form for train / probe / intervene / patch / suite (the server validates;
+a 422 is shown at the field it names), and the job list with live progress, cancel and retry."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import Bind, api_alert, page_frame, register_url_sync
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import FAMILIES, JOB_KINDS, METHODS, TASKS, family_label, method_label, task_label
+
+KEY = "jobs"
+PATH = "/jobs"
+LOC = "jb-loc"
+POLL_MS = 1500
+SPEC = PageState([F("kind", "str", "train", JOB_KINDS), F("show", "str", "all", ("all", "active", "finished"))])
+BINDS = [Bind("kind", "jb-kind"), Bind("show", "jb-show")]
+ACTIVE = ("queued", "running")
+PRESETS = ("smoke", "quick", "paper", "pretrained")
+
+# name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
+# methods | preset
+FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "preset": ("Preset", "preset", ("suite",), "smoke: tiny, minutes · quick: SPEC models, 1 seed · paper: 3 seeds"),
+    "family": ("Family", "family", ("train",), ""),
+    "task": ("Task", "task", ("train",), ""),
+    "families": ("Families", "families", ("suite",), "empty = the preset's"),
+    "tasks": ("Tasks", "tasks", ("suite",), "empty = the preset's"),
+    "seed": ("Seed", "int", ("train",), "≥ 0"),
+    "seeds": ("Seeds", "ints", ("suite",), "comma-separated, e.g. 0, 1, 2"),
+    "run_id": ("Run id", "int", ("probe", "intervene", "patch"), "the run to measure (see the runs table)"),
+    "n_layers": ("Layers", "int", ("train",), "default 4"),
+    "d_model": ("d_model", "int", ("train",), "empty = solved to the parameter target (830K)"),
+    "max_steps": ("Max steps", "int", ("train",), "step budget (default 2000)"),
+    "max_seconds": ("Max seconds", "float", ("train",), "wall-clock training budget"),
+    "methods": ("Methods", "methods", ("intervene",), ""),
+    "layers": ("Layers", "ints", ("intervene",), "comma-separated; empty = every layer"),
+    "eval_lengths": ("Eval lengths", "ints", ("probe", "intervene"), "comma-separated; empty = 40, 60, 80, 100, 120"),
+    "eval_length": ("Eval length", "int", ("patch",), "default 40"),
+    "positions": ("Positions", "ints", ("patch",), "0-based, comma-separated; empty = the middle position"),
+    "n_pairs": ("Pairs", "int", ("patch",), "clean/corrupted pairs (default 128)"),
+    "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (default 8)"),
+    "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
+    "suite": ("Suite", "text", ("train",), "a tag to group runs"),
+    "name": ("Name", "text", ("train", "suite"), "free text"),
+}
+
+
+def _widget(name: str, kind: str) -> Any:
+    fid = {"type": "jf", "name": name}
+    if kind == "family":
+        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in FAMILIES], value="lstm",
+                            clearable=False)
+    if kind == "families":
+        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in FAMILIES], value=[],
+                            multi=True, placeholder="preset's families")
+    if kind == "task":
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value="parity",
+                            clearable=False)
+    if kind == "tasks":
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value=[],
+                            multi=True, placeholder="preset's tasks")
+    if kind == "methods":
+        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in METHODS
+                                              if m != "conv1d_removal"],
+                             value=[m for m in METHODS if m != "conv1d_removal"], inline=True, className="check")
+    if kind == "preset":
+        return dcc.Dropdown(id=fid, options=[{"label": p, "value": p} for p in PRESETS], value="smoke", clearable=False)
+    value = "0" if name == "seed" else ""
+    return dcc.Input(id=fid, type="text", value=value, className="input", debounce=False,
+                     inputMode="numeric" if kind in ("int", "float", "ints") else "text")
+
+
+def form_fields(kind: str) -> list[Any]:
+    out = []
+    for name, (label, widget, kinds, help_) in FIELDS.items():
+        out.append(html.Div([
+            html.Label(label, className="field-label", htmlFor=""),
+            _widget(name, widget),
+            html.Div(help_, className="field-help") if help_ else None,
+            html.Div(id={"type": "jf-msg", "name": name}, className="field-error"),
+        ], id={"type": "jf-wrap", "name": name}, className="field form-field",
+            style=None if kind in kinds else {"display": "none"}))
+    return out
+
+
+def _num(v: str, cast):
+    try:
+        return cast(v)
+    except (TypeError, ValueError):
+        return v  # the server names the bad field
+
+
+def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Form values → the params JSON for ``kind``. Text that is not a number is sent as typed,
+    so the server's 422 names the field."""
+    params: dict[str, Any] = {}
+    for name, (_label, widget, kinds, _help) in FIELDS.items():
+        if kind not in kinds:
+            continue
+        v = values.get(name)
+        if v is None or v == "" or v == []:
+            continue
+        if widget == "int":
+            v = _num(str(v).strip(), int)
+        elif widget == "float":
+            v = _num(str(v).strip(), float)
+        elif widget == "ints":
+            parts = [p for p in re.split(r"[,\s]+", str(v).strip()) if p]
+            try:
+                v = [int(p) for p in parts]
+            except ValueError:
+                v = str(v)
+        elif widget == "text":
+            v = str(v)
+        params[name] = v
+    return params
+
+
+def field_errors(detail: Any) -> tuple[dict[str, str], list[str]]:
+    """A 422 ``detail`` → (messages by form field, messages that name no field)."""
+    by_field: dict[str, list[str]] = {}
+    other: list[str] = []
+    if not isinstance(detail, list):
+        return {}, [str(detail)]
+    for err in detail:
+        if not isinstance(err, dict):
+            other.append(str(err))
+            continue
+        loc = [str(x) for x in err.get("loc", [])]
+        msg = err.get("msg", "invalid")
+        name = next((x for x in reversed(loc) if x in FIELDS), None)
+        if name is None:
+            other.append(f"{'.'.join(loc[1:]) or 'body'}: {msg}")
+        else:
+            by_field.setdefault(name, []).append(msg)
+    return {k: "; ".join(v) for k, v in by_field.items()}, other
+
+
+def _ago(ts: str | None) -> str:
+    if not ts:
+        return ""
+    try:
+        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        s = (datetime.now(UTC) - t).total_seconds()
+    except ValueError:
+        return str(ts)
+    if s < 60:
+        return f"{int(s)} s ago"
+    if s < 3600:
+        return f"{int(s // 60)} min ago"
+    if s < 86400:
+        return f"{int(s // 3600)} h ago"
+    return t.strftime("%Y-%m-%d %H:%M")
+
+
+def job_row(j: dict, path_for) -> html.Tr:
+    state = j.get("state", "")
+    pct = max(0.0, min(1.0, float(j.get("progress") or 0.0)))
+    actions = []
+    if state in ACTIVE:
+        actions.append(html.Button("Cancel", id={"type": "job-cancel", "index": j["id"]}, className="btn btn-sm btn-danger",
+                                   n_clicks=0, disabled=bool(j.get("cancel_requested"))))
+    if state in ("failed", "cancelled"):
+        actions.append(html.Button("Retry", id={"type": "job-retry", "index": j["id"]}, className="btn btn-sm",
+                                   n_clicks=0))
+    details = html.Details([
+        html.Summary(j.get("message") or ("waiting for a worker" if state == "queued" else state)),
+        html.Pre(json.dumps(j.get("params") or {}, indent=2)),
+        html.Pre(j["error"], className="job-error") if j.get("error") else None,
+        html.Div(f"worker: {j.get('worker') or '–'} · config {str(j.get('config_hash') or '')[:10]}", className="muted"),
+    ])
+    return html.Tr([
+        html.Td(f"#{j['id']}"),
+        html.Td(j.get("kind", "")),
+        html.Td(html.Span(state + (" (cancelling)" if j.get("cancel_requested") and state in ACTIVE else ""),
+                          className=f"badge state-{state}", **{"data-state": state})),
+        html.Td(html.Div([html.Div(className=f"progress-bar state-{state}", style={"width": f"{100 * pct:.0f}%"}),
+                          html.Span(f"{100 * pct:.0f}%", className="progress-label")], className="progress",
+                         title=f"{100 * pct:.1f}%")),
+        html.Td(details, className="job-message"),
+        html.Td(f"{j.get('attempt', 0)}/{j.get('max_attempts', '')}"),
+        html.Td(dcc.Link(f"run #{j['run_id']}", href=path_for(f"/?run={j['run_id']}")) if j.get("run_id") else ""),
+        html.Td(_ago(j.get("created_at")), title=str(j.get("created_at", ""))),
+        html.Td(html.Div(actions), className="job-actions"),
+    ], className="job-row", id=f"job-{j['id']}", **{"data-state": state})
+
+
+def job_table(jobs: list[dict], total: int, path_for) -> Any:
+    if not jobs:
+        return html.P("No jobs yet. Launch one with the form.", className="muted")
+    head = html.Thead(html.Tr([html.Th(h) for h in ("job", "kind", "state", "progress", "message", "attempt", "run",
+                                                     "created", "")]))
+    return html.Div([
+        html.Table([head, html.Tbody([job_row(j, path_for) for j in jobs])], className="table jobs-table"),
+        html.Div(f"{len(jobs)} of {total} jobs (newest first)", className="muted") if total > len(jobs) else None,
+    ])
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    form = html.Div([
+        html.H2("Launch", className="card-title"),
+        dcc.RadioItems(id="jb-kind", options=[{"label": k, "value": k} for k in JOB_KINDS], value=s["kind"],
+                       inline=True, className="radio kind-tabs"),
+        html.Div(form_fields(s["kind"]), className="form-grid", id="jb-form"),
+        html.Div([html.Button("Launch job", id="jb-submit", className="btn btn-primary", n_clicks=0),
+                  html.Div(id="jb-result", className="submit-result")], className="form-actions"),
+    ], className="card form-card")
+    jobs = html.Div([
+        html.Div([html.H2("Jobs", className="card-title"),
+                  dcc.RadioItems(id="jb-show", options=[{"label": "all", "value": "all"},
+                                                        {"label": "active", "value": "active"},
+                                                        {"label": "finished", "value": "finished"}],
+                                 value=s["show"], inline=True, className="radio")], className="card-header"),
+        html.Div(id="jb-list"),
+        dcc.Interval(id="jb-poll", interval=POLL_MS, n_intervals=0),
+        dcc.Store(id="jb-refresh", data=0),
+        html.Div(id="jb-action-msg"),
+    ], className="card")
+    return page_frame(title="Jobs", subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
+                      "from the queue; progress updates live.", page_key=KEY, controls=None,
+                      body=[html.Div([form, jobs], className="jobs-layout")], embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    from dashboard.components import register_save_view
+
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
+                       path_for=path_for)
+
+    @app.callback(Output({"type": "jf-wrap", "name": ALL}, "style"), Input("jb-kind", "value"),
+                  State({"type": "jf-wrap", "name": ALL}, "id"))
+    def _show_fields(kind, ids):
+        return [None if kind in FIELDS[i["name"]][2] else {"display": "none"} for i in ids]
+
+    @app.callback(Output({"type": "jf-msg", "name": ALL}, "children"),
+                  Output({"type": "jf", "name": ALL}, "className"),
+                  Output("jb-result", "children"), Output("jb-refresh", "data"),
+                  Input("jb-submit", "n_clicks"), State("jb-kind", "value"),
+                  State({"type": "jf", "name": ALL}, "value"), State({"type": "jf", "name": ALL}, "id"),
+                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"),
+                  prevent_initial_call=True)
+    def _submit(n, kind, values, ids, classes, refresh):
+        names = [i["name"] for i in ids]
+        base_cls = [re.sub(r"\s*is-invalid", "", c or "") for c in classes]
+        clear = [""] * len(names)
+        if not n:
+            return clear, base_cls, no_update, no_update
+        params = build_params(kind, dict(zip(names, values, strict=True)))
+        try:
+            job = api.create_job(kind, params)
+        except ApiError as exc:
+            if exc.status == 422:
+                by_field, other = field_errors(exc.detail)
+                msgs = [by_field.get(nm, "") for nm in names]
+                cls = [(c + " is-invalid").strip() if by_field.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
+                summary = html.Div(["Not launched: check the highlighted fields.",
+                                    *[html.Div(o) for o in other]], className="alert alert-danger")
+                return msgs, cls, summary, no_update
+            return clear, base_cls, api_alert(exc), no_update
+        return clear, base_cls, html.Div([f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
+                                         className="alert alert-success", id="jb-launched"), (refresh or 0) + 1
+
+    @app.callback(Output("jb-list", "children"), Input("jb-poll", "n_intervals"), Input("jb-refresh", "data"),
+                  Input("jb-show", "value"))
+    def _list(_n, _r, show):
+        states = list(ACTIVE) if show == "active" else (["succeeded", "failed", "cancelled"] if show == "finished"
+                                                        else None)
+        try:
+            page = api.jobs(limit=50, state=states)
+        except ApiError as exc:
+            return api_alert(exc)
+        return job_table(page["items"], page["total"], path_for)
+
+    @app.callback(Output("jb-action-msg", "children"), Output("jb-refresh", "data", allow_duplicate=True),
+                  Input({"type": "job-cancel", "index": ALL}, "n_clicks"),
+                  Input({"type": "job-retry", "index": ALL}, "n_clicks"), State("jb-refresh", "data"),
+                  prevent_initial_call=True)
+    def _action(_c, _r, refresh):
+        trig = ctx.triggered_id
+        if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
+            return no_update, no_update
+        try:
+            if trig["type"] == "job-cancel":
+                job = api.cancel_job(trig["index"])
+                msg = f"Cancel requested for job #{job['id']} ({job['state']})."
+            else:
+                job = api.retry_job(trig["index"])
+                msg = f"Job #{job['id']} queued again."
+        except ApiError as exc:
+            return api_alert(exc), no_update
+        return html.Div(msg, className="alert alert-info"), (refresh or 0) + 1
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Jobs", layout=layout, register=register)

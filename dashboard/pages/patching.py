@@ -1,0 +1,141 @@
+"""/patching — activation patching: layer × position recovery heatmaps, runs side by side."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dash import Input, Output, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import (
+    Bind,
+    api_alert,
+    field,
+    figure_card,
+    page_frame,
+    register_exports,
+    register_save_view,
+    register_url_sync,
+    state_from_controls,
+)
+from dashboard.figures.common import empty_figure
+from dashboard.figures.patching import patching_heatmaps, patching_table
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, task_label
+
+KEY = "patching"
+PATH = "/patching"
+LOC = "pt-loc"
+MAX_SIDE_BY_SIDE = 4
+
+SPEC = PageState([
+    F("task", "str", None, TASKS),
+    F("family", "str", None, FAMILIES),
+    F("runs", "list_int", [], aliases=("run", "run_id")),
+    F("length", "int", 40, aliases=("eval_length",)),
+])
+BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length")]
+
+
+def _label(r: dict) -> str:
+    return f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · seed {r['seed']}"
+
+
+def candidate_runs(api: ApiClient, state: dict) -> list[dict]:
+    return api.runs(task=state["task"], family=state["family"], limit=500)["items"]
+
+
+def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
+    ids = list(state["runs"])[:MAX_SIDE_BY_SIDE]
+    picked = bool(ids)
+    if not ids:  # nothing picked: the first runs of the filter, one per family
+        seen, ids = set(), []
+        for r in candidate_runs(api, state):
+            if r["family"] not in seen:
+                seen.add(r["family"])
+                ids.append(r["id"])
+            if len(ids) == 3:
+                break
+
+    def one(rid):
+        run = api.run(rid)
+        return {"title": f"#{rid} {run.get('name', '')} ({family_label(run['family'])}, {task_label(run['task'])})",
+                "run_id": rid, "rows": api.run_patching(rid, eval_length=state["length"])}
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(one, ids)), picked
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Task", dcc.Dropdown(id="pt-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+                                   value=s["task"], placeholder="any task"), width="150px"),
+        field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+                                     value=s["family"], placeholder="any family"), width="160px"),
+        field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
+              dcc.Dropdown(id="pt-runs", options=[], value=s["runs"], multi=True,
+                           placeholder="first run of each family"), width="560px"),
+        field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
+                                          value=s["length"], clearable=False), width="120px"),
+    ], className="control-grid")
+    body = [
+        html.Div(id="pt-error"),
+        figure_card("pt-graph", title="Activation patching: recovery by layer and position",
+                    filename="layerscope-patching",
+                    description="Layer ℓ at position p patched from the clean into the corrupted run; recovery = "
+                                "(LD_patched − LD_corrupted) / (LD_clean − LD_corrupted) of the logit difference at the "
+                                "last position (1 = the clean answer fully restored). Hover for the 95% bootstrap CI.",
+                    extra=[html.Div(id="pt-info", className="card-section")]),
+    ]
+    return page_frame(title="Patching", subtitle="Which layer and position carry the information the answer needs?",
+                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    base_id = f"{KEY}-base"
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
+                       path_for=path_for)
+    register_exports(app, gid="pt-graph", filename="layerscope-patching", spec=SPEC, loc_id=LOC, base_id=base_id,
+                     csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"]))
+
+    @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
+                  Input("pt-runs", "value"))
+    def _options(task, family, picked):
+        try:
+            runs = candidate_runs(api, {"task": task, "family": family})
+        except ApiError:
+            runs = []
+        opts = [{"label": _label(r), "value": r["id"]} for r in runs]
+        have = {o["value"] for o in opts}
+        for rid in picked or []:
+            if rid not in have:
+                try:
+                    opts.insert(0, {"label": _label(api.run(rid)), "value": rid})
+                except ApiError:
+                    pass
+        full = len(picked or []) >= MAX_SIDE_BY_SIDE
+        return [{**o, "disabled": full and o["value"] not in (picked or [])} for o in opts]
+
+    @app.callback(Output("pt-graph", "figure"), Output("pt-info", "children"), Output("pt-error", "children"),
+                  [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
+    def _figure(*values):
+        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
+        try:
+            gs, picked = grids(api, state)
+        except ApiError as exc:
+            return empty_figure("Could not load patching results"), None, api_alert(exc)
+        info = None
+        if not picked and gs:
+            info = html.Span("Showing the first run of each family matching the filters; pick runs above to compare.",
+                             className="muted")
+        missing = [g["title"] for g in gs if not g["rows"]]
+        if missing:
+            info = html.Span(["No patching results at this length for: " + "; ".join(missing)], className="muted")
+        return patching_heatmaps(gs, eval_length=state["length"]), info, None
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Patching", layout=layout, register=register)

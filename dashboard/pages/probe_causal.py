@@ -1,0 +1,194 @@
+"""/probe-vs-causal — per run, a layer × measure heatmap (probe accuracy, refit accuracy after
+each edit, each intervention's behavioural drop, Conv1D removal) with the best-probe and the
+most-damaging layers marked; and a cross-run summary of where the two decouple."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import (
+    Bind,
+    api_alert,
+    field,
+    figure_card,
+    page_frame,
+    register_exports,
+    register_save_view,
+    register_url_sync,
+    state_from_controls,
+)
+from dashboard.figures.common import empty_figure
+from dashboard.figures.probe_causal import (
+    decoupling_points,
+    decoupling_summary,
+    probe_causal_heatmap,
+    probe_causal_table,
+)
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_label, task_label
+
+KEY = "pvc"
+PATH = "/probe-vs-causal"
+LOC = "pc-loc"
+SUMMARY_METHODS = ("project_out", "inlp", "leace", "pca_top_k", "mean", "conv1d_removal")
+
+SPEC = PageState([
+    F("task", "str", None, TASKS),
+    F("family", "str", None, FAMILIES),
+    F("seed", "int", None),
+    F("run", "int", None),
+    F("length", "int", 40, aliases=("eval_length",)),
+    F("method", "str", "project_out", SUMMARY_METHODS),
+])
+BINDS = [Bind("task", "pc-task"), Bind("family", "pc-family"), Bind("seed", "pc-seed"), Bind("run", "pc-run"),
+         Bind("length", "pc-length"), Bind("method", "pc-method")]
+
+
+def run_options(api: ApiClient, state: dict) -> list[dict]:
+    page = api.runs(task=state["task"], family=state["family"], seed=state["seed"], limit=500)
+    return page["items"]
+
+
+def _run_label(r: dict) -> str:
+    return f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · seed {r['seed']}"
+
+
+def selected_run(api: ApiClient, state: dict) -> dict | None:
+    if state["run"]:
+        try:
+            return api.run(state["run"])
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+    runs = run_options(api, state)
+    return runs[0] if runs else None
+
+
+def heatmap_data(api: ApiClient, state: dict) -> tuple[dict | None, list[dict], list[dict]]:
+    run = selected_run(api, state)
+    if run is None:
+        return None, [], []
+    L = state["length"]
+    return run, api.run_probes(run["id"], eval_length=L), api.run_interventions(run["id"], eval_length=L)
+
+
+def summary_points(api: ApiClient, state: dict) -> list[dict]:
+    flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"]}
+    probes = api.export("probes", "json", **flt)
+    interventions = api.export("interventions", "json", method=state["method"], **flt)
+    runs: dict[int, dict] = {}
+    for p in probes:
+        runs.setdefault(int(p["run_id"]), {"id": int(p["run_id"]), "name": p.get("run_name", ""), "family": p["family"],
+                                           "task": p["task"], "seed": p.get("seed"), "n_layers": p["n_layers"],
+                                           "pretrained": p.get("pretrained")})
+    return decoupling_points(list(runs.values()), probes, interventions, method=state["method"],
+                             eval_length=state["length"])
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Task", dcc.Dropdown(id="pc-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+                                   value=s["task"], placeholder="any task"), width="150px"),
+        field("Family", dcc.Dropdown(id="pc-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+                                     value=s["family"], placeholder="any family"), width="160px"),
+        field("Seed", dcc.Input(id="pc-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
+                                placeholder="any", className="input"), width="80px"),
+        field("Run", dcc.Dropdown(id="pc-run", options=[], value=s["run"], placeholder="first matching run"),
+              width="420px"),
+        field("Eval length", dcc.Dropdown(id="pc-length", options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""),
+                                                                    "value": L} for L in EVAL_LENGTHS],
+                                          value=s["length"], clearable=False), width="130px"),
+        field("Summary edit", dcc.Dropdown(id="pc-method", options=[{"label": method_label(m), "value": m}
+                                                                    for m in SUMMARY_METHODS],
+                                           value=s["method"], clearable=False), width="160px"),
+    ], className="control-grid")
+    body = [
+        html.Div(id="pc-error"),
+        figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
+                    description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
+                                "refit means the edit left the variable decodable). Right: the behavioural accuracy "
+                                "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
+                                "after Holm correction). ★ best-probe layer, ▼ the layer where each edit costs most.",
+                    extra=[html.Div(id="pc-run-info", className="card-section")]),
+        figure_card("pc-summary", title="Where probing and causality decouple, across runs",
+                    filename="layerscope-decoupling",
+                    description="For every run matching the filters: is the best-probe layer the layer where the "
+                                "selected edit costs most? Share of runs (seeds) that decouple, and the typical layers."),
+    ]
+    return page_frame(title="Probe vs causal", subtitle="The most readable layer is not always the causally necessary one.",
+                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    base_id = f"{KEY}-base"
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
+                       path_for=path_for)
+
+    def heat_csv(state):
+        run, probes, interventions = heatmap_data(api, state)
+        rows = probe_causal_table(probes, interventions, eval_length=state["length"])
+        return [{"run_id": run["id"] if run else None, "eval_length": state["length"], **r} for r in rows]
+
+    register_exports(app, gid="pc-heatmap", filename="layerscope-probe-vs-causal", spec=SPEC, loc_id=LOC,
+                     base_id=base_id, csv_rows=heat_csv)
+    register_exports(app, gid="pc-summary", filename="layerscope-decoupling", spec=SPEC, loc_id=LOC, base_id=base_id,
+                     csv_rows=lambda st: summary_points(api, st))
+
+    @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
+                  Input("pc-seed", "value"), Input("pc-run", "value"))
+    def _options(task, family, seed, run):
+        state = {"task": task, "family": family, "seed": seed}
+        try:
+            runs = run_options(api, state)
+        except ApiError:
+            runs = []
+        opts = [{"label": _run_label(r), "value": r["id"]} for r in runs]
+        if run and all(o["value"] != run for o in opts):
+            try:
+                opts.insert(0, {"label": _run_label(api.run(run)), "value": run})
+            except ApiError:
+                pass
+        return opts
+
+    @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
+                  [Input(b.cid, b.prop) for b in BINDS if b.name != "method"], Input(base_id, "data"))
+    def _heatmap(*values):
+        binds = [b for b in BINDS if b.name != "method"]
+        state = state_from_controls(SPEC, binds, values[:-1], values[-1])
+        try:
+            run, probes, interventions = heatmap_data(api, state)
+        except ApiError as exc:
+            return empty_figure("Could not load this run"), None, api_alert(exc)
+        if run is None:
+            return empty_figure("No run matches these filters"), None, None
+        fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
+                                   title=f"#{run['id']} {run.get('name', '')} · L={state['length']}")
+        info = html.Span([
+            "Run ", dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")), " ",
+            html.Span(run.get("name", ""), className="run-name"),
+            f" · {family_label(run['family'])} · {task_label(run['task'])} · seed {run['seed']} · "
+            f"{run['n_layers']} layers · config {str(run.get('config_hash', ''))[:10]}",
+            "" if state["run"] else " (first run matching the filters; pick another in Run)",
+        ], className="muted")
+        return fig, info, None
+
+    @app.callback(Output("pc-summary", "figure"),
+                  [Input(b.cid, b.prop) for b in BINDS if b.name != "run"], Input(base_id, "data"))
+    def _summary(*values):
+        binds = [b for b in BINDS if b.name != "run"]
+        state = state_from_controls(SPEC, binds, values[:-1], values[-1])
+        try:
+            pts = summary_points(api, state)
+        except ApiError:
+            return empty_figure("Could not load the cross-run summary")
+        return decoupling_summary(pts, method=state["method"])
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Probe vs causal", layout=layout, register=register)

@@ -1,0 +1,172 @@
+"""/reversal — architecture × task matrix of profile class and late concentration (95% CI),
+the reversal pairs called out, and the S3 question: does S3 group with Parity or with Dyck?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, dcc, html
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import (
+    Bind,
+    api_alert,
+    field,
+    figure_card,
+    page_frame,
+    register_exports,
+    register_save_view,
+    register_url_sync,
+    state_from_controls,
+)
+from dashboard.figures.common import empty_figure, fmt_ci
+from dashboard.figures.reversal import (
+    METRIC_TITLES,
+    find_reversals,
+    metric,
+    row_label,
+    reversal_matrix,
+    s3_distance_figure,
+    s3_distances,
+)
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
+
+KEY = "reversal"
+PATH = "/reversal"
+LOC = "rv-loc"
+METRICS = ("late_concentration", "auc", "best_layer", "first_95")
+
+SPEC = PageState([
+    F("length", "int", 40, aliases=("eval_length",)),
+    F("metric", "str", "late_concentration", METRICS),
+    F("suite", "str", None),
+    F("pretrained", "bool", False),
+])
+BINDS = [Bind("length", "rv-length"), Bind("metric", "rv-metric"), Bind("suite", "rv-suite"),
+         Bind("pretrained", "rv-pretrained", kind="bool")]
+
+
+def profiles(api: ApiClient, state: dict) -> list[dict]:
+    rows = api.profiles(eval_length=state["length"], suite=state["suite"])
+    if not state["pretrained"]:
+        rows = [r for r in rows if not r.get("pretrained")]
+    return rows
+
+
+def curves(api: ApiClient, state: dict) -> list[dict]:
+    rows = api.curves(eval_length=state["length"], suite=state["suite"])
+    return [r for r in rows if not r.get("pretrained")]
+
+
+def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
+    out = []
+    for p in profiles(api, state):
+        row = {"task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
+               "eval_length": p.get("eval_length"), "n": p.get("n"), "seeds": ",".join(map(str, p.get("seeds") or [])),
+               "profile_class": p.get("profile_class")}
+        for name, m in (p.get("metrics") or {}).items():
+            if isinstance(m, dict):
+                row[f"{name}_mean"], row[f"{name}_lo"], row[f"{name}_hi"] = m.get("mean"), m.get("lo"), m.get("hi")
+        out.append(row)
+    return out
+
+
+def reversal_list(revs: list[dict]) -> Any:
+    """Reversal pairs, grouped: one line per (task pair, architecture A, its classes, B's classes)."""
+    if not revs:
+        return html.P("No reversal at this eval length: no two architectures exchange a profile class between "
+                      "two tasks.", className="muted")
+    groups: dict[tuple, list[str]] = {}
+    for r in revs:
+        key = (r["task_a"], r["task_b"], r["family_a"], r["a1"], r["a2"], r["b1"], r["b2"], r["kind"],
+               tuple(r.get("shared_class") or ()))
+        groups.setdefault(key, []).append(r["family_b"])
+    items = []
+    for (ta, tb, fa, a1, a2, b1, b2, kind, shared), fbs in groups.items():
+        full = kind == "full"
+        items.append(html.Li([
+            html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
+            f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
+            html.Span("full swap" if full else f"partial: {', '.join(shared)} changes hands",
+                      className="badge badge-swap" if full else "badge badge-flip"),
+        ]))
+    return html.Div([
+        html.Div(f"{len(revs)} reversal pair{'s' if len(revs) != 1 else ''} (two architectures, two tasks):",
+                 className="muted"),
+        html.Ul(items, className="reversal-list"),
+    ])
+
+
+def s3_answer(dist: list[dict]) -> Any:
+    if not dist:
+        return html.P("Needs curves on S3, Parity and Dyck for at least one family.", className="muted")
+    k = sum(d["closer"] == "parity" for d in dist)
+    n = len(dist)
+    verdict = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
+    return html.P([html.Strong(f"{verdict}: "), f"S3's layer profile is closer to Parity's than to Dyck's for {k} of "
+                   f"{n} families (" + ", ".join(f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
+                                                  for d in dist) + "). SPEC claim 3 expects Parity: the computational "
+                   "structure (prefix update vs stack), not commutativity, predicts the profile."],
+                  className="answer")
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Eval length", dcc.Dropdown(id="rv-length", options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""),
+                                                                    "value": L} for L in EVAL_LENGTHS],
+                                          value=s["length"], clearable=False), width="150px"),
+        field("Colour", dcc.Dropdown(id="rv-metric", options=[{"label": METRIC_TITLES[m], "value": m} for m in METRICS],
+                                     value=s["metric"], clearable=False), width="420px"),
+        field("Suite", dcc.Input(id="rv-suite", type="text", value=s["suite"] or "", debounce=True,
+                                 placeholder="all suites", className="input"), width="160px"),
+        field("Include", dcc.Checklist(id="rv-pretrained", options=[{"label": "pretrained models", "value": "on"}],
+                                       value=["on"] if s["pretrained"] else [], className="check")),
+    ], className="control-grid")
+    body = [
+        html.Div(id="rv-error"),
+        figure_card("rv-matrix", title="Profile class by architecture and task", filename="layerscope-reversal",
+                    description="Each cell: the profile class over seeds (early: 95% of the max reached in the first "
+                                "half of the layers; late: the last layer makes ≥ 50% of the probe gain; else gradual), "
+                                "and the selected metric with its 95% CI. Outlined cells take part in a reversal.",
+                    footer=[html.Div(id="rv-reversals", className="card-section")]),
+        figure_card("rv-s3", title="The S3 question: Parity-like or Dyck-like?", filename="layerscope-s3-distance",
+                    description="Distance between S3's normalised layer curve and Parity's / Dyck's "
+                                "(RMS on the normalised depth axis, curves min–max scaled; 0 = the same shape).",
+                    extra=[html.Div(id="rv-s3-answer", className="card-section")]),
+    ]
+    return page_frame(title="Reversal", subtitle="Does task structure reverse where each architecture encodes the state?",
+                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    base_id = f"{KEY}-base"
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
+                       path_for=path_for)
+    register_exports(app, gid="rv-matrix", filename="layerscope-reversal", spec=SPEC, loc_id=LOC, base_id=base_id,
+                     csv_rows=lambda st: matrix_csv(api, st))
+    register_exports(app, gid="rv-s3", filename="layerscope-s3-distance", spec=SPEC, loc_id=LOC, base_id=base_id,
+                     csv_rows=lambda st: s3_distances(curves(api, st), eval_length=st["length"]))
+
+    @app.callback(Output("rv-matrix", "figure"), Output("rv-reversals", "children"), Output("rv-s3", "figure"),
+                  Output("rv-s3-answer", "children"), Output("rv-error", "children"),
+                  [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
+    def _figures(*values):
+        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
+        try:
+            profs = profiles(api, state)
+            crv = curves(api, state)
+        except ApiError as exc:
+            e = empty_figure("Could not load profiles")
+            return e, None, e, None, api_alert(exc)
+        revs = find_reversals(profs)
+        dist = s3_distances(crv, eval_length=state["length"])
+        return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), reversal_list(revs),
+                s3_distance_figure(dist), s3_answer(dist), None)
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)
+__all__ = ["PAGE", "FAMILIES", "TASKS", "ordered", "metric", "fmt_ci"]

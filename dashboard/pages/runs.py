@@ -1,0 +1,297 @@
+"""/ — the runs table: server-side filtering and pagination (dash-ag-grid shows one page),
+a run's details (loss curve, behaviour by length) and links into the other views."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import dash_ag_grid as dag
+import plotly.graph_objects as go
+from dash import Input, Output, State, dcc, html, no_update
+
+from dashboard.api_client import ApiClient, ApiError
+from dashboard.components import (
+    Bind,
+    api_alert,
+    field,
+    page_frame,
+    register_save_view,
+    register_url_sync,
+    state_from_controls,
+)
+from dashboard.figures.common import base_layout, empty_figure, graph_config
+from dashboard.pages import PageDef
+from dashboard.state import F, PageState
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_color, family_label, task_label
+
+KEY = "runs"
+PATH = "/"
+LOC = "rn-loc"
+PAGE_SIZES = (25, 50, 100, 200)
+
+SPEC = PageState([
+    F("task", "list_str", [], TASKS),
+    F("family", "list_str", [], FAMILIES),
+    F("seed", "int", None),
+    F("suite", "str", None),
+    F("page", "int", 1),
+    F("size", "int", 50),
+    F("run", "int", None, aliases=("run_id",)),
+])
+BINDS = [Bind("task", "rn-task"), Bind("family", "rn-family"), Bind("seed", "rn-seed"), Bind("suite", "rn-suite"),
+         Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("run", "rn-run", prop="data")]
+
+PCT = {"function": "params.value == null ? '' : (100 * params.value).toFixed(1) + '%'"}
+COLUMNS = [
+    {"field": "id", "headerName": "id", "width": 80, "pinned": "left"},
+    {"field": "name", "headerName": "name", "minWidth": 200, "flex": 2, "tooltipField": "name"},
+    {"field": "suite", "headerName": "suite", "width": 120},
+    {"field": "family_label", "headerName": "family", "width": 120},
+    {"field": "task_label", "headerName": "task", "width": 110},
+    {"field": "seed", "headerName": "seed", "width": 80},
+    {"field": "n_layers", "headerName": "layers", "width": 90},
+    {"field": "d_model", "headerName": "d_model", "width": 100},
+    {"field": "n_params", "headerName": "params",
+     "valueFormatter": {"function": "params.value == null ? '' : (params.value / 1000).toFixed(0) + 'K'"},
+     "width": 100},
+    {"field": "steps", "headerName": "steps", "width": 90},
+    {"field": "acc_40", "headerName": "acc L=40", "valueFormatter": PCT, "width": 110,
+     "headerTooltip": "token accuracy at the training length"},
+    {"field": "acc_max", "headerName": "acc longest L", "valueFormatter": PCT, "width": 130,
+     "headerTooltip": "token accuracy at the longest eval length (out of distribution)"},
+    {"field": "pretrained", "headerName": "pretrained", "width": 140},
+    {"field": "created_at", "headerName": "created", "width": 170},
+]
+
+
+def _row(run: dict) -> dict:
+    beh = run.get("behaviour") or {}
+    lengths = sorted(int(k) for k in beh if str(k).isdigit())
+    return {
+        **{k: run.get(k) for k in ("id", "name", "suite", "family", "task", "seed", "n_layers", "d_model", "n_params",
+                                   "steps", "pretrained")},
+        "family_label": family_label(run.get("family", "")),
+        "task_label": task_label(run.get("task", "")),
+        "acc_40": (beh.get("40") or {}).get("token_acc"),
+        "acc_max": (beh.get(str(lengths[-1])) or {}).get("token_acc") if lengths else None,
+        "created_at": str(run.get("created_at", ""))[:19].replace("T", " "),
+    }
+
+
+def fetch_page(api: ApiClient, state: dict) -> dict:
+    size = state["size"] if state["size"] in PAGE_SIZES else 50
+    page = max(1, state["page"] or 1)
+    return api.runs(task=state["task"] or None, family=state["family"] or None, seed=state["seed"],
+                    suite=state["suite"] or None, limit=size, offset=(page - 1) * size)
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+                                   value=s["task"], multi=True, placeholder="any task"), width="240px"),
+        field("Family", dcc.Dropdown(id="rn-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+                                     value=s["family"], multi=True, placeholder="any family"), width="280px"),
+        field("Seed", dcc.Input(id="rn-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
+                                placeholder="any", className="input"), width="90px"),
+        field("Suite", dcc.Input(id="rn-suite", type="text", value=s["suite"] or "", debounce=True,
+                                 placeholder="any suite", className="input"), width="160px"),
+        field("Rows per page", dcc.Dropdown(id="rn-size", options=[{"label": str(n), "value": n} for n in PAGE_SIZES],
+                                            value=s["size"], clearable=False), width="120px"),
+    ], className="control-grid")
+    grid = dag.AgGrid(
+        id="rn-grid",
+        columnDefs=COLUMNS,
+        rowData=[],
+        defaultColDef={"sortable": False, "resizable": True, "suppressHeaderMenuButton": True},
+        dashGridOptions={"rowSelection": {"mode": "multiRow", "checkboxes": True, "headerCheckbox": False,
+                                          "enableClickSelection": True},
+                         "tooltipShowDelay": 300, "animateRows": False, "suppressCellFocus": True, "rowHeight": 34,
+                         "headerHeight": 38},
+        getRowId="String(params.data.id)",
+        style={"height": "560px", "width": "100%"},
+        className="ag-theme-quartz",
+    )
+    pager = html.Div([
+        html.Button("‹ Prev", id="rn-prev", className="btn btn-sm", n_clicks=0),
+        html.Span("Page", className="muted"),
+        dcc.Input(id="rn-page", type="number", min=1, step=1, value=s["page"], debounce=True,
+                  className="input input-page"),
+        html.Span(id="rn-pages", className="muted"),
+        html.Button("Next ›", id="rn-next", className="btn btn-sm", n_clicks=0),
+        html.Span(id="rn-total", className="pager-total"),
+    ], className="pager")
+    actions = html.Div([
+        html.Span("Selected runs:", className="muted"),
+        dcc.Link("Probe vs causal", id="rn-open-pvc", href=path_for("/probe-vs-causal"), className="btn btn-sm"),
+        dcc.Link("Patching side by side", id="rn-open-patching", href=path_for("/patching"), className="btn btn-sm"),
+        dcc.Link("Curves of these tasks", id="rn-open-curves", href=path_for("/curves"), className="btn btn-sm"),
+        html.Button("Export CSV (all matching)", id="rn-export", className="btn btn-sm", n_clicks=0),
+        dcc.Download(id="rn-export-download"),
+    ], className="selection-actions")
+    body = [
+        html.Div(id="rn-error"),
+        dcc.Store(id="rn-run", data=s["run"]),
+        html.Div([pager, actions], className="grid-bar"),
+        html.Div(grid, className="card grid-card"),
+        html.Div(id="rn-detail"),
+    ]
+    return page_frame(title="Runs", subtitle="Every trained model in the results DB. Filter on the server; pick "
+                      "rows to open them in the other views.", page_key=KEY, controls=controls, body=body,
+                      embed=embed, loc_id=LOC, base=base)
+
+
+def _loss_figure(run: dict) -> go.Figure:
+    curve = run.get("loss_curve") or []
+    if not curve:
+        return empty_figure("No loss curve stored", height=260)
+    color = family_color(run.get("family", ""))
+    fig = go.Figure(go.Scatter(x=[p.get("step") for p in curve], y=[p.get("loss") for p in curve], mode="lines",
+                               line={"color": color, "width": 2}, name="training loss",
+                               hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
+    acc = [p for p in curve if p.get("heldout_token_acc") is not None]
+    if acc:
+        fig.add_trace(go.Scatter(x=[p["step"] for p in acc], y=[p["heldout_token_acc"] for p in acc], mode="lines",
+                                 line={"color": "#52606d", "dash": "dot"}, name="held-out token accuracy", yaxis="y2",
+                                 hovertemplate="step %{x}<br>held-out accuracy %{y:.1%}<extra></extra>"))
+    base_layout(fig, height=280)
+    fig.update_layout(xaxis_title="training step", yaxis_title="cross-entropy loss (nats)",
+                      yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.02], "tickformat": ".0%",
+                              "title": {"text": "held-out accuracy"}, "showgrid": False},
+                      margin={"r": 70})
+    return fig
+
+
+def _behaviour_figure(run: dict) -> go.Figure:
+    beh = run.get("behaviour") or {}
+    lengths = sorted(int(k) for k in beh if str(k).isdigit())
+    if not lengths:
+        return empty_figure("No behavioural results stored", height=260)
+    color = family_color(run.get("family", ""))
+    fig = go.Figure()
+    for key, name, dash in (("token_acc", "every token", "solid"), ("last_acc", "last position", "dot")):
+        fig.add_trace(go.Scatter(x=lengths, y=[(beh[str(L)] or {}).get(key) for L in lengths], mode="lines+markers",
+                                 name=name, line={"color": color, "dash": dash, "width": 2},
+                                 hovertemplate=f"L = %{{x}}<br>{name}: %{{y:.1%}}<extra></extra>"))
+    fig.add_vline(x=40, line={"color": "#9aa5b1", "dash": "dot"})
+    base_layout(fig, height=280)
+    fig.update_layout(xaxis_title="eval length L (train length 40)", yaxis_title="accuracy")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
+    return fig
+
+
+def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
+    try:
+        run = api.run(run_id)
+    except ApiError as exc:
+        return api_alert(exc)
+    q = {"task": run["task"], "family": run["family"], "seed": run["seed"], "run": run["id"]}
+    cfg = {"task_params": run.get("task_params"), "model_config": run.get("model_config"),
+           "train_config": run.get("train_config")}
+    facts = [("family", family_label(run["family"])), ("task", task_label(run["task"])), ("seed", run["seed"]),
+             ("layers", run["n_layers"]), ("d_model", run["d_model"]), ("parameters", f"{run['n_params']:,}"),
+             ("steps", run.get("steps")), ("stopped early", "yes" if run.get("stopped_early") else "no"),
+             ("train time", f"{run.get('train_seconds', 0):.0f} s"), ("suite", run.get("suite") or "–"),
+             ("pretrained", run.get("pretrained") or "–"), ("config hash", (run.get("config_hash") or "")[:12]),
+             ("checkpoint", run.get("checkpoint_id") or "–")]
+    return html.Div([
+        html.Div([
+            html.H2(["Run ", html.Span(f"#{run['id']}", className="muted"), " ", html.Span(run.get("name", ""),
+                                                                                          className="run-name")],
+                    className="card-title"),
+            html.Div([
+                dcc.Link("Layerwise curves", href=path_for("/curves?" + urlencode(
+                    {"tasks": run["task"], "families": run["family"]})), className="btn btn-sm"),
+                dcc.Link("Probe vs causal", href=path_for("/probe-vs-causal?" + urlencode(q)), className="btn btn-sm"),
+                dcc.Link("Patching", href=path_for("/patching?" + urlencode({"runs": run["id"]})), className="btn btn-sm"),
+            ], className="export-buttons"),
+        ], className="card-header"),
+        html.Div([
+            html.Dl([x for k, v in facts for x in (html.Dt(k), html.Dd(str(v)))], className="facts"),
+            html.Div(dcc.Graph(figure=_loss_figure(run), config=graph_config(f"run-{run['id']}-loss")), className="detail-fig"),
+            html.Div(dcc.Graph(figure=_behaviour_figure(run), config=graph_config(f"run-{run['id']}-behaviour")),
+                     className="detail-fig"),
+        ], className="detail-grid"),
+        html.Details([html.Summary("Configuration (JSON)"), html.Pre(json.dumps(cfg, indent=2, default=str))]),
+    ], className="card", id="rn-detail-card")
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base", reset={"page": 1, "run": None})
+    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
+                       path_for=path_for)
+
+    @app.callback(Output("rn-grid", "rowData"), Output("rn-total", "children"), Output("rn-pages", "children"),
+                  Output("rn-error", "children"), Output("rn-prev", "disabled"), Output("rn-next", "disabled"),
+                  [Input(b.cid, b.prop) for b in BINDS[:-1]], State(f"{KEY}-base", "data"))
+    def _load(*values):
+        state = state_from_controls(SPEC, BINDS[:-1], values[:-1], values[-1])
+        try:
+            page = fetch_page(api, state)
+        except ApiError as exc:
+            return [], "", "", api_alert(exc), True, True
+        total, size = page["total"], page["limit"]
+        n_pages = max(1, -(-total // size))
+        p = max(1, state["page"] or 1)
+        first = (p - 1) * size + 1 if total else 0
+        last = min(total, p * size)
+        return ([_row(r) for r in page["items"]], f"{first:,}–{last:,} of {total:,} runs", f"of {n_pages:,}", None,
+                p <= 1, p >= n_pages)
+
+    @app.callback(Output("rn-export-download", "data"), Input("rn-export", "n_clicks"), State(LOC, "search"),
+                  State(f"{KEY}-base", "data"), prevent_initial_call=True)
+    def _export(n, search, base):
+        import pandas as pd
+
+        from dashboard.components import csv_safe
+
+        state = SPEC.decode(search, base)
+        runs = api.all_runs(limit=100_000, task=state["task"] or None, family=state["family"] or None,
+                            seed=state["seed"], suite=state["suite"] or None)
+        df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
+        return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
+
+    @app.callback(Output("rn-page", "value", allow_duplicate=True), Input("rn-prev", "n_clicks"),
+                  Input("rn-next", "n_clicks"), State("rn-page", "value"), prevent_initial_call=True)
+    def _pager(prev, nxt, page):
+        from dash import ctx
+
+        page = max(1, int(page or 1))
+        return max(1, page - 1) if ctx.triggered_id == "rn-prev" else page + 1
+
+    @app.callback(Output("rn-run", "data", allow_duplicate=True), Input("rn-grid", "selectedRows"),
+                  State("rn-run", "data"), prevent_initial_call=True)
+    def _select(rows, current):
+        if not rows:
+            return no_update
+        rid = int(rows[-1]["id"])
+        return no_update if rid == current else rid
+
+    @app.callback(Output("rn-detail", "children"), Input("rn-run", "data"))
+    def _detail(run_id):
+        if not run_id:
+            return html.Div("Select a row to see its loss curve, behaviour by length and configuration.",
+                            className="hint")
+        return run_detail(api, int(run_id), path_for)
+
+    @app.callback(Output("rn-open-pvc", "href"), Output("rn-open-patching", "href"), Output("rn-open-curves", "href"),
+                  Input("rn-grid", "selectedRows"), Input("rn-run", "data"))
+    def _links(rows, run_id):
+        rows = rows or []
+        ids = [int(r["id"]) for r in rows] or ([int(run_id)] if run_id else [])
+        first = rows[0] if rows else None
+        pvc = "/probe-vs-causal" + (f"?run={ids[0]}" if ids else "")
+        if first:
+            pvc = "/probe-vs-causal?" + urlencode({"task": first["task"], "family": first["family"], "run": first["id"]})
+        patching = "/patching" + ("?" + urlencode({"runs": ",".join(str(i) for i in ids[:4])}, safe=",") if ids else "")
+        tasks = sorted({r["task"] for r in rows})
+        fams = sorted({r["family"] for r in rows})
+        curves = "/curves" + ("?" + urlencode({"tasks": ",".join(tasks), "families": ",".join(fams)}, safe=",")
+                              if rows else "")
+        return path_for(pvc), path_for(patching), path_for(curves)
+
+
+PAGE = PageDef(key=KEY, path=PATH, title="Runs", layout=layout, register=register)
+__all__ = ["PAGE", "EVAL_LENGTHS"]

@@ -1,0 +1,83 @@
+"""The one interface every model family implements.
+
+SPEC "Models": **layer ℓ** is the residual stream after block ℓ (ℓ = 0..n-1) and ``emb`` (layer
+-1) the embedding output. A ``LayerwiseModel`` names the modules whose *outputs* are exactly
+those states (``embedding_module()``, ``block_modules()``), so capture and edits are forward
+hooks on them (``models_store.capture``) and never depend on a library's ``hidden_states``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models_store.config import ModelConfig
+
+
+def layer_name(layer: int) -> str:
+    """``"emb"`` for -1, ``str(layer)`` otherwise (DESIGN "Layer convention")."""
+    return "emb" if layer == -1 else str(layer)
+
+
+class LayerwiseModel(nn.Module):
+    """A token-tagging sequence model with named residual-stream hook points.
+
+    Subclasses set ``self.config`` (a ``ModelConfig``) and implement ``forward``,
+    ``embedding_module`` and ``block_modules``. The head (final norm + linear) sits on top of
+    the last block; its output is not a layer.
+    """
+
+    config: ModelConfig
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    # --- sizes -------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        """Number of blocks (layers 0..n_layers-1)."""
+        return len(self.block_modules())
+
+    @property
+    def d_model(self) -> int:
+        """Residual-stream width D."""
+        return int(self.config.d_model)
+
+    @property
+    def n_params(self) -> int:
+        """Actual number of parameters (every tensor in ``parameters()``)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @property
+    def layers(self) -> list[int]:
+        """Layer ids ``[-1, 0, ..., n_layers-1]`` (-1 = emb)."""
+        return list(range(-1, self.n_layers))
+
+    @property
+    def layer_names(self) -> list[str]:
+        """``["emb", "0", ..., str(n_layers-1)]``."""
+        return [layer_name(layer) for layer in self.layers]
+
+    # --- hook points -------------------------------------------------------------------
+    def embedding_module(self) -> nn.Module:
+        """The module whose output is the ``emb`` state [B, L, D]."""
+        raise NotImplementedError
+
+    def block_modules(self) -> list[nn.Module]:
+        """The n blocks; block ℓ's output is layer ℓ's residual stream [B, L, D]."""
+        raise NotImplementedError
+
+    def hook_module(self, layer: int) -> nn.Module:
+        """The module whose output is layer ``layer`` (-1 = emb).
+
+        Raises:
+            ValueError: ``layer`` outside -1..n_layers-1.
+        """
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -1 <= layer < self.n_layers:
+            raise ValueError(f"layer must be an int in -1..{self.n_layers - 1}, got {layer!r}")
+        return self.embedding_module() if layer == -1 else self.block_modules()[layer]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: LongTensor [B, L] of task token ids → logits [B, L, n_classes]."""
+        raise NotImplementedError

@@ -1,0 +1,168 @@
+"""Read and edit the residual stream of any ``LayerwiseModel`` with forward hooks.
+
+Layer ids follow DESIGN "Layer convention": -1 = ``emb`` (the embedding module's output),
+0..n-1 = the output of block ℓ. Hooks sit on ``model.hook_module(layer)``, so one forward pass
+gives every layer's state (no per-layer re-runs), on every backend (CPU torch paths, CUDA
+kernels) and for every family alike.
+
+A hooked module's output may be a tensor or a tuple whose first element is the hidden state
+(older transformers blocks return tuples; in transformers 5.24 GPT-NeoX, Mamba and Mamba-2
+blocks return tensors). Both are handled: only the first element is read or replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from models_store.base import LayerwiseModel
+
+EditFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _hidden(output: object) -> torch.Tensor:
+    """The hidden-state tensor of a hooked module's output (tensor or tuple/list head)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    raise TypeError(f"cannot find the hidden state in a module output of type {type(output).__name__}")
+
+
+def _replace_hidden(output: object, new: torch.Tensor) -> object:
+    if isinstance(output, torch.Tensor):
+        return new
+    return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
+
+
+def _resolve_layers(model: LayerwiseModel, layers: Iterable[int] | None) -> list[int]:
+    if layers is None:
+        return model.layers
+    out = sorted(set(layers))
+    for layer in out:
+        model.hook_module(layer)  # validates the id
+    return out
+
+
+def run_with_states(
+    model: LayerwiseModel,
+    tokens: torch.Tensor,
+    layers: Iterable[int] | None = None,
+    detach: bool = True,
+) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """Logits and residual-stream states from ONE forward pass.
+
+    Args:
+        model: any ``LayerwiseModel``.
+        tokens: LongTensor [B, L].
+        layers: layer ids to keep (-1 = emb); ``None`` → all of -1..n_layers-1.
+        detach: detach the stored states from the autograd graph (default).
+
+    Returns:
+        (logits [B, L, C], {layer: state [B, L, D]}) with the dict ordered by layer. States
+        include any edits active on earlier layers (``edit_layer``) and, for a layer that is
+        itself edited, the edited output.
+
+    Raises:
+        ValueError: a layer id outside -1..n_layers-1.
+    """
+    wanted = _resolve_layers(model, layers)
+    states: dict[int, torch.Tensor] = {}
+    handles = []
+
+    def make_hook(layer: int):  # noqa: ANN202
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            h = _hidden(output)  # h: (B, L, D)
+            states[layer] = h.detach() if detach else h
+
+        return hook
+
+    try:
+        for layer in wanted:
+            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
+        logits = model(tokens)  # (B, L, C)
+    finally:
+        for handle in handles:
+            handle.remove()
+    missing = [layer for layer in wanted if layer not in states]
+    if missing:
+        raise RuntimeError(f"layers {missing} produced no output during the forward pass")
+    return logits, {layer: states[layer] for layer in wanted}
+
+
+@contextmanager
+def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[LayerwiseModel]:
+    """Replace several layers' outputs at once: layer ℓ's output h becomes ``fns[ℓ](h)``.
+
+    Each ``fn`` receives the full state h [B, L, D] (after any edit on earlier layers) and
+    must return a tensor of the same shape; it may return a modified clone (do not rely on
+    in-place writes to h). The result is cast to h's dtype and device. Hooks are removed on
+    exit, also when the body raises.
+
+    Raises:
+        ValueError: a layer id outside -1..n_layers-1, or (during the forward) an ``fn``
+            result whose shape differs from h's.
+    """
+    items = [(layer, fns[layer]) for layer in _resolve_layers(model, fns.keys())]
+    handles = []
+
+    def make_hook(layer: int, fn: EditFn):  # noqa: ANN202
+        def hook(module: nn.Module, args: tuple, output: object) -> object:
+            h = _hidden(output)  # h: (B, L, D)
+            new = fn(h)
+            if not isinstance(new, torch.Tensor) or new.shape != h.shape:
+                got = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
+                raise ValueError(f"edit of layer {layer} must return a tensor of shape {tuple(h.shape)}, got {got}")
+            return _replace_hidden(output, new.to(dtype=h.dtype, device=h.device))
+
+        return hook
+
+    try:
+        for layer, fn in items:
+            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer, fn)))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def edit_layer(model: LayerwiseModel, layer: int, fn: EditFn) -> Iterator[LayerwiseModel]:
+    """Replace layer ``layer``'s output h [B, L, D] by ``fn(h)`` inside the ``with`` block.
+
+    ``layer`` = -1 edits the embedding output. See ``edit_layers`` for the contract of ``fn``.
+    Example (activation patching at one position)::
+
+        _, clean = run_with_states(model, clean_tokens, layers=[3])
+        with edit_layer(model, 3, patch_positions(clean[3], [20])):
+            patched_logits = model(corrupted_tokens)
+
+    Raises:
+        ValueError: ``layer`` outside -1..n_layers-1, or a wrongly shaped ``fn`` result.
+    """
+    with edit_layers(model, {layer: fn}) as m:
+        yield m
+
+
+def patch_positions(source: torch.Tensor, positions: Sequence[int] | slice | torch.Tensor) -> EditFn:
+    """An edit fn writing ``source`` at ``positions`` (all sequences) and keeping the rest.
+
+    Args:
+        source: [B, L, D] states of the clean run (same batch and length as the edited run).
+        positions: position indices, a slice, or a bool/long index tensor over L.
+
+    Returns:
+        fn(h [B, L, D]) → a clone of h with ``h[:, positions] = source[:, positions]``.
+    """
+
+    def fn(h: torch.Tensor) -> torch.Tensor:  # h: (B, L, D)
+        if source.shape != h.shape:
+            raise ValueError(f"patch source shape {tuple(source.shape)} != edited state shape {tuple(h.shape)}")
+        out = h.clone()
+        out[:, positions] = source[:, positions].to(device=h.device, dtype=h.dtype)
+        return out  # (B, L, D)
+
+    return fn

@@ -1,0 +1,256 @@
+"""Model configuration: one dataclass for every family, with the width solved to a parameter budget.
+
+SPEC "Models": 4 layers, a token-classification head, about 830K parameters per family; "the
+width of each family is chosen to match the target within ±10%, and the actual count is stored
+with the run". ``ModelConfig(d_model=None)`` does that search; ``n_params`` holds the count.
+
+Parameter counts are computed in closed form (``count_params``) for the architectures that
+``models_store.families`` builds; ``build_model`` re-counts the real module and the tests check
+that both agree for every family.
+
+Width grids (which ``d_model`` values a family accepts, documented choices):
+- ``transformer``: a multiple of ``n_heads`` with an even head dim whose rotary part
+  ``int(head_dim * rotary_pct)`` is even and ≥ 2 (rotary embeddings rotate pairs of dims).
+- ``mamba2``: a multiple of 8 with ``expand * d_model`` a multiple of ``mamba2_head_dim``
+  (Mamba-2 splits the inner width into heads).
+- ``mamba``, ``lstm``, ``gru``: any positive integer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
+SSM_FAMILIES = ("mamba", "mamba2")
+RNN_FAMILIES = ("lstm", "gru")
+HF_FAMILIES = ("transformer", "mamba", "mamba2")
+
+MAX_WIDTH = 16_384  # upper end of the width search
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to rebuild a model (the checkpoint store saves ``to_dict()``).
+
+    Attributes:
+        family: one of ``FAMILIES``.
+        vocab_size: number of task token ids (the model's input alphabet).
+        n_classes: number of labels of the token-classification head.
+        n_layers: number of blocks (layers 0..n_layers-1; ``emb`` is layer -1).
+        d_model: residual width; ``None`` → solved so the parameter count is within
+            ``param_tolerance`` of ``param_target`` (the solved value is stored here).
+        param_target: parameter budget used when ``d_model`` is None (SPEC: about 830K).
+        param_tolerance: allowed relative deviation from ``param_target`` (SPEC: ±10%).
+        d_state: SSM state size N (Mamba, Mamba-2).
+        d_conv: depthwise causal conv kernel size (Mamba, Mamba-2).
+        expand: SSM inner width = ``expand * d_model`` (Mamba, Mamba-2).
+        n_heads: attention heads (transformer).
+        rotary_pct: share of each head's dims that carry rotary positions (Pythia: 0.25).
+        max_position_embeddings: rotary table length of the transformer (≥ 512 so eval
+            lengths up to 120 and beyond are defined; rotary is computed on the fly anyway).
+        mamba2_head_dim: Mamba-2 head dim P (SPEC/MEASURED: 16).
+        mamba2_chunk_size: Mamba-2 chunked-scan block length. transformers' default 256
+            pads every sequence up to 256 positions (MEASURED: a 33× slower step at L=40).
+            Default 8: divides the SPEC lengths 40, 80 and 120 exactly and pads 60/100 by 4
+            positions; a power of two, which the mamba-ssm Triton kernels handle natively.
+            Padding never changes the result, only the cost.
+        pretrained: hub name or local folder the weights came from (``load_pretrained``);
+            ``None`` for models trained from scratch.
+        hf_config: the pretrained model's transformers config as a dict, so a checkpoint can
+            be rebuilt without the hub; required when ``pretrained`` is set.
+        token_map: pretrained models only: task token i → model vocabulary id
+            ``token_map[i]`` (see ``models_store.pretrained``); ``len == vocab_size``.
+        n_params: the actual parameter count (derived; filled in by ``__post_init__`` for
+            scratch models, by ``load_pretrained`` for pretrained ones).
+
+    Raises:
+        ValueError: a field is invalid (the message names it), or no width of the family's
+            grid lands within the tolerance of ``param_target``.
+    """
+
+    family: str
+    vocab_size: int
+    n_classes: int
+    n_layers: int = 4
+    d_model: int | None = None
+    param_target: int = 830_000
+    param_tolerance: float = 0.10
+    d_state: int = 16
+    d_conv: int = 4
+    expand: int = 2
+    n_heads: int = 4
+    rotary_pct: float = 0.25
+    max_position_embeddings: int = 2048
+    mamba2_head_dim: int = 16
+    mamba2_chunk_size: int = 8
+    pretrained: str | None = None
+    hf_config: dict[str, Any] | None = None
+    token_map: list[int] | None = None
+    n_params: int | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        _check_int("vocab_size", self.vocab_size, 1)
+        _check_int("n_classes", self.n_classes, 2)
+        _check_int("n_layers", self.n_layers, 1)
+        _check_int("param_target", self.param_target, 1)
+        if not (isinstance(self.param_tolerance, (int, float)) and 0 < self.param_tolerance < 1):
+            raise ValueError(f"param_tolerance must be in (0, 1), got {self.param_tolerance!r}")
+        _check_int("d_state", self.d_state, 1)
+        _check_int("d_conv", self.d_conv, 1)
+        _check_int("expand", self.expand, 1)
+        _check_int("n_heads", self.n_heads, 1)
+        if not (isinstance(self.rotary_pct, (int, float)) and 0 < self.rotary_pct <= 1):
+            raise ValueError(f"rotary_pct must be in (0, 1], got {self.rotary_pct!r}")
+        _check_int("max_position_embeddings", self.max_position_embeddings, 1)
+        _check_int("mamba2_head_dim", self.mamba2_head_dim, 1)
+        _check_int("mamba2_chunk_size", self.mamba2_chunk_size, 1)
+        if self.pretrained is not None:
+            self._check_pretrained()
+        else:
+            for name in ("hf_config", "token_map"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} is only valid for a pretrained model (pretrained=None)")
+            if self.d_model is None:
+                self.d_model, self.n_params = solve_width(self)
+            else:
+                _check_int("d_model", self.d_model, 1)
+                problem = width_problem(self, self.d_model)
+                if problem:
+                    raise ValueError(f"d_model={self.d_model} is invalid for {self.family}: {problem}")
+                if self.n_params is None:
+                    self.n_params = count_params(self, self.d_model)
+        if self.n_params is not None:
+            _check_int("n_params", self.n_params, 1)
+
+    def _check_pretrained(self) -> None:
+        if not isinstance(self.pretrained, str) or not self.pretrained:
+            raise ValueError(f"pretrained must be a non-empty string, got {self.pretrained!r}")
+        if self.family not in HF_FAMILIES:
+            raise ValueError(f"family must be one of {HF_FAMILIES} for a pretrained model, got {self.family!r}")
+        if not isinstance(self.hf_config, dict):
+            raise ValueError("hf_config (the transformers config dict) is required for a pretrained model; "
+                             "use models_store.pretrained.load_pretrained to create one")
+        if self.d_model is not None:
+            _check_int("d_model", self.d_model, 1)
+        if self.token_map is not None:
+            tm = self.token_map
+            if not isinstance(tm, list) or len(tm) != self.vocab_size:
+                raise ValueError(f"token_map must be a list of vocab_size={self.vocab_size} ids")
+            if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tm):
+                raise ValueError("token_map entries must be non-negative integers")
+            if len(set(tm)) != len(tm):
+                raise ValueError("token_map entries must be distinct")
+
+    @property
+    def head_dim(self) -> int | None:
+        """Transformer head dim (``d_model // n_heads``), else None."""
+        if self.family != "transformer" or self.d_model is None:
+            return None
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of every field (``from_dict`` inverts it)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """Rebuild from ``to_dict()`` output.
+
+        Raises:
+            ValueError: unknown keys, or any invalid field.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields: {unknown}")
+        return cls(**d)
+
+
+def width_problem(cfg: ModelConfig, d: int) -> str | None:
+    """Why width ``d`` is not on ``cfg.family``'s grid, or None if it is."""
+    if cfg.family == "transformer":
+        if d % cfg.n_heads:
+            return f"must be a multiple of n_heads={cfg.n_heads}"
+        hd = d // cfg.n_heads
+        if hd % 2:
+            return f"head dim {hd} must be even"
+        rot = int(hd * cfg.rotary_pct)
+        if rot < 2 or rot % 2:
+            return f"rotary dims int({hd} * {cfg.rotary_pct}) = {rot} must be even and >= 2"
+    elif cfg.family == "mamba2":
+        if d % 8:
+            return "must be a multiple of 8"
+        if (cfg.expand * d) % cfg.mamba2_head_dim:
+            return f"expand * d_model must be a multiple of mamba2_head_dim={cfg.mamba2_head_dim}"
+    return None
+
+
+def count_params(cfg: ModelConfig, d: int) -> int:
+    """Closed-form parameter count of the scratch model of ``cfg.family`` at width ``d``.
+
+    Embedding ``V·d`` + blocks + final norm + head ``d·C + C``. Per block:
+    - transformer (GPT-NeoX, 4d MLP, biases): 2 LayerNorms 4d, qkv 3d²+3d, out d²+d,
+      MLP 8d²+5d → 12d² + 13d; final LayerNorm 2d.
+    - mamba (E = expand·d, R = ceil(d/16)): RMSNorm d, in_proj 2Ed, conv Ek+E, x_proj E(R+2N),
+      dt_proj RE+E, A_log EN, D E, out_proj Ed; final RMSNorm d.
+    - mamba2 (H = E/P heads, one group): RMSNorm d, in_proj d(2E+2N+H), conv (E+2N)(k+1),
+      dt_bias/A_log/D 3H, gated RMSNorm E, out_proj Ed; final RMSNorm d.
+    - lstm: LayerNorm 2d + 4(2d² + 2d); gru: LayerNorm 2d + 3(2d² + 2d); final LayerNorm 2d.
+    """
+    V, C, n = cfg.vocab_size, cfg.n_classes, cfg.n_layers
+    head = d * C + C
+    emb = V * d
+    if cfg.family == "transformer":
+        return emb + n * (12 * d * d + 13 * d) + 2 * d + head
+    if cfg.family == "mamba":
+        E, N, k, R = cfg.expand * d, cfg.d_state, cfg.d_conv, math.ceil(d / 16)
+        block = d + 2 * E * d + E * k + E + E * (R + 2 * N) + R * E + E + E * N + E + E * d
+        return emb + n * block + d + head
+    if cfg.family == "mamba2":
+        E, N, k = cfg.expand * d, cfg.d_state, cfg.d_conv
+        H = E // cfg.mamba2_head_dim
+        conv_dim = E + 2 * N
+        block = d + d * (E + conv_dim + H) + conv_dim * (k + 1) + 3 * H + E + E * d
+        return emb + n * block + d + head
+    gates = 4 if cfg.family == "lstm" else 3
+    return emb + n * (2 * d + gates * (2 * d * d + 2 * d)) + 2 * d + head
+
+
+def solve_width(cfg: ModelConfig) -> tuple[int, int]:
+    """The width on the family's grid whose parameter count is closest to ``cfg.param_target``.
+
+    Counts grow with width, so the scan stops at the first width past the upper bound.
+
+    Returns:
+        (d_model, n_params).
+
+    Raises:
+        ValueError: the closest width misses the target by more than ``param_tolerance``.
+    """
+    target, tol = cfg.param_target, cfg.param_tolerance
+    best: tuple[int, int] | None = None
+    for d in range(1, MAX_WIDTH + 1):
+        if width_problem(cfg, d):
+            continue
+        n = count_params(cfg, d)
+        if best is None or abs(n - target) < abs(best[1] - target):
+            best = (d, n)
+        if n > target * (1 + tol):
+            break
+    if best is None or abs(best[1] - target) > tol * target:
+        got = "no valid width" if best is None else f"closest is d_model={best[0]} with {best[1]:,} parameters"
+        raise ValueError(
+            f"param_target={target:,}: no {cfg.family} width within ±{tol:.0%} ({got}); "
+            f"set d_model explicitly or change param_target"
+        )
+    return best

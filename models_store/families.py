@@ -1,0 +1,201 @@
+"""The five model families behind ``LayerwiseModel``, and ``build_model``.
+
+- ``transformer``: ``transformers.GPTNeoXModel`` (the Pythia architecture: rotary positions on
+  ``rotary_pct`` of each head, parallel attention + MLP residual, 4·d MLP, causal attention).
+- ``mamba``: ``transformers.MambaModel``. transformers picks each kernel when its module is
+  imported: with ``mamba_ssm`` + ``causal_conv1d`` importable (CUDA machines) the mixer calls
+  their kernels, otherwise its pure-PyTorch path (sequential scan on CPU). Nothing here forces
+  either: we only pass ``use_cache=False``. ``models_store.fast_scan`` may patch the CPU scan.
+- ``mamba2``: ``transformers.Mamba2Model`` (head dim 16, state 16, one group, chunk size from
+  ``ModelConfig.mamba2_chunk_size``).
+- ``lstm`` / ``gru``: one single-layer ``nn.LSTM`` / ``nn.GRU`` per block (``num_layers=4``
+  would hide the inner layers' outputs), pre-norm residual:
+  ``h_ℓ = h_{ℓ-1} + RNN_ℓ(LayerNorm_ℓ(h_{ℓ-1}))``, ``h_{-1}`` = token embedding.
+
+Every family ends in the same head: final norm (the backbone's own ``final_layer_norm`` /
+``norm_f`` for transformers models, a ``LayerNorm`` for the RNNs) then ``Linear(d, n_classes)``.
+
+Attribute paths (for hooks and patches): ``model.backbone.get_input_embeddings()`` and
+``model.backbone.layers[i]`` (blocks) for the transformers families;
+``model.backbone.layers[i].mixer`` is the ``MambaMixer`` / ``Mamba2Mixer`` and
+``...mixer.conv1d`` its depthwise causal conv; ``model.embed`` / ``model.blocks[i]`` for the RNNs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import (
+    GPTNeoXConfig,
+    GPTNeoXModel,
+    Mamba2Config,
+    Mamba2Model,
+    MambaConfig,
+    MambaModel,
+    PreTrainedConfig,
+    PreTrainedModel,
+)
+
+from models_store.base import LayerwiseModel
+from models_store.config import RNN_FAMILIES, ModelConfig
+
+# family → (transformers config class, backbone class, model_type)
+HF_CLASSES: dict[str, tuple[type[PreTrainedConfig], type[PreTrainedModel], str]] = {
+    "transformer": (GPTNeoXConfig, GPTNeoXModel, "gpt_neox"),
+    "mamba": (MambaConfig, MambaModel, "mamba"),
+    "mamba2": (Mamba2Config, Mamba2Model, "mamba2"),
+}
+
+
+class HFLayerwiseModel(LayerwiseModel):
+    """A transformers backbone (GPT-NeoX, Mamba, Mamba-2) + a linear token head.
+
+    ``forward`` runs the backbone (embedding → blocks → its final norm) without a cache and
+    applies ``head``. For pretrained models a ``token_map`` buffer maps task ids to the
+    backbone's vocabulary first.
+    """
+
+    def __init__(self, config: ModelConfig, backbone: PreTrainedModel) -> None:
+        super().__init__(config)
+        self.backbone = backbone
+        self.backbone.config.use_cache = False
+        d = backbone.config.hidden_size
+        self.head = nn.Linear(d, config.n_classes)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+        tm = None if config.token_map is None else torch.tensor(config.token_map, dtype=torch.long)
+        self.register_buffer("token_map", tm, persistent=False)
+
+    def embedding_module(self) -> nn.Module:
+        return self.backbone.get_input_embeddings()
+
+    def block_modules(self) -> list[nn.Module]:
+        return list(self.backbone.layers)
+
+    def backbone_ids(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Task token ids [B, L] → backbone vocabulary ids [B, L] (identity without a token map)."""
+        return tokens if self.token_map is None else self.token_map[tokens]
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: LongTensor [B, L] → logits [B, L, C]."""
+        ids = self.backbone_ids(tokens)  # ids: (B, L)
+        h = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # h: (B, L, D), after final norm
+        return self.head(h)  # (B, L, C)
+
+    def library_hidden_states(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """transformers' own ``output_hidden_states`` for ``tokens`` [B, L] (tests compare it).
+
+        Not uniform across families (MEASURED): GPT-NeoX gives (emb, block 0..n-2,
+        final_norm(block n-1)); Mamba / Mamba-2 give (block 0..n-1, final_norm(block n-1)).
+        """
+        out = self.backbone(input_ids=self.backbone_ids(tokens), use_cache=False, output_hidden_states=True)
+        return tuple(out.hidden_states)
+
+
+class RecurrentBlock(nn.Module):
+    """One residual recurrent block: ``x + RNN(LayerNorm(x))`` with a single-layer LSTM/GRU."""
+
+    def __init__(self, kind: str, d_model: int) -> None:
+        super().__init__()
+        rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
+        self.norm = nn.LayerNorm(d_model)
+        self.rnn = rnn_cls(d_model, d_model, num_layers=1, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, L, D] → [B, L, D]."""
+        y, _ = self.rnn(self.norm(x))  # y: (B, L, D)
+        return x + y  # (B, L, D)
+
+
+class RecurrentModel(LayerwiseModel):
+    """Embedding → n ``RecurrentBlock``s → LayerNorm → Linear (families ``lstm``, ``gru``).
+
+    Weights use PyTorch's default initialisation.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        d = config.d_model
+        self.embed = nn.Embedding(config.vocab_size, d)
+        self.blocks = nn.ModuleList([RecurrentBlock(config.family, d) for _ in range(config.n_layers)])
+        self.norm_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, config.n_classes)
+
+    def embedding_module(self) -> nn.Module:
+        return self.embed
+
+    def block_modules(self) -> list[nn.Module]:
+        return list(self.blocks)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: LongTensor [B, L] → logits [B, L, C]."""
+        h = self.embed(tokens)  # h: (B, L, D)
+        for block in self.blocks:
+            h = block(h)  # h: (B, L, D)
+        return self.head(self.norm_f(h))  # (B, L, C)
+
+
+def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
+    """The transformers config of a scratch (or, from ``cfg.hf_config``, pretrained) backbone.
+
+    Raises:
+        ValueError: ``cfg.family`` is not a transformers family, or ``cfg.hf_config`` is of
+            another architecture.
+    """
+    if cfg.family not in HF_CLASSES:
+        raise ValueError(f"family {cfg.family!r} has no transformers backbone")
+    config_cls, _, model_type = HF_CLASSES[cfg.family]
+    if cfg.hf_config is not None:
+        got = cfg.hf_config.get("model_type")
+        if got != model_type:
+            raise ValueError(f"hf_config is a {got!r} config, family {cfg.family!r} needs {model_type!r}")
+        return config_cls.from_dict(cfg.hf_config)
+    d = cfg.d_model
+    common = dict(vocab_size=cfg.vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers, use_cache=False,
+                  tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    if cfg.family == "transformer":
+        return GPTNeoXConfig(
+            **common, num_attention_heads=cfg.n_heads, intermediate_size=4 * d, hidden_act="gelu",
+            rotary_pct=cfg.rotary_pct, rotary_emb_base=10_000, max_position_embeddings=cfg.max_position_embeddings,
+            use_parallel_residual=True, attention_bias=True, hidden_dropout=0.0, attention_dropout=0.0,
+        )
+    if cfg.family == "mamba":
+        return MambaConfig(**common, state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
+                           use_bias=False, use_conv_bias=True, time_step_rank="auto")
+    E = cfg.expand * d
+    return Mamba2Config(**common, state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
+                        head_dim=cfg.mamba2_head_dim, num_heads=E // cfg.mamba2_head_dim, n_groups=1,
+                        chunk_size=cfg.mamba2_chunk_size, use_bias=False, use_conv_bias=True)
+
+
+def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:
+    """A freshly initialised model of ``cfg`` (eval mode off: returned in train mode, on CPU).
+
+    For a pretrained config (``cfg.pretrained`` set) this builds the architecture from
+    ``cfg.hf_config`` with random weights; the checkpoint store then loads the weights. To get
+    the pretrained weights themselves use ``models_store.pretrained.load_pretrained``.
+
+    Args:
+        cfg: the model configuration; ``cfg.n_params`` is set to the built model's count.
+        seed: if given, initialise under ``torch.manual_seed(seed)`` without touching the
+            global RNG state; otherwise use the global RNG.
+
+    Raises:
+        ValueError: an invalid config (see ``ModelConfig``).
+    """
+    if seed is None:
+        model = _build(cfg)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = _build(cfg)
+    cfg.n_params = model.n_params
+    return model
+
+
+def _build(cfg: ModelConfig) -> LayerwiseModel:
+    if cfg.family in RNN_FAMILIES:
+        return RecurrentModel(cfg)
+    _, backbone_cls, _ = HF_CLASSES[cfg.family]
+    backbone = backbone_cls(hf_config_for(cfg))
+    return HFLayerwiseModel(cfg, backbone)

@@ -1,0 +1,155 @@
+"""Pretrained backbones (SPEC "Pretrained scale": Pythia-160M/410M, Mamba-130M) with a token head.
+
+``load_pretrained`` loads a GPT-NeoX (Pythia) or Mamba checkpoint with transformers'
+``from_pretrained`` — from a local folder or a hub name — and puts a fresh
+``Linear(d, n_classes)`` token-classification head on the backbone's final norm. The result
+is an ordinary ``HFLayerwiseModel``: layers are named as in SPEC (emb, then one per block:
+Pythia-160M has 12, Mamba-130M 24), capture / edits / checkpoints work unchanged, and a
+checkpoint rebuilds from the stored transformers config without the hub.
+
+Task tokens → model vocabulary (documented choice): task token i is fed to the backbone as
+vocabulary id ``token_offset + i`` (default offset 2). Pythia and the ``state-spaces/mamba-*-hf``
+models share the GPT-NeoX-20B tokenizer, whose ids 0 and 1 are the special
+``<|endoftext|>`` / ``<|padding|>`` tokens and whose ids 2, 3, 4, … are the single printable
+ASCII characters ``!``, ``"``, ``#``, …; the task's tokens therefore land on distinct, trained
+single-character embeddings. An explicit ``token_map`` (a list of distinct ids, one per task
+token) overrides the rule. The mapping is stored as ``ModelConfig.token_map``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig
+
+from models_store.base import LayerwiseModel
+from models_store.config import ModelConfig
+from models_store.families import HF_CLASSES, HFLayerwiseModel
+
+DEFAULT_TOKEN_OFFSET = 2
+# transformers model_type → our family (the architectures SPEC loads pretrained)
+SUPPORTED_MODEL_TYPES = {"gpt_neox": "transformer", "mamba": "mamba"}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class PretrainedLoadError(ValueError):
+    """A pretrained model could not be loaded (not found, unreachable, or unsupported)."""
+
+
+def _offline() -> bool:
+    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE read now (not at import time)."""
+    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def load_pretrained(
+    name_or_path: str,
+    n_classes: int,
+    task_vocab_size: int,
+    *,
+    token_map: list[int] | None = None,
+    token_offset: int = DEFAULT_TOKEN_OFFSET,
+    local_files_only: bool | None = None,
+    revision: str | None = None,
+    seed: int | None = None,
+) -> LayerwiseModel:
+    """A pretrained GPT-NeoX / Mamba backbone with a new token head, in float32, on CPU.
+
+    Args:
+        name_or_path: a local folder written by ``save_pretrained`` or a hub name such as
+            ``EleutherAI/pythia-160m`` or ``state-spaces/mamba-130m-hf``. A checkpoint of the
+            ``*ForCausalLM`` class loads too (its LM head is dropped).
+        n_classes: labels of the token-classification head.
+        task_vocab_size: number of task token ids.
+        token_map: explicit task id → model id list (length ``task_vocab_size``, distinct);
+            default ``[token_offset, ..., token_offset + task_vocab_size - 1]``.
+        token_offset: first model id of the default mapping (see the module docstring).
+        local_files_only: never contact the hub. ``None`` → True when ``HF_HUB_OFFLINE`` or
+            ``TRANSFORMERS_OFFLINE`` is set (then a missing model fails at once; otherwise
+            transformers retries the hub for about 25 s before giving up offline).
+        revision: hub revision (branch, tag or commit).
+        seed: seed for the head's initialisation (global RNG when None).
+
+    Returns:
+        An ``HFLayerwiseModel`` (train mode) whose ``config.pretrained`` is ``name_or_path``.
+
+    Raises:
+        PretrainedLoadError (a ValueError): the model cannot be found or reached, its
+            architecture is not GPT-NeoX or Mamba, its weights do not fit the architecture,
+            or the token mapping does not fit its vocabulary.
+    """
+    name = str(name_or_path)
+    local_dir = Path(name).expanduser().is_dir()
+    if local_files_only is None:
+        local_files_only = _offline()
+    if not local_dir and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise PretrainedLoadError(f"pretrained model {name!r}: no such local folder")
+    where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
+    try:
+        hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)
+    except Exception as e:  # transformers raises OSError / ValueError / hub errors here
+        hint = "" if local_dir else (
+            " — it is not a local folder, and it is not in the local cache" if local_files_only
+            else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
+        )
+        raise PretrainedLoadError(
+            f"could not load pretrained model {name!r} from the {where}{hint} ({_reason(e)})"
+        ) from None
+    model_type = getattr(hf_cfg, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise PretrainedLoadError(
+            f"pretrained model {name!r} is a {model_type!r} model; supported: {sorted(SUPPORTED_MODEL_TYPES)}"
+        )
+    family = SUPPORTED_MODEL_TYPES[model_type]
+    model_vocab = int(hf_cfg.vocab_size)
+    if token_map is None:
+        token_map = list(range(token_offset, token_offset + task_vocab_size))
+    token_map = [int(t) for t in token_map]
+    if len(token_map) != task_vocab_size or len(set(token_map)) != len(token_map):
+        raise PretrainedLoadError(f"token_map must hold {task_vocab_size} distinct ids, got {len(token_map)}")
+    if min(token_map) < 0 or max(token_map) >= model_vocab:
+        raise PretrainedLoadError(
+            f"token map ids {min(token_map)}..{max(token_map)} fall outside {name!r}'s vocabulary of {model_vocab}"
+        )
+    _, backbone_cls, _ = HF_CLASSES[family]
+    try:
+        backbone, info = backbone_cls.from_pretrained(
+            name, config=hf_cfg, local_files_only=local_files_only, revision=revision,
+            dtype=torch.float32, output_loading_info=True,
+        )
+    except Exception as e:
+        raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
+    missing = sorted(info.get("missing_keys", []))
+    mismatched = sorted(str(k) for k in info.get("mismatched_keys", []))
+    if missing or mismatched:
+        raise PretrainedLoadError(
+            f"pretrained model {name!r}: weights do not fit the {model_type} architecture "
+            f"(missing {missing[:5]}, mismatched {mismatched[:5]})"
+        )
+    hf_dict = backbone.config.to_dict()
+    hf_dict["use_cache"] = False
+    hf_dict["dtype"] = "float32"
+    try:  # JSON round trip: the config stored in a checkpoint reads back equal (int dict keys → str)
+        hf_dict = json.loads(json.dumps(hf_dict, allow_nan=False))
+    except ValueError as e:
+        raise PretrainedLoadError(f"pretrained model {name!r}: its config is not plain JSON ({e})") from None
+    cfg = ModelConfig(
+        family=family, vocab_size=task_vocab_size, n_classes=n_classes,
+        n_layers=int(hf_cfg.num_hidden_layers), d_model=int(hf_cfg.hidden_size),
+        pretrained=name, hf_config=hf_dict, token_map=token_map,
+    )
+    if seed is None:
+        model = HFLayerwiseModel(cfg, backbone)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = HFLayerwiseModel(cfg, backbone)
+    cfg.n_params = model.n_params
+    return model.train()

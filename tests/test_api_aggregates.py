@@ -1,0 +1,103 @@
+"""/profiles, /claims and the export, over seeded results."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import seed_runs
+
+
+@pytest.fixture
+def seeded(api):
+    api.run_ids = seed_runs(api.factory)
+    return api
+
+
+def test_profiles_aggregate_over_seeds(seeded) -> None:
+    c = seeded.client
+    items = c.get("/api/profiles", params={"task": "parity", "eval_length": 40}).json()
+    assert {(p["task"], p["family"], p["eval_length"]) for p in items} == {("parity", "lstm", 40), ("parity", "transformer", 40)}
+    lstm = next(p for p in items if p["family"] == "lstm")
+    assert lstm["n"] == 3 and lstm["seeds"] == [0, 1, 2] and lstm["n_layers"] == 2
+    assert lstm["profile_class"] in ("early", "late", "gradual", "flat")
+    assert {"best_layer", "first_95", "late_concentration", "auc", "damaging_layer", "decoupling_distance"} <= set(lstm["metrics"])
+    best = lstm["metrics"]["best_layer"]
+    assert best["mean"] == 1 and best["n"] == 3
+    assert len(lstm["per_seed"]) == 3 and lstm["per_seed"][0]["seed"] == 0 and lstm["per_seed"][0]["run_id"]
+    assert lstm["per_seed"][0]["decoupling_method"] == "project_out"
+    assert lstm["per_seed"][0]["damaging_layer"] == 1  # the seeded delta grows with depth
+    assert sum(lstm["class_counts"].values()) == 3
+    every = c.get("/api/profiles").json()
+    assert len(every) == 2 * 2 * 2  # tasks × families × eval lengths
+
+
+def test_profiles_skip_gapped_curves(seeded) -> None:
+    from backend.db.models import ProbeResult
+
+    with seeded.factory() as s:  # a run half-written: its layer 0 at L=40 is missing
+        s.query(ProbeResult).filter(ProbeResult.run_id == seeded.run_ids[0], ProbeResult.layer == 0,
+                                    ProbeResult.eval_length == 40).delete()
+        s.commit()
+    items = seeded.client.get("/api/profiles", params={"task": "parity", "family": "lstm", "eval_length": 40}).json()
+    assert items[0]["n"] == 2
+
+
+def test_claims(seeded) -> None:
+    claims = seeded.client.get("/api/claims").json()
+    assert [c["id"] for c in claims] == [1, 2, 3, 4, 5, 6]
+    for c in claims:
+        assert c["verdict"] in ("supported", "contradicted", "not enough data") and c["title"] and isinstance(c["views"], list)
+    assert seeded.client.get("/api/claims", params={"suite": "none"}).status_code == 200
+
+
+def test_aggregates_are_cached_until_results_change(seeded) -> None:
+    c = seeded.client
+    cache = seeded.app.state.aggregate_cache
+    a = c.get("/api/curves").json()
+    hits = cache.hits
+    assert c.get("/api/curves").json() == a and cache.hits == hits + 1
+    seed_runs(seeded.factory, families=("gru",), tasks=("s3",), seeds=(0,), suite="more")
+    b = c.get("/api/curves").json()
+    assert len(b) > len(a)
+
+
+@pytest.mark.parametrize("resource", ["runs", "probes", "curves", "interventions", "patching", "profiles"])
+def test_export_every_resource_in_every_format(seeded, resource) -> None:
+    c = seeded.client
+    rows = c.get(f"/api/export/{resource}.json", params={"task": "parity"}).json()
+    assert rows and isinstance(rows, list)
+    if resource not in ("runs",):
+        assert {r["task"] for r in rows} == {"parity"}
+    csv = c.get(f"/api/export/{resource}.csv", params={"task": "parity"})
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    assert csv.headers["content-disposition"] == f'attachment; filename="{resource}.csv"'
+    df = pd.read_csv(io.StringIO(csv.text))
+    assert len(df) == len(rows)
+    pq = c.get(f"/api/export/{resource}.parquet", params={"task": "parity"})
+    assert pq.status_code == 200
+    df2 = pd.read_parquet(io.BytesIO(pq.content))
+    assert len(df2) == len(rows) and list(df2.columns) == list(df.columns)
+
+
+def test_export_filters_and_tidy_columns(seeded) -> None:
+    c = seeded.client
+    rid = seeded.run_ids[0]
+    rows = c.get("/api/export/probes.json", params={"run_id": rid, "eval_length": 40}).json()
+    assert len(rows) == 3 and {r["run_id"] for r in rows} == {rid}
+    assert {"task", "family", "seed", "layer_name", "depth", "accuracy"} <= set(rows[0])
+    csv = pd.read_csv(io.StringIO(c.get("/api/export/probes.csv", params={"run_id": rid}).text))
+    assert json.loads(csv["per_position"][0])  # nested values as JSON text in CSV
+    rows = c.get("/api/export/interventions.json", params={"method": "mean"}).json()
+    assert {r["method"] for r in rows} == {"mean"}
+    prof = c.get("/api/export/profiles.json", params={"task": "dyck"}).json()
+    assert {"metric", "mean", "lo", "hi", "n", "profile_class"} <= set(prof[0])
+
+
+def test_export_bad_resource_or_format_is_422(seeded) -> None:
+    for path, field in (("/api/export/secrets.csv", "resource"), ("/api/export/runs.xlsx", "fmt")):
+        r = seeded.client.get(path)
+        assert r.status_code == 422 and ["path", field] in [d["loc"] for d in r.json()["detail"]]

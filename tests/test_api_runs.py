@@ -1,0 +1,106 @@
+"""Runs, results and aggregates over HTTP (TestClient on a temp SQLite DB)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import seed_runs
+from worker.stats import t_interval
+
+
+@pytest.fixture
+def seeded(api):
+    api.run_ids = seed_runs(api.factory)
+    return api
+
+
+def test_health(api) -> None:
+    r = api.client.get("/api/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok" and body["db"] == "sqlite" and body["queue"] == "sqlite" and body["version"]
+
+
+def test_runs_page_filters_and_pagination(seeded) -> None:
+    c = seeded.client
+    page = c.get("/api/runs").json()
+    assert page["total"] == 12 and len(page["items"]) == 12 and page["limit"] == 100 and page["offset"] == 0
+    assert "loss_curve" not in page["items"][0] and "model_config" in page["items"][0]
+    page = c.get("/api/runs", params={"task": "parity", "family": "lstm"}).json()
+    assert page["total"] == 3 and {(r["task"], r["family"]) for r in page["items"]} == {("parity", "lstm")}
+    page = c.get("/api/runs", params={"seed": 1}).json()
+    assert page["total"] == 4 and {r["seed"] for r in page["items"]} == {1}
+    page = c.get("/api/runs", params=[("task", "parity"), ("task", "dyck"), ("seed", 0)]).json()
+    assert page["total"] == 4
+    assert c.get("/api/runs", params={"suite": "nope"}).json()["total"] == 0
+    p1 = c.get("/api/runs", params={"limit": 5, "offset": 0}).json()
+    p3 = c.get("/api/runs", params={"limit": 5, "offset": 10}).json()
+    assert len(p1["items"]) == 5 and len(p3["items"]) == 2 and p3["total"] == 12
+    ids = [r["id"] for r in p1["items"]]
+    assert ids == sorted(ids)
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"limit": 0}, "limit"), ({"limit": 100000}, "limit"), ({"offset": -1}, "offset"),
+    ({"seed": "x"}, "seed"), ({"seed": 2**40}, "seed"),
+])
+def test_runs_bad_query_is_422_naming_the_field(seeded, params, field) -> None:
+    r = seeded.client.get("/api/runs", params=params)
+    assert r.status_code == 422
+    assert any(field in d["loc"] for d in r.json()["detail"]), r.json()
+
+
+def test_run_detail_and_404(seeded) -> None:
+    c = seeded.client
+    run = c.get(f"/api/runs/{seeded.run_ids[0]}").json()
+    assert run["loss_curve"] == [{"step": 1, "loss": 1.0}] and run["behaviour"]["40"]["token_acc"] == 0.9
+    assert run["created_at"].endswith("Z") or "+00:00" in run["created_at"]
+    for path in ("", "/probes", "/interventions", "/patching"):
+        r = c.get(f"/api/runs/99999{path}")
+        assert r.status_code == 404 and r.json() == {"detail": "run 99999 not found"}
+    r = c.get("/api/runs/abc")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "run_id"]
+
+
+def test_probe_rows(seeded) -> None:
+    c = seeded.client
+    rows = c.get(f"/api/runs/{seeded.run_ids[0]}/probes").json()
+    assert len(rows) == 2 * 3
+    first = rows[0]
+    assert set(first) == {"run_id", "layer", "layer_name", "depth", "eval_length", "accuracy", "majority_baseline",
+                          "per_position", "n_train", "n_test", "converged", "n_iter", "config_hash"}
+    assert [(r["layer"], r["layer_name"], r["depth"]) for r in rows[:3]] == [(-1, "emb", 0.0), (0, "0", 0.5), (1, "1", 1.0)]
+    rows = c.get(f"/api/runs/{seeded.run_ids[0]}/probes", params={"eval_length": 60}).json()
+    assert {r["eval_length"] for r in rows} == {60} and len(rows) == 3
+
+
+def test_intervention_and_patching_rows(seeded) -> None:
+    c = seeded.client
+    rid = seeded.run_ids[0]
+    rows = c.get(f"/api/runs/{rid}/interventions").json()
+    assert len(rows) == 2 * 2 * 2 and {"layer_name", "refit_acc", "p_holm", "significant"} <= set(rows[0])
+    rows = c.get(f"/api/runs/{rid}/interventions", params={"method": "mean", "eval_length": 40}).json()
+    assert len(rows) == 2 and {r["method"] for r in rows} == {"mean"}
+    rows = c.get(f"/api/runs/{rid}/patching").json()
+    assert len(rows) == 3 * 2 and rows[0]["layer_name"] == "emb"
+    assert c.get(f"/api/runs/{rid}/patching", params={"eval_length": 60}).json() == []
+
+
+def test_curves_aggregate_over_seeds(seeded) -> None:
+    c = seeded.client
+    pts = c.get("/api/curves", params={"task": "parity", "family": "lstm", "eval_length": 40}).json()
+    assert [p["layer"] for p in pts] == [-1, 0, 1]
+    p = pts[2]
+    assert p["n"] == 3 and p["seeds"] == [0, 1, 2] and p["n_layers"] == 2 and p["layer_name"] == "1"
+    from tests.lab.fake_pipeline import probe_rows
+
+    accs = [probe_rows(2, [40], s, "lstm", "")[2]["accuracy"] for s in (0, 1, 2)]
+    mean, lo, hi = t_interval(accs)
+    assert p["mean"] == pytest.approx(mean) and p["lo"] == pytest.approx(lo) and p["hi"] == pytest.approx(hi)
+    assert p["majority_baseline"] == pytest.approx(0.5)
+    every = c.get("/api/curves").json()
+    assert len(every) == 2 * 2 * 2 * 3  # tasks × families × lengths × layers
+    one_seed = seed_runs(seeded.factory, families=("gru",), tasks=("s3",), seeds=(7,), suite="solo")
+    assert one_seed
+    pts = c.get("/api/curves", params={"task": "s3"}).json()
+    assert pts and all(p["n"] == 1 and p["lo"] is None and p["hi"] is None for p in pts)

@@ -1,0 +1,142 @@
+"""Interventions: refit-probe tests on planted signals, LEACE against the library, ranks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from concept_erasure import LeaceEraser
+
+from worker.interventions import METHODS, fit_edit
+from worker.probes import fit_probe
+
+
+def _split_acc(X: torch.Tensor, y: torch.Tensor, n_classes: int) -> tuple[float, float]:
+    """Refit a probe on the first 75 % of rows, score on the rest: (accuracy, majority)."""
+    n = int(0.75 * len(y))
+    p = fit_probe(X[:n], y[:n], n_classes)
+    maj = int(torch.bincount(y[:n], minlength=n_classes).argmax())
+    return p.accuracy(X[n:], y[n:]), float((y[n:] == maj).double().mean())
+
+
+def _planted_1d(n=4000, d=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    u = torch.randn(d, generator=g)
+    u /= u.norm()
+    X = torch.randn(n, d, generator=g) + 1.5 * (2 * y - 1).float()[:, None] * u + 3.0
+    return X, y
+
+
+def _planted_2d(n=6000, d=12, seed=0):
+    """A binary label along two directions with different noise: the probe's direction
+    Σ⁻¹Δμ is not parallel to Δμ, so removing it leaves a decodable component."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    s = (2 * y - 1).float()
+    Z = torch.randn(n, d, generator=g)
+    Z[:, 0] = s + 1.0 * Z[:, 0]
+    Z[:, 1] = s + 0.3 * Z[:, 1]
+    R, _ = torch.linalg.qr(torch.randn(d, d, generator=g))
+    return Z @ R.T, y
+
+
+def test_project_out_1d_signal_sends_refit_to_chance():
+    X, y = _planted_1d()
+    before, _ = _split_acc(X, y, 2)
+    assert before > 0.9
+    e = fit_edit("project_out", X, y, 2)
+    assert e.rank_removed == 1
+    after, maj = _split_acc(e.apply(X), y, 2)
+    assert after <= maj + 0.03
+
+
+def test_project_out_2d_signal_survives_and_inlp_removes_it():
+    X, y = _planted_2d()
+    e = fit_edit("project_out", X, y, 2)
+    assert e.rank_removed == 1
+    after, maj = _split_acc(e.apply(X), y, 2)
+    assert after > maj + 0.15  # still decodable after single-direction ablation (theory: ~82 %)
+    inlp = fit_edit("inlp", X, y, 2, seed=0)
+    assert inlp.info["reached_chance"] and inlp.rank_removed >= 2
+    after_inlp, maj = _split_acc(inlp.apply(X), y, 2)
+    assert after_inlp <= maj + 0.03
+
+
+def test_project_out_uses_given_probe_and_is_orthogonal_projection_around_mean():
+    X, y = _planted_1d(d=6)
+    p = fit_probe(X, y, 2)
+    e = fit_edit("project_out", X, y, 2, probe=p)
+    A = e.matrix()
+    assert torch.allclose(A @ A, A, atol=1e-10) and torch.allclose(A, A.T, atol=1e-10)
+    assert torch.allclose(e.apply(X).mean(0).double(), X.mean(0).double(), atol=1e-4)
+    d = p.class_directions().double()
+    assert torch.allclose((d[1] - d[0]) @ A, torch.zeros(6, dtype=torch.float64), atol=1e-8)
+    # the original probe is blind on the edited states: constant logits difference
+    lg = p.logits(e.apply(X))
+    assert float((lg[:, 1] - lg[:, 0]).std()) < 1e-3
+
+
+def test_multiclass_project_out_rank_is_c_minus_1():
+    g = torch.Generator().manual_seed(1)
+    y = torch.randint(0, 5, (3000,), generator=g)
+    X = torch.randn(3000, 16, generator=g) + 2 * torch.randn(5, 16, generator=g)[y]
+    assert fit_edit("project_out", X, y, 5).rank_removed == 4
+
+
+def test_leace_equals_library_eraser():
+    g = torch.Generator().manual_seed(2)
+    y = torch.randint(0, 3, (2000,), generator=g)
+    X = torch.randn(2000, 10, generator=g) @ torch.randn(10, 10, generator=g) + torch.randn(3, 10, generator=g)[y]
+    e = fit_edit("leace", X, y, 3)
+    lib = LeaceEraser.fit(X.double(), torch.nn.functional.one_hot(y, 3).double())
+    assert torch.allclose(e.apply(X.double()), lib(X.double()), atol=1e-10)
+    assert torch.allclose(e.apply(X), lib(X.double()).float(), atol=1e-4)
+    assert e.rank_removed == 2
+    after, maj = _split_acc(e.apply(X), y, 3)
+    assert after <= maj + 0.03
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_pca_top_k_removes_exactly_k_dims(k):
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(500, 12, generator=g) * torch.linspace(5, 0.5, 12)
+    e = fit_edit("pca_top_k", X, torch.zeros(500, dtype=torch.long), 2, k=k)
+    change = (X - e.apply(X)).double()
+    s = torch.linalg.svdvals(change)
+    assert int((s > 1e-4 * s.max()).sum()) == k == e.rank_removed == e.k
+    # the removed directions are the top-k principal axes: here the first k coordinates
+    assert float((e.left[:k, :] ** 2).sum()) > 0.9 * k
+
+
+def test_pca_default_k_and_invalid_k():
+    X = torch.randn(100, 12)
+    y = torch.zeros(100, dtype=torch.long)
+    assert fit_edit("pca_top_k", X, y, 2).rank_removed == 8
+    for bad in (0, 13, 2.5, -1):
+        with pytest.raises(ValueError, match="k"):
+            fit_edit("pca_top_k", X, y, 2, k=bad)
+
+
+def test_mean_gives_constant_output():
+    X = torch.randn(300, 7) + 2
+    e = fit_edit("mean", X, torch.zeros(300, dtype=torch.long), 2)
+    out = e.apply(torch.randn(4, 9, 7))
+    assert out.shape == (4, 9, 7) and e.rank_removed == 7
+    assert torch.allclose(out, X.mean(0).expand(4, 9, 7), atol=1e-6)
+
+
+def test_unknown_method_names_it():
+    with pytest.raises(ValueError, match="bogus"):
+        fit_edit("bogus", torch.randn(10, 3), torch.zeros(10, dtype=torch.long), 2)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_apply_preserves_shape_dtype_and_any_leading_dims(method):
+    X, y = _planted_1d(n=800, d=10)
+    e = fit_edit(method, X, y, 2, k=3)
+    h = torch.randn(2, 5, 7, 10, dtype=torch.float64)
+    out = e.apply(h)
+    assert out.shape == h.shape and out.dtype == torch.float64
+    flat = e.apply(h.reshape(-1, 10)).reshape(h.shape)
+    assert torch.allclose(out, flat)
+    assert e.apply(h.to(torch.bfloat16)).dtype == torch.bfloat16

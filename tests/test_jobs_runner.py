@@ -1,0 +1,265 @@
+"""The job runner in process, on a temp SQLite DB + SQLite queue, with the fake executor."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from backend.db import jobs as J
+from backend.db.models import Job, ProbeResult, Run, utcnow
+from worker.context import JobCancelled
+from worker.params import SuiteParams, TrainParams
+from worker.queue import JobQueue, reap, requeue_orphans, submit
+from worker.runner import Runner, load_executor
+
+from tests.conftest import FAKE_EXECUTOR
+
+
+def train_params(**kw) -> TrainParams:
+    base = dict(family="lstm", task="parity", seed=0, n_layers=2, max_steps=3,
+                measure={"eval_lengths": [40, 60]})
+    base.update(kw)
+    return TrainParams(**base)
+
+
+@pytest.fixture
+def env(db_factory):
+    settings, factory = db_factory
+    settings = settings.model_copy(update=dict(heartbeat_seconds=0.05, stale_after_seconds=1.0,
+                                               reap_every_seconds=0.1, worker_poll_seconds=0.02))
+    queue = JobQueue.from_settings(settings)
+    queue.flush()
+    return settings, factory, queue
+
+
+def runner(env, executor=None, name="w1") -> Runner:
+    settings, factory, queue = env
+    return Runner(settings, device="cpu", name=name, executor=executor or load_executor(FAKE_EXECUTOR),
+                  session_factory=factory, queue=queue)
+
+
+def job(factory, job_id) -> Job:
+    with factory() as s:
+        return s.get(Job, job_id)
+
+
+def test_submit_run_succeeds_and_writes_results(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    assert queue.pending_ids() == {job_id}
+    assert runner(env).run_forever(max_jobs=1) == 1
+    j = job(factory, job_id)
+    assert (j.state, j.attempt, j.worker, j.progress) == ("succeeded", 1, "w1", 1.0)
+    assert j.run_id is not None and j.result == {"run_id": j.run_id}
+    assert "trained lstm on parity" in j.log
+    assert j.started_at and j.finished_at and j.heartbeat_at
+    with factory() as s:
+        assert s.execute(select(func.count()).select_from(ProbeResult)).scalar_one() == 2 * 3
+
+
+def test_a_claimed_or_finished_job_is_skipped(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    r = runner(env)
+    assert r.run_one(job_id) == "succeeded"
+    assert r.run_one(job_id) is None  # a duplicate message: skipped
+    assert job(factory, job_id).attempt == 1
+
+
+def test_rerun_replaces_results(env) -> None:
+    settings, factory, queue = env
+    a = submit(factory, queue, "train", train_params())
+    b = submit(factory, queue, "train", train_params())  # same config: same run
+    runner(env).run_forever(max_jobs=2)
+    assert job(factory, a).run_id == job(factory, b).run_id
+    with factory() as s:
+        assert s.execute(select(func.count()).select_from(Run)).scalar_one() == 1
+        assert s.execute(select(func.count()).select_from(ProbeResult)).scalar_one() == 6
+
+
+def test_failure_records_error_text(env) -> None:
+    settings, factory, queue = env
+
+    def boom(kind, params, ctx, env):  # noqa: ANN001
+        ctx.log("about to fail")
+        raise RuntimeError("out of memory (simulated)")
+
+    job_id = submit(factory, queue, "train", train_params())
+    assert runner(env, executor=boom).run_one(job_id) == "failed"
+    j = job(factory, job_id)
+    assert j.state == "failed" and "RuntimeError: out of memory (simulated)" in j.error
+    assert "about to fail" in j.log and "Traceback" in j.log
+
+
+def test_invalid_stored_params_fail_the_job(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    with factory() as s:
+        s.execute(update(Job).where(Job.id == job_id).values(params={"family": "rnn"}))
+        s.commit()
+    assert runner(env).run_one(job_id) == "failed"
+    assert "family" in job(factory, job_id).error
+
+
+def test_cancel_a_running_job(env) -> None:
+    settings, factory, queue = env
+    started = threading.Event()
+
+    def slow(kind, params, ctx, env):  # noqa: ANN001
+        started.set()
+        for _ in range(2000):
+            ctx.check_cancelled()
+            time.sleep(0.005)
+        return {}
+
+    job_id = submit(factory, queue, "train", train_params())
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("state", runner(env, executor=slow).run_one(job_id)))
+    t.start()
+    assert started.wait(30)
+    with factory() as s:
+        assert J.request_cancel(s, job_id).cancel_requested
+    t.join(30)
+    assert result["state"] == "cancelled"
+    assert job(factory, job_id).state == "cancelled"
+
+
+def test_cancel_a_queued_job_and_retry_it(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    with factory() as s:
+        assert J.request_cancel(s, job_id).state == "cancelled"
+    assert runner(env).run_one(job_id) is None  # its message is skipped
+    with factory() as s:
+        with pytest.raises(J.JobStateError):
+            J.request_cancel(s, job_id)
+        j = J.retry(s, job_id, extra_attempts=3)
+        assert (j.state, j.cancel_requested, j.max_attempts) == ("queued", False, 3)
+    assert runner(env).run_one(job_id) == "succeeded"
+
+
+def test_progress_is_written_while_running(env) -> None:
+    settings, factory, queue = env
+    seen = []
+
+    def watch(kind, params, ctx, env):  # noqa: ANN001
+        ctx.progress(0.25, "a quarter")
+        time.sleep(0.3)  # > heartbeat interval: the heartbeat thread writes it
+        with factory() as s:
+            j = s.get(Job, job_id)
+            seen.append((j.progress, j.message))
+        return {}
+
+    job_id = submit(factory, queue, "train", train_params())
+    runner(env, executor=watch).run_one(job_id)
+    assert seen == [(0.25, "a quarter")]
+
+
+def test_reaper_requeues_a_stale_job_and_fails_it_when_attempts_run_out(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    queue.flush()
+    for attempt in (1, 2, 3):
+        with factory() as s:
+            assert J.claim(s, job_id, "dead-worker") == attempt
+            s.execute(update(Job).where(Job.id == job_id).values(heartbeat_at=utcnow() - timedelta(seconds=10)))
+            s.commit()
+        requeued, failed = reap(factory, queue, stale_after_seconds=1.0)
+        if attempt < 3:
+            assert requeued == [job_id] and queue.pending_ids() == {job_id}
+            assert job(factory, job_id).state == "queued"
+            queue.flush()
+        else:
+            assert failed == [job_id]
+    j = job(factory, job_id)
+    assert j.state == "failed" and "no heartbeat" in j.error
+
+
+def test_a_reaped_worker_cannot_overwrite_the_new_attempt(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    with factory() as s:
+        assert J.claim(s, job_id, "slow") == 1
+        s.execute(update(Job).where(Job.id == job_id).values(heartbeat_at=utcnow() - timedelta(seconds=10)))
+        s.commit()
+    reap(factory, queue, 1.0)
+    assert runner(env, name="fresh").run_one(job_id) == "succeeded"
+    with factory() as s:
+        assert J.finish(s, job_id, "slow", 1, J.FAILED, error="late") is False
+        assert s.get(Job, job_id).state == "succeeded"
+
+
+def test_lost_ownership_stops_the_zombie(env) -> None:
+    settings, factory, queue = env
+
+    def slow(kind, params, ctx, env):  # noqa: ANN001
+        with factory() as s:  # simulate the reaper handing the job to another worker
+            s.execute(update(Job).where(Job.id == job_id).values(worker="other"))
+            s.commit()
+        for _ in range(2000):
+            ctx.check_cancelled()
+            time.sleep(0.005)
+
+    job_id = submit(factory, queue, "train", train_params())
+    runner(env, executor=slow).run_one(job_id)
+    assert job(factory, job_id).worker == "other"  # the zombie wrote nothing
+
+
+def test_requeue_orphans_finds_queued_jobs_missing_from_the_queue(env) -> None:
+    settings, factory, queue = env
+    ids = [submit(factory, queue, "train", train_params(seed=i)) for i in range(3)]
+    queue.flush()
+    queue.enqueue(ids[0])
+    assert requeue_orphans(factory, queue) == ids[1:]
+    assert queue.pending_ids() == set(ids)
+    assert requeue_orphans(factory, queue) == []
+
+
+def test_suite_fans_out_into_train_jobs(env) -> None:
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "suite", SuiteParams(preset="smoke", families=["lstm", "gru"], tasks=["parity"]))
+    r = runner(env)
+    assert r.run_one(queue.dequeue()) == "succeeded"
+    with factory() as s:
+        children = list(s.execute(select(Job).where(Job.parent_id == job_id)).scalars())
+    assert len(children) == 2 and {c.kind for c in children} == {"train"}
+    assert job(factory, job_id).result == {"child_job_ids": [c.id for c in children]}
+    assert queue.pending_ids() == {c.id for c in children}
+    # cancelling the suite cancels its queued children
+    with factory() as s:
+        J.request_cancel(s, job_id)
+        assert {c.state for c in s.execute(select(Job).where(Job.parent_id == job_id)).scalars()} == {"cancelled"}
+
+
+def test_keyboard_interrupt_releases_the_job(env) -> None:
+    settings, factory, queue = env
+
+    def interrupted(kind, params, ctx, env):  # noqa: ANN001
+        raise KeyboardInterrupt
+
+    job_id = submit(factory, queue, "train", train_params())
+    queue.flush()
+    with pytest.raises(KeyboardInterrupt):
+        runner(env, executor=interrupted).run_one(job_id)
+    j = job(factory, job_id)
+    assert (j.state, j.attempt, j.worker) == ("queued", 0, None)
+    assert queue.pending_ids() == {job_id}
+
+
+def test_db_context_raises_job_cancelled(env) -> None:
+    from worker.runner import DBJobContext
+
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    with factory() as s:
+        attempt = J.claim(s, job_id, "w")
+    ctx = DBJobContext(factory, job_id, "w", attempt, cancel_poll_s=0)
+    ctx.check_cancelled()
+    with factory() as s:
+        J.request_cancel(s, job_id)
+    with pytest.raises(JobCancelled):
+        ctx.check_cancelled()

@@ -1,0 +1,143 @@
+"""Probes against independent references: planted signals, pure noise and scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from worker.probes import fit_probe, probe_layers, sklearn_probe, split_sequences
+
+
+def _mixture(n: int, d: int, c: int, sep: float, seed: int, cond: float = 30.0):
+    """Gaussian classes with an ill-conditioned random mixing: X [n, d], y [n]."""
+    g = torch.Generator().manual_seed(seed)
+    gm = torch.Generator().manual_seed(1234)  # one set of means and mixing for train and test
+    means = torch.randn(c, d, generator=gm) * sep
+    y = torch.randint(0, c, (n,), generator=g)
+    z = torch.randn(n, d, generator=g) + means[y]
+    U, _ = torch.linalg.qr(torch.randn(d, d, generator=gm))
+    A = U * torch.logspace(0, -float(np.log10(cond)), d)
+    return z @ A.T + 2.0, y
+
+
+def test_recovers_planted_linear_signal():
+    X, y = _mixture(3000, 16, 4, sep=1.5, seed=0)
+    Xt, yt = _mixture(1000, 16, 4, sep=1.5, seed=1)
+    p = fit_probe(X, y, 4)
+    assert p.converged and p.n_iter > 0
+    assert p.accuracy(Xt, yt) > 0.95
+
+
+def test_pure_noise_stays_at_majority_baseline():
+    g = torch.Generator().manual_seed(0)
+    n, L, D = 300, 20, 16
+    states = {-1: torch.randn(n, L, D, generator=g), 0: torch.randn(n, L, D, generator=g)}
+    labels = (torch.rand(n, L, generator=g) < 0.3).long()  # 70 % class 0
+    reps = probe_layers(states, labels, 2, seed=0)
+    for r in reps.values():
+        assert r.converged
+        assert abs(r.accuracy - r.majority_baseline) < 0.03  # within 3 pp of chance
+        assert 0.66 < r.majority_baseline < 0.74
+
+
+@pytest.mark.parametrize("c", [2, 5])
+def test_agrees_with_sklearn_on_moderately_hard_problem(c):
+    X, y = _mixture(4000, 24, c, sep=0.35, seed=2)
+    Xt, yt = _mixture(2000, 24, c, sep=0.35, seed=3)
+    ours = fit_probe(X, y, c)
+    ref = sklearn_probe(X.double(), y, Xt.double(), yt, max_iter=10_000)
+    assert ours.converged and ref["converged"]
+    acc = ours.accuracy(Xt, yt)
+    assert 0.5 / c + 0.1 < acc < 0.97  # genuinely hard: neither chance nor separable
+    assert abs(acc - ref["accuracy"]) <= 0.005  # ≤ 0.5 pp
+    pred_ref = ref["model"].predict(ref["scaler"].transform(Xt.double().numpy()))
+    assert (ours.predict(Xt).numpy() == pred_ref).mean() >= 0.99
+
+
+@pytest.mark.parametrize("c", [2, 4])
+def test_same_objective_as_sklearn_tight_tolerance(c):
+    """At a tight tolerance both solvers reach the same unique minimiser (C=1 scaling, binomial for c=2)."""
+    X, y = _mixture(1500, 8, c, sep=0.5, seed=4, cond=5.0)
+    ours = fit_probe(X.double(), y, c, tol=1e-9, max_iter=2000)
+    ref = sklearn_probe(X.double(), y, C=1.0, tol=1e-10, max_iter=100_000)["model"]
+    assert ours.converged
+    W = ours.W.double()
+    coef = torch.tensor(ref.coef_)
+    if c == 2:
+        assert torch.allclose(W[1] - W[0], coef[0], atol=1e-5)
+        assert torch.allclose(W[1], -W[0], atol=1e-6)
+    else:
+        assert torch.allclose(W, coef, atol=1e-5)
+
+
+def test_reports_unconverged_when_max_iter_is_tiny():
+    X, y = _mixture(2000, 16, 3, sep=0.4, seed=5)
+    p = fit_probe(X, y, 3, max_iter=2)
+    assert p.converged is False
+    assert p.n_iter == 2
+    assert p.grad_max > p.tol
+    states = {0: X.reshape(100, 20, 16)}
+    rep = probe_layers(states, y.reshape(100, 20), 3, max_iter=1)[0]
+    assert rep.converged is False and rep.n_iter == 1
+
+
+def test_class_directions_map_back_to_raw_space():
+    X, y = _mixture(1000, 6, 3, sep=1.0, seed=6)
+    X = X * torch.tensor([1.0, 10.0, 0.1, 3.0, 1.0, 0.5]) + 5.0
+    p = fit_probe(X, y, 3)
+    raw = X @ p.class_directions().T + p.raw_intercept()
+    assert torch.allclose(raw, p.logits(X), atol=1e-3)
+
+
+def test_absent_class_never_predicted_and_single_class():
+    X, y = _mixture(600, 4, 2, sep=1.0, seed=7)
+    p = fit_probe(X, y, 3)  # class 2 never seen
+    assert not bool(p.classes_present[2])
+    assert int((p.predict(X) == 2).sum()) == 0
+    q = fit_probe(X, torch.zeros_like(y), 3)
+    assert q.converged and bool((q.predict(X) == 0).all())
+
+
+def test_probe_layers_splits_by_sequence_and_reports_per_position():
+    g = torch.Generator().manual_seed(0)
+    n, L, D = 50, 7, 5
+    labels = torch.randint(0, 3, (n, L), generator=g)
+    signal = torch.nn.functional.one_hot(labels, 3).float() * 4
+    states = {-1: torch.randn(n, L, D, generator=g), 3: torch.cat([signal, torch.randn(n, L, 2, generator=g)], -1)}
+    reps = probe_layers(states, labels, 3, seed=1)
+    assert set(reps) == {-1, 3}
+    r = reps[3]
+    assert (r.n_train, r.n_test) == (40, 10)
+    assert len(r.per_position) == L and all(0.0 <= a <= 1.0 for a in r.per_position)
+    assert r.accuracy > 0.99 and reps[-1].accuracy < 0.6
+    tr, te = split_sequences(n, 0.2, 1)
+    assert set(tr.tolist()).isdisjoint(te.tolist()) and len(tr) + len(te) == n
+    assert torch.equal(split_sequences(n, 0.2, 1)[1], te)  # seeded
+    row = r.to_row()
+    assert row["n_test"] == 10 and "probe" not in row
+
+
+def test_ignored_labels_are_skipped():
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 2, (40, 5), generator=g)
+    labels[:, 0] = -100
+    states = {0: torch.nn.functional.one_hot(labels.clamp_min(0), 2).float() + 0.1 * torch.randn(40, 5, 2, generator=g)}
+    r = probe_layers(states, labels, 2)[0]
+    assert r.per_position[0] is None and r.accuracy > 0.95
+
+
+def test_invalid_inputs_raise():
+    with pytest.raises(ValueError, match="labels"):
+        fit_probe(torch.randn(10, 3), torch.full((10,), 5), 3)
+    with pytest.raises(ValueError, match="rows"):
+        fit_probe(torch.randn(10, 3), torch.zeros(9, dtype=torch.long), 3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_runs_on_cuda():
+    X, y = _mixture(2000, 16, 3, sep=1.0, seed=8)
+    p = fit_probe(X.cuda(), y.cuda(), 3)
+    assert p.W.is_cuda and p.converged
+    ref = fit_probe(X, y, 3)
+    assert abs(p.accuracy(X.cuda(), y.cuda()) - ref.accuracy(X, y)) < 0.005

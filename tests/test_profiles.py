@@ -1,0 +1,123 @@
+"""Profile metrics on hand-built curves with hand-computed answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker import profiles as P
+
+LATE = {-1: 0.50, 0: 0.52, 1: 0.53, 2: 0.55, 3: 0.99}        # Parity on an LSTM, as claimed
+GRADUAL = {-1: 0.50, 0: 0.62, 1: 0.75, 2: 0.87, 3: 0.99}     # Transformer on Parity
+EARLY = {-1: 0.55, 0: 0.97, 1: 0.98, 2: 0.98, 3: 0.98}       # Transformer on Dyck
+FLAT = {-1: 0.50, 0: 0.51, 1: 0.50, 2: 0.52, 3: 0.51}
+
+
+def test_best_and_first_95():
+    assert P.best_layer(LATE) == 3 and P.first_95(LATE) == 3
+    assert P.best_layer(EARLY) == 1  # ties → earliest (0.98 at 1, 2, 3)
+    assert P.first_95(EARLY) == 0  # 0.97 ≥ 0.95·0.98
+    assert P.first_95(GRADUAL) == 3  # 0.87 < 0.9405
+
+
+def test_late_concentration_hand_computed():
+    assert P.late_concentration(LATE) == pytest.approx((0.99 - 0.55) / (0.99 - 0.50))
+    assert P.late_concentration(GRADUAL) == pytest.approx(0.12 / 0.49)
+    assert P.late_concentration(FLAT) is None  # 1 pp gain < MIN_GAIN
+    assert P.late_concentration({-1: 0.5, 0: 0.9}) == pytest.approx(1.0)  # n = 1
+
+
+def test_auc_normalisation():
+    # step at the end: ŷ = 0,0,0,0,1 at depths 0,.25,.5,.75,1 → area 0.125
+    step = {-1: 0.5, 0: 0.5, 1: 0.5, 2: 0.5, 3: 1.0}
+    assert P.auc(step, baseline=0.5) == pytest.approx(0.125)
+    # linear ramp → 0.5; readable from emb → 1.0
+    assert P.auc({-1: 0.5, 0: 0.625, 1: 0.75, 2: 0.875, 3: 1.0}, baseline=0.5) == pytest.approx(0.5)
+    assert P.auc({-1: 1.0, 0: 1.0, 1: 1.0}, baseline=0.5) == pytest.approx(1.0)
+    assert P.auc({-1: 0.5, 0: 0.5}, baseline=0.5) is None
+
+
+def test_profile_classes_and_order_of_checks():
+    assert P.profile_class(LATE, 0.5) == "late"
+    assert P.profile_class(GRADUAL, 0.5) == "gradual"
+    assert P.profile_class(EARLY, 0.5) == "early"
+    assert P.profile_class(FLAT, 0.5) == "flat"
+    # early wins over late: 95 % at layer 1 (depth 0.5) although the last block makes most gain
+    odd = {-1: 0.5, 0: 0.6, 1: 0.96, 2: 0.3, 3: 0.97}
+    assert P.late_concentration(odd) >= 0.5 and P.profile_class(odd, 0.5) == "early"
+    # first half includes depth exactly 0.5 (layer 1 of 4), not layer 2
+    assert P.profile_class({-1: 0.5, 0: 0.6, 1: 0.7, 2: 0.99, 3: 1.0}, 0.5) == "gradual"
+    m = P.profile_metrics(LATE, 0.5)
+    assert m["profile_class"] == "late" and m["n_layers"] == 4 and m["depth_first_95"] == 1.0
+
+
+def test_string_keys_and_invalid_curves():
+    assert P.best_layer({"emb": 0.9, "0": 0.5}) == -1
+    with pytest.raises(ValueError):
+        P.best_layer({0: 0.5, 2: 0.6})  # no emb, gap
+    with pytest.raises(ValueError):
+        P.best_layer({})
+
+
+def test_most_damaging_and_decoupling():
+    rows = [
+        {"layer": 0, "delta_pp": -5.0, "method": "leace"},
+        {"layer": 1, "delta_pp": -40.0, "method": "leace"},
+        {"layer": 1, "delta_pp": -30.0, "method": "leace"},
+        {"layer": 3, "delta_pp": -2.0, "method": "leace"},
+        {"layer": 3, "delta_pp": -90.0, "method": "mean"},
+        {"layer": -2, "delta_pp": -99.0, "method": "leace"},  # component edit: skipped
+    ]
+    assert P.most_damaging_layer(rows, method="leace") == 1
+    assert P.most_damaging_layer(rows, method="mean") == 3
+    assert P.most_damaging_layer({0: -1.0, 2: -1.0}) == 0
+    assert P.most_damaging_layer([]) is None
+    d = P.decoupling(LATE, rows, method="leace")
+    assert d == {"best_layer": 3, "near_best_layers": [3], "damaging_layer": 1, "distance": 2, "decoupled": True,
+                 "delta_at_best_pp": -2.0, "delta_near_best_pp": -2.0, "delta_at_damaging_pp": -35.0}
+    assert P.decoupling(LATE, rows, method="mean")["decoupled"] is False
+    assert P.decoupling(LATE, [])["decoupled"] is None
+    # a plateau: layer 1 is as readable as the argmax (within 1 pp) → not decoupled
+    plateau = {-1: 0.5, 0: 0.9, 1: 0.975, 2: 0.98, 3: 0.978}
+    d = P.decoupling(plateau, {1: -50.0, 2: -3.0, 3: -3.0})
+    assert d["best_layer"] == 2 and d["near_best_layers"] == [1, 2, 3] and d["decoupled"] is False
+    assert d["delta_near_best_pp"] == -50.0
+
+
+def test_reversal_pairs_partial_and_full():
+    cells = {
+        ("parity", "transformer"): "gradual", ("parity", "lstm"): "late",
+        ("dyck", "transformer"): "early", ("dyck", "lstm"): "gradual",
+        ("s3", "transformer"): "gradual", ("s3", "lstm"): "late",
+    }
+    pairs = P.reversal_pairs(cells)
+    got = {(tuple(p["tasks"]), p["kind"]) for p in pairs}
+    assert got == {(("dyck", "parity"), "partial"), (("dyck", "s3"), "partial")}
+    assert pairs[0]["shared_class"] == ["gradual"] and pairs[0]["families"] == ["lstm", "transformer"]
+    full = P.reversal_pairs([
+        {"task": "a", "family": "x", "profile_class": "late"}, {"task": "a", "family": "y", "profile_class": "early"},
+        {"task": "b", "family": "x", "profile_class": "early"}, {"task": "b", "family": "y", "profile_class": "late"},
+    ])
+    assert len(full) == 1 and full[0]["kind"] == "full"
+    assert P.reversal_pairs({("a", "x"): "late", ("a", "y"): "late", ("b", "x"): "early", ("b", "y"): "late"}) == []
+
+
+def test_profile_distance():
+    assert P.profile_distance(LATE, LATE, 0.5, 0.5) == 0.0
+    # S3 shaped like Parity is closer to Parity than to Dyck
+    s3 = {-1: 0.17, 0: 0.2, 1: 0.22, 2: 0.25, 3: 0.98}
+    parity = dict(LATE)
+    dyck = {-1: 0.4, 0: 0.6, 1: 0.75, 2: 0.9, 3: 0.97}
+    assert P.profile_distance(s3, parity, 1 / 6, 0.5) < P.profile_distance(s3, dyck, 1 / 6, 0.4)
+    # depth-normalised: a 2-layer and a 4-layer linear ramp have the same shape
+    assert P.profile_distance({-1: 0, 0: 0.5, 1: 1}, {-1: 0, 0: 0.25, 1: 0.5, 2: 0.75, 3: 1}) == pytest.approx(0.0)
+    assert 0.0 <= P.profile_distance(EARLY, LATE) <= 1.0
+
+
+def test_summarise_profiles_over_seeds():
+    curves = [LATE, {k: v - 0.01 for k, v in LATE.items()}, {k: v + 0.01 for k, v in LATE.items()}]
+    s = P.summarise_profiles(curves, [0.5, 0.5, 0.5], seeds=[0, 1, 2])
+    assert s["n"] == 3 and s["profile_class"] == "late" and s["class_votes"] == {"late": 3}
+    lc = s["metrics"]["late_concentration"]
+    assert lc["lo"] <= lc["mean"] <= lc["hi"] and lc["n"] == 3
+    assert s["metrics"]["best_layer"] == {"mean": 3.0, "lo": 3.0, "hi": 3.0, "n": 3}
+    assert [p["seed"] for p in s["per_seed"]] == [0, 1, 2]

@@ -1,0 +1,147 @@
+"""Idempotent result writes: a re-run job replaces its rows, never doubles them.
+
+``save_run`` upserts a run by ``config_hash``; the ``replace_*_results`` functions
+delete-then-insert keyed by each table's unique key, in one transaction. By default each call
+commits (one call = one transaction); pass ``commit=False`` to compose several writes into the
+caller's transaction (then the caller commits or rolls back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import delete, insert, select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from backend.db.models import Base, InterventionResult, PatchingResult, ProbeResult, Run
+
+_DELETE_CHUNK = 400
+
+# The unique key of each result table, besides run_id (see backend/db/models.py).
+PROBE_KEY = ("eval_length", "layer")
+INTERVENTION_KEY = ("eval_length", "method", "layer")
+PATCHING_KEY = ("eval_length", "layer", "position")
+
+
+def _columns(model: type[Base]) -> set[str]:
+    return {c.key for c in model.__table__.columns}
+
+
+def _check_fields(model: type[Base], fields: dict[str, Any], what: str) -> None:
+    unknown = set(fields) - _columns(model) - {"id"}
+    if unknown:
+        raise ValueError(f"{what}: unknown field(s) {sorted(unknown)} for table {model.__tablename__}")
+
+
+def _finish(session: Session, commit: bool) -> None:
+    if commit:
+        session.commit()
+    else:
+        session.flush()
+
+
+def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
+    """Insert a run, or update the run with the same ``config_hash``; return its id."""
+    if not fields.get("config_hash"):
+        raise ValueError("save_run: config_hash is required (runs are keyed by it)")
+    fields.pop("id", None)
+    _check_fields(Run, fields, "save_run")
+    dialect = session.get_bind().dialect.name
+    try:
+        if dialect in ("sqlite", "postgresql"):
+            ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(Run).values(**fields)
+            update = {k: ins.excluded[k] for k in fields if k not in ("config_hash", "created_at")}
+            stmt = ins.on_conflict_do_update(index_elements=["config_hash"], set_=update).returning(Run.id)
+            run_id = session.execute(stmt).scalar_one()
+        else:  # pragma: no cover - other dialects: select-then-write
+            run_id = session.execute(select(Run.id).where(Run.config_hash == fields["config_hash"])).scalar()
+            if run_id is None:
+                run_id = session.execute(insert(Run).values(**fields).returning(Run.id)).scalar_one()
+            else:
+                session.query(Run).filter(Run.id == run_id).update(fields)
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    session.expire_all()  # ORM objects loaded before the Core upsert must not show stale values
+    return int(run_id)
+
+
+def _replace(
+    session: Session,
+    model: type[Base],
+    key: Sequence[str],
+    run_id: int,
+    rows: Iterable[dict[str, Any]],
+    commit: bool,
+) -> int:
+    what = f"replace {model.__tablename__}"
+    prepared: list[dict[str, Any]] = []
+    seen: set[tuple] = set()
+    for row in rows:
+        row = dict(row)
+        row.pop("id", None)
+        row.pop("layer_name", None)  # served, not stored
+        row.pop("depth", None)
+        if row.setdefault("run_id", run_id) != run_id:
+            raise ValueError(f"{what}: row for run {row['run_id']} passed with run_id={run_id}")
+        _check_fields(model, row, what)
+        missing = [k for k in key if row.get(k) is None]
+        if missing:
+            raise ValueError(f"{what}: row lacks key field(s) {missing}")
+        k = tuple(row[c] for c in key)
+        if k in seen:
+            raise ValueError(f"{what}: duplicate key {dict(zip(key, k))} in rows")
+        seen.add(k)
+        prepared.append(row)
+    try:
+        cols = [getattr(model, c) for c in key]
+        keys = sorted(seen)
+        for i in range(0, len(keys), _DELETE_CHUNK):
+            chunk = keys[i : i + _DELETE_CHUNK]
+            session.execute(
+                delete(model).where(model.run_id == run_id, tuple_(*cols).in_(chunk)),  # type: ignore[attr-defined]
+                execution_options={"synchronize_session": False},
+            )
+        if prepared:
+            session.execute(insert(model), prepared)
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return len(prepared)
+
+
+def replace_probe_results(session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True) -> int:
+    """Replace the run's probe rows that share (eval_length, layer) with ``rows``; return the count."""
+    return _replace(session, ProbeResult, PROBE_KEY, run_id, rows, commit)
+
+
+def replace_intervention_results(
+    session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True
+) -> int:
+    """Replace the run's intervention rows that share (eval_length, method, layer) with ``rows``."""
+    return _replace(session, InterventionResult, INTERVENTION_KEY, run_id, rows, commit)
+
+
+def replace_patching_results(
+    session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True
+) -> int:
+    """Replace the run's patching rows that share (eval_length, layer, position) with ``rows``."""
+    return _replace(session, PatchingResult, PATCHING_KEY, run_id, rows, commit)
+
+
+def set_run_status(session: Session, run_id: int, status: str, *, commit: bool = True) -> None:
+    """Set ``runs.status`` (``trained`` → ``complete`` once every measurement is stored)."""
+    from sqlalchemy import update
+
+    try:
+        res = session.execute(update(Run).where(Run.id == run_id).values(status=status))
+        if res.rowcount != 1:
+            raise LookupError(f"run {run_id} not found")
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise

@@ -1,0 +1,448 @@
+"""Linear probes: multinomial logistic regression on standardised features (SPEC "Probe").
+
+The model and objective are scikit-learn's ``LogisticRegression(C=1.0)`` on
+``StandardScaler``-ed features, so accuracies agree with the reference to a fraction of a pp:
+
+    minimise  (1/N) Σ_i CE(W x̃_i + b, y_i)  +  (λ/2) ‖W‖²_F ,   λ = 1 / (C · N)
+
+where ``x̃ = (x − mean) / std`` (population std, ddof 0; a zero-variance feature keeps std 1,
+as ``StandardScaler`` does), ``W [C, D]``, ``b [C]`` unpenalised. This is exactly sklearn's
+``C Σ_i CE_i + ½‖W‖²`` divided by ``C·N`` (sklearn ≥ 1.2 scales it the same way internally).
+With two classes sklearn fits one binomial vector ``w``; the two-row multinomial optimum has
+``W₁ = −W₀ = w/2`` and penalty ``‖w‖²/4``, so for a two-class problem we use ``λ = 2/(C·N)``
+and the minimisers coincide (``W₁ − W₀ = w``).
+
+Solver: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search, Nocedal & Wright
+2006, Alg. 7.5 / 3.5) in **whitened coordinates**: a change of variables
+``W = W_z · Λ_e^{-1/2} Vᵀ`` with ``V Λ Vᵀ`` the covariance of the standardised features and
+``Λ_e = max(Λ, λ)`` (a floor at the penalty strength keeps the map invertible). This is
+preconditioning only: the objective, its unique minimiser and the convergence test are those
+of the standardised problem above. Correlated residual-stream features make the standardised
+problem ill-conditioned (sklearn's lbfgs hits ``max_iter`` on such states); in whitened
+coordinates the curvature is within a small factor of the identity and L-BFGS needs tens of
+iterations. The large matrix products run in the features' dtype (float32 by default); the
+loss, the softmax and the optimiser's state are float64.
+
+Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
+standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
+checked on a final evaluation at the returned parameters. A probe that stops at ``max_iter``
+reports ``converged=False`` with its ``n_iter`` and ``grad_max``; nothing is silent.
+
+Device-agnostic: everything runs where the input tensors are (CPU or CUDA).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "LinearProbe",
+    "ProbeReport",
+    "fit_probe",
+    "probe_layers",
+    "split_sequences",
+    "sklearn_probe",
+]
+
+DEFAULT_C = 1.0
+DEFAULT_TOL = 1e-4
+DEFAULT_MAX_ITER = 500
+HISTORY_SIZE = 10
+
+
+@dataclass
+class LinearProbe:
+    """A fitted multinomial logistic-regression probe.
+
+    Attributes:
+        W: ``[C, D]`` weights on standardised features (rows of absent classes are 0).
+        b: ``[C]`` intercepts (``-inf`` for classes absent from the training labels).
+        mean, std: ``[D]`` standardisation fitted on the training features.
+        n_classes: C.
+        classes_present: ``[C]`` bool, classes seen in the training labels.
+        converged: ``max|∇| ≤ tol`` reached (see module docstring).
+        n_iter: L-BFGS iterations used; ``n_evals`` function evaluations.
+        grad_max: final ``max|∇|`` of the standardised objective.
+        C, tol, max_iter: the settings used.
+    """
+
+    W: Tensor
+    b: Tensor
+    mean: Tensor
+    std: Tensor
+    n_classes: int
+    classes_present: Tensor
+    converged: bool
+    n_iter: int
+    n_evals: int = 0
+    grad_max: float = 0.0
+    C: float = DEFAULT_C
+    tol: float = DEFAULT_TOL
+    max_iter: int = DEFAULT_MAX_ITER
+
+    def logits(self, X: Tensor) -> Tensor:
+        """``X [..., D]`` (raw features) → logits ``[..., C]`` (float32 or X's float dtype)."""
+        dt = X.dtype if X.is_floating_point() else torch.float32
+        Xs = (X.to(dt) - self.mean.to(X.device, dt)) / self.std.to(X.device, dt)
+        return Xs @ self.W.to(X.device, dt).T + self.b.to(X.device, dt)
+
+    def predict(self, X: Tensor) -> Tensor:
+        """``X [..., D]`` → predicted class ``[...]`` (long)."""
+        return self.logits(X).argmax(-1)
+
+    def accuracy(self, X: Tensor, y: Tensor) -> float:
+        """Fraction (0..1) of ``y [...]`` predicted correctly from ``X [..., D]``."""
+        y = y.to(X.device)
+        return float((self.predict(X) == y).double().mean())
+
+    def class_directions(self) -> Tensor:
+        """The weight rows mapped back to raw (unstandardised) feature space, ``[C, D]``.
+
+        ``logits = W (x − mean)/std + b = (W / std) x + const``, so row c is ``W[c] / std``:
+        the direction in raw space along which class c's logit grows.
+        """
+        return self.W / self.std
+
+    def raw_intercept(self) -> Tensor:
+        """``[C]`` intercept in raw space: ``b − (W/std) · mean``."""
+        return self.b - self.class_directions() @ self.mean
+
+    def to(self, device: torch.device | str) -> "LinearProbe":
+        """A copy with every tensor on ``device``."""
+        kw = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for k in ("W", "b", "mean", "std", "classes_present"):
+            kw[k] = kw[k].to(device)
+        return LinearProbe(**kw)
+
+
+@dataclass
+class ProbeReport:
+    """One layer's probe result (a row of ``probe_results`` without run/length/hash).
+
+    ``accuracy`` and ``majority_baseline`` are fractions 0..1 on the held-out sequences;
+    ``per_position`` has L entries (accuracy at position t, 0-based, None where no labelled
+    token); ``n_train`` / ``n_test`` count sequences.
+    """
+
+    layer: int
+    accuracy: float
+    majority_baseline: float
+    per_position: list[float | None]
+    n_train: int
+    n_test: int
+    converged: bool
+    n_iter: int
+    grad_max: float
+    probe: LinearProbe | None = field(default=None, repr=False)
+
+    def to_row(self) -> dict[str, Any]:
+        """Plain dict for storage (drops the probe object)."""
+        return {
+            "layer": self.layer,
+            "accuracy": self.accuracy,
+            "majority_baseline": self.majority_baseline,
+            "per_position": list(self.per_position),
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "converged": self.converged,
+            "n_iter": self.n_iter,
+            "grad_max": self.grad_max,
+        }
+
+
+def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
+    if X.ndim != 2:
+        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
+    y = y.reshape(-1).to(X.device).long()
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+    if X.shape[0] == 0:
+        raise ValueError("cannot fit a probe on 0 samples")
+    if n_classes < 1:
+        raise ValueError(f"n_classes must be ≥ 1, got {n_classes}")
+    if int(y.min()) < 0 or int(y.max()) >= n_classes:
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
+    if not X.is_floating_point():
+        X = X.float()
+    return X, y
+
+
+def fit_probe(
+    X: Tensor,
+    y: Tensor,
+    n_classes: int,
+    *,
+    C: float = DEFAULT_C,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = DEFAULT_MAX_ITER,
+    history_size: int = HISTORY_SIZE,
+    precondition: bool = True,
+) -> LinearProbe:
+    """Fit a multinomial logistic-regression probe on standardised ``X``.
+
+    Args:
+        X: ``[N, D]`` raw features (float16/32/64; integer input is cast to float32).
+        y: ``[N]`` labels in ``0..n_classes-1``.
+        n_classes: C; classes absent from ``y`` get a zero weight row and ``b = -inf``.
+        C: inverse L2 strength, sklearn's meaning (``λ = 1/(C·N)``, doubled for 2 classes).
+        tol: convergence tolerance on ``max|∇|`` (sklearn's lbfgs ``gtol``).
+        max_iter: L-BFGS iteration budget.
+        history_size: L-BFGS memory (sklearn/scipy default 10).
+        precondition: optimise in whitened coordinates (default; see module docstring).
+            ``False`` runs plain L-BFGS on the standardised problem (for comparison).
+
+    Returns:
+        A :class:`LinearProbe`; check ``.converged`` (never silently unconverged).
+
+    Raises:
+        ValueError: on shape mismatch, empty data, labels outside ``0..n_classes-1``.
+    """
+    X, y = _check_xy(X, y, n_classes)
+    if C <= 0:
+        raise ValueError(f"C must be > 0, got {C}")
+    if max_iter < 0:
+        raise ValueError(f"max_iter must be ≥ 0, got {max_iter}")
+    dev, dt = X.device, X.dtype
+    N, D = X.shape
+
+    # Standardisation (StandardScaler: ddof 0, zero variance → scale 1).
+    mean64 = X.mean(0, dtype=torch.float64)
+    Xc = X - mean64.to(dt)
+    cov = (Xc.T @ Xc).double() / N  # [D, D]
+    var = cov.diagonal().clamp_min(0.0)
+    std64 = torch.where(var > 0, var.sqrt(), torch.ones_like(var))
+    Xs = Xc / std64.to(dt)  # [N, D]
+    del Xc
+
+    counts = torch.bincount(y, minlength=n_classes)
+    present = counts > 0
+    cls = present.nonzero().flatten()  # [K]
+    K = int(cls.numel())
+    W_full = torch.zeros(n_classes, D, dtype=torch.float64, device=dev)
+    b_full = torch.full((n_classes,), -math.inf, dtype=torch.float64, device=dev)
+
+    def _finish(W: Tensor, b: Tensor, converged: bool, n_iter: int, n_evals: int, gmax: float) -> LinearProbe:
+        W_full[cls] = W
+        b_full[cls] = b
+        return LinearProbe(
+            W=W_full.to(dt), b=b_full.to(dt), mean=mean64.to(dt), std=std64.to(dt),
+            n_classes=n_classes, classes_present=present, converged=converged,
+            n_iter=n_iter, n_evals=n_evals, grad_max=gmax, C=C, tol=tol, max_iter=max_iter,
+        )
+
+    if K == 1:  # one class seen: the probe predicts it; nothing to optimise
+        return _finish(torch.zeros(1, D, dtype=torch.float64, device=dev),
+                       torch.zeros(1, dtype=torch.float64, device=dev), True, 0, 0, 0.0)
+
+    remap = torch.full((n_classes,), -1, dtype=torch.long, device=dev)
+    remap[cls] = torch.arange(K, device=dev)
+    yk = remap[y]  # [N] in 0..K-1
+    lam = (2.0 if K == 2 else 1.0) / (C * N)
+
+    # Preconditioner: covariance of standardised features, eigenvalues floored at λ.
+    corr = cov / torch.outer(std64, std64)
+    if precondition:
+        evals, evecs = torch.linalg.eigh(corr)
+        floor = max(lam, 1e-10 * float(evals.max().clamp_min(1e-30)))
+        lam_e = evals.clamp_min(floor)
+        M = (evecs * lam_e.rsqrt()).T  # [D, D]: W = W_z @ M
+        M_invT = (evecs * lam_e.sqrt()).T  # g_std = g_z @ M_invT
+    else:
+        M = M_invT = torch.eye(D, dtype=torch.float64, device=dev)
+    MT = M.T.contiguous()
+
+    prior = counts[cls].double() / N
+    theta = torch.zeros(K * D + K, dtype=torch.float64, device=dev)
+    theta[K * D:] = prior.log() - prior.log().mean()
+    theta.requires_grad_(True)
+    rows = torch.arange(N, device=dev)
+    last: dict[str, float] = {}
+
+    def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        Wz = th[: K * D].view(K, D)
+        b = th[K * D:]
+        W = Wz @ M  # [K, D] float64
+        logits = (Xs @ W.to(dt).T).double() + b  # [N, K]
+        lse = torch.logsumexp(logits, 1)
+        loss = (lse - logits[rows, yk]).mean() + 0.5 * lam * (W * W).sum()
+        P = torch.softmax(logits, 1)
+        P[rows, yk] -= 1.0
+        P /= N  # residuals R [N, K]
+        g_std = (P.to(dt).T @ Xs).double() + lam * W  # [K, D]
+        g_b = P.sum(0)
+        return loss, g_std, g_b, W
+
+    # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
+    # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.
+    F = 1.0 / tol if tol > 0 else 1e8
+
+    def closure() -> Tensor:
+        with torch.no_grad():
+            loss, g_std, g_b, _ = evaluate(theta)
+            theta.grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
+            last["gmax"] = max(float(g_std.abs().max()), float(g_b.abs().max()))
+            last["evals"] = last.get("evals", 0) + 1
+        return loss * F
+
+    # torch's LBFGS stops on max|∇_z| ≤ tolerance_grad; ∇_std = ∇_z Λ_e^{1/2} Vᵀ, so start
+    # from tol / sqrt(λ_max) and tighten until the standardised criterion holds (checked
+    # on a fresh evaluation) or the iteration budget is spent.
+    tol_z = tol / float(torch.linalg.matrix_norm(M_invT, 2))  # tol / sqrt(λ_max)
+    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max(max_iter, 1), history_size=history_size,
+                            tolerance_grad=tol_z, tolerance_change=1e-14, line_search_fn="strong_wolfe")
+    closure()
+    converged = last["gmax"] <= tol
+    for _ in range(50):
+        if converged:
+            break
+        state = opt.state[theta]
+        done = int(state.get("n_iter", 0))
+        if done >= max_iter:
+            break
+        group = opt.param_groups[0]
+        group["max_iter"] = max_iter - done
+        group["max_eval"] = int((max_iter - done) * 1.25) + 25
+        group["tolerance_grad"] = tol_z * F
+        opt.step(closure)
+        closure()  # the criterion at the returned parameters
+        converged = last["gmax"] <= tol
+        if int(opt.state[theta].get("n_iter", 0)) == done:  # no progress possible
+            break
+        tol_z /= 10.0
+    n_iter = int(opt.state[theta].get("n_iter", 0)) if opt.state else 0
+    with torch.no_grad():
+        _, _, _, W = evaluate(theta.detach())
+        b = theta.detach()[K * D:]
+    return _finish(W, b, converged, n_iter, int(last["evals"]), last["gmax"])
+
+
+def split_sequences(n: int, test_frac: float = 0.2, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Seeded split of ``n`` sequence indices → ``(train_idx, test_idx)`` (CPU long tensors).
+
+    ``n_test = round(n · test_frac)``, at least 1 and at most ``n − 1`` when ``n ≥ 2``.
+    """
+    if n < 2:
+        raise ValueError(f"need at least 2 sequences to split, got {n}")
+    if not 0.0 < test_frac < 1.0:
+        raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=g)
+    n_test = min(max(1, round(n * test_frac)), n - 1)
+    return perm[n_test:].sort().values, perm[:n_test].sort().values
+
+
+def probe_layers(
+    states: dict[int, Tensor],
+    labels: Tensor,
+    n_classes: int,
+    seed: int = 0,
+    test_frac: float = 0.2,
+    *,
+    ctx: Any = None,
+    keep_probes: bool = True,
+    **fit_kwargs: Any,
+) -> dict[int, ProbeReport]:
+    """Probe every layer of one run at one length.
+
+    Args:
+        states: ``{layer: [n, L, D]}`` frozen states (layer −1 = emb); all on one device.
+        labels: ``[n, L]`` labels in ``0..n_classes-1``; entries < 0 are ignored (unlabelled).
+        n_classes: C.
+        seed, test_frac: the split, 80/20 **by sequence** (:func:`split_sequences`), the same
+            sequences for every layer.
+        ctx: optional ``JobContext`` (progress per layer, cancel checks).
+        keep_probes: attach the fitted :class:`LinearProbe` to each report.
+        **fit_kwargs: passed to :func:`fit_probe` (C, tol, max_iter, ...).
+
+    Returns:
+        ``{layer: ProbeReport}``: test accuracy on every labelled position of the held-out
+        sequences, the majority baseline (most frequent training class, scored on the test
+        positions), per-position test accuracy (L values), n_train/n_test sequences,
+        convergence. Layers are fitted one after another (on 2 CPU cores a batched
+        block-diagonal problem brought no gain: each fit is bandwidth-bound matrix products).
+    """
+    if not states:
+        raise ValueError("states is empty")
+    n, L = labels.shape
+    train_idx, test_idx = split_sequences(n, test_frac, seed)
+    out: dict[int, ProbeReport] = {}
+    layers = sorted(states)
+    for i, layer in enumerate(layers):
+        if ctx is not None:
+            ctx.check_cancelled()
+        H = states[layer]
+        if H.shape[:2] != (n, L):
+            raise ValueError(f"layer {layer}: states {tuple(H.shape)} do not match labels {(n, L)}")
+        dev = H.device
+        lab = labels.to(dev)
+        tr, te = train_idx.to(dev), test_idx.to(dev)
+        ytr, yte = lab[tr], lab[te]  # [n_tr, L], [n_te, L]
+        mtr = ytr >= 0
+        Xtr = H[tr][mtr]  # [N_train_tokens, D]
+        probe = fit_probe(Xtr, ytr[mtr], n_classes, **fit_kwargs)
+        pred = probe.predict(H[te])  # [n_te, L]
+        mte = yte >= 0
+        correct = (pred == yte) & mte
+        acc = float(correct.sum()) / max(int(mte.sum()), 1)
+        majority = int(torch.bincount(ytr[mtr], minlength=n_classes).argmax())
+        maj = float(((yte == majority) & mte).sum()) / max(int(mte.sum()), 1)
+        pos_n = mte.sum(0)
+        pos_acc = correct.sum(0).double() / pos_n.clamp_min(1)
+        per_pos = [float(a) if int(c) > 0 else None for a, c in zip(pos_acc.tolist(), pos_n.tolist())]
+        out[layer] = ProbeReport(
+            layer=layer, accuracy=acc, majority_baseline=maj, per_position=per_pos,
+            n_train=int(tr.numel()), n_test=int(te.numel()), converged=probe.converged,
+            n_iter=probe.n_iter, grad_max=probe.grad_max, probe=probe if keep_probes else None,
+        )
+        if ctx is not None:
+            ctx.progress((i + 1) / len(layers), f"probe layer {layer}: {acc:.3f}")
+    return out
+
+
+def sklearn_probe(
+    X_train: Any,
+    y_train: Any,
+    X_test: Any = None,
+    y_test: Any = None,
+    *,
+    C: float = DEFAULT_C,
+    max_iter: int = 100,
+    tol: float = DEFAULT_TOL,
+) -> dict[str, Any]:
+    """Reference: ``StandardScaler`` + ``LogisticRegression(C, lbfgs, max_iter, tol)``.
+
+    Args:
+        X_train ``[N, D]``, y_train ``[N]`` (tensors or arrays); optional test set.
+
+    Returns:
+        ``{"model", "scaler", "accuracy" (test, or None), "converged", "n_iter"}``.
+        ``converged`` is False when sklearn's ``n_iter_`` reached ``max_iter`` or it raised a
+        ``ConvergenceWarning`` (sklearn itself only warns).
+    """
+    import numpy as np
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    def _np(a: Any) -> np.ndarray:
+        return a.detach().cpu().numpy() if isinstance(a, Tensor) else np.asarray(a)
+
+    Xtr, ytr = _np(X_train), _np(y_train).reshape(-1)
+    scaler = StandardScaler().fit(Xtr)
+    model = LogisticRegression(C=C, max_iter=max_iter, tol=tol, solver="lbfgs")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(scaler.transform(Xtr), ytr)
+    n_iter = int(np.max(model.n_iter_))
+    warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    acc = None
+    if X_test is not None and y_test is not None:
+        acc = float(model.score(scaler.transform(_np(X_test)), _np(y_test).reshape(-1)))
+    return {"model": model, "scaler": scaler, "accuracy": acc,
+            "converged": (n_iter < max_iter) and not warned, "n_iter": n_iter}

@@ -1,0 +1,348 @@
+"""Profile metrics of a layer curve (SPEC "Profile metrics"). Pure Python + numpy, no torch.
+
+A *curve* is ``{layer: probe accuracy}`` for layers ``-1..n-1`` (−1 = ``emb``), accuracies as
+fractions 0..1. Keys may also be the strings ``"emb"`` / ``"0"`` … (a JSON round trip). Layers
+must be contiguous from −1 (``emb``) to ``n−1``; otherwise :class:`ValueError`.
+
+Definitions (documented choices where SPEC is silent):
+
+- **depth** of layer ℓ = ``(ℓ+1)/n`` (emb → 0, last block → 1), as in docs/DESIGN.md.
+- **best_layer**: argmax of accuracy; ties → the earliest layer.
+- **first_95**: the first layer (in order emb, 0, …) with ``acc ≥ 0.95 · max(acc)`` — 95 % of the
+  run's maximum *raw* accuracy, as SPEC words it.
+- **late_concentration** = ``(acc[n−1] − acc[n−2]) / (acc[n−1] − acc[emb])``: the share of the
+  gain from emb to the last layer made by the last block (for n = 1 the previous layer is emb,
+  so the share is 1). Undefined (None) when the gain ``acc[n−1] − acc[emb] < MIN_GAIN`` (2 pp):
+  nothing to apportion. Not clipped: < 0 or > 1 when the curve dips below emb / above the last
+  layer at n−2.
+- **normalised curve** ``ŷ(ℓ) = clip((acc − base)/(max − base), 0, 1)`` with ``base`` the
+  majority baseline when given, else the curve's minimum; all-zero when ``max − base ≤ 1e-12``.
+- **auc**: trapezoid area under ``ŷ`` against depth on [0, 1] (n+1 points). Near 1: readable from
+  the start; near ``1/(2n)``: readable only at the end. None when the curve is degenerate.
+- **profile_class**, checks in this order:
+  1. ``flat`` when ``max − base < FLAT_MARGIN`` (5 pp): never readable, no class (an addition to
+     SPEC's three, so a chance-level curve is not called "early");
+  2. ``early`` when ``depth(first_95) ≤ 0.5``: 95 % reached in the first half, emb included
+     (n = 4: emb, 0, 1; n = 12: emb … 5);
+  3. ``late`` when ``late_concentration ≥ LATE_SHARE`` (0.5);
+  4. ``gradual`` otherwise.
+- **most_damaging_layer**: the layer whose intervention has the most negative mean ``delta_pp``
+  (edited − base, pp); ties → earliest.
+- **decoupling**: best-probe layer vs most-damaging layer; ``distance = |best − damaging|``
+  layers; ``decoupled`` when ``distance ≥ min_distance`` (default 1) and the damaging layer is
+  not *near-best* (probe accuracy within ``NEAR_BEST_TOL`` = 1 pp of the best: on a plateau the
+  argmax is noise).
+- **reversal**: two families A, B and two tasks T1, T2 whose classes differ on each task and a
+  class moves across: ``full`` when ``class(A,T1) = class(B,T2)`` and ``class(B,T1) =
+  class(A,T2)`` (a swap), ``partial`` when only one of those holds (e.g. Parity: Transformer
+  gradual / LSTM late; Dyck: Transformer early / LSTM gradual — "gradual" changes hands).
+- **profile_distance**: RMS difference of two normalised curves on a common depth grid
+  (linear interpolation, 21 points), in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from worker.stats import t_interval
+
+__all__ = [
+    "PEAK_FRACTION", "EARLY_DEPTH", "LATE_SHARE", "MIN_GAIN", "FLAT_MARGIN", "CLASSES",
+    "normalise_keys", "depth", "best_layer", "first_95", "late_concentration", "normalised_curve",
+    "auc", "profile_class", "profile_metrics", "most_damaging_layer", "near_best_layers", "decoupling", "NEAR_BEST_TOL",
+    "reversal_pairs", "profile_distance", "mean_curve", "summarise_profiles",
+]
+
+PEAK_FRACTION = 0.95
+EARLY_DEPTH = 0.5
+LATE_SHARE = 0.5
+MIN_GAIN = 0.02
+FLAT_MARGIN = 0.05
+NEAR_BEST_TOL = 0.01
+CLASSES = ("early", "late", "gradual", "flat")
+METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95")
+
+
+def _key(k: Any) -> int:
+    if isinstance(k, str):
+        return -1 if k == "emb" else int(k)
+    return int(k)
+
+
+def normalise_keys(curve: Mapping[Any, float]) -> dict[int, float]:
+    """``{layer: acc}`` with int keys, sorted, checked contiguous −1..n−1."""
+    c = {_key(k): float(v) for k, v in curve.items()}
+    if not c:
+        raise ValueError("empty layer curve")
+    layers = sorted(c)
+    if layers != list(range(-1, layers[-1] + 1)) or layers[-1] < 0:
+        raise ValueError(f"layer curve must cover emb (-1) and blocks 0..n-1 contiguously, got {layers}")
+    return {k: c[k] for k in layers}
+
+
+def _n(c: dict[int, float]) -> int:
+    return max(c) + 1
+
+
+def depth(layer: int, n_layers: int) -> float:
+    """Normalised depth ``(layer+1)/n_layers``: emb → 0, last block → 1."""
+    return (layer + 1) / n_layers
+
+
+def best_layer(curve: Mapping[Any, float]) -> int:
+    """Layer with the highest accuracy (earliest on ties)."""
+    c = normalise_keys(curve)
+    top = max(c.values())
+    return min(k for k, v in c.items() if v == top)
+
+
+def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION) -> int:
+    """First layer with ``acc ≥ fraction · max(acc)``."""
+    c = normalise_keys(curve)
+    thr = fraction * max(c.values())
+    return min(k for k, v in c.items() if v >= thr - 1e-12)
+
+
+def late_concentration(curve: Mapping[Any, float], min_gain: float = MIN_GAIN) -> float | None:
+    """Share of the emb→last probe gain made by the last block; None if the gain < ``min_gain``."""
+    c = normalise_keys(curve)
+    last = _n(c) - 1
+    gain = c[last] - c[-1]
+    if gain < min_gain:
+        return None
+    return (c[last] - c[last - 1]) / gain
+
+
+def _base(c: dict[int, float], baseline: float | None) -> float:
+    return min(c.values()) if baseline is None else float(baseline)
+
+
+def normalised_curve(curve: Mapping[Any, float], baseline: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(depth [n+1], ŷ [n+1])``: ŷ = clip((acc − base)/(max − base), 0, 1) (module docstring)."""
+    c = normalise_keys(curve)
+    n = _n(c)
+    x = np.array([depth(k, n) for k in c])
+    acc = np.array(list(c.values()))
+    base = _base(c, baseline)
+    span = acc.max() - base
+    if span <= 1e-12:
+        return x, np.zeros_like(acc)
+    return x, np.clip((acc - base) / span, 0.0, 1.0)
+
+
+def auc(curve: Mapping[Any, float], baseline: float | None = None) -> float | None:
+    """Area under the normalised curve against depth (0..1); None if degenerate."""
+    c = normalise_keys(curve)
+    if max(c.values()) - _base(c, baseline) <= 1e-12:
+        return None
+    x, y = normalised_curve(c, baseline)
+    return float(np.trapezoid(y, x))
+
+
+def profile_class(curve: Mapping[Any, float], baseline: float | None = None) -> str:
+    """``flat`` | ``early`` | ``late`` | ``gradual`` (checks in that order; module docstring)."""
+    c = normalise_keys(curve)
+    if max(c.values()) - _base(c, baseline) < FLAT_MARGIN:
+        return "flat"
+    if depth(first_95(c), _n(c)) <= EARLY_DEPTH + 1e-12:
+        return "early"
+    lc = late_concentration(c)
+    if lc is not None and lc >= LATE_SHARE:
+        return "late"
+    return "gradual"
+
+
+def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None) -> dict[str, Any]:
+    """All single-curve metrics: best_layer, first_95, depth_first_95, late_concentration, auc,
+    max_accuracy, n_layers, profile_class."""
+    c = normalise_keys(curve)
+    f95 = first_95(c)
+    return {
+        "best_layer": best_layer(c),
+        "first_95": f95,
+        "depth_first_95": depth(f95, _n(c)),
+        "late_concentration": late_concentration(c),
+        "auc": auc(c, baseline),
+        "max_accuracy": max(c.values()),
+        "n_layers": _n(c),
+        "profile_class": profile_class(c, baseline),
+    }
+
+
+def _damage_by_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+                     method: str | None = None, eval_length: int | None = None) -> dict[int, float]:
+    if isinstance(interventions, Mapping):
+        return {_key(k): float(v) for k, v in interventions.items() if v is not None}
+    acc: dict[int, list[float]] = {}
+    for r in interventions:
+        if method is not None and r.get("method") != method:
+            continue
+        if eval_length is not None and r.get("eval_length") not in (None, eval_length):
+            continue
+        layer = int(r["layer"])
+        if layer < -1 or r.get("delta_pp") is None:
+            continue
+        acc.setdefault(layer, []).append(float(r["delta_pp"]))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def most_damaging_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+                        method: str | None = None, eval_length: int | None = None) -> int | None:
+    """Layer with the most negative mean ``delta_pp``.
+
+    Args:
+        interventions: ``{layer: delta_pp}`` or rows (dicts with ``layer``, ``delta_pp`` and
+            optionally ``method`` / ``eval_length``; several rows per layer are averaged; layer
+            −2 = "every layer" component edits are skipped).
+        method, eval_length: filters for rows.
+
+    Returns:
+        The layer, or None when there is nothing to rank.
+    """
+    d = _damage_by_layer(interventions, method, eval_length)
+    if not d:
+        return None
+    worst = min(d.values())
+    return min(k for k, v in d.items() if v == worst)
+
+
+def near_best_layers(curve: Mapping[Any, float], tol: float = NEAR_BEST_TOL) -> list[int]:
+    """Layers whose accuracy is within ``tol`` (fraction) of the best: a plateau counts as one."""
+    c = normalise_keys(curve)
+    top = max(c.values())
+    return [k for k, v in c.items() if v >= top - tol - 1e-12]
+
+
+def decoupling(curve: Mapping[Any, float], interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+               method: str | None = None, eval_length: int | None = None, min_distance: int = 1,
+               near_best_tol: float = NEAR_BEST_TOL) -> dict[str, Any]:
+    """Best-probe layer vs most-damaging layer.
+
+    ``decoupled`` is True when the most damaging layer is at least ``min_distance`` layers from
+    the best-probe layer **and** is not one of the near-best layers (accuracy within
+    ``near_best_tol`` of the best, :func:`near_best_layers`), so a plateau of equally readable
+    layers, where the argmax is decided by noise, is not called decoupled.
+
+    Returns:
+        ``{best_layer, near_best_layers, damaging_layer, distance (layers), decoupled (bool),
+        delta_at_best_pp (mean delta at the best layer), delta_near_best_pp (most negative delta
+        over the near-best layers), delta_at_damaging_pp}``; the intervention fields are None
+        without intervention data.
+    """
+    b = best_layer(curve)
+    near = near_best_layers(curve, near_best_tol)
+    d = _damage_by_layer(interventions, method, eval_length)
+    m = most_damaging_layer(d)
+    if m is None:
+        return {"best_layer": b, "near_best_layers": near, "damaging_layer": None, "distance": None,
+                "decoupled": None, "delta_at_best_pp": None, "delta_near_best_pp": None,
+                "delta_at_damaging_pp": None}
+    dist = abs(b - m)
+    near_d = [d[k] for k in near if k in d]
+    return {"best_layer": b, "near_best_layers": near, "damaging_layer": m, "distance": dist,
+            "decoupled": dist >= min_distance and m not in near,
+            "delta_at_best_pp": d.get(b), "delta_near_best_pp": min(near_d) if near_d else None,
+            "delta_at_damaging_pp": d[m]}
+
+
+def reversal_pairs(classes: Mapping[tuple[str, str], str] | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of tasks on which two architectures swap profile classes.
+
+    Args:
+        classes: ``{(task, family): class}`` or rows with ``task``, ``family``, ``profile_class``.
+            ``flat`` cells are ignored.
+
+    Returns:
+        One dict per (family pair, task pair), families and tasks sorted:
+        ``{families: [A, B], tasks: [T1, T2], kind: "full"|"partial", shared_class: [x, ...],
+        classes: {T1: {A: c, B: d}, T2: {A: e, B: f}}}``.
+    """
+    if isinstance(classes, Mapping):
+        cells = {(t, f): c for (t, f), c in classes.items()}
+    else:
+        cells = {(r["task"], r["family"]): r["profile_class"] for r in classes}
+    cells = {k: v for k, v in cells.items() if v is not None and v != "flat"}
+    tasks = sorted({t for t, _ in cells})
+    fams = sorted({f for _, f in cells})
+    out: list[dict[str, Any]] = []
+    for A, B in combinations(fams, 2):
+        for T1, T2 in combinations(tasks, 2):
+            keys = [(T1, A), (T1, B), (T2, A), (T2, B)]
+            if not all(k in cells for k in keys):
+                continue
+            c, d, e, f = (cells[k] for k in keys)
+            if c == d or e == f:
+                continue
+            shared = sorted({x for x, ok in ((c, c == f), (d, d == e)) if ok})
+            if not shared:
+                continue
+            out.append({
+                "families": [A, B], "tasks": [T1, T2],
+                "kind": "full" if (c == f and d == e) else "partial",
+                "shared_class": shared,
+                "classes": {T1: {A: c, B: d}, T2: {A: e, B: f}},
+            })
+    return out
+
+
+def profile_distance(curve_a: Mapping[Any, float], curve_b: Mapping[Any, float],
+                     baseline_a: float | None = None, baseline_b: float | None = None,
+                     n_grid: int = 21) -> float:
+    """RMS difference of the two normalised curves on ``n_grid`` depths in [0, 1] (0 = same shape)."""
+    grid = np.linspace(0.0, 1.0, n_grid)
+    xa, ya = normalised_curve(curve_a, baseline_a)
+    xb, yb = normalised_curve(curve_b, baseline_b)
+    return float(np.sqrt(np.mean((np.interp(grid, xa, ya) - np.interp(grid, xb, yb)) ** 2)))
+
+
+def mean_curve(curves: Sequence[Mapping[Any, float]]) -> dict[int, float]:
+    """Layer-wise mean of curves with the same layers (e.g. over seeds)."""
+    cs = [normalise_keys(c) for c in curves]
+    if not cs:
+        raise ValueError("no curves to average")
+    layers = list(cs[0])
+    if any(list(c) != layers for c in cs):
+        raise ValueError("curves to average must have the same layers")
+    return {k: float(np.mean([c[k] for c in cs])) for k in layers}
+
+
+def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequence[float | None] | None = None,
+                       seeds: Sequence[int] | None = None, confidence: float = 0.95) -> dict[str, Any]:
+    """Per-seed profile metrics plus mean and t-interval over seeds (the ``/api/profiles`` shape).
+
+    Args:
+        curves: one curve per seed (same layers).
+        baselines: per-seed majority baselines (or None).
+        seeds: the seed ids, for the record.
+
+    Returns:
+        ``{n, seeds, profile_class (of the seed-mean curve with the mean baseline), class_votes,
+        metrics: {name: {mean, lo, hi, n}}, per_seed: [metrics + seed]}``.
+    """
+    if baselines is None:
+        baselines = [None] * len(curves)
+    per_seed = []
+    for i, (c, b) in enumerate(zip(curves, baselines)):
+        m = profile_metrics(c, b)
+        m["seed"] = None if seeds is None else seeds[i]
+        per_seed.append(m)
+    metrics = {}
+    for name in METRIC_NAMES:
+        vals = [m[name] for m in per_seed if m[name] is not None]
+        mean, lo, hi = t_interval(vals, confidence) if vals else (None, None, None)
+        metrics[name] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
+    bl = [b for b in baselines if b is not None]
+    cls = profile_class(mean_curve(curves), float(np.mean(bl)) if bl else None) if curves else None
+    return {
+        "n": len(curves),
+        "seeds": list(seeds) if seeds is not None else None,
+        "profile_class": cls,
+        "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
+        "metrics": metrics,
+        "per_seed": per_seed,
+    }

@@ -1,0 +1,193 @@
+"""The job queue: Huey carries job ids only; the ``jobs`` table is the truth.
+
+``get_huey(settings)`` → a SqliteHuey at ``settings.resolved_queue_url`` by default, a RedisHuey
+when ``LAYERSCOPE_QUEUE_URL=redis://…``. :class:`JobQueue` wraps it with the operations the API
+and the workers need; ``submit``/``requeue_orphans``/``reap`` keep the queue and the table in
+step (a lost message is found again from the table; a duplicate one is skipped by the claim).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+from threading import Lock
+
+from huey import Huey, RedisHuey, SqliteHuey
+from pydantic import BaseModel
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.core.config import Settings
+from backend.db import jobs as J
+from backend.db.models import Job, utcnow
+from backend.db.session import session_scope
+
+log = logging.getLogger(__name__)
+
+TASK_NAME = "layerscope.run_job"
+SQLITE_QUEUE_TIMEOUT_S = 30.0
+
+_hueys: dict[tuple[str, str], Huey] = {}
+_hueys_lock = Lock()
+
+
+def queue_kind(url: str) -> str:
+    """``redis`` or ``sqlite`` for a queue URL."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme in ("redis", "rediss", "unix"):
+        return "redis"
+    if scheme.startswith("sqlite"):
+        return "sqlite"
+    raise ValueError(f"LAYERSCOPE_QUEUE_URL: unsupported queue URL {url!r} (use redis://… or sqlite:///path)")
+
+
+def make_huey(url: str, name: str = "layerscope") -> Huey:
+    """A new Huey for ``url`` with the ``run_job`` task registered."""
+    kind = queue_kind(url)
+    if kind == "redis":
+        huey: Huey = RedisHuey(name, url=url, results=False, blocking=True, read_timeout=1)
+    else:
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            raise ValueError("LAYERSCOPE_QUEUE_URL: a SQLite queue needs a file path (sqlite:///path/queue.db)")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        huey = SqliteHuey(name, filename=path, results=False, timeout=SQLITE_QUEUE_TIMEOUT_S)
+
+    @huey.task(name=TASK_NAME)
+    def run_job(job_id: int) -> None:  # executed by a plain `huey_consumer` too
+        from backend.core.config import get_settings
+        from worker.runner import Runner
+
+        Runner(get_settings()).run_one(job_id)
+
+    huey.run_job = run_job  # type: ignore[attr-defined]
+    return huey
+
+
+def get_huey(settings: Settings) -> Huey:
+    """The (cached) Huey for ``settings.resolved_queue_url`` and ``settings.queue_name``."""
+    key = (settings.resolved_queue_url, settings.queue_name)
+    with _hueys_lock:
+        if key not in _hueys:
+            _hueys[key] = make_huey(*key)
+        return _hueys[key]
+
+
+class JobQueue:
+    """Job ids in, job ids out."""
+
+    def __init__(self, huey: Huey) -> None:
+        self.huey = huey
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "JobQueue":
+        return cls(get_huey(settings))
+
+    @property
+    def kind(self) -> str:
+        return "redis" if isinstance(self.huey, RedisHuey) else "sqlite"
+
+    def enqueue(self, job_id: int) -> None:
+        self.huey.run_job(int(job_id))  # type: ignore[attr-defined]
+
+    def dequeue(self) -> int | None:
+        """The next job id, or None (a Redis queue blocks up to 1 s; SQLite returns at once)."""
+        task = self.huey.dequeue()
+        if task is None:
+            return None
+        if not task.args:
+            log.error("queue message without a job id dropped: %r", task)
+            return None
+        return int(task.args[0])
+
+    def pending_ids(self) -> set[int]:
+        return {int(t.args[0]) for t in self.huey.pending() if t.args}
+
+    def __len__(self) -> int:
+        return int(self.huey.pending_count())
+
+    def flush(self) -> None:
+        self.huey.storage.flush_queue()
+
+
+# --- keeping the table and the queue in step --------------------------------------------------
+
+
+def submit(
+    factory: sessionmaker[Session], queue: JobQueue, kind: str, params: BaseModel, *,
+    max_attempts: int = 3, parent_id: int | None = None,
+) -> int:
+    """Store a queued job (params already validated), then enqueue its id. Returns the id.
+
+    If the enqueue fails the row stays queued and ``requeue_orphans`` picks it up later
+    (the error still propagates)."""
+    with session_scope(factory) as s:
+        job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts)
+        s.add(job)
+        s.flush()
+        job_id = job.id
+    queue.enqueue(job_id)
+    return job_id
+
+
+def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_seconds: float = 0.0) -> list[int]:
+    """Enqueue queued jobs whose id is not on the queue (an API restart, a lost message).
+
+    ``grace_seconds``: skip jobs enqueued more recently than this (a worker may be about to
+    claim them). Returns the ids enqueued."""
+    older = utcnow() - timedelta(seconds=grace_seconds) if grace_seconds > 0 else None
+    with session_scope(factory) as s:
+        ids = J.queued_ids(s, older_than=older)
+    if not ids:
+        return []
+    pending = queue.pending_ids()
+    missing = [i for i in ids if i not in pending]
+    for job_id in missing:
+        queue.enqueue(job_id)
+    with session_scope(factory) as s:
+        J.mark_enqueued(s, missing)
+    if missing:
+        log.info("re-enqueued %d queued job(s) missing from the queue: %s", len(missing), missing)
+    return missing
+
+
+def reap(factory: sessionmaker[Session], queue: JobQueue, stale_after_seconds: float) -> tuple[list[int], list[int]]:
+    """Re-queue running jobs with a stale heartbeat while attempts remain (else fail them)."""
+    with session_scope(factory) as s:
+        requeued, failed = J.reap_stale(s, stale_after_seconds)
+    for job_id in requeued:
+        queue.enqueue(job_id)
+    if requeued or failed:
+        log.warning("reaper: re-queued %s, failed %s (stale heartbeat)", requeued, failed)
+    return requeued, failed
+
+
+def fan_out_suite(
+    factory: sessionmaker[Session], queue: JobQueue, suite_job_id: int, children: list[BaseModel],
+    worker: str, attempt: int, max_attempts: int,
+) -> list[int]:
+    """Create a suite's child train jobs and finish the suite job in ONE transaction, then
+    enqueue the children. A re-run suite job (its worker died after the commit) finds its
+    children already made and only enqueues the queued ones."""
+    from sqlalchemy import select
+
+    with session_scope(factory) as s:
+        existing = list(s.execute(select(Job.id).where(Job.parent_id == suite_job_id).order_by(Job.id)).scalars())
+        if existing:
+            ids = existing
+        else:
+            rows = [J.new_job("train", p, parent_id=suite_job_id, max_attempts=max_attempts) for p in children]
+            s.add_all(rows)
+            s.flush()
+            ids = [r.id for r in rows]
+        owned = J.finish(s, suite_job_id, worker, attempt, J.SUCCEEDED, result={"child_job_ids": ids},
+                         message=f"fanned out {len(ids)} train job(s)", commit=False)
+        if not owned:
+            s.rollback()
+            return []
+    with session_scope(factory) as s:
+        to_enqueue = [i for i in ids if s.get(Job, i).state == J.QUEUED]
+    for job_id in to_enqueue:
+        queue.enqueue(job_id)
+    return ids

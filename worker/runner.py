@@ -1,0 +1,314 @@
+"""The job runner: ``layerscope worker`` consumes job ids and runs one job at a time.
+
+For each id: claim the row atomically (queued → running, attempt + 1, worker name; a job
+already claimed or finished is skipped), heartbeat from a thread, write progress (0..1 +
+message) and a log tail, honour the cancel flag, then mark succeeded / failed (error text) /
+cancelled. A suite job fans out into child train jobs. Between jobs the loop runs the reaper,
+which re-queues jobs whose heartbeat went stale (a worker killed by OOM or ``kill -9``).
+
+The executor is a parameter (default: ``worker.pipeline.execute``) so the runner is tested
+with a fake one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.core.config import Settings
+from backend.db import jobs as J
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from worker.context import JobCancelled, JobContext
+from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans
+
+log = logging.getLogger(__name__)
+
+Executor = Callable[[str, BaseModel, JobContext, Any], dict]
+
+
+@dataclass
+class RunnerEnv:
+    """What a custom executor gets (same fields as ``worker.pipeline.WorkerEnv``)."""
+
+    session_factory: sessionmaker[Session]
+    store_dir: Path
+    device: str = "cpu"
+
+
+def load_executor(spec: str | None) -> Executor | None:
+    """``"package.module:function"`` → the function (None → the default pipeline)."""
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"executor must look like 'package.module:function', got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def default_worker_name(device: str) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{device}"
+
+
+class DBJobContext(JobContext):
+    """Progress, log tail and cancel flag of one running job, backed by the ``jobs`` row.
+
+    ``progress``/``log`` only update memory; :meth:`flush` (called by the heartbeat thread)
+    writes them with the heartbeat. ``check_cancelled`` reads the flag from the DB (at most
+    every ``cancel_poll_s``) and raises :class:`JobCancelled` — also when the job was taken
+    away from this worker (the reaper re-queued it)."""
+
+    def __init__(self, factory: sessionmaker[Session], job_id: int, worker: str, attempt: int,
+                 log_lines: int = 200, cancel_poll_s: float = 0.2) -> None:
+        super().__init__(description=f"job {job_id}", enabled=False)
+        self.factory, self.job_id, self.worker, self.attempt = factory, job_id, worker, attempt
+        self._lock = threading.Lock()
+        self._fraction = 0.0
+        self.message = ""
+        self._log: deque[str] = deque(maxlen=log_lines)
+        self._dirty = True
+        self._cancel = False
+        self._lost = False
+        self._cancel_poll_s = cancel_poll_s
+        self._last_cancel_check = 0.0
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        with self._lock:
+            self._fraction = max(0.0, min(1.0, float(fraction)))
+            if message:
+                self.message = message
+            self._dirty = True
+
+    def log(self, line: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        with self._lock:
+            for part in str(line).splitlines() or [""]:
+                self._log.append(f"{stamp} {part}")
+            self._dirty = True
+        log.info("job %s: %s", self.job_id, line)
+
+    def check_cancelled(self) -> None:
+        now = time.monotonic()
+        if not (self._cancel or self._lost) and now - self._last_cancel_check >= self._cancel_poll_s:
+            self._last_cancel_check = now
+            with self.factory() as s:
+                self._cancel = J.cancel_flag(s, self.job_id)
+        if self._lost:
+            raise JobCancelled(f"job {self.job_id} was taken from this worker (stale heartbeat)")
+        if self._cancel:
+            raise JobCancelled(f"job {self.job_id} cancelled")
+
+    def flush(self) -> None:
+        """Heartbeat, plus progress/message/log when they changed."""
+        fields: dict[str, Any] = {}
+        with self._lock:
+            if self._dirty:
+                fields = dict(progress=self._fraction, message=self.message[:2000], log="\n".join(self._log))
+                self._dirty = False
+        with self.factory() as s:
+            owned, cancel = J.heartbeat(s, self.job_id, self.worker, self.attempt, **fields)
+        self._cancel = self._cancel or cancel
+        if not owned:
+            self._lost = True
+
+    def log_text(self) -> str:
+        with self._lock:
+            return "\n".join(self._log)
+
+
+class Heartbeat(threading.Thread):
+    """Calls ``ctx.flush()`` every ``interval`` seconds until stopped."""
+
+    def __init__(self, ctx: DBJobContext, interval: float) -> None:
+        super().__init__(name=f"heartbeat-{ctx.job_id}", daemon=True)
+        self.ctx, self.interval = ctx, interval
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.ctx.flush()
+            except Exception:  # a DB blip must not kill the job; a lasting one lets the reaper act
+                log.exception("heartbeat of job %s failed", self.ctx.job_id)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+
+
+class Runner:
+    """Runs jobs by id. ``run_forever`` is the worker loop; ``run_one`` runs a single id."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        device: str | None = None,
+        name: str | None = None,
+        executor: Executor | None = None,
+        session_factory: sessionmaker[Session] | None = None,
+        queue: JobQueue | None = None,
+    ) -> None:
+        self.settings = settings
+        self.device = device or settings.device
+        self.name = name or default_worker_name(self.device)
+        self._custom_executor = executor
+        self.factory = session_factory or make_sessionmaker(make_engine(settings.resolved_db_url))
+        self.queue = queue or JobQueue.from_settings(settings)
+        self._env: Any = None
+        self._executor: Executor | None = executor
+        self.stop_event = threading.Event()
+        self.jobs_run = 0
+
+    # -- the executor and its environment (the real pipeline imports torch: lazily) ------------
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:
+            from worker.pipeline import execute
+
+            self._executor = execute
+        return self._executor
+
+    @property
+    def env(self) -> Any:
+        if self._env is None:
+            store = self.settings.resolved_store_dir
+            if self._custom_executor is None:
+                from worker.pipeline import WorkerEnv, resolve_device
+
+                self._env = WorkerEnv(self.factory, store, resolve_device(self.device))
+            else:
+                self._env = RunnerEnv(self.factory, store, self.device)
+        return self._env
+
+    # -- one job -------------------------------------------------------------------------------
+    def run_one(self, job_id: int) -> str | None:
+        """Claim and run job ``job_id``; return its final state (None: skipped, not ours)."""
+        with self.factory() as s:
+            attempt = J.claim(s, job_id, self.name)
+        if attempt is None:
+            log.info("job %s skipped: not queued (claimed elsewhere, finished or cancelled)", job_id)
+            return None
+        with self.factory() as s:
+            job = J.get_job(s, job_id)
+            kind, raw_params, max_attempts = job.kind, dict(job.params), job.max_attempts
+        log.info("job %s (%s) attempt %s on %s", job_id, kind, attempt, self.name)
+        ctx = DBJobContext(self.factory, job_id, self.name, attempt, log_lines=self.settings.log_tail_lines)
+        try:
+            params = self._validate(kind, raw_params)
+        except (ValidationError, ValueError) as exc:
+            return self._finish(ctx, J.FAILED, error=f"invalid params for {kind!r}: {exc}")
+        if kind == "suite":
+            return self._run_suite(ctx, params, max_attempts)
+        beat = Heartbeat(ctx, interval=min(self.settings.heartbeat_seconds, 1.0))
+        beat.start()
+        try:
+            ctx.progress(0.0, f"{kind} started on {self.name}")
+            result = self.executor(kind, params, ctx, self.env) or {}
+        except JobCancelled as exc:
+            beat.stop()
+            ctx.log(str(exc))
+            return self._finish(ctx, J.CANCELLED, message="cancelled")
+        except (KeyboardInterrupt, SystemExit):
+            beat.stop()
+            self._release(ctx)
+            raise
+        except Exception as exc:  # recorded on the job (error text + log tail) and logged
+            beat.stop()
+            log.exception("job %s failed", job_id)
+            text = "".join(traceback.format_exception(exc))
+            ctx.log(text)
+            return self._finish(ctx, J.FAILED, error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}",
+                                message=f"failed: {type(exc).__name__}")
+        beat.stop()
+        run_id = result.get("run_id") if isinstance(result, dict) else None
+        return self._finish(ctx, J.SUCCEEDED, result=_jsonable(result), run_id=run_id)
+
+    @staticmethod
+    def _validate(kind: str, raw: dict) -> BaseModel:
+        from worker.params import PARAMS_BY_KIND
+
+        if kind not in PARAMS_BY_KIND:
+            raise ValueError(f"unknown job kind {kind!r}")
+        return PARAMS_BY_KIND[kind].model_validate(raw)
+
+    def _run_suite(self, ctx: DBJobContext, params: BaseModel, max_attempts: int) -> str:
+        try:
+            from worker.presets import expand_suite
+
+            children = expand_suite(params)  # type: ignore[arg-type]
+        except Exception as exc:
+            log.exception("suite job %s could not be expanded", ctx.job_id)
+            return self._finish(ctx, J.FAILED, error=f"{type(exc).__name__}: {exc}")
+        ids = fan_out_suite(self.factory, self.queue, ctx.job_id, children, self.name, ctx.attempt, max_attempts)
+        log.info("suite job %s fanned out into %d train jobs", ctx.job_id, len(ids))
+        return J.SUCCEEDED
+
+    def _finish(self, ctx: DBJobContext, state: str, **kw: Any) -> str:
+        with self.factory() as s:
+            if kw.get("result") is None:
+                kw.pop("result", None)
+            owned = J.heartbeat(s, ctx.job_id, ctx.worker, ctx.attempt, log=ctx.log_text())[0]
+            owned = owned and J.finish(s, ctx.job_id, ctx.worker, ctx.attempt, state, **kw)
+        if not owned:
+            log.warning("job %s: result %s not recorded, the job was re-queued away from %s",
+                        ctx.job_id, state, self.name)
+        self.jobs_run += 1
+        return state
+
+    def _release(self, ctx: DBJobContext) -> None:
+        with self.factory() as s:
+            released = J.release(s, ctx.job_id, ctx.worker, ctx.attempt)
+        if released:
+            self.queue.enqueue(ctx.job_id)
+            log.warning("job %s released back to the queue (worker stopping)", ctx.job_id)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def reap_now(self) -> None:
+        reap(self.factory, self.queue, self.settings.stale_after_seconds)
+        requeue_orphans(self.factory, self.queue, grace_seconds=max(self.settings.stale_after_seconds, 5.0))
+
+    def run_forever(self, *, max_jobs: int | None = None, idle_exit_s: float | None = None) -> int:
+        """Consume job ids until stopped (``stop_event``, Ctrl-C), ``max_jobs`` jobs were run,
+        or the queue stayed empty for ``idle_exit_s``. Returns the number of jobs run."""
+        last_reap = 0.0
+        idle_since = time.monotonic()
+        log.info("worker %s consuming %s queue %r", self.name, self.queue.kind, self.settings.queue_name)
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            if now - last_reap >= self.settings.reap_every_seconds:
+                last_reap = now
+                try:
+                    self.reap_now()
+                except Exception:  # the reaper is a safety net: log and keep consuming
+                    log.exception("reaper failed")
+            job_id = self.queue.dequeue()
+            if job_id is None:
+                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    break
+                if self.queue.kind != "redis":  # Redis blocks in dequeue; SQLite is polled
+                    self.stop_event.wait(self.settings.worker_poll_seconds)
+                continue
+            self.run_one(job_id)
+            idle_since = time.monotonic()
+            if max_jobs is not None and self.jobs_run >= max_jobs:
+                break
+        return self.jobs_run
+
+
+def _jsonable(obj: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(obj, default=str))

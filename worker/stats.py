@@ -1,0 +1,166 @@
+"""Statistics for layerscope results (SPEC "Statistics"). numpy/scipy only, no torch.
+
+- :func:`t_interval` — mean and Student-t confidence interval over seeds.
+- :func:`bootstrap_ci` — percentile bootstrap over sequences within a run (Efron & Tibshirani
+  1993, ch. 13), via ``scipy.stats.bootstrap(method="percentile")``.
+- :func:`paired_permutation_test` — two-sided sign-flip test of paired differences (Fisher 1935;
+  Good 2005, *Permutation, Parametric and Bootstrap Tests*, §3), exact when all 2ⁿ sign patterns
+  fit in ``n_perm``, else Monte Carlo with the +1 correction of Phipson & Smyth 2010 ("Permutation
+  p-values should never be zero").
+- :func:`holm` — Holm 1979 step-down adjustment ("A simple sequentially rejective multiple test
+  procedure", Scand. J. Statist. 6:65–70).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as _st
+
+__all__ = ["ALPHA", "t_interval", "bootstrap_ci", "paired_permutation_test", "holm", "significance_label"]
+
+ALPHA = 0.05
+
+
+def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    a = np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(values, dtype=object))], dtype=float)
+    return a[np.isfinite(a)]
+
+
+def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """Mean and two-sided Student-t interval ``mean ± t_{(1+conf)/2, n−1} · s/√n`` over seeds.
+
+    Args:
+        values: ``[n]`` one number per seed (None / nan are dropped).
+        confidence: coverage, e.g. 0.95.
+
+    Returns:
+        ``(mean, lo, hi)``. With n = 1 the interval is undefined: ``(mean, None, None)``; with
+        n = 0 all three are None. Identical values give ``lo = hi = mean``.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    a = _finite(values)
+    n = a.size
+    if n == 0:
+        return None, None, None
+    m = float(a.mean())
+    if n == 1:
+        return m, None, None
+    sem = float(a.std(ddof=1)) / math.sqrt(n)
+    if sem == 0.0:
+        return m, m, m
+    half = float(_st.t.ppf(0.5 + confidence / 2.0, n - 1)) * sem
+    return m, m - half, m + half
+
+
+def bootstrap_ci(
+    per_item_values: Sequence[float] | np.ndarray,
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of the mean over items (sequences, or patching pairs).
+
+    Args:
+        per_item_values: ``[n]`` one value per sequence (None / nan dropped).
+        n_boot: resamples.
+        seed: ``numpy.random.default_rng`` seed.
+
+    Returns:
+        ``(lo, hi)``; ``(None, None)`` when fewer than 2 finite values; ``(v, v)`` when all equal.
+    """
+    a = _finite(per_item_values)
+    if a.size < 2:
+        return None, None
+    if np.all(a == a[0]):
+        return float(a[0]), float(a[0])
+    res = _st.bootstrap((a,), np.mean, n_resamples=n_boot, confidence_level=confidence,
+                        method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_permutation_test(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    n_perm: int = 10_000,
+    seed: int = 0,
+) -> float:
+    """Two-sided paired sign-flip permutation test of ``mean(a − b) = 0``.
+
+    Under H0 each paired difference ``d_i = a_i − b_i`` is symmetric about 0, so flipping signs
+    gives the null distribution of ``T = |mean(d)|``.
+
+    Args:
+        a, b: ``[n]`` paired values (e.g. per-sequence accuracy before / after an edit).
+        n_perm: random sign patterns; when ``2ⁿ ≤ n_perm`` all patterns are enumerated (exact).
+        seed: ``numpy.random.default_rng`` seed for the Monte Carlo case.
+
+    Returns:
+        p in (0, 1]: exact ``#{|T*| ≥ |T|} / 2ⁿ`` (the identity pattern counts), or Monte Carlo
+        ``(1 + #{|T*| ≥ |T|}) / (1 + n_perm)``. All differences zero → 1.0.
+
+    Raises:
+        ValueError: different lengths or n = 0.
+    """
+    x = np.asarray(a, dtype=float).ravel()
+    y = np.asarray(b, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples need equal lengths, got {x.size} and {y.size}")
+    if x.size == 0:
+        raise ValueError("paired_permutation_test needs at least one pair")
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be ≥ 1, got {n_perm}")
+    d = x - y
+    n = d.size
+    t_obs = abs(d.mean())
+    if np.all(d == 0):
+        return 1.0
+    # ≥ with a relative tolerance so floating-point ties (e.g. the identity pattern) count
+    thresh = t_obs - 1e-12 * max(np.abs(d).mean(), 1e-300)
+    if n <= 20 and 2**n <= n_perm:
+        signs = 1.0 - 2.0 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # [2ⁿ, n]
+        t = np.abs(signs @ d) / n
+        return float((t >= thresh).sum() / 2**n)
+    rng = np.random.default_rng(seed)
+    count = 0
+    chunk = max(1, min(n_perm, 2_000_000 // max(n, 1)))
+    done = 0
+    while done < n_perm:
+        m = min(chunk, n_perm - done)
+        signs = rng.integers(0, 2, size=(m, n), dtype=np.int8) * 2 - 1
+        t = np.abs(signs @ d) / n
+        count += int((t >= thresh).sum())
+        done += m
+    return float((1 + count) / (1 + n_perm))
+
+
+def holm(pvals: Sequence[float | None] | np.ndarray) -> list[float | None]:
+    """Holm (1979) step-down adjusted p-values, in the input order.
+
+    With the m finite p-values sorted ``p_(1) ≤ … ≤ p_(m)``:
+    ``p̃_(i) = min(1, max_{j ≤ i} (m − j + 1) · p_(j))`` — monotone in i and capped at 1.
+    Rejecting ``p̃ < α`` controls the family-wise error rate at α under any dependence.
+    None / nan entries stay None and do not count in m.
+    """
+    raw = [None if (v is None or not np.isfinite(float(v))) else float(v) for v in pvals]
+    idx = [i for i, v in enumerate(raw) if v is not None]
+    m = len(idx)
+    out: list[float | None] = [None] * len(raw)
+    if m == 0:
+        return out
+    order = sorted(idx, key=lambda i: raw[i])
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * raw[i]))
+        out[i] = running
+    return out
+
+
+def significance_label(p_adjusted: float | None, alpha: float = ALPHA) -> str:
+    """``"n.s."`` when ``p ≥ alpha`` (or missing), else ``"p<0.05"``-style text with the value."""
+    if p_adjusted is None or not np.isfinite(p_adjusted) or p_adjusted >= alpha:
+        return "n.s."
+    return f"p={p_adjusted:.3g}"
