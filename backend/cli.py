@@ -18,7 +18,7 @@ import os
 import signal
 import subprocess
 import sys
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -48,7 +48,7 @@ class CliError(Exception):
     """A known failure: printed as one line, exit status 1."""
 
 
-class Preset(str, Enum):
+class Preset(StrEnum):
     smoke = "smoke"
     quick = "quick"
     paper = "paper"
@@ -275,6 +275,7 @@ def demo(
     preset: Annotated[Preset, typer.Option(help="The suite to run.")] = Preset.quick,
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
+    executor: Annotated[str | None, typer.Option(hidden=True, help="module:function for the worker (tests).")] = None,
 ) -> None:
     """Serve the dashboard, start a local worker beside it, and run the quick preset as a job:
     results appear as they land. Ctrl-C stops everything."""
@@ -298,14 +299,16 @@ def demo(
     else:
         typer.echo(f"layerscope: the {preset.value} suite already ran here (job {job_id}); "
                    "showing its results (--rerun to train again)", err=True)
-    proc = _start_worker(settings, device)
+    proc = None
     try:
+        proc = _start_worker(settings, device, executor)
         application = create_app(settings, factory, queue=queue)
         _announce(settings)
         typer.echo(f"\n  Open {settings.resolved_api_url}/   (jobs: {settings.resolved_api_url}/jobs)\n")
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
     finally:
-        _stop_worker(proc)
+        if proc is not None:
+            _stop_worker(proc)
 
 
 def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
@@ -327,13 +330,15 @@ def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
     return None
 
 
-def _start_worker(settings, device: str | None) -> subprocess.Popen:  # noqa: ANN001
+def _start_worker(settings, device: str | None, executor: str | None = None) -> subprocess.Popen:  # noqa: ANN001
     env = dict(os.environ)
     env.update(LAYERSCOPE_DB_URL=settings.resolved_db_url, LAYERSCOPE_QUEUE_URL=settings.resolved_queue_url,
                LAYERSCOPE_STORE_DIR=str(settings.resolved_store_dir), LAYERSCOPE_QUEUE_NAME=settings.queue_name)
     cmd = [sys.executable, "-m", "backend.cli", "worker", "--name", "demo-worker"]
     if device:
         cmd += ["--device", device]
+    if executor:
+        cmd += ["--executor", executor]
     return subprocess.Popen(cmd, env=env)
 
 

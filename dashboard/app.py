@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import alert
 from dashboard.pages import PAGES, PageDef
-from dashboard.state import is_embed
+from dashboard.state import embed_figure, is_embed
 
 log = logging.getLogger(__name__)
 
@@ -85,47 +85,74 @@ def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, clien
                    target="_blank", title="OpenAPI docs of the backend"),
         ]
 
-    by_path: dict[str, PageDef] = {p.path: p for p in PAGES}
-    by_key: dict[str, PageDef] = {p.key: p for p in PAGES}
-
     @app.callback(Output("page", "children"), Output("navbar", "children"), Output("navbar", "style"),
                   Output("app-root", "className"),
                   Input("url", "pathname"), State("url", "search"))
     def route(pathname, search):
-        path = strip(pathname)
         embed = is_embed(search)
-        nav_style = {"display": "none"} if embed else None
-        root_cls = "embed" if embed else ""
-        if path.startswith("/v/"):
-            slug = path[3:]
-            try:
-                view = api.view(slug)
-            except ApiError as exc:
-                msg = f"No saved view '{slug}'." if exc.status == 404 else f"Could not open the view: {exc.message}"
-                return alert(msg, "danger"), navbar(""), nav_style, root_cls
-            page = by_path.get(strip(view.get("page")))
-            if page is None:
-                return alert(f"The saved view points at an unknown page {view.get('page')!r}.", "danger"), \
-                    navbar(""), nav_style, root_cls
-            body = page.layout(search=search, base=view.get("state") or {}, embed=embed, api=api, path_for=path_for)
-            banner = html.Div(
-                [html.Span("Saved view", className="badge badge-view"), html.Strong(view.get("title", "")),
-                 html.Span(f" · {page.title} · /v/{slug}", className="muted")],
-                className="view-banner",
-            ) if not embed else None
-            return html.Div([banner, body]), navbar(page.path), nav_style, root_cls
-        page = by_path.get(path)
-        if page is None:
-            return html.Div([html.H1("Not found"), html.P(f"No page at {path}."),
-                             dcc.Link("Go to the runs table", href=path_for("/"))], className="page"), \
-                navbar(""), nav_style, root_cls
-        return page.layout(search=search, base=None, embed=embed, api=api, path_for=path_for), \
-            navbar(page.path), nav_style, root_cls
+        body, active = render_page(strip(pathname), search, api=api, path_for=path_for)
+        return body, navbar(active), ({"display": "none"} if embed else None), ("embed" if embed else "")
 
     for page in PAGES:
         page.register(app, api, path_for)
-    del by_key
     return app
+
+
+def _strip_view_page(page: str | None) -> str:
+    p = page or "/"
+    return p if p == "/" else p.rstrip("/")
+
+
+def render_page(path: str, search: str | None, *, api: ApiClient, path_for) -> tuple[object, str]:
+    """The router as a plain function: (page body, active nav path) for ``path``."""
+    by_path: dict[str, PageDef] = {p.path: p for p in PAGES}
+    embed = is_embed(search)
+    if path.startswith("/v/"):
+        slug = path[3:]
+        try:
+            view = api.view(slug)
+        except ApiError as exc:
+            msg = f"No saved view '{slug}'." if exc.status == 404 else f"Could not open the view: {exc.message}"
+            return alert(msg, "danger"), ""
+        page = by_path.get(_strip_view_page(view.get("page")))
+        if page is None:
+            return alert(f"The saved view points at an unknown page {view.get('page')!r}.", "danger"), ""
+        body = page.layout(search=search, base=view.get("state") or {}, embed=embed, api=api, path_for=path_for)
+        if embed:
+            return _only_figure(body, embed_figure(search)), page.path
+        banner = html.Div(
+            [html.Span("Saved view", className="badge badge-view"), html.Strong(view.get("title", ""), id="view-title"),
+             html.Span(f" · {page.title} · /v/{slug}", className="muted")],
+            className="view-banner",
+        )
+        return html.Div([banner, body]), page.path
+    page = by_path.get(path)
+    if page is None:
+        return html.Div([html.H1("Not found"), html.P(f"No page at {path}."),
+                         dcc.Link("Go to the runs table", href=path_for("/"))], className="page"), ""
+    body = page.layout(search=search, base=None, embed=embed, api=api, path_for=path_for)
+    return (_only_figure(body, embed_figure(search)) if embed else body), page.path
+
+
+def _only_figure(body, gid: str | None):
+    """Embed mode with ``&fig=<graph id>``: hide the page's other figure cards (they stay in
+    the DOM because callbacks write to them)."""
+    if not gid:
+        return body
+    stack = [body]
+    while stack:
+        c = stack.pop()
+        cid = getattr(c, "id", None)
+        if isinstance(cid, str) and cid.endswith("-card") and "figure-card" in (getattr(c, "className", "") or ""):
+            if cid != f"{gid}-card":
+                c.style = {"display": "none"}
+            continue
+        kids = getattr(c, "children", None)
+        if isinstance(kids, (list, tuple)):
+            stack.extend(kids)
+        elif kids is not None and not isinstance(kids, str):
+            stack.append(kids)
+    return body
 
 
 def main() -> None:  # pragma: no cover - `python -m dashboard.app` for working on pages alone

@@ -103,6 +103,7 @@ def figure_card(gid: str, *, title: str, filename: str, description: Any = None,
             dcc.Store(id=f"{gid}-exported"),
         ],
         className=f"card figure-card {className}".strip(),
+        id=f"{gid}-card",
     )
 
 
@@ -149,12 +150,35 @@ def state_from_controls(spec: PageState, binds: Sequence[Bind], values: Sequence
     return spec.from_dict(raw, base)
 
 
+def sync_step(*, spec: PageState, binds: Sequence[Bind], trigger: str | None, loc_id: str, search: str | None,
+              values: Sequence[Any], base: dict | None, reset: dict[str, Any] | None = None) -> list[Any]:
+    """The URL ⇄ controls rule, as a plain function: returns the new control values (or
+    ``no_update``) followed by the new query string (or ``no_update``)."""
+    reset = reset or {}
+    if trigger == loc_id:  # back / forward / a link: the query string sets the controls
+        state = spec.decode(search, base)
+        out = []
+        for b, current in zip(binds, values, strict=True):
+            new = b.to_control(state[b.name])
+            out.append(no_update if new == current else new)
+        return [*out, no_update]
+    state = state_from_controls(spec, binds, values, base)
+    out = [no_update] * len(binds)
+    trig = next((b.name for b in binds if b.cid == trigger), None)
+    if trig is not None and trig not in reset:
+        for i, b in enumerate(binds):
+            if b.name in reset and state[b.name] != reset[b.name]:
+                state[b.name] = reset[b.name]
+                out[i] = b.to_control(reset[b.name])
+    new_search = spec.encode(state, keep=global_flags(search))
+    return out + [no_update if new_search == (search or "") else new_search]
+
+
 def register_url_sync(app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_id: str, base_id: str,
                       reset: dict[str, Any] | None = None) -> None:
     """One circular callback: a control change writes the query string (a history entry);
     a query change (back/forward) sets the controls. ``reset``: fields set back to a value
     when any *other* control changes (the runs table's page number when a filter changes)."""
-    reset = reset or {}
 
     @app.callback(
         [Output(b.cid, b.prop) for b in binds] + [Output(loc_id, "search")],
@@ -163,24 +187,8 @@ def register_url_sync(app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_
         prevent_initial_call=True,
     )
     def _sync(search, *rest):
-        values, base = rest[:-1], rest[-1]
-        if ctx.triggered_id == loc_id:
-            state = spec.decode(search, base)
-            out = []
-            for b, current in zip(binds, values, strict=True):
-                new = b.to_control(state[b.name])
-                out.append(no_update if new == current else new)
-            return [*out, no_update]
-        state = state_from_controls(spec, binds, values, base)
-        out = [no_update] * len(binds)
-        trig = next((b.name for b in binds if b.cid == ctx.triggered_id), None)
-        if trig is not None and trig not in reset:
-            for i, b in enumerate(binds):
-                if b.name in reset and state[b.name] != reset[b.name]:
-                    state[b.name] = reset[b.name]
-                    out[i] = b.to_control(reset[b.name])
-        new_search = spec.encode(state, keep=global_flags(search))
-        return out + [no_update if new_search == (search or "") else new_search]
+        return sync_step(spec=spec, binds=binds, trigger=ctx.triggered_id, loc_id=loc_id, search=search,
+                         values=rest[:-1], base=rest[-1], reset=reset)
 
 
 def register_save_view(app: Dash, client: ApiClient, *, page_key: str, page_path: str, spec: PageState,
@@ -216,7 +224,7 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     """Defuse spreadsheet formula injection in text cells (user-typed run names)."""
     df = df.copy()
     for c in df.columns:
-        if df[c].dtype == object:
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c]):
             df[c] = df[c].map(lambda v: "'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v)
     return df
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-GLOBAL_KEYS = ("embed",)
+GLOBAL_KEYS = ("embed", "fig")  # ?embed=1 shows the figures alone; &fig=<graph id> picks one
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,7 @@ def global_flags(search: str | None) -> dict[str, str]:
 
 def is_embed(search: str | None) -> bool:
     return "embed" in global_flags(search)
+
+
+def embed_figure(search: str | None) -> str | None:
+    return parse_search(search).get("fig") or None

@@ -169,7 +169,7 @@ def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
 
 
 def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:
-    """A freshly initialised model of ``cfg`` (eval mode off: returned in train mode, on CPU).
+    """A freshly initialised model of ``cfg``, on the CPU, in train mode (``nn.Module``'s default).
 
     For a pretrained config (``cfg.pretrained`` set) this builds the architecture from
     ``cfg.hf_config`` with random weights; the checkpoint store then loads the weights. To get

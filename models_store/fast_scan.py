@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.models.mamba.modeling_mamba import MambaMixer
+from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer, MambaRMSNormGated
 
 from models_store import fast_scan_cpu
 
@@ -48,6 +49,9 @@ __all__ = [
     "selective_scan",
     "selective_scan_ref",
     "selective_scan_torch",
+    "mamba_mixer_reference",
+    "mamba2_mixer_reference",
+    "FastMamba2Mixer",
 ]
 
 
@@ -84,11 +88,10 @@ def selective_scan_torch(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: 
     du = dt * x  # (b, L, D)
     dts, dus = dt.unbind(1), du.unbind(1)  # L × (b, D)
     Bs, Cs = B.unbind(1), C.unsqueeze(-1).unbind(1)  # L × (b, N), L × (b, N, 1)
-    h = None
+    h = x.new_zeros(x.shape[0], x.shape[2], A.shape[-1])  # (b, D, N)
     ys = []
     for t in range(x.shape[1]):
-        u = dus[t][:, :, None] * Bs[t][:, None, :]  # (b, D, N)
-        h = u if h is None else torch.exp(dts[t][:, :, None] * A) * h + u  # (b, D, N)
+        h = torch.addcmul(dus[t][:, :, None] * Bs[t][:, None, :], torch.exp(dts[t][:, :, None] * A), h)  # (b, D, N)
         ys.append(torch.bmm(h, Cs[t]))  # (b, D, 1)
     return torch.cat(ys, dim=2).transpose(1, 2)  # (b, L, D)
 
@@ -252,13 +255,12 @@ def _hook_free_linear(m: nn.Module) -> bool:
 
 def _fusable(mixer: MambaMixer, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
     """Whether the fused kernel path computes this mixer call (else the unfused path does)."""
-    dtype = hidden_states.dtype
-    params = (mixer.conv1d.weight, mixer.x_proj.weight, mixer.dt_proj.weight, mixer.A_log, mixer.D)
-    return (attention_mask is None and mixer.activation == "silu" and _plain_conv(mixer.conv1d)
+    if not (attention_mask is None and mixer.activation == "silu" and _plain_conv(mixer.conv1d)
             and _hook_free_linear(mixer.x_proj) and _hook_free_linear(mixer.dt_proj)
-            and mixer.x_proj.bias is None and mixer.dt_proj.bias is not None
-            and all(p.dtype == dtype and p.device.type == "cpu" for p in params)
-            and kernel_available())
+            and mixer.x_proj.bias is None and mixer.dt_proj.bias is not None):
+        return False
+    params = (mixer.conv1d.weight, mixer.x_proj.weight, mixer.dt_proj.weight, mixer.A_log, mixer.D)
+    return all(p.dtype == hidden_states.dtype and p.device.type == "cpu" for p in params) and kernel_available()
 
 
 def fused_mixer_forward(mixer: MambaMixer, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -285,31 +287,156 @@ class FastMambaMixer(MambaMixer):
         return mamba_mixer_forward(self, hidden_states, attention_mask)
 
 
-def install(model: nn.Module) -> int:
-    """Give every ``MambaMixer`` in ``model`` the fast CPU forward (idempotent).
+def mamba_mixer_reference(mixer: MambaMixer, hidden_states: torch.Tensor) -> torch.Tensor:
+    """The Mamba mixer (no cache, no mask) in plain ops: conv as a module call, sequential scan.
 
-    Returns the number of mixers now fast (0 for models without Mamba mixers). Weights,
-    parameters, hooks and state_dict keys are unchanged; ``uninstall`` reverts.
+    The reference the fast paths are tested against; exact in the input's dtype (transformers'
+    own forward rounds A, D and the dt bias to float32 even for float64 models).
+    """
+    L = hidden_states.shape[1]
+    R, N = mixer.time_step_rank, mixer.ssm_state_size
+    x, z = mixer.in_proj(hidden_states).chunk(2, dim=-1)  # (B, L, D) each
+    x = mixer.act(mixer.conv1d(x.transpose(1, 2))[..., :L].transpose(1, 2))  # (B, L, D)
+    ts, Bm, Cm = torch.split(mixer.x_proj(x), [R, N, N], dim=-1)
+    dt = F.softplus(mixer.dt_proj(ts))  # (B, L, D)
+    y = selective_scan_ref(x, dt, -torch.exp(mixer.A_log), Bm, Cm)  # (B, L, D)
+    return mixer.out_proj((y + x * mixer.D) * F.silu(z))
+
+
+def mamba2_mixer_reference(mixer: Mamba2Mixer, hidden_states: torch.Tensor) -> torch.Tensor:
+    """The Mamba-2 mixer (no cache, no mask, one group) in plain ops with the sequential scan.
+
+    Exact in the input's dtype up to the gated RMSNorm, which is the mixer's own module
+    (transformers computes it in float32; its torch path also runs the scan in float32).
+    """
+    Bsz, L, _ = hidden_states.shape
+    D, H, P, N = mixer.intermediate_size, mixer.num_heads, mixer.head_dim, mixer.ssm_state_size
+    z, xBC, dt = mixer.in_proj(hidden_states).split([D, mixer.conv_dim, H], dim=-1)
+    xBC = mixer.act(mixer.conv1d(xBC.transpose(1, 2))[..., :L].transpose(1, 2))  # (B, L, conv_dim)
+    x, Bm, Cm = xBC.split([D, N, N], dim=-1)
+    lo, hi = mixer.time_step_limit
+    dt = F.softplus(dt + mixer.dt_bias).clamp(lo, hi)  # (B, L, H)
+    A = (-torch.exp(mixer.A_log))[:, None].expand(H, N).repeat_interleave(P, dim=0)  # (D, N)
+    y = selective_scan_ref(x, dt.repeat_interleave(P, dim=-1), A, Bm, Cm)  # (B, L, D)
+    y = (y + x * mixer.D.repeat_interleave(P)) * F.silu(z)
+    return mixer.out_proj(mixer.norm(y).to(hidden_states.dtype))  # the library's grouped RMSNorm
+
+
+class _FusedMixer2(torch.autograd.Function):
+    """Mamba-2 mixer between in_proj and the gated norm, one autograd node.
+
+    proj [B, L, D + conv_dim + H] (in_proj's output: z | x B C | dt) → conv1d → SiLU →
+    dt = clamp(softplus(dt + dt_bias)) → SSM (one decay per head) → + D·x → · silu(z), [B, L, D].
+    The kernels read and write the column blocks of proj / its gradient in place.
+    """
+
+    @staticmethod
+    def forward(ctx, proj, conv_w, conv_b, dt_bias, A_log, Dh, N, P, limit):  # noqa: ANN001, ANN205
+        H = dt_bias.shape[0]
+        D = H * P
+        cd = conv_w.shape[0]  # conv_dim = D + 2N
+        xBC = fast_scan_cpu.conv_forward(proj[..., D:D + cd], conv_w[:, 0, :], conv_b, act=True)  # (B, L, cd)
+        v = proj[..., D + cd:] + dt_bias  # (B, L, H)
+        sp = F.softplus(v)
+        dt_h = sp if limit is None else sp.clamp(limit[0], limit[1])  # (B, L, H)
+        A_h = -torch.exp(A_log)  # (H,)
+        dt_d = dt_h.repeat_interleave(P, dim=-1)  # (B, L, D)
+        A_d, D_d = A_h.repeat_interleave(P), Dh.repeat_interleave(P)  # (D,), (D,)
+        out = fast_scan_cpu.scan_forward(xBC[..., :D], dt_d, A_d, xBC[..., D:D + N], xBC[..., D + N:], D_d,
+                                         proj[..., :D])  # (B, L, D)
+        ctx.save_for_backward(proj, conv_w, conv_b, xBC, v, sp, dt_d, A_h, A_d, D_d)
+        ctx.N, ctx.P, ctx.limit = N, P, limit
+        return out
+
+    @staticmethod
+    def backward(ctx, gout):  # noqa: ANN001, ANN205
+        proj, conv_w, conv_b, xBC, v, sp, dt_d, A_h, A_d, D_d = ctx.saved_tensors
+        N, P, limit = ctx.N, ctx.P, ctx.limit
+        Bsz, L, H = v.shape
+        D, cd = H * P, conv_w.shape[0]
+        gproj = torch.empty_like(proj)
+        gxBC = torch.empty_like(xBC)
+        g = fast_scan_cpu.scan_backward(xBC[..., :D], dt_d, A_d, xBC[..., D:D + N], xBC[..., D + N:], gout, D_d,
+                                        proj[..., :D], gx=gxBC[..., :D], gBC=gxBC[..., D:], gz=gproj[..., :D])
+        g_dt = g["dt"].view(Bsz, L, H, P).sum(-1)  # (B, L, H)
+        if limit is not None:
+            g_dt = g_dt * ((sp >= limit[0]) & (sp <= limit[1]))
+        g_v = torch.ops.aten.softplus_backward(g_dt, v, 1.0, 20.0)  # (B, L, H)
+        gproj[..., D + cd:] = g_v
+        gw, gb = fast_scan_cpu.conv_backward(proj[..., D:D + cd], conv_w[:, 0, :], conv_b, gxBC, True,
+                                             gproj[..., D:D + cd])
+        return (gproj, gw.view_as(conv_w), gb, g_v.sum((0, 1)), g["A"].view(H, P).sum(-1) * A_h,
+                g["Dskip"].view(H, P).sum(-1), None, None, None)
+
+
+def _fusable2(mixer: Mamba2Mixer, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
+    """Whether the fused kernel path computes this Mamba-2 mixer call."""
+    if not (attention_mask is None and mixer.activation == "silu" and mixer.n_groups == 1
+            and _plain_conv(mixer.conv1d) and isinstance(mixer.norm, MambaRMSNormGated)
+            and mixer.conv1d.in_channels == mixer.intermediate_size + 2 * mixer.ssm_state_size
+            and mixer.num_heads * mixer.head_dim == mixer.intermediate_size):
+        return False
+    params = (mixer.conv1d.weight, mixer.dt_bias, mixer.A_log, mixer.D)
+    return all(p.dtype == hidden_states.dtype and p.device.type == "cpu" for p in params) and kernel_available()
+
+
+def fused_mamba2_forward(mixer: Mamba2Mixer, hidden_states: torch.Tensor) -> torch.Tensor:
+    """``Mamba2Mixer.forward`` (no cache, no mask) on the fused kernels: [B, L, d] → [B, L, d]."""
+    lo, hi = mixer.time_step_limit
+    limit = None if (lo <= 0.0 and hi == float("inf")) else (float(lo), float(hi))
+    proj = mixer.in_proj(hidden_states)  # (B, L, D + conv_dim + H)
+    y = _FusedMixer2.apply(proj, mixer.conv1d.weight, mixer.conv1d.bias, mixer.dt_bias, mixer.A_log, mixer.D,
+                           mixer.ssm_state_size, mixer.head_dim, limit)  # (B, L, D), gated
+    y = mixer.norm(y)  # grouped RMSNorm of y·silu(z) (the gate is already applied)
+    return mixer.out_proj(y.to(hidden_states.dtype))
+
+
+class FastMamba2Mixer(Mamba2Mixer):
+    """``Mamba2Mixer`` whose CPU forward (no cache, no mask, one group) uses the fast kernels.
+
+    Made by ``install`` (class swap); every other call goes to transformers' forward.
+    """
+
+    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):  # noqa: ANN001, ANN201
+        if (cache is None and not kwargs and hidden_states.device.type == "cpu"
+                and hidden_states.dtype in (torch.float32, torch.float64)
+                and _fusable2(self, hidden_states, attention_mask)):
+            return fused_mamba2_forward(self, hidden_states)
+        return super().forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
+
+
+_SWAPS = {MambaMixer: FastMambaMixer, Mamba2Mixer: FastMamba2Mixer}
+
+
+def install(model: nn.Module) -> int:
+    """Give every ``MambaMixer`` / ``Mamba2Mixer`` in ``model`` the fast CPU forward (idempotent).
+
+    Returns the number of fast mixers in ``model`` (0 for models without Mamba mixers: a
+    no-op). Weights, parameters, hooks and state_dict keys are unchanged; ``uninstall``
+    reverts. Safe to call on any model and on any device (non-CPU calls go to transformers).
     """
     n = 0
     for module in model.modules():
-        if type(module) is MambaMixer:
-            module.__class__ = FastMambaMixer
-        if isinstance(module, FastMambaMixer):
+        fast = _SWAPS.get(type(module))
+        if fast is not None:
+            module.__class__ = fast
+        if isinstance(module, (FastMambaMixer, FastMamba2Mixer)):
             n += 1
     return n
 
 
 def uninstall(model: nn.Module) -> int:
-    """Revert ``install``: every ``FastMambaMixer`` back to ``MambaMixer``. Returns the count."""
+    """Revert ``install``: every fast mixer back to its transformers class. Returns the count."""
+    back = {v: k for k, v in _SWAPS.items()}
     n = 0
     for module in model.modules():
-        if type(module) is FastMambaMixer:
-            module.__class__ = MambaMixer
+        orig = back.get(type(module))
+        if orig is not None:
+            module.__class__ = orig
             n += 1
     return n
 
 
 def installed(model: nn.Module) -> bool:
-    """Whether ``model`` has at least one fast Mamba mixer."""
-    return any(isinstance(m, FastMambaMixer) for m in model.modules())
+    """Whether ``model`` has at least one fast mixer."""
+    return any(isinstance(m, (FastMambaMixer, FastMamba2Mixer)) for m in model.modules())

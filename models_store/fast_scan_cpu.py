@@ -51,37 +51,38 @@ namespace {
 
 constexpr int W = 16;  // lanes: inner channels d processed together (vectorised)
 
-// exp(x), ~2 ulp, for x in [-87.3, 88] (clamped outside: exp(x < -87.3) gives 1.2e-38, not 0),
-// written so the compiler vectorises it (no libm call).
+// exp(x) for x in [-87.3, 88] (clamped outside: exp(x < -87.3) gives 1.2e-38, not 0), max
+// relative error 1.7e-7 (float) / 2e-16 (double); written so the compiler vectorises it (no libm
+// call). Range reduction x = k ln2 + r, |r| <= ln2/2, with the rounding "magic" constant
+// 1.5 * 2^23 + 127 whose low mantissa bits then hold k + 127, i.e. 2^k's exponent field.
 inline float vexp(float x) {
     x = std::min(std::max(x, -87.3f), 88.0f);
-    const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    float k = x * 1.44269504088896341f + magic;
-    k = k - magic;                    // round(x / ln 2)
+    const float magic = 12582912.0f + 127.0f;
+    const float t = x * 1.44269504088896341f + magic;
+    const float k = t - magic;        // round(x / ln 2)
     float r = x - k * 0.693145751953125f;
     r = r - k * 1.428606765330187045e-06f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+    float q = 8.290314832e-03f;       // minimax 1 + r q(r) on [-ln2/2, ln2/2]
+    q = q * r + 4.189793004e-02f;
+    q = q * r + 1.666763620e-01f;
+    q = q * r + 4.999914953e-01f;
+    q = q * r + 9.999997072e-01f;
+    uint32_t bits;
+    std::memcpy(&bits, &t, sizeof(bits));
+    bits <<= 23;                      // (k + 127) << 23
     float s;
     std::memcpy(&s, &bits, sizeof(s));
-    return p * s;
+    return (1.0f + r * q) * s;
 }
 
 inline double vexp(double x) {
     x = std::min(std::max(x, -708.0), 709.0);
-    const double magic = 6755399441055744.0;  // 1.5 * 2^52
-    double k = x * 1.4426950408889634074 + magic;
-    k = k - magic;
+    const double magic = 6755399441055744.0 + 1023.0;  // 1.5 * 2^52 + 1023
+    const double t = x * 1.4426950408889634074 + magic;
+    const double k = t - magic;
     double r = x - k * 0.6931471803691238164901733;
     r = r - k * 1.9082149292705877000e-10;
-    double p = 1.0 / 6227020800.0;               // 1/13!
+    double p = 1.0 / 6227020800.0;               // Taylor to 1/13!
     p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
     p = p * r + 1.0 / 3628800.0;
@@ -95,7 +96,9 @@ inline double vexp(double x) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    int64_t bits = (static_cast<int64_t>(k) + 1023) << 52;
+    uint64_t bits;
+    std::memcpy(&bits, &t, sizeof(bits));
+    bits <<= 52;                      // (k + 1023) << 52
     double s;
     std::memcpy(&s, &bits, sizeof(s));
     return p * s;
@@ -158,15 +161,23 @@ std::vector<T> block_A(const T* A, int64_t D, int64_t N, int64_t nblk) {
 //   v[b,t,d] = bias[d] + sum_j w[d,j] * x[b, t-(k-1)+j, d];   out = act ? silu(v) : v
 // x rows have stride ldx (x may be the first half of in_proj's [B, L, 2D] output).
 // ---------------------------------------------------------------------------------------
+// v[d] = bias[d] + sum_j w[j][d] * x[t-(k-1)+j][d] for one (b, t) row (vectorised over d).
 template <typename T>
-inline T conv_at(const T* xb, int64_t ldx, const T* wt, const T* bias, int64_t t, int64_t d,
-                 int64_t D, int64_t k) {
-    T v = bias ? bias[d] : T(0);
-    for (int64_t j = 0; j < k; ++j) {
-        const int64_t s = t - (k - 1) + j;
-        if (s >= 0) v += wt[j * D + d] * xb[s * ldx + d];
+inline void conv_row(const T* xb, int64_t ldx, const T* wt, const T* bias, int64_t t, int64_t D, int64_t k,
+                     T* v) {
+    if (bias) {
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) v[d] = bias[d];
+    } else {
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) v[d] = T(0);
     }
-    return v;
+    for (int64_t j = std::max<int64_t>(0, (k - 1) - t); j < k; ++j) {
+        const T* xs = xb + (t - (k - 1) + j) * ldx;
+        const T* wj = wt + j * D;
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) v[d] += wj[d] * xs[d];
+    }
 }
 
 template <typename T>
@@ -177,12 +188,11 @@ void conv_fwd(const T* x, int64_t ldx, const T* w, const T* bias, T* out, int ac
     run_parallel(Bsz * L, nthreads, [&](int, int64_t lo, int64_t hi) {
         for (int64_t bt = lo; bt < hi; ++bt) {
             const int64_t b = bt / L, t = bt % L;
-            const T* xb = x + b * L * ldx;
             T* o = out + bt * D;
+            conv_row(x + b * L * ldx, ldx, wt.data(), bias, t, D, k, o);
+            if (act) {
 #pragma omp simd
-            for (int64_t d = 0; d < D; ++d) {
-                const T v = conv_at(xb, ldx, wt.data(), bias, t, d, D, k);
-                o[d] = act ? v * vsigmoid(v) : v;
+                for (int64_t d = 0; d < D; ++d) o[d] = o[d] * vsigmoid(o[d]);
             }
         }
     });
@@ -197,7 +207,7 @@ void conv_bwd(const T* x, int64_t ldx, const T* w, const T* bias, const T* gout,
     const int nth = n_workers(Bsz, nthreads);
     std::vector<std::vector<T>> part(nth, std::vector<T>((k + 1) * D, T(0)));  // gw^T [k][D], gb [D]
     run_parallel(Bsz, nth, [&](int tid, int64_t lo, int64_t hi) {
-        std::vector<T> gv(L * D);
+        std::vector<T> gv(L * D), v(D);
         T* gwt = part[tid].data();
         T* gbp = gwt + k * D;
         for (int64_t b = lo; b < hi; ++b) {
@@ -205,21 +215,22 @@ void conv_bwd(const T* x, int64_t ldx, const T* w, const T* bias, const T* gout,
             const T* gb_out = gout + b * L * D;
             for (int64_t t = 0; t < L; ++t) {
                 T* g = gv.data() + t * D;
+                const T* go = gb_out + t * D;
+                if (act) {
+                    conv_row(xb, ldx, wt.data(), bias, t, D, k, v.data());
 #pragma omp simd
-                for (int64_t d = 0; d < D; ++d) {
-                    T gg = gb_out[t * D + d];
-                    if (act) {
-                        const T v = conv_at(xb, ldx, wt.data(), bias, t, d, D, k);
-                        const T s = vsigmoid(v);
-                        gg = gg * s * (T(1) + v * (T(1) - s));
+                    for (int64_t d = 0; d < D; ++d) {
+                        const T s = vsigmoid(v[d]);
+                        g[d] = go[d] * s * (T(1) + v[d] * (T(1) - s));
                     }
-                    g[d] = gg;
-                    gbp[d] += gg;
+                } else {
+#pragma omp simd
+                    for (int64_t d = 0; d < D; ++d) g[d] = go[d];
                 }
-                for (int64_t j = 0; j < k; ++j) {
-                    const int64_t s = t - (k - 1) + j;
-                    if (s < 0) continue;
-                    const T* xs = xb + s * ldx;
+#pragma omp simd
+                for (int64_t d = 0; d < D; ++d) gbp[d] += g[d];
+                for (int64_t j = std::max<int64_t>(0, (k - 1) - t); j < k; ++j) {
+                    const T* xs = xb + (t - (k - 1) + j) * ldx;
                     T* gwj = gwt + j * D;
 #pragma omp simd
                     for (int64_t d = 0; d < D; ++d) gwj[d] += g[d] * xs[d];
@@ -230,10 +241,8 @@ void conv_bwd(const T* x, int64_t ldx, const T* w, const T* bias, const T* gout,
                 T* gxs = gx + (b * L + s) * ldgx;
 #pragma omp simd
                 for (int64_t d = 0; d < D; ++d) gxs[d] = T(0);
-                for (int64_t j = 0; j < k; ++j) {
-                    const int64_t t = s + (k - 1) - j;
-                    if (t >= L) continue;
-                    const T* g = gv.data() + t * D;
+                for (int64_t j = std::max<int64_t>(0, s + (k - 1) - (L - 1)); j < k; ++j) {
+                    const T* g = gv.data() + (s + (k - 1) - j) * D;
                     const T* wj = wt.data() + j * D;
 #pragma omp simd
                     for (int64_t d = 0; d < D; ++d) gxs[d] += wj[d] * g[d];
@@ -259,40 +268,58 @@ void conv_bwd(const T* x, int64_t ldx, const T* w, const T* bias, const T* gout,
 // Selective scan + D skip + SiLU gate (per b, d, n; h_{-1} = 0):
 //   h_t = exp(dt_t A) h_{t-1} + dt_t x_t B_t ;  y_t = sum_n C_t h_t
 //   out_t = (y_t + Dskip * x_t) * silu(z_t)      (Dskip, z optional: out = y without them)
-// x, dt, out [B, L, D] contiguous; A [D, N]; B, C rows of stride ldbc; z rows of stride ldz.
+// A is [D, N] (Mamba) or, with SA ("scalar A", Mamba-2), [D]: one decay per channel.
+// x rows have stride ldx; dt, out [B, L, D] contiguous; B, C rows of stride ldbc; z rows of
+// stride ldz.
 // ---------------------------------------------------------------------------------------
-template <typename T>
-void scan_fwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
+template <typename T, bool SA>
+std::vector<T> block_decay(const T* A, int64_t D, int64_t N, int64_t nblk) {
+    if (!SA) return block_A(A, D, N, nblk);
+    std::vector<T> At(nblk * W, T(0));
+    for (int64_t d = 0; d < D; ++d) At[d] = A[d];
+    return At;
+}
+
+template <typename T, bool SA, int NC>  // NC: N known at compile time (0: runtime N)
+void scan_fwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
               const T* Dsk, const T* z, int64_t ldz, T* out,
-              int64_t Bsz, int64_t L, int64_t D, int64_t N, int nthreads) {
+              int64_t Bsz, int64_t L, int64_t D, int64_t N_, int nthreads) {
+    const int64_t N = NC > 0 ? NC : N_;
     const int64_t nblk = (D + W - 1) / W;
-    std::vector<T> At = block_A(A, D, N, nblk);
+    std::vector<T> At = block_decay<T, SA>(A, D, N, nblk);
     run_parallel(Bsz, nthreads, [&](int, int64_t lo, int64_t hi) {
-        std::vector<T> xs(L * W), ds(L * W), zs(L * W), ys(L * W), h(N * W);
+        std::vector<T> xs(L * W), ds(L * W), zs(L * W), ys(L * W), hv(NC > 0 ? 0 : N * W);
+        alignas(64) T hloc[NC > 0 ? NC * W : 1];
+        T* h = NC > 0 ? hloc : hv.data();
         for (int64_t b = lo; b < hi; ++b) {
             const T* Bb = Bm + b * L * ldbc;
             const T* Cb = Cm + b * L * ldbc;
             for (int64_t j = 0; j < nblk; ++j) {
                 const int64_t d0 = j * W;
-                load_block(x + b * L * D, D, L, D, d0, xs.data());
+                load_block(x + b * L * ldx, ldx, L, D, d0, xs.data());
                 load_block(dt + b * L * D, D, L, D, d0, ds.data());
                 if (z) load_block(z + b * L * ldz, ldz, L, D, d0, zs.data());
                 T dsk[W];
                 for (int w = 0; w < W; ++w) dsk[w] = (Dsk && d0 + w < D) ? Dsk[d0 + w] : T(0);
-                const T* a = At.data() + j * N * W;
-                std::fill(h.begin(), h.end(), T(0));
+                const T* a = At.data() + j * (SA ? 1 : N) * W;
+                std::fill(h, h + N * W, T(0));
                 for (int64_t t = 0; t < L; ++t) {
                     const T* dtt = ds.data() + t * W;
-                    T du[W], acc[W];
+                    T du[W], acc[W], e1[W];
 #pragma omp simd
-                    for (int w = 0; w < W; ++w) { du[w] = dtt[w] * xs[t * W + w]; acc[w] = T(0); }
+                    for (int w = 0; w < W; ++w) {
+                        du[w] = dtt[w] * xs[t * W + w];
+                        acc[w] = T(0);
+                        e1[w] = SA ? vexp(dtt[w] * a[w]) : T(0);
+                    }
                     for (int64_t n = 0; n < N; ++n) {
                         const T bn = Bb[t * ldbc + n], cn = Cb[t * ldbc + n];
-                        T* hn = h.data() + n * W;
-                        const T* an = a + n * W;
+                        T* hn = h + n * W;
+                        const T* an = a + (SA ? 0 : n * W);
 #pragma omp simd
                         for (int w = 0; w < W; ++w) {
-                            const T hv = vexp(dtt[w] * an[w]) * hn[w] + du[w] * bn;
+                            const T e = SA ? e1[w] : vexp(dtt[w] * an[w]);
+                            const T hv = e * hn[w] + du[w] * bn;
                             hn[w] = hv;
                             acc[w] += cn * hv;
                         }
@@ -314,23 +341,27 @@ void scan_fwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
     });
 }
 
-template <typename T>
-void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
+template <typename T, bool SA, int NC>
+void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
               const T* Dsk, const T* z, int64_t ldz, const T* gout,
-              T* gx, T* gdt, T* gA, T* gB, T* gC, int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,
-              int64_t Bsz, int64_t L, int64_t D, int64_t N, int nthreads) {
+              T* gx, int64_t ldgx, T* gdt, T* gA, T* gB, T* gC, int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,
+              int64_t Bsz, int64_t L, int64_t D, int64_t N_, int nthreads) {
+    const int64_t N = NC > 0 ? NC : N_;
     const int64_t nblk = (D + W - 1) / W;
-    std::vector<T> At = block_A(A, D, N, nblk);
+    const int64_t NA = SA ? 1 : N;  // decays per lane
+    std::vector<T> At = block_decay<T, SA>(A, D, N, nblk);
     const int nth = n_workers(Bsz, nthreads);
-    // per thread: gA [nblk][N][W], gDskip [nblk][W]
-    std::vector<std::vector<T>> part(nth, std::vector<T>(nblk * (N + 1) * W, T(0)));
+    // per thread: gA [nblk][NA][W], gDskip [nblk][W]
+    std::vector<std::vector<T>> part(nth, std::vector<T>(nblk * (NA + 1) * W, T(0)));
     run_parallel(Bsz, nth, [&](int tid, int64_t lo, int64_t hi) {
         std::vector<T> xs(L * W), ds(L * W), zs(L * W), gos(L * W), gys(L * W), gxs(L * W), gds(L * W),
             gzs(L * W), ys(L * W);
-        std::vector<T> hs((L + 1) * N * W), dAs(L * N * W), gh(N * W);
+        std::vector<T> hs((L + 1) * N * W), dAs(L * NA * W), ghv(NC > 0 ? 0 : N * W);
+        alignas(64) T ghloc[NC > 0 ? NC * W : 1];
+        T* gh = NC > 0 ? ghloc : ghv.data();
         std::vector<T> gBp(L * N * W), gCp(L * N * W);
         T* gAp = part[tid].data();
-        T* gDp = gAp + nblk * N * W;
+        T* gDp = gAp + nblk * NA * W;
         for (int64_t b = lo; b < hi; ++b) {
             const T* Bb = Bm + b * L * ldbc;
             const T* Cb = Cm + b * L * ldbc;
@@ -338,32 +369,42 @@ void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
             std::fill(gCp.begin(), gCp.end(), T(0));
             for (int64_t j = 0; j < nblk; ++j) {
                 const int64_t d0 = j * W;
-                load_block(x + b * L * D, D, L, D, d0, xs.data());
+                load_block(x + b * L * ldx, ldx, L, D, d0, xs.data());
                 load_block(dt + b * L * D, D, L, D, d0, ds.data());
                 load_block(gout + b * L * D, D, L, D, d0, gos.data());
                 if (z) load_block(z + b * L * ldz, ldz, L, D, d0, zs.data());
                 T dsk[W];
                 for (int w = 0; w < W; ++w) dsk[w] = (Dsk && d0 + w < D) ? Dsk[d0 + w] : T(0);
-                const T* a = At.data() + j * N * W;
-                T* gAj = gAp + j * N * W;
+                const T* a = At.data() + j * NA * W;
+                T* gAj = gAp + j * NA * W;
                 T* gDj = gDp + j * W;
-                // Recompute the states: hs[t + 1] = h_t, hs[0] = 0; dAs[t] = exp(dt_t A); ys[t] = y_t.
+                // Recompute: hs[t + 1] = h_t, hs[0] = 0; dAs[t] = exp(dt_t A); ys[t] = y_t.
                 std::fill(hs.begin(), hs.begin() + N * W, T(0));
                 for (int64_t t = 0; t < L; ++t) {
                     const T* dtt = ds.data() + t * W;
                     T du[W], acc[W];
 #pragma omp simd
                     for (int w = 0; w < W; ++w) { du[w] = dtt[w] * xs[t * W + w]; acc[w] = T(0); }
+                    if (SA) {
+                        T* da = dAs.data() + t * W;
+#pragma omp simd
+                        for (int w = 0; w < W; ++w) da[w] = vexp(dtt[w] * a[w]);
+                    }
                     for (int64_t n = 0; n < N; ++n) {
                         const T bn = Bb[t * ldbc + n], cn = Cb[t * ldbc + n];
                         const T* hp = hs.data() + (t * N + n) * W;
                         T* hc = hs.data() + ((t + 1) * N + n) * W;
-                        T* da = dAs.data() + (t * N + n) * W;
-                        const T* an = a + n * W;
+                        T* da = dAs.data() + (t * NA + (SA ? 0 : n)) * W;
+                        const T* an = a + (SA ? 0 : n * W);
 #pragma omp simd
                         for (int w = 0; w < W; ++w) {
-                            const T e = vexp(dtt[w] * an[w]);
-                            da[w] = e;
+                            T e;
+                            if (SA) {
+                                e = da[w];
+                            } else {
+                                e = vexp(dtt[w] * an[w]);
+                                da[w] = e;
+                            }
                             const T hv = e * hp[w] + du[w] * bn;
                             hc[w] = hv;
                             acc[w] += cn * hv;
@@ -394,24 +435,27 @@ void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
                     }
                 }
                 // Reverse pass: gh = dLoss/dh_t accumulated from y_t and h_{t+1}.
-                std::fill(gh.begin(), gh.end(), T(0));
+                std::fill(gh, gh + N * W, T(0));
                 for (int64_t t = L - 1; t >= 0; --t) {
                     const T* dtt = ds.data() + t * W;
                     const T* xt = xs.data() + t * W;
                     const T* gyt = gys.data() + t * W;
-                    T du[W], gdu[W], gd[W];
+                    T du[W], gdu[W], gm[W];
 #pragma omp simd
-                    for (int w = 0; w < W; ++w) { du[w] = dtt[w] * xt[w]; gdu[w] = T(0); gd[w] = T(0); }
+                    for (int w = 0; w < W; ++w) { du[w] = dtt[w] * xt[w]; gdu[w] = T(0); gm[w] = T(0); }
+                    T gd[W];
+#pragma omp simd
+                    for (int w = 0; w < W; ++w) gd[w] = T(0);
                     for (int64_t n = 0; n < N; ++n) {
                         const T bn = Bb[t * ldbc + n], cn = Cb[t * ldbc + n];
                         const T* hc = hs.data() + ((t + 1) * N + n) * W;
                         const T* hp = hs.data() + (t * N + n) * W;
-                        const T* da = dAs.data() + (t * N + n) * W;
-                        const T* an = a + n * W;
-                        T* ghn = gh.data() + n * W;
+                        const T* da = dAs.data() + (t * NA + (SA ? 0 : n)) * W;
+                        const T* an = a + (SA ? 0 : n * W);
+                        T* ghn = gh + n * W;
                         T* gbp = gBp.data() + (t * N + n) * W;
                         T* gcp = gCp.data() + (t * N + n) * W;
-                        T* gan = gAj + n * W;
+                        T* gan = gAj + (SA ? 0 : n * W);
 #pragma omp simd
                         for (int w = 0; w < W; ++w) {
                             const T g = ghn[w] + gyt[w] * cn;   // dLoss/dh_t
@@ -419,18 +463,26 @@ void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
                             gbp[w] += g * du[w];
                             gdu[w] += g * bn;
                             const T m = g * hp[w] * da[w];       // dLoss/d(dt_t * A)
-                            gd[w] += m * an[w];
-                            gan[w] += m * dtt[w];
+                            if (SA) {
+                                gm[w] += m;
+                            } else {
+                                gd[w] += m * an[w];
+                                gan[w] += m * dtt[w];
+                            }
                             ghn[w] = g * da[w];                  // → dLoss/dh_{t-1}
                         }
                     }
 #pragma omp simd
                     for (int w = 0; w < W; ++w) {
+                        if (SA) {
+                            gd[w] = gm[w] * a[w];
+                            gAj[w] += gm[w] * dtt[w];
+                        }
                         gxs[t * W + w] = gdu[w] * dtt[w] + gyt[w] * dsk[w];
                         gds[t * W + w] = gd[w] + gdu[w] * xt[w];
                     }
                 }
-                store_block(gx + b * L * D, D, L, D, d0, gxs.data());
+                store_block(gx + b * L * ldgx, ldgx, L, D, d0, gxs.data());
                 store_block(gdt + b * L * D, D, L, D, d0, gds.data());
                 if (z && gz) store_block(gz + b * L * ldgz, ldgz, L, D, d0, gzs.data());
             }
@@ -447,14 +499,14 @@ void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
         }
     });
     for (int64_t d = 0; d < D; ++d) {
-        for (int64_t n = 0; n < N; ++n) {
+        for (int64_t n = 0; n < NA; ++n) {
             T s = 0;
-            for (int i = 0; i < nth; ++i) s += part[i][((d / W) * N + n) * W + (d % W)];
-            gA[d * N + n] = s;
+            for (int i = 0; i < nth; ++i) s += part[i][((d / W) * NA + n) * W + (d % W)];
+            gA[d * NA + n] = s;
         }
         if (gDsk) {
             T s = 0;
-            for (int i = 0; i < nth; ++i) s += part[i][nblk * N * W + d];
+            for (int i = 0; i < nth; ++i) s += part[i][nblk * NA * W + d];
             gDsk[d] = s;
         }
     }
@@ -472,21 +524,37 @@ void scan_bwd(const T* x, const T* dt, const T* A, const T* Bm, const T* Cm, int
                          int64_t Bsz, int64_t L, int64_t D, int64_t k, int nth) {                \
     conv_bwd<T>(x, ldx, w, bias, gout, act, gx, ldgx, gw, gb, Bsz, L, D, k, nth);                \
   }                                                                                              \
-  void ls_scan_fwd_##SUF(const T* x, const T* dt, const T* A, const T* B, const T* C,            \
-                         int64_t ldbc, const T* Dsk, const T* z, int64_t ldz, T* out,            \
+  void ls_scan_fwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int sa, const T* B,      \
+                         const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz, T* out,  \
                          int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
-    scan_fwd<T>(x, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth);                      \
+    if (N == 16) {                                                                               \
+      if (sa) scan_fwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
+      else scan_fwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
+    } else {                                                                                     \
+      if (sa) scan_fwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
+      else scan_fwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth);  \
+    }                                                                                            \
   }                                                                                              \
-  void ls_scan_bwd_##SUF(const T* x, const T* dt, const T* A, const T* B, const T* C,            \
-                         int64_t ldbc, const T* Dsk, const T* z, int64_t ldz, const T* gout,     \
-                         T* gx, T* gdt, T* gA, T* gB, T* gC, int64_t ldgbc, T* gDsk, T* gz,      \
-                         int64_t ldgz, int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {  \
-    scan_bwd<T>(x, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, gdt, gA, gB, gC, ldgbc, gDsk, gz,   \
-                ldgz, Bsz, L, D, N, nth);                                                        \
+  void ls_scan_bwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int sa, const T* B,      \
+                         const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz,          \
+                         const T* gout, T* gx, int64_t ldgx, T* gdt, T* gA, T* gB, T* gC,          \
+                         int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,                              \
+                         int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
+    if (N == 16) {                                                                               \
+      if (sa) scan_bwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
+                                    gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);           \
+      else scan_bwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
+                                  gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);             \
+    } else {                                                                                     \
+      if (sa) scan_bwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
+                                   gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);            \
+      else scan_bwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA,  \
+                                 gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);              \
+    }                                                                                            \
   }
 
 extern "C" {
-int ls_kernels_version() { return 2; }
+int ls_kernels_version() { return 3; }
 LS_EXPORT(float, f32)
 LS_EXPORT(double, f64)
 }
@@ -551,8 +619,9 @@ def _bind(lib: ctypes.CDLL) -> None:
     sigs = {
         "conv_fwd": [P, I64, P, P, P, I, I64, I64, I64, I64, I],
         "conv_bwd": [P, I64, P, P, P, I, P, I64, P, P, I64, I64, I64, I64, I],
-        "scan_fwd": [P, P, P, P, P, I64, P, P, I64, P, I64, I64, I64, I64, I],
-        "scan_bwd": [P, P, P, P, P, I64, P, P, I64, P, P, P, P, P, P, I64, P, P, I64, I64, I64, I64, I64, I],
+        "scan_fwd": [P, I64, P, P, I, P, P, I64, P, P, I64, P, I64, I64, I64, I64, I],
+        "scan_bwd": [P, I64, P, P, I, P, P, I64, P, P, I64, P, P, I64, P, P, P, P, I64, P, P, I64,
+                     I64, I64, I64, I64, I],
     }
     for name, args in sigs.items():
         for suffix in ("f32", "f64"):
@@ -643,9 +712,7 @@ def conv_backward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, g
     Bsz, L, D = x.shape
     w = w.contiguous()
     gout = gout.contiguous()
-    gx_v, ldgx = rows(gx)
-    if gx_v.data_ptr() != gx.data_ptr():
-        raise ValueError("gx must be a row-strided view")
+    ldgx = _out_view(gx, "gx")
     gw = torch.empty_like(w)
     gb = None if bias is None else torch.empty_like(bias)
     _fn("conv_bwd", x.dtype)(_ptr(x), ldx, _ptr(w), _ptr(bias), _ptr(gout), int(act), _ptr(gx), ldgx, _ptr(gw),
@@ -666,52 +733,62 @@ def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
                  Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None) -> torch.Tensor:
     """out [Bsz, L, D] = (scan(x, dt, A, B, C) + Dskip·x) · silu(z) (Dskip, z optional). No autograd.
 
-    x, dt [Bsz, L, D] contiguous; A [D, N]; B, C [Bsz, L, N] (rows may be strided); z
-    [Bsz, L, D] (rows may be strided); all one float dtype, on the CPU.
+    x [Bsz, L, D] (rows may be strided); dt [Bsz, L, D]; A [D, N], or [D] for one decay per
+    channel (Mamba-2); B, C [Bsz, L, N] (rows may be strided); Dskip [D]; z [Bsz, L, D] (rows
+    may be strided); all one float dtype, on the CPU.
     """
+    x, ldx = rows(x)
     Bsz, L, D = x.shape
-    N = A.shape[1]
+    N = B.shape[2]
     B, C, ldbc = _bc(B, C)
     zv, ldz = (None, 0) if z is None else rows(z)
-    out = torch.empty_like(x)
-    _fn("scan_fwd", x.dtype)(_ptr(x), _ptr(dt), _ptr(A.contiguous()), _ptr(B), _ptr(C), ldbc,
-                             _ptr(Dskip), _ptr(zv), ldz, _ptr(out), Bsz, L, D, N, _nthreads())
+    dt = dt.contiguous()
+    out = torch.empty(Bsz, L, D, dtype=x.dtype)
+    _fn("scan_fwd", x.dtype)(_ptr(x), ldx, _ptr(dt), _ptr(A.contiguous()), int(A.dim() == 1), _ptr(B), _ptr(C),
+                             ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(out), Bsz, L, D, N, _nthreads())
     return out
+
+
+def _out_view(t: torch.Tensor, name: str) -> int:
+    v, ld = rows(t)
+    if v is not t:
+        raise ValueError(f"{name} must be a row-strided [B, L, C] view (unit stride in C)")
+    return ld
 
 
 def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                   gout: torch.Tensor, Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None,
-                  gBC: torch.Tensor | None = None, gz: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                  gx: torch.Tensor | None = None, gBC: torch.Tensor | None = None,
+                  gz: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Gradients of ``scan_forward`` for upstream gout [Bsz, L, D].
 
-    Returns {"x", "dt", "A", "B", "C"} (+ "Dskip", "z" when given). With ``gBC`` (a
-    [Bsz, L, 2N] row-strided view) the B and C gradients are written into its two halves;
-    with ``gz`` (a row-strided view) the z gradient is written there.
+    Returns {"x", "dt", "A", "B", "C"} (+ "Dskip", "z" when given); the A gradient has A's
+    shape. Optional outputs written in place (row-strided views): ``gx`` [Bsz, L, D],
+    ``gBC`` [Bsz, L, 2N] (B then C), ``gz`` [Bsz, L, D].
     """
+    x, ldx = rows(x)
     Bsz, L, D = x.shape
-    N = A.shape[1]
+    N = B.shape[2]
     B, C, ldbc = _bc(B, C)
     zv, ldz = (None, 0) if z is None else rows(z)
+    if gx is None:
+        gx = torch.empty(Bsz, L, D, dtype=x.dtype)
+    ldgx = _out_view(gx, "gx")
     if gBC is None:
         gBC = torch.empty(Bsz, L, 2 * N, dtype=x.dtype)
-    gBC_v, ldg = rows(gBC)
-    if gBC_v.data_ptr() != gBC.data_ptr() or gBC.shape[2] != 2 * N:
-        raise ValueError("gBC must be a row-strided [B, L, 2N] view")
+    if gBC.shape[2] != 2 * N:
+        raise ValueError("gBC must be [B, L, 2N]")
+    ldg = _out_view(gBC, "gBC")
     if z is not None and gz is None:
-        gz = torch.empty_like(x)
-    if gz is not None:
-        gz_v, ldgz = rows(gz)
-        if gz_v.data_ptr() != gz.data_ptr():
-            raise ValueError("gz must be a row-strided view")
-    else:
-        ldgz = 0
-    gx, gdt, gA = torch.empty_like(x), torch.empty_like(dt), torch.empty_like(A)
+        gz = torch.empty(Bsz, L, D, dtype=x.dtype)
+    ldgz = 0 if z is None else _out_view(gz, "gz")
+    gdt, gA = torch.empty(Bsz, L, D, dtype=x.dtype), torch.empty_like(A)
     gD = None if Dskip is None else torch.empty_like(Dskip)
     gB, gC = gBC[..., :N], gBC[..., N:]
-    _fn("scan_bwd", x.dtype)(_ptr(x), _ptr(dt), _ptr(A.contiguous()), _ptr(B), _ptr(C), ldbc, _ptr(Dskip),
-                             _ptr(zv), ldz, _ptr(gout.contiguous()), _ptr(gx), _ptr(gdt), _ptr(gA), _ptr(gB),
-                             _ptr(gC), ldg, _ptr(gD), _ptr(gz if z is not None else None), ldgz,
-                             Bsz, L, D, N, _nthreads())
+    _fn("scan_bwd", x.dtype)(_ptr(x), ldx, _ptr(dt.contiguous()), _ptr(A.contiguous()), int(A.dim() == 1), _ptr(B),
+                             _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(gout.contiguous()), _ptr(gx), ldgx,
+                             _ptr(gdt), _ptr(gA), _ptr(gB), _ptr(gC), ldg, _ptr(gD),
+                             _ptr(gz if z is not None else None), ldgz, Bsz, L, D, N, _nthreads())
     out = {"x": gx, "dt": gdt, "A": gA, "B": gB, "C": gC}
     if Dskip is not None:
         out["Dskip"] = gD

@@ -108,7 +108,7 @@ def queue_name() -> Iterator[str]:
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path) -> Callable[..., "object"]:
+def make_settings(tmp_path: Path) -> Callable[..., object]:
     """Build a Settings rooted in this test's temp folder (env vars cannot leak in)."""
     from backend.core.config import Settings
 

@@ -38,7 +38,9 @@ def profile_rows(tasks=("parity", "s3", "dyck"), families=FAMILIES):
                         "seeds": [0, 1, 2], "profile_class": cls(f, t), "class_counts": {cls(f, t): 3},
                         "metrics": {"late_concentration": {"mean": lc, "lo": lc - 0.05, "hi": lc + 0.05, "n": 3},
                                     "auc": {"mean": 0.5, "lo": 0.4, "hi": 0.6, "n": 3}},
-                        "per_seed": []})
+                        "per_seed": [{"seed": sd, "run_id": 100 + sd, "best_layer": 3,
+                                      "damaging_layer": 1 if f == "transformer" else 3,
+                                      "decoupling_method": "leace"} for sd in (0, 1, 2)]})
     return out
 
 

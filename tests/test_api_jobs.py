@@ -27,6 +27,7 @@ def test_submit_stores_queues_and_returns_the_job(api) -> None:
     ({"kind": "train", "params": {"family": "lstm", "task": "parity", "measure": {"eval_lengths": []}}},
      ["body", "params", "measure", "eval_lengths"]),
     ({"kind": "suite", "params": {"preset": "huge"}}, ["body", "params", "preset"]),
+    ({"kind": "suite", "params": {"preset": "pretrained", "families": ["lstm"]}}, ["body", "params"]),
     ({"kind": "probe", "params": {"run_id": 0}}, ["body", "params", "run_id"]),
     ({"kind": "probe", "params": {"run_id": 424242}}, ["body", "params", "run_id"]),
     ({"kind": "fly", "params": {}}, ["body", "kind"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from backend.db.migrate import init_db
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
@@ -87,7 +88,7 @@ def test_bad_rows_write_nothing(factory) -> None:
         replace_probe_results(s, run_id, probe_rows(0.6))
         rows = probe_rows(0.7)
         rows[-1]["accuracy"] = None  # NOT NULL violation on the last insert
-        with pytest.raises(Exception):
+        with pytest.raises(IntegrityError):
             replace_probe_results(s, run_id, rows)
         # the delete was rolled back with the failed insert: the old rows are all still there
         assert count(s, ProbeResult) == 6

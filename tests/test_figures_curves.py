@@ -85,7 +85,9 @@ def test_seed_traces_on_demand():
               "n_layers": 4, "seed": s, "accuracy": r["mean"] + 0.01 * s} for r in rows for s in (0, 1, 2)]
     fig = layerwise_curves(rows, seed_rows=seeds)
     st = _kinds(fig, "seed")
-    assert len(st) == 3 * len(FAMILIES)
+    assert len(st) == len(FAMILIES)  # all seeds of a family in one trace, separated by gaps
+    assert st[0].meta["seeds"] == [0, 1, 2]
+    assert sum(v is None for v in st[0].y) == 3 and len(st[0].y) == 3 * 6
     assert not any(t.showlegend for t in st)
     assert not _kinds(layerwise_curves(rows), "seed")
 

@@ -11,12 +11,11 @@ from sqlalchemy import func, select, update
 
 from backend.db import jobs as J
 from backend.db.models import Job, ProbeResult, Run, utcnow
+from tests.conftest import FAKE_EXECUTOR
 from worker.context import JobCancelled
 from worker.params import SuiteParams, TrainParams
 from worker.queue import JobQueue, reap, requeue_orphans, submit
 from worker.runner import Runner, load_executor
-
-from tests.conftest import FAKE_EXECUTOR
 
 
 def train_params(**kw) -> TrainParams:

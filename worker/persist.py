@@ -93,7 +93,7 @@ def _replace(
             raise ValueError(f"{what}: row lacks key field(s) {missing}")
         k = tuple(row[c] for c in key)
         if k in seen:
-            raise ValueError(f"{what}: duplicate key {dict(zip(key, k))} in rows")
+            raise ValueError(f"{what}: duplicate key {dict(zip(key, k, strict=True))} in rows")
         seen.add(k)
         prepared.append(row)
     try:

@@ -54,6 +54,20 @@ class WorkerEnv:
         return CheckpointStore(self.store_dir)
 
 
+def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
+    """A :class:`WorkerEnv` from settings (``LAYERSCOPE_DB_URL``, ``LAYERSCOPE_STORE_DIR``) or
+    explicit arguments; the DB schema is brought to head first."""
+    from backend.core.config import get_settings
+    from backend.db.migrate import init_db
+    from backend.db.session import make_engine, make_sessionmaker
+
+    settings = get_settings()
+    url = db_url or settings.resolved_db_url
+    init_db(url)
+    return WorkerEnv(make_sessionmaker(make_engine(url)), Path(store_dir or settings.resolved_store_dir),
+                     resolve_device(device))
+
+
 def resolve_device(device: str = "auto") -> str:
     """``auto`` → ``cuda`` when available, else ``cpu``; anything else is passed through."""
     if device == "auto":

@@ -7,15 +7,16 @@ The model and objective are scikit-learn's ``LogisticRegression(C=1.0)`` on
 
 where ``x̃ = (x − mean) / std`` (population std, ddof 0; a zero-variance feature keeps std 1,
 as ``StandardScaler`` does), ``W [C, D]``, ``b [C]`` unpenalised. This is exactly sklearn's
-``C Σ_i CE_i + ½‖W‖²`` divided by ``C·N`` (sklearn ≥ 1.2 scales it the same way internally).
+``C Σ_i CE_i + ½‖W‖²`` divided by ``C·N`` (the scaled form sklearn 1.9 itself minimises:
+``l2_reg_strength = 1/(C·sw_sum)`` in ``sklearn/linear_model/_logistic.py``).
 With two classes sklearn fits one binomial vector ``w``; the two-row multinomial optimum has
 ``W₁ = −W₀ = w/2`` and penalty ``‖w‖²/4``, so for a two-class problem we use ``λ = 2/(C·N)``
 and the minimisers coincide (``W₁ − W₀ = w``).
 
-Solver: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search, Nocedal & Wright
-2006, Alg. 7.5 / 3.5) in **whitened coordinates**: a change of variables
+Solver: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search; Nocedal & Wright 2006,
+*Numerical Optimization*, Alg. 7.4–7.5 and 3.5–3.6) in **whitened coordinates**: a change of variables
 ``W = W_z · Λ_e^{-1/2} Vᵀ`` with ``V Λ Vᵀ`` the covariance of the standardised features and
-``Λ_e = max(Λ, λ)`` (a floor at the penalty strength keeps the map invertible). This is
+``Λ_e = max(Λ, λ, 1e-10·Λ_max)`` (a floor at the penalty strength keeps the map invertible). This is
 preconditioning only: the objective, its unique minimiser and the convergence test are those
 of the standardised problem above. Correlated residual-stream features make the standardised
 problem ill-conditioned (sklearn's lbfgs hits ``max_iter`` on such states); in whitened
@@ -168,8 +169,8 @@ def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
         raise ValueError(f"n_classes must be ≥ 1, got {n_classes}")
     if int(y.min()) < 0 or int(y.max()) >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
-    if not X.is_floating_point():
-        X = X.float()
+    if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
+        X = X.float()  # half-precision sums over N tokens are too coarse for the gradient test
     return X, y
 
 
@@ -187,7 +188,7 @@ def fit_probe(
     """Fit a multinomial logistic-regression probe on standardised ``X``.
 
     Args:
-        X: ``[N, D]`` raw features (float16/32/64; integer input is cast to float32).
+        X: ``[N, D]`` raw features (float32/64; half precision and integers are cast to float32).
         y: ``[N]`` labels in ``0..n_classes-1``.
         n_classes: C; classes absent from ``y`` get a zero weight row and ``b = -inf``.
         C: inverse L2 strength, sklearn's meaning (``λ = 1/(C·N)``, doubled for 2 classes).
@@ -261,21 +262,21 @@ def fit_probe(
     theta = torch.zeros(K * D + K, dtype=torch.float64, device=dev)
     theta[K * D:] = prior.log() - prior.log().mean()
     theta.requires_grad_(True)
-    rows = torch.arange(N, device=dev)
+    Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
+    Y[torch.arange(N, device=dev), yk] = 1.0  # one-hot targets [N, K]
     last: dict[str, float] = {}
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         Wz = th[: K * D].view(K, D)
         b = th[K * D:]
         W = Wz @ M  # [K, D] float64
-        logits = (Xs @ W.to(dt).T).double() + b  # [N, K]
-        lse = torch.logsumexp(logits, 1)
-        loss = (lse - logits[rows, yk]).mean() + 0.5 * lam * (W * W).sum()
-        P = torch.softmax(logits, 1)
-        P[rows, yk] -= 1.0
-        P /= N  # residuals R [N, K]
-        g_std = (P.to(dt).T @ Xs).double() + lam * W  # [K, D]
-        g_b = P.sum(0)
+        logits = (Xs @ W.to(dt).T).double().add_(b)  # [N, K]
+        lse = torch.logsumexp(logits, 1, keepdim=True)  # [N, 1]
+        logits.sub_(lse)  # log-probabilities
+        loss = -(logits * Y).sum() / N + 0.5 * lam * (W * W).sum()
+        R = logits.exp_().sub_(Y).div_(N)  # residuals P − Y, scaled: [N, K]
+        g_std = (R.to(dt).T @ Xs).double() + lam * W  # [K, D]
+        g_b = R.sum(0)
         return loss, g_std, g_b, W
 
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
@@ -317,8 +318,9 @@ def fit_probe(
         tol_z /= 10.0
     n_iter = int(opt.state[theta].get("n_iter", 0)) if opt.state else 0
     with torch.no_grad():
-        _, _, _, W = evaluate(theta.detach())
-        b = theta.detach()[K * D:]
+        th = theta.detach()
+        W = th[: K * D].view(K, D) @ M
+        b = th[K * D:]
     return _finish(W, b, converged, n_iter, int(last["evals"]), last["gmax"])
 
 
@@ -364,8 +366,9 @@ def probe_layers(
         ``{layer: ProbeReport}``: test accuracy on every labelled position of the held-out
         sequences, the majority baseline (most frequent training class, scored on the test
         positions), per-position test accuracy (L values), n_train/n_test sequences,
-        convergence. Layers are fitted one after another (on 2 CPU cores a batched
-        block-diagonal problem brought no gain: each fit is bandwidth-bound matrix products).
+        convergence. Layers are fitted one after another: each fit's cost is two ``[N, D] × [D, C]``
+        products per evaluation, so stacking layers into one block-diagonal problem would save
+        only Python overhead while tying every layer to one line search and one iteration count.
     """
     if not states:
         raise ValueError("states is empty")

@@ -81,7 +81,7 @@ class JobQueue:
         self.huey = huey
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "JobQueue":
+    def from_settings(cls, settings: Settings) -> JobQueue:
         return cls(get_huey(settings))
 
     @property

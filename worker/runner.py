@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.core.config import Settings
 from backend.db import jobs as J
-from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.db.session import make_engine, make_sessionmaker
 from worker.context import JobCancelled, JobContext
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans
 
@@ -294,7 +294,12 @@ class Runner:
                     self.reap_now()
                 except Exception:  # the reaper is a safety net: log and keep consuming
                     log.exception("reaper failed")
-            job_id = self.queue.dequeue()
+            try:
+                job_id = self.queue.dequeue()
+            except Exception:  # the queue is down (Redis restarting ...): log, back off, retry
+                log.exception("dequeue from the %s queue failed; retrying", self.queue.kind)
+                self.stop_event.wait(min(5.0, max(1.0, self.settings.worker_poll_seconds)))
+                continue
             if job_id is None:
                 if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                     break

@@ -110,7 +110,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
         summary = P.summarise_profiles(cs, bl, seeds=[seed for seed, _ in members])
         metrics = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in summary["metrics"].items()}
         dists, damaging = [], []
-        for row, (seed, rid), c in zip(summary["per_seed"], members, cs):
+        for row, (_seed, rid), c in zip(summary["per_seed"], members, cs, strict=True):
             row["run_id"] = rid
             rows = damage.get((rid, L), [])
             method = next((m for m in DECOUPLING_METHODS if any(r["method"] == m for r in rows)), None)

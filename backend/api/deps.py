@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api.aggregate import ResultCache
+from backend.api.schemas import ErrorOut
 from backend.core.config import Settings
 from backend.core.security import verify_token
 from worker.queue import JobQueue
@@ -80,3 +81,9 @@ def require_read(settings: SettingsDep, session: SessionDep, credentials: Creden
 
 WriteAuth = Depends(require_write)
 ReadAuth = Depends(require_read)
+
+UNAUTHORIZED = {401: {"model": ErrorOut, "description": "a token is needed (or the one sent is invalid)"}}
+TOO_LARGE = {
+    400: {"model": ErrorOut, "description": "a body that cannot be parsed (not UTF-8 JSON)"},
+    413: {"model": ErrorOut, "description": "request body over LAYERSCOPE_MAX_BODY_BYTES"},
+}

@@ -15,11 +15,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend import __version__
 from backend.api.aggregate import ResultCache
@@ -63,6 +66,18 @@ def _errors_handler(settings: Settings):  # noqa: ANN202
 
 async def _not_found(request: Request, exc: LookupError) -> JSONResponse:
     return JSONResponse(status_code=404, content={"detail": str(exc.args[0]) if exc.args else "not found"})
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """Starlette answers 405 with the methods of the first route on the path only; list them all."""
+    if exc.status_code == 405:
+        methods: set[str] = set()
+        for route in request.app.router.routes:
+            if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+                methods |= route.methods - {"HEAD"}
+        return JSONResponse({"detail": "Method Not Allowed"}, status_code=405,
+                            headers={"Allow": ", ".join(sorted(methods))})
+    return await http_exception_handler(request, exc)
 
 
 async def _conflict(request: Request, exc: JobStateError) -> JSONResponse:
@@ -125,6 +140,7 @@ def create_app(
         app.include_router(router, prefix=API_PREFIX)
 
     app.add_exception_handler(RequestValidationError, _errors_handler(settings))
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(JobNotFound, _not_found)
     app.add_exception_handler(JobStateError, _conflict)

@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    MetaData,
     Boolean,
     DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
+    MetaData,
     String,
     Text,
     UniqueConstraint,

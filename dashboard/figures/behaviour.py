@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import base_layout, ci_band, empty_figure, finite, t_interval
+from dashboard.figures.common import TraceBatch, base_layout, ci_band, empty_figure, finite, t_interval
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -50,16 +50,17 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
     fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[task_label(t) for t in tasks],
                         shared_yaxes=True, horizontal_spacing=0.035)
     done = set()
+    batch = TraceBatch(fig)
     for ci, task in enumerate(tasks, start=1):
         facet = [r for r in rows if r["task"] == task]
         for fam in ordered([r["family"] for r in facet], FAMILIES):
             pts = sorted((r for r in facet if r["family"] == fam), key=lambda r: r["eval_length"])
             xs = [r["eval_length"] for r in pts]
             c = family_color(fam)
-            fig.add_trace(ci_band(xs, [r["lo"] for r in pts], [r["hi"] for r in pts], color=rgba(c, 0.16),
+            batch.add(ci_band(xs, [r["lo"] for r in pts], [r["hi"] for r in pts], color=rgba(c, 0.16),
                                   name=f"{family_label(fam)} 95% CI", legendgroup=fam,
                                   meta={"kind": "ci", "family": fam, "task": task}), row=1, col=ci)
-            fig.add_trace(go.Scatter(
+            batch.add(go.Scatter(
                 x=xs, y=[r["mean"] for r in pts], mode="lines+markers", name=family_label(fam), legendgroup=fam,
                 showlegend=fam not in done, line={"color": c, "width": 2.5},
                 marker={"symbol": family_symbol(fam), "size": 8, "color": c},
@@ -68,6 +69,8 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
                               "[%{customdata[0]:.1%}, %{customdata[1]:.1%}]<br>n = %{customdata[2]} seeds<extra></extra>",
                 meta={"kind": "mean", "family": fam, "task": task}), row=1, col=ci)
             done.add(fam)
+    batch.flush()
+    for ci in range(1, len(tasks) + 1):
         fig.add_vline(x=TRAIN_LENGTH, line={"color": "#9aa5b1", "dash": "dot"}, row=1, col=ci)
     base_layout(fig, height=400)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.04])

@@ -33,13 +33,27 @@ def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dict
     }
 
 
+_AXIS = {"showgrid": True, "gridcolor": GRID, "zeroline": False, "linecolor": "#c5cbd3", "showline": True,
+         "ticks": "outside", "tickcolor": "#c5cbd3", "automargin": True, "title": {"font": {"size": 13, "color": AXIS}}}
+# A small template (cheap to validate, unlike plotly_white): axis and font defaults for every subplot.
+TEMPLATE = {
+    "layout": {
+        "font": {"family": FONT, "size": 13, "color": "#1f2933"},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "colorway": ["#0072B2", "#D55E00", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#000000", "#999999"],
+        "hoverlabel": {"font": {"family": FONT, "size": 12}},
+        "xaxis": _AXIS,
+        "yaxis": _AXIS,
+    }
+}
+
+
 def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
     fig.update_layout(
-        template="plotly_white",
-        font={"family": FONT, "size": 13, "color": "#1f2933"},
+        template=TEMPLATE,
         title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}} if title else None,
         margin={"l": 70, "r": 20, "t": 70 if title else 40, "b": 60},
-        hoverlabel={"font": {"family": FONT, "size": 12}},
         legend={
             "orientation": "h",
             "yanchor": "bottom",
@@ -48,15 +62,8 @@ def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None 
             "x": 1.0,
             "title": {"text": ""},
         },
-        paper_bgcolor="white",
-        plot_bgcolor="white",
+        height=height,
     )
-    if height:
-        fig.update_layout(height=height)
-    fig.update_xaxes(showgrid=True, gridcolor=GRID, zeroline=False, linecolor="#c5cbd3", showline=True,
-                     ticks="outside", tickcolor="#c5cbd3", title_font={"size": 13, "color": AXIS})
-    fig.update_yaxes(showgrid=True, gridcolor=GRID, zeroline=False, linecolor="#c5cbd3", showline=True,
-                     ticks="outside", tickcolor="#c5cbd3", title_font={"size": 13, "color": AXIS})
     return fig
 
 
@@ -132,3 +139,28 @@ def ci_band(x: Sequence[float], lo: Sequence[float], hi: Sequence[float], *, col
 
 def unique(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
+
+
+class TraceBatch:
+    """Collect traces (placed on subplots) and add them in one ``add_traces`` call: much
+    faster than one ``add_trace(row=, col=)`` per trace on a big figure."""
+
+    def __init__(self, fig: go.Figure):
+        self.fig = fig
+        self.traces: list = []
+        self._axes: dict[tuple[int, int], tuple[str, str]] = {}
+
+    def add(self, trace, row: int | None = None, col: int | None = None) -> None:
+        if row is not None and col is not None:
+            key = (row, col)
+            if key not in self._axes:
+                sub = self.fig.get_subplot(row, col)
+                self._axes[key] = (sub.xaxis.plotly_name.replace("axis", ""), sub.yaxis.plotly_name.replace("axis", ""))
+            trace.xaxis, trace.yaxis = self._axes[key]
+        self.traces.append(trace)
+
+    def flush(self) -> go.Figure:
+        if self.traces:
+            self.fig.add_traces(self.traces)
+            self.traces = []
+        return self.fig

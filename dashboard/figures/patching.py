@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import base_layout, empty_figure, esc, finite
+from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite
 from dashboard.theme import layer_name
 
 
@@ -27,6 +27,7 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
     zmax = max(1.0, max(all_vals))
     zmin = min(-0.2, min(all_vals))
     lim = max(abs(zmin), zmax)
+    batch = TraceBatch(fig)
     for ci, g in enumerate(grids, start=1):
         rows = g["rows"]
         layers = sorted({int(r["layer"]) for r in rows})
@@ -47,7 +48,7 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
             z.append(zr)
             cd.append(cr)
         ylabels = [layer_name(ly) for ly in layers]
-        fig.add_trace(go.Heatmap(
+        batch.add(go.Heatmap(
             z=z, x=positions, y=ylabels, customdata=cd, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
             showscale=ci == k, xgap=1 if len(positions) < 60 else 0, ygap=2,
             colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
@@ -57,7 +58,7 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
             meta={"kind": "heatmap", "run_id": g.get("run_id"), "layers": len(layers), "positions": len(positions)},
         ), row=1, col=ci)
         best = max((r for r in rows if finite(r["recovery"])), key=lambda r: r["recovery"])
-        fig.add_trace(go.Scatter(
+        batch.add(go.Scatter(
             x=[int(best["position"])], y=[layer_name(int(best["layer"]))], mode="markers",
             marker={"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#111", "width": 1.2}},
             name="best recovery", showlegend=ci == 1,
@@ -68,6 +69,7 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
                          title_text="layer" if ci == 1 else None)
         fig.update_xaxes(title_text="patched position (0-based)", showgrid=False, row=1, col=ci)
     n_layers = max(len({int(r['layer']) for r in g['rows']}) for g in grids)
+    batch.flush()
     base_layout(fig, height=max(340, 160 + 46 * n_layers))
     fig.update_layout(legend={"y": 1.12}, meta={"figure": "patching", "runs": k})
     return fig

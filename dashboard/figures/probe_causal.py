@@ -12,12 +12,11 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import base_layout, empty_figure, esc, finite
+from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite
 from dashboard.theme import (
     FAMILIES,
     METHODS,
     TASKS,
-    family_color,
     family_label,
     layer_name,
     method_label,
@@ -134,9 +133,10 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
                         column_widths=[w / sum(widths) for w in widths],
                         subplot_titles=["decodability — accuracy", "behavioural effect — Δ accuracy (pp)"])
+    batch = TraceBatch(fig)
     if acc_cols:
         z, txt, cd = grid(acc_cols, lambda r: f"{100 * r['value']:.1f}%")
-        fig.add_trace(go.Heatmap(
+        batch.add(go.Heatmap(
             z=z, x=[_measure_label(c) for c in acc_cols], y=ylabels, text=txt, texttemplate="%{text}",
             customdata=cd, colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2,
             colorbar={"title": {"text": "accuracy"}, "x": fig.layout.xaxis.domain[1] + 0.008, "thickness": 12,
@@ -157,7 +157,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             return s.replace("-", "−")
 
         z, txt, cd = grid(drop_cols, fmt_drop)
-        fig.add_trace(go.Heatmap(
+        batch.add(go.Heatmap(
             z=z, x=[_measure_label(c) for c in drop_cols], y=ylabels, text=txt, texttemplate="%{text}",
             customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2,
             colorbar={"title": {"text": "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
@@ -168,7 +168,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
         yi = layers.index(best)
         fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x", yref="y",
                       line={"color": "#E69F00", "width": 3})
-        fig.add_trace(go.Scatter(
+        batch.add(go.Scatter(
             x=[None], y=[None], mode="markers", name=f"★ best-probe layer ({layer_name(best)})",
             marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
             meta={"kind": "best_probe", "layer": best}), row=1, col=1)
@@ -177,10 +177,11 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
         fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
                       line={"color": "#111", "width": 2.5})
     if damaging:
-        fig.add_trace(go.Scatter(
+        batch.add(go.Scatter(
             x=[None], y=[None], mode="markers", name="▼ most-damaging layer of each edit",
             marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
             meta={"kind": "most_damaging", "layers": dict(damaging)}), row=1, col=2)
+    batch.flush()
     base_layout(fig, title=esc(title) if title else None, height=max(360, 150 + 58 * len(layers)))
     fig.update_yaxes(title_text="layer", row=1, col=1, categoryorder="array", categoryarray=ylabels,
                      showgrid=False)
@@ -255,9 +256,10 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
                       "%{customdata[1]}<br>%{customdata[2]} of %{customdata[3]} runs decouple<extra></extra>",
         meta={"kind": "decoupling"}))
     n_dec = sum(p["decoupled"] for p in points)
-    base_layout(fig, height=max(300, 110 + 70 * len(fams)))
+    base_layout(fig, height=max(300, 110 + 70 * len(fams)),
+                title=f"{n_dec} of {len(points)} runs decouple · edit: {method_label(method)}")
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
-    fig.update_layout(margin={"t": 50, "l": 110},
+    fig.update_layout(margin={"t": 90, "l": 110},
                       meta={"figure": "decoupling", "n": len(points), "decoupled": n_dec, "method": method})
     return fig

@@ -7,7 +7,7 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from dash import Input, Output, dcc, html
+from dash import ALL, Input, Output, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import api_alert, page_frame
@@ -83,7 +83,7 @@ def _flatten(r: dict) -> dict:
     return out
 
 
-def _table(rows: list[dict]) -> html.Div:
+def _table(rows: list[dict], csv_id: dict | None = None) -> html.Div:
     rows = [_flatten(r) for r in rows]
     cols: list[str] = []
     for r in rows:
@@ -99,19 +99,23 @@ def _table(rows: list[dict]) -> html.Div:
     head = html.Thead(html.Tr([html.Th(_label(c)) for c in cols]))
     body = [tr(r) for r in rows[:MAX_TABLE_ROWS]]
     table = html.Table([head, html.Tbody(body)], className="table table-compact")
-    if len(rows) > MAX_TABLE_ROWS:
-        more = html.Details([html.Summary(f"all {len(rows)} rows"),
-                             html.Table([head, html.Tbody([tr(r) for r in rows])], className="table table-compact")])
+    if len(rows) > MAX_TABLE_ROWS and csv_id is not None:
+        # Big tables stay small in the page (the Dash renderer slows down with thousands of
+        # cells): the first rows here, every row in a CSV.
+        more = html.Div([html.Span(f"first {MAX_TABLE_ROWS} of {len(rows)} rows · ", className="muted"),
+                         html.Button(f"all {len(rows)} rows as CSV", id=csv_id, className="btn btn-sm", n_clicks=0)],
+                        className="table-more")
         return html.Div([table, more], className="table-wrap")
     return html.Div(table, className="table-wrap")
 
 
-def render_numbers(numbers: dict[str, Any]) -> list[Any]:
+def render_numbers(numbers: dict[str, Any], claim_id: Any = None) -> list[Any]:
     """Scalars, CIs and tests as a definition list; lists of rows and nested dicts as tables."""
     facts, blocks = [], []
     for key, v in (numbers or {}).items():
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            blocks.append(html.Details([html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v)],
+            csv_id = {"type": "claim-csv", "claim": str(claim_id), "key": key}
+            blocks.append(html.Details([html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v, csv_id)],
                                        open=len(v) <= 6, className="claim-block"))
         elif isinstance(v, dict) and v and all(isinstance(x, dict) and "mean" not in x for x in v.values()):
             rows = [{"": k, **x} for k, x in v.items()]
@@ -148,14 +152,15 @@ def claim_card(c: dict, path_for) -> html.Div:
                       **{"data-verdict": verdict}),
         ], className="card-header claim-header"),
         html.P(c.get("detail", ""), className="claim-detail"),
-        html.Div(render_numbers(c.get("numbers") or {}), className="claim-numbers"),
+        html.Div(render_numbers(c.get("numbers") or {}, c.get("id")), className="claim-numbers"),
         html.Div([html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
                  className="claim-views"),
     ], className="card claim-card", id=f"claim-{c.get('id')}")
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1)]
+    body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
+            dcc.Download(id="cl-download")]
     return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
                       "the stored results; the numbers carry their 95% CIs, n and p-values.",
                       page_key=KEY, controls=None, body=body, embed=embed, loc_id=LOC, base=base)
@@ -177,6 +182,30 @@ def register(app, api: ApiClient, path_for) -> None:
         summary = html.Div([html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}")
                             for k, n in counts.items()], className="claims-summary")
         return [summary, *[claim_card(c, path_for) for c in claims]]
+
+    @app.callback(Output("cl-download", "data"), Input({"type": "claim-csv", "claim": ALL, "key": ALL}, "n_clicks"),
+                  prevent_initial_call=True)
+    def _csv(_clicks):
+        import pandas as pd
+
+        from dashboard.components import csv_safe
+
+        trig = ctx.triggered_id
+        if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
+            return no_update
+        rows = claim_rows_csv(api.claims(), trig["claim"], trig["key"])
+        return dcc.send_data_frame(csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv",
+                                   index=False)
+
+
+def claim_rows_csv(claims_list: list[dict], claim_id: str, key: str) -> list[dict]:
+    """The rows of one claim's table, flattened, CIs as text (the CSV behind "all rows")."""
+    for c in claims_list:
+        if str(c.get("id")) == str(claim_id):
+            rows = (c.get("numbers") or {}).get(key) or []
+            return [{k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v) for k, v in _flatten(r).items()}
+                    for r in rows if isinstance(r, dict)]
+    return []
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Claims", layout=layout, register=register)

@@ -68,6 +68,25 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
         return list(pool.map(one, ids)), picked
 
 
+def run_options(api: ApiClient, task, family, picked) -> list[dict]:
+    """Options of the runs dropdown: the filter's runs plus the picked ones (a dropdown drops
+    values that are not among its options); full once MAX_SIDE_BY_SIDE are picked."""
+    try:
+        runs = candidate_runs(api, {"task": task, "family": family})
+    except ApiError:
+        runs = []
+    opts = [{"label": _label(r), "value": r["id"]} for r in runs]
+    have = {o["value"] for o in opts}
+    for rid in picked or []:
+        if rid not in have:
+            try:
+                opts.insert(0, {"label": _label(api.run(rid)), "value": rid})
+            except ApiError:
+                pass
+    full = len(picked or []) >= MAX_SIDE_BY_SIDE
+    return [{**o, "disabled": full and o["value"] not in (picked or [])} for o in opts]
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -76,7 +95,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
                                      value=s["family"], placeholder="any family"), width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
-              dcc.Dropdown(id="pt-runs", options=[], value=s["runs"], multi=True,
+              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"]), value=s["runs"], multi=True,
                            placeholder="first run of each family"), width="560px"),
         field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="120px"),
@@ -105,20 +124,7 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
                   Input("pt-runs", "value"))
     def _options(task, family, picked):
-        try:
-            runs = candidate_runs(api, {"task": task, "family": family})
-        except ApiError:
-            runs = []
-        opts = [{"label": _label(r), "value": r["id"]} for r in runs]
-        have = {o["value"] for o in opts}
-        for rid in picked or []:
-            if rid not in have:
-                try:
-                    opts.insert(0, {"label": _label(api.run(rid)), "value": rid})
-                except ApiError:
-                    pass
-        full = len(picked or []) >= MAX_SIDE_BY_SIDE
-        return [{**o, "disabled": full and o["value"] not in (picked or [])} for o in opts]
+        return run_options(api, task, family, picked)
 
     @app.callback(Output("pt-graph", "figure"), Output("pt-info", "children"), Output("pt-error", "children"),
                   [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))

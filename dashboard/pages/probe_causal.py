@@ -34,7 +34,7 @@ from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_
 KEY = "pvc"
 PATH = "/probe-vs-causal"
 LOC = "pc-loc"
-SUMMARY_METHODS = ("project_out", "inlp", "leace", "pca_top_k", "mean", "conv1d_removal")
+SUMMARY_METHODS = ("auto", "project_out", "inlp", "leace", "pca_top_k", "mean", "conv1d_removal")
 
 SPEC = PageState([
     F("task", "str", None, TASKS),
@@ -42,7 +42,7 @@ SPEC = PageState([
     F("seed", "int", None),
     F("run", "int", None),
     F("length", "int", 40, aliases=("eval_length",)),
-    F("method", "str", "project_out", SUMMARY_METHODS),
+    F("method", "str", "auto", SUMMARY_METHODS),
 ])
 BINDS = [Bind("task", "pc-task"), Bind("family", "pc-family"), Bind("seed", "pc-seed"), Bind("run", "pc-run"),
          Bind("length", "pc-length"), Bind("method", "pc-method")]
@@ -78,6 +78,26 @@ def heatmap_data(api: ApiClient, state: dict) -> tuple[dict | None, list[dict], 
 
 
 def summary_points(api: ApiClient, state: dict) -> list[dict]:
+    """One point per run. ``auto``: the server's decoupling per seed (``/api/profiles``
+    ``per_seed``: best-probe vs most-damaging layer of the first of LEACE, INLP, project-out
+    present) — one small request however many runs. A named method: computed here from the
+    exported probe and intervention rows of the matching runs."""
+    if state["method"] == "auto":
+        out = []
+        for prof in api.profiles(task=state["task"], family=state["family"], eval_length=state["length"]):
+            n = int(prof.get("n_layers") or 0)
+            for s in prof.get("per_seed") or []:
+                if state["seed"] is not None and s.get("seed") != state["seed"]:
+                    continue
+                b, d = s.get("best_layer"), s.get("damaging_layer")
+                if b is None or d is None or not n:
+                    continue
+                out.append({"run_id": s.get("run_id"), "run_name": "", "family": prof["family"], "task": prof["task"],
+                            "pretrained": prof.get("pretrained"), "seed": s.get("seed"), "n_layers": n,
+                            "best_layer": int(b), "damage_layer": int(d), "best_depth": (int(b) + 1) / n,
+                            "damage_depth": (int(d) + 1) / n, "decoupled": int(b) != int(d),
+                            "method": s.get("decoupling_method")})
+        return out
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"]}
     probes = api.export("probes", "json", **flt)
     interventions = api.export("interventions", "json", method=state["method"], **flt)
@@ -90,6 +110,22 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
                              eval_length=state["length"])
 
 
+def initial_options(api: ApiClient, state: dict) -> list[dict]:
+    """The run dropdown's options at first render (the selected run among them: a dropdown
+    drops a value that is not one of its options)."""
+    try:
+        runs = run_options(api, state)
+    except ApiError:
+        runs = []
+    opts = [{"label": _run_label(r), "value": r["id"]} for r in runs]
+    if state["run"] and all(o["value"] != state["run"] for o in opts):
+        try:
+            opts.insert(0, {"label": _run_label(api.run(state["run"])), "value": state["run"]})
+        except ApiError:
+            pass
+    return opts
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -99,14 +135,15 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                      value=s["family"], placeholder="any family"), width="160px"),
         field("Seed", dcc.Input(id="pc-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
                                 placeholder="any", className="input"), width="80px"),
-        field("Run", dcc.Dropdown(id="pc-run", options=[], value=s["run"], placeholder="first matching run"),
+        field("Run", dcc.Dropdown(id="pc-run", options=initial_options(api, s), value=s["run"], placeholder="first matching run"),
               width="420px"),
         field("Eval length", dcc.Dropdown(id="pc-length", options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""),
                                                                     "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="130px"),
-        field("Summary edit", dcc.Dropdown(id="pc-method", options=[{"label": method_label(m), "value": m}
-                                                                    for m in SUMMARY_METHODS],
-                                           value=s["method"], clearable=False), width="160px"),
+        field("Summary edit", dcc.Dropdown(id="pc-method", options=[
+            {"label": "auto (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
+            for m in SUMMARY_METHODS],
+                                           value=s["method"], clearable=False), width="250px"),
     ], className="control-grid")
     body = [
         html.Div(id="pc-error"),
@@ -144,18 +181,7 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
                   Input("pc-seed", "value"), Input("pc-run", "value"))
     def _options(task, family, seed, run):
-        state = {"task": task, "family": family, "seed": seed}
-        try:
-            runs = run_options(api, state)
-        except ApiError:
-            runs = []
-        opts = [{"label": _run_label(r), "value": r["id"]} for r in runs]
-        if run and all(o["value"] != run for o in opts):
-            try:
-                opts.insert(0, {"label": _run_label(api.run(run)), "value": run})
-            except ApiError:
-                pass
-        return opts
+        return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run})
 
     @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
                   [Input(b.cid, b.prop) for b in BINDS if b.name != "method"], Input(base_id, "data"))
@@ -188,7 +214,8 @@ def register(app, api: ApiClient, path_for) -> None:
             pts = summary_points(api, state)
         except ApiError:
             return empty_figure("Could not load the cross-run summary")
-        return decoupling_summary(pts, method=state["method"])
+        method = next((p.get("method") for p in pts if p.get("method")), state["method"])
+        return decoupling_summary(pts, method=method)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Probe vs causal", layout=layout, register=register)

@@ -159,6 +159,7 @@ def _loss_figure(run: dict) -> go.Figure:
     base_layout(fig, height=280)
     fig.update_layout(xaxis_title="training step", yaxis_title="cross-entropy loss (nats)",
                       yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.02], "tickformat": ".0%",
+                              "tickvals": [0, 0.25, 0.5, 0.75, 1.0],
                               "title": {"text": "held-out accuracy"}, "showgrid": False},
                       margin={"r": 70})
     return fig

@@ -1,39 +1,59 @@
-"""Server-side aggregates over seeds: curves, profiles, claims (memoised per data version)."""
+"""Server-side aggregates over seeds: curves, profiles, claims.
+
+Each answer is memoised as its JSON bytes per (filters, data fingerprint): over a million
+result rows the aggregate costs seconds, a repeat (the dashboard polling, a second viewer)
+costs the fingerprint's few index look-ups.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import TypeAdapter
 
 from backend.api import aggregate, queries
-from backend.api.deps import CacheDep, ReadAuth, SessionDep
+from backend.api.aggregate import ResultCache
+from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import EvalLengthQ, FamilyQ, PretrainedQ, SuiteQ, TaskQ
 from backend.api.schemas import Claim, CurvePoint, Profile
 
-router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth])
+router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
+
+CURVES = TypeAdapter(list[CurvePoint])
+PROFILES = TypeAdapter(list[Profile])
+CLAIMS = TypeAdapter(list[Claim])
 
 
 def _key(*parts: object) -> tuple:
     return tuple(tuple(p) if isinstance(p, list) else p for p in parts)
 
 
+def _json(cache: ResultCache, session: Any, key: tuple, adapter: TypeAdapter, compute: Callable[[], list]) -> Response:
+    body = cache.get(session, ("json", *key), lambda: adapter.dump_json(adapter.validate_python(compute())))
+    return Response(content=body, media_type="application/json")
+
+
 @router.get("/curves", response_model=list[CurvePoint],
             summary="Probe accuracy per layer: mean and 95% t-interval over seeds")
 def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-               eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> list[dict]:
+               eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> Response:
     flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained)
-    return cache.get(session, _key("curves", task, family, eval_length, suite, pretrained),
-                     lambda: aggregate.curves(session, flt, eval_length))
+    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained), CURVES,
+                 lambda: aggregate.curves(session, flt, eval_length))
 
 
 @router.get("/profiles", response_model=list[Profile],
             summary="SPEC's profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
 def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-                 eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> list[dict]:
+                 eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> Response:
     flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained)
-    return cache.get(session, _key("profiles", task, family, eval_length, suite, pretrained),
-                     lambda: aggregate.profiles(session, flt, eval_length))
+    return _json(cache, session, _key("profiles", task, family, eval_length, suite, pretrained), PROFILES,
+                 lambda: aggregate.profiles(session, flt, eval_length))
 
 
 @router.get("/claims", response_model=list[Claim], summary="SPEC's six claims: a verdict from the stored results")
-def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> list[dict]:
-    return cache.get(session, _key("claims", suite), lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
+def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
+    return _json(cache, session, _key("claims", suite), CLAIMS,
+                 lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))

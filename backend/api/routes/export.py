@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -12,14 +12,14 @@ from fastapi import APIRouter, Response
 
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
-from backend.api.deps import CacheDep, ReadAuth, SessionDep
+from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult
 
-router = APIRouter(prefix="/export", tags=["export"], dependencies=[ReadAuth])
+router = APIRouter(prefix="/export", tags=["export"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
 
-class Resource(str, Enum):
+class Resource(StrEnum):
     runs = "runs"
     probes = "probes"
     curves = "curves"
@@ -28,7 +28,7 @@ class Resource(str, Enum):
     profiles = "profiles"
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     csv = "csv"
     json = "json"
     parquet = "parquet"

@@ -5,12 +5,13 @@ from sqlalchemy import text
 
 from backend import __version__
 from backend.api.deps import QueueDep, SessionDep
-from backend.api.schemas import Health
+from backend.api.schemas import ErrorOut, Health
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=Health, summary="Liveness and which DB / queue backs the API")
+@router.get("/health", response_model=Health, summary="Liveness and which DB / queue backs the API",
+            responses={503: {"model": ErrorOut, "description": "the database is not reachable"}})
 def health(session: SessionDep, queue: QueueDep) -> Health:
     try:
         session.execute(text("SELECT 1"))

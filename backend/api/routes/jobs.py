@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from sqlalchemy import func, select
 
-from backend.api.deps import FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
 from backend.db import jobs as J
@@ -17,7 +17,7 @@ from backend.db.models import Job, Run
 from worker.params import PARAMS_BY_KIND
 from worker.queue import submit
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
 
 
 def _job_create_model(kind: str, params_model: type[BaseModel]) -> type[BaseModel]:
@@ -54,8 +54,7 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:  # noqa: ANN0
 
 
 @router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             responses={413: {"model": ErrorOut, "description": "body too large"},
-                        401: {"model": ErrorOut, "description": "token needed"}},
+             responses=TOO_LARGE,
              summary="Submit a job; its params are validated per kind (422 names the bad field)")
 def create_job(
     body: Annotated[JobCreate, Body()], session: SessionDep, factory: FactoryDep, settings: SettingsDep,
@@ -68,6 +67,14 @@ def create_job(
             "type": "value_error", "loc": ("body", "params", "run_id"), "msg": f"run {run_id} not found",
             "input": run_id,
         }])
+    if body.kind == "suite":
+        from worker.presets import expand_suite
+
+        try:
+            expand_suite(params)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
+                                           "input": params.model_dump(mode="json")}]) from exc
     job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
     return _out(J.get_job(session, job_id))
 
@@ -98,18 +105,18 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobDetail, responses=NOT_FOUND, dependencies=[ReadAuth],
             summary="One job with its log tail (and a suite's children by state)")
-def get_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep,
+def get_job(job_id: JobIdPath, session: SessionDep,
             tail: Annotated[int, Query(ge=1, le=10_000, description="log lines")] = 50) -> dict:
     return _detail(session, J.get_job(session, job_id), tail)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT},
+@router.post("/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE},
              dependencies=[WriteAuth], summary="Cancel: a queued job at once, a running one at its next check")
 def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
     return _out(J.request_cancel(session, job_id))
 
 
-@router.post("/{job_id}/retry", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT},
+@router.post("/{job_id}/retry", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE},
              dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
     job = J.retry(session, job_id, extra_attempts=settings.max_attempts)

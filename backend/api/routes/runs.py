@@ -5,13 +5,22 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from backend.api import queries
-from backend.api.deps import ReadAuth, SessionDep
+from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
 from backend.api.params import (
-    EvalLengthQ, FamilyQ, Limit, MethodQ, Offset, PretrainedQ, RunIdPath, SeedQ, SuiteQ, TaskQ,
+    EvalLengthQ,
+    FamilyQ,
+    Limit,
+    MethodQ,
+    Offset,
+    PretrainedQ,
+    RunIdPath,
+    SeedQ,
+    SuiteQ,
+    TaskQ,
 )
 from backend.api.schemas import ErrorOut, InterventionOut, Page, PatchingOut, ProbeOut, RunDetail, RunOut
 
-router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth])
+router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
 
 

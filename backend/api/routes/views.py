@@ -9,11 +9,11 @@ from fastapi import APIRouter, HTTPException, Path, status
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from backend.api.deps import ReadAuth, SessionDep, WriteAuth
+from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, WriteAuth
 from backend.api.schemas import ErrorOut, ViewCreate, ViewCreated, ViewOut
 from backend.db.models import SavedView
 
-router = APIRouter(prefix="/views", tags=["views"])
+router = APIRouter(prefix="/views", tags=["views"], responses=UNAUTHORIZED)
 
 SLUG_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"  # no 0/o/1/l: readable aloud
 SLUG_LENGTH = 8
@@ -28,6 +28,7 @@ def view_url(slug: str) -> str:
 
 
 @router.post("", response_model=ViewCreated, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
+             responses={**TOO_LARGE, 503: {"model": ErrorOut, "description": "no free slug (retry)"}},
              summary="Save a view; returns its slug and short link")
 def create_view(body: ViewCreate, session: SessionDep) -> ViewCreated:
     for _ in range(5):

@@ -1,0 +1,138 @@
+"""Training-step time per model family, as a ratio to the Transformer measured in the same run.
+
+Issue 7.1: one AdamW step (lr 1e-3, weight decay 0.01) on a fresh batch of 64 random token
+sequences of length 40 with a label at every position, at ~830K parameters per family
+(``models_store.build_model`` solves each width). Steps of all variants are interleaved
+(round-robin) so a noisy, shared CPU slows every variant alike; each figure is the median of
+``--steps`` timed steps after ``--warmup`` untimed ones.
+
+Variants: every family as the product builds it (``mamba`` / ``mamba2`` with
+``models_store.fast_scan`` installed when the family builder does so, or with ``--fast``),
+plus, for reference, ``mamba[hf]`` / ``mamba2[hf]``: transformers' own CPU forward (no fast
+path). ``mamba[hf]`` takes ~10 s per step, so it gets ``--slow-steps`` steps (default 3).
+
+Usage::
+
+    python benchmarks/bench_train_step.py                       # all families, markdown table
+    python benchmarks/bench_train_step.py --families transformer,mamba --steps 30
+    python benchmarks/bench_train_step.py --no-hf               # skip transformers' slow paths
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from models_store import ModelConfig, build_model  # noqa: E402
+from models_store import fast_scan  # noqa: E402
+
+FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
+VOCAB, CLASSES = 16, 6
+
+
+def make_model(family: str, fast: bool | None, seed: int = 0) -> torch.nn.Module:
+    """An ~830K-parameter model of ``family``; ``fast`` True/False forces the fast mixer path
+    on/off, None leaves the model as ``build_model`` made it."""
+    model = build_model(ModelConfig(family=family, vocab_size=VOCAB, n_classes=CLASSES), seed=seed)
+    if fast is True:
+        fast_scan.install(model)
+    elif fast is False:
+        fast_scan.uninstall(model)
+    return model.train()
+
+
+def make_step(model: torch.nn.Module, batch: int, length: int, seed: int) -> Callable[[], float]:
+    """One AdamW training step on a fresh random batch; returns the loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    gen = torch.Generator().manual_seed(seed)
+
+    def step() -> float:
+        tokens = torch.randint(0, VOCAB, (batch, length), generator=gen)  # (B, L)
+        labels = torch.randint(0, CLASSES, (batch, length), generator=gen)  # (B, L)
+        logits = model(tokens)  # (B, L, C)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, CLASSES), labels.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of " + ",".join(FAMILIES))
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per variant (median reported)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps per variant first")
+    ap.add_argument("--slow-steps", type=int, default=3, help="timed steps for mamba[hf] (~10 s each)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--length", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    ap.add_argument("--no-hf", action="store_true", help="skip the transformers-default reference variants")
+    ap.add_argument("--fast", action="store_true", help="force the fast mixer path even if the builder does not")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        ap.error(f"unknown families {unknown}")
+    if "transformer" not in families:
+        families.insert(0, "transformer")  # the baseline of every ratio
+
+    variants: dict[str, tuple[torch.nn.Module, int]] = {}
+    for fam in families:
+        fast = True if (args.fast and fam in ("mamba", "mamba2")) else None
+        variants[fam] = (make_model(fam, fast), args.steps)
+        if fam in ("mamba", "mamba2") and not args.no_hf:
+            variants[f"{fam}[hf]"] = (make_model(fam, False), args.slow_steps if fam == "mamba" else args.steps)
+
+    steps = {name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in
+             enumerate(variants.items())}
+    for name, step in steps.items():
+        for _ in range(args.warmup if not name.startswith("mamba[hf]") else 1):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(max(n for _, n in variants.values())):
+        for name, step in steps.items():
+            if i < variants[name][1]:
+                t0, c0 = time.perf_counter(), time.process_time()
+                step()
+                times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
+
+    base = statistics.median(times["transformer"])
+    base_cpu = statistics.median(cpu["transformer"])
+    print(f"# Training step, batch {args.batch}, L {args.length}, AdamW, {args.threads} threads, "
+          f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs; fast kernels: "
+          f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan.fast_scan_cpu.load_error()) + ')'}")
+    print()
+    print("| variant | params | fast path | steps | ms/step (median) | min | × transformer "
+          "| CPU ms/step | × transformer (CPU) |")
+    print("|---|---:|:---:|---:|---:|---:|---:|---:|---:|")
+    for name, (model, _) in variants.items():
+        med, med_cpu = statistics.median(times[name]), statistics.median(cpu[name])
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"| {name} | {n_params:,} | {'yes' if fast_scan.installed(model) else '—'} | {len(times[name])} "
+              f"| {med * 1e3:,.1f} | {min(times[name]) * 1e3:,.1f} | **{med / base:.2f}** "
+              f"| {med_cpu * 1e3:,.1f} | {med_cpu / base_cpu:.2f} |")
+    print()
+    print("Wall-clock ratios are the figure of merit; CPU time (all threads of this process) is shown "
+          "because on a shared machine other processes stretch wall time unevenly.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The ``layerscope`` CLI: commands, and one-line errors with a non-zero exit (no traceback)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from backend.cli import main
+from backend.core.config import get_settings
+from backend.core.security import hash_token
+from backend.db.models import ApiToken, Job, ProbeResult
+from backend.db.session import make_engine, make_sessionmaker
+from tests.conftest import FAKE_EXECUTOR
+
+
+@pytest.fixture
+def cli_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.setenv("LAYERSCOPE_WORKER_POLL_SECONDS", "0.02")
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def factory(tmp_path):
+    return make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'cli.db'}"))
+
+
+def one_line_error(capsys, rc: int, expected_rc: int, *needles: str) -> str:
+    out = capsys.readouterr()
+    assert rc == expected_rc, out
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("layerscope: error: "), out.err
+    assert "Traceback" not in out.err + out.out
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, rc, needles", [
+    (["suite", "--preset", "huge"], 2, ["--preset", "huge"]),
+    (["suite"], 2, ["--preset"]),
+    (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["families"]),
+    (["suite", "--preset", "smoke", "--task", "chess"], 2, ["tasks"]),
+    (["probe", "abc"], 2, ["run_id"]),
+    (["probe", "0"], 2, ["run_id"]),
+    (["probe", "42"], 1, ["run 42 not found"]),
+    (["intervene", "42"], 1, ["run 42 not found"]),
+    (["intervene", "42", "--method", "nope"], 2, ["methods"]),
+    (["patch", "42"], 1, ["run 42 not found"]),
+    (["worker", "--device", "gpu9"], 2, ["--device"]),
+    (["serve", "--port", "99999"], 2, ["--port"]),
+    (["frobnicate"], 2, ["frobnicate"]),
+    (["token", "create"], 2, ["--name"]),
+    (["token", "revoke", "nobody"], 1, ["nobody"]),
+])
+def test_wrong_arguments_give_one_line(cli_env, capsys, argv, rc, needles) -> None:
+    one_line_error(capsys, main(argv), rc, *needles)
+
+
+def test_unreachable_db_is_one_line(cli_env, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", "postgresql+psycopg://nobody@127.0.0.1:1/none")
+    get_settings.cache_clear()
+    one_line_error(capsys, main(["db", "upgrade"]), 1, "database not reachable")
+
+
+def test_help_and_db_upgrade(cli_env, capsys) -> None:
+    assert main(["--help"]) == 0
+    assert "demo" in capsys.readouterr().out
+    assert main(["db", "upgrade"]) == 0
+    assert "at revision 0001" in capsys.readouterr().out
+    assert (cli_env / "cli.db").exists()
+
+
+def test_token_create_prints_once_and_stores_the_hash(cli_env, capsys) -> None:
+    assert main(["token", "create", "--name", "alice"]) == 0
+    out = capsys.readouterr()
+    token = out.out.strip()
+    assert token.startswith("lsk_") and "shown only now" in out.err
+    with factory(cli_env)() as s:
+        row = s.execute(select(ApiToken)).scalar_one()
+        assert row.name == "alice" and row.token_hash == hash_token(token)
+    assert main(["token", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "alice" in listed and token not in listed
+    assert main(["token", "revoke", "alice"]) == 0
+
+
+def test_worker_runs_a_queued_job(cli_env, capsys) -> None:
+    from worker.params import TrainParams
+    from worker.queue import JobQueue, submit
+
+    assert main(["db", "upgrade"]) == 0
+    settings = get_settings()
+    f = factory(cli_env)
+    job_id = submit(f, JobQueue.from_settings(settings), "train",
+                    TrainParams(family="gru", task="dyck", n_layers=1, max_steps=2, measure={"eval_lengths": [40]}))
+    assert main(["worker", "--name", "cli-w", "--executor", FAKE_EXECUTOR, "--max-jobs", "1"]) == 0
+    with f() as s:
+        job = s.get(Job, job_id)
+        assert (job.state, job.worker) == ("succeeded", "cli-w")
+        assert len(s.execute(select(ProbeResult)).all()) == 2
+
+
+@pytest.mark.slow
+def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) -> None:
+    argv = ["suite", "--preset", "smoke", "--family", "gru", "--task", "parity", "--name", "cli"]
+    assert main(argv) == 0
+    run_id = int(capsys.readouterr().out.strip().rsplit(" ", 1)[-1])
+    assert main(["probe", str(run_id), "--eval-length", "40", "--n-sequences", "24"]) == 0
+    assert main(["intervene", str(run_id), "--method", "mean", "--layer", "0", "--eval-length", "40",
+                 "--n-permutations", "100"]) == 0
+    assert main(["patch", str(run_id), "--position", "3", "--n-pairs", "8"]) == 0
+    with factory(cli_env)() as s:
+        assert s.execute(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None

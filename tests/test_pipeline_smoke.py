@@ -1,0 +1,76 @@
+"""End to end: the smoke suite trains, measures and stores 5 families × 3 tasks in SQLite."""
+
+import pytest
+from sqlalchemy import func, select
+
+from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from worker.params import SuiteParams
+from worker.pipeline import load_run, local_env, run_suite
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    root = tmp_path_factory.mktemp("smoke")
+    env = local_env(f"sqlite:///{root / 'results.db'}", root / "store", device="cpu")
+    ids = run_suite(SuiteParams(preset="smoke"), env)
+    return env, ids
+
+
+def test_every_family_and_task_is_stored(smoke):
+    env, ids = smoke
+    assert len(ids) == 15
+    with env.session_factory() as s:
+        runs = s.scalars(select(Run)).all()
+        assert {(r.family, r.task) for r in runs} == {
+            (f, t) for f in ("transformer", "mamba", "mamba2", "lstm", "gru") for t in ("parity", "s3", "dyck")
+        }
+        assert all(r.status == "complete" and r.checkpoint_id for r in runs)
+        assert all(set(r.behaviour) == {"40", "60"} for r in runs)
+
+
+def test_probes_cover_every_layer_and_eval_length(smoke):
+    env, ids = smoke
+    with env.session_factory() as s:
+        for run in s.scalars(select(Run)):
+            rows = s.scalars(select(ProbeResult).where(ProbeResult.run_id == run.id)).all()
+            assert {(r.layer, r.eval_length) for r in rows} == {
+                (l, L) for l in range(-1, run.n_layers) for L in (40, 60)
+            }
+            assert all(0.0 <= r.accuracy <= 1.0 and len(r.per_position) == r.eval_length for r in rows)
+
+
+def test_interventions_with_refit_and_conv1d_for_mamba_families(smoke):
+    env, _ = smoke
+    with env.session_factory() as s:
+        for run in s.scalars(select(Run)):
+            rows = s.scalars(select(InterventionResult).where(InterventionResult.run_id == run.id)).all()
+            methods = {r.method for r in rows}
+            assert {"project_out", "inlp", "leace", "pca_top_k", "mean"} <= methods
+            assert ("conv1d_removal" in methods) == (run.family in ("mamba", "mamba2"))
+            assert all(r.p_holm is not None and r.p_holm >= r.p_value - 1e-12 for r in rows)
+            assert all(r.refit_acc is not None for r in rows if r.method != "conv1d_removal")
+
+
+def test_patching_grid_for_every_run(smoke):
+    env, ids = smoke
+    with env.session_factory() as s:
+        n = s.scalar(select(func.count(func.distinct(PatchingResult.run_id))))
+        assert n == len(ids)
+
+
+def test_rerun_replaces_rather_than_doubles(smoke):
+    env, ids = smoke
+    with env.session_factory() as s:
+        before = s.scalar(select(func.count()).select_from(ProbeResult))
+    run_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"]), env)
+    with env.session_factory() as s:
+        assert s.scalar(select(func.count()).select_from(ProbeResult)) == before
+        assert s.scalar(select(func.count()).select_from(Run)) == len(ids)
+
+
+def test_checkpoint_loads_back_for_follow_up_jobs(smoke):
+    env, ids = smoke
+    params, task, model = load_run(ids[0], env)
+    assert model.n_layers == params.n_layers and task.name == params.task
