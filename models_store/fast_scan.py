@@ -208,6 +208,8 @@ def mamba_mixer_forward(mixer: MambaMixer, hidden_states: torch.Tensor,
 class _FusedMixer(torch.autograd.Function):
     """conv1d → SiLU → x_proj → dt_proj → softplus → scan → +D·x → ·silu(z), one autograd node.
 
+    (softplus runs inside the scan kernel, like transformers' ``delta_softplus``.)
+
     Input xz [B, L, 2D] is in_proj's output (x = first D columns, z = the rest); the output
     [B, L, D] goes to out_proj. The two compiled kernels (conv+SiLU, scan+skip+gate) read and
     write the column halves of xz / its gradient in place (no chunk/cat copies), and the
@@ -220,25 +222,24 @@ class _FusedMixer(torch.autograd.Function):
         D = xz.shape[-1] // 2
         x = fast_scan_cpu.conv_forward(xz[..., :D], conv_w[:, 0, :], conv_b, act=True)  # (B, L, D)
         xdbl = F.linear(x, Wx)  # (B, L, R + 2N)
-        dt_raw = F.linear(xdbl[..., :R], Wdt, bdt)  # (B, L, D)
-        dt = F.softplus(dt_raw)  # (B, L, D)
+        dt_raw = F.linear(xdbl[..., :R], Wdt, bdt)  # (B, L, D), softplus applied in the kernel
         A = -torch.exp(A_log)  # (D, N)
-        out = fast_scan_cpu.scan_forward(x, dt, A, xdbl[..., R:R + N], xdbl[..., R + N:], Dskip,
-                                         xz[..., D:])  # (B, L, D)
-        ctx.save_for_backward(xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, dt, A, Dskip)
+        out = fast_scan_cpu.scan_forward(x, dt_raw, A, xdbl[..., R:R + N], xdbl[..., R + N:], Dskip,
+                                         xz[..., D:], dt_softplus=True)  # (B, L, D)
+        ctx.save_for_backward(xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, A, Dskip)
         ctx.R, ctx.N = R, N
         return out
 
     @staticmethod
     def backward(ctx, gout):  # noqa: ANN001, ANN205
-        xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, dt, A, Dskip = ctx.saved_tensors
+        xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, A, Dskip = ctx.saved_tensors
         R, N = ctx.R, ctx.N
         Bsz, L, D = x.shape
         gxz = torch.empty_like(xz)  # (B, L, 2D): x half from the conv, z half from the gate
         gxdbl = torch.empty_like(xdbl)  # (B, L, R + 2N)
-        g = fast_scan_cpu.scan_backward(x, dt, A, xdbl[..., R:R + N], xdbl[..., R + N:], gout, Dskip,
-                                        xz[..., D:], gBC=gxdbl[..., R:], gz=gxz[..., D:])
-        g_dt_raw = torch.ops.aten.softplus_backward(g["dt"], dt_raw, 1.0, 20.0).reshape(-1, D)  # (BL, D)
+        g = fast_scan_cpu.scan_backward(x, dt_raw, A, xdbl[..., R:R + N], xdbl[..., R + N:], gout, Dskip,
+                                        xz[..., D:], gBC=gxdbl[..., R:], gz=gxz[..., D:], dt_softplus=True)
+        g_dt_raw = g["dt"].view(-1, D)  # (BL, D): through the softplus already
         gxdbl[..., :R] = (g_dt_raw @ Wdt).view(Bsz, L, R)
         gWdt = g_dt_raw.t() @ xdbl[..., :R].reshape(-1, R)  # (D, R)
         gbdt = g_dt_raw.sum(0)  # (D,)
@@ -263,13 +264,29 @@ def _fusable(mixer: MambaMixer, hidden_states: torch.Tensor, attention_mask: tor
     return all(p.dtype == hidden_states.dtype and p.device.type == "cpu" for p in params) and kernel_available()
 
 
+def _aligned_linear(lin: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``lin(x)`` for a hook-free ``nn.Linear``, with the d_model side zero-padded to a multiple of
+    16 when it is not one (MKL's GEMMs are ~1.4× slower on odd sizes such as d_model 173 than on
+    176; zero padding adds exact zeros, so the function is unchanged). Other modules are called."""
+    if not _hook_free_linear(lin):
+        return lin(x)
+    w, b = lin.weight, lin.bias  # (out, in)
+    pad_in, pad_out = -w.shape[1] % 16, -w.shape[0] % 16
+    if pad_in and pad_in < w.shape[1] // 8:  # in_proj: d_model → 2D
+        return F.linear(F.pad(x, (0, pad_in)), F.pad(w, (0, pad_in)), b)
+    if pad_out and pad_out < w.shape[0] // 8:  # out_proj: D → d_model
+        b = None if b is None else F.pad(b, (0, pad_out))
+        return F.linear(x, F.pad(w, (0, 0, 0, pad_out)), b)[..., :w.shape[0]]
+    return F.linear(x, w, b)
+
+
 def fused_mixer_forward(mixer: MambaMixer, hidden_states: torch.Tensor) -> torch.Tensor:
     """``MambaMixer.forward`` (no cache, no mask) on the fused kernels: [B, L, d] → [B, L, d]."""
-    xz = mixer.in_proj(hidden_states)  # (B, L, 2D)
+    xz = _aligned_linear(mixer.in_proj, hidden_states)  # (B, L, 2D)
     y = _FusedMixer.apply(xz, mixer.conv1d.weight, mixer.conv1d.bias, mixer.x_proj.weight,
                           mixer.dt_proj.weight, mixer.dt_proj.bias, mixer.A_log, mixer.D,
                           mixer.time_step_rank, mixer.ssm_state_size)  # (B, L, D)
-    return mixer.out_proj(y)
+    return _aligned_linear(mixer.out_proj, y)  # (B, L, d)
 
 
 class FastMambaMixer(MambaMixer):

@@ -8,8 +8,8 @@ under ``$LAYERSCOPE_KERNEL_CACHE`` (default ``~/.cache/layerscope/kernels``), ke
 source, the compiler flags, the compiler version and the CPU's instruction-set flags
 (``-march=native`` code never runs on a CPU it was not built for).
 
-Set ``LAYERSCOPE_FAST_SCAN=torch`` to skip the kernel (the pure-PyTorch chunked scan in
-``models_store.fast_scan`` is used instead); any build or load failure does the same, with a
+Set ``LAYERSCOPE_FAST_SCAN=torch`` to skip the kernel (the pure-PyTorch paths in
+``models_store.fast_scan`` are used instead); any build or load failure does the same, with a
 warning once.
 
 The function (per batch b, inner channel d, state n; t = 0..L-1, h_{-1} = 0)::
@@ -106,6 +106,24 @@ inline double vexp(double x) {
 
 template <typename T> inline T vsigmoid(T v) { return T(1) / (T(1) + vexp(-v)); }
 
+// torch's softplus (beta 1, threshold 20): v > 20 → v, else log1p(exp(v)); sg = its derivative
+// (sigmoid(v), or 1 above the threshold). log1p(e) = 2 atanh(e / (2 + e)), e = exp(-|v|) <= 1,
+// by its odd series in s = e / (2 + e) <= 1/3.
+template <typename T>
+inline void vsoftplus(T v, T& sp, T& sg) {
+    const T e = vexp(-std::abs(v));
+    const T s = e / (T(2) + e);
+    const T s2 = s * s;
+    constexpr int K = sizeof(T) == 4 ? 8 : 17;
+    T p = T(1) / T(2 * K + 1);
+    for (int k = K - 1; k >= 0; --k) p = p * s2 + T(1) / T(2 * k + 1);
+    const T lp = T(2) * s * p;
+    const bool big = v > T(20);
+    sp = big ? v : std::max(v, T(0)) + lp;
+    const T inv = T(1) / (T(1) + e);
+    sg = big ? T(1) : (v >= T(0) ? inv : e * inv);
+}
+
 // Runs body(thread_id, lo, hi) over [0, n) split evenly on nthreads OpenMP threads. The
 // library links libgomp.so.1, which resolves to the runtime torch already loaded, so these
 // threads are torch's own pool (no oversubscription, no second spinning pool).
@@ -143,6 +161,23 @@ inline void store_block(T* dst, int64_t ld, int64_t L, int64_t D, int64_t d0, co
         T* s = dst + t * ld + d0;
         const T* b = buf + t * W;
         for (int w = 0; w < nv; ++w) s[w] = b[w];
+    }
+}
+
+// Load dt for one block; with softplus (raw dt), also its derivative into sg.
+template <typename T>
+inline void load_dt(const T* src, int64_t L, int64_t D, int64_t d0, bool softplus, T* ds, T* sg) {
+    load_block(src, D, L, D, d0, ds);
+    if (!softplus) return;
+    const int64_t nv = std::min<int64_t>(W, D - d0);
+    for (int64_t t = 0; t < L; ++t) {
+#pragma omp simd
+        for (int w = 0; w < W; ++w) {
+            T sp, g;
+            vsoftplus(ds[t * W + w], sp, g);
+            ds[t * W + w] = w < nv ? sp : T(0);   // padded lanes keep dt = 0
+            if (sg) sg[t * W + w] = g;
+        }
     }
 }
 
@@ -283,7 +318,7 @@ std::vector<T> block_decay(const T* A, int64_t D, int64_t N, int64_t nblk) {
 template <typename T, bool SA, int NC>  // NC: N known at compile time (0: runtime N)
 void scan_fwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
               const T* Dsk, const T* z, int64_t ldz, T* out,
-              int64_t Bsz, int64_t L, int64_t D, int64_t N_, int nthreads) {
+              int64_t Bsz, int64_t L, int64_t D, int64_t N_, bool dt_softplus, int nthreads) {
     const int64_t N = NC > 0 ? NC : N_;
     const int64_t nblk = (D + W - 1) / W;
     std::vector<T> At = block_decay<T, SA>(A, D, N, nblk);
@@ -297,7 +332,7 @@ void scan_fwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
             for (int64_t j = 0; j < nblk; ++j) {
                 const int64_t d0 = j * W;
                 load_block(x + b * L * ldx, ldx, L, D, d0, xs.data());
-                load_block(dt + b * L * D, D, L, D, d0, ds.data());
+                load_dt(dt + b * L * D, L, D, d0, dt_softplus, ds.data(), static_cast<T*>(nullptr));
                 if (z) load_block(z + b * L * ldz, ldz, L, D, d0, zs.data());
                 T dsk[W];
                 for (int w = 0; w < W; ++w) dsk[w] = (Dsk && d0 + w < D) ? Dsk[d0 + w] : T(0);
@@ -345,7 +380,7 @@ template <typename T, bool SA, int NC>
 void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, const T* Cm, int64_t ldbc,
               const T* Dsk, const T* z, int64_t ldz, const T* gout,
               T* gx, int64_t ldgx, T* gdt, T* gA, T* gB, T* gC, int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,
-              int64_t Bsz, int64_t L, int64_t D, int64_t N_, int nthreads) {
+              int64_t Bsz, int64_t L, int64_t D, int64_t N_, bool dt_softplus, int nthreads) {
     const int64_t N = NC > 0 ? NC : N_;
     const int64_t nblk = (D + W - 1) / W;
     const int64_t NA = SA ? 1 : N;  // decays per lane
@@ -355,7 +390,7 @@ void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
     std::vector<std::vector<T>> part(nth, std::vector<T>(nblk * (NA + 1) * W, T(0)));
     run_parallel(Bsz, nth, [&](int tid, int64_t lo, int64_t hi) {
         std::vector<T> xs(L * W), ds(L * W), zs(L * W), gos(L * W), gys(L * W), gxs(L * W), gds(L * W),
-            gzs(L * W), ys(L * W);
+            gzs(L * W), ys(L * W), sgs(L * W);
         std::vector<T> hs((L + 1) * N * W), dAs(L * NA * W), ghv(NC > 0 ? 0 : N * W);
         alignas(64) T ghloc[NC > 0 ? NC * W : 1];
         T* gh = NC > 0 ? ghloc : ghv.data();
@@ -370,7 +405,7 @@ void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
             for (int64_t j = 0; j < nblk; ++j) {
                 const int64_t d0 = j * W;
                 load_block(x + b * L * ldx, ldx, L, D, d0, xs.data());
-                load_block(dt + b * L * D, D, L, D, d0, ds.data());
+                load_dt(dt + b * L * D, L, D, d0, dt_softplus, ds.data(), sgs.data());
                 load_block(gout + b * L * D, D, L, D, d0, gos.data());
                 if (z) load_block(z + b * L * ldz, ldz, L, D, d0, zs.data());
                 T dsk[W];
@@ -479,7 +514,8 @@ void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
                             gAj[w] += gm[w] * dtt[w];
                         }
                         gxs[t * W + w] = gdu[w] * dtt[w] + gyt[w] * dsk[w];
-                        gds[t * W + w] = gd[w] + gdu[w] * xt[w];
+                        const T gdv = gd[w] + gdu[w] * xt[w];
+                        gds[t * W + w] = dt_softplus ? gdv * sgs[t * W + w] : gdv;
                     }
                 }
                 store_block(gx + b * L * ldgx, ldgx, L, D, d0, gxs.data());
@@ -524,37 +560,39 @@ void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
                          int64_t Bsz, int64_t L, int64_t D, int64_t k, int nth) {                \
     conv_bwd<T>(x, ldx, w, bias, gout, act, gx, ldgx, gw, gb, Bsz, L, D, k, nth);                \
   }                                                                                              \
-  void ls_scan_fwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int sa, const T* B,      \
+  void ls_scan_fwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int mode, const T* B,    \
                          const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz, T* out,  \
                          int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
+    const bool sa = mode & 1, sp = mode & 2;                                                     \
     if (N == 16) {                                                                               \
-      if (sa) scan_fwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
-      else scan_fwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
+      if (sa) scan_fwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
+      else scan_fwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
     } else {                                                                                     \
-      if (sa) scan_fwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth); \
-      else scan_fwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, nth);  \
+      if (sa) scan_fwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
+      else scan_fwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth);  \
     }                                                                                            \
   }                                                                                              \
-  void ls_scan_bwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int sa, const T* B,      \
+  void ls_scan_bwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int mode, const T* B,    \
                          const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz,          \
                          const T* gout, T* gx, int64_t ldgx, T* gdt, T* gA, T* gB, T* gC,          \
                          int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,                              \
                          int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
+    const bool sa = mode & 1, sp = mode & 2;                                                     \
     if (N == 16) {                                                                               \
       if (sa) scan_bwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                    gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);           \
+                                    gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);           \
       else scan_bwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                  gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);             \
+                                  gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);             \
     } else {                                                                                     \
       if (sa) scan_bwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                   gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);            \
+                                   gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);            \
       else scan_bwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA,  \
-                                 gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, nth);              \
+                                 gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);              \
     }                                                                                            \
   }
 
 extern "C" {
-int ls_kernels_version() { return 3; }
+int ls_kernels_version() { return 4; }
 LS_EXPORT(float, f32)
 LS_EXPORT(double, f64)
 }
@@ -655,7 +693,7 @@ def load() -> ctypes.CDLL | None:
             _load_error = f"{type(exc).__name__}: {exc}"
             if not _warned:
                 warnings.warn(f"layerscope fast_scan: compiled CPU kernel unavailable, using the "
-                              f"pure-PyTorch chunked scan ({_load_error})", RuntimeWarning, stacklevel=2)
+                              f"pure-PyTorch scan ({_load_error})", RuntimeWarning, stacklevel=2)
                 _warned = True
     return _lib
 
@@ -729,9 +767,16 @@ def _bc(B: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, i
     return B, C, ldb
 
 
+def _mode(A: torch.Tensor, dt_softplus: bool) -> int:
+    return int(A.dim() == 1) | (2 if dt_softplus else 0)
+
+
 def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                 Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None) -> torch.Tensor:
+                 Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None,
+                 dt_softplus: bool = False) -> torch.Tensor:
     """out [Bsz, L, D] = (scan(x, dt, A, B, C) + Dskip·x) · silu(z) (Dskip, z optional). No autograd.
+
+    With ``dt_softplus`` the kernel applies torch's ``softplus`` (threshold 20) to dt first.
 
     x [Bsz, L, D] (rows may be strided); dt [Bsz, L, D]; A [D, N], or [D] for one decay per
     channel (Mamba-2); B, C [Bsz, L, N] (rows may be strided); Dskip [D]; z [Bsz, L, D] (rows
@@ -744,8 +789,8 @@ def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
     zv, ldz = (None, 0) if z is None else rows(z)
     dt = dt.contiguous()
     out = torch.empty(Bsz, L, D, dtype=x.dtype)
-    _fn("scan_fwd", x.dtype)(_ptr(x), ldx, _ptr(dt), _ptr(A.contiguous()), int(A.dim() == 1), _ptr(B), _ptr(C),
-                             ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(out), Bsz, L, D, N, _nthreads())
+    _fn("scan_fwd", x.dtype)(_ptr(x), ldx, _ptr(dt), _ptr(A.contiguous()), _mode(A, dt_softplus), _ptr(B),
+                             _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(out), Bsz, L, D, N, _nthreads())
     return out
 
 
@@ -759,8 +804,9 @@ def _out_view(t: torch.Tensor, name: str) -> int:
 def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                   gout: torch.Tensor, Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None,
                   gx: torch.Tensor | None = None, gBC: torch.Tensor | None = None,
-                  gz: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Gradients of ``scan_forward`` for upstream gout [Bsz, L, D].
+                  gz: torch.Tensor | None = None, dt_softplus: bool = False) -> dict[str, torch.Tensor]:
+    """Gradients of ``scan_forward`` for upstream gout [Bsz, L, D] ("dt" is w.r.t. the dt passed
+    in, i.e. the raw dt when ``dt_softplus``).
 
     Returns {"x", "dt", "A", "B", "C"} (+ "Dskip", "z" when given); the A gradient has A's
     shape. Optional outputs written in place (row-strided views): ``gx`` [Bsz, L, D],
@@ -785,8 +831,8 @@ def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     gdt, gA = torch.empty(Bsz, L, D, dtype=x.dtype), torch.empty_like(A)
     gD = None if Dskip is None else torch.empty_like(Dskip)
     gB, gC = gBC[..., :N], gBC[..., N:]
-    _fn("scan_bwd", x.dtype)(_ptr(x), ldx, _ptr(dt.contiguous()), _ptr(A.contiguous()), int(A.dim() == 1), _ptr(B),
-                             _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(gout.contiguous()), _ptr(gx), ldgx,
+    _fn("scan_bwd", x.dtype)(_ptr(x), ldx, _ptr(dt.contiguous()), _ptr(A.contiguous()), _mode(A, dt_softplus),
+                             _ptr(B), _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(gout.contiguous()), _ptr(gx), ldgx,
                              _ptr(gdt), _ptr(gA), _ptr(gB), _ptr(gC), ldg, _ptr(gD),
                              _ptr(gz if z is not None else None), ldgz, Bsz, L, D, N, _nthreads())
     out = {"x": gx, "dt": gdt, "A": gA, "B": gB, "C": gC}

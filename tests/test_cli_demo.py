@@ -12,11 +12,13 @@ import sys
 
 import httpx
 import psutil
+import pytest
 
 from tests.conftest import FAKE_EXECUTOR, ROOT
 from tests.lab.conftest import LAB_SETTINGS, free_port, wait_for
 
 
+@pytest.mark.timeout(900)  # a hang guard only
 def test_demo_serves_runs_a_suite_and_stops_cleanly(tmp_path) -> None:
     port = free_port()
     env = {**os.environ, **LAB_SETTINGS, "PYTHONPATH": str(ROOT), "LAYERSCOPE_HOME": str(tmp_path / "home"),

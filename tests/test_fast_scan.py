@@ -88,6 +88,25 @@ def test_kernel_gated_scan_matches_formula(shape: tuple[int, int, int, int]) -> 
         torch.testing.assert_close(gk[key], gr, **TOL, msg=key)
 
 
+@needs_kernel
+@pytest.mark.parametrize("scalar_a", [False, True])
+def test_kernel_softplus_dt_matches_torch_softplus(scalar_a: bool) -> None:
+    """dt_softplus=True: the kernel applies torch's softplus (threshold 20) to a raw dt that
+    spans both branches, forwards and gradients (the gradient is w.r.t. the raw dt)."""
+    x, _, A, B, C = _scan_inputs(3, 11, 21, 4, scalar_a, seed=2)
+    raw = (torch.linspace(-30, 30, 3 * 11 * 21, dtype=F64).view(3, 11, 21) / 10).requires_grad_()
+    raw.data[0, :, :] *= 10  # values beyond the threshold 20 as well
+    ins = [x, raw, A, B, C]
+    y_ref = _ref_full_a(x, torch.nn.functional.softplus(raw), A, B, C)
+    y = fast_scan_cpu.scan_forward(*(t.detach() for t in ins), dt_softplus=True)
+    torch.testing.assert_close(y, y_ref, **TOL)
+    gy = torch.randn(y.shape, dtype=F64, generator=torch.Generator().manual_seed(8))
+    g_ref = torch.autograd.grad(y_ref, ins, gy)
+    g = fast_scan_cpu.scan_backward(*(t.detach() for t in ins), gy, dt_softplus=True)
+    for key, gr in zip(["x", "dt", "A", "B", "C"], g_ref, strict=True):
+        torch.testing.assert_close(g[key], gr, **TOL, msg=key)
+
+
 @pytest.mark.parametrize("shape", [(2, 1, 6, 4), (3, 9, 7, 5)])
 def test_torch_fallback_scan_matches_reference(shape: tuple[int, int, int, int]) -> None:
     b, L, D, N = shape

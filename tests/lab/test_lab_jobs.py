@@ -11,7 +11,7 @@ from backend.db.models import Job, ProbeResult, Run
 from backend.db.session import make_engine, make_sessionmaker
 from tests.lab.conftest import job_state, wait_for, wait_job
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]  # timeout: a hang guard only
 
 BACKENDS = ["sqlite", "postgres+redis"]
 

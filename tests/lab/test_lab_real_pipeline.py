@@ -8,7 +8,7 @@ import pytest
 
 from tests.lab.conftest import job_state, wait_for, wait_job
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]  # timeout: a hang guard
 
 
 def smoke_train_params() -> dict:

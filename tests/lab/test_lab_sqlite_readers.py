@@ -10,7 +10,7 @@ import pytest
 
 from tests.lab.conftest import job_state, wait_for, wait_job
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]  # timeout: a hang guard only
 
 READ_PATHS = ("/api/runs", "/api/jobs", "/api/curves", "/api/profiles", "/api/export/probes.csv")
 

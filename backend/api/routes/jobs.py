@@ -75,8 +75,10 @@ def create_job(
         except ValueError as exc:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
                                            "input": params.model_dump(mode="json")}]) from exc
+    session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
-    return _out(J.get_job(session, job_id))
+    with factory() as s:
+        return _out(J.get_job(s, job_id))
 
 
 @router.get("", response_model=Page[JobOut],
