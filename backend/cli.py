@@ -2,8 +2,8 @@
 
     layerscope demo                      # the README's main command
     layerscope serve [--host --port]     # API + dashboard
-    layerscope worker [--device --name]  # consume jobs
-    layerscope suite --preset quick      # run a suite in this process
+    layerscope worker [--device --name --concurrency N]  # consume jobs (N slots on one device)
+    layerscope suite --preset quick [--submit]  # run a suite in this process, or enqueue it
     layerscope probe|intervene|patch RUN_ID
     layerscope token create --name NAME
     layerscope db upgrade
@@ -114,27 +114,69 @@ def _announce(settings) -> None:  # noqa: ANN001
 
 @app.command()
 def worker(
-    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto (default: LAYERSCOPE_DEVICE or auto).")] = None,
-    name: Annotated[str | None, typer.Option(help="Worker name shown on its jobs (default host:pid:device).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto (default: LAYERSCOPE_DEVICE or auto). "
+                                                    "CUDA_VISIBLE_DEVICES is respected.")] = None,
+    name: Annotated[str | None, typer.Option(help="Worker name shown on its jobs (default host:pid:device; "
+                                                  "with --concurrency N: host-pid-slot, or NAME-slot).")] = None,
+    concurrency: Annotated[int, typer.Option(
+        min=1, max=256, envvar="LAYERSCOPE_WORKER_CONCURRENCY",
+        help="Job slots on this device: N worker processes share it, each running one job at a time "
+             "(pack small runs onto one GPU, e.g. --device cuda:0 --concurrency 8).")] = 1,
+    threads: Annotated[int | None, typer.Option(
+        min=1, help="CPU threads per slot (torch.set_num_threads; default: all cores, or cores // N "
+                    "with --concurrency N).")] = None,
     executor: Annotated[str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")] = None,
-    max_jobs: Annotated[int | None, typer.Option(hidden=True, min=1)] = None,
-    idle_exit: Annotated[float | None, typer.Option(hidden=True, min=0)] = None,
-) -> None:
-    """Consume jobs from the queue, one at a time."""
+    max_jobs: Annotated[int | None, typer.Option(hidden=True, min=1, help="per slot")] = None,
+    idle_exit: Annotated[float | None, typer.Option(hidden=True, min=0, help="per slot")] = None,
+    parent_pid: Annotated[int | None, typer.Option(hidden=True, min=1, help="run as a slot of this supervisor")] = None,
+) -> int | None:
+    """Consume jobs from the queue, one at a time per slot (--concurrency N: N slots on one device).
+
+    Pack a study onto one GPU: `layerscope worker --device cuda:0 --concurrency 8`, then
+    `layerscope suite --preset paper --submit`. Ctrl-C or SIGTERM stops every slot; running jobs
+    are handed back to the queue."""
+    from worker import packing
     from worker.runner import Runner, load_executor
 
     _logging()
     settings = _settings()
     if device is not None:
         _check_device(device)
-    factory = _init_db(settings)
+    factory = _init_db(settings)  # fails once, here, when the DB is unreachable
+    if concurrency > 1:
+        return _supervise(concurrency, name, device, executor, threads, max_jobs, idle_exit)
+    if parent_pid is not None:
+        packing.become_slot(parent_pid)
+    else:
+        signal.signal(signal.SIGTERM, _raise_interrupt)  # `docker stop`: release the job like Ctrl-C
+    if threads is not None:
+        packing.configure_threads(threads, torch_now=executor is None)
     runner = Runner(settings, device=device, name=name, executor=load_executor(executor), session_factory=factory)
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `docker stop`: release the job like Ctrl-C
     typer.echo(f"layerscope: worker {runner.name} on the {runner.queue.kind} queue (Ctrl-C to stop)", err=True)
     try:
         runner.run_forever(max_jobs=max_jobs, idle_exit_s=idle_exit)
     except KeyboardInterrupt:
         typer.echo(f"layerscope: worker {runner.name} stopped", err=True)
+
+
+def _supervise(n: int, name: str | None, device: str | None, executor: str | None, threads: int | None,
+               max_jobs: int | None, idle_exit: float | None) -> int:
+    from worker.packing import Supervisor
+
+    extra = (["--max-jobs", str(max_jobs)] if max_jobs else []) + \
+            (["--idle-exit", str(idle_exit)] if idle_exit is not None else [])
+    sup = Supervisor(n, name=name, device=device, executor=executor, threads=threads, extra_args=extra)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `docker stop`: every slot hands its job back
+    typer.echo(f"layerscope: {n} worker slots on {device or _settings().device}, {sup.threads} CPU thread(s) "
+               f"each (Ctrl-C to stop)", err=True)
+    try:
+        rc = sup.run()
+    except KeyboardInterrupt:
+        typer.echo(f"layerscope: {n} worker slots stopped", err=True)
+        return 0
+    if rc:
+        raise CliError(f"worker slot(s) failed (exit status {rc}); see the log above")
+    return 0
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -187,11 +229,19 @@ def suite(
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
+    submit: Annotated[bool, typer.Option(
+        "--submit", help="Enqueue the suite as a job (the jobs table + the queue, as POST /api/jobs does) "
+                         "instead of running it here: the workers run its train jobs, several at a time "
+                         "with `layerscope worker --concurrency N`.")] = False,
 ) -> None:
-    """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process."""
+    """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
+    or enqueue it for the workers with --submit."""
     from worker.params import SuiteParams
 
     if device is not None:
+        if submit:
+            raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
+                                     param_hint="'--device'")
         _check_device(device)
     params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None, name=name)
     from worker.presets import expand_suite
@@ -199,10 +249,23 @@ def suite(
     n = len(expand_suite(params))
     settings = _settings()
     factory = _init_db(settings)
+    if submit:
+        return _submit_suite(params, n, settings, factory)
     typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}",
                err=True)
     out = _execute("suite", params, settings, factory, device)
     typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
+
+
+def _submit_suite(params: Any, n: int, settings, factory) -> None:  # noqa: ANN001
+    from worker.queue import JobQueue, submit
+
+    queue = JobQueue.from_settings(settings)
+    job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
+    typer.echo(f"layerscope: suite {params.name or params.preset} submitted as job {job_id} ({n} train job(s)) "
+               f"to the {queue.kind} queue of {_redact(settings.resolved_db_url)}; start workers with "
+               "`layerscope worker` and follow it at /jobs", err=True)
+    typer.echo(str(job_id))
 
 
 @app.command()

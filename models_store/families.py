@@ -36,6 +36,7 @@ from transformers import (
     PreTrainedModel,
 )
 
+from models_store import fast_scan
 from models_store.base import LayerwiseModel
 from models_store.config import RNN_FAMILIES, ModelConfig
 
@@ -198,4 +199,5 @@ def _build(cfg: ModelConfig) -> LayerwiseModel:
         return RecurrentModel(cfg)
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
     backbone = backbone_cls(hf_config_for(cfg))
+    fast_scan.install(backbone)  # issue 7.1: fast CPU Mamba/Mamba-2 mixers (models_store/fast_scan.py); no-op otherwise
     return HFLayerwiseModel(cfg, backbone)

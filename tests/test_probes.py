@@ -141,3 +141,10 @@ def test_runs_on_cuda():
     assert p.W.is_cuda and p.converged
     ref = fit_probe(X, y, 3)
     assert abs(p.accuracy(X.cuda(), y.cuda()) - ref.accuracy(X, y)) < 0.005
+
+
+def test_constant_states_after_mean_ablation_give_majority():
+    g = torch.Generator().manual_seed(9)
+    labels = (torch.rand(60, 10, generator=g) < 0.3).long()
+    r = probe_layers({2: torch.full((60, 10, 8), 3.0)}, labels, 2)[2]
+    assert r.converged and r.accuracy == pytest.approx(r.majority_baseline)

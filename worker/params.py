@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,6 +21,7 @@ EVAL_LENGTHS = (40, 60, 80, 100, 120)
 Family = Literal["transformer", "mamba", "mamba2", "lstm", "gru"]
 TaskName = Literal["parity", "s3", "dyck", "code_depth"]
 Method = Literal["project_out", "inlp", "leace", "pca_top_k", "mean"]
+EvalLength = Annotated[int, Field(ge=2, le=4096)]
 
 
 class _Params(BaseModel):
@@ -40,13 +41,13 @@ def config_hash(obj: Any) -> str:
 class MeasureParams(_Params):
     """What to measure on a trained run (probes, interventions, patching)."""
 
-    eval_lengths: list[int] = Field(default_factory=lambda: list(EVAL_LENGTHS))
+    eval_lengths: list[EvalLength] = Field(default_factory=lambda: list(EVAL_LENGTHS), min_length=1, max_length=32)
     n_probe_sequences: int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
     pca_k: int = Field(8, ge=1, le=4096, description="k of pca_top_k")
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
     n_permutations: int = Field(2000, ge=100, le=1_000_000)
-    patch_positions: list[int] | None = Field(
+    patch_positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
         None, description="0-based positions for the patching grid; None = the middle position"
     )
     patch_eval_length: int = Field(40, ge=4, le=4096)
@@ -55,10 +56,6 @@ class MeasureParams(_Params):
     @field_validator("eval_lengths")
     @classmethod
     def _lengths(cls, v: list[int]) -> list[int]:
-        if not v:
-            raise ValueError("needs at least one eval length")
-        if any(x < 2 or x > 4096 for x in v):
-            raise ValueError("eval lengths must be between 2 and 4096")
         return sorted(set(v))
 
 
@@ -92,6 +89,9 @@ class TrainParams(_Params):
     def _check(self) -> "TrainParams":
         if self.pretrained and self.family not in ("transformer", "mamba"):
             raise ValueError("pretrained fine-tuning supports family 'transformer' (GPT-NeoX) or 'mamba'")
+        from worker.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
+
+        get_task(self.task, **self.task_params)
         return self
 
     def run_config(self) -> dict[str, Any]:
@@ -104,15 +104,16 @@ class TrainParams(_Params):
 
 class ProbeParams(_Params):
     run_id: int = Field(ge=1)
-    eval_lengths: list[int] | None = None
+    eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     n_probe_sequences: int = Field(500, ge=20, le=100_000)
 
 
 class InterveneParams(_Params):
     run_id: int = Field(ge=1)
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
-    layers: list[int] | None = Field(None, description="None = every layer (emb = -1 excluded)")
-    eval_lengths: list[int] | None = None
+    layers: list[Annotated[int, Field(ge=-1, le=4096)]] | None = Field(
+        None, description="None = every block (emb = -1 excluded)")
+    eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     pca_k: int = Field(8, ge=1, le=4096)
     conv1d: bool = True
     n_probe_sequences: int = Field(500, ge=20, le=100_000)
@@ -121,9 +122,18 @@ class InterveneParams(_Params):
 
 class PatchParams(_Params):
     run_id: int = Field(ge=1)
-    positions: list[int] | None = Field(None, description="0-based; None = the middle position")
+    positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
+        None, description="0-based; None = the middle position")
     eval_length: int = Field(40, ge=4, le=4096)
     n_pairs: int = Field(128, ge=4, le=100_000)
+
+
+    @model_validator(mode="after")
+    def _positions(self) -> "PatchParams":
+        bad = [p for p in self.positions or [] if p >= self.eval_length]
+        if bad:
+            raise ValueError(f"positions {bad} outside 0..{self.eval_length - 1} (eval_length {self.eval_length})")
+        return self
 
 
 class SuiteParams(_Params):

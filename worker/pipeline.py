@@ -86,9 +86,15 @@ def _clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
     torch.manual_seed(params.seed)
     if params.pretrained:
-        from models_store.pretrained import load_pretrained
+        from models_store.pretrained import PretrainedLoadError, load_pretrained
 
-        return load_pretrained(params.pretrained, n_classes=task.n_classes, task_vocab_size=task.vocab_size)
+        model = load_pretrained(params.pretrained, n_classes=task.n_classes, task_vocab_size=task.vocab_size)
+        if model.config.family != params.family:  # else the run would be stored under the wrong family
+            raise PretrainedLoadError(
+                f"pretrained model {params.pretrained!r} is a {model.config.family!r} model, "
+                f"but the run asks for family {params.family!r}"
+            )
+        return model
     cfg = ModelConfig(family=params.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
                       n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target)
     return build_model(cfg)
@@ -174,10 +180,23 @@ def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
     return params, task, model
 
 
+def _stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]:
+    """The eval lengths a stored run was measured at (its ``behaviour`` keys, which the pipeline
+    writes for exactly ``measure.eval_lengths``); ``[fallback]`` when none are stored.
+
+    (``load_run``'s params cannot tell: the measurement settings are not part of the stored
+    train config, so its ``measure`` is always the SPEC default.)"""
+    with session_scope(env.session_factory) as s:
+        run = s.get(Run, run_id)
+        keys = list((run.behaviour or {}).keys()) if run is not None else []
+    lengths = sorted({int(k) for k in keys if str(k).isdigit()})
+    return lengths or [fallback]
+
+
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     ctx = ctx or SilentContext()
     run, task, model = load_run(params.run_id, env)
-    lengths = params.eval_lengths or (run.measure.eval_lengths if run.measure else [run.train_length])
+    lengths = params.eval_lengths or _stored_eval_lengths(params.run_id, env, run.train_length)
     rows = measure_probes(model, task, run_seed=run.seed, eval_lengths=lengths,
                           n_sequences=params.n_probe_sequences, config_hash=params.config_hash(),
                           device=env.device, ctx=ctx)
@@ -189,7 +208,7 @@ def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) ->
 def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     ctx = ctx or SilentContext()
     run, task, model = load_run(params.run_id, env)
-    lengths = params.eval_lengths or (run.measure.eval_lengths if run.measure else [run.train_length])
+    lengths = params.eval_lengths or _stored_eval_lengths(params.run_id, env, run.train_length)
     rows = measure_interventions(
         model, task, run_seed=run.seed, eval_lengths=lengths, n_sequences=params.n_probe_sequences,
         methods=params.methods, layers=params.layers, pca_k=params.pca_k, conv1d=params.conv1d,

@@ -24,6 +24,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "n_eval_sequences": 64},
         "measure": {"eval_lengths": [40, 60], "n_probe_sequences": 48, "n_permutations": 200,
                     "n_patch_pairs": 16, "pca_k": 4},
+        # code_depth's 256-token vocabulary alone outgrows 12K parameters (no transformer or
+        # mamba2 width fits ±10%); 60K fits all five families.
+        "task_train": {"code_depth": {"param_target": 60_000}},
     },
     "quick": {
         "families": list(FAMILIES),
@@ -78,7 +81,7 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
                 out.append(TrainParams(
                     family=family, task=task, seed=seed, pretrained=pretrained, suite=suite_name,
                     name=f"{short}-{task}-s{seed}", measure=MeasureParams(**preset["measure"]),
-                    **preset["train"],
+                    **{**preset["train"], **preset.get("task_train", {}).get(task, {})},
                 ))
     if not out:
         raise ValueError("the suite's family/task/seed filters leave no run")
