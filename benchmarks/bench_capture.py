@@ -3,7 +3,7 @@
 Capture is ``models_store.capture.run_with_states`` (forward hooks on the embedding and every
 block, one pass, every layer -1..n-1 kept); the baseline is ``model(tokens)`` on the same
 batch. Both in eval mode under ``torch.no_grad`` (how probes read states), interleaved
-round-robin so a noisy, shared CPU slows both alike; each figure is the median of ``--reps``.
+round-robin (order alternating) so a noisy, shared CPU slows both alike; each figure is the median of ``--reps``.
 The table also counts forward passes per capture (a hook on the whole model): it must be 1.
 
 Usage::
@@ -34,7 +34,7 @@ VOCAB, CLASSES = 16, 6
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=500, help="sequences per forward (probe data is read in such batches)")
     ap.add_argument("--length", type=int, default=40)
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions (median reported)")
     ap.add_argument("--warmup", type=int, default=2)
@@ -66,13 +66,14 @@ def main(argv: list[str] | None = None) -> int:
             _, states = run_with_states(model, tokens)
             n_forwards = len(calls)
             plain, capture = [], []
-            for _ in range(args.reps):
-                t0 = time.perf_counter()
-                model(tokens)
-                plain.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                run_with_states(model, tokens)
-                capture.append(time.perf_counter() - t0)
+            for rep in range(args.reps):
+                for kind in (("plain", "capture") if rep % 2 else ("capture", "plain")):  # alternate order
+                    t0 = time.perf_counter()
+                    if kind == "plain":
+                        model(tokens)
+                    else:
+                        run_with_states(model, tokens)
+                    (plain if kind == "plain" else capture).append(time.perf_counter() - t0)
         counter.remove()
         p, c = statistics.median(plain), statistics.median(capture)
         print(f"| {fam}{' (fast)' if fast_scan.installed(model) else ''} | {len(states)} | {n_forwards} | "

@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers-default reference variants")
     ap.add_argument("--fast", action="store_true", help="force the fast mixer path even if the builder does not")
+    ap.add_argument("--profile", default="", metavar="VARIANT",
+                    help="after the table, torch.profiler's top ops (self CPU) over 5 steps of this variant")
     ap.add_argument("--mamba-d", default="", help="extra Mamba variants at these widths, e.g. 168,176 "
                     "(GEMM-friendly multiples of 8, still within ±10%% of the parameter target)")
     args = ap.parse_args(argv)
@@ -139,6 +141,20 @@ def main(argv: list[str] | None = None) -> int:
     print("Wall-clock median ratios are the figure of merit. On a shared machine other processes "
           "stretch wall time unevenly, so the ratio of the fastest steps (min) and of CPU time "
           "(all threads of this process, medians) are shown too.")
+    if args.profile:
+        if args.profile not in steps:
+            ap.error(f"--profile: no variant {args.profile!r} in {list(steps)}")
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(5):
+                steps[args.profile]()
+        print()
+        print(f"## torch.profiler, 5 steps of {args.profile} (self CPU time)")
+        print()
+        print("```")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
+        print("```")
     return 0
 
 

@@ -101,3 +101,41 @@ def test_export_bad_resource_or_format_is_422(seeded) -> None:
     for path, field in (("/api/export/secrets.csv", "resource"), ("/api/export/runs.xlsx", "fmt")):
         r = seeded.client.get(path)
         assert r.status_code == 422 and ["path", field] in [d["loc"] for d in r.json()["detail"]]
+
+
+@pytest.mark.parametrize("resource", ["runs", "probes", "curves", "interventions", "patching", "profiles"])
+def test_export_columns_declared_for_fields_match_the_rows(seeded, resource) -> None:
+    from backend.api.routes.export import COLUMNS, Resource
+
+    rows = seeded.client.get(f"/api/export/{resource}.json").json()
+    assert rows and all(set(r) == set(COLUMNS[Resource(resource)]) for r in rows)
+
+
+def test_export_fields_picks_columns_in_order(seeded) -> None:
+    c = seeded.client
+    full = c.get("/api/export/probes.json", params={"task": "parity"}).json()
+    rows = c.get("/api/export/probes.json", params={"task": "parity", "fields": "seed,run_id,layer_name,accuracy,seed"}).json()
+    assert [list(r) for r in rows] == [["seed", "run_id", "layer_name", "accuracy"]] * len(full)
+    assert rows == [{k: f[k] for k in ("seed", "run_id", "layer_name", "accuracy")} for f in full]
+    depth_only = c.get("/api/export/probes.json", params={"fields": "depth"}).json()  # needs layer, not shown
+    assert {r["depth"] for r in depth_only} == {0.0, 0.5, 1.0} and all(list(r) == ["depth"] for r in depth_only)
+    csv = pd.read_csv(io.StringIO(c.get("/api/export/curves.csv", params={"fields": "task,layer,mean"}).text))
+    assert list(csv.columns) == ["task", "layer", "mean"] and len(csv) > 0
+    runs = c.get("/api/export/runs.json", params={"fields": "id,name"}).json()
+    assert len(runs) == 12 and all(list(r) == ["id", "name"] for r in runs)
+    pq = pd.read_parquet(io.BytesIO(c.get("/api/export/profiles.parquet", params={"fields": "metric,mean"}).content))
+    assert list(pq.columns) == ["metric", "mean"]
+
+
+@pytest.mark.parametrize("resource, fields, needle", [
+    ("probes", "run_id,bogus", "'bogus'"),
+    ("runs", "loss_curve", "'loss_curve'"),        # not an exported column of runs
+    ("curves", "accuracy", "'accuracy'"),          # a probes column, not a curves one
+    ("probes", ",,", "at least one field"),
+    ("probes", "run id", "pattern"),
+])
+def test_export_unknown_field_is_422_naming_it(seeded, resource, fields, needle) -> None:
+    r = seeded.client.get(f"/api/export/{resource}.csv", params={"fields": fields})
+    assert r.status_code == 422, r.text
+    detail = [d for d in r.json()["detail"] if d["loc"] == ["query", "fields"]]
+    assert detail and needle in detail[0]["msg"], r.json()

@@ -50,6 +50,39 @@ def test_runs_bad_query_is_422_naming_the_field(seeded, params, field) -> None:
     assert any(field in d["loc"] for d in r.json()["detail"]), r.json()
 
 
+@pytest.mark.parametrize("sort", ["seed", "-seed", "name", "-name", "family", "-task", "-id", "created_at"])
+def test_runs_sorted_by_a_whitelisted_column(seeded, sort) -> None:
+    c = seeded.client
+    key, desc = sort.lstrip("-"), sort.startswith("-")
+    items = c.get("/api/runs", params={"sort": sort}).json()["items"]
+    assert len(items) == 12
+    # the column, then id (descending with the column) breaks ties
+    expected = sorted(items, key=lambda r: (r[key], r["id"]), reverse=desc)
+    assert [r["id"] for r in items] == [r["id"] for r in expected]
+    assert [r["id"] for r in items] != sorted(r["id"] for r in items) or sort in ("created_at", "seed", "family")
+    pages = [c.get("/api/runs", params={"sort": sort, "limit": 5, "offset": o}).json()["items"] for o in (0, 5, 10)]
+    assert [r["id"] for page in pages for r in page] == [r["id"] for r in items]  # stable paging
+    filtered = c.get("/api/runs", params={"sort": sort, "task": "dyck"}).json()
+    assert filtered["total"] == 6 and [r["id"] for r in filtered["items"]] == [r["id"] for r in items
+                                                                               if r["task"] == "dyck"]
+
+
+def test_runs_sort_whitelist_matches_the_query() -> None:
+    from typing import get_args
+
+    from backend.api.params import RunSort
+    from backend.api.queries import RUN_SORT_COLUMNS
+
+    assert set(get_args(RunSort)) == {p + c for c in RUN_SORT_COLUMNS for p in ("", "-")}
+
+
+@pytest.mark.parametrize("sort", ["loss_curve", "-model_config", "--seed", "seed desc", ""])
+def test_runs_unknown_sort_is_422_naming_sort(seeded, sort) -> None:
+    r = seeded.client.get("/api/runs", params={"sort": sort})
+    assert r.status_code == 422, r.text
+    assert ["query", "sort"] in [d["loc"] for d in r.json()["detail"]]
+
+
 def test_run_detail_and_404(seeded) -> None:
     c = seeded.client
     run = c.get(f"/api/runs/{seeded.run_ids[0]}").json()

@@ -160,7 +160,7 @@ def test_stopping_the_supervisor_stops_every_slot_and_hands_the_jobs_back(dep: D
     assert [(j.state, j.attempt, j.worker) for j in jobs] == [("queued", 0, None)] * 2, dep.logs()
     assert dep.queue.pending_ids() >= set(ids)
     # handed back, not lost: the next workers run each job once
-    rerun = dep.supervisor("--max-jobs", "1", LAYERSCOPE_FAKE_STEP_S="0.01")
+    rerun = dep.supervisor("--max-jobs", "1", LAYERSCOPE_FAKE_STEP_S="0.001")
     assert wait_exit(dep, rerun) == 0, dep.logs()
     assert [(j.state, j.attempt) for j in dep.jobs(*ids)] == [("succeeded", 1)] * 2, dep.logs()
     assert dep.count(Run) == 2
@@ -206,7 +206,7 @@ def test_suite_submit_enqueues_a_job_that_workers_run(cli_env, capsys) -> None:
         job = s.get(Job, job_id)
         assert (job.kind, job.state, job.params["preset"]) == ("suite", "queued", "smoke")
     assert JobQueue.from_settings(get_settings()).pending_ids() == {job_id}
-    assert main(["worker", "--executor", FAKE_EXECUTOR, "--max-jobs", "3"]) == 0  # the suite + its 2 children
+    assert main(["worker", "--executor", FAKE_EXECUTOR, "--idle-exit", "1"]) == 0  # the suite, then its 2 children
     with cli_env() as s:
         children = s.execute(select(Job).where(Job.parent_id == job_id)).scalars().all()
         assert sorted(c.state for c in children) == ["succeeded", "succeeded"]

@@ -3,7 +3,7 @@ int32 ids, no NUL bytes in strings)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Path, Query
 from pydantic import StringConstraints
@@ -25,3 +25,9 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="rows to skip")]
 RunIdPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="run id")]
 JobIdPath = Annotated[int, Path(ge=1, le=INT32_MAX, description="job id")]
+
+RunSort = Literal["id", "-id", "name", "-name", "family", "-family", "task", "-task", "seed", "-seed",
+                  "n_params", "-n_params", "steps", "-steps", "train_seconds", "-train_seconds",
+                  "created_at", "-created_at"]
+RunSortQ = Annotated[RunSort | None, Query(description="sort by this column, descending with a leading '-' "
+                                                       "(ties by id); default id")]

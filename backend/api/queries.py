@@ -57,9 +57,27 @@ def run_row(row: Any) -> dict[str, Any]:
     return {c.key: getattr(row, c.key) for c in RUN_LIST_COLUMNS}
 
 
-def list_runs(session: Session, flt: RunFilter, limit: int | None, offset: int = 0) -> tuple[list[dict], int]:
+RUN_SORT_COLUMNS = ("id", "name", "family", "task", "seed", "n_params", "steps", "train_seconds", "created_at")
+
+
+def run_order(sort: str | None) -> list[Any]:
+    """``"seed"`` / ``"-seed"`` (descending) → ORDER BY terms; ties (and NULLs, last) by id.
+    ``sort`` must name one of :data:`RUN_SORT_COLUMNS` (the route validates it)."""
+    if not sort:
+        return [Run.id]
+    desc = sort.startswith("-")
+    key = sort.lstrip("-")
+    if key not in RUN_SORT_COLUMNS:
+        raise ValueError(f"cannot sort runs by {key!r}")
+    col = getattr(Run, key)
+    term = (col.desc() if desc else col.asc()).nulls_last()
+    return [term] if key == "id" else [term, Run.id.desc() if desc else Run.id]
+
+
+def list_runs(session: Session, flt: RunFilter, limit: int | None, offset: int = 0,
+              sort: str | None = None) -> tuple[list[dict], int]:
     total = session.execute(flt.apply(select(func.count()).select_from(Run))).scalar_one()
-    q = flt.apply(select(*RUN_LIST_COLUMNS)).order_by(Run.id).offset(offset)
+    q = flt.apply(select(*RUN_LIST_COLUMNS)).order_by(*run_order(sort)).offset(offset)
     if limit is not None:
         q = q.limit(limit)
     return [run_row(r) for r in session.execute(q)], int(total)

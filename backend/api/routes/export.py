@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
+from fastapi.exceptions import RequestValidationError
 
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
@@ -38,16 +39,56 @@ MEDIA = {Format.csv: "text/csv; charset=utf-8", Format.json: "application/json",
          Format.parquet: "application/vnd.apache.parquet"}
 
 
+RESULT_MODELS = {Resource.probes: ProbeResult, Resource.interventions: InterventionResult,
+                 Resource.patching: PatchingResult}
+_RESULT_EXTRA = [c.key for c in queries.RUN_CONTEXT] + ["layer_name", "depth"]
+
+
+def _result_columns(model: Any) -> list[str]:
+    return [c.key for c in model.__table__.columns if c.key != "id"] + _RESULT_EXTRA
+
+
+# The columns of each resource's rows, in order (``fields=`` picks from these; a test checks them
+# against the rows the export really returns).
+COLUMNS: dict[Resource, list[str]] = {
+    Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
+    **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
+    Resource.curves: ["task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
+                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids"],
+    Resource.profiles: ["task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
+                        "metric", "mean", "lo", "hi", "n"],
+}
+
+FieldsQ = Annotated[str | None, Query(
+    max_length=2000, pattern=r"^[A-Za-z0-9_,]*$",
+    description="comma-separated columns to keep, in this order (default: all), e.g. run_id,layer,accuracy")]
+
+
+def parse_fields(resource: Resource, fields: str | None) -> list[str] | None:
+    """``"a,b,a"`` → ``["a", "b"]``; an unknown column → 422 naming it (loc ``query.fields``)."""
+    if fields is None:
+        return None
+    names = list(dict.fromkeys(f for f in fields.split(",") if f))
+    allowed = COLUMNS[resource]
+    unknown = [f for f in names if f not in allowed]
+    if unknown or not names:
+        msg = (f"unknown field(s) {', '.join(map(repr, unknown))} for {resource.value}" if unknown
+               else "name at least one field") + f"; choose from {', '.join(allowed)}"
+        raise RequestValidationError([{"type": "value_error", "loc": ("query", "fields"), "msg": msg,
+                                       "input": fields}])
+    return names
+
+
 def rows_for(resource: Resource, session: Any, flt: queries.RunFilter, eval_length: list[int] | None,
-             method: list[str] | None, cache: ResultCache | None = None) -> list[dict[str, Any]]:
+             method: list[str] | None, cache: ResultCache | None = None,
+             fields: list[str] | None = None) -> list[dict[str, Any]]:
     if resource is Resource.runs:
         return queries.list_runs(session, flt, None)[0]
-    if resource is Resource.probes:
-        return queries.results_across_runs(session, ProbeResult, flt, eval_length)
-    if resource is Resource.interventions:
-        return queries.results_across_runs(session, InterventionResult, flt, eval_length, method)
-    if resource is Resource.patching:
-        return queries.results_across_runs(session, PatchingResult, flt, eval_length)
+    if resource in RESULT_MODELS:
+        # only the asked-for result columns are read (plus ``layer``, for layer_name and depth)
+        columns = None if fields is None else {*fields, "layer"}
+        return queries.results_across_runs(session, RESULT_MODELS[resource], flt, eval_length,
+                                           method if resource is Resource.interventions else None, columns)
     key = (resource.value, repr(flt), tuple(eval_length or ()))
     if resource is Resource.curves:
         compute = lambda: aggregate.curves(session, flt, eval_length)  # noqa: E731
@@ -90,10 +131,13 @@ def encode(rows: list[dict[str, Any]], fmt: Format) -> bytes:
 def export(
     resource: Resource, fmt: Format, session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
     seed: SeedQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None, run_id: RunIdQ = None,
-    eval_length: EvalLengthQ = None, method: MethodQ = None,
+    eval_length: EvalLengthQ = None, method: MethodQ = None, fields: FieldsQ = None,
 ) -> Response:
+    columns = parse_fields(resource, fields)
     flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id)
-    rows = rows_for(resource, session, flt, eval_length, method, cache)
+    rows = rows_for(resource, session, flt, eval_length, method, cache, columns)
+    if columns is not None:
+        rows = [{k: r[k] for k in columns} for r in rows]
     body = encode(_finite(rows), fmt)
     return Response(content=body, media_type=MEDIA[fmt],
                     headers={"Content-Disposition": f'attachment; filename="{resource.value}.{fmt.value}"'})

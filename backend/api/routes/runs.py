@@ -14,6 +14,7 @@ from backend.api.params import (
     Offset,
     PretrainedQ,
     RunIdPath,
+    RunSortQ,
     SeedQ,
     SuiteQ,
     TaskQ,
@@ -27,10 +28,10 @@ NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
 @router.get("", response_model=Page[RunOut], summary="Runs, filtered and paged (without loss curves)")
 def list_runs(
     session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
-    pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0,
+    pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
 ) -> dict:
     flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained)
-    items, total = queries.list_runs(session, flt, limit, offset)
+    items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
