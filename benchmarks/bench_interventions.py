@@ -93,6 +93,11 @@ def bench_family(family: str, a: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _x(s: float, f: float) -> str:
+    r = s / f
+    return f"{r:.1f}" if r < 10 else f"{r:.0f}"
+
+
 def render(results: list[dict[str, Any]], a: argparse.Namespace, cmd: str) -> str:
     load = os.getloadavg()
     ncpu = os.cpu_count()
@@ -115,15 +120,15 @@ def render(results: list[dict[str, Any]], a: argparse.Namespace, cmd: str) -> st
                    f"**{f:.3f} s**.\n")
         out.append("| what | seconds | × forward |\n|---|---:|---:|")
         for name, s in r["rows"]:
-            out.append(f"| {name} | {s:.2f} | {s / f:.0f} |")
+            out.append(f"| {name} | {s:.2f} | {_x(s, f)} |")
         out.append(f"| **total interventions, one call** ({r['n_int_rows']} result rows) | **{r['total_int']:.2f}** | "
-                   f"{r['total_int'] / f:.0f} |")
+                   f"{_x(r['total_int'], f)} |")
         for L, s in r["patch"]:
-            out.append(f"| patching grid, L={L} | {s:.2f} | {s / f:.0f} |")
+            out.append(f"| patching grid, L={L} | {s:.2f} | {_x(s, f)} |")
         ptot = sum(s for _, s in r["patch"])
-        out.append(f"| **patching, all {len(r['patch'])} lengths** | **{ptot:.2f}** | {ptot / f:.0f} |")
+        out.append(f"| **patching, all {len(r['patch'])} lengths** | **{ptot:.2f}** | {_x(ptot, f)} |")
         out.append(f"| **total (interventions + patching)** | **{r['total_int'] + ptot:.2f}** | "
-                   f"{(r['total_int'] + ptot) / f:.0f} |")
+                   f"{_x(r['total_int'] + ptot, f)} |")
     return "\n".join(out) + "\n"
 
 

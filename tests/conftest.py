@@ -1,8 +1,10 @@
 """Shared fixtures: a temp SQLite URL, a throwaway Postgres database, a Redis URL, settings.
 
-Postgres / Redis fixtures skip the test when the service is not reachable. Override the
-servers with ``LAYERSCOPE_TEST_PG_ADMIN_URL`` (a libpq URL to a database that may run
-``CREATE DATABASE``) and ``LAYERSCOPE_TEST_REDIS_URL``.
+Postgres / Redis fixtures skip the test when the service is not reachable — except when the
+environment variable ``CI`` is set (CI runs with ``CI=true``): there an unreachable service FAILS
+the test, so CI cannot pass without testing the lab path. Override the servers with
+``LAYERSCOPE_TEST_PG_ADMIN_URL`` (a libpq URL to a database that may run ``CREATE DATABASE``) and
+``LAYERSCOPE_TEST_REDIS_URL``.
 """
 
 from __future__ import annotations
@@ -30,22 +32,49 @@ def _pg_admin():
     return psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
 
 
-def postgres_available() -> bool:
+def postgres_error() -> str | None:
+    """Why PostgreSQL cannot be used (None: it can)."""
     try:
         with _pg_admin() as conn:
             conn.execute("SELECT 1")
-        return True
-    except Exception:  # noqa: BLE001 - any failure means "not here": the test is skipped
-        return False
+        return None
+    except Exception as exc:  # noqa: BLE001 - reported: the test skips (or fails in CI) with it
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
-def redis_available() -> bool:
+def redis_error() -> str | None:
+    """Why Redis cannot be used (None: it can)."""
     try:
         import redis
 
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping())
-    except Exception:  # noqa: BLE001 - any failure means "not here": the test is skipped
-        return False
+        return None if redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping() else "PING failed"
+    except Exception as exc:  # noqa: BLE001 - reported: the test skips (or fails in CI) with it
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def postgres_available() -> bool:
+    return postgres_error() is None
+
+
+def redis_available() -> bool:
+    return redis_error() is None
+
+
+def in_ci() -> bool:
+    """True when the ``CI`` environment variable is set to anything but empty / 0 / false / no."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_service(name: str, url: str, error: str | None) -> None:
+    """Skip the test when the service is unreachable; in CI, fail it instead."""
+    if error is None:
+        return
+    message = f"{name} not reachable at {url} ({error})"
+    if in_ci():
+        pytest.fail(f"{message}: CI must test the lab path — start the service (.ci/run starts PostgreSQL "
+                    f"and Redis) or point LAYERSCOPE_TEST_PG_ADMIN_URL / LAYERSCOPE_TEST_REDIS_URL at one",
+                    pytrace=False)
+    pytest.skip(message)
 
 
 def _sqlalchemy_pg_url(dbname: str) -> str:
@@ -62,15 +91,15 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_available() -> bool:
-    return postgres_available()
+def pg_error() -> str | None:
+    return postgres_error()
 
 
 @pytest.fixture
-def pg_url(pg_available: bool) -> Iterator[str]:
-    """A fresh, empty Postgres database for this test (dropped afterwards)."""
-    if not pg_available:
-        pytest.skip("PostgreSQL not reachable at " + PG_ADMIN_URL)
+def pg_url(pg_error: str | None) -> Iterator[str]:
+    """A fresh, empty Postgres database for this test (dropped afterwards); skipped when
+    PostgreSQL is unreachable, failed when that happens in CI."""
+    require_service("PostgreSQL", PG_ADMIN_URL, pg_error)
     name = f"ls_test_{uuid.uuid4().hex[:12]}"
     with _pg_admin() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -82,15 +111,14 @@ def pg_url(pg_available: bool) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_ok() -> bool:
-    return redis_available()
+def redis_err() -> str | None:
+    return redis_error()
 
 
 @pytest.fixture
-def redis_url(redis_ok: bool) -> str:
-    """The Redis URL (skips when Redis is not reachable). Pair with ``queue_name``."""
-    if not redis_ok:
-        pytest.skip("Redis not reachable at " + REDIS_URL)
+def redis_url(redis_err: str | None) -> str:
+    """The Redis URL (skipped when Redis is unreachable, failed in CI). Pair with ``queue_name``."""
+    require_service("Redis", REDIS_URL, redis_err)
     return REDIS_URL
 
 

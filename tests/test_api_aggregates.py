@@ -114,13 +114,20 @@ def test_export_columns_declared_for_fields_match_the_rows(seeded, resource) -> 
 def test_export_fields_picks_columns_in_order(seeded) -> None:
     c = seeded.client
     full = c.get("/api/export/probes.json", params={"task": "parity"}).json()
-    rows = c.get("/api/export/probes.json", params={"task": "parity", "fields": "seed,run_id,layer_name,accuracy,seed"}).json()
+    picked = "seed,run_id,layer_name,accuracy,seed"
+    rows = c.get("/api/export/probes.json", params={"task": "parity", "fields": picked}).json()
     assert [list(r) for r in rows] == [["seed", "run_id", "layer_name", "accuracy"]] * len(full)
     assert rows == [{k: f[k] for k in ("seed", "run_id", "layer_name", "accuracy")} for f in full]
     depth_only = c.get("/api/export/probes.json", params={"fields": "depth"}).json()  # needs layer, not shown
     assert {r["depth"] for r in depth_only} == {0.0, 0.5, 1.0} and all(list(r) == ["depth"] for r in depth_only)
     csv = pd.read_csv(io.StringIO(c.get("/api/export/curves.csv", params={"fields": "task,layer,mean"}).text))
     assert list(csv.columns) == ["task", "layer", "mean"] and len(csv) > 0
+    # an intervention's own seed and its run's seed (seed_1) keep their names when picked alone
+    both = c.get("/api/export/interventions.json", params={"fields": "seed_1,layer,seed"}).json()
+    whole = c.get("/api/export/interventions.json").json()
+    assert both == [{k: w[k] for k in ("seed_1", "layer", "seed")} for w in whole]
+    assert c.get("/api/export/interventions.json", params={"fields": "seed_1"}).json() == \
+        [{"seed_1": w["seed_1"]} for w in whole]
     runs = c.get("/api/export/runs.json", params={"fields": "id,name"}).json()
     assert len(runs) == 12 and all(list(r) == ["id", "name"] for r in runs)
     pq = pd.read_parquet(io.BytesIO(c.get("/api/export/profiles.parquet", params={"fields": "metric,mean"}).content))

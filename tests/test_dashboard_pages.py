@@ -195,7 +195,7 @@ def test_url_sync_rule():
 
 def test_runs_filter_change_resets_the_page():
     binds = runs.BINDS
-    vals = [[], [], None, None, 4, 50, 7]
+    vals = [[], [], None, None, 4, 50, "id", 7]
     vals[0] = ["parity"]
     out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-task", loc_id="rn-loc", search="?page=4", values=vals,
                     base={}, reset={"page": 1, "run": None})
@@ -203,6 +203,27 @@ def test_runs_filter_change_resets_the_page():
     out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-page", loc_id="rn-loc", search="", values=vals, base={},
                     reset={"page": 1, "run": None})
     assert out[4] is no_update and "page=4" in out[-1]
+    vals[6] = "-seed"  # a new order starts at page 1 too
+    out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-sort", loc_id="rn-loc", search="?page=4", values=vals,
+                    base={}, reset={"page": 1, "run": None})
+    assert out[4] == 1 and "sort=-seed" in out[-1]
+
+
+def test_runs_sort_is_sent_to_the_server():
+    class Recorder:
+        def runs(self, **kw):
+            self.kw = kw
+            return {"items": [], "total": 0, "limit": kw["limit"], "offset": kw["offset"]}
+
+    api = Recorder()
+    runs.fetch_page(api, runs.SPEC.decode("?sort=-n_params&page=2&size=25", {}))
+    assert (api.kw["sort"], api.kw["offset"], api.kw["limit"]) == ("-n_params", 25, 25)
+    assert runs.SPEC.decode("?sort=loss_curve", {})["sort"] == "id"  # not a sortable column: the default
+    from typing import get_args
+
+    from backend.api.params import RunSort
+
+    assert {v for v, _ in runs.SORTS} == set(get_args(RunSort))  # every order the API offers, and only those
 
 
 def test_curves_figures_for_every_view(api):
@@ -217,6 +238,13 @@ def test_curves_figures_for_every_view(api):
     assert fig.layout.meta["figure"] == "length_generalisation"
     rows = curves.csv_rows(api, {**state, "lengths": [40, 120]})
     assert rows and {r["eval_length"] for r in rows} == {40, 120}
+
+
+def test_curves_asks_the_export_only_for_columns_it_has():
+    from backend.api.routes.export import COLUMNS, Resource
+
+    assert set(curves.SEED_FIELDS) < set(curves.POSITION_FIELDS) <= set(COLUMNS[Resource.probes])
+    assert "per_position" not in curves.SEED_FIELDS  # the heavy column only for the position view
 
 
 def test_reversal_and_s3_answer(api):

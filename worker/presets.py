@@ -20,7 +20,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "families": list(FAMILIES),
         "tasks": ["parity", "s3", "dyck"],
         "seeds": [0],
-        "train": {"param_target": 12_000, "max_steps": 12, "batch_size": 32, "eval_every": 6,
+        "train": {"param_target": 50_000, "max_steps": 12, "batch_size": 32, "eval_every": 6,
                   "n_eval_sequences": 64},
         "measure": {"eval_lengths": [40, 60], "n_probe_sequences": 48, "n_permutations": 200,
                     "n_patch_pairs": 16, "pca_k": 4},

@@ -71,21 +71,27 @@ def _runs_of(rows: list[dict]) -> set[int]:
     return {int(rid) for r in rows for rid in (r.get("run_ids") or [])}
 
 
-def probe_export(api: ApiClient, state: dict) -> list[dict]:
+# the export's columns each use reads (``fields=``: per_position, the heavy one, only when needed)
+SEED_FIELDS = ("run_id", "task", "family", "pretrained", "seed", "eval_length", "layer", "depth", "n_layers",
+               "accuracy")
+POSITION_FIELDS = (*SEED_FIELDS, "per_position", "majority_baseline")
+
+
+def probe_export(api: ApiClient, state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
     """Probe rows of every run behind the selection, each tagged with task/family/seed (one
-    request to ``/api/export/probes.json``)."""
+    request to ``/api/export/probes.json``, only the columns in ``fields``)."""
     return api.export("probes", "json", task=state["tasks"] or None, family=state["families"] or None,
-                      suite=state["suite"], eval_length=state["lengths"] or None)
+                      suite=state["suite"], eval_length=state["lengths"] or None, fields=",".join(fields))
 
 
-def seed_rows(api: ApiClient, rows: list[dict], state: dict) -> list[dict]:
+def seed_rows(api: ApiClient, rows: list[dict], state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
     ids = _runs_of(rows)
-    return [p for p in probe_export(api, state) if not ids or int(p["run_id"]) in ids]
+    return [p for p in probe_export(api, state, fields) if not ids or int(p["run_id"]) in ids]
 
 
 def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[dict], str]:
     lengths = state["lengths"]
-    probes = seed_rows(api, rows, state)
+    probes = seed_rows(api, rows, state, POSITION_FIELDS)
     sel = state["layer"] or "last"
     acc: dict[tuple, list[list[float]]] = defaultdict(list)
     base: dict[tuple, list[float]] = defaultdict(list)

@@ -30,6 +30,11 @@ KEY = "runs"
 PATH = "/"
 LOC = "rn-loc"
 PAGE_SIZES = (25, 50, 100, 200)
+# ``GET /api/runs?sort=``: the server sorts, so the order holds across pages
+SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
+    ("id", "id"), ("name", "name"), ("family", "family"), ("task", "task"), ("seed", "seed"), ("n_params", "params"),
+    ("steps", "steps"), ("train_seconds", "train time"), ("created_at", "created"))
+    for d, arrow in (("", "↑"), ("-", "↓")))
 
 SPEC = PageState([
     F("task", "list_str", [], TASKS),
@@ -38,10 +43,11 @@ SPEC = PageState([
     F("suite", "str", None),
     F("page", "int", 1),
     F("size", "int", 50),
+    F("sort", "str", "id", tuple(v for v, _ in SORTS)),
     F("run", "int", None, aliases=("run_id",)),
 ])
 BINDS = [Bind("task", "rn-task"), Bind("family", "rn-family"), Bind("seed", "rn-seed"), Bind("suite", "rn-suite"),
-         Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("run", "rn-run", prop="data")]
+         Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("sort", "rn-sort"), Bind("run", "rn-run", prop="data")]
 
 PCT = {"function": "params.value == null ? '' : (100 * params.value).toFixed(1) + '%'"}
 COLUMNS = [
@@ -84,7 +90,7 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
     size = state["size"] if state["size"] in PAGE_SIZES else 50
     page = max(1, state["page"] or 1)
     return api.runs(task=state["task"] or None, family=state["family"] or None, seed=state["seed"],
-                    suite=state["suite"] or None, limit=size, offset=(page - 1) * size)
+                    suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None)
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
@@ -100,6 +106,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                  placeholder="any suite", className="input"), width="160px"),
         field("Rows per page", dcc.Dropdown(id="rn-size", options=[{"label": str(n), "value": n} for n in PAGE_SIZES],
                                             value=s["size"], clearable=False), width="120px"),
+        field("Sort by", dcc.Dropdown(id="rn-sort", options=[{"label": label, "value": v} for v, label in SORTS],
+                                      value=s["sort"] or "id", clearable=False), width="190px"),
     ], className="control-grid")
     grid = dag.AgGrid(
         id="rn-grid",

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import pandas as pd
 from fastapi import APIRouter, Query, Response
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import select
 
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
@@ -41,11 +42,21 @@ MEDIA = {Format.csv: "text/csv; charset=utf-8", Format.json: "application/json",
 
 RESULT_MODELS = {Resource.probes: ProbeResult, Resource.interventions: InterventionResult,
                  Resource.patching: PatchingResult}
-_RESULT_EXTRA = [c.key for c in queries.RUN_CONTEXT] + ["layer_name", "depth"]
+_CONTEXT_KEYS = {c.key for c in queries.RUN_CONTEXT}
 
 
 def _result_columns(model: Any) -> list[str]:
-    return [c.key for c in model.__table__.columns if c.key != "id"] + _RESULT_EXTRA
+    """The keys of ``queries.results_across_runs`` rows: the result columns, the run context (a
+    run column whose name a result column already has is deduplicated by SQLAlchemy, e.g. an
+    intervention's own ``seed`` and the run's ``seed_1``), layer_name and depth."""
+    cols = [c for c in model.__table__.columns if c.key != "id"]
+    return list(select(*cols, *queries.RUN_CONTEXT).selected_columns.keys()) + ["layer_name", "depth"]
+
+
+def _needed_columns(model: Any, fields: list[str]) -> set[str]:
+    """Result columns to read for ``fields``: those asked for, ``layer`` (for layer_name and
+    depth) and any whose name a run-context column shares (so the keys stay as in :data:`COLUMNS`)."""
+    return {*fields, "layer"} | {c.key for c in model.__table__.columns if c.key in _CONTEXT_KEYS}
 
 
 # The columns of each resource's rows, in order (``fields=`` picks from these; a test checks them
@@ -86,8 +97,9 @@ def rows_for(resource: Resource, session: Any, flt: queries.RunFilter, eval_leng
         return queries.list_runs(session, flt, None)[0]
     if resource in RESULT_MODELS:
         # only the asked-for result columns are read (plus ``layer``, for layer_name and depth)
-        columns = None if fields is None else {*fields, "layer"}
-        return queries.results_across_runs(session, RESULT_MODELS[resource], flt, eval_length,
+        model = RESULT_MODELS[resource]
+        columns = None if fields is None else _needed_columns(model, fields)
+        return queries.results_across_runs(session, model, flt, eval_length,
                                            method if resource is Resource.interventions else None, columns)
     key = (resource.value, repr(flt), tuple(eval_length or ()))
     if resource is Resource.curves:
