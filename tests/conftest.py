@@ -17,6 +17,12 @@ from pathlib import Path
 
 import pytest
 
+# One intra-op thread per test process (and the servers/workers it starts, which inherit the
+# environment): the browser and lab tests run several processes on a 2-core machine, and
+# OpenMP threads spin-waiting against each other made small models ~50x slower there.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `tests.lab.fake_pipeline` must import in-process and in workers
     sys.path.insert(0, str(ROOT))

@@ -13,7 +13,7 @@ def model_and_pairs(request):
     task = get_task("s3")
     torch.manual_seed(0)
     model = build_model(ModelConfig(family=request.param, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=2, param_target=15_000)).eval()
+                                    n_layers=2, d_model=32)).eval()
     clean, corrupted, _ = task.corruption_pairs(12, 24, seed=1)
     return model, clean, corrupted
 
