@@ -678,7 +678,13 @@ def _build(cxx: str) -> Path:
     key = hashlib.sha256("\0".join([_SOURCE, " ".join(_FLAGS), version, _cpu_flags(),
                                     sys.platform]).encode()).hexdigest()[:16]
     out_dir = _cache_dir()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(out_dir, os.W_OK):
+            raise PermissionError(out_dir)
+    except OSError:  # read-only home: a per-user temp folder
+        out_dir = Path(tempfile.gettempdir()) / f"layerscope-kernels-{os.getuid()}"
+        out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"ls_fast_scan_{key}.so"
     if target.exists():
         return target
