@@ -138,7 +138,8 @@ def _apply_holm(rows: list[dict[str, Any]]) -> None:
 
 def measure_interventions(
     model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int], n_sequences: int,
-    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, conv1d: bool = True,
+    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, inlp_max_rounds: int = 20,
+    conv1d: bool = True,
     fit_length: int = 40, n_permutations: int = 2000, config_hash: str = "",
     device: torch.device | str = "cpu", ctx: JobContext | None = None,
 ) -> list[dict[str, Any]]:
@@ -168,7 +169,7 @@ def measure_interventions(
             ctx.check_cancelled()
             edits[(method, layer)] = fit_edit(method, x, y, task.n_classes,
                                               k=pca_k if method == "pca_top_k" else None,
-                                              seed=run_seed)
+                                              seed=run_seed, max_rounds=inlp_max_rounds)
     has_conv = conv1d and _has_conv1d(model)
     rows: list[dict[str, Any]] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))

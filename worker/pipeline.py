@@ -149,7 +149,8 @@ def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams
     if measure.methods or measure.conv1d:
         rows = measure_interventions(
             model, task, run_seed=seed, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
-            methods=measure.methods, pca_k=measure.pca_k, conv1d=measure.conv1d,
+            methods=measure.methods, pca_k=measure.pca_k, inlp_max_rounds=measure.inlp_max_rounds,
+            conv1d=measure.conv1d,
             n_permutations=measure.n_permutations, config_hash=h, device=env.device, ctx=ctx.sub(0.3, 0.85),
         )
         with session_scope(env.session_factory) as s:
@@ -211,7 +212,8 @@ def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = 
     lengths = params.eval_lengths or _stored_eval_lengths(params.run_id, env, run.train_length)
     rows = measure_interventions(
         model, task, run_seed=run.seed, eval_lengths=lengths, n_sequences=params.n_probe_sequences,
-        methods=params.methods, layers=params.layers, pca_k=params.pca_k, conv1d=params.conv1d,
+        methods=params.methods, layers=params.layers, pca_k=params.pca_k,
+        inlp_max_rounds=params.inlp_max_rounds, conv1d=params.conv1d,
         fit_length=run.train_length, n_permutations=params.n_permutations, config_hash=params.config_hash(),
         device=env.device, ctx=ctx,
     )

@@ -23,8 +23,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"param_target": 50_000, "max_steps": 12, "batch_size": 32, "eval_every": 6,
                   "n_eval_sequences": 64},
         "measure": {"eval_lengths": [40, 60], "n_probe_sequences": 48, "n_permutations": 200,
-                    "n_patch_pairs": 16, "pca_k": 4},
-        # code_depth's 256-token vocabulary alone outgrows 12K parameters (no transformer or
+                    "n_patch_pairs": 16, "pca_k": 4, "inlp_max_rounds": 3},
+        # code_depth's 256-token vocabulary alone outgrows 50K parameters (no transformer or
         # mamba2 width fits ±10%); 60K fits all five families.
         "task_train": {"code_depth": {"param_target": 60_000}},
     },
@@ -32,9 +32,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "families": list(FAMILIES),
         "tasks": ["parity", "s3", "dyck"],
         "seeds": [0],
-        "train": {"max_steps": 400, "max_seconds": 20.0, "eval_every": 25, "n_eval_sequences": 256},
-        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 160,
-                    "n_permutations": 1000, "n_patch_pairs": 64},
+        "train": {"max_steps": 400, "max_seconds": 15.0, "eval_every": 25, "n_eval_sequences": 256},
+        # In- and out-of-distribution (40 = train length, 80, 120) rather than all five lengths:
+        # the whole suite fits ~10 minutes on 2 CPU cores (BENCHMARKS.md).
+        "measure": {"eval_lengths": [40, 80, 120], "n_probe_sequences": 128, "n_permutations": 1000,
+                    "n_patch_pairs": 64, "inlp_max_rounds": 5},
     },
     "paper": {
         "families": list(FAMILIES),
