@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+
+from models_store import fast_scan
 import torch.nn.functional as F
 import transformers.models.mamba2.modeling_mamba2 as modeling_mamba2
 
@@ -126,6 +128,9 @@ def test_mamba_mixer_sees_silu_of_its_input_projection():
 @torch.no_grad()
 def test_mamba2_conv_output_is_silu_of_input(monkeypatch):
     model = tiny("mamba2")
+    # Observe transformers' own path (the fast CPU mixer is checked against it, with and
+    # without Conv1D removal, in tests/test_fast_scan.py).
+    fast_scan.uninstall(model)
     x = tokens()
     calls = []
     original = modeling_mamba2.causal_conv1d_fn
