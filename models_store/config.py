@@ -187,6 +187,9 @@ def width_problem(cfg: ModelConfig, d: int) -> str | None:
         rot = int(hd * cfg.rotary_pct)
         if rot < 2 or rot % 2:
             return f"rotary dims int({hd} * {cfg.rotary_pct}) = {rot} must be even and >= 2"
+    elif cfg.family == "mamba":
+        if d >= 64 and d % 8:  # aligned widths keep the matrix multiplies fast (benchmarks/README.md)
+            return "must be a multiple of 8 from 64 up"
     elif cfg.family == "mamba2":
         if d % 8:
             return "must be a multiple of 8"

@@ -60,6 +60,7 @@ class HFLayerwiseModel(LayerwiseModel):
         super().__init__(config)
         self.backbone = backbone
         self.backbone.config.use_cache = False
+        fast_scan.install(backbone)  # issue 7.1: fast CPU Mamba/Mamba-2 mixers; a no-op for GPT-NeoX
         d = backbone.config.hidden_size
         self.head = nn.Linear(d, config.n_classes)
         nn.init.normal_(self.head.weight, std=0.02)
@@ -198,6 +199,4 @@ def _build(cfg: ModelConfig) -> LayerwiseModel:
     if cfg.family in RNN_FAMILIES:
         return RecurrentModel(cfg)
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
-    backbone = backbone_cls(hf_config_for(cfg))
-    fast_scan.install(backbone)  # issue 7.1: fast CPU Mamba/Mamba-2 mixers (models_store/fast_scan.py); no-op otherwise
-    return HFLayerwiseModel(cfg, backbone)
+    return HFLayerwiseModel(cfg, backbone_cls(hf_config_for(cfg)))
