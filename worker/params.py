@@ -104,13 +104,13 @@ class TrainParams(_Params):
 
 
 class ProbeParams(_Params):
-    run_id: int = Field(ge=1)
+    run_id: int = Field(ge=1, le=2_147_483_647)
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     n_probe_sequences: int = Field(500, ge=20, le=100_000)
 
 
 class InterveneParams(_Params):
-    run_id: int = Field(ge=1)
+    run_id: int = Field(ge=1, le=2_147_483_647)
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
     layers: list[Annotated[int, Field(ge=-1, le=4096)]] | None = Field(
         None, description="None = every block (emb = -1 excluded)")
@@ -123,7 +123,7 @@ class InterveneParams(_Params):
 
 
 class PatchParams(_Params):
-    run_id: int = Field(ge=1)
+    run_id: int = Field(ge=1, le=2_147_483_647)
     positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
         None, description="0-based; None = the middle position")
     eval_length: int = Field(40, ge=4, le=4096)
