@@ -201,11 +201,21 @@ class Runner:
         if attempt is None:
             log.info("job %s skipped: not queued (claimed elsewhere, finished or cancelled)", job_id)
             return None
-        with self.factory() as s:
-            job = J.get_job(s, job_id)
-            kind, raw_params, max_attempts = job.kind, dict(job.params), job.max_attempts
-        log.info("job %s (%s) attempt %s on %s", job_id, kind, attempt, self.name)
         ctx = DBJobContext(self.factory, job_id, self.name, attempt, log_lines=self.settings.log_tail_lines)
+        try:
+            with self.factory() as s:
+                job = J.get_job(s, job_id)
+                kind, raw_params, max_attempts = job.kind, dict(job.params), job.max_attempts
+            log.info("job %s (%s) attempt %s on %s", job_id, kind, attempt, self.name)
+            return self._run_claimed(ctx, kind, raw_params, max_attempts)
+        except (KeyboardInterrupt, SystemExit):
+            # Stopped at any point after the claim (even while validating or importing):
+            # the job goes back to the queue rather than staying "running" until reaped.
+            self._release(ctx)
+            raise
+
+    def _run_claimed(self, ctx: "DBJobContext", kind: str, raw_params: dict, max_attempts: int) -> str:
+        job_id = ctx.job_id
         try:
             params = self._validate(kind, raw_params)
         except (ValidationError, ValueError) as exc:
@@ -223,7 +233,6 @@ class Runner:
             return self._finish(ctx, J.CANCELLED, message="cancelled")
         except (KeyboardInterrupt, SystemExit):
             beat.stop()
-            self._release(ctx)
             raise
         except Exception as exc:  # recorded on the job (error text + log tail) and logged
             beat.stop()
