@@ -168,3 +168,17 @@ def test_single_seed_cells_still_get_a_verdict():
     assert c[1]["verdict"] == SUPPORTED
     cell = c[1]["numbers"]["cells"][0]
     assert cell["late_concentration"]["lo"] is None  # n = 1: no interval
+
+
+def test_runs_at_chance_are_left_out_of_the_mechanistic_claims():
+    """A world where every model is still at the majority class supports nothing (bug: an
+    untrained quick preset showed 'contradicted' claims)."""
+    w = supporting_world()
+    majority = {p["run_id"]: p["majority_baseline"] for p in w.probes}
+    for run in w.runs:  # every model predicts its task's majority class, no better
+        run["behaviour"] = _behaviour(dict.fromkeys((40, 60, 80, 100, 120), majority.get(run["id"], 0.5)))
+    claims = evaluate_claims(w.runs, w.probes, w.interventions, w.patching)
+    judged = {p["run_id"] for p in w.probes if p["eval_length"] == 40}  # runs with a majority rate
+    for claim in claims[:5]:
+        assert claim["verdict"] == "not enough data", claim
+        assert claim["numbers"]["runs_excluded_undertrained"] == len(judged) > 0

@@ -69,6 +69,7 @@ __all__ = ["evaluate_claims", "CLAIM_TITLES", "SUPPORTED", "CONTRADICTED", "NOT_
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
 EVAL_LENGTH = 40
+MIN_GAIN_OVER_MAJORITY = 0.10  # claims 1–5 leave out runs no better than this over the majority class
 PREFIX_TASKS = ("parity", "s3")
 STACK_TASK = "dyck"
 RECURRENT = ("lstm", "gru")
@@ -461,16 +462,38 @@ def evaluate_claims(
     patching: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """All six claims, in order. Missing inputs count as empty (→ "not enough data")."""
-    runs = list(runs or [])
+    all_runs = list(runs or [])
+    # Claims 1–5 are about how a model that learned the task keeps its state: a run still at
+    # the majority class (within MIN_GAIN_OVER_MAJORITY) is left out of them, and counted.
+    # Claim 6 is about behaviour itself and reads every run.
     probes = list(probes or [])
+    majority = {p["run_id"]: p["majority_baseline"] for p in probes
+                if p.get("eval_length") == EVAL_LENGTH and p.get("majority_baseline") is not None}
+    runs = [r for r in all_runs if _trained(r, majority.get(r.get("id")))]
     interventions = list(interventions or [])
     patching = list(patching or [])
     curves = _run_curves(runs, probes, EVAL_LENGTH)
-    return [
+    out = [
         claim_1(runs, curves),
         claim_2(runs, curves),
         claim_3(runs, curves),
         claim_4(runs, curves, interventions, patching),
         claim_5(runs, interventions),
-        claim_6(runs),
     ]
+    excluded = len(all_runs) - len(runs)
+    for claim in out:
+        claim["numbers"]["runs_excluded_undertrained"] = excluded
+        if excluded:
+            claim["detail"] += (f" ({excluded} run(s) within {MIN_GAIN_OVER_MAJORITY * 100:.0f} pp of the "
+                                f"majority class at L={EVAL_LENGTH} left out as not trained.)")
+    return [*out, claim_6(all_runs)]
+
+
+def _trained(run: Mapping[str, Any], majority: float | None) -> bool:
+    """Whether ``run`` learned its task beyond predicting the majority class: token accuracy at
+    EVAL_LENGTH ≥ the majority-class rate (from its probe rows) + MIN_GAIN_OVER_MAJORITY.
+    Without behaviour or a majority rate there is nothing to judge by: the run is kept."""
+    entry = (run.get("behaviour") or {}).get(str(EVAL_LENGTH))
+    if not entry or majority is None:
+        return True
+    return float(entry.get("token_acc", 0.0)) >= majority + MIN_GAIN_OVER_MAJORITY
