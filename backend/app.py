@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api.main import create_app as create_api
@@ -30,8 +30,18 @@ def create_app(
     settings = settings or get_settings()
     app = create_api(settings, session_factory, queue=queue, background=background)
     if dashboard:
+        _api_not_found(app)
         mount_dashboard(app, settings)
     return app
+
+
+def _api_not_found(app: FastAPI) -> None:
+    """Unknown ``/api/...`` paths (or methods) answer JSON 404 rather than falling through to
+    the dashboard mounted at ``/``."""
+    @app.api_route("/api/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
+                   include_in_schema=False)
+    def _not_found(path: str, request: Request) -> None:
+        raise HTTPException(status_code=404, detail=f"no such endpoint: {request.method} /api/{path}")
 
 
 def mount_dashboard(app: FastAPI, settings: Settings) -> None:

@@ -188,6 +188,16 @@ def _check_device(device: str) -> None:
 
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
         raise typer.BadParameter(f"{device!r} is not one of auto, cpu, cuda, cuda:N", param_hint="'--device'")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise typer.BadParameter(f"{device!r}: no CUDA device is available on this machine",
+                                     param_hint="'--device'")
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise typer.BadParameter(f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)",
+                                     param_hint="'--device'")
 
 
 # ----------------------------------------------------------------------------- in-process work
@@ -402,7 +412,17 @@ def _start_worker(settings, device: str | None, executor: str | None = None) -> 
         cmd += ["--device", device]
     if executor:
         cmd += ["--executor", executor]
-    return subprocess.Popen(cmd, env=env)
+    return subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+
+
+def _die_with_parent() -> None:
+    """In the demo's worker (Linux): get SIGTERM when the demo process dies, however it dies
+    (uvicorn re-raises SIGTERM, so the demo's ``finally`` may never run); the worker then hands
+    its job back to the queue."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop_worker(proc: subprocess.Popen) -> None:
@@ -490,6 +510,7 @@ def _validation_message(exc: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: known errors → one line on stderr and a non-zero exit status."""
     from pydantic import ValidationError
+    from sqlalchemy.exc import ArgumentError as SQLAlchemyArgumentError
     from sqlalchemy.exc import OperationalError
 
     try:
@@ -512,6 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     except OperationalError as exc:
         _err(f"database not reachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}")
         return 1
+    except SQLAlchemyArgumentError as exc:  # e.g. LAYERSCOPE_DB_URL=bogus://x
+        _err(f"bad database URL (LAYERSCOPE_DB_URL): {exc}")
+        return 2
     except (CliError, LookupError, ValueError, OSError) as exc:
         _err(str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc))
         return 1
