@@ -233,7 +233,7 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 
 @app.command()
 def suite(
-    preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~15 min) | paper | pretrained")],
+    preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
     family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat the option).")] = None,
     task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
