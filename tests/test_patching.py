@@ -46,3 +46,15 @@ def test_grid_rejects_positions_outside_the_sequence(model_and_pairs):
     model, _, _ = model_and_pairs
     with pytest.raises(ValueError, match="outside"):
         patching_grid(model, get_task("s3"), run_seed=0, eval_length=12, positions=[12], n_pairs=4)
+
+
+def test_recovery_is_undefined_when_corruption_changes_nothing():
+    """An untrained model can give equal clean and corrupted logit differences; recovery is
+    then undefined and stored as None, not a crash (found by the code_depth smoke suite)."""
+    import numpy as np
+
+    from worker.patching import _recovery
+
+    same = np.full(8, 0.25)
+    rec, lo, hi = _recovery(np.zeros(8), same, same.copy(), seed=0)
+    assert np.isnan(rec) and np.isnan(lo) and np.isnan(hi)

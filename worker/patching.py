@@ -27,6 +27,7 @@ from worker.seeds import data_seed
 from worker.tasks.base import Task
 
 N_BOOT = 1000
+MIN_GAP = 1e-6  # logit units: below this the clean and corrupted runs do not differ
 
 
 def logit_difference(logits: torch.Tensor, clean_label: torch.Tensor, corrupted_label: torch.Tensor) -> torch.Tensor:
@@ -47,11 +48,15 @@ def _positions_fn(clean_h: torch.Tensor, positions: Sequence[int] | slice):
 
 def _recovery(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int) -> tuple[float, float, float]:
     def ratio(idx: np.ndarray) -> float:
+        # Undefined (NaN → stored as None) when the corruption does not move the logit
+        # difference: nothing to recover (e.g. an untrained model).
         gap = ld_clean[idx].mean() - ld_corr[idx].mean()
-        return float((ld_p[idx].mean() - ld_corr[idx].mean()) / gap) if abs(gap) > 1e-12 else float("nan")
+        return float((ld_p[idx].mean() - ld_corr[idx].mean()) / gap) if abs(gap) > MIN_GAP else float("nan")
 
     n = len(ld_p)
     point = ratio(np.arange(n))
+    if not np.isfinite(point):
+        return point, float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     boots = np.array([ratio(rng.integers(0, n, n)) for _ in range(N_BOOT)])
     boots = boots[np.isfinite(boots)]

@@ -150,7 +150,8 @@ class PatchingResult(Base):
     layer: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)  # 0-based index into the sequence
     eval_length: Mapped[int] = mapped_column(Integer)
-    recovery: Mapped[float] = mapped_column(Float)  # mean over pairs, 1.0 = full recovery
+    # mean over pairs, 1.0 = full recovery; None when clean and corrupted logit differences coincide
+    recovery: Mapped[float | None] = mapped_column(Float)
     recovery_lo: Mapped[float | None] = mapped_column(Float)  # bootstrap 95% CI over pairs
     recovery_hi: Mapped[float | None] = mapped_column(Float)
     ld_clean: Mapped[float] = mapped_column(Float)

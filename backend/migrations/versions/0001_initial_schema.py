@@ -133,7 +133,7 @@ def upgrade() -> None:
     sa.Column("layer", sa.Integer(), nullable=False),
     sa.Column("position", sa.Integer(), nullable=False),
     sa.Column("eval_length", sa.Integer(), nullable=False),
-    sa.Column("recovery", sa.Float(), nullable=False),
+    sa.Column("recovery", sa.Float(), nullable=True),
     sa.Column("recovery_lo", sa.Float(), nullable=True),
     sa.Column("recovery_hi", sa.Float(), nullable=True),
     sa.Column("ld_clean", sa.Float(), nullable=False),
