@@ -66,21 +66,34 @@ def _recovery(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed:
     return point, float(lo), float(hi)
 
 
+class _Pairs:
+    """Clean and corrupted runs of a batch of pairs, computed once: the clean states of every
+    requested layer and both logit differences, then one edited forward per patch."""
+
+    def __init__(self, model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
+                 corrupted_label: torch.Tensor, layers: list[int] | None, device: torch.device | str) -> None:
+        model.eval()
+        self.model, self.labels = model, (clean_label, corrupted_label)
+        self.corrupted = corrupted.to(device)
+        clean_logits, self.states = run_with_states(model, clean.to(device), layers=layers)
+        self.ld_clean = logit_difference(clean_logits.cpu(), *self.labels).numpy()
+        self.ld_corr = logit_difference(model(self.corrupted).cpu(), *self.labels).numpy()
+
+    def patched(self, layer: int, positions: Sequence[int] | slice) -> np.ndarray:
+        """LD per pair with ``layer`` at ``positions`` patched from the clean run: [n]."""
+        with edit_layer(self.model, layer, _positions_fn(self.states[layer], positions)):
+            return logit_difference(self.model(self.corrupted).cpu(), *self.labels).numpy()
+
+
 @torch.no_grad()
 def patch_recovery(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
                    corrupted_label: torch.Tensor, layer: int, positions: Sequence[int] | slice,
                    device: torch.device | str = "cpu") -> float:
     """Recovery (1.0 = the clean logit difference, 0.0 = the corrupted one) when ``layer`` at
     ``positions`` is patched from the clean run. tokens: [n, L]; labels: [n]."""
-    model.eval()
-    clean, corrupted = clean.to(device), corrupted.to(device)
-    clean_logits, states = run_with_states(model, clean, layers=[layer])
-    ld_clean = logit_difference(clean_logits.cpu(), clean_label, corrupted_label).numpy()
-    ld_corr = logit_difference(model(corrupted).cpu(), clean_label, corrupted_label).numpy()
-    with edit_layer(model, layer, _positions_fn(states[layer], positions)):
-        ld_p = logit_difference(model(corrupted).cpu(), clean_label, corrupted_label).numpy()
-    gap = ld_clean.mean() - ld_corr.mean()
-    return float((ld_p.mean() - ld_corr.mean()) / gap)
+    pairs = _Pairs(model, clean, corrupted, clean_label, corrupted_label, [layer], device)
+    gap = pairs.ld_clean.mean() - pairs.ld_corr.mean()
+    return float((pairs.patched(layer, positions).mean() - pairs.ld_corr.mean()) / gap)
 
 
 @torch.no_grad()
@@ -98,25 +111,19 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     bad = [p for p in positions if not 0 <= p < eval_length]
     if bad:
         raise ValueError(f"patch positions {bad} outside 0..{eval_length - 1}")
-    model.eval()
     clean, corrupted, _ = task.corruption_pairs(eval_length, n_pairs, data_seed(run_seed, "patch", eval_length))
-    clean_label, corrupted_label = clean.labels[:, -1], corrupted.labels[:, -1]
     layers = [-1, *range(model.n_layers)]
-    clean_logits, states = run_with_states(model, clean.tokens.to(device))
-    ld_clean = logit_difference(clean_logits.cpu(), clean_label, corrupted_label).numpy()
-    corrupted_tokens = corrupted.tokens.to(device)
-    ld_corr = logit_difference(model(corrupted_tokens).cpu(), clean_label, corrupted_label).numpy()
+    pairs = _Pairs(model, clean.tokens, corrupted.tokens, clean.labels[:, -1], corrupted.labels[:, -1], None, device)
     rows = []
     for i, layer in enumerate(layers):
         ctx.check_cancelled()
         for pos in positions:
-            with edit_layer(model, layer, _positions_fn(states[layer], [pos])):
-                ld_p = logit_difference(model(corrupted_tokens).cpu(), clean_label, corrupted_label).numpy()
-            rec, lo, hi = _recovery(ld_p, ld_clean, ld_corr, seed=run_seed)
+            ld_p = pairs.patched(layer, [pos])
+            rec, lo, hi = _recovery(ld_p, pairs.ld_clean, pairs.ld_corr, seed=run_seed)
             rows.append({
                 "layer": layer, "position": pos, "eval_length": eval_length, "recovery": rec,
-                "recovery_lo": lo, "recovery_hi": hi, "ld_clean": float(ld_clean.mean()),
-                "ld_corrupted": float(ld_corr.mean()), "n_pairs": int(len(ld_p)), "config_hash": config_hash,
+                "recovery_lo": lo, "recovery_hi": hi, "ld_clean": float(pairs.ld_clean.mean()),
+                "ld_corrupted": float(pairs.ld_corr.mean()), "n_pairs": int(len(ld_p)), "config_hash": config_hash,
             })
         ctx.progress((i + 1) / len(layers), f"patching layer {layer}")
     return rows
