@@ -75,6 +75,16 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
+def made_on(device: str) -> str:
+    """Where a run is made, for provenance: the torch device (with the GPU's name) and the host."""
+    import platform
+
+    where = device
+    if device.startswith("cuda") and torch.cuda.is_available():
+        where = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return f"{where} on {platform.node() or 'unknown host'}"[:200]
+
+
 def _clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """NaN/inf → None so rows store and serialise as JSON."""
     def fix(v: Any) -> Any:
@@ -128,7 +138,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             task_params=task.params, model_config=model.config.to_dict(), train_config=params.run_config(),
             config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
             train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
-            behaviour=behav,
+            behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
+            made_on=made_on(env.device),
         )
     ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
             f"held-out acc {result.final_heldout_acc}")

@@ -73,6 +73,12 @@ class Run(Base):
     loss_curve: Mapped[list[Any]] = mapped_column(JSON, default=list)
     # {"40": {"token_acc": float, "last_acc": float, "n": int}, "60": {...}}
     behaviour: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Held-out token accuracy at the training length when training ended (0..1) and the
+    # early-stop criterion it was trained for: a run is "trained" when the first reaches the second.
+    heldout_acc: Mapped[float | None] = mapped_column(Float)
+    early_stop_acc: Mapped[float | None] = mapped_column(Float)
+    # Where the run was made (device and host), for the results bundle's provenance.
+    made_on: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
@@ -89,7 +95,12 @@ class ProbeResult(Base):
     eval_length: Mapped[int] = mapped_column(Integer)
     accuracy: Mapped[float] = mapped_column(Float)
     majority_baseline: Mapped[float] = mapped_column(Float)
-    per_position: Mapped[list[Any]] = mapped_column(JSON, default=list)  # accuracy at t = 1..L
+    per_position: Mapped[list[Any]] = mapped_column(JSON, default=list)  # accuracy at position t = 0..L-1
+    balanced_accuracy: Mapped[float | None] = mapped_column(Float)  # mean per-class recall, 0..1
+    # Hewitt & Liang (2019) control task: same probe, same split, a fixed random label per
+    # input-token type. selectivity = accuracy - control_accuracy (0..1 scale).
+    control_accuracy: Mapped[float | None] = mapped_column(Float)
+    selectivity: Mapped[float | None] = mapped_column(Float)
     n_train: Mapped[int] = mapped_column(Integer)  # sequences
     n_test: Mapped[int] = mapped_column(Integer)  # sequences
     converged: Mapped[bool] = mapped_column(Boolean)
@@ -127,6 +138,9 @@ class InterventionResult(Base):
     refit_acc: Mapped[float | None] = mapped_column(Float)  # probe refit on the edited states
     refit_majority: Mapped[float | None] = mapped_column(Float)
     rank_removed: Mapped[int | None] = mapped_column(Integer)
+    inlp_converged: Mapped[bool | None] = mapped_column(Boolean)  # INLP reached its tolerance
+    inlp_rounds: Mapped[int | None] = mapped_column(Integer)  # INLP rounds used
+    n_fit_sequences: Mapped[int | None] = mapped_column(Integer)  # sequences the edit was fitted on
     p_value: Mapped[float | None] = mapped_column(Float)  # paired permutation, sequence level
     p_holm: Mapped[float | None] = mapped_column(Float)  # Holm across the run's layers
     significant: Mapped[bool | None] = mapped_column(Boolean)  # p_holm < 0.05; False = "n.s."
@@ -147,6 +161,9 @@ class PatchingResult(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    # resid_pre (input of block ℓ) | resid_post (its output) | state (the recurrent state block ℓ
+    # carries from position t to t+1), optionally state:ssm / state:conv for Mamba's parts.
+    site: Mapped[str] = mapped_column(String(16), default="resid_post", server_default="resid_post")
     layer: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)  # 0-based index into the sequence
     eval_length: Mapped[int] = mapped_column(Integer)
@@ -156,11 +173,14 @@ class PatchingResult(Base):
     recovery_hi: Mapped[float | None] = mapped_column(Float)
     ld_clean: Mapped[float] = mapped_column(Float)
     ld_corrupted: Mapped[float] = mapped_column(Float)
-    n_pairs: Mapped[int] = mapped_column(Integer)
+    n_pairs: Mapped[int] = mapped_column(Integer)  # usable pairs (after dropping tiny-gap pairs)
+    corrupt_position: Mapped[int | None] = mapped_column(Integer)  # 0-based position of the changed token
+    n_dropped: Mapped[int | None] = mapped_column(Integer)  # pairs dropped: clean-corrupted gap too small
+    note: Mapped[str | None] = mapped_column(String(300))  # why recovery is None, when it is
     config_hash: Mapped[str] = mapped_column(String(64))
 
     __table_args__ = (
-        UniqueConstraint("run_id", "eval_length", "layer", "position", name="uq_patching"),
+        UniqueConstraint("run_id", "eval_length", "site", "layer", "position", name="uq_patching"),
     )
 
 
