@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, field_validator
 
 T = TypeVar("T")
 
@@ -58,7 +58,17 @@ class RunOut(BaseModel):
     train_seconds: float
     stopped_early: bool
     behaviour: dict[str, Any] = Field(description='per eval length: {"40": {"token_acc", "last_acc", "n"}}')
+    heldout_acc: float | None = Field(None, description="held-out token accuracy at the training length when training ended, 0..1")
+    early_stop_acc: float | None = Field(None, description="the early-stop criterion the run was trained for, 0..1")
+    made_on: str | None = Field(None, description="device and host the run was made on")
     created_at: UtcDatetime
+
+    @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
+    @property
+    def trained(self) -> bool:
+        from worker.trained import is_trained
+
+        return is_trained(self.heldout_acc, self.early_stop_acc)
 
 
 class RunDetail(RunOut):
@@ -111,6 +121,10 @@ class PatchingOut(BaseModel):
     depth: float
     position: int
     eval_length: int
+    site: str = "resid_post"
+    corrupt_position: int | None = None
+    n_dropped: int | None = None
+    note: str | None = None
     recovery: float | None
     recovery_lo: float | None
     recovery_hi: float | None
