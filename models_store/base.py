@@ -59,6 +59,19 @@ class LayerwiseModel(nn.Module):
         """``["emb", "0", ..., str(n_layers-1)]``."""
         return [layer_name(layer) for layer in self.layers]
 
+    @property
+    def n_prefix(self) -> int:
+        """Positions prepended inside ``forward`` (the START token): hook outputs are
+        [B, n_prefix + L, D]; ``models_store.capture`` strips them, so callers see real positions."""
+        return int(getattr(self.config, "start_token", False))
+
+    def with_prefix(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, L] → [B, n_prefix + L], the START id (``config.vocab_size``) in front."""
+        if not self.n_prefix:
+            return tokens
+        start = torch.full((tokens.shape[0], 1), self.config.vocab_size, dtype=tokens.dtype, device=tokens.device)
+        return torch.cat([start, tokens], dim=1)
+
     # --- hook points -------------------------------------------------------------------
     def embedding_module(self) -> nn.Module:
         """The module whose output is the ``emb`` state [B, L, D]."""

@@ -75,7 +75,7 @@ def run_with_states(
 
     def make_hook(layer: int):  # noqa: ANN202
         def hook(module: nn.Module, args: tuple, output: object) -> None:
-            h = _hidden(output)  # h: (B, L, D)
+            h = _hidden(output)[:, model.n_prefix:]  # h: (B, L, D), real positions only
             states[layer] = h.detach() if detach else h
 
         return hook
@@ -107,16 +107,19 @@ def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[La
             result whose shape differs from h's.
     """
     items = [(layer, fns[layer]) for layer in _resolve_layers(model, fns.keys())]
+    p = model.n_prefix
     handles = []
 
     def make_hook(layer: int, fn: EditFn):  # noqa: ANN202
         def hook(module: nn.Module, args: tuple, output: object) -> object:
-            h = _hidden(output)  # h: (B, L, D)
+            full = _hidden(output)  # full: (B, P+L, D), P = the START prefix, never edited
+            h = full[:, p:]  # h: (B, L, D)
             new = fn(h)
             if not isinstance(new, torch.Tensor) or new.shape != h.shape:
                 got = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
                 raise ValueError(f"edit of layer {layer} must return a tensor of shape {tuple(h.shape)}, got {got}")
-            return _replace_hidden(output, new.to(dtype=h.dtype, device=h.device))
+            new = new.to(dtype=h.dtype, device=h.device)
+            return _replace_hidden(output, torch.cat([full[:, :p], new], dim=1) if p else new)
 
         return hook
 

@@ -68,6 +68,10 @@ class ModelConfig:
             be rebuilt without the hub; required when ``pretrained`` is set.
         token_map: pretrained models only: task token i → model vocabulary id
             ``token_map[i]`` (see ``models_store.pretrained``); ``len == vocab_size``.
+        start_token: prepend a START token (id ``vocab_size``, an extra embedding row) to every
+            input inside ``forward``. Outputs and captured states cover the real positions only.
+            Without it a model with relative positions only (the rotary GPT-NeoX) gives every
+            position of a constant prefix the same state (docs/SCIENCE.md#start-token).
         n_params: the actual parameter count (derived; filled in by ``__post_init__`` for
             scratch models, by ``load_pretrained`` for pretrained ones).
 
@@ -94,6 +98,7 @@ class ModelConfig:
     pretrained: str | None = None
     hf_config: dict[str, Any] | None = None
     token_map: list[int] | None = None
+    start_token: bool = False
     n_params: int | None = field(default=None)
 
     def __post_init__(self) -> None:
@@ -144,12 +149,23 @@ class ModelConfig:
             _check_int("d_model", self.d_model, 1)
         if self.token_map is not None:
             tm = self.token_map
-            if not isinstance(tm, list) or len(tm) != self.vocab_size:
-                raise ValueError(f"token_map must be a list of vocab_size={self.vocab_size} ids")
+            if not isinstance(tm, list) or len(tm) != self.input_vocab_size:
+                raise ValueError(f"token_map must be a list of {self.input_vocab_size} ids "
+                                 f"(vocab_size={self.vocab_size}, start_token={self.start_token})")
             if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tm):
                 raise ValueError("token_map entries must be non-negative integers")
             if len(set(tm)) != len(tm):
                 raise ValueError("token_map entries must be distinct")
+
+    @property
+    def input_vocab_size(self) -> int:
+        """Rows of the input embedding: the task's ids, plus the START id when ``start_token``."""
+        return self.vocab_size + int(self.start_token)
+
+    @property
+    def n_prefix(self) -> int:
+        """Positions the model prepends to every input (1 with ``start_token``, else 0)."""
+        return int(self.start_token)
 
     @property
     def head_dim(self) -> int | None:
@@ -210,7 +226,7 @@ def count_params(cfg: ModelConfig, d: int) -> int:
       dt_bias/A_log/D 3H, gated RMSNorm E, out_proj Ed; final RMSNorm d.
     - lstm: LayerNorm 2d + 4(2d² + 2d); gru: LayerNorm 2d + 3(2d² + 2d); final LayerNorm 2d.
     """
-    V, C, n = cfg.vocab_size, cfg.n_classes, cfg.n_layers
+    V, C, n = cfg.input_vocab_size, cfg.n_classes, cfg.n_layers
     head = d * C + C
     emb = V * d
     if cfg.family == "transformer":

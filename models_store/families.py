@@ -79,10 +79,10 @@ class HFLayerwiseModel(LayerwiseModel):
         return tokens if self.token_map is None else self.token_map[tokens]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: LongTensor [B, L] → logits [B, L, C]."""
-        ids = self.backbone_ids(tokens)  # ids: (B, L)
-        h = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # h: (B, L, D), after final norm
-        return self.head(h)  # (B, L, C)
+        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
+        ids = self.backbone_ids(self.with_prefix(tokens))  # ids: (B, P+L), P = n_prefix
+        h = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # h: (B, P+L, D), after final norm
+        return self.head(h[:, self.n_prefix:])  # (B, L, C)
 
     def library_hidden_states(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """transformers' own ``output_hidden_states`` for ``tokens`` [B, L] (tests compare it).
@@ -90,8 +90,9 @@ class HFLayerwiseModel(LayerwiseModel):
         Not uniform across families (MEASURED): GPT-NeoX gives (emb, block 0..n-2,
         final_norm(block n-1)); Mamba / Mamba-2 give (block 0..n-1, final_norm(block n-1)).
         """
-        out = self.backbone(input_ids=self.backbone_ids(tokens), use_cache=False, output_hidden_states=True)
-        return tuple(out.hidden_states)
+        out = self.backbone(input_ids=self.backbone_ids(self.with_prefix(tokens)), use_cache=False,
+                            output_hidden_states=True)
+        return tuple(h[:, self.n_prefix:] for h in out.hidden_states)
 
 
 class RecurrentBlock(nn.Module):
@@ -118,7 +119,7 @@ class RecurrentModel(LayerwiseModel):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
         d = config.d_model
-        self.embed = nn.Embedding(config.vocab_size, d)
+        self.embed = nn.Embedding(config.input_vocab_size, d)
         self.blocks = nn.ModuleList([RecurrentBlock(config.family, d) for _ in range(config.n_layers)])
         self.norm_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.n_classes)
@@ -130,11 +131,11 @@ class RecurrentModel(LayerwiseModel):
         return list(self.blocks)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: LongTensor [B, L] → logits [B, L, C]."""
-        h = self.embed(tokens)  # h: (B, L, D)
+        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
+        h = self.embed(self.with_prefix(tokens))  # h: (B, P+L, D), P = n_prefix
         for block in self.blocks:
-            h = block(h)  # h: (B, L, D)
-        return self.head(self.norm_f(h))  # (B, L, C)
+            h = block(h)  # h: (B, P+L, D)
+        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)
 
 
 def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
@@ -153,7 +154,7 @@ def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
             raise ValueError(f"hf_config is a {got!r} config, family {cfg.family!r} needs {model_type!r}")
         return config_cls.from_dict(cfg.hf_config)
     d = cfg.d_model
-    common = dict(vocab_size=cfg.vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers, use_cache=False,
+    common = dict(vocab_size=cfg.input_vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers, use_cache=False,
                   tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
     if cfg.family == "transformer":
         return GPTNeoXConfig(

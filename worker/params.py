@@ -71,6 +71,9 @@ class TrainParams(_Params):
     d_model: int | None = Field(None, ge=4, le=8192, description="None = solved to match param_target")
     param_target: int = Field(830_000, ge=1_000, le=10_000_000_000)
     pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
+    start_token: bool | None = Field(
+        None, description="prepend a START token inside the model (docs/SCIENCE.md#start-token); "
+                          "None = on for models trained from scratch, off for pretrained ones")
     train_length: int = Field(40, ge=2, le=4096)
     batch_size: int = Field(64, ge=1, le=4096)
     lr: float = Field(1e-3, gt=0, le=1.0)
@@ -90,6 +93,10 @@ class TrainParams(_Params):
     def _check(self) -> "TrainParams":
         if self.pretrained and self.family not in ("transformer", "mamba"):
             raise ValueError("pretrained fine-tuning supports family 'transformer' (GPT-NeoX) or 'mamba'")
+        if self.start_token is None:  # resolved here so the stored config says what was built
+            self.start_token = not self.pretrained
+        elif self.start_token and self.pretrained:
+            raise ValueError("start_token: not supported for pretrained models (their vocabulary has no START id)")
         from worker.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
 
         get_task(self.task, **self.task_params)

@@ -106,7 +106,8 @@ def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
             )
         return model
     cfg = ModelConfig(family=params.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                      n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target)
+                      n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target,
+                      start_token=bool(params.start_token))
     return build_model(cfg)
 
 
