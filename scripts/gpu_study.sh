@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Run a study on one GPU machine in one unattended command, leaving what it made under $OUT.
+#
+#   scripts/gpu_study.sh check           # CUDA smoke suite (every family, every measurement) + steps-to-criterion "before"
+#   scripts/gpu_study.sh study [SECONDS] # the `paper` preset on every job slot, stopped and exported by the deadline
+#
+# Needs: python3 with torch (CUDA) and this repo's dependencies (missing wheels under .whl/ are
+# installed into /tmp/site first). Environment: OUT (output folder, default ./gpu-out),
+# SLOTS (worker slots on the GPU, default: CPU cores - 1), SUITE_NAME (default paper).
+set -u
+phase=${1:-study}
+budget=${2:-480}
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+log() { echo "[$(elapsed)s] $*"; }
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 LAYERSCOPE_HOME=${LAYERSCOPE_HOME:-/tmp/layerscope} TOKENIZERS_PARALLELISM=false
+mkdir -p "$LAYERSCOPE_HOME"
+cli() { python3 -m backend.cli "$@"; }
+python3 -c "import torch, transformers, platform; print('torch', torch.__version__, 'transformers', transformers.__version__,
+'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '-', 'cores', __import__('os').cpu_count())" \
+  || exit 1
+cores=$(nproc)
+slots=${SLOTS:-$(( cores > 2 ? cores - 1 : 1 ))}
+
+if [ "$phase" = check ]; then
+  log "CUDA smoke suite: every family on parity, every measurement"
+  cli suite --preset smoke --task parity --device cuda --name cuda-smoke 2>&1 | tail -20 | tee "$OUT/smoke.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { log "smoke suite FAILED"; exit 1; }
+  log "steps to criterion, today's recipe (one seed, 3,000-step cap)"
+  python3 benchmarks/bench_steps_to_criterion.py --recipe before --device cuda --jobs "$slots" \
+    --max-steps 3000 --seeds 0 --out "$OUT/steps_before" 2>&1 | tail -40
+  log "check done"
+  exit 0
+fi
+
+# ---- study: workers on every slot, the suite submitted, snapshots exported until the deadline
+name=${SUITE_NAME:-paper}
+log "study: $slots slots, deadline ${budget}s"
+cli worker --device cuda --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
+wpid=$!
+cli suite --preset paper --name "$name" --submit 2>&1 | tail -3
+progress() {
+  python3 - "$LAYERSCOPE_HOME/layerscope.db" <<'EOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=30)
+jobs = dict(c.execute("select state, count(*) from jobs where kind='train' group by state").fetchall())
+runs = dict(c.execute("select status, count(*) from runs group by status").fetchall())
+print("train jobs", jobs, "| runs", runs, flush=True)
+EOF
+}
+last_export=0
+while kill -0 "$wpid" 2>/dev/null && [ "$(elapsed)" -lt "$budget" ]; do
+  sleep 15
+  progress
+  done_jobs=$(python3 -c "import sqlite3;c=sqlite3.connect('$LAYERSCOPE_HOME/layerscope.db',timeout=30);print(c.execute(\"select count(*) from jobs where state in ('queued','running')\").fetchone()[0])")
+  [ "$done_jobs" = 0 ] && { log "every job finished"; break; }
+  if [ $(( $(elapsed) - last_export )) -ge 120 ]; then
+    cli export --suite "$name" -o "$OUT/$name.bundle.partial" >/dev/null 2>&1 && last_export=$(elapsed)
+  fi
+done
+log "stopping workers"
+kill -TERM "$wpid" 2>/dev/null
+for _ in $(seq 1 20); do kill -0 "$wpid" 2>/dev/null || break; sleep 1; done
+kill -KILL "$wpid" 2>/dev/null
+progress
+cli export --suite "$name" -o "$OUT/$name.bundle" && rm -f "$OUT/$name.bundle.partial"
+tail -c 200000 "$OUT/worker.log" > "$OUT/worker.tail.log"; rm -f "$OUT/worker.log"
+log "study done"
