@@ -479,12 +479,33 @@ def token_list() -> None:
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Create or migrate the results DB to the newest schema (alembic upgrade head)."""
-    from backend.db.migrate import init_db
+    """Create or migrate the results DB to the newest schema (alembic upgrade head).
+
+    A SQLite file is first copied to ``<file>.bak-<UTC time>-<revision>`` next to it."""
+    from backend.db.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
 
     settings = _settings()
-    rev = init_db(settings.resolved_db_url)
-    typer.echo(f"layerscope: {_redact(settings.resolved_db_url)} at revision {rev}")
+    url = settings.resolved_db_url
+    shown = _redact(url)
+    was, head = database_revision(url), head_revision()
+    if was == head:
+        typer.echo(f"layerscope: {shown} at revision {head} already; nothing to do")
+        return
+    backup = backup_sqlite(url)
+    if backup is not None:
+        typer.echo(f"layerscope: backed up {shown} (revision {was or 'none'}) to {backup}")
+    try:
+        rev = init_db(url)
+    except MigrationError as exc:
+        raise CliError(f"upgrade of {shown} failed: {exc}"
+                       + (f"; backup at {backup}" if backup else "")) from exc
+    except Exception as exc:
+        if backup is None:
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CliError(f"upgrade of {shown} failed ({type(exc).__name__}: {first}); the database is "
+                       f"unchanged, and a backup is at {backup}") from exc
+    typer.echo(f"layerscope: {shown} at revision {rev}" + (f" (was {was})" if was else ""))
 
 
 def _redact(url: str) -> str:

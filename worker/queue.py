@@ -9,6 +9,7 @@ step (a lost message is found again from the table; a duplicate one is skipped b
 from __future__ import annotations
 
 import logging
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from threading import Lock
@@ -30,6 +31,32 @@ SQLITE_QUEUE_TIMEOUT_S = 30.0
 
 _hueys: dict[tuple[str, str], Huey] = {}
 _hueys_lock = Lock()
+
+
+class QueueUnavailable(ConnectionError):
+    """The queue (Redis, or the SQLite queue file) could not be reached.
+
+    ``job_id``: the job the failed enqueue was for; ``stored``: whether its row is still in
+    the ``jobs`` table (then the reaper's ``requeue_orphans`` queues it once the queue is back)."""
+
+    def __init__(self, message: str, *, job_id: int | None = None, stored: bool = False) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.stored = stored
+
+
+def _queue_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OSError, sqlite3.Error]  # OSError includes ConnectionError
+    try:
+        from redis.exceptions import RedisError
+
+        errors.append(RedisError)
+    except ImportError:  # pragma: no cover - redis is a dependency
+        pass
+    return tuple(errors)
+
+
+QUEUE_ERRORS = _queue_errors()
 
 
 def queue_kind(url: str) -> str:
@@ -89,7 +116,15 @@ class JobQueue:
         return "redis" if isinstance(self.huey, RedisHuey) else "sqlite"
 
     def enqueue(self, job_id: int) -> None:
-        self.huey.run_job(int(job_id))  # type: ignore[attr-defined]
+        """Put ``job_id`` on the queue; :class:`QueueUnavailable` when the queue is unreachable."""
+        try:
+            self.huey.run_job(int(job_id))  # type: ignore[attr-defined]
+        except QueueUnavailable:
+            raise
+        except QUEUE_ERRORS as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise QueueUnavailable(f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}",
+                                   job_id=int(job_id)) from exc
 
     def dequeue(self) -> int | None:
         """The next job id, or None (a Redis queue blocks up to 1 s; SQLite returns at once)."""
@@ -107,6 +142,9 @@ class JobQueue:
     def __len__(self) -> int:
         return int(self.huey.pending_count())
 
+    def __bool__(self) -> bool:  # `queue or default` must not ask the (maybe unreachable) queue its length
+        return True
+
     def flush(self) -> None:
         self.huey.storage.flush_queue()
 
@@ -120,15 +158,39 @@ def submit(
 ) -> int:
     """Store a queued job (params already validated), then enqueue its id. Returns the id.
 
-    If the enqueue fails the row stays queued and ``requeue_orphans`` picks it up later
-    (the error still propagates)."""
+    All or nothing from the caller's view: when the queue is unreachable the stored row is
+    withdrawn again and :class:`QueueUnavailable` raised (``stored=False``: submitting again
+    later makes no duplicate). Only if the withdrawal fails too (the database went away as
+    well) does the row stay, queued: ``requeue_orphans`` queues it once the queue is back
+    (``stored=True``)."""
     with session_scope(factory) as s:
         job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts)
         s.add(job)
         s.flush()
         job_id = job.id
-    queue.enqueue(job_id)
+    try:
+        queue.enqueue(job_id)
+    except QueueUnavailable as exc:
+        stored = not _withdraw(factory, job_id)
+        raise QueueUnavailable(str(exc), job_id=job_id, stored=stored) from exc
     return job_id
+
+
+def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
+    """Delete a job that never reached the queue (still queued, never claimed); True if gone."""
+    from sqlalchemy import delete
+
+    try:
+        with session_scope(factory) as s:
+            s.execute(delete(Job).where(Job.id == job_id, Job.state == J.QUEUED, Job.attempt == 0,
+                                        Job.started_at.is_(None)))
+            gone = s.get(Job, job_id) is None
+    except Exception:  # noqa: BLE001 - the row stays queued and the reaper queues it later
+        log.exception("could not withdraw job %s after a failed enqueue; it stays queued", job_id)
+        return False
+    if gone:
+        log.warning("job %s withdrawn: the queue was not reachable when it was submitted", job_id)
+    return gone
 
 
 def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_seconds: float = 0.0) -> list[int]:

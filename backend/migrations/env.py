@@ -47,7 +47,18 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(_url())
+    url = _url()
+    if url.startswith("sqlite"):
+        # `alembic -c backend/alembic.ini upgrade head` from a shell: the same safety as init_db
+        # (foreign keys off, one transaction, foreign_key_check before commit).
+        from backend.db.migrate import sqlite_migration_connection
+
+        with sqlite_migration_connection(url) as conn:
+            _configure(conn)
+            with context.begin_transaction():
+                context.run_migrations()
+        return
+    engine = make_engine(url)
     try:
         with engine.connect() as conn:
             _configure(conn)

@@ -10,7 +10,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, ci_band, empty_figure, finite, t_interval
+from dashboard.figures.common import (
+    TraceBatch,
+    base_layout,
+    ci_band,
+    empty_figure,
+    esc,
+    esc_or,
+    finite,
+    note_missing,
+    t_interval,
+)
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -46,8 +56,12 @@ def behaviour_rows(runs: Sequence[dict[str, Any]], *, metric: str = "token_acc")
 def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str = "token accuracy") -> go.Figure:
     if not rows:
         return empty_figure("No behavioural results for this selection")
+    n_missing = sum(not finite(r.get("mean")) for r in rows)
+    if n_missing == len(rows):
+        return empty_figure(f"No behavioural accuracy to draw: all {len(rows)} points have no value")
+    metric_label = esc(metric_label)
     tasks = ordered([r["task"] for r in rows], TASKS)
-    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[task_label(t) for t in tasks],
+    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[esc(task_label(t)) for t in tasks],
                         shared_yaxes=True, horizontal_spacing=0.035)
     done = set()
     batch = TraceBatch(fig)
@@ -57,16 +71,18 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
             pts = sorted((r for r in facet if r["family"] == fam), key=lambda r: r["eval_length"])
             xs = [r["eval_length"] for r in pts]
             c = family_color(fam)
-            batch.add(ci_band(xs, [r["lo"] for r in pts], [r["hi"] for r in pts], color=rgba(c, 0.16),
-                                  name=f"{family_label(fam)} 95% CI", legendgroup=fam,
+            label = esc(family_label(fam))
+            batch.add(ci_band(xs, [r.get("lo") for r in pts], [r.get("hi") for r in pts], color=rgba(c, 0.16),
+                                  name=f"{label} 95% CI", legendgroup=fam,
                                   meta={"kind": "ci", "family": fam, "task": task}), row=1, col=ci)
             batch.add(go.Scatter(
-                x=xs, y=[r["mean"] for r in pts], mode="lines+markers", name=family_label(fam), legendgroup=fam,
+                x=xs, y=[r.get("mean") if finite(r.get("mean")) else None for r in pts], mode="lines+markers",
+                name=label, legendgroup=fam,
                 showlegend=fam not in done, line={"color": c, "width": 2.5},
                 marker={"symbol": family_symbol(fam), "size": 8, "color": c},
-                customdata=[[r["lo"], r["hi"], r["n"]] for r in pts],
-                hovertemplate=f"<b>{family_label(fam)}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
-                              "[%{customdata[0]:.1%}, %{customdata[1]:.1%}]<br>n = %{customdata[2]} seeds<extra></extra>",
+                customdata=[[_ci(r), esc_or(r.get("n"), "?")] for r in pts],
+                hovertemplate=f"<b>{label}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
+                              "%{customdata[0]}<br>n = %{customdata[1]} seeds<extra></extra>",
                 meta={"kind": "mean", "family": fam, "task": task}), row=1, col=ci)
             done.add(fam)
     batch.flush()
@@ -77,4 +93,9 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
     fig.update_yaxes(title_text=metric_label, row=1, col=1)
     fig.update_xaxes(title_text="eval length L (train length 40, dotted)")
     fig.update_layout(meta={"figure": "length_generalisation"})
-    return fig
+    return note_missing(fig, n_missing, len(rows), "points")
+
+
+def _ci(r: dict[str, Any]) -> str:
+    lo, hi = r.get("lo"), r.get("hi")
+    return f"[{100 * lo:.1f}%, {100 * hi:.1f}%]" if finite(lo) and finite(hi) else ""

@@ -15,12 +15,43 @@ AXIS = "#5f6b7a"
 
 
 def esc(text: Any) -> str:
-    """Escape user-typed text for Plotly labels.
+    """Escape user-typed text for Plotly labels — THE one helper (issue 13.5).
 
-    Plotly renders a subset of HTML in titles, hover labels and annotations; escaping ``<``,
-    ``>`` and ``&`` makes a run named ``<b>x</b>`` or ``<script>…`` show literally.
+    Plotly renders a subset of HTML (``<a href>``, ``<b>``, ``<br>``, ``<span style>`` …) in
+    titles, legend entries, axis ticks (category values included), hover labels, cell text
+    and annotations; escaping ``<``, ``>`` and ``&`` makes a run named ``<b>x</b>`` or
+    ``<a href="…">`` show literally. Every builder passes every string that can hold user or
+    stored text (run, pretrained, family, task, method names …) through here, once, where it
+    builds the label; markup it adds itself (``<br>``, ``<b>``) stays outside the call.
     """
     return html.escape("" if text is None else str(text), quote=False)
+
+
+def esc_or(value: Any, missing: str = "–") -> str:
+    """``esc(value)``, or ``missing`` for None / NaN (so hover text never reads "None")."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return missing
+    return esc(value)
+
+
+def note_missing(fig: go.Figure, missing: int, total: int, what: str = "values") -> go.Figure:
+    """Record ``meta.missing`` and, when values are missing, say so under the title: the
+    cells or points without a value are drawn as gaps (never as 0) and hover as nothing."""
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    meta["missing"] = int(missing)
+    fig.update_layout(meta=meta)
+    if missing <= 0:
+        return fig
+    if missing >= total:
+        note = f"all {total} {what}: no value (nothing to draw or mark)"
+    else:
+        note = f"{missing} of {total} {what}: no value (gaps)"
+    span = f'<span style="font-size:12px;color:#7b8794">{esc(note)}</span>'
+    title = fig.layout.title.text
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 70
+    fig.update_layout(title={"text": f"{title}<br>{span}" if title else span, "x": 0.0, "xanchor": "left"},
+                      margin={"t": max(top, 60) + (18 if title else 0)})
+    return fig
 
 
 def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dict[str, Any]:

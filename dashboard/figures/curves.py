@@ -11,7 +11,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, ci_band, empty_figure, finite, unique
+from dashboard.figures.common import (
+    TraceBatch,
+    base_layout,
+    ci_band,
+    empty_figure,
+    esc,
+    esc_or,
+    finite,
+    note_missing,
+    unique,
+)
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -37,10 +47,11 @@ def _line_key(row: dict[str, Any], multi_depth: set[str]) -> tuple[str, int | No
 
 
 def _line_label(key: tuple[str, int | None, str]) -> str:
+    """The legend / hover name of a line (escaped: pretrained and family names are stored text)."""
     fam, n, pre = key
     if pre:
-        return f"{pre.rstrip('/').split('/')[-1]} ({n} layers)"
-    return family_label(fam) + (f" ({n} layers)" if n else "")
+        return f"{esc(pre.rstrip('/').split('/')[-1])} ({n} layers)"
+    return esc(family_label(fam)) + (f" ({n} layers)" if n else "")
 
 
 def _facets(rows: Sequence[dict], tasks: Sequence[str] | None, lengths: Sequence[int] | None):
@@ -52,11 +63,11 @@ def _facets(rows: Sequence[dict], tasks: Sequence[str] | None, lengths: Sequence
     ]
     if len(lengths) > 1:  # rows = tasks, columns = eval lengths side by side (in- vs OOD)
         grid = [[(t, L) for L in lengths] for t in tasks]
-        titles = [f"{task_label(t)} · {length_label(L)}" for t in tasks for L in lengths]
+        titles = [f"{esc(task_label(t))} · {length_label(L)}" for t in tasks for L in lengths]
     else:
         grid = [[(t, lengths[0] if lengths else None) for t in tasks]]
         titles = [
-            task_label(t) + (f" · {length_label(lengths[0])}" if lengths else "") for t in tasks
+            esc(task_label(t)) + (f" · {length_label(lengths[0])}" if lengths else "") for t in tasks
         ]
     return tasks, lengths, grid, titles
 
@@ -105,6 +116,9 @@ def layerwise_curves(
     tasks_, lengths, grid, titles = _facets(rows, tasks, eval_lengths)
     if not tasks_:
         return empty_figure("No probe results for this selection yet")
+    n_missing = sum(not finite(r.get("mean")) for r in rows)
+    if n_missing == len(rows):
+        return empty_figure(f"No probe accuracy to draw: all {len(rows)} points of this selection have no value")
     by_depth = x == "depth"
     xkey = "depth" if by_depth else "layer"
     x_title = "normalised depth (emb = 0, last layer = 1)" if by_depth else "layer (emb = embedding output)"
@@ -156,7 +170,7 @@ def layerwise_curves(
                     seeds_here.append(seed)
                     sx += [r[xkey] if by_depth else int(r["layer"]) for r in srows] + [None]
                     sy += [r["accuracy"] for r in srows] + [None]
-                    stext += [f"seed {seed}"] * len(srows) + [None]
+                    stext += [f"seed {esc(seed)}"] * len(srows) + [None]
                 if seeds_here:  # every seed of this line in one trace (gaps between seeds): fast with 1,000 runs
                     batch.add(
                         go.Scatter(
@@ -179,19 +193,19 @@ def layerwise_curves(
                     )
                 custom = [
                     [
-                        r.get("layer_name") or layer_name(int(r["layer"])),
-                        r.get("lo") if finite(r.get("lo")) else r["mean"],
-                        r.get("hi") if finite(r.get("hi")) else r["mean"],
-                        r.get("n", ""),
-                        ", ".join(str(s) for s in (r.get("seeds") or [])),
-                        r.get("depth", ""),
+                        esc(r.get("layer_name") or layer_name(int(r["layer"]))),
+                        r.get("lo") if finite(r.get("lo")) else r.get("mean"),
+                        r.get("hi") if finite(r.get("hi")) else r.get("mean"),
+                        esc_or(r.get("n"), "?"),
+                        ", ".join(esc(s) for s in (r.get("seeds") or [])),
+                        f"{r['depth']:.2f}" if finite(r.get("depth")) else "–",
                     ]
                     for r in pts
                 ]
                 batch.add(
                     go.Scatter(
                         x=xs,
-                        y=[r["mean"] for r in pts],
+                        y=[r.get("mean") if finite(r.get("mean")) else None for r in pts],
                         mode="lines+markers",
                         line={"color": color, "width": 2.5, "dash": "dash" if key[2] else "solid"},
                         marker={"symbol": family_symbol(fam), "size": 8 if not key[1] or key[1] <= 12 else 5,
@@ -202,7 +216,7 @@ def layerwise_curves(
                         showlegend=label not in legend_done,
                         customdata=custom,
                         hovertemplate=(
-                            f"<b>{label}</b> · layer %{{customdata[0]}} (depth %{{customdata[5]:.2f}})"
+                            f"<b>{label}</b> · layer %{{customdata[0]}} (depth %{{customdata[5]}})"
                             "<br>probe accuracy %{y:.1%} [95% CI %{customdata[1]:.1%}, %{customdata[2]:.1%}]"
                             "<br>n = %{customdata[3]} seeds (%{customdata[4]})<extra></extra>"
                         ),
@@ -216,11 +230,12 @@ def layerwise_curves(
                 base_vals = [r["majority_baseline"] for r in facet_rows if finite(r.get("majority_baseline"))]
                 if base_vals:
                     b = sum(base_vals) / len(base_vals)
-                    xs_all = [r[xkey] if by_depth else int(r["layer"]) for r in facet_rows]
+                    xs_all = [x for x in (r.get(xkey) if by_depth else int(r["layer"]) for r in facet_rows)
+                              if finite(x)]
                     batch.add(
                         go.Scatter(
-                            x=[min(xs_all), max(xs_all)],
-                            y=[b, b],
+                            x=[min(xs_all), max(xs_all)] if xs_all else [],
+                            y=[b, b] if xs_all else [],
                             mode="lines",
                             line={"color": BASELINE_COLOR, "width": 1.5, "dash": "dash"},
                             name="majority baseline",
@@ -242,10 +257,10 @@ def layerwise_curves(
         fig.update_xaxes(tickvals=shown, ticktext=[layer_name(t) for t in shown],
                          range=[-1.3, max_layer + 0.3])
     if title:
-        fig.update_layout(title={"text": title, "x": 0, "xanchor": "left"})
+        fig.update_layout(title={"text": esc(title), "x": 0, "xanchor": "left"})
     batch.flush()
     fig.update_layout(meta={"figure": "layerwise_curves", "x": xkey})
-    return fig
+    return note_missing(fig, n_missing, len(rows), "points")
 
 
 def position_curves(
@@ -263,9 +278,12 @@ def position_curves(
     rows = [r for r in rows if families is None or r["family"] in families]
     if not rows:
         return empty_figure("No per-position probe results for this selection")
+    n_missing = sum(not finite(r.get("mean")) for r in rows)
+    if n_missing == len(rows):
+        return empty_figure(f"No per-position accuracy to draw: all {len(rows)} points have no value")
     tasks_, lengths, grid, titles = _facets(rows, tasks, eval_lengths)
     fig = _make_grid(grid, titles, x_title="position t in the sequence",
-                     y_title=f"probe accuracy ({layer_label})")
+                     y_title=f"probe accuracy ({esc(layer_label)})")
     fam_order = ordered([r["family"] for r in rows], FAMILIES)
     legend_done: set[str] = set()
     batch = TraceBatch(fig)
@@ -277,7 +295,7 @@ def position_curves(
                 pts = sorted((r for r in facet if r["family"] == fam), key=lambda r: int(r["position"]))
                 xs = [int(r["position"]) for r in pts]
                 color = family_color(fam)
-                label = family_label(fam)
+                label = esc(family_label(fam))
                 meta_base = {"family": fam, "task": task, "eval_length": length}
                 if show_ci:
                     batch.add(ci_band(xs, [r.get("lo") for r in pts], [r.get("hi") for r in pts],
@@ -286,10 +304,10 @@ def position_curves(
                                   row=ri, col=ci)
                 batch.add(
                     go.Scatter(
-                        x=xs, y=[r["mean"] for r in pts], mode="lines",
+                        x=xs, y=[r.get("mean") if finite(r.get("mean")) else None for r in pts], mode="lines",
                         line={"color": color, "width": 2, "dash": "solid"},
                         name=label, legendgroup=fam, showlegend=label not in legend_done,
-                        customdata=[[r.get("n", "")] for r in pts],
+                        customdata=[[esc_or(r.get("n"), "?")] for r in pts],
                         hovertemplate=f"<b>{label}</b> · t = %{{x}}<br>probe accuracy %{{y:.1%}}"
                                       "<br>n = %{customdata[0]} seeds<extra></extra>",
                         meta={**meta_base, "kind": "mean"},
@@ -323,4 +341,4 @@ def position_curves(
                                    xanchor="left", font={"size": 11, "color": "#7b8794"},
                                    row=ri, col=ci)
     fig.update_layout(meta={"figure": "position_curves"})
-    return fig
+    return note_missing(fig, n_missing, len(rows), "points")

@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite
+from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite, note_missing
 from dashboard.theme import (
     FAMILIES,
     METHODS,
@@ -72,10 +72,11 @@ def most_damaging_layer(interventions: Sequence[dict], method: str, eval_length:
 
 
 def _measure_label(measure: str) -> str:
+    """A heatmap column's label, escaped (the method name comes from stored rows)."""
     if measure == "probe":
         return "probe"
     kind, m = measure.split(":", 1)
-    return ("refit · " if kind == "refit" else "Δ ") + method_label(m)
+    return ("refit · " if kind == "refit" else "Δ ") + esc(method_label(m))
 
 
 def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None,
@@ -89,6 +90,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     if any(r["layer"] == -2 for r in table):
         layers = layers + [-2]  # "all layers" (Conv1D removed everywhere) on top
     present = {r["measure"] for r in table}
+    n_missing = sum(not finite(r["value"]) for r in table)
     methods = ordered([m.split(":", 1)[1] for m in present if ":" in m], METHODS)
     acc_cols = ["probe"] * ("probe" in present) + [f"refit:{m}" for m in methods if f"refit:{m}" in present]
     drop_cols = [f"drop:{m}" for m in methods if f"drop:{m}" in present]
@@ -138,7 +140,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
         z, txt, cd = grid(acc_cols, lambda r: f"{100 * r['value']:.1f}%")
         batch.add(go.Heatmap(
             z=z, x=[_measure_label(c) for c in acc_cols], y=ylabels, text=txt, texttemplate="%{text}",
-            customdata=cd, colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2,
+            customdata=cd, colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2, hoverongaps=False,
             colorbar={"title": {"text": "accuracy"}, "x": fig.layout.xaxis.domain[1] + 0.008, "thickness": 12,
                       "tickformat": ".0%", "len": 0.9},
             hovertemplate="layer %{y} · %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
@@ -159,7 +161,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
         z, txt, cd = grid(drop_cols, fmt_drop)
         batch.add(go.Heatmap(
             z=z, x=[_measure_label(c) for c in drop_cols], y=ylabels, text=txt, texttemplate="%{text}",
-            customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2,
+            customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2, hoverongaps=False,
             colorbar={"title": {"text": "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
             hovertemplate="layer %{y} · %{customdata[0]}<br>Δ accuracy %{customdata[1]} pp<br>%{customdata[2]}<extra></extra>",
             meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols}), row=1, col=2)
@@ -190,7 +192,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                               "xanchor": "right"},
                       margin={"t": 110 if title else 90, "b": 120},
                       meta={"figure": "probe_causal", "best_probe": best, "n_layers": len(layers)})
-    return fig
+    return note_missing(fig, n_missing, len(table), "cells")
 
 
 def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
@@ -222,6 +224,13 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
     where ``method`` costs most; each cell names the typical (most common) layers."""
     if not points:
         return empty_figure("No runs with both probes and interventions for this selection", height=300)
+    total = len(points)
+    points = [p for p in points if p.get("best_layer") is not None and p.get("damage_layer") is not None
+              and p.get("decoupled") is not None]
+    if not points:
+        return empty_figure(f"No run to place: all {total} have no best-probe or most-damaging layer (no value)",
+                            height=300)
+
     def key(p):
         return p.get("pretrained") or p["family"]
 
@@ -238,9 +247,9 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
                 tr.append("")
                 cr.append(["", "", 0, 0])
                 continue
-            k = sum(p["decoupled"] for p in pts)
-            best = Counter(layer_name(p["best_layer"]) for p in pts).most_common(1)[0][0]
-            dmg = Counter(layer_name(p["damage_layer"]) for p in pts).most_common(1)[0][0]
+            k = sum(bool(p["decoupled"]) for p in pts)
+            best = esc(Counter(layer_name(int(p["best_layer"])) for p in pts).most_common(1)[0][0])
+            dmg = esc(Counter(layer_name(int(p["damage_layer"])) for p in pts).most_common(1)[0][0])
             zr.append(k / len(pts))
             tr.append(f"probe ★ {best} · causal ▼ {dmg}<br>{k}/{len(pts)} decouple")
             cr.append([best, dmg, k, len(pts)])
@@ -248,18 +257,19 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
         text.append(tr)
         custom.append(cr)
     fig = go.Figure(go.Heatmap(
-        z=z, x=[task_label(t) for t in tasks], y=[family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]
-                                                  for f in fams], text=text, texttemplate="%{text}",
-        customdata=custom, colorscale="Cividis", zmin=0, zmax=1, xgap=3, ygap=3,
+        z=z, x=[esc(task_label(t)) for t in tasks],
+        y=[esc(family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]) for f in fams],
+        text=text, texttemplate="%{text}",
+        customdata=custom, colorscale="Cividis", zmin=0, zmax=1, xgap=3, ygap=3, hoverongaps=False,
         colorbar={"title": {"text": "share<br>decoupled"}, "tickformat": ".0%", "thickness": 12},
         hovertemplate="<b>%{y} · %{x}</b><br>most common best-probe layer %{customdata[0]}, most-damaging layer "
                       "%{customdata[1]}<br>%{customdata[2]} of %{customdata[3]} runs decouple<extra></extra>",
         meta={"kind": "decoupling"}))
-    n_dec = sum(p["decoupled"] for p in points)
+    n_dec = sum(bool(p["decoupled"]) for p in points)
     base_layout(fig, height=max(300, 110 + 70 * len(fams)),
-                title=f"{n_dec} of {len(points)} runs decouple · edit: {method_label(method)}")
+                title=f"{n_dec} of {len(points)} runs decouple · edit: {esc(method_label(method))}")
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
     fig.update_layout(margin={"t": 90, "l": 110},
                       meta={"figure": "decoupling", "n": len(points), "decoupled": n_dec, "method": method})
-    return fig
+    return note_missing(fig, total - len(points), total, "runs")

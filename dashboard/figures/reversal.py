@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import base_layout, empty_figure, finite, fmt_ci
+from dashboard.figures.common import base_layout, empty_figure, esc, esc_or, finite, fmt_ci, note_missing
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -56,7 +56,8 @@ def row_key(p: dict[str, Any]) -> str:
 
 
 def row_label(key: str) -> str:
-    return family_label(key) if key in FAMILIES else key.rstrip("/").split("/")[-1]
+    """A matrix row's label, escaped (a pretrained model's name is user text)."""
+    return esc(family_label(key) if key in FAMILIES else key.rstrip("/").split("/")[-1])
 
 
 def _row_order(keys) -> list[str]:
@@ -102,6 +103,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     by = {(row_key(p), p["task"]): p for p in profiles}
     reversals = find_reversals(profiles) if reversals is None else reversals
     z, text, custom = [], [], []
+    n_missing = 0
     for fam in fams:
         zr, tr, cr = [], [], []
         for task in tks:
@@ -113,23 +115,25 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
                 continue
             m = metric(p, metric_name)
             zr.append(m["mean"] if finite(m["mean"]) else None)
-            cls = p.get("profile_class") or "–"
-            tr.append(f"<b>{cls}</b><br>{fmt_ci(m['mean'], m['lo'], m['hi'])}<br>n={p.get('n', '?')}")
-            cr.append([cls, fmt_ci(m["mean"], m["lo"], m["hi"]), p.get("n", ""),
-                       ", ".join(str(s) for s in p.get("seeds") or [])])
+            n_missing += not finite(m["mean"])
+            cls = esc_or(p.get("profile_class"))
+            ci = fmt_ci(m["mean"], m["lo"], m["hi"]) if finite(m["mean"]) else "no value"
+            n = esc_or(p.get("n"), "?")
+            tr.append(f"<b>{cls}</b><br>{ci}<br>n={n}")
+            cr.append([cls, ci, n, ", ".join(esc(s) for s in p.get("seeds") or [])])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
     bounded = metric_name in ("late_concentration", "auc")
     fig = go.Figure(go.Heatmap(
-        z=z, x=[task_label(t) for t in tks], y=[row_label(f) for f in fams],
+        z=z, x=[esc(task_label(t)) for t in tks], y=[row_label(f) for f in fams],
         text=text, texttemplate="%{text}", textfont={"size": 13},
         customdata=custom, colorscale="Cividis", zmin=0 if bounded else None, zmax=1 if bounded else None,
-        xgap=3, ygap=3,
-        colorbar={"title": {"text": "late<br>concentration" if metric_name == "late_concentration" else metric_name,
-                            "side": "right"}, "thickness": 14},
+        xgap=3, ygap=3, hoverongaps=False,
+        colorbar={"title": {"text": "late<br>concentration" if metric_name == "late_concentration"
+                            else esc(metric_name), "side": "right"}, "thickness": 14},
         hovertemplate="<b>%{y} · %{x}</b><br>profile class %{customdata[0]}<br>"
-                      + METRIC_TITLES.get(metric_name, metric_name)
+                      + esc(METRIC_TITLES.get(metric_name, metric_name))
                       + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})<extra></extra>",
         meta={"kind": "matrix", "metric": metric_name},
     ))
@@ -149,7 +153,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
                       line={"color": "#111", "width": 3}, xref="x", yref="y")
     fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
                             "outlined": len(outlined)})
-    return fig
+    return note_missing(fig, n_missing, len(by), "cells")
 
 
 def _normalised_curve(points: list[tuple[float, float]], base: float | None = None) -> list[tuple[float, float]]:
@@ -207,29 +211,37 @@ def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | Non
 def s3_distance_figure(distances: Sequence[dict[str, Any]]) -> go.Figure:
     if not distances:
         return empty_figure("Needs curves for S3, Parity and Dyck", height=260)
+    total = len(distances)
+    distances = [d for d in distances if finite(d.get("to_parity")) and finite(d.get("to_dyck"))]
+    if not distances:
+        return empty_figure(f"No S3 distance to draw: all {total} families have no value", height=260)
     fams = [d["family"] for d in distances][::-1]
+
+    def label(fam: str) -> str:
+        return esc(family_label(fam))
+
     fig = go.Figure()
     for d in distances:
         fig.add_trace(go.Scatter(
-            x=[d["to_parity"], d["to_dyck"]], y=[family_label(d["family"])] * 2, mode="lines",
+            x=[d["to_parity"], d["to_dyck"]], y=[label(d["family"])] * 2, mode="lines",
             line={"color": "#c5cbd3", "width": 3}, showlegend=False, hoverinfo="skip",
             meta={"kind": "connector", "family": d["family"]}))
     fig.add_trace(go.Scatter(
-        x=[d["to_parity"] for d in distances], y=[family_label(d["family"]) for d in distances],
+        x=[d["to_parity"] for d in distances], y=[label(d["family"]) for d in distances],
         mode="markers", name="S3 ↔ Parity", marker={"symbol": "circle", "size": 14, "color": "#0072B2"},
         hovertemplate="%{y}: S3 ↔ Parity distance %{x:.3f}<extra></extra>", meta={"kind": "to_parity"}))
     fig.add_trace(go.Scatter(
-        x=[d["to_dyck"] for d in distances], y=[family_label(d["family"]) for d in distances],
+        x=[d["to_dyck"] for d in distances], y=[label(d["family"]) for d in distances],
         mode="markers", name="S3 ↔ Dyck", marker={"symbol": "diamond", "size": 14, "color": "#D55E00"},
         hovertemplate="%{y}: S3 ↔ Dyck distance %{x:.3f}<extra></extra>", meta={"kind": "to_dyck"}))
     xmax = max(max(d["to_parity"], d["to_dyck"]) for d in distances)
     for d in distances:
-        fig.add_annotation(x=xmax * 1.08 + 0.02, y=family_label(d["family"]), showarrow=False, xanchor="left",
+        fig.add_annotation(x=xmax * 1.08 + 0.02, y=label(d["family"]), showarrow=False, xanchor="left",
                            text=f"closer to {'Parity' if d['closer'] == 'parity' else 'Dyck' if d['closer'] == 'dyck' else '—'}",
                            font={"size": 12, "color": family_color(d["family"])})
     base_layout(fig, height=max(240, 90 + 46 * len(fams)))
     fig.update_xaxes(title_text="profile distance (RMS between normalised layer curves, 0 = same shape, 1 = opposite)",
                      range=[0, xmax * 1.45 + 0.05], rangemode="tozero")
-    fig.update_yaxes(categoryorder="array", categoryarray=[family_label(f) for f in fams], showgrid=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=[label(f) for f in fams], showgrid=False)
     fig.update_layout(meta={"figure": "s3_distance"}, margin={"l": 110, "t": 40})
-    return fig
+    return note_missing(fig, total - len(distances), total, "families")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, Union
 
 from fastapi import APIRouter, Body, Query, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from sqlalchemy import func, select
 
@@ -15,7 +17,7 @@ from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, 
 from backend.db import jobs as J
 from backend.db.models import Job, Run
 from worker.params import PARAMS_BY_KIND
-from worker.queue import submit
+from worker.queue import QueueUnavailable, submit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
 
@@ -35,6 +37,27 @@ JobCreate = Annotated[Union[tuple(JOB_CREATE_MODELS.values())], Field(discrimina
 
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown job id"}}
 CONFLICT = {409: {"model": ErrorOut, "description": "the job's state does not allow this"}}
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+QUEUE_DOWN_SUBMIT = {503: {"model": ErrorOut, "headers": RETRY_AFTER, "description":
+                           "the job queue is not reachable: nothing was stored, submit again after Retry-After "
+                           "seconds (no duplicate)"}}
+QUEUE_DOWN_RETRY = {503: {"model": ErrorOut, "headers": RETRY_AFTER, "description":
+                          "the job queue is not reachable: the job is queued in the database and reaches the "
+                          "workers when the queue is back (retrying again answers 409)"}}
+
+
+def _retry_after(settings) -> str:  # noqa: ANN001
+    """When the queue may be back, and when the reaper next re-queues stored jobs."""
+    return str(max(1, math.ceil(settings.reap_every_seconds)))
+
+
+def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSONResponse:  # noqa: ANN001
+    if retry or exc.stored:
+        detail = (f"{exc} — job {exc.job_id} is stored and queued; it reaches the workers when the queue is "
+                  f"back, do not submit it again")
+    else:
+        detail = f"{exc} — nothing was stored; submit again in {_retry_after(settings)} s"
+    return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": _retry_after(settings)})
 
 
 def _out(job: Job) -> dict[str, Any]:
@@ -54,7 +77,7 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:  # noqa: ANN0
 
 
 @router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             responses=TOO_LARGE,
+             responses={**TOO_LARGE, **QUEUE_DOWN_SUBMIT},
              summary="Submit a job; its params are validated per kind (422 names the bad field)")
 def create_job(
     body: Annotated[JobCreate, Body()], session: SessionDep, factory: FactoryDep, settings: SettingsDep,
@@ -76,7 +99,10 @@ def create_job(
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
                                            "input": params.model_dump(mode="json")}]) from exc
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
-    job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
+    try:
+        job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
+    except QueueUnavailable as exc:
+        return _queue_down(exc, settings)  # type: ignore[return-value]
     with factory() as s:
         return _out(J.get_job(s, job_id))
 
@@ -118,10 +144,14 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
     return _out(J.request_cancel(session, job_id))
 
 
-@router.post("/{job_id}/retry", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE},
+@router.post("/{job_id}/retry", response_model=JobOut,
+             responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE, **QUEUE_DOWN_RETRY},
              dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
     job = J.retry(session, job_id, extra_attempts=settings.max_attempts)
-    queue.enqueue(job.id)
+    try:
+        queue.enqueue(job.id)
+    except QueueUnavailable as exc:
+        return _queue_down(exc, settings, retry=True)  # type: ignore[return-value]
     return _out(job)
 
