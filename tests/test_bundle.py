@@ -152,3 +152,23 @@ def test_cli_export_then_import(source, tmp_path, monkeypatch, capsys):
         assert main(["import", str(tmp_path / "missing.zip")]) == 1
     finally:
         get_settings.cache_clear()
+
+
+def test_api_lists_suites_and_serves_a_bundle(api):
+    seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,), suite="live")
+    listed = api.client.get("/api/suites").json()
+    assert listed == [{"name": "live", "n_runs": 1, "n_complete": 0, "imported": False}]
+    r = api.client.get("/api/suites/live/bundle")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    assert 'filename="live.layerscope.zip"' in r.headers["content-disposition"]
+    manifest, tables = read_bundle(io.BytesIO(r.content))
+    assert manifest["suite"] == "live" and len(tables["runs"]) == 1
+    missing = api.client.get("/api/suites/nope/bundle")
+    assert missing.status_code == 404 and "nope" in missing.json()["detail"]
+    # A suite imported from a bundle is marked as such.
+    with api.factory() as s:
+        s.query(Run).update({"suite": "elsewhere", "config_hash": "moved"})
+        s.commit()
+        import_bundle(s, io.BytesIO(r.content))
+    by_name = {x["name"]: x["imported"] for x in api.client.get("/api/suites").json()}
+    assert by_name == {"elsewhere": False, "live": True}
