@@ -404,6 +404,25 @@ def import_cmd(
                f"{out['runs_present']} run(s) already present, into {_redact(settings.resolved_db_url)}", err=True)
 
 
+@app.command("report")
+def report_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A results bundle (`layerscope export`).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path("docs/RESULTS.md"),
+    figures_dir: Annotated[Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")] = None,
+    figures: Annotated[bool, typer.Option(help="Export the figures to PNG (plotly + kaleido + Chromium).")] = True,
+) -> None:
+    """Regenerate the results page from a bundle: each claim of the study next to this
+    reproduction's verdict (agrees / disagrees / cannot tell), numbers with intervals, figures."""
+    from backend.report import build_report
+
+    if not bundle.is_file():
+        raise CliError(f"{bundle}: no such file")
+    out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
+    verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
+    typer.echo(f"layerscope: wrote {output} ({verdicts})"
+               + (f"; figures not exported: {out['figures_error']}" if out["figures_error"] else ""), err=True)
+
+
 # ----------------------------------------------------------------------------- demo
 
 
@@ -414,10 +433,13 @@ def demo(
     preset: Annotated[Preset, typer.Option(help="The suite to run.")] = Preset.quick,
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
+    bundle: Annotated[Path | None, typer.Option(help="A results bundle to show at once (imported once; "
+                                                     "`make demo` passes examples/paper.layerscope.zip).")] = None,
     executor: Annotated[str | None, typer.Option(hidden=True, help="module:function for the worker (tests).")] = None,
 ) -> None:
-    """Serve the dashboard, start a local worker beside it, and run the quick preset as a job:
-    results appear as they land. Ctrl-C stops everything."""
+    """Serve the dashboard on a trained study (--bundle, imported once), start a local worker
+    beside it, and run the quick preset live as its own suite: results appear as they land.
+    Ctrl-C stops everything."""
     import uvicorn
 
     from backend.app import create_app
@@ -430,6 +452,8 @@ def demo(
     settings = _settings(host=host, port=port)
     factory = _init_db(settings)
     queue = JobQueue.from_settings(settings)
+    if bundle is not None:
+        typer.echo(f"layerscope: {demo_bundle(factory, bundle, settings.resolved_store_dir)}", err=True)
     params = SuiteParams(preset=preset.value)
     job_id = None if rerun else _existing_suite(factory, params)
     if job_id is None:
@@ -448,6 +472,24 @@ def demo(
     finally:
         if proc is not None:
             _stop_worker(proc)
+
+
+def demo_bundle(factory, path: Path, store_dir: Path) -> str:  # noqa: ANN001
+    """Import the demo's study bundle once; a missing or empty file is reported, not fatal.
+    Returns the line to print."""
+    from backend.bundle import BundleError, import_bundle
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return (f"no study bundle at {path} ({'empty' if path.is_file() else 'absent'}); "
+                "showing the live suite only")
+    try:
+        with factory() as s:
+            out = import_bundle(s, path, store_dir=store_dir, source=path.name)
+    except BundleError as exc:
+        return f"{exc}; showing the live suite only"
+    if out["runs_added"] == 0 and not any(out["rows_added"].values()):
+        return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)"
+    return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)"
 
 
 def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
