@@ -21,5 +21,8 @@ browser:
 test: install-dev services browser
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
+# The imported study (examples/paper.layerscope.zip, once) beside the quick suite run live.
+STUDY_BUNDLE ?= examples/paper.layerscope.zip
+
 demo: install
-	layerscope demo
+	layerscope demo --bundle $(STUDY_BUNDLE)

@@ -4,6 +4,10 @@
     layerscope serve [--host --port]     # API + dashboard
     layerscope worker [--device --name --concurrency N]  # consume jobs (N slots on one device)
     layerscope suite --preset quick [--submit]  # run a suite in this process, or enqueue it
+    layerscope suite --preset paper --force    # re-run runs already stored (default: skip them)
+    layerscope export --suite NAME -o FILE     # a suite's results bundle (one portable file)
+    layerscope import FILE                     # load a bundle; rows already present are kept
+    layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
     layerscope probe|intervene|patch RUN_ID
     layerscope token create --name NAME
     layerscope db upgrade
@@ -19,6 +23,7 @@ import signal
 import subprocess
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -243,9 +248,16 @@ def suite(
         "--submit", help="Enqueue the suite as a job (the jobs table + the queue, as POST /api/jobs does) "
                          "instead of running it here: the workers run its train jobs, several at a time "
                          "with `layerscope worker --concurrency N`.")] = False,
+    resume: Annotated[bool, typer.Option(
+        "--resume/--force", help="--resume (default): skip runs already stored with the same config hash "
+                                 "and measured, finish the rest (an interrupted suite resumes where it "
+                                 "stopped); --force: train and measure every run again.")] = True,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="Override the preset's step cap per run.")] = None,
+    max_seconds: Annotated[float | None, typer.Option(min=0.001, help="Override the preset's per-run "
+                                                                      "training time budget (seconds).")] = None,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
-    or enqueue it for the workers with --submit."""
+    or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs)."""
     from worker.params import SuiteParams
 
     if device is not None:
@@ -253,26 +265,38 @@ def suite(
             raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
                                      param_hint="'--device'")
         _check_device(device)
-    params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None, name=name)
+    params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None,
+                         name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds)
     from worker.presets import expand_suite
 
-    n = len(expand_suite(params))
+    jobs = expand_suite(params)
+    n = len(jobs)
     settings = _settings()
     factory = _init_db(settings)
+    done = 0 if not resume else _count_stored(jobs, settings, factory)
     if submit:
-        return _submit_suite(params, n, settings, factory)
-    typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}",
-               err=True)
+        return _submit_suite(params, n, settings, factory, done)
+    typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
+               + (f"; {done} already stored, skipped (--force to re-run)" if done else ""), err=True)
     out = _execute("suite", params, settings, factory, device)
     typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
 
 
-def _submit_suite(params: Any, n: int, settings, factory) -> None:  # noqa: ANN001
+def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
+    """How many of a suite's runs are already stored complete (those a resumed suite skips)."""
+    from worker.pipeline import WorkerEnv, stored_state
+
+    env = WorkerEnv(factory, settings.resolved_store_dir)
+    return sum(stored_state(j, env)[1] == "complete" for j in jobs)
+
+
+def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:  # noqa: ANN001
     from worker.queue import JobQueue, submit
 
     queue = JobQueue.from_settings(settings)
     job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
-    typer.echo(f"layerscope: suite {params.name or params.preset} submitted as job {job_id} ({n} train job(s)) "
+    skipped = f"; {done} already stored are skipped by the workers" if done else ""
+    typer.echo(f"layerscope: suite {params.name or params.preset} submitted as job {job_id} ({n} train job(s){skipped}) "
                f"to the {queue.kind} queue of {_redact(settings.resolved_db_url)}; start workers with "
                "`layerscope worker` and follow it at /jobs", err=True)
     typer.echo(str(job_id))
@@ -338,6 +362,67 @@ def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> N
     typer.echo(f"layerscope: {kind} results stored for run {run_id}")
 
 
+# ----------------------------------------------------------------------------- bundles
+
+
+@app.command("export")
+def export_cmd(
+    suite: Annotated[str, typer.Option(help="The suite to export (runs.suite).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; "
+                                                                "docs: backend/bundle.py).")],
+    weights: Annotated[bool, typer.Option(help="Include the model checkpoints (off: results only).")] = False,
+) -> None:
+    """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
+    and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
+    from backend.bundle import export_bundle
+
+    settings = _settings()
+    factory = _init_db(settings)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with factory() as s:
+        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir)
+    typer.echo(f"layerscope: wrote {output} ({len(manifest['runs'])} run(s) of suite {suite!r}"
+               f"{', with weights' if weights else ''}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+
+
+@app.command("import")
+def import_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle written by `layerscope export`.")],
+) -> None:
+    """Load a results bundle into the results DB (SQLite or PostgreSQL). Rows already present
+    are kept, not doubled: importing the same bundle twice changes nothing."""
+    from backend.bundle import import_bundle
+
+    if not bundle.is_file():
+        raise CliError(f"{bundle}: no such file")
+    settings = _settings()
+    factory = _init_db(settings)
+    with factory() as s:
+        out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name)
+    rows = sum(out["rows_added"].values())
+    typer.echo(f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
+               f"{out['runs_present']} run(s) already present, into {_redact(settings.resolved_db_url)}", err=True)
+
+
+@app.command("report")
+def report_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A results bundle (`layerscope export`).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path("docs/RESULTS.md"),
+    figures_dir: Annotated[Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")] = None,
+    figures: Annotated[bool, typer.Option(help="Export the figures to PNG (plotly + kaleido + Chromium).")] = True,
+) -> None:
+    """Regenerate the results page from a bundle: each claim of the study next to this
+    reproduction's verdict (agrees / disagrees / cannot tell), numbers with intervals, figures."""
+    from backend.report import build_report
+
+    if not bundle.is_file():
+        raise CliError(f"{bundle}: no such file")
+    out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
+    verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
+    typer.echo(f"layerscope: wrote {output} ({verdicts})"
+               + (f"; figures not exported: {out['figures_error']}" if out["figures_error"] else ""), err=True)
+
+
 # ----------------------------------------------------------------------------- demo
 
 
@@ -348,10 +433,13 @@ def demo(
     preset: Annotated[Preset, typer.Option(help="The suite to run.")] = Preset.quick,
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
+    bundle: Annotated[Path | None, typer.Option(help="A results bundle to show at once (imported once; "
+                                                     "`make demo` passes examples/paper.layerscope.zip).")] = None,
     executor: Annotated[str | None, typer.Option(hidden=True, help="module:function for the worker (tests).")] = None,
 ) -> None:
-    """Serve the dashboard, start a local worker beside it, and run the quick preset as a job:
-    results appear as they land. Ctrl-C stops everything."""
+    """Serve the dashboard on a trained study (--bundle, imported once), start a local worker
+    beside it, and run the quick preset live as its own suite: results appear as they land.
+    Ctrl-C stops everything."""
     import uvicorn
 
     from backend.app import create_app
@@ -364,6 +452,8 @@ def demo(
     settings = _settings(host=host, port=port)
     factory = _init_db(settings)
     queue = JobQueue.from_settings(settings)
+    if bundle is not None:
+        typer.echo(f"layerscope: {demo_bundle(factory, bundle, settings.resolved_store_dir)}", err=True)
     params = SuiteParams(preset=preset.value)
     job_id = None if rerun else _existing_suite(factory, params)
     if job_id is None:
@@ -382,6 +472,24 @@ def demo(
     finally:
         if proc is not None:
             _stop_worker(proc)
+
+
+def demo_bundle(factory, path: Path, store_dir: Path) -> str:  # noqa: ANN001
+    """Import the demo's study bundle once; a missing or empty file is reported, not fatal.
+    Returns the line to print."""
+    from backend.bundle import BundleError, import_bundle
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return (f"no study bundle at {path} ({'empty' if path.is_file() else 'absent'}); "
+                "showing the live suite only")
+    try:
+        with factory() as s:
+            out = import_bundle(s, path, store_dir=store_dir, source=path.name)
+    except BundleError as exc:
+        return f"{exc}; showing the live suite only"
+    if out["runs_added"] == 0 and not any(out["rows_added"].values()):
+        return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)"
+    return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)"
 
 
 def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
@@ -557,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     except SQLAlchemyArgumentError as exc:  # e.g. LAYERSCOPE_DB_URL=bogus://x
         _err(f"bad database URL (LAYERSCOPE_DB_URL): {exc}")
         return 2
-    except (CliError, LookupError, ValueError, OSError) as exc:
+    except (CliError, LookupError, ValueError, OSError) as exc:  # BundleError is a ValueError
         _err(str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc))
         return 1
     return rv if isinstance(rv, int) else 0

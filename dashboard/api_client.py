@@ -121,6 +121,10 @@ class ApiClient:
     def run_patching(self, run_id: int, eval_length: int | None = None) -> list[dict]:
         return self.get(f"/api/runs/{int(run_id)}/patching", eval_length=eval_length)
 
+    def suites(self) -> list[dict]:
+        """``GET /api/suites``: name, run counts, and whether the suite was imported from a bundle."""
+        return self.get("/api/suites")
+
     def curves(self, *, task=None, family=None, eval_length=None, suite=None, **extra: Any) -> list[dict]:
         return self.get("/api/curves", task=task, family=family, eval_length=eval_length, suite=suite, **extra)
 

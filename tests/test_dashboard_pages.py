@@ -39,6 +39,10 @@ class FakeApi:
     def all_runs(self, limit=500, **f):
         return self.runs(limit=limit, **f)["items"]
 
+    def suites(self):
+        return [{"name": "synthetic", "n_runs": len(self.runs_list), "n_complete": 0, "imported": False},
+                {"name": "paper", "n_runs": 60, "n_complete": 60, "imported": True}]
+
     def run(self, run_id):
         for r in self.runs_list:
             if r["id"] == run_id:
@@ -267,6 +271,19 @@ def test_probe_vs_causal_data(api):
         assert {p["family"] for p in pts} == set(FAMILIES)
         assert all(p["decoupled"] == (p["family"] == "transformer") for p in pts)
     assert len(probe_causal.summary_points(api, {**state, "seed": 1})) == 3 * len(FAMILIES)
+
+
+def test_runs_suite_picker_says_imported_or_made_here_and_links_the_bundle(api):
+    labels = {o["value"]: o["label"] for o in runs.suite_options(api)}
+    assert labels == {"synthetic": "synthetic — made here (45 runs)", "paper": "paper — imported (60 runs)"}
+    assert runs.bundle_href("paper") == "/api/suites/paper/bundle"
+    assert runs.bundle_href("a b/c") == "/api/suites/a%20b%2Fc/bundle" and runs.bundle_href(None) == ""
+
+    class Down(FakeApi):
+        def suites(self):
+            raise ApiError(503, "down")
+
+    assert runs.suite_options(Down(), "kept") == [{"label": "kept", "value": "kept"}]
 
 
 def test_runs_table_rows_and_detail_escape_names(api):

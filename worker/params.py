@@ -24,6 +24,28 @@ Method = Literal["project_out", "inlp", "leace", "pca_top_k", "mean"]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
 
 
+# Peak learning rate per family when TrainParams.lr is None (AdamW, batch 64, ~830K parameters,
+# with warm-up, cosine decay and clipping; docs/SCIENCE.md#training-recipe). Every family starts
+# at the measured 1e-3 (Mamba's instability at 1e-3 is addressed by decay and clipping, not a
+# lower peak); bench_steps_to_criterion.py is how an entry earns a different value. Override per
+# run with ``lr``, or per preset with its ``family_train`` table.
+DEFAULT_LR: dict[str, float] = {
+    "transformer": 1e-3,
+    "mamba": 1e-3,
+    "mamba2": 1e-3,
+    "lstm": 1e-3,
+    "gru": 1e-3,
+}
+PRETRAINED_LR = 1e-4
+
+# TrainParams overrides that reproduce the recipe before the training-recipe fields existed:
+# constant lr 1e-3, no warm-up, no clipping, no length curriculum, no START token.
+LEGACY_RECIPE: dict[str, Any] = {
+    "lr": 1e-3, "warmup_steps": 0, "lr_schedule": "constant", "grad_clip": None,
+    "curriculum_start": None, "start_token": False,
+}
+
+
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -76,9 +98,24 @@ class TrainParams(_Params):
                           "None = on for models trained from scratch, off for pretrained ones")
     train_length: int = Field(40, ge=2, le=4096)
     batch_size: int = Field(64, ge=1, le=4096)
-    lr: float = Field(1e-3, gt=0, le=1.0)
+    lr: float | None = Field(
+        None, gt=0, le=1.0, description="peak learning rate; None = the family's entry of DEFAULT_LR "
+                                        "(docs/SCIENCE.md#training-recipe)")
     weight_decay: float = Field(0.01, ge=0, le=1.0)
     max_steps: int = Field(2000, ge=1, le=10_000_000)
+    warmup_steps: int = Field(100, ge=0, le=10_000_000, description="linear learning-rate warm-up (steps)")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "cosine", description="after warm-up: constant, or cosine decay over the remaining max_steps")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1.0, description="cosine floor as a fraction of the peak lr")
+    grad_clip: float | None = Field(1.0, gt=0, description="max global gradient L2 norm; None = no clipping")
+    curriculum_start: int | None = Field(
+        8, ge=2, le=4096, description="length curriculum: first training length; None = train at "
+                                      "train_length from the start")
+    curriculum_step: int = Field(4, ge=1, le=4096, description="length added when the threshold is passed")
+    curriculum_threshold: float = Field(
+        0.95, gt=0, le=1.0, description="held-out token accuracy at the current length that grows it")
+    force: bool = Field(False, description="train again even if this run is already stored (not part of "
+                                           "the run's config hash)")
     max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
     early_stop_acc: float = Field(0.99, gt=0, le=1.0)
     eval_every: int = Field(50, ge=1)
@@ -97,6 +134,10 @@ class TrainParams(_Params):
             self.start_token = not self.pretrained
         elif self.start_token and self.pretrained:
             raise ValueError("start_token: not supported for pretrained models (their vocabulary has no START id)")
+        if self.lr is None:  # resolved here too: the stored config carries the lr actually used
+            self.lr = DEFAULT_LR[self.family] if not self.pretrained else PRETRAINED_LR
+        if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
+            self.curriculum_start = None  # nothing to grow: the same run as no curriculum
         from worker.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
 
         get_task(self.task, **self.task_params)
@@ -104,7 +145,7 @@ class TrainParams(_Params):
 
     def run_config(self) -> dict[str, Any]:
         """The params that define the trained model (measurement settings excluded)."""
-        return self.model_dump(mode="json", exclude={"measure", "name", "suite"})
+        return self.model_dump(mode="json", exclude={"measure", "name", "suite", "force"})
 
     def run_hash(self) -> str:
         return config_hash(self.run_config())
@@ -151,6 +192,10 @@ class SuiteParams(_Params):
     tasks: list[TaskName] | None = None
     seeds: list[int] | None = None
     name: str | None = Field(None, max_length=100)
+    max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
+    max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
+    force: bool = Field(False, description="re-run runs already stored with the same config hash "
+                                           "(default: skip them and finish the rest)")
 
 
 PARAMS_BY_KIND: dict[str, type[BaseModel]] = {

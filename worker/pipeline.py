@@ -111,18 +111,65 @@ def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
     return build_model(cfg)
 
 
+def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
+    """Where this run stands in the results DB: ``(run_id, state)`` with state ``"new"`` (no run
+    with this config hash), ``"complete"`` (trained and measured with these measurement settings;
+    train-only runs: trained), or ``"trained"`` (trained, measurements missing or made with other
+    settings; its checkpoint can be measured without training again)."""
+    from sqlalchemy import select
+
+    from backend.db.models import ProbeResult
+
+    with session_scope(env.session_factory) as s:
+        run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()
+        if run is None:
+            return None, "new"
+        if params.measure is None:
+            return run.id, "complete" if run.status in ("trained", "complete") else "new"
+        if run.status == "complete":
+            h = params.measure.config_hash()
+            if s.execute(select(ProbeResult.id).where(ProbeResult.run_id == run.id,
+                                                      ProbeResult.config_hash == h).limit(1)).first():
+                return run.id, "complete"
+        return run.id, "trained" if run.checkpoint_id else "new"
+
+
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
-    """Train one run, store it, then run its measurements. Returns the run id."""
+    """Train one run, store it, then run its measurements. Returns the run id.
+
+    Resumable and idempotent unless ``params.force``: a run already stored with the same
+    config hash and measured with the same measurement settings is returned as it is; one
+    stored but not (or differently) measured is measured from its checkpoint, not trained again."""
     ctx = ctx or SilentContext()
     task = get_task(params.task, **params.task_params)
-    model = _build(params, task)
     measure = params.measure
+    if not params.force:
+        run_id, state = stored_state(params, env)
+        if state == "complete":
+            ctx.log(f"run {run_id} ({params.name}) already stored with this config: skipped (force to re-run)")
+            ctx.progress(1.0, "already stored")
+            return run_id  # type: ignore[return-value]
+        if state == "trained" and measure is not None:
+            try:
+                _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
+            except (RunNotFound, FileNotFoundError, KeyError, OSError) as exc:
+                ctx.log(f"run {run_id}: checkpoint unusable ({exc}); training again")
+            else:
+                ctx.log(f"run {run_id} ({params.name}) trained before: measuring only")
+                with session_scope(env.session_factory) as s:
+                    persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
+                run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.0, 1.0))  # type: ignore[arg-type]
+                return run_id  # type: ignore[return-value]
+    model = _build(params, task)
     ctx.progress(0.0, f"training {params.family} on {params.task}")
     result = train_model(
         model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
         lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
         max_seconds=params.max_seconds, early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
-        n_eval_sequences=params.n_eval_sequences, device=env.device,
+        n_eval_sequences=params.n_eval_sequences, warmup_steps=params.warmup_steps,
+        lr_schedule=params.lr_schedule, min_lr_ratio=params.min_lr_ratio, grad_clip=params.grad_clip,
+        curriculum_start=params.curriculum_start, curriculum_step=params.curriculum_step,
+        curriculum_threshold=params.curriculum_threshold, device=env.device,
         ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
     )
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
@@ -250,6 +297,7 @@ def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None
     ctx = ctx or SilentContext()
     jobs = expand_suite(params)
     ids = []
+    # Resume (the default): train() skips the runs already stored with their config hash.
     for i, job in enumerate(jobs):
         ctx.check_cancelled()
         ctx.log(f"[{i + 1}/{len(jobs)}] {job.name}")

@@ -51,6 +51,44 @@ def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str 
     }
 
 
+def make_scheduler(opt: torch.optim.Optimizer, *, max_steps: int, warmup_steps: int = 0,
+                   lr_schedule: str = "constant", min_lr_ratio: float = 0.1):
+    """torch's own schedulers for the recipe: ``LinearLR`` warm-up from lr/``warmup_steps`` to the
+    peak over ``warmup_steps`` steps, then constant or ``CosineAnnealingLR`` down to
+    ``min_lr_ratio`` × peak at ``max_steps`` (Loshchilov & Hutter 2017, SGDR, without restarts).
+    Returns None when the lr never changes (constant, no warm-up: the optimizer alone).
+
+    Raises:
+        ValueError: unknown ``lr_schedule``.
+    """
+    from torch.optim import lr_scheduler as S
+
+    if lr_schedule not in ("constant", "cosine"):
+        raise ValueError(f"lr_schedule: expected 'constant' or 'cosine', got {lr_schedule!r}")
+    warmup = min(warmup_steps, max(max_steps - 1, 0))
+    peak = opt.param_groups[0]["lr"]  # before LinearLR scales it down for the warm-up
+    phases: list[S.LRScheduler] = []
+    if warmup > 0:
+        phases.append(S.LinearLR(opt, start_factor=1.0 / warmup, end_factor=1.0, total_iters=warmup))
+    if lr_schedule == "cosine":
+        phases.append(S.CosineAnnealingLR(opt, T_max=max(max_steps - warmup, 1), eta_min=peak * min_lr_ratio))
+    elif phases:
+        phases.append(S.ConstantLR(opt, factor=1.0, total_iters=0))
+    if not phases:
+        return None
+    if len(phases) == 1:
+        return phases[0]
+    return S.SequentialLR(opt, phases, milestones=[warmup])
+
+
+def curriculum_lengths(train_length: int, start: int | None, step: int) -> list[int]:
+    """The lengths a length curriculum goes through: ``start, start+step, …, train_length``
+    (``[train_length]`` without a curriculum)."""
+    if start is None or start >= train_length:
+        return [train_length]
+    return [*range(start, train_length, step), train_length]
+
+
 def train_model(
     model: nn.Module,
     task: Task,
@@ -65,37 +103,70 @@ def train_model(
     early_stop_acc: float = 0.99,
     eval_every: int = 50,
     n_eval_sequences: int = 500,
+    warmup_steps: int = 0,
+    lr_schedule: str = "constant",
+    min_lr_ratio: float = 0.1,
+    grad_clip: float | None = None,
+    curriculum_start: int | None = None,
+    curriculum_step: int = 4,
+    curriculum_threshold: float = 0.95,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
 ) -> TrainResult:
     """Train ``model`` in place on fresh ``task`` sequences every step (SPEC "Training").
 
+    The recipe (docs/SCIENCE.md#training-recipe): AdamW at peak ``lr``; ``warmup_steps`` of
+    linear warm-up, then ``lr_schedule`` (constant, or cosine to ``min_lr_ratio`` × lr at
+    ``max_steps``); gradients clipped to global L2 norm ``grad_clip`` (``clip_grad_norm_``;
+    None = off); a length curriculum from ``curriculum_start`` (None = off) growing by
+    ``curriculum_step`` whenever held-out token accuracy at the current length reaches
+    ``curriculum_threshold``, up to ``train_length``. The defaults here are the recipe before
+    these options existed (constant lr, no clipping, no curriculum), so old callers train as before.
+
     Stops at ``max_steps``, after ``max_seconds`` of wall time (seconds), or as soon as the
-    held-out token accuracy at ``train_length`` reaches ``early_stop_acc``.
+    held-out token accuracy at ``train_length`` (the full length: never during the curriculum)
+    reaches ``early_stop_acc``. ``final_heldout_acc`` is always at ``train_length``.
 
     Raises:
         worker.context.JobCancelled: a cancel was requested (checked every step).
+        FloatingPointError: the loss became NaN/inf.
     """
     ctx = ctx or SilentContext()
     torch.manual_seed(data_seed(seed, "train", -1))  # init-independent randomness (dropout etc.)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    heldout = task.generate(train_length, n_eval_sequences, data_seed(seed, "heldout"), split="test")
+    sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule,
+                           min_lr_ratio=min_lr_ratio)
+    lengths = curriculum_lengths(train_length, curriculum_start, curriculum_step)
+    stage = 0
+    heldouts: dict[int, TaskData] = {}
+
+    def heldout(length: int) -> TaskData:
+        if length not in heldouts:  # the full length keeps the seed it always had
+            index = 0 if length == train_length else length
+            heldouts[length] = task.generate(length, n_eval_sequences, data_seed(seed, "heldout", index), split="test")
+        return heldouts[length]
+
+    heldout(train_length)
     curve: list[dict[str, Any]] = []
     start = time.perf_counter()
     stopped_early = False
     step = 0
     acc: float | None = None
+    acc_length = -1
     # Sequences are generated in blocks of batches: one generator call per block, not per step.
     block = max(1, min(eval_every, 50))
     buffer: TaskData | None = None
+    buffer_length = -1
     for step in range(1, max_steps + 1):
         ctx.check_cancelled()
+        length = lengths[stage]
         j = (step - 1) % block
-        if j == 0:
-            buffer = task.generate(
-                train_length, batch_size * block, data_seed(seed, "train", (step - 1) // block), split="train"
-            )
+        if j == 0 or buffer_length != length:
+            # Without a curriculum the stream is the one it always was: one seed per block.
+            index = (step - 1) // block if length == train_length else 1_000_000 * length + step
+            buffer = task.generate(length, batch_size * block, data_seed(seed, "train", index), split="train")
+            buffer_length = length
         assert buffer is not None
         x = buffer.tokens[j * batch_size : (j + 1) * batch_size].to(device)  # (B, L)
         y = buffer.labels[j * batch_size : (j + 1) * batch_size].to(device)  # (B, L)
@@ -104,23 +175,36 @@ def train_model(
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         opt.step()
+        if sched is not None:
+            sched.step()
         loss_value = float(loss.detach())
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"training loss became {loss_value} at step {step}")
         elapsed = time.perf_counter() - start
         out_of_time = max_seconds is not None and elapsed >= max_seconds
         point: dict[str, Any] = {"step": step, "loss": loss_value, "heldout_token_acc": None}
+        if len(lengths) > 1:
+            point["length"] = length
+            point["lr"] = opt.param_groups[0]["lr"]
         if step % eval_every == 0 or step == max_steps or out_of_time:
-            acc = token_accuracy(model, heldout, device)["token_acc"]
+            acc, acc_length = token_accuracy(model, heldout(length), device)["token_acc"], length
             point["heldout_token_acc"] = acc
             ctx.progress(min(1.0, max(step / max_steps, elapsed / max_seconds if max_seconds else 0.0)),
-                         f"step {step} loss {loss_value:.3f} held-out acc {acc:.3f}")
-            if acc >= early_stop_acc:
-                stopped_early = True
+                         f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}")
+            if length == train_length:
+                if acc >= early_stop_acc:
+                    stopped_early = True
+            elif acc >= curriculum_threshold:
+                stage += 1
+                ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {lengths[stage]}")
         curve.append(point)
         if stopped_early or out_of_time:
             break
+    if acc_length != train_length:  # ended inside the curriculum: judge at the full length
+        acc = token_accuracy(model, heldout(train_length), device)["token_acc"]
     model.eval()
     return TrainResult(
         steps=step,

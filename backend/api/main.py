@@ -28,7 +28,7 @@ from backend import __version__
 from backend.api.aggregate import ResultCache
 from backend.api.middleware import BodySizeLimit, SecurityHeaders
 from backend.api.queries import NotFound
-from backend.api.routes import aggregates, export, health, jobs, runs, views
+from backend.api.routes import aggregates, export, health, jobs, runs, suites, views
 from backend.core.config import Settings, get_settings
 from backend.db.jobs import JobNotFound, JobStateError
 from backend.db.session import make_engine, make_sessionmaker
@@ -136,7 +136,8 @@ def create_app(
     app.state.queue = queue
     app.state.aggregate_cache = ResultCache()
 
-    for router in (health.router, runs.router, aggregates.router, jobs.router, views.router, export.router):
+    for router in (health.router, runs.router, aggregates.router, jobs.router, views.router, export.router,
+                   suites.router):
         app.include_router(router, prefix=API_PREFIX)
 
     app.add_exception_handler(RequestValidationError, _errors_handler(settings))

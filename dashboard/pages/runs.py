@@ -86,6 +86,32 @@ def _row(run: dict) -> dict:
     }
 
 
+def suite_label(suite: dict) -> str:
+    """``paper — imported (60 runs)`` / ``quick — made here (15 runs)``: which suite came from a
+    results bundle and which this installation ran."""
+    origin = "imported" if suite.get("imported") else "made here"
+    return f"{suite['name']} — {origin} ({suite.get('n_runs', 0)} runs)"
+
+
+def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
+    """The suite picker's options from ``GET /api/suites`` (the current value kept even if the
+    API cannot be reached, so a shared link still filters)."""
+    try:
+        suites = api.suites()
+    except ApiError:
+        suites = []
+    options = [{"label": suite_label(x), "value": x["name"]} for x in suites]
+    if current and current not in {o["value"] for o in options}:
+        options.append({"label": current, "value": current})
+    return options
+
+
+def bundle_href(suite: str | None) -> str:
+    from urllib.parse import quote
+
+    return f"/api/suites/{quote(suite, safe='')}/bundle" if suite else ""
+
+
 def fetch_page(api: ApiClient, state: dict) -> dict:
     size = state["size"] if state["size"] in PAGE_SIZES else 50
     page = max(1, state["page"] or 1)
@@ -102,8 +128,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                      value=s["family"], multi=True, placeholder="any family"), width="280px"),
         field("Seed", dcc.Input(id="rn-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
                                 placeholder="any", className="input"), width="90px"),
-        field("Suite", dcc.Input(id="rn-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder="any suite", className="input"), width="160px"),
+        field("Suite", dcc.Dropdown(id="rn-suite", options=suite_options(api, s["suite"]), value=s["suite"],
+                                    placeholder="any suite", clearable=True), width="300px"),
         field("Rows per page", dcc.Dropdown(id="rn-size", options=[{"label": str(n), "value": n} for n in PAGE_SIZES],
                                             value=s["size"], clearable=False), width="120px"),
         field("Sort by", dcc.Dropdown(id="rn-sort", options=[{"label": label, "value": v} for v, label in SORTS],
@@ -138,6 +164,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         dcc.Link("Curves of these tasks", id="rn-open-curves", href=path_for("/curves"), className="btn btn-sm"),
         html.Button("Export CSV (all matching)", id="rn-export", className="btn btn-sm", n_clicks=0),
         dcc.Download(id="rn-export-download"),
+        html.A("Download suite bundle", id="rn-bundle", href=bundle_href(s["suite"]), className="btn btn-sm",
+               title="The suite's results bundle (layerscope import FILE loads it elsewhere)",
+               style=None if s["suite"] else {"display": "none"}),
     ], className="selection-actions")
     body = [
         html.Div(id="rn-error"),
@@ -261,6 +290,10 @@ def register(app, api: ApiClient, path_for) -> None:
                             seed=state["seed"], suite=state["suite"] or None)
         df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
         return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
+
+    @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
+    def _bundle(suite):
+        return bundle_href(suite), (None if suite else {"display": "none"})
 
     @app.callback(Output("rn-page", "value", allow_duplicate=True), Input("rn-prev", "n_clicks"),
                   Input("rn-next", "n_clicks"), State("rn-page", "value"), prevent_initial_call=True)

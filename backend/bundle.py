@@ -1,0 +1,299 @@
+"""Results bundles: one portable file with a suite's runs and every result, and its import.
+
+Format (``format_version`` 1) — a zip archive:
+
+- ``manifest.json``: ``format`` ("layerscope-bundle"), ``format_version``, ``suite``,
+  ``created_at`` (UTC ISO 8601), ``layerscope`` (package version), ``git_commit`` (or None),
+  ``python``, ``torch``, ``transformers`` (versions, or None), ``exported_on`` (host),
+  ``devices`` (distinct ``runs.made_on``), ``wall_time_s`` (sum of the runs' training seconds),
+  ``runs`` (one entry per run: ``config_hash``, ``name``, ``family``, ``task``, ``seed``,
+  ``status``, ``made_on``, ``train_seconds``), ``tables`` (name → row count and columns),
+  ``weights`` (bool).
+- ``tables/<table>.json``: the rows of ``runs``, ``probe_results``, ``intervention_results``,
+  ``patching_results`` — every column of the SQLAlchemy table (so columns added later travel
+  without touching this module); datetimes as ISO 8601, ``NaN`` as null.
+- ``tables/profiles.json``: the suite's layer profiles as ``GET /api/profiles`` serves them
+  (derived from the probe rows, for readers without layerscope; not imported).
+- ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
+
+Import maps runs by ``config_hash`` (the unique key of a run): a run already present keeps its
+row and id; result rows are inserted only where their unique key (run, eval length, …) is not
+present yet. Importing the same bundle twice therefore changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import platform
+import subprocess
+import zipfile
+from datetime import UTC, date, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import DateTime, select
+from sqlalchemy.orm import Session
+
+from backend.db.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
+
+FORMAT = "layerscope-bundle"
+FORMAT_VERSION = 1
+RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
+IMPORT_JOB_KIND = "import"  # a finished jobs row records each import (the suite picker reads it)
+
+
+class BundleError(ValueError):
+    """A file that is not a layerscope bundle, or of an unknown format version."""
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    """Every column of ``obj``'s table (generic: new columns travel too)."""
+    return {c.key: _jsonable(getattr(obj, c.key)) for c in obj.__table__.columns}
+
+
+def _unique_keys(model: Any) -> tuple[str, ...]:
+    """The columns of the table's unique constraint (run_id first), from the SQLAlchemy table."""
+    from sqlalchemy import UniqueConstraint
+
+    for c in model.__table__.constraints:
+        if isinstance(c, UniqueConstraint):
+            return tuple(col.name for col in c.columns)
+    raise RuntimeError(f"{model.__tablename__} has no unique key")  # pragma: no cover - schema invariant
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def suite_names(session: Session) -> list[str]:
+    return [s for s in session.execute(select(Run.suite).distinct().order_by(Run.suite)).scalars() if s]
+
+
+def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
+    """A suite's rows per table (every column). Raises LookupError: no run in ``suite``."""
+    runs = list(session.execute(select(Run).where(Run.suite == suite).order_by(Run.id)).scalars())
+    if not runs:
+        known = ", ".join(suite_names(session)) or "none"
+        raise LookupError(f"suite {suite!r} has no runs (suites here: {known})")
+    ids = [r.id for r in runs]
+    tables: dict[str, list[dict[str, Any]]] = {"runs": [_row(r) for r in runs]}
+    for model in RESULT_TABLES:
+        rows = session.execute(select(model).where(model.run_id.in_(ids)).order_by(model.id)).scalars()
+        tables[model.__tablename__] = [_row(r) for r in rows]
+    return tables
+
+
+def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
+    """The suite's layer profiles exactly as ``GET /api/profiles?suite=`` serves them."""
+    from backend.api.aggregate import profiles
+    from backend.api.queries import RunFilter
+
+    return profiles(session, RunFilter(suite=[suite]))
+
+
+def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool) -> dict[str, Any]:
+    runs = tables["runs"]
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "suite": suite,
+        "created_at": datetime.now(UTC).isoformat(),
+        "layerscope": _version("layerscope"),
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+        "exported_on": platform.node() or None,
+        "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
+        "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
+        "runs": [{k: r.get(k) for k in ("config_hash", "name", "family", "task", "seed", "status", "made_on",
+                                        "train_seconds", "heldout_acc")} for r in runs],
+        "tables": {name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []}
+                   for name, rows in tables.items()},
+        "weights": weights,
+    }
+
+
+def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weights: bool = False,
+                  store_dir: Path | None = None) -> dict[str, Any]:
+    """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
+
+    Raises:
+        LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``.
+    """
+    if weights and store_dir is None:
+        raise ValueError("weights=True needs the model store's directory")
+    tables = collect(session, suite)
+    manifest = manifest_for(tables, suite, weights)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("manifest.json", json.dumps(manifest, indent=2))
+        for name, rows in tables.items():
+            z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))
+        z.writestr("tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"),
+                                                      default=_jsonable))
+        if weights:
+            assert store_dir is not None
+            for r in tables["runs"]:
+                folder = Path(store_dir) / str(r.get("checkpoint_id") or "")
+                if r.get("checkpoint_id") and folder.is_dir():
+                    for f in sorted(folder.rglob("*")):
+                        if f.is_file():
+                            z.write(f, f"weights/{r['checkpoint_id']}/{f.relative_to(folder).as_posix()}")
+    return manifest
+
+
+# ----------------------------------------------------------------------------- import
+
+
+def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The manifest and the tables of a bundle.
+
+    Raises:
+        BundleError: not a zip, no manifest, another format or a newer format version.
+    """
+    try:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise BundleError(f"{path}: not a layerscope bundle ({exc})") from exc
+    with z:
+        try:
+            manifest = json.loads(z.read("manifest.json"))
+        except (KeyError, json.JSONDecodeError) as exc:
+            raise BundleError(f"{path}: no readable manifest.json") from exc
+        if manifest.get("format") != FORMAT:
+            raise BundleError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+        if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+            raise BundleError(f"{path}: format version {manifest.get('format_version')} is newer than this "
+                              f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope")
+        tables = {}
+        for model in (Run, *RESULT_TABLES):
+            name = f"tables/{model.__tablename__}.json"
+            tables[model.__tablename__] = json.loads(z.read(name)) if name in z.namelist() else []
+        weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
+    manifest["_weights"] = weights
+    return manifest, tables
+
+
+def _for_table(model: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """Keep the columns this schema has (a bundle from a newer schema loses only its new
+    columns), parse datetimes back, drop the primary key."""
+    out = {}
+    for col in model.__table__.columns:
+        if col.key == "id" or col.key not in row:
+            continue
+        v = row[col.key]
+        if isinstance(col.type, DateTime) and isinstance(v, str):
+            v = datetime.fromisoformat(v)
+        out[col.key] = v
+    return out
+
+
+def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path | None = None,
+                  source: str | None = None) -> dict[str, Any]:
+    """Load a bundle into the results DB without duplicating rows already present; one
+    transaction. Returns counts: ``runs_added``, ``runs_present``, ``rows_added`` (per table),
+    ``suite``.
+
+    Raises:
+        BundleError: see :func:`read_bundle`.
+    """
+    from worker.params import config_hash
+
+    manifest, tables = read_bundle(path)
+    weights = manifest.pop("_weights")
+    id_map: dict[int, int] = {}
+    added = present = 0
+    try:
+        for row in tables["runs"]:
+            existing = session.execute(select(Run.id).where(Run.config_hash == row["config_hash"])).scalar()
+            if existing is not None:
+                id_map[row["id"]] = existing
+                present += 1
+                continue
+            fields = _for_table(Run, row)
+            ckpt = fields.get("checkpoint_id")
+            has_weights = bool(ckpt) and store_dir is not None and any(
+                n.startswith(f"weights/{ckpt}/") for n in weights)
+            if not has_weights:
+                fields["checkpoint_id"] = None  # its weights are not here: not loadable for follow-up jobs
+            run = Run(**fields)
+            session.add(run)
+            session.flush()
+            id_map[row["id"]] = run.id
+            added += 1
+        rows_added: dict[str, int] = {}
+        for model in RESULT_TABLES:
+            key = _unique_keys(model)
+            rows = [r for r in tables[model.__tablename__] if r.get("run_id") in id_map]
+            target_ids = sorted({id_map[r["run_id"]] for r in rows})
+            have = set()
+            if target_ids:
+                cols = [getattr(model, k) for k in key]
+                have = {tuple(t) for t in session.execute(select(*cols).where(model.run_id.in_(target_ids)))}
+            new = []
+            for r in rows:
+                fields = _for_table(model, {**r, "run_id": id_map[r["run_id"]]})
+                k = tuple(fields.get(c, _default(model, c)) for c in key)
+                if k not in have:
+                    have.add(k)
+                    new.append(model(**fields))
+            session.add_all(new)
+            rows_added[model.__tablename__] = len(new)
+        if added or any(rows_added.values()):
+            session.add(Job(kind=IMPORT_JOB_KIND, state="succeeded", params={
+                "suite": manifest.get("suite"), "source": source, "manifest_created_at": manifest.get("created_at"),
+                "devices": manifest.get("devices"), "git_commit": manifest.get("git_commit")},
+                config_hash=config_hash({k: manifest.get(k) for k in ("suite", "created_at", "git_commit")}),
+                message=f"imported {added} run(s) of suite {manifest.get('suite')!r}", progress=1.0,
+                finished_at=datetime.now(UTC)))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    if store_dir is not None:
+        for name, blob in weights.items():
+            target = Path(store_dir) / name.removeprefix("weights/")
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blob)
+    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present, "rows_added": rows_added}
+
+
+def _default(model: Any, column: str) -> Any:
+    col = model.__table__.columns[column]
+    return col.default.arg if col.default is not None and not callable(col.default.arg) else None
+
+
+def imported_suites(session: Session) -> set[str]:
+    """Suites that came into this DB from a bundle (an ``import`` jobs row records each)."""
+    rows = session.execute(select(Job.params).where(Job.kind == IMPORT_JOB_KIND)).scalars()
+    return {p.get("suite") for p in rows if isinstance(p, dict) and p.get("suite")}

@@ -1,0 +1,236 @@
+"""docs/RESULTS.md from a results bundle: each claim of the study next to what this
+reproduction found.
+
+The bundle is imported into a throwaway SQLite DB and read through the product's own code:
+the verdicts and their numbers come from the claims evaluation behind ``GET /api/claims``
+(``backend.api.aggregate.claims`` → ``worker.claims.evaluate_claims``), the figures from the
+dashboard's figure builders, exported to PNG with plotly + kaleido (which drives the
+installed Chromium, offline). Without kaleido or a browser the report is written without
+figures and says so.
+
+Verdict → statement: supported → **agrees**, contradicted → **disagrees**,
+not enough data → **cannot tell**.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+AGREEMENT = {"supported": "agrees", "contradicted": "disagrees", "not enough data": "cannot tell"}
+
+# What the study reports, claim by claim (our words); the claim ids are worker.claims'.
+STUDY_SAYS = {
+    1: "On prefix-update tasks (Parity, S3) the task state of LSTM, GRU, Mamba and Mamba-2 becomes linearly "
+       "readable only at the last layer; in the Transformer it builds up gradually over depth.",
+    2: "On bounded Dyck the pattern flips: the Transformer's state is readable early, the recurrent models' and "
+       "SSMs' gradually.",
+    3: "S3 groups with Parity rather than with Dyck: the layer profile follows the task's computational "
+       "structure, not whether its operation commutes.",
+    4: "The layer where the state is most readable is not always the layer whose removal hurts most "
+       "(readable is not the same as necessary).",
+    5: "In Mamba, removing the Conv1D hurts S3 more than Parity; on Dyck the effect is not significant.",
+    6: "Recurrent models length-generalise (near-perfect beyond the training length); accuracy beyond it ranks "
+       "recurrent > SSM > Transformer; Mamba fails Parity at lengths beyond training.",
+}
+
+FIGURES = {  # claim id → figure file names (without folder) the claim refers to
+    1: ["layer_curves_L40.png", "reversal_late_concentration.png"],
+    2: ["layer_curves_L40.png", "reversal_late_concentration.png"],
+    3: ["reversal_late_concentration.png"],
+    4: [],
+    5: [],
+    6: ["behaviour_by_length.png"],
+}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _numbers(numbers: dict[str, Any], prefix: str = "") -> list[str]:
+    """Flatten a claim's numbers into Markdown bullets; ``{mean, lo, hi, n}`` dicts as intervals."""
+    out: list[str] = []
+    for key, v in numbers.items():
+        name = f"{prefix}{key}"
+        if isinstance(v, dict) and {"mean", "lo", "hi"} <= set(v):
+            n = f", n = {v['n']}" if v.get("n") is not None else ""
+            if v["mean"] is None:
+                out.append(f"- {name}: no value{n}")
+            else:
+                ci = f" [95% CI {_fmt(v['lo'])}, {_fmt(v['hi'])}]" if v.get("lo") is not None else ""
+                out.append(f"- {name}: {_fmt(v['mean'])}{ci}{n}")
+        elif isinstance(v, dict):
+            out.extend(_numbers(v, f"{name}."))
+        elif isinstance(v, list):
+            if v and all(isinstance(x, dict) for x in v):
+                out.append(f"- {name}: {len(v)} entr{'y' if len(v) == 1 else 'ies'} (see the dashboard's claims page)")
+            else:
+                out.append(f"- {name}: {', '.join(_fmt(x) for x in v) or '–'}")
+        elif v is not None:
+            out.append(f"- {name}: {_fmt(v)}")
+    return out
+
+
+def _training_table(runs: list[dict[str, Any]]) -> list[str]:
+    from worker.trained import is_trained
+
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        cells[(r["task"], r["family"])].append(r)
+    lines = ["| task | family | seeds trained | median steps | median train time (s) | held-out acc (min–max) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for (task, family), rs in sorted(cells.items()):
+        trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in rs)
+        accs = [r["heldout_acc"] for r in rs if r.get("heldout_acc") is not None]
+        acc = f"{min(accs):.3f}–{max(accs):.3f}" if accs else "–"
+        lines.append(f"| {task} | {family} | {trained}/{len(rs)} | {statistics.median(r['steps'] for r in rs):.0f} | "
+                     f"{statistics.median(r['train_seconds'] for r in rs):.0f} | {acc} |")
+    return lines
+
+
+def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: ANN001
+    """The product's own figures for the report (plotly Figures by file name)."""
+    from backend.api.aggregate import curves, profiles
+    from backend.api.queries import RunFilter
+    from dashboard.figures.behaviour import behaviour_rows, length_generalisation
+    from dashboard.figures.curves import layerwise_curves
+    from dashboard.figures.reversal import reversal_matrix
+
+    flt = RunFilter(suite=[suite])
+    return {
+        "layer_curves_L40.png": layerwise_curves(curves(session, flt, [40]), x="depth",
+                                                 title="Probe accuracy by depth at L = 40 (mean over seeds, 95% CI)"),
+        "reversal_late_concentration.png": reversal_matrix(profiles(session, flt, [40])),
+        "behaviour_by_length.png": length_generalisation(behaviour_rows(runs)),
+    }
+
+
+def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
+    """Write each figure as PNG (plotly + kaleido, 2× scale). Returns None, or why not."""
+    try:
+        import plotly.io as pio
+
+        folder.mkdir(parents=True, exist_ok=True)
+        names = list(figs)
+        pio.write_images([figs[n] for n in names], [folder / n for n in names], width=1100, height=520, scale=2)
+    except Exception as exc:  # noqa: BLE001 - no kaleido or no browser: the report goes on without PNGs
+        log.warning("figures not exported: %s", exc)
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
+                 figures: bool = True) -> dict[str, Any]:
+    """Write the results page for ``bundle`` to ``output`` (Markdown) and its PNGs to
+    ``figures_dir`` (default: ``<output folder>/figures``). Returns ``{claims, figures_error}``.
+
+    Raises:
+        backend.bundle.BundleError: not a readable bundle.
+    """
+    from backend.api.aggregate import claims as claims_of
+    from backend.api.queries import RunFilter
+    from backend.bundle import import_bundle, read_bundle
+    from backend.db.migrate import init_db
+    from backend.db.models import Run
+    from backend.db.session import make_engine, make_sessionmaker
+
+    manifest, tables = read_bundle(bundle)
+    manifest.pop("_weights", None)
+    suite = manifest["suite"]
+    figures_dir = figures_dir or output.parent / "figures"
+    with tempfile.TemporaryDirectory(prefix="layerscope-report-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'report.db'}"
+        init_db(url)
+        engine = make_engine(url)
+        try:
+            factory = make_sessionmaker(engine)
+            with factory() as s:
+                import_bundle(s, bundle)
+                claims = claims_of(s, RunFilter(suite=[suite]))
+                runs = [{c.key: getattr(r, c.key) for c in Run.__table__.columns}
+                        for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)]
+                figs = _figures(s, suite, runs) if figures else {}
+        finally:
+            engine.dispose()
+    fig_error = write_pngs(figs, figures_dir) if figs else "figures turned off"
+    rel = _relative(figures_dir, output.parent)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(_markdown(manifest, tables, runs, claims, rel, fig_error, bundle.name))
+    return {"claims": claims, "figures_error": fig_error}
+
+
+def _relative(path: Path, start: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
+
+
+def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[str, Any]],
+              claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str) -> str:
+    complete = sum(r.get("status") == "complete" for r in runs)
+    counts = defaultdict(int)
+    for c in claims:
+        counts[AGREEMENT.get(c["verdict"], c["verdict"])] += 1
+    lines = [
+        "# Results: this reproduction, claim by claim",
+        "",
+        f"Generated by `layerscope report {bundle_name} -o docs/RESULTS.md` from the results bundle of suite "
+        f"`{manifest['suite']}`; do not edit by hand.",
+        "",
+        "## The bundle",
+        "",
+        f"- runs: {len(runs)} ({complete} complete: trained and measured)"
+        + ("" if complete == len(runs) else f" — **partial**: {len(runs) - complete} run(s) not measured"),
+        f"- made on: {', '.join(manifest.get('devices') or ['unknown'])}",
+        f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s",
+        f"- layerscope {manifest.get('layerscope')}, commit {manifest.get('git_commit') or 'unknown'}; "
+        f"torch {manifest.get('torch')}, transformers {manifest.get('transformers')}, Python {manifest.get('python')}",
+        f"- exported {manifest.get('created_at')}",
+        f"- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
+        "",
+        f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "
+        f"{counts['cannot tell']} cannot tell.",
+        "",
+        "How to read it: each claim of the study is followed by this reproduction's verdict from the product's "
+        "claims evaluation (the rules are in `worker/claims.py` and docs/SCIENCE.md); intervals are 95% "
+        "t-intervals over seeds (or over families, where the claim pools families). *Agrees* = the verdict "
+        "is supported, *disagrees* = contradicted, *cannot tell* = not enough data (too few trained runs, "
+        "seeds or measurements for the rule to decide).",
+        "",
+        "## Training",
+        "",
+        "A run counts as trained when its held-out token accuracy at the training length reached its early-stop "
+        "criterion; runs that did not are kept but no verdict on layer profiles reads them.",
+        "",
+        *_training_table(runs),
+        "",
+    ]
+    if fig_error:
+        lines += [f"_Figures: not exported ({fig_error}); install the `report` extra (kaleido) and Chromium to "
+                  "get them._", ""]
+    for c in claims:
+        agreement = AGREEMENT.get(c["verdict"], c["verdict"])
+        lines += [
+            f"## Claim {c['id']}: {c['title']}",
+            "",
+            f"**The study**: {STUDY_SAYS.get(c['id'], '–')}",
+            "",
+            f"**This reproduction**: {agreement} (verdict: {c['verdict']}). {c.get('detail', '')}",
+            "",
+        ]
+        nums = _numbers(c.get("numbers") or {})
+        if nums:
+            lines += ["Numbers:", "", *nums, ""]
+        if not fig_error:
+            for name in FIGURES.get(c["id"], []):
+                lines += [f"![{name.removesuffix('.png')}]({fig_rel}/{name})", ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,81 @@
+"""A bundle made from a real (smoke) run: `make demo`'s import step and `layerscope report`."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from backend.bundle import export_bundle, imported_suites
+from backend.cli import demo_bundle, main
+from backend.db.models import ProbeResult, Run
+from backend.report import AGREEMENT, build_report
+from worker.params import SuiteParams
+from worker.pipeline import local_env, run_suite
+
+
+@pytest.fixture(scope="module")
+def smoke_bundle(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("smoke-bundle")
+    env = local_env(f"sqlite:///{tmp / 'made.db'}", tmp / "store", device="cpu")
+    run_suite(SuiteParams(preset="smoke", families=["lstm", "transformer"], tasks=["parity", "dyck"],
+                          name="study"), env)
+    path = tmp / "study.layerscope.zip"
+    with env.session_factory() as s:
+        export_bundle(s, "study", path)
+    return path
+
+
+def _fresh(tmp_path):
+    env = local_env(f"sqlite:///{tmp_path / 'demo.db'}", tmp_path / "store", device="cpu")
+    return env.session_factory
+
+
+def test_demo_imports_the_study_once(smoke_bundle, tmp_path):
+    factory = _fresh(tmp_path)
+    first = demo_bundle(factory, smoke_bundle, tmp_path / "store")
+    assert first.startswith("imported study 'study'") and "4 run(s)" in first
+    with factory() as s:
+        runs = s.scalar(select(func.count()).select_from(Run))
+        probes = s.scalar(select(func.count()).select_from(ProbeResult))
+        assert imported_suites(s) == {"study"}
+    assert runs == 4 and probes > 0
+    again = demo_bundle(factory, smoke_bundle, tmp_path / "store")
+    assert "already imported (4 runs)" in again
+    with factory() as s:
+        assert s.scalar(select(func.count()).select_from(ProbeResult)) == probes
+
+
+def test_demo_goes_on_without_a_bundle(tmp_path):
+    factory = _fresh(tmp_path)
+    assert "absent" in demo_bundle(factory, tmp_path / "examples" / "none.zip", tmp_path / "store")
+    empty = tmp_path / "empty.zip"
+    empty.write_bytes(b"")
+    assert "empty" in demo_bundle(factory, empty, tmp_path / "store")
+    junk = tmp_path / "junk.zip"
+    junk.write_text("not a zip")
+    assert "not a layerscope bundle" in demo_bundle(factory, junk, tmp_path / "store")
+
+
+def test_report_states_each_claim_with_numbers_and_figures(smoke_bundle, tmp_path):
+    out = tmp_path / "docs" / "RESULTS.md"
+    result = build_report(smoke_bundle, out)
+    text = out.read_text()
+    assert len(result["claims"]) == 6
+    for c in result["claims"]:
+        assert f"## Claim {c['id']}:" in text
+        assert f"**This reproduction**: {AGREEMENT[c['verdict']]} (verdict: {c['verdict']})" in text
+    assert text.count("**The study**:") == 6
+    assert "| parity | lstm |" in text and "4 (4 complete" in text
+    assert result["figures_error"] is None, result["figures_error"]
+    pngs = sorted((tmp_path / "docs" / "figures").glob("*.png"))
+    assert {p.name for p in pngs} == {"layer_curves_L40.png", "reversal_late_concentration.png",
+                                      "behaviour_by_length.png"}
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert "](figures/layer_curves_L40.png)" in text
+
+
+def test_cli_report(smoke_bundle, tmp_path, capsys):
+    out = tmp_path / "R.md"
+    assert main(["report", str(smoke_bundle), "-o", str(out), "--no-figures"]) == 0
+    assert "figures turned off" in capsys.readouterr().err and out.is_file()
+    assert main(["report", str(tmp_path / "missing.zip"), "-o", str(out)]) == 1

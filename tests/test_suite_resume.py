@@ -1,0 +1,102 @@
+"""Resumable, idempotent suites: stored runs are skipped, an interrupted suite finishes the rest,
+a trained-but-unmeasured run is measured without training again, --force re-runs."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+import worker.pipeline as pipeline
+from backend.cli import main
+from backend.db.models import ProbeResult, Run
+from worker.params import SuiteParams
+from worker.pipeline import local_env, run_suite
+
+SMALL = dict(preset="smoke", families=["lstm", "gru"], tasks=["parity"])
+
+
+@pytest.fixture
+def env(tmp_path):
+    return local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+
+
+@pytest.fixture
+def count_training(monkeypatch):
+    calls: list[int] = []
+    real = pipeline.train_model
+
+    def counted(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pipeline, "train_model", counted)
+    return calls
+
+
+def _runs(env) -> list[tuple[int, str, int]]:
+    with env.session_factory() as s:
+        return [(r.id, r.status, r.steps) for r in s.execute(select(Run).order_by(Run.id)).scalars()]
+
+
+def test_second_run_of_a_suite_trains_nothing(env, count_training):
+    first = run_suite(SuiteParams(**SMALL), env)
+    assert len(count_training) == 2
+    before = _runs(env)
+    second = run_suite(SuiteParams(**SMALL), env)
+    assert second == first and len(count_training) == 2
+    assert _runs(env) == before
+
+
+def test_interrupted_suite_resumes_where_it_stopped(env, monkeypatch):
+    real = pipeline.train_model
+    calls: list[str] = []
+
+    def dies_on_second(*args, **kw):
+        calls.append("x")
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the worker killed mid-suite
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pipeline, "train_model", dies_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(SuiteParams(**SMALL), env)
+    assert len(_runs(env)) == 1
+    ids = run_suite(SuiteParams(**SMALL), env)
+    assert len(calls) == 3  # only the missing run was trained
+    assert len(set(ids)) == 2 and all(status == "complete" for _, status, _ in _runs(env))
+
+
+def test_trained_but_unmeasured_run_is_measured_not_retrained(env, count_training):
+    (run_id,) = run_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"]), env)
+    with env.session_factory() as s:  # as if the worker died between training and measuring
+        s.query(ProbeResult).delete()
+        s.query(Run).update({"status": "trained"})
+        s.commit()
+    assert run_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"]), env) == [run_id]
+    assert len(count_training) == 1
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).status == "complete"
+        assert s.scalar(select(func.count()).select_from(ProbeResult)) > 0
+
+
+def test_force_trains_again_without_doubling_rows(env, count_training):
+    ids = run_suite(SuiteParams(**SMALL), env)
+    again = run_suite(SuiteParams(**SMALL, force=True), env)
+    assert again == ids and len(count_training) == 4
+    assert len(_runs(env)) == 2
+
+
+def test_cli_suite_resumes_by_default_and_force_reruns(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'c.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    from backend.core.config import get_settings
+
+    get_settings.cache_clear()
+    args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--device", "cpu"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "1 already stored, skipped" in capsys.readouterr().err
+    assert main([*args, "--force"]) == 0
+    assert "already stored" not in capsys.readouterr().err
+    get_settings.cache_clear()
