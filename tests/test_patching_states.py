@@ -121,5 +121,6 @@ def test_linear_recurrence_recovery_matches_the_closed_form():
     for site, _, t in cells:
         rec = (out[(site, 0, t)] - ld_corr) / (ld_clean - ld_corr)
         np.testing.assert_allclose(rec, _closed_form(site, t, p, L), atol=1e-12, err_msg=f"{site} t={t}")
-    # the two parts split the whole: inside the conv window each alone recovers a fraction
-    assert 0 < _closed_form("state:ssm", p + 1, p, L) < 1
+    # inside the conv window neither part alone recovers the whole (nor nothing); they add to 1
+    ssm, conv = _closed_form("state:ssm", p + 1, p, L), _closed_form("state:conv", p + 1, p, L)
+    assert abs(ssm - 1) > 0.05 and abs(conv) > 0.05 and ssm + conv == pytest.approx(1.0)
