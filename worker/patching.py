@@ -159,6 +159,7 @@ def recovery_ci(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, see
 Cell = tuple[str, int, int]  # ("input", block j, t) | (state site, block ℓ, t); t a real position
 
 
+@torch.no_grad()
 def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
                      ctx: JobContext) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """LD_clean, LD_corr and LD_patched per cell [b] from two traces and suffix re-runs."""
@@ -175,6 +176,9 @@ def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor,
             if j == n:  # the head's input: only the last position reaches the answer
                 out[(kind, j, t)] = ld(sm.head(tc.inputs[n][:, -1])) if t == L - 1 else ld_corr.copy()
                 continue
+            if torch.equal(tc.inputs[j][:, tau], tx.inputs[j][:, tau]):  # nothing to patch (e.g. before p*)
+                out[(kind, j, t)] = ld_corr.copy()
+                continue
             x = tx.inputs[j][:, tau:].clone()
             x[:, 0] = tc.inputs[j][:, tau]
             out[(kind, j, t)] = ld(sm.resume(tx, j, tau, x, sm.state_at(tx, j, tau - 1)))
@@ -185,11 +189,15 @@ def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor,
         state = sm.state_at(tx, j, tau)
         clean_state = sm.state_at(tc, j, tau)
         parts = sm.parts if kind == "state" else (kind.split(":")[1],)
+        if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
+            out[(kind, j, t)] = ld_corr.copy()
+            continue
         state = {k: (clean_state[k] if k in parts else v) for k, v in state.items()}
         out[(kind, j, t)] = ld(sm.resume(tx, j, tau + 1, tx.inputs[j][:, tau + 1:], state))
     return ld_clean, ld_corr, out
 
 
+@torch.no_grad()
 def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
                  ctx: JobContext, group: int = 8) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """The same for models without a recurrent state (the transformer): input of block j at t
@@ -219,6 +227,27 @@ def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labe
             for g, t in enumerate(chunk):
                 out[("input", j, t)] = ld(logits[g * b:(g + 1) * b])
     return ld_clean, ld_corr, out
+
+
+@torch.no_grad()
+def cell_logit_differences(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor,
+                           labels: tuple[torch.Tensor, torch.Tensor], cells: list[Cell],
+                           ctx: JobContext | None = None) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+    """LD_clean [b], LD_corrupted [b] and LD_patched [b] per cell for one batch of pairs.
+
+    Args:
+        clean, corrupted: tokens [b, L] on the model's device; labels: (clean, corrupted) [b].
+        cells: ``("input", j, t)`` = the input of block j (j = n: the head's input, i.e. the
+            last block's output) at real position t; ``("state" | "state:ssm" | "state:conv", ℓ, t)``
+            = block ℓ's carried state injected after position t (recurrent families only).
+    """
+    ctx = ctx or SilentContext()
+    sm = stateful(model)
+    if sm is not None:
+        return _cells_recurrent(sm, clean, corrupted, labels, cells, ctx)
+    if any(c[0] != "input" for c in cells):
+        raise ValueError(f"family {model.config.family!r} has no recurrent state to patch")
+    return _cells_hooks(model, clean, corrupted, labels, cells, ctx)
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,17 +326,13 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     n = model.n_layers
     wanted = {(k, j, t) for s in site_list for _, (k, j, _) in _site_layers(s, n) for t in pos}
     cells = sorted(wanted, key=lambda c: (c[1], c[2], c[0]))
-    sm = stateful(model)
     ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
     for i in range(0, n_pairs, batch_size):
         ctx.check_cancelled()
         c, x = clean.tokens[i:i + batch_size].to(device), corrupted.tokens[i:i + batch_size].to(device)
         labels = (clean.labels[i:i + batch_size, -1], corrupted.labels[i:i + batch_size, -1])
         sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
-        if sm is not None:
-            a, b, res = _cells_recurrent(sm, c, x, labels, cells, sub)
-        else:
-            a, b, res = _cells_hooks(model, c, x, labels, cells, sub)
+        a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
         ld_c.append(a)
         ld_x.append(b)
         for cell, v in res.items():
