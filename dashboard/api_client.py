@@ -118,8 +118,8 @@ class ApiClient:
     def run_interventions(self, run_id: int, eval_length: int | None = None, method: str | None = None) -> list[dict]:
         return self.get(f"/api/runs/{int(run_id)}/interventions", eval_length=eval_length, method=method)
 
-    def run_patching(self, run_id: int, eval_length: int | None = None) -> list[dict]:
-        return self.get(f"/api/runs/{int(run_id)}/patching", eval_length=eval_length)
+    def run_patching(self, run_id: int, eval_length: int | None = None, site: str | None = None) -> list[dict]:
+        return self.get(f"/api/runs/{int(run_id)}/patching", eval_length=eval_length, site=site)
 
     def suites(self) -> list[dict]:
         """``GET /api/suites``: name, run counts, and whether the suite was imported from a bundle."""

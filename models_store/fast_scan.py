@@ -56,6 +56,7 @@ __all__ = [
     "selective_scan",
     "selective_scan_ref",
     "selective_scan_torch",
+    "selective_scan_states",
     "mamba_mixer_reference",
     "mamba2_mixer_reference",
     "FastMamba2Mixer",
@@ -101,6 +102,35 @@ def selective_scan_torch(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: 
         h = torch.addcmul(dus[t][:, :, None] * Bs[t][:, None, :], torch.exp(dts[t][:, :, None] * A), h)  # (b, D, N)
         ys.append(torch.bmm(h, Cs[t]))  # (b, D, 1)
     return torch.cat(ys, dim=2).transpose(1, 2)  # (b, L, D)
+
+
+def selective_scan_states(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                          C: torch.Tensor, h0: torch.Tensor | None = None,
+                          keep_states: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scan of ``selective_scan_ref`` continuing from a given state, on any device.
+
+    h_t = exp(dt_t ⊗ A) ⊙ h_{t-1} + (dt_t · x_t) ⊗ B_t with h_{-1} = ``h0`` (None = zeros);
+    y_t = h_t · C_t. Used by activation patching to inject a state and to read the state after
+    every step (``models_store.states``); plain PyTorch ops, no autograd needs.
+
+    Args:
+        x, dt: [b, L, D]; A: [D, N]; B, C: [b, L, N]; h0: [b, D, N] or None.
+        keep_states: return every h_t ([b, L, D, N]) instead of only the last one.
+
+    Returns:
+        (y [b, L, D], h_all [b, L, D, N] if ``keep_states`` else h_{L-1} [b, D, N]).
+    """
+    b, L, D = x.shape
+    h = x.new_zeros(b, D, A.shape[-1]) if h0 is None else h0.to(x.dtype)  # (b, D, N)
+    dA = torch.exp(dt[..., None] * A)  # (b, L, D, N): all decays at once (cheap for patch lengths)
+    dBu = (dt * x)[..., None] * B[:, :, None, :]  # (b, L, D, N)
+    hs = []
+    for t in range(L):
+        h = torch.addcmul(dBu[:, t], dA[:, t], h)  # (b, D, N)
+        hs.append(h)
+    h_all = torch.stack(hs, dim=1)  # (b, L, D, N)
+    y = torch.einsum("bldn,bln->bld", h_all, C)  # (b, L, D)
+    return y, (h_all if keep_states else h)
 
 
 def kernel_available() -> bool:

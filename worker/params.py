@@ -22,6 +22,10 @@ Family = Literal["transformer", "mamba", "mamba2", "lstm", "gru"]
 TaskName = Literal["parity", "s3", "dyck", "code_depth"]
 Method = Literal["project_out", "inlp", "leace", "pca_top_k", "mean"]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
+# activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
+# transformer, "state:ssm" / "state:conv" (one part of Mamba's state) on the LSTM / GRU too
+PatchSite = Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv"]
+PATCH_SITES = ("resid_pre", "resid_post", "state")
 
 
 # Peak learning rate per family when TrainParams.lr is None (AdamW, batch 64, ~830K parameters,
@@ -71,8 +75,12 @@ class MeasureParams(_Params):
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
     n_permutations: int = Field(2000, ge=100, le=1_000_000)
     patch_positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
-        None, description="0-based positions for the patching grid; None = the middle position"
+        None, description="0-based positions for the patching grid; None = every position 0..L-1"
     )
+    patch_sites: list[PatchSite] = Field(default_factory=lambda: list(PATCH_SITES), min_length=1,
+                                         description="patching sites; 'state' is skipped on the transformer")
+    patch_stride: int = Field(1, ge=1, le=4096, description="with patch_positions None: every stride-th "
+                                                            "position (and the last one)")
     patch_eval_length: int = Field(40, ge=4, le=4096)
     n_patch_pairs: int = Field(128, ge=4, le=100_000)
 
@@ -173,10 +181,12 @@ class InterveneParams(_Params):
 class PatchParams(_Params):
     run_id: int = Field(ge=1, le=2_147_483_647)
     positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
-        None, description="0-based; None = the middle position")
+        None, description="0-based; None = every position 0..L-1 (every stride-th with stride)")
+    sites: list[PatchSite] = Field(default_factory=lambda: list(PATCH_SITES), min_length=1,
+                                   description="patching sites; 'state' is skipped on the transformer")
+    stride: int = Field(1, ge=1, le=4096, description="with positions None: every stride-th position (and the last)")
     eval_length: int = Field(40, ge=4, le=4096)
     n_pairs: int = Field(128, ge=4, le=100_000)
-
 
     @model_validator(mode="after")
     def _positions(self) -> "PatchParams":

@@ -1,20 +1,42 @@
-"""Activation patching (SPEC "Activation patching"; Meng et al. 2022 "Locating and Editing
-Factual Associations in GPT", §2.1 causal tracing; Heimersheim & Nanda 2024 "How to use and
-interpret activation patching").
+"""Activation patching (docs/SCIENCE.md#activation-patching; Meng et al. 2022 "Locating and
+Editing Factual Associations in GPT", §2.1 causal tracing; Heimersheim & Nanda 2024 "How to use
+and interpret activation patching").
 
-Clean x and corrupted x' differ in one early token so that the final label differs. Layer ℓ
-at position p is patched from the clean run into the corrupted run, and
+Clean x and corrupted x' differ in one early token (at the grid's corruption position p*) so
+that the final label differs. One activation at (site, layer ℓ, position t) is copied from the
+clean run into the corrupted run, and
 
     recovery = (LD_patched − LD_corrupted) / (LD_clean − LD_corrupted)
 
-with LD = logit[clean label] − logit[corrupted label] at the last position. We report the
-ratio of mean logit differences over pairs (robust to pairs with a tiny gap) with a
-bootstrap 95% CI over pairs.
+with LD = logit[clean label] − logit[corrupted label] at the last position, as a ratio of means
+over the usable pairs with a percentile bootstrap 95% CI over pairs.
+
+Sites (every family; ``state`` only where a layer carries one):
+
+- ``resid_pre``: the input of block ℓ [B, L, D] at position t (ℓ = 0..n-1). Nothing sits
+  between blocks, so resid_pre ℓ equals resid_post ℓ−1 (and resid_pre 0 the embedding): the
+  grid computes the pair once and stores it under both names.
+- ``resid_post``: the output of block ℓ [B, L, D] at t (ℓ = -1 = emb .. n-1). The last
+  block's output at t < L−1 reaches only the output at t, so that row is exactly 0 there.
+- ``state``: the recurrent state block ℓ carries from t to t+1, injected after step t — (h, c)
+  for the LSTM, h for the GRU, the SSM state and the Conv1D window for Mamba / Mamba-2
+  (``state:ssm`` / ``state:conv`` inject one part). The output at t itself is not changed, so
+  ``state`` at t = L−1 is exactly 0. The transformer has no such state: the site is skipped.
+
+Pairs whose |LD_clean − LD_corrupted| is below ``REL_GAP`` × the median |LD_clean| of the run's
+pairs are dropped (counted in ``n_dropped``): nothing to recover there, and tiny gaps make ratios
+look precise when they are noise. With fewer than ``MIN_PAIRS`` usable pairs recovery is None
+and ``note`` says why.
+
+Cost: recurrent families re-run only blocks ℓ..n-1 on positions t..L-1 from the stored
+corrupted states (``models_store.states``); nothing before the patched position is computed
+again. The transformer re-runs the whole forward with a hook, several positions per batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,19 +44,26 @@ import torch
 from torch import nn
 
 from models_store.capture import edit_layer, run_with_states
+from models_store.states import STATE_PARTS, StatefulModel, stateful
 from worker.context import JobContext, SilentContext
 from worker.seeds import data_seed
-from worker.tasks.base import Task
+from worker.tasks.base import Task, TaskData
 
 N_BOOT = 1000
-MIN_GAP = 1e-6  # logit units: below this the clean and corrupted runs do not differ
+REL_GAP = 0.1  # a pair is usable when |LD_clean − LD_corr| ≥ REL_GAP · median |LD_clean|
+ABS_GAP = 1e-6  # logits: floor of that threshold (a run whose LD_clean is ~0 everywhere)
+MIN_PAIRS = 8  # fewer usable pairs → recovery None
+SITES = ("resid_pre", "resid_post", "state")
+STATE_SITES = ("state", "state:ssm", "state:conv")
+ALL_SITES = (*SITES, "state:ssm", "state:conv")
+MAX_DRAW_ROUNDS = 64
 
 
 def logit_difference(logits: torch.Tensor, clean_label: torch.Tensor, corrupted_label: torch.Tensor) -> torch.Tensor:
-    """LD per pair at the last position. logits: [n, L, C]; labels: [n] → [n]."""
-    last = logits[:, -1, :]  # (n, C)
-    idx = torch.arange(last.shape[0])
-    return last[idx, clean_label] - last[idx, corrupted_label]
+    """LD per pair: logits [n, L, C] (last position used) or [n, C]; labels [n] → [n]."""
+    last = logits[:, -1, :] if logits.dim() == 3 else logits  # (n, C)
+    idx = torch.arange(last.shape[0], device=last.device)
+    return last[idx, clean_label.to(last.device)] - last[idx, corrupted_label.to(last.device)]
 
 
 def _positions_fn(clean_h: torch.Tensor, positions: Sequence[int] | slice):
@@ -46,84 +75,289 @@ def _positions_fn(clean_h: torch.Tensor, positions: Sequence[int] | slice):
     return fn
 
 
-def _recovery(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int) -> tuple[float, float, float]:
-    def ratio(idx: np.ndarray) -> float:
-        # Undefined (NaN → stored as None) when the corruption does not move the logit
-        # difference: nothing to recover (e.g. an untrained model).
-        gap = ld_clean[idx].mean() - ld_corr[idx].mean()
-        return float((ld_p[idx].mean() - ld_corr[idx].mean()) / gap) if abs(gap) > MIN_GAP else float("nan")
-
-    n = len(ld_p)
-    point = ratio(np.arange(n))
-    if not np.isfinite(point):
-        return point, float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    boots = np.array([ratio(rng.integers(0, n, n)) for _ in range(N_BOOT)])
-    boots = boots[np.isfinite(boots)]
-    if len(boots) == 0:
-        return point, float("nan"), float("nan")
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return point, float(lo), float(hi)
-
-
-class _Pairs:
-    """Clean and corrupted runs of a batch of pairs, computed once: the clean states of every
-    requested layer and both logit differences, then one edited forward per patch."""
-
-    def __init__(self, model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
-                 corrupted_label: torch.Tensor, layers: list[int] | None, device: torch.device | str) -> None:
-        model.eval()
-        self.model, self.labels = model, (clean_label, corrupted_label)
-        self.corrupted = corrupted.to(device)
-        clean_logits, self.states = run_with_states(model, clean.to(device), layers=layers)
-        self.ld_clean = logit_difference(clean_logits.cpu(), *self.labels).numpy()
-        self.ld_corr = logit_difference(model(self.corrupted).cpu(), *self.labels).numpy()
-
-    def patched(self, layer: int, positions: Sequence[int] | slice) -> np.ndarray:
-        """LD per pair with ``layer`` at ``positions`` patched from the clean run: [n]."""
-        with edit_layer(self.model, layer, _positions_fn(self.states[layer], positions)):
-            return logit_difference(self.model(self.corrupted).cpu(), *self.labels).numpy()
-
-
 @torch.no_grad()
 def patch_recovery(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
                    corrupted_label: torch.Tensor, layer: int, positions: Sequence[int] | slice,
                    device: torch.device | str = "cpu") -> float:
-    """Recovery (1.0 = the clean logit difference, 0.0 = the corrupted one) when ``layer`` at
-    ``positions`` is patched from the clean run. tokens: [n, L]; labels: [n]."""
-    pairs = _Pairs(model, clean, corrupted, clean_label, corrupted_label, [layer], device)
-    gap = pairs.ld_clean.mean() - pairs.ld_corr.mean()
-    return float((pairs.patched(layer, positions).mean() - pairs.ld_corr.mean()) / gap)
+    """Recovery of the mean logit difference (1.0 = clean, 0.0 = corrupted) when the residual
+    stream after ``layer`` (-1 = emb) at ``positions`` is patched from the clean run.
+    tokens: [n, L]; labels: [n]. No pairs are dropped (see ``patching_grid`` for that)."""
+    model.eval()
+    clean, corrupted = clean.to(device), corrupted.to(device)
+    clean_logits, states = run_with_states(model, clean, layers=[layer])
+    ld_clean = logit_difference(clean_logits, clean_label, corrupted_label).mean()
+    ld_corr = logit_difference(model(corrupted), clean_label, corrupted_label).mean()
+    with edit_layer(model, layer, _positions_fn(states[layer], positions)):
+        ld_p = logit_difference(model(corrupted), clean_label, corrupted_label).mean()
+    return float((ld_p - ld_corr) / (ld_clean - ld_corr))
+
+
+# --------------------------------------------------------------------------------------------
+# Pairs with one corruption position per grid
+# --------------------------------------------------------------------------------------------
+def fixed_position_pairs(task: Task, length: int, n: int, run_seed: int) -> tuple[TaskData, TaskData, int]:
+    """n clean / corrupted pairs that all differ at one position p* (so a grid has one
+    corruption position to mark and "before / after the corruption" is the same for all pairs).
+
+    Rule: draw pairs with the task's own rule (seed ``data_seed(run_seed, "patch", length)``);
+    p* is the most frequent corruption position of that draw (ties: the earliest); keep the
+    pairs corrupted at p*, drawing again with further seeds until there are n.
+
+    Raises:
+        ValueError: fewer than n pairs at p* after ``MAX_DRAW_ROUNDS`` draws.
+    """
+    draw = max(4 * n, 256)
+    clean, corr, pos = task.corruption_pairs(length, draw, data_seed(run_seed, "patch", length))
+    counts = Counter(pos.tolist())
+    p_star = min(counts, key=lambda p: (-counts[p], p))
+    parts = [(clean, corr, pos)]
+    have = counts[p_star]
+    for k in range(1, MAX_DRAW_ROUNDS):
+        if have >= n:
+            break
+        c, x, p = task.corruption_pairs(length, draw, data_seed(run_seed, "patch", length + 100_000 * k))
+        parts.append((c, x, p))
+        have += int((p == p_star).sum())
+    if have < n:
+        raise ValueError(f"only {have} corruption pairs at position {p_star} after {MAX_DRAW_ROUNDS} draws; need {n}")
+
+    def pick(which: int) -> TaskData:
+        toks = torch.cat([part[which].tokens[part[2] == p_star] for part in parts])[:n]
+        labs = torch.cat([part[which].labels[part[2] == p_star] for part in parts])[:n]
+        return TaskData(toks, labs)
+
+    return pick(0), pick(1), int(p_star)
+
+
+# --------------------------------------------------------------------------------------------
+# Recovery over pairs
+# --------------------------------------------------------------------------------------------
+def usable_pairs(ld_clean: np.ndarray, ld_corr: np.ndarray) -> tuple[np.ndarray, float]:
+    """(mask [n] of pairs whose clean–corrupted gap is big enough, the threshold in logits)."""
+    thr = max(REL_GAP * float(np.median(np.abs(ld_clean))), ABS_GAP) if len(ld_clean) else ABS_GAP
+    return np.abs(ld_clean - ld_corr) >= thr, thr
+
+
+def recovery_ci(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int,
+                n_boot: int = N_BOOT) -> tuple[float, float | None, float | None]:
+    """Ratio-of-means recovery over pairs [n] and its percentile bootstrap 95% CI (pairs resampled
+    together). Resamples whose mean gap is 0 are skipped."""
+    point = float((ld_p.mean() - ld_corr.mean()) / (ld_clean.mean() - ld_corr.mean()))
+    idx = np.random.default_rng(seed).integers(0, len(ld_p), (n_boot, len(ld_p)))
+    den = ld_clean[idx].mean(1) - ld_corr[idx].mean(1)
+    ok = den != 0
+    if not ok.any():
+        return point, None, None
+    boots = (ld_p[idx].mean(1)[ok] - ld_corr[idx].mean(1)[ok]) / den[ok]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return point, float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Logit differences of every patched cell, for one batch of pairs
+# --------------------------------------------------------------------------------------------
+Cell = tuple[str, int, int]  # ("input", block j, t) | (state site, block ℓ, t); t a real position
+
+
+@torch.no_grad()
+def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
+                     ctx: JobContext) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+    """LD_clean, LD_corr and LD_patched per cell [b] from two traces and suffix re-runs."""
+    P, L = sm.n_prefix, clean.shape[1]
+    tc, tx = sm.trace(clean), sm.trace(corr)
+    n = sm.n_layers
+    ld = lambda logits: logit_difference(logits, *labels).double().cpu().numpy()  # noqa: E731
+    ld_clean, ld_corr = ld(tc.last), ld(tx.last)
+    out: dict[Cell, np.ndarray] = {}
+    for kind, j, t in cells:
+        ctx.check_cancelled()
+        tau = t + P
+        if kind == "input":
+            if j == n:  # the head's input: only the last position reaches the answer
+                out[(kind, j, t)] = ld(sm.head(tc.inputs[n][:, -1])) if t == L - 1 else ld_corr.copy()
+                continue
+            if torch.equal(tc.inputs[j][:, tau], tx.inputs[j][:, tau]):  # nothing to patch (e.g. before p*)
+                out[(kind, j, t)] = ld_corr.copy()
+                continue
+            x = tx.inputs[j][:, tau:].clone()
+            x[:, 0] = tc.inputs[j][:, tau]
+            out[(kind, j, t)] = ld(sm.resume(tx, j, tau, x, sm.state_at(tx, j, tau - 1)))
+            continue
+        if t == L - 1:  # a state injected after the last step reaches nothing
+            out[(kind, j, t)] = ld_corr.copy()
+            continue
+        state = sm.state_at(tx, j, tau)
+        clean_state = sm.state_at(tc, j, tau)
+        parts = sm.parts if kind == "state" else (kind.split(":")[1],)
+        if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
+            out[(kind, j, t)] = ld_corr.copy()
+            continue
+        state = {k: (clean_state[k] if k in parts else v) for k, v in state.items()}
+        out[(kind, j, t)] = ld(sm.resume(tx, j, tau + 1, tx.inputs[j][:, tau + 1:], state))
+    return ld_clean, ld_corr, out
+
+
+@torch.no_grad()
+def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
+                 ctx: JobContext, group: int = 8) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+    """The same for models without a recurrent state (the transformer): input of block j at t
+    = the output of layer j-1, patched by a hook in a full forward; ``group`` positions per batch."""
+    b = clean.shape[0]
+    clean_logits, states = run_with_states(model, clean)
+    ld = lambda logits: logit_difference(logits, *labels).double().cpu().numpy()  # noqa: E731
+    ld_clean, ld_corr = ld(clean_logits), ld(model(corr))
+    out: dict[Cell, np.ndarray] = {}
+    by_layer: dict[int, list[int]] = {}
+    for _, j, t in cells:
+        by_layer.setdefault(j, []).append(t)
+    for j, ts in by_layer.items():
+        src = states[j - 1]  # (b, L, D): the output of layer j-1 = the input of block j
+        for i in range(0, len(ts), group):
+            ctx.check_cancelled()
+            chunk = ts[i:i + group]
+
+            def fn(h: torch.Tensor, chunk=chunk) -> torch.Tensor:  # h: (g·b, L, D)
+                h = h.clone()
+                for g, t in enumerate(chunk):
+                    h[g * b:(g + 1) * b, t] = src[:, t].to(h.dtype)
+                return h
+
+            with edit_layer(model, j - 1, fn):
+                logits = model(corr.repeat(len(chunk), 1))[:, -1]  # (g·b, C)
+            for g, t in enumerate(chunk):
+                out[("input", j, t)] = ld(logits[g * b:(g + 1) * b])
+    return ld_clean, ld_corr, out
+
+
+@torch.no_grad()
+def cell_logit_differences(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor,
+                           labels: tuple[torch.Tensor, torch.Tensor], cells: list[Cell],
+                           ctx: JobContext | None = None) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+    """LD_clean [b], LD_corrupted [b] and LD_patched [b] per cell for one batch of pairs.
+
+    Args:
+        clean, corrupted: tokens [b, L] on the model's device; labels: (clean, corrupted) [b].
+        cells: ``("input", j, t)`` = the input of block j (j = n: the head's input, i.e. the
+            last block's output) at real position t; ``("state" | "state:ssm" | "state:conv", ℓ, t)``
+            = block ℓ's carried state injected after position t (recurrent families only).
+    """
+    ctx = ctx or SilentContext()
+    sm = stateful(model)
+    if sm is not None:
+        return _cells_recurrent(sm, clean, corrupted, labels, cells, ctx)
+    if any(c[0] != "input" for c in cells):
+        raise ValueError(f"family {model.config.family!r} has no recurrent state to patch")
+    return _cells_hooks(model, clean, corrupted, labels, cells, ctx)
+
+
+# --------------------------------------------------------------------------------------------
+# The grid
+# --------------------------------------------------------------------------------------------
+def grid_positions(eval_length: int, positions: Iterable[int] | None, stride: int = 1) -> list[int]:
+    """The patched positions: ``positions`` if given, else every ``stride``-th of 0..L−1 plus L−1.
+
+    Raises:
+        ValueError: a position outside 0..L−1, or stride < 1.
+    """
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    if positions is None:
+        return sorted({*range(0, eval_length, stride), eval_length - 1})
+    out = sorted(set(int(p) for p in positions))
+    bad = [p for p in out if not 0 <= p < eval_length]
+    if bad:
+        raise ValueError(f"patch positions {bad} outside 0..{eval_length - 1}")
+    return out
+
+
+def _site_layers(site: str, n_layers: int) -> list[tuple[int, Cell]]:
+    """(row layer, the computed cell's (kind, block)) for one site; t filled in later."""
+    if site == "resid_pre":
+        return [(ly, ("input", ly, 0)) for ly in range(n_layers)]
+    if site == "resid_post":
+        return [(ly, ("input", ly + 1, 0)) for ly in range(-1, n_layers)]
+    return [(ly, (site, ly, 0)) for ly in range(n_layers)]
+
+
+def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(sites the model has, sites skipped): ``state*`` needs a recurrent family, ``state:ssm`` /
+    ``state:conv`` a Mamba one.
+
+    Raises:
+        ValueError: an unknown site name.
+    """
+    sites = list(SITES) if sites is None else list(dict.fromkeys(sites))
+    bad = [s for s in sites if s not in ALL_SITES]
+    if bad:
+        raise ValueError(f"unknown patching sites {bad}; expected some of {list(ALL_SITES)}")
+    parts = STATE_PARTS.get(model.config.family, ())
+    keep = [s for s in sites if s not in STATE_SITES or (parts and (s == "state" or s.split(":")[1] in parts))]
+    return keep, [s for s in sites if s not in keep]
 
 
 @torch.no_grad()
 def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: int = 40,
-                  positions: Sequence[int] | None = None, n_pairs: int = 128, config_hash: str = "",
+                  positions: Sequence[int] | None = None, sites: Sequence[str] | None = None, stride: int = 1,
+                  n_pairs: int = 128, batch_size: int = 128, config_hash: str = "",
                   device: torch.device | str = "cpu", ctx: JobContext | None = None) -> list[dict[str, Any]]:
-    """Recovery on a layer × position grid (every layer, emb included; positions default to
-    the middle one, ``eval_length // 2``). Returns rows for ``patching_results``.
+    """Recovery on a site × layer × position grid. Returns rows for ``patching_results``.
+
+    Args:
+        model: a ``LayerwiseModel`` (eval mode is set).
+        positions: real 0-based positions; None = every ``stride``-th of 0..L−1 (and L−1).
+        sites: some of ``ALL_SITES``; None = ``SITES``. ``state*`` is skipped on the transformer.
+        batch_size: pairs per forward (memory: Mamba states are [batch, L, E, N] per layer).
+
+    Returns:
+        one row per (site, layer, position) with ``recovery`` / ``recovery_lo`` / ``recovery_hi``
+        (None + ``note`` when fewer than ``MIN_PAIRS`` pairs are usable), ``n_pairs`` (usable),
+        ``n_dropped``, ``corrupt_position`` (the grid's p*), mean ``ld_clean`` / ``ld_corrupted``.
 
     Raises:
-        ValueError: a position outside ``0..eval_length-1``.
+        ValueError: a position outside 0..L−1, an unknown site, or too few corruption pairs.
     """
     ctx = ctx or SilentContext()
-    positions = [eval_length // 2] if positions is None else list(positions)
-    bad = [p for p in positions if not 0 <= p < eval_length]
-    if bad:
-        raise ValueError(f"patch positions {bad} outside 0..{eval_length - 1}")
-    clean, corrupted, _ = task.corruption_pairs(eval_length, n_pairs, data_seed(run_seed, "patch", eval_length))
-    layers = [-1, *range(model.n_layers)]
-    pairs = _Pairs(model, clean.tokens, corrupted.tokens, clean.labels[:, -1], corrupted.labels[:, -1], None, device)
-    rows = []
-    for i, layer in enumerate(layers):
+    model.eval()
+    pos = grid_positions(eval_length, positions, stride)
+    site_list, skipped = usable_sites(model, sites)
+    if skipped:
+        ctx.log(f"patching: sites {skipped} skipped ({model.config.family} has no such state)")
+    clean, corrupted, p_star = fixed_position_pairs(task, eval_length, n_pairs, run_seed)
+    n = model.n_layers
+    wanted = {(k, j, t) for s in site_list for _, (k, j, _) in _site_layers(s, n) for t in pos}
+    cells = sorted(wanted, key=lambda c: (c[1], c[2], c[0]))
+    ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
+    for i in range(0, n_pairs, batch_size):
         ctx.check_cancelled()
-        for pos in positions:
-            ld_p = pairs.patched(layer, [pos])
-            rec, lo, hi = _recovery(ld_p, pairs.ld_clean, pairs.ld_corr, seed=run_seed)
-            rows.append({
-                "layer": layer, "position": pos, "eval_length": eval_length, "recovery": rec,
-                "recovery_lo": lo, "recovery_hi": hi, "ld_clean": float(pairs.ld_clean.mean()),
-                "ld_corrupted": float(pairs.ld_corr.mean()), "n_pairs": int(len(ld_p)), "config_hash": config_hash,
-            })
-        ctx.progress((i + 1) / len(layers), f"patching layer {layer}")
+        c, x = clean.tokens[i:i + batch_size].to(device), corrupted.tokens[i:i + batch_size].to(device)
+        labels = (clean.labels[i:i + batch_size, -1], corrupted.labels[i:i + batch_size, -1])
+        sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
+        a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
+        ld_c.append(a)
+        ld_x.append(b)
+        for cell, v in res.items():
+            ld_p[cell].append(v)
+        sub.progress(1.0, f"patching pairs {i}..{min(n_pairs, i + batch_size) - 1}")
+    ld_clean, ld_corr = np.concatenate(ld_c), np.concatenate(ld_x)
+    keep, thr = usable_pairs(ld_clean, ld_corr)
+    n_use = int(keep.sum())
+    note = None
+    if n_use < MIN_PAIRS:
+        note = (f"only {n_use} of {len(keep)} pairs have |LD_clean − LD_corrupted| ≥ {thr:.3g} logits "
+                f"({REL_GAP:.0%} of the median |LD_clean|); need {MIN_PAIRS}")
+    sel = keep if n_use else np.ones_like(keep)
+    base = {"eval_length": eval_length, "corrupt_position": p_star, "n_pairs": n_use,
+            "n_dropped": int(len(keep) - n_use), "ld_clean": float(ld_clean[sel].mean()),
+            "ld_corrupted": float(ld_corr[sel].mean()), "config_hash": config_hash, "note": note}
+    rows = []
+    for site in site_list:
+        for layer, (k, j, _) in _site_layers(site, n):
+            for t in pos:
+                if note is None:
+                    rec, lo, hi = recovery_ci(np.concatenate(ld_p[(k, j, t)])[keep], ld_clean[keep], ld_corr[keep],
+                                              seed=run_seed)
+                else:
+                    rec = lo = hi = None
+                rows.append({**base, "site": site, "layer": layer, "position": t, "recovery": rec,
+                             "recovery_lo": lo, "recovery_hi": hi})
     return rows

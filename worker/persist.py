@@ -22,7 +22,7 @@ _DELETE_CHUNK = 400
 # The unique key of each result table, besides run_id (see backend/db/models.py).
 PROBE_KEY = ("eval_length", "layer")
 INTERVENTION_KEY = ("eval_length", "method", "layer")
-PATCHING_KEY = ("eval_length", "layer", "position")
+PATCHING_KEY = ("eval_length", "site", "layer", "position")
 
 
 def _columns(model: type[Base]) -> set[str]:
@@ -129,7 +129,9 @@ def replace_intervention_results(
 def replace_patching_results(
     session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True
 ) -> int:
-    """Replace the run's patching rows that share (eval_length, layer, position) with ``rows``."""
+    """Replace the run's patching rows that share (eval_length, site, layer, position) with ``rows``
+    (a row without ``site`` is a ``resid_post`` row, the only site before schema 0002)."""
+    rows = [{"site": "resid_post", **r} if r.get("site") is None else r for r in rows]
     return _replace(session, PatchingResult, PATCHING_KEY, run_id, rows, commit)
 
 

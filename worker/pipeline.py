@@ -215,7 +215,8 @@ def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams
         with session_scope(env.session_factory) as s:
             persist.replace_intervention_results(s, run_id, _clean(rows))
     rows = patching_grid(model, task, run_seed=seed, eval_length=measure.patch_eval_length,
-                         positions=measure.patch_positions, n_pairs=measure.n_patch_pairs, config_hash=h,
+                         positions=measure.patch_positions, sites=measure.patch_sites, stride=measure.patch_stride,
+                         n_pairs=measure.n_patch_pairs, config_hash=h,
                          device=env.device, ctx=ctx.sub(0.85, 1.0))
     with session_scope(env.session_factory) as s:
         persist.replace_patching_results(s, run_id, _clean(rows))
@@ -285,7 +286,8 @@ def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     ctx = ctx or SilentContext()
     run, task, model = load_run(params.run_id, env)
     rows = patching_grid(model, task, run_seed=run.seed, eval_length=params.eval_length,
-                         positions=params.positions, n_pairs=params.n_pairs, config_hash=params.config_hash(),
+                         positions=params.positions, sites=params.sites, stride=params.stride,
+                         n_pairs=params.n_pairs, config_hash=params.config_hash(),
                          device=env.device, ctx=ctx)
     with session_scope(env.session_factory) as s:
         persist.replace_patching_results(s, params.run_id, _clean(rows))

@@ -20,6 +20,11 @@ PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model n
 MethodQ = Annotated[list[Text] | None, Query(description="intervention method(s)")]
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
+PatchSiteQ = Annotated[
+    list[Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv"]] | None,
+    Query(description="activation-patching site(s): resid_pre (input of block ℓ), resid_post (its output), "
+                      "state (the recurrent state block ℓ carries from t to t+1), state:ssm / state:conv "
+                      "(one part of a Mamba state); default all")]
 RunIdQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="run id(s)")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="rows to skip")]

@@ -99,10 +99,10 @@ def run_n_layers(session: Session, run_id: int) -> int:
 
 def _result_rows(
     session: Session, model: Any, run_id: int, n_layers: int, order: list, eval_length: Sequence[int] | None,
-    method: Sequence[str] | None = None,
+    method: Sequence[str] | None = None, where: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
     cols = [c for c in model.__table__.columns if c.key != "id"]
-    q = select(*cols).where(model.run_id == run_id)
+    q = select(*cols).where(model.run_id == run_id, *where)
     if eval_length:
         q = q.where(model.eval_length.in_(list(eval_length)))
     if method:
@@ -129,10 +129,13 @@ def intervention_rows(
     return _result_rows(session, InterventionResult, run_id, n, order, eval_length, method)
 
 
-def patching_rows(session: Session, run_id: int, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
+def patching_rows(session: Session, run_id: int, eval_length: Sequence[int] | None = None,
+                  site: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """A run's patching rows (optionally of some eval lengths / sites), by length, site, layer, position."""
     n = run_n_layers(session, run_id)
-    order = [PatchingResult.eval_length, PatchingResult.layer, PatchingResult.position]
-    return _result_rows(session, PatchingResult, run_id, n, order, eval_length)
+    order = [PatchingResult.eval_length, PatchingResult.site, PatchingResult.layer, PatchingResult.position]
+    where = [PatchingResult.site.in_(list(site))] if site else []
+    return _result_rows(session, PatchingResult, run_id, n, order, eval_length, where=where)
 
 
 RUN_CONTEXT = [Run.task, Run.family, Run.seed, Run.suite, Run.pretrained, Run.n_layers, Run.name.label("run_name")]

@@ -11,6 +11,7 @@ from backend.api.params import (
     FamilyQ,
     Limit,
     MethodQ,
+    PatchSiteQ,
     Offset,
     PretrainedQ,
     RunIdPath,
@@ -56,8 +57,12 @@ def run_interventions(
 
 
 @router.get("/{run_id}/patching", response_model=list[PatchingOut], responses=NOT_FOUND,
-            summary="Activation-patching recovery per layer × position")
-def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None) -> list[dict]:
-    return queries.patching_rows(session, run_id, eval_length)
+            summary="Activation-patching recovery per site × layer × position")
+def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None,
+                 site: PatchSiteQ = None) -> list[dict]:
+    """Rows ordered by eval length, site, layer, position. ``recovery`` is None (with ``note``)
+    when too few pairs had a usable clean–corrupted gap; ``corrupt_position`` is the grid's
+    corrupted token (0-based)."""
+    return queries.patching_rows(session, run_id, eval_length, site)
 
 
