@@ -29,10 +29,10 @@ def _f(v: float | None) -> float | None:
 
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
     """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
-    trained)."""
+    trained, selectivity)."""
     q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
                ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline,
-               trained_clause().label("trained")).join(Run, Run.id == ProbeResult.run_id)
+               trained_clause().label("trained"), ProbeResult.selectivity).join(Run, Run.id == ProbeResult.run_id)
     q = flt.apply(q)
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
@@ -40,9 +40,10 @@ def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | N
 
 
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    groups: dict[tuple, list[tuple[int, int, float, float, bool]]] = defaultdict(list)
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok in probe_table(session, flt, eval_length):
-        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok)))
+    groups: dict[tuple, list[tuple[int, int, float, float, bool, float | None]]] = defaultdict(list)
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel in probe_table(
+            session, flt, eval_length):
+        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok), sel))
     out = []
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4], k[5])):
         task, family, pretrained, n_layers, L, layer = key
@@ -55,6 +56,7 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
             mean=_f(mean), lo=_f(lo), hi=_f(hi), n=len(members), seeds=[m[1] for m in members],
             majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
             untrained_run_ids=[m[0] for m in members if not m[4]],
+            selectivity=_f(sum(sels) / len(sels)) if (sels := [m[5] for m in members if _f(m[5]) is not None]) else None,
         ))
     return out
 
@@ -91,7 +93,8 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     curves: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
     meta: dict[int, tuple] = {}
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, _ok in probe_table(session, flt, eval_length):
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, _ok, _sel in probe_table(
+            session, flt, eval_length):
         curves[(run_id, L)][layer] = acc
         if maj is not None:
             bases[(run_id, L)].append(maj)
@@ -160,7 +163,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
                 Run.heldout_acc, Run.early_stop_acc]
     runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols)))]
     probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
-              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok in probe_table(session, flt, [L])]
+              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel in probe_table(session, flt, [L])]
     iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
                InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.drop_rel_chance,
                InterventionResult.refit_acc, InterventionResult.refit_majority, InterventionResult.p_value,

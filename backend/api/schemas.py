@@ -161,6 +161,8 @@ class CurvePoint(BaseModel):
     run_ids: list[int]
     untrained_run_ids: list[int] = Field(default_factory=list, description="runs in this point that are not trained "
                                          "(docs/SCIENCE.md#trained)")
+    selectivity: float | None = Field(None, description="mean probe selectivity over the seeds that store it "
+                                      "(accuracy − control-task accuracy, 0..1 scale)")
 
 
 class MetricCI(BaseModel):
