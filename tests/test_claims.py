@@ -16,16 +16,18 @@ EARLY = [0.55, 0.97, 0.98, 0.98, 0.98]
 
 
 class World:
-    """Builds API-shaped rows: runs, probes, interventions, patching."""
+    """Builds API-shaped rows: runs, probes, interventions, patching. Runs are trained (held-out
+    accuracy 0.995 ≥ 0.99) unless ``heldout_acc`` says otherwise."""
 
     def __init__(self) -> None:
         self.runs, self.probes, self.interventions, self.patching = [], [], [], []
         self.rng = random.Random(0)
 
-    def run(self, task, family, seed, curve, baseline=0.5, behaviour=None, pretrained=None):
+    def run(self, task, family, seed, curve, baseline=0.5, behaviour=None, pretrained=None, heldout_acc=0.995):
         rid = len(self.runs) + 1
         self.runs.append({"id": rid, "task": task, "family": family, "seed": seed, "n_layers": len(curve) - 1,
-                          "pretrained": pretrained, "behaviour": behaviour or {}})
+                          "pretrained": pretrained, "behaviour": behaviour or {}, "heldout_acc": heldout_acc,
+                          "early_stop_acc": 0.99})
         for i, acc in enumerate(curve):
             noisy = min(1.0, acc + self.rng.uniform(-0.004, 0.004))
             self.probes.append({"run_id": rid, "layer": i - 1, "eval_length": 40, "accuracy": noisy,
@@ -34,10 +36,13 @@ class World:
                                 "majority_baseline": baseline})
         return rid
 
-    def intervention(self, rid, method, layer, delta_pp, significant, eval_length=40):
+    def intervention(self, rid, method, layer, delta_pp, significant, eval_length=40, refit_acc=0.5,
+                     refit_majority=0.5, drop_rel_chance=None):
         self.interventions.append({"run_id": rid, "method": method, "layer": layer, "eval_length": eval_length,
                                    "delta_pp": delta_pp, "p_value": 0.001 if significant else 0.4,
-                                   "p_holm": 0.004 if significant else 0.8, "significant": significant})
+                                   "p_holm": 0.004 if significant else 0.8, "significant": significant,
+                                   "refit_acc": refit_acc, "refit_majority": refit_majority,
+                                   "drop_rel_chance": drop_rel_chance})
 
     def claims(self):
         out = evaluate_claims(self.runs, self.probes, self.interventions, self.patching)
@@ -72,21 +77,29 @@ def supporting_world() -> World:
                     curve = _chance(curve, 1 / 6)
                 rid = w.run(task, fam, seed, curve, 0.5 if task == "parity" else 1 / 6, _behaviour(b))
                 if fam in ("mamba", "mamba2"):
-                    w.intervention(rid, "conv1d_removal", -2, -12.6 if task == "s3" else -6.8, True)
+                    drop = (0.5 if task == "s3" else 0.25) + 0.01 * seed
+                    w.intervention(rid, "conv1d_removal", -2, -12.6 if task == "s3" else -6.8, True,
+                                   refit_acc=None, refit_majority=None, drop_rel_chance=drop)
                 # readable at the last layer, and also needed there: coupled
                 for layer in range(-1, 4):
                     w.intervention(rid, "leace", layer, -60.0 if layer == 3 else -1.0, layer == 3)
             curve = EARLY if fam == "transformer" else GRADUAL
             rid = w.run("dyck", fam, seed, curve, 0.4)
             if fam in ("mamba", "mamba2"):
-                w.intervention(rid, "conv1d_removal", -2, -0.3, False)
-    # a pretrained Pythia on Dyck: best probe at 7, ablating 6 costs 81 %, 7 barely matters
-    curve = [0.4] + [0.5 + 0.04 * i for i in range(12)]
-    curve[8] = 1.0
-    rid = w.run("dyck", "transformer", 0, curve, 0.4, pretrained="EleutherAI/pythia-160m")
-    for layer in range(-1, 12):
-        w.intervention(rid, "leace", layer, -81.0 if layer == 6 else (-2.0 if layer == 7 else -1.0), layer == 6)
-    w.patching.append({"run_id": rid, "layer": 11, "position": 20, "eval_length": 40, "recovery": 0.97})
+                w.intervention(rid, "conv1d_removal", -2, -0.3, False, refit_acc=None, refit_majority=None,
+                               drop_rel_chance=(-0.02, 0.0, 0.02)[seed])
+    # pretrained models on Dyck: best probe at 7, ablating 6 costs 81 %, 7 barely matters
+    for i, name in enumerate(("EleutherAI/pythia-160m", "EleutherAI/pythia-410m", "gpt2")):
+        curve = [0.4] + [0.5 + 0.04 * j for j in range(12)]
+        curve[8] = 1.0
+        rid = w.run("dyck", "transformer", 0, curve, 0.4, pretrained=name)
+        for layer in range(-1, 12):
+            w.intervention(rid, "leace", layer, -81.0 if layer == 6 else (-2.0 if layer == 7 else -1.0), layer == 6,
+                           refit_acc=0.41, refit_majority=0.4)
+        w.patching.append({"run_id": rid, "site": "state", "layer": 11, "position": 20, "eval_length": 40,
+                           "recovery": 0.96 + 0.01 * i})
+        w.patching.append({"run_id": rid, "site": "resid_post", "layer": 11, "position": 20, "eval_length": 40,
+                           "recovery": 0.0})
     return w
 
 
@@ -106,14 +119,19 @@ def contradicting_world() -> World:
                 }[fam]
                 rid = w.run(task, fam, seed, curve, 0.5, _behaviour(beh))
                 if fam in ("mamba", "mamba2"):
-                    w.intervention(rid, "conv1d_removal", -2, -2.0 if task == "s3" else -9.0, task == "parity")
+                    w.intervention(rid, "conv1d_removal", -2, -2.0 if task == "s3" else -9.0, task == "parity",
+                                   drop_rel_chance=(0.05 if task == "s3" else 0.3) + 0.01 * seed)
                 best = max(range(5), key=lambda i: curve[i]) - 1
                 for layer in range(-1, 4):
                     w.intervention(rid, "leace", layer, -50.0 if layer == best else -3.0, layer == best)
             curve = GRADUAL if fam == "transformer" else EARLY
             rid = w.run("dyck", fam, seed, curve, 0.4)
             if fam in ("mamba", "mamba2"):
-                w.intervention(rid, "conv1d_removal", -2, -20.0, True)
+                w.intervention(rid, "conv1d_removal", -2, -20.0, True, drop_rel_chance=0.4 + 0.01 * seed)
+            best = max(range(5), key=lambda i: curve[i]) - 1
+            for layer in range(-1, 4):  # coupled everywhere: the most readable layer is the necessary one
+                w.intervention(rid, "leace", layer, -50.0 if layer == best else -3.0, layer == best, refit_majority=0.4,
+                               refit_acc=0.4)
     return w
 
 
@@ -133,15 +151,21 @@ def test_supporting_world_supports_every_claim():
     assert len(cells) == 10 and all(x["matches"] for x in cells)
     lc = next(x for x in cells if x["family"] == "lstm" and x["task"] == "parity")["late_concentration"]
     assert lc["lo"] < lc["mean"] < lc["hi"] and lc["n"] == 3
-    assert c[1]["numbers"]["test_late_concentration_other_gt_transformer"]["p"] < 0.05
-    assert c[2]["numbers"]["test_auc_transformer_gt_other"]["p"] < 0.05
+    tests = c[1]["numbers"]["test_late_concentration_other_gt_transformer"]
+    assert set(tests) == {"parity", "s3"} and all(t["p_holm"] < 0.05 and t["p_holm"] >= t["p"] for t in tests.values())
+    assert c[1]["numbers"]["holm_family_size"] == 3  # parity, s3 (claim 1) and dyck (claim 2)
+    assert c[2]["numbers"]["test_auc_transformer_gt_other"]["dyck"]["p_holm"] < 0.05
     assert all(f["closer_to_parity"] for f in c[3]["numbers"]["families"])
     n4 = c[4]["numbers"]
-    assert n4["decoupled_share_pretrained"] == 1.0 and n4["decoupled_share_scratch"] == 0.0
-    assert n4["pretrained_last_layer_patching"][0]["last_layer_recovery_max"] == pytest.approx(0.97)
+    assert n4["groups"]["pretrained"]["verdict"] == SUPPORTED and n4["decoupled_share_pretrained"] == 1.0
+    assert n4["decoupled_share_scratch"] == 0.0  # coupled: readable and needed at the last layer
+    assert n4["groups"]["pretrained"]["lo"] > 0.10  # Wilson lower end for 3/3
+    assert n4["state_patching"]["pretrained"]["mean"] == pytest.approx(0.97)  # state site only, resid_post ignored
     t5 = c[5]["numbers"]["tasks"]
-    assert t5["s3"]["delta_pp"]["mean"] == pytest.approx(-12.6) and t5["dyck"]["significant_drop"] is False
+    assert t5["s3"]["drop_rel_chance"]["mean"] == pytest.approx(0.51) and t5["s3"]["n_runs"] == 6
+    assert c[5]["numbers"]["conditions"]["dyck drop not significant"] is True
     assert c[6]["numbers"]["sub_claims"]["mamba accuracy falls with length on parity"] is True
+    assert c[6]["numbers"]["lengths_used"] == [40, 60, 80, 100, 120] and "40, 60, 80, 100, 120" in c[6]["detail"]
     assert any(v.startswith("/reversal?task=") for v in c[1]["views"])
 
 
@@ -151,6 +175,7 @@ def test_contradicting_world_contradicts_every_claim():
         assert c[cid]["verdict"] == CONTRADICTED, (cid, c[cid]["detail"])
     assert "Mismatches" in c[1]["detail"]
     assert c[5]["numbers"]["conditions"]["dyck drop not significant"] is False
+    assert c[4]["numbers"]["groups"]["scratch"]["hi"] < 0.10  # 0 of 45, Wilson upper end
 
 
 def test_partial_data_transformer_only_is_not_enough():
@@ -160,25 +185,142 @@ def test_partial_data_transformer_only_is_not_enough():
     assert c[1]["verdict"] == NOT_ENOUGH and c[3]["verdict"] == NOT_ENOUGH
 
 
-def test_single_seed_cells_still_get_a_verdict():
+# -- claims 1–2: the contrast ---------------------------------------------------------------------
+def _identical_world(curve_prefix, curve_dyck, seeds=(0, 1, 2)) -> World:
+    w = World()
+    for seed in seeds:
+        for fam in FAMILIES:
+            for task in ("parity", "s3"):
+                w.run(task, fam, seed, curve_prefix)
+            w.run("dyck", fam, seed, curve_dyck, 0.4)
+    return w
+
+
+def test_all_families_identical_contradicts_claims_1_and_2():
+    """8/10 cells late used to support claim 1 with no contrast at all."""
+    c = _identical_world(LATE, GRADUAL).claims()
+    assert c[1]["verdict"] == CONTRADICTED and c[2]["verdict"] == CONTRADICTED
+    for t in c[1]["numbers"]["test_late_concentration_other_gt_transformer"].values():
+        assert t["p_holm"] >= 0.05
+    c = _identical_world(EARLY, EARLY).claims()
+    assert c[1]["verdict"] == CONTRADICTED and c[2]["verdict"] == CONTRADICTED
+
+
+def test_class_right_but_statistic_not_different_is_contradicted():
+    """The transformer's class differs, yet per-seed late concentration overlaps: no support."""
+    w = World()
+    # seed-mean curves: layer 2 at 0.74 (late concentration 0.51: late) for the others, 0.76
+    # (0.47: gradual) for the transformer; the seeds themselves overlap (0.39 .. 0.59 in both)
+    others = (0.72, 0.80, 0.70)
+    transformer = (0.80, 0.70, 0.78)
+    for seed in (0, 1, 2):
+        for fam in FAMILIES:
+            at2 = (transformer if fam == "transformer" else others)[seed]
+            for task in ("parity", "s3"):
+                w.run(task, fam, seed, [0.50, 0.60, 0.70, at2, 0.99])
+    c = w.claims()
+    assert all(x["matches"] for x in c[1]["numbers"]["cells"])
+    assert c[1]["verdict"] == CONTRADICTED, c[1]["detail"]
+
+
+# -- seeds ------------------------------------------------------------------------------------------
+def test_one_seed_is_not_enough_data_and_names_the_cells():
     w = World()
     w.run("parity", "transformer", 0, GRADUAL)
     w.run("parity", "lstm", 0, LATE)
     c = w.claims()
-    assert c[1]["verdict"] == SUPPORTED
-    cell = c[1]["numbers"]["cells"][0]
-    assert cell["late_concentration"]["lo"] is None  # n = 1: no interval
+    assert c[1]["verdict"] == NOT_ENOUGH
+    assert "transformer × parity: 1 of 3 trained seeds" in c[1]["detail"]
+    assert "lstm × parity: 1 of 3 trained seeds" in c[1]["numbers"]["cells_short_of_seeds"]
 
 
-def test_runs_at_chance_are_left_out_of_the_mechanistic_claims():
-    """A world where every model is still at the majority class supports nothing (bug: an
-    untrained quick preset showed 'contradicted' claims)."""
+def test_untrained_seed_counts_against_the_cell_and_is_listed():
     w = supporting_world()
-    majority = {p["run_id"]: p["majority_baseline"] for p in w.probes}
-    for run in w.runs:  # every model predicts its task's majority class, no better
-        run["behaviour"] = _behaviour(dict.fromkeys((40, 60, 80, 100, 120), majority.get(run["id"], 0.5)))
+    victim = next(r for r in w.runs if r["task"] == "parity" and r["family"] == "transformer" and r["seed"] == 2)
+    victim["heldout_acc"] = 0.273
+    c = w.claims()
+    assert c[1]["verdict"] == NOT_ENOUGH
+    assert "transformer × parity: 2 of 3 trained seeds (1 untrained run(s) left out)" in c[1]["detail"]
+    left = c[1]["numbers"]["runs_left_out"]
+    assert [r["run_id"] for r in left] == [victim["id"]] and "0.273 < 0.99" in left[0]["reason"]
+    assert c[2]["verdict"] == SUPPORTED  # dyck cells untouched
+
+
+def test_runs_without_heldout_accuracy_are_not_read():
+    w = supporting_world()
+    for run in w.runs:
+        run["heldout_acc"] = None
     claims = evaluate_claims(w.runs, w.probes, w.interventions, w.patching)
-    judged = {p["run_id"] for p in w.probes if p["eval_length"] == 40}  # runs with a majority rate
-    for claim in claims[:5]:
-        assert claim["verdict"] == "not enough data", claim
-        assert claim["numbers"]["runs_excluded_undertrained"] == len(judged) > 0
+    for claim in claims:
+        assert claim["verdict"] == NOT_ENOUGH, claim["id"]
+        assert claim["numbers"]["runs_excluded_undertrained"] > 0
+
+
+# -- claim 4: a necessity test ----------------------------------------------------------------------
+def _pretrained_world(n, decoupled, refit_acc=0.41):
+    w = World()
+    for i in range(n):
+        curve = [0.4] + [0.5 + 0.04 * j for j in range(12)]
+        curve[8] = 1.0
+        rid = w.run("dyck", "transformer", 0, curve, 0.4, pretrained=f"model-{i}")
+        for layer in range(-1, 12):
+            worst = 6 if i < decoupled else 7
+            # the edit at layer 6 is fitted at refit_acc; the best layer's edit (7) always removes it
+            w.intervention(rid, "leace", layer, -81.0 if layer == worst else -1.0, layer == worst,
+                           refit_acc=refit_acc if layer == 6 else 0.41, refit_majority=0.4)
+    return w
+
+
+def test_claim_4_planted_positive_negative_and_too_small():
+    assert _pretrained_world(4, 4).claims()[4]["verdict"] == SUPPORTED
+    neg = _pretrained_world(40, 0).claims()[4]
+    assert neg["verdict"] == CONTRADICTED and neg["numbers"]["groups"]["pretrained"]["hi"] < 0.10
+    small = _pretrained_world(2, 2).claims()[4]
+    assert small["verdict"] == NOT_ENOUGH and "2 of 3 evaluable pretrained runs" in small["detail"]
+    # one decoupled run among 10: the Wilson interval straddles 10 %: not a verdict either way
+    assert _pretrained_world(10, 1).claims()[4]["verdict"] == NOT_ENOUGH
+
+
+def test_claim_4_edit_that_leaves_the_variable_readable_is_not_damage():
+    # layer 6's edit costs 81 pp but its refit probe still reads the variable (0.9 vs 0.4)
+    c = _pretrained_world(4, 4, refit_acc=0.9).claims()[4]
+    assert c["verdict"] != SUPPORTED
+    runs = c["numbers"]["runs"]
+    assert all(6 in r["not_removed_layers"] and not r["meaningfully_decoupled"] for r in runs)
+
+
+def test_claim_4_without_state_patching_says_so():
+    c = _pretrained_world(4, 4).claims()[4]
+    assert c["numbers"]["state_patching"] == "no state patching stored"
+    assert "no state patching stored" in c["detail"]
+
+
+# -- claim 5: drops relative to chance --------------------------------------------------------------
+def _conv_world(drops: dict[str, float], seeds=(0, 1, 2)) -> World:
+    w = World()
+    for seed in seeds:
+        for fam in ("mamba", "mamba2"):
+            for task, d in drops.items():
+                rid = w.run(task, fam, seed, LATE)
+                w.intervention(rid, "conv1d_removal", -2, -d * 40, True, drop_rel_chance=d + 0.01 * seed)
+    return w
+
+
+def test_claim_5_planted_positive_negative_and_too_small():
+    assert _conv_world({"s3": 0.5, "parity": 0.2, "dyck": -0.01}).claims()[5]["verdict"] == SUPPORTED
+    neg = _conv_world({"s3": 0.1, "parity": 0.3, "dyck": 0.3}).claims()[5]
+    assert neg["verdict"] == CONTRADICTED
+    assert neg["numbers"]["conditions"]["s3 drop > parity drop"] is False
+    small = _conv_world({"s3": 0.5, "parity": 0.2}, seeds=(0,)).claims()[5]
+    assert small["verdict"] == NOT_ENOUGH and "mamba × s3: 1 of 3 trained seeds" in small["detail"]
+
+
+# -- claim 3 and claim 6: too-small cases -----------------------------------------------------------
+def test_claim_3_and_6_too_small():
+    w = World()
+    for fam in FAMILIES:
+        for task in ("parity", "s3", "dyck"):
+            w.run(task, fam, 0, LATE, behaviour=_behaviour({40: 1.0, 60: 1.0}))
+    c = w.claims()
+    assert c[3]["verdict"] == NOT_ENOUGH and "1 of 3 trained seeds" in c[3]["detail"]
+    assert c[6]["verdict"] == NOT_ENOUGH and "gru × parity: 1 of 3 trained seeds" in c[6]["detail"]

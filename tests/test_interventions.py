@@ -140,3 +140,45 @@ def test_apply_preserves_shape_dtype_and_any_leading_dims(method):
     flat = e.apply(h.reshape(-1, 10)).reshape(h.shape)
     assert torch.allclose(out, flat)
     assert e.apply(h.to(torch.bfloat16)).dtype == torch.bfloat16
+
+
+# -- full-rank removals: the refit probe must not read rounding noise -----------------------------
+def _issue_example():
+    """D=4, two classes, 100 sequences × 20 tokens, X = N(0,1) + 3·y·(1, −0.5, 0.25, 2)."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 2, (100, 20), generator=g)
+    X = torch.randn(100, 20, 4, generator=g) + 3 * y[..., None].float() * torch.tensor([1.0, -0.5, 0.25, 2.0])
+    return X, y
+
+
+def test_full_rank_pca_removal_leaves_refit_at_majority():
+    from worker.probes import probe_layers
+
+    X, y = _issue_example()
+    edit = fit_edit("pca_top_k", X.reshape(-1, 4), y.reshape(-1), 2, k=4)
+    Xe = edit.apply(X)
+    std = Xe.reshape(-1, 4).std(0)
+    assert bool((std > 0).any()) and float(std.max()) < 1e-5  # constant up to float32 rounding
+    r = probe_layers({0: Xe}, y, 2, seed=0)[0]
+    assert r.accuracy == pytest.approx(r.majority_baseline)  # was 0.787 vs 0.520 before the floor
+    assert probe_layers({0: X}, y, 2, seed=0)[0].accuracy > 0.9  # the same probe reads the raw states
+
+
+def test_inlp_reaches_tolerance_at_full_rank_and_reports_it():
+    X, y = _issue_example()
+    e = fit_edit("inlp", X.reshape(-1, 4), y.reshape(-1), 2)
+    assert e.info["reached_chance"] is True
+    assert e.info["n_rounds"] == len(e.info["rounds"]) - 1 >= 1 and e.rank_removed == e.info["n_rounds"]
+    assert e.info["max_rounds"] == 4  # the default budget: ⌈D / (C − 1)⌉
+    starved = fit_edit("inlp", X.reshape(-1, 4), y.reshape(-1), 2, max_rounds=0)
+    assert starved.info["reached_chance"] is False and starved.info["n_rounds"] == 0
+
+
+def test_inlp_budget_and_fit_sequence_rule():
+    from worker.interventions import inlp_budget, n_fit_sequences
+
+    assert inlp_budget(185, 2) == 185 and inlp_budget(160, 6) == 32 and inlp_budget(10, 1) == 10
+    assert n_fit_sequences(160, 40, 64) == 256  # the quick preset's LEACE fit at d = 160
+    assert n_fit_sequences(8, 40, 500) == 500
+    with pytest.raises(ValueError, match="d_model"):
+        n_fit_sequences(0, 40, 10)

@@ -148,3 +148,48 @@ def test_constant_states_after_mean_ablation_give_majority():
     labels = (torch.rand(60, 10, generator=g) < 0.3).long()
     r = probe_layers({2: torch.full((60, 10, 8), 3.0)}, labels, 2)[2]
     assert r.converged and r.accuracy == pytest.approx(r.majority_baseline)
+
+
+# -- stratified split, balanced accuracy, selectivity ----------------------------------------------
+def test_split_is_stratified_by_label_mix():
+    from worker.probes import sequence_strata
+
+    g = torch.Generator().manual_seed(3)
+    n, L = 100, 10
+    labels = torch.zeros(n, L, dtype=torch.long)
+    labels[:20] = 1  # 20 all-ones sequences among 80 all-zeros
+    labels[20:] = (torch.rand(80, L, generator=g) < 0.0).long()
+    strata = sequence_strata(labels, 2)
+    for seed in range(5):
+        tr, te = split_sequences(n, 0.2, seed, strata=strata)
+        assert int((te < 20).sum()) == 4  # exactly 20 % of the all-ones sequences in the test set
+        assert len(te) == 20 and set(tr.tolist()).isdisjoint(te.tolist())
+    with pytest.raises(ValueError, match="strata"):
+        split_sequences(n, 0.2, 0, strata=strata[:5])
+
+
+def test_balanced_accuracy_and_selectivity():
+    from worker.probes import control_labels
+
+    g = torch.Generator().manual_seed(4)
+    n, L = 80, 12
+    tokens = torch.randint(0, 20, (n, L), generator=g)
+    labels = (tokens.cumsum(1) % 2).long()  # a prefix-parity-like label: not a function of the token
+    emb = torch.nn.functional.one_hot(tokens, 20).float() + 0.05 * torch.randn(n, L, 20, generator=g)
+    state = torch.nn.functional.one_hot(labels, 2).float() * 3 + torch.randn(n, L, 4, generator=g)[..., :2]
+    reps = probe_layers({-1: emb, 0: state}, labels, 2, seed=0, tokens=tokens)
+    # the emb layer reads the token types: the control task is easy there, the real one is not
+    assert reps[-1].control_accuracy > 0.95 and reps[-1].selectivity < 0.0
+    assert reps[0].accuracy > 0.95 and reps[0].selectivity > 0.3
+    assert 0.0 <= reps[0].balanced_accuracy <= 1.0
+    assert probe_layers({0: state}, labels, 2)[0].selectivity is None  # no tokens, no control task
+    ctrl = control_labels(tokens, labels, 2, seed=0)
+    for v in range(20):  # one fixed label per token type
+        assert ctrl[tokens == v].unique().numel() == 1
+
+
+def test_balanced_accuracy_exposes_a_majority_predictor():
+    g = torch.Generator().manual_seed(5)
+    labels = (torch.rand(100, 10, generator=g) < 0.1).long()  # 90 % class 0
+    r = probe_layers({0: torch.randn(100, 10, 3, generator=g)}, labels, 2, seed=0)[0]
+    assert r.accuracy > 0.8 and r.balanced_accuracy == pytest.approx(0.5, abs=0.05)

@@ -121,3 +121,46 @@ def test_summarise_profiles_over_seeds():
     assert lc["lo"] <= lc["mean"] <= lc["hi"] and lc["n"] == 3
     assert s["metrics"]["best_layer"] == {"mean": 3.0, "lo": 3.0, "hi": 3.0, "n": 3}
     assert [p["seed"] for p in s["per_seed"]] == [0, 1, 2]
+
+
+# -- classes on the gain above a floor (issue: high-floor curves were called "early") ---------------
+HIGH_FLOOR_LATE = {-1: 0.735, 0: 0.745, 1: 0.745, 2: 0.745, 3: 0.78}  # majority 0.45
+
+
+def test_high_floor_curve_is_late_on_the_gain_above_the_floor():
+    # raw accuracy is at 95 % of its maximum from emb on (0.735 ≥ 0.741 fails, 0.745 passes at
+    # block 0: depth 0.25 → "early"); the gain above the majority floor (0.285 .. 0.33) reaches
+    # 95 % only at the last layer.
+    assert P.first_95(HIGH_FLOOR_LATE, baseline=0.45) == 3
+    # the last block makes (0.78 − 0.745) / (0.78 − 0.735) = 78 % of the blocks' gain
+    assert P.late_concentration(HIGH_FLOOR_LATE, baseline=0.45) == pytest.approx(0.035 / 0.045)
+    assert P.profile_class(HIGH_FLOOR_LATE, 0.45) == "late"
+    m = P.profile_metrics(HIGH_FLOOR_LATE, 0.45)
+    assert m["gain_over_majority"] == pytest.approx(0.33) and m["gain_over_emb"] == pytest.approx(0.045)
+    assert m["floor"] == 0.45 and m["emb_accuracy"] == 0.735
+
+
+@pytest.mark.parametrize(("curve", "majority", "expected"), [
+    # early: the gain above 0.45 is 95 % reached at block 0 (depth 0.25)
+    ({-1: 0.46, 0: 0.90, 1: 0.91, 2: 0.91, 3: 0.91}, 0.45, "early"),
+    # late: nothing until the last block
+    ({-1: 0.45, 0: 0.46, 1: 0.47, 2: 0.47, 3: 0.95}, 0.45, "late"),
+    # gradual: equal steps
+    ({-1: 0.45, 0: 0.57, 1: 0.70, 2: 0.82, 3: 0.95}, 0.45, "gradual"),
+    # flat: never more than 5 pp above the majority, however the raw values line up
+    ({-1: 0.45, 0: 0.47, 1: 0.48, 2: 0.48, 3: 0.49}, 0.45, "flat"),
+    # near-chance curve that the raw rule called early (0.47 ≥ 0.95 · 0.49): flat now
+    ({-1: 0.47, 0: 0.48, 1: 0.49, 2: 0.49, 3: 0.49}, 0.45, "flat"),
+    # readable at emb already above the majority, blocks add a little at the end: late on the
+    # blocks' gain (emb is the no-computation floor)
+    ({-1: 0.80, 0: 0.80, 1: 0.81, 2: 0.81, 3: 0.90}, 0.40, "late"),
+])
+def test_hand_made_curves_for_each_class(curve, majority, expected):
+    assert P.profile_class(curve, majority) == expected
+
+
+def test_first_95_uses_the_floor_not_raw_accuracy():
+    c = {-1: 0.5, 0: 0.9, 1: 0.96, 2: 0.97, 3: 1.0}
+    # raw rule: 0.96 ≥ 0.95 → layer 1; gain rule: gains 0.46, 0.47 < 0.475 → layer 3
+    assert P.first_95(c, baseline=0.5) == 3
+    assert P.computation_floor(c, 0.6) == 0.6 and P.computation_floor(c, 0.4) == 0.5

@@ -1,54 +1,68 @@
-"""SPEC's six claims → verdicts from stored results (SPEC "The claims a user comes to check").
+"""The study's six claims → verdicts from stored results (docs/SCIENCE.md#claims).
 
 Input: plain lists of dicts as the API serves them — no DB access, numpy/scipy only:
 
 - ``runs``: ``{id, task, family, seed, n_layers, pretrained (None = trained from scratch),
-  behaviour: {"40": {"token_acc", "last_acc", "n"}, "60": …}}``
+  heldout_acc, early_stop_acc, behaviour: {"40": {"token_acc", "last_acc", "n"}, …}}``
 - ``probes``: ``{run_id, layer, eval_length, accuracy, majority_baseline, …}``
-- ``interventions``: ``{run_id, method, layer, eval_length, delta_pp, p_value, p_holm,
-  significant, …}`` (``conv1d_removal`` uses layer −2 for "every layer")
-- ``patching``: ``{run_id, layer, position, eval_length, recovery, …}``
+- ``interventions``: ``{run_id, method, layer, eval_length, delta_pp, drop_rel_chance, refit_acc,
+  refit_majority, p_value, p_holm, significant, …}`` (``conv1d_removal`` uses layer −2 for
+  "every layer")
+- ``patching``: ``{run_id, site, layer, position, eval_length, recovery, …}``
 
 Output of :func:`evaluate_claims`: one dict per claim ``{id, title, verdict, numbers, detail,
 views}`` with ``verdict`` ∈ {"supported", "contradicted", "not enough data"}.
 
-Rules (every threshold is a module constant):
+Rules shared by every claim (every threshold is a module constant):
 
-- Profiles are computed at the training length ``EVAL_LENGTH`` (40) from the probe curve of each
-  run; a (task, family) *cell* pools the seeds of the from-scratch runs (``pretrained`` None):
-  its class is the class of the seed-mean curve with the mean majority baseline
-  (:func:`worker.profiles.summarise_profiles`), metrics carry t-intervals over seeds.
-- **Claim 1** (prefix tasks): expected class ``late`` for lstm, gru, mamba, mamba2 and ``gradual``
-  for transformer on parity and s3. Needs the transformer and at least one other family on at
-  least one prefix task. Supported when ≥ ``MATCH_FRACTION`` of the evaluated cells show the
-  expected class, else contradicted. Also reported: a one-sided permutation test (scipy) that
-  per-seed late concentration is higher for recurrent/SSM runs than for transformer runs.
-- **Claim 2** (dyck): expected ``early`` for transformer, ``gradual`` for the others; same rule.
-  Reported test: transformer per-seed AUC higher than the others'.
-- **Claim 3**: per family with all of s3, parity and dyck, ``d(S3, Parity) < d(S3, Dyck)``
-  (:func:`worker.profiles.profile_distance` of seed-mean curves). Supported when the share of
-  families where this holds ≥ ``MATCH_FRACTION``; the mean gap ``d(S3,Dyck) − d(S3,Parity)``
-  has a t-interval over families.
-- **Claim 4** (readable ≠ necessary): per run (pretrained included) with probes and an
-  intervention method from ``DECOUPLING_METHODS`` (first one present, at ``EVAL_LENGTH``): the
-  run is *decoupled* when the most damaging layer is not one of the near-best probe layers
-  (:func:`worker.profiles.decoupling`), its drop is at least ``DECOUPLING_MARGIN_PP`` larger than
-  the largest drop among the near-best layers, and (when significance is stored) it is
-  significant after Holm. Supported when at least one run is
-  decoupled, contradicted when none of ≥ 1 evaluated runs is. Reported: decoupled share for
-  pretrained and from-scratch runs, and patching recovery at the last layer for pretrained runs.
-- **Claim 5** (Conv1D): ``conv1d_removal`` rows for every layer (layer −2) of mamba / mamba2 at
-  ``EVAL_LENGTH``. Per task a *significant drop* = more than half of the runs significant with
-  a negative delta (or, without stored significance, a t-interval entirely below 0). Conditions,
-  each evaluated when its tasks are present: S3 drop significant; Parity drop significant;
-  mean S3 drop > mean Parity drop; Dyck drop not significant. Needs ≥ 2 of the three tasks;
-  supported when every evaluated condition holds.
-- **Claim 6** (behaviour, from ``runs[*].behaviour`` token accuracy, seed means): (a) lstm and gru
-  reach ≥ ``PERFECT_ACC`` at every stored length on parity and s3; (b) on parity and on s3 the
-  mean accuracy over the lengths beyond training is ordered recurrent > SSM > transformer
-  (group means of family means); (c) mamba on parity falls with length: accuracy at the longest
-  length at least ``FALL_PP`` below accuracy at 40 and a negative least-squares slope.
-  Supported when every evaluable sub-claim holds.
+- **Trained runs only.** A run is read only when it is trained for its task
+  (:func:`worker.trained.is_trained`: held-out token accuracy at the training length reached
+  its early-stop criterion). Every claim lists the runs it left out and why
+  (``numbers.runs_left_out``).
+- **Seeds.** A *cell* is a (task, family) of from-scratch runs. A verdict needs at least
+  ``MIN_SEEDS`` trained seeds in every cell it reads (a cell is read when the claim looks at
+  that task and family and any run of it is stored); otherwise "not enough data", naming each
+  short cell ("transformer × parity: 1 of 3 trained seeds").
+- Profiles are computed at the training length ``EVAL_LENGTH`` (40) from each run's probe curve
+  (:mod:`worker.profiles`); a cell's class is the class of its seed-mean curve.
+
+Per claim:
+
+- **Claims 1 and 2 test the contrast.** Claim 1 (Parity, S3): Transformer ``gradual``,
+  LSTM/GRU/Mamba/Mamba-2 ``late``; claim 2 (Dyck): Transformer ``early``, the others ``gradual``.
+  Per task: the *class condition* holds when the Transformer cell has its expected class and at
+  least ``MATCH_FRACTION`` of the other cells have theirs; the *statistic condition* holds when a
+  one-sided permutation test of the per-seed statistic (late concentration, others >
+  Transformer, for claim 1; AUC, Transformer > others, for claim 2) gives p < ``ALPHA`` after
+  Holm's adjustment across all the tests of claims 1 and 2 together. Supported when both hold
+  on every task read, else contradicted. All five families identical → contradicted.
+- **Claim 3**: per family with all of S3, Parity and Dyck, ``d(S3, Parity) < d(S3, Dyck)``
+  (seed-mean normalised curves); supported when that holds in ≥ ``MATCH_FRACTION`` of the
+  families.
+- **Claim 4 (readable ≠ necessary), a necessity test.** Per trained run with a probe curve and
+  an edit from ``DECOUPLING_METHODS`` (the first present): an edit *removed* the variable only
+  where its refit probe is within ``REFIT_TOL`` of the majority rate; other edits are reported as
+  "not removed" and never count as damage. A run is evaluable when the edit removed the
+  variable at one of its near-best probe layers; it is *decoupled* when the most damaging layer
+  among the removed ones is not near-best, is at least ``DECOUPLING_MARGIN_PP`` more damaging
+  than the near-best layers, and (when stored) significant after Holm. The decoupled share, per
+  group (from scratch / pretrained), carries a Wilson 95 % interval: a group supports the claim
+  when the interval's lower end is above ``DECOUPLED_SHARE_MIN``, contradicts it when its upper
+  end is below, and is inconclusive otherwise; a pretrained group needs ``MIN_SEEDS`` evaluable
+  runs. Supported when a group supports; contradicted when every group with runs contradicts.
+  Beside it: state-site patching recovery at the last block, middle position, mean and
+  t-interval over trained runs (or "no state patching stored").
+- **Claim 5 (Conv1D)**: ``conv1d_removal`` of every layer (layer −2) on trained Mamba/Mamba-2
+  runs, read as ``drop_rel_chance`` (share of the gain over chance lost; > 0 = a drop), with a
+  t-interval over seeds per task. Conditions: S3 drop > 0 (interval above 0); Parity drop > 0;
+  S3 drop > Parity drop (one-sided permutation test, p < ``ALPHA``); Dyck drop not significant
+  (interval reaches 0). Needs 2 of the 3 tasks; supported when every evaluated condition holds.
+- **Claim 6 (behaviour)**, trained runs, seed means of token accuracy per stored length:
+  (a) LSTM and GRU ≥ ``PERFECT_ACC`` at every stored length on Parity and S3; (b) on Parity and
+  on S3 the mean accuracy at the lengths beyond training is ordered recurrent > SSM >
+  Transformer; (c) Mamba on Parity falls with length (longest length ≥ ``FALL_PP`` below 40 and
+  a negative least-squares slope). Names the lengths it used. Supported when every sub-claim
+  that can be evaluated holds.
 """
 
 from __future__ import annotations
@@ -62,26 +76,31 @@ import numpy as np
 from scipy import stats as _st
 
 from worker import profiles as P
-from worker.stats import ALPHA, t_interval
+from worker.stats import ALPHA, holm, t_interval, wilson_interval
+from worker.trained import is_trained, untrained_reason
 
-__all__ = ["evaluate_claims", "CLAIM_TITLES", "SUPPORTED", "CONTRADICTED", "NOT_ENOUGH"]
+__all__ = ["evaluate_claims", "CLAIM_TITLES", "SUPPORTED", "CONTRADICTED", "NOT_ENOUGH", "MIN_SEEDS"]
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
 EVAL_LENGTH = 40
-MIN_GAIN_OVER_MAJORITY = 0.10  # claims 1–5 leave out runs no better than this over the majority class
+MIN_SEEDS = 3  # trained seeds every cell a verdict reads must have
 PREFIX_TASKS = ("parity", "s3")
 STACK_TASK = "dyck"
 RECURRENT = ("lstm", "gru")
 SSM = ("mamba", "mamba2")
 TRANSFORMER = "transformer"
 NON_TRANSFORMER = RECURRENT + SSM
+FAMILIES = (TRANSFORMER, *NON_TRANSFORMER)
 MATCH_FRACTION = 0.75
 DECOUPLING_METHODS = ("leace", "inlp", "project_out")
 DECOUPLING_MARGIN_PP = 5.0
+REFIT_TOL = 0.02  # refit probe within 2 pp of the majority rate = the variable was removed
+DECOUPLED_SHARE_MIN = 0.10  # decoupling must be more than a one-in-ten fluke
 PERFECT_ACC = 0.99
 FALL_PP = 5.0
 N_PERM = 10_000
+STATE_SITE = "state"
 
 CLAIM_TITLES = {
     1: "Prefix-update tasks: recurrent models and SSMs readable only at the last layer, Transformers gradual",
@@ -91,6 +110,8 @@ CLAIM_TITLES = {
     5: "Conv1D importance is task dependent: S3 > Parity > Dyck (n.s.)",
     6: "Behaviour: recurrent models length-generalise; recurrent > SSM > Transformer; Mamba fails on Parity",
 }
+
+Cell = tuple[str, str]  # (task, family)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -110,17 +131,61 @@ def _clean(x: Any) -> Any:
 
 
 def _ci(values: Sequence[float]) -> dict[str, Any]:
-    m, lo, hi = t_interval(values)
-    return {"mean": m, "lo": lo, "hi": hi, "n": len([v for v in values if v is not None])}
+    vals = [v for v in values if v is not None]
+    m, lo, hi = t_interval(vals) if vals else (None, None, None)
+    return {"mean": m, "lo": lo, "hi": hi, "n": len(vals)}
 
 
 def _claim(cid: int, verdict: str, numbers: dict[str, Any], detail: str, views: list[str]) -> dict[str, Any]:
-    return _clean({"id": cid, "title": CLAIM_TITLES[cid], "verdict": verdict, "numbers": numbers,
-                   "detail": detail, "views": views})
+    return {"id": cid, "title": CLAIM_TITLES[cid], "verdict": verdict, "numbers": numbers,
+            "detail": detail, "views": views}
 
 
 def _scratch(run: Mapping[str, Any]) -> bool:
     return not run.get("pretrained")
+
+
+def _cell_name(cell: Cell) -> str:
+    return f"{cell[1]} × {cell[0]}"
+
+
+class Data:
+    """The inputs, split once: trained runs, their curves, and every stored run by cell."""
+
+    def __init__(self, runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
+                 interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]]) -> None:
+        self.all_runs = list(runs)
+        self.trained = [r for r in self.all_runs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
+        trained_ids = {r["id"] for r in self.trained}
+        self.left_out = [
+            {"run_id": r["id"], "task": r.get("task"), "family": r.get("family"), "seed": r.get("seed"),
+             "pretrained": r.get("pretrained"), "reason": untrained_reason(r.get("heldout_acc"), r.get("early_stop_acc"))}
+            for r in self.all_runs if r["id"] not in trained_ids]
+        self.curves = _run_curves(self.trained, probes, EVAL_LENGTH)
+        self.interventions = list(interventions)
+        self.patching = list(patching)
+        self.stored: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)  # from-scratch runs, any state
+        for r in self.all_runs:
+            if _scratch(r):
+                self.stored[(r["task"], r["family"])].append(r)
+
+    def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
+                   what: str = "trained seeds") -> list[str]:
+        """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each read cell short of seeds."""
+        out = []
+        for cell in sorted(set(cells)):
+            if not self.stored.get(cell):
+                continue
+            k = len({r.get("seed") for r in usable.get(cell, [])})
+            if k < MIN_SEEDS:
+                n_un = sum(not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in self.stored[cell])
+                out.append(f"{_cell_name(cell)}: {k} of {MIN_SEEDS} {what}"
+                           + (f" ({n_un} untrained run(s) left out)" if n_un else ""))
+        return out
+
+    def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
+        ts = set(tasks)
+        return [r for r in self.left_out if r["task"] in ts]
 
 
 def _run_curves(runs: Iterable[Mapping[str, Any]], probes: Iterable[Mapping[str, Any]],
@@ -144,88 +209,41 @@ def _run_curves(runs: Iterable[Mapping[str, Any]], probes: Iterable[Mapping[str,
     return out
 
 
-def _cells(runs: Sequence[Mapping[str, Any]], curves: Mapping[Any, tuple[dict[int, float], float | None]],
-           tasks: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(task, family) → summarise_profiles over the from-scratch seeds (same n_layers)."""
-    group: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for r in runs:
-        if _scratch(r) and r["task"] in tasks and r["id"] in curves:
+def _curve_cells(data: Data, tasks: Iterable[str]) -> dict[Cell, list[Mapping[str, Any]]]:
+    """(task, family) → trained from-scratch runs with a complete curve (the most common depth)."""
+    group: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in data.trained:
+        if _scratch(r) and r["task"] in tasks and r["id"] in data.curves:
             group[(r["task"], r["family"])].append(r)
     out = {}
     for key, rs in group.items():
-        n_layers = {max(curves[r["id"]][0]) for r in rs}
-        if len(n_layers) != 1:  # mixed depths in one cell: keep the most common depth
-            common = max(n_layers, key=lambda n: sum(max(curves[r["id"]][0]) == n for r in rs))
-            rs = [r for r in rs if max(curves[r["id"]][0]) == common]
-        rs = sorted(rs, key=lambda r: r.get("seed", 0))
-        s = P.summarise_profiles([curves[r["id"]][0] for r in rs], [curves[r["id"]][1] for r in rs],
-                                 seeds=[r.get("seed") for r in rs])
-        s["curve"] = P.mean_curve([curves[r["id"]][0] for r in rs])
-        bl = [curves[r["id"]][1] for r in rs if curves[r["id"]][1] is not None]
-        s["baseline"] = float(np.mean(bl)) if bl else None
-        out[key] = s
+        depths = [max(data.curves[r["id"]][0]) for r in rs]
+        common = max(set(depths), key=depths.count)
+        out[key] = sorted([r for r, d in zip(rs, depths) if d == common], key=lambda r: r.get("seed", 0))
     return out
 
 
-def _perm_greater(x: Sequence[float], y: Sequence[float]) -> dict[str, Any] | None:
-    """One-sided two-sample permutation test of mean(x) > mean(y) (scipy.stats.permutation_test)."""
-    x = [v for v in x if v is not None]
-    y = [v for v in y if v is not None]
-    if len(x) < 2 or len(y) < 2:
+def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    curves = [data.curves[r["id"]][0] for r in rs]
+    bases = [data.curves[r["id"]][1] for r in rs]
+    s = P.summarise_profiles(curves, bases, seeds=[r.get("seed") for r in rs])
+    s["curve"] = P.mean_curve(curves)
+    bl = [b for b in bases if b is not None]
+    s["baseline"] = float(np.mean(bl)) if bl else None
+    return s
+
+
+def _perm_greater(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, Any] | None:
+    """One-sided two-sample permutation test of mean(x) > mean(y) (scipy.stats.permutation_test;
+    exact when every split fits in N_PERM)."""
+    xa = [v for v in x if v is not None]
+    ya = [v for v in y if v is not None]
+    if len(xa) < 2 or len(ya) < 2:
         return None
-    res = _st.permutation_test((np.asarray(x), np.asarray(y)), lambda a, b, axis: a.mean(axis) - b.mean(axis),
+    res = _st.permutation_test((np.asarray(xa), np.asarray(ya)), lambda a, b, axis: a.mean(axis) - b.mean(axis),
                                permutation_type="independent", alternative="greater",
                                n_resamples=N_PERM, rng=np.random.default_rng(0))
-    return {"diff": float(np.mean(x) - np.mean(y)), "p": float(res.pvalue), "n_x": len(x), "n_y": len(y)}
-
-
-def _cell_numbers(cells: Mapping[tuple[str, str], dict[str, Any]], expected: Mapping[str, str],
-                  tasks: Sequence[str]) -> list[dict[str, Any]]:
-    rows = []
-    for (task, fam), s in sorted(cells.items()):
-        if task not in tasks or fam not in expected:
-            continue
-        m = s["metrics"]
-        rows.append({
-            "task": task, "family": fam, "n": s["n"], "seeds": s["seeds"],
-            "profile_class": s["profile_class"], "class_votes": s["class_votes"],
-            "expected": expected[fam], "matches": s["profile_class"] == expected[fam],
-            "late_concentration": {k: m["late_concentration"][k] for k in ("mean", "lo", "hi", "n")},
-            "first_95": {k: m["first_95"][k] for k in ("mean", "lo", "hi", "n")},
-            "auc": {k: m["auc"][k] for k in ("mean", "lo", "hi", "n")},
-        })
-    return rows
-
-
-def _class_claim(cid: int, cells, tasks: Sequence[str], expected: Mapping[str, str], metric: str,
-                 views: list[str]) -> dict[str, Any]:
-    rows = _cell_numbers(cells, expected, tasks)
-    usable_tasks = [t for t in tasks
-                    if any(r["task"] == t and r["family"] == TRANSFORMER for r in rows)
-                    and any(r["task"] == t and r["family"] != TRANSFORMER for r in rows)]
-    rows = [r for r in rows if r["task"] in usable_tasks]
-    numbers: dict[str, Any] = {"cells": rows, "match_fraction_required": MATCH_FRACTION}
-    if not rows:
-        return _claim(cid, NOT_ENOUGH, numbers,
-                      f"needs probe curves at L={EVAL_LENGTH} for the transformer and at least one recurrent/SSM "
-                      f"family on {' or '.join(tasks)}", views)
-    share = sum(r["matches"] for r in rows) / len(rows)
-    numbers["match_fraction"] = share
-    # per-seed metric, transformer vs the rest
-    tf_vals, other_vals = [], []
-    for (task, fam), s in cells.items():
-        if task in usable_tasks and fam in expected:
-            vals = [p[metric] for p in s["per_seed"]]
-            (tf_vals if fam == TRANSFORMER else other_vals).extend(vals)
-    if metric == "late_concentration":
-        numbers["test_late_concentration_other_gt_transformer"] = _perm_greater(other_vals, tf_vals)
-    else:
-        numbers["test_auc_transformer_gt_other"] = _perm_greater(tf_vals, other_vals)
-    verdict = SUPPORTED if share >= MATCH_FRACTION else CONTRADICTED
-    mism = [f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})" for r in rows if not r["matches"]]
-    detail = (f"{sum(r['matches'] for r in rows)}/{len(rows)} (task, family) cells show the expected class "
-              f"(need ≥ {MATCH_FRACTION:.0%})" + (". Mismatches: " + "; ".join(mism) if mism else "."))
-    return _claim(cid, verdict, numbers, detail, views)
+    return {"diff": float(np.mean(xa) - np.mean(ya)), "p": float(res.pvalue), "n_x": len(xa), "n_y": len(ya)}
 
 
 def _significance(row: Mapping[str, Any]) -> bool | None:
@@ -237,40 +255,151 @@ def _significance(row: Mapping[str, Any]) -> bool | None:
     return None
 
 
-# ----------------------------------------------------------------------------- claims
+def _left_out_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    shown = "; ".join(f"{r['family']} × {r['task']} seed {r['seed']}: {r['reason']}" for r in rows[:3])
+    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return f" Left out {len(rows)} untrained run(s): {shown}{more}."
 
 
-def claim_1(runs, curves) -> dict[str, Any]:
-    cells = _cells(runs, curves, PREFIX_TASKS)
-    expected = {TRANSFORMER: "gradual", **{f: "late" for f in NON_TRANSFORMER}}
-    views = [f"/reversal?task={t}" for t in PREFIX_TASKS] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in PREFIX_TASKS]
-    return _class_claim(1, cells, PREFIX_TASKS, expected, "late_concentration", views)
+def _finish(claim: dict[str, Any], left_out: list[dict[str, Any]]) -> dict[str, Any]:
+    claim["numbers"]["runs_left_out"] = left_out
+    claim["numbers"]["runs_excluded_undertrained"] = len(left_out)
+    claim["numbers"]["min_seeds"] = MIN_SEEDS
+    claim["detail"] += _left_out_note(left_out)
+    return _clean(claim)
 
 
-def claim_2(runs, curves) -> dict[str, Any]:
-    cells = _cells(runs, curves, (STACK_TASK,))
-    expected = {TRANSFORMER: "early", **{f: "gradual" for f in NON_TRANSFORMER}}
-    views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
-    return _class_claim(2, cells, (STACK_TASK,), expected, "auc", views)
+# ----------------------------------------------------------------------------- claims 1 and 2
+
+CONTRAST = {
+    1: {"tasks": PREFIX_TASKS, "expected": {TRANSFORMER: "gradual", **dict.fromkeys(NON_TRANSFORMER, "late")},
+        "metric": "late_concentration", "transformer_higher": False},
+    2: {"tasks": (STACK_TASK,), "expected": {TRANSFORMER: "early", **dict.fromkeys(NON_TRANSFORMER, "gradual")},
+        "metric": "auc", "transformer_higher": True},
+}
 
 
-def claim_3(runs, curves) -> dict[str, Any]:
-    cells = _cells(runs, curves, ("s3", "parity", STACK_TASK))
-    fams = sorted({f for (_, f) in cells})
+def _cell_row(task: str, fam: str, s: Mapping[str, Any], expected: str) -> dict[str, Any]:
+    m = s["metrics"]
+    return {
+        "task": task, "family": fam, "n": s["n"], "seeds": s["seeds"],
+        "profile_class": s["profile_class"], "class_votes": s["class_votes"],
+        "expected": expected, "matches": s["profile_class"] == expected,
+        **{k: {kk: m[k][kk] for kk in ("mean", "lo", "hi", "n")}
+           for k in ("late_concentration", "first_95", "auc", "gain_over_majority", "gain_over_emb")},
+    }
+
+
+def claims_1_2(data: Data) -> list[dict[str, Any]]:
+    """Claims 1 and 2 together: their statistic tests share one Holm adjustment."""
+    prepared: dict[int, dict[str, Any]] = {}
+    tests: list[tuple[int, str, dict[str, Any] | None]] = []
+    for cid, spec in CONTRAST.items():
+        tasks, expected = spec["tasks"], spec["expected"]
+        cells = _curve_cells(data, tasks)
+        read = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f))]
+        usable_tasks = [t for t in tasks if (t, TRANSFORMER) in read and any((t, f) in read for f in NON_TRANSFORMER)]
+        short = data.shortfalls([c for c in read if c[0] in usable_tasks], cells)
+        info: dict[str, Any] = {"cells": cells, "usable_tasks": usable_tasks, "short": short}
+        prepared[cid] = info
+        if not usable_tasks or short:
+            continue
+        info["summaries"] = {c: _summary(data, rs) for c, rs in cells.items() if c[0] in usable_tasks}
+        for t in usable_tasks:
+            tf, other = [], []
+            for (task, fam), s in info["summaries"].items():
+                if task == t:
+                    (tf if fam == TRANSFORMER else other).extend(p[spec["metric"]] for p in s["per_seed"])
+            test = _perm_greater(tf, other) if spec["transformer_higher"] else _perm_greater(other, tf)
+            tests.append((cid, t, test))
+    adjusted = holm([t[2]["p"] if t[2] else None for t in tests])
+    for (cid, task, test), p in zip(tests, adjusted):
+        if test is not None:
+            test["p_holm"] = p
+        prepared[cid].setdefault("tests", {})[task] = test
+    n_tests = sum(t[2] is not None for t in tests)
+    return [_contrast_claim(cid, CONTRAST[cid], prepared[cid], data, n_tests) for cid in CONTRAST]
+
+
+def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data,
+                    n_tests: int) -> dict[str, Any]:
+    tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
+    if cid == 1:
+        views = [f"/reversal?task={t}" for t in tasks] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in tasks]
+    else:
+        views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
+    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "statistic": metric}
+    left = data.left_out_for(tasks)
+    if not info["usable_tasks"]:
+        return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
+                              f"needs trained runs with probe curves at L={EVAL_LENGTH} for the transformer and at "
+                              f"least one recurrent/SSM family on {' or '.join(tasks)}", views), left)
+    if info["short"]:
+        numbers["cells_short_of_seeds"] = info["short"]
+        return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
+                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(info["short"]), views), left)
+    rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
+    numbers["cells"] = rows
+    key = "test_auc_transformer_gt_other" if spec["transformer_higher"] else "test_late_concentration_other_gt_transformer"
+    numbers[key] = info.get("tests", {})
+    numbers["holm_family_size"] = n_tests
+    verdict_ok, parts, undefined = True, [], []
+    for t in info["usable_tasks"]:
+        tf = next((r for r in rows if r["task"] == t and r["family"] == TRANSFORMER), None)
+        others = [r for r in rows if r["task"] == t and r["family"] != TRANSFORMER]
+        share = sum(r["matches"] for r in others) / len(others) if others else 0.0
+        class_ok = bool(tf and tf["matches"] and share >= MATCH_FRACTION)
+        test = info.get("tests", {}).get(t)
+        if test is None:
+            undefined.append(t)
+            continue
+        stat_ok = test["p_holm"] < ALPHA
+        verdict_ok &= class_ok and stat_ok
+        parts.append(f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
+                     f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
+                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}")
+    if undefined:
+        return _finish(_claim(cid, NOT_ENOUGH, numbers,
+                              f"per-seed {metric} undefined (curves without gain) on {', '.join(undefined)}", views), left)
+    verdict = SUPPORTED if verdict_ok else CONTRADICTED
+    detail = (f"Needs the transformer's class to differ as claimed (others ≥ {MATCH_FRACTION:.0%} as expected) and "
+              f"the per-seed {metric} to differ in that direction at p < {ALPHA} after Holm over {n_tests} test(s). "
+              + "; ".join(parts) + ".")
+    mism = [f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})" for r in rows if not r["matches"]]
+    if mism:
+        detail += " Mismatches: " + "; ".join(mism) + "."
+    return _finish(_claim(cid, verdict, numbers, detail, views), left)
+
+
+# ----------------------------------------------------------------------------- claim 3
+
+
+def claim_3(data: Data) -> dict[str, Any]:
+    tasks = ("s3", "parity", STACK_TASK)
+    cells = _curve_cells(data, tasks)
+    fams = [f for f in FAMILIES if all(data.stored.get((t, f)) for t in tasks)]
+    views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
+    numbers: dict[str, Any] = {"families": [], "match_fraction_required": MATCH_FRACTION}
+    left = data.left_out_for(tasks)
+    if not fams:
+        return _finish(_claim(3, NOT_ENOUGH, numbers, "needs at least one family with runs on s3, parity and dyck",
+                              views), left)
+    short = data.shortfalls([(t, f) for f in fams for t in tasks], cells)
+    if short:
+        numbers["cells_short_of_seeds"] = short
+        return _finish(_claim(3, NOT_ENOUGH, numbers,
+                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
     per_family = []
     for f in fams:
-        if not all((t, f) in cells for t in ("s3", "parity", STACK_TASK)):
-            continue
-        s3, par, dy = cells[("s3", f)], cells[("parity", f)], cells[(STACK_TASK, f)]
+        s3, par, dy = (_summary(data, cells[(t, f)]) for t in tasks)
         d_sp = P.profile_distance(s3["curve"], par["curve"], s3["baseline"], par["baseline"])
         d_sd = P.profile_distance(s3["curve"], dy["curve"], s3["baseline"], dy["baseline"])
         per_family.append({"family": f, "d_s3_parity": d_sp, "d_s3_dyck": d_sd, "closer_to_parity": d_sp < d_sd,
                            "class_s3": s3["profile_class"], "class_parity": par["profile_class"],
                            "class_dyck": dy["profile_class"]})
-    views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
-    numbers: dict[str, Any] = {"families": per_family, "match_fraction_required": MATCH_FRACTION}
-    if not per_family:
-        return _claim(3, NOT_ENOUGH, numbers, "needs at least one family with probe curves on s3, parity and dyck", views)
+    numbers["families"] = per_family
     share = sum(r["closer_to_parity"] for r in per_family) / len(per_family)
     numbers["share_closer_to_parity"] = share
     numbers["gap_dyck_minus_parity"] = _ci([r["d_s3_dyck"] - r["d_s3_parity"] for r in per_family])
@@ -279,180 +408,289 @@ def claim_3(runs, curves) -> dict[str, Any]:
     detail = (f"S3's normalised layer curve is closer to Parity's than to Dyck's in "
               f"{sum(r['closer_to_parity'] for r in per_family)}/{len(per_family)} families "
               f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}.")
-    return _claim(3, verdict, numbers, detail, views)
+    return _finish(_claim(3, verdict, numbers, detail, views), left)
 
 
-def claim_4(runs, curves, interventions, patching) -> dict[str, Any]:
+# ----------------------------------------------------------------------------- claim 4
+
+
+def _removed(row: Mapping[str, Any]) -> bool:
+    """The edit removed the variable: its refit probe is within REFIT_TOL of the majority rate."""
+    acc, maj = row.get("refit_acc"), row.get("refit_majority")
+    return acc is not None and maj is not None and float(acc) - float(maj) <= REFIT_TOL + 1e-12
+
+
+def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[Mapping[str, Any]],
+                    method: str) -> dict[str, Any]:
+    removed = [r for r in rows if _removed(r)]
+    not_removed = sorted(int(r["layer"]) for r in rows if not _removed(r))
+    near = P.near_best_layers(curve)
+    base = {"run_id": run["id"], "task": run["task"], "family": run["family"], "seed": run.get("seed"),
+            "pretrained": run.get("pretrained"), "method": method, "best_layer": P.best_layer(curve),
+            "near_best_layers": near, "not_removed_layers": not_removed,
+            "removed_layers": sorted(int(r["layer"]) for r in removed)}
+    if not any(int(r["layer"]) in near for r in removed):
+        return {**base, "status": "not removed", "meaningfully_decoupled": None}
+    d = P.decoupling(curve, removed, method=method)
+    sig = [_significance(r) for r in removed if int(r["layer"]) == d["damaging_layer"]]
+    known = [s for s in sig if s is not None]
+    significant = (sum(known) > len(known) / 2) if known else None
+    at_near = d["delta_near_best_pp"] if d["delta_near_best_pp"] is not None else 0.0
+    margin = at_near - d["delta_at_damaging_pp"]
+    decoupled = bool(d["decoupled"]) and margin >= DECOUPLING_MARGIN_PP and significant is not False
+    return {**base, **d, "margin_pp": margin, "significant": significant, "status": "evaluated",
+            "meaningfully_decoupled": decoupled}
+
+
+def _group_verdict(evaluated: list[dict[str, Any]]) -> dict[str, Any]:
+    k = sum(bool(r["meaningfully_decoupled"]) for r in evaluated)
+    share, lo, hi = wilson_interval(k, len(evaluated))
+    if not evaluated:
+        verdict = NOT_ENOUGH
+    elif lo > DECOUPLED_SHARE_MIN:
+        verdict = SUPPORTED
+    elif hi < DECOUPLED_SHARE_MIN:
+        verdict = CONTRADICTED
+    else:
+        verdict = NOT_ENOUGH
+    return {"decoupled": k, "n": len(evaluated), "share": share, "lo": lo, "hi": hi, "verdict": verdict}
+
+
+def _state_patching(data: Data) -> dict[str, Any] | str:
+    info = {r["id"]: r for r in data.trained}
+    per_run: dict[Any, list[float]] = defaultdict(list)
+    for p in data.patching:
+        run = info.get(p.get("run_id"))
+        if (run is None or p.get("site") != STATE_SITE or p.get("recovery") is None or run.get("n_layers") is None
+                or int(p["layer"]) != int(run["n_layers"]) - 1
+                or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2):
+            continue
+        per_run[run["id"]].append(float(p["recovery"]))
+    if not per_run:
+        return "no state patching stored"
+    out: dict[str, Any] = {}
+    for name, pick in (("scratch", _scratch), ("pretrained", lambda r: not _scratch(r))):
+        vals = [float(np.mean(v)) for rid, v in per_run.items() if pick(info[rid])]
+        if vals:
+            out[name] = {**_ci(vals), "runs": [rid for rid in per_run if pick(info[rid])]}
+    out["site"], out["where"] = STATE_SITE, "last block, position eval_length // 2"
+    return out
+
+
+def claim_4(data: Data) -> dict[str, Any]:
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in interventions:
-        if r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH and int(r.get("layer", -2)) >= -1:
+    for r in data.interventions:
+        if r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH and int(r.get("layer", -2)) >= -1 \
+                and r.get("method") in DECOUPLING_METHODS and r.get("delta_pp") is not None:
             by_run[r["run_id"]].append(r)
     per_run = []
-    for run in runs:
+    for run in data.trained:
         rid = run["id"]
-        if rid not in curves or rid not in by_run:
+        if rid not in data.curves or rid not in by_run:
             continue
         methods = {r.get("method") for r in by_run[rid]}
-        method = next((m for m in DECOUPLING_METHODS if m in methods), None)
-        if method is None:
-            continue
-        rows = [r for r in by_run[rid] if r.get("method") == method]
-        d = P.decoupling(curves[rid][0], rows, method=method)
-        if d["damaging_layer"] is None:
-            continue
-        sig_rows = [_significance(r) for r in rows if int(r["layer"]) == d["damaging_layer"]]
-        sig_known = [s for s in sig_rows if s is not None]
-        significant = (sum(sig_known) > len(sig_known) / 2) if sig_known else None
-        at_best = d["delta_near_best_pp"] if d["delta_near_best_pp"] is not None else 0.0
-        margin = at_best - d["delta_at_damaging_pp"]
-        decoupled = bool(d["decoupled"]) and margin >= DECOUPLING_MARGIN_PP and significant is not False
-        per_run.append({"run_id": rid, "task": run["task"], "family": run["family"], "seed": run.get("seed"),
-                        "pretrained": run.get("pretrained"), "method": method, **d,
-                        "margin_pp": margin, "significant": significant, "meaningfully_decoupled": decoupled})
-    # patching at the last layer for pretrained runs
-    n_layers = {r["id"]: r.get("n_layers") for r in runs}
-    pre = {r["id"]: r for r in runs if not _scratch(r)}
-    rec: dict[Any, list[float]] = defaultdict(list)
-    for p in patching:
-        rid = p.get("run_id")
-        if rid in pre and n_layers.get(rid) is not None and int(p["layer"]) == n_layers[rid] - 1 and p.get("recovery") is not None:
-            rec[rid].append(float(p["recovery"]))
-    patch_numbers = [{"run_id": rid, "task": pre[rid]["task"], "family": pre[rid]["family"],
-                      "pretrained": pre[rid]["pretrained"], "last_layer_recovery_max": max(v)} for rid, v in rec.items()]
-    scratch = [r for r in per_run if not r["pretrained"]]
-    pretrained = [r for r in per_run if r["pretrained"]]
-    numbers = {
-        "runs": per_run,
-        "decoupled_share_scratch": (sum(r["meaningfully_decoupled"] for r in scratch) / len(scratch)) if scratch else None,
-        "decoupled_share_pretrained": (sum(r["meaningfully_decoupled"] for r in pretrained) / len(pretrained)) if pretrained else None,
-        "margin_pp_required": DECOUPLING_MARGIN_PP,
-        "pretrained_last_layer_patching": patch_numbers,
-    }
-    views = ["/probe-vs-causal", "/patching"]
-    if not per_run:
-        return _claim(4, NOT_ENOUGH, numbers,
-                      f"needs probe curves and {'/'.join(DECOUPLING_METHODS)} interventions at L={EVAL_LENGTH}", views)
-    k = sum(r["meaningfully_decoupled"] for r in per_run)
-    verdict = SUPPORTED if k > 0 else CONTRADICTED
-    detail = (f"{k}/{len(per_run)} runs have a most-damaging layer other than the best-probe layer, ≥ "
-              f"{DECOUPLING_MARGIN_PP:g} pp more damaging and not n.s."
-              + (f" Pretrained: {sum(r['meaningfully_decoupled'] for r in pretrained)}/{len(pretrained)}." if pretrained else ""))
-    return _claim(4, verdict, numbers, detail, views)
-
-
-def claim_5(runs, interventions) -> dict[str, Any]:
-    info = {r["id"]: r for r in runs}
-    per_task: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in interventions:
-        run = info.get(r.get("run_id"))
-        if (run is None or r.get("method") != "conv1d_removal" or int(r.get("layer", 0)) != -2
-                or r.get("eval_length", EVAL_LENGTH) != EVAL_LENGTH or run["family"] not in SSM
-                or r.get("delta_pp") is None):
-            continue
-        per_task[run["task"]].append(r)
-    tasks = {}
-    for t in ("s3", "parity", STACK_TASK):
-        rows = per_task.get(t, [])
+        method = next(m for m in DECOUPLING_METHODS if m in methods)
+        per_run.append(_run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method],
+                                       method))
+    iv_ids = set(by_run)
+    cells_read = [c for c, rs in data.stored.items() if any(r["id"] in iv_ids for r in rs)]
+    usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in per_run:
+        if not r["pretrained"]:
+            usable[(r["task"], r["family"])].append(r)
+    short = data.shortfalls(cells_read, usable, "trained seeds with probes and edits")
+    groups = {}
+    for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
+        rows = [r for r in per_run if pick(r)]
         if not rows:
             continue
-        deltas = [float(r["delta_pp"]) for r in rows]
-        sig = [_significance(r) for r in rows]
-        known = [(s, d) for s, d in zip(sig, deltas) if s is not None]
-        ci = _ci(deltas)
-        if known:
-            sig_drop = sum(1 for s, d in known if s and d < 0) > len(known) / 2
-        elif ci["hi"] is not None:
-            sig_drop = ci["hi"] < 0
-        else:
-            sig_drop = None
-        tasks[t] = {"delta_pp": ci, "n_runs": len(rows), "significant_drop": sig_drop,
-                    "families": sorted({info[r["run_id"]]["family"] for r in rows})}
-    numbers: dict[str, Any] = {"tasks": tasks, "paper_pp": {"s3": -12.6, "parity": -6.8, "dyck": "n.s."}}
-    views = ["/probe-vs-causal?method=conv1d_removal&family=mamba", "/probe-vs-causal?method=conv1d_removal&family=mamba2"]
-    if len(tasks) < 2:
-        return _claim(5, NOT_ENOUGH, numbers,
-                      "needs conv1d_removal (every layer) results for mamba/mamba2 on at least two of s3, parity, dyck", views)
-    conds: dict[str, bool | None] = {}
-    if "s3" in tasks:
-        conds["s3 drop significant"] = tasks["s3"]["significant_drop"]
-    if "parity" in tasks:
-        conds["parity drop significant"] = tasks["parity"]["significant_drop"]
-    if "s3" in tasks and "parity" in tasks:
-        conds["s3 drop > parity drop"] = tasks["s3"]["delta_pp"]["mean"] < tasks["parity"]["delta_pp"]["mean"]
-    if STACK_TASK in tasks:
-        s = tasks[STACK_TASK]["significant_drop"]
-        conds["dyck drop not significant"] = None if s is None else not s
-    evaluated = {k: v for k, v in conds.items() if v is not None}
-    numbers["conditions"] = conds
-    if not evaluated:
-        return _claim(5, NOT_ENOUGH, numbers, "no condition could be evaluated (no significance and n < 2)", views)
-    ok = all(evaluated.values())
-    failed = [k for k, v in evaluated.items() if not v]
-    detail = "; ".join(f"{t}: {v['delta_pp']['mean']:+.1f} pp (n={v['n_runs']})" for t, v in tasks.items())
-    detail += ". " + ("All conditions hold." if ok else "Fails: " + ", ".join(failed) + ".")
-    return _claim(5, SUPPORTED if ok else CONTRADICTED, numbers, detail, views)
+        g = _group_verdict([r for r in rows if r["status"] == "evaluated"])
+        g["not_removed"] = sum(r["status"] == "not removed" for r in rows)
+        if name == "scratch" and short:
+            g["verdict"], g["why"] = NOT_ENOUGH, "cells short of seeds: " + "; ".join(short)
+        elif name == "pretrained" and g["n"] < MIN_SEEDS:
+            g["verdict"], g["why"] = NOT_ENOUGH, f"{g['n']} of {MIN_SEEDS} evaluable pretrained runs"
+        groups[name] = g
+    patch = _state_patching(data)
+    numbers: dict[str, Any] = {
+        "runs": per_run, "groups": groups, "refit_tolerance": REFIT_TOL, "margin_pp_required": DECOUPLING_MARGIN_PP,
+        "decoupled_share_min": DECOUPLED_SHARE_MIN, "state_patching": patch,
+        "decoupled_share_scratch": groups.get("scratch", {}).get("share"),
+        "decoupled_share_pretrained": groups.get("pretrained", {}).get("share"),
+    }
+    if short:
+        numbers["cells_short_of_seeds"] = short
+    views = ["/probe-vs-causal", "/patching"]
+    left = data.left_out
+    if not groups:
+        return _finish(_claim(4, NOT_ENOUGH, numbers,
+                              f"needs trained runs with probe curves and {'/'.join(DECOUPLING_METHODS)} edits at "
+                              f"L={EVAL_LENGTH}", views), left)
+    verdicts = [g["verdict"] for g in groups.values()]
+    if SUPPORTED in verdicts:
+        verdict = SUPPORTED
+    elif all(v == CONTRADICTED for v in verdicts):
+        verdict = CONTRADICTED
+    else:
+        verdict = NOT_ENOUGH
+    parts = []
+    for name, g in groups.items():
+        iv = "" if g["share"] is None else f" = {g['share']:.0%} [95% Wilson {g['lo']:.0%}, {g['hi']:.0%}]"
+        parts.append(f"{'from scratch' if name == 'scratch' else 'pretrained'}: {g['decoupled']}/{g['n']} decoupled{iv}, "
+                     f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
+                     + (f" ({g['why']})" if g.get("why") else ""))
+    patch_txt = patch if isinstance(patch, str) else "; ".join(
+        f"{k}: {v['mean']:.2f}" + (f" [{v['lo']:.2f}, {v['hi']:.2f}]" if v.get("lo") is not None else "") + f" (n={v['n']})"
+        for k, v in patch.items() if isinstance(v, dict))
+    detail = (f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
+              f"a group supports the claim when the Wilson interval of its decoupled share is above "
+              f"{DECOUPLED_SHARE_MIN:.0%}. " + "; ".join(parts) + f". State patching at the last block, mid-position: "
+              f"{patch_txt}.")
+    return _finish(_claim(4, verdict, numbers, detail, views), left)
 
 
-def _behaviour_table(runs) -> dict[tuple[str, str], dict[int, list[float]]]:
-    tab: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        if not _scratch(r):
+# ----------------------------------------------------------------------------- claim 5
+
+
+def claim_5(data: Data) -> dict[str, Any]:
+    info = {r["id"]: r for r in data.all_runs}
+    trained_ids = {r["id"] for r in data.trained}
+    rows_by_run: dict[Any, Mapping[str, Any]] = {}
+    for r in data.interventions:
+        run = info.get(r.get("run_id"))
+        if (run is None or r.get("method") != "conv1d_removal" or int(r.get("layer", 0)) != -2
+                or r.get("eval_length", EVAL_LENGTH) != EVAL_LENGTH or run["family"] not in SSM or not _scratch(run)):
             continue
-        for length, v in (r.get("behaviour") or {}).items():
-            acc = v.get("token_acc") if isinstance(v, Mapping) else None
-            if acc is not None:
-                tab[(r["task"], r["family"])][int(length)].append(float(acc))
-    return tab
+        rows_by_run[run["id"]] = r
+    tasks_all = ("s3", "parity", STACK_TASK)
+    read = sorted({(info[rid]["task"], info[rid]["family"]) for rid in rows_by_run if info[rid]["task"] in tasks_all})
+    usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for rid, row in rows_by_run.items():
+        if rid in trained_ids and row.get("drop_rel_chance") is not None:
+            usable[(info[rid]["task"], info[rid]["family"])].append(info[rid])
+    numbers: dict[str, Any] = {"tasks": {}, "paper_pp": {"s3": -12.6, "parity": -6.8, "dyck": "n.s."},
+                               "statistic": "drop_rel_chance"}
+    views = ["/probe-vs-causal?method=conv1d_removal&family=mamba", "/probe-vs-causal?method=conv1d_removal&family=mamba2"]
+    left = [r for r in data.left_out_for(tasks_all) if r["family"] in SSM]
+    if len({t for t, _ in read}) < 2:
+        return _finish(_claim(5, NOT_ENOUGH, numbers, "needs conv1d_removal (every layer) results for mamba/mamba2 on "
+                              "at least two of s3, parity, dyck", views), left)
+    short = data.shortfalls(read, usable)
+    if short:
+        numbers["cells_short_of_seeds"] = short
+        return _finish(_claim(5, NOT_ENOUGH, numbers,
+                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
+    vals: dict[str, list[float]] = {}
+    for t in tasks_all:
+        runs_t = [r for (task, _f), rs in usable.items() if task == t for r in rs]
+        if not runs_t:
+            continue
+        v = [float(rows_by_run[r["id"]]["drop_rel_chance"]) for r in runs_t]
+        vals[t] = v
+        numbers["tasks"][t] = {"drop_rel_chance": _ci(v), "n_runs": len(v),
+                               "delta_pp": _ci([rows_by_run[r["id"]].get("delta_pp") for r in runs_t]),
+                               "families": sorted({r["family"] for r in runs_t})}
+    conds: dict[str, bool | None] = {}
+    tasks = numbers["tasks"]
+
+    def drop(t: str) -> bool | None:
+        lo = tasks[t]["drop_rel_chance"]["lo"]
+        return None if lo is None else lo > 0
+
+    if "s3" in tasks:
+        conds["s3 drop above 0"] = drop("s3")
+    if "parity" in tasks:
+        conds["parity drop above 0"] = drop("parity")
+    if "s3" in tasks and "parity" in tasks:
+        test = _perm_greater(vals["s3"], vals["parity"])
+        numbers["test_s3_gt_parity"] = test
+        conds["s3 drop > parity drop"] = None if test is None else test["p"] < ALPHA
+    if STACK_TASK in tasks:
+        lo = tasks[STACK_TASK]["drop_rel_chance"]["lo"]
+        conds["dyck drop not significant"] = None if lo is None else lo <= 0
+    numbers["conditions"] = conds
+    evaluated = {k: v for k, v in conds.items() if v is not None}
+    if not evaluated:
+        return _finish(_claim(5, NOT_ENOUGH, numbers, "no condition could be evaluated", views), left)
+    failed = [k for k, v in evaluated.items() if not v]
+
+    def fmt(t: str) -> str:
+        c = tasks[t]["drop_rel_chance"]
+        iv = f" [{c['lo']:.2f}, {c['hi']:.2f}]" if c["lo"] is not None else ""
+        return f"{t}: {c['mean']:.2f}{iv} of the gain over chance lost (n={c['n']})"
+
+    detail = "; ".join(fmt(t) for t in tasks) + ". "
+    detail += "All conditions hold." if not failed else "Fails: " + ", ".join(failed) + "."
+    return _finish(_claim(5, CONTRADICTED if failed else SUPPORTED, numbers, detail, views), left)
 
 
-def claim_6(runs) -> dict[str, Any]:
-    tab = _behaviour_table(runs)
-    numbers: dict[str, Any] = {"accuracy": [
+# ----------------------------------------------------------------------------- claim 6
+
+
+def claim_6(data: Data) -> dict[str, Any]:
+    tab: dict[Cell, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in data.trained:
+        if not _scratch(r) or r["task"] not in PREFIX_TASKS:
+            continue
+        accs = {int(L): v.get("token_acc") for L, v in (r.get("behaviour") or {}).items() if isinstance(v, Mapping)}
+        accs = {L: a for L, a in accs.items() if a is not None}
+        if not accs:
+            continue
+        usable[(r["task"], r["family"])].append(r)
+        for L, a in accs.items():
+            tab[(r["task"], r["family"])][L].append(float(a))
+    read = [c for c in data.stored if c[0] in PREFIX_TASKS and c[1] in FAMILIES]
+    lengths = sorted({L for d in tab.values() for L in d})
+    numbers: dict[str, Any] = {"lengths_used": lengths, "accuracy": [
         {"task": t, "family": f, "by_length": {str(L): _ci(v) for L, v in sorted(d.items())}}
         for (t, f), d in sorted(tab.items())]}
+    views = ["/?task=parity", "/?task=s3", "/curves?task=parity&view=behaviour"]
+    left = data.left_out_for(PREFIX_TASKS)
+    short = data.shortfalls(read, usable)
+    if short:
+        numbers["cells_short_of_seeds"] = short
+        return _finish(_claim(6, NOT_ENOUGH, numbers,
+                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
     sub: dict[str, bool] = {}
-    # (a) recurrent models perfect at every length on parity and s3
     for t in PREFIX_TASKS:
         for f in RECURRENT:
             d = tab.get((t, f))
             if d and len(d) >= 2:
                 sub[f"{f} perfect on {t}"] = all(np.mean(v) >= PERFECT_ACC for v in d.values())
 
-    # (b) ordering recurrent > SSM > transformer on OOD lengths
     def ood(t: str, f: str) -> float | None:
         d = tab.get((t, f))
-        if not d:
-            return None
-        longer = [np.mean(v) for L, v in d.items() if L > EVAL_LENGTH]
+        longer = [np.mean(v) for L, v in (d or {}).items() if L > EVAL_LENGTH]
         return float(np.mean(longer)) if longer else None
 
     order = {}
     for t in PREFIX_TASKS:
         groups = {}
         for name, fams in (("recurrent", RECURRENT), ("ssm", SSM), ("transformer", (TRANSFORMER,))):
-            vals = [ood(t, f) for f in fams]
-            vals = [v for v in vals if v is not None]
+            vals = [v for v in (ood(t, f) for f in fams) if v is not None]
             groups[name] = float(np.mean(vals)) if vals else None
         order[t] = groups
         if all(v is not None for v in groups.values()):
             sub[f"recurrent > ssm > transformer on {t}"] = groups["recurrent"] > groups["ssm"] > groups["transformer"]
+    numbers["ood_lengths"] = [L for L in lengths if L > EVAL_LENGTH]
     numbers["ood_accuracy_by_group"] = order
-    # (c) mamba falls with length on parity
     d = tab.get(("parity", "mamba"))
     if d and EVAL_LENGTH in d and len(d) >= 2:
         Ls = sorted(d)
         means = [float(np.mean(d[L])) for L in Ls]
-        slope = float(np.polyfit(Ls, means, 1)[0]) if len(Ls) >= 2 else 0.0
+        slope = float(np.polyfit(Ls, means, 1)[0])
         fall = (means[-1] - float(np.mean(d[EVAL_LENGTH]))) * 100
         numbers["mamba_parity"] = {"lengths": Ls, "token_acc": means, "slope_per_token": slope, "change_pp": fall}
         sub["mamba accuracy falls with length on parity"] = fall <= -FALL_PP and slope < 0
     numbers["sub_claims"] = sub
-    views = ["/?task=parity", "/?task=s3", "/curves?task=parity"]
     if not sub:
-        return _claim(6, NOT_ENOUGH, numbers, "needs behaviour at several eval lengths for the families on parity and s3", views)
+        return _finish(_claim(6, NOT_ENOUGH, numbers, "needs behaviour of trained runs at several eval lengths on "
+                              "parity and s3", views), left)
     failed = [k for k, v in sub.items() if not v]
-    detail = f"{len(sub) - len(failed)}/{len(sub)} sub-claims hold" + (": fails " + "; ".join(failed) if failed else ".")
-    return _claim(6, CONTRADICTED if failed else SUPPORTED, numbers, detail, views)
+    detail = (f"Trained runs at lengths {', '.join(map(str, lengths))}: {len(sub) - len(failed)}/{len(sub)} sub-claims hold"
+              + (": fails " + "; ".join(failed) if failed else "."))
+    return _finish(_claim(6, CONTRADICTED if failed else SUPPORTED, numbers, detail, views), left)
 
 
 def evaluate_claims(
@@ -461,39 +699,9 @@ def evaluate_claims(
     interventions: Sequence[Mapping[str, Any]] | None = None,
     patching: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """All six claims, in order. Missing inputs count as empty (→ "not enough data")."""
-    all_runs = list(runs or [])
-    # Claims 1–5 are about how a model that learned the task keeps its state: a run still at
-    # the majority class (within MIN_GAIN_OVER_MAJORITY) is left out of them, and counted.
-    # Claim 6 is about behaviour itself and reads every run.
-    probes = list(probes or [])
-    majority = {p["run_id"]: p["majority_baseline"] for p in probes
-                if p.get("eval_length") == EVAL_LENGTH and p.get("majority_baseline") is not None}
-    runs = [r for r in all_runs if _trained(r, majority.get(r.get("id")))]
-    interventions = list(interventions or [])
-    patching = list(patching or [])
-    curves = _run_curves(runs, probes, EVAL_LENGTH)
-    out = [
-        claim_1(runs, curves),
-        claim_2(runs, curves),
-        claim_3(runs, curves),
-        claim_4(runs, curves, interventions, patching),
-        claim_5(runs, interventions),
-    ]
-    excluded = len(all_runs) - len(runs)
-    for claim in out:
-        claim["numbers"]["runs_excluded_undertrained"] = excluded
-        if excluded:
-            claim["detail"] += (f" ({excluded} run(s) within {MIN_GAIN_OVER_MAJORITY * 100:.0f} pp of the "
-                                f"majority class at L={EVAL_LENGTH} left out as not trained.)")
-    return [*out, claim_6(all_runs)]
+    """All six claims, in order. Missing inputs count as empty (→ "not enough data").
 
-
-def _trained(run: Mapping[str, Any], majority: float | None) -> bool:
-    """Whether ``run`` learned its task beyond predicting the majority class: token accuracy at
-    EVAL_LENGTH ≥ the majority-class rate (from its probe rows) + MIN_GAIN_OVER_MAJORITY.
-    Without behaviour or a majority rate there is nothing to judge by: the run is kept."""
-    entry = (run.get("behaviour") or {}).get(str(EVAL_LENGTH))
-    if not entry or majority is None:
-        return True
-    return float(entry.get("token_acc", 0.0)) >= majority + MIN_GAIN_OVER_MAJORITY
+    Only trained runs (:func:`worker.trained.is_trained`) are read; each claim lists the runs it
+    left out (``numbers.runs_left_out``) with the reason."""
+    data = Data(runs or [], probes or [], interventions or [], patching or [])
+    return [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]

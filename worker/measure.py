@@ -15,7 +15,7 @@ from torch import nn
 from models_store.capture import edit_layer, run_with_states
 from models_store.conv1d import remove_conv1d
 from worker.context import JobContext, SilentContext
-from worker.interventions import fit_edit
+from worker.interventions import fit_edit, n_fit_sequences
 from worker.probes import probe_layers
 from worker.seeds import data_seed
 from worker.stats import holm, paired_permutation_test
@@ -76,13 +76,14 @@ def majority_rate(labels: torch.Tensor) -> float:
 def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: int,
                 config_hash: str) -> list[dict[str, Any]]:
     reports = probe_layers(captured.states, captured.data.labels, n_classes,
-                           seed=data_seed(run_seed, "split", eval_length))
+                           seed=data_seed(run_seed, "split", eval_length), tokens=captured.data.tokens)
     return [
         {
             "layer": layer, "eval_length": eval_length, "accuracy": r.accuracy,
             "majority_baseline": r.majority_baseline, "per_position": list(r.per_position),
             "n_train": r.n_train, "n_test": r.n_test, "converged": r.converged, "n_iter": r.n_iter,
-            "config_hash": config_hash,
+            "balanced_accuracy": r.balanced_accuracy, "control_accuracy": r.control_accuracy,
+            "selectivity": r.selectivity, "config_hash": config_hash,
         }
         for layer, r in sorted(reports.items())
     ]
@@ -93,8 +94,9 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
                    ctx: JobContext | None = None) -> list[dict[str, Any]]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
-    Returns rows for ``probe_results``: accuracy and majority baseline in 0..1, per-position
-    accuracy (list of L floats), convergence flag and iterations.
+    Returns rows for ``probe_results``: accuracy, balanced accuracy and majority baseline in
+    0..1, per-position accuracy (list of L floats), convergence flag and iterations, and the
+    control-task accuracy and selectivity (Hewitt & Liang 2019; docs/SCIENCE.md#selectivity).
     """
     ctx = ctx or SilentContext()
     rows: list[dict[str, Any]] = []
@@ -108,10 +110,16 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
 
 def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited: torch.Tensor,
                 chance: float, refit: tuple[float, float] | None, rank: int | None, k: int | None,
-                n_perm: int, seed: int, config_hash: str) -> dict[str, Any]:
+                n_perm: int, seed: int, config_hash: str, edit_info: dict[str, Any] | None = None,
+                n_fit: int | None = None) -> dict[str, Any]:
     base_acc, edited_acc = float(base.mean()), float(edited.mean())
     gap = base_acc - chance
+    info = edit_info or {}
+    inlp = method == "inlp"
     return {
+        "inlp_converged": bool(info["reached_chance"]) if inlp and "reached_chance" in info else None,
+        "inlp_rounds": int(info["n_rounds"]) if inlp and "n_rounds" in info else None,
+        "n_fit_sequences": n_fit,
         "method": method, "layer": layer, "eval_length": length, "k": k,
         "base_acc": base_acc, "edited_acc": edited_acc, "delta_pp": (edited_acc - base_acc) * 100.0,
         "drop_rel_chance": (base_acc - edited_acc) / gap if gap > 1e-9 else None,
@@ -138,7 +146,7 @@ def _apply_holm(rows: list[dict[str, Any]]) -> None:
 
 def measure_interventions(
     model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int], n_sequences: int,
-    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, inlp_max_rounds: int = 20,
+    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, inlp_max_rounds: int | None = None,
     conv1d: bool = True,
     fit_length: int = 40, n_permutations: int = 2000, config_hash: str = "",
     device: torch.device | str = "cpu", ctx: JobContext | None = None,
@@ -149,7 +157,10 @@ def measure_interventions(
     delta in pp, the drop relative to chance (chance = majority-class rate of the eval labels;
     1.0 = edited down to chance), a probe refit on the edited states with its majority
     baseline, the rank removed, and a sequence-level paired permutation p-value,
-    Holm-corrected across layers. Mamba families also get ``conv1d_removal`` (every layer,
+    Holm-corrected across layers. Edits are fitted on ``n_fit_sequences(d_model, fit_length,
+    n_sequences)`` sequences (≥ 64 tokens per dimension; stored per row); INLP's budget is
+    ``inlp_max_rounds`` or, when None, enough rounds to remove the whole width, and each INLP
+    row stores whether it reached its tolerance and the rounds used. Mamba families also get ``conv1d_removal`` (every layer,
     stored as layer -2, and each layer alone); its refit probe reads the edited layer
     (the last layer for "every layer").
     """
@@ -159,7 +170,8 @@ def measure_interventions(
     bad = [lay for lay in layers if not -1 <= lay < n_layers]
     if bad:
         raise ValueError(f"layers {bad} out of range for a {n_layers}-layer model (-1..{n_layers - 1})")
-    fit = capture(model, task.generate(fit_length, n_sequences, data_seed(run_seed, "intervene_fit"),
+    n_fit = n_fit_sequences(_width(model, task, device), fit_length, n_sequences)
+    fit = capture(model, task.generate(fit_length, n_fit, data_seed(run_seed, "intervene_fit"),
                                        split="test"), device, layers=layers)
     edits = {}
     for layer in layers:
@@ -191,7 +203,7 @@ def measure_interventions(
                 rows.append(_effect_row(method, layer, length, base_acc, edited, chance,
                                         (report.accuracy, report.majority_baseline), edit.rank_removed,
                                         pca_k if method == "pca_top_k" else None, n_permutations,
-                                        run_seed, config_hash))
+                                        run_seed, config_hash, edit.info, n_fit))
                 done += 1
                 ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
         if has_conv:
@@ -210,6 +222,15 @@ def measure_interventions(
                 ctx.progress(done / n_units, f"conv1d removal at layer {layer}, L={length}")
     _apply_holm(rows)
     return rows
+
+
+def _width(model: nn.Module, task: Task, device: torch.device | str) -> int:
+    """The residual-stream width D: the model's ``d_model``, else read off one captured sequence."""
+    try:
+        return int(model.d_model)
+    except (AttributeError, TypeError, ValueError):
+        one = capture(model, task.generate(4, 1, 0, split="test"), device, layers=[-1])
+        return int(one.states[-1].shape[-1])
 
 
 def _has_conv1d(model: nn.Module) -> bool:

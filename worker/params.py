@@ -71,7 +71,8 @@ class MeasureParams(_Params):
     n_probe_sequences: int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
     pca_k: int = Field(8, ge=1, le=4096, description="k of pca_top_k")
-    inlp_max_rounds: int = Field(20, ge=1, le=1000, description="INLP's round budget")
+    inlp_max_rounds: int | None = Field(None, ge=1, le=1000, description="INLP's round budget; None: enough rounds "
+                                        "to remove the whole width, ⌈d_model / (classes − 1)⌉")
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
     n_permutations: int = Field(2000, ge=100, le=1_000_000)
     patch_positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
@@ -172,7 +173,7 @@ class InterveneParams(_Params):
         None, description="None = every block (emb = -1 excluded)")
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     pca_k: int = Field(8, ge=1, le=4096)
-    inlp_max_rounds: int = Field(20, ge=1, le=1000)
+    inlp_max_rounds: int | None = Field(None, ge=1, le=1000)
     conv1d: bool = True
     n_probe_sequences: int = Field(500, ge=20, le=100_000)
     n_permutations: int = Field(2000, ge=100, le=1_000_000)

@@ -5,8 +5,16 @@ The model and objective are scikit-learn's ``LogisticRegression(C=1.0)`` on
 
     minimise  (1/N) Σ_i CE(W x̃_i + b, y_i)  +  (λ/2) ‖W‖²_F ,   λ = 1 / (C · N)
 
-where ``x̃ = (x − mean) / std`` (population std, ddof 0; a zero-variance feature keeps std 1,
-as ``StandardScaler`` does), ``W [C, D]``, ``b [C]`` unpenalised. This is exactly sklearn's
+where ``x̃ = (x − mean) / std`` (population std, ddof 0), ``W [C, D]``, ``b [C]`` unpenalised.
+
+**Noise floor.** A feature whose standard deviation is at most ``NOISE_RTOL`` (1e-5, about 100×
+float32's machine epsilon) times its scale — ``max(rms of the feature, median rms of the
+layer's features)`` — varies by rounding only and carries no signal: its standardised value is 0
+(``std = inf``), so the probe cannot read it. ``StandardScaler`` instead divides such a feature
+by its tiny std and blows rounding noise up to unit variance: after a full-rank removal
+(``pca_top_k`` with k = D) the states are constant to float32 noise, and a refit probe read the
+"variable" from that noise well above the majority rate. Exactly constant features behave as
+in ``StandardScaler`` (they are 0 after centring). This is exactly sklearn's
 ``C Σ_i CE_i + ½‖W‖²`` divided by ``C·N`` (the scaled form sklearn 1.9 itself minimises:
 ``l2_reg_strength = 1/(C·sw_sum)`` in ``sklearn/linear_model/_logistic.py``).
 With two classes sklearn fits one binomial vector ``w``; the two-row multinomial optimum has
@@ -43,14 +51,18 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "NOISE_RTOL",
     "LinearProbe",
     "ProbeReport",
     "fit_probe",
     "probe_layers",
     "split_sequences",
+    "sequence_strata",
+    "control_labels",
     "sklearn_probe",
 ]
 
+NOISE_RTOL = 1e-5
 DEFAULT_C = 1.0
 DEFAULT_TOL = 1e-4
 DEFAULT_MAX_ITER = 500
@@ -126,9 +138,13 @@ class LinearProbe:
 class ProbeReport:
     """One layer's probe result (a row of ``probe_results`` without run/length/hash).
 
-    ``accuracy`` and ``majority_baseline`` are fractions 0..1 on the held-out sequences;
+    ``accuracy``, ``balanced_accuracy`` (mean per-class recall over the classes present in the
+    test labels) and ``majority_baseline`` are fractions 0..1 on the held-out sequences;
     ``per_position`` has L entries (accuracy at position t, 0-based, None where no labelled
-    token); ``n_train`` / ``n_test`` count sequences.
+    token); ``n_train`` / ``n_test`` count sequences. ``control_accuracy`` is the same probe on
+    the control task (:func:`control_labels`) and ``selectivity = accuracy − control_accuracy``
+    (Hewitt & Liang 2019, "Designing and Interpreting Probes with Control Tasks", EMNLP, §2–3);
+    both None when no input tokens were given.
     """
 
     layer: int
@@ -140,6 +156,9 @@ class ProbeReport:
     converged: bool
     n_iter: int
     grad_max: float
+    balanced_accuracy: float | None = None
+    control_accuracy: float | None = None
+    selectivity: float | None = None
     probe: LinearProbe | None = field(default=None, repr=False)
 
     def to_row(self) -> dict[str, Any]:
@@ -154,6 +173,9 @@ class ProbeReport:
             "converged": self.converged,
             "n_iter": self.n_iter,
             "grad_max": self.grad_max,
+            "balanced_accuracy": self.balanced_accuracy,
+            "control_accuracy": self.control_accuracy,
+            "selectivity": self.selectivity,
         }
 
 
@@ -212,12 +234,16 @@ def fit_probe(
     dev, dt = X.device, X.dtype
     N, D = X.shape
 
-    # Standardisation (StandardScaler: ddof 0, zero variance → scale 1).
+    # Standardisation (StandardScaler: ddof 0), with the noise floor of the module docstring:
+    # features that vary by rounding only get std = inf, i.e. standardised value 0.
     mean64 = X.mean(0, dtype=torch.float64)
     Xc = X - mean64.to(dt)
     cov = (Xc.T @ Xc).double() / N  # [D, D]
     var = cov.diagonal().clamp_min(0.0)
-    std64 = torch.where(var > 0, var.sqrt(), torch.ones_like(var))
+    std = var.sqrt()
+    rms = (var + mean64 * mean64).sqrt()  # [D] raw root-mean-square of each feature
+    scale = torch.maximum(rms, rms.median())
+    std64 = torch.where(std > NOISE_RTOL * scale, std, torch.full_like(std, math.inf))
     Xs = Xc / std64.to(dt)  # [N, D]
     del Xc
 
@@ -247,7 +273,7 @@ def fit_probe(
     lam = (2.0 if K == 2 else 1.0) / (C * N)
 
     # Preconditioner: covariance of standardised features, eigenvalues floored at λ.
-    corr = cov / torch.outer(std64, std64)
+    corr = torch.nan_to_num(cov / torch.outer(std64, std64), nan=0.0)
     if precondition:
         evals, evecs = torch.linalg.eigh(corr)
         floor = max(lam, 1e-10 * float(evals.max().clamp_min(1e-30)))
@@ -327,19 +353,110 @@ def fit_probe(
     return _finish(W, b, converged, n_iter, int(last["evals"]), last["gmax"])
 
 
-def split_sequences(n: int, test_frac: float = 0.2, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Seeded split of ``n`` sequence indices → ``(train_idx, test_idx)`` (CPU long tensors).
+def split_sequences(n: int, test_frac: float = 0.2, seed: int = 0, strata: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Seeded split of ``n`` sequence indices → ``(train_idx, test_idx)`` (CPU long tensors, sorted).
 
-    ``n_test = round(n · test_frac)``, at least 1 and at most ``n − 1`` when ``n ≥ 2``.
+    ``n_test = round(n · test_frac)``, at least 1 and at most ``n − 1`` when ``n ≥ 2``. With
+    ``strata [n]`` (one integer per sequence, e.g. :func:`sequence_strata`) the split is
+    stratified (``sklearn.model_selection.StratifiedShuffleSplit``): each stratum is split in
+    the same proportion. Strata with a single sequence are pooled (a one-member stratum cannot
+    be split); if that pool is itself a single sequence it joins the largest stratum.
+
+    Raises:
+        ValueError: ``n < 2``, ``test_frac`` outside (0, 1), ``strata`` not of length n.
     """
     if n < 2:
         raise ValueError(f"need at least 2 sequences to split, got {n}")
     if not 0.0 < test_frac < 1.0:
         raise ValueError(f"test_frac must be in (0, 1), got {test_frac}")
+    n_test = min(max(1, round(n * test_frac)), n - 1)
+    if strata is not None:
+        st = torch.as_tensor(strata).reshape(-1).cpu().long()
+        if st.numel() != n:
+            raise ValueError(f"strata has {st.numel()} entries for {n} sequences")
+        st = _pool_small_strata(st)
+        n_groups = int(st.unique().numel())
+        if 1 < n_groups <= min(n_test, n - n_test):
+            from sklearn.model_selection import StratifiedShuffleSplit
+
+            sss = StratifiedShuffleSplit(n_splits=1, test_size=n_test, random_state=seed)
+            tr, te = next(sss.split(torch.zeros(n, 1).numpy(), st.numpy()))
+            return torch.as_tensor(tr).sort().values, torch.as_tensor(te).sort().values
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(n, generator=g)
-    n_test = min(max(1, round(n * test_frac)), n - 1)
     return perm[n_test:].sort().values, perm[:n_test].sort().values
+
+
+def _pool_small_strata(st: Tensor) -> Tensor:
+    values, counts = st.unique(return_counts=True)
+    small = values[counts < 2]
+    if small.numel() == 0:
+        return st
+    out = st.clone()
+    pool = int(values.max()) + 1
+    out[torch.isin(st, small)] = pool
+    if int((out == pool).sum()) < 2:
+        big = values[counts.argmax()]
+        out[out == pool] = big
+    return out
+
+
+def sequence_strata(labels: Tensor, n_classes: int, n_bins: int = 4, max_strata: int | None = None) -> Tensor:
+    """One stratum per sequence from its label mix: ``[n, L]`` labels (< 0 ignored) → ``[n]``.
+
+    The stratum is (most frequent label, share of that label binned into ``n_bins`` equal bins),
+    so sequences that are nearly all one class and mixed sequences fall in different strata.
+    With more than ``max_strata`` distinct strata, the most frequent label alone.
+    """
+    lab = labels.reshape(labels.shape[0], -1).cpu().long()
+    valid = lab >= 0
+    counts = torch.nn.functional.one_hot(lab.clamp_min(0), n_classes) * valid[..., None]  # [n, L, C]
+    counts = counts.sum(1)  # [n, C]
+    top = counts.argmax(1)
+    share = counts.max(1).values.double() / valid.sum(1).clamp_min(1)
+    b = (share * n_bins).floor().clamp_max(n_bins - 1).long()
+    st = top * n_bins + b
+    if max_strata is not None and int(st.unique().numel()) > max_strata:
+        return top
+    return st
+
+
+def control_labels(tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0) -> Tensor:
+    """Hewitt & Liang (2019, §2) control task: each input-token type gets one fixed random label,
+    drawn from the empirical label distribution; unlabelled positions (< 0) stay unlabelled.
+
+    Args:
+        tokens: ``[n, L]`` input token ids (≥ 0).
+        labels: ``[n, L]`` the real labels (for the label distribution and the mask).
+
+    Returns:
+        ``[n, L]`` control labels on ``labels``' device.
+    """
+    if tokens.shape != labels.shape:
+        raise ValueError(f"tokens {tuple(tokens.shape)} and labels {tuple(labels.shape)} differ in shape")
+    tok = tokens.cpu().long()
+    lab = labels.cpu().long()
+    valid = lab >= 0
+    dist = torch.bincount(lab[valid], minlength=n_classes).double()
+    g = torch.Generator().manual_seed(seed)
+    n_types = int(tok.max()) + 1 if tok.numel() else 1
+    table = torch.multinomial(dist.clamp_min(0) + (dist.sum() == 0), n_types, replacement=True, generator=g)
+    ctrl = torch.where(valid, table[tok.clamp_min(0)], torch.full_like(lab, -100))
+    return ctrl.to(labels.device)
+
+
+def _score(probe: LinearProbe, H: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor, float, float | None]:
+    """(correct [n, L] bool, mask [n, L], accuracy, balanced accuracy) on labelled positions."""
+    pred = probe.predict(H)
+    m = y >= 0
+    correct = (pred == y) & m
+    acc = float(correct.sum()) / max(int(m.sum()), 1)
+    recalls = []
+    for c in range(n_classes):
+        mc = (y == c) & m
+        if int(mc.sum()) > 0:
+            recalls.append(float((correct & mc).sum()) / int(mc.sum()))
+    return correct, m, acc, (sum(recalls) / len(recalls)) if recalls else None
 
 
 def probe_layers(
@@ -349,6 +466,7 @@ def probe_layers(
     seed: int = 0,
     test_frac: float = 0.2,
     *,
+    tokens: Tensor | None = None,
     ctx: Any = None,
     keep_probes: bool = True,
     **fit_kwargs: Any,
@@ -359,24 +477,30 @@ def probe_layers(
         states: ``{layer: [n, L, D]}`` frozen states (layer −1 = emb); all on one device.
         labels: ``[n, L]`` labels in ``0..n_classes-1``; entries < 0 are ignored (unlabelled).
         n_classes: C.
-        seed, test_frac: the split, 80/20 **by sequence** (:func:`split_sequences`), the same
-            sequences for every layer.
+        seed, test_frac: the split, 80/20 **by sequence**, stratified by each sequence's label mix
+            (:func:`sequence_strata`, :func:`split_sequences`), the same sequences for every layer.
+        tokens: ``[n, L]`` input tokens; when given, each layer also gets a probe on the control
+            task (:func:`control_labels`, same settings, same split) and its selectivity.
         ctx: optional ``JobContext`` (progress per layer, cancel checks).
         keep_probes: attach the fitted :class:`LinearProbe` to each report.
         **fit_kwargs: passed to :func:`fit_probe` (C, tol, max_iter, ...).
 
     Returns:
-        ``{layer: ProbeReport}``: test accuracy on every labelled position of the held-out
-        sequences, the majority baseline (most frequent training class, scored on the test
-        positions), per-position test accuracy (L values), n_train/n_test sequences,
-        convergence. Layers are fitted one after another: each fit's cost is two ``[N, D] × [D, C]``
-        products per evaluation, so stacking layers into one block-diagonal problem would save
-        only Python overhead while tying every layer to one line search and one iteration count.
+        ``{layer: ProbeReport}``: test accuracy and balanced accuracy on every labelled position
+        of the held-out sequences, the majority baseline (most frequent training class, scored
+        on the test positions), per-position test accuracy (L values), n_train/n_test
+        sequences, convergence, and (with ``tokens``) control accuracy and selectivity. Layers
+        are fitted one after another: each fit's cost is two ``[N, D] × [D, C]`` products per
+        evaluation, so stacking layers into one block-diagonal problem would save only Python
+        overhead while tying every layer to one line search and one iteration count.
     """
     if not states:
         raise ValueError("states is empty")
     n, L = labels.shape
-    train_idx, test_idx = split_sequences(n, test_frac, seed)
+    n_test = min(max(1, round(n * test_frac)), n - 1) if n >= 2 else 1
+    strata = sequence_strata(labels, n_classes, max_strata=min(n_test, n - n_test))
+    train_idx, test_idx = split_sequences(n, test_frac, seed, strata=strata)
+    ctrl = control_labels(tokens, labels, n_classes, seed) if tokens is not None else None
     out: dict[int, ProbeReport] = {}
     layers = sorted(states)
     for i, layer in enumerate(layers):
@@ -392,19 +516,24 @@ def probe_layers(
         mtr = ytr >= 0
         Xtr = H[tr][mtr]  # [N_train_tokens, D]
         probe = fit_probe(Xtr, ytr[mtr], n_classes, **fit_kwargs)
-        pred = probe.predict(H[te])  # [n_te, L]
-        mte = yte >= 0
-        correct = (pred == yte) & mte
-        acc = float(correct.sum()) / max(int(mte.sum()), 1)
+        correct, mte, acc, bal = _score(probe, H[te], yte, n_classes)
         majority = int(torch.bincount(ytr[mtr], minlength=n_classes).argmax())
         maj = float(((yte == majority) & mte).sum()) / max(int(mte.sum()), 1)
         pos_n = mte.sum(0)
         pos_acc = correct.sum(0).double() / pos_n.clamp_min(1)
         per_pos = [float(a) if int(c) > 0 else None for a, c in zip(pos_acc.tolist(), pos_n.tolist())]
+        control = None
+        if ctrl is not None:
+            c_lab = ctrl.to(dev)
+            ctr, cte = c_lab[tr], c_lab[te]
+            cm = ctr >= 0
+            c_probe = fit_probe(H[tr][cm], ctr[cm], n_classes, **fit_kwargs)
+            control = _score(c_probe, H[te], cte, n_classes)[2]
         out[layer] = ProbeReport(
             layer=layer, accuracy=acc, majority_baseline=maj, per_position=per_pos,
             n_train=int(tr.numel()), n_test=int(te.numel()), converged=probe.converged,
-            n_iter=probe.n_iter, grad_max=probe.grad_max, probe=probe if keep_probes else None,
+            n_iter=probe.n_iter, grad_max=probe.grad_max, balanced_accuracy=bal, control_accuracy=control,
+            selectivity=None if control is None else acc - control, probe=probe if keep_probes else None,
         )
         if ctx is not None:
             ctx.progress((i + 1) / len(layers), f"probe layer {layer}: {acc:.3f}")

@@ -8,13 +8,19 @@ Definitions (documented choices where SPEC is silent):
 
 - **depth** of layer ℓ = ``(ℓ+1)/n`` (emb → 0, last block → 1), as in docs/DESIGN.md.
 - **best_layer**: argmax of accuracy; ties → the earliest layer.
-- **first_95**: the first layer (in order emb, 0, …) with ``acc ≥ 0.95 · max(acc)`` — 95 % of the
-  run's maximum *raw* accuracy, as SPEC words it.
-- **late_concentration** = ``(acc[n−1] − acc[n−2]) / (acc[n−1] − acc[emb])``: the share of the
-  gain from emb to the last layer made by the last block (for n = 1 the previous layer is emb,
-  so the share is 1). Undefined (None) when the gain ``acc[n−1] − acc[emb] < MIN_GAIN`` (2 pp):
-  nothing to apportion. Not clipped: < 0 or > 1 when the curve dips below emb / above the last
-  layer at n−2.
+- **floor** ``f``: the majority baseline when given, else the curve's minimum. Raw accuracy is
+  never compared with a fraction of itself: a curve that starts at 0.735 with a majority of
+  0.45 has most of its "accuracy" before any block ran.
+- **first_95**: the first layer (in order emb, 0, …) whose *gain above the floor* reaches 95 % of
+  the largest gain: ``acc − f ≥ 0.95 · (max(acc) − f)``.
+- **late_concentration** = ``(acc[n−1] − acc[n−2]) / (acc[n−1] − f_c)`` with the
+  *no-computation floor* ``f_c = max(f, acc[emb])`` (what is readable before any block ran;
+  ``acc[emb]`` alone without a baseline): the share of the gain the blocks make that the last
+  block makes (for n = 1 the previous layer is emb, so the share is 1). Undefined (None) when
+  the gain ``acc[n−1] − f_c < MIN_GAIN`` (2 pp): nothing to apportion. Not clipped: < 0 or > 1
+  when the curve dips below the floor / above the last layer at n−2.
+- **gain_over_majority** ``max(acc) − f`` and **gain_over_emb** ``acc[n−1] − acc[emb]`` are
+  reported beside the class, so a reader sees both floors.
 - **normalised curve** ``ŷ(ℓ) = clip((acc − base)/(max − base), 0, 1)`` with ``base`` the
   majority baseline when given, else the curve's minimum; all-zero when ``max − base ≤ 1e-12``.
 - **auc**: trapezoid area under ``ŷ`` against depth on [0, 1] (n+1 points). Near 1: readable from
@@ -53,7 +59,7 @@ from worker.stats import t_interval
 
 __all__ = [
     "PEAK_FRACTION", "EARLY_DEPTH", "LATE_SHARE", "MIN_GAIN", "FLAT_MARGIN", "CLASSES",
-    "normalise_keys", "depth", "best_layer", "first_95", "late_concentration", "normalised_curve",
+    "normalise_keys", "depth", "best_layer", "first_95", "computation_floor", "late_concentration", "normalised_curve",
     "auc", "profile_class", "profile_metrics", "most_damaging_layer", "near_best_layers", "decoupling", "NEAR_BEST_TOL",
     "reversal_pairs", "profile_distance", "mean_curve", "summarise_profiles",
 ]
@@ -65,7 +71,8 @@ MIN_GAIN = 0.02
 FLAT_MARGIN = 0.05
 NEAR_BEST_TOL = 0.01
 CLASSES = ("early", "late", "gradual", "flat")
-METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95")
+METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95",
+                "gain_over_majority", "gain_over_emb")
 
 
 def _key(k: Any) -> int:
@@ -101,18 +108,30 @@ def best_layer(curve: Mapping[Any, float]) -> int:
     return min(k for k, v in c.items() if v == top)
 
 
-def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION) -> int:
-    """First layer with ``acc ≥ fraction · max(acc)``."""
+def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION, baseline: float | None = None) -> int:
+    """First layer whose gain above the floor reaches ``fraction`` of the largest gain:
+    ``acc − f ≥ fraction · (max(acc) − f)``, ``f`` = ``baseline`` (the majority rate) or the
+    curve's minimum. A curve with no gain (all equal) → its first layer, emb."""
     c = normalise_keys(curve)
-    thr = fraction * max(c.values())
+    f = _base(c, baseline)
+    thr = f + fraction * (max(c.values()) - f)
     return min(k for k, v in c.items() if v >= thr - 1e-12)
 
 
-def late_concentration(curve: Mapping[Any, float], min_gain: float = MIN_GAIN) -> float | None:
-    """Share of the emb→last probe gain made by the last block; None if the gain < ``min_gain``."""
+def computation_floor(curve: Mapping[Any, float], baseline: float | None = None) -> float:
+    """``max(baseline, acc[emb])`` (``acc[emb]`` without a baseline): what is readable before any
+    block has run, the floor late concentration is measured from."""
+    c = normalise_keys(curve)
+    return c[-1] if baseline is None else max(float(baseline), c[-1])
+
+
+def late_concentration(curve: Mapping[Any, float], min_gain: float = MIN_GAIN,
+                       baseline: float | None = None) -> float | None:
+    """Share of the blocks' gain (last layer − :func:`computation_floor`) made by the last block;
+    None if that gain < ``min_gain``."""
     c = normalise_keys(curve)
     last = _n(c) - 1
-    gain = c[last] - c[-1]
+    gain = c[last] - computation_floor(c, baseline)
     if gain < min_gain:
         return None
     return (c[last] - c[last - 1]) / gain
@@ -149,9 +168,9 @@ def profile_class(curve: Mapping[Any, float], baseline: float | None = None) -> 
     c = normalise_keys(curve)
     if max(c.values()) - _base(c, baseline) < FLAT_MARGIN:
         return "flat"
-    if depth(first_95(c), _n(c)) <= EARLY_DEPTH + 1e-12:
+    if depth(first_95(c, baseline=baseline), _n(c)) <= EARLY_DEPTH + 1e-12:
         return "early"
-    lc = late_concentration(c)
+    lc = late_concentration(c, baseline=baseline)
     if lc is not None and lc >= LATE_SHARE:
         return "late"
     return "gradual"
@@ -159,14 +178,20 @@ def profile_class(curve: Mapping[Any, float], baseline: float | None = None) -> 
 
 def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None) -> dict[str, Any]:
     """All single-curve metrics: best_layer, first_95, depth_first_95, late_concentration, auc,
-    max_accuracy, n_layers, profile_class."""
+    max_accuracy, floor, emb_accuracy, gain_over_majority, gain_over_emb (fractions 0..1),
+    n_layers, profile_class."""
     c = normalise_keys(curve)
-    f95 = first_95(c)
+    f95 = first_95(c, baseline=baseline)
+    f = _base(c, baseline)
     return {
         "best_layer": best_layer(c),
         "first_95": f95,
         "depth_first_95": depth(f95, _n(c)),
-        "late_concentration": late_concentration(c),
+        "late_concentration": late_concentration(c, baseline=baseline),
+        "floor": f,
+        "emb_accuracy": c[-1],
+        "gain_over_majority": max(c.values()) - f,
+        "gain_over_emb": c[_n(c) - 1] - c[-1],
         "auc": auc(c, baseline),
         "max_accuracy": max(c.values()),
         "n_layers": _n(c),

@@ -7,6 +7,8 @@
   Good 2005, *Permutation, Parametric and Bootstrap Tests*, §3), exact when all 2ⁿ sign patterns
   fit in ``n_perm``, else Monte Carlo with the +1 correction of Phipson & Smyth 2010 ("Permutation
   p-values should never be zero").
+- :func:`wilson_interval` — Wilson (1927) score interval of a binomial share, via
+  ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``.
 - :func:`holm` — Holm 1979 step-down adjustment ("A simple sequentially rejective multiple test
   procedure", Scand. J. Statist. 6:65–70).
 """
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["ALPHA", "t_interval", "bootstrap_ci", "paired_permutation_test", "holm", "significance_label"]
+__all__ = ["ALPHA", "t_interval", "wilson_interval", "bootstrap_ci", "paired_permutation_test", "holm", "significance_label"]
 
 ALPHA = 0.05
 
@@ -54,6 +56,27 @@ def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -
         return m, m, m
     half = float(_st.t.ppf(0.5 + confidence / 2.0, n - 1)) * sem
     return m, m - half, m + half
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """Share ``k/n`` and its Wilson score interval (Wilson 1927, JASA 22:209–212).
+
+    Args:
+        k: successes, 0..n.
+        n: trials (runs); 0 → ``(None, None, None)``.
+
+    Returns:
+        ``(share, lo, hi)`` as fractions 0..1.
+
+    Raises:
+        ValueError: ``k`` outside 0..n.
+    """
+    if n == 0:
+        return None, None, None
+    if not 0 <= k <= n:
+        raise ValueError(f"k must be in 0..{n}, got {k}")
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return k / n, float(ci.low), float(ci.high)
 
 
 def bootstrap_ci(

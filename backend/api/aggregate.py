@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.api.queries import RunFilter, depth, layer_name
+from backend.api.queries import RunFilter, depth, layer_name, trained_clause
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.stats import t_interval
 
@@ -28,10 +28,11 @@ def _f(v: float | None) -> float | None:
 
 
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
-    """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority)."""
+    """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
+    trained, selectivity)."""
     q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
-               ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline
-               ).join(Run, Run.id == ProbeResult.run_id)
+               ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline,
+               trained_clause().label("trained"), ProbeResult.selectivity).join(Run, Run.id == ProbeResult.run_id)
     q = flt.apply(q)
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
@@ -39,9 +40,10 @@ def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | N
 
 
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    groups: dict[tuple, list[tuple[int, int, float, float]]] = defaultdict(list)
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj in probe_table(session, flt, eval_length):
-        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj))
+    groups: dict[tuple, list[tuple[int, int, float, float, bool, float | None]]] = defaultdict(list)
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel in probe_table(
+            session, flt, eval_length):
+        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok), sel))
     out = []
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4], k[5])):
         task, family, pretrained, n_layers, L, layer = key
@@ -53,6 +55,8 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
             layer_name=layer_name(layer), depth=depth(layer, n_layers), n_layers=n_layers,
             mean=_f(mean), lo=_f(lo), hi=_f(hi), n=len(members), seeds=[m[1] for m in members],
             majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
+            untrained_run_ids=[m[0] for m in members if not m[4]],
+            selectivity=_f(sum(sels) / len(sels)) if (sels := [m[5] for m in members if _f(m[5]) is not None]) else None,
         ))
     return out
 
@@ -89,7 +93,8 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     curves: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
     meta: dict[int, tuple] = {}
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj in probe_table(session, flt, eval_length):
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, _ok, _sel in probe_table(
+            session, flt, eval_length):
         curves[(run_id, L)][layer] = acc
         if maj is not None:
             bases[(run_id, L)].append(maj)
@@ -149,26 +154,26 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
-    """``worker.claims.evaluate_claims`` on the stored runs, probes and interventions at its
-    evaluation length, and the patching rows of pretrained runs."""
+    """``worker.claims.evaluate_claims`` on the stored runs (with their trained fields), probes and
+    interventions at its evaluation length, and the ``state``-site patching rows."""
     from worker import claims as C
 
     L = C.EVAL_LENGTH
-    run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour]
+    run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour,
+                Run.heldout_acc, Run.early_stop_acc]
     runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols)))]
     probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
-              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj in probe_table(session, flt, [L])]
+              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel in probe_table(session, flt, [L])]
     iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
-               InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.p_value,
+               InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.drop_rel_chance,
+               InterventionResult.refit_acc, InterventionResult.refit_majority, InterventionResult.p_value,
                InterventionResult.p_holm, InterventionResult.significant]
     interventions = [dict(r._mapping) for r in session.execute(
         flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(InterventionResult.eval_length == L))]
-    pre_ids = [r["id"] for r in runs if r["pretrained"]]
-    patching = []
-    if pre_ids:
-        pcols = [PatchingResult.run_id, PatchingResult.layer, PatchingResult.position, PatchingResult.eval_length,
-                 PatchingResult.recovery]
-        patching = [dict(r._mapping) for r in session.execute(select(*pcols).where(PatchingResult.run_id.in_(pre_ids)))]
+    pcols = [PatchingResult.run_id, PatchingResult.site, PatchingResult.layer, PatchingResult.position,
+             PatchingResult.eval_length, PatchingResult.recovery]
+    patching = [dict(r._mapping) for r in session.execute(
+        flt.apply(select(*pcols).join(Run, Run.id == PatchingResult.run_id)).where(PatchingResult.site == C.STATE_SITE))]
     return C.evaluate_claims(runs, probes, interventions, patching)
 
 

@@ -36,3 +36,5 @@ RunSort = Literal["id", "-id", "name", "-name", "family", "-family", "task", "-t
                   "created_at", "-created_at"]
 RunSortQ = Annotated[RunSort | None, Query(description="sort by this column, descending with a leading '-' "
                                                        "(ties by id); default id")]
+TrainedQ = Annotated[bool | None, Query(description="true: trained runs only (held-out accuracy reached the "
+                                                     "early-stop criterion); false: untrained only; default all")]

@@ -10,6 +10,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from worker.trained import DEFAULT_CRITERION
 
 
 class NotFound(LookupError):
@@ -32,6 +33,13 @@ def depth(layer: int, n_layers: int) -> float | None:
     return (layer + 1) / n_layers
 
 
+def trained_clause() -> Any:
+    """SQL form of :func:`worker.trained.is_trained` (docs/SCIENCE.md#trained): held-out accuracy
+    stored and ≥ the run's criterion (0.99 when none is stored). A test checks the two agree."""
+    criterion = func.coalesce(Run.early_stop_acc, DEFAULT_CRITERION)
+    return Run.heldout_acc.is_not(None) & (Run.heldout_acc >= criterion - 1e-9)
+
+
 @dataclass
 class RunFilter:
     task: Sequence[str] | None = None
@@ -40,6 +48,7 @@ class RunFilter:
     suite: Sequence[str] | None = None
     pretrained: Sequence[str] | None = None
     run_id: Sequence[int] | None = None
+    trained: bool | None = None  # True: trained runs only; False: untrained only; None: all
     extra: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, q: Select) -> Select:
@@ -47,6 +56,8 @@ class RunFilter:
                             (Run.suite, self.suite), (Run.pretrained, self.pretrained), (Run.id, self.run_id)):
             if values:
                 q = q.where(col.in_(list(values)))
+        if self.trained is not None:
+            q = q.where(trained_clause() if self.trained else ~trained_clause())
         return q
 
 

@@ -88,6 +88,10 @@ class ProbeOut(BaseModel):
     n_test: int
     converged: bool
     n_iter: int
+    balanced_accuracy: float | None = Field(None, description="mean per-class recall on the held-out sequences, 0..1")
+    control_accuracy: float | None = Field(None, description="the same probe on the control task (Hewitt & Liang "
+                                           "2019: a fixed random label per input-token type), 0..1")
+    selectivity: float | None = Field(None, description="accuracy − control_accuracy, 0..1 scale")
     config_hash: str
 
 
@@ -110,6 +114,9 @@ class InterventionOut(BaseModel):
     p_holm: float | None
     significant: bool | None
     n_sequences: int
+    inlp_converged: bool | None = Field(None, description="INLP only: the refit probe reached majority + tolerance")
+    inlp_rounds: int | None = Field(None, description="INLP only: rounds used")
+    n_fit_sequences: int | None = Field(None, description="sequences the edit was fitted on")
     seed: int
     config_hash: str
 
@@ -152,6 +159,10 @@ class CurvePoint(BaseModel):
     seeds: list[int]
     majority_baseline: float | None
     run_ids: list[int]
+    untrained_run_ids: list[int] = Field(default_factory=list, description="runs in this point that are not trained "
+                                         "(docs/SCIENCE.md#trained)")
+    selectivity: float | None = Field(None, description="mean probe selectivity over the seeds that store it "
+                                      "(accuracy − control-task accuracy, 0..1 scale)")
 
 
 class MetricCI(BaseModel):

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
-from backend.api.params import EvalLengthQ, FamilyQ, PretrainedQ, SuiteQ, TaskQ
+from backend.api.params import EvalLengthQ, FamilyQ, PretrainedQ, SuiteQ, TaskQ, TrainedQ
 from backend.api.schemas import Claim, CurvePoint, Profile
 
 router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
@@ -38,18 +38,20 @@ def _json(cache: ResultCache, session: Any, key: tuple, adapter: TypeAdapter, co
 @router.get("/curves", response_model=list[CurvePoint],
             summary="Probe accuracy per layer: mean and 95% t-interval over seeds")
 def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-               eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> Response:
-    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained)
-    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained), CURVES,
+               eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
+               trained: TrainedQ = None) -> Response:
+    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained)
+    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained, trained), CURVES,
                  lambda: aggregate.curves(session, flt, eval_length))
 
 
 @router.get("/profiles", response_model=list[Profile],
             summary="SPEC's profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
 def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-                 eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None) -> Response:
-    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained)
-    return _json(cache, session, _key("profiles", task, family, eval_length, suite, pretrained), PROFILES,
+                 eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
+                 trained: TrainedQ = None) -> Response:
+    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained)
+    return _json(cache, session, _key("profiles", task, family, eval_length, suite, pretrained, trained), PROFILES,
                  lambda: aggregate.profiles(session, flt, eval_length))
 
 

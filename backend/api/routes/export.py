@@ -15,7 +15,7 @@ from sqlalchemy import select
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
-from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ
+from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult
 
 router = APIRouter(prefix="/export", tags=["export"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
@@ -65,7 +65,7 @@ COLUMNS: dict[Resource, list[str]] = {
     Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
     **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
     Resource.curves: ["task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
-                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids"],
+                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity"],
     Resource.profiles: ["task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
                         "metric", "mean", "lo", "hi", "n"],
 }
@@ -143,10 +143,11 @@ def encode(rows: list[dict[str, Any]], fmt: Format) -> bytes:
 def export(
     resource: Resource, fmt: Format, session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
     seed: SeedQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None, run_id: RunIdQ = None,
-    eval_length: EvalLengthQ = None, method: MethodQ = None, fields: FieldsQ = None,
+    eval_length: EvalLengthQ = None, method: MethodQ = None, fields: FieldsQ = None, trained: TrainedQ = None,
 ) -> Response:
     columns = parse_fields(resource, fields)
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id)
+    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id,
+                            trained=trained)
     rows = rows_for(resource, session, flt, eval_length, method, cache, columns)
     if columns is not None:
         rows = [{k: r[k] for k in columns} for r in rows]

@@ -19,6 +19,7 @@ from backend.api.params import (
     SeedQ,
     SuiteQ,
     TaskQ,
+    TrainedQ,
 )
 from backend.api.schemas import ErrorOut, InterventionOut, Page, PatchingOut, ProbeOut, RunDetail, RunOut
 
@@ -30,8 +31,9 @@ NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
 def list_runs(
     session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
     pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
+    trained: TrainedQ = None,
 ) -> dict:
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained)
+    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained)
     items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 

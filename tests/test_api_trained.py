@@ -1,0 +1,56 @@
+"""The "trained runs only" filter: the SQL clause agrees with worker.trained.is_trained, and the
+curves carry the untrained runs they include."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from tests.conftest import seed_runs
+from worker.trained import is_trained
+
+CASES = [(None, None), (None, 0.99), (0.5, None), (0.989, None), (0.99, None), (0.995, 0.99), (0.95, 0.9),
+         (0.85, 0.9), (1.0, 1.0), (0.999, 1.0)]
+
+
+def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
+    from backend.api.queries import trained_clause
+    from backend.db.models import Run
+    from worker import persist
+
+    _, factory = db_factory
+    with factory() as s:
+        ids = [persist.save_run(s, name=f"r{i}", family="lstm", task="parity", seed=i, n_layers=1, d_model=4,
+                                n_params=1, config_hash=f"h{i}", heldout_acc=h, early_stop_acc=c)
+               for i, (h, c) in enumerate(CASES)]
+        got = dict(s.execute(select(Run.id, trained_clause())).all())
+    assert [bool(got[i]) for i in ids] == [is_trained(h, c) for h, c in CASES]
+    assert any(got.values()) and not all(got.values())
+
+
+@pytest.fixture
+def mixed(api):
+    from backend.db.models import Run
+    from sqlalchemy import update
+
+    ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",))
+    with api.factory() as s:  # seeds 0 and 1 trained, seed 2 stuck at 0.6
+        for rid, acc in zip(ids, (0.995, 1.0, 0.6), strict=True):
+            s.execute(update(Run).where(Run.id == rid).values(heldout_acc=acc, early_stop_acc=0.99))
+        s.commit()
+    api.ids = ids
+    return api
+
+
+def test_curves_filter_and_flag_untrained_runs(mixed) -> None:
+    c = mixed.client
+    every = c.get("/api/curves", params={"eval_length": 40}).json()
+    assert every[0]["n"] == 3 and every[0]["untrained_run_ids"] == [mixed.ids[2]]
+    only = c.get("/api/curves", params={"eval_length": 40, "trained": "true"}).json()
+    assert only[0]["n"] == 2 and only[0]["untrained_run_ids"] == [] and mixed.ids[2] not in only[0]["run_ids"]
+    runs = c.get("/api/runs", params={"trained": "false"}).json()["items"]
+    assert [r["id"] for r in runs] == [mixed.ids[2]] and runs[0]["trained"] is False
+    profiles = c.get("/api/profiles", params={"eval_length": 40, "trained": "true"}).json()
+    assert profiles[0]["n"] == 2
+    r = c.get("/api/curves", params={"trained": "maybe"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "trained"]
