@@ -78,15 +78,16 @@ def depth_error(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any] |
     return None
 
 
-def value_errors(doc: Any, prefix: Loc = ("body",)) -> list[dict[str, Any]]:
-    """Errors for non-finite numbers and bad strings anywhere in a parsed document.
+def value_errors(doc: Any, prefix: Loc = ("body",), max_depth: int = MAX_JSON_DEPTH) -> list[dict[str, Any]]:
+    """Errors for containers nested deeper than ``max_depth`` (``doc`` itself, when a dict or
+    list, is level 1), non-finite numbers and bad strings anywhere in a parsed document.
 
     Iterative (an explicit stack), at most :data:`MAX_ERRORS`, in document order.
     """
     errors: list[dict[str, Any]] = []
-    stack: list[tuple[Loc, Any]] = [(prefix, doc)]
+    stack: list[tuple[Loc, Any, int]] = [(prefix, doc, 1)]
     while stack and len(errors) < MAX_ERRORS:
-        loc, v = stack.pop()
+        loc, v, depth = stack.pop()
         if isinstance(v, float):
             if not math.isfinite(v):
                 errors.append({"type": "finite_number", "loc": loc,
@@ -95,16 +96,17 @@ def value_errors(doc: Any, prefix: Loc = ("body",)) -> list[dict[str, Any]]:
             problem = text_problem(v)
             if problem:
                 errors.append({"type": problem[0], "loc": loc, "msg": problem[1]})
+        elif isinstance(v, (dict, list, tuple)) and depth > max_depth:
+            errors.append({"type": "json_too_deep", "loc": loc, "msg": f"nested deeper than {max_depth} arrays/objects"})
         elif isinstance(v, dict):
-            items = list(v.items())
-            for k, x in reversed(items):
+            for k, x in reversed(list(v.items())):
                 key = printable(k) if isinstance(k, str) else k
                 problem = text_problem(k) if isinstance(k, str) else None
                 if problem:
                     errors.append({"type": problem[0], "loc": (*loc, key), "msg": "key " + problem[1]})
-                stack.append(((*loc, key), x))
+                stack.append(((*loc, key), x, depth + 1))
         elif isinstance(v, (list, tuple)):
-            stack.extend(((*loc, i), x) for i, x in reversed(list(enumerate(v))))
+            stack.extend(((*loc, i), x, depth + 1) for i, x in reversed(list(enumerate(v))))
     return errors[:MAX_ERRORS]
 
 
