@@ -23,6 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
+from worker.params import FAMILIES, METHODS, PRESETS, TASKS
+
 try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer on top of click
@@ -48,11 +50,11 @@ class CliError(Exception):
     """A known failure: printed as one line, exit status 1."""
 
 
-class Preset(StrEnum):
-    smoke = "smoke"
-    quick = "quick"
-    paper = "paper"
-    pretrained = "pretrained"
+# Choices from the one list of each (worker.params), so `--help` and a typo's error list them.
+Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
+FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
+TaskChoice = StrEnum("TaskChoice", {t: t for t in TASKS})  # type: ignore[misc]
+MethodChoice = StrEnum("MethodChoice", {m: m for m in METHODS})  # type: ignore[misc]
 
 
 def _settings(**overrides: Any):  # noqa: ANN202
@@ -71,10 +73,10 @@ def _logging(verbose: bool = False) -> None:
 
 
 def _init_db(settings) -> Any:  # noqa: ANN001
-    from backend.db.migrate import init_db
+    from backend.core.startup import open_database
     from backend.db.session import make_engine, make_sessionmaker
 
-    init_db(settings.resolved_db_url)
+    open_database(settings)  # a StartupError (one line) for a bad home, URL or database file
     return make_sessionmaker(make_engine(settings.resolved_db_url))
 
 
@@ -234,8 +236,8 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 @app.command()
 def suite(
     preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
-    family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat the option).")] = None,
-    task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
+    family: Annotated[list[FamilyChoice] | None, typer.Option(help="Only these families (repeat the option).")] = None,
+    task: Annotated[list[TaskChoice] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
@@ -253,7 +255,8 @@ def suite(
             raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
                                      param_hint="'--device'")
         _check_device(device)
-    params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None, name=name)
+    params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
+                         tasks=[t.value for t in task] if task else None, seeds=seed or None, name=name)
     from worker.presets import expand_suite
 
     n = len(expand_suite(params))
@@ -295,7 +298,7 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[str] | None, typer.Option(help="project_out | inlp | leace | pca_top_k | mean (repeat; default all).")] = None,
+    method: Annotated[list[MethodChoice] | None, typer.Option(help="Methods (repeat; default all).")] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
@@ -309,7 +312,7 @@ def intervene(
     kw: dict[str, Any] = dict(run_id=run_id, layers=layer or None, eval_lengths=eval_length or None, pca_k=pca_k,
                               conv1d=conv1d, n_permutations=n_permutations)
     if method:
-        kw["methods"] = method
+        kw["methods"] = [m.value for m in method]
     _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
 
 
@@ -480,20 +483,17 @@ def token_list() -> None:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create or migrate the results DB to the newest schema (alembic upgrade head)."""
-    from backend.db.migrate import init_db
+    from backend.core.startup import open_database
 
     settings = _settings()
-    rev = init_db(settings.resolved_db_url)
+    rev = open_database(settings)
     typer.echo(f"layerscope: {_redact(settings.resolved_db_url)} at revision {rev}")
 
 
 def _redact(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from backend.core.startup import redact
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
-        return url
+    return redact(url)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -511,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: known errors → one line on stderr and a non-zero exit status."""
     from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError as SQLAlchemyArgumentError
+
+    from backend.core.startup import StartupError
     from sqlalchemy.exc import OperationalError
 
     try:
@@ -530,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         _err(_validation_message(exc))
         return 2
+    except StartupError as exc:
+        _err(str(exc))
+        return 1
     except OperationalError as exc:
         _err(f"database not reachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}")
         return 1
