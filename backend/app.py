@@ -11,6 +11,7 @@ import logging
 from fastapi import FastAPI, HTTPException, Request
 from sqlalchemy.orm import Session, sessionmaker
 
+from backend.api.main import allowed_methods
 from backend.api.main import create_app as create_api
 from backend.core.config import Settings, get_settings
 from worker.queue import JobQueue
@@ -36,12 +37,16 @@ def create_app(
 
 
 def _api_not_found(app: FastAPI) -> None:
-    """Unknown ``/api/...`` paths (or methods) answer JSON 404 rather than falling through to
-    the dashboard mounted at ``/``."""
+    """Unknown ``/api/...`` paths answer JSON 404, and a known path with the wrong method 405
+    (with ``Allow``), rather than falling through to the dashboard mounted at ``/``."""
     @app.api_route("/api/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
                    include_in_schema=False)
     def _not_found(path: str, request: Request) -> None:
+        if allowed_methods(app, request.scope):
+            raise HTTPException(status_code=405, detail="Method Not Allowed")  # the handler adds Allow
         raise HTTPException(status_code=404, detail=f"no such endpoint: {request.method} /api/{path}")
+
+    _not_found.catch_all = True  # type: ignore[attr-defined]
 
 
 def mount_dashboard(app: FastAPI, settings: Settings) -> None:

@@ -28,6 +28,8 @@ from typing import Annotated, Any
 
 import typer
 
+from worker.params import FAMILIES, METHODS, PRESETS, TASKS
+
 try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer on top of click
@@ -53,11 +55,11 @@ class CliError(Exception):
     """A known failure: printed as one line, exit status 1."""
 
 
-class Preset(StrEnum):
-    smoke = "smoke"
-    quick = "quick"
-    paper = "paper"
-    pretrained = "pretrained"
+# Choices from the one list of each (worker.params), so `--help` and a typo's error list them.
+Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
+FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
+TaskChoice = StrEnum("TaskChoice", {t: t for t in TASKS})  # type: ignore[misc]
+MethodChoice = StrEnum("MethodChoice", {m: m for m in METHODS})  # type: ignore[misc]
 
 
 def _settings(**overrides: Any):  # noqa: ANN202
@@ -76,10 +78,10 @@ def _logging(verbose: bool = False) -> None:
 
 
 def _init_db(settings) -> Any:  # noqa: ANN001
-    from backend.db.migrate import init_db
+    from backend.core.startup import open_database
     from backend.db.session import make_engine, make_sessionmaker
 
-    init_db(settings.resolved_db_url)
+    open_database(settings)  # a StartupError (one line) for a bad home, URL or database file
     return make_sessionmaker(make_engine(settings.resolved_db_url))
 
 
@@ -239,8 +241,8 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 @app.command()
 def suite(
     preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
-    family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat the option).")] = None,
-    task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
+    family: Annotated[list[FamilyChoice] | None, typer.Option(help="Only these families (repeat the option).")] = None,
+    task: Annotated[list[TaskChoice] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
@@ -265,7 +267,8 @@ def suite(
             raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
                                      param_hint="'--device'")
         _check_device(device)
-    params = SuiteParams(preset=preset.value, families=family or None, tasks=task or None, seeds=seed or None,
+    params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
+                         tasks=[t.value for t in task] if task else None, seeds=seed or None,
                          name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds)
     from worker.presets import expand_suite
 
@@ -319,7 +322,7 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[str] | None, typer.Option(help="project_out | inlp | leace | pca_top_k | mean (repeat; default all).")] = None,
+    method: Annotated[list[MethodChoice] | None, typer.Option(help="Methods (repeat; default all).")] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
@@ -333,7 +336,7 @@ def intervene(
     kw: dict[str, Any] = dict(run_id=run_id, layers=layer or None, eval_lengths=eval_length or None, pca_k=pca_k,
                               conv1d=conv1d, n_permutations=n_permutations)
     if method:
-        kw["methods"] = method
+        kw["methods"] = [m.value for m in method]
     _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
 
 
@@ -592,10 +595,17 @@ def db_upgrade() -> None:
     A SQLite file is first copied to ``<file>.bak-<UTC time>-<revision>`` next to it."""
     from backend.db.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
 
+    from backend.core.startup import check_db_url, check_folders, explain
+
     settings = _settings()
     url = settings.resolved_db_url
     shown = _redact(url)
-    was, head = database_revision(url), head_revision()
+    check_folders(settings)
+    check_db_url(url)
+    try:
+        was, head = database_revision(url), head_revision()
+    except Exception as exc:  # a garbage file, an unreachable server: one line, not a traceback
+        raise explain(exc, url) from exc
     if was == head:
         typer.echo(f"layerscope: {shown} at revision {head} already; nothing to do")
         return
@@ -609,7 +619,7 @@ def db_upgrade() -> None:
                        + (f"; backup at {backup}" if backup else "")) from exc
     except Exception as exc:
         if backup is None:
-            raise
+            raise explain(exc, url) from exc
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CliError(f"upgrade of {shown} failed ({type(exc).__name__}: {first}); the database is "
                        f"unchanged, and a backup is at {backup}") from exc
@@ -617,12 +627,9 @@ def db_upgrade() -> None:
 
 
 def _redact(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from backend.core.startup import redact
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
-        return url
+    return redact(url)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -640,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: known errors → one line on stderr and a non-zero exit status."""
     from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError as SQLAlchemyArgumentError
+
+    from backend.core.startup import StartupError
     from sqlalchemy.exc import OperationalError
 
     try:
@@ -659,6 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         _err(_validation_message(exc))
         return 2
+    except StartupError as exc:
+        _err(str(exc))
+        return 1
     except OperationalError as exc:
         _err(f"database not reachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}")
         return 1

@@ -49,6 +49,12 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory):
 
     with factory() as s:
         TOKEN["Authorization"] = "Bearer " + create_token(s, "schemathesis")[1]
+    # Warm the suite expansion's first-time imports (seconds on a busy machine) so that the first
+    # generated suite submission does not run into schemathesis's per-request timeout.
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
+    expand_suite(SuiteParams(preset="paper"))
     app = create_app(settings_, factory, queue=JobQueue.from_settings(settings_), background=False)
     return schemathesis.openapi.from_asgi("/api/openapi.json", app)
 

@@ -43,13 +43,14 @@ def one_line_error(capsys, rc: int, expected_rc: int, *needles: str) -> str:
 @pytest.mark.parametrize("argv, rc, needles", [
     (["suite", "--preset", "huge"], 2, ["--preset", "huge"]),
     (["suite"], 2, ["--preset"]),
-    (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["families"]),
-    (["suite", "--preset", "smoke", "--task", "chess"], 2, ["tasks"]),
+    # issue 13: --family/--task/--method are choices, so the error lists the valid names
+    (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["--family", "rnn", "transformer", "gru"]),
+    (["suite", "--preset", "smoke", "--task", "chess"], 2, ["--task", "chess", "parity", "code_depth"]),
     (["probe", "abc"], 2, ["run_id"]),
     (["probe", "0"], 2, ["run_id"]),
     (["probe", "42"], 1, ["run 42 not found"]),
     (["intervene", "42"], 1, ["run 42 not found"]),
-    (["intervene", "42", "--method", "nope"], 2, ["methods"]),
+    (["intervene", "42", "--method", "nope"], 2, ["--method", "nope", "leace"]),
     (["patch", "42"], 1, ["run 42 not found"]),
     (["worker", "--device", "gpu9"], 2, ["--device"]),
     (["serve", "--port", "99999"], 2, ["--port"]),

@@ -204,12 +204,16 @@ def fit_edit(
         probe_kwargs: passed to :func:`fit_probe` for the probes fitted here.
 
     Raises:
-        ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes.
+        ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes; fewer
+            than 2 rows.
     """
     if method not in METHODS:
         raise ValueError(f"unknown intervention method {method!r}; expected one of {METHODS}")
     if X.ndim != 2:
         raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
+    min_rows = 2  # a covariance (LEACE, PCA) and INLP's train/held-out split both need two rows
+    if X.shape[0] < min_rows:
+        raise ValueError(f"{method}: fitting an edit needs at least {min_rows} rows of X (states), got {X.shape[0]}")
     if not X.is_floating_point():
         X = X.float()
     y = y.reshape(-1).to(X.device).long()

@@ -51,7 +51,21 @@ LEGACY_RECIPE: dict[str, Any] = {
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Every float field finite (NaN/inf cannot be stored as JSON); every string, nested ones in
+    # dicts and lists too (task_params), follows the one text rule of backend.core.text.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, v: Any) -> Any:
+        from backend.core.json_checks import value_errors
+
+        errors = value_errors(v, prefix=())
+        if errors:
+            e = errors[0]
+            where = ".".join(map(str, e["loc"]))
+            raise ValueError(f"{where}: {e['msg']}" if where else e["msg"])
+        return v
 
     def config_hash(self) -> str:
         """SHA-256 over the canonical JSON of these params (the config hash stored with results)."""
@@ -199,9 +213,9 @@ class PatchParams(_Params):
 
 class SuiteParams(_Params):
     preset: Literal["smoke", "quick", "paper", "pretrained"]
-    families: list[Family] | None = None
-    tasks: list[TaskName] | None = None
-    seeds: list[int] | None = None
+    families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
+    tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
+    seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")

@@ -18,7 +18,8 @@ from worker.queue import JobQueue
 bearer_scheme = HTTPBearer(
     auto_error=False,
     description="`layerscope token create --name NAME`; needed for writes when the server listens "
-    "beyond loopback, and for reads when LAYERSCOPE_REQUIRE_TOKEN_FOR_READS=1.",
+    "beyond loopback, and for reads when LAYERSCOPE_REQUIRE_TOKEN_FOR_READS=1. A token sent where "
+    "none is needed is checked all the same: a malformed, unknown or revoked one is a 401.",
 )
 
 
@@ -54,6 +55,26 @@ CacheDep = Annotated[ResultCache, Depends(get_cache)]
 CredentialsDep = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
 
 
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail=detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def check_sent_token(request: Request, session: SessionDep) -> None:
+    """Every route: an Authorization header, when sent, must carry a valid token — even where
+    none is needed (loopback), so a typo in a client's token shows at once rather than the day
+    the server moves to the lab network."""
+    header = request.headers.get("authorization")
+    if header is None:
+        return
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise _unauthorized("malformed Authorization header: send 'Authorization: Bearer <token>' "
+                            "(layerscope token create)")
+    if verify_token(session, token) is None:
+        raise _unauthorized("invalid or revoked token")
+
+
 def _check_token(session: Session, credentials: HTTPAuthorizationCredentials | None, what: str) -> None:
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(
@@ -81,8 +102,19 @@ def require_read(settings: SettingsDep, session: SessionDep, credentials: Creden
 
 WriteAuth = Depends(require_write)
 ReadAuth = Depends(require_read)
+SentTokenCheck = Depends(check_sent_token)
 
-UNAUTHORIZED = {401: {"model": ErrorOut, "description": "a token is needed (or the one sent is invalid)"}}
+
+def token_needed(method: str, settings: Settings) -> bool:
+    """Whether a request with HTTP ``method`` needs a token under ``settings``: the API's reads
+    are GETs (``require_read``), its writes POSTs (``require_write``)."""
+    if method.upper() in ("GET", "HEAD"):
+        return settings.require_token_for_reads
+    return settings.listens_beyond_loopback
+
+
+UNAUTHORIZED = {401: {"model": ErrorOut,
+                      "description": "a token is needed (or the one sent is malformed, unknown or revoked)"}}
 TOO_LARGE = {
     400: {"model": ErrorOut, "description": "a body that cannot be parsed (not UTF-8 JSON)"},
     413: {"model": ErrorOut, "description": "request body over LAYERSCOPE_MAX_BODY_BYTES"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,17 +20,21 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Mount
 
 from backend import __version__
 from backend.api.aggregate import ResultCache
-from backend.api.middleware import BodySizeLimit, SecurityHeaders
+from backend.api.deps import UNAUTHORIZED, SentTokenCheck
+from backend.api.docs import add_swagger_ui, security_where_needed
+from backend.api.middleware import BodySizeLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, runs, suites, views
 from backend.core.config import Settings, get_settings
+from backend.core.json_checks import MAX_JSON_DEPTH
+from backend.core.text import printable
 from backend.db.jobs import JobNotFound, JobStateError
 from backend.db.session import make_engine, make_sessionmaker
 from worker.queue import JobQueue, reap, requeue_orphans
@@ -37,7 +42,24 @@ from worker.queue import JobQueue, reap, requeue_orphans
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api"
-DOCS_URL, REDOC_URL, OPENAPI_URL = "/api/docs", "/api/redoc", "/api/openapi.json"
+DOCS_URL, OPENAPI_URL = "/api/docs", "/api/openapi.json"
+
+
+def _safe(value: Any, depth: int = 0) -> Any:
+    """``value`` made JSON-encodable for an error body: non-finite floats and strings that are
+    not valid Unicode (or hold control characters) become printable strings. Inputs reaching
+    here nest at most MAX_JSON_DEPTH deep (the body checks run first); past that, cut."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return printable(value)
+    if depth > MAX_JSON_DEPTH + 8:
+        return "…"
+    if isinstance(value, dict):
+        return {printable(str(k)): _safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v, depth + 1) for v in value]
+    return value
 
 
 def _normalise_loc(err: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +81,7 @@ def _errors_handler(settings: Settings):  # noqa: ANN202
             ctx = e.get("ctx")
             if ctx:  # exceptions inside ctx are not JSON
                 e["ctx"] = {k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in ctx.items()}
-        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+        return JSONResponse(status_code=422, content={"detail": _safe(jsonable_encoder(errors))})
 
     return on_validation_error
 
@@ -68,13 +90,28 @@ async def _not_found(request: Request, exc: LookupError) -> JSONResponse:
     return JSONResponse(status_code=404, content={"detail": str(exc.args[0]) if exc.args else "not found"})
 
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(app: FastAPI, scope: dict[str, Any]) -> set[str]:
+    """The methods some API route answers on ``scope``'s path (Starlette's own matching, so
+    included routers count too); a catch-all route (``route.catch_all``) and the dashboard
+    mounted at ``/`` do not count."""
+    allowed: set[str] = set()
+    for route in app.router.routes:
+        if getattr(getattr(route, "endpoint", None), "catch_all", False) or \
+                (isinstance(route, Mount) and route.path in ("", "/")):
+            continue
+        for method in _METHODS:
+            if route.matches({**scope, "method": method})[0] == Match.FULL:
+                allowed.add(method)
+    return allowed
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     """Starlette answers 405 with the methods of the first route on the path only; list them all."""
     if exc.status_code == 405:
-        methods: set[str] = set()
-        for route in request.app.router.routes:
-            if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
-                methods |= route.methods - {"HEAD"}
+        methods = allowed_methods(request.app, request.scope)
         return JSONResponse({"detail": "Method Not Allowed"}, status_code=405,
                             headers={"Allow": ", ".join(sorted(methods))})
     return await http_exception_handler(request, exc)
@@ -128,9 +165,15 @@ def create_app(
         title="layerscope API",
         version=__version__,
         description="Layerwise probes, interventions and activation patching of sequence models on "
-        "state-tracking tasks: runs, results, server-side aggregates over seeds, jobs, saved views, export.",
-        docs_url=DOCS_URL, redoc_url=REDOC_URL, openapi_url=OPENAPI_URL, lifespan=lifespan,
+        "state-tracking tasks: runs, results, server-side aggregates over seeds, jobs, saved views, export.\n\n"
+        f"Every JSON body is refused with a 422 naming the field when it nests deeper than {MAX_JSON_DEPTH} "
+        "arrays/objects, holds a non-finite number (NaN, Infinity, 1e400), or a string that is not valid "
+        "Unicode or holds control characters; bodies over LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path.",
+        docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL, lifespan=lifespan,
+        dependencies=[SentTokenCheck], responses=UNAUTHORIZED,
     )
+    add_swagger_ui(app, DOCS_URL, OPENAPI_URL)
+    security_where_needed(app, settings)
     app.state.settings = settings
     app.state.session_factory = session_factory
     app.state.queue = queue
@@ -146,9 +189,11 @@ def create_app(
     app.add_exception_handler(JobNotFound, _not_found)
     app.add_exception_handler(JobStateError, _conflict)
 
-    # Outermost last: CORS answers preflights; security headers on everything; body limit first.
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, prefix=API_PREFIX)
-    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL, REDOC_URL))
+    # Outermost last: CORS answers preflights; security headers on everything; the body limit
+    # (every path, the mounted dashboard too) before the JSON body checks (/api).
+    app.add_middleware(JsonBodyChecks, prefix=API_PREFIX)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "OPTIONS"],

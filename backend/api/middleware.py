@@ -1,10 +1,13 @@
-"""Pure-ASGI middleware: request body limit (413) and security headers (CSP included)."""
+"""Pure-ASGI middleware: request body limit (413, every path), JSON body checks (422) and
+security headers (CSP included)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from backend.core.json_checks import body_errors
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,12 +23,29 @@ async def _send_json(send: Send, status: int, body: dict) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands ``body`` over once, then defers to the server's."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class BodySizeLimit:
-    """413 for ``/api`` request bodies over ``max_bytes`` (Content-Length or the streamed size).
+    """413 for request bodies over ``max_bytes`` on every path under ``prefix`` (default all:
+    the API and the dashboard's ``/_dash-update-component`` alike).
 
-    The body is buffered (it is small by then) and replayed to the app."""
+    A Content-Length over the limit is refused before any of the body is read; a streamed
+    (chunked) body is refused as soon as it passes the limit. A body within it is buffered and
+    replayed to the app."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, prefix: str = "/api") -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, prefix: str = "/") -> None:
         self.app, self.max_bytes, self.prefix = app, max_bytes, prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,17 +80,42 @@ class BodySizeLimit:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        await self.app(scope, _replaying(b"".join(chunks), receive), send)
+
+
+class JsonBodyChecks:
+    """422 for a JSON body under ``prefix`` that nests too deep, holds a non-finite number, or
+    a string that breaks the text rule (:mod:`backend.core.json_checks`), before any route
+    parses or stores it; each error names the field (``loc``) like FastAPI's.
+
+    Runs inside :class:`BodySizeLimit`, so the body it buffers is bounded."""
+
+    def __init__(self, app: ASGIApp, prefix: str = "/api") -> None:
+        self.app, self.prefix = app, prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] != "http" or not scope["path"].startswith(self.prefix)
+                or scope.get("method") not in ("POST", "PUT", "PATCH")):
+            await self.app(scope, receive, send)
+            return
+        content_type = next((v for k, v in scope.get("headers", []) if k == b"content-type"), b"")
+        if content_type and b"json" not in content_type.lower():  # the framework parses JSON only
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
         body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        errors = body_errors(body) if body else []
+        if errors:
+            await _send_json(send, 422, {"detail": [{**e, "loc": list(e["loc"])} for e in errors]})
+            return
+        await self.app(scope, _replaying(body, receive), send)
 
 
 def dashboard_csp(frame_ancestors: str) -> str:
@@ -94,11 +139,9 @@ def dashboard_csp(frame_ancestors: str) -> str:
 
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-# Swagger UI / ReDoc pages load their bundles from jsdelivr and run an inline bootstrap script.
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
-            "font-src 'self' https://fonts.gstatic.com data:; img-src 'self' data: https://fastapi.tiangolo.com "
-            "https://cdn.redoc.ly; worker-src 'self' blob:; frame-ancestors 'none'")
+# Swagger UI loads its bundle from this server (swagger-ui-bundle) and runs an inline bootstrap script.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            "font-src 'self' data:; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'")
 
 
 class SecurityHeaders:

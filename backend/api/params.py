@@ -1,5 +1,5 @@
 """Typed query / path parameters shared by the routes (bounds keep every value storable:
-int32 ids, no NUL bytes in strings)."""
+int32 ids, strings that follow the text rule of backend.core.text)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import StringConstraints
 
+from backend.core.text import TEXT_PATTERN
+
 INT32_MAX = 2**31 - 1
 
-Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=r"^[^\x00]*$")]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
 SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
 TaskQ = Annotated[list[Text] | None, Query(description="task name(s): parity, s3, dyck, code_depth")]

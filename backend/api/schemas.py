@@ -7,6 +7,9 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, field_validator
 
+from backend.core.json_checks import MAX_JSON_DEPTH, value_errors
+from backend.core.text import TEXT_PATTERN
+
 T = TypeVar("T")
 
 
@@ -233,28 +236,24 @@ class JobDetail(JobOut):
 class ViewCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$",
-                       description="stored as typed; escaping is the client's job")
+    title: str = Field(min_length=1, max_length=200, pattern=TEXT_PATTERN,
+                       description="stored as typed (no control characters); escaping is the client's job")
     page: str = Field(min_length=1, max_length=100, pattern=r"^/[A-Za-z0-9_\-/]*$",
                       description="the dashboard page path, e.g. /curves")
-    state: dict[str, Any] = Field(default_factory=dict, description="the page's state (its URL query)")
+    state: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"the page's state (its URL query): at most {MAX_JSON_DEPTH} levels deep in the body, "
+        "finite numbers, strings without control characters")
 
     @field_validator("state")
     @classmethod
-    def _no_nul(cls, v: dict[str, Any]) -> dict[str, Any]:
-        if _has_nul(v):
-            raise ValueError("must not contain NUL characters")
+    def _storable(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """The body checks refuse these before parsing; this keeps the model safe on its own."""
+        errors = value_errors(v, prefix=(), max_depth=MAX_JSON_DEPTH - 1)  # the body is level 1
+        if errors:
+            where = ".".join(map(str, errors[0]["loc"]))
+            raise ValueError(f"{where}: {errors[0]['msg']}")
         return v
-
-
-def _has_nul(obj: object) -> bool:
-    if isinstance(obj, str):
-        return "\x00" in obj
-    if isinstance(obj, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in obj.items())
-    if isinstance(obj, list):
-        return any(_has_nul(v) for v in obj)
-    return False
 
 
 class ViewCreated(BaseModel):

@@ -35,10 +35,11 @@ class Settings(BaseSettings):
     # Auth: tokens are required for writes when the server listens beyond loopback.
     require_token_for_reads: bool = False
     dashboard_token: str | None = Field(
-        None, description="Token the dashboard sends to the API (needed for its job launches in lab mode)"
+        None, description="Token the dashboard sends to the API (needed for its job launches in lab mode). "
+        "Every dashboard visitor writes through it: set it only where every visitor may write."
     )
     cors_origins: list[str] = Field(default_factory=list)
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = Field(1_000_000, description="Larger request bodies are a 413 on every path")
     # Who may frame the dashboard (embed mode, ``?embed=1``): a CSP frame-ancestors value.
     frame_ancestors: str = "*"
     # Jobs

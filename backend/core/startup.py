@@ -1,0 +1,104 @@
+"""Opening the results database at start-up (``layerscope serve``, ``worker``, ``db upgrade``
+and every other command that touches it), with failures turned into one clear sentence.
+
+:func:`open_database` checks what can be checked before connecting (``LAYERSCOPE_HOME`` is a
+folder, the URL's scheme is one we support), then migrates, and explains the failures a user
+can meet: a file that is not an SQLite database (garbage, truncated), a database at a
+revision this version does not know (made by a newer layerscope), an unreachable server.
+Each becomes a :class:`StartupError` whose message names the file or URL and what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.core.config import Settings
+
+SUPPORTED_DATABASES = ("sqlite", "postgresql")
+
+
+class StartupError(Exception):
+    """A database or configuration problem found at start-up; ``str()`` is the one line to show."""
+
+
+def redact(url: str) -> str:
+    """``url`` with its password hidden (shown as given when it does not parse)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
+        return url
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_folders(settings: Settings) -> None:
+    """``LAYERSCOPE_HOME`` (and ``LAYERSCOPE_STORE_DIR``) must be folders, or not exist yet."""
+    for name, path in (("LAYERSCOPE_HOME", settings.home), ("LAYERSCOPE_STORE_DIR", settings.store_dir)):
+        if path is not None and Path(path).exists() and not Path(path).is_dir():
+            raise StartupError(f"{name}={path} is a file, not a folder: point {name} at a folder "
+                               "(it is created when missing)")
+
+
+def check_db_url(url: str) -> None:
+    """The URL parses and names a database layerscope supports (SQLite, PostgreSQL)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError as exc:
+        raise StartupError(f"LAYERSCOPE_DB_URL {url!r} is not a database URL ({exc}): use "
+                           "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB") from None
+    if backend not in SUPPORTED_DATABASES:
+        raise StartupError(f"unsupported database {backend!r} in LAYERSCOPE_DB_URL ({redact(url)}): layerscope "
+                           "stores results in SQLite or PostgreSQL; use sqlite:///PATH or "
+                           "postgresql+psycopg://USER@HOST/DB")
+
+
+def explain(exc: BaseException, url: str) -> StartupError:
+    """The one-line :class:`StartupError` for ``exc`` raised while opening/migrating ``url``."""
+    from alembic.util import CommandError
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DatabaseError, OperationalError
+
+    where = redact(url)
+    message = _first_line(exc)
+    if isinstance(exc, CommandError) or "revision" in message.lower():
+        return StartupError(f"the database {where} is at a schema revision this version of layerscope does not "
+                            f"know ({message}); it was probably made by a newer layerscope: upgrade layerscope, "
+                            "or set LAYERSCOPE_DB_URL to another database")
+    is_sqlite = url.startswith("sqlite")
+    if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError) and is_sqlite:
+        path = make_url(url).database
+        return StartupError(f"{path} is not a readable SQLite database ({message}): move it aside (a new one is "
+                            "created on the next start) or restore it from a backup")
+    if isinstance(exc, OperationalError):
+        return StartupError(f"cannot open the database {where}: {message}; check LAYERSCOPE_DB_URL and that "
+                            "the server is running")
+    if isinstance(exc, OSError):
+        return StartupError(f"cannot use {getattr(exc, 'filename', None) or where}: "
+                            f"{exc.strerror or message}; check LAYERSCOPE_HOME / LAYERSCOPE_DB_URL")
+    return StartupError(f"cannot open the database {where}: {type(exc).__name__}: {message}")
+
+
+def open_database(settings: Settings) -> str:
+    """Check the folders and URL of ``settings``, then migrate the results database to the newest
+    schema (``backend.db.migrate.init_db``); return its revision.
+
+    Raises:
+        StartupError: one line naming the file or URL and what to do.
+    """
+    from backend.db.migrate import init_db
+
+    check_folders(settings)
+    url = settings.resolved_db_url
+    check_db_url(url)
+    try:
+        return init_db(url)
+    except Exception as exc:  # noqa: BLE001 - every failure at start-up becomes one clear line
+        raise explain(exc, url) from exc

@@ -1,0 +1,36 @@
+"""The one rule for text that users send (names, titles, saved-view state, query values).
+
+A string is accepted when it is valid Unicode (no lone UTF-16 surrogates, which cannot be
+encoded as UTF-8 and so cannot be stored or sent back) and has no control characters (Unicode
+category Cc: U+0000–U+001F, U+007F–U+009F). NUL is refused by PostgreSQL text columns; the
+others have no place in a one-line name and make logs and labels misleading.
+
+Web-free: the API, the job parameters (worker.params) and the CLI share it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# For pydantic / OpenAPI ``pattern``: so the schema documents the rule too.
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def text_problem(s: str) -> tuple[str, str] | None:
+    """``(error type, message)`` when ``s`` breaks the rule, else None."""
+    if _SURROGATE.search(s):
+        return "string_unicode", "must be valid Unicode (a lone UTF-16 surrogate such as \\ud800 is not)"
+    m = _CONTROL.search(s)
+    if m:
+        return "string_control_character", (
+            f"must not contain control characters (found U+{ord(m.group()):04X}; NUL, tabs, newlines "
+            "and other Cc characters are refused)")
+    return None
+
+
+def printable(s: str) -> str:
+    """``s`` made safe to echo in an error message (surrogates and control characters escaped)."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
