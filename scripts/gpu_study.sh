@@ -36,8 +36,9 @@ if [ "$phase" = check ]; then
   log "CUDA smoke suite: every family on parity, every measurement"
   cli suite --preset smoke --task parity --device cuda --name cuda-smoke 2>&1 | tail -20 | tee "$OUT/smoke.log"
   [ "${PIPESTATUS[0]}" = 0 ] || { log "smoke suite FAILED"; exit 1; }
+  cli export --suite cuda-smoke -o "$OUT/cuda-smoke.bundle" || log "export FAILED"
   log "steps to criterion, today's recipe (one seed, 3,000-step cap)"
-  python3 benchmarks/bench_steps_to_criterion.py --recipe before --device cuda --jobs "$slots" \
+  python3 benchmarks/bench_steps_to_criterion.py --recipe today --device cuda --jobs "$slots" --max-seconds 150 \
     --max-steps 3000 --seeds 0 --out "$OUT/steps_before" 2>&1 | tail -40
   log "check done"
   exit 0
