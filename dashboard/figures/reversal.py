@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import base_layout, empty_figure, finite, fmt_ci
+from dashboard.figures.common import base_layout, empty_figure, finite, fmt_ci, untrained_suffix
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -114,7 +114,9 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             m = metric(p, metric_name)
             zr.append(m["mean"] if finite(m["mean"]) else None)
             cls = p.get("profile_class") or "–"
-            tr.append(f"<b>{cls}</b><br>{fmt_ci(m['mean'], m['lo'], m['hi'])}<br>n={p.get('n', '?')}")
+            n_un = len(p.get("untrained_run_ids") or [])
+            tr.append(f"<b>{cls}</b><br>{fmt_ci(m['mean'], m['lo'], m['hi'])}<br>n={p.get('n', '?')}"
+                      + (f"<br><i>{untrained_suffix(n_un, p.get('n') or n_un).strip()}</i>" if n_un else ""))
             cr.append([cls, fmt_ci(m["mean"], m["lo"], m["hi"]), p.get("n", ""),
                        ", ".join(str(s) for s in p.get("seeds") or [])])
         z.append(zr)
@@ -147,8 +149,22 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     for fi, ti in sorted(outlined):
         fig.add_shape(type="rect", x0=ti - 0.5, x1=ti + 0.5, y0=fi - 0.5, y1=fi + 0.5,
                       line={"color": "#111", "width": 3}, xref="x", yref="y")
+    # hatch the cells that include untrained runs (the "trained runs only" switch is off)
+    hatched = [(fams.index(row_key(p)), tks.index(p["task"])) for p in profiles if p.get("untrained_run_ids")]
+    for fi, ti in hatched:
+        fig.add_trace(go.Scatter(
+            x=[ti - 0.5, ti + 0.5, ti + 0.5, ti - 0.5, ti - 0.5], y=[fi - 0.5, fi - 0.5, fi + 0.5, fi + 0.5, fi - 0.5],
+            xaxis="x2", yaxis="y2", mode="lines", fill="toself", line={"width": 0},
+            fillcolor="rgba(82, 96, 109, 0.25)", fillpattern={"shape": "/", "fgcolor": "#52606d", "size": 8},
+            hoverinfo="skip", showlegend=False, meta={"kind": "untrained", "family": fams[fi], "task": tks[ti]},
+        ))
+    if hatched:  # an overlay axis on the categorical grid: cell centres at 0..n−1, rows reversed
+        fig.update_layout(
+            xaxis2={"overlaying": "x", "range": [-0.5, len(tks) - 0.5], "visible": False},
+            yaxis2={"overlaying": "y", "range": [len(fams) - 0.5, -0.5], "visible": False},
+        )
     fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
-                            "outlined": len(outlined)})
+                            "outlined": len(outlined), "untrained_cells": len(hatched)})
     return fig
 
 
