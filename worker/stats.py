@@ -1,4 +1,4 @@
-"""Statistics for layerscope results (SPEC "Statistics"). numpy/scipy only, no torch.
+"""Statistics for layerscope results (docs/SCIENCE.md#statistics). numpy/scipy only, no torch.
 
 - :func:`t_interval` — mean and Student-t confidence interval over seeds.
 - :func:`bootstrap_ci` — percentile bootstrap over sequences within a run (Efron & Tibshirani

@@ -1,7 +1,7 @@
 """Server-side aggregation of stored results across seeds (mean + 95% t-interval).
 
 Curves: probe accuracy per (task, family, pretrained, n_layers, eval_length, layer) over the
-matching runs (one per seed). Profiles: SPEC's profile metrics per run (``worker.profiles``)
+matching runs (one per seed). Profiles: the profile metrics per run (``worker.profiles``)
 then mean and t-interval over seeds. Claims: ``worker.claims`` on the stored rows.
 Only the columns needed are read (never ``per_position``), so 1M result rows stay fast.
 """

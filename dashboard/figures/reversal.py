@@ -66,7 +66,7 @@ def _row_order(keys) -> list[str]:
 
 
 def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SPEC: a reversal is a pair of tasks on which two architectures swap profile classes
+    """A reversal is a pair of tasks on which two architectures swap profile classes
     (the same rule as ``worker.profiles.reversal_pairs``): the classes differ on each task and
     a class moves across — ``kind="full"`` when A on T1 = B on T2 and B on T1 = A on T2,
     ``"partial"`` when only one holds (Parity: Transformer gradual / LSTM late; Dyck:

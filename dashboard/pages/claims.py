@@ -1,4 +1,4 @@
-"""/claims — SPEC's claims, each with the stored numbers (CIs, p-values), a verdict badge
+"""/claims — the study's claims, each with the stored numbers (CIs, p-values), a verdict badge
 (supported / contradicted / not enough data) and links to the views that show it."""
 
 from __future__ import annotations

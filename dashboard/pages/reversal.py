@@ -113,7 +113,7 @@ def s3_answer(dist: list[dict]) -> Any:
     verdict = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
     return html.P([html.Strong(f"{verdict}: "), f"S3's layer profile is closer to Parity's than to Dyck's for {k} of "
                    f"{n} families (" + ", ".join(f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
-                                                  for d in dist) + "). SPEC claim 3 expects Parity: the computational "
+                                                  for d in dist) + "). Claim 3 expects Parity: the computational "
                    "structure (prefix update vs stack), not commutativity, predicts the profile."],
                   className="answer")
 

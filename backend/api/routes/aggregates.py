@@ -46,7 +46,7 @@ def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family:
 
 
 @router.get("/profiles", response_model=list[Profile],
-            summary="SPEC's profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
+            summary="Profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
 def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
                  eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
                  trained: TrainedQ = None) -> Response:
@@ -55,7 +55,7 @@ def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, famil
                  lambda: aggregate.profiles(session, flt, eval_length))
 
 
-@router.get("/claims", response_model=list[Claim], summary="SPEC's six claims: a verdict from the stored results")
+@router.get("/claims", response_model=list[Claim], summary="The study's six claims: a verdict from the stored results")
 def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
     return _json(cache, session, _key("claims", suite), CLAIMS,
                  lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
