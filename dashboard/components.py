@@ -10,7 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from dash import ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update  # noqa: F401
+from dash import (  # noqa: F401
+    ClientsideFunction,
+    Dash,
+    Input,
+    Output,
+    State,
+    ctx,
+    dcc,
+    html,
+    no_update,
+)
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.figures.common import graph_config
@@ -133,7 +143,7 @@ def trained_field(default: bool = True) -> F:
     return F("trained", "bool", default)
 
 
-def trained_bind(cid: str) -> "Bind":
+def trained_bind(cid: str) -> Bind:
     """The URL binding of :func:`trained_switch` with id ``cid``."""
     return Bind("trained", cid, kind="bool")
 
@@ -163,8 +173,8 @@ def untrained_banner(run: dict[str, Any] | None, *, what: str = "probes, edits a
     reason = untrained_reason(run.get("heldout_acc"), run.get("early_stop_acc"))
     return html.Div(
         [html.Strong("Untrained run. "),
-         f"Run #{run.get('id')} {run.get('name', '')} did not learn its task: {reason}. "
-         f"Its {what} describe a model at or near chance; no verdict reads it."],
+         (f"Run #{run.get('id')} {run.get('name', '')} did not learn its task: {reason}. "
+          f"Its {what} describe a model at or near chance; no verdict reads it.")],
         className="alert alert-warning untrained-banner", role="alert",
     )
 

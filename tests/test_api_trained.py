@@ -30,8 +30,9 @@ def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
 
 @pytest.fixture
 def mixed(api):
-    from backend.db.models import Run
     from sqlalchemy import update
+
+    from backend.db.models import Run
 
     ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",))
     with api.factory() as s:  # seeds 0 and 1 trained, seed 2 stuck at 0.6

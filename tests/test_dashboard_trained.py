@@ -7,7 +7,7 @@ from dashboard.components import trained_filter, trained_switch, untrained_banne
 from dashboard.figures.curves import layerwise_curves
 from dashboard.figures.reversal import reversal_matrix
 from dashboard.pages import curves, probe_causal, reversal
-from tests.dashboard_data import curve_rows, profile_rows, probe_rows, intervention_rows
+from tests.dashboard_data import curve_rows, intervention_rows, probe_rows, profile_rows
 from tests.test_dashboard_pages import FakeApi, texts
 
 UNTRAINED = {"id": 7, "name": "mamba-s3-s0", "trained": False, "heldout_acc": 0.273, "early_stop_acc": 0.99}

@@ -11,7 +11,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import base_layout, empty_figure, finite, fmt_ci, untrained_suffix
+from dashboard.figures.common import (
+    base_layout,
+    empty_figure,
+    finite,
+    fmt_ci,
+    untrained_suffix,
+)
 from dashboard.theme import (
     FAMILIES,
     TASKS,

@@ -16,7 +16,14 @@ from pydantic import TypeAdapter
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
-from backend.api.params import EvalLengthQ, FamilyQ, PretrainedQ, SuiteQ, TaskQ, TrainedQ
+from backend.api.params import (
+    EvalLengthQ,
+    FamilyQ,
+    PretrainedQ,
+    SuiteQ,
+    TaskQ,
+    TrainedQ,
+)
 from backend.api.schemas import Claim, CurvePoint, Profile
 
 router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
