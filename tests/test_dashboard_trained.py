@@ -108,3 +108,20 @@ def test_probe_vs_causal_opens_untrained_run_with_a_banner():
     trained_run = {**api.run_record, "trained": True, "heldout_acc": 0.995}
     api.run_record = trained_run
     assert probe_causal.heatmap_view(api, lambda p: p, probe_causal.SPEC.decode("?run=7"))[3] is None
+
+
+def test_curves_page_notes_untrained_runs_when_the_switch_is_off():
+    class Api(RecordingApi):
+        def curves(self, **kw):
+            rows = super().curves(**kw)
+            for r in rows:
+                r["untrained_run_ids"] = [2] if r["family"] == "lstm" else []
+            return rows
+
+    api = Api()
+    fig, note = curves.build_figure(api, curves.SPEC.decode("?trained=0&tasks=parity"))
+    assert "1 untrained run(s)" in note
+    assert any("(untrained: 1 of 3)" in (t.name or "") for t in fig.data)
+    api.runs_list[0]["trained"] = False
+    _, note = curves.build_figure(api, curves.SPEC.decode("?trained=0&view=behaviour"))
+    assert "1 untrained run(s)" in note

@@ -128,24 +128,37 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
     return out, label
 
 
-def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
+def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
     runs = api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]))
-    runs = [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
+    return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
             and (not state["families"] or r["family"] in state["families"])
             and (state["pretrained"] or not r.get("pretrained"))]
-    return behaviour_rows(runs)
+
+
+def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
+    return behaviour_rows(behaviour_runs(api, state))
+
+
+def untrained_note(n_untrained: int) -> str | None:
+    """The page note when the switch is off and the selection includes untrained runs."""
+    if not n_untrained:
+        return None
+    return (f"This selection includes {n_untrained} untrained run(s) (held-out accuracy below the early-stop "
+            "criterion); their lines are marked \"untrained\" in the legend. Tick \"trained runs only\" to leave "
+            "them out.")
 
 
 def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
-        return length_generalisation(behaviour_data(api, state)), None
+        runs = behaviour_runs(api, state)
+        return length_generalisation(behaviour_rows(runs)), untrained_note(sum(r.get("trained") is False for r in runs))
     rows = curve_rows(api, state)
+    note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
     if view == "position":
         prow, label = position_rows(api, rows, state)
-        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), None
+        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), note
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
-    note = None
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
                            show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
                            eval_lengths=state["lengths"] or None)
