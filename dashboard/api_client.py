@@ -128,8 +128,8 @@ class ApiClient:
     def curves(self, *, task=None, family=None, eval_length=None, suite=None, **extra: Any) -> list[dict]:
         return self.get("/api/curves", task=task, family=family, eval_length=eval_length, suite=suite, **extra)
 
-    def profiles(self, *, task=None, family=None, eval_length=None, suite=None) -> list[dict]:
-        return self.get("/api/profiles", task=task, family=family, eval_length=eval_length, suite=suite)
+    def profiles(self, *, task=None, family=None, eval_length=None, suite=None, **extra: Any) -> list[dict]:
+        return self.get("/api/profiles", task=task, family=family, eval_length=eval_length, suite=suite, **extra)
 
     def claims(self) -> list[dict]:
         return self.get("/api/claims")

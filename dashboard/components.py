@@ -10,11 +10,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from dash import ClientsideFunction, Dash, Input, Output, State, ctx, dcc, html, no_update  # noqa: F401
+from dash import (  # noqa: F401
+    ClientsideFunction,
+    Dash,
+    Input,
+    Output,
+    State,
+    ctx,
+    dcc,
+    html,
+    no_update,
+)
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.figures.common import graph_config
-from dashboard.state import PageState, global_flags
+from dashboard.state import F, PageState, global_flags
+from worker.trained import DEFAULT_CRITERION, untrained_reason
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +131,52 @@ def api_alert(exc: Exception) -> html.Div:
 def checkbox(cid: str, label: str, value: bool) -> dcc.Checklist:
     return dcc.Checklist(id=cid, options=[{"label": label, "value": "on"}], value=["on"] if value else [],
                          className="check", inline=True)
+
+
+# -- trained runs (docs/SCIENCE.md#trained) ---------------------------------------------------
+TRAINED_HELP = (f"trained: held-out token accuracy at the training length reached the run's early-stop "
+                f"criterion ({DEFAULT_CRITERION:g} by default). Untrained runs are marked wherever they are shown.")
+
+
+def trained_field(default: bool = True) -> F:
+    """The page-state field of the "trained runs only" switch (``?trained=1``, on by default)."""
+    return F("trained", "bool", default)
+
+
+def trained_bind(cid: str) -> Bind:
+    """The URL binding of :func:`trained_switch` with id ``cid``."""
+    return Bind("trained", cid, kind="bool")
+
+
+def trained_switch(cid: str, value: bool) -> html.Div:
+    """The "trained runs only" switch: a labelled one-option checklist (bind with :func:`trained_bind`)."""
+    return field("Runs", checkbox(cid, "trained runs only", value), help=TRAINED_HELP, id=f"{cid}-field")
+
+
+def trained_filter(on: bool) -> bool | None:
+    """The API's ``trained=`` parameter for the switch: ``True`` (trained only) or None (all runs)."""
+    return True if on else None
+
+
+def is_untrained(run: dict[str, Any] | None) -> bool:
+    """A run record the API marked ``trained: false`` (a record without the field is not judged)."""
+    return bool(run) and run.get("trained") is False
+
+
+def untrained_banner(run: dict[str, Any] | None, *, what: str = "probes, edits and patching") -> html.Div | None:
+    """A warning naming the run's held-out accuracy when ``run`` is untrained, else None.
+
+    ``run``: an ``/api/runs`` record (``id``, ``name``, ``heldout_acc``, ``early_stop_acc``,
+    ``trained``)."""
+    if not is_untrained(run):
+        return None
+    reason = untrained_reason(run.get("heldout_acc"), run.get("early_stop_acc"))
+    return html.Div(
+        [html.Strong("Untrained run. "),
+         (f"Run #{run.get('id')} {run.get('name', '')} did not learn its task: {reason}. "
+          f"Its {what} describe a model at or near chance; no verdict reads it.")],
+        className="alert alert-warning untrained-banner", role="alert",
+    )
 
 
 # -- URL ⇄ controls --------------------------------------------------------------------------

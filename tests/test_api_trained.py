@@ -30,8 +30,9 @@ def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
 
 @pytest.fixture
 def mixed(api):
-    from backend.db.models import Run
     from sqlalchemy import update
+
+    from backend.db.models import Run
 
     ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",))
     with api.factory() as s:  # seeds 0 and 1 trained, seed 2 stuck at 0.6
@@ -54,3 +55,16 @@ def test_curves_filter_and_flag_untrained_runs(mixed) -> None:
     assert profiles[0]["n"] == 2
     r = c.get("/api/curves", params={"trained": "maybe"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "trained"]
+
+
+def test_export_filters_by_trained_and_carries_the_new_fields(mixed) -> None:
+    c = mixed.client
+    rows = c.get("/api/export/probes.json", params={"trained": "true", "eval_length": 40}).json()
+    assert {r["run_id"] for r in rows} == set(mixed.ids[:2])
+    assert {"balanced_accuracy", "control_accuracy", "selectivity"} <= set(rows[0])
+    iv = c.get("/api/export/interventions.json", params={"trained": "false"}).json()
+    assert {r["run_id"] for r in iv} == {mixed.ids[2]}
+    assert {"inlp_converged", "inlp_rounds", "n_fit_sequences"} <= set(iv[0])
+    curves = c.get("/api/export/curves.json", params={"eval_length": 40,
+                                                       "fields": "layer,untrained_run_ids,selectivity"}).json()
+    assert curves[0]["untrained_run_ids"] == [mixed.ids[2]] and "selectivity" in curves[0]

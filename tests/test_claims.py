@@ -316,11 +316,12 @@ def test_claim_5_planted_positive_negative_and_too_small():
 
 
 # -- claim 3 and claim 6: too-small cases -----------------------------------------------------------
-def test_claim_3_and_6_too_small():
+def test_claims_2_3_and_6_too_small():
     w = World()
     for fam in FAMILIES:
         for task in ("parity", "s3", "dyck"):
             w.run(task, fam, 0, LATE, behaviour=_behaviour({40: 1.0, 60: 1.0}))
     c = w.claims()
+    assert c[2]["verdict"] == NOT_ENOUGH and "transformer × dyck: 1 of 3 trained seeds" in c[2]["detail"]
     assert c[3]["verdict"] == NOT_ENOUGH and "1 of 3 trained seeds" in c[3]["detail"]
     assert c[6]["verdict"] == NOT_ENOUGH and "gru × parity: 1 of 3 trained seeds" in c[6]["detail"]

@@ -39,6 +39,9 @@ def test_probes_cover_every_layer_and_eval_length(smoke):
                 (l, L) for l in range(-1, run.n_layers) for L in (40, 60)
             }
             assert all(0.0 <= r.accuracy <= 1.0 and len(r.per_position) == r.eval_length for r in rows)
+            # balanced accuracy and control-task selectivity stored beside accuracy
+            assert all(0.0 <= r.balanced_accuracy <= 1.0 for r in rows)
+            assert all(r.selectivity == pytest.approx(r.accuracy - r.control_accuracy) for r in rows)
 
 
 def test_interventions_with_refit_and_conv1d_for_mamba_families(smoke):
@@ -51,6 +54,12 @@ def test_interventions_with_refit_and_conv1d_for_mamba_families(smoke):
             assert ("conv1d_removal" in methods) == (run.family in ("mamba", "mamba2"))
             assert all(r.p_holm is not None and r.p_holm >= r.p_value - 1e-12 for r in rows)
             assert all(r.refit_acc is not None for r in rows if r.method != "conv1d_removal")
+            # the fitting-set rule (≥ 64 tokens per dimension at L = 40) and INLP's report
+            fitted = [r for r in rows if r.method != "conv1d_removal"]
+            assert all(r.n_fit_sequences >= -(-64 * run.d_model // 40) for r in fitted)
+            inlp = [r for r in rows if r.method == "inlp"]
+            assert inlp and all(r.inlp_converged is not None and r.inlp_rounds >= 0 for r in inlp)
+            assert all(r.inlp_converged is None for r in rows if r.method != "inlp")
 
 
 def test_patching_grid_for_every_run(smoke):

@@ -92,3 +92,17 @@ def test_holm_monotone_and_dominates_raw():
 def test_significance_label():
     assert significance_label(0.2) == "n.s." and significance_label(None) == "n.s."
     assert significance_label(0.001).startswith("p=")
+
+
+def test_wilson_interval():
+    from worker.stats import wilson_interval
+
+    share, lo, hi = wilson_interval(3, 3)
+    assert share == 1.0 and hi == pytest.approx(1.0) and lo == pytest.approx(0.4385, abs=1e-3)
+    share, lo, hi = wilson_interval(0, 40)
+    assert share == 0.0 and lo == pytest.approx(0.0, abs=1e-12) and hi < 0.10
+    share, lo, hi = wilson_interval(5, 10)
+    assert lo < 0.5 < hi and lo == pytest.approx(1 - hi)  # symmetric at one half
+    assert wilson_interval(0, 0) == (None, None, None)
+    with pytest.raises(ValueError, match="k must be"):
+        wilson_interval(4, 3)

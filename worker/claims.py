@@ -79,7 +79,7 @@ from worker import profiles as P
 from worker.stats import ALPHA, holm, t_interval, wilson_interval
 from worker.trained import is_trained, untrained_reason
 
-__all__ = ["evaluate_claims", "CLAIM_TITLES", "SUPPORTED", "CONTRADICTED", "NOT_ENOUGH", "MIN_SEEDS"]
+__all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "evaluate_claims"]
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
@@ -297,7 +297,7 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
     prepared: dict[int, dict[str, Any]] = {}
     tests: list[tuple[int, str, dict[str, Any] | None]] = []
     for cid, spec in CONTRAST.items():
-        tasks, expected = spec["tasks"], spec["expected"]
+        tasks = spec["tasks"]
         cells = _curve_cells(data, tasks)
         read = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f))]
         usable_tasks = [t for t in tasks if (t, TRANSFORMER) in read and any((t, f) in read for f in NON_TRANSFORMER)]

@@ -1,4 +1,4 @@
-"""Interventions on one layer's states: fit an edit at L=40, apply it anywhere (SPEC "Interventions").
+"""Interventions on one layer's states: fit an edit at L=40, apply it anywhere (docs/SCIENCE.md#interventions).
 
 Every edit is an affine map fitted on training states ``X [N, D]`` with labels ``y [N]``:
 

@@ -1,4 +1,4 @@
-"""Per-layer measurements of a trained run: probes and interventions (SPEC "Measurements").
+"""Per-layer measurements of a trained run: probes and interventions (docs/SCIENCE.md#measurements).
 
 Every function returns plain row dicts (the columns of ``probe_results`` /
 ``intervention_results``) so they are usable from a notebook without a database.

@@ -1,4 +1,4 @@
-"""Linear probes: multinomial logistic regression on standardised features (SPEC "Probe").
+"""Linear probes: multinomial logistic regression on standardised features (docs/SCIENCE.md#probes).
 
 The model and objective are scikit-learn's ``LogisticRegression(C=1.0)`` on
 ``StandardScaler``-ed features, so accuracies agree with the reference to a fraction of a pp:

@@ -1,10 +1,10 @@
-"""Profile metrics of a layer curve (SPEC "Profile metrics"). Pure Python + numpy, no torch.
+"""Profile metrics of a layer curve (docs/SCIENCE.md#profiles). Pure Python + numpy, no torch.
 
 A *curve* is ``{layer: probe accuracy}`` for layers ``-1..n-1`` (−1 = ``emb``), accuracies as
 fractions 0..1. Keys may also be the strings ``"emb"`` / ``"0"`` … (a JSON round trip). Layers
 must be contiguous from −1 (``emb``) to ``n−1``; otherwise :class:`ValueError`.
 
-Definitions (documented choices where SPEC is silent):
+Definitions (documented choices):
 
 - **depth** of layer ℓ = ``(ℓ+1)/n`` (emb → 0, last block → 1), as in docs/DESIGN.md.
 - **best_layer**: argmax of accuracy; ties → the earliest layer.
@@ -27,7 +27,7 @@ Definitions (documented choices where SPEC is silent):
   the start; near ``1/(2n)``: readable only at the end. None when the curve is degenerate.
 - **profile_class**, checks in this order:
   1. ``flat`` when ``max − base < FLAT_MARGIN`` (5 pp): never readable, no class (an addition to
-     SPEC's three, so a chance-level curve is not called "early");
+     the three classes of the study, so a chance-level curve is not called "early");
   2. ``early`` when ``depth(first_95) ≤ 0.5``: 95 % reached in the first half, emb included
      (n = 4: emb, 0, 1; n = 12: emb … 5);
   3. ``late`` when ``late_concentration ≥ LATE_SHARE`` (0.5);

@@ -1,4 +1,4 @@
-"""Statistics for layerscope results (SPEC "Statistics"). numpy/scipy only, no torch.
+"""Statistics for layerscope results (docs/SCIENCE.md#statistics). numpy/scipy only, no torch.
 
 - :func:`t_interval` — mean and Student-t confidence interval over seeds.
 - :func:`bootstrap_ci` — percentile bootstrap over sequences within a run (Efron & Tibshirani
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["ALPHA", "t_interval", "wilson_interval", "bootstrap_ci", "paired_permutation_test", "holm", "significance_label"]
+__all__ = ["ALPHA", "bootstrap_ci", "holm", "paired_permutation_test", "significance_label", "t_interval", "wilson_interval"]
 
 ALPHA = 0.05
 

@@ -1,7 +1,7 @@
 """Server-side aggregation of stored results across seeds (mean + 95% t-interval).
 
 Curves: probe accuracy per (task, family, pretrained, n_layers, eval_length, layer) over the
-matching runs (one per seed). Profiles: SPEC's profile metrics per run (``worker.profiles``)
+matching runs (one per seed). Profiles: the profile metrics per run (``worker.profiles``)
 then mean and t-interval over seeds. Claims: ``worker.claims`` on the stored rows.
 Only the columns needed are read (never ``per_position``), so 1M result rows stay fast.
 """
@@ -93,8 +93,10 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     curves: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
     meta: dict[int, tuple] = {}
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, _ok, _sel in probe_table(
+    trained: dict[int, bool] = {}
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel in probe_table(
             session, flt, eval_length):
+        trained[run_id] = bool(ok)
         curves[(run_id, L)][layer] = acc
         if maj is not None:
             bases[(run_id, L)].append(maj)
@@ -117,6 +119,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
         dists, damaging = [], []
         for row, (_seed, rid), c in zip(summary["per_seed"], members, cs, strict=True):
             row["run_id"] = rid
+            row["trained"] = trained[rid]
             rows = damage.get((rid, L), [])
             method = next((m for m in DECOUPLING_METHODS if any(r["method"] == m for r in rows)), None)
             d = P.decoupling(c, [r for r in rows if r["method"] == method], method=method) if method else None
@@ -135,6 +138,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
             task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
             seeds=[seed for seed, _ in members], profile_class=summary["profile_class"],
             class_counts=summary["class_votes"], metrics=metrics, per_seed=summary["per_seed"],
+            untrained_run_ids=[rid for _, rid in members if not trained[rid]],
         ))
     return out
 

@@ -187,6 +187,8 @@ class Profile(BaseModel):
     class_counts: dict[str, int] = Field(description="how many seeds fall in each profile class")
     metrics: dict[str, MetricCI]
     per_seed: list[dict[str, Any]]
+    untrained_run_ids: list[int] = Field(default_factory=list, description="seeds' runs that are not trained "
+                                         "(docs/SCIENCE.md#trained)")
 
 
 class Claim(BaseModel):

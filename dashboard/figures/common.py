@@ -195,3 +195,9 @@ class TraceBatch:
             self.fig.add_traces(self.traces)
             self.traces = []
         return self.fig
+
+
+def untrained_suffix(n_untrained: int, n_total: int) -> str:
+    """Legend suffix marking a line or cell that includes untrained runs: `` (untrained: 1 of 3)``;
+    empty when none is untrained."""
+    return f" (untrained: {n_untrained} of {n_total})" if n_untrained else ""

@@ -21,6 +21,7 @@ from dashboard.figures.common import (
     finite,
     note_missing,
     unique,
+    untrained_suffix,
 )
 from dashboard.theme import (
     FAMILIES,
@@ -105,11 +106,16 @@ def layerwise_curves(
     seed_rows: Sequence[dict[str, Any]] | None = None,
     show_ci: bool = True,
     show_baseline: bool = True,
+    show_selectivity: bool = False,
     title: str | None = None,
 ) -> go.Figure:
     """``rows``: ``/api/curves`` items ``{task, family, eval_length, layer, depth, n_layers,
-    mean, lo, hi, n, seeds, majority_baseline}``. ``x``: ``"layer"`` or ``"depth"``.
-    ``seed_rows``: ``{task, family, eval_length, layer, depth, n_layers, seed, accuracy}``."""
+    mean, lo, hi, n, seeds, majority_baseline, run_ids?, untrained_run_ids?, selectivity?}``.
+    ``x``: ``"layer"`` or ``"depth"``. ``seed_rows``: ``{task, family, eval_length, layer, depth,
+    n_layers, seed, accuracy}``. A line that includes untrained runs gets the legend suffix
+    " (untrained: k of n)" (:func:`untrained_suffix`). ``show_selectivity``: a dotted line per
+    family with the probe's selectivity (accuracy − control-task accuracy, Hewitt & Liang 2019)
+    where stored."""
     rows = [r for r in rows if families is None or r["family"] in families]
     if not rows:
         return empty_figure("No probe results for this selection yet")
@@ -141,6 +147,13 @@ def layerwise_curves(
         key = (r["task"], int(r["eval_length"]), _line_key(r, multi_depth), r.get("seed"))
         seed_groups[key].append(r)
 
+    run_ids: dict[tuple, set] = defaultdict(set)
+    untrained: dict[tuple, set] = defaultdict(set)
+    for r in rows:
+        k = _line_key(r, multi_depth)
+        run_ids[k].update(r.get("run_ids") or [])
+        untrained[k].update(r.get("untrained_run_ids") or [])
+
     legend_done: set[str] = set()
     max_layer = max(int(r["layer"]) for r in rows)
     for ri, grid_row in enumerate(grid, start=1):
@@ -155,10 +168,10 @@ def layerwise_curves(
                 pts = sorted(groups[(task, length, key)], key=lambda r: int(r["layer"]))
                 xs = [r[xkey] if by_depth else int(r["layer"]) for r in pts]
                 color = family_color(fam)
-                label = _line_label(key)
+                label = _line_label(key) + untrained_suffix(len(untrained[key]), len(run_ids[key]))
                 group = f"{fam}-{key[1]}-{key[2]}"
                 meta_base = {"family": fam, "task": task, "eval_length": length, "n_layers": key[1],
-                             "pretrained": key[2] or None}
+                             "pretrained": key[2] or None, "untrained_run_ids": sorted(untrained[key])}
                 sx: list = []
                 sy: list = []
                 stext: list = []
@@ -226,6 +239,21 @@ def layerwise_curves(
                     col=ci,
                 )
                 legend_done.add(label)
+                sel = [(x_, r.get("selectivity")) for x_, r in zip(xs, pts) if finite(r.get("selectivity"))]
+                if show_selectivity and sel:
+                    batch.add(
+                        go.Scatter(
+                            x=[p[0] for p in sel], y=[p[1] for p in sel], mode="lines",
+                            line={"color": color, "width": 1.5, "dash": "dot"},
+                            name=f"{label} selectivity", legendgroup=group,
+                            showlegend=f"{label} selectivity" not in legend_done,
+                            hovertemplate=f"<b>{label}</b> selectivity %{{y:.1%}}<extra></extra>",
+                            meta={**meta_base, "kind": "selectivity"},
+                        ),
+                        row=ri,
+                        col=ci,
+                    )
+                    legend_done.add(f"{label} selectivity")
             if show_baseline and facet_rows:
                 base_vals = [r["majority_baseline"] for r in facet_rows if finite(r.get("majority_baseline"))]
                 if base_vals:

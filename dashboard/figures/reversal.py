@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import base_layout, empty_figure, esc, esc_or, finite, fmt_ci, note_missing
+from dashboard.figures.common import base_layout, empty_figure, esc, esc_or, finite, fmt_ci, note_missing, untrained_suffix
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -67,7 +67,7 @@ def _row_order(keys) -> list[str]:
 
 
 def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SPEC: a reversal is a pair of tasks on which two architectures swap profile classes
+    """A reversal is a pair of tasks on which two architectures swap profile classes
     (the same rule as ``worker.profiles.reversal_pairs``): the classes differ on each task and
     a class moves across — ``kind="full"`` when A on T1 = B on T2 and B on T1 = A on T2,
     ``"partial"`` when only one holds (Parity: Transformer gradual / LSTM late; Dyck:
@@ -119,7 +119,9 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             cls = esc_or(p.get("profile_class"))
             ci = fmt_ci(m["mean"], m["lo"], m["hi"]) if finite(m["mean"]) else "no value"
             n = esc_or(p.get("n"), "?")
-            tr.append(f"<b>{cls}</b><br>{ci}<br>n={n}")
+            n_un = len(p.get("untrained_run_ids") or [])
+            tr.append(f"<b>{cls}</b><br>{ci}<br>n={n}"
+                      + (f"<br><i>{untrained_suffix(n_un, p.get('n') or n_un).strip()}</i>" if n_un else ""))
             cr.append([cls, ci, n, ", ".join(esc(s) for s in p.get("seeds") or [])])
         z.append(zr)
         text.append(tr)
@@ -151,8 +153,22 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     for fi, ti in sorted(outlined):
         fig.add_shape(type="rect", x0=ti - 0.5, x1=ti + 0.5, y0=fi - 0.5, y1=fi + 0.5,
                       line={"color": "#111", "width": 3}, xref="x", yref="y")
+    # hatch the cells that include untrained runs (the "trained runs only" switch is off)
+    hatched = [(fams.index(row_key(p)), tks.index(p["task"])) for p in profiles if p.get("untrained_run_ids")]
+    for fi, ti in hatched:
+        fig.add_trace(go.Scatter(
+            x=[ti - 0.5, ti + 0.5, ti + 0.5, ti - 0.5, ti - 0.5], y=[fi - 0.5, fi - 0.5, fi + 0.5, fi + 0.5, fi - 0.5],
+            xaxis="x2", yaxis="y2", mode="lines", fill="toself", line={"width": 0},
+            fillcolor="rgba(82, 96, 109, 0.25)", fillpattern={"shape": "/", "fgcolor": "#52606d", "size": 8},
+            hoverinfo="skip", showlegend=False, meta={"kind": "untrained", "family": fams[fi], "task": tks[ti]},
+        ))
+    if hatched:  # an overlay axis on the categorical grid: cell centres at 0..n−1, rows reversed
+        fig.update_layout(
+            xaxis2={"overlaying": "x", "range": [-0.5, len(tks) - 0.5], "visible": False},
+            yaxis2={"overlaying": "y", "range": [len(fams) - 0.5, -0.5], "visible": False},
+        )
     fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
-                            "outlined": len(outlined)})
+                            "outlined": len(outlined), "untrained_cells": len(hatched)})
     return note_missing(fig, n_missing, len(by), "cells")
 
 

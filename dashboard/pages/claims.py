@@ -1,4 +1,4 @@
-"""/claims — SPEC's claims, each with the stored numbers (CIs, p-values), a verdict badge
+"""/claims — the study's claims, each with the stored numbers (CIs, p-values), a verdict badge
 (supported / contradicted / not enough data) and links to the views that show it."""
 
 from __future__ import annotations
@@ -162,7 +162,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
             dcc.Download(id="cl-download")]
     return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
-                      "the stored results; the numbers carry their 95% CIs, n and p-values.",
+                      "the stored results of trained runs only, with at least three trained seeds in every cell it "
+                      "reads; the numbers carry their 95% CIs, n and p-values, and each claim lists the runs it "
+                      "left out.",
                       page_key=KEY, controls=None, body=body, embed=embed, loc_id=LOC, base=base)
 
 

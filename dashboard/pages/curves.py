@@ -21,6 +21,10 @@ from dashboard.components import (
     register_save_view,
     register_url_sync,
     state_from_controls,
+    trained_bind,
+    trained_field,
+    trained_filter,
+    trained_switch,
 )
 from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
@@ -45,12 +49,15 @@ SPEC = PageState([
     F("layer", "str", "last"),
     F("suite", "str", None),
     F("pretrained", "bool", False),
+    trained_field(),
+    F("selectivity", "bool", False),
 ])
 BINDS = [
     Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
     Bind("x", "cv-x"), Bind("view", "cv-view"), Bind("ci", "cv-ci", kind="bool"),
     Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
     Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
+    trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"),
 ]
 
 
@@ -63,7 +70,8 @@ def _filter(rows: list[dict], state: dict) -> list[dict]:
 
 def curve_rows(api: ApiClient, state: dict) -> list[dict]:
     lengths = state["lengths"]
-    rows = api.curves(suite=state["suite"], eval_length=lengths[0] if len(lengths) == 1 else None)
+    rows = api.curves(suite=state["suite"], eval_length=lengths[0] if len(lengths) == 1 else None,
+                      trained=trained_filter(state["trained"]))
     return _filter(rows, state)
 
 
@@ -81,7 +89,8 @@ def probe_export(api: ApiClient, state: dict, fields: tuple[str, ...] = SEED_FIE
     """Probe rows of every run behind the selection, each tagged with task/family/seed (one
     request to ``/api/export/probes.json``, only the columns in ``fields``)."""
     return api.export("probes", "json", task=state["tasks"] or None, family=state["families"] or None,
-                      suite=state["suite"], eval_length=state["lengths"] or None, fields=",".join(fields))
+                      suite=state["suite"], eval_length=state["lengths"] or None, fields=",".join(fields),
+                      trained=trained_filter(state["trained"]))
 
 
 def seed_rows(api: ApiClient, rows: list[dict], state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
@@ -119,26 +128,40 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
     return out, label
 
 
-def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
-    runs = api.all_runs(limit=5000, suite=state["suite"])
-    runs = [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
+def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
+    runs = api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]))
+    return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
             and (not state["families"] or r["family"] in state["families"])
             and (state["pretrained"] or not r.get("pretrained"))]
-    return behaviour_rows(runs)
+
+
+def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
+    return behaviour_rows(behaviour_runs(api, state))
+
+
+def untrained_note(n_untrained: int) -> str | None:
+    """The page note when the switch is off and the selection includes untrained runs."""
+    if not n_untrained:
+        return None
+    return (f"This selection includes {n_untrained} untrained run(s) (held-out accuracy below the early-stop "
+            "criterion); their lines are marked \"untrained\" in the legend. Tick \"trained runs only\" to leave "
+            "them out.")
 
 
 def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
-        return length_generalisation(behaviour_data(api, state)), None
+        runs = behaviour_runs(api, state)
+        return length_generalisation(behaviour_rows(runs)), untrained_note(sum(r.get("trained") is False for r in runs))
     rows = curve_rows(api, state)
+    note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
     if view == "position":
         prow, label = position_rows(api, rows, state)
-        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), None
+        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), note
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
-    note = None
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
-                           tasks=state["tasks"] or None, eval_lengths=state["lengths"] or None)
+                           show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
+                           eval_lengths=state["lengths"] or None)
     return fig, note
 
 
@@ -150,7 +173,7 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     if view == "position":
         return position_rows(api, rows, state)[0]
     keep = ("task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean", "lo",
-            "hi", "n", "seeds", "majority_baseline", "run_ids")
+            "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity")
     return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
 
 
@@ -176,6 +199,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Show", html.Div([checkbox("cv-ci", "95% CI band", s["ci"]),
                                 checkbox("cv-baseline", "majority baseline", s["baseline"]),
                                 checkbox("cv-seeds", "seed traces", s["seeds"]),
+                                checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
                                 checkbox("cv-pretrained", "pretrained models", s["pretrained"])], className="checks"),
               help="pretrained models have 12–24 layers: compare them on the normalised depth axis"),
         field("Layer (per-position view)", dcc.Dropdown(
@@ -184,6 +208,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             value=s["layer"], clearable=False), width="170px", id="cv-layer-field"),
         field("Suite", dcc.Input(id="cv-suite", type="text", value=s["suite"] or "", debounce=True,
                                  placeholder="all suites", className="input"), width="160px"),
+        trained_switch("cv-trained", s["trained"]),
     ], className="control-grid")
     body = [
         html.Div(id="cv-note"),

@@ -19,6 +19,11 @@ from dashboard.components import (
     register_save_view,
     register_url_sync,
     state_from_controls,
+    trained_bind,
+    trained_field,
+    trained_filter,
+    trained_switch,
+    untrained_banner,
 )
 from dashboard.figures.common import empty_figure
 from dashboard.figures.probe_causal import (
@@ -43,18 +48,22 @@ SPEC = PageState([
     F("run", "int", None),
     F("length", "int", 40, aliases=("eval_length",)),
     F("method", "str", "auto", SUMMARY_METHODS),
+    trained_field(),
 ])
 BINDS = [Bind("task", "pc-task"), Bind("family", "pc-family"), Bind("seed", "pc-seed"), Bind("run", "pc-run"),
-         Bind("length", "pc-length"), Bind("method", "pc-method")]
+         Bind("length", "pc-length"), Bind("method", "pc-method"), trained_bind("pc-trained")]
 
 
 def run_options(api: ApiClient, state: dict) -> list[dict]:
-    page = api.runs(task=state["task"], family=state["family"], seed=state["seed"], limit=500)
+    page = api.runs(task=state["task"], family=state["family"], seed=state["seed"], limit=500,
+                    trained=trained_filter(state.get("trained", True)))
     return page["items"]
 
 
 def _run_label(r: dict) -> str:
-    return f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · seed {r['seed']}"
+    mark = " · untrained" if r.get("trained") is False else ""
+    return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
+            f"seed {r['seed']}{mark}")
 
 
 def selected_run(api: ApiClient, state: dict) -> dict | None:
@@ -82,9 +91,11 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
     ``per_seed``: best-probe vs most-damaging layer of the first of LEACE, INLP, project-out
     present) — one small request however many runs. A named method: computed here from the
     exported probe and intervention rows of the matching runs."""
+    trained = trained_filter(state.get("trained", True))
     if state["method"] == "auto":
         out = []
-        for prof in api.profiles(task=state["task"], family=state["family"], eval_length=state["length"]):
+        for prof in api.profiles(task=state["task"], family=state["family"], eval_length=state["length"],
+                                 trained=trained):
             n = int(prof.get("n_layers") or 0)
             for s in prof.get("per_seed") or []:
                 if state["seed"] is not None and s.get("seed") != state["seed"]:
@@ -96,9 +107,10 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
                             "pretrained": prof.get("pretrained"), "seed": s.get("seed"), "n_layers": n,
                             "best_layer": int(b), "damage_layer": int(d), "best_depth": (int(b) + 1) / n,
                             "damage_depth": (int(d) + 1) / n, "decoupled": int(b) != int(d),
-                            "method": s.get("decoupling_method")})
+                            "method": s.get("decoupling_method"), "trained": s.get("trained")})
         return out
-    flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"]}
+    flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
+           "trained": trained}
     probes = api.export("probes", "json", **flt)
     interventions = api.export("interventions", "json", method=state["method"], **flt)
     runs: dict[int, dict] = {}
@@ -126,6 +138,26 @@ def initial_options(api: ApiClient, state: dict) -> list[dict]:
     return opts
 
 
+def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, Any]:
+    """(heatmap figure, run info, error alert, untrained banner) for the page state."""
+    try:
+        run, probes, interventions = heatmap_data(api, state)
+    except ApiError as exc:
+        return empty_figure("Could not load this run"), None, api_alert(exc), None
+    if run is None:
+        return empty_figure("No run matches these filters"), None, None, None
+    fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
+                               title=f"#{run['id']} {run.get('name', '')} · L={state['length']}")
+    info = html.Span([
+        "Run ", dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")), " ",
+        html.Span(run.get("name", ""), className="run-name"),
+        f" · {family_label(run['family'])} · {task_label(run['task'])} · seed {run['seed']} · "
+        f"{run['n_layers']} layers · config {str(run.get('config_hash', ''))[:10]}",
+        "" if state["run"] else " (first run matching the filters; pick another in Run)",
+    ], className="muted")
+    return fig, info, None, untrained_banner(run, what="probes and edits")
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -144,9 +176,11 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             {"label": "auto (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
             for m in SUMMARY_METHODS],
                                            value=s["method"], clearable=False), width="250px"),
+        trained_switch("pc-trained", s["trained"]),
     ], className="control-grid")
     body = [
         html.Div(id="pc-error"),
+        html.Div(id="pc-banner"),
         figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
@@ -179,31 +213,18 @@ def register(app, api: ApiClient, path_for) -> None:
                      csv_rows=lambda st: summary_points(api, st))
 
     @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
-                  Input("pc-seed", "value"), Input("pc-run", "value"))
-    def _options(task, family, seed, run):
-        return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run})
+                  Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"))
+    def _options(task, family, seed, run, trained):
+        return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run,
+                                     "trained": bool(trained)})
 
     @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
+                  Output("pc-banner", "children"),
                   [Input(b.cid, b.prop) for b in BINDS if b.name != "method"], Input(base_id, "data"))
     def _heatmap(*values):
         binds = [b for b in BINDS if b.name != "method"]
-        state = state_from_controls(SPEC, binds, values[:-1], values[-1])
-        try:
-            run, probes, interventions = heatmap_data(api, state)
-        except ApiError as exc:
-            return empty_figure("Could not load this run"), None, api_alert(exc)
-        if run is None:
-            return empty_figure("No run matches these filters"), None, None
-        fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
-                                   title=f"#{run['id']} {run.get('name', '')} · L={state['length']}")
-        info = html.Span([
-            "Run ", dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")), " ",
-            html.Span(run.get("name", ""), className="run-name"),
-            f" · {family_label(run['family'])} · {task_label(run['task'])} · seed {run['seed']} · "
-            f"{run['n_layers']} layers · config {str(run.get('config_hash', ''))[:10]}",
-            "" if state["run"] else " (first run matching the filters; pick another in Run)",
-        ], className="muted")
-        return fig, info, None
+        return heatmap_view(api, path_for, state_from_controls(SPEC, binds, values[:-1], values[-1]))
+
 
     @app.callback(Output("pc-summary", "figure"),
                   [Input(b.cid, b.prop) for b in BINDS if b.name != "run"], Input(base_id, "data"))

@@ -18,6 +18,10 @@ from dashboard.components import (
     register_save_view,
     register_url_sync,
     state_from_controls,
+    trained_bind,
+    trained_field,
+    trained_filter,
+    trained_switch,
 )
 from dashboard.figures.common import empty_figure, fmt_ci
 from dashboard.figures.reversal import (
@@ -43,20 +47,21 @@ SPEC = PageState([
     F("metric", "str", "late_concentration", METRICS),
     F("suite", "str", None),
     F("pretrained", "bool", False),
+    trained_field(),
 ])
 BINDS = [Bind("length", "rv-length"), Bind("metric", "rv-metric"), Bind("suite", "rv-suite"),
-         Bind("pretrained", "rv-pretrained", kind="bool")]
+         Bind("pretrained", "rv-pretrained", kind="bool"), trained_bind("rv-trained")]
 
 
 def profiles(api: ApiClient, state: dict) -> list[dict]:
-    rows = api.profiles(eval_length=state["length"], suite=state["suite"])
+    rows = api.profiles(eval_length=state["length"], suite=state["suite"], trained=trained_filter(state["trained"]))
     if not state["pretrained"]:
         rows = [r for r in rows if not r.get("pretrained")]
     return rows
 
 
 def curves(api: ApiClient, state: dict) -> list[dict]:
-    rows = api.curves(eval_length=state["length"], suite=state["suite"])
+    rows = api.curves(eval_length=state["length"], suite=state["suite"], trained=trained_filter(state["trained"]))
     return [r for r in rows if not r.get("pretrained")]
 
 
@@ -65,7 +70,8 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
     for p in profiles(api, state):
         row = {"task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
                "eval_length": p.get("eval_length"), "n": p.get("n"), "seeds": ",".join(map(str, p.get("seeds") or [])),
-               "profile_class": p.get("profile_class")}
+               "profile_class": p.get("profile_class"),
+               "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or []))}
         for name, m in (p.get("metrics") or {}).items():
             if isinstance(m, dict):
                 row[f"{name}_mean"], row[f"{name}_lo"], row[f"{name}_hi"] = m.get("mean"), m.get("lo"), m.get("hi")
@@ -107,7 +113,7 @@ def s3_answer(dist: list[dict]) -> Any:
     verdict = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
     return html.P([html.Strong(f"{verdict}: "), f"S3's layer profile is closer to Parity's than to Dyck's for {k} of "
                    f"{n} families (" + ", ".join(f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
-                                                  for d in dist) + "). SPEC claim 3 expects Parity: the computational "
+                                                  for d in dist) + "). Claim 3 expects Parity: the computational "
                    "structure (prefix update vs stack), not commutativity, predicts the profile."],
                   className="answer")
 
@@ -124,13 +130,17 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                  placeholder="all suites", className="input"), width="160px"),
         field("Include", dcc.Checklist(id="rv-pretrained", options=[{"label": "pretrained models", "value": "on"}],
                                        value=["on"] if s["pretrained"] else [], className="check")),
+        trained_switch("rv-trained", s["trained"]),
     ], className="control-grid")
     body = [
         html.Div(id="rv-error"),
         figure_card("rv-matrix", title="Profile class by architecture and task", filename="layerscope-reversal",
-                    description="Each cell: the profile class over seeds (early: 95% of the max reached in the first "
-                                "half of the layers; late: the last layer makes ≥ 50% of the probe gain; else gradual), "
-                                "and the selected metric with its 95% CI. Outlined cells take part in a reversal.",
+                    description="Each cell: the profile class over seeds, measured on the gain above the majority "
+                                "baseline (early: 95% of the largest gain reached in the first half of the layers; "
+                                "late: the last block makes ≥ 50% of the gain the blocks make over the embedding "
+                                "probe; flat: never 5 pp above the majority; else gradual), and the selected metric "
+                                "with its 95% CI. Outlined cells take part in a reversal; hatched cells include "
+                                "untrained runs.",
                     footer=[html.Div(id="rv-reversals", className="card-section")]),
         figure_card("rv-s3", title="The S3 question: Parity-like or Dyck-like?", filename="layerscope-s3-distance",
                     description="Distance between S3's normalised layer curve and Parity's / Dyck's "

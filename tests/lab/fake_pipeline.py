@@ -62,6 +62,7 @@ def _write(params: Any, env: Any, steps: int) -> int:
             d_model=params.d_model or 16, n_params=1000, train_config=params.run_config(),
             config_hash=params.run_hash(), steps=steps, loss_curve=[{"step": steps, "loss": 0.1}],
             behaviour={str(L): {"token_acc": 0.9, "last_acc": 0.9, "n": 8} for L in lengths},
+            heldout_acc=0.995, early_stop_acc=0.99,
         )
         persist.replace_probe_results(s, run_id, probe_rows(params.n_layers, lengths, params.seed, params.family,
                                                             params.config_hash()))

@@ -16,7 +16,14 @@ from pydantic import TypeAdapter
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
-from backend.api.params import EvalLengthQ, FamilyQ, PretrainedQ, SuiteQ, TaskQ, TrainedQ
+from backend.api.params import (
+    EvalLengthQ,
+    FamilyQ,
+    PretrainedQ,
+    SuiteQ,
+    TaskQ,
+    TrainedQ,
+)
 from backend.api.schemas import Claim, CurvePoint, Profile
 
 router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
@@ -46,7 +53,7 @@ def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family:
 
 
 @router.get("/profiles", response_model=list[Profile],
-            summary="SPEC's profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
+            summary="Profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
 def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
                  eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
                  trained: TrainedQ = None) -> Response:
@@ -55,7 +62,7 @@ def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, famil
                  lambda: aggregate.profiles(session, flt, eval_length))
 
 
-@router.get("/claims", response_model=list[Claim], summary="SPEC's six claims: a verdict from the stored results")
+@router.get("/claims", response_model=list[Claim], summary="The study's six claims: a verdict from the stored results")
 def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
     return _json(cache, session, _key("claims", suite), CLAIMS,
                  lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
