@@ -6,7 +6,9 @@
 #
 # Needs: python3 with torch (CUDA) and this repo's dependencies (missing wheels under .whl/ are
 # installed into /tmp/site first). Environment: OUT (output folder, default ./gpu-out),
-# SLOTS (worker slots on the GPU, default: CPU cores - 1), SUITE_NAME (default paper).
+# SLOTS (worker slots on the GPU, default: CPU cores - 1), SUITE_NAME (default paper), PRESET
+# (default paper), DEVICE (default cuda), SUITE_ARGS (more `layerscope suite` options, e.g.
+# "--max-seconds 90" to bound each run's training on a short lease).
 set -u
 phase=${1:-study}
 budget=${2:-480}
@@ -46,10 +48,12 @@ fi
 
 # ---- study: workers on every slot, the suite submitted, snapshots exported until the deadline
 name=${SUITE_NAME:-paper}
+device=${DEVICE:-cuda}
 log "study: $slots slots, deadline ${budget}s"
-cli worker --device cuda --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
+cli worker --device "$device" --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
 wpid=$!
-cli suite --preset paper --name "$name" --submit 2>&1 | tail -3
+# shellcheck disable=SC2086
+cli suite --preset "${PRESET:-paper}" --name "$name" --submit ${SUITE_ARGS:-} 2>&1 | tail -3
 progress() {
   python3 - "$LAYERSCOPE_HOME/layerscope.db" <<'EOF'
 import sqlite3, sys
