@@ -13,6 +13,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import Bind, api_alert, page_frame, register_url_sync
 from dashboard.pages import PageDef
+from dashboard.poll import done, failed, guard, poll_components, poll_status, register_age
 from dashboard.state import F, PageState
 from dashboard.theme import FAMILIES, JOB_KINDS, METHODS, TASKS, family_label, method_label, task_label
 
@@ -20,6 +21,7 @@ KEY = "jobs"
 PATH = "/jobs"
 LOC = "jb-loc"
 POLL_MS = 1500
+POLL = "jb-poll"
 SPEC = PageState([F("kind", "str", "train", JOB_KINDS), F("show", "str", "all", ("all", "active", "finished"))])
 BINDS = [Bind("kind", "jb-kind"), Bind("show", "jb-show")]
 ACTIVE = ("queued", "running")
@@ -206,6 +208,21 @@ def job_table(jobs: list[dict], total: int, path_for) -> Any:
     ])
 
 
+def poll_jobs(api: ApiClient, show: str | None, shown: Any, path_for) -> tuple[Any, dict]:
+    """One poll of the job list → (the list, or ``no_update`` to keep the last one; the poll's
+    outcome for the age line). ``shown``: when the last good list landed (None: none yet) —
+    an error then replaces nothing but says why the list is not newer."""
+    states = list(ACTIVE) if show == "active" else (["succeeded", "failed", "cancelled"] if show == "finished"
+                                                    else None)
+    try:
+        page = api.jobs(limit=50, state=states)
+    except ApiError as exc:
+        return (api_alert(exc) if shown is None else no_update), failed(f"{exc.status} {exc.message}")
+    except Exception as exc:  # noqa: BLE001 - never stop polling on a surprise: say it, keep the list
+        return (api_alert(exc) if shown is None else no_update), failed(f"{type(exc).__name__}: {exc}")
+    return job_table(page["items"], page["total"], path_for), done()
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     form = html.Div([
@@ -221,9 +238,10 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                   dcc.RadioItems(id="jb-show", options=[{"label": "all", "value": "all"},
                                                         {"label": "active", "value": "active"},
                                                         {"label": "finished", "value": "finished"}],
-                                 value=s["show"], inline=True, className="radio")], className="card-header"),
+                                 value=s["show"], inline=True, className="radio"),
+                  poll_status(POLL)], className="card-header"),
         html.Div(id="jb-list"),
-        dcc.Interval(id="jb-poll", interval=POLL_MS, n_intervals=0),
+        *poll_components(POLL, POLL_MS),
         dcc.Store(id="jb-refresh", data=0),
         html.Div(id="jb-action-msg"),
     ], className="card")
@@ -272,16 +290,15 @@ def register(app, api: ApiClient, path_for) -> None:
         return clear, base_cls, html.Div([f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
                                          className="alert alert-success", id="jb-launched"), (refresh or 0) + 1
 
-    @app.callback(Output("jb-list", "children"), Input("jb-poll", "n_intervals"), Input("jb-refresh", "data"),
-                  Input("jb-show", "value"))
-    def _list(_n, _r, show):
-        states = list(ACTIVE) if show == "active" else (["succeeded", "failed", "cancelled"] if show == "finished"
-                                                        else None)
-        try:
-            page = api.jobs(limit=50, state=states)
-        except ApiError as exc:
-            return api_alert(exc)
-        return job_table(page["items"], page["total"], path_for)
+    register_age(app, POLL)
+
+    # running=guard: no poll starts while one is pending (a slow API never piles polls up);
+    # on an error the last list stays and the age line says why it is not newer.
+    @app.callback(Output("jb-list", "children"), Output(f"{POLL}-done", "data"),
+                  Input(POLL, "n_intervals"), Input("jb-refresh", "data"), Input("jb-show", "value"),
+                  State(f"{POLL}-at", "data"), running=guard(POLL))
+    def _list(_n, _r, show, shown):
+        return poll_jobs(api, show, shown, path_for)
 
     @app.callback(Output("jb-action-msg", "children"), Output("jb-refresh", "data", allow_duplicate=True),
                   Input({"type": "job-cancel", "index": ALL}, "n_clicks"),
