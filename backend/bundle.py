@@ -27,6 +27,7 @@ import io
 import json
 import math
 import platform
+import re
 import subprocess
 import zipfile
 from datetime import UTC, date, datetime
@@ -42,6 +43,7 @@ from backend.db.models import InterventionResult, Job, PatchingResult, ProbeResu
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1
 RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
+_WEIGHT_NAME = re.compile(r"weights/[0-9a-f]{64}/[A-Za-z0-9._-]+")
 IMPORT_JOB_KIND = "import"  # a finished jobs row records each import (the suite picker reads it)
 
 
@@ -281,6 +283,8 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
         raise
     if store_dir is not None:
         for name, blob in weights.items():
+            if not _WEIGHT_NAME.fullmatch(name):  # only weights/<checkpoint id>/<file>: no path escapes
+                continue
             target = Path(store_dir) / name.removeprefix("weights/")
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
