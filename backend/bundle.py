@@ -6,6 +6,7 @@ Format (``format_version`` 1) — a zip archive:
   ``created_at`` (UTC ISO 8601), ``layerscope`` (package version), ``git_commit`` (or None),
   ``python``, ``torch``, ``transformers`` (versions, or None), ``exported_on`` (host),
   ``devices`` (distinct ``runs.made_on``), ``wall_time_s`` (sum of the runs' training seconds),
+  ``made_between`` (first and last run stored, UTC ISO 8601),
   ``runs`` (one entry per run: ``config_hash``, ``name``, ``family``, ``task``, ``seed``,
   ``status``, ``made_on``, ``train_seconds``), ``tables`` (name → row count and columns),
   ``weights`` (bool).
@@ -137,6 +138,9 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
         "exported_on": platform.node() or None,
         "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
         "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
+        # first and last run stored (UTC): the study's elapsed time, measurements and parallelism included
+        "made_between": [min(stamps), max(stamps)] if (stamps := [r["created_at"] for r in runs
+                                                                  if r.get("created_at")]) else None,
         "runs": [{k: r.get(k) for k in ("config_hash", "name", "family", "task", "seed", "status", "made_on",
                                         "train_seconds", "heldout_acc")} for r in runs],
         "tables": {name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []}

@@ -214,7 +214,9 @@ def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[
         f"- runs: {len(runs)} ({complete} complete: trained and measured)"
         + ("" if complete == len(runs) else f" — **partial**: {len(runs) - complete} run(s) not measured"),
         f"- made on: {', '.join(manifest.get('devices') or ['unknown'])}",
-        f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s",
+        f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s"
+        + (f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
+           if manifest.get("made_between") else ""),
         f"- layerscope {manifest.get('layerscope')}, commit {manifest.get('git_commit') or 'unknown'}; "
         f"torch {manifest.get('torch')}, transformers {manifest.get('transformers')}, Python {manifest.get('python')}",
         f"- exported {manifest.get('created_at')}",
