@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev services browser test demo bench
+.PHONY: install install-dev services browser test demo bench results
 
 install:
 	$(PYTHON) -m pip install -e .
@@ -26,3 +26,8 @@ STUDY_BUNDLE ?= examples/paper.layerscope.zip
 
 demo: install
 	layerscope demo --bundle $(STUDY_BUNDLE)
+
+# docs/RESULTS.md (+ docs/figures/*.png) from the study's bundle: the claims, claim by claim.
+results:
+	$(PYTHON) -m pip install -e '.[report]'
+	layerscope report $(STUDY_BUNDLE) -o docs/RESULTS.md

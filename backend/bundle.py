@@ -6,6 +6,7 @@ Format (``format_version`` 1) — a zip archive:
   ``created_at`` (UTC ISO 8601), ``layerscope`` (package version), ``git_commit`` (or None),
   ``python``, ``torch``, ``transformers`` (versions, or None), ``exported_on`` (host),
   ``devices`` (distinct ``runs.made_on``), ``wall_time_s`` (sum of the runs' training seconds),
+  ``made_between`` (first and last run stored, UTC ISO 8601),
   ``runs`` (one entry per run: ``config_hash``, ``name``, ``family``, ``task``, ``seed``,
   ``status``, ``made_on``, ``train_seconds``), ``tables`` (name → row count and columns),
   ``weights`` (bool).
@@ -27,6 +28,7 @@ import io
 import json
 import math
 import platform
+import re
 import subprocess
 import zipfile
 from datetime import UTC, date, datetime
@@ -42,6 +44,7 @@ from backend.db.models import InterventionResult, Job, PatchingResult, ProbeResu
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1
 RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
+_WEIGHT_NAME = re.compile(r"weights/[0-9a-f]{64}/[A-Za-z0-9._-]+")
 IMPORT_JOB_KIND = "import"  # a finished jobs row records each import (the suite picker reads it)
 
 
@@ -135,6 +138,9 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
         "exported_on": platform.node() or None,
         "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
         "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
+        # first and last run stored (UTC): the study's elapsed time, measurements and parallelism included
+        "made_between": [min(stamps), max(stamps)] if (stamps := [r["created_at"] for r in runs
+                                                                  if r.get("created_at")]) else None,
         "runs": [{k: r.get(k) for k in ("config_hash", "name", "family", "task", "seed", "status", "made_on",
                                         "train_seconds", "heldout_acc")} for r in runs],
         "tables": {name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []}
@@ -281,6 +287,8 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
         raise
     if store_dir is not None:
         for name, blob in weights.items():
+            if not _WEIGHT_NAME.fullmatch(name):  # only weights/<checkpoint id>/<file>: no path escapes
+                continue
             target = Path(store_dir) / name.removeprefix("weights/")
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -455,8 +455,10 @@ def demo(
     settings = _settings(host=host, port=port)
     factory = _init_db(settings)
     queue = JobQueue.from_settings(settings)
+    study = None
     if bundle is not None:
-        typer.echo(f"layerscope: {demo_bundle(factory, bundle, settings.resolved_store_dir)}", err=True)
+        line, study = demo_bundle(factory, bundle, settings.resolved_store_dir)
+        typer.echo(f"layerscope: {line}", err=True)
     params = SuiteParams(preset=preset.value)
     job_id = None if rerun else _existing_suite(factory, params)
     if job_id is None:
@@ -471,28 +473,33 @@ def demo(
         application = create_app(settings, factory, queue=queue)
         _announce(settings)
         typer.echo(f"\n  Open {settings.resolved_api_url}/   (jobs: {settings.resolved_api_url}/jobs)\n")
+        if study:
+            from urllib.parse import quote
+
+            typer.echo(f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
+                       f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n")
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
     finally:
         if proc is not None:
             _stop_worker(proc)
 
 
-def demo_bundle(factory, path: Path, store_dir: Path) -> str:  # noqa: ANN001
+def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:  # noqa: ANN001
     """Import the demo's study bundle once; a missing or empty file is reported, not fatal.
-    Returns the line to print."""
+    Returns the line to print and the study's suite name (None when nothing is there)."""
     from backend.bundle import BundleError, import_bundle
 
     if not path.is_file() or path.stat().st_size == 0:
         return (f"no study bundle at {path} ({'empty' if path.is_file() else 'absent'}); "
-                "showing the live suite only")
+                "showing the live suite only"), None
     try:
         with factory() as s:
             out = import_bundle(s, path, store_dir=store_dir, source=path.name)
     except BundleError as exc:
-        return f"{exc}; showing the live suite only"
+        return f"{exc}; showing the live suite only", None
     if out["runs_added"] == 0 and not any(out["rows_added"].values()):
-        return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)"
-    return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)"
+        return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)", out["suite"]
+    return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)", out["suite"]
 
 
 def _existing_suite(factory, params) -> int | None:  # noqa: ANN001

@@ -56,6 +56,26 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+MAX_LIST = 30
+
+
+def _inline(entry: dict[str, Any], prefix: str = "") -> str:
+    """One list entry of a claim's numbers on one line: scalars, intervals, nested dicts."""
+    parts = []
+    for key, v in entry.items():
+        if isinstance(v, dict) and {"mean", "lo", "hi"} <= set(v):
+            if v["mean"] is not None:
+                ci = f" [{_fmt(v['lo'])}, {_fmt(v['hi'])}]" if v.get("lo") is not None else ""
+                parts.append(f"{prefix}{key} {_fmt(v['mean'])}{ci}")
+        elif isinstance(v, dict):
+            inner = _inline(v, f"{prefix}{key}.")
+            if inner:
+                parts.append(inner)
+        elif v is not None and not isinstance(v, list):
+            parts.append(f"{prefix}{key} {_fmt(v)}")
+    return "; ".join(parts)
+
+
 def _numbers(numbers: dict[str, Any], prefix: str = "") -> list[str]:
     """Flatten a claim's numbers into Markdown bullets; ``{mean, lo, hi, n}`` dicts as intervals."""
     out: list[str] = []
@@ -72,7 +92,10 @@ def _numbers(numbers: dict[str, Any], prefix: str = "") -> list[str]:
             out.extend(_numbers(v, f"{name}."))
         elif isinstance(v, list):
             if v and all(isinstance(x, dict) for x in v):
-                out.append(f"- {name}: {len(v)} entr{'y' if len(v) == 1 else 'ies'} (see the dashboard's claims page)")
+                out.append(f"- {name}:")
+                out.extend(f"  - {_inline(x)}" for x in v[:MAX_LIST])
+                if len(v) > MAX_LIST:
+                    out.append(f"  - … {len(v) - MAX_LIST} more (the dashboard's claims page lists them all)")
             else:
                 out.append(f"- {name}: {', '.join(_fmt(x) for x in v) or '–'}")
         elif v is not None:
@@ -191,11 +214,13 @@ def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[
         f"- runs: {len(runs)} ({complete} complete: trained and measured)"
         + ("" if complete == len(runs) else f" — **partial**: {len(runs) - complete} run(s) not measured"),
         f"- made on: {', '.join(manifest.get('devices') or ['unknown'])}",
-        f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s",
+        f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s"
+        + (f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
+           if manifest.get("made_between") else ""),
         f"- layerscope {manifest.get('layerscope')}, commit {manifest.get('git_commit') or 'unknown'}; "
         f"torch {manifest.get('torch')}, transformers {manifest.get('transformers')}, Python {manifest.get('python')}",
         f"- exported {manifest.get('created_at')}",
-        f"- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
+        "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
         "",
         f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "
         f"{counts['cannot tell']} cannot tell.",

@@ -43,7 +43,7 @@ def cell_params(family: str, task: str, seed: int, recipe: str, args: argparse.N
     return TrainParams(family=family, task=task, seed=seed, measure=None, max_steps=args.max_steps,
                        max_seconds=args.max_seconds, early_stop_acc=args.criterion, eval_every=args.eval_every,
                        n_eval_sequences=args.n_eval, train_length=args.train_length, param_target=args.param_target,
-                       n_layers=args.n_layers, **extra)
+                       n_layers=args.n_layers, d_model=getattr(args, "d_model", None), **extra)
 
 
 def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-eval", type=int, default=500, help="held-out sequences")
     ap.add_argument("--param-target", type=int, default=830_000)
     ap.add_argument("--n-layers", type=int, default=4)
+    ap.add_argument("--d-model", type=int, default=None, help="width (default: solved from --param-target)")
     ap.add_argument("--lr", type=float, default=None, help="peak lr for every family (default: the recipe's)")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     ap.add_argument("--jobs", type=int, default=1, help="cells trained at once (processes, 1 torch thread each)")

@@ -131,8 +131,8 @@ class ApiClient:
     def profiles(self, *, task=None, family=None, eval_length=None, suite=None, **extra: Any) -> list[dict]:
         return self.get("/api/profiles", task=task, family=family, eval_length=eval_length, suite=suite, **extra)
 
-    def claims(self) -> list[dict]:
-        return self.get("/api/claims")
+    def claims(self, suite: str | None = None) -> list[dict]:
+        return self.get("/api/claims", suite=suite)
 
     def jobs(self, *, limit: int = 50, offset: int = 0, **filters: Any) -> dict:
         return self.get("/api/jobs", limit=limit, offset=offset, **filters)

@@ -49,6 +49,8 @@ def test_bundle_carries_every_column_and_a_manifest(source):
     assert manifest["suite"] == "study" and len(manifest["runs"]) == 2
     assert manifest["devices"] == ["cpu on lab-box"]
     assert manifest["weights"] is False and manifest["torch"]
+    first, last = manifest["made_between"]
+    assert first <= last
     assert {r["config_hash"] for r in manifest["runs"]} == {"study-lstm-parity-0", "study-lstm-parity-1"}
     with zipfile.ZipFile(path) as z:
         for model in TABLES:

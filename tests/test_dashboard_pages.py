@@ -76,7 +76,7 @@ class FakeApi:
                                                                        "transformer" else 3)]
         raise AssertionError(resource)
 
-    def claims(self):
+    def claims(self, suite=None):
         return [{"id": 1, "title": "Claim <b>one</b>", "verdict": "supported", "detail": "3/3 cells",
                  "numbers": {"match_fraction": 1.0, "test": {"p": 0.0004, "diff": 0.6},
                              "gap": {"mean": 0.4, "lo": 0.3, "hi": 0.5, "n": 5},
@@ -307,6 +307,14 @@ def test_claims_render_numbers_cis_pvalues_and_links(api):
     badge = next(c for c in walk(cards[1]) if isinstance(c, html.Span) and "badge" in (c.className or ""))
     assert badge.children == "not enough data" and "badge-nodata" in badge.className
     assert claims.fmt_value(True) == "✓ yes" and claims.fmt_value(0.0004, "p_holm") == "< 0.001"
+
+
+def test_claims_page_picks_a_suite_from_the_url(api):
+    page = claims.layout(search="?suite=paper", base={}, embed=False, api=api, path_for=path_for)
+    picker = next(c for c in walk(page) if isinstance(c, dcc.Dropdown) and c.id == "cl-suite")
+    assert picker.value == "paper"
+    assert {"label": "paper — imported (60 runs)", "value": "paper"} in picker.options
+    assert claims.SPEC.decode("?suite=quick", {})["suite"] == "quick"
 
 
 def test_jobs_form_params_and_field_errors(api):

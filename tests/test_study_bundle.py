@@ -22,6 +22,7 @@ def smoke_bundle(tmp_path_factory):
     path = tmp / "study.layerscope.zip"
     with env.session_factory() as s:
         export_bundle(s, "study", path)
+        export_bundle(s, "study", tmp / "with-weights.zip", weights=True, store_dir=tmp / "store")
     return path
 
 
@@ -32,28 +33,30 @@ def _fresh(tmp_path):
 
 def test_demo_imports_the_study_once(smoke_bundle, tmp_path):
     factory = _fresh(tmp_path)
-    first = demo_bundle(factory, smoke_bundle, tmp_path / "store")
-    assert first.startswith("imported study 'study'") and "4 run(s)" in first
+    first, suite = demo_bundle(factory, smoke_bundle, tmp_path / "store")
+    assert suite == "study" and first.startswith("imported study 'study'") and "4 run(s)" in first
     with factory() as s:
         runs = s.scalar(select(func.count()).select_from(Run))
         probes = s.scalar(select(func.count()).select_from(ProbeResult))
         assert imported_suites(s) == {"study"}
     assert runs == 4 and probes > 0
-    again = demo_bundle(factory, smoke_bundle, tmp_path / "store")
-    assert "already imported (4 runs)" in again
+    again, suite = demo_bundle(factory, smoke_bundle, tmp_path / "store")
+    assert "already imported (4 runs)" in again and suite == "study"
     with factory() as s:
         assert s.scalar(select(func.count()).select_from(ProbeResult)) == probes
 
 
 def test_demo_goes_on_without_a_bundle(tmp_path):
     factory = _fresh(tmp_path)
-    assert "absent" in demo_bundle(factory, tmp_path / "examples" / "none.zip", tmp_path / "store")
+    assert demo_bundle(factory, tmp_path / "examples" / "none.zip", tmp_path / "store") == (
+        f"no study bundle at {tmp_path / 'examples' / 'none.zip'} (absent); showing the live suite only", None)
     empty = tmp_path / "empty.zip"
     empty.write_bytes(b"")
-    assert "empty" in demo_bundle(factory, empty, tmp_path / "store")
+    assert "(empty)" in demo_bundle(factory, empty, tmp_path / "store")[0]
     junk = tmp_path / "junk.zip"
     junk.write_text("not a zip")
-    assert "not a layerscope bundle" in demo_bundle(factory, junk, tmp_path / "store")
+    line, suite = demo_bundle(factory, junk, tmp_path / "store")
+    assert "not a layerscope bundle" in line and suite is None
 
 
 def test_report_states_each_claim_with_numbers_and_figures(smoke_bundle, tmp_path):
@@ -79,3 +82,20 @@ def test_cli_report(smoke_bundle, tmp_path, capsys):
     assert main(["report", str(smoke_bundle), "-o", str(out), "--no-figures"]) == 0
     assert "figures turned off" in capsys.readouterr().err and out.is_file()
     assert main(["report", str(tmp_path / "missing.zip"), "-o", str(out)]) == 1
+
+
+def test_weights_travel_only_when_asked_and_load_after_import(smoke_bundle, tmp_path):
+    import zipfile
+
+    from worker.pipeline import load_run
+
+    with zipfile.ZipFile(smoke_bundle) as z:
+        assert not [n for n in z.namelist() if n.startswith("weights/")]
+    env = local_env(f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "store", device="cpu")
+    with env.session_factory() as s:
+        from backend.bundle import import_bundle
+
+        import_bundle(s, smoke_bundle.parent / "with-weights.zip", store_dir=env.store_dir)
+        run_id = s.execute(select(Run.id).where(Run.checkpoint_id.is_not(None)).limit(1)).scalar_one()
+    params, task, model = load_run(run_id, env)  # the checkpoint came with the bundle
+    assert params.suite is None and model.n_params > 0

@@ -100,3 +100,30 @@ def test_cli_suite_resumes_by_default_and_force_reruns(tmp_path, monkeypatch, ca
     assert main([*args, "--force"]) == 0
     assert "already stored" not in capsys.readouterr().err
     get_settings.cache_clear()
+
+
+def test_submitted_suite_skips_runs_already_stored(db_factory, count_training):
+    from backend.db.models import Job
+    from worker.queue import JobQueue, submit
+    from worker.runner import Runner
+
+    settings, factory = db_factory
+    queue = JobQueue.from_settings(settings)
+    queue.flush()
+    worker = Runner(settings, device="cpu", name="w1", session_factory=factory, queue=queue)  # the real pipeline
+
+    def run_all() -> None:
+        while (job_id := queue.dequeue()) is not None:
+            assert worker.run_one(job_id) == "succeeded"
+
+    params = SuiteParams(**SMALL)
+    submit(factory, queue, "suite", params)
+    run_all()
+    assert len(count_training) == 2
+    submit(factory, queue, "suite", params)  # the same suite again: its train jobs find their runs stored
+    run_all()
+    assert len(count_training) == 2
+    with factory() as s:
+        train_jobs = list(s.execute(select(Job).where(Job.kind == "train")).scalars())
+        assert len(train_jobs) == 4 and {j.state for j in train_jobs} == {"succeeded"}
+        assert s.scalar(select(func.count()).select_from(Run)) == 2

@@ -30,9 +30,9 @@ def test_warmup_then_cosine_to_the_floor():
     sched = make_scheduler(opt, max_steps=100, warmup_steps=10, lr_schedule="cosine", min_lr_ratio=0.1)
     lrs = _lrs(opt, sched, 101)
     assert lrs[0] == pytest.approx(1e-4)  # lr / warmup_steps
-    assert all(a < b for a, b in zip(lrs[:10], lrs[1:11]))  # rising through the warm-up
+    assert all(a < b for a, b in zip(lrs[:10], lrs[1:11], strict=True))  # rising through the warm-up
     assert lrs[10] == pytest.approx(1e-3)  # the peak
-    assert all(a >= b for a, b in zip(lrs[10:100], lrs[11:101]))  # then never rising
+    assert all(a >= b for a, b in zip(lrs[10:100], lrs[11:101], strict=True))  # then never rising
     assert lrs[100] == pytest.approx(1e-4)  # the floor: min_lr_ratio × peak
 
 
@@ -77,7 +77,7 @@ def test_curriculum_grows_the_length_and_early_stops_only_at_full_length():
     assert lengths == sorted(lengths) and lengths[0] == 4
     evaluated = [p for p in result.loss_curve if p["heldout_token_acc"] is not None]
     # The length only grows after an evaluation at the current length passed the threshold.
-    for a, b in zip(evaluated, evaluated[1:]):
+    for a, b in zip(evaluated, evaluated[1:], strict=False):
         if b["length"] > a["length"]:
             assert a["heldout_token_acc"] >= 0.9
     if result.stopped_early:  # early stop counts at the full length only

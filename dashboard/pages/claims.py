@@ -7,18 +7,19 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from dash import ALL, Input, Output, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.components import api_alert, page_frame
+from dashboard.components import Bind, api_alert, field, page_frame
 from dashboard.pages import PageDef
-from dashboard.state import PageState
+from dashboard.state import F, PageState
 from dashboard.theme import VERDICT_CLASS, family_label, task_label
 
 KEY = "claims"
 PATH = "/claims"
 LOC = "cl-loc"
-SPEC = PageState([])
+SPEC = PageState([F("suite", "str", None)])  # one suite's runs (an imported study, say), or all
+BINDS = [Bind("suite", "cl-suite")]
 MAX_TABLE_ROWS = 12
 PAGE_NAMES = {"/": "Runs", "/curves": "Curves", "/reversal": "Reversal", "/probe-vs-causal": "Probe vs causal",
               "/patching": "Patching", "/claims": "Claims", "/jobs": "Jobs"}
@@ -159,25 +160,35 @@ def claim_card(c: dict, path_for) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    from dashboard.pages.runs import suite_options
+
+    s = SPEC.decode(search, base)
+    controls = html.Div([
+        field("Suite", dcc.Dropdown(id="cl-suite", options=suite_options(api, s["suite"]), value=s["suite"],
+                                    placeholder="every run", clearable=True), width="300px"),
+    ], className="control-grid")
     body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
             dcc.Download(id="cl-download")]
     return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
                       "the stored results of trained runs only, with at least three trained seeds in every cell it "
                       "reads; the numbers carry their 95% CIs, n and p-values, and each claim lists the runs it "
                       "left out.",
-                      page_key=KEY, controls=None, body=body, embed=embed, loc_id=LOC, base=base)
+                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
 
 
 def register(app, api: ApiClient, path_for) -> None:
     from dashboard.components import register_save_view
 
+    from dashboard.components import register_url_sync
+
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
                        path_for=path_for)
+    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
 
-    @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"))
-    def _claims(_):
+    @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
+    def _claims(_, suite):
         try:
-            claims = api.claims()
+            claims = api.claims(suite=suite or None)
         except ApiError as exc:
             return api_alert(exc)
         counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
@@ -186,8 +197,8 @@ def register(app, api: ApiClient, path_for) -> None:
         return [summary, *[claim_card(c, path_for) for c in claims]]
 
     @app.callback(Output("cl-download", "data"), Input({"type": "claim-csv", "claim": ALL, "key": ALL}, "n_clicks"),
-                  prevent_initial_call=True)
-    def _csv(_clicks):
+                  State("cl-suite", "value"), prevent_initial_call=True)
+    def _csv(_clicks, suite):
         import pandas as pd
 
         from dashboard.components import csv_safe
@@ -195,7 +206,7 @@ def register(app, api: ApiClient, path_for) -> None:
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update
-        rows = claim_rows_csv(api.claims(), trig["claim"], trig["key"])
+        rows = claim_rows_csv(api.claims(suite=suite or None), trig["claim"], trig["key"])
         return dcc.send_data_frame(csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv",
                                    index=False)
 
