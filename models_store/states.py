@@ -183,7 +183,7 @@ class StatefulModel:
         self.blocks, self.embed, self.head, self.n_prefix, self.parts = blocks, embed, head, n_prefix, parts
 
     @classmethod
-    def from_model(cls, model: LayerwiseModel) -> "StatefulModel":
+    def from_model(cls, model: LayerwiseModel) -> StatefulModel:
         """The step-wise twin of a lstm / gru / mamba / mamba2 ``LayerwiseModel`` (same parameters).
 
         Raises:

@@ -216,7 +216,7 @@ def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labe
             ctx.check_cancelled()
             chunk = ts[i:i + group]
 
-            def fn(h: torch.Tensor, chunk=chunk) -> torch.Tensor:  # h: (g·b, L, D)
+            def fn(h: torch.Tensor, chunk=chunk, src=src) -> torch.Tensor:  # h: (g·b, L, D)
                 h = h.clone()
                 for g, t in enumerate(chunk):
                     h[g * b:(g + 1) * b, t] = src[:, t].to(h.dtype)
@@ -263,7 +263,7 @@ def grid_positions(eval_length: int, positions: Iterable[int] | None, stride: in
         raise ValueError(f"stride must be >= 1, got {stride}")
     if positions is None:
         return sorted({*range(0, eval_length, stride), eval_length - 1})
-    out = sorted(set(int(p) for p in positions))
+    out = sorted({int(p) for p in positions})
     bad = [p for p in out if not 0 <= p < eval_length]
     if bad:
         raise ValueError(f"patch positions {bad} outside 0..{eval_length - 1}")
