@@ -52,13 +52,10 @@ def _check(family: str, start_token: bool, dev: str) -> float:
                                   start_token=start_token), seed=2).to(dev).eval()
     s1 = StatefulModel.from_model(one)
     tc, tx = s1.trace(clean), s1.trace(corr)
-    P = one.n_prefix
-    for t in (0, 5, 10):
-        tau = t + P
-        got = s1.resume(tx, 0, tau + 1, tx.inputs[0][:, tau + 1:], s1.state_at(tc, 0, tau))
-        with torch.no_grad():
-            want = one(torch.cat([clean[:, :t + 1], corr[:, t + 1:]], dim=1))[:, -1]
-        worst = max(worst, float((got - want).abs().max()))
+    with torch.no_grad():  # the state after t injected = the model on clean[:t+1] + corrupted[t+1:]
+        spliced = {t: one(torch.cat([clean[:, :t + 1], corr[:, t + 1:]], dim=1))[:, -1] for t in (0, 5, 10)}
+    worst = max(worst, *(float((s1.with_state(tc, tx, 0, t + one.n_prefix) - want).abs().max())
+                         for t, want in spliced.items()))
     return worst
 
 

@@ -186,14 +186,12 @@ def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor,
         if t == L - 1:  # a state injected after the last step reaches nothing
             out[(kind, j, t)] = ld_corr.copy()
             continue
-        state = sm.state_at(tx, j, tau)
-        clean_state = sm.state_at(tc, j, tau)
         parts = sm.parts if kind == "state" else (kind.split(":")[1],)
+        clean_state, state = sm.state_at(tc, j, tau), sm.state_at(tx, j, tau)
         if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
             out[(kind, j, t)] = ld_corr.copy()
             continue
-        state = {k: (clean_state[k] if k in parts else v) for k, v in state.items()}
-        out[(kind, j, t)] = ld(sm.resume(tx, j, tau + 1, tx.inputs[j][:, tau + 1:], state))
+        out[(kind, j, t)] = ld(sm.with_state(tc, tx, j, tau, parts))
     return ld_clean, ld_corr, out
 
 
