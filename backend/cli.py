@@ -343,15 +343,20 @@ def intervene(
 @app.command()
 def patch(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    position: Annotated[list[int] | None, typer.Option(help="0-based positions (repeat; default the middle).")] = None,
+    position: Annotated[list[int] | None, typer.Option(help="0-based positions (repeat; default every position).")] = None,
+    site: Annotated[list[str] | None, typer.Option(
+        help="resid_pre | resid_post | state | state:ssm | state:conv (repeat; default the first three).")] = None,
+    stride: Annotated[int, typer.Option(min=1, help="Without --position: every stride-th position (and the last).")] = 1,
     eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
     n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
 ) -> None:
-    """Activation patching (layer × position grid) on a stored run."""
+    """Activation patching (site × layer × position grid) on a stored run."""
     from worker.params import PatchParams
 
-    params = PatchParams(run_id=run_id, positions=position or None, eval_length=eval_length, n_pairs=n_pairs)
+    kw = {"sites": site} if site else {}
+    params = PatchParams(run_id=run_id, positions=position or None, stride=stride, eval_length=eval_length,
+                         n_pairs=n_pairs, **kw)
     _run_on_stored("patch", params, run_id, device)
 
 

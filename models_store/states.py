@@ -183,7 +183,7 @@ class StatefulModel:
         self.blocks, self.embed, self.head, self.n_prefix, self.parts = blocks, embed, head, n_prefix, parts
 
     @classmethod
-    def from_model(cls, model: LayerwiseModel) -> "StatefulModel":
+    def from_model(cls, model: LayerwiseModel) -> StatefulModel:
         """The step-wise twin of a lstm / gru / mamba / mamba2 ``LayerwiseModel`` (same parameters).
 
         Raises:
@@ -228,6 +228,21 @@ class StatefulModel:
             inputs.append(x)
             states.append(st)
         return Trace(inputs, states, self.head(x[:, -1]))
+
+    def injected(self, clean: Trace, corrupted: Trace, layer: int, t: int,
+                 parts: tuple[str, ...] | None = None) -> State:
+        """Block ``layer``'s corrupted state after internal step t with ``parts`` (None = all)
+        taken from the clean run."""
+        src, dst = self.state_at(clean, layer, t), self.state_at(corrupted, layer, t)
+        return {k: (src[k] if parts is None or k in parts else v) for k, v in dst.items()}
+
+    @torch.no_grad()
+    def with_state(self, clean: Trace, corrupted: Trace, layer: int, t: int,
+                   parts: tuple[str, ...] | None = None) -> torch.Tensor:
+        """Last-position logits [B, C] of the corrupted run with block ``layer``'s state after
+        internal step t (< T-1) replaced by the clean one (``parts``: only those; None = all)."""
+        state = self.injected(clean, corrupted, layer, t, parts)
+        return self.resume(corrupted, layer, t + 1, corrupted.inputs[layer][:, t + 1:], state)
 
     @torch.no_grad()
     def resume(self, trace: Trace, layer: int, t0: int, x: torch.Tensor, state0: State | None) -> torch.Tensor:

@@ -62,8 +62,8 @@ class FakeApi:
     def run_interventions(self, run_id, eval_length=None, method=None):
         return intervention_rows(run_id)
 
-    def run_patching(self, run_id, eval_length=None):
-        return patching_rows(run_id)
+    def run_patching(self, run_id, eval_length=None, site=None):
+        return [{**r, "site": site or "resid_post"} for r in patching_rows(run_id)]
 
     def export(self, resource, fmt="json", **f):
         runs_ = self.all_runs()

@@ -63,8 +63,7 @@ def test_injected_state_equals_the_library_run_on_the_spliced_sequence(family, s
     tc, tx = sm.trace(clean), sm.trace(corr)
     P = model.n_prefix
     for t in (0, 3, 8):
-        tau = t + P
-        got = sm.resume(tx, 0, tau + 1, tx.inputs[0][:, tau + 1:], sm.state_at(tc, 0, tau))
+        got = sm.with_state(tc, tx, 0, t + P)
         with torch.no_grad():
             ref = model(torch.cat([clean[:, :t + 1], corr[:, t + 1:]], dim=1))[:, -1]
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)

@@ -113,10 +113,16 @@ def test_patching_grid(runs, family):
     run_id, _ = out[family]
     with env.session_factory() as s:
         rows = s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).all()
-    assert {(r.layer, r.position, r.eval_length) for r in rows} == {
-        (layer, 20, 40) for layer in range(-1, N_LAYERS[family])
-    }
-    assert all(r.n_pairs == MEASURE["n_patch_pairs"] for r in rows)
+    # Changed with issue 11: every position, three sites (no state in the transformer), and
+    # n_pairs counts the usable pairs (the rest are n_dropped).
+    n = N_LAYERS[family]
+    want = {("resid_post", ly, p, 40) for ly in range(-1, n) for p in range(40)}
+    want |= {("resid_pre", ly, p, 40) for ly in range(n) for p in range(40)}
+    if family == "mamba":  # the pretrained Mamba goes through the same state path
+        want |= {("state", ly, p, 40) for ly in range(n) for p in range(40)}
+    assert {(r.site, r.layer, r.position, r.eval_length) for r in rows} == want
+    assert all(r.n_pairs + r.n_dropped == MEASURE["n_patch_pairs"] for r in rows)
+    assert len({r.corrupt_position for r in rows}) == 1
 
 
 @pytest.mark.parametrize("family", list(CONFIGS))

@@ -186,14 +186,12 @@ def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor,
         if t == L - 1:  # a state injected after the last step reaches nothing
             out[(kind, j, t)] = ld_corr.copy()
             continue
-        state = sm.state_at(tx, j, tau)
-        clean_state = sm.state_at(tc, j, tau)
         parts = sm.parts if kind == "state" else (kind.split(":")[1],)
+        clean_state, state = sm.state_at(tc, j, tau), sm.state_at(tx, j, tau)
         if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
             out[(kind, j, t)] = ld_corr.copy()
             continue
-        state = {k: (clean_state[k] if k in parts else v) for k, v in state.items()}
-        out[(kind, j, t)] = ld(sm.resume(tx, j, tau + 1, tx.inputs[j][:, tau + 1:], state))
+        out[(kind, j, t)] = ld(sm.with_state(tc, tx, j, tau, parts))
     return ld_clean, ld_corr, out
 
 
@@ -216,7 +214,7 @@ def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labe
             ctx.check_cancelled()
             chunk = ts[i:i + group]
 
-            def fn(h: torch.Tensor, chunk=chunk) -> torch.Tensor:  # h: (g·b, L, D)
+            def fn(h: torch.Tensor, chunk=chunk, src=src) -> torch.Tensor:  # h: (g·b, L, D)
                 h = h.clone()
                 for g, t in enumerate(chunk):
                     h[g * b:(g + 1) * b, t] = src[:, t].to(h.dtype)
@@ -263,7 +261,7 @@ def grid_positions(eval_length: int, positions: Iterable[int] | None, stride: in
         raise ValueError(f"stride must be >= 1, got {stride}")
     if positions is None:
         return sorted({*range(0, eval_length, stride), eval_length - 1})
-    out = sorted(set(int(p) for p in positions))
+    out = sorted({int(p) for p in positions})
     bad = [p for p in out if not 0 <= p < eval_length]
     if bad:
         raise ValueError(f"patch positions {bad} outside 0..{eval_length - 1}")

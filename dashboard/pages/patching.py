@@ -1,4 +1,6 @@
-"""/patching — activation patching: layer × position recovery heatmaps, runs side by side."""
+"""/patching — activation patching: layer × position recovery heatmaps per site (runs side by
+side, the corrupted token marked, the best cell starred, untrained runs flagged) and recovery by
+position for one layer."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dash import Input, Output, dcc, html
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import (
     Bind,
+    alert,
     api_alert,
     field,
     figure_card,
@@ -20,10 +23,10 @@ from dashboard.components import (
     state_from_controls,
 )
 from dashboard.figures.common import empty_figure
-from dashboard.figures.patching import patching_heatmaps, patching_table
+from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, task_label
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, task_label
 
 KEY = "patching"
 PATH = "/patching"
@@ -35,8 +38,11 @@ SPEC = PageState([
     F("family", "str", None, FAMILIES),
     F("runs", "list_int", [], aliases=("run", "run_id")),
     F("length", "int", 40, aliases=("eval_length",)),
+    F("site", "str", "state", tuple(SITE_LABELS)),
+    F("layer", "int", None),
 ])
-BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length")]
+BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length"),
+         Bind("site", "pt-site"), Bind("layer", "pt-layer")]
 
 
 def _label(r: dict) -> str:
@@ -62,10 +68,31 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
     def one(rid):
         run = api.run(rid)
         return {"title": f"#{rid} {run.get('name', '')} ({family_label(run['family'])}, {task_label(run['task'])})",
-                "run_id": rid, "rows": api.run_patching(rid, eval_length=state["length"])}
+                "run_id": rid, "family": run["family"], "trained": run.get("trained"),
+                "heldout_acc": run.get("heldout_acc"),
+                "rows": api.run_patching(rid, eval_length=state["length"], site=state["site"])}
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, ids)), picked
+
+
+def untrained_banner(gs: list[dict]) -> html.Div | None:
+    """A warning naming the untrained runs on screen and their held-out accuracy (None if none)."""
+    bad = [g for g in gs if g.get("trained") is False]
+    if not bad:
+        return None
+    names = "; ".join(g["title"] + (f" (held-out accuracy {100 * g['heldout_acc']:.0f}%)"
+                                    if isinstance(g.get("heldout_acc"), (int, float)) else "") for g in bad)
+    return alert(f"Untrained: {names}. These models did not learn the task, so their recovery describes no "
+                 "learned computation (and clean and corrupted answers may barely differ).", "warning")
+
+
+def default_layer(gs: list[dict], layer: int | None) -> int | None:
+    """The line view's layer: the chosen one, else the last layer of the first run shown."""
+    if layer is not None:
+        return layer
+    layers = [int(r["layer"]) for g in gs for r in g["rows"]]
+    return max(layers) if layers else None
 
 
 def run_options(api: ApiClient, task, family, picked) -> list[dict]:
@@ -99,15 +126,24 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                            placeholder="first run of each family"), width="560px"),
         field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="120px"),
+        field("Site", dcc.Dropdown(id="pt-site", options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
+                                   value=s["site"], clearable=False), width="250px",
+              help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)"),
+        field("Layer (line view)", dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
+              width="140px"),
     ], className="control-grid")
     body = [
         html.Div(id="pt-error"),
+        html.Div(id="pt-banner"),
         figure_card("pt-graph", title="Activation patching: recovery by layer and position",
                     filename="layerscope-patching",
                     description="Layer ℓ at position p patched from the clean into the corrupted run; recovery = "
                                 "(LD_patched − LD_corrupted) / (LD_clean − LD_corrupted) of the logit difference at the "
                                 "last position (1 = the clean answer fully restored). Hover for the 95% bootstrap CI.",
                     extra=[html.Div(id="pt-info", className="card-section")]),
+        figure_card("pt-line", title="Recovery by position at one layer", filename="layerscope-patching-line",
+                    description="One line per run with its 95% bootstrap CI; gaps are undefined cells (too few "
+                                "pairs whose clean and corrupted answers differ); dashed: the corrupted token."),
     ]
     return page_frame(title="Patching", subtitle="Which layer and position carry the information the answer needs?",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
@@ -119,29 +155,42 @@ def register(app, api: ApiClient, path_for) -> None:
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
                        path_for=path_for)
     register_exports(app, gid="pt-graph", filename="layerscope-patching", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"]))
+                     csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]))
+    register_exports(app, gid="pt-line", filename="layerscope-patching-line", spec=SPEC, loc_id=LOC, base_id=base_id,
+                     csv_rows=lambda st: [r for r in patching_table(grids(api, st)[0], eval_length=st["length"],
+                                                                    site=st["site"])
+                                          if r["layer"] == default_layer(grids(api, st)[0], st["layer"])])
 
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
                   Input("pt-runs", "value"))
     def _options(task, family, picked):
         return run_options(api, task, family, picked)
 
-    @app.callback(Output("pt-graph", "figure"), Output("pt-info", "children"), Output("pt-error", "children"),
+    @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
+                  Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),
                   [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
     def _figure(*values):
         state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
         try:
             gs, picked = grids(api, state)
         except ApiError as exc:
-            return empty_figure("Could not load patching results"), None, api_alert(exc)
+            empty = empty_figure("Could not load patching results")
+            return empty, empty, [], None, None, api_alert(exc)
         info = None
         if not picked and gs:
             info = html.Span("Showing the first run of each family matching the filters; pick runs above to compare.",
                              className="muted")
         missing = [g["title"] for g in gs if not g["rows"]]
         if missing:
-            info = html.Span(["No patching results at this length for: " + "; ".join(missing)], className="muted")
-        return patching_heatmaps(gs, eval_length=state["length"]), info, None
+            what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
+            info = html.Span([f"No patching results at this length and site ({what}not measured) for: "
+                              + "; ".join(missing)], className="muted")
+        layers = sorted({int(r["layer"]) for g in gs for r in g["rows"]})
+        layer = default_layer(gs, state["layer"])
+        line = (patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
+                if layer is not None else empty_figure("No patching results for this selection"))
+        return (patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), line,
+                [{"label": layer_name(ly), "value": ly} for ly in layers], untrained_banner(gs), info, None)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Patching", layout=layout, register=register)
