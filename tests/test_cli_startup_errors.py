@@ -9,6 +9,7 @@ import pytest
 
 from backend.cli import main
 from backend.core.config import get_settings
+from tests.test_cli_commands import one_line_error
 from worker.params import FAMILIES, METHODS, PRESETS, TASKS
 
 COMMANDS = [["db", "upgrade"], ["serve", "--port", "18765"], ["worker", "--max-jobs", "1", "--idle-exit", "0"],
@@ -28,14 +29,8 @@ def env(tmp_path, monkeypatch):
 
 
 def one_line(capsys, rc: int, *needles: str) -> str:
-    out = capsys.readouterr()
-    assert rc != 0, out
-    lines = out.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("layerscope: error: "), out.err
-    assert "Traceback" not in out.err + out.out
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
+    """One `layerscope: error:` line, exit status 1 (2 for a usage error), no traceback."""
+    return one_line_error(capsys, rc, 2 if rc == 2 else 1, *needles)
 
 
 def garbage(path, data: bytes) -> None:
