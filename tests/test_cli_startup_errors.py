@@ -117,3 +117,8 @@ def test_a_typo_lists_the_choices(capsys, option, value, valid) -> None:
 @pytest.mark.parametrize("name", ["a\x00b", "tab\there", "line\nbreak", "bell\x07", "c1\x85"])
 def test_control_characters_in_a_cli_name_are_one_line(env, capsys, name) -> None:
     one_line(capsys, main(["suite", "--preset", "smoke", "--name", name, "--submit"]), "name", "control characters")
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "new\nline", "esc\x1b[31m", "c1\x9b"])
+def test_control_characters_in_a_token_name_are_one_line(env, capsys, name) -> None:
+    one_line(capsys, main(["token", "create", "--name", name]), "token name", "control characters")
