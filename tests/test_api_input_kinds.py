@@ -153,11 +153,15 @@ def nested_text(depth: int, kind: str) -> str:
     return "[" * depth + "1" + "]" * depth if kind == "list" else '{"k":' * depth + "1" + "}" * depth
 
 
+def view_with_x(json_text: str) -> str:
+    return '{"title":"t","page":"/curves","state":{"x":' + json_text + "}}"
+
+
 @pytest.mark.parametrize("depth", [300, 400, 900, 5000, 100_000])
 def test_issue_examples_deep_state(api, depth) -> None:
     before = counts(api)
     for kind in ("list", "dict"):
-        r = post_raw(api, "/api/views", '{"title":"t","page":"/curves","state":{"x":%s}}' % nested_text(depth, kind))
+        r = post_raw(api, "/api/views", view_with_x(nested_text(depth, kind)))
         assert_422_at(api, r, ["body", "state", "x"])
         assert str(MAX_JSON_DEPTH) in r.text
     assert counts(api) == before
@@ -168,11 +172,11 @@ def test_issue_examples_deep_state(api, depth) -> None:
        where=st.sampled_from(["state", "task_params"]))
 def test_too_deep_is_422_without_recursion(api, extra, kind, where) -> None:
     if where == "state":  # body(1) > state(2) > x's containers (3, 4, ...)
-        text = '{"title":"t","page":"/curves","state":{"x":%s}}' % nested_text(MAX_JSON_DEPTH - 2 + extra, kind)
+        text = view_with_x(nested_text(MAX_JSON_DEPTH - 2 + extra, kind))
         path, loc = "/api/views", ["body", "state", "x"]
     else:  # body(1) > params(2) > task_params(3) > x's containers (4, 5, ...)
-        text = ('{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":%s}}}'
-                % nested_text(MAX_JSON_DEPTH - 3 + extra, kind))
+        text = ('{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":'
+                + nested_text(MAX_JSON_DEPTH - 3 + extra, kind) + "}}}")
         path, loc = "/api/jobs", ["body", "params", "task_params", "x"]
     before = counts(api)
     assert_422_at(api, post_raw(api, path, text), loc)
@@ -414,8 +418,7 @@ def test_issue_examples_on_postgresql(pg_url, make_settings) -> None:
                 ("/api/views", '{"title":"t","page":"/curves","state":{"x":NaN}}', ["body", "state", "x"]),
                 ("/api/views", '{"title":"a\\ud800b","page":"/curves"}', ["body", "title"]),
                 ("/api/views", '{"title":"t","page":"/curves","state":{"x":"\\udfff"}}', ["body", "state", "x"]),
-                ("/api/views", '{"title":"t","page":"/curves","state":{"x":%s}}' % nested_text(300, "list"),
-                 ["body", "state", "x"]),
+                ("/api/views", view_with_x(nested_text(300, "list")), ["body", "state", "x"]),
                 ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","name":"a\\u0000b"}}',
                  ["body", "params", "name"]),
                 ("/api/jobs", '{"kind":"suite","params":{"preset":"smoke","name":"a\\u0000b"}}',

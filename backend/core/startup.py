@@ -100,5 +100,5 @@ def open_database(settings: Settings) -> str:
     check_db_url(url)
     try:
         return init_db(url)
-    except Exception as exc:  # noqa: BLE001 - every failure at start-up becomes one clear line
+    except Exception as exc:  # every failure at start-up becomes one clear line
         raise explain(exc, url) from exc
