@@ -241,8 +241,8 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 @app.command()
 def suite(
     preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
-    family: Annotated[list[FamilyChoice] | None, typer.Option(help="Only these families (repeat the option).")] = None,
-    task: Annotated[list[TaskChoice] | None, typer.Option(help="Only these tasks (repeat the option).")] = None,
+    family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
+    task: Annotated[list[TaskChoice] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}.")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
@@ -322,7 +322,7 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[MethodChoice] | None, typer.Option(help="Methods (repeat; default all).")] = None,
+    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHODS)}.")] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,

@@ -153,11 +153,15 @@ def nested_text(depth: int, kind: str) -> str:
     return "[" * depth + "1" + "]" * depth if kind == "list" else '{"k":' * depth + "1" + "}" * depth
 
 
+def view_with_x(json_text: str) -> str:
+    return '{"title":"t","page":"/curves","state":{"x":' + json_text + "}}"
+
+
 @pytest.mark.parametrize("depth", [300, 400, 900, 5000, 100_000])
 def test_issue_examples_deep_state(api, depth) -> None:
     before = counts(api)
     for kind in ("list", "dict"):
-        r = post_raw(api, "/api/views", '{"title":"t","page":"/curves","state":{"x":%s}}' % nested_text(depth, kind))
+        r = post_raw(api, "/api/views", view_with_x(nested_text(depth, kind)))
         assert_422_at(api, r, ["body", "state", "x"])
         assert str(MAX_JSON_DEPTH) in r.text
     assert counts(api) == before
@@ -168,11 +172,11 @@ def test_issue_examples_deep_state(api, depth) -> None:
        where=st.sampled_from(["state", "task_params"]))
 def test_too_deep_is_422_without_recursion(api, extra, kind, where) -> None:
     if where == "state":  # body(1) > state(2) > x's containers (3, 4, ...)
-        text = '{"title":"t","page":"/curves","state":{"x":%s}}' % nested_text(MAX_JSON_DEPTH - 2 + extra, kind)
+        text = view_with_x(nested_text(MAX_JSON_DEPTH - 2 + extra, kind))
         path, loc = "/api/views", ["body", "state", "x"]
     else:  # body(1) > params(2) > task_params(3) > x's containers (4, 5, ...)
-        text = ('{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":%s}}}'
-                % nested_text(MAX_JSON_DEPTH - 3 + extra, kind))
+        text = ('{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":'
+                + nested_text(MAX_JSON_DEPTH - 3 + extra, kind) + "}}}")
         path, loc = "/api/jobs", ["body", "params", "task_params", "x"]
     before = counts(api)
     assert_422_at(api, post_raw(api, path, text), loc)
@@ -381,3 +385,50 @@ def test_swagger_ui_is_served_offline(api) -> None:
     assert "openapi.json" in page.text
     csp = page.headers["content-security-policy"]
     assert "http" not in csp  # no CDN allowed in (or needed)
+
+
+# ----------------------------------------------------------------------------- the examples on PostgreSQL
+
+@pytest.mark.lab
+def test_issue_examples_on_postgresql(pg_url, make_settings) -> None:
+    """On PostgreSQL these were 500s (NaN/Infinity in JSONB, NUL in text, surrogates): now 422s,
+    nothing stored, and a good view still round-trips."""
+    from types import SimpleNamespace
+
+    from fastapi.testclient import TestClient
+
+    from backend.api.main import create_app
+    from backend.db.migrate import init_db
+    from backend.db.session import make_engine, make_sessionmaker
+    from worker.queue import JobQueue
+
+    init_db(pg_url)
+    settings = make_settings(db_url=pg_url)
+    engine = make_engine(pg_url)
+    factory = make_sessionmaker(engine)
+    try:
+        with TestClient(create_app(settings, factory, queue=JobQueue.from_settings(settings),
+                                   background=False)) as client:
+            api = SimpleNamespace(client=client, factory=factory)
+            examples = [
+                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","lr":NaN}}',
+                 ["body", "params", "lr"]),
+                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","max_seconds":Infinity}}',
+                 ["body", "params", "max_seconds"]),
+                ("/api/views", '{"title":"t","page":"/curves","state":{"x":NaN}}', ["body", "state", "x"]),
+                ("/api/views", '{"title":"a\\ud800b","page":"/curves"}', ["body", "title"]),
+                ("/api/views", '{"title":"t","page":"/curves","state":{"x":"\\udfff"}}', ["body", "state", "x"]),
+                ("/api/views", view_with_x(nested_text(300, "list")), ["body", "state", "x"]),
+                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","name":"a\\u0000b"}}',
+                 ["body", "params", "name"]),
+                ("/api/jobs", '{"kind":"suite","params":{"preset":"smoke","name":"a\\u0000b"}}',
+                 ["body", "params", "name"]),
+            ]
+            for path, text, loc in examples:
+                assert_422_at(api, post_raw(api, path, text), loc)
+            assert counts(api) == (0, 0)
+            r = client.post("/api/views", json={**VIEW, "title": "ok ✓", "state": {"x": [1.5, "é"]}})
+            assert r.status_code == 201
+            assert client.get(f"/api/views/{r.json()['slug']}").json()["state"] == {"x": [1.5, "é"]}
+    finally:
+        engine.dispose()

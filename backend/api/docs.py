@@ -1,25 +1,35 @@
-"""The API's own documentation: Swagger UI served from the installed ``swagger-ui-bundle``
-package (works offline, no CDN) and an OpenAPI document that marks a token as required only
+"""The API's own documentation: Swagger UI (5.x, which renders OpenAPI 3.1) served from the
+static files of the installed ``swagger-ui-py`` package (works offline, no CDN) and an OpenAPI document that marks a token as required only
 on the operations that need one under the running settings."""
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
 from backend.api.deps import token_needed
 from backend.core.config import Settings
 
 
+def swagger_ui_dir() -> Path:
+    """The Swagger UI distribution inside the installed ``swagger_ui`` package (located, not
+    imported: only its static files are used)."""
+    spec = find_spec("swagger_ui")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the swagger-ui-py package is missing: pip install -e . installs it")
+    return Path(next(iter(spec.submodule_search_locations))) / "static"
+
+
 def add_swagger_ui(app: FastAPI, docs_url: str, openapi_url: str) -> None:
     """``docs_url``: Swagger UI; its script, stylesheet and icon under ``docs_url + "/assets"``."""
     assets = f"{docs_url}/assets"
-    app.mount(assets, StaticFiles(directory=swagger_ui_path), name="swagger-ui-assets")
+    app.mount(assets, StaticFiles(directory=swagger_ui_dir()), name="swagger-ui-assets")
 
     @app.get(docs_url, include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
@@ -27,6 +37,7 @@ def add_swagger_ui(app: FastAPI, docs_url: str, openapi_url: str) -> None:
             openapi_url=openapi_url, title=f"{app.title} — Swagger UI",
             swagger_js_url=f"{assets}/swagger-ui-bundle.js", swagger_css_url=f"{assets}/swagger-ui.css",
             swagger_favicon_url=f"{assets}/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
         )
 
 

@@ -139,7 +139,7 @@ def dashboard_csp(frame_ancestors: str) -> str:
 
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
-# Swagger UI loads its bundle from this server (swagger-ui-bundle) and runs an inline bootstrap script.
+# Swagger UI loads its bundle from this server (swagger-ui-py) and runs an inline bootstrap script.
 DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
             "font-src 'self' data:; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'")
 

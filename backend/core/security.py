@@ -9,6 +9,7 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from backend.core.text import text_problem
 from backend.db.models import ApiToken
 
 TOKEN_PREFIX = "lsk_"
@@ -25,6 +26,9 @@ def create_token(session: Session, name: str) -> tuple[int, str]:
         raise ValueError("token name must not be empty")
     if len(name) > 100:
         raise ValueError("token name must be at most 100 characters")
+    problem = text_problem(name)
+    if problem:
+        raise ValueError(f"token name {problem[1]}")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken(name=name, token_hash=hash_token(token))
     session.add(row)

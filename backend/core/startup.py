@@ -78,8 +78,8 @@ def explain(exc: BaseException, url: str) -> StartupError:
         return StartupError(f"{path} is not a readable SQLite database ({message}): move it aside (a new one is "
                             "created on the next start) or restore it from a backup")
     if isinstance(exc, OperationalError):
-        return StartupError(f"cannot open the database {where}: {message}; check LAYERSCOPE_DB_URL and that "
-                            "the server is running")
+        return StartupError(f"database not reachable ({where}): {message}; check LAYERSCOPE_DB_URL and that "
+                            "the database server is running")
     if isinstance(exc, OSError):
         return StartupError(f"cannot use {getattr(exc, 'filename', None) or where}: "
                             f"{exc.strerror or message}; check LAYERSCOPE_HOME / LAYERSCOPE_DB_URL")
@@ -100,5 +100,5 @@ def open_database(settings: Settings) -> str:
     check_db_url(url)
     try:
         return init_db(url)
-    except Exception as exc:  # noqa: BLE001 - every failure at start-up becomes one clear line
+    except Exception as exc:  # every failure at start-up becomes one clear line
         raise explain(exc, url) from exc
