@@ -125,3 +125,25 @@ def test_curves_page_notes_untrained_runs_when_the_switch_is_off():
     api.runs_list[0]["trained"] = False
     _, note = curves.build_figure(api, curves.SPEC.decode("?trained=0&view=behaviour"))
     assert "1 untrained run(s)" in note
+
+
+def test_patching_page_has_the_switch_and_asks_for_trained_runs():
+    from dashboard.pages import patching
+
+    state = patching.SPEC.decode("")
+    assert state["trained"] is True and patching.SPEC.decode("?trained=0")["trained"] is False
+    api = RecordingApi()
+    patching.candidate_runs(api, {"task": "parity", "family": None, "trained": True})
+    patching.candidate_runs(api, {"task": "parity", "family": None, "trained": False})
+    sent = [kw.get("trained") for name, kw in api.calls if name == "runs"]
+    assert sent == [True, None]
+
+
+def test_patching_banner_names_each_untrained_run():
+    from dashboard.pages import patching
+
+    banner = patching.untrained_banner([{"run_id": 7, "title": "#7", "run": UNTRAINED},
+                                        {"run_id": 8, "title": "#8", "run": {**UNTRAINED, "id": 8, "trained": True}}])
+    text = " ".join(texts(banner))
+    assert "#7" in text and "0.273 < 0.99" in text and "#8" not in text
+    assert patching.untrained_banner([{"run_id": 8, "title": "#8", "run": {"id": 8, "trained": True}}]) is None

@@ -12,7 +12,6 @@ from dash import Input, Output, dcc, html
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import (
     Bind,
-    alert,
     api_alert,
     field,
     figure_card,
@@ -21,6 +20,11 @@ from dashboard.components import (
     register_save_view,
     register_url_sync,
     state_from_controls,
+    trained_bind,
+    trained_field,
+    trained_filter,
+    trained_switch,
+    untrained_banner as run_untrained_banner,
 )
 from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
@@ -40,17 +44,23 @@ SPEC = PageState([
     F("length", "int", 40, aliases=("eval_length",)),
     F("site", "str", "state", tuple(SITE_LABELS)),
     F("layer", "int", None),
+    trained_field(),
 ])
 BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length"),
-         Bind("site", "pt-site"), Bind("layer", "pt-layer")]
+         Bind("site", "pt-site"), Bind("layer", "pt-layer"), trained_bind("pt-trained")]
 
 
 def _label(r: dict) -> str:
-    return f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · seed {r['seed']}"
+    mark = " · untrained" if r.get("trained") is False else ""
+    return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
+            f"seed {r['seed']}{mark}")
 
 
 def candidate_runs(api: ApiClient, state: dict) -> list[dict]:
-    return api.runs(task=state["task"], family=state["family"], limit=500)["items"]
+    """Runs offered by the filters; with the "trained runs only" switch on (the default), trained
+    runs only. Runs picked explicitly are shown whatever the switch says, and flagged."""
+    return api.runs(task=state["task"], family=state["family"], limit=500,
+                    trained=trained_filter(state.get("trained", True)))["items"]
 
 
 def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
@@ -69,7 +79,7 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
         run = api.run(rid)
         return {"title": f"#{rid} {run.get('name', '')} ({family_label(run['family'])}, {task_label(run['task'])})",
                 "run_id": rid, "family": run["family"], "trained": run.get("trained"),
-                "heldout_acc": run.get("heldout_acc"),
+                "heldout_acc": run.get("heldout_acc"), "run": run,
                 "rows": api.run_patching(rid, eval_length=state["length"], site=state["site"])}
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -77,14 +87,13 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
 
 
 def untrained_banner(gs: list[dict]) -> html.Div | None:
-    """A warning naming the untrained runs on screen and their held-out accuracy (None if none)."""
-    bad = [g for g in gs if g.get("trained") is False]
-    if not bad:
-        return None
-    names = "; ".join(g["title"] + (f" (held-out accuracy {100 * g['heldout_acc']:.0f}%)"
-                                    if isinstance(g.get("heldout_acc"), (int, float)) else "") for g in bad)
-    return alert(f"Untrained: {names}. These models did not learn the task, so their recovery describes no "
-                 "learned computation (and clean and corrupted answers may barely differ).", "warning")
+    """The shared untrained-run banner (``dashboard.components.untrained_banner``) for each
+    untrained run on screen, naming its held-out accuracy; None when every run is trained."""
+    banners = [run_untrained_banner(g.get("run") or {"id": g["run_id"], "name": g["title"], "trained": g.get("trained"),
+                                                     "heldout_acc": g.get("heldout_acc")}, what="patching recoveries")
+               for g in gs]
+    banners = [b for b in banners if b is not None]
+    return html.Div(banners) if banners else None
 
 
 def default_layer(gs: list[dict], layer: int | None) -> int | None:
@@ -95,11 +104,11 @@ def default_layer(gs: list[dict], layer: int | None) -> int | None:
     return max(layers) if layers else None
 
 
-def run_options(api: ApiClient, task, family, picked) -> list[dict]:
+def run_options(api: ApiClient, task, family, picked, *, trained: bool = True) -> list[dict]:
     """Options of the runs dropdown: the filter's runs plus the picked ones (a dropdown drops
     values that are not among its options); full once MAX_SIDE_BY_SIDE are picked."""
     try:
-        runs = candidate_runs(api, {"task": task, "family": family})
+        runs = candidate_runs(api, {"task": task, "family": family, "trained": trained})
     except ApiError:
         runs = []
     opts = [{"label": _label(r), "value": r["id"]} for r in runs]
@@ -122,13 +131,14 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
                                      value=s["family"], placeholder="any family"), width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
-              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"]), value=s["runs"], multi=True,
+              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"]), value=s["runs"], multi=True,
                            placeholder="first run of each family"), width="560px"),
         field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="120px"),
         field("Site", dcc.Dropdown(id="pt-site", options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
                                    value=s["site"], clearable=False), width="250px",
               help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)"),
+        trained_switch("pt-trained", s["trained"]),
         field("Layer (line view)", dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
               width="140px"),
     ], className="control-grid")
@@ -162,9 +172,9 @@ def register(app, api: ApiClient, path_for) -> None:
                                           if r["layer"] == default_layer(grids(api, st)[0], st["layer"])])
 
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
-                  Input("pt-runs", "value"))
-    def _options(task, family, picked):
-        return run_options(api, task, family, picked)
+                  Input("pt-runs", "value"), Input("pt-trained", "value"))
+    def _options(task, family, picked, trained):
+        return run_options(api, task, family, picked, trained=bool(trained))
 
     @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
                   Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),
