@@ -193,3 +193,11 @@ def test_balanced_accuracy_exposes_a_majority_predictor():
     labels = (torch.rand(100, 10, generator=g) < 0.1).long()  # 90 % class 0
     r = probe_layers({0: torch.randn(100, 10, 3, generator=g)}, labels, 2, seed=0)[0]
     assert r.accuracy > 0.8 and r.balanced_accuracy == pytest.approx(0.5, abs=0.05)
+
+
+def test_control_task_only_where_token_types_are_many():
+    from worker.measure import MIN_CONTROL_TYPES, control_task_informative
+    from worker.tasks import get_task
+
+    assert not any(control_task_informative(get_task(t).vocab_size) for t in ("parity", "s3", "dyck"))
+    assert control_task_informative(MIN_CONTROL_TYPES) and not control_task_informative(MIN_CONTROL_TYPES - 1)

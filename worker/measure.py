@@ -73,10 +73,25 @@ def majority_rate(labels: torch.Tensor) -> float:
     return float(torch.bincount(labels.reshape(-1)).max()) / labels.numel()
 
 
+# Fewest input-token types for which the control task is informative (code_depth has hundreds;
+# parity 2, s3 6, dyck 2k).
+MIN_CONTROL_TYPES = 20
+
+
+def control_task_informative(vocab_size: int) -> bool:
+    """Whether the Hewitt & Liang control task can tell a probe that reads the state from one that
+    reads the current token: only with many input-token types (``MIN_CONTROL_TYPES``). With the
+    formal tasks' 2–6 types a fixed random label per type is linearly decodable from the token
+    itself at every layer (control accuracy 1.0), so selectivity would say nothing and is not
+    stored (docs/SCIENCE.md#selectivity)."""
+    return vocab_size >= MIN_CONTROL_TYPES
+
+
 def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: int,
-                config_hash: str) -> list[dict[str, Any]]:
+                config_hash: str, *, control: bool = True) -> list[dict[str, Any]]:
+    tokens = captured.data.tokens if control else None  # no control task: selectivity stays None
     reports = probe_layers(captured.states, captured.data.labels, n_classes,
-                           seed=data_seed(run_seed, "split", eval_length), tokens=captured.data.tokens)
+                           seed=data_seed(run_seed, "split", eval_length), tokens=tokens)
     return [
         {
             "layer": layer, "eval_length": eval_length, "accuracy": r.accuracy,
@@ -103,7 +118,8 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
         data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
-        rows += _probe_rows(capture(model, data, device), run_seed, task.n_classes, length, config_hash)
+        rows += _probe_rows(capture(model, data, device), run_seed, task.n_classes, length, config_hash,
+                            control=control_task_informative(task.vocab_size))
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
     return rows
 
