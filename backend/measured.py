@@ -1,0 +1,25 @@
+"""Which runs are *measured*: every one of the three measurement kinds (probe, intervention
+and patching results) is stored for them. A run's ``status`` says how far its job got; it is not
+this (an imported run can be 'complete' with no rows, a 'trained' one can be untrained), so
+counts shown to users read the rows themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db.models import InterventionResult, PatchingResult, ProbeResult
+
+MEASUREMENT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
+
+
+def measured_run_ids(session: Session, run_ids: Iterable[int]) -> set[int]:
+    """The ids among ``run_ids`` with at least one row in each measurement table."""
+    ids = set(run_ids)
+    for model in MEASUREMENT_TABLES:
+        if not ids:
+            break
+        ids &= set(session.execute(select(model.run_id).where(model.run_id.in_(ids)).distinct()).scalars())
+    return ids
