@@ -391,3 +391,22 @@ def test_claim_4_reports_the_best_state_patching_layer_per_family():
     assert best["lstm"]["last_recovery"]["mean"] == pytest.approx(0.001)
     assert "lstm layer 0 (0.99, n=3)" in c["detail"] and "blocks below it corrupted" in c["detail"]
     assert c["verdict"] == SUPPORTED  # descriptive only: the verdict is the pretrained group's
+
+
+def test_not_enough_data_claims_describe_their_trained_cells():
+    """Three trained LSTM seeds readable at layer 0 (class early) while other cells are short: the
+    claim is not enough data, yet says what the trained cells show."""
+    w = World()
+    for seed in (0, 1, 2):
+        w.run("parity", "lstm", seed, EARLY)
+    w.run("parity", "transformer", 0, GRADUAL)
+    w.run("parity", "gru", 0, LATE, heldout_acc=0.5)  # untrained: not described
+    c = w.claims()
+    assert c[1]["verdict"] == NOT_ENOUGH
+    cells = {(x["task"], x["family"]): x for x in c[1]["numbers"]["trained_cells"]}
+    assert set(cells) == {("parity", "lstm"), ("parity", "transformer")}
+    lstm = cells[("parity", "lstm")]
+    assert lstm["profile_class"] == "early" and lstm["expected"] == "late" and lstm["n"] == 3
+    assert lstm["late_concentration"]["n"] == 3 and lstm["late_concentration"]["mean"] < 0.1
+    assert cells[("parity", "transformer")]["n"] == 1
+    assert "trained_cells" not in supporting_world().claims()[1]["numbers"]  # only beside "not enough data"

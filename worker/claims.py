@@ -752,6 +752,50 @@ def claim_6(data: Data) -> dict[str, Any]:
     return _finish(_claim(6, CONTRADICTED if failed else SUPPORTED, numbers, detail, views), left)
 
 
+# ----------------------------------------------------------------------------- descriptive
+
+
+CLAIM_SCOPE: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {  # claim → (tasks, families) it reads
+    1: (PREFIX_TASKS, FAMILIES),
+    2: ((STACK_TASK,), FAMILIES),
+    3: (("s3", "parity", STACK_TASK), FAMILIES),
+    4: (tuple(STUDY_TASKS), FAMILIES),
+    5: (("s3", "parity", STACK_TASK), SSM),
+    6: (PREFIX_TASKS, FAMILIES),
+}
+
+
+def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
+                  expected: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """What the trained from-scratch runs of each cell show, whatever their number: the class of
+    the seed-mean probe curve at L = EVAL_LENGTH and the late concentration (mean, t-interval,
+    n seeds). Descriptive: no seed minimum, no test; never part of a verdict."""
+    cells = _curve_cells(data, tuple(tasks))
+    out = []
+    for cell in expected_cells(tasks, families):
+        rs = cells.get(cell)
+        if not rs:
+            continue
+        s = _summary(data, rs)
+        lc = s["metrics"]["late_concentration"]
+        row = {"task": cell[0], "family": cell[1], "n": s["n"], "profile_class": s["profile_class"],
+               "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")}}
+        if expected:
+            row["expected"] = expected.get(cell[1])
+        out.append(row)
+    return out
+
+
+def _describe_when_short(claims: list[dict[str, Any]], data: Data) -> list[dict[str, Any]]:
+    """Add ``numbers.trained_cells`` (descriptive) to each "not enough data" claim."""
+    for c in claims:
+        if c["verdict"] == NOT_ENOUGH:
+            tasks, fams = CLAIM_SCOPE[c["id"]]
+            spec = CONTRAST.get(c["id"])
+            c["numbers"]["trained_cells"] = _clean(trained_cells(data, tasks, fams, spec["expected"] if spec else None))
+    return claims
+
+
 def evaluate_claims(
     runs: Sequence[Mapping[str, Any]] | None = None,
     probes: Sequence[Mapping[str, Any]] | None = None,
@@ -761,6 +805,9 @@ def evaluate_claims(
     """All six claims, in order. Missing inputs count as empty (→ "not enough data").
 
     Only trained runs (:func:`worker.trained.is_trained`) are read; each claim lists the runs it
-    left out (``numbers.runs_left_out``) with the reason."""
+    left out (``numbers.runs_left_out``) with the reason. A "not enough data" claim also carries
+    ``numbers.trained_cells``: what the trained cells it reads show (:func:`trained_cells`),
+    descriptive only."""
     data = Data(runs or [], probes or [], interventions or [], patching or [])
-    return [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]
+    out = [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]
+    return _describe_when_short(out, data)
