@@ -15,10 +15,11 @@ from backend.db.models import InterventionResult, PatchingResult, ProbeResult
 MEASUREMENT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
 
 
-def measured_run_ids(session: Session, run_ids: Iterable[int]) -> set[int]:
-    """The ids among ``run_ids`` with at least one row in each measurement table."""
+def measured_run_ids(session: Session, run_ids: Iterable[int], kinds: int = len(MEASUREMENT_TABLES)) -> set[int]:
+    """The ids among ``run_ids`` with at least one row in each of the first ``kinds`` measurement
+    tables (probe, intervention, patching): 3 = measured, 1 = has probe results."""
     ids = set(run_ids)
-    for model in MEASUREMENT_TABLES:
+    for model in MEASUREMENT_TABLES[:kinds]:
         if not ids:
             break
         ids &= set(session.execute(select(model.run_id).where(model.run_id.in_(ids)).distinct()).scalars())

@@ -386,10 +386,12 @@ def test_claim_4_reports_the_best_state_patching_layer_per_family():
                                "eval_length": 40, "recovery": rec + 0.001 * r["seed"]})
     c = w.claims()[4]
     best = {b["family"]: b for b in c["numbers"]["state_patching_best_layer"]}
+    best["lstm"] = best["lstm × parity"]
     assert best["lstm"]["best_layer"] == 0 and best["lstm"]["best_recovery"]["mean"] == pytest.approx(0.991)
     assert best["lstm"]["best_recovery"]["n"] == 3 and best["lstm"]["last_layer"] == 3
     assert best["lstm"]["last_recovery"]["mean"] == pytest.approx(0.001)
-    assert "lstm layer 0 (0.99, n=3)" in c["detail"] and "blocks below it corrupted" in c["detail"]
+    assert best["lstm"]["best_layer_per_run"] == [0, 0, 0]
+    assert "lstm × parity layer 0 (0.99, n=3; best layer per run: 0, 0, 0)" in c["detail"] and "blocks below it corrupted" in c["detail"]
     assert c["verdict"] == SUPPORTED  # descriptive only: the verdict is the pretrained group's
 
 

@@ -153,6 +153,10 @@ def _scratch(run: Mapping[str, Any]) -> bool:
     return not run.get("pretrained")
 
 
+def _f2(x: float) -> str:
+    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
+
+
 def _cell_name(cell: Cell) -> str:
     return f"{cell[1]} × {cell[0]}"
 
@@ -285,6 +289,8 @@ def _finish(claim: dict[str, Any], left_out: list[dict[str, Any]]) -> dict[str, 
     claim["numbers"]["runs_left_out"] = left_out
     claim["numbers"]["runs_excluded_undertrained"] = len(left_out)
     claim["numbers"]["min_seeds"] = MIN_SEEDS
+    if left_out and not claim["detail"].rstrip().endswith("."):
+        claim["detail"] = claim["detail"].rstrip() + "."
     claim["detail"] += _left_out_note(left_out)
     return _clean(claim)
 
@@ -498,10 +504,11 @@ def _state_patching(data: Data) -> dict[str, Any] | str:
 
 
 def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
-    """Per family (from scratch) or pretrained model: the layer whose ``state`` patch at the
+    """Per family (from scratch) or pretrained model, and task: the layer whose ``state`` patch at the
     middle position recovers most of the logit gap, as a seed mean over trained runs.
 
-    Descriptive only. Patching one block's state leaves the blocks below it corrupted, and in a
+    The layer is the best of the seed-mean recoveries; ``best_layer_per_run`` lists each run's own
+    best layer, which can differ between seeds. Descriptive only. Patching one block's state leaves the blocks below it corrupted, and in a
     stacked recurrent model they write the corrupted state back in at every later position, so
     the last block alone can recover ~0 while layer 0 recovers nearly all of it."""
     info = {r["id"]: r for r in data.trained}
@@ -511,21 +518,24 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
         if (run is None or p.get("site") != STATE_SITE or p.get("recovery") is None
                 or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2):
             continue
-        key = run["family"] if _scratch(run) else str(run["pretrained"])
+        key = f"{run['family']} × {run['task']}" if _scratch(run) else f"{run['pretrained']} × {run['task']}"
         per[key][int(p["layer"])][run["id"]].append(float(p["recovery"]))
     out = []
     for key in sorted(per):
         means = {layer: [float(np.mean(v)) for v in runs.values()] for layer, runs in per[key].items()}
         best = max(means, key=lambda layer: float(np.mean(means[layer])))
         last = max(means)
+        run_ids = sorted({rid for runs in per[key].values() for rid in runs}, key=str)
+        per_run = [max((layer for layer in per[key] if rid in per[key][layer]),
+                       key=lambda layer, rid=rid: float(np.mean(per[key][layer][rid]))) for rid in run_ids]
         out.append({"family": key, "best_layer": best, "best_recovery": _ci(means[best]),
-                    "last_layer": last, "last_recovery": _ci(means[last])})
+                    "last_layer": last, "last_recovery": _ci(means[last]), "best_layer_per_run": sorted(per_run)})
     return out
 
 
 STATE_PATCH_NOTE = ("Why the last block can read ~0 in stacked recurrent models: patching one block's state leaves "
-                    "the blocks below it corrupted, and they feed the corrupted state into it again at every later "
-                    "position. Descriptive, not part of the verdict.")
+                    "the blocks below it corrupted, and their outputs carry the corrupted information back into the "
+                    "patched block at every later position. Descriptive, not part of the verdict.")
 
 
 def claim_4(data: Data) -> dict[str, Any]:
@@ -594,7 +604,8 @@ def claim_4(data: Data) -> dict[str, Any]:
                      f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
                      + (f" ({g['why']})" if g.get("why") else ""))
     patch_txt = patch if isinstance(patch, str) else "; ".join(
-        f"{k}: {v['mean']:.2f}" + (f" [{v['lo']:.2f}, {v['hi']:.2f}]" if v.get("lo") is not None else "") + f" (n={v['n']})"
+        f"{k}: {_f2(v['mean'])}" + (f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else "")
+        + f" (n={v['n']})"
         for k, v in patch.items() if isinstance(v, dict))
     detail = (f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
               f"a group supports the claim when the Wilson interval of its decoupled share is above "
@@ -602,7 +613,8 @@ def claim_4(data: Data) -> dict[str, Any]:
               f"{patch_txt}.")
     if by_layer:
         detail += (" Layer whose state patch at the middle position recovers most: " + "; ".join(
-            f"{b['family']} layer {b['best_layer']} ({b['best_recovery']['mean']:.2f}, n={b['best_recovery']['n']})"
+            f"{b['family']} layer {b['best_layer']} ({_f2(b['best_recovery']['mean'])}, n={b['best_recovery']['n']}; "
+            f"best layer per run: {', '.join(map(str, b['best_layer_per_run']))})"
             for b in by_layer) + ". " + STATE_PATCH_NOTE)
     return _finish(_claim(4, verdict, numbers, detail, views), left)
 
