@@ -61,7 +61,8 @@ Per claim:
   runs, read as ``drop_rel_chance`` (share of the gain over chance lost; > 0 = a drop), with a
   t-interval over seeds per task. Conditions: S3 drop > 0 (interval above 0); Parity drop > 0;
   S3 drop > Parity drop (one-sided permutation test, p < ``ALPHA``); Dyck drop not significant
-  (interval reaches 0). Needs all three tasks × both SSM families at ``MIN_SEEDS`` trained seeds;
+  (interval reaches 0). Needs conv1d_removal on two of the three tasks and ``MIN_SEEDS`` trained
+  seeds in each of the six SSM cells;
   supported when every evaluated condition holds.
 - **Claim 6 (behaviour)**, trained runs, seed means of token accuracy per stored length:
   (a) LSTM and GRU ≥ ``PERFECT_ACC`` at every stored length on Parity and S3; (b) on Parity and
