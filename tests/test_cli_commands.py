@@ -137,3 +137,15 @@ def test_run_without_weights_says_how_to_get_them(cli_env, capsys, command, chec
         s.commit()
     line = one_line_error(capsys, main([command, str(run_id)]), 1, f"run {run_id} has no model weights here")
     assert "layerscope suite --preset paper" in line and "--weights" in line
+
+
+def test_worker_job_on_a_run_without_weights_says_how_to_get_them(cli_env) -> None:
+    """A probe/intervene/patch job submitted through the API reads the same guidance."""
+    from tests.conftest import seed_runs
+    from worker.pipeline import WorkerEnv, load_run
+
+    main(["db", "upgrade"])
+    f = factory(cli_env)
+    (run_id,) = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="paper")
+    with pytest.raises(Exception, match=f"run {run_id} has no model weights here.*--weights"):
+        load_run(run_id, WorkerEnv(f, cli_env / "store"))
