@@ -163,7 +163,7 @@ def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict
     order += sorted(c for c in cells if c not in order)
     n_seeds = len(preset["seeds"]) if preset else None
     lines = ["| task | family | runs stored | trained | with probes | measured | median steps | "
-             "median train time (s) | held-out acc (min–max) |",
+             "median train time (s) | held-out acc at the training length (min–max) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for task, family in order:
         rs = cells.get((task, family), [])
