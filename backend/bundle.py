@@ -9,7 +9,12 @@ Format (``format_version`` 1) — a zip archive:
   ``made_between`` (first and last run stored, UTC ISO 8601),
   ``runs`` (one entry per run: ``config_hash``, ``name``, ``family``, ``task``, ``seed``,
   ``status``, ``made_on``, ``train_seconds``), ``tables`` (name → row count and columns),
-  ``weights`` (bool).
+  ``weights`` (bool), ``exported_with`` (the exporter's ``layerscope``, ``git_commit``,
+  ``python``, ``torch``, ``transformers``, ``exported_on``, ``created_at``).
+- A suite that came in from a bundle keeps its provenance on re-export: the imported bundle's
+  manifest (stored with the import's jobs row) travels as ``imported_manifest``, the top-level
+  version fields stay those of the bundle the runs came from, and its ``partial`` block (what
+  a partial study lacks, and why) is kept.
 - ``tables/<table>.json``: the rows of ``runs``, ``probe_results``, ``intervention_results``,
   ``patching_results`` — every column of the SQLAlchemy table (so columns added later travel
   without touching this module); datetimes as ISO 8601, ``NaN`` as null.
@@ -149,6 +154,34 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
     }
 
 
+PROVENANCE_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers", "exported_on", "created_at")
+
+
+def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
+    """The manifest of the latest bundle imported into ``suite`` (stored at import), or None."""
+    rows = session.execute(select(Job).where(Job.kind == IMPORT_JOB_KIND).order_by(Job.id.desc())).scalars()
+    for job in rows:
+        if (job.params or {}).get("suite") == suite and isinstance(job.result, dict) \
+                and isinstance(job.result.get("manifest"), dict):
+            return job.result["manifest"]
+    return None
+
+
+def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None) -> dict[str, Any]:
+    """The exporter's versions under ``exported_with``; for an imported suite, the versions of
+    the bundle its runs came from stay on top, with that manifest as ``imported_manifest`` and
+    its ``partial`` block kept."""
+    out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
+    if imported:
+        for k in PROVENANCE_KEYS:
+            if k != "created_at" and k in imported:
+                out[k] = imported[k]
+        out["imported_manifest"] = imported
+        if "partial" in imported:
+            out["partial"] = imported["partial"]
+    return out
+
+
 def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weights: bool = False,
                   store_dir: Path | None = None) -> dict[str, Any]:
     """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
@@ -159,7 +192,7 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
     if weights and store_dir is None:
         raise ValueError("weights=True needs the model store's directory")
     tables = collect(session, suite)
-    manifest = manifest_for(tables, suite, weights)
+    manifest = with_provenance(manifest_for(tables, suite, weights), imported_manifest(session, suite))
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
@@ -280,6 +313,7 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                 "devices": manifest.get("devices"), "git_commit": manifest.get("git_commit")},
                 config_hash=config_hash({k: manifest.get(k) for k in ("suite", "created_at", "git_commit")}),
                 message=f"imported {added} run(s) of suite {manifest.get('suite')!r}", progress=1.0,
+                result={"manifest": manifest},  # provenance for a later re-export (imported_manifest)
                 finished_at=datetime.now(UTC)))
         session.commit()
     except BaseException:

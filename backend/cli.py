@@ -216,15 +216,22 @@ def _env(settings, factory, device: str | None):  # noqa: ANN001, ANN202
     return WorkerEnv(factory, settings.resolved_store_dir, resolve_device(device or settings.device))
 
 
-def _require_run(factory, run_id: int) -> None:  # noqa: ANN001
+def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  # noqa: ANN001
+    """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
     from backend.db.models import Run
 
     with factory() as s:
         run = s.get(Run, run_id)
         if run is None:
             raise CliError(f"run {run_id} not found")
-        if not run.checkpoint_id:
-            raise CliError(f"run {run_id} has no checkpoint to load")
+        missing = not run.checkpoint_id or (store_dir is not None and not (Path(store_dir) / run.checkpoint_id).is_dir())
+        if missing:
+            from worker.params import PRESETS
+
+            suite = f" --preset {run.suite}" if run.suite in PRESETS else " --preset …"
+            raise CliError(f"run {run_id} has no model weights here (imported from a bundle without weights, or its "
+                           f"checkpoint was not kept): re-run its suite (`layerscope suite{suite}`) to retrain it, or "
+                           f"import a bundle exported with --weights")
 
 
 def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:  # noqa: ANN001
@@ -365,7 +372,7 @@ def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> N
         _check_device(device)
     settings = _settings()
     factory = _init_db(settings)
-    _require_run(factory, run_id)
+    _require_run(factory, run_id, settings.resolved_store_dir)
     _execute(kind, params, settings, factory, device)
     typer.echo(f"layerscope: {kind} results stored for run {run_id}")
 

@@ -103,21 +103,109 @@ def _numbers(numbers: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def _training_table(runs: list[dict[str, Any]]) -> list[str]:
+def preset_of(suite: str) -> dict[str, Any] | None:
+    """The preset a suite was made from when the suite is named after one (``layerscope suite
+    --preset paper`` stores suite "paper"): families, tasks, seeds and its training budget."""
+    from worker.presets import PRESETS
+
+    p = PRESETS.get(suite)
+    if p is None or p.get("pretrained"):
+        return None
+    train = p.get("train") or {}
+    return {"families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]), "seeds": list(p["seeds"]),
+            "max_steps": train.get("max_steps"), "max_seconds": train.get("max_seconds")}
+
+
+def _limit(seconds: Any, steps: Any) -> str:
+    parts = [f"{float(seconds):g} s" if seconds is not None else "no time limit",
+             f"{int(steps):,} steps" if steps is not None else "no step limit"]
+    return " / ".join(parts)
+
+
+def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> list[str]:
+    """The training budget the runs were given (their train_config) next to the preset's, and how
+    many runs ended at it without reaching the early-stop criterion."""
+    used: dict[tuple[Any, Any], int] = defaultdict(int)
+    for r in runs:
+        cfg = r.get("train_config") or {}
+        used[(cfg.get("max_seconds"), cfg.get("max_steps"))] += 1
+    if not used:
+        return []
+    if len(used) == 1:
+        ((sec, steps),) = used
+        line = f"Training budget used: at most {_limit(sec, steps)} per run (every run's train_config)"
+    else:
+        line = "Training budget used, per run (train_config): " + "; ".join(
+            f"{_limit(sec, steps)} ({n} runs)" for (sec, steps), n in sorted(used.items(), key=str))
+    if preset is not None:
+        line += f"; the preset allows {_limit(preset['max_seconds'], preset['max_steps'])}"
+        if any(sec != preset["max_seconds"] or steps != preset["max_steps"] for sec, steps in used):
+            line += " (the runs were given a different budget than the preset's)"
+    capped = [r for r in runs if r.get("stopped_early") is False]
+    out = [line + "."]
+    if capped:
+        out.append(f"{len(capped)} of {len(runs)} stored runs ended at that budget without reaching the early-stop "
+                   "criterion.")
+    return out
+
+
+def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict[str, Any] | None,
+                    probed: set[Any] = frozenset()) -> list[str]:
+    """One row per (task, family): runs stored out of the preset's seeds (cells never started
+    included), trained and measured separately."""
     from worker.trained import is_trained
 
     cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
-        cells[(r["task"], r["family"])].append(r)
-    lines = ["| task | family | seeds trained | median steps | median train time (s) | held-out acc (min–max) |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for (task, family), rs in sorted(cells.items()):
+        if not r.get("pretrained"):
+            cells[(r["task"], r["family"])].append(r)
+    order = [(t, f) for t in preset["tasks"] for f in preset["families"]] if preset else []
+    order += sorted(c for c in cells if c not in order)
+    n_seeds = len(preset["seeds"]) if preset else None
+    lines = ["| task | family | runs stored | trained | with probes | measured | median steps | "
+             "median train time (s) | held-out acc at the training length (min–max) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for task, family in order:
+        rs = cells.get((task, family), [])
+        of = n_seeds if n_seeds is not None else len(rs)
+        if not rs:
+            lines.append(f"| {task} | {family} | 0/{of}, never started | – | – | – | – | – | – |")
+            continue
         trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in rs)
+        n_meas = sum(r["id"] in measured for r in rs)
+        n_probed = sum(r["id"] in probed for r in rs)
         accs = [r["heldout_acc"] for r in rs if r.get("heldout_acc") is not None]
         acc = f"{min(accs):.3f}–{max(accs):.3f}" if accs else "–"
-        lines.append(f"| {task} | {family} | {trained}/{len(rs)} | {statistics.median(r['steps'] for r in rs):.0f} | "
-                     f"{statistics.median(r['train_seconds'] for r in rs):.0f} | {acc} |")
+        steps = [r["steps"] for r in rs if r.get("steps") is not None]
+        secs = [r["train_seconds"] for r in rs if r.get("train_seconds") is not None]
+        med = (f"{statistics.median(steps):.0f} | {statistics.median(secs):.0f}" if steps and secs else "– | –")
+        lines.append(f"| {task} | {family} | {len(rs)}/{of} | {trained}/{of} | {n_probed}/{of} | {n_meas}/{of} | "
+                     f"{med} | {acc} |")
     return lines
+
+
+def _f2(x: float) -> str:
+    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
+
+
+def _iv(v: dict[str, Any]) -> str:
+    if v.get("mean") is None:
+        return "no value"
+    ci = f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else " (one seed: no interval)"
+    return f"{_f2(v['mean'])}{ci}, n = {v['n']}"
+
+
+def trained_cells_paragraph(cells: list[dict[str, Any]]) -> list[str]:
+    """'What the trained cells show' for a "not enough data" claim: descriptive, not a verdict."""
+    if not cells:
+        return ["**What the trained cells show** (descriptive, not a verdict): no cell this claim reads has a "
+                "trained run with a probe curve at L = 40.", ""]
+    parts = [f"{c['family']} × {c['task']}: class {c['profile_class']}"
+             + (f" (the claim expects {c['expected']})" if c.get("expected") else "")
+             + f", late concentration {_iv(c['late_concentration'])}" for c in cells]
+    return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
+            "above to decide; the profile class of the seed-mean probe curve at L = 40, and the late concentration "
+            "with its 95% t-interval over the n trained seeds): " + "; ".join(parts) + ".", ""]
 
 
 def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: ANN001
@@ -165,8 +253,9 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
     from backend.db.migrate import init_db
     from backend.db.models import Run
     from backend.db.session import make_engine, make_sessionmaker
+    from backend.measured import measured_run_ids
 
-    manifest, tables = read_bundle(bundle)
+    manifest, _tables = read_bundle(bundle)
     manifest.pop("_weights", None)
     suite = manifest["suite"]
     figures_dir = figures_dir or output.parent / "figures"
@@ -181,13 +270,15 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
                 claims = claims_of(s, RunFilter(suite=[suite]))
                 runs = [{c.key: getattr(r, c.key) for c in Run.__table__.columns}
                         for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)]
+                measured = measured_run_ids(s, [r["id"] for r in runs])
+                probed = measured_run_ids(s, [r["id"] for r in runs], kinds=1)
                 figs = _figures(s, suite, runs) if figures else {}
         finally:
             engine.dispose()
     fig_error = write_pngs(figs, figures_dir) if figs else "figures turned off"
     rel = _relative(figures_dir, output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(_markdown(manifest, tables, runs, claims, rel, fig_error, bundle.name))
+    output.write_text(_markdown(manifest, runs, measured, claims, rel, fig_error, bundle.name, probed))
     return {"claims": claims, "figures_error": fig_error}
 
 
@@ -197,9 +288,19 @@ def _relative(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
 
-def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[str, Any]],
-              claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str) -> str:
-    complete = sum(r.get("status") == "complete" for r in runs)
+def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: set[Any],
+              claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str,
+              probed: set[Any] = frozenset()) -> str:
+    from worker.trained import is_trained
+
+    preset = preset_of(manifest["suite"])
+    n_trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
+    n_measured = sum(r["id"] in measured for r in runs)
+    n_both = sum(r["id"] in measured and is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
+    expected = len(preset["families"]) * len(preset["tasks"]) * len(preset["seeds"]) if preset else None
+    stored = f"{len(runs)} stored" + (f" of the preset's {expected}" if expected else "")
+    if expected and len(runs) < expected:
+        stored += f" ({expected - len(runs)} never started)"
     counts = defaultdict(int)
     for c in claims:
         counts[AGREEMENT.get(c["verdict"], c["verdict"])] += 1
@@ -211,8 +312,8 @@ def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[
         "",
         "## The bundle",
         "",
-        f"- runs: {len(runs)} ({complete} complete: trained and measured)"
-        + ("" if complete == len(runs) else f" — **partial**: {len(runs) - complete} run(s) not measured"),
+        f"- runs: {stored}; {n_trained} trained (held-out accuracy reached the early-stop criterion); "
+        f"{n_measured} measured (probe, intervention and patching results all stored), of which {n_both} trained",
         f"- made on: {', '.join(manifest.get('devices') or ['unknown'])}",
         f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s"
         + (f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
@@ -234,9 +335,14 @@ def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[
         "## Training",
         "",
         "A run counts as trained when its held-out token accuracy at the training length reached its early-stop "
-        "criterion; runs that did not are kept but no verdict on layer profiles reads them.",
+        "criterion; runs that did not are kept but no verdict on layer profiles reads them. A run has probes "
+        "when its probe results are stored, and is measured when its probe, intervention and patching results "
+        "are all stored. Each count is out of the "
+        + ("preset's seeds per cell; cells with no run read \"never started\"." if preset else "runs stored."),
         "",
-        *_training_table(runs),
+        *budget_lines(runs, preset),
+        "",
+        *_training_table(runs, measured, preset, probed),
         "",
     ]
     if fig_error:
@@ -252,7 +358,11 @@ def _markdown(manifest: dict[str, Any], tables: dict[str, Any], runs: list[dict[
             f"**This reproduction**: {agreement} (verdict: {c['verdict']}). {c.get('detail', '')}",
             "",
         ]
-        nums = _numbers(c.get("numbers") or {})
+        numbers = dict(c.get("numbers") or {})
+        described = numbers.pop("trained_cells", None)
+        if described is not None:
+            lines += trained_cells_paragraph(described)
+        nums = _numbers(numbers)
         if nums:
             lines += ["Numbers:", "", *nums, ""]
         if not fig_error:

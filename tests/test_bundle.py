@@ -159,7 +159,8 @@ def test_cli_export_then_import(source, tmp_path, monkeypatch, capsys):
 def test_api_lists_suites_and_serves_a_bundle(api):
     seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,), suite="live")
     listed = api.client.get("/api/suites").json()
-    assert listed == [{"name": "live", "n_runs": 1, "n_complete": 0, "imported": False}]
+    # n_complete (runs.status) was replaced by counts read from the data: trained, measured
+    assert listed == [{"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "imported": False}]
     r = api.client.get("/api/suites/live/bundle")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
     assert 'filename="live.layerscope.zip"' in r.headers["content-disposition"]
@@ -174,3 +175,52 @@ def test_api_lists_suites_and_serves_a_bundle(api):
         import_bundle(s, io.BytesIO(r.content))
     by_name = {x["name"]: x["imported"] for x in api.client.get("/api/suites").json()}
     assert by_name == {"elsewhere": False, "live": True}
+
+
+def _rewrite_manifest(path, out, **changes):
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "manifest.json":
+                data = json.dumps({**json.loads(data), **changes}).encode()
+            dst.writestr(item, data)
+
+
+def test_reexport_of_an_imported_suite_keeps_its_provenance(source, tmp_path):
+    """Re-exporting used to drop `partial` and replace python/torch/git_commit with the exporter's."""
+    _, path, _ = source
+    made = tmp_path / "made-elsewhere.zip"
+    partial = {"complete": False, "preset_runs": 60, "runs_stored": 2, "why": "stopped at the deadline"}
+    _rewrite_manifest(path, made, torch="2.11.0", python="3.12.3", git_commit="abc123", partial=partial)
+    target = _factory(f"sqlite:///{tmp_path / 'target.db'}")
+    with target() as s:
+        import_bundle(s, made)
+        out = tmp_path / "again.zip"
+        again = export_bundle(s, "study", out)
+    stored, _ = read_bundle(out)
+    for m in (again, stored):
+        assert m["imported_manifest"]["torch"] == "2.11.0" and m["imported_manifest"]["partial"] == partial
+        assert m["partial"] == partial
+        assert (m["torch"], m["python"], m["git_commit"]) == ("2.11.0", "3.12.3", "abc123")  # where runs were made
+        assert m["exported_with"]["python"] != "3.12.3" or m["exported_with"]["torch"] != "2.11.0"
+        assert set(m["exported_with"]) >= {"layerscope", "git_commit", "python", "torch", "created_at"}
+
+
+def test_export_of_a_suite_made_here_has_no_imported_manifest(source):
+    _, _, manifest = source
+    assert "imported_manifest" not in manifest and "partial" not in manifest
+    assert manifest["exported_with"]["torch"] == manifest["torch"]
+
+
+def test_api_suites_count_trained_and_measured_from_the_data(api):
+    ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0, 1, 2), suite="s")
+    with api.factory() as s:
+        s.query(Run).filter(Run.id == ids[0]).update({"heldout_acc": 0.995, "early_stop_acc": 0.99,
+                                                      "status": "complete"})
+        s.query(Run).filter(Run.id == ids[1]).update({"heldout_acc": 0.47, "early_stop_acc": 0.99,
+                                                      "status": "trained"})
+        s.query(PatchingResult).filter(PatchingResult.run_id == ids[2]).delete()
+        s.commit()
+    (row,) = api.client.get("/api/suites").json()
+    assert row["n_runs"] == 3 and row["n_trained"] == 1 and row["n_measured"] == 2
+    assert "n_complete" not in row

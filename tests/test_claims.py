@@ -88,6 +88,13 @@ def supporting_world() -> World:
             if fam in ("mamba", "mamba2"):
                 w.intervention(rid, "conv1d_removal", -2, -0.3, False, refit_acc=None, refit_majority=None,
                                drop_rel_chance=(-0.02, 0.0, 0.02)[seed])
+    # code_depth (claim 4 reads every family × task from scratch): readable and needed at the last layer
+    for seed in (0, 1, 2):
+        for fam in FAMILIES:
+            rid = w.run("code_depth", fam, seed, _chance(LATE, 1 / 11), 1 / 11)
+            for layer in range(-1, 4):
+                w.intervention(rid, "leace", layer, -60.0 if layer == 3 else -1.0, layer == 3,
+                               refit_acc=1 / 11, refit_majority=1 / 11)
     # pretrained models on Dyck: best probe at 7, ablating 6 costs 81 %, 7 barely matters
     for i, name in enumerate(("EleutherAI/pythia-160m", "EleutherAI/pythia-410m", "gpt2")):
         curve = [0.4] + [0.5 + 0.04 * j for j in range(12)]
@@ -131,6 +138,10 @@ def contradicting_world() -> World:
             best = max(range(5), key=lambda i: curve[i]) - 1
             for layer in range(-1, 4):  # coupled everywhere: the most readable layer is the necessary one
                 w.intervention(rid, "leace", layer, -50.0 if layer == best else -3.0, layer == best, refit_majority=0.4,
+                               refit_acc=0.4)
+            rid = w.run("code_depth", fam, seed, LATE, 0.4)  # claim 4 reads every family × task
+            for layer in range(-1, 4):
+                w.intervention(rid, "leace", layer, -50.0 if layer == 3 else -3.0, layer == 3, refit_majority=0.4,
                                refit_acc=0.4)
     return w
 
@@ -325,3 +336,79 @@ def test_claims_2_3_and_6_too_small():
     assert c[2]["verdict"] == NOT_ENOUGH and "transformer × dyck: 1 of 3 trained seeds" in c[2]["detail"]
     assert c[3]["verdict"] == NOT_ENOUGH and "1 of 3 trained seeds" in c[3]["detail"]
     assert c[6]["verdict"] == NOT_ENOUGH and "gru × parity: 1 of 3 trained seeds" in c[6]["detail"]
+
+
+# -- every expected cell, stored or not -------------------------------------------------------------
+def _without(w: World, pick) -> World:
+    keep = [r for r in w.runs if not pick(r)]
+    ids = {r["id"] for r in keep}
+    w.runs = keep
+    w.probes = [p for p in w.probes if p["run_id"] in ids]
+    w.interventions = [r for r in w.interventions if r["run_id"] in ids]
+    w.patching = [p for p in w.patching if p["run_id"] in ids]
+    return w
+
+
+@pytest.mark.parametrize("family", ["mamba", "transformer", "lstm"])
+def test_a_whole_family_missing_is_never_supported(family):
+    """With every run of one family gone (and no pretrained runs), no claim may be supported and
+    each names that family's cells as stored nowhere."""
+    w = _without(supporting_world(), lambda r: r["family"] == family or r["pretrained"])
+    c = w.claims()
+    for cid in (1, 2, 3, 4, 6):  # claim 5 is about the SSMs only
+        assert c[cid]["verdict"] != SUPPORTED, (cid, c[cid]["detail"])
+    for cid, task in ((1, "parity"), (2, "dyck"), (3, "s3"), (4, "code_depth"), (6, "s3")):
+        assert f"{family} × {task}: 0 of 3 trained seeds (no runs stored)" in c[cid]["numbers"]["cells_short_of_seeds"]
+        assert c[cid]["verdict"] == NOT_ENOUGH
+    if family != "mamba":
+        assert c[5]["verdict"] == SUPPORTED  # a family the claim is not about does not count
+    else:
+        assert c[5]["verdict"] == NOT_ENOUGH
+        assert "mamba × dyck: 0 of 3 trained seeds (no runs stored)" in c[5]["detail"]
+
+
+def test_a_task_missing_for_one_family_is_named():
+    """mamba × dyck with zero runs used to go unmentioned (claims 2 and 5)."""
+    w = _without(supporting_world(), lambda r: r["family"] == "mamba" and r["task"] == "dyck")
+    c = w.claims()
+    assert c[1]["verdict"] == SUPPORTED  # parity and s3 are complete
+    for cid in (2, 3, 5):
+        assert c[cid]["verdict"] == NOT_ENOUGH
+        assert "mamba × dyck: 0 of 3 trained seeds (no runs stored)" in c[cid]["detail"]
+
+
+def test_claim_4_reports_the_best_state_patching_layer_per_family():
+    """Stacked LSTM: patching layer 0's state recovers everything, the last block ~0."""
+    w = supporting_world()
+    for r in [r for r in w.runs if r["family"] == "lstm" and r["task"] == "parity"]:
+        for layer, rec in ((0, 0.99), (1, 0.02), (2, 0.01), (3, 0.0)):
+            w.patching.append({"run_id": r["id"], "site": "state", "layer": layer, "position": 20,
+                               "eval_length": 40, "recovery": rec + 0.001 * r["seed"]})
+    c = w.claims()[4]
+    best = {b["family"]: b for b in c["numbers"]["state_patching_best_layer"]}
+    best["lstm"] = best["lstm × parity"]
+    assert best["lstm"]["best_layer"] == 0 and best["lstm"]["best_recovery"]["mean"] == pytest.approx(0.991)
+    assert best["lstm"]["best_recovery"]["n"] == 3 and best["lstm"]["last_layer"] == 3
+    assert best["lstm"]["last_recovery"]["mean"] == pytest.approx(0.001)
+    assert best["lstm"]["best_layer_per_run"] == [0, 0, 0]
+    assert "lstm × parity layer 0 (0.99, n=3; best layer per run: 0, 0, 0)" in c["detail"] and "blocks below it corrupted" in c["detail"]
+    assert c["verdict"] == SUPPORTED  # descriptive only: the verdict is the pretrained group's
+
+
+def test_not_enough_data_claims_describe_their_trained_cells():
+    """Three trained LSTM seeds readable at layer 0 (class early) while other cells are short: the
+    claim is not enough data, yet says what the trained cells show."""
+    w = World()
+    for seed in (0, 1, 2):
+        w.run("parity", "lstm", seed, EARLY)
+    w.run("parity", "transformer", 0, GRADUAL)
+    w.run("parity", "gru", 0, LATE, heldout_acc=0.5)  # untrained: not described
+    c = w.claims()
+    assert c[1]["verdict"] == NOT_ENOUGH
+    cells = {(x["task"], x["family"]): x for x in c[1]["numbers"]["trained_cells"]}
+    assert set(cells) == {("parity", "lstm"), ("parity", "transformer")}
+    lstm = cells[("parity", "lstm")]
+    assert lstm["profile_class"] == "early" and lstm["expected"] == "late" and lstm["n"] == 3
+    assert lstm["late_concentration"]["n"] == 3 and lstm["late_concentration"]["mean"] < 0.1
+    assert cells[("parity", "transformer")]["n"] == 1
+    assert "trained_cells" not in supporting_world().claims()[1]["numbers"]  # only beside "not enough data"

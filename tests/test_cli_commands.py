@@ -119,3 +119,33 @@ def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) 
     assert main(["patch", str(run_id), "--position", "3", "--n-pairs", "8"]) == 0
     with factory(cli_env)() as s:
         assert s.execute(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None
+
+
+@pytest.mark.parametrize("command", ["probe", "intervene", "patch"])
+@pytest.mark.parametrize("checkpoint_id", [None, "0" * 64])  # none stored / recorded but not in the store
+def test_run_without_weights_says_how_to_get_them(cli_env, capsys, command, checkpoint_id) -> None:
+    """Imported runs used to fail with 'run 1 has no checkpoint to load'."""
+    from backend.db.models import Run
+    from tests.conftest import seed_runs
+
+    main(["db", "upgrade"])
+    capsys.readouterr()
+    f = factory(cli_env)
+    (run_id,) = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="paper")
+    with f() as s:
+        s.query(Run).update({"checkpoint_id": checkpoint_id})
+        s.commit()
+    line = one_line_error(capsys, main([command, str(run_id)]), 1, f"run {run_id} has no model weights here")
+    assert "layerscope suite --preset paper" in line and "--weights" in line
+
+
+def test_worker_job_on_a_run_without_weights_says_how_to_get_them(cli_env) -> None:
+    """A probe/intervene/patch job submitted through the API reads the same guidance."""
+    from tests.conftest import seed_runs
+    from worker.pipeline import WorkerEnv, load_run
+
+    main(["db", "upgrade"])
+    f = factory(cli_env)
+    (run_id,) = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="paper")
+    with pytest.raises(Exception, match=f"run {run_id} has no model weights here.*--weights"):
+        load_run(run_id, WorkerEnv(f, cli_env / "store"))

@@ -19,10 +19,12 @@ Rules shared by every claim (every threshold is a module constant):
   (:func:`worker.trained.is_trained`: held-out token accuracy at the training length reached
   its early-stop criterion). Every claim lists the runs it left out and why
   (``numbers.runs_left_out``).
-- **Seeds.** A *cell* is a (task, family) of from-scratch runs. A verdict needs at least
-  ``MIN_SEEDS`` trained seeds in every cell it reads (a cell is read when the claim looks at
-  that task and family and any run of it is stored); otherwise "not enough data", naming each
-  short cell ("transformer × parity: 1 of 3 trained seeds").
+- **Seeds.** A *cell* is a (task, family) of from-scratch runs. A claim reads every cell the
+  study is meant to have for the tasks and families it is about (worker.params FAMILIES × TASKS,
+  restricted to the claim's), stored or not. A verdict needs at least ``MIN_SEEDS`` trained
+  seeds in every one of them; otherwise "not enough data", naming each short cell
+  ("transformer × parity: 1 of 3 trained seeds"; a cell with no run at all: "mamba × dyck: 0 of
+  3 trained seeds (no runs stored)"), so no verdict is given with a family or task missing.
 - Profiles are computed at the training length ``EVAL_LENGTH`` (40) from each run's probe curve
   (:mod:`worker.profiles`); a cell's class is the class of its seed-mean curve.
 
@@ -50,13 +52,18 @@ Per claim:
   when the interval's lower end is above ``DECOUPLED_SHARE_MIN``, contradicts it when its upper
   end is below, and is inconclusive otherwise; a pretrained group needs ``MIN_SEEDS`` evaluable
   runs. Supported when a group supports; contradicted when every group with runs contradicts.
-  Beside it: state-site patching recovery at the last block, middle position, mean and
-  t-interval over trained runs (or "no state patching stored").
+  Beside it, descriptive and not part of the verdict: state-site patching recovery at the last
+  block, middle position, mean and t-interval over trained runs (or "no state patching
+  stored"), and per family the layer whose state patch at the middle position recovers most.
+  In stacked recurrent models the last block alone can read ~0: the blocks below it still
+  carry the corrupted state.
 - **Claim 5 (Conv1D)**: ``conv1d_removal`` of every layer (layer −2) on trained Mamba/Mamba-2
   runs, read as ``drop_rel_chance`` (share of the gain over chance lost; > 0 = a drop), with a
   t-interval over seeds per task. Conditions: S3 drop > 0 (interval above 0); Parity drop > 0;
   S3 drop > Parity drop (one-sided permutation test, p < ``ALPHA``); Dyck drop not significant
-  (interval reaches 0). Needs 2 of the 3 tasks; supported when every evaluated condition holds.
+  (interval reaches 0). Needs conv1d_removal on two of the three tasks and ``MIN_SEEDS`` trained
+  seeds in each of the six SSM cells;
+  supported when every evaluated condition holds.
 - **Claim 6 (behaviour)**, trained runs, seed means of token accuracy per stored length:
   (a) LSTM and GRU ≥ ``PERFECT_ACC`` at every stored length on Parity and S3; (b) on Parity and
   on S3 the mean accuracy at the lengths beyond training is ordered recurrent > SSM >
@@ -76,6 +83,8 @@ import numpy as np
 from scipy import stats as _st
 
 from worker import profiles as P
+from worker.params import FAMILIES as STUDY_FAMILIES
+from worker.params import TASKS as STUDY_TASKS
 from worker.stats import ALPHA, holm, t_interval, wilson_interval
 from worker.trained import is_trained, untrained_reason
 
@@ -145,8 +154,20 @@ def _scratch(run: Mapping[str, Any]) -> bool:
     return not run.get("pretrained")
 
 
+def _f2(x: float) -> str:
+    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
+
+
 def _cell_name(cell: Cell) -> str:
     return f"{cell[1]} × {cell[0]}"
+
+
+def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIES) -> list[Cell]:
+    """Every (task, family) a from-scratch study is meant to have for these tasks and families:
+    the study's families × tasks (worker.params) restricted to the ones a claim is about, so a
+    cell with no runs at all is counted short rather than skipped."""
+    ts, fs = set(tasks), set(families)
+    return [(t, f) for t in STUDY_TASKS if t in ts for f in STUDY_FAMILIES if f in fs]
 
 
 class Data:
@@ -171,10 +192,12 @@ class Data:
 
     def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
                    what: str = "trained seeds") -> list[str]:
-        """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each read cell short of seeds."""
+        """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each cell short of seeds;
+        a cell with no stored run at all reads '0 of MIN_SEEDS trained seeds (no runs stored)'."""
         out = []
         for cell in sorted(set(cells)):
             if not self.stored.get(cell):
+                out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
                 continue
             k = len({r.get("seed") for r in usable.get(cell, [])})
             if k < MIN_SEEDS:
@@ -267,6 +290,8 @@ def _finish(claim: dict[str, Any], left_out: list[dict[str, Any]]) -> dict[str, 
     claim["numbers"]["runs_left_out"] = left_out
     claim["numbers"]["runs_excluded_undertrained"] = len(left_out)
     claim["numbers"]["min_seeds"] = MIN_SEEDS
+    if left_out and not claim["detail"].rstrip().endswith("."):
+        claim["detail"] = claim["detail"].rstrip() + "."
     claim["detail"] += _left_out_note(left_out)
     return _clean(claim)
 
@@ -299,9 +324,10 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
     for cid, spec in CONTRAST.items():
         tasks = spec["tasks"]
         cells = _curve_cells(data, tasks)
-        read = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f))]
-        usable_tasks = [t for t in tasks if (t, TRANSFORMER) in read and any((t, f) in read for f in NON_TRANSFORMER)]
-        short = data.shortfalls([c for c in read if c[0] in usable_tasks], cells)
+        stored = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f))]
+        usable_tasks = [t for t in tasks if any(c[0] == t for c in stored)]
+        # every expected cell of every task the claim is about, stored or not
+        short = data.shortfalls(expected_cells(tasks, FAMILIES), cells) if usable_tasks else []
         info: dict[str, Any] = {"cells": cells, "usable_tasks": usable_tasks, "short": short}
         prepared[cid] = info
         if not usable_tasks or short:
@@ -334,8 +360,8 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
     left = data.left_out_for(tasks)
     if not info["usable_tasks"]:
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
-                              f"needs trained runs with probe curves at L={EVAL_LENGTH} for the transformer and at "
-                              f"least one recurrent/SSM family on {' or '.join(tasks)}", views), left)
+                              f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
+                              f"{' and '.join(tasks)}; none stored", views), left)
     if info["short"]:
         numbers["cells_short_of_seeds"] = info["short"]
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
@@ -380,13 +406,14 @@ def claim_3(data: Data) -> dict[str, Any]:
     tasks = ("s3", "parity", STACK_TASK)
     cells = _curve_cells(data, tasks)
     fams = [f for f in FAMILIES if all(data.stored.get((t, f)) for t in tasks)]
+    any_stored = any(data.stored.get(c) for c in expected_cells(tasks, FAMILIES))
     views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
     numbers: dict[str, Any] = {"families": [], "match_fraction_required": MATCH_FRACTION}
     left = data.left_out_for(tasks)
-    if not fams:
-        return _finish(_claim(3, NOT_ENOUGH, numbers, "needs at least one family with runs on s3, parity and dyck",
-                              views), left)
-    short = data.shortfalls([(t, f) for f in fams for t in tasks], cells)
+    if not any_stored:
+        return _finish(_claim(3, NOT_ENOUGH, numbers, "needs every family with runs on s3, parity and dyck; none "
+                              "stored", views), left)
+    short = data.shortfalls(expected_cells(tasks, FAMILIES), cells)
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(3, NOT_ENOUGH, numbers,
@@ -477,6 +504,41 @@ def _state_patching(data: Data) -> dict[str, Any] | str:
     return out
 
 
+def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
+    """Per family (from scratch) or pretrained model, and task: the layer whose ``state`` patch at the
+    middle position recovers most of the logit gap, as a seed mean over trained runs.
+
+    The layer is the best of the seed-mean recoveries; ``best_layer_per_run`` lists each run's own
+    best layer, which can differ between seeds. Descriptive only. Patching one block's state leaves the blocks below it corrupted, and in a
+    stacked recurrent model they write the corrupted state back in at every later position, so
+    the last block alone can recover ~0 while layer 0 recovers nearly all of it."""
+    info = {r["id"]: r for r in data.trained}
+    per: dict[str, dict[int, dict[Any, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for p in data.patching:
+        run = info.get(p.get("run_id"))
+        if (run is None or p.get("site") != STATE_SITE or p.get("recovery") is None
+                or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2):
+            continue
+        key = f"{run['family']} × {run['task']}" if _scratch(run) else f"{run['pretrained']} × {run['task']}"
+        per[key][int(p["layer"])][run["id"]].append(float(p["recovery"]))
+    out = []
+    for key in sorted(per):
+        means = {layer: [float(np.mean(v)) for v in runs.values()] for layer, runs in per[key].items()}
+        best = max(means, key=lambda layer: float(np.mean(means[layer])))
+        last = max(means)
+        run_ids = sorted({rid for runs in per[key].values() for rid in runs}, key=str)
+        per_run = [max((layer for layer in per[key] if rid in per[key][layer]),
+                       key=lambda layer, rid=rid: float(np.mean(per[key][layer][rid]))) for rid in run_ids]
+        out.append({"family": key, "best_layer": best, "best_recovery": _ci(means[best]),
+                    "last_layer": last, "last_recovery": _ci(means[last]), "best_layer_per_run": sorted(per_run)})
+    return out
+
+
+STATE_PATCH_NOTE = ("Why the last block can read ~0 in stacked recurrent models: patching one block's state leaves "
+                    "the blocks below it corrupted, and their outputs carry the corrupted information back into the "
+                    "patched block at every later position. Descriptive, not part of the verdict.")
+
+
 def claim_4(data: Data) -> dict[str, Any]:
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in data.interventions:
@@ -492,13 +554,13 @@ def claim_4(data: Data) -> dict[str, Any]:
         method = next(m for m in DECOUPLING_METHODS if m in methods)
         per_run.append(_run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method],
                                        method))
-    iv_ids = set(by_run)
-    cells_read = [c for c, rs in data.stored.items() if any(r["id"] in iv_ids for r in rs)]
     usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
     for r in per_run:
         if not r["pretrained"]:
             usable[(r["task"], r["family"])].append(r)
-    short = data.shortfalls(cells_read, usable, "trained seeds with probes and edits")
+    # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
+    short = (data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "trained seeds with probes and edits")
+             if data.stored else [])
     groups = {}
     for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
         rows = [r for r in per_run if pick(r)]
@@ -518,6 +580,9 @@ def claim_4(data: Data) -> dict[str, Any]:
         "decoupled_share_scratch": groups.get("scratch", {}).get("share"),
         "decoupled_share_pretrained": groups.get("pretrained", {}).get("share"),
     }
+    by_layer = _state_patching_by_layer(data)
+    if by_layer:
+        numbers["state_patching_best_layer"] = by_layer
     if short:
         numbers["cells_short_of_seeds"] = short
     views = ["/probe-vs-causal", "/patching"]
@@ -540,12 +605,18 @@ def claim_4(data: Data) -> dict[str, Any]:
                      f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
                      + (f" ({g['why']})" if g.get("why") else ""))
     patch_txt = patch if isinstance(patch, str) else "; ".join(
-        f"{k}: {v['mean']:.2f}" + (f" [{v['lo']:.2f}, {v['hi']:.2f}]" if v.get("lo") is not None else "") + f" (n={v['n']})"
+        f"{k}: {_f2(v['mean'])}" + (f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else "")
+        + f" (n={v['n']})"
         for k, v in patch.items() if isinstance(v, dict))
     detail = (f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
               f"a group supports the claim when the Wilson interval of its decoupled share is above "
               f"{DECOUPLED_SHARE_MIN:.0%}. " + "; ".join(parts) + f". State patching at the last block, mid-position: "
               f"{patch_txt}.")
+    if by_layer:
+        detail += (" Layer whose state patch at the middle position recovers most: " + "; ".join(
+            f"{b['family']} layer {b['best_layer']} ({_f2(b['best_recovery']['mean'])}, n={b['best_recovery']['n']}; "
+            f"best layer per run: {', '.join(map(str, b['best_layer_per_run']))})"
+            for b in by_layer) + ". " + STATE_PATCH_NOTE)
     return _finish(_claim(4, verdict, numbers, detail, views), left)
 
 
@@ -564,6 +635,7 @@ def claim_5(data: Data) -> dict[str, Any]:
         rows_by_run[run["id"]] = r
     tasks_all = ("s3", "parity", STACK_TASK)
     read = sorted({(info[rid]["task"], info[rid]["family"]) for rid in rows_by_run if info[rid]["task"] in tasks_all})
+    expected = expected_cells(tasks_all, SSM)
     usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
     for rid, row in rows_by_run.items():
         if rid in trained_ids and row.get("drop_rel_chance") is not None:
@@ -575,7 +647,7 @@ def claim_5(data: Data) -> dict[str, Any]:
     if len({t for t, _ in read}) < 2:
         return _finish(_claim(5, NOT_ENOUGH, numbers, "needs conv1d_removal (every layer) results for mamba/mamba2 on "
                               "at least two of s3, parity, dyck", views), left)
-    short = data.shortfalls(read, usable)
+    short = data.shortfalls(expected, usable, "trained seeds with conv1d_removal")
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(5, NOT_ENOUGH, numbers,
@@ -640,14 +712,14 @@ def claim_6(data: Data) -> dict[str, Any]:
         usable[(r["task"], r["family"])].append(r)
         for L, a in accs.items():
             tab[(r["task"], r["family"])][L].append(float(a))
-    read = [c for c in data.stored if c[0] in PREFIX_TASKS and c[1] in FAMILIES]
+    read = expected_cells(PREFIX_TASKS, FAMILIES)
     lengths = sorted({L for d in tab.values() for L in d})
     numbers: dict[str, Any] = {"lengths_used": lengths, "accuracy": [
         {"task": t, "family": f, "by_length": {str(L): _ci(v) for L, v in sorted(d.items())}}
         for (t, f), d in sorted(tab.items())]}
     views = ["/?task=parity", "/?task=s3", "/curves?task=parity&view=behaviour"]
     left = data.left_out_for(PREFIX_TASKS)
-    short = data.shortfalls(read, usable)
+    short = data.shortfalls(read, usable) if any(data.stored.get(c) for c in read) else []
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(6, NOT_ENOUGH, numbers,
@@ -693,6 +765,50 @@ def claim_6(data: Data) -> dict[str, Any]:
     return _finish(_claim(6, CONTRADICTED if failed else SUPPORTED, numbers, detail, views), left)
 
 
+# ----------------------------------------------------------------------------- descriptive
+
+
+CLAIM_SCOPE: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {  # claim → (tasks, families) it reads
+    1: (PREFIX_TASKS, FAMILIES),
+    2: ((STACK_TASK,), FAMILIES),
+    3: (("s3", "parity", STACK_TASK), FAMILIES),
+    4: (tuple(STUDY_TASKS), FAMILIES),
+    5: (("s3", "parity", STACK_TASK), SSM),
+    6: (PREFIX_TASKS, FAMILIES),
+}
+
+
+def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
+                  expected: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """What the trained from-scratch runs of each cell show, whatever their number: the class of
+    the seed-mean probe curve at L = EVAL_LENGTH and the late concentration (mean, t-interval,
+    n seeds). Descriptive: no seed minimum, no test; never part of a verdict."""
+    cells = _curve_cells(data, tuple(tasks))
+    out = []
+    for cell in expected_cells(tasks, families):
+        rs = cells.get(cell)
+        if not rs:
+            continue
+        s = _summary(data, rs)
+        lc = s["metrics"]["late_concentration"]
+        row = {"task": cell[0], "family": cell[1], "n": s["n"], "profile_class": s["profile_class"],
+               "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")}}
+        if expected:
+            row["expected"] = expected.get(cell[1])
+        out.append(row)
+    return out
+
+
+def _describe_when_short(claims: list[dict[str, Any]], data: Data) -> list[dict[str, Any]]:
+    """Add ``numbers.trained_cells`` (descriptive) to each "not enough data" claim."""
+    for c in claims:
+        if c["verdict"] == NOT_ENOUGH:
+            tasks, fams = CLAIM_SCOPE[c["id"]]
+            spec = CONTRAST.get(c["id"])
+            c["numbers"]["trained_cells"] = _clean(trained_cells(data, tasks, fams, spec["expected"] if spec else None))
+    return claims
+
+
 def evaluate_claims(
     runs: Sequence[Mapping[str, Any]] | None = None,
     probes: Sequence[Mapping[str, Any]] | None = None,
@@ -702,6 +818,9 @@ def evaluate_claims(
     """All six claims, in order. Missing inputs count as empty (→ "not enough data").
 
     Only trained runs (:func:`worker.trained.is_trained`) are read; each claim lists the runs it
-    left out (``numbers.runs_left_out``) with the reason."""
+    left out (``numbers.runs_left_out``) with the reason. A "not enough data" claim also carries
+    ``numbers.trained_cells``: what the trained cells it reads show (:func:`trained_cells`),
+    descriptive only."""
     data = Data(runs or [], probes or [], interventions or [], patching or [])
-    return [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]
+    out = [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]
+    return _describe_when_short(out, data)

@@ -8,12 +8,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Response
 from pydantic import BaseModel
-from sqlalchemy import case, func, select
+from sqlalchemy import select
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
 from backend.api.schemas import ErrorOut
 from backend.bundle import export_bundle, imported_suites
 from backend.db.models import Run
+from backend.measured import measured_run_ids
+from worker.trained import is_trained
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
@@ -23,18 +25,25 @@ SuiteName = Annotated[str, Path(min_length=1, max_length=100, description="runs.
 class SuiteOut(BaseModel):
     name: str
     n_runs: int
-    n_complete: int
+    n_trained: int  # runs trained for their task (worker.trained.is_trained), measured or not
+    n_measured: int  # runs with probe, intervention and patching results all stored (trained or not)
     imported: bool  # loaded from a results bundle (`layerscope import`), not made by this installation
 
 
-@router.get("", response_model=list[SuiteOut], summary="Suites with their run counts; imported or made here")
+@router.get("", response_model=list[SuiteOut],
+            summary="Suites with their run counts (stored, trained, measured); imported or made here")
 def list_suites(session: SessionDep) -> list[dict]:
-    rows = session.execute(
-        select(Run.suite, func.count(Run.id), func.sum(case((Run.status == "complete", 1), else_=0)))
-        .where(Run.suite.is_not(None)).group_by(Run.suite).order_by(Run.suite)
-    ).all()
+    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc)
+                           .where(Run.suite.is_not(None)).order_by(Run.suite)).all()
+    measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
-    return [dict(name=name, n_runs=n, n_complete=int(c or 0), imported=name in imported) for name, n, c in rows]
+    out: dict[str, dict] = {}
+    for suite, rid, acc, crit in rows:
+        d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, imported=suite in imported))
+        d["n_runs"] += 1
+        d["n_trained"] += is_trained(acc, crit)
+        d["n_measured"] += rid in measured
+    return list(out.values())
 
 
 @router.get("/{name}/bundle", summary="The suite's results bundle (zip: manifest.json + tables/*.json)",

@@ -1,0 +1,72 @@
+"""docs/RESULTS.md's bundle summary and training section: counts read from the data (trained,
+measured), the preset's seeds as denominator with never-started cells, the training budget used,
+and the descriptive paragraph beside a "not enough data" claim. Plain data in, text out."""
+
+from __future__ import annotations
+
+from backend.report import _markdown, budget_lines, preset_of, trained_cells_paragraph
+
+
+def _run(rid, task, family, seed, acc, *, seconds=75.0, stopped=False, max_seconds=75.0):
+    return {"id": rid, "task": task, "family": family, "seed": seed, "heldout_acc": acc, "early_stop_acc": 0.99,
+            "steps": 500, "train_seconds": seconds, "stopped_early": stopped, "pretrained": None,
+            "status": "complete", "train_config": {"max_seconds": max_seconds, "max_steps": 10_000}}
+
+
+RUNS = [_run(1, "parity", "lstm", 0, 1.0, seconds=30, stopped=True),
+        _run(2, "parity", "lstm", 1, 1.0, seconds=31, stopped=True),
+        _run(3, "parity", "transformer", 0, 0.47)]
+MANIFEST = {"suite": "paper", "devices": ["cpu on box"], "tables": {}, "created_at": "now"}
+
+
+def _text(claims=()):
+    return _markdown(MANIFEST, RUNS, {1, 3}, list(claims), "figures", "figures turned off", "b.zip", {1, 2, 3})
+
+
+def test_preset_of_reads_the_paper_preset():
+    p = preset_of("paper")
+    assert len(p["families"]) == 5 and len(p["tasks"]) == 4 and len(p["seeds"]) == 3
+    assert p["max_seconds"] == 240.0 and p["max_steps"] == 10_000
+    assert preset_of("my-own-suite") is None
+
+
+def test_trained_and_measured_are_counted_separately():
+    text = _text()
+    assert "- runs: 3 stored of the preset's 60 (57 never started); 2 trained" in text
+    assert "2 measured (probe, intervention and patching results all stored), of which 1 trained" in text
+    assert "complete" not in text.split("## Training")[0]
+
+
+def test_training_table_uses_the_preset_seeds_and_lists_cells_never_started():
+    text = _text()
+    assert "| parity | lstm | 2/3 | 2/3 | 2/3 | 1/3 |" in text
+    assert "| parity | transformer | 1/3 | 0/3 | 1/3 | 1/3 |" in text
+    assert "| dyck | mamba | 0/3, never started |" in text and "| code_depth | gru | 0/3, never started |" in text
+    assert text.count("never started |") == 20 - 2
+
+
+def test_budget_used_is_stated_next_to_the_preset():
+    lines = budget_lines(RUNS, preset_of("paper"))
+    assert lines[0].startswith("Training budget used: at most 75 s / 10,000 steps per run")
+    assert "the preset allows 240 s / 10,000 steps (the runs were given a different budget" in lines[0]
+    assert lines[1] == "1 of 3 stored runs ended at that budget without reaching the early-stop criterion."
+    same = budget_lines([_run(1, "parity", "lstm", 0, 1.0, max_seconds=240.0)], preset_of("paper"))
+    assert "different budget" not in same[0]
+    mixed = budget_lines([*RUNS, _run(4, "s3", "gru", 0, 1.0, max_seconds=240.0)], None)
+    assert "75 s / 10,000 steps (3 runs)" in mixed[0] and "240 s / 10,000 steps (1 runs)" in mixed[0]
+
+
+def test_not_enough_data_claim_gets_a_descriptive_paragraph_not_numbers():
+    cells = [{"task": "parity", "family": "lstm", "n": 3, "profile_class": "early", "expected": "late",
+              "late_concentration": {"mean": -0.0001, "lo": -0.001, "hi": 0.002, "n": 3}},
+             {"task": "dyck", "family": "mamba2", "n": 1, "profile_class": "early",
+              "late_concentration": {"mean": 0.03, "lo": None, "hi": None, "n": 1}}]
+    claim = {"id": 1, "title": "t", "verdict": "not enough data", "detail": "short.",
+             "numbers": {"trained_cells": cells, "alpha": 0.05}}
+    text = _text([claim])
+    para = next(line for line in text.splitlines() if line.startswith("**What the trained cells show**"))
+    assert "not a verdict" in para
+    assert "lstm × parity: class early (the claim expects late), late concentration 0.00 [0.00, 0.00], n = 3" in para
+    assert "mamba2 × dyck: class early, late concentration 0.03 (one seed: no interval), n = 1" in para
+    assert "trained_cells" not in text and "- alpha: 0.05" in text
+    assert "no cell this claim reads" in trained_cells_paragraph([])[0]
