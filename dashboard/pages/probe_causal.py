@@ -35,12 +35,22 @@ from dashboard.figures.probe_causal import (
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_label, task_label
+from worker import claims as C
+from worker.profiles import NEAR_BEST_TOL
 
 KEY = "pvc"
 PATH = "/probe-vs-causal"
 LOC = "pc-loc"
 # the edits whose refit probe says whether the variable was removed (claim 4's rule needs it)
-SUMMARY_METHODS = ("auto", "leace", "inlp", "project_out")
+SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
+
+SUMMARY_DESCRIPTION = (
+    f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
+    f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
+    f"variable); a run is decoupled when its most damaging layer is not one of the near-best probe layers (a tie "
+    f"within {100 * NEAR_BEST_TOL:g} pp is named), costs ≥ {C.DECOUPLING_MARGIN_PP:g} pp more than them and is "
+    f"significant after Holm. Edits: {', '.join(method_label(m) for m in C.DECOUPLING_METHODS)} only (the ones "
+    "with a refit probe).")
 
 SPEC = PageState([
     F("task", "str", None, TASKS),
@@ -170,15 +180,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
                                 "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
-                                "after Holm correction). ★ best-probe layer, ▼ the layer where each edit costs most.",
+                                "after Holm correction). ★ best-probe layer (every layer of a near-best tie), "
+                                "▼ the layer where each edit costs most among significant drops (none when no drop "
+                                "is significant).",
                     extra=[html.Div(id="pc-run-info", className="card-section")]),
         figure_card("pc-summary", title="Where probing and causality decouple, across runs",
                     filename="layerscope-decoupling",
-                    description="Claim 4's rule, run by run (the same counts as /claims): an edit counts only where "
-                                "its refit probe is within 2 pp of the majority rate (else 'not removed': the probe "
-                                "still reads the variable); a run is decoupled when its most damaging layer is not "
-                                "one of the near-best probe layers (a tie within 1 pp is named), costs ≥ 5 pp more "
-                                "than them and is significant after Holm."),
+                    description=SUMMARY_DESCRIPTION),
     ]
     return page_frame(title="Probe vs causal", subtitle="The most readable layer is not always the causally necessary one.",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
