@@ -36,7 +36,9 @@ def test_best_probe_and_most_damaging_marked():
     fig = probe_causal_heatmap(probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4)
     assert _by_kind(fig, "best_probe")[0].meta["layer"] == 3
     dmg = _by_kind(fig, "most_damaging")[0].meta["layers"]
-    assert dmg["drop:project_out"] == 1
+    # changed: project-out's refit still reads the variable here (not removed), so claim 4's rule
+    # gives it no most-damaging layer; LEACE removed it
+    assert dmg["drop:leace"] == 1 and "drop:project_out" not in dmg
     acc = next(t for t in fig.data if t.type == "heatmap")
     assert acc.text[4][0].startswith("★")  # layer 3 row, probe column
     assert len(fig.layout.shapes) >= 2
@@ -131,3 +133,15 @@ def test_patching_heatmaps_side_by_side():
     best = _by_kind(fig, "best")
     assert len(best) == 2 and best[0].y[0] == "3" and best[0].x[0] == 39
     assert len(patching_table(grids)) == 5 * 40 + 5
+
+
+def test_heatmap_not_removed_edits_are_flagged_and_never_most_damaging():
+    """The fixture's project-out refit reads 0.9 (majority 0.5): claim 4 calls that edit 'not
+    removed', so its −20 pp drop is flagged and gets no ▼; LEACE (refit at the majority) keeps it."""
+    fig = probe_causal_heatmap(probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4)
+    dmg = _by_kind(fig, "most_damaging")[0].meta["layers"]
+    assert "drop:project_out" not in dmg and dmg["drop:leace"] == 1
+    drop = [t for t in fig.data if t.type == "heatmap"][1]
+    col = drop.meta["columns"].index("drop:project_out")
+    assert "n.r." in drop.text[2][col] and "not removed" in drop.customdata[2][col][2]
+    assert "n.r." not in drop.text[2][drop.meta["columns"].index("drop:leace")]

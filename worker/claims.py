@@ -79,7 +79,7 @@ from worker import profiles as P
 from worker.stats import ALPHA, holm, t_interval, wilson_interval
 from worker.trained import is_trained, untrained_reason
 
-__all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "evaluate_claims", "run_decouplings"]
+__all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "edit_removed", "evaluate_claims", "run_decouplings"]
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
@@ -440,6 +440,12 @@ def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[
     decoupled = bool(d["decoupled"]) and margin >= DECOUPLING_MARGIN_PP and significant is not False
     return {**base, **d, "margin_pp": margin, "significant": significant, "status": "evaluated",
             "meaningfully_decoupled": decoupled}
+
+
+def edit_removed(row: Mapping[str, Any]) -> bool:
+    """Claim 4's removal test for one edit row (``refit_acc``, ``refit_majority``, 0..1): True when
+    the refit probe is within :data:`REFIT_TOL` of the majority rate. Rows without a refit → False."""
+    return _removed(row)
 
 
 def run_decouplings(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],

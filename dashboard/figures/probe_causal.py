@@ -48,6 +48,10 @@ def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
                   "significant": r.get("significant")}
         rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": r["delta_pp"], "unit": "pp",
                      "baseline": None})
+        if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
+            from worker.claims import edit_removed
+
+            rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
             rows.append({**common, "measure": f"refit:{m}", "kind": "accuracy", "value": r["refit_acc"],
                          "unit": "accuracy", "baseline": r.get("refit_majority"), "p_holm": None,
@@ -124,7 +128,8 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
         m = c.split(":", 1)[1]
         ly = most_damaging_layer([{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0,
                                    "significant": r.get("significant")}
-                                  for r in table if r["measure"] == c and r["layer"] >= -1], m)
+                                  for r in table if r["measure"] == c and r["layer"] >= -1
+                                  and r.get("removed") is not False], m)
         if ly is not None:
             damaging[c] = ly
 
@@ -144,9 +149,11 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                 v = r["value"] if r else None
                 zr.append(v if finite(v) else None)
                 tr.append(mark(ly, c) + fmt(r) if r and finite(v) else "")
-                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–",
-                           ("n.s." if r and r.get("significant") is False else
-                            (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))])
+                sig = ("n.s." if r and r.get("significant") is False else
+                       (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))
+                if r and r.get("removed") is False:
+                    sig += " · not removed: the refit probe still reads the variable"
+                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–", sig])
             z.append(zr)
             txt.append(tr)
             cd.append(cr)
@@ -177,6 +184,8 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             s = f"{r['value']:+.1f}"
             if r.get("significant") is False:
                 s += " n.s."
+            if r.get("removed") is False:
+                s += " n.r."  # not removed (claim 4): the hover says so
             return s.replace("-", "−")
 
         z, txt, cd = grid(drop_cols, fmt_drop)
