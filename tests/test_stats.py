@@ -116,7 +116,7 @@ def test_t_interval_clipped_to_the_quantity_range() -> None:
     assert hi > 1.0
     mc, loc, hic = t_interval(vals, bounds=bounds_for("accuracy"))
     assert mc == m and hic == 1.0 and loc == max(lo, 0.0)
-    m0, lo0, hi0 = t_interval([0.0, 0.02, 0.30], bounds=(0.0, 1.0))
+    _m0, lo0, hi0 = t_interval([0.0, 0.02, 0.30], bounds=(0.0, 1.0))
     assert lo0 == 0.0 and 0.0 < hi0 < 1.0
     assert bounds_for("late_concentration") == (0.0, 1.0) and bounds_for("delta_pp") is None
     assert "accuracy" in BOUNDS

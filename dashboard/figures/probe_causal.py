@@ -5,14 +5,21 @@ summary of where the two decouple."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite, note_missing
+from dashboard.figures.common import (
+    TraceBatch,
+    base_layout,
+    empty_figure,
+    esc,
+    finite,
+    note_missing,
+)
 from dashboard.theme import (
     FAMILIES,
     METHODS,
@@ -23,8 +30,7 @@ from dashboard.theme import (
     ordered,
     task_label,
 )
-
-from worker.profiles import NEAR_BEST_TOL  # noqa: E402  (the near-best tie tolerance, claim 4's)
+from worker.profiles import NEAR_BEST_TOL
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 
