@@ -277,7 +277,9 @@ def _layers_text(layers: Sequence[int]) -> str:
     ls = sorted(int(x) for x in layers)
     if len(ls) == 1:
         return layer_name(ls[0])
-    return f"{layer_name(ls[0])}–{layer_name(ls[-1])} (tie)"
+    if ls == list(range(ls[0], ls[-1] + 1)):
+        return f"{layer_name(ls[0])}–{layer_name(ls[-1])} (tie)"
+    return f"{', '.join(layer_name(x) for x in ls)} (tie)"
 
 
 def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None = None) -> go.Figure:
