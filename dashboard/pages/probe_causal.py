@@ -44,6 +44,8 @@ LOC = "pc-loc"
 # the edits whose refit probe says whether the variable was removed (claim 4's rule needs it)
 SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
 
+PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
+EDIT_FIELDS = "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant"
 SUMMARY_DESCRIPTION = (
     f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
     f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
@@ -105,8 +107,10 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
            "trained": trained}
     method = None if state["method"] == "auto" else state["method"]
-    probes = api.export("probes", "json", **flt)
-    interventions = api.export("interventions", "json", **({"method": method} if method else {}), **flt)
+    # only the columns the rule reads (never per_position): one light request each
+    probes = api.export("probes", "json", fields=PROBE_FIELDS, **flt)
+    interventions = api.export("interventions", "json", fields=EDIT_FIELDS, **({"method": method} if method else {}),
+                               **flt)
     runs: dict[int, dict] = {}
     for p in probes:
         if state["seed"] is not None and p.get("seed") != state["seed"]:
