@@ -140,3 +140,12 @@ def test_import_job_shows_no_attempt_count():
     queued = jobs.job_row({"id": 10, "kind": "train", "state": "queued", "attempt": 0, "max_attempts": 3,
                            "progress": 0.0}, lambda p: p)
     assert "0/3" in _texts(queued)  # a real queued job keeps its count
+
+
+def test_probe_vs_causal_summary_asks_only_for_exportable_columns():
+    from backend.api.routes.export import COLUMNS, Resource
+    from dashboard.pages import probe_causal
+
+    assert set(probe_causal.PROBE_FIELDS.split(",")) <= set(COLUMNS[Resource.probes])
+    assert set(probe_causal.EDIT_FIELDS.split(",")) <= set(COLUMNS[Resource.interventions])
+    assert {"refit_acc", "refit_majority", "significant"} <= set(probe_causal.EDIT_FIELDS.split(","))
