@@ -33,7 +33,14 @@ class F:
             if self.kind == "bool":
                 if isinstance(raw, bool):
                     return raw
-                return str(raw).lower() in ("1", "true", "yes", "on")
+                # as the API's booleans; anything else (``?trained=maybe``) is the field's default,
+                # never a silent "off"
+                word = str(raw).strip().lower()
+                if word in ("1", "true", "yes", "on"):
+                    return True
+                if word in ("0", "false", "no", "off"):
+                    return False
+                return self.default
             if self.kind in ("list_str", "list_int"):
                 items = raw if isinstance(raw, (list, tuple)) else [x for x in str(raw).split(",") if x != ""]
                 if self.kind == "list_int":

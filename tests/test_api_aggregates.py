@@ -146,3 +146,27 @@ def test_export_unknown_field_is_422_naming_it(seeded, resource, fields, needle)
     assert r.status_code == 422, r.text
     detail = [d for d in r.json()["detail"] if d["loc"] == ["query", "fields"]]
     assert detail and needle in detail[0]["msg"], r.json()
+
+
+def test_curve_and_profile_intervals_stay_in_range(seeded) -> None:
+    """Accuracies near 1.0 over 3 seeds: the unclipped t-interval reaches past 1.0 (and past 0
+    near 0); the API's intervals are clipped to the quantity's range (worker.stats.clip_interval)."""
+    from backend.db.models import ProbeResult
+    from worker.stats import t_interval
+
+    accs = {0: 1.0, 1: 0.76, 2: 1.0}
+    assert t_interval(list(accs.values()))[2] > 1.0  # the case the clipping is for
+    with seeded.factory() as s:
+        rows = s.query(ProbeResult).filter(ProbeResult.run_id.in_(seeded.run_ids), ProbeResult.layer == 0,
+                                           ProbeResult.eval_length == 40).all()
+        for r in rows:
+            r.accuracy = accs[r.run_id % 3]
+        s.commit()
+    items = seeded.client.get("/api/curves", params={"eval_length": 40}).json()
+    assert items and all(0.0 <= p["lo"] <= p["mean"] <= p["hi"] <= 1.0 for p in items if p["lo"] is not None)
+    assert any(p["hi"] == 1.0 and p["layer"] == 0 for p in items)
+    for prof in seeded.client.get("/api/profiles", params={"eval_length": 40}).json():
+        for name in ("late_concentration", "auc", "max_accuracy"):
+            m = prof["metrics"].get(name) or {}
+            if m.get("lo") is not None:
+                assert min(0.0, m["mean"]) <= m["lo"] and m["hi"] <= max(1.0, m["mean"]), (name, m)

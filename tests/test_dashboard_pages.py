@@ -266,10 +266,15 @@ def test_probe_vs_causal_data(api):
     assert run["id"] == 1 and probes and interventions
     state = probe_causal.SPEC.defaults()
     assert state["method"] == "auto"
-    for method in ("auto", "project_out"):  # server-side per seed, or computed from the exports
-        pts = probe_causal.summary_points(api, {**state, "method": method})
-        assert {p["family"] for p in pts} == set(FAMILIES)
-        assert all(p["decoupled"] == (p["family"] == "transformer") for p in pts)
+    # claim 4's rule (changed: the summary used to ignore the refit probe): auto = LEACE here,
+    # which removed the variable; the fixture's project-out refit still reads it (not removed)
+    pts = probe_causal.summary_points(api, {**state, "method": "auto"})
+    assert {p["family"] for p in pts} == set(FAMILIES)
+    assert all(p["decoupled"] == (p["family"] == "transformer") for p in pts)
+    assert {p["method"] for p in pts} == {"leace"}
+    pts = probe_causal.summary_points(api, {**state, "method": "project_out"})
+    assert {p["family"] for p in pts} == set(FAMILIES)
+    assert all(p["status"] == "not removed" and p["decoupled"] is None for p in pts)
     assert len(probe_causal.summary_points(api, {**state, "seed": 1})) == 3 * len(FAMILIES)
 
 

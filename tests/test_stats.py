@@ -106,3 +106,34 @@ def test_wilson_interval():
     assert wilson_interval(0, 0) == (None, None, None)
     with pytest.raises(ValueError, match="k must be"):
         wilson_interval(4, 3)
+
+
+def test_t_interval_clipped_to_the_quantity_range() -> None:
+    from worker.stats import BOUNDS, bounds_for, clip_interval, t_interval
+
+    vals = [1.0, 0.76, 1.0]  # accuracies: the plain interval reaches above 1.0
+    m, lo, hi = t_interval(vals)
+    assert hi > 1.0
+    mc, loc, hic = t_interval(vals, bounds=bounds_for("accuracy"))
+    assert mc == m and hic == 1.0 and loc == max(lo, 0.0)
+    _m0, lo0, hi0 = t_interval([0.0, 0.02, 0.30], bounds=(0.0, 1.0))
+    assert lo0 == 0.0 and 0.0 < hi0 < 1.0
+    assert bounds_for("late_concentration") == (0.0, 1.0) and bounds_for("delta_pp") is None
+    assert "accuracy" in BOUNDS
+    # a mean outside the range (a quantity bounded "in practice") is never hidden by the clip
+    assert clip_interval(-0.2, -0.9, 0.4, (0.0, 1.0)) == (-0.2, -0.2, 0.4)
+    assert clip_interval(0.5, None, None, (0.0, 1.0)) == (0.5, None, None)
+    assert clip_interval(0.5, -3.0, 3.0, None) == (0.5, -3.0, 3.0)
+
+
+def test_figure_side_interval_uses_the_same_clip() -> None:
+    from dashboard.figures.behaviour import behaviour_rows
+    from dashboard.figures.common import t_interval as fig_t
+
+    assert fig_t([1.0, 0.76, 1.0])[2] == 1.0
+    assert fig_t([0.0, 0.02, 0.3])[1] == 0.0
+    assert fig_t([0.4]) == (0.4, 0.4, 0.4)
+    runs = [{"task": "s3", "family": "lstm", "seed": s, "trained": True,
+             "behaviour": {"40": {"token_acc": v}}} for s, v in enumerate((0.02, 0.0, 0.31))]
+    rows = behaviour_rows(runs)
+    assert rows and all(r["lo"] >= 0.0 and r["hi"] <= 1.0 for r in rows)

@@ -88,7 +88,7 @@ from worker.params import TASKS as STUDY_TASKS
 from worker.stats import ALPHA, holm, t_interval, wilson_interval
 from worker.trained import is_trained, untrained_reason
 
-__all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "evaluate_claims"]
+__all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "edit_removed", "evaluate_claims", "run_decouplings"]
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
@@ -467,6 +467,46 @@ def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[
     decoupled = bool(d["decoupled"]) and margin >= DECOUPLING_MARGIN_PP and significant is not False
     return {**base, **d, "margin_pp": margin, "significant": significant, "status": "evaluated",
             "meaningfully_decoupled": decoupled}
+
+
+def edit_removed(row: Mapping[str, Any]) -> bool:
+    """Claim 4's removal test for one edit row (``refit_acc``, ``refit_majority``, 0..1): True when
+    the refit probe is within :data:`REFIT_TOL` of the majority rate. Rows without a refit → False."""
+    return _removed(row)
+
+
+def run_decouplings(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
+                    interventions: Sequence[Mapping[str, Any]], *, eval_length: int = EVAL_LENGTH,
+                    method: str | None = None) -> list[dict[str, Any]]:
+    """Claim 4's per-run rule, for views that show it run by run (the /probe-vs-causal summary).
+
+    For each run in ``runs`` (``{id, task, family, seed, pretrained}``; trained or not: the
+    caller filters) with a probe curve at ``eval_length`` and edits: the edit is ``method``, or
+    by default the first of :data:`DECOUPLING_METHODS` present. An edit counts only where its
+    refit probe is within :data:`REFIT_TOL` of the majority rate (else ``status = "not
+    removed"``); near-best probe layers (a tie within ``worker.profiles.NEAR_BEST_TOL``) are
+    never "decoupled" from each other; ``meaningfully_decoupled`` needs
+    :data:`DECOUPLING_MARGIN_PP` and significance as in claim 4.
+
+    Returns:
+        one dict per evaluable run: the fields of claim 4's ``numbers["runs"]`` rows.
+    """
+    by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in interventions:
+        if r.get("eval_length", eval_length) == eval_length and int(r.get("layer", -2)) >= -1 \
+                and r.get("delta_pp") is not None \
+                and (r.get("method") == method if method else r.get("method") in DECOUPLING_METHODS):
+            by_run[r["run_id"]].append(r)
+    curves = _run_curves(runs, probes, eval_length)
+    out = []
+    for run in runs:
+        rid = run["id"]
+        if rid not in curves or rid not in by_run:
+            continue
+        present = {r.get("method") for r in by_run[rid]}
+        m = method or next(x for x in DECOUPLING_METHODS if x in present)
+        out.append(_run_decoupling(run, curves[rid][0], [r for r in by_run[rid] if r["method"] == m], m))
+    return out
 
 
 def _group_verdict(evaluated: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Statistics for layerscope results (docs/SCIENCE.md#statistics). numpy/scipy only, no torch.
 
-- :func:`t_interval` — mean and Student-t confidence interval over seeds.
+- :func:`t_interval` — mean and Student-t confidence interval over seeds; with ``bounds`` the
+  interval is clipped to the quantity's range (:func:`clip_interval`, :data:`BOUNDS`).
 - :func:`bootstrap_ci` — percentile bootstrap over sequences within a run (Efron & Tibshirani
   1993, ch. 13), via ``scipy.stats.bootstrap(method="percentile")``.
 - :func:`paired_permutation_test` — two-sided sign-flip test of paired differences (Fisher 1935;
@@ -21,9 +22,41 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["ALPHA", "bootstrap_ci", "holm", "paired_permutation_test", "significance_label", "t_interval", "wilson_interval"]
+__all__ = ["ALPHA", "BOUNDS", "bootstrap_ci", "bounds_for", "clip_interval", "holm", "paired_permutation_test", "significance_label", "t_interval", "wilson_interval"]
 
 ALPHA = 0.05
+
+# The range of each bounded quantity the API and the figures put intervals on. A t-interval
+# over n = 3 seeds near 1.0 easily reaches past 1.0; no value of the quantity can, so the
+# interval is clipped (one place: clip_interval). Keys are metric names as stored/aggregated.
+UNIT = (0.0, 1.0)
+BOUNDS: dict[str, tuple[float, float]] = {
+    "accuracy": UNIT, "balanced_accuracy": UNIT, "control_accuracy": UNIT, "heldout_acc": UNIT,
+    "max_accuracy": UNIT, "share": UNIT, "late_concentration": UNIT, "auc": UNIT, "depth_first_95": UNIT,
+}  # not patching recovery: a patch can overshoot the clean run (> 1) or worsen it (< 0)
+
+
+def bounds_for(name: str | None) -> tuple[float, float] | None:
+    """The range of a named quantity (:data:`BOUNDS`), or None when it is unbounded."""
+    return BOUNDS.get(name) if name else None
+
+
+def clip_interval(mean: float | None, lo: float | None, hi: float | None,
+                  bounds: tuple[float, float] | None) -> tuple[float | None, float | None, float | None]:
+    """``(mean, lo, hi)`` with ``lo``/``hi`` clipped to ``bounds = (low, high)``.
+
+    The range is widened to the mean when the mean itself lies outside it (a quantity that is
+    bounded "in practice", e.g. late concentration of a curve that dips, is never hidden).
+    None bounds or a missing end → unchanged.
+    """
+    if bounds is None:
+        return mean, lo, hi
+    b_lo, b_hi = bounds
+    if mean is not None and math.isfinite(mean):
+        b_lo, b_hi = min(b_lo, mean), max(b_hi, mean)
+    lo = None if lo is None else min(max(lo, b_lo), b_hi)
+    hi = None if hi is None else min(max(hi, b_lo), b_hi)
+    return mean, lo, hi
 
 
 def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -31,12 +64,15 @@ def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
-def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95,
+               bounds: tuple[float, float] | None = None) -> tuple[float | None, float | None, float | None]:
     """Mean and two-sided Student-t interval ``mean ± t_{(1+conf)/2, n−1} · s/√n`` over seeds.
 
     Args:
         values: ``[n]`` one number per seed (None / nan are dropped).
         confidence: coverage, e.g. 0.95.
+        bounds: the quantity's range, e.g. ``(0, 1)`` for an accuracy (:data:`BOUNDS`); the
+            interval is clipped to it (:func:`clip_interval`). None = unbounded.
 
     Returns:
         ``(mean, lo, hi)``. With n = 1 the interval is undefined: ``(mean, None, None)``; with
@@ -55,7 +91,7 @@ def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -
     if sem == 0.0:
         return m, m, m
     half = float(_st.t.ppf(0.5 + confidence / 2.0, n - 1)) * sem
-    return m, m - half, m + half
+    return clip_interval(m, m - half, m + half, bounds)
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
 from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.stats import t_interval
+from worker.stats import bounds_for, clip_interval, t_interval
 
 GroupKey = tuple[str, str, str | None, int, int]  # task, family, pretrained, n_layers, eval_length
 
@@ -48,7 +48,7 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4], k[5])):
         task, family, pretrained, n_layers, L, layer = key
         members = sorted(groups[key], key=lambda m: (m[1], m[0]))
-        mean, lo, hi = t_interval([m[2] for m in members])
+        mean, lo, hi = t_interval([m[2] for m in members], bounds=bounds_for("accuracy"))
         majs = [m[3] for m in members if m[3] is not None]
         out.append(dict(
             task=task, family=family, pretrained=pretrained, eval_length=L, layer=layer,
@@ -116,6 +116,8 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
         bl = [(sum(bases[(rid, L)]) / len(bases[(rid, L)])) if bases[(rid, L)] else None for _, rid in members]
         summary = P.summarise_profiles(cs, bl, seeds=[seed for seed, _ in members])
         metrics = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in summary["metrics"].items()}
+        for k, v in metrics.items():  # bounded metrics (accuracies, depths, shares): clipped intervals
+            v["mean"], v["lo"], v["hi"] = clip_interval(v["mean"], v["lo"], v["hi"], bounds_for(k))
         dists, damaging = [], []
         for row, (_seed, rid), c in zip(summary["per_seed"], members, cs, strict=True):
             row["run_id"] = rid

@@ -131,20 +131,18 @@ def fmt_ci(mean: Any, lo: Any, hi: Any, *, pct: bool = False, digits: int = 2) -
     return s
 
 
-def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and 95% t-interval (two-sided) — used only where the server gave raw values."""
-    vals = [float(v) for v in values if finite(v)]
-    n = len(vals)
-    if n == 0:
-        return (math.nan, math.nan, math.nan)
-    mean = sum(vals) / n
-    if n == 1:
-        return (mean, mean, mean)
-    var = sum((v - mean) ** 2 for v in vals) / (n - 1)
-    from scipy import stats  # local import: only needed for client-side fallbacks
+def t_interval(values: Sequence[float], bounds: tuple[float, float] | None = (0.0, 1.0)) -> tuple[float, float, float]:
+    """Mean and 95% t-interval (two-sided) — used only where the server gave raw values.
 
-    half = float(stats.t.ppf(0.975, n - 1)) * math.sqrt(var / n)
-    return (mean, mean - half, mean + half)
+    The same computation as the API's (``worker.stats.t_interval``), clipped to ``bounds``
+    (default: an accuracy's 0..1); n = 1 gives ``(v, v, v)`` and n = 0 nans, as the figures expect."""
+    from worker.stats import t_interval as _t  # the one definition (clipping included)
+
+    vals = [float(v) for v in values if finite(v)]
+    if not vals:
+        return (math.nan, math.nan, math.nan)
+    mean, lo, hi = _t(vals, bounds=bounds)
+    return (mean, mean if lo is None else lo, mean if hi is None else hi)
 
 
 def ci_band(x: Sequence[float], lo: Sequence[float], hi: Sequence[float], *, color: str,

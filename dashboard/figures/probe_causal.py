@@ -5,14 +5,21 @@ summary of where the two decouple."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite, note_missing
+from dashboard.figures.common import (
+    TraceBatch,
+    base_layout,
+    empty_figure,
+    esc,
+    finite,
+    note_missing,
+)
 from dashboard.theme import (
     FAMILIES,
     METHODS,
@@ -23,6 +30,7 @@ from dashboard.theme import (
     ordered,
     task_label,
 )
+from worker.profiles import NEAR_BEST_TOL
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 
@@ -46,6 +54,10 @@ def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
                   "significant": r.get("significant")}
         rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": r["delta_pp"], "unit": "pp",
                      "baseline": None})
+        if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
+            from worker.claims import edit_removed
+
+            rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
             rows.append({**common, "measure": f"refit:{m}", "kind": "accuracy", "value": r["refit_acc"],
                          "unit": "accuracy", "baseline": r.get("refit_majority"), "p_holm": None,
@@ -63,9 +75,25 @@ def best_probe_layer(probes: Sequence[dict], eval_length: int | None = None) -> 
     return min(int(p["layer"]) for p in ps if p["accuracy"] >= best - 1e-12)
 
 
+def near_best_probe_layers(probes: Sequence[dict], eval_length: int | None = None) -> list[int]:
+    """Layers whose probe accuracy is within ``worker.profiles.NEAR_BEST_TOL`` of the best (claim 4's
+    near-best rule): more than one = a tie, the argmax decided by noise."""
+    ps = [p for p in probes if (eval_length is None or int(p["eval_length"]) == int(eval_length))
+          and int(p["layer"]) >= -1 and finite(p.get("accuracy"))]
+    if not ps:
+        return []
+    top = max(float(p["accuracy"]) for p in ps)
+    # as worker.profiles.near_best_layers, which needs a gap-free curve (a run's heatmap may have gaps)
+    return sorted(int(p["layer"]) for p in ps if float(p["accuracy"]) >= top - NEAR_BEST_TOL - 1e-12)
+
+
 def most_damaging_layer(interventions: Sequence[dict], method: str, eval_length: int | None = None) -> int | None:
+    """The layer where ``method`` costs most, among real drops (Δ < 0) that are significant after
+    Holm (or whose significance is not stored); None when no drop qualifies: a "+0.0 n.s." cell
+    is never called the most damaging."""
     rs = [r for r in interventions if r["method"] == method and int(r["layer"]) >= -1
-          and (eval_length is None or int(r["eval_length"]) == int(eval_length)) and finite(r.get("delta_pp"))]
+          and (eval_length is None or int(r["eval_length"]) == int(eval_length)) and finite(r.get("delta_pp"))
+          and r["delta_pp"] < 0 and r.get("significant") is not False]
     if not rs:
         return None
     return int(min(rs, key=lambda r: (r["delta_pp"], r["layer"]))["layer"])
@@ -97,18 +125,22 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     cell = {(r["layer"], r["measure"]): r for r in table}
     ylabels = [("all layers" if ly == -2 else layer_name(ly)) for ly in layers]
 
-    best = best_probe_layer([{"layer": r["layer"], "accuracy": r["value"], "eval_length": 0}
-                             for r in table if r["measure"] == "probe"])
+    probe_pts = [{"layer": r["layer"], "accuracy": r["value"], "eval_length": 0}
+                 for r in table if r["measure"] == "probe"]
+    best = best_probe_layer(probe_pts)
+    near = near_best_probe_layers(probe_pts)  # ties: every layer within the near-best tolerance
     damaging: dict[str, int] = {}
     for c in drop_cols:
         m = c.split(":", 1)[1]
-        ly = most_damaging_layer([{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0}
-                                  for r in table if r["measure"] == c and r["layer"] >= -1], m)
+        ly = most_damaging_layer([{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0,
+                                   "significant": r.get("significant")}
+                                  for r in table if r["measure"] == c and r["layer"] >= -1
+                                  and r.get("removed") is not False], m)
         if ly is not None:
             damaging[c] = ly
 
     def mark(ly, c) -> str:
-        if c == "probe" and ly == best:
+        if c == "probe" and (ly == best or ly in near):
             return "★ "
         if damaging.get(c) == ly:
             return "▼ "
@@ -123,9 +155,11 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                 v = r["value"] if r else None
                 zr.append(v if finite(v) else None)
                 tr.append(mark(ly, c) + fmt(r) if r and finite(v) else "")
-                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–",
-                           ("n.s." if r and r.get("significant") is False else
-                            (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))])
+                sig = ("n.s." if r and r.get("significant") is False else
+                       (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))
+                if r and r.get("removed") is False:
+                    sig += " · not removed: the refit probe still reads the variable"
+                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–", sig])
             z.append(zr)
             txt.append(tr)
             cd.append(cr)
@@ -156,6 +190,8 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             s = f"{r['value']:+.1f}"
             if r.get("significant") is False:
                 s += " n.s."
+            if r.get("removed") is False:
+                s += " n.r."  # not removed (claim 4): the hover says so
             return s.replace("-", "−")
 
         z, txt, cd = grid(drop_cols, fmt_drop)
@@ -167,20 +203,24 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols}), row=1, col=2)
     # ★ best-probe layer and ▼ each intervention's most-damaging layer: outlined cells (+ legend keys)
     if best is not None and acc_cols:
-        yi = layers.index(best)
-        fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x", yref="y",
-                      line={"color": "#E69F00", "width": 3})
+        tied = sorted(set(near) | {best})
+        for ly in tied:
+            yi = layers.index(ly)
+            fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x", yref="y",
+                          line={"color": "#E69F00", "width": 3})
+        name = (f"★ best-probe layer ({layer_name(best)})" if len(tied) == 1 else
+                f"★ best-probe layers, a tie: {', '.join(layer_name(x) for x in tied)} within {100 * NEAR_BEST_TOL:g} pp")
         batch.add(go.Scatter(
-            x=[None], y=[None], mode="markers", name=f"★ best-probe layer ({layer_name(best)})",
+            x=[None], y=[None], mode="markers", name=name,
             marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
-            meta={"kind": "best_probe", "layer": best}), row=1, col=1)
+            meta={"kind": "best_probe", "layer": best, "tie": tied if len(tied) > 1 else []}), row=1, col=1)
     for c, ly in damaging.items():
         xi, yi = drop_cols.index(c), layers.index(ly)
         fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
                       line={"color": "#111", "width": 2.5})
     if damaging:
         batch.add(go.Scatter(
-            x=[None], y=[None], mode="markers", name="▼ most-damaging layer of each edit",
+            x=[None], y=[None], mode="markers", name="▼ most-damaging layer of each edit (significant drops only)",
             marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
             meta={"kind": "most_damaging", "layers": dict(damaging)}), row=1, col=2)
     batch.flush()
@@ -196,40 +236,65 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
 
 
 def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
-                      method: str = "project_out", eval_length: int = 40) -> list[dict[str, Any]]:
-    """One point per run: best-probe layer vs the layer whose ``method`` costs most, both on
-    the normalised depth axis (emb = 0, last block = 1)."""
-    p_by = defaultdict(list)
-    for p in probes:
-        p_by[int(p["run_id"])].append(p)
-    i_by = defaultdict(list)
-    for r in interventions:
-        i_by[int(r["run_id"])].append(r)
+                      method: str | None = None, eval_length: int = 40) -> list[dict[str, Any]]:
+    """One point per run with a probe curve and an edit, judged by claim 4's rule
+    (``worker.claims.run_decouplings``: the one definition, so this view and /claims agree).
+
+    ``method`` None = claim 4's choice (the first of LEACE, INLP, project-out present). Each
+    point: ``status`` "decoupled" | "not decoupled" | "not removed" (the refit probe still reads
+    the variable: the edit says nothing about necessity), ``decoupled`` True/False/None (None =
+    not removed), ``best_layer`` and ``near_best_layers`` (a tie when more than one),
+    ``damage_layer`` (None when not removed), both on the normalised depth axis too."""
+    from worker import claims as C
+
+    meta = {int(r["id"]): r for r in runs}
+    rows = C.run_decouplings([{"id": int(r["id"]), "task": r["task"], "family": r["family"], "seed": r.get("seed"),
+                               "pretrained": r.get("pretrained")} for r in runs],
+                             [p for p in probes if int(p["layer"]) >= -1], interventions,
+                             eval_length=eval_length, method=method)
     out = []
-    for run in runs:
-        rid, n = int(run["id"]), int(run["n_layers"])
-        b = best_probe_layer(p_by.get(rid, []), eval_length)
-        d = most_damaging_layer(i_by.get(rid, []), method, eval_length)
-        if b is None or d is None:
-            continue
-        out.append({"run_id": rid, "run_name": run.get("name", ""), "family": run["family"], "task": run["task"],
-                    "pretrained": run.get("pretrained"),
-                    "seed": run.get("seed"), "n_layers": n, "best_layer": b, "damage_layer": d,
-                    "best_depth": (b + 1) / n, "damage_depth": (d + 1) / n, "decoupled": b != d})
+    for d in rows:
+        run = meta[int(d["run_id"])]
+        n = int(run["n_layers"])
+        removed = d["status"] == "evaluated"
+        dmg = d.get("damaging_layer") if removed else None
+        dec = bool(d["meaningfully_decoupled"]) if removed else None
+        b = int(d["best_layer"])
+        out.append({"run_id": int(d["run_id"]), "run_name": run.get("name", ""), "family": run["family"],
+                    "task": run["task"], "pretrained": run.get("pretrained"), "seed": run.get("seed"),
+                    "trained": run.get("trained"), "n_layers": n, "method": d["method"], "best_layer": b,
+                    "near_best_layers": [int(x) for x in d["near_best_layers"]],
+                    "tie": len(d["near_best_layers"]) > 1, "damage_layer": None if dmg is None else int(dmg),
+                    "best_depth": (b + 1) / n, "damage_depth": None if dmg is None else (int(dmg) + 1) / n,
+                    "status": "not removed" if not removed else ("decoupled" if dec else "not decoupled"),
+                    "decoupled": dec, "margin_pp": d.get("margin_pp"), "significant": d.get("significant"),
+                    "not_removed_layers": d.get("not_removed_layers", [])})
     return out
 
 
-def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "project_out") -> go.Figure:
-    """Architecture × task: the share of runs (seeds) whose best-probe layer is not the layer
-    where ``method`` costs most; each cell names the typical (most common) layers."""
+def _layers_text(layers: Sequence[int]) -> str:
+    """``L3`` or, for a near-best tie, ``emb–2 (tie)``."""
+    ls = sorted(int(x) for x in layers)
+    if len(ls) == 1:
+        return layer_name(ls[0])
+    if ls == list(range(ls[0], ls[-1] + 1)):
+        return f"{layer_name(ls[0])}–{layer_name(ls[-1])} (tie)"
+    return f"{', '.join(layer_name(x) for x in ls)} (tie)"
+
+
+def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None = None) -> go.Figure:
+    """Architecture × task: claim 4's counts per cell — runs decoupled of those whose edit removed
+    the variable, and the runs whose edit did not (``not removed``), with the best-probe layers
+    (ties named) and the most common most-damaging layer. The wording is /claims' claim 4."""
     if not points:
         return empty_figure("No runs with both probes and interventions for this selection", height=300)
     total = len(points)
-    points = [p for p in points if p.get("best_layer") is not None and p.get("damage_layer") is not None
-              and p.get("decoupled") is not None]
+    # a point without a status (an older caller) is judged from ``decoupled`` alone
+    points = [p if p.get("status") else {**p, "status": {True: "decoupled", False: "not decoupled"}.get(p.get("decoupled"))}
+              for p in points]
+    points = [p for p in points if p.get("best_layer") is not None and p.get("status")]
     if not points:
-        return empty_figure(f"No run to place: all {total} have no best-probe or most-damaging layer (no value)",
-                            height=300)
+        return empty_figure(f"No run to place: all {total} have no best-probe layer (no value)", height=300)
 
     def key(p):
         return p.get("pretrained") or p["family"]
@@ -245,14 +310,19 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
             if not pts:
                 zr.append(None)
                 tr.append("")
-                cr.append(["", "", 0, 0])
+                cr.append(["", "", 0, 0, 0])
                 continue
-            k = sum(bool(p["decoupled"]) for p in pts)
-            best = esc(Counter(layer_name(int(p["best_layer"])) for p in pts).most_common(1)[0][0])
-            dmg = esc(Counter(layer_name(int(p["damage_layer"])) for p in pts).most_common(1)[0][0])
-            zr.append(k / len(pts))
-            tr.append(f"probe ★ {best} · causal ▼ {dmg}<br>{k}/{len(pts)} decouple")
-            cr.append([best, dmg, k, len(pts)])
+            ev = [p for p in pts if p["status"] != "not removed"]
+            k = sum(bool(p["decoupled"]) for p in ev)
+            nr = len(pts) - len(ev)
+            best = esc(Counter(_layers_text(p.get("near_best_layers") or [p["best_layer"]])
+                               for p in pts).most_common(1)[0][0])
+            dmg_c = Counter(layer_name(int(p["damage_layer"])) for p in ev if p.get("damage_layer") is not None)
+            dmg = esc(dmg_c.most_common(1)[0][0]) if dmg_c else "–"
+            zr.append(k / len(ev) if ev else None)
+            line = f"{k}/{len(ev)} decoupled" + (f", {nr} not removed" if nr else "")
+            tr.append(f"probe ★ {best}" + (f" · causal ▼ {dmg}" if ev else "") + f"<br>{line}")
+            cr.append([best, dmg, k, len(ev), nr])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
@@ -262,14 +332,20 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str = "proje
         text=text, texttemplate="%{text}",
         customdata=custom, colorscale="Cividis", zmin=0, zmax=1, xgap=3, ygap=3, hoverongaps=False,
         colorbar={"title": {"text": "share<br>decoupled"}, "tickformat": ".0%", "thickness": 12},
-        hovertemplate="<b>%{y} · %{x}</b><br>most common best-probe layer %{customdata[0]}, most-damaging layer "
-                      "%{customdata[1]}<br>%{customdata[2]} of %{customdata[3]} runs decouple<extra></extra>",
+        hovertemplate="<b>%{y} · %{x}</b><br>best-probe layer %{customdata[0]}, most-damaging layer "
+                      "%{customdata[1]}<br>%{customdata[2]}/%{customdata[3]} decoupled, %{customdata[4]} not removed "
+                      "(the refit probe still reads the variable)<extra></extra>",
         meta={"kind": "decoupling"}))
-    n_dec = sum(bool(p["decoupled"]) for p in points)
+    ev = [p for p in points if p["status"] != "not removed"]
+    n_dec = sum(bool(p["decoupled"]) for p in ev)
+    n_nr = len(points) - len(ev)
+    methods = sorted({p.get("method") for p in points if p.get("method")}) or ([method] if method else [])
+    edit = ", ".join(esc(method_label(m)) for m in methods)
     base_layout(fig, height=max(300, 110 + 70 * len(fams)),
-                title=f"{n_dec} of {len(points)} runs decouple · edit: {esc(method_label(method))}")
+                title=f"{n_dec}/{len(ev)} decoupled, {n_nr} not removed · edit: {edit}")
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
     fig.update_layout(margin={"t": 90, "l": 110},
-                      meta={"figure": "decoupling", "n": len(points), "decoupled": n_dec, "method": method})
+                      meta={"figure": "decoupling", "n": len(points), "evaluated": len(ev), "decoupled": n_dec,
+                            "not_removed": n_nr, "method": methods[0] if len(methods) == 1 else methods})
     return note_missing(fig, total - len(points), total, "runs")

@@ -219,8 +219,13 @@ def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | Non
             return math.sqrt(sum((_interp(a, x) - _interp(b, x)) ** 2 for x in xs) / len(xs))
 
         dp, dd = dist(s3, par), dist(s3, dyck)
+        cell_rows = [r for r in curve_rows if r.get("family") == fam and r.get("task") in ("s3", "parity", "dyck")
+                     and not r.get("pretrained") and (eval_length is None or int(r["eval_length"]) == int(eval_length))]
+        ns = [int(r["n"]) for r in cell_rows if r.get("n") is not None]
+        untrained = sorted({int(i) for r in cell_rows for i in (r.get("untrained_run_ids") or [])})
         out.append({"family": fam, "to_parity": dp, "to_dyck": dd,
-                    "closer": "parity" if dp < dd else "dyck" if dd < dp else "tie"})
+                    "closer": "parity" if dp < dd else "dyck" if dd < dp else "tie",
+                    "n": min(ns) if ns else None, "untrained_run_ids": untrained})
     return out
 
 

@@ -190,11 +190,19 @@ def job_row(j: dict, path_for) -> html.Tr:
                           html.Span(f"{100 * pct:.0f}%", className="progress-label")], className="progress",
                          title=f"{100 * pct:.1f}%")),
         html.Td(details, className="job-message"),
-        html.Td(f"{j.get('attempt', 0)}/{j.get('max_attempts', '')}"),
+        html.Td(attempt_text(j)),
         html.Td(dcc.Link(f"run #{j['run_id']}", href=path_for(f"/?run={j['run_id']}")) if j.get("run_id") else ""),
         html.Td(_ago(j.get("created_at")), title=str(j.get("created_at", ""))),
         html.Td(html.Div(actions), className="job-actions"),
     ], className="job-row", id=f"job-{j['id']}", **{"data-state": state})
+
+
+def attempt_text(j: dict) -> str:
+    """``attempt/max`` for a job a worker ran; "–" for a record no worker attempted (an import
+    row is written finished, attempt 0: "0/3" would read as a job that never started)."""
+    if j.get("kind") == "import":
+        return "–"
+    return f"{j.get('attempt', 0)}/{j.get('max_attempts', '')}"
 
 
 def job_table(jobs: list[dict], total: int, path_for) -> Any:

@@ -30,7 +30,7 @@ from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, task_label
+from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, ordered, task_label
 
 KEY = "patching"
 PATH = "/patching"
@@ -63,17 +63,29 @@ def candidate_runs(api: ApiClient, state: dict) -> list[dict]:
                     trained=trained_filter(state.get("trained", True)))["items"]
 
 
+def default_run_ids(runs: list[dict], n: int = 3) -> list[int]:
+    """The runs shown when none is picked: the first task (in the usual task order) that has
+    runs, then its first run of each family, at most ``n``: side by side panels compare
+    architectures on one task, never a Parity grid beside an S3 grid."""
+    if not runs:
+        return []
+    task = ordered({r["task"] for r in runs}, TASKS)[0]
+    seen: set[str] = set()
+    ids: list[int] = []
+    for r in runs:
+        if r["task"] == task and r["family"] not in seen:
+            seen.add(r["family"])
+            ids.append(r["id"])
+            if len(ids) == n:
+                break
+    return ids
+
+
 def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
     ids = list(state["runs"])[:MAX_SIDE_BY_SIDE]
     picked = bool(ids)
-    if not ids:  # nothing picked: the first runs of the filter, one per family
-        seen, ids = set(), []
-        for r in candidate_runs(api, state):
-            if r["family"] not in seen:
-                seen.add(r["family"])
-                ids.append(r["id"])
-            if len(ids) == 3:
-                break
+    if not ids:  # nothing picked: the first runs of one task, one per family
+        ids = default_run_ids(candidate_runs(api, state))
 
     def one(rid):
         run = api.run(rid)

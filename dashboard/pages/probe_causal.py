@@ -35,11 +35,24 @@ from dashboard.figures.probe_causal import (
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_label, task_label
+from worker import claims as C
+from worker.profiles import NEAR_BEST_TOL
 
 KEY = "pvc"
 PATH = "/probe-vs-causal"
 LOC = "pc-loc"
-SUMMARY_METHODS = ("auto", "project_out", "inlp", "leace", "pca_top_k", "mean", "conv1d_removal")
+# the edits whose refit probe says whether the variable was removed (claim 4's rule needs it)
+SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
+
+PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
+EDIT_FIELDS = "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant"
+SUMMARY_DESCRIPTION = (
+    f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
+    f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
+    f"variable); a run is decoupled when its most damaging layer is not one of the near-best probe layers (a tie "
+    f"within {100 * NEAR_BEST_TOL:g} pp is named), costs ≥ {C.DECOUPLING_MARGIN_PP:g} pp more than them and is "
+    f"significant after Holm. Edits: {', '.join(method_label(m) for m in C.DECOUPLING_METHODS)} only (the ones "
+    "with a refit probe).")
 
 SPEC = PageState([
     F("task", "str", None, TASKS),
@@ -87,39 +100,25 @@ def heatmap_data(api: ApiClient, state: dict) -> tuple[dict | None, list[dict], 
 
 
 def summary_points(api: ApiClient, state: dict) -> list[dict]:
-    """One point per run. ``auto``: the server's decoupling per seed (``/api/profiles``
-    ``per_seed``: best-probe vs most-damaging layer of the first of LEACE, INLP, project-out
-    present) — one small request however many runs. A named method: computed here from the
-    exported probe and intervention rows of the matching runs."""
+    """One point per run, judged by claim 4's rule (``decoupling_points`` →
+    ``worker.claims.run_decouplings``), from the exported probe and intervention rows of the
+    matching runs. ``auto``: claim 4's edit (the first of LEACE, INLP, project-out present)."""
     trained = trained_filter(state.get("trained", True))
-    if state["method"] == "auto":
-        out = []
-        for prof in api.profiles(task=state["task"], family=state["family"], eval_length=state["length"],
-                                 trained=trained):
-            n = int(prof.get("n_layers") or 0)
-            for s in prof.get("per_seed") or []:
-                if state["seed"] is not None and s.get("seed") != state["seed"]:
-                    continue
-                b, d = s.get("best_layer"), s.get("damaging_layer")
-                if b is None or d is None or not n:
-                    continue
-                out.append({"run_id": s.get("run_id"), "run_name": "", "family": prof["family"], "task": prof["task"],
-                            "pretrained": prof.get("pretrained"), "seed": s.get("seed"), "n_layers": n,
-                            "best_layer": int(b), "damage_layer": int(d), "best_depth": (int(b) + 1) / n,
-                            "damage_depth": (int(d) + 1) / n, "decoupled": int(b) != int(d),
-                            "method": s.get("decoupling_method"), "trained": s.get("trained")})
-        return out
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
            "trained": trained}
-    probes = api.export("probes", "json", **flt)
-    interventions = api.export("interventions", "json", method=state["method"], **flt)
+    method = None if state["method"] == "auto" else state["method"]
+    # only the columns the rule reads (never per_position): one light request each
+    probes = api.export("probes", "json", fields=PROBE_FIELDS, **flt)
+    interventions = api.export("interventions", "json", fields=EDIT_FIELDS, **({"method": method} if method else {}),
+                               **flt)
     runs: dict[int, dict] = {}
     for p in probes:
+        if state["seed"] is not None and p.get("seed") != state["seed"]:
+            continue  # the export filters too; kept so a seed never mixes in
         runs.setdefault(int(p["run_id"]), {"id": int(p["run_id"]), "name": p.get("run_name", ""), "family": p["family"],
                                            "task": p["task"], "seed": p.get("seed"), "n_layers": p["n_layers"],
                                            "pretrained": p.get("pretrained")})
-    return decoupling_points(list(runs.values()), probes, interventions, method=state["method"],
-                             eval_length=state["length"])
+    return decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
 
 
 def initial_options(api: ApiClient, state: dict) -> list[dict]:
@@ -173,7 +172,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                                                     "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="130px"),
         field("Summary edit", dcc.Dropdown(id="pc-method", options=[
-            {"label": "auto (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
+            {"label": "auto, as claim 4 (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
             for m in SUMMARY_METHODS],
                                            value=s["method"], clearable=False), width="250px"),
         trained_switch("pc-trained", s["trained"]),
@@ -185,12 +184,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
                                 "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
-                                "after Holm correction). ★ best-probe layer, ▼ the layer where each edit costs most.",
+                                "after Holm correction). ★ best-probe layer (every layer of a near-best tie), "
+                                "▼ the layer where each edit costs most among significant drops (none when no drop "
+                                "is significant).",
                     extra=[html.Div(id="pc-run-info", className="card-section")]),
         figure_card("pc-summary", title="Where probing and causality decouple, across runs",
                     filename="layerscope-decoupling",
-                    description="For every run matching the filters: is the best-probe layer the layer where the "
-                                "selected edit costs most? Share of runs (seeds) that decouple, and the typical layers."),
+                    description=SUMMARY_DESCRIPTION),
     ]
     return page_frame(title="Probe vs causal", subtitle="The most readable layer is not always the causally necessary one.",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
@@ -235,8 +235,7 @@ def register(app, api: ApiClient, path_for) -> None:
             pts = summary_points(api, state)
         except ApiError:
             return empty_figure("Could not load the cross-run summary")
-        method = next((p.get("method") for p in pts if p.get("method")), state["method"])
-        return decoupling_summary(pts, method=method)
+        return decoupling_summary(pts, method=None if state["method"] == "auto" else state["method"])
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Probe vs causal", layout=layout, register=register)

@@ -28,6 +28,7 @@ from dashboard.figures.reversal import (
     METRIC_TITLES,
     find_reversals,
     metric,
+    row_key,
     row_label,
     reversal_matrix,
     s3_distance_figure,
@@ -79,43 +80,101 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
     return out
 
 
-def reversal_list(revs: list[dict]) -> Any:
-    """Reversal pairs, grouped: one line per (task pair, architecture A, its classes, B's classes)."""
+def _cell_text(p: dict | None, metric_name: str) -> str:
+    """``Transformer · Parity: gradual, late concentration 0.41 [0.10, 0.72], n=3`` (+ untrained)."""
+    if p is None:
+        return "no profile"
+    m = metric(p, metric_name)
+    ci = f", {metric_name.replace('_', ' ')} {fmt_ci(m['mean'], m['lo'], m['hi'])}" if m["mean"] is not None else ""
+    n_un = len(p.get("untrained_run_ids") or [])
+    un = f", untrained: {n_un} of {p.get('n')}" if n_un else ""
+    return f"{row_label(row_key(p))} · {task_label(p['task'])}: {p.get('profile_class')}{ci}, n={p.get('n')}{un}"
+
+
+def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, trained_only: bool = True,
+                  metric_name: str = "late_concentration") -> Any:
+    """Reversal pairs, grouped: one line per (task pair, architecture A, its classes, B's classes),
+    each with its four cells' n (seeds) and metric interval; with the "trained runs only" switch
+    off, the pairs resting on cells with untrained runs say so."""
     if not revs:
         return html.P("No reversal at this eval length: no two architectures exchange a profile class between "
                       "two tasks.", className="muted")
+    by = {(row_key(p), p["task"]): p for p in profiles or []}
     groups: dict[tuple, list[str]] = {}
     for r in revs:
         key = (r["task_a"], r["task_b"], r["family_a"], r["a1"], r["a2"], r["b1"], r["b2"], r["kind"],
                tuple(r.get("shared_class") or ()))
         groups.setdefault(key, []).append(r["family_b"])
     items = []
+    n_untrained_pairs = 0
     for (ta, tb, fa, a1, a2, b1, b2, kind, shared), fbs in groups.items():
         full = kind == "full"
+        cells = [by.get((f, t)) for f in (fa, *fbs) for t in (ta, tb)]
+        untrained = [c for c in cells if c and c.get("untrained_run_ids")]
+        n_untrained_pairs += bool(untrained)
         items.append(html.Li([
             html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
             f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
             html.Span("full swap" if full else f"partial: {', '.join(shared)} changes hands",
                       className="badge badge-swap" if full else "badge badge-flip"),
+            html.Span(f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
+                      className="badge badge-untrained") if untrained else None,
+            html.Ul([html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None]
+                    or None, className="reversal-cells") if by else None,
         ]))
-    return html.Div([
-        html.Div(f"{len(revs)} reversal pair{'s' if len(revs) != 1 else ''} (two architectures, two tasks):",
-                 className="muted"),
-        html.Ul(items, className="reversal-list"),
-    ])
+    n = len(revs)
+    head = f"{n} reversal pair{'s' if n != 1 else ''} (two architectures, two tasks)"
+    if trained_only:
+        head += ", trained runs only:"
+    else:
+        head += (f"; {n_untrained_pairs} of {len(groups)} rest on cells with untrained runs (the 'trained runs only' "
+                 "switch is off):" if n_untrained_pairs else ", all cells trained:")
+    return html.Div([html.Div(head, className="muted"), html.Ul(items, className="reversal-list")])
 
 
-def s3_answer(dist: list[dict]) -> Any:
+def claim_3_verdict(api: ApiClient, state: dict) -> dict | None:
+    """Claim 3 as /claims evaluates it (trained runs), or None when the API cannot say."""
+    try:
+        return next((c for c in api.claims(suite=state.get("suite")) if c.get("id") == 3), None)
+    except (ApiError, AttributeError):
+        return None
+
+
+def s3_answer(dist: list[dict], claim3: dict | None = None, *, trained_only: bool = True) -> Any:
+    """The S3 question in words: which task S3's layer profile is closer to, per family with its
+    n (seeds), the families resting on untrained runs named; when /claims calls claim 3 "not
+    enough data", the answer says so first and states no grouping as a finding."""
     if not dist:
         return html.P("Needs curves on S3, Parity and Dyck for at least one family.", className="muted")
     k = sum(d["closer"] == "parity" for d in dist)
     n = len(dist)
-    verdict = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
-    return html.P([html.Strong(f"{verdict}: "), f"S3's layer profile is closer to Parity's than to Dyck's for {k} of "
-                   f"{n} families (" + ", ".join(f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
-                                                  for d in dist) + "). Claim 3 expects Parity: the computational "
-                   "structure (prefix update vs stack), not commutativity, predicts the profile."],
-                  className="answer")
+    grouping = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
+    untrained = [d for d in dist if d.get("untrained_run_ids")]
+    per_family = ", ".join(
+        f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
+        + (f" (n={d['n']})" if d.get("n") is not None else "")
+        + (" (untrained runs)" if d.get("untrained_run_ids") else "") for d in dist)
+    verdict = (claim3 or {}).get("verdict")
+    caveats = []
+    if verdict == "not enough data":
+        caveats.append(html.Strong("Not enough data (claim 3 on /claims): "))
+        caveats.append("descriptively only, ")
+        lead = grouping
+    elif verdict:
+        caveats.append(html.Strong(f"{grouping} (claim 3 on /claims: {verdict}): "))
+        lead = ""
+    else:
+        caveats.append(html.Strong(f"{grouping}: "))
+        lead = ""
+    body = (f"{lead}{': ' if lead else ''}S3's layer profile is closer to Parity's than to Dyck's for {k} of {n} "
+            f"families{', trained runs only' if trained_only else ''} ({per_family}; distances of seed-mean curves, "
+            "no interval).")
+    if untrained:
+        body += (f" {len(untrained)} of {n} families rest on untrained runs "
+                 f"({', '.join(family_label(d['family']) for d in untrained)}): the 'trained runs only' switch is off.")
+    body += " Claim 3 expects Parity: the computational structure (prefix update vs stack), not commutativity, " \
+            "predicts the profile."
+    return html.P([*caveats, body], className="answer")
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
@@ -174,8 +233,11 @@ def register(app, api: ApiClient, path_for) -> None:
             return e, None, e, None, api_alert(exc)
         revs = find_reversals(profs)
         dist = s3_distances(crv, eval_length=state["length"])
-        return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), reversal_list(revs),
-                s3_distance_figure(dist), s3_answer(dist), None)
+        on = bool(state["trained"])
+        listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
+        answer = s3_answer(dist, claim_3_verdict(api, state), trained_only=on)
+        return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), listing,
+                s3_distance_figure(dist), answer, None)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)

@@ -63,6 +63,11 @@ COLUMNS = [
      "valueFormatter": {"function": "params.value == null ? '' : (params.value / 1000).toFixed(0) + 'K'"},
      "width": 100},
     {"field": "steps", "headerName": "steps", "width": 90},
+    {"field": "trained_label", "headerName": "trained", "width": 110,
+     "headerTooltip": "held-out token accuracy at the training length reached the run's early-stop criterion",
+     "cellClassRules": {"cell-untrained": "params.value == 'untrained'"}},
+    {"field": "heldout_acc", "headerName": "held-out", "valueFormatter": PCT, "width": 105,
+     "headerTooltip": "held-out token accuracy at the training length when training ended"},
     {"field": "acc_40", "headerName": "acc L=40", "valueFormatter": PCT, "width": 110,
      "headerTooltip": "token accuracy at the training length"},
     {"field": "acc_max", "headerName": "acc longest L", "valueFormatter": PCT, "width": 130,
@@ -78,12 +83,36 @@ def _row(run: dict) -> dict:
     return {
         **{k: run.get(k) for k in ("id", "name", "suite", "family", "task", "seed", "n_layers", "d_model", "n_params",
                                    "steps", "pretrained")},
+        "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
+        "trained_label": trained_label(run),
+        "heldout_acc": run.get("heldout_acc"),
         "family_label": family_label(run.get("family", "")),
         "task_label": task_label(run.get("task", "")),
         "acc_40": (beh.get("40") or {}).get("token_acc"),
         "acc_max": (beh.get(str(lengths[-1])) or {}).get("token_acc") if lengths else None,
         "created_at": str(run.get("created_at", ""))[:19].replace("T", " "),
     }
+
+
+def trained_label(run: dict) -> str:
+    """``trained`` / ``untrained`` from the API's computed ``trained`` field; ``–`` when absent."""
+    t = run.get("trained")
+    return "–" if t is None else ("trained" if t else "untrained")
+
+
+def trained_flag(run: dict) -> html.Div:
+    """The run panel's verdict line: trained or not, naming held-out accuracy and the criterion."""
+    from worker.trained import DEFAULT_CRITERION
+
+    acc, crit = run.get("heldout_acc"), run.get("early_stop_acc")
+    crit = DEFAULT_CRITERION if crit is None else crit
+    acc_txt = "no held-out accuracy stored" if acc is None else f"held-out token accuracy {100 * acc:.1f}%"
+    if run.get("trained"):
+        return html.Div(f"Trained: {acc_txt} at the training length ≥ criterion {100 * crit:.0f}%.",
+                        className="trained-flag trained-yes", id="rn-trained-flag")
+    return html.Div(f"Untrained: {acc_txt} at the training length < criterion {100 * crit:.0f}%. Its probes, "
+                    "edits and patching describe a model that has not learned the task.",
+                    className="alert alert-warning trained-flag trained-no", id="rn-trained-flag")
 
 
 def suite_label(suite: dict) -> str:
@@ -144,7 +173,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                           "enableClickSelection": True},
                          "tooltipShowDelay": 300, "animateRows": False, "suppressCellFocus": True, "rowHeight": 34,
                          "headerHeight": 38},
-        getRowId="String(params.data.id)",
+        getRowId="params.data.row_id",  # a string field of the row (see _row)
         style={"height": "560px", "width": "100%"},
         className="ag-theme-quartz",
     )
@@ -175,8 +204,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         html.Div(grid, className="card grid-card"),
         html.Div(id="rn-detail"),
     ]
-    return page_frame(title="Runs", subtitle="Every trained model in the results DB. Filter on the server; pick "
-                      "rows to open them in the other views.", page_key=KEY, controls=controls, body=body,
+    return page_frame(title="Runs", subtitle="Every run in the results DB, trained or not (the trained column says "
+                      "which reached its criterion). Filter on the server; pick rows to open them in the other views.", page_key=KEY, controls=controls, body=body,
                       embed=embed, loc_id=LOC, base=base)
 
 
@@ -189,15 +218,25 @@ def _loss_figure(run: dict) -> go.Figure:
                                line={"color": color, "width": 2}, name="training loss",
                                hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>"))
     acc = [p for p in curve if p.get("heldout_token_acc") is not None]
+    train_length = (run.get("train_config") or {}).get("train_length") or 40
+    has_len = any(p.get("length") is not None for p in acc)
+    acc_name = "held-out token accuracy at the current curriculum length" if has_len else "held-out token accuracy"
     if acc:
+        # the training loop measures held-out accuracy at the curriculum's current length (it
+        # stores it as "length" when a curriculum runs), not at the training length
+        lengths = [p.get("length") or train_length for p in acc]
         fig.add_trace(go.Scatter(x=[p["step"] for p in acc], y=[p["heldout_token_acc"] for p in acc], mode="lines",
-                                 line={"color": "#52606d", "dash": "dot"}, name="held-out token accuracy", yaxis="y2",
-                                 hovertemplate="step %{x}<br>held-out accuracy %{y:.1%}<extra></extra>"))
+                                 line={"color": "#52606d", "dash": "dot"}, name=acc_name, yaxis="y2",
+                                 customdata=lengths,
+                                 hovertemplate="step %{x}<br>held-out accuracy %{y:.1%} at length %{customdata}"
+                                               "<extra></extra>",
+                                 meta={"kind": "heldout", "lengths": lengths}))
     base_layout(fig, height=280)
     fig.update_layout(xaxis_title="training step", yaxis_title="cross-entropy loss (nats)",
                       yaxis2={"overlaying": "y", "side": "right", "range": [0, 1.02], "tickformat": ".0%",
                               "tickvals": [0, 0.25, 0.5, 0.75, 1.0],
-                              "title": {"text": "held-out accuracy"}, "showgrid": False},
+                              "title": {"text": "held-out acc. (at curriculum length)" if has_len
+                                        else f"held-out accuracy (L={train_length})"}, "showgrid": False},
                       margin={"r": 70})
     return fig
 
@@ -246,6 +285,7 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
                 dcc.Link("Patching", href=path_for("/patching?" + urlencode({"runs": run["id"]})), className="btn btn-sm"),
             ], className="export-buttons"),
         ], className="card-header"),
+        trained_flag(run),
         html.Div([
             html.Dl([x for k, v in facts for x in (html.Dt(k), html.Dd(str(v)))], className="facts"),
             html.Div(dcc.Graph(figure=_loss_figure(run), config=graph_config(f"run-{run['id']}-loss")), className="detail-fig"),

@@ -220,3 +220,18 @@ def test_jobs_list_shows_progress_and_cancel(server, page):
     page.click(".job-row button:has-text('Cancel')")
     page.wait_for_selector("#jb-action-msg .alert")
     assert "Cancel" in page.inner_text("#jb-action-msg")
+
+
+def test_runs_grid_has_string_row_ids_and_a_trained_column(server, page):
+    """AG Grid warned "getRowId callback must return a string" and "Duplicate node id 'undefined'"
+    when the row id expression did not evaluate; the trained column shows each run's verdict."""
+    warnings: list[str] = []
+    page.on("console", lambda m: warnings.append(m.text) if m.type in ("warning", "error") else None)
+    page.goto(server.base + "/?size=25")
+    wait_ready(page)
+    page.wait_for_selector("#rn-grid .ag-row")
+    ids = page.eval_on_selector_all("#rn-grid .ag-center-cols-container .ag-row", "rs => rs.map(r => r.getAttribute('row-id'))")
+    assert ids and all(i and i != "undefined" for i in ids) and len(set(ids)) == len(ids)
+    assert not [w for w in warnings if "getRowId" in w or "Duplicate node id" in w], warnings
+    cells = page.eval_on_selector_all("#rn-grid .ag-cell[col-id='trained_label']", "cs => cs.map(c => c.textContent)")
+    assert cells and set(cells) <= {"trained", "untrained", "–"}

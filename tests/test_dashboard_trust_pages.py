@@ -1,0 +1,151 @@
+"""Trust fixes on the pages, as plain functions (no server, no browser): /reversal says which
+pairs rest on untrained cells and defers to claim 3; the runs page flags untrained runs; the
+/patching default stays on one task; a malformed ``?trained=`` falls back to on; the import job
+row shows no attempt count."""
+
+from __future__ import annotations
+
+from dashboard.components import trained_field
+from dashboard.pages import jobs, patching, reversal, runs
+from dashboard.state import PageState
+from tests.dashboard_data import curve_rows, profile_rows
+
+
+def _texts(c) -> str:
+    out = []
+
+    def walk(x):
+        if isinstance(x, str):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif x is not None and hasattr(x, "children"):
+            walk(x.children)
+
+    walk(c)
+    return " ".join(out)
+
+
+def _untrained(profiles, cells):
+    return [{**p, "untrained_run_ids": [7, 8, 9]} if (p["family"], p["task"]) in cells else p for p in profiles]
+
+
+# ----------------------------------------------------------------------------- item 3: /reversal
+
+
+def test_reversal_list_names_untrained_cells_and_gives_n_and_intervals():
+    profs = profile_rows()
+    revs = reversal.find_reversals(profs)
+    assert revs
+    r = revs[0]
+    cells = {(r["family_a"], r["task_a"]), (r["family_b"], r["task_b"])}
+    listing = _texts(reversal.reversal_list(revs, _untrained(profs, cells), trained_only=False))
+    assert "rest on cells with untrained runs" in listing and "the 'trained runs only' switch is off" in listing
+    assert "rests on untrained runs in" in listing and "untrained: 3 of 3" in listing
+    assert "n=3" in listing and "late concentration" in listing and "[" in listing  # n and the interval
+    trained = _texts(reversal.reversal_list(revs, profs, trained_only=True))
+    assert "trained runs only" in trained and "untrained" not in trained.replace("trained runs only", "")
+
+
+def test_s3_answer_defers_to_claim_3_and_names_untrained_families():
+    crv = curve_rows()
+    crv = [{**c, "untrained_run_ids": [4]} if c["family"] == "mamba" else c for c in crv]
+    dist = reversal.s3_distances(crv, eval_length=40)
+    assert all(d["n"] == 3 for d in dist)
+    weak = _texts(reversal.s3_answer(dist, {"id": 3, "verdict": "not enough data"}, trained_only=False))
+    assert weak.startswith("Not enough data (claim 3 on /claims)") and "descriptively only" in weak
+    assert "(n=3)" in weak and "rest on untrained runs (Mamba)" in weak
+    ok = _texts(reversal.s3_answer([d for d in dist if d["family"] != "mamba"], {"id": 3, "verdict": "supported"}))
+    assert "claim 3 on /claims: supported" in ok and "untrained" not in ok and "trained runs only" in ok
+
+
+# ----------------------------------------------------------------------------- item 11: runs page
+
+
+def test_runs_page_trained_column_flag_and_string_row_ids():
+    assert any(c["field"] == "trained_label" for c in runs.COLUMNS)
+    run = {"id": 12, "name": "a", "family": "lstm", "task": "parity", "seed": 0, "trained": False,
+           "heldout_acc": 0.47, "early_stop_acc": 0.99}
+    row = runs._row(run)
+    assert row["row_id"] == "12" and isinstance(row["row_id"], str) and row["trained_label"] == "untrained"
+    assert runs._row({**run, "trained": True})["trained_label"] == "trained"
+    flag = _texts(runs.trained_flag(run))
+    assert flag.startswith("Untrained") and "47.0%" in flag and "99%" in flag
+    assert _texts(runs.trained_flag({**run, "trained": True, "heldout_acc": 0.995})).startswith("Trained")
+
+
+def test_runs_layout_subtitle_and_grid_row_id(monkeypatch):
+    class Api:
+        def suites(self):
+            return []
+
+    page = runs.layout(search="", base=None, embed=False, api=Api(), path_for=lambda p: p)
+    text = _texts(page)
+    assert "Every trained model" not in text and "trained or not" in text
+
+    def find(c, cid):
+        if getattr(c, "id", None) == cid:
+            return c
+        kids = getattr(c, "children", None)
+        for k in kids if isinstance(kids, (list, tuple)) else [kids]:
+            if k is not None and not isinstance(k, str) and (hit := find(k, cid)) is not None:
+                return hit
+        return None
+
+    grid = find(page, "rn-grid")
+    assert grid.getRowId == "params.data.row_id"
+
+
+def test_loss_figure_says_heldout_is_at_the_curriculum_length():
+    run = {"family": "gru", "loss_curve": [{"step": 1, "loss": 1.0, "heldout_token_acc": 0.6, "length": 8},
+                                           {"step": 2, "loss": 0.8, "heldout_token_acc": 0.9, "length": 16}]}
+    fig = runs._loss_figure(run)
+    acc = next(t for t in fig.data if (t.meta or {}).get("kind") == "heldout")
+    assert "curriculum length" in acc.name and list(acc.customdata) == [8, 16]
+    assert "curriculum length" in fig.layout.yaxis2.title.text
+    plain = runs._loss_figure({"family": "gru", "train_config": {"train_length": 40},
+                               "loss_curve": [{"step": 1, "loss": 1.0, "heldout_token_acc": 0.6}]})
+    assert plain.layout.yaxis2.title.text == "held-out accuracy (L=40)"
+
+
+# ----------------------------------------------------------------------------- item 14
+
+
+def test_patching_default_runs_are_of_one_task():
+    rs = [{"id": 1, "task": "s3", "family": "lstm"}, {"id": 2, "task": "parity", "family": "lstm"},
+          {"id": 3, "task": "parity", "family": "gru"}, {"id": 4, "task": "s3", "family": "gru"},
+          {"id": 5, "task": "parity", "family": "lstm"}, {"id": 6, "task": "parity", "family": "mamba"},
+          {"id": 7, "task": "parity", "family": "transformer"}]
+    ids = patching.default_run_ids(rs)
+    assert ids == [2, 3, 6]  # parity comes first in the task order; one run per family
+    assert {r["task"] for r in rs if r["id"] in ids} == {"parity"}
+    assert patching.default_run_ids([]) == []
+
+
+def test_malformed_trained_in_url_means_the_default_on():
+    spec = PageState([trained_field()])
+    assert spec.decode("?trained=maybe", None)["trained"] is True
+    assert spec.decode("?trained=0", None)["trained"] is False
+    assert spec.decode("?trained=false", None)["trained"] is False
+    assert spec.decode("?trained=1", None)["trained"] is True
+
+
+def test_import_job_shows_no_attempt_count():
+    assert jobs.attempt_text({"kind": "import", "attempt": 0, "max_attempts": 3}) == "–"
+    assert jobs.attempt_text({"kind": "train", "attempt": 1, "max_attempts": 3}) == "1/3"
+    row = jobs.job_row({"id": 9, "kind": "import", "state": "done", "attempt": 0, "max_attempts": 3,
+                        "progress": 1.0}, lambda p: p)
+    assert "0/3" not in _texts(row) and "–" in _texts(row)
+    queued = jobs.job_row({"id": 10, "kind": "train", "state": "queued", "attempt": 0, "max_attempts": 3,
+                           "progress": 0.0}, lambda p: p)
+    assert "0/3" in _texts(queued)  # a real queued job keeps its count
+
+
+def test_probe_vs_causal_summary_asks_only_for_exportable_columns():
+    from backend.api.routes.export import COLUMNS, Resource
+    from dashboard.pages import probe_causal
+
+    assert set(probe_causal.PROBE_FIELDS.split(",")) <= set(COLUMNS[Resource.probes])
+    assert set(probe_causal.EDIT_FIELDS.split(",")) <= set(COLUMNS[Resource.interventions])
+    assert {"refit_acc", "refit_majority", "significant"} <= set(probe_causal.EDIT_FIELDS.split(","))
