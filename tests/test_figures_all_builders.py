@@ -233,6 +233,11 @@ def fx_patching_heatmaps(variant: str, n: Names):
     return (grids,), {"eval_length": 40}
 
 
+def fx_patching_by_position(variant: str, n: Names):
+    (grids,), kw = fx_patching_heatmaps(variant, n)
+    return (grids,), {**kw, "layer": 0}
+
+
 def fx_empty_figure(variant: str, n: Names):
     return (n.message if variant != "empty" else "",), {}
 
@@ -247,13 +252,12 @@ FIXTURES: dict[str, tuple[Callable[[str, Names], tuple[tuple, dict]], ...]] = {
     "dashboard.figures.probe_causal.probe_causal_heatmap": (fx_probe_causal_heatmap,),
     "dashboard.figures.probe_causal.decoupling_summary": (fx_decoupling_summary,),
     "dashboard.figures.patching.patching_heatmaps": (fx_patching_heatmaps,),
+    "dashboard.figures.patching.patching_by_position": (fx_patching_by_position,),
     "dashboard.figures.common.empty_figure": (fx_empty_figure,),
 }
 # Known failures, each to be removed when its cause is fixed (strict: an unexpected pass fails,
 # so the entry cannot outlive the fix). patching.py is being rewritten for issue 11.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("dashboard.figures.patching.patching_heatmaps", "all_none"): "issue 11 rewrite of figures/patching.py",
-    ("dashboard.figures.patching.patching_heatmaps", "some_none"): "issue 11 rewrite of figures/patching.py",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.common import TraceBatch, base_layout, ci_band, empty_figure, esc, finite
+from dashboard.figures.common import TraceBatch, base_layout, ci_band, empty_figure, esc, finite, note_missing
 from dashboard.theme import layer_name
 
 SITE_LABELS = {
@@ -102,7 +102,7 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
         ylabels = [layer_name(ly) for ly in layers]
         batch.add(go.Heatmap(
             z=z, x=positions, y=ylabels, customdata=cd, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
-            showscale=ci == k, xgap=1 if len(positions) < 60 else 0, ygap=2, hoverongaps=True,
+            showscale=ci == k, xgap=1 if len(positions) < 60 else 0, ygap=2, hoverongaps=False,
             colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
             texttemplate="%{z:.0%}" if len(positions) <= 8 else None,
             hovertemplate="layer %{y} · position %{x}<br>recovery %{customdata[0]}"
@@ -135,7 +135,8 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
     batch.flush()
     base_layout(fig, height=max(340, 160 + 46 * n_layers))
     fig.update_layout(legend={"y": 1.12}, meta={"figure": "patching", "runs": k, "site": site})
-    return fig
+    n_cells = sum(len(g["rows"]) for g in grids)
+    return note_missing(fig, n_cells - len(all_vals), n_cells, "cells")
 
 
 def patching_by_position(grids: Sequence[dict[str, Any]], *, layer: int, eval_length: int | None = None,
@@ -168,7 +169,8 @@ def patching_by_position(grids: Sequence[dict[str, Any]], *, layer: int, eval_le
     fig.update_xaxes(title_text="patched position (0-based)")
     fig.update_yaxes(title_text=f"recovery at layer {layer_name(layer)}", tickformat=".0%")
     fig.update_layout(meta={"figure": "patching_by_position", "runs": len(grids), "layer": layer, "site": site})
-    return fig
+    points = [r for g in grids for r in g["rows"] if int(r["layer"]) == layer]
+    return note_missing(fig, sum(not finite(r["recovery"]) for r in points), len(points), "points")
 
 
 def _alpha(hex_color: str, a: float = 0.18) -> str:
