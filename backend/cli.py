@@ -636,12 +636,10 @@ def db_upgrade() -> None:
     except MigrationError as exc:
         raise CliError(f"upgrade of {shown} failed: {exc}"
                        + (f"; backup at {backup}" if backup else "")) from exc
-    except Exception as exc:
+    except Exception as exc:  # one line naming the database and what to do, plus where the backup is
         if backup is None:
             raise explain(exc, url) from exc
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise CliError(f"upgrade of {shown} failed ({type(exc).__name__}: {first}); the database is "
-                       f"unchanged, and a backup is at {backup}") from exc
+        raise CliError(f"{explain(exc, url)}; the database is unchanged, and a backup is at {backup}") from exc
     typer.echo(f"layerscope: {shown} at revision {rev}" + (f" (was {was})" if was else ""))
 
 
