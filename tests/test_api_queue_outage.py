@@ -14,8 +14,8 @@ from sqlalchemy import update
 
 from backend.api.main import create_app
 from backend.db.models import Job
-from worker.queue import JobQueue, QueueUnavailable, make_huey, requeue_orphans, submit
 from worker.params import TrainParams
+from worker.queue import JobQueue, QueueUnavailable, make_huey, requeue_orphans, submit
 
 TRAIN = {"kind": "train", "params": {"family": "lstm", "task": "parity", "max_steps": 3}}
 DEAD_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1
@@ -106,3 +106,21 @@ def test_openapi_documents_the_503(down) -> None:
     for path in ("/api/jobs", "/api/jobs/{job_id}/retry"):
         r503 = paths[path]["post"]["responses"]["503"]
         assert "Retry-After" in r503["headers"]
+
+
+def test_the_api_starts_with_the_queue_down_and_queued_jobs_waiting(db_factory) -> None:
+    """The start-up re-enqueue finds a queued job but no queue: the API starts anyway, and the
+    job reaches the queue on a later pass once the queue is back."""
+    settings, factory = db_factory
+    working = JobQueue.from_settings(settings)
+    working.flush()
+    job_id = submit(factory, working, "train", TrainParams(family="lstm", task="parity"))
+    working.flush()  # the message is lost: only the table knows the job
+    dead = JobQueue(make_huey(DEAD_REDIS, f"down{uuid.uuid4().hex[:8]}"))
+    assert requeue_orphans(factory, dead) == []
+    app = create_app(settings, factory, queue=dead, background=True)
+    with TestClient(app) as client:
+        assert client.get("/api/health").status_code == 200
+        assert client.get(f"/api/jobs/{job_id}").json()["state"] == "queued"
+    assert requeue_orphans(factory, working) == [job_id]
+    assert working.pending_ids() == {job_id}

@@ -85,7 +85,7 @@ PLAIN = Names()
 # Markup plotly would honour (a live link, bold, line breaks, styles), each with a unique tail.
 H_LINK = '<a href="https:evil.example">x'
 HOSTILE = Names(
-    run=f"{H_LINK}run", pretrained=f"org/{H_LINK}pre", family=f"<b>BOLDfam</b>", family2="fam<br>BREAK2",
+    run=f"{H_LINK}run", pretrained=f"org/{H_LINK}pre", family="<b>BOLDfam</b>", family2="fam<br>BREAK2",
     task="<i>ITtask</i>", task2='<span style="color:red">SPANtask', method="<sup>SUPmethod</sup>",
     layer_name="<em>EMlayer", profile_class="<u>Ucls</u>", message=f"{H_LINK}msg <b>BOLDmsg",
 )

@@ -137,7 +137,13 @@ class JobQueue:
         return int(task.args[0])
 
     def pending_ids(self) -> set[int]:
-        return {int(t.args[0]) for t in self.huey.pending() if t.args}
+        """Job ids waiting on the queue; :class:`QueueUnavailable` when it is unreachable."""
+        try:
+            return {int(t.args[0]) for t in self.huey.pending() if t.args}
+        except QUEUE_ERRORS as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise QueueUnavailable(f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}") \
+                from exc
 
     def __len__(self) -> int:
         return int(self.huey.pending_count())
@@ -197,21 +203,27 @@ def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_secon
     """Enqueue queued jobs whose id is not on the queue (an API restart, a lost message).
 
     ``grace_seconds``: skip jobs enqueued more recently than this (a worker may be about to
-    claim them). Returns the ids enqueued."""
+    claim them). Returns the ids enqueued. An unreachable queue is logged, not raised: the jobs
+    stay queued in the table and the next pass (the API's and workers' reaper) tries again — so
+    an API starting while Redis is down still starts."""
     older = utcnow() - timedelta(seconds=grace_seconds) if grace_seconds > 0 else None
     with session_scope(factory) as s:
         ids = J.queued_ids(s, older_than=older)
     if not ids:
         return []
-    pending = queue.pending_ids()
-    missing = [i for i in ids if i not in pending]
-    for job_id in missing:
-        queue.enqueue(job_id)
-    with session_scope(factory) as s:
-        J.mark_enqueued(s, missing)
-    if missing:
-        log.info("re-enqueued %d queued job(s) missing from the queue: %s", len(missing), missing)
-    return missing
+    done: list[int] = []
+    try:
+        pending = queue.pending_ids()
+        for job_id in (i for i in ids if i not in pending):
+            queue.enqueue(job_id)
+            done.append(job_id)
+    except QueueUnavailable as exc:
+        log.warning("%s: %d queued job(s) wait in the table until it is back", exc, len(ids) - len(done))
+    if done:
+        with session_scope(factory) as s:
+            J.mark_enqueued(s, done)
+        log.info("re-enqueued %d queued job(s) missing from the queue: %s", len(done), done)
+    return done
 
 
 def reap(factory: sessionmaker[Session], queue: JobQueue, stale_after_seconds: float) -> tuple[list[int], list[int]]:
