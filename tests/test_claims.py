@@ -412,3 +412,11 @@ def test_not_enough_data_claims_describe_their_trained_cells():
     assert lstm["late_concentration"]["n"] == 3 and lstm["late_concentration"]["mean"] < 0.1
     assert cells[("parity", "transformer")]["n"] == 1
     assert "trained_cells" not in supporting_world().claims()[1]["numbers"]  # only beside "not enough data"
+
+
+def test_claim6_accuracy_intervals_stay_within_0_and_1():
+    from worker.claims import _ci
+
+    ci = _ci([0.997, 0.984, 1.0], "accuracy")
+    assert 0.0 <= ci["lo"] <= ci["mean"] <= ci["hi"] <= 1.0
+    assert _ci([0.997, 0.984, 1.0])["hi"] > 1.0  # unbounded quantities are not clipped

@@ -85,7 +85,7 @@ from scipy import stats as _st
 from worker import profiles as P
 from worker.params import FAMILIES as STUDY_FAMILIES
 from worker.params import TASKS as STUDY_TASKS
-from worker.stats import ALPHA, holm, t_interval, wilson_interval
+from worker.stats import ALPHA, bounds_for, holm, t_interval, wilson_interval
 from worker.trained import is_trained, untrained_reason
 
 __all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "edit_removed", "evaluate_claims", "run_decouplings"]
@@ -139,9 +139,11 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def _ci(values: Sequence[float]) -> dict[str, Any]:
+def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
+    """Mean and 95% t-interval over ``values``; ``quantity`` names a bounded one (worker.stats
+    BOUNDS, e.g. "accuracy"), whose interval is clipped to its range."""
     vals = [v for v in values if v is not None]
-    m, lo, hi = t_interval(vals) if vals else (None, None, None)
+    m, lo, hi = t_interval(vals, bounds=bounds_for(quantity)) if vals else (None, None, None)
     return {"mean": m, "lo": lo, "hi": hi, "n": len(vals)}
 
 
@@ -755,7 +757,7 @@ def claim_6(data: Data) -> dict[str, Any]:
     read = expected_cells(PREFIX_TASKS, FAMILIES)
     lengths = sorted({L for d in tab.values() for L in d})
     numbers: dict[str, Any] = {"lengths_used": lengths, "accuracy": [
-        {"task": t, "family": f, "by_length": {str(L): _ci(v) for L, v in sorted(d.items())}}
+        {"task": t, "family": f, "by_length": {str(L): _ci(v, "accuracy") for L, v in sorted(d.items())}}
         for (t, f), d in sorted(tab.items())]}
     views = ["/?task=parity", "/?task=s3", "/curves?task=parity&view=behaviour"]
     left = data.left_out_for(PREFIX_TASKS)
