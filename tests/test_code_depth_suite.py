@@ -67,4 +67,7 @@ def test_probes_interventions_and_patching_for_every_run(suite):
             assert all(r.refit_acc is not None for r in rows)
 
             patching = s.scalars(select(PatchingResult).where(PatchingResult.run_id == run.id)).all()
-            assert {(p.layer, p.position) for p in patching} == {(layer, 20) for layer in range(-1, run.n_layers)}
+            # every position at the patch length (40), every layer for resid_post (emb included)
+            post = [p for p in patching if p.site == "resid_post"]
+            assert {(p.layer, p.position) for p in post} == {
+                (layer, pos) for layer in range(-1, run.n_layers) for pos in range(40)}
