@@ -116,6 +116,12 @@ def default_layer(gs: list[dict], layer: int | None) -> int | None:
     return max(layers) if layers else None
 
 
+def line_rows(gs: list[dict], state: dict) -> list[dict]:
+    """CSV rows of the line view: the table rows at its layer (grids fetched once, by the caller)."""
+    layer = default_layer(gs, state["layer"])
+    return [r for r in patching_table(gs, eval_length=state["length"], site=state["site"]) if r["layer"] == layer]
+
+
 def run_options(api: ApiClient, task, family, picked, *, trained: bool = True) -> list[dict]:
     """Options of the runs dropdown: the filter's runs plus the picked ones (a dropdown drops
     values that are not among its options); full once MAX_SIDE_BY_SIDE are picked."""
@@ -179,9 +185,7 @@ def register(app, api: ApiClient, path_for) -> None:
     register_exports(app, gid="pt-graph", filename="layerscope-patching", spec=SPEC, loc_id=LOC, base_id=base_id,
                      csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]))
     register_exports(app, gid="pt-line", filename="layerscope-patching-line", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: [r for r in patching_table(grids(api, st)[0], eval_length=st["length"],
-                                                                    site=st["site"])
-                                          if r["layer"] == default_layer(grids(api, st)[0], st["layer"])])
+                     csv_rows=lambda st: line_rows(grids(api, st)[0], st))
 
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
                   Input("pt-runs", "value"), Input("pt-trained", "value"))
