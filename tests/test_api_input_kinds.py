@@ -254,10 +254,19 @@ async def _call(mw, path: str, method: str, headers: list, chunks: list[bytes]) 
     return (status[0] if status else None), read, reached
 
 
+def _run(coro):
+    """Run ``coro`` on a fresh event loop in its own thread: the browser tests' Playwright
+    (sync API) keeps a loop running in the main thread for the whole session, where
+    ``asyncio.run`` refuses to start (CI ran the browser tests first and failed here)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 @pytest.mark.parametrize("path", ["/_dash-update-component", "/api/jobs", "/api/views", "/", "/curves", "/assets/x"])
 def test_body_limit_answers_413_before_reading(path) -> None:
-    import asyncio
-
     from backend.api.middleware import BodySizeLimit
 
     reached: list[str] = []
@@ -267,13 +276,13 @@ def test_body_limit_answers_413_before_reading(path) -> None:
 
     mw = BodySizeLimit(app, max_bytes=1000)
     # a declared length over the limit: 413 without reading a byte
-    status, read, _ = asyncio.run(_call(mw, path, "POST", [(b"content-length", b"200000000")], [b"x" * 10]))
+    status, read, _ = _run(_call(mw, path, "POST", [(b"content-length", b"200000000")], [b"x" * 10]))
     assert status == 413 and read == 0 and not reached
     # a streamed (chunked) body: 413 as soon as it passes the limit, the rest never read
-    status, read, _ = asyncio.run(_call(mw, path, "POST", [], [b"x" * 600] * 50))
+    status, read, _ = _run(_call(mw, path, "POST", [], [b"x" * 600] * 50))
     assert status == 413 and read == 2 and not reached
     # within the limit: the app gets it
-    asyncio.run(_call(mw, path, "POST", [], [b"x" * 600]))
+    _run(_call(mw, path, "POST", [], [b"x" * 600]))
     assert reached == [path]
 
 
