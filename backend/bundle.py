@@ -44,7 +44,7 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
-from backend.db.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1

@@ -63,7 +63,7 @@ MethodChoice = StrEnum("MethodChoice", {m: m for m in METHODS})  # type: ignore[
 
 
 def _settings(**overrides: Any):  # noqa: ANN202
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     s = get_settings()
     overrides = {k: v for k, v in overrides.items() if v is not None}
@@ -79,7 +79,7 @@ def _logging(verbose: bool = False) -> None:
 
 def _init_db(settings) -> Any:  # noqa: ANN001
     from backend.core.startup import open_database
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.session import make_engine, make_sessionmaker
 
     open_database(settings)  # a StartupError (one line) for a bad home, URL or database file
     return make_sessionmaker(make_engine(settings.resolved_db_url))
@@ -218,7 +218,7 @@ def _env(settings, factory, device: str | None):  # noqa: ANN001, ANN202
 
 def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  # noqa: ANN001
     """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
-    from backend.db.models import Run
+    from store.models import Run
 
     with factory() as s:
         run = s.get(Run, run_id)
@@ -235,7 +235,7 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  
 
 
 def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:  # noqa: ANN001
-    from worker.context import JobContext
+    from science.context import JobContext
     from worker.pipeline import execute
 
     ctx = JobContext(description=kind)
@@ -518,8 +518,8 @@ def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
     """A suite job with these params that succeeded (or is under way), children not failed."""
     from sqlalchemy import select
 
-    from backend.db import jobs as J
-    from backend.db.models import Job
+    from store import jobs as J
+    from store.models import Job
 
     with factory() as s:
         for job in s.execute(select(Job).where(Job.kind == "suite", Job.config_hash == J.params_hash(params))
@@ -599,7 +599,7 @@ def token_list() -> None:
     """List tokens (names and ids; never the tokens)."""
     from sqlalchemy import select
 
-    from backend.db.models import ApiToken
+    from store.models import ApiToken
 
     factory = _init_db(_settings())
     with factory() as s:
@@ -612,7 +612,7 @@ def db_upgrade() -> None:
     """Create or migrate the results DB to the newest schema (alembic upgrade head).
 
     A SQLite file is first copied to ``<file>.bak-<UTC time>-<revision>`` next to it."""
-    from backend.db.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
+    from store.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
 
     from backend.core.startup import check_db_url, check_folders, explain
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult
+from store.models import InterventionResult, PatchingResult, ProbeResult
 
 MEASUREMENT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
 

@@ -3,7 +3,7 @@ reproduction found.
 
 The bundle is imported into a throwaway SQLite DB and read through the product's own code:
 the verdicts and their numbers come from the claims evaluation behind ``GET /api/claims``
-(``backend.api.aggregate.claims`` → ``worker.claims.evaluate_claims``), the figures from the
+(``backend.api.aggregate.claims`` → ``science.claims.evaluate_claims``), the figures from the
 dashboard's figure builders, exported to PNG with plotly + kaleido (which drives the
 installed Chromium, offline). Without kaleido or a browser the report is written without
 figures and says so.
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 AGREEMENT = {"supported": "agrees", "contradicted": "disagrees", "not enough data": "cannot tell"}
 
-# What the study reports, claim by claim (our words); the claim ids are worker.claims'.
+# What the study reports, claim by claim (our words); the claim ids are science.claims'.
 STUDY_SAYS = {
     1: "On prefix-update tasks (Parity, S3) the task state of LSTM, GRU, Mamba and Mamba-2 becomes linearly "
        "readable only at the last layer; in the Transformer it builds up gradually over depth.",
@@ -153,7 +153,7 @@ def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict
                     probed: set[Any] = frozenset()) -> list[str]:
     """One row per (task, family): runs stored out of the preset's seeds (cells never started
     included), trained and measured separately."""
-    from worker.trained import is_trained
+    from science.trained import is_trained
 
     cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
@@ -250,9 +250,9 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
     from backend.api.aggregate import claims as claims_of
     from backend.api.queries import RunFilter
     from backend.bundle import import_bundle, read_bundle
-    from backend.db.migrate import init_db
-    from backend.db.models import Run
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.migrate import init_db
+    from store.models import Run
+    from store.session import make_engine, make_sessionmaker
     from backend.measured import measured_run_ids
 
     manifest, _tables = read_bundle(bundle)
@@ -291,7 +291,7 @@ def _relative(path: Path, start: Path) -> str:
 def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: set[Any],
               claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str,
               probed: set[Any] = frozenset()) -> str:
-    from worker.trained import is_trained
+    from science.trained import is_trained
 
     preset = preset_of(manifest["suite"])
     n_trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
@@ -327,7 +327,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         f"{counts['cannot tell']} cannot tell.",
         "",
         "How to read it: each claim of the study is followed by this reproduction's verdict from the product's "
-        "claims evaluation (the rules are in `worker/claims.py` and docs/SCIENCE.md); intervals are 95% "
+        "claims evaluation (the rules are in `science/claims.py` and docs/SCIENCE.md); intervals are 95% "
         "t-intervals over seeds (or over families, where the claim pools families). *Agrees* = the verdict "
         "is supported, *disagrees* = contradicted, *cannot tell* = not enough data (too few trained runs, "
         "seeds or measurements for the rule to decide).",

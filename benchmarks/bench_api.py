@@ -146,7 +146,7 @@ def bench_reads(settings, n_requests: int, n_runs: int, n_suites: int) -> dict:
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.session import make_engine, make_sessionmaker
     from worker.queue import JobQueue
 
     factory = make_sessionmaker(make_engine(settings.resolved_db_url))
@@ -184,8 +184,8 @@ def bench_submit(settings, env: dict, n: int) -> dict:
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
-    from backend.db.models import Job
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.models import Job
+    from store.session import make_engine, make_sessionmaker
     from worker.queue import JobQueue
 
     factory = make_sessionmaker(make_engine(settings.resolved_db_url))
@@ -224,8 +224,8 @@ def bench_submit(settings, env: dict, n: int) -> dict:
 
 
 def run_one(kind: str, rows: int, n_requests: int, n_submit: int, pg_admin: str, redis_url: str) -> dict:
-    from backend.core.config import Settings
-    from backend.db.migrate import init_db
+    from store.config import Settings
+    from store.migrate import init_db
 
     tmp = Path(tempfile.mkdtemp(prefix=f"ls-bench-{kind}-"))
     dbname = None

@@ -2,8 +2,8 @@
 
 For each ``--family`` it builds one SPEC-sized 4-layer model (~830K parameters) on ``--task``,
 trains it for ``--train-steps`` steps (0 = random init) with the pipeline's training loop,
-then times, with the pipeline's own functions (``worker.measure.measure_interventions``,
-``worker.patching.patching_grid``) and the ``quick`` preset's measurement sizes by default:
+then times, with the pipeline's own functions (``science.measure.measure_interventions``,
+``science.patching.patching_grid``) and the ``quick`` preset's measurement sizes by default:
 
 - every intervention method alone (fit at L=40 on every layer + apply at every eval length +
   probe refit on the edited states + permutation test) — one ``measure_interventions`` call
@@ -34,12 +34,12 @@ from typing import Any
 import torch
 
 from models_store import ModelConfig, build_model
-from worker.measure import measure_interventions, predictions
+from science.measure import measure_interventions, predictions
 from worker.params import EVAL_LENGTHS, METHODS
-from worker.patching import patching_grid
-from worker.seeds import data_seed
-from worker.tasks import get_task
-from worker.training import train_model
+from science.patching import patching_grid
+from science.seeds import data_seed
+from science.tasks import get_task
+from science.training import train_model
 
 
 def timed(fn, *args: Any, **kwargs: Any) -> tuple[float, Any]:

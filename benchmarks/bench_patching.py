@@ -3,7 +3,7 @@
 Grid: every site (resid_pre, resid_post, state; the transformer has no state) × every layer ×
 every position 0..L−1 at L 40, 128 pairs, one ~830K-parameter model per family (built with the
 product's defaults: START token on, widths solved to the parameter target; weights untrained —
-the cost does not depend on them). Time = ``worker.patching.patching_grid`` wall time, pairs
+the cost does not depend on them). Time = ``science.patching.patching_grid`` wall time, pairs
 drawn and recoveries bootstrapped included. Baseline = one plain ``model(tokens)`` forward over
 the same 128 corrupted sequences (eval, no_grad; median of ``--reps``). Reported ratio =
 grid seconds / (cells × plain forward seconds): below 1 means the grid costs less than
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models_store import ModelConfig, build_model  # noqa: E402
 from models_store.config import FAMILIES  # noqa: E402
-from worker.patching import patching_grid  # noqa: E402
-from worker.tasks import get_task  # noqa: E402
+from science.patching import patching_grid  # noqa: E402
+from science.tasks import get_task  # noqa: E402
 
 
 def _sync(device: str) -> None:

@@ -2,10 +2,10 @@
 
 For one run (a 4-layer model from ``models_store``, random-init by default, or synthetic
 residual-stream-like states with ``--source synthetic``) it fits a probe at every layer
-(emb + 4 blocks) and every eval length, exactly as ``worker.probes.probe_layers`` does (80/20
+(emb + 4 blocks) and every eval length, exactly as ``science.probes.probe_layers`` does (80/20
 split by sequence, every position), with
 
-- ours: ``worker.probes.fit_probe`` (defaults: tol 1e-4, max_iter 500);
+- ours: ``science.probes.fit_probe`` (defaults: tol 1e-4, max_iter 500);
 - sklearn default: ``StandardScaler`` + ``LogisticRegression(C=1, lbfgs, max_iter=100)``;
 - sklearn converged: the same with ``--sk-max-iter`` (default 5000) at ``--converged-lengths``
   (the accuracy reference; slow, so by default only at the first length).
@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from worker.probes import fit_probe, sklearn_probe, split_sequences
+from science.probes import fit_probe, sklearn_probe, split_sequences
 
 
 def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], seed: int,
@@ -38,7 +38,7 @@ def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], se
     """Random-init 4-layer model of ``family``: ``{L: ({layer: [n, L, D]}, labels [n, L])}``."""
     from models_store import ModelConfig, build_model
     from models_store.capture import run_with_states
-    from worker.tasks import get_task
+    from science.tasks import get_task
 
     task = get_task(task_name, **task_kwargs)
     torch.manual_seed(seed)

@@ -52,8 +52,8 @@ def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from models_store import ModelConfig, build_model
-    from worker.tasks import get_task
-    from worker.training import train_model
+    from science.tasks import get_task
+    from science.training import train_model
 
     p = TrainParams(**params_json)
     task = get_task(p.task, **p.task_params)

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models_store import ModelConfig, build_model  # noqa: E402
 from models_store.states import StatefulModel  # noqa: E402
-from worker.context import SilentContext  # noqa: E402
-from worker.patching import _cells_hooks, cell_logit_differences, patching_grid  # noqa: E402
-from worker.tasks import get_task  # noqa: E402
-from worker.training import train_model  # noqa: E402
+from science.context import SilentContext  # noqa: E402
+from science.patching import _cells_hooks, cell_logit_differences, patching_grid  # noqa: E402
+from science.tasks import get_task  # noqa: E402
+from science.training import train_model  # noqa: E402
 
 TOL = 2e-4
 

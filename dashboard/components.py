@@ -25,7 +25,7 @@ from dash import (  # noqa: F401
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.figures.common import graph_config
 from dashboard.state import F, PageState, global_flags
-from worker.trained import DEFAULT_CRITERION, untrained_reason
+from science.trained import DEFAULT_CRITERION, untrained_reason
 
 log = logging.getLogger(__name__)
 

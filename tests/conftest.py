@@ -144,7 +144,7 @@ def queue_name() -> Iterator[str]:
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., object]:
     """Build a Settings rooted in this test's temp folder (env vars cannot leak in)."""
-    from backend.core.config import Settings
+    from store.config import Settings
 
     def _make(**overrides):
         values = {
@@ -163,8 +163,8 @@ def make_settings(tmp_path: Path) -> Callable[..., object]:
 @pytest.fixture
 def db_factory(make_settings):
     """(settings, session factory) on a migrated temp SQLite DB with a temp SQLite queue."""
-    from backend.db.migrate import init_db
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.migrate import init_db
+    from store.session import make_engine, make_sessionmaker
 
     settings = make_settings()
     init_db(settings.resolved_db_url)

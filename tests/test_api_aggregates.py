@@ -36,7 +36,7 @@ def test_profiles_aggregate_over_seeds(seeded) -> None:
 
 
 def test_profiles_skip_gapped_curves(seeded) -> None:
-    from backend.db.models import ProbeResult
+    from store.models import ProbeResult
 
     with seeded.factory() as s:  # a run half-written: its layer 0 at L=40 is missing
         s.query(ProbeResult).filter(ProbeResult.run_id == seeded.run_ids[0], ProbeResult.layer == 0,
@@ -150,9 +150,9 @@ def test_export_unknown_field_is_422_naming_it(seeded, resource, fields, needle)
 
 def test_curve_and_profile_intervals_stay_in_range(seeded) -> None:
     """Accuracies near 1.0 over 3 seeds: the unclipped t-interval reaches past 1.0 (and past 0
-    near 0); the API's intervals are clipped to the quantity's range (worker.stats.clip_interval)."""
-    from backend.db.models import ProbeResult
-    from worker.stats import t_interval
+    near 0); the API's intervals are clipped to the quantity's range (science.stats.clip_interval)."""
+    from store.models import ProbeResult
+    from science.stats import t_interval
 
     accs = {0: 1.0, 1: 0.76, 2: 1.0}
     assert t_interval(list(accs.values()))[2] > 1.0  # the case the clipping is for

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from backend.core.json_checks import MAX_JSON_DEPTH
-from backend.db.models import Job, SavedView
+from layerscope_core.json_checks import MAX_JSON_DEPTH
+from store.models import Job, SavedView
 
 HYPO = settings(max_examples=30, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -407,8 +407,8 @@ def test_issue_examples_on_postgresql(pg_url, make_settings) -> None:
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
-    from backend.db.migrate import init_db
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.migrate import init_db
+    from store.session import make_engine, make_sessionmaker
     from worker.queue import JobQueue
 
     init_db(pg_url)

@@ -102,7 +102,7 @@ def test_detail_cancel_retry_and_404s(api) -> None:
 
 
 def test_detail_shows_the_log_tail(api) -> None:
-    from backend.db.models import Job
+    from store.models import Job
 
     job_id = api.client.post("/api/jobs", json=TRAIN).json()["id"]
     with api.factory() as s:

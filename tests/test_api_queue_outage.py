@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from backend.api.main import create_app
-from backend.db.models import Job
+from store.models import Job
 from worker.params import TrainParams
 from worker.queue import JobQueue, QueueUnavailable, make_huey, requeue_orphans, submit
 

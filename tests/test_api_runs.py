@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import seed_runs
-from worker.stats import t_interval
+from science.stats import t_interval
 
 
 @pytest.fixture

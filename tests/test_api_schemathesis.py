@@ -32,9 +32,9 @@ TOKEN: dict[str, str] = {}
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory):
     from backend.api.main import create_app
-    from backend.core.config import Settings
-    from backend.db.migrate import init_db
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.config import Settings
+    from store.migrate import init_db
+    from store.session import make_engine, make_sessionmaker
     from tests.conftest import seed_runs
     from worker.queue import JobQueue
 

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from backend.api.main import create_app
 from backend.core.security import create_token, hash_token, revoke_token
-from backend.db.models import ApiToken
+from store.models import ApiToken
 
 TRAIN = {"kind": "train", "params": {"family": "lstm", "task": "parity"}}
 

@@ -1,4 +1,4 @@
-"""The "trained runs only" filter: the SQL clause agrees with worker.trained.is_trained, and the
+"""The "trained runs only" filter: the SQL clause agrees with science.trained.is_trained, and the
 curves carry the untrained runs they include."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.conftest import seed_runs
-from worker.trained import is_trained
+from science.trained import is_trained
 
 CASES = [(None, None), (None, 0.99), (0.5, None), (0.989, None), (0.99, None), (0.995, 0.99), (0.95, 0.9),
          (0.85, 0.9), (1.0, 1.0), (0.999, 1.0)]
@@ -15,7 +15,7 @@ CASES = [(None, None), (None, 0.99), (0.5, None), (0.989, None), (0.99, None), (
 
 def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
     from backend.api.queries import trained_clause
-    from backend.db.models import Run
+    from store.models import Run
     from worker import persist
 
     _, factory = db_factory
@@ -32,7 +32,7 @@ def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
 def mixed(api):
     from sqlalchemy import update
 
-    from backend.db.models import Run
+    from store.models import Run
 
     ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",))
     with api.factory() as s:  # seeds 0 and 1 trained, seed 2 stuck at 0.6

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.bundle import BundleError, export_bundle, import_bundle, imported_suites, read_bundle
-from backend.db.migrate import init_db
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
-from backend.db.session import make_engine, make_sessionmaker
+from store.migrate import init_db
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.session import make_engine, make_sessionmaker
 from tests.conftest import seed_runs
 
 TABLES = (Run, ProbeResult, InterventionResult, PatchingResult)
@@ -134,7 +134,7 @@ def test_export_unknown_suite_names_the_known_ones(source):
 
 def test_cli_export_then_import(source, tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     factory, _, _ = source
     url = str(factory.kw["bind"].url)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from worker.claims import CONTRADICTED, NOT_ENOUGH, SUPPORTED, evaluate_claims
+from science.claims import CONTRADICTED, NOT_ENOUGH, SUPPORTED, evaluate_claims
 
 FAMILIES = ("transformer", "lstm", "gru", "mamba", "mamba2")
 LATE = [0.50, 0.52, 0.53, 0.55, 0.99]
@@ -415,7 +415,7 @@ def test_not_enough_data_claims_describe_their_trained_cells():
 
 
 def test_claim6_accuracy_intervals_stay_within_0_and_1():
-    from worker.claims import _ci
+    from science.claims import _ci
 
     ci = _ci([0.997, 0.984, 1.0], "accuracy")
     assert 0.0 <= ci["lo"] <= ci["mean"] <= ci["hi"] <= 1.0

@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy import select
 
 from backend.cli import main
-from backend.core.config import get_settings
+from store.config import get_settings
 from backend.core.security import hash_token
-from backend.db.models import ApiToken, Job, ProbeResult
-from backend.db.session import make_engine, make_sessionmaker
+from store.models import ApiToken, Job, ProbeResult
+from store.session import make_engine, make_sessionmaker
 from tests.conftest import FAKE_EXECUTOR
 
 
@@ -72,7 +72,7 @@ def test_help_and_db_upgrade(cli_env, capsys) -> None:
     assert main(["--help"]) == 0
     assert "demo" in capsys.readouterr().out
     assert main(["db", "upgrade"]) == 0
-    from backend.db.migrate import head_revision
+    from store.migrate import head_revision
 
     assert f"at revision {head_revision()}" in capsys.readouterr().out
     assert (cli_env / "cli.db").exists()
@@ -125,7 +125,7 @@ def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) 
 @pytest.mark.parametrize("checkpoint_id", [None, "0" * 64])  # none stored / recorded but not in the store
 def test_run_without_weights_says_how_to_get_them(cli_env, capsys, command, checkpoint_id) -> None:
     """Imported runs used to fail with 'run 1 has no checkpoint to load'."""
-    from backend.db.models import Run
+    from store.models import Run
     from tests.conftest import seed_runs
 
     main(["db", "upgrade"])

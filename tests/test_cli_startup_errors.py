@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from backend.cli import main
-from backend.core.config import get_settings
+from store.config import get_settings
 from tests.test_cli_commands import one_line_error
 from worker.params import FAMILIES, METHODS, PRESETS, TASKS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import FAMILIES, METHODS
 
 pytestmark = pytest.mark.slow
@@ -17,8 +17,8 @@ EVAL_LENGTHS = {40, 60}  # the smoke preset's
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     from backend.cli import main
-    from backend.core.config import get_settings
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.config import get_settings
+    from store.session import make_engine, make_sessionmaker
 
     root = tmp_path_factory.mktemp("code_depth_suite")
     db_url = f"sqlite:///{root / 'results.db'}"

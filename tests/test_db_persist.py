@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from backend.db.migrate import init_db
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
-from backend.db.session import make_engine, make_sessionmaker
+from store.migrate import init_db
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.session import make_engine, make_sessionmaker
 from worker.persist import (
     replace_intervention_results,
     replace_patching_results,

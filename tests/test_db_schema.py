@@ -7,8 +7,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, select
 
-from backend.db.migrate import head_revision, init_db
-from backend.db.models import (
+from store.migrate import head_revision, init_db
+from store.models import (
     ApiToken,
     Base,
     InterventionResult,
@@ -18,7 +18,7 @@ from backend.db.models import (
     Run,
     SavedView,
 )
-from backend.db.session import make_engine, make_sessionmaker, session_scope
+from store.session import make_engine, make_sessionmaker, session_scope
 
 TABLES = {"runs", "probe_results", "intervention_results", "patching_results", "jobs", "views", "api_tokens"}
 

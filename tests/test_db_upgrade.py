@@ -4,7 +4,7 @@ a migration that rebuilds ``runs`` (SQLite batch mode) no longer cascades into i
 a migration that leaves dangling references, or fails half-way, is rolled back; and
 ``layerscope db upgrade`` backs a SQLite file up first and says where.
 
-Part of every new migration's checklist: backend/migrations/README.md.
+Part of every new migration's checklist: store/migrations/README.md.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, select, text
 
-from backend.db import migrate
-from backend.db.migrate import MigrationError, database_revision, head_revision, init_db, revisions
-from backend.db.session import make_engine
+from store import migrate
+from store.migrate import MigrationError, database_revision, head_revision, init_db, revisions
+from store.session import make_engine
 from tests.fixtures.populated_db import fingerprint, populate
 
 PAST = revisions()[:-1]
@@ -241,7 +241,7 @@ def test_sqlite_foreign_keys_are_back_on_for_the_application(sqlite_url) -> None
 
 @pytest.fixture
 def cli_db(tmp_path, monkeypatch):
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     db = tmp_path / "cli.db"
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))

@@ -79,7 +79,7 @@ def test_decoupling_summary():
 def test_decoupling_summary_follows_claim_4_not_removed_and_ties():
     """The fixture's project-out refit probe reads 0.9 against a 0.5 majority: the variable was not
     removed, so no run counts as decoupled: the summary says "not removed", as /claims does."""
-    from worker import claims as C
+    from science import claims as C
 
     runs = [{"id": 1, "name": "a", "family": "transformer", "task": "parity", "seed": 0, "n_layers": 4},
             {"id": 2, "name": "b", "family": "lstm", "task": "parity", "seed": 0, "n_layers": 4}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from worker.interventions import METHODS, fit_edit
+from science.interventions import METHODS, fit_edit
 
 
 @pytest.mark.parametrize("method", METHODS)

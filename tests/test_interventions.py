@@ -6,8 +6,8 @@ import pytest
 import torch
 from concept_erasure import LeaceEraser
 
-from worker.interventions import METHODS, fit_edit
-from worker.probes import fit_probe
+from science.interventions import METHODS, fit_edit
+from science.probes import fit_probe
 
 
 def _split_acc(X: torch.Tensor, y: torch.Tensor, n_classes: int) -> tuple[float, float]:
@@ -152,7 +152,7 @@ def _issue_example():
 
 
 def test_full_rank_pca_removal_leaves_refit_at_majority():
-    from worker.probes import probe_layers
+    from science.probes import probe_layers
 
     X, y = _issue_example()
     edit = fit_edit("pca_top_k", X.reshape(-1, 4), y.reshape(-1), 2, k=4)
@@ -175,7 +175,7 @@ def test_inlp_reaches_tolerance_at_full_rank_and_reports_it():
 
 
 def test_inlp_budget_and_fit_sequence_rule():
-    from worker.interventions import inlp_budget, n_fit_sequences
+    from science.interventions import inlp_budget, n_fit_sequences
 
     assert inlp_budget(185, 2) == 185 and inlp_budget(160, 6) == 32 and inlp_budget(10, 1) == 10
     assert n_fit_sequences(160, 40, 64) == 256  # the quick preset's LEACE fit at d = 160

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.cli import main
-from backend.core.config import Settings, get_settings
-from backend.db.migrate import init_db
-from backend.db.models import Job, ProbeResult, Run
-from backend.db.session import make_engine, make_sessionmaker
+from store.config import Settings, get_settings
+from store.migrate import init_db
+from store.models import Job, ProbeResult, Run
+from store.session import make_engine, make_sessionmaker
 from tests.conftest import FAKE_EXECUTOR, ROOT
 from tests.lab.conftest import LAB_SETTINGS, wait_for
 from worker import packing

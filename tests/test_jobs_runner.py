@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from backend.db import jobs as J
-from backend.db.models import Job, ProbeResult, Run, utcnow
+from store import jobs as J
+from store.models import Job, ProbeResult, Run, utcnow
 from tests.conftest import FAKE_EXECUTOR
-from worker.context import JobCancelled
+from science.context import JobCancelled
 from worker.params import SuiteParams, TrainParams
 from worker.queue import JobQueue, reap, requeue_orphans, submit
 from worker.runner import Runner, load_executor

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from models_store import ModelConfig, build_model
-from worker.context import SilentContext
-from worker.patching import (
+from science.context import SilentContext
+from science.patching import (
     cell_logit_differences,
     MIN_PAIRS,
     fixed_position_pairs,
@@ -16,7 +16,7 @@ from worker.patching import (
     recovery_ci,
     usable_pairs,
 )
-from worker.tasks import get_task
+from science.tasks import get_task
 
 
 @pytest.fixture(scope="module", params=["lstm", "transformer", "mamba"])
@@ -98,7 +98,7 @@ def _pairs(vocab, L, p, n=6, seed=0):
 def test_suffix_reruns_equal_full_hooked_forwards(family, start_token):
     """The recurrent engine re-runs only blocks ℓ.. on positions t.. from stored states; it must
     give what a full forward with a residual-stream hook gives (the transformer's path)."""
-    from worker.patching import _cells_hooks
+    from science.patching import _cells_hooks
 
     model = build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32,
                                     start_token=start_token), seed=1).eval()

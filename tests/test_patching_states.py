@@ -11,8 +11,8 @@ import torch
 from models_store import ModelConfig, build_model
 from models_store.fast_scan import selective_scan_ref, selective_scan_states
 from models_store.states import Block, StatefulModel, window_at, window_conv
-from worker.context import SilentContext
-from worker.patching import _cells_recurrent
+from science.context import SilentContext
+from science.patching import _cells_recurrent
 
 RECURRENT = ["lstm", "gru", "mamba", "mamba2"]
 

@@ -3,7 +3,7 @@
 import pytest
 from sqlalchemy import func, select
 
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import load_run, local_env, run_suite
 

@@ -14,12 +14,12 @@ import torch
 from sqlalchemy import func, select
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, MambaConfig, MambaForCausalLM
 
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from models_store.pretrained import PretrainedLoadError
 from worker.params import METHODS, InterveneParams, MeasureParams, SuiteParams, TrainParams
 from worker.pipeline import intervene, load_run, local_env, train
 from worker.presets import expand_suite
-from worker.training import behaviour
+from science.training import behaviour
 
 EVAL_LENGTHS = [40, 60]
 # (family, transformers config, layers): small enough for a shared 2-core CPU
@@ -198,7 +198,7 @@ def test_unreachable_hub_name_is_a_clear_error(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from worker.probes import fit_probe, probe_layers, sklearn_probe, split_sequences
+from science.probes import fit_probe, probe_layers, sklearn_probe, split_sequences
 
 
 def _mixture(n: int, d: int, c: int, sep: float, seed: int, cond: float = 30.0):
@@ -152,7 +152,7 @@ def test_constant_states_after_mean_ablation_give_majority():
 
 # -- stratified split, balanced accuracy, selectivity ----------------------------------------------
 def test_split_is_stratified_by_label_mix():
-    from worker.probes import sequence_strata
+    from science.probes import sequence_strata
 
     g = torch.Generator().manual_seed(3)
     n, L = 100, 10
@@ -169,7 +169,7 @@ def test_split_is_stratified_by_label_mix():
 
 
 def test_balanced_accuracy_and_selectivity():
-    from worker.probes import control_labels
+    from science.probes import control_labels
 
     g = torch.Generator().manual_seed(4)
     n, L = 80, 12
@@ -196,8 +196,8 @@ def test_balanced_accuracy_exposes_a_majority_predictor():
 
 
 def test_control_task_only_where_token_types_are_many():
-    from worker.measure import MIN_CONTROL_TYPES, control_task_informative
-    from worker.tasks import get_task
+    from science.measure import MIN_CONTROL_TYPES, control_task_informative
+    from science.tasks import get_task
 
     assert not any(control_task_informative(get_task(t).vocab_size) for t in ("parity", "s3", "dyck"))
     assert control_task_informative(MIN_CONTROL_TYPES) and not control_task_informative(MIN_CONTROL_TYPES - 1)

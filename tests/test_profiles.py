@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker import profiles as P
+from science import profiles as P
 
 LATE = {-1: 0.50, 0: 0.52, 1: 0.53, 2: 0.55, 3: 0.99}        # Parity on an LSTM, as claimed
 GRADUAL = {-1: 0.50, 0: 0.62, 1: 0.75, 2: 0.87, 3: 0.99}     # Transformer on Parity

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from worker.stats import bootstrap_ci, holm, paired_permutation_test, significance_label, t_interval
+from science.stats import bootstrap_ci, holm, paired_permutation_test, significance_label, t_interval
 
 
 def test_t_interval_matches_textbook_formula():
@@ -95,7 +95,7 @@ def test_significance_label():
 
 
 def test_wilson_interval():
-    from worker.stats import wilson_interval
+    from science.stats import wilson_interval
 
     share, lo, hi = wilson_interval(3, 3)
     assert share == 1.0 and hi == pytest.approx(1.0) and lo == pytest.approx(0.4385, abs=1e-3)
@@ -109,7 +109,7 @@ def test_wilson_interval():
 
 
 def test_t_interval_clipped_to_the_quantity_range() -> None:
-    from worker.stats import BOUNDS, bounds_for, clip_interval, t_interval
+    from science.stats import BOUNDS, bounds_for, clip_interval, t_interval
 
     vals = [1.0, 0.76, 1.0]  # accuracies: the plain interval reaches above 1.0
     m, lo, hi = t_interval(vals)

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from backend.bundle import export_bundle, imported_suites
 from backend.cli import demo_bundle, main
-from backend.db.models import ProbeResult, Run
+from store.models import ProbeResult, Run
 from backend.report import AGREEMENT, build_report
 from worker.params import SuiteParams
 from worker.pipeline import local_env, run_suite

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 import worker.pipeline as pipeline
 from backend.cli import main
-from backend.db.models import ProbeResult, Run
+from store.models import ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
@@ -89,7 +89,7 @@ def test_force_trains_again_without_doubling_rows(env, count_training):
 def test_cli_suite_resumes_by_default_and_force_reruns(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'c.db'}")
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     get_settings.cache_clear()
     args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--device", "cpu"]
@@ -103,7 +103,7 @@ def test_cli_suite_resumes_by_default_and_force_reruns(tmp_path, monkeypatch, ca
 
 
 def test_submitted_suite_skips_runs_already_stored(db_factory, count_training):
-    from backend.db.models import Job
+    from store.models import Job
     from worker.queue import JobQueue, submit
     from worker.runner import Runner
 

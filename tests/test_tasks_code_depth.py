@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from worker.tasks import get_task
-from worker.tasks.code_corpus import is_test_document
-from worker.tasks.code_lexer import CodeLexError, lex_source
+from science.tasks import get_task
+from science.tasks.code_corpus import is_test_document
+from science.tasks.code_lexer import CodeLexError, lex_source
 
 OPEN, CLOSE = {"(", "[", "{"}, {")", "]", "}"}
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from worker.tasks import TASK_NAMES, TaskData, get_task
+from science.tasks import TASK_NAMES, TaskData, get_task
 
 # ---------------------------------------------------------------- brute-force references
-# Written from SPEC's definitions with lists and loops, sharing no code with worker.tasks.
+# Written from SPEC's definitions with lists and loops, sharing no code with science.tasks.
 
 S3_ORDER = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
 

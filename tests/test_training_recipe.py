@@ -8,8 +8,8 @@ import torch
 
 from models_store import ModelConfig, build_model
 from worker.params import DEFAULT_LR, LEGACY_RECIPE, TrainParams
-from worker.tasks import get_task
-from worker.training import curriculum_lengths, make_scheduler, predict, train_model
+from science.tasks import get_task
+from science.training import curriculum_lengths, make_scheduler, predict, train_model
 
 
 def _opt(lr: float = 1e-3) -> torch.optim.Optimizer:

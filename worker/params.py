@@ -6,17 +6,13 @@ the CLI builds them from flags, and the pipeline runs them. Every default is SPE
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
-TASKS = ("parity", "s3", "dyck", "code_depth")
-METHODS = ("project_out", "inlp", "leace", "pca_top_k", "mean")
-PRESETS = ("smoke", "quick", "paper", "pretrained")
-EVAL_LENGTHS = (40, 60, 80, 100, 120)
+from layerscope_core.hashing import config_hash
+
+from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, METHODS, PATCH_SITES, PRESETS, TASKS  # noqa: F401
 
 Family = Literal["transformer", "mamba", "mamba2", "lstm", "gru"]
 TaskName = Literal["parity", "s3", "dyck", "code_depth"]
@@ -25,7 +21,6 @@ EvalLength = Annotated[int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
 # transformer, "state:ssm" / "state:conv" (one part of Mamba's state) on the LSTM / GRU too
 PatchSite = Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv"]
-PATCH_SITES = ("resid_pre", "resid_post", "state")
 
 
 # Peak learning rate per family when TrainParams.lr is None (AdamW, batch 64, ~830K parameters,
@@ -52,13 +47,13 @@ LEGACY_RECIPE: dict[str, Any] = {
 
 class _Params(BaseModel):
     # Every float field finite (NaN/inf cannot be stored as JSON); every string, nested ones in
-    # dicts and lists too (task_params), follows the one text rule of backend.core.text.
+    # dicts and lists too (task_params), follows the one text rule of layerscope_core.text.
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="after")
     @classmethod
     def _storable(cls, v: Any) -> Any:
-        from backend.core.json_checks import value_errors
+        from layerscope_core.json_checks import value_errors
 
         errors = value_errors(v, prefix=())
         if errors:
@@ -70,12 +65,6 @@ class _Params(BaseModel):
     def config_hash(self) -> str:
         """SHA-256 over the canonical JSON of these params (the config hash stored with results)."""
         return config_hash(self.model_dump(mode="json"))
-
-
-def config_hash(obj: Any) -> str:
-    """SHA-256 (hex) of ``obj``'s canonical JSON."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class MeasureParams(_Params):
@@ -161,7 +150,7 @@ class TrainParams(_Params):
             self.lr = DEFAULT_LR[self.family] if not self.pretrained else PRETRAINED_LR
         if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
             self.curriculum_start = None  # nothing to grow: the same run as no curriculum
-        from worker.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
+        from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
 
         get_task(self.task, **self.task_params)
         return self

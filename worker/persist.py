@@ -15,11 +15,11 @@ from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from backend.db.models import Base, InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import Base, InterventionResult, PatchingResult, ProbeResult, Run
 
 _DELETE_CHUNK = 400
 
-# The unique key of each result table, besides run_id (see backend/db/models.py).
+# The unique key of each result table, besides run_id (see store/models.py).
 PROBE_KEY = ("eval_length", "layer")
 INTERVENTION_KEY = ("eval_length", "method", "layer")
 PATCHING_KEY = ("eval_length", "site", "layer", "position")

@@ -16,13 +16,13 @@ import torch
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.db.models import Run
-from backend.db.session import session_scope
+from store.models import Run
+from store.session import session_scope
 from models_store import ModelConfig, build_model
 from models_store.checkpoints import CheckpointStore
 from worker import persist
-from worker.context import JobContext, SilentContext
-from worker.measure import measure_interventions, measure_probes
+from science.context import JobContext, SilentContext
+from science.measure import measure_interventions, measure_probes
 from worker.params import (
     InterveneParams,
     MeasureParams,
@@ -31,10 +31,10 @@ from worker.params import (
     SuiteParams,
     TrainParams,
 )
-from worker.patching import patching_grid
+from science.patching import patching_grid
 from worker.presets import expand_suite
-from worker.tasks import get_task
-from worker.training import behaviour, train_model
+from science.tasks import get_task
+from science.training import behaviour, train_model
 
 
 class RunNotFound(LookupError):
@@ -57,9 +57,9 @@ class WorkerEnv:
 def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
     """A :class:`WorkerEnv` from settings (``LAYERSCOPE_DB_URL``, ``LAYERSCOPE_STORE_DIR``) or
     explicit arguments; the DB schema is brought to head first."""
-    from backend.core.config import get_settings
-    from backend.db.migrate import init_db
-    from backend.db.session import make_engine, make_sessionmaker
+    from store.config import get_settings
+    from store.migrate import init_db
+    from store.session import make_engine, make_sessionmaker
 
     settings = get_settings()
     url = db_url or settings.resolved_db_url
@@ -118,7 +118,7 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     settings; its checkpoint can be measured without training again)."""
     from sqlalchemy import select
 
-    from backend.db.models import ProbeResult
+    from store.models import ProbeResult
 
     with session_scope(env.session_factory) as s:
         run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()

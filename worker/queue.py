@@ -9,6 +9,7 @@ step (a lost message is found again from the table; a duplicate one is skipped b
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -19,10 +20,10 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.core.config import Settings
-from backend.db import jobs as J
-from backend.db.models import Job, utcnow
-from backend.db.session import session_scope
+from store.config import Settings
+from store import jobs as J
+from store.models import Job, utcnow
+from store.session import session_scope
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,17 @@ def queue_kind(url: str) -> str:
     raise ValueError(f"LAYERSCOPE_QUEUE_URL: unsupported queue URL {url!r} (use redis://… or sqlite:///path)")
 
 
+# What a consumed ``run_job`` task does with its job id. worker.runner (above this module)
+# registers its Runner here at import, so the queue never imports the runner.
+_job_handler: Callable[[int], None] | None = None
+
+
+def set_job_handler(handler: Callable[[int], None]) -> None:
+    """Register what a consumed ``run_job`` task runs (``worker.runner`` does, at import)."""
+    global _job_handler
+    _job_handler = handler
+
+
 def make_huey(url: str, name: str = "layerscope") -> Huey:
     """A new Huey for ``url`` with the ``run_job`` task registered."""
     kind = queue_kind(url)
@@ -83,10 +95,9 @@ def make_huey(url: str, name: str = "layerscope") -> Huey:
 
     @huey.task(name=TASK_NAME)
     def run_job(job_id: int) -> None:  # executed by a plain `huey_consumer` too
-        from backend.core.config import get_settings
-        from worker.runner import Runner
-
-        Runner(get_settings()).run_one(job_id)
+        if _job_handler is None:
+            raise RuntimeError("no job handler registered: import worker.runner in the consumer")
+        _job_handler(job_id)
 
     huey.run_job = run_job  # type: ignore[attr-defined]
     return huey

@@ -28,11 +28,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.core.config import Settings
-from backend.db import jobs as J
-from backend.db.session import make_engine, make_sessionmaker
-from worker.context import JobCancelled, JobContext
-from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans
+from store.config import Settings
+from store import jobs as J
+from store.session import make_engine, make_sessionmaker
+from science.context import JobCancelled, JobContext
+from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
 
 log = logging.getLogger(__name__)
 
@@ -326,3 +326,12 @@ def _jsonable(obj: Any) -> Any:
     import json
 
     return json.loads(json.dumps(obj, default=str))
+
+
+def _run_consumed_job(job_id: int) -> None:
+    from store.config import get_settings
+
+    Runner(get_settings()).run_one(job_id)
+
+
+set_job_handler(_run_consumed_job)  # a plain `huey_consumer` on the queue runs jobs through here

@@ -1,8 +1,8 @@
 """Server-side aggregation of stored results across seeds (mean + 95% t-interval).
 
 Curves: probe accuracy per (task, family, pretrained, n_layers, eval_length, layer) over the
-matching runs (one per seed). Profiles: the profile metrics per run (``worker.profiles``)
-then mean and t-interval over seeds. Claims: ``worker.claims`` on the stored rows.
+matching runs (one per seed). Profiles: the profile metrics per run (``science.profiles``)
+then mean and t-interval over seeds. Claims: ``science.claims`` on the stored rows.
 Only the columns needed are read (never ``per_position``), so 1M result rows stay fast.
 """
 
@@ -17,8 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.stats import bounds_for, clip_interval, t_interval
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from science.stats import bounds_for, clip_interval, t_interval
 
 GroupKey = tuple[str, str, str | None, int, int]  # task, family, pretrained, n_layers, eval_length
 
@@ -64,7 +64,7 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
 
 # ----------------------------------------------------------------------------- profiles
 
-DECOUPLING_METHODS = ("leace", "inlp", "project_out")  # as worker.claims: the first one present
+DECOUPLING_METHODS = ("leace", "inlp", "project_out")  # as science.claims: the first one present
 
 
 def _damage_rows(session: Session, run_ids: Sequence[int], eval_length: Sequence[int] | None) -> dict[tuple[int, int], list[dict]]:
@@ -86,9 +86,9 @@ def _damage_rows(session: Session, run_ids: Sequence[int], eval_length: Sequence
 
 
 def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """Per (task, family, pretrained, n_layers, eval_length): ``worker.profiles.summarise_profiles``
+    """Per (task, family, pretrained, n_layers, eval_length): ``science.profiles.summarise_profiles``
     over the seeds, plus each seed's most-damaging layer and decoupling distance."""
-    from worker import profiles as P
+    from science import profiles as P
 
     curves: dict[tuple[int, int], dict[int, float]] = defaultdict(dict)
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
@@ -160,9 +160,9 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
-    """``worker.claims.evaluate_claims`` on the stored runs (with their trained fields), probes and
+    """``science.claims.evaluate_claims`` on the stored runs (with their trained fields), probes and
     interventions at its evaluation length, and the ``state``-site patching rows."""
-    from worker import claims as C
+    from science import claims as C
 
     L = C.EVAL_LENGTH
     run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour,

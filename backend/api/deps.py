@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api.aggregate import ResultCache
 from backend.api.schemas import ErrorOut
-from backend.core.config import Settings
+from store.config import Settings
 from backend.core.security import verify_token
 from worker.queue import JobQueue
 

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.api.deps import token_needed
-from backend.core.config import Settings
+from store.config import Settings
 
 
 def swagger_ui_dir() -> Path:

@@ -32,11 +32,11 @@ from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, runs, suites, views
-from backend.core.config import Settings, get_settings
-from backend.core.json_checks import MAX_JSON_DEPTH
-from backend.core.text import printable
-from backend.db.jobs import JobNotFound, JobStateError
-from backend.db.session import make_engine, make_sessionmaker
+from store.config import Settings, get_settings
+from layerscope_core.json_checks import MAX_JSON_DEPTH
+from layerscope_core.text import printable
+from store.jobs import JobNotFound, JobStateError
+from store.session import make_engine, make_sessionmaker
 from worker.queue import JobQueue, reap, requeue_orphans
 
 log = logging.getLogger(__name__)

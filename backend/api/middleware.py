@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from backend.core.json_checks import body_errors
+from layerscope_core.json_checks import body_errors
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -85,7 +85,7 @@ class BodySizeLimit:
 
 class JsonBodyChecks:
     """422 for a JSON body under ``prefix`` that nests too deep, holds a non-finite number, or
-    a string that breaks the text rule (:mod:`backend.core.json_checks`), before any route
+    a string that breaks the text rule (:mod:`layerscope_core.json_checks`), before any route
     parses or stores it; each error names the field (``loc``) like FastAPI's.
 
     Runs inside :class:`BodySizeLimit`, so the body it buffers is bounded."""

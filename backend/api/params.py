@@ -1,5 +1,5 @@
 """Typed query / path parameters shared by the routes (bounds keep every value storable:
-int32 ids, strings that follow the text rule of backend.core.text)."""
+int32 ids, strings that follow the text rule of layerscope_core.text)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import StringConstraints
 
-from backend.core.text import TEXT_PATTERN
+from layerscope_core.text import TEXT_PATTERN
 
 INT32_MAX = 2**31 - 1
 

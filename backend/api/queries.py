@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.trained import DEFAULT_CRITERION
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from science.trained import DEFAULT_CRITERION
 
 
 class NotFound(LookupError):
@@ -34,7 +34,7 @@ def depth(layer: int, n_layers: int) -> float | None:
 
 
 def trained_clause() -> Any:
-    """SQL form of :func:`worker.trained.is_trained` (docs/SCIENCE.md#trained): held-out accuracy
+    """SQL form of :func:`science.trained.is_trained` (docs/SCIENCE.md#trained): held-out accuracy
     stored and ≥ the run's criterion (0.99 when none is stored). A test checks the two agree."""
     criterion = func.coalesce(Run.early_stop_acc, DEFAULT_CRITERION)
     return Run.heldout_acc.is_not(None) & (Run.heldout_acc >= criterion - 1e-9)

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, field_validator
 
-from backend.core.json_checks import MAX_JSON_DEPTH, value_errors
-from backend.core.text import TEXT_PATTERN
+from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
+from layerscope_core.text import TEXT_PATTERN
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class RunOut(BaseModel):
     @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
     @property
     def trained(self) -> bool:
-        from worker.trained import is_trained
+        from science.trained import is_trained
 
         return is_trained(self.heldout_acc, self.early_stop_acc)
 

@@ -9,8 +9,8 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.core.text import text_problem
-from backend.db.models import ApiToken
+from layerscope_core.text import text_problem
+from store.models import ApiToken
 
 TOKEN_PREFIX = "lsk_"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.core.config import Settings
+from store.config import Settings
 
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 
@@ -88,12 +88,12 @@ def explain(exc: BaseException, url: str) -> StartupError:
 
 def open_database(settings: Settings) -> str:
     """Check the folders and URL of ``settings``, then migrate the results database to the newest
-    schema (``backend.db.migrate.init_db``); return its revision.
+    schema (``store.migrate.init_db``); return its revision.
 
     Raises:
         StartupError: one line naming the file or URL and what to do.
     """
-    from backend.db.migrate import init_db
+    from store.migrate import init_db
 
     check_folders(settings)
     url = settings.resolved_db_url

@@ -134,9 +134,9 @@ def fmt_ci(mean: Any, lo: Any, hi: Any, *, pct: bool = False, digits: int = 2) -
 def t_interval(values: Sequence[float], bounds: tuple[float, float] | None = (0.0, 1.0)) -> tuple[float, float, float]:
     """Mean and 95% t-interval (two-sided) — used only where the server gave raw values.
 
-    The same computation as the API's (``worker.stats.t_interval``), clipped to ``bounds``
+    The same computation as the API's (``science.stats.t_interval``), clipped to ``bounds``
     (default: an accuracy's 0..1); n = 1 gives ``(v, v, v)`` and n = 0 nans, as the figures expect."""
-    from worker.stats import t_interval as _t  # the one definition (clipping included)
+    from science.stats import t_interval as _t  # the one definition (clipping included)
 
     vals = [float(v) for v in values if finite(v)]
     if not vals:

@@ -30,7 +30,7 @@ from dashboard.theme import (
     ordered,
     task_label,
 )
-from worker.profiles import NEAR_BEST_TOL
+from science.profiles import NEAR_BEST_TOL
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 
@@ -55,7 +55,7 @@ def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
         rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": r["delta_pp"], "unit": "pp",
                      "baseline": None})
         if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
-            from worker.claims import edit_removed
+            from science.claims import edit_removed
 
             rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
@@ -76,14 +76,14 @@ def best_probe_layer(probes: Sequence[dict], eval_length: int | None = None) -> 
 
 
 def near_best_probe_layers(probes: Sequence[dict], eval_length: int | None = None) -> list[int]:
-    """Layers whose probe accuracy is within ``worker.profiles.NEAR_BEST_TOL`` of the best (claim 4's
+    """Layers whose probe accuracy is within ``science.profiles.NEAR_BEST_TOL`` of the best (claim 4's
     near-best rule): more than one = a tie, the argmax decided by noise."""
     ps = [p for p in probes if (eval_length is None or int(p["eval_length"]) == int(eval_length))
           and int(p["layer"]) >= -1 and finite(p.get("accuracy"))]
     if not ps:
         return []
     top = max(float(p["accuracy"]) for p in ps)
-    # as worker.profiles.near_best_layers, which needs a gap-free curve (a run's heatmap may have gaps)
+    # as science.profiles.near_best_layers, which needs a gap-free curve (a run's heatmap may have gaps)
     return sorted(int(p["layer"]) for p in ps if float(p["accuracy"]) >= top - NEAR_BEST_TOL - 1e-12)
 
 
@@ -238,14 +238,14 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
 def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
                       method: str | None = None, eval_length: int = 40) -> list[dict[str, Any]]:
     """One point per run with a probe curve and an edit, judged by claim 4's rule
-    (``worker.claims.run_decouplings``: the one definition, so this view and /claims agree).
+    (``science.claims.run_decouplings``: the one definition, so this view and /claims agree).
 
     ``method`` None = claim 4's choice (the first of LEACE, INLP, project-out present). Each
     point: ``status`` "decoupled" | "not decoupled" | "not removed" (the refit probe still reads
     the variable: the edit says nothing about necessity), ``decoupled`` True/False/None (None =
     not removed), ``best_layer`` and ``near_best_layers`` (a tie when more than one),
     ``damage_layer`` (None when not removed), both on the normalised depth axis too."""
-    from worker import claims as C
+    from science import claims as C
 
     meta = {int(r["id"]): r for r in runs}
     rows = C.run_decouplings([{"id": int(r["id"]), "task": r["task"], "family": r["family"], "seed": r.get("seed"),

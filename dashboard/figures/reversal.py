@@ -68,7 +68,7 @@ def _row_order(keys) -> list[str]:
 
 def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """A reversal is a pair of tasks on which two architectures swap profile classes
-    (the same rule as ``worker.profiles.reversal_pairs``): the classes differ on each task and
+    (the same rule as ``science.profiles.reversal_pairs``): the classes differ on each task and
     a class moves across — ``kind="full"`` when A on T1 = B on T2 and B on T1 = A on T2,
     ``"partial"`` when only one holds (Parity: Transformer gradual / LSTM late; Dyck:
     Transformer early / LSTM gradual — "gradual" changes hands). ``flat`` cells are ignored."""
@@ -174,7 +174,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
 
 def _normalised_curve(points: list[tuple[float, float]], base: float | None = None) -> list[tuple[float, float]]:
     """clip((acc − base) / (max − base), 0, 1), base = the majority baseline (else the minimum),
-    as ``worker.profiles.normalised_curve``."""
+    as ``science.profiles.normalised_curve``."""
     pts = sorted(points)
     ys = [y for _, y in pts]
     lo = base if finite(base) else min(ys)
@@ -194,7 +194,7 @@ def _interp(pts: list[tuple[float, float]], x: float) -> float:
 def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | None = None,
                  grid: int = 21) -> list[dict[str, Any]]:
     """Per family: RMS distance between S3's normalised mean curve (on the normalised depth
-    axis) and Parity's, and Dyck's (``worker.profiles.profile_distance``: 21 depths, curves
+    axis) and Parity's, and Dyck's (``science.profiles.profile_distance``: 21 depths, curves
     scaled to (acc − majority baseline)/(max − baseline)). Smaller = more alike in shape."""
     curves: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     bases: dict[tuple[str, str], list[float]] = defaultdict(list)

@@ -35,8 +35,8 @@ from dashboard.figures.probe_causal import (
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_label, task_label
-from worker import claims as C
-from worker.profiles import NEAR_BEST_TOL
+from science import claims as C
+from science.profiles import NEAR_BEST_TOL
 
 KEY = "pvc"
 PATH = "/probe-vs-causal"
@@ -101,7 +101,7 @@ def heatmap_data(api: ApiClient, state: dict) -> tuple[dict | None, list[dict], 
 
 def summary_points(api: ApiClient, state: dict) -> list[dict]:
     """One point per run, judged by claim 4's rule (``decoupling_points`` →
-    ``worker.claims.run_decouplings``), from the exported probe and intervention rows of the
+    ``science.claims.run_decouplings``), from the exported probe and intervention rows of the
     matching runs. ``auto``: claim 4's edit (the first of LEACE, INLP, project-out present)."""
     trained = trained_filter(state.get("trained", True))
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],

@@ -102,7 +102,7 @@ def trained_label(run: dict) -> str:
 
 def trained_flag(run: dict) -> html.Div:
     """The run panel's verdict line: trained or not, naming held-out accuracy and the criterion."""
-    from worker.trained import DEFAULT_CRITERION
+    from science.trained import DEFAULT_CRITERION
 
     acc, crit = run.get("heldout_acc"), run.get("early_stop_acc")
     crit = DEFAULT_CRITERION if crit is None else crit

@@ -20,7 +20,7 @@ JOB_GUARD_S = 1800  # hang guard for training + measuring a tiny model on a busy
 
 @pytest.fixture(scope="module")
 def empty_server(tmp_path_factory, chromium_path):
-    from backend.db.migrate import init_db
+    from store.migrate import init_db
 
     tmp = tmp_path_factory.mktemp("jobs-e2e")
     url = f"sqlite:///{tmp / 'layerscope.db'}"

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from backend.db.session import session_scope
+from store.session import session_scope
 from worker import persist
 
 

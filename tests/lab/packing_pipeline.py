@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from backend.db import jobs as J
-from backend.db.models import Job
+from store import jobs as J
+from store.models import Job
 from tests.lab import fake_pipeline
 
 

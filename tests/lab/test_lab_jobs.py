@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from backend.db.models import Job, ProbeResult, Run
-from backend.db.session import make_engine, make_sessionmaker
+from store.models import Job, ProbeResult, Run
+from store.session import make_engine, make_sessionmaker
 from tests.lab.conftest import job_state, wait_for, wait_job
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]  # timeout: a hang guard only

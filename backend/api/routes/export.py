@@ -16,7 +16,7 @@ from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
-from backend.db.models import InterventionResult, PatchingResult, ProbeResult
+from store.models import InterventionResult, PatchingResult, ProbeResult
 
 router = APIRouter(prefix="/export", tags=["export"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 

@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
-from backend.db import jobs as J
-from backend.db.models import Job, Run
+from store import jobs as J
+from store.models import Job, Run
 from worker.params import PARAMS_BY_KIND
 from worker.queue import QueueUnavailable, submit
 

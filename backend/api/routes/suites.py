@@ -13,9 +13,9 @@ from sqlalchemy import select
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
 from backend.api.schemas import ErrorOut
 from backend.bundle import export_bundle, imported_suites
-from backend.db.models import Run
+from store.models import Run
 from backend.measured import measured_run_ids
-from worker.trained import is_trained
+from science.trained import is_trained
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
@@ -25,7 +25,7 @@ SuiteName = Annotated[str, Path(min_length=1, max_length=100, description="runs.
 class SuiteOut(BaseModel):
     name: str
     n_runs: int
-    n_trained: int  # runs trained for their task (worker.trained.is_trained), measured or not
+    n_trained: int  # runs trained for their task (science.trained.is_trained), measured or not
     n_measured: int  # runs with probe, intervention and patching results all stored (trained or not)
     imported: bool  # loaded from a results bundle (`layerscope import`), not made by this installation
 

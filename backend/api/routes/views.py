@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, WriteAuth
 from backend.api.schemas import ErrorOut, ViewCreate, ViewCreated, ViewOut
-from backend.db.models import SavedView
+from store.models import SavedView
 
 router = APIRouter(prefix="/views", tags=["views"], responses=UNAUTHORIZED)
 

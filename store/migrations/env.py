@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from backend.db.models import Base
-from backend.db.session import make_engine
+from store.models import Base
+from store.session import make_engine
 
 config = context.config
 target_metadata = Base.metadata
@@ -15,7 +15,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from backend.core.config import get_settings
+    from store.config import get_settings
 
     return get_settings().resolved_db_url
 
@@ -49,9 +49,9 @@ def run_migrations_online() -> None:
         return
     url = _url()
     if url.startswith("sqlite"):
-        # `alembic -c backend/alembic.ini upgrade head` from a shell: the same safety as init_db
+        # `alembic -c store/alembic.ini upgrade head` from a shell: the same safety as init_db
         # (foreign keys off, one transaction, foreign_key_check before commit).
-        from backend.db.migrate import sqlite_migration_connection
+        from store.migrate import sqlite_migration_connection
 
         with sqlite_migration_connection(url) as conn:
             _configure(conn)

@@ -16,7 +16,7 @@ views}`` with ``verdict`` ∈ {"supported", "contradicted", "not enough data"}.
 Rules shared by every claim (every threshold is a module constant):
 
 - **Trained runs only.** A run is read only when it is trained for its task
-  (:func:`worker.trained.is_trained`: held-out token accuracy at the training length reached
+  (:func:`science.trained.is_trained`: held-out token accuracy at the training length reached
   its early-stop criterion). Every claim lists the runs it left out and why
   (``numbers.runs_left_out``).
 - **Seeds.** A *cell* is a (task, family) of from-scratch runs. A claim reads every cell the
@@ -26,7 +26,7 @@ Rules shared by every claim (every threshold is a module constant):
   ("transformer × parity: 1 of 3 trained seeds"; a cell with no run at all: "mamba × dyck: 0 of
   3 trained seeds (no runs stored)"), so no verdict is given with a family or task missing.
 - Profiles are computed at the training length ``EVAL_LENGTH`` (40) from each run's probe curve
-  (:mod:`worker.profiles`); a cell's class is the class of its seed-mean curve.
+  (:mod:`science.profiles`); a cell's class is the class of its seed-mean curve.
 
 Per claim:
 
@@ -82,11 +82,11 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from worker import profiles as P
-from worker.params import FAMILIES as STUDY_FAMILIES
-from worker.params import TASKS as STUDY_TASKS
-from worker.stats import ALPHA, bounds_for, holm, t_interval, wilson_interval
-from worker.trained import is_trained, untrained_reason
+from science import profiles as P
+from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
+from layerscope_core.registry import TASKS as STUDY_TASKS
+from science.stats import ALPHA, bounds_for, holm, t_interval, wilson_interval
+from science.trained import is_trained, untrained_reason
 
 __all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "edit_removed", "evaluate_claims", "run_decouplings"]
 
@@ -140,7 +140,7 @@ def _clean(x: Any) -> Any:
 
 
 def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
-    """Mean and 95% t-interval over ``values``; ``quantity`` names a bounded one (worker.stats
+    """Mean and 95% t-interval over ``values``; ``quantity`` names a bounded one (science.stats
     BOUNDS, e.g. "accuracy"), whose interval is clipped to its range."""
     vals = [v for v in values if v is not None]
     m, lo, hi = t_interval(vals, bounds=bounds_for(quantity)) if vals else (None, None, None)
@@ -486,7 +486,7 @@ def run_decouplings(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[
     caller filters) with a probe curve at ``eval_length`` and edits: the edit is ``method``, or
     by default the first of :data:`DECOUPLING_METHODS` present. An edit counts only where its
     refit probe is within :data:`REFIT_TOL` of the majority rate (else ``status = "not
-    removed"``); near-best probe layers (a tie within ``worker.profiles.NEAR_BEST_TOL``) are
+    removed"``); near-best probe layers (a tie within ``science.profiles.NEAR_BEST_TOL``) are
     never "decoupled" from each other; ``meaningfully_decoupled`` needs
     :data:`DECOUPLING_MARGIN_PP` and significance as in claim 4.
 
@@ -859,7 +859,7 @@ def evaluate_claims(
 ) -> list[dict[str, Any]]:
     """All six claims, in order. Missing inputs count as empty (→ "not enough data").
 
-    Only trained runs (:func:`worker.trained.is_trained`) are read; each claim lists the runs it
+    Only trained runs (:func:`science.trained.is_trained`) are read; each claim lists the runs it
     left out (``numbers.runs_left_out``) with the reason. A "not enough data" claim also carries
     ``numbers.trained_cells``: what the trained cells it reads show (:func:`trained_cells`),
     descriptive only."""

@@ -53,7 +53,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from worker.probes import LinearProbe, fit_probe
+from science.probes import LinearProbe, fit_probe
 
 __all__ = ["METHODS", "DEFAULT_PCA_K", "FIT_TOKENS_PER_DIM", "Edit", "fit_edit", "inlp_budget",
            "n_fit_sequences", "span_of_directions"]

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worker.context import JobContext, SilentContext
-from worker.seeds import data_seed
-from worker.tasks.base import Task, TaskData
+from science.context import JobContext, SilentContext
+from science.seeds import data_seed
+from science.tasks.base import Task, TaskData
 
 EVAL_BATCH = 256
 
@@ -128,7 +128,7 @@ def train_model(
     reaches ``early_stop_acc``. ``final_heldout_acc`` is always at ``train_length``.
 
     Raises:
-        worker.context.JobCancelled: a cancel was requested (checked every step).
+        science.context.JobCancelled: a cancel was requested (checked every step).
         FloatingPointError: the loss became NaN/inf.
     """
     ctx = ctx or SilentContext()

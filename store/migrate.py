@@ -21,7 +21,7 @@ connection where
 (:func:`backup_sqlite`) before it changes anything. Every migration must pass
 ``tests/test_db_upgrade.py`` (a populated database at every past revision, upgraded to head on
 SQLite and PostgreSQL, keeps every row and the checksum of its data): see
-``backend/migrations/README.md``.
+``store/migrations/README.md``.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from backend.db.session import make_engine
+from store.session import make_engine
 
 log = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
 ALEMBIC_INI = PACKAGE_DIR / "alembic.ini"
 MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
 _PG_LOCK_KEY = 0x1A7E55C0  # arbitrary, constant: "layerscope migrations"
@@ -216,7 +216,7 @@ def init_db(url: str | None = None, *, revision: str = "head") -> str:
     ``revision``: upgrade only that far (the upgrade tests build databases at past revisions).
     """
     if url is None:
-        from backend.core.config import get_settings
+        from store.config import get_settings
 
         url = get_settings().resolved_db_url
     cfg = alembic_config(url)

@@ -1,9 +1,9 @@
 """Code-Depth: nesting depth in real Python source (SPEC "Tasks", issue 6).
 
-Tokens come from :mod:`worker.tasks.code_lexer` (stdlib ``tokenize``; exact strings for
+Tokens come from :mod:`science.tasks.code_lexer` (stdlib ``tokenize``; exact strings for
 operators, keywords and identifiers, ``<num>``/``<str>`` for literals, f-strings as one
 ``<str>``, ``<newline>``/``<indent>``/``<dedent>`` markers, comments dropped) over a corpus
-from :mod:`worker.tasks.code_corpus` (default: the running Python's stdlib, split 80/20 by
+from :mod:`science.tasks.code_corpus` (default: the running Python's stdlib, split 80/20 by
 a stable hash of the file path).
 
 Vocabulary (``vocab_size`` ids, default 256), built from the TRAINING documents only: ids

@@ -45,9 +45,9 @@ from torch import nn
 
 from models_store.capture import edit_layer, run_with_states
 from models_store.states import STATE_PARTS, StatefulModel, stateful
-from worker.context import JobContext, SilentContext
-from worker.seeds import data_seed
-from worker.tasks.base import Task, TaskData
+from science.context import JobContext, SilentContext
+from science.seeds import data_seed
+from science.tasks.base import Task, TaskData
 
 N_BOOT = 1000
 REL_GAP = 0.1  # a pair is usable when |LD_clean − LD_corr| ≥ REL_GAP · median |LD_clean|

@@ -14,12 +14,12 @@ from torch import nn
 
 from models_store.capture import edit_layer, run_with_states
 from models_store.conv1d import remove_conv1d
-from worker.context import JobContext, SilentContext
-from worker.interventions import fit_edit, n_fit_sequences
-from worker.probes import probe_layers
-from worker.seeds import data_seed
-from worker.stats import holm, paired_permutation_test
-from worker.tasks.base import Task, TaskData
+from science.context import JobContext, SilentContext
+from science.interventions import fit_edit, n_fit_sequences
+from science.probes import probe_layers
+from science.seeds import data_seed
+from science.stats import holm, paired_permutation_test
+from science.tasks.base import Task, TaskData
 
 CAPTURE_BATCH = 256
 ALL_LAYERS = -2  # conv1d_removal in every layer

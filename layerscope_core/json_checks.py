@@ -9,7 +9,7 @@ downstream (``RecursionError``). So a body is refused (422, the field named) whe
 * it nests deeper than :data:`MAX_JSON_DEPTH` arrays/objects (counted on the raw bytes,
   before parsing, by a flat scan);
 * any number in it is not finite;
-* any string in it (object keys too) breaks the text rule of :mod:`backend.core.text`.
+* any string in it (object keys too) breaks the text rule of :mod:`layerscope_core.text`.
 
 Errors are dicts shaped like FastAPI's validation errors: ``{"type", "loc", "msg"}``, with
 ``loc`` starting at ``"body"``.
@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any
 
-from backend.core.text import printable, text_problem
+from layerscope_core.text import printable, text_problem
 
 MAX_JSON_DEPTH = 32
 """Most nested arrays/objects a request body may have (the top-level object counts as 1)."""

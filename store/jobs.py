@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from backend.db.models import Job, utcnow
+from layerscope_core.hashing import config_hash
+from store.models import Job, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
@@ -37,8 +38,6 @@ def params_hash(params: BaseModel) -> str:
     fn = getattr(params, "config_hash", None)
     if callable(fn):
         return str(fn())
-    from worker.params import config_hash
-
     return config_hash(params.model_dump(mode="json"))
 
 

@@ -1,6 +1,6 @@
 """Task generators: Parity, S3, bounded Dyck-k and Code-Depth (SPEC "Tasks").
 
->>> from worker.tasks import get_task, TASK_NAMES
+>>> from science.tasks import get_task, TASK_NAMES
 >>> task = get_task("dyck", k=2, m=10, target="top")
 >>> data = task.generate(length=40, n=512, seed=0)       # TaskData: tokens/labels [n, L]
 >>> clean, corrupted, pos = task.corruption_pairs(length=40, n=256, seed=0)

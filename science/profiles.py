@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from worker.stats import t_interval
+from science.stats import t_interval
 
 __all__ = [
     "PEAK_FRACTION", "EARLY_DEPTH", "LATE_SHARE", "MIN_GAIN", "FLAT_MARGIN", "CLASSES",

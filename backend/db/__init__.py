@@ -1,1 +1,0 @@
-"""The results schema and sessions. Web-free: the worker imports it."""
