@@ -14,9 +14,12 @@ RUN useradd --create-home --uid 1000 layerscope \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY backend ./backend
-COPY worker ./worker
+COPY layerscope_core ./layerscope_core
 COPY models_store ./models_store
+COPY science ./science
+COPY store ./store
+COPY worker ./worker
+COPY backend ./backend
 COPY dashboard ./dashboard
 
 ARG EXTRAS=""

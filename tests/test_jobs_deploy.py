@@ -60,3 +60,14 @@ def test_dockerfile_installs_the_package_and_serves(compose) -> None:
     assert "pip install" in text and 'CMD ["layerscope", "serve"' in text and "USER layerscope" in text
     for name in ("api", "worker"):
         assert compose["services"][name]["build"] == "."
+
+
+def test_image_copies_every_package_the_install_finds() -> None:
+    # a package missing from the image is an ImportError at the first request, not at build
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {p.rstrip("*") for p in include}
+    copied = {line.split()[1] for line in (root / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert packages <= copied, f"not copied into the image: {sorted(packages - copied)}"
