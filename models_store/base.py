@@ -11,12 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from layerscope_core.layers import layer_name  # the one definition (docs/SCIENCE.md#layers)
 from models_store.config import ModelConfig
-
-
-def layer_name(layer: int) -> str:
-    """``"emb"`` for -1, ``str(layer)`` otherwise (DESIGN "Layer convention")."""
-    return "emb" if layer == -1 else str(layer)
 
 
 class LayerwiseModel(nn.Module):
