@@ -1,6 +1,6 @@
 """The one interface every model family implements.
 
-SPEC "Models": **layer ℓ** is the residual stream after block ℓ (ℓ = 0..n-1) and ``emb`` (layer
+docs/SCIENCE.md#layers: **layer ℓ** is the residual stream after block ℓ (ℓ = 0..n-1) and ``emb`` (layer
 -1) the embedding output. A ``LayerwiseModel`` names the modules whose *outputs* are exactly
 those states (``embedding_module()``, ``block_modules()``), so capture and edits are forward
 hooks on them (``models_store.capture``) and never depend on a library's ``hidden_states``.
