@@ -1,4 +1,4 @@
-"""All-layer capture vs a plain forward, per model family (issue 7.2: target ≤ 1.1×).
+"""All-layer capture vs a plain forward, per model family (target ≤ 1.1×).
 
 Capture is ``models_store.capture.run_with_states`` (forward hooks on the embedding and every
 block, one pass, every layer -1..n-1 kept); the baseline is ``model(tokens)`` on the same

@@ -1,6 +1,6 @@
-"""Intervention + patching benchmark (issue 3 item 7): seconds per method on one 4-layer run.
+"""Intervention + patching benchmark: seconds per method on one 4-layer run.
 
-For each ``--family`` it builds one SPEC-sized 4-layer model (~830K parameters) on ``--task``,
+For each ``--family`` it builds one study-sized 4-layer model (~830K parameters) on ``--task``,
 trains it for ``--train-steps`` steps (0 = random init) with the pipeline's training loop,
 then times, with the pipeline's own functions (``science.measure.measure_interventions``,
 ``science.patching.patching_grid``) and the ``quick`` preset's measurement sizes by default:

@@ -1,4 +1,4 @@
-"""The full activation-patching grid per family vs plain forwards (issue 11 item 7: target ≤ 1.0).
+"""The full activation-patching grid per family vs plain forwards (target ≤ 1.0).
 
 Grid: every site (resid_pre, resid_post, state; the transformer has no state) × every layer ×
 every position 0..L−1 at L 40, 128 pairs, one ~830K-parameter model per family (built with the

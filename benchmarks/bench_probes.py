@@ -1,4 +1,4 @@
-"""Probe benchmark (issue 7 item 3): our L-BFGS probe vs scikit-learn's lbfgs on the same states.
+"""Probe benchmark: our L-BFGS probe vs scikit-learn's lbfgs on the same states.
 
 For one run (a 4-layer model from ``models_store``, random-init by default, or synthetic
 residual-stream-like states with ``--source synthetic``) it fits a probe at every layer

@@ -1,6 +1,6 @@
 """Training-step time per model family, as a ratio to the Transformer measured in the same run.
 
-Issue 7.1: one AdamW step (lr 1e-3, weight decay 0.01) on a fresh batch of 64 random token
+One AdamW step (lr 1e-3, weight decay 0.01) on a fresh batch of 64 random token
 sequences of length 40 with a label at every position, at ~830K parameters per family
 (``models_store.build_model`` solves each width). Steps of all variants are interleaved
 (round-robin) so a noisy, shared CPU slows every variant alike; each figure is the median of

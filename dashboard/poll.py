@@ -1,4 +1,4 @@
-"""Polls that never pile up (issue 15.2) — the one way a page refreshes itself.
+"""Polls that never pile up — the one way a page refreshes itself.
 
 A plain ``dcc.Interval`` keeps firing while its callback is still waiting for a slow API (a
 worker writing, SQLite busy): Dash drops the answer of every request a newer one overtook, so

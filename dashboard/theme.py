@@ -6,6 +6,8 @@ family also gets its own marker symbol and dash pattern so a figure stays readab
 
 from __future__ import annotations
 
+from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
+
 FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
 FAMILY_LABELS = {
     "transformer": "Transformer",
@@ -59,20 +61,6 @@ VERDICT_CLASS = {
 
 JOB_KINDS: tuple[str, ...] = ("train", "probe", "intervene", "patch", "suite")
 JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
-
-
-def layer_name(layer: int) -> str:
-    """DESIGN.md's layer convention: -1 is the embedding output, 0..n-1 the blocks."""
-    if layer == -1:
-        return "emb"
-    if layer == -2:
-        return "all"
-    return str(layer)
-
-
-def depth(layer: int, n_layers: int) -> float:
-    """Normalised depth (DESIGN.md): emb → 0, last block → 1."""
-    return (layer + 1) / n_layers if n_layers else 0.0
 
 
 def family_label(family: str) -> str:

@@ -1,6 +1,6 @@
 """The one interface every model family implements.
 
-SPEC "Models": **layer ℓ** is the residual stream after block ℓ (ℓ = 0..n-1) and ``emb`` (layer
+docs/SCIENCE.md#layers: **layer ℓ** is the residual stream after block ℓ (ℓ = 0..n-1) and ``emb`` (layer
 -1) the embedding output. A ``LayerwiseModel`` names the modules whose *outputs* are exactly
 those states (``embedding_module()``, ``block_modules()``), so capture and edits are forward
 hooks on them (``models_store.capture``) and never depend on a library's ``hidden_states``.
@@ -11,12 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from layerscope_core.layers import layer_name  # the one definition (docs/SCIENCE.md#layers)
 from models_store.config import ModelConfig
-
-
-def layer_name(layer: int) -> str:
-    """``"emb"`` for -1, ``str(layer)`` otherwise (DESIGN "Layer convention")."""
-    return "emb" if layer == -1 else str(layer)
 
 
 class LayerwiseModel(nn.Module):

@@ -1,6 +1,6 @@
 """Read and edit the residual stream of any ``LayerwiseModel`` with forward hooks.
 
-Layer ids follow DESIGN "Layer convention": -1 = ``emb`` (the embedding module's output),
+Layer ids follow docs/SCIENCE.md#layers: -1 = ``emb`` (the embedding module's output),
 0..n-1 = the output of block ℓ. Hooks sit on ``model.hook_module(layer)``, so one forward pass
 gives every layer's state (no per-layer re-runs), on every backend (CPU torch paths, CUDA
 kernels) and for every family alike.

@@ -1,8 +1,8 @@
 """Model configuration: one dataclass for every family, with the width solved to a parameter budget.
 
-SPEC "Models": 4 layers, a token-classification head, about 830K parameters per family; "the
-width of each family is chosen to match the target within ±10%, and the actual count is stored
-with the run". ``ModelConfig(d_model=None)`` does that search; ``n_params`` holds the count.
+docs/SCIENCE.md#parameter-budget: 4 layers, a token-classification head, about 830K parameters
+per family; each family's width is solved to within ±10% of the target, and the actual count is
+stored with the run. ``ModelConfig(d_model=None)`` does that search; ``n_params`` holds the count.
 
 Parameter counts are computed in closed form (``count_params``) for the architectures that
 ``models_store.families`` builds; ``build_model`` re-counts the real module and the tests check
@@ -47,8 +47,8 @@ class ModelConfig:
         n_layers: number of blocks (layers 0..n_layers-1; ``emb`` is layer -1).
         d_model: residual width; ``None`` → solved so the parameter count is within
             ``param_tolerance`` of ``param_target`` (the solved value is stored here).
-        param_target: parameter budget used when ``d_model`` is None (SPEC: about 830K).
-        param_tolerance: allowed relative deviation from ``param_target`` (SPEC: ±10%).
+        param_target: parameter budget used when ``d_model`` is None (about 830K, docs/SCIENCE.md#parameter-budget).
+        param_tolerance: allowed relative deviation from ``param_target`` (±10%).
         d_state: SSM state size N (Mamba, Mamba-2).
         d_conv: depthwise causal conv kernel size (Mamba, Mamba-2).
         expand: SSM inner width = ``expand * d_model`` (Mamba, Mamba-2).
@@ -56,10 +56,10 @@ class ModelConfig:
         rotary_pct: share of each head's dims that carry rotary positions (Pythia: 0.25).
         max_position_embeddings: rotary table length of the transformer (≥ 512 so eval
             lengths up to 120 and beyond are defined; rotary is computed on the fly anyway).
-        mamba2_head_dim: Mamba-2 head dim P (SPEC/MEASURED: 16).
+        mamba2_head_dim: Mamba-2 head dim P (measured: 16).
         mamba2_chunk_size: Mamba-2 chunked-scan block length. transformers' default 256
-            pads every sequence up to 256 positions (MEASURED: a 33× slower step at L=40).
-            Default 8: divides the SPEC lengths 40, 80 and 120 exactly and pads 60/100 by 4
+            pads every sequence up to 256 positions (measured: a 33× slower step at L=40).
+            Default 8: divides the eval lengths 40, 80 and 120 exactly and pads 60/100 by 4
             positions; a power of two, which the mamba-ssm Triton kernels handle natively.
             Padding never changes the result, only the cost.
         pretrained: hub name or local folder the weights came from (``load_pretrained``);

@@ -1,4 +1,4 @@
-"""Conv1D removal for Mamba and Mamba-2 (SPEC "Interventions": Conv1D removal).
+"""Conv1D removal for Mamba and Mamba-2 (docs/SCIENCE.md#conv1d-removal).
 
 Each Mamba(-2) mixer runs a depthwise causal conv (kernel k) over its inner channels before the
 SiLU and the selective scan. "Removing" it means the conv passes the current token through:

@@ -60,7 +60,7 @@ class HFLayerwiseModel(LayerwiseModel):
         super().__init__(config)
         self.backbone = backbone
         self.backbone.config.use_cache = False
-        fast_scan.install(backbone)  # issue 7.1: fast CPU Mamba/Mamba-2 mixers; a no-op for GPT-NeoX
+        fast_scan.install(backbone)  # fast CPU Mamba/Mamba-2 mixers; a no-op for GPT-NeoX
         d = backbone.config.hidden_size
         self.head = nn.Linear(d, config.n_classes)
         nn.init.normal_(self.head.weight, std=0.02)
@@ -87,7 +87,7 @@ class HFLayerwiseModel(LayerwiseModel):
     def library_hidden_states(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """transformers' own ``output_hidden_states`` for ``tokens`` [B, L] (tests compare it).
 
-        Not uniform across families (MEASURED): GPT-NeoX gives (emb, block 0..n-2,
+        Not uniform across families (measured): GPT-NeoX gives (emb, block 0..n-2,
         final_norm(block n-1)); Mamba / Mamba-2 give (block 0..n-1, final_norm(block n-1)).
         """
         out = self.backbone(input_ids=self.backbone_ids(self.with_prefix(tokens)), use_cache=False,

@@ -1,4 +1,4 @@
-"""Fast CPU training paths for transformers' Mamba and Mamba-2 mixers (issue 7.1).
+"""Fast CPU training paths for transformers' Mamba and Mamba-2 mixers.
 
 On CPU (no ``mamba_ssm``) transformers runs Mamba's selective scan as a Python loop over
 [B, D, L, N] tensors (~10 s per training step at batch 64 × L 40, ~830K parameters) and

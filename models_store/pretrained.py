@@ -1,9 +1,9 @@
-"""Pretrained backbones (SPEC "Pretrained scale": Pythia-160M/410M, Mamba-130M) with a token head.
+"""Pretrained backbones (docs/SCIENCE.md#pretrained: Pythia-160M/410M, Mamba-130M) with a token head.
 
 ``load_pretrained`` loads a GPT-NeoX (Pythia) or Mamba checkpoint with transformers'
 ``from_pretrained`` — from a local folder or a hub name — and puts a fresh
 ``Linear(d, n_classes)`` token-classification head on the backbone's final norm. The result
-is an ordinary ``HFLayerwiseModel``: layers are named as in SPEC (emb, then one per block:
+is an ordinary ``HFLayerwiseModel``: layers are named as in docs/SCIENCE.md#layers (emb, then one per block:
 Pythia-160M has 12, Mamba-130M 24), capture / edits / checkpoints work unchanged, and a
 checkpoint rebuilds from the stored transformers config without the hub.
 
@@ -30,7 +30,7 @@ from models_store.config import ModelConfig
 from models_store.families import HF_CLASSES, HFLayerwiseModel
 
 DEFAULT_TOKEN_OFFSET = 2
-# transformers model_type → our family (the architectures SPEC loads pretrained)
+# transformers model_type → our family (the architectures docs/SCIENCE.md#pretrained loads)
 SUPPORTED_MODEL_TYPES = {"gpt_neox": "transformer", "mamba": "mamba"}
 _TRUE = {"1", "true", "yes", "on"}
 

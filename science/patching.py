@@ -43,10 +43,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from models_store.capture import edit_layer, run_with_states
+from models_store.capture import edit_layer, patch_positions, run_with_states
 from models_store.states import STATE_PARTS, StatefulModel, stateful
 from science.context import JobContext, SilentContext
 from science.seeds import data_seed
+from science.stats import bootstrap_ci
 from science.tasks.base import Task, TaskData
 
 N_BOOT = 1000
@@ -66,15 +67,6 @@ def logit_difference(logits: torch.Tensor, clean_label: torch.Tensor, corrupted_
     return last[idx, clean_label.to(last.device)] - last[idx, corrupted_label.to(last.device)]
 
 
-def _positions_fn(clean_h: torch.Tensor, positions: Sequence[int] | slice):
-    def fn(h: torch.Tensor) -> torch.Tensor:  # h: (n, L, D)
-        h = h.clone()
-        h[:, positions] = clean_h[:, positions].to(h.dtype)
-        return h
-
-    return fn
-
-
 @torch.no_grad()
 def patch_recovery(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
                    corrupted_label: torch.Tensor, layer: int, positions: Sequence[int] | slice,
@@ -87,7 +79,7 @@ def patch_recovery(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tenso
     clean_logits, states = run_with_states(model, clean, layers=[layer])
     ld_clean = logit_difference(clean_logits, clean_label, corrupted_label).mean()
     ld_corr = logit_difference(model(corrupted), clean_label, corrupted_label).mean()
-    with edit_layer(model, layer, _positions_fn(states[layer], positions)):
+    with edit_layer(model, layer, patch_positions(states[layer], positions)):  # shape-checked
         ld_p = logit_difference(model(corrupted), clean_label, corrupted_label).mean()
     return float((ld_p - ld_corr) / (ld_clean - ld_corr))
 
@@ -140,17 +132,19 @@ def usable_pairs(ld_clean: np.ndarray, ld_corr: np.ndarray) -> tuple[np.ndarray,
 
 def recovery_ci(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int,
                 n_boot: int = N_BOOT) -> tuple[float, float | None, float | None]:
-    """Ratio-of-means recovery over pairs [n] and its percentile bootstrap 95% CI (pairs resampled
-    together). Resamples whose mean gap is 0 are skipped."""
+    """Ratio-of-means recovery over pairs [n] and its percentile bootstrap 95% CI
+    (``science.stats.bootstrap_ci``, a pair's three LDs resampled together). Resamples whose mean
+    gap is 0 are skipped."""
     point = float((ld_p.mean() - ld_corr.mean()) / (ld_clean.mean() - ld_corr.mean()))
-    idx = np.random.default_rng(seed).integers(0, len(ld_p), (n_boot, len(ld_p)))
-    den = ld_clean[idx].mean(1) - ld_corr[idx].mean(1)
-    ok = den != 0
-    if not ok.any():
-        return point, None, None
-    boots = (ld_p[idx].mean(1)[ok] - ld_corr[idx].mean(1)[ok]) / den[ok]
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return point, float(lo), float(hi)
+    lo, hi = bootstrap_ci(np.stack([ld_p, ld_clean, ld_corr], axis=1), n_boot=n_boot, seed=seed,
+                          statistic=_ratio_of_means)
+    return point, lo, hi
+
+
+def _ratio_of_means(resamples: np.ndarray) -> np.ndarray:
+    """Recovery of each resample [n_boot, n, 3] (columns LD_patched, LD_clean, LD_corrupted) → [n_boot]."""
+    m = resamples.mean(axis=1)  # (n_boot, 3)
+    return (m[:, 0] - m[:, 2]) / (m[:, 1] - m[:, 2])
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,6 +209,9 @@ def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labe
             chunk = ts[i:i + group]
 
             def fn(h: torch.Tensor, chunk=chunk, src=src) -> torch.Tensor:  # h: (g·b, L, D)
+                if tuple(h.shape) != (len(chunk) * b, *src.shape[1:]):  # as patch_positions checks
+                    raise ValueError(f"patch source shape {tuple(src.shape)} (× {len(chunk)} positions) "
+                                     f"!= edited state shape {tuple(h.shape)}")
                 h = h.clone()
                 for g, t in enumerate(chunk):
                     h[g * b:(g + 1) * b, t] = src[:, t].to(h.dtype)

@@ -6,7 +6,8 @@ must be contiguous from −1 (``emb``) to ``n−1``; otherwise :class:`ValueErro
 
 Definitions (documented choices):
 
-- **depth** of layer ℓ = ``(ℓ+1)/n`` (emb → 0, last block → 1), as in docs/DESIGN.md.
+- **depth** of layer ℓ = ``(ℓ+1)/n`` (emb → 0, last block → 1): ``layerscope_core.layers.depth``
+  (docs/SCIENCE.md#normalised-depth).
 - **best_layer**: argmax of accuracy; ties → the earliest layer.
 - **floor** ``f``: the majority baseline when given, else the curve's minimum. Raw accuracy is
   never compared with a fraction of itself: a curve that starts at 0.735 with a majority of
@@ -55,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from layerscope_core.layers import depth  # the one definition (docs/SCIENCE.md#normalised-depth)
 from science.stats import t_interval
 
 __all__ = [
@@ -94,11 +96,6 @@ def normalise_keys(curve: Mapping[Any, float]) -> dict[int, float]:
 
 def _n(c: dict[int, float]) -> int:
     return max(c) + 1
-
-
-def depth(layer: int, n_layers: int) -> float:
-    """Normalised depth ``(layer+1)/n_layers``: emb → 0, last block → 1."""
-    return (layer + 1) / n_layers
 
 
 def best_layer(curve: Mapping[Any, float]) -> int:

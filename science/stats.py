@@ -2,8 +2,9 @@
 
 - :func:`t_interval` — mean and Student-t confidence interval over seeds; with ``bounds`` the
   interval is clipped to the quantity's range (:func:`clip_interval`, :data:`BOUNDS`).
-- :func:`bootstrap_ci` — percentile bootstrap over sequences within a run (Efron & Tibshirani
-  1993, ch. 13), via ``scipy.stats.bootstrap(method="percentile")``.
+- :func:`bootstrap_ci` — percentile bootstrap over items within a run (sequences, or patching
+  pairs with their values resampled together; Efron & Tibshirani 1993, ch. 13): the one
+  bootstrap of the project (``science.patching.recovery_ci`` is built on it).
 - :func:`paired_permutation_test` — two-sided sign-flip test of paired differences (Fisher 1935;
   Good 2005, *Permutation, Parametric and Bootstrap Tests*, §3), exact when all 2ⁿ sign patterns
   fit in ``n_perm``, else Monte Carlo with the +1 correction of Phipson & Smyth 2010 ("Permutation
@@ -17,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import stats as _st
@@ -120,25 +121,57 @@ def bootstrap_ci(
     n_boot: int = 2000,
     seed: int = 0,
     confidence: float = 0.95,
+    *,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[float | None, float | None]:
-    """Percentile bootstrap CI of the mean over items (sequences, or patching pairs).
+    """Percentile bootstrap CI over items (sequences, or patching pairs) (docs/SCIENCE.md#statistics).
+
+    Items are drawn with replacement ``n_boot`` times (``rng.integers(0, n, (n_boot, n))``); the
+    CI is the ``(1 ± confidence) / 2`` percentiles of the statistic over the resamples.
 
     Args:
-        per_item_values: ``[n]`` one value per sequence (None / nan dropped).
+        per_item_values: ``[n]`` one value per item (None / nan dropped), or ``[n, k]``: k paired
+            values per item, resampled together (rows with a non-finite value dropped).
         n_boot: resamples.
         seed: ``numpy.random.default_rng`` seed.
+        confidence: the CI's coverage.
+        statistic: maps the resampled values ``[n_boot, n]`` (or ``[n_boot, n, k]``) to
+            ``[n_boot]``; default the mean over items (1-D values only). Resamples whose
+            statistic is not finite (a ratio whose denominator is 0) are skipped.
 
     Returns:
-        ``(lo, hi)``; ``(None, None)`` when fewer than 2 finite values; ``(v, v)`` when all equal.
+        ``(lo, hi)``; ``(None, None)`` when fewer than 2 items or no finite resample; ``(v, v)``
+        for the mean of values that are all equal.
     """
-    a = _finite(per_item_values)
-    if a.size < 2:
+    raw = np.asarray(per_item_values, dtype=object)
+    if raw.ndim == 2:
+        a = np.asarray(np.where(raw == None, np.nan, raw), dtype=float)  # noqa: E711 (elementwise)
+        a = a[np.isfinite(a).all(axis=1)]
+    elif raw.ndim <= 1:
+        a = _finite(per_item_values)
+    else:
+        raise ValueError(f"per_item_values must be [n] or [n, k], got {raw.ndim} dimensions")
+    if statistic is None:
+        if a.ndim != 1:
+            raise ValueError("paired values [n, k] need a statistic")
+        statistic = _mean_over_items
+    n = a.shape[0]
+    if n < 2:
         return None, None
-    if np.all(a == a[0]):
+    if statistic is _mean_over_items and np.all(a == a[0]):
         return float(a[0]), float(a[0])
-    res = _st.bootstrap((a,), np.mean, n_resamples=n_boot, confidence_level=confidence,
-                        method="percentile", rng=np.random.default_rng(seed), vectorized=True)
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boots = np.asarray(statistic(a[idx]), dtype=float)
+    boots = boots[np.isfinite(boots)]
+    if boots.size == 0:
+        return None, None
+    lo, hi = np.percentile(boots, [50 * (1 - confidence), 50 * (1 + confidence)])
+    return float(lo), float(hi)
+
+
+def _mean_over_items(resamples: np.ndarray) -> np.ndarray:
+    return resamples.mean(axis=1)
 
 
 def paired_permutation_test(

@@ -1,4 +1,4 @@
-"""Training loop (SPEC "Training"): AdamW, fresh sequences every step, cross-entropy on every
+"""Training loop (docs/SCIENCE.md#training): AdamW, fresh sequences every step, cross-entropy on every
 position, early stop at a held-out token accuracy, and behavioural accuracy per eval length."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def train_model(
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place on fresh ``task`` sequences every step (SPEC "Training").
+    """Train ``model`` in place on fresh ``task`` sequences every step (docs/SCIENCE.md#training).
 
     The recipe (docs/SCIENCE.md#training-recipe): AdamW at peak ``lr``; ``warmup_steps`` of
     linear warm-up, then ``lr_schedule`` (constant, or cosine to ``min_lr_ratio`` × lr at

@@ -3,7 +3,7 @@
 Works on SQLite and Postgres. Several processes may start at once (the API and its workers),
 so the upgrade is serialised: a Postgres advisory lock, or a lock file next to a SQLite DB.
 
-SQLite needs care (issue 15): its ``ALTER TABLE`` is so limited that Alembic's batch mode
+SQLite needs care: its ``ALTER TABLE`` is so limited that Alembic's batch mode
 rebuilds a table (copy, ``DROP TABLE``, rename), and with ``PRAGMA foreign_keys=ON`` that
 ``DROP TABLE runs`` silently fires every ``ON DELETE CASCADE`` / ``SET NULL`` of its children —
 every probe, intervention and patching row gone. So a SQLite migration runs on its own

@@ -1,7 +1,7 @@
 """SQLAlchemy 2 models: the results schema shared by the API and the worker.
 
 Layer convention everywhere: ``layer`` is an int, ``-1`` is ``emb`` (the embedding output),
-``0..n_layers-1`` is the residual stream after block ℓ (SPEC "Models").
+``0..n_layers-1`` is the residual stream after block ℓ (docs/SCIENCE.md#layers).
 Result tables carry a unique key so a re-run job replaces rows instead of doubling them.
 """
 
@@ -155,7 +155,7 @@ class InterventionResult(Base):
 
 
 class PatchingResult(Base):
-    """Activation patching: layer ℓ at position p from clean into corrupted (SPEC)."""
+    """Activation patching: layer ℓ at position p from clean into corrupted (docs/SCIENCE.md#activation-patching)."""
 
     __tablename__ = "patching_results"
 
@@ -185,7 +185,7 @@ class PatchingResult(Base):
 
 
 class Job(Base):
-    """The source of truth for work; the queue only carries job ids (ARCHITECTURE "Jobs")."""
+    """The source of truth for work; the queue only carries job ids."""
 
     __tablename__ = "jobs"
 

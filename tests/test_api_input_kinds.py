@@ -1,4 +1,4 @@
-"""Issue 13: every kind of hostile or careless input is a 4xx naming the field, and nothing is
+"""Every kind of hostile or careless input is a 4xx naming the field, and nothing is
 stored that cannot be read back. Each kind: the issue's examples plus generated ones."""
 
 from __future__ import annotations

@@ -129,5 +129,5 @@ def test_views_round_trip(api) -> None:
                         ({"title": "t", "page": "/c", "state": {"a": "\x00"}}, "state"),
                         ({"page": "/c"}, "title")):
         r = c.post("/api/views", json=body)
-        # the loc names the field, or a path inside it (issue 13: body checks give the full path)
+        # the loc names the field, or a path inside it (body checks give the full path)
         assert r.status_code == 422 and ["body", field] in [d["loc"][:2] for d in r.json()["detail"]], r.text

@@ -1,4 +1,4 @@
-"""A queue outage at submit (issue 15.4): with the queue unreachable, ``POST /api/jobs`` answers
+"""A queue outage at submit: with the queue unreachable, ``POST /api/jobs`` answers
 503 with ``Retry-After`` and stores nothing (submitting again later makes exactly one job);
 a retry answers 503 too, its job stays queued in the table and reaches the workers once the
 queue is back. The queue here is a real Redis client pointed at a port where nothing listens.

@@ -68,7 +68,7 @@ def test_security_headers(api) -> None:
     assert "default-src 'none'" in h["content-security-policy"]
     assert h["referrer-policy"] and h["cache-control"] == "no-store"
     docs = api.client.get("/api/docs")
-    # Swagger UI's assets come from this server (swagger-ui-py), not a CDN (issue 13).
+    # Swagger UI's assets come from this server (swagger-ui-py), not a CDN.
     assert docs.status_code == 200 and "cdn.jsdelivr.net" not in docs.headers["content-security-policy"]
     assert api.client.get("/api/runs/999").headers["x-content-type-options"] == "nosniff"  # errors too
 

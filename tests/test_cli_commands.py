@@ -43,7 +43,7 @@ def one_line_error(capsys, rc: int, expected_rc: int, *needles: str) -> str:
 @pytest.mark.parametrize("argv, rc, needles", [
     (["suite", "--preset", "huge"], 2, ["--preset", "huge"]),
     (["suite"], 2, ["--preset"]),
-    # issue 13: --family/--task/--method are choices, so the error lists the valid names
+    # --family/--task/--method are choices, so the error lists the valid names
     (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["--family", "rnn", "transformer", "gru"]),
     (["suite", "--preset", "smoke", "--task", "chess"], 2, ["--task", "chess", "parity", "code_depth"]),
     (["probe", "abc"], 2, ["run_id"]),

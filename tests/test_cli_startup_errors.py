@@ -1,4 +1,4 @@
-"""Issue 13: a broken database or configuration at start-up is one `layerscope: error: …` line
+"""A broken database or configuration at start-up is one `layerscope: error: …` line
 naming the file or URL and what to do — for `db upgrade`, `serve` and `worker` alike."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 6 "Done when": ``layerscope suite`` runs ``code_depth`` on the stdlib corpus for all
+"""``layerscope suite`` runs ``code_depth`` on the stdlib corpus for all
 five families — through the real CLI entry point, into a temp SQLite DB and model store."""
 
 from __future__ import annotations

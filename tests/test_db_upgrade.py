@@ -1,4 +1,4 @@
-"""Upgrades lose nothing (issue 15): a populated database at EVERY past revision, upgraded to
+"""Upgrades lose nothing: a populated database at EVERY past revision, upgraded to
 head on SQLite and PostgreSQL, keeps every row count and the checksum of every table's data;
 a migration that rebuilds ``runs`` (SQLite batch mode) no longer cascades into its children;
 a migration that leaves dangling references, or fails half-way, is rolled back; and
@@ -77,7 +77,7 @@ def test_populated_database_at_every_past_revision_upgrades_to_head_losing_nothi
             assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
 
 
-# --- a migration that rebuilds `runs`: the failure mode of issue 15 ----------------------------
+# --- a migration that rebuilds `runs`: the failure mode this guards against -------------
 
 WIDEN_RUN_NAME = '''
 """Widen runs.name (a rebuild of `runs` on SQLite).

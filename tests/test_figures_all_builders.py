@@ -1,5 +1,5 @@
-"""Every figure builder, found generically, against missing values (issue 15.3) and hostile
-names (issue 13.5).
+"""Every figure builder, found generically, against missing values and hostile
+names.
 
 A *builder* is every public function of a ``dashboard/figures/*`` module, defined there, whose
 return annotation is ``go.Figure`` (listed by :func:`builders`). Each needs an entry in
@@ -256,7 +256,7 @@ FIXTURES: dict[str, tuple[Callable[[str, Names], tuple[tuple, dict]], ...]] = {
     "dashboard.figures.common.empty_figure": (fx_empty_figure,),
 }
 # Known failures, each to be removed when its cause is fixed (strict: an unexpected pass fails,
-# so the entry cannot outlive the fix). patching.py is being rewritten for issue 11.
+# so the entry cannot outlive the fix).
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
 }
 

@@ -1,4 +1,4 @@
-"""Issue 13: ``fit_edit`` with too few rows is a ValueError naming the minimum (not LEACE's bare
+"""``fit_edit`` with too few rows is a ValueError naming the minimum (not LEACE's bare
 AssertionError or INLP's "0 samples"), for every method."""
 
 from __future__ import annotations

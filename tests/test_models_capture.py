@@ -75,7 +75,7 @@ def test_states_are_distinct_layers(model):
 @torch.no_grad()
 @pytest.mark.parametrize("family", ["transformer", "mamba", "mamba2"])
 def test_states_equal_library_hidden_states(family):
-    """MEASURED: GPT-NeoX returns (emb, blocks 0..n-2, final_norm(block n-1)); Mamba/Mamba-2
+    """Measured: GPT-NeoX returns (emb, blocks 0..n-2, final_norm(block n-1)); Mamba/Mamba-2
     return (blocks 0..n-1, final_norm(block n-1)). Compare where they are comparable."""
     model = tiny(family)
     x = tokens()

@@ -9,8 +9,8 @@ import pytest
 from models_store import FAMILIES, ModelConfig, build_model
 from models_store.config import count_params, width_problem
 
-# MEASURED.md widths for ~830K parameters at 4 layers, vocab 16. The transformer differs
-# (MEASURED: 132): with 4 heads, 132 gives an odd head dim 33, which our grid excludes
+# Measured widths for ~830K parameters at 4 layers, vocab 16. The transformer differs
+# (a measured 132): with 4 heads, 132 gives an odd head dim 33, which our grid excludes
 # (even head dim for rotary), so the closest valid width is 128 (795,650 params, -4.1%).
 EXPECTED_WIDTH = {"transformer": 128, "mamba": 176, "mamba2": 176, "lstm": 160, "gru": 185}
 

@@ -1,4 +1,4 @@
-"""Activation patching against its defining properties (issue 3, item 6; issue 11, item 6)."""
+"""Activation patching against its defining properties."""
 
 import numpy as np
 import pytest
@@ -45,7 +45,7 @@ def test_patching_nothing_recovers_nothing(model_and_pairs):
 
 
 def test_grid_rows_cover_every_layer_and_position(model_and_pairs):
-    # Changed with issue 11: the grid has sites; resid_post keeps the old layers (emb included).
+    # Changed with the patching sites: the grid has sites; resid_post keeps the old layers (emb included).
     model, _, _ = model_and_pairs
     rows = patching_grid(model, get_task("s3"), run_seed=0, eval_length=12, positions=[3, 6], n_pairs=24,
                          sites=["resid_post"])

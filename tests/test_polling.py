@@ -1,4 +1,4 @@
-"""Polls never pile up (issue 15.2), checked on EVERY page: each ``dcc.Interval`` that drives a
+"""Polls never pile up, checked on EVERY page: each ``dcc.Interval`` that drives a
 server callback is disabled by that callback's ``running=`` while it is in flight, and the page
 shows the age of its last result. Intervals that only drive clientside callbacks (the age
 ticker) never reach the server and need no guard. The browser side, with a slow API, is in

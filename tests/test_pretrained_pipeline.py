@@ -1,4 +1,4 @@
-"""The pretrained path end to end (issue 6 item 3), no hub: tiny GPT-NeoX and Mamba checkpoints
+"""The pretrained path end to end , no hub: tiny GPT-NeoX and Mamba checkpoints
 written with ``save_pretrained`` go through the REAL pipeline (``train`` → probes →
 interventions → patching → SQLite + checkpoint store), then follow-up jobs run on the stored
 runs. An unreachable hub name fails with one clear error, in the pipeline and in the CLI.
@@ -113,7 +113,7 @@ def test_patching_grid(runs, family):
     run_id, _ = out[family]
     with env.session_factory() as s:
         rows = s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).all()
-    # Changed with issue 11: every position, three sites (no state in the transformer), and
+    # Changed with the patching sites: every position, three sites (no state in the transformer), and
     # n_pairs counts the usable pairs (the rest are n_dropped).
     n = N_LAYERS[family]
     want = {("resid_post", ly, p, 40) for ly in range(-1, n) for p in range(40)}
@@ -161,7 +161,7 @@ def test_follow_up_intervene_job(runs, family, monkeypatch):
                                                           InterventionResult.config_hash == job.config_hash())).all()
         after = s.scalar(select(func.count()).select_from(InterventionResult)
                          .where(InterventionResult.run_id == run_id))
-    # eval lengths default to the ones the run was measured at, not SPEC's five
+    # eval lengths default to the ones the run was measured at, not the five of docs/SCIENCE.md#eval-lengths
     expected = {(m, n - 1, L) for m in ("project_out", "leace") for L in EVAL_LENGTHS}
     if family == "mamba":
         expected |= {("conv1d_removal", layer, L) for layer in (-2, *range(n)) for L in EVAL_LENGTHS}
@@ -238,7 +238,7 @@ def test_pretrained_preset_expansion():
     for j in jobs:
         assert j.family == models[j.pretrained]
         assert j.suite == "pretrained" and j.name == f"{j.pretrained.rsplit('/', 1)[1]}-{j.task}-s{j.seed}"
-        # fine-tuning, not training from scratch: a small lr, a step budget, SPEC's eval lengths
+        # fine-tuning, not training from scratch: a small lr, a step budget, the standard eval lengths
         assert j.lr <= 1e-4 and 100 <= j.max_steps <= 5000 and j.batch_size >= 16
         assert j.train_length == 40 and j.measure.eval_lengths == [40, 60, 80, 100, 120]
         assert set(j.measure.methods) == set(METHODS) and j.measure.conv1d

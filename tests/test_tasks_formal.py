@@ -11,7 +11,7 @@ import torch
 from science.tasks import TASK_NAMES, TaskData, get_task
 
 # ---------------------------------------------------------------- brute-force references
-# Written from SPEC's definitions with lists and loops, sharing no code with science.tasks.
+# Written from the definitions in docs/SCIENCE.md#tasks with lists and loops, sharing no code with science.tasks.
 
 S3_ORDER = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
 

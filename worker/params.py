@@ -1,7 +1,7 @@
 """Validated parameters of every job kind (pydantic).
 
 The API validates ``POST /api/jobs`` bodies with these models (a 422 names the bad field),
-the CLI builds them from flags, and the pipeline runs them. Every default is SPEC.md's.
+the CLI builds them from flags, and the pipeline runs them. Every default is documented in docs/SCIENCE.md.
 """
 
 from __future__ import annotations

@@ -249,7 +249,7 @@ def _stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int
     writes for exactly ``measure.eval_lengths``); ``[fallback]`` when none are stored.
 
     (``load_run``'s params cannot tell: the measurement settings are not part of the stored
-    train config, so its ``measure`` is always the SPEC default.)"""
+    train config, so its ``measure`` is always the documented default.)"""
     with session_scope(env.session_factory) as s:
         run = s.get(Run, run_id)
         keys = list((run.behaviour or {}).keys()) if run is not None else []

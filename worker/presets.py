@@ -1,7 +1,7 @@
 """Suite presets: families × tasks × seeds with training and measurement budgets.
 
 - ``smoke``: tiny widths, a few steps; the whole suite in under 2 minutes here (tests, CI).
-- ``quick``: SPEC-sized models (~830K parameters) on parity, s3, dyck, one seed, a step
+- ``quick``: study-sized models (~830K parameters) on parity, s3, dyck, one seed, a step
   budget so the suite fits about 10 minutes on a 2-core CPU. The training recipe's warm-up,
   cosine decay and clipping, but no length curriculum (150 steps are too few to climb from
   length 8 to 40 in evaluated stages). Not trained to 99%: a first look, not a claim.
@@ -38,7 +38,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tasks": ["parity", "s3", "dyck"],
         "seeds": [0],
         # A step budget, not a time budget, so the results do not depend on the machine's load:
-        # ~150 steps is where LSTM/GRU solve parity at L=40 (MEASURED.md: ~19 s at ~170 ms/step).
+        # ~150 steps is where LSTM/GRU solve parity at L=40 (measured: ~19 s at ~170 ms/step).
         "train": {"max_steps": 150, "eval_every": 25, "n_eval_sequences": 256, "warmup_steps": 15,
                   "curriculum_start": None},
         # In- and out-of-distribution (40 = train length, 120 = the longest) rather than all five

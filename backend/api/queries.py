@@ -9,28 +9,13 @@ from typing import Any
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from science.trained import DEFAULT_CRITERION
 
 
 class NotFound(LookupError):
     """An unknown id: the API answers 404 with this message."""
-
-
-def layer_name(layer: int) -> str:
-    """DESIGN "Layer convention": -1 → emb, ℓ → "ℓ"; -2 (a component edit of every layer) → all."""
-    if layer == -1:
-        return "emb"
-    if layer == -2:
-        return "all"
-    return str(layer)
-
-
-def depth(layer: int, n_layers: int) -> float | None:
-    """Normalised depth (ℓ + 1) / n_layers: emb → 0, the last block → 1; None for -2."""
-    if layer < -1 or n_layers <= 0:
-        return None
-    return (layer + 1) / n_layers
 
 
 def trained_clause() -> Any:

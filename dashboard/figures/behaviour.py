@@ -1,4 +1,4 @@
-"""Behaviour by eval length (SPEC claim 6): token accuracy at L = 40 … 120, a line per family
+"""Behaviour by eval length (claim 6, docs/SCIENCE.md#study-claims): token accuracy at L = 40 … 120, a line per family
 with its 95% CI over seeds, a facet per task, the training length marked."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ AXIS = "#5f6b7a"
 
 
 def esc(text: Any) -> str:
-    """Escape user-typed text for Plotly labels — THE one helper (issue 13.5).
+    """Escape user-typed text for Plotly labels — THE one helper.
 
     Plotly renders a subset of HTML (``<a href>``, ``<b>``, ``<br>``, ``<span style>`` …) in
     titles, legend entries, axis ticks (category values included), hover labels, cell text

@@ -24,6 +24,7 @@ from dashboard.theme import (
     FAMILIES,
     METHODS,
     TASKS,
+    depth,
     family_label,
     layer_name,
     method_label,
@@ -265,7 +266,7 @@ def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], intervention
                     "trained": run.get("trained"), "n_layers": n, "method": d["method"], "best_layer": b,
                     "near_best_layers": [int(x) for x in d["near_best_layers"]],
                     "tie": len(d["near_best_layers"]) > 1, "damage_layer": None if dmg is None else int(dmg),
-                    "best_depth": (b + 1) / n, "damage_depth": None if dmg is None else (int(dmg) + 1) / n,
+                    "best_depth": depth(b, n), "damage_depth": None if dmg is None else depth(int(dmg), n),
                     "status": "not removed" if not removed else ("decoupled" if dec else "not decoupled"),
                     "decoupled": dec, "margin_pp": d.get("margin_pp"), "significant": d.get("significant"),
                     "not_removed_layers": d.get("not_removed_layers", [])})

@@ -30,7 +30,7 @@ PRESETS = ("smoke", "quick", "paper", "pretrained")
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
 # methods | preset
 FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "preset": ("Preset", "preset", ("suite",), "smoke: tiny, minutes · quick: SPEC models, 1 seed · paper: 3 seeds"),
+    "preset": ("Preset", "preset", ("suite",), "smoke: tiny, minutes · quick: study-sized models, 1 seed · paper: 3 seeds"),
     "family": ("Family", "family", ("train",), ""),
     "task": ("Task", "task", ("train",), ""),
     "families": ("Families", "families", ("suite",), "empty = the preset's"),

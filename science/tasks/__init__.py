@@ -1,4 +1,4 @@
-"""Task generators: Parity, S3, bounded Dyck-k and Code-Depth (SPEC "Tasks").
+"""Task generators: Parity, S3, bounded Dyck-k and Code-Depth (docs/SCIENCE.md#tasks).
 
 >>> from science.tasks import get_task, TASK_NAMES
 >>> task = get_task("dyck", k=2, m=10, target="top")

@@ -3,7 +3,7 @@
 A :class:`Task` turns ``(length, n, seed, split)`` into a :class:`TaskData` — the same
 arguments always give identical tensors (a local ``numpy.random.Generator`` is seeded from
 the arguments; global RNG state is never read or changed). ``corruption_pairs`` builds the
-clean/corrupted inputs for activation patching (SPEC "Activation patching": one early token
+clean/corrupted inputs for activation patching (docs/SCIENCE.md#corruption: one early token
 changed so the final label differs); each task documents its rule.
 """
 

@@ -1,4 +1,4 @@
-"""Code-Depth: nesting depth in real Python source (SPEC "Tasks", issue 6).
+"""Code-Depth: nesting depth in real Python source (docs/SCIENCE.md#tasks).
 
 Tokens come from :mod:`science.tasks.code_lexer` (stdlib ``tokenize``; exact strings for
 operators, keywords and identifiers, ``<num>``/``<str>`` for literals, f-strings as one

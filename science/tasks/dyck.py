@@ -1,4 +1,4 @@
-"""Bounded-depth Dyck-k: a stack-tracking task (SPEC "Tasks").
+"""Bounded-depth Dyck-k: a stack-tracking task (docs/SCIENCE.md#tasks).
 
 Tokens: ``open_i = i`` and ``close_i = k + i`` for bracket types ``i = 0..k-1`` (vocab 2k).
 Sequences are exact-length prefixes of a bounded random walk: at depth 0 open, at depth m

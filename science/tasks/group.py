@@ -1,7 +1,7 @@
 """Prefix-product tasks over a finite group (Parity = Z2, S3 = permutations of {0,1,2}).
 
 The label after token ``t`` is the running product ``s_t = x_t ∘ s_{t-1}`` with
-``s_0 = identity`` (SPEC "Tasks"); tokens are uniform group elements.
+``s_0 = identity`` (docs/SCIENCE.md#tasks); tokens are uniform group elements.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ notation, as :func:`itertools.permutations` yields them::
     0: (0,1,2) identity   1: (0,2,1)   2: (1,0,2)   3: (1,2,0)   4: (2,0,1)   5: (2,1,0)
 
 A tuple ``p`` maps ``i -> p[i]``. Composition ``(a ∘ b)(i) = a(b(i))`` and the label is the
-index of ``s_t = x_t ∘ s_{t-1}``, ``s_0`` = identity (SPEC "Tasks").
+index of ``s_t = x_t ∘ s_{t-1}``, ``s_0`` = identity (docs/SCIENCE.md#tasks).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13: Swagger UI at /api/docs renders with the network beyond the server cut off (its
+"""Swagger UI at /api/docs renders with the network beyond the server cut off (its
 assets come from the installed swagger-ui-py package, not a CDN)."""
 
 from __future__ import annotations

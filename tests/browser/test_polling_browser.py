@@ -1,4 +1,4 @@
-"""/jobs keeps updating with a slow API (issue 15.2): the dashboard's API client answers
+"""/jobs keeps updating with a slow API: the dashboard's API client answers
 ``GET /api/jobs`` only after 4 s while the page polls every 1.5 s. Before the fix the page never
 updated (every answer was overtaken by a newer poll) while up to 3 polls ran at once on the
 server; now polls never overlap, each answer lands, and the age line says how old it is.
