@@ -20,7 +20,7 @@ from typing import Any
 
 from layerscope_core.registry import PRESETS as PRESET_NAMES
 from layerscope_core.registry import family_names
-from worker.params import EVAL_LENGTHS, FAMILIES, MeasureParams, SuiteParams, TrainParams
+from worker.params import EVAL_LENGTHS, FAMILIES, TASKS, MeasureParams, SuiteParams, TrainParams
 
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -51,7 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "paper": {
         "families": list(FAMILIES),
-        "tasks": ["parity", "s3", "dyck", "code_depth"],
+        "tasks": list(TASKS),
         "seeds": [0, 1, 2],
         # Early stop at 99% held-out token accuracy at L=40 usually ends a run well before the
         # cap; max_seconds bounds the rest (a cell that does not learn its task) so that 60 runs,
