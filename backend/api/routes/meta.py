@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from backend.api.deps import UNAUTHORIZED, ReadAuth
 from backend.api.schemas import Meta
 from layerscope_core import registry
 
-router = APIRouter(tags=["meta"])
+router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
 
 @router.get("/meta", response_model=Meta, summary="Families (with capabilities), tasks, methods, presets, "
