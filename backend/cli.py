@@ -28,7 +28,9 @@ from typing import Annotated, Any
 
 import typer
 
-from worker.params import FAMILIES, METHODS, PRESETS, TASKS
+from layerscope_core.registry import METHODS, PRESETS, TASKS, family_names
+
+FAMILIES = family_names()  # the registered families when the CLI is imported (built-ins + plugins)
 
 try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
     from typer._click import exceptions as _cx
@@ -55,7 +57,7 @@ class CliError(Exception):
     """A known failure: printed as one line, exit status 1."""
 
 
-# Choices from the one list of each (worker.params), so `--help` and a typo's error list them.
+# Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
 FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
 TaskChoice = StrEnum("TaskChoice", {t: t for t in TASKS})  # type: ignore[misc]
@@ -226,8 +228,6 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  
             raise CliError(f"run {run_id} not found")
         missing = not run.checkpoint_id or (store_dir is not None and not (Path(store_dir) / run.checkpoint_id).is_dir())
         if missing:
-            from worker.params import PRESETS
-
             suite = f" --preset {run.suite}" if run.suite in PRESETS else " --preset …"
             raise CliError(f"run {run_id} has no model weights here (imported from a bundle without weights, or its "
                            f"checkpoint was not kept): re-run its suite (`layerscope suite{suite}`) to retrain it, or "

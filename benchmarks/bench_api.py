@@ -32,11 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
-TASKS = ("parity", "s3", "dyck", "code_depth")
+from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, TASKS  # noqa: E402
+
 SEEDS = (0, 1, 2)
 N_LAYERS = 12
-EVAL_LENGTHS = (40, 60, 80, 100, 120)
 PROBE_ROWS_PER_RUN = (N_LAYERS + 1) * len(EVAL_LENGTHS)
 
 PROBE_COLS = ("id", "run_id", "layer", "eval_length", "accuracy", "majority_baseline", "per_position", "n_train",
@@ -174,7 +173,7 @@ def bench_reads(settings, n_requests: int, n_runs: int, n_suites: int) -> dict:
         res["GET /api/profiles (every row), memoised (data unchanged)"] = summary(timed(c, "/api/profiles", n_requests))
         app.state.aggregate_cache.size = 0
         res["GET /api/curves?task=parity&family=F&eval_length=40 (every suite), uncached"] = summary(
-            timed(c, "/api/curves", 5, lambda i: {"task": "parity", "eval_length": 40, "family": FAMILIES[i % 5]}))
+            timed(c, "/api/curves", 5, lambda i: {"task": "parity", "eval_length": 40, "family": FAMILIES[i % len(FAMILIES)]}))
     factory.kw["bind"].dispose()
     return res
 

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models_store import ModelConfig, build_model, fast_scan  # noqa: E402
 from models_store.capture import run_with_states  # noqa: E402
+from layerscope_core.registry import family_names  # noqa: E402
 
-FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
+FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
 
 

@@ -35,7 +35,7 @@ import torch
 
 from models_store import ModelConfig, build_model
 from science.measure import measure_interventions, predictions
-from worker.params import EVAL_LENGTHS, METHODS
+from layerscope_core.registry import EVAL_LENGTHS, METHODS, family_names, get_family
 from science.patching import patching_grid
 from science.seeds import data_seed
 from science.tasks import get_task
@@ -75,7 +75,7 @@ def bench_family(family: str, a: argparse.Namespace) -> dict[str, Any]:
         s, out = timed(measure_interventions, model, task, methods=[m], conv1d=False, **common)
         assert all(r["refit_acc"] is not None for r in out)
         rows.append((m, s))
-    has_conv = family in ("mamba", "mamba2")
+    has_conv = get_family(family).has_conv1d
     if has_conv:
         s, out = timed(measure_interventions, model, task, methods=[], conv1d=True, **common)
         assert {r["method"] for r in out} == {"conv1d_removal"}
@@ -134,7 +134,7 @@ def render(results: list[dict[str, Any]], a: argparse.Namespace, cmd: str) -> st
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--family", action="append", choices=["transformer", "mamba", "mamba2", "lstm", "gru"])
+    p.add_argument("--family", action="append", choices=list(family_names()))
     p.add_argument("--task", default="parity")
     p.add_argument("--train-steps", type=int, default=100, help="0 = random init")
     p.add_argument("--param-target", type=int, default=830_000)

@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models_store import ModelConfig, build_model  # noqa: E402
-from models_store.config import FAMILIES  # noqa: E402
+from layerscope_core.registry import family_names  # noqa: E402
 from science.patching import patching_grid  # noqa: E402
 from science.tasks import get_task  # noqa: E402
 
@@ -42,7 +42,7 @@ def _sync(device: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--families", default=",".join(family_names()))
     ap.add_argument("--task", default="parity")
     ap.add_argument("--length", type=int, default=40)
     ap.add_argument("--pairs", type=int, default=128)
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
-    if set(families) - set(FAMILIES):
-        ap.error(f"unknown families {sorted(set(families) - set(FAMILIES))}")
+    if set(families) - set(family_names()):
+        ap.error(f"unknown families {sorted(set(families) - set(family_names()))}")
     task = get_task(args.task)
     dev = args.device
     name = torch.cuda.get_device_name(0) if dev.startswith("cuda") else f"CPU, {args.threads} threads"

@@ -35,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from models_store import ModelConfig, build_model  # noqa: E402
 from models_store import fast_scan  # noqa: E402
+from layerscope_core.registry import family_names, get_family  # noqa: E402
 
-FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
+FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
 
 
@@ -97,12 +98,13 @@ def main(argv: list[str] | None = None) -> int:
 
     variants: dict[str, tuple[torch.nn.Module, int]] = {}
     for fam in families:
-        fast = True if (args.fast and fam in ("mamba", "mamba2")) else None
+        ssm = get_family(fam).kind == "ssm"  # the Mamba mixers: fast CPU scan vs transformers' own
+        fast = True if (args.fast and ssm) else None
         variants[fam] = (make_model(fam, fast), args.steps)
         if fam == "mamba":
             for d in (int(v) for v in args.mamba_d.split(",") if v.strip()):
                 variants[f"mamba (d={d})"] = (make_model(fam, True if args.fast else None, d_model=d), args.steps)
-        if fam in ("mamba", "mamba2") and not args.no_hf:
+        if ssm and not args.no_hf:
             variants[f"{fam}[hf]"] = (make_model(fam, False), args.slow_steps if fam == "mamba" else args.steps)
 
     steps = {name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in

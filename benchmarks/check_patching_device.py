@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from layerscope_core.registry import families_where  # noqa: E402
 from models_store import ModelConfig, build_model  # noqa: E402
 from models_store.states import StatefulModel  # noqa: E402
 from science.context import SilentContext  # noqa: E402
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"device {args.device}, torch {torch.__version__}, transformers {transformers.__version__}")
     failed = 0
-    for fam in ("lstm", "gru", "mamba", "mamba2"):
+    for fam in families_where(kind="rnn") + families_where(kind="ssm"):  # the families with a state
         for st in (False, True):
             try:
                 worst = _check(fam, st, args.device)

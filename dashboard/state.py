@@ -7,6 +7,7 @@ comma-separated (``tasks=parity,s3``); booleans are ``1``/``0``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -19,15 +20,22 @@ class F:
     name: str
     kind: str  # str | int | bool | list_str | list_int
     default: Any = None
-    choices: tuple | None = None  # allowed values (for str / list_str); others are dropped
+    # allowed values (for str / list_str), or a function returning them when a value is parsed
+    # (the registry's ``family_names``: a family registered later is accepted); others are dropped
+    choices: tuple | Callable[[], tuple] | None = None
     aliases: tuple[str, ...] = ()  # other query keys accepted on the way in (links from the claims)
+
+    def allowed(self) -> tuple | None:
+        """The allowed values now (None = any)."""
+        return self.choices() if callable(self.choices) else self.choices
 
     def parse(self, raw: Any) -> Any:
         """Parse a query value (str) or a saved-view value (any JSON) into this field's type."""
+        choices = self.allowed()
         try:
             if self.kind == "str":
                 v = None if raw in (None, "") else str(raw)
-                return v if v is None or self.choices is None or v in self.choices else self.default
+                return v if v is None or choices is None or v in choices else self.default
             if self.kind == "int":
                 return None if raw in (None, "", "none") else int(raw)
             if self.kind == "bool":
@@ -46,7 +54,7 @@ class F:
                 if self.kind == "list_int":
                     return [int(x) for x in items]
                 items = [str(x) for x in items]
-                return [x for x in items if self.choices is None or x in self.choices]
+                return [x for x in items if choices is None or x in choices]
         except (TypeError, ValueError):
             return self.default
         return raw

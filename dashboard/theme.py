@@ -6,16 +6,13 @@ family also gets its own marker symbol and dash pattern so a figure stays readab
 
 from __future__ import annotations
 
-from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
+from layerscope_core.layers import depth, layer_name  # noqa: F401  (the one definition, docs/SCIENCE.md#layers)
+from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, PRESETS, TASKS, TRAIN_LENGTH  # noqa: F401
+from layerscope_core.registry import METHODS as EDIT_METHODS
+from layerscope_core.registry import family_names, get_family  # noqa: F401
 
-FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
-FAMILY_LABELS = {
-    "transformer": "Transformer",
-    "mamba": "Mamba",
-    "mamba2": "Mamba-2",
-    "lstm": "LSTM",
-    "gru": "GRU",
-}
+# FAMILIES: the study's families in canonical order (figures order by it; others come after,
+# sorted). Pickers list ``family_names()``: every registered family.
 FAMILY_COLORS = {
     "transformer": "#0072B2",  # blue
     "mamba": "#D55E00",  # vermillion
@@ -33,11 +30,10 @@ FAMILY_SYMBOLS = {
 }
 FAMILY_DASH = {"transformer": "solid", "mamba": "solid", "mamba2": "dash", "lstm": "solid", "gru": "dot"}
 
-TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
 TASK_LABELS = {"parity": "Parity", "s3": "S3", "dyck": "Dyck", "code_depth": "Code-Depth"}
 TASK_SYMBOLS = {"parity": "circle", "s3": "square", "dyck": "diamond", "code_depth": "triangle-up"}
 
-METHODS: tuple[str, ...] = ("project_out", "inlp", "leace", "pca_top_k", "mean", "conv1d_removal")
+METHODS: tuple[str, ...] = (*EDIT_METHODS, "conv1d_removal")  # the edits, then Conv1D removal
 METHOD_LABELS = {
     "project_out": "project-out",
     "inlp": "INLP",
@@ -46,9 +42,6 @@ METHOD_LABELS = {
     "mean": "mean ablation",
     "conv1d_removal": "Conv1D removal",
 }
-
-TRAIN_LENGTH = 40
-EVAL_LENGTHS: tuple[int, ...] = (40, 60, 80, 100, 120)
 
 PROFILE_CLASSES: tuple[str, ...] = ("early", "gradual", "late")
 PROFILE_COLORS = {"early": "#56B4E9", "gradual": "#999999", "late": "#D55E00"}
@@ -64,7 +57,8 @@ JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "canc
 
 
 def family_label(family: str) -> str:
-    return FAMILY_LABELS.get(family, family)
+    """The family's registry label ("Mamba-2"); the name itself for an unregistered one."""
+    return get_family(family).label if family in family_names() else family
 
 
 def task_label(task: str) -> str:
@@ -76,6 +70,8 @@ def method_label(method: str) -> str:
 
 
 def family_color(family: str) -> str:
+    """The family's Okabe–Ito colour; any other family a deterministic one of ``EXTRA_COLORS``
+    (the same name → the same colour in every process)."""
     if family in FAMILY_COLORS:
         return FAMILY_COLORS[family]
     return EXTRA_COLORS[sum(map(ord, family)) % len(EXTRA_COLORS)]

@@ -2,16 +2,191 @@
 
 Every layer above reads these names from here — the CLI's choices, the API's ``GET /api/meta``,
 the dashboard's pickers and colours, the presets and the benchmarks.
+
+Families are ``FamilySpec`` entries: a name, capabilities (``has_conv1d``, ``state_parts``, ...)
+and the model hooks that ``models_store`` calls (build, width grid, closed-form parameter
+count). This module imports nothing from the project, so the built-in families name their hooks
+as ``"module:attr"`` strings, resolved on first use; a family registered at run time
+(``register_family``) may pass callables directly. Adding a family = one ``register_family``
+call + its model file.
+
+>>> spec = get_family("mamba")
+>>> spec.has_conv1d, spec.state_parts
+(True, ('ssm', 'conv'))
 """
 
 from __future__ import annotations
 
-FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
 METHODS: tuple[str, ...] = ("project_out", "inlp", "leace", "pca_top_k", "mean")
 PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained")
 EVAL_LENGTHS: tuple[int, ...] = (40, 60, 80, 100, 120)
+TRAIN_LENGTH = 40  # SPEC: models train at L=40; longer eval lengths are out of distribution
 # activation-patching sites (docs/SCIENCE.md#activation-patching): the default set, and every
 # accepted one ("state:ssm" / "state:conv" are one part of a Mamba state)
 PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state")
 ALL_PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state", "state:ssm", "state:conv")
+
+KINDS: tuple[str, ...] = ("attention", "ssm", "rnn")  # the architecture groups the claims compare
+
+Hook = Callable[..., Any] | str  # a callable, or "package.module:attr" resolved on first use
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One model family: its name, capabilities and model hooks.
+
+    Attributes:
+        name: the family id stored with runs (``ModelConfig.family``).
+        label: display name (figures, pickers).
+        kind: one of ``KINDS`` (the claims group transformer / SSM / RNN families).
+        build: ``build(cfg: ModelConfig) -> LayerwiseModel`` (random init, CPU).
+        count_params: ``count_params(cfg, d: int) -> int``, the closed-form parameter count of
+            the scratch model at width ``d`` (must equal the built module's count).
+        width_problem: ``width_problem(cfg, d: int) -> str | None``, why ``d`` is off the
+            family's width grid (None = any positive width).
+        hf_config: ``hf_config(cfg) -> transformers.PretrainedConfig`` of a scratch backbone,
+            for families built on a transformers model (None otherwise).
+        stateful: ``stateful(model) -> models_store.states.StatefulModel``, the step-wise twin
+            that patches the ``state`` site (None: no recurrent state, the site is skipped).
+        state_parts: names of the parts of a block's recurrent state (``()`` = none).
+        has_conv1d: blocks hold a depthwise causal Conv1D (Conv1D removal applies).
+        hf: a transformers architecture: pretrained configs / checkpoints of it load.
+        pretrained: fine-tuning a pretrained hub model of this family is supported.
+        default_lr: peak learning rate when ``TrainParams.lr`` is None (docs/SCIENCE.md#training-recipe).
+    """
+
+    name: str
+    label: str
+    kind: str
+    build: Hook
+    count_params: Hook
+    width_problem: Hook | None = None
+    hf_config: Hook | None = None
+    stateful: Hook | None = None
+    state_parts: tuple[str, ...] = ()
+    has_conv1d: bool = False
+    hf: bool = False
+    pretrained: bool = False
+    default_lr: float = 1e-3
+    _resolved: dict[str, Callable[..., Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
+            raise ValueError(f"family name must be a lower-case identifier, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"family {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.state_parts and self.stateful is None:
+            raise ValueError(f"family {self.name!r}: state_parts needs a stateful hook")
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The callable behind hook ``name`` (imported on first use), or None if unset.
+
+        Raises:
+            ImportError / AttributeError: a ``"module:attr"`` string that does not resolve.
+        """
+        if name not in self._resolved:
+            h = getattr(self, name)
+            if isinstance(h, str):
+                module, _, attr = h.partition(":")
+                h = getattr(importlib.import_module(module), attr)
+            self._resolved[name] = h
+        return self._resolved[name]
+
+    def capabilities(self) -> dict[str, Any]:
+        """JSON-safe capabilities (what ``GET /api/meta`` lists per family)."""
+        return {"kind": self.kind, "has_conv1d": self.has_conv1d, "state_parts": list(self.state_parts),
+                "recurrent_state": bool(self.state_parts), "hf": self.hf, "pretrained": self.pretrained,
+                "default_lr": self.default_lr}
+
+
+def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
+    """A built-in family whose hooks live in ``models_store.config`` / ``.families`` / ``.states``."""
+    hooks = {"build": f"models_store.families:build_{name}", "count_params": f"models_store.config:{name}_params"}
+    return FamilySpec(name, label, kind, **hooks, **kw)
+
+
+_FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
+    _builtin("transformer", "Transformer", "attention", hf=True, pretrained=True,
+             width_problem="models_store.config:transformer_width", hf_config="models_store.families:gpt_neox_config"),
+    _builtin("mamba", "Mamba", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
+             width_problem="models_store.config:mamba_width", hf_config="models_store.families:mamba_config",
+             stateful="models_store.states:mamba_stateful"),
+    _builtin("mamba2", "Mamba-2", "ssm", hf=True, has_conv1d=True, state_parts=("ssm", "conv"),
+             width_problem="models_store.config:mamba2_width", hf_config="models_store.families:mamba2_config",
+             stateful="models_store.states:mamba2_stateful"),
+    _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
+    _builtin("gru", "GRU", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
+)}
+
+FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # the study's built-in families, in canonical order
+
+
+def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
+    """Add ``spec`` to the registry (after the built-ins, in registration order).
+
+    Raises:
+        ValueError: a family of that name is registered already (and ``replace`` is False),
+            or ``spec`` would replace a built-in family.
+    """
+    if spec.name in FAMILIES:
+        raise ValueError(f"family {spec.name!r} is built in and cannot be replaced")
+    if spec.name in _FAMILIES and not replace:
+        raise ValueError(f"family {spec.name!r} is already registered")
+    _FAMILIES[spec.name] = spec
+    return spec
+
+
+def unregister_family(name: str) -> None:
+    """Remove a family added by ``register_family`` (no-op if absent).
+
+    Raises:
+        ValueError: ``name`` is a built-in family.
+    """
+    if name in FAMILIES:
+        raise ValueError(f"family {name!r} is built in and cannot be removed")
+    _FAMILIES.pop(name, None)
+
+
+def family_names() -> tuple[str, ...]:
+    """Every registered family: the built-ins first (``FAMILIES``), then added ones."""
+    return tuple(_FAMILIES)
+
+
+def families() -> tuple[FamilySpec, ...]:
+    """Every registered ``FamilySpec``, in ``family_names()`` order."""
+    return tuple(_FAMILIES.values())
+
+
+def get_family(name: str) -> FamilySpec:
+    """The spec of family ``name``.
+
+    Raises:
+        ValueError: unknown family (the message lists the registered ones).
+    """
+    spec = _FAMILIES.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ValueError(f"unknown family {name!r}; known families: {', '.join(_FAMILIES)}")
+    return spec
+
+
+def families_where(names: tuple[str, ...] | None = None, **capabilities: Any) -> tuple[str, ...]:
+    """Names (of ``names``, default every registered family) whose spec has every given
+    attribute value, e.g. ``families_where(kind="rnn")`` or ``families_where(hf=True)``."""
+    pool = family_names() if names is None else names
+    return tuple(n for n in pool if all(getattr(get_family(n), k) == v for k, v in capabilities.items()))
+
+
+def meta() -> dict[str, Any]:
+    """Every vocabulary as JSON-safe data (the body of ``GET /api/meta``)."""
+    return {
+        "families": [{"name": s.name, "label": s.label, **s.capabilities()} for s in families()],
+        "tasks": list(TASKS), "methods": list(METHODS), "presets": list(PRESETS),
+        "eval_lengths": list(EVAL_LENGTHS), "train_length": TRAIN_LENGTH,
+        "patch_sites": list(PATCH_SITES), "all_patch_sites": list(ALL_PATCH_SITES),
+    }

@@ -8,12 +8,14 @@ Parameter counts are computed in closed form (``count_params``) for the architec
 ``models_store.families`` builds; ``build_model`` re-counts the real module and the tests check
 that both agree for every family.
 
-Width grids (which ``d_model`` values a family accepts, documented choices):
+Each family's width grid and count are its own functions below, reached through its
+``FamilySpec`` (``layerscope_core.registry``). Width grids (documented choices):
 - ``transformer``: a multiple of ``n_heads`` with an even head dim whose rotary part
   ``int(head_dim * rotary_pct)`` is even and ≥ 2 (rotary embeddings rotate pairs of dims).
 - ``mamba2``: a multiple of 8 with ``expand * d_model`` a multiple of ``mamba2_head_dim``
   (Mamba-2 splits the inner width into heads).
-- ``mamba``, ``lstm``, ``gru``: any positive integer.
+- ``mamba``: any width below 64, a multiple of 8 from 64 up.
+- ``lstm``, ``gru`` (and a family without a ``width_problem`` hook): any positive integer.
 """
 
 from __future__ import annotations
@@ -23,10 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-FAMILIES = ("transformer", "mamba", "mamba2", "lstm", "gru")
-SSM_FAMILIES = ("mamba", "mamba2")
-RNN_FAMILIES = ("lstm", "gru")
-HF_FAMILIES = ("transformer", "mamba", "mamba2")
+from layerscope_core.registry import FAMILIES, family_names, families_where, get_family  # noqa: F401
 
 MAX_WIDTH = 16_384  # upper end of the width search
 
@@ -41,7 +40,7 @@ class ModelConfig:
     """Everything needed to rebuild a model (the checkpoint store saves ``to_dict()``).
 
     Attributes:
-        family: one of ``FAMILIES``.
+        family: a registered family (``layerscope_core.registry.family_names()``).
         vocab_size: number of task token ids (the model's input alphabet).
         n_classes: number of labels of the token-classification head.
         n_layers: number of blocks (layers 0..n_layers-1; ``emb`` is layer -1).
@@ -102,8 +101,8 @@ class ModelConfig:
     n_params: int | None = field(default=None)
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.family not in family_names():
+            raise ValueError(f"family must be one of {family_names()}, got {self.family!r}")
         _check_int("vocab_size", self.vocab_size, 1)
         _check_int("n_classes", self.n_classes, 2)
         _check_int("n_layers", self.n_layers, 1)
@@ -140,8 +139,9 @@ class ModelConfig:
     def _check_pretrained(self) -> None:
         if not isinstance(self.pretrained, str) or not self.pretrained:
             raise ValueError(f"pretrained must be a non-empty string, got {self.pretrained!r}")
-        if self.family not in HF_FAMILIES:
-            raise ValueError(f"family must be one of {HF_FAMILIES} for a pretrained model, got {self.family!r}")
+        hf_families = families_where(hf=True)
+        if self.family not in hf_families:
+            raise ValueError(f"family must be one of {hf_families} for a pretrained model, got {self.family!r}")
         if not isinstance(self.hf_config, dict):
             raise ValueError("hf_config (the transformers config dict) is required for a pretrained model; "
                              "use models_store.pretrained.load_pretrained to create one")
@@ -170,7 +170,7 @@ class ModelConfig:
     @property
     def head_dim(self) -> int | None:
         """Transformer head dim (``d_model // n_heads``), else None."""
-        if self.family != "transformer" or self.d_model is None:
+        if get_family(self.family).kind != "attention" or self.d_model is None:
             return None
         return self.d_model // self.n_heads
 
@@ -193,56 +193,92 @@ class ModelConfig:
 
 
 def width_problem(cfg: ModelConfig, d: int) -> str | None:
-    """Why width ``d`` is not on ``cfg.family``'s grid, or None if it is."""
-    if cfg.family == "transformer":
-        if d % cfg.n_heads:
-            return f"must be a multiple of n_heads={cfg.n_heads}"
-        hd = d // cfg.n_heads
-        if hd % 2:
-            return f"head dim {hd} must be even"
-        rot = int(hd * cfg.rotary_pct)
-        if rot < 2 or rot % 2:
-            return f"rotary dims int({hd} * {cfg.rotary_pct}) = {rot} must be even and >= 2"
-    elif cfg.family == "mamba":
-        if d >= 64 and d % 8:  # aligned widths keep the matrix multiplies fast (benchmarks/README.md)
-            return "must be a multiple of 8 from 64 up"
-    elif cfg.family == "mamba2":
-        if d % 8:
-            return "must be a multiple of 8"
-        if (cfg.expand * d) % cfg.mamba2_head_dim:
-            return f"expand * d_model must be a multiple of mamba2_head_dim={cfg.mamba2_head_dim}"
-    return None
+    """Why width ``d`` is not on ``cfg.family``'s grid, or None if it is (the family's
+    ``width_problem`` hook; a family without one accepts any positive width)."""
+    check = get_family(cfg.family).hook("width_problem")
+    return check(cfg, d) if check is not None else None
 
 
 def count_params(cfg: ModelConfig, d: int) -> int:
-    """Closed-form parameter count of the scratch model of ``cfg.family`` at width ``d``.
+    """Closed-form parameter count of the scratch model of ``cfg.family`` at width ``d`` (the
+    family's ``count_params`` hook)."""
+    return int(get_family(cfg.family).hook("count_params")(cfg, d))
 
-    Embedding ``V·d`` + blocks + final norm + head ``d·C + C``. Per block:
-    - transformer (GPT-NeoX, 4d MLP, biases): 2 LayerNorms 4d, qkv 3d²+3d, out d²+d,
-      MLP 8d²+5d → 12d² + 13d; final LayerNorm 2d.
-    - mamba (E = expand·d, R = ceil(d/16)): RMSNorm d, in_proj 2Ed, conv Ek+E, x_proj E(R+2N),
-      dt_proj RE+E, A_log EN, D E, out_proj Ed; final RMSNorm d.
-    - mamba2 (H = E/P heads, one group): RMSNorm d, in_proj d(2E+2N+H), conv (E+2N)(k+1),
-      dt_bias/A_log/D 3H, gated RMSNorm E, out_proj Ed; final RMSNorm d.
-    - lstm: LayerNorm 2d + 4(2d² + 2d); gru: LayerNorm 2d + 3(2d² + 2d); final LayerNorm 2d.
-    """
-    V, C, n = cfg.input_vocab_size, cfg.n_classes, cfg.n_layers
-    head = d * C + C
-    emb = V * d
-    if cfg.family == "transformer":
-        return emb + n * (12 * d * d + 13 * d) + 2 * d + head
-    if cfg.family == "mamba":
-        E, N, k, R = cfg.expand * d, cfg.d_state, cfg.d_conv, math.ceil(d / 16)
-        block = d + 2 * E * d + E * k + E + E * (R + 2 * N) + R * E + E + E * N + E + E * d
-        return emb + n * block + d + head
-    if cfg.family == "mamba2":
-        E, N, k = cfg.expand * d, cfg.d_state, cfg.d_conv
-        H = E // cfg.mamba2_head_dim
-        conv_dim = E + 2 * N
-        block = d + d * (E + conv_dim + H) + conv_dim * (k + 1) + 3 * H + E + E * d
-        return emb + n * block + d + head
-    gates = 4 if cfg.family == "lstm" else 3
-    return emb + n * (2 * d + gates * (2 * d * d + 2 * d)) + 2 * d + head
+
+# --- per-family width grids (FamilySpec.width_problem) -----------------------------------------
+def transformer_width(cfg: ModelConfig, d: int) -> str | None:
+    """A multiple of ``n_heads``, even head dim, rotary dims even and >= 2."""
+    if d % cfg.n_heads:
+        return f"must be a multiple of n_heads={cfg.n_heads}"
+    hd = d // cfg.n_heads
+    if hd % 2:
+        return f"head dim {hd} must be even"
+    rot = int(hd * cfg.rotary_pct)
+    if rot < 2 or rot % 2:
+        return f"rotary dims int({hd} * {cfg.rotary_pct}) = {rot} must be even and >= 2"
+    return None
+
+
+def mamba_width(cfg: ModelConfig, d: int) -> str | None:
+    """Any width below 64, a multiple of 8 from 64 up (aligned widths keep the matrix
+    multiplies fast: benchmarks/README.md)."""
+    if d >= 64 and d % 8:
+        return "must be a multiple of 8 from 64 up"
+    return None
+
+
+def mamba2_width(cfg: ModelConfig, d: int) -> str | None:
+    """A multiple of 8 with ``expand * d`` a multiple of ``mamba2_head_dim``."""
+    if d % 8:
+        return "must be a multiple of 8"
+    if (cfg.expand * d) % cfg.mamba2_head_dim:
+        return f"expand * d_model must be a multiple of mamba2_head_dim={cfg.mamba2_head_dim}"
+    return None
+
+
+# --- per-family closed-form parameter counts (FamilySpec.count_params) ------------------------
+# Every count is embedding ``V·d`` + n blocks + final norm + head ``d·C + C``.
+def _emb_head(cfg: ModelConfig, d: int) -> int:
+    return cfg.input_vocab_size * d + d * cfg.n_classes + cfg.n_classes
+
+
+def transformer_params(cfg: ModelConfig, d: int) -> int:
+    """GPT-NeoX block (4d MLP, biases): 2 LayerNorms 4d, qkv 3d²+3d, out d²+d, MLP 8d²+5d →
+    12d² + 13d; final LayerNorm 2d."""
+    return _emb_head(cfg, d) + cfg.n_layers * (12 * d * d + 13 * d) + 2 * d
+
+
+def mamba_params(cfg: ModelConfig, d: int) -> int:
+    """Mamba block (E = expand·d, R = ceil(d/16)): RMSNorm d, in_proj 2Ed, conv Ek+E,
+    x_proj E(R+2N), dt_proj RE+E, A_log EN, D E, out_proj Ed; final RMSNorm d."""
+    E, N, k, R = cfg.expand * d, cfg.d_state, cfg.d_conv, math.ceil(d / 16)
+    block = d + 2 * E * d + E * k + E + E * (R + 2 * N) + R * E + E + E * N + E + E * d
+    return _emb_head(cfg, d) + cfg.n_layers * block + d
+
+
+def mamba2_params(cfg: ModelConfig, d: int) -> int:
+    """Mamba-2 block (H = E/P heads, one group): RMSNorm d, in_proj d(2E+2N+H),
+    conv (E+2N)(k+1), dt_bias/A_log/D 3H, gated RMSNorm E, out_proj Ed; final RMSNorm d."""
+    E, N, k = cfg.expand * d, cfg.d_state, cfg.d_conv
+    H = E // cfg.mamba2_head_dim
+    conv_dim = E + 2 * N
+    block = d + d * (E + conv_dim + H) + conv_dim * (k + 1) + 3 * H + E + E * d
+    return _emb_head(cfg, d) + cfg.n_layers * block + d
+
+
+def _rnn_params(cfg: ModelConfig, d: int, gates: int) -> int:
+    """Pre-norm RNN block: LayerNorm 2d + gates·(2d² + 2d); final LayerNorm 2d."""
+    return _emb_head(cfg, d) + cfg.n_layers * (2 * d + gates * (2 * d * d + 2 * d)) + 2 * d
+
+
+def lstm_params(cfg: ModelConfig, d: int) -> int:
+    """LSTM blocks: 4 gates."""
+    return _rnn_params(cfg, d, 4)
+
+
+def gru_params(cfg: ModelConfig, d: int) -> int:
+    """GRU blocks: 3 gates."""
+    return _rnn_params(cfg, d, 3)
 
 
 def solve_width(cfg: ModelConfig) -> tuple[int, int]:

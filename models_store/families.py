@@ -1,4 +1,7 @@
-"""The five model families behind ``LayerwiseModel``, and ``build_model``.
+"""The five built-in model families behind ``LayerwiseModel``, and ``build_model``.
+
+``build_model`` calls the family's ``build`` hook from its ``FamilySpec``
+(``layerscope_core.registry``); the per-family builders and transformers configs are below.
 
 - ``transformer``: ``transformers.GPTNeoXModel`` (the Pythia architecture: rotary positions on
   ``rotary_pct`` of each head, parallel attention + MLP residual, 4·d MLP, causal attention).
@@ -38,9 +41,11 @@ from transformers import (
 
 from models_store import fast_scan
 from models_store.base import LayerwiseModel
-from models_store.config import RNN_FAMILIES, ModelConfig
+from layerscope_core.registry import get_family
+from models_store.config import ModelConfig
 
-# family → (transformers config class, backbone class, model_type)
+# transformers-backed family → (config class, backbone class, model_type): rebuilding a
+# pretrained checkpoint from its stored config dict needs the classes
 HF_CLASSES: dict[str, tuple[type[PreTrainedConfig], type[PreTrainedModel], str]] = {
     "transformer": (GPTNeoXConfig, GPTNeoXModel, "gpt_neox"),
     "mamba": (MambaConfig, MambaModel, "mamba"),
@@ -96,11 +101,11 @@ class HFLayerwiseModel(LayerwiseModel):
 
 
 class RecurrentBlock(nn.Module):
-    """One residual recurrent block: ``x + RNN(LayerNorm(x))`` with a single-layer LSTM/GRU."""
+    """One residual recurrent block: ``x + RNN(LayerNorm(x))`` with a single-layer ``rnn_cls``
+    (``nn.LSTM`` / ``nn.GRU``)."""
 
-    def __init__(self, kind: str, d_model: int) -> None:
+    def __init__(self, rnn_cls: type[nn.RNNBase], d_model: int) -> None:
         super().__init__()
-        rnn_cls = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
         self.norm = nn.LayerNorm(d_model)
         self.rnn = rnn_cls(d_model, d_model, num_layers=1, batch_first=True)
 
@@ -116,11 +121,11 @@ class RecurrentModel(LayerwiseModel):
     Weights use PyTorch's default initialisation.
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, rnn_cls: type[nn.RNNBase]) -> None:
         super().__init__(config)
         d = config.d_model
         self.embed = nn.Embedding(config.input_vocab_size, d)
-        self.blocks = nn.ModuleList([RecurrentBlock(config.family, d) for _ in range(config.n_layers)])
+        self.blocks = nn.ModuleList([RecurrentBlock(rnn_cls, d) for _ in range(config.n_layers)])
         self.norm_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, config.n_classes)
 
@@ -145,7 +150,8 @@ def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
         ValueError: ``cfg.family`` is not a transformers family, or ``cfg.hf_config`` is of
             another architecture.
     """
-    if cfg.family not in HF_CLASSES:
+    make = get_family(cfg.family).hook("hf_config")
+    if make is None or cfg.family not in HF_CLASSES:
         raise ValueError(f"family {cfg.family!r} has no transformers backbone")
     config_cls, _, model_type = HF_CLASSES[cfg.family]
     if cfg.hf_config is not None:
@@ -153,22 +159,54 @@ def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
         if got != model_type:
             raise ValueError(f"hf_config is a {got!r} config, family {cfg.family!r} needs {model_type!r}")
         return config_cls.from_dict(cfg.hf_config)
-    d = cfg.d_model
-    common = dict(vocab_size=cfg.input_vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers, use_cache=False,
-                  tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
-    if cfg.family == "transformer":
-        return GPTNeoXConfig(
-            **common, num_attention_heads=cfg.n_heads, intermediate_size=4 * d, hidden_act="gelu",
-            rotary_pct=cfg.rotary_pct, rotary_emb_base=10_000, max_position_embeddings=cfg.max_position_embeddings,
-            use_parallel_residual=True, attention_bias=True, hidden_dropout=0.0, attention_dropout=0.0,
-        )
-    if cfg.family == "mamba":
-        return MambaConfig(**common, state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
-                           use_bias=False, use_conv_bias=True, time_step_rank="auto")
-    E = cfg.expand * d
-    return Mamba2Config(**common, state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
+    return make(cfg)
+
+
+def _common(cfg: ModelConfig) -> dict:
+    """The config fields every scratch transformers backbone shares."""
+    return dict(vocab_size=cfg.input_vocab_size, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+                use_cache=False, tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+
+
+# --- per-family transformers configs (FamilySpec.hf_config) ----------------------------------
+def gpt_neox_config(cfg: ModelConfig) -> GPTNeoXConfig:
+    """Pythia-style GPT-NeoX: 4·d MLP, parallel residual, rotary on ``rotary_pct`` of each head."""
+    return GPTNeoXConfig(
+        **_common(cfg), num_attention_heads=cfg.n_heads, intermediate_size=4 * cfg.d_model, hidden_act="gelu",
+        rotary_pct=cfg.rotary_pct, rotary_emb_base=10_000, max_position_embeddings=cfg.max_position_embeddings,
+        use_parallel_residual=True, attention_bias=True, hidden_dropout=0.0, attention_dropout=0.0,
+    )
+
+
+def mamba_config(cfg: ModelConfig) -> MambaConfig:
+    """Mamba (v1): state ``d_state``, inner width ``expand·d``, conv kernel ``d_conv``."""
+    return MambaConfig(**_common(cfg), state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
+                       use_bias=False, use_conv_bias=True, time_step_rank="auto")
+
+
+def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
+    """Mamba-2: heads of ``mamba2_head_dim`` over the inner width ``expand·d``, one group."""
+    E = cfg.expand * cfg.d_model
+    return Mamba2Config(**_common(cfg), state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
                         head_dim=cfg.mamba2_head_dim, num_heads=E // cfg.mamba2_head_dim, n_groups=1,
                         chunk_size=cfg.mamba2_chunk_size, use_bias=False, use_conv_bias=True)
+
+
+# --- per-family builders (FamilySpec.build) ----------------------------------------------------
+def _hf_model(cfg: ModelConfig) -> HFLayerwiseModel:
+    _, backbone_cls, _ = HF_CLASSES[cfg.family]
+    return HFLayerwiseModel(cfg, backbone_cls(hf_config_for(cfg)))
+
+
+build_transformer = build_mamba = build_mamba2 = _hf_model
+
+
+def build_lstm(cfg: ModelConfig) -> RecurrentModel:
+    return RecurrentModel(cfg, nn.LSTM)
+
+
+def build_gru(cfg: ModelConfig) -> RecurrentModel:
+    return RecurrentModel(cfg, nn.GRU)
 
 
 def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:
@@ -197,7 +235,4 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:
 
 
 def _build(cfg: ModelConfig) -> LayerwiseModel:
-    if cfg.family in RNN_FAMILIES:
-        return RecurrentModel(cfg)
-    _, backbone_cls, _ = HF_CLASSES[cfg.family]
-    return HFLayerwiseModel(cfg, backbone_cls(hf_config_for(cfg)))
+    return get_family(cfg.family).hook("build")(cfg)

@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from layerscope_core.registry import get_family
 from models_store.base import LayerwiseModel
 from models_store.fast_scan import selective_scan_states
 
 State = dict[str, torch.Tensor]
-STATE_PARTS = {"lstm": ("h", "c"), "gru": ("h",), "mamba": ("ssm", "conv"), "mamba2": ("ssm", "conv")}
 
 
 def window_conv(xc: torch.Tensor, window: torch.Tensor | None, weight: torch.Tensor,
@@ -76,13 +76,15 @@ class Block:
 
 
 class _RNNBlock(Block):
-    def __init__(self, block: nn.Module, kind: str) -> None:
-        self.block, self.kind, self.parts = block, kind, STATE_PARTS[kind]
+    def __init__(self, block: nn.Module) -> None:
+        self.block = block
+        self.is_gru = isinstance(block.rnn, nn.GRU)
+        self.parts = ("h",) if self.is_gru else ("h", "c")
 
     def run(self, x, state0, keep):  # noqa: ANN001, ANN201
         rnn = self.block.rnn
         u = self.block.norm(x)  # (B, T, D)
-        if self.kind == "gru":
+        if self.is_gru:
             y, _ = rnn(u, None if state0 is None else state0["h"][None].contiguous())
             return x + y, ({"h": y} if keep else None)  # a GRU's output at t is its state h_t
         hc = None if state0 is None else (state0["h"][None].contiguous(), state0["c"][None].contiguous())
@@ -101,7 +103,7 @@ class _RNNBlock(Block):
 class _MambaBlock(Block):
     """transformers' ``MambaBlock``: x + mixer(norm(x)), the mixer written out with state."""
 
-    parts = STATE_PARTS["mamba"]
+    parts = ("ssm", "conv")
 
     def __init__(self, block: nn.Module) -> None:
         self.block, self.mixer = block, block.mixer
@@ -184,32 +186,15 @@ class StatefulModel:
 
     @classmethod
     def from_model(cls, model: LayerwiseModel) -> StatefulModel:
-        """The step-wise twin of a lstm / gru / mamba / mamba2 ``LayerwiseModel`` (same parameters).
+        """The step-wise twin of ``model`` (same parameters), from its family's ``stateful`` hook.
 
         Raises:
-            ValueError: a family without a recurrent state (the transformer).
+            ValueError: a family without a recurrent state (the transformer), or an unknown family.
         """
-        fam = model.config.family
-        if fam not in STATE_PARTS:
-            raise ValueError(f"family {fam!r} has no recurrent state")
-        if fam in ("lstm", "gru"):
-            blocks: list[Block] = [_RNNBlock(b, fam) for b in model.block_modules()]
-
-            def embed(tokens: torch.Tensor) -> torch.Tensor:
-                return model.embed(model.with_prefix(tokens))
-
-            def head(h: torch.Tensor) -> torch.Tensor:
-                return model.head(model.norm_f(h))
-        else:
-            cls_ = _MambaBlock if fam == "mamba" else _Mamba2Block
-            blocks = [cls_(b) for b in model.block_modules()]
-
-            def embed(tokens: torch.Tensor) -> torch.Tensor:
-                return model.backbone.get_input_embeddings()(model.backbone_ids(model.with_prefix(tokens)))
-
-            def head(h: torch.Tensor) -> torch.Tensor:
-                return model.head(model.backbone.norm_f(h))
-        return cls(blocks, embed, head, model.n_prefix, STATE_PARTS[fam])
+        make = get_family(model.config.family).hook("stateful")
+        if make is None:
+            raise ValueError(f"family {model.config.family!r} has no recurrent state")
+        return make(model)
 
     @property
     def n_layers(self) -> int:
@@ -253,5 +238,39 @@ class StatefulModel:
 
 
 def stateful(model: LayerwiseModel) -> StatefulModel | None:
-    """``StatefulModel(model)`` for lstm / gru / mamba / mamba2; None for the transformer."""
-    return StatefulModel.from_model(model) if model.config.family in STATE_PARTS else None
+    """``StatefulModel(model)`` for a family with a ``stateful`` hook; None otherwise (the transformer)."""
+    return StatefulModel.from_model(model) if get_family(model.config.family).stateful is not None else None
+
+
+# --- per-family step-wise twins (FamilySpec.stateful) ------------------------------------------
+def rnn_stateful(model: LayerwiseModel) -> StatefulModel:
+    """lstm / gru (``models_store.families.RecurrentModel``): state {"h", "c"} / {"h"}."""
+    blocks: list[Block] = [_RNNBlock(b) for b in model.block_modules()]
+
+    def embed(tokens: torch.Tensor) -> torch.Tensor:
+        return model.embed(model.with_prefix(tokens))
+
+    def head(h: torch.Tensor) -> torch.Tensor:
+        return model.head(model.norm_f(h))
+    return StatefulModel(blocks, embed, head, model.n_prefix, blocks[0].parts if blocks else ())
+
+
+def _ssm_stateful(model: LayerwiseModel, block_cls: type[_MambaBlock]) -> StatefulModel:
+    blocks: list[Block] = [block_cls(b) for b in model.block_modules()]
+
+    def embed(tokens: torch.Tensor) -> torch.Tensor:
+        return model.backbone.get_input_embeddings()(model.backbone_ids(model.with_prefix(tokens)))
+
+    def head(h: torch.Tensor) -> torch.Tensor:
+        return model.head(model.backbone.norm_f(h))
+    return StatefulModel(blocks, embed, head, model.n_prefix, block_cls.parts)
+
+
+def mamba_stateful(model: LayerwiseModel) -> StatefulModel:
+    """mamba: state {"ssm": [B, E, N], "conv": [B, k-1, E]}."""
+    return _ssm_stateful(model, _MambaBlock)
+
+
+def mamba2_stateful(model: LayerwiseModel) -> StatefulModel:
+    """mamba2: the same over Mamba-2's heads and its conv's E + 2N channels."""
+    return _ssm_stateful(model, _Mamba2Block)

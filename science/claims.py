@@ -85,6 +85,7 @@ from scipy import stats as _st
 from science import profiles as P
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
+from layerscope_core.registry import TRAIN_LENGTH, families_where
 from science.stats import ALPHA, bounds_for, holm, t_interval, wilson_interval
 from science.trained import is_trained, untrained_reason
 
@@ -92,13 +93,14 @@ __all__ = ["CLAIM_TITLES", "CONTRADICTED", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
 
-EVAL_LENGTH = 40
+EVAL_LENGTH = TRAIN_LENGTH
 MIN_SEEDS = 3  # trained seeds every cell a verdict reads must have
 PREFIX_TASKS = ("parity", "s3")
 STACK_TASK = "dyck"
-RECURRENT = ("lstm", "gru")
-SSM = ("mamba", "mamba2")
-TRANSFORMER = "transformer"
+# the study's families by kind (layerscope_core.registry): the claims compare these groups
+RECURRENT = families_where(STUDY_FAMILIES, kind="rnn")
+SSM = families_where(STUDY_FAMILIES, kind="ssm")
+(TRANSFORMER,) = families_where(STUDY_FAMILIES, kind="attention")
 NON_TRANSFORMER = RECURRENT + SSM
 FAMILIES = (TRANSFORMER, *NON_TRANSFORMER)
 MATCH_FRACTION = 0.75

@@ -53,12 +53,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from layerscope_core.registry import METHODS
 from science.probes import LinearProbe, fit_probe
 
 __all__ = ["METHODS", "DEFAULT_PCA_K", "FIT_TOKENS_PER_DIM", "Edit", "fit_edit", "inlp_budget",
            "n_fit_sequences", "span_of_directions"]
 
-METHODS = ("project_out", "inlp", "leace", "pca_top_k", "mean")
 DEFAULT_PCA_K = 8
 FIT_TOKENS_PER_DIM = 64  # an edit is fitted on at least 64 · d_model tokens (n_fit_sequences)
 INLP_CHANCE_TOL = 0.01  # fraction (1 pp) above the held-out majority baseline

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
 from models_store.capture import edit_layer, run_with_states
 from models_store.conv1d import remove_conv1d
 from science.context import JobContext, SilentContext
@@ -164,7 +165,7 @@ def measure_interventions(
     model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int], n_sequences: int,
     methods: list[str], layers: list[int] | None = None, pca_k: int = 8, inlp_max_rounds: int | None = None,
     conv1d: bool = True,
-    fit_length: int = 40, n_permutations: int = 2000, config_hash: str = "",
+    fit_length: int = TRAIN_LENGTH, n_permutations: int = 2000, config_hash: str = "",
     device: torch.device | str = "cpu", ctx: JobContext | None = None,
 ) -> list[dict[str, Any]]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
@@ -250,4 +251,7 @@ def _width(model: nn.Module, task: Task, device: torch.device | str) -> int:
 
 
 def _has_conv1d(model: nn.Module) -> bool:
-    return getattr(getattr(model, "config", None), "family", None) in ("mamba", "mamba2")
+    """Whether ``model``'s family spec says its blocks hold a Conv1D (False for a model without
+    a registered family)."""
+    family = getattr(getattr(model, "config", None), "family", None)
+    return family in family_names() and get_family(family).has_conv1d

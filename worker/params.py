@@ -6,21 +6,60 @@ the CLI builds them from flags, and the pipeline runs them. Every default is doc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, field_validator, \
+    model_validator
+from pydantic_core import PydanticCustomError, core_schema
 
 from layerscope_core.hashing import config_hash
+from layerscope_core.registry import (  # noqa: F401
+    ALL_PATCH_SITES,
+    EVAL_LENGTHS,
+    FAMILIES,
+    METHODS,
+    PATCH_SITES,
+    PRESETS,
+    TASKS,
+    family_names,
+    families_where,
+    get_family,
+)
 
-from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, METHODS, PATCH_SITES, PRESETS, TASKS  # noqa: F401
 
-Family = Literal["transformer", "mamba", "mamba2", "lstm", "gru"]
-TaskName = Literal["parity", "s3", "dyck", "code_depth"]
-Method = Literal["project_out", "inlp", "leace", "pca_top_k", "mean"]
+class OneOf:
+    """``Annotated[str, OneOf(names)]``: a string that must be one of ``names()``, read from the
+    registry when a value is validated (so a family registered later is accepted) and when the
+    JSON schema is built (an ``enum``). The error reads like pydantic's own ``Literal`` error:
+    "Input should be 'transformer', 'mamba', 'mamba2', 'lstm' or 'gru'"."""
+
+    def __init__(self, names: Callable[[], tuple[str, ...]]) -> None:
+        self.names = names
+
+    def _check(self, value: str) -> str:
+        allowed = self.names()
+        if value not in allowed:
+            quoted = [repr(n) for n in allowed]
+            expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, core_schema.str_schema())
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> dict:
+        return {"type": "string", "enum": list(self.names())}
+
+
+Family = Annotated[str, OneOf(family_names)]
+TaskName = Annotated[str, OneOf(lambda: TASKS)]
+Method = Annotated[str, OneOf(lambda: METHODS)]
+PresetName = Annotated[str, OneOf(lambda: PRESETS)]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
 # transformer, "state:ssm" / "state:conv" (one part of Mamba's state) on the LSTM / GRU too
-PatchSite = Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv"]
+PatchSite = Annotated[str, OneOf(lambda: ALL_PATCH_SITES)]
 
 
 # Peak learning rate per family when TrainParams.lr is None (AdamW, batch 64, ~830K parameters,
@@ -28,13 +67,9 @@ PatchSite = Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv
 # at the measured 1e-3 (Mamba's instability at 1e-3 is addressed by decay and clipping, not a
 # lower peak); bench_steps_to_criterion.py is how an entry earns a different value. Override per
 # run with ``lr``, or per preset with its ``family_train`` table.
-DEFAULT_LR: dict[str, float] = {
-    "transformer": 1e-3,
-    "mamba": 1e-3,
-    "mamba2": 1e-3,
-    "lstm": 1e-3,
-    "gru": 1e-3,
-}
+# The entries are the families' ``FamilySpec.default_lr`` (layerscope_core.registry); a family
+# registered later is looked up there (``default_lr``).
+DEFAULT_LR: dict[str, float] = {f: get_family(f).default_lr for f in FAMILIES}
 PRETRAINED_LR = 1e-4
 
 # TrainParams overrides that reproduce the recipe before the training-recipe fields existed:
@@ -140,14 +175,15 @@ class TrainParams(_Params):
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
-        if self.pretrained and self.family not in ("transformer", "mamba"):
-            raise ValueError("pretrained fine-tuning supports family 'transformer' (GPT-NeoX) or 'mamba'")
+        tunable = families_where(pretrained=True)
+        if self.pretrained and self.family not in tunable:
+            raise ValueError(f"pretrained fine-tuning supports family {' or '.join(map(repr, tunable))}")
         if self.start_token is None:  # resolved here so the stored config says what was built
             self.start_token = not self.pretrained
         elif self.start_token and self.pretrained:
             raise ValueError("start_token: not supported for pretrained models (their vocabulary has no START id)")
         if self.lr is None:  # resolved here too: the stored config carries the lr actually used
-            self.lr = DEFAULT_LR[self.family] if not self.pretrained else PRETRAINED_LR
+            self.lr = get_family(self.family).default_lr if not self.pretrained else PRETRAINED_LR
         if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
             self.curriculum_start = None  # nothing to grow: the same run as no curriculum
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
@@ -201,7 +237,7 @@ class PatchParams(_Params):
 
 
 class SuiteParams(_Params):
-    preset: Literal["smoke", "quick", "paper", "pretrained"]
+    preset: PresetName
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
     seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.params import EVAL_LENGTHS, FAMILIES, MeasureParams, SuiteParams, TrainParams
+from layerscope_core.registry import PRESETS as PRESET_NAMES
+from layerscope_core.registry import family_names
+from worker.params import EVAL_LENGTHS, FAMILIES, TASKS, MeasureParams, SuiteParams, TrainParams
 
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -49,7 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "paper": {
         "families": list(FAMILIES),
-        "tasks": ["parity", "s3", "dyck", "code_depth"],
+        "tasks": list(TASKS),
         "seeds": [0, 1, 2],
         # Early stop at 99% held-out token accuracy at L=40 usually ends a run well before the
         # cap; max_seconds bounds the rest (a cell that does not learn its task) so that 60 runs,
@@ -71,11 +73,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+if tuple(PRESETS) != PRESET_NAMES:  # the registry names the presets; this table defines them
+    raise RuntimeError(f"worker.presets defines {tuple(PRESETS)}, layerscope_core.registry names {PRESET_NAMES}")
+
+
 def expand_suite(params: SuiteParams) -> list[TrainParams]:
     """The train jobs of a suite (each also runs its measurements).
 
     Raises:
-        ValueError: a family/task filter that leaves nothing to run.
+        ValueError: a family/task filter that leaves nothing to run. ``families`` picks from the
+            preset's families for ``pretrained``, from every registered family otherwise.
     """
     preset = PRESETS[params.preset]
     suite_name = params.name or params.preset
@@ -83,10 +90,12 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     seeds = params.seeds if params.seeds is not None else preset["seeds"]
     if "pretrained" in preset:
         models = list(zip(preset["families"], preset["pretrained"]))
+        if params.families:
+            models = [(f, p) for f, p in models if f in params.families]
+    elif params.families:  # any registered family, in registry order (a scratch preset trains any)
+        models = [(f, None) for f in family_names() if f in params.families]
     else:
         models = [(f, None) for f in preset["families"]]
-    if params.families:
-        models = [(f, p) for f, p in models if f in params.families]
     overrides = {k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds))
                  if v is not None}
     out = []

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from science import claims
 from science.stats import bounds_for, clip_interval, t_interval
 
 GroupKey = tuple[str, str, str | None, int, int]  # task, family, pretrained, n_layers, eval_length
@@ -64,7 +65,7 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
 
 # ----------------------------------------------------------------------------- profiles
 
-DECOUPLING_METHODS = ("leace", "inlp", "project_out")  # as science.claims: the first one present
+DECOUPLING_METHODS = claims.DECOUPLING_METHODS  # the first one present counts
 
 
 def _damage_rows(session: Session, run_ids: Sequence[int], eval_length: Sequence[int] | None) -> dict[tuple[int, int], list[dict]]:

@@ -31,7 +31,7 @@ from backend.api.deps import UNAUTHORIZED, SentTokenCheck
 from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
-from backend.api.routes import aggregates, export, health, jobs, runs, suites, views
+from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, views
 from store.config import Settings, get_settings
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from layerscope_core.text import printable
@@ -179,8 +179,8 @@ def create_app(
     app.state.queue = queue
     app.state.aggregate_cache = ResultCache()
 
-    for router in (health.router, runs.router, aggregates.router, jobs.router, views.router, export.router,
-                   suites.router):
+    for router in (health.router, meta.router, runs.router, aggregates.router, jobs.router, views.router,
+                   export.router, suites.router):
         app.include_router(router, prefix=API_PREFIX)
 
     app.add_exception_handler(RequestValidationError, _errors_handler(settings))

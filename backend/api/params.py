@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import StringConstraints
 
+from layerscope_core.registry import ALL_PATCH_SITES, FAMILIES, TASKS
 from layerscope_core.text import TEXT_PATTERN
 
 INT32_MAX = 2**31 - 1
@@ -15,15 +16,16 @@ INT32_MAX = 2**31 - 1
 Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
 SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
-TaskQ = Annotated[list[Text] | None, Query(description="task name(s): parity, s3, dyck, code_depth")]
-FamilyQ = Annotated[list[Text] | None, Query(description="family name(s): transformer, mamba, mamba2, lstm, gru")]
+TaskQ = Annotated[list[Text] | None, Query(description=f"task name(s): {', '.join(TASKS)}")]
+FamilyQ = Annotated[list[Text] | None, Query(description=f"family name(s): {', '.join(FAMILIES)} (GET /api/meta lists "
+                                                           "every registered family)")]
 SuiteQ = Annotated[list[Text] | None, Query(description="suite name(s)")]
 PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model name(s)")]
 MethodQ = Annotated[list[Text] | None, Query(description="intervention method(s)")]
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
 PatchSiteQ = Annotated[
-    list[Literal["resid_pre", "resid_post", "state", "state:ssm", "state:conv"]] | None,
+    list[Literal[ALL_PATCH_SITES]] | None,  # type: ignore[valid-type]
     Query(description="activation-patching site(s): resid_pre (input of block ℓ), resid_post (its output), "
                       "state (the recurrent state block ℓ carries from t to t+1), state:ssm / state:conv "
                       "(one part of a Mamba state); default all")]

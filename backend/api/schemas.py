@@ -36,6 +36,33 @@ class Health(BaseModel):
     version: str
 
 
+class FamilyMeta(BaseModel):
+    """One registered model family and what it supports (``layerscope_core.registry.FamilySpec``)."""
+
+    name: str
+    label: str
+    kind: str = Field(description="attention | ssm | rnn")
+    has_conv1d: bool = Field(description="blocks hold a depthwise causal Conv1D (Conv1D removal applies)")
+    state_parts: list[str] = Field(description="parts of a block's recurrent state (patching site state:<part>)")
+    recurrent_state: bool = Field(description="the state patching site applies")
+    hf: bool = Field(description="a transformers architecture (pretrained checkpoints load)")
+    pretrained: bool = Field(description="fine-tuning a pretrained hub model is supported")
+    default_lr: float = Field(description="peak learning rate when a train job gives none")
+
+
+class Meta(BaseModel):
+    """The vocabularies every client shares (``GET /api/meta``)."""
+
+    families: list[FamilyMeta]
+    tasks: list[str]
+    methods: list[str] = Field(description="intervention methods (Conv1D removal runs on has_conv1d families)")
+    presets: list[str]
+    eval_lengths: list[int] = Field(description="default eval lengths")
+    train_length: int
+    patch_sites: list[str] = Field(description="default patching sites")
+    all_patch_sites: list[str]
+
+
 class RunOut(BaseModel):
     """A trained (or fine-tuned) model."""
 

@@ -31,7 +31,7 @@ from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, task_label
+from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
 PATH = "/curves"
@@ -39,7 +39,7 @@ LOC = "cv-loc"
 
 SPEC = PageState([
     F("tasks", "list_str", [], TASKS, aliases=("task",)),
-    F("families", "list_str", [], FAMILIES, aliases=("family",)),
+    F("families", "list_str", [], family_names, aliases=("family",)),
     F("lengths", "list_int", [40], aliases=("eval_length", "length")),
     F("x", "str", "layer", ("layer", "depth")),
     F("view", "str", "layer", ("layer", "position", "behaviour")),
@@ -183,7 +183,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     controls = html.Div([
         field("Tasks", dcc.Dropdown(id="cv-tasks", options=[{"label": task_label(t), "value": t} for t in TASKS],
                                     value=s["tasks"], multi=True, placeholder="all tasks"), width="260px"),
-        field("Families", dcc.Dropdown(id="cv-families", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+        field("Families", dcc.Dropdown(id="cv-families", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                        value=s["families"], multi=True, placeholder="all families"), width="300px"),
         field("Eval lengths", dcc.Checklist(id="cv-lengths", options=[
             {"label": f"{L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],

@@ -15,7 +15,8 @@ from dashboard.components import Bind, api_alert, page_frame, register_url_sync
 from dashboard.pages import PageDef
 from dashboard.poll import done, failed, guard, poll_components, poll_status, register_age
 from dashboard.state import F, PageState
-from dashboard.theme import FAMILIES, JOB_KINDS, METHODS, TASKS, family_label, method_label, task_label
+from dashboard.theme import (EVAL_LENGTHS, JOB_KINDS, METHODS, PRESETS, TASKS, family_label, family_names, method_label,
+                             task_label)
 
 KEY = "jobs"
 PATH = "/jobs"
@@ -25,7 +26,6 @@ POLL = "jb-poll"
 SPEC = PageState([F("kind", "str", "train", JOB_KINDS), F("show", "str", "all", ("all", "active", "finished"))])
 BINDS = [Bind("kind", "jb-kind"), Bind("show", "jb-show")]
 ACTIVE = ("queued", "running")
-PRESETS = ("smoke", "quick", "paper", "pretrained")
 
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
 # methods | preset
@@ -44,7 +44,8 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "max_seconds": ("Max seconds", "float", ("train",), "wall-clock training budget"),
     "methods": ("Methods", "methods", ("intervene",), ""),
     "layers": ("Layers", "ints", ("intervene",), "comma-separated; empty = every layer"),
-    "eval_lengths": ("Eval lengths", "ints", ("probe", "intervene"), "comma-separated; empty = 40, 60, 80, 100, 120"),
+    "eval_lengths": ("Eval lengths", "ints", ("probe", "intervene"),
+                     f"comma-separated; empty = {', '.join(map(str, EVAL_LENGTHS))}"),
     "eval_length": ("Eval length", "int", ("patch",), "default 40"),
     "positions": ("Positions", "ints", ("patch",), "0-based, comma-separated; empty = the middle position"),
     "n_pairs": ("Pairs", "int", ("patch",), "clean/corrupted pairs (default 128)"),
@@ -58,10 +59,10 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 def _widget(name: str, kind: str) -> Any:
     fid = {"type": "jf", "name": name}
     if kind == "family":
-        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in FAMILIES], value="lstm",
+        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value="lstm",
                             clearable=False)
     if kind == "families":
-        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in FAMILIES], value=[],
+        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value=[],
                             multi=True, placeholder="preset's families")
     if kind == "task":
         return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value="parity",

@@ -30,7 +30,7 @@ from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, layer_name, ordered, task_label
+from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, ordered, task_label
 
 KEY = "patching"
 PATH = "/patching"
@@ -39,7 +39,7 @@ MAX_SIDE_BY_SIDE = 4
 
 SPEC = PageState([
     F("task", "str", None, TASKS),
-    F("family", "str", None, FAMILIES),
+    F("family", "str", None, family_names),
     F("runs", "list_int", [], aliases=("run", "run_id")),
     F("length", "int", 40, aliases=("eval_length",)),
     F("site", "str", "state", tuple(SITE_LABELS)),
@@ -146,7 +146,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     controls = html.Div([
         field("Task", dcc.Dropdown(id="pt-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
                                    value=s["task"], placeholder="any task"), width="150px"),
-        field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+        field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], placeholder="any family"), width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
               dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"]), value=s["runs"], multi=True,

@@ -34,7 +34,7 @@ from dashboard.figures.probe_causal import (
 )
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, method_label, task_label
+from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, method_label, task_label
 from science import claims as C
 from science.profiles import NEAR_BEST_TOL
 
@@ -56,7 +56,7 @@ SUMMARY_DESCRIPTION = (
 
 SPEC = PageState([
     F("task", "str", None, TASKS),
-    F("family", "str", None, FAMILIES),
+    F("family", "str", None, family_names),
     F("seed", "int", None),
     F("run", "int", None),
     F("length", "int", 40, aliases=("eval_length",)),
@@ -162,7 +162,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     controls = html.Div([
         field("Task", dcc.Dropdown(id="pc-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
                                    value=s["task"], placeholder="any task"), width="150px"),
-        field("Family", dcc.Dropdown(id="pc-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+        field("Family", dcc.Dropdown(id="pc-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], placeholder="any family"), width="160px"),
         field("Seed", dcc.Input(id="pc-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
                                 placeholder="any", className="input"), width="80px"),

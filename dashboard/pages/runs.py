@@ -24,7 +24,7 @@ from dashboard.components import (
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_color, family_label, task_label
+from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
 KEY = "runs"
 PATH = "/"
@@ -38,7 +38,7 @@ SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
 
 SPEC = PageState([
     F("task", "list_str", [], TASKS),
-    F("family", "list_str", [], FAMILIES),
+    F("family", "list_str", [], family_names),
     F("seed", "int", None),
     F("suite", "str", None),
     F("page", "int", 1),
@@ -153,7 +153,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     controls = html.Div([
         field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
                                    value=s["task"], multi=True, placeholder="any task"), width="240px"),
-        field("Family", dcc.Dropdown(id="rn-family", options=[{"label": family_label(f), "value": f} for f in FAMILIES],
+        field("Family", dcc.Dropdown(id="rn-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], multi=True, placeholder="any family"), width="280px"),
         field("Seed", dcc.Input(id="rn-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
                                 placeholder="any", className="input"), width="90px"),

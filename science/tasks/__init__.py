@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+from layerscope_core.registry import TASKS
+
 from .base import Task, TaskData, early_positions
 from .code_depth import CodeDepthTask
 from .dyck import DyckTask
 from .parity import ParityTask
 from .s3 import S3Task
 
-TASK_NAMES: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
+TASK_NAMES: tuple[str, ...] = TASKS  # layerscope_core.registry; the classes below
 _REGISTRY: dict[str, type[Task]] = {
     "parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
 

@@ -1,0 +1,20 @@
+"""``GET /api/meta``: the registry's vocabularies (families with capabilities, tasks, methods,
+presets, eval lengths, patching sites), so clients build their pickers from one source."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from backend.api.deps import UNAUTHORIZED, ReadAuth
+from backend.api.schemas import Meta
+from layerscope_core import registry
+
+router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
+
+
+@router.get("/meta", response_model=Meta, summary="Families (with capabilities), tasks, methods, presets, "
+                                                  "eval lengths and patching sites")
+def meta() -> Meta:
+    """Read from ``layerscope_core.registry`` at request time: a family registered after start
+    (``register_family``) is listed."""
+    return Meta(**registry.meta())

@@ -1,0 +1,80 @@
+"""A toy sixth family for tests/test_toy_family.py: a diagonal linear recurrence.
+
+Block ℓ: ``u = LayerNorm(x)``, ``s_t = a ⊙ s_{t-1} + W u_t`` (``a = sigmoid(a_logit)`` per
+channel, ``s_{-1} = 0``), output ``x + s``. Embedding → n blocks → LayerNorm → Linear, the
+same ``LayerwiseModel`` interface as ``models_store.families.RecurrentModel``. Registering it is
+one ``FamilySpec``: ``SPEC`` below.
+
+Shapes: tokens [B, L]; block inputs / outputs [B, L, D]; logits [B, L, C].
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from layerscope_core.registry import FamilySpec
+from models_store.base import LayerwiseModel
+from models_store.config import ModelConfig
+
+NAME = "toy_linrec"
+
+
+class LinearRecurrentBlock(nn.Module):
+    """``x + scan(W · LayerNorm(x))`` with a per-channel decay in (0, 1)."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        self.a_logit = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, L, D] → [B, L, D]."""
+        u = self.proj(self.norm(x))  # (B, L, D)
+        a = torch.sigmoid(self.a_logit)  # (D,)
+        s = torch.zeros_like(u[:, 0])  # (B, D)
+        out = []
+        for t in range(u.shape[1]):
+            s = a * s + u[:, t]
+            out.append(s)
+        return x + torch.stack(out, dim=1)  # (B, L, D)
+
+
+class LinearRecurrentModel(LayerwiseModel):
+    """Embedding → n ``LinearRecurrentBlock``s → LayerNorm → Linear."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        d = config.d_model
+        self.embed = nn.Embedding(config.input_vocab_size, d)
+        self.blocks = nn.ModuleList([LinearRecurrentBlock(d) for _ in range(config.n_layers)])
+        self.norm_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, config.n_classes)
+
+    def embedding_module(self) -> nn.Module:
+        return self.embed
+
+    def block_modules(self) -> list[nn.Module]:
+        return list(self.blocks)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
+        h = self.embed(self.with_prefix(tokens))  # (B, P+L, D)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)
+
+
+def count_params(cfg: ModelConfig, d: int) -> int:
+    """Embedding V·d + n·(LayerNorm 2d + W d² + decay d) + final LayerNorm 2d + head d·C + C."""
+    return cfg.input_vocab_size * d + cfg.n_layers * (3 * d + d * d) + 2 * d + d * cfg.n_classes + cfg.n_classes
+
+
+def width_problem(cfg: ModelConfig, d: int) -> str | None:
+    """Even widths only (to exercise the hook)."""
+    return "must be even" if d % 2 else None
+
+
+SPEC = FamilySpec(NAME, "Toy linear recurrence", "rnn", build=LinearRecurrentModel, count_params=count_params,
+                  width_problem=width_problem)
