@@ -14,9 +14,9 @@ from tests.toy_family import NAME
 
 @pytest.fixture
 def toy():
-    register_family(toy_family.SPEC)
+    register_family(toy_family.FAMILY)
     try:
-        yield toy_family.SPEC
+        yield toy_family.FAMILY
     finally:
         unregister_family(NAME)
     assert NAME not in family_names()

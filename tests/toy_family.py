@@ -3,7 +3,7 @@
 Block ℓ: ``u = LayerNorm(x)``, ``s_t = a ⊙ s_{t-1} + W u_t`` (``a = sigmoid(a_logit)`` per
 channel, ``s_{-1} = 0``), output ``x + s``. Embedding → n blocks → LayerNorm → Linear, the
 same ``LayerwiseModel`` interface as ``models_store.families.RecurrentModel``. Registering it is
-one ``FamilySpec``: ``SPEC`` below.
+one ``FamilySpec``: ``FAMILY`` below.
 
 Shapes: tokens [B, L]; block inputs / outputs [B, L, D]; logits [B, L, C].
 """
@@ -76,5 +76,5 @@ def width_problem(cfg: ModelConfig, d: int) -> str | None:
     return "must be even" if d % 2 else None
 
 
-SPEC = FamilySpec(NAME, "Toy linear recurrence", "rnn", build=LinearRecurrentModel, count_params=count_params,
+FAMILY = FamilySpec(NAME, "Toy linear recurrence", "rnn", build=LinearRecurrentModel, count_params=count_params,
                   width_problem=width_problem)
