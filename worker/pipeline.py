@@ -231,8 +231,8 @@ def _loaded(run_id: int, env: WorkerEnv) -> tuple[MeasuredRun, TrainParams]:
 
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     """A probe job: :func:`measure_run` with the probes only (eval lengths default to the run's)."""
-    run, train = _loaded(params.run_id, env)
-    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, train.train_length)
+    run, trained = _loaded(params.run_id, env)
+    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
     measure_run(run, probe_settings(params, lengths), env, ctx, parts=["probes"], result_hash=params.config_hash())
     return params.run_id
 
@@ -240,8 +240,8 @@ def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) ->
 def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     """An intervene job: :func:`measure_run` with the interventions only, fitted at the run's
     ``train_length`` like the suite's."""
-    run, train = _loaded(params.run_id, env)
-    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, train.train_length)
+    run, trained = _loaded(params.run_id, env)
+    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
     measure_run(run, intervene_settings(params, lengths), env, ctx, parts=["interventions"], layers=params.layers,
                 result_hash=params.config_hash())
     return params.run_id
@@ -249,8 +249,8 @@ def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = 
 
 def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     """A patch job: :func:`measure_run` with the patching grid only."""
-    run, train = _loaded(params.run_id, env)
-    lengths = stored_eval_lengths(params.run_id, env, train.train_length)
+    run, trained = _loaded(params.run_id, env)
+    lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
     measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
 
