@@ -16,15 +16,20 @@ Format (``format_version`` 1) — a zip archive:
   version fields stay those of the bundle the runs came from, and its ``partial`` block (what
   a partial study lacks, and why) is kept.
 - ``tables/<table>.json``: the rows of ``runs``, ``probe_results``, ``intervention_results``,
-  ``patching_results`` — every column of the SQLAlchemy table (so columns added later travel
-  without touching this module); datetimes as ISO 8601, ``NaN`` as null.
+  ``patching_results`` and ``measure_settings`` (schema 0003: the settings rows the suite's
+  result rows point to with ``settings_id``) — every column of the SQLAlchemy table (so
+  columns added later travel without touching this module); datetimes as ISO 8601, ``NaN`` as
+  null. Bundles written before 0003 have no ``measure_settings`` file: they import with
+  ``settings_id`` NULL.
 - ``tables/profiles.json``: the suite's layer profiles as ``GET /api/profiles`` serves them
   (derived from the probe rows, for readers without layerscope; not imported).
 - ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
 
 Import maps runs by ``config_hash`` (the unique key of a run): a run already present keeps its
-row and id; result rows are inserted only where their unique key (run, eval length, …) is not
-present yet. Importing the same bundle twice therefore changes nothing.
+row and id; settings rows likewise by their ``config_hash`` (get-or-create), and each result
+row's ``settings_id`` is mapped to the id here (NULL when the bundle lacks that settings row);
+result rows are inserted only where their unique key (run, eval length, …) is not present yet.
+Importing the same bundle twice therefore changes nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
-from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, Run
 
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1
@@ -117,6 +122,11 @@ def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
     for model in RESULT_TABLES:
         rows = session.execute(select(model).where(model.run_id.in_(ids)).order_by(model.id)).scalars()
         tables[model.__tablename__] = [_row(r) for r in rows]
+    settings_ids = sorted({r["settings_id"] for model in RESULT_TABLES for r in tables[model.__tablename__]
+                           if r.get("settings_id") is not None})
+    settings = session.execute(select(MeasureSettings).where(MeasureSettings.id.in_(settings_ids))
+                               .order_by(MeasureSettings.id)).scalars() if settings_ids else []
+    tables[MeasureSettings.__tablename__] = [_row(r) for r in settings]
     return tables
 
 
@@ -234,7 +244,7 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
             raise BundleError(f"{path}: format version {manifest.get('format_version')} is newer than this "
                               f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope")
         tables = {}
-        for model in (Run, *RESULT_TABLES):
+        for model in (Run, *RESULT_TABLES, MeasureSettings):  # no measure_settings before schema 0003
             name = f"tables/{model.__tablename__}.json"
             tables[model.__tablename__] = json.loads(z.read(name)) if name in z.namelist() else []
         weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
@@ -289,6 +299,7 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
             session.flush()
             id_map[row["id"]] = run.id
             added += 1
+        settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
         rows_added: dict[str, int] = {}
         for model in RESULT_TABLES:
             key = _unique_keys(model)
@@ -300,7 +311,8 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                 have = {tuple(t) for t in session.execute(select(*cols).where(model.run_id.in_(target_ids)))}
             new = []
             for r in rows:
-                fields = _for_table(model, {**r, "run_id": id_map[r["run_id"]]})
+                fields = _for_table(model, {**r, "run_id": id_map[r["run_id"]],
+                                            "settings_id": settings_map.get(r.get("settings_id"))})
                 k = tuple(fields.get(c, _default(model, c)) for c in key)
                 if k not in have:
                     have.add(k)
@@ -327,7 +339,28 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(blob)
-    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present, "rows_added": rows_added}
+    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present, "rows_added": rows_added,
+            "settings_added": settings_added}
+
+
+def _import_settings(session: Session, rows: list[dict[str, Any]]) -> tuple[dict[int, int], int]:
+    """Get-or-create the bundle's ``measure_settings`` rows by ``config_hash`` (no commit);
+    returns (bundle id → id here, rows added)."""
+    out: dict[int, int] = {}
+    added = 0
+    for row in rows:
+        if row.get("id") is None or not row.get("config_hash"):
+            continue
+        existing = session.execute(select(MeasureSettings.id).where(
+            MeasureSettings.config_hash == row["config_hash"])).scalar()
+        if existing is None:
+            obj = MeasureSettings(**_for_table(MeasureSettings, row))
+            session.add(obj)
+            session.flush()
+            existing = obj.id
+            added += 1
+        out[row["id"]] = existing
+    return out, added
 
 
 def _default(model: Any, column: str) -> Any:

@@ -1,7 +1,8 @@
 """Per-layer measurements of a trained run: probes and interventions (docs/SCIENCE.md#measurements).
 
-Every function returns plain row dicts (the columns of ``probe_results`` /
-``intervention_results``) so they are usable from a notebook without a database.
+Every function returns typed records (``science.records``: :class:`ProbeRecord`,
+:class:`InterventionRecord`, fields = the columns of ``probe_results`` /
+``intervention_results``; dict-compatible) so they are usable from a notebook without a database.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from models_store.conv1d import remove_conv1d
 from science.context import JobContext, SilentContext
 from science.interventions import fit_edit, n_fit_sequences
 from science.probes import probe_layers
+from science.records import InterventionRecord, ProbeRecord
 from science.seeds import data_seed
 from science.stats import holm, paired_permutation_test
 from science.tasks.base import Task, TaskData
@@ -89,33 +91,33 @@ def control_task_informative(vocab_size: int) -> bool:
 
 
 def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: int,
-                config_hash: str, *, control: bool = True) -> list[dict[str, Any]]:
+                config_hash: str, *, control: bool = True) -> list[ProbeRecord]:
     tokens = captured.data.tokens if control else None  # no control task: selectivity stays None
     reports = probe_layers(captured.states, captured.data.labels, n_classes,
                            seed=data_seed(run_seed, "split", eval_length), tokens=tokens)
     return [
-        {
-            "layer": layer, "eval_length": eval_length, "accuracy": r.accuracy,
-            "majority_baseline": r.majority_baseline, "per_position": list(r.per_position),
-            "n_train": r.n_train, "n_test": r.n_test, "converged": r.converged, "n_iter": r.n_iter,
-            "balanced_accuracy": r.balanced_accuracy, "control_accuracy": r.control_accuracy,
-            "selectivity": r.selectivity, "config_hash": config_hash,
-        }
+        ProbeRecord(
+            layer=layer, eval_length=eval_length, accuracy=r.accuracy,
+            majority_baseline=r.majority_baseline, per_position=list(r.per_position),
+            n_train=r.n_train, n_test=r.n_test, converged=r.converged, n_iter=r.n_iter,
+            balanced_accuracy=r.balanced_accuracy, control_accuracy=r.control_accuracy,
+            selectivity=r.selectivity, config_hash=config_hash,
+        )
         for layer, r in sorted(reports.items())
     ]
 
 
 def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int],
                    n_sequences: int, config_hash: str, device: torch.device | str = "cpu",
-                   ctx: JobContext | None = None) -> list[dict[str, Any]]:
+                   ctx: JobContext | None = None) -> list[ProbeRecord]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
-    Returns rows for ``probe_results``: accuracy, balanced accuracy and majority baseline in
-    0..1, per-position accuracy (list of L floats), convergence flag and iterations, and the
+    Returns :class:`ProbeRecord` s for ``probe_results``: accuracy, balanced accuracy and majority
+    baseline in 0..1, per-position accuracy (L entries, entry t = 0-based position t), convergence flag and iterations, and the
     control-task accuracy and selectivity (Hewitt & Liang 2019; docs/SCIENCE.md#selectivity).
     """
     ctx = ctx or SilentContext()
-    rows: list[dict[str, Any]] = []
+    rows: list[ProbeRecord] = []
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
         data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
@@ -128,37 +130,37 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
 def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited: torch.Tensor,
                 chance: float, refit: tuple[float, float] | None, rank: int | None, k: int | None,
                 n_perm: int, seed: int, config_hash: str, edit_info: dict[str, Any] | None = None,
-                n_fit: int | None = None) -> dict[str, Any]:
+                n_fit: int | None = None) -> InterventionRecord:
     base_acc, edited_acc = float(base.mean()), float(edited.mean())
     gap = base_acc - chance
     info = edit_info or {}
     inlp = method == "inlp"
-    return {
-        "inlp_converged": bool(info["reached_chance"]) if inlp and "reached_chance" in info else None,
-        "inlp_rounds": int(info["n_rounds"]) if inlp and "n_rounds" in info else None,
-        "n_fit_sequences": n_fit,
-        "method": method, "layer": layer, "eval_length": length, "k": k,
-        "base_acc": base_acc, "edited_acc": edited_acc, "delta_pp": (edited_acc - base_acc) * 100.0,
-        "drop_rel_chance": (base_acc - edited_acc) / gap if gap > 1e-9 else None,
-        "refit_acc": refit[0] if refit else None, "refit_majority": refit[1] if refit else None,
-        "rank_removed": rank,
-        "p_value": paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
-        "p_holm": None, "significant": None,
-        "n_sequences": int(base.shape[0]), "seed": seed, "config_hash": config_hash,
-    }
+    return InterventionRecord(
+        inlp_converged=bool(info["reached_chance"]) if inlp and "reached_chance" in info else None,
+        inlp_rounds=int(info["n_rounds"]) if inlp and "n_rounds" in info else None,
+        n_fit_sequences=n_fit,
+        method=method, layer=layer, eval_length=length, k=k,
+        base_acc=base_acc, edited_acc=edited_acc, delta_pp=(edited_acc - base_acc) * 100.0,
+        drop_rel_chance=(base_acc - edited_acc) / gap if gap > 1e-9 else None,
+        refit_acc=refit[0] if refit else None, refit_majority=refit[1] if refit else None,
+        rank_removed=rank,
+        p_value=paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
+        p_holm=None, significant=None,
+        n_sequences=int(base.shape[0]), seed=seed, config_hash=config_hash,
+    )
 
 
-def _apply_holm(rows: list[dict[str, Any]]) -> None:
+def _apply_holm(rows: list[InterventionRecord]) -> None:
     """Holm-correct p-values across a run's layers, per (method, eval length); in place."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], list[InterventionRecord]] = {}
     for row in rows:
-        key = (row["method"], row["eval_length"]) if row["layer"] != ALL_LAYERS else ("all", id(row))
+        key = (row.method, row.eval_length) if row.layer != ALL_LAYERS else ("all", id(row))
         groups.setdefault(key, []).append(row)
     for group in groups.values():
-        adjusted = holm([r["p_value"] for r in group])
+        adjusted = holm([r.p_value for r in group])
         for r, p in zip(group, adjusted):
-            r["p_holm"] = float(p)
-            r["significant"] = bool(p < ALPHA)
+            r.p_holm = float(p)
+            r.significant = bool(p < ALPHA)
 
 
 def measure_interventions(
@@ -167,8 +169,12 @@ def measure_interventions(
     conv1d: bool = True,
     fit_length: int = TRAIN_LENGTH, n_permutations: int = 2000, config_hash: str = "",
     device: torch.device | str = "cpu", ctx: JobContext | None = None,
-) -> list[dict[str, Any]]:
+) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
+
+    ``fit_length``: sequence length of the fit data. The pipeline always passes the run's
+    ``train_length`` (``worker.measuring.measure_run``, both the suite and the job path); the
+    default 40 is only for notebook calls.
 
     For each (method, layer, eval length): base and edited behavioural token accuracy (0..1),
     delta in pp, the drop relative to chance (chance = majority-class rate of the eval labels;
@@ -200,7 +206,7 @@ def measure_interventions(
                                               k=pca_k if method == "pca_top_k" else None,
                                               seed=run_seed, max_rounds=inlp_max_rounds)
     has_conv = conv1d and _has_conv1d(model)
-    rows: list[dict[str, Any]] = []
+    rows: list[InterventionRecord] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
     done = 0
     for length in eval_lengths:

@@ -47,6 +47,7 @@ from layerscope_core.registry import ALL_PATCH_SITES, PATCH_SITES, get_family
 from models_store.capture import edit_layer, patch_positions, run_with_states
 from models_store.states import StatefulModel, stateful
 from science.context import JobContext, SilentContext
+from science.records import PatchingRecord
 from science.seeds import data_seed
 from science.stats import bootstrap_ci
 from science.tasks.base import Task, TaskData
@@ -295,8 +296,9 @@ def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[st
 def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: int = 40,
                   positions: Sequence[int] | None = None, sites: Sequence[str] | None = None, stride: int = 1,
                   n_pairs: int = 128, batch_size: int = 128, config_hash: str = "",
-                  device: torch.device | str = "cpu", ctx: JobContext | None = None) -> list[dict[str, Any]]:
-    """Recovery on a site × layer × position grid. Returns rows for ``patching_results``.
+                  device: torch.device | str = "cpu", ctx: JobContext | None = None) -> list[PatchingRecord]:
+    """Recovery on a site × layer × position grid. Returns :class:`PatchingRecord` s (rows of
+    ``patching_results``; dict-compatible).
 
     Args:
         model: a ``LayerwiseModel`` (eval mode is set).
@@ -305,7 +307,7 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
         batch_size: pairs per forward (memory: Mamba states are [batch, L, E, N] per layer).
 
     Returns:
-        one row per (site, layer, position) with ``recovery`` / ``recovery_lo`` / ``recovery_hi``
+        one record per (site, layer, position; 0-based) with ``recovery`` / ``recovery_lo`` / ``recovery_hi``
         (None + ``note`` when fewer than ``MIN_PAIRS`` pairs are usable), ``n_pairs`` (usable),
         ``n_dropped``, ``corrupt_position`` (the grid's p*), mean ``ld_clean`` / ``ld_corrupted``.
 
@@ -345,7 +347,7 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     base = {"eval_length": eval_length, "corrupt_position": p_star, "n_pairs": n_use,
             "n_dropped": int(len(keep) - n_use), "ld_clean": float(ld_clean[sel].mean()),
             "ld_corrupted": float(ld_corr[sel].mean()), "config_hash": config_hash, "note": note}
-    rows = []
+    rows: list[PatchingRecord] = []
     for site in site_list:
         for layer, (k, j, _) in _site_layers(site, n):
             for t in pos:
@@ -354,6 +356,6 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
                                               seed=run_seed)
                 else:
                     rec = lo = hi = None
-                rows.append({**base, "site": site, "layer": layer, "position": t, "recovery": rec,
-                             "recovery_lo": lo, "recovery_hi": hi})
+                rows.append(PatchingRecord(**base, site=site, layer=layer, position=t, recovery=rec,
+                                           recovery_lo=lo, recovery_hi=hi))
     return rows

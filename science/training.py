@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from science.context import JobContext, SilentContext
+from science.records import BehaviourRecord
 from science.seeds import data_seed
 from science.tasks.base import Task, TaskData
 
@@ -223,11 +224,12 @@ def behaviour(
     eval_lengths: list[int],
     n_sequences: int,
     device: torch.device | str = "cpu",
-) -> dict[str, dict[str, float]]:
-    """Behavioural accuracy per eval length: ``{"40": {"token_acc", "last_acc", "n"}, ...}``."""
+) -> dict[str, BehaviourRecord]:
+    """Behavioural accuracy per eval length: ``{"40": BehaviourRecord(token_acc, last_acc, n), ...}``
+    (keys: str(L); store with ``science.records.behaviour_json``)."""
     return {
-        str(length): token_accuracy(
+        str(length): BehaviourRecord(**token_accuracy(
             model, task.generate(length, n_sequences, data_seed(seed, "behaviour", length), split="test"), device
-        )
+        ))
         for length in eval_lengths
     }

@@ -84,6 +84,30 @@ class Run(Base):
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
 
 
+class MeasureSettings(Base):
+    """The effective settings a run was measured with; result rows point at it (``settings_id``).
+
+    Written once per distinct settings (get-or-create by ``config_hash``, the SHA-256 of the
+    other columns' canonical JSON: ``science.records.MeasureSettingsRecord``). Migration 0003.
+    """
+
+    __tablename__ = "measure_settings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    config_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the MeasureParams JSON
+    eval_lengths: Mapped[list[Any]] = mapped_column(JSON, default=list)  # probes + interventions, ascending
+    patch_eval_length: Mapped[int | None] = mapped_column(Integer)  # the patching grid's L
+    fit_length: Mapped[int | None] = mapped_column(Integer)  # interventions fitted at (the run's train_length)
+    intervention_layers: Mapped[list[Any] | None] = mapped_column(JSON)  # None = every block
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def _settings_fk() -> Mapped[int | None]:
+    """``settings_id``: the measure_settings row the result was made with (None: before 0003)."""
+    return mapped_column(ForeignKey("measure_settings.id", ondelete="SET NULL"))
+
+
 class ProbeResult(Base):
     """A linear probe on one layer's frozen states at one eval length."""
 
@@ -95,7 +119,9 @@ class ProbeResult(Base):
     eval_length: Mapped[int] = mapped_column(Integer)
     accuracy: Mapped[float] = mapped_column(Float)
     majority_baseline: Mapped[float] = mapped_column(Float)
-    per_position: Mapped[list[Any]] = mapped_column(JSON, default=list)  # accuracy at position t = 0..L-1
+    # L entries: per_position[t] = accuracy at the 0-based position t (0..L-1), None where no
+    # labelled token; the dashboard's position view draws entry t at x = t + 1.
+    per_position: Mapped[list[Any]] = mapped_column(JSON, default=list)
     balanced_accuracy: Mapped[float | None] = mapped_column(Float)  # mean per-class recall, 0..1
     # Hewitt & Liang (2019) control task: same probe, same split, a fixed random label per
     # input-token type. selectivity = accuracy - control_accuracy (0..1 scale).
@@ -105,7 +131,8 @@ class ProbeResult(Base):
     n_test: Mapped[int] = mapped_column(Integer)  # sequences
     converged: Mapped[bool] = mapped_column(Boolean)
     n_iter: Mapped[int] = mapped_column(Integer)
-    config_hash: Mapped[str] = mapped_column(String(64))
+    config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    settings_id: Mapped[int | None] = _settings_fk()
 
     # The unique key leads with (run_id, eval_length): it serves ``/runs/{id}/probes?eval_length=``
     # and the delete-then-insert of a re-run; the second index serves the cross-run aggregates
@@ -146,7 +173,8 @@ class InterventionResult(Base):
     significant: Mapped[bool | None] = mapped_column(Boolean)  # p_holm < 0.05; False = "n.s."
     n_sequences: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
-    config_hash: Mapped[str] = mapped_column(String(64))
+    config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    settings_id: Mapped[int | None] = _settings_fk()
 
     __table_args__ = (
         UniqueConstraint("run_id", "eval_length", "method", "layer", name="uq_intervention"),
@@ -177,7 +205,8 @@ class PatchingResult(Base):
     corrupt_position: Mapped[int | None] = mapped_column(Integer)  # 0-based position of the changed token
     n_dropped: Mapped[int | None] = mapped_column(Integer)  # pairs dropped: clean-corrupted gap too small
     note: Mapped[str | None] = mapped_column(String(300))  # why recovery is None, when it is
-    config_hash: Mapped[str] = mapped_column(String(64))
+    config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    settings_id: Mapped[int | None] = _settings_fk()
 
     __table_args__ = (
         UniqueConstraint("run_id", "eval_length", "site", "layer", "position", name="uq_patching"),

@@ -1,21 +1,25 @@
 """Idempotent result writes: a re-run job replaces its rows, never doubles them.
 
-``save_run`` upserts a run by ``config_hash``; the ``replace_*_results`` functions
-delete-then-insert keyed by each table's unique key, in one transaction. By default each call
+``save_run`` upserts a run by ``config_hash``; ``get_or_create_settings`` writes a
+``measure_settings`` row once per settings hash; the ``replace_*_results`` functions take the
+science's typed records (``science.records``) or plain dicts, convert them to rows, point them
+at their settings row (``settings_id=``) and delete-then-insert keyed by each table's unique
+key, in one transaction. By default each call
 commits (one call = one transaction); pass ``commit=False`` to compose several writes into the
 caller's transaction (then the caller commits or rolls back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from store.models import Base, InterventionResult, PatchingResult, ProbeResult, Run
+from science.records import MeasureSettingsRecord, as_row, behaviour_json
+from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 
 _DELETE_CHUNK = 400
 
@@ -47,6 +51,8 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
     if not fields.get("config_hash"):
         raise ValueError("save_run: config_hash is required (runs are keyed by it)")
     fields.pop("id", None)
+    if fields.get("behaviour") is not None:  # {"40": BehaviourRecord | dict} → plain JSON
+        fields["behaviour"] = behaviour_json(fields["behaviour"])
     _check_fields(Run, fields, "save_run")
     dialect = session.get_bind().dialect.name
     try:
@@ -69,19 +75,46 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
     return int(run_id)
 
 
+def get_or_create_settings(session: Session, record: MeasureSettingsRecord, *, commit: bool = True) -> int:
+    """The id of the ``measure_settings`` row with ``record.config_hash``, inserted if new
+    (concurrent writers: insert-or-ignore on the unique hash, then read it back)."""
+    fields = {k: v for k, v in record.to_row().items()}
+    dialect = session.get_bind().dialect.name
+    try:
+        if dialect in ("sqlite", "postgresql"):
+            ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(MeasureSettings).values(**fields)
+            session.execute(ins.on_conflict_do_nothing(index_elements=["config_hash"]))
+        elif session.execute(select(MeasureSettings.id).where(  # pragma: no cover - other dialects
+                MeasureSettings.config_hash == record.config_hash)).scalar() is None:
+            session.execute(insert(MeasureSettings).values(**fields))
+        settings_id = session.execute(select(MeasureSettings.id).where(
+            MeasureSettings.config_hash == record.config_hash)).scalar_one()
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return int(settings_id)
+
+
+Rows = Iterable[Mapping[str, Any]]  # science records (dict-compatible) or plain dicts
+
+
 def _replace(
     session: Session,
     model: type[Base],
     key: Sequence[str],
     run_id: int,
-    rows: Iterable[dict[str, Any]],
+    rows: Rows,
     commit: bool,
+    settings_id: int | None = None,
 ) -> int:
     what = f"replace {model.__tablename__}"
     prepared: list[dict[str, Any]] = []
     seen: set[tuple] = set()
     for row in rows:
-        row = dict(row)
+        row = as_row(row)
+        if settings_id is not None and row.get("settings_id") is None:
+            row["settings_id"] = settings_id
         row.pop("id", None)
         row.pop("layer_name", None)  # served, not stored
         row.pop("depth", None)
@@ -114,25 +147,25 @@ def _replace(
     return len(prepared)
 
 
-def replace_probe_results(session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True) -> int:
-    """Replace the run's probe rows that share (eval_length, layer) with ``rows``; return the count."""
-    return _replace(session, ProbeResult, PROBE_KEY, run_id, rows, commit)
+def replace_probe_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
+                          settings_id: int | None = None) -> int:
+    """Replace the run's probe rows that share (eval_length, layer) with ``rows``; return the count.
+    ``settings_id``: the ``measure_settings`` row they were made with (set where a row has none)."""
+    return _replace(session, ProbeResult, PROBE_KEY, run_id, rows, commit, settings_id)
 
 
-def replace_intervention_results(
-    session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True
-) -> int:
+def replace_intervention_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
+                                 settings_id: int | None = None) -> int:
     """Replace the run's intervention rows that share (eval_length, method, layer) with ``rows``."""
-    return _replace(session, InterventionResult, INTERVENTION_KEY, run_id, rows, commit)
+    return _replace(session, InterventionResult, INTERVENTION_KEY, run_id, rows, commit, settings_id)
 
 
-def replace_patching_results(
-    session: Session, run_id: int, rows: list[dict[str, Any]], *, commit: bool = True
-) -> int:
+def replace_patching_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
+                             settings_id: int | None = None) -> int:
     """Replace the run's patching rows that share (eval_length, site, layer, position) with ``rows``
     (a row without ``site`` is a ``resid_post`` row, the only site before schema 0002)."""
-    rows = [{"site": "resid_post", **r} if r.get("site") is None else r for r in rows]
-    return _replace(session, PatchingResult, PATCHING_KEY, run_id, rows, commit)
+    rows = [{"site": "resid_post", **as_row(r)} if r.get("site") is None else r for r in rows]
+    return _replace(session, PatchingResult, PATCHING_KEY, run_id, rows, commit, settings_id)
 
 
 def set_run_status(session: Session, run_id: int, status: str, *, commit: bool = True) -> None:

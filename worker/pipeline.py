@@ -1,5 +1,6 @@
 """One job, in process: train → behaviour → probes → interventions → patching, each result
-written as soon as it exists (so the dashboard shows results as they land).
+written as soon as it exists (so the dashboard shows results as they land). Every measurement,
+the suite's and the follow-up jobs', goes through ``worker.measuring.measure_run``.
 
 Used by the job runner (``worker.runner``) and by the CLI's in-process ``suite``; usable from
 a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
@@ -7,7 +8,6 @@ a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ from models_store import ModelConfig, build_model
 from models_store.checkpoints import CheckpointStore
 from worker import persist
 from science.context import JobContext, SilentContext
-from science.measure import measure_interventions, measure_probes
 from worker.params import (
     InterveneParams,
     MeasureParams,
@@ -31,7 +30,14 @@ from worker.params import (
     SuiteParams,
     TrainParams,
 )
-from science.patching import patching_grid
+from worker.measuring import (
+    MeasuredRun,
+    intervene_settings,
+    measure_run,
+    patch_settings,
+    probe_settings,
+    stored_eval_lengths,
+)
 from worker.presets import expand_suite
 from science.tasks import get_task
 from science.training import behaviour, train_model
@@ -83,14 +89,6 @@ def made_on(device: str) -> str:
     if device.startswith("cuda") and torch.cuda.is_available():
         where = f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
     return f"{where} on {platform.node() or 'unknown host'}"[:200]
-
-
-def _clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """NaN/inf → None so rows store and serialise as JSON."""
-    def fix(v: Any) -> Any:
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-
-    return [{k: fix(v) for k, v in r.items()} for r in rows]
 
 
 def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
@@ -158,7 +156,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                 ctx.log(f"run {run_id} ({params.name}) trained before: measuring only")
                 with session_scope(env.session_factory) as s:
                     persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
-                run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.0, 1.0))  # type: ignore[arg-type]
+                run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.0, 1.0),  # type: ignore[arg-type]
+                                 train_length=params.train_length)
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
     ctx.progress(0.0, f"training {params.family} on {params.task}")
@@ -192,36 +191,17 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
             f"held-out acc {result.final_heldout_acc}")
     if measure:
-        run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0))
+        run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0),
+                         train_length=params.train_length)
     return run_id
 
 
 def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,  # noqa: ANN001
-                     ctx: JobContext) -> None:
-    """Probes, interventions, patching on a trained model; each stored as it finishes."""
-    h = measure.config_hash()
-    rows = measure_probes(model, task, run_seed=seed, eval_lengths=measure.eval_lengths,
-                          n_sequences=measure.n_probe_sequences, config_hash=h, device=env.device,
-                          ctx=ctx.sub(0.0, 0.3))
-    with session_scope(env.session_factory) as s:
-        persist.replace_probe_results(s, run_id, _clean(rows))
-    if measure.methods or measure.conv1d:
-        rows = measure_interventions(
-            model, task, run_seed=seed, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
-            methods=measure.methods, pca_k=measure.pca_k, inlp_max_rounds=measure.inlp_max_rounds,
-            conv1d=measure.conv1d,
-            n_permutations=measure.n_permutations, config_hash=h, device=env.device, ctx=ctx.sub(0.3, 0.85),
-        )
-        with session_scope(env.session_factory) as s:
-            persist.replace_intervention_results(s, run_id, _clean(rows))
-    rows = patching_grid(model, task, run_seed=seed, eval_length=measure.patch_eval_length,
-                         positions=measure.patch_positions, sites=measure.patch_sites, stride=measure.patch_stride,
-                         n_pairs=measure.n_patch_pairs, config_hash=h,
-                         device=env.device, ctx=ctx.sub(0.85, 1.0))
-    with session_scope(env.session_factory) as s:
-        persist.replace_patching_results(s, run_id, _clean(rows))
-        persist.set_run_status(s, run_id, "complete")
-    ctx.progress(1.0, "measured")
+                     ctx: JobContext, *, train_length: int) -> None:
+    """Probes, interventions, patching on a trained model, each stored as it finishes, then the
+    run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry path), with
+    interventions fitted at the run's ``train_length``."""
+    measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, complete=True)
 
 
 def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
@@ -244,56 +224,34 @@ def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
     return params, task, model
 
 
-def _stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]:
-    """The eval lengths a stored run was measured at (its ``behaviour`` keys, which the pipeline
-    writes for exactly ``measure.eval_lengths``); ``[fallback]`` when none are stored.
-
-    (``load_run``'s params cannot tell: the measurement settings are not part of the stored
-    train config, so its ``measure`` is always the documented default.)"""
-    with session_scope(env.session_factory) as s:
-        run = s.get(Run, run_id)
-        keys = list((run.behaviour or {}).keys()) if run is not None else []
-    lengths = sorted({int(k) for k in keys if str(k).isdigit()})
-    return lengths or [fallback]
+def _loaded(run_id: int, env: WorkerEnv) -> tuple[MeasuredRun, TrainParams]:
+    params, task, model = load_run(run_id, env)
+    return MeasuredRun(run_id, params.seed, params.train_length, task, model), params
 
 
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
-    ctx = ctx or SilentContext()
-    run, task, model = load_run(params.run_id, env)
-    lengths = params.eval_lengths or _stored_eval_lengths(params.run_id, env, run.train_length)
-    rows = measure_probes(model, task, run_seed=run.seed, eval_lengths=lengths,
-                          n_sequences=params.n_probe_sequences, config_hash=params.config_hash(),
-                          device=env.device, ctx=ctx)
-    with session_scope(env.session_factory) as s:
-        persist.replace_probe_results(s, params.run_id, _clean(rows))
+    """A probe job: :func:`measure_run` with the probes only (eval lengths default to the run's)."""
+    run, trained = _loaded(params.run_id, env)
+    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
+    measure_run(run, probe_settings(params, lengths), env, ctx, parts=["probes"], result_hash=params.config_hash())
     return params.run_id
 
 
 def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
-    ctx = ctx or SilentContext()
-    run, task, model = load_run(params.run_id, env)
-    lengths = params.eval_lengths or _stored_eval_lengths(params.run_id, env, run.train_length)
-    rows = measure_interventions(
-        model, task, run_seed=run.seed, eval_lengths=lengths, n_sequences=params.n_probe_sequences,
-        methods=params.methods, layers=params.layers, pca_k=params.pca_k,
-        inlp_max_rounds=params.inlp_max_rounds, conv1d=params.conv1d,
-        fit_length=run.train_length, n_permutations=params.n_permutations, config_hash=params.config_hash(),
-        device=env.device, ctx=ctx,
-    )
-    with session_scope(env.session_factory) as s:
-        persist.replace_intervention_results(s, params.run_id, _clean(rows))
+    """An intervene job: :func:`measure_run` with the interventions only, fitted at the run's
+    ``train_length`` like the suite's."""
+    run, trained = _loaded(params.run_id, env)
+    lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
+    measure_run(run, intervene_settings(params, lengths), env, ctx, parts=["interventions"], layers=params.layers,
+                result_hash=params.config_hash())
     return params.run_id
 
 
 def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
-    ctx = ctx or SilentContext()
-    run, task, model = load_run(params.run_id, env)
-    rows = patching_grid(model, task, run_seed=run.seed, eval_length=params.eval_length,
-                         positions=params.positions, sites=params.sites, stride=params.stride,
-                         n_pairs=params.n_pairs, config_hash=params.config_hash(),
-                         device=env.device, ctx=ctx)
-    with session_scope(env.session_factory) as s:
-        persist.replace_patching_results(s, params.run_id, _clean(rows))
+    """A patch job: :func:`measure_run` with the patching grid only."""
+    run, trained = _loaded(params.run_id, env)
+    lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
+    measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
 
 

@@ -301,8 +301,9 @@ def position_curves(
     show_ci: bool = True,
     show_baseline: bool = True,
 ) -> go.Figure:
-    """Per-position probe accuracy. ``rows``: ``{task, family, eval_length, position (1..L),
-    mean, lo, hi, n, majority_baseline?}``."""
+    """Per-position probe accuracy. ``rows``: ``{task, family, eval_length, position, mean, lo, hi,
+    n, majority_baseline?}``; ``position`` is the x value drawn, 1..L: the stored
+    ``per_position[t]`` (0-based t, 0..L-1, as everywhere in the schema) is drawn at t + 1."""
     rows = [r for r in rows if families is None or r["family"] in families]
     if not rows:
         return empty_figure("No per-position probe results for this selection")

@@ -122,6 +122,7 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
             if not vals:
                 continue
             m, lo, hi = t_interval(vals)
+            # per_position[t] is 0-based position t; the figure's x axis counts from 1 (t + 1)
             out.append({"task": task, "family": fam, "eval_length": L, "position": t + 1, "mean": m, "lo": lo,
                         "hi": hi, "n": len(vals), "majority_baseline": sum(b) / len(b) if b else None})
     label = "last layer" if sel == "last" else f"layer {sel}"

@@ -1,0 +1,205 @@
+"""Typed result records: what the science functions return and ``worker.persist`` stores.
+
+One dataclass per result table (:class:`ProbeRecord` → ``probe_results``,
+:class:`InterventionRecord` → ``intervention_results``, :class:`PatchingRecord` →
+``patching_results``), :class:`BehaviourRecord` (one eval length of ``runs.behaviour``) and
+:class:`MeasureSettingsRecord` (a ``measure_settings`` row). Field names are the column names;
+``to_row()`` gives the plain dict a table insert takes.
+
+Records stay dict-compatible (``r["layer"]``, ``r.get("note")``, ``dict(r)``, ``{**r}``,
+``r == {...}``) so notebooks and older callers that treat rows as dicts keep working.
+
+Conventions: accuracies and recoveries are fractions (0..1 for accuracies; recovery 1.0 = full
+recovery, may leave 0..1); ``delta_pp`` is in percentage points; positions are 0-based
+(``position``, ``corrupt_position``, and the index t of ``per_position[t]``, 0..L-1); layers
+are ints, -1 = ``emb``, -2 = every layer (conv1d removal only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from layerscope_core.hashing import config_hash
+
+
+class _Record:
+    """Mapping access over a dataclass's fields (read, and write of existing fields)."""
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self._names():
+            raise KeyError(f"{type(self).__name__} has no field {key!r}")
+        setattr(self, key, value)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def keys(self) -> tuple[str, ...]:
+        return self._names()
+
+    def values(self) -> list[Any]:
+        return [getattr(self, k) for k in self._names()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, getattr(self, k)) for k in self._names()]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self._names() else default
+
+    def to_row(self) -> dict[str, Any]:
+        """The record as a plain dict (column name → value), nested lists copied."""
+        return asdict(self)  # type: ignore[call-overload]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_Record, Mapping)):
+            return self.to_row() == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable (Holm fills p_holm in place)
+
+
+@dataclass(eq=False)
+class ProbeRecord(_Record):
+    """A linear probe on one layer's states at one eval length (a ``probe_results`` row).
+
+    ``accuracy``, ``balanced_accuracy``, ``majority_baseline``, ``control_accuracy`` in 0..1;
+    ``selectivity = accuracy − control_accuracy`` (None without the control task);
+    ``per_position``: L entries, entry t = accuracy at 0-based position t (None: no labelled
+    token there); ``n_train`` / ``n_test`` count sequences; ``n_iter`` optimiser iterations.
+    """
+
+    layer: int
+    eval_length: int
+    accuracy: float
+    majority_baseline: float
+    per_position: list[float | None]
+    n_train: int
+    n_test: int
+    converged: bool
+    n_iter: int
+    balanced_accuracy: float | None = None
+    control_accuracy: float | None = None
+    selectivity: float | None = None
+    config_hash: str = ""
+
+
+@dataclass(eq=False)
+class InterventionRecord(_Record):
+    """One edit (method × layer) applied at one eval length (an ``intervention_results`` row).
+
+    ``base_acc`` / ``edited_acc``: token accuracy 0..1; ``delta_pp = (edited − base) × 100``;
+    ``drop_rel_chance = (base − edited) / (base − chance)`` (None when base ≈ chance);
+    ``refit_acc`` / ``refit_majority``: a probe refit on the edited states and its baseline;
+    ``p_value``: paired permutation over sequences, ``p_holm`` Holm-corrected across layers
+    (filled after all rows exist), ``significant = p_holm < 0.05``; ``n_fit_sequences``:
+    sequences the edit was fitted on (at the fit length of the measure settings).
+    """
+
+    method: str
+    layer: int
+    eval_length: int
+    base_acc: float
+    edited_acc: float
+    delta_pp: float
+    n_sequences: int
+    seed: int
+    k: int | None = None
+    drop_rel_chance: float | None = None
+    refit_acc: float | None = None
+    refit_majority: float | None = None
+    rank_removed: int | None = None
+    inlp_converged: bool | None = None
+    inlp_rounds: int | None = None
+    n_fit_sequences: int | None = None
+    p_value: float | None = None
+    p_holm: float | None = None
+    significant: bool | None = None
+    config_hash: str = ""
+
+
+@dataclass(eq=False)
+class PatchingRecord(_Record):
+    """Activation patching at one (site, layer, position) of one grid (a ``patching_results`` row).
+
+    ``position`` and ``corrupt_position`` are 0-based; ``recovery`` (1.0 = full recovery) with
+    its bootstrap 95% CI, None with a ``note`` when too few pairs are usable; ``ld_clean`` /
+    ``ld_corrupted``: mean logit differences (logits) over the usable pairs.
+    """
+
+    site: str
+    layer: int
+    position: int
+    eval_length: int
+    ld_clean: float
+    ld_corrupted: float
+    n_pairs: int
+    recovery: float | None = None
+    recovery_lo: float | None = None
+    recovery_hi: float | None = None
+    corrupt_position: int | None = None
+    n_dropped: int | None = None
+    note: str | None = None
+    config_hash: str = ""
+
+
+@dataclass(eq=False)
+class BehaviourRecord(_Record):
+    """Behavioural accuracy at one eval length (a value of ``runs.behaviour``, keyed by str(L)):
+    ``token_acc`` over every token and ``last_acc`` at the last position (0..1), ``n`` sequences."""
+
+    token_acc: float
+    last_acc: float
+    n: int
+
+
+@dataclass(eq=False)
+class MeasureSettingsRecord(_Record):
+    """The effective settings of one measurement (a ``measure_settings`` row, schema 0003).
+
+    ``params``: the ``MeasureParams`` JSON; ``eval_lengths``: probe and intervention lengths
+    (ascending); ``patch_eval_length``: the patching grid's L; ``fit_length``: the length
+    interventions are fitted at (the run's ``train_length``); ``intervention_layers``: None =
+    every block. ``config_hash`` is derived (:meth:`settings_hash`), never passed.
+    """
+
+    params: dict[str, Any]
+    eval_lengths: list[int]
+    patch_eval_length: int | None
+    fit_length: int | None
+    intervention_layers: list[int] | None = None
+    config_hash: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        self.eval_lengths = sorted({int(x) for x in self.eval_lengths})
+        self.config_hash = self.settings_hash()
+
+    def settings_hash(self) -> str:
+        """SHA-256 over the canonical JSON of every field but ``config_hash``."""
+        return config_hash({k: v for k, v in asdict(self).items() if k != "config_hash"})
+
+
+def behaviour_json(behaviour: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"40": BehaviourRecord, ...}`` → the plain JSON stored in ``runs.behaviour``."""
+    return {str(k): dict(v.items()) if isinstance(v, (Mapping, _Record)) else v for k, v in behaviour.items()}
+
+
+def as_row(record: Any) -> dict[str, Any]:
+    """A record or a plain mapping as a new plain dict (what ``worker.persist`` inserts)."""
+    if isinstance(record, _Record):
+        return record.to_row()
+    return dict(record)

@@ -1,0 +1,30 @@
+"""Typed result records (science/records.py) stay dict-compatible and hash their settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from science.records import BehaviourRecord, MeasureSettingsRecord, PatchingRecord, as_row, behaviour_json
+
+
+def test_a_record_reads_and_compares_like_its_row() -> None:
+    r = PatchingRecord(site="resid_post", layer=0, position=3, eval_length=8, ld_clean=1.0, ld_corrupted=-1.0,
+                       n_pairs=4)
+    row = as_row(r)
+    assert r["position"] == 3 and r.get("note") is None and r.get("nope", 1) == 1 and "site" in r
+    assert dict(r) == {**r} == row and r == row and row == r
+    r["recovery"] = 0.5
+    assert r.recovery == 0.5
+    with pytest.raises(KeyError):
+        r["nope"] = 1
+    with pytest.raises(KeyError):
+        r["nope"]  # noqa: B018
+
+
+def test_behaviour_and_settings_records() -> None:
+    b = {"40": BehaviourRecord(token_acc=0.9, last_acc=0.8, n=10)}
+    assert behaviour_json(b) == {"40": {"token_acc": 0.9, "last_acc": 0.8, "n": 10}} == b
+    a = MeasureSettingsRecord(params={"x": 1}, eval_lengths=[60, 40, 40], patch_eval_length=40, fit_length=12)
+    assert a.eval_lengths == [40, 60] and len(a.config_hash) == 64
+    assert a.config_hash == MeasureSettingsRecord({"x": 1}, [40, 60], 40, 12).config_hash
+    assert a.config_hash != MeasureSettingsRecord({"x": 1}, [40, 60], 40, 40).config_hash

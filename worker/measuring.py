@@ -1,0 +1,176 @@
+"""The one entry path for measurements: :func:`measure_run` (probes, interventions, patching).
+
+Both the suite pipeline (``worker.pipeline.train`` → ``run_measurements``) and the follow-up
+``probe`` / ``intervene`` / ``patch`` jobs call :func:`measure_run` with the run
+(:class:`MeasuredRun`) and a :class:`~worker.params.MeasureParams`; the job params are mapped
+onto ``MeasureParams`` by :func:`probe_settings`, :func:`intervene_settings` and
+:func:`patch_settings` (``PatchParams.eval_length`` → ``MeasureParams.patch_eval_length``,
+``positions`` → ``patch_positions``, ``sites`` → ``patch_sites``, ``stride`` → ``patch_stride``,
+``n_pairs`` → ``n_patch_pairs``).
+
+Interventions are fitted at ONE documented length on both paths: the run's ``train_length``
+(the fit length, recorded in ``measure_settings.fit_length``). Every call writes its settings
+once (``measure_settings``, get-or-create by the settings hash) and points its result rows at
+it; result rows keep ``config_hash`` = the hash of the params that requested them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from torch import nn
+
+from science.context import JobContext, SilentContext
+from science.measure import measure_interventions, measure_probes
+from science.patching import patching_grid
+from science.records import MeasureSettingsRecord
+from science.tasks.base import Task
+from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
+from store.session import session_scope
+from worker import persist
+from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
+
+if TYPE_CHECKING:
+    from worker.pipeline import WorkerEnv
+
+PARTS = ("probes", "interventions", "patching")
+# share of the progress bar per part (the suite's split: probes 0–0.3, interventions –0.85, patching –1)
+_WEIGHT = {"probes": 0.3, "interventions": 0.55, "patching": 0.15}
+
+
+@dataclass
+class MeasuredRun:
+    """A trained run to measure: its DB id, training seed and length, task, and model (on the
+    worker's device). ``train_length`` is the fit length of every intervention."""
+
+    run_id: int
+    seed: int
+    train_length: int
+    task: Task
+    model: nn.Module
+
+
+def clean(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Records or dicts → plain rows with NaN/inf → None (rows store and serialise as JSON)."""
+    def fix(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return [{k: fix(v) for k, v in r.items()} for r in rows]
+
+
+def settings_record(run: MeasuredRun, measure: MeasureParams, layers: list[int] | None = None) -> MeasureSettingsRecord:
+    """The ``measure_settings`` record of measuring ``run`` with ``measure`` (fit length = the
+    run's ``train_length``; ``layers``: the intervention layers, None = every block)."""
+    return MeasureSettingsRecord(params=measure.model_dump(mode="json"), eval_lengths=list(measure.eval_lengths),
+                                 patch_eval_length=measure.patch_eval_length, fit_length=run.train_length,
+                                 intervention_layers=None if layers is None else sorted(set(layers)))
+
+
+def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: JobContext | None = None, *,
+                parts: Iterable[str] = PARTS, layers: list[int] | None = None, result_hash: str | None = None,
+                complete: bool = False) -> int:
+    """Measure ``run`` with ``measure``: the selected ``parts`` (some of :data:`PARTS`), each
+    stored as soon as it finishes, pointing at the settings row. Returns the settings row's id.
+
+    ``layers``: intervention layers (None = every block); ``result_hash``: the ``config_hash``
+    stored on the result rows (default ``measure.config_hash()``); ``complete``: set the run's
+    status to ``complete`` with the last write. Interventions run only when ``measure.methods``
+    or ``measure.conv1d`` asks for some.
+
+    Raises:
+        ValueError: an unknown part (and what the science functions raise: bad layers, positions).
+    """
+    ctx = ctx or SilentContext()
+    wanted = set(parts)
+    unknown = wanted - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown measurement parts {sorted(unknown)}; expected some of {list(PARTS)}")
+    parts = [p for p in PARTS if p in wanted]
+    h = result_hash or measure.config_hash()
+    with session_scope(env.session_factory) as s:
+        sid = persist.get_or_create_settings(s, settings_record(run, measure, layers))
+    total = sum(_WEIGHT[p] for p in parts) or 1.0
+    start = 0.0
+
+    def span(part: str) -> JobContext:
+        nonlocal start
+        lo, start = start, start + _WEIGHT[part] / total
+        return ctx.sub(lo, min(1.0, start))
+
+    common = dict(model=run.model, task=run.task, run_seed=run.seed, config_hash=h, device=env.device)
+    if "probes" in parts:
+        rows = measure_probes(**common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
+                              ctx=span("probes"))
+        with session_scope(env.session_factory) as s:
+            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid)
+    if "interventions" in parts and (measure.methods or measure.conv1d):
+        rows = measure_interventions(
+            **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
+            methods=measure.methods, layers=layers, pca_k=measure.pca_k, inlp_max_rounds=measure.inlp_max_rounds,
+            conv1d=measure.conv1d, fit_length=run.train_length, n_permutations=measure.n_permutations,
+            ctx=span("interventions"))
+        with session_scope(env.session_factory) as s:
+            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid)
+    elif "interventions" in parts:
+        span("interventions")
+    if "patching" in parts:
+        rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
+                             sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
+                             ctx=span("patching"))
+        with session_scope(env.session_factory) as s:
+            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid, commit=not complete)
+            if complete:
+                persist.set_run_status(s, run.run_id, "complete")
+    elif complete:
+        with session_scope(env.session_factory) as s:
+            persist.set_run_status(s, run.run_id, "complete")
+    ctx.progress(1.0, "measured")
+    return sid
+
+
+# --- job params → MeasureParams -------------------------------------------------------------
+
+
+def stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]:
+    """The eval lengths a stored run was measured at: the union of the ``eval_lengths`` of the
+    settings rows its results point to; for results stored before schema 0003 (no settings
+    row), the keys of its ``behaviour`` (the suite writes them for exactly its eval lengths);
+    ``[fallback]`` when neither is there."""
+    with session_scope(env.session_factory) as s:
+        ids: set[int] = set()
+        for model in (ProbeResult, InterventionResult, PatchingResult):
+            ids |= {i for i in s.execute(select(model.settings_id).where(model.run_id == run_id,
+                                                                         model.settings_id.is_not(None))
+                                         .distinct()).scalars()}
+        lengths: set[int] = set()
+        if ids:
+            for got in s.execute(select(MeasureSettings.eval_lengths).where(MeasureSettings.id.in_(ids))).scalars():
+                lengths |= {int(x) for x in got or []}
+        if not lengths:
+            run = s.get(Run, run_id)
+            keys = list((run.behaviour or {}).keys()) if run is not None else []
+            lengths = {int(k) for k in keys if str(k).isdigit()}
+    return sorted(lengths) or [fallback]
+
+
+def probe_settings(params: ProbeParams, lengths: list[int]) -> MeasureParams:
+    """A probe job's settings (``lengths``: its eval lengths, resolved)."""
+    return MeasureParams(eval_lengths=lengths, n_probe_sequences=params.n_probe_sequences)
+
+
+def intervene_settings(params: InterveneParams, lengths: list[int]) -> MeasureParams:
+    """An intervene job's settings (its ``layers`` go to :func:`measure_run` separately)."""
+    return MeasureParams(eval_lengths=lengths, n_probe_sequences=params.n_probe_sequences, methods=params.methods,
+                         pca_k=params.pca_k, inlp_max_rounds=params.inlp_max_rounds, conv1d=params.conv1d,
+                         n_permutations=params.n_permutations)
+
+
+def patch_settings(params: PatchParams, lengths: list[int]) -> MeasureParams:
+    """A patch job's settings (``lengths``: the run's measured eval lengths, for the record)."""
+    return MeasureParams(eval_lengths=lengths, patch_eval_length=params.eval_length,
+                         patch_positions=params.positions, patch_sites=params.sites, patch_stride=params.stride,
+                         n_patch_pairs=params.n_pairs)
