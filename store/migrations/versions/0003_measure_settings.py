@@ -17,7 +17,7 @@ never removes results).
 
 Existing result rows keep ``settings_id`` NULL, on purpose: their settings were never
 recorded (only the hash of the job parameters was), and a backfilled row rebuilt from the
-behaviour keys and SPEC defaults would state settings nobody knows were used. Nothing stored
+behaviour keys and the documented defaults would state settings nobody knows were used. Nothing stored
 before changes, so the upgrade test's row counts and checksums stay equal.
 
 The three result tables are leaves (nothing references them), so the SQLite batch rebuild
