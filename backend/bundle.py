@@ -12,9 +12,11 @@ Format (``format_version`` 1) — a zip archive:
   ``weights`` (bool), ``exported_with`` (the exporter's ``layerscope``, ``git_commit``,
   ``python``, ``torch``, ``transformers``, ``exported_on``, ``created_at``).
 - A suite that came in from a bundle keeps its provenance on re-export: the imported bundle's
-  manifest (stored with the import's jobs row) travels as ``imported_manifest``, the top-level
-  version fields stay those of the bundle the runs came from, and its ``partial`` block (what
-  a partial study lacks, and why) is kept.
+  manifest (stored with the import's jobs row) travels as ``imported_manifest`` and the
+  top-level version fields stay those of the bundle the runs came from.
+- ``parts`` (where each part of a study made in parts was made, with its code versions),
+  ``progress`` and, while runs remain, ``partial`` (counts against the preset, and why it is
+  partial): backend/study_parts.py.
 - ``tables/<table>.json``: the rows of ``runs``, ``probe_results``, ``intervention_results``,
   ``patching_results`` and ``measure_settings`` (schema 0003: the settings rows the suite's
   result rows point to with ``settings_id``) — every column of the SQLAlchemy table (so
@@ -177,24 +179,39 @@ def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
     return None
 
 
-def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None) -> dict[str, Any]:
+def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
+                    runs: list[dict[str, Any]] | None = None, note: str | None = None) -> dict[str, Any]:
     """The exporter's versions under ``exported_with``; for an imported suite, the versions of
-    the bundle its runs came from stay on top, with that manifest as ``imported_manifest`` and
-    its ``partial`` block kept."""
+    the bundle its runs came from stay on top, with that manifest as ``imported_manifest``.
+    With the suite's run rows, ``parts`` says where each part of the study was made and, for a
+    preset suite, ``progress`` / ``partial`` how far it has come (backend/study_parts.py; the
+    imported ``partial`` block's reasons are kept and ``note`` is added to them)."""
+    from backend import study_parts
+
     out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
     if imported:
         for k in PROVENANCE_KEYS:
             if k != "created_at" and k in imported:
                 out[k] = imported[k]
         out["imported_manifest"] = imported
-        if "partial" in imported:
+    if runs is None:  # no rows to count: keep what the imported bundle said
+        if imported and "partial" in imported:
             out["partial"] = imported["partial"]
+        return out
+    out["parts"] = study_parts.parts(runs, manifest, imported)
+    now = study_parts.progress(runs, study_parts.preset_run_count(manifest["suite"]))
+    if now is not None:
+        out["progress"] = now
+    partial = study_parts.partial_block(now, imported, note)
+    if partial is not None:
+        out["partial"] = partial
     return out
 
 
 def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weights: bool = False,
-                  store_dir: Path | None = None) -> dict[str, Any]:
+                  store_dir: Path | None = None, note: str | None = None) -> dict[str, Any]:
     """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
+    ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
 
     Raises:
         LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``.
@@ -202,7 +219,8 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
     if weights and store_dir is None:
         raise ValueError("weights=True needs the model store's directory")
     tables = collect(session, suite)
-    manifest = with_provenance(manifest_for(tables, suite, weights), imported_manifest(session, suite))
+    manifest = with_provenance(manifest_for(tables, suite, weights), imported_manifest(session, suite),
+                               tables["runs"], note)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():

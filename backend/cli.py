@@ -386,6 +386,8 @@ def export_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; "
                                                                 "docs: backend/bundle.py).")],
     weights: Annotated[bool, typer.Option(help="Include the model checkpoints (off: results only).")] = False,
+    note: Annotated[str | None, typer.Option(help="Why the study is partial (kept in the manifest's "
+                                                  "partial.notes, with earlier exports' notes).")] = None,
 ) -> None:
     """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
@@ -395,7 +397,8 @@ def export_cmd(
     factory = _init_db(settings)
     output.parent.mkdir(parents=True, exist_ok=True)
     with factory() as s:
-        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir)
+        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir,
+                                 note=note)
     typer.echo(f"layerscope: wrote {output} ({len(manifest['runs'])} run(s) of suite {suite!r}"
                f"{', with weights' if weights else ''}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
 

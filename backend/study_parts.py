@@ -1,0 +1,107 @@
+"""How far a preset study has come, and which part of it was made where (the bundle manifest's
+``progress``, ``partial`` and ``parts`` blocks; backend/bundle.py writes them).
+
+A study made in parts — one GPU lease, then resumed on a CPU, then on another machine — is one
+suite whose runs come from several places and several commits. Each export says:
+
+- ``progress``: the preset's run count and how many runs are stored, measured (status
+  ``complete``: probes, interventions and patching stored), stored but not measured, not
+  started, and remaining (not measured); only for a suite named after a preset.
+- ``partial``: ``progress`` again with ``complete: false`` and the reasons carried from earlier
+  exports (``why``, ``notes``), while runs remain; absent once the study is complete.
+- ``parts``: one entry per place the runs were made — the parts of the bundle the suite was
+  imported from (kept as they were) and the part made here since (the runs not in that bundle),
+  each with its code version (``git_commit``, ``layerscope``, ``torch``, ``transformers``,
+  ``python``), devices (``runs.made_on``), run count and first/last run stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VERSION_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers")
+
+
+def preset_run_count(suite: str) -> int | None:
+    """How many runs the preset named ``suite`` expands to; None when ``suite`` is no preset."""
+    from layerscope_core.registry import PRESETS
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
+    if suite not in PRESETS:
+        return None
+    return len(expand_suite(SuiteParams(preset=suite)))
+
+
+def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, Any] | None:
+    """Counts of ``runs`` (rows with ``status``) against the preset's ``preset_runs``."""
+    if preset_runs is None:
+        return None
+    measured = sum(r.get("status") == "complete" for r in runs)
+    return {
+        "complete": measured >= preset_runs,
+        "preset_runs": preset_runs,
+        "runs_stored": len(runs),
+        "runs_measured": measured,
+        "runs_stored_not_measured": len(runs) - measured,
+        "runs_not_started": max(preset_runs - len(runs), 0),
+        "runs_remaining": max(preset_runs - measured, 0),
+    }
+
+
+def partial_block(now: dict[str, Any] | None, imported: dict[str, Any] | None,
+                  note: str | None) -> dict[str, Any] | None:
+    """The ``partial`` block: today's ``progress`` plus the reasons of earlier exports
+    (``why``, ``notes``) and ``note``. None once the preset study is complete; for a suite that
+    is no preset (nothing to count) the imported bundle's block is kept as it was."""
+    before = (imported or {}).get("partial") or {}
+    if now is None:
+        out = dict(before)
+    elif now["complete"]:
+        return None
+    else:
+        out = {**now, **({"why": before["why"]} if before.get("why") else {})}
+    notes = [*before.get("notes", []), *([note] if note else [])]
+    if notes:
+        out["notes"] = notes
+    return out or None
+
+
+def _part(runs: list[dict[str, Any]], versions: dict[str, Any], source: str) -> dict[str, Any]:
+    stamps = [str(r["created_at"]) for r in runs if r.get("created_at")]
+    return {
+        "source": source,
+        **{k: versions.get(k) for k in VERSION_KEYS},
+        "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
+        "runs": len(runs),
+        "made_between": [min(stamps), max(stamps)] if stamps else None,
+    }
+
+
+def parts(runs: list[dict[str, Any]], exporter: dict[str, Any],
+          imported: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Where the runs were made: the imported bundle's parts (or the bundle as one part when it
+    has none), then a part with the exporter's versions for the runs not in it (each part's
+    ``source`` names the export it first went out with).
+    (The imported parts keep the counts they had: a run of theirs trained again here counts in
+    both, and ``runs`` of the manifest says where each run now comes from.)
+
+    Args:
+        runs: the suite's run rows (``config_hash``, ``train_seconds``, ``made_on``, ``created_at``).
+        exporter: the exporter's versions (keys of ``VERSION_KEYS``).
+        imported: the manifest of the bundle the suite was imported from, or None.
+    """
+    out: list[dict[str, Any]] = []
+    # a run came in with the bundle when its config hash and training time are the bundle's: a
+    # run of the bundle trained again here (it was stored without weights) belongs to this part
+    came_in = {(r.get("config_hash"), r.get("train_seconds")) for r in (imported or {}).get("runs", [])}
+    if imported:
+        if imported.get("parts"):
+            out += imported["parts"]
+        else:
+            mine = [r for r in runs if (r.get("config_hash"), r.get("train_seconds")) in came_in]
+            out.append(_part(mine, imported, f"made for the export of {imported.get('created_at', '?')}"))
+    here = [r for r in runs if (r.get("config_hash"), r.get("train_seconds")) not in came_in]
+    if here:
+        out.append(_part(here, exporter, f"made for the export of {exporter.get('created_at', '?')}"))
+    return out

@@ -1,0 +1,94 @@
+"""A study made in parts: the manifest says how far it has come and where each part was made."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+from backend import study_parts as P
+from backend.bundle import export_bundle, import_bundle
+from store.migrate import init_db
+from store.models import Run
+from store.session import make_engine, make_sessionmaker
+from tests.conftest import seed_runs
+
+
+def _runs(*specs):
+    return [{"config_hash": h, "train_seconds": t, "status": st, "made_on": on, "created_at": at}
+            for h, t, st, on, at in specs]
+
+
+def test_progress_counts_against_the_preset() -> None:
+    runs = _runs(("a", 1.0, "complete", "gpu", "1"), ("b", 2.0, "trained", "gpu", "2"),
+                 ("c", 3.0, "complete", "cpu", "3"))
+    assert P.progress(runs, 5) == {"complete": False, "preset_runs": 5, "runs_stored": 3, "runs_measured": 2,
+                                   "runs_stored_not_measured": 1, "runs_not_started": 2, "runs_remaining": 3}
+    assert P.progress(runs[:1] + runs[2:], 2)["complete"] is True
+    assert P.progress(runs, None) is None
+
+
+def test_preset_run_count_expands_the_preset() -> None:
+    assert P.preset_run_count("paper") == 60  # 5 families × 4 tasks × 3 seeds
+    assert P.preset_run_count("smoke") == 15
+    assert P.preset_run_count("my-suite") is None
+
+
+def test_partial_keeps_the_reasons_and_adds_the_note() -> None:
+    now = P.progress(_runs(("a", 1.0, "complete", "gpu", "1")), 4)
+    imported = {"partial": {"complete": False, "runs_stored": 1, "why": "one GPU lease", "notes": ["first"]}}
+    block = P.partial_block(now, imported, "resumed on a CPU")
+    assert block["why"] == "one GPU lease" and block["notes"] == ["first", "resumed on a CPU"]
+    assert block["runs_remaining"] == 3 and block["runs_stored"] == 1  # today's counts, not the old ones
+    done = P.progress(_runs(("a", 1.0, "complete", "gpu", "1")), 1)
+    assert P.partial_block(done, imported, "x") is None  # a complete study is not partial
+    # a suite that is no preset: nothing to count, the bundle's block stays
+    assert P.partial_block(None, imported, None) == imported["partial"]
+    assert P.partial_block(None, None, None) is None
+
+
+def test_parts_split_runs_by_where_they_were_made() -> None:
+    imported = {"created_at": "2026-11-30", "git_commit": "gpu-commit", "torch": "2.11.0",
+                "runs": [{"config_hash": "a", "train_seconds": 1.0}, {"config_hash": "b", "train_seconds": 2.0}]}
+    runs = _runs(("a", 1.0, "complete", "cuda on h200", "1"),
+                 ("b", 9.5, "complete", "cpu on vm", "5"),  # b came in unmeasured and was trained again here
+                 ("c", 3.0, "complete", "cpu on vm", "4"))
+    out = P.parts(runs, {"git_commit": "cpu-commit", "torch": "2.13.0", "created_at": "2026-12-01"}, imported)
+    assert [p["source"] for p in out] == ["made for the export of 2026-11-30", "made for the export of 2026-12-01"]
+    assert (out[0]["runs"], out[0]["git_commit"], out[0]["devices"]) == (1, "gpu-commit", ["cuda on h200"])
+    assert (out[1]["runs"], out[1]["git_commit"], out[1]["torch"]) == (2, "cpu-commit", "2.13.0")
+    assert out[1]["made_between"] == ["4", "5"]
+    # a bundle that already has parts keeps them; the new part follows
+    again = P.parts(runs + _runs(("d", 4.0, "complete", "cpu on box", "9")), {"git_commit": "later"},
+                    {**imported, "parts": out, "runs": [{"config_hash": h, "train_seconds": t}
+                                                        for h, t in (("a", 1.0), ("b", 9.5), ("c", 3.0))]})
+    assert [p["runs"] for p in again] == [1, 2, 1] and again[-1]["git_commit"] == "later"
+
+
+def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_path) -> None:
+    init_db(sqlite_url)
+    factory = make_sessionmaker(make_engine(sqlite_url))
+    seed_runs(factory, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="paper")
+    with factory() as s:
+        s.query(Run).update({"made_on": "cuda (NVIDIA H200) on gpu-box", "status": "complete"})
+        s.commit()
+        first = tmp_path / "first.zip"
+        m1 = export_bundle(s, "paper", first, note="one GPU lease")
+    assert m1["progress"]["runs_measured"] == 2 and m1["partial"]["runs_remaining"] == 58
+    assert m1["partial"]["notes"] == ["one GPU lease"] and len(m1["parts"]) == 1
+
+    url2 = f"sqlite:///{tmp_path / 'resumed.db'}"
+    init_db(url2)
+    target = make_sessionmaker(make_engine(url2))
+    with target() as s:
+        import_bundle(s, first)
+    seed_runs(target, families=("gru",), tasks=("dyck",), seeds=(0,), suite="paper")  # made here, on a CPU
+    with target() as s:
+        s.query(Run).filter(Run.family == "gru").update({"made_on": "cpu on vm", "status": "complete"})
+        s.commit()
+        m2 = export_bundle(s, "paper", tmp_path / "second.zip", note="resumed on a CPU")
+    assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 57
+    assert m2["partial"]["notes"] == ["one GPU lease", "resumed on a CPU"]
+    assert [(p["runs"], p["devices"]) for p in m2["parts"]] == [
+        (2, ["cuda (NVIDIA H200) on gpu-box"]), (1, ["cpu on vm"])]
+    with zipfile.ZipFile(tmp_path / "second.zip") as z:
+        assert json.loads(z.read("manifest.json"))["parts"] == m2["parts"]
