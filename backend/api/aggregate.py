@@ -21,7 +21,23 @@ from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from science import claims
 from science.stats import bounds_for, clip_interval, t_interval
 
-GroupKey = tuple[str, str, str | None, int, int]  # task, family, pretrained, n_layers, eval_length
+GroupKey = tuple[str | None, str, str, str | None, int, int]  # suite, task, family, pretrained, n_layers, eval_length
+
+
+class MixedSuites(ValueError):
+    """The runs a claims request reads belong to more than one suite: the API answers 422 naming
+    ``suite`` and the suites present (docs/SCIENCE.md#suites). Runs of different suites are never
+    pooled into one statistic."""
+
+    def __init__(self, suites: Sequence[str | None]) -> None:
+        self.suites = sorted({s or "" for s in suites})
+        names = ", ".join(repr(s) for s in self.suites)
+        super().__init__(f"the matching runs belong to {len(self.suites)} suites ({names}); runs of different "
+                         "suites are never pooled: choose one with ?suite=NAME")
+
+
+def _suite_key(suite: str | None) -> str:
+    return suite or ""
 
 
 def _f(v: float | None) -> float | None:
@@ -30,10 +46,10 @@ def _f(v: float | None) -> float | None:
 
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
     """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
-    trained, selectivity)."""
+    trained, selectivity, suite)."""
     q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
                ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline,
-               trained_clause().label("trained"), ProbeResult.selectivity).join(Run, Run.id == ProbeResult.run_id)
+               trained_clause().label("trained"), ProbeResult.selectivity, Run.suite).join(Run, Run.id == ProbeResult.run_id)
     q = flt.apply(q)
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
@@ -42,17 +58,17 @@ def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | N
 
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
     groups: dict[tuple, list[tuple[int, int, float, float, bool, float | None]]] = defaultdict(list)
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel in probe_table(
-            session, flt, eval_length):
-        groups[(task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok), sel))
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel, suite in probe_table(
+            session, flt, eval_length):  # one point per suite: runs of different suites are never pooled
+        groups[(suite, task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok), sel))
     out = []
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4], k[5])):
-        task, family, pretrained, n_layers, L, layer = key
+    for key in sorted(groups, key=lambda k: (k[1], k[2], k[3] or "", k[4], k[5], _suite_key(k[0]), k[6])):
+        suite, task, family, pretrained, n_layers, L, layer = key
         members = sorted(groups[key], key=lambda m: (m[1], m[0]))
         mean, lo, hi = t_interval([m[2] for m in members], bounds=bounds_for("accuracy"))
         majs = [m[3] for m in members if m[3] is not None]
         out.append(dict(
-            task=task, family=family, pretrained=pretrained, eval_length=L, layer=layer,
+            suite=suite, task=task, family=family, pretrained=pretrained, eval_length=L, layer=layer,
             layer_name=layer_name(layer), depth=depth(layer, n_layers), n_layers=n_layers,
             mean=_f(mean), lo=_f(lo), hi=_f(hi), n=len(members), seeds=[m[1] for m in members],
             majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
@@ -95,23 +111,23 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
     meta: dict[int, tuple] = {}
     trained: dict[int, bool] = {}
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel in probe_table(
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel, suite in probe_table(
             session, flt, eval_length):
         trained[run_id] = bool(ok)
         curves[(run_id, L)][layer] = acc
         if maj is not None:
             bases[(run_id, L)].append(maj)
-        meta[run_id] = (task, family, pretrained, n_layers, seed)
+        meta[run_id] = (suite, task, family, pretrained, n_layers, seed)
     damage = _damage_rows(session, list(meta), eval_length)
     groups: dict[GroupKey, list[tuple[int, int]]] = defaultdict(list)
     for (run_id, L), c in curves.items():
-        task, family, pretrained, n_layers, seed = meta[run_id]
+        suite, task, family, pretrained, n_layers, seed = meta[run_id]
         if sorted(c) != list(range(-1, n_layers)) or any(v is None or not math.isfinite(v) for v in c.values()):
             continue  # a gapped curve (a partly written run): no profile for it yet
-        groups[(task, family, pretrained, n_layers, L)].append((seed, run_id))
+        groups[(suite, task, family, pretrained, n_layers, L)].append((seed, run_id))  # a cell per suite
     out = []
-    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2] or "", k[3], k[4])):
-        task, family, pretrained, n_layers, L = key
+    for key in sorted(groups, key=lambda k: (k[1], k[2], k[3] or "", k[4], k[5], _suite_key(k[0]))):
+        suite, task, family, pretrained, n_layers, L = key
         members = sorted(groups[key])
         cs = [curves[(rid, L)] for _, rid in members]
         bl = [(sum(bases[(rid, L)]) / len(bases[(rid, L)])) if bases[(rid, L)] else None for _, rid in members]
@@ -138,7 +154,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
             mean, lo, hi = t_interval(vals) if vals else (None, None, None)
             metrics[name] = {"mean": _f(mean), "lo": _f(lo), "hi": _f(hi), "n": len(vals)}
         out.append(dict(
-            task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
+            suite=suite, task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
             seeds=[seed for seed, _ in members], profile_class=summary["profile_class"],
             class_counts=summary["class_votes"], metrics=metrics, per_seed=summary["per_seed"],
             untrained_run_ids=[rid for _, rid in members if not trained[rid]],
@@ -151,7 +167,7 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for p in items:
         for name, m in p["metrics"].items():
-            rows.append(dict(task=p["task"], family=p["family"], pretrained=p["pretrained"],
+            rows.append(dict(suite=p.get("suite"), task=p["task"], family=p["family"], pretrained=p["pretrained"],
                              eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=p["profile_class"],
                              seeds=p["seeds"], metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
     return rows
@@ -168,9 +184,13 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     L = C.EVAL_LENGTH
     run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour,
                 Run.heldout_acc, Run.early_stop_acc]
-    runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols)))]
+    runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols, Run.suite)))]
+    if len({_suite_key(r["suite"]) for r in runs}) > 1:
+        raise MixedSuites([r["suite"] for r in runs])
+    for r in runs:
+        del r["suite"]
     probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
-              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel in probe_table(session, flt, [L])]
+              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su in probe_table(session, flt, [L])]
     iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
                InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.drop_rel_chance,
                InterventionResult.refit_acc, InterventionResult.refit_majority, InterventionResult.p_value,

@@ -174,6 +174,8 @@ class PatchingOut(BaseModel):
 class CurvePoint(BaseModel):
     """Probe accuracy at one layer, aggregated over seeds (mean and 95% t-interval)."""
 
+    suite: str | None = Field(None, description="the suite of every run in this cell: runs of different suites "
+                              "are never pooled (docs/SCIENCE.md#suites)")
     task: str
     family: str
     pretrained: str | None = None
@@ -203,6 +205,8 @@ class MetricCI(BaseModel):
 
 
 class Profile(BaseModel):
+    suite: str | None = Field(None, description="the suite of every run in this cell: runs of different suites "
+                              "are never pooled (docs/SCIENCE.md#suites)")
     task: str
     family: str
     pretrained: str | None = None

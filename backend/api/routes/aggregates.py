@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter
 
 from backend.api import aggregate, queries
@@ -43,7 +44,7 @@ def _json(cache: ResultCache, session: Any, key: tuple, adapter: TypeAdapter, co
 
 
 @router.get("/curves", response_model=list[CurvePoint],
-            summary="Probe accuracy per layer: mean and 95% t-interval over seeds")
+            summary="Probe accuracy per layer: mean and 95% t-interval over seeds, one point per suite")
 def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
                eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
                trained: TrainedQ = None) -> Response:
@@ -53,7 +54,7 @@ def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family:
 
 
 @router.get("/profiles", response_model=list[Profile],
-            summary="Profile metrics per (task, family, eval length): mean and 95% t-interval over seeds")
+            summary="Profile metrics per (suite, task, family, eval length): mean and 95% t-interval over seeds")
 def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
                  eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
                  trained: TrainedQ = None) -> Response:
@@ -62,7 +63,15 @@ def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, famil
                  lambda: aggregate.profiles(session, flt, eval_length))
 
 
-@router.get("/claims", response_model=list[Claim], summary="The study's six claims: a verdict from the stored results")
+@router.get("/claims", response_model=list[Claim],
+            summary="The study's six claims: a verdict from the stored results of one suite",
+            description="The runs read must all belong to one suite: when runs of more than one suite match "
+                        "(no `suite` given, or several), the answer is 422 at `suite`, naming the suites present "
+                        "(docs/SCIENCE.md#suites).")
 def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
-    return _json(cache, session, _key("claims", suite), CLAIMS,
-                 lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
+    try:
+        return _json(cache, session, _key("claims", suite), CLAIMS,
+                     lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
+    except aggregate.MixedSuites as exc:
+        raise RequestValidationError([{"type": "value_error", "loc": ("query", "suite"), "msg": str(exc),
+                                       "input": suite}]) from exc

@@ -64,9 +64,9 @@ def _needed_columns(model: Any, fields: list[str]) -> set[str]:
 COLUMNS: dict[Resource, list[str]] = {
     Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
     **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
-    Resource.curves: ["task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
+    Resource.curves: ["suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
                       "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity"],
-    Resource.profiles: ["task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
+    Resource.profiles: ["suite", "task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
                         "metric", "mean", "lo", "hi", "n"],
 }
 
