@@ -12,13 +12,14 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import Bind, api_alert, field, page_frame
 from dashboard.pages import PageDef
+from dashboard.pages.runs import default_suite
 from dashboard.state import F, PageState
 from dashboard.theme import VERDICT_CLASS, family_label, task_label
 
 KEY = "claims"
 PATH = "/claims"
 LOC = "cl-loc"
-SPEC = PageState([F("suite", "str", None)])  # one suite's runs (an imported study, say), or all
+SPEC = PageState([F("suite", "str", None)])  # one suite's runs; none chosen: runs.default_suite
 BINDS = [Bind("suite", "cl-suite")]
 MAX_TABLE_ROWS = 12
 PAGE_NAMES = {"/": "Runs", "/curves": "Curves", "/reversal": "Reversal", "/probe-vs-causal": "Probe vs causal",
@@ -160,12 +161,12 @@ def claim_card(c: dict, path_for) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    from dashboard.pages.runs import suite_options
+    from dashboard.pages.runs import suite_options, suite_placeholder
 
     s = SPEC.decode(search, base)
     controls = html.Div([
         field("Suite", dcc.Dropdown(id="cl-suite", options=suite_options(api, s["suite"]), value=s["suite"],
-                                    placeholder="every run", clearable=True), width="300px"),
+                                    placeholder=suite_placeholder(api), clearable=True), width="300px"),
     ], className="control-grid")
     body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
             dcc.Download(id="cl-download")]
@@ -188,7 +189,7 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
     def _claims(_, suite):
         try:
-            claims = api.claims(suite=suite or None)
+            claims = api.claims(suite=suite or default_suite(api))  # one suite: never pooled
         except ApiError as exc:
             return api_alert(exc)
         counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
@@ -206,7 +207,7 @@ def register(app, api: ApiClient, path_for) -> None:
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update
-        rows = claim_rows_csv(api.claims(suite=suite or None), trig["claim"], trig["key"])
+        rows = claim_rows_csv(api.claims(suite=suite or default_suite(api)), trig["claim"], trig["key"])
         return dcc.send_data_frame(csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv",
                                    index=False)
 

@@ -30,6 +30,7 @@ from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
+from dashboard.pages.runs import one_suite, suite_placeholder
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, task_label
 
@@ -72,7 +73,7 @@ def curve_rows(api: ApiClient, state: dict) -> list[dict]:
     lengths = state["lengths"]
     rows = api.curves(suite=state["suite"], eval_length=lengths[0] if len(lengths) == 1 else None,
                       trained=trained_filter(state["trained"]))
-    return _filter(rows, state)
+    return _filter(one_suite(api, rows, state["suite"]), state)  # runs of different suites never shown together
 
 
 def _runs_of(rows: list[dict]) -> set[int]:
@@ -130,7 +131,8 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
 
 
 def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
-    runs = api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]))
+    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"])),
+                     state["suite"])
     return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
             and (not state["families"] or r["family"] in state["families"])
             and (state["pretrained"] or not r.get("pretrained"))]
@@ -208,7 +210,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             + [{"label": f"layer {i}", "value": str(i)} for i in range(0, 24)],
             value=s["layer"], clearable=False), width="170px", id="cv-layer-field"),
         field("Suite", dcc.Input(id="cv-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder="all suites", className="input"), width="160px"),
+                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
         trained_switch("cv-trained", s["trained"]),
     ], className="control-grid")
     body = [

@@ -35,6 +35,7 @@ from dashboard.figures.reversal import (
     s3_distances,
 )
 from dashboard.pages import PageDef
+from dashboard.pages.runs import one_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
 
@@ -56,6 +57,7 @@ BINDS = [Bind("length", "rv-length"), Bind("metric", "rv-metric"), Bind("suite",
 
 def profiles(api: ApiClient, state: dict) -> list[dict]:
     rows = api.profiles(eval_length=state["length"], suite=state["suite"], trained=trained_filter(state["trained"]))
+    rows = one_suite(api, rows, state["suite"])  # runs of different suites are never shown together
     if not state["pretrained"]:
         rows = [r for r in rows if not r.get("pretrained")]
     return rows
@@ -63,6 +65,7 @@ def profiles(api: ApiClient, state: dict) -> list[dict]:
 
 def curves(api: ApiClient, state: dict) -> list[dict]:
     rows = api.curves(eval_length=state["length"], suite=state["suite"], trained=trained_filter(state["trained"]))
+    rows = one_suite(api, rows, state["suite"])
     return [r for r in rows if not r.get("pretrained")]
 
 
@@ -135,7 +138,7 @@ def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, train
 def claim_3_verdict(api: ApiClient, state: dict) -> dict | None:
     """Claim 3 as /claims evaluates it (trained runs), or None when the API cannot say."""
     try:
-        return next((c for c in api.claims(suite=state.get("suite")) if c.get("id") == 3), None)
+        return next((c for c in api.claims(suite=with_suite(api, state).get("suite")) if c.get("id") == 3), None)
     except (ApiError, AttributeError):
         return None
 
@@ -186,7 +189,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Colour", dcc.Dropdown(id="rv-metric", options=[{"label": METRIC_TITLES[m], "value": m} for m in METRICS],
                                      value=s["metric"], clearable=False), width="420px"),
         field("Suite", dcc.Input(id="rv-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder="all suites", className="input"), width="160px"),
+                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
         field("Include", dcc.Checklist(id="rv-pretrained", options=[{"label": "pretrained models", "value": "on"}],
                                        value=["on"] if s["pretrained"] else [], className="check")),
         trained_switch("rv-trained", s["trained"]),

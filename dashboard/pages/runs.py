@@ -135,6 +135,48 @@ def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
     return options
 
 
+def default_suite(api: ApiClient) -> str | None:
+    """The suite a page shows when none is chosen: the only one, else the one with the most
+    recently stored run (the latest import or suite made here). Runs of different suites are never
+    pooled (docs/SCIENCE.md#suites). None when no suite exists or the API cannot say."""
+    try:
+        names = [x["name"] for x in api.suites()]
+    except (ApiError, AttributeError, KeyError, TypeError):
+        return None
+    if len(names) <= 1:
+        return names[0] if names else None
+    try:
+        latest = api.runs(limit=1, sort="-id")["items"]
+    except (ApiError, AttributeError, KeyError, TypeError):
+        latest = []
+    suite = latest[0].get("suite") if latest else None
+    return suite if suite in names else names[0]
+
+
+def with_suite(api: ApiClient, state: dict) -> dict:
+    """``state`` with its suite filled in by :func:`default_suite` when none is chosen."""
+    return state if state.get("suite") else {**state, "suite": default_suite(api)}
+
+
+def one_suite(api: ApiClient, rows: list[dict], chosen: str | None) -> list[dict]:
+    """``rows`` (aggregate items or runs, each naming its ``suite``) of one suite: as they are when
+    a suite was chosen or they hold one suite; else those of :func:`default_suite` (or of the first
+    suite present when that one has none). Pages never show runs of different suites together."""
+    present = {r.get("suite") for r in rows if "suite" in r}
+    if chosen or len(present) <= 1:
+        return rows
+    pick = default_suite(api)
+    if pick not in present:
+        pick = sorted(present, key=lambda x: x or "")[0]
+    return [r for r in rows if r.get("suite") == pick]
+
+
+def suite_placeholder(api: ApiClient) -> str:
+    """A suite control's placeholder: the suite shown when the control is empty."""
+    suite = default_suite(api)
+    return f"{suite} (latest)" if suite else "no suite"
+
+
 def bundle_href(suite: str | None) -> str:
     from urllib.parse import quote
 

@@ -1,0 +1,76 @@
+"""The dashboard's aggregate pages show one suite: with none chosen they ask the API for a
+concrete suite (the only one, else the one with the most recent run), never "all suites"
+(docs/SCIENCE.md#suites)."""
+
+from __future__ import annotations
+
+from dashboard.pages import claims, curves, reversal, runs
+
+
+class Api:
+    def __init__(self, suites=("paper", "quick"), latest="quick"):
+        self._suites, self._latest, self.asked = suites, latest, []
+
+    def suites(self):
+        return [{"name": n, "n_runs": 3, "imported": n == "paper"} for n in self._suites]
+
+    def runs(self, *, limit=50, sort=None, **_):
+        assert sort == "-id" and limit == 1
+        return {"items": [{"id": 99, "suite": self._latest}] if self._latest else [], "total": 1}
+
+    def _rows(self, suite):  # the API's per-suite items: one cell in each suite
+        return [{"suite": s, "task": "parity", "family": "transformer", "eval_length": 40, "pretrained": None,
+                 "layer": 0, "seeds": [0, 1, 2] if s == "paper" else [0]} for s in self._suites if suite in (None, s)]
+
+    def curves(self, *, suite=None, **_):
+        self.asked.append(("curves", suite))
+        return self._rows(suite)
+
+    def profiles(self, *, suite=None, **_):
+        self.asked.append(("profiles", suite))
+        return self._rows(suite)
+
+    def all_runs(self, **_):
+        return [{"id": i, "suite": s, "task": "parity", "family": "transformer", "pretrained": None}
+                for i, s in enumerate(self._suites)]
+
+    def claims(self, suite=None):
+        self.asked.append(("claims", suite))
+        return []
+
+
+def test_default_suite_is_the_only_or_the_latest() -> None:
+    assert runs.default_suite(Api(suites=("paper",), latest=None)) == "paper"
+    assert runs.default_suite(Api(latest="quick")) == "quick"
+    assert runs.default_suite(Api(latest="paper")) == "paper"
+    assert runs.default_suite(Api(suites=())) is None
+    assert runs.suite_placeholder(Api()) == "quick (latest)"
+
+
+def test_pages_show_one_suite_when_none_is_chosen() -> None:
+    api = Api()
+    state = reversal.SPEC.decode("", None)
+    assert state["suite"] is None
+    for rows in (reversal.profiles(api, state), reversal.curves(api, state),
+                 curves.curve_rows(api, curves.SPEC.decode("", None)),
+                 curves.behaviour_runs(api, curves.SPEC.decode("", None))):
+        assert [r["suite"] for r in rows] == ["quick"]
+    reversal.claim_3_verdict(api, state)  # /api/claims refuses mixed suites: the page names one
+    assert api.asked[-1] == ("claims", "quick")
+    assert [r["suite"] for r in reversal.profiles(api, {**state, "suite": "paper"})] == ["paper"]  # a chosen one kept
+    assert api.asked[-1] == ("profiles", "paper")
+
+
+def test_claims_page_placeholder_names_the_default_suite() -> None:
+    page = claims.layout(search="", base=None, embed=False, api=Api(), path_for=lambda p: p)
+
+    def find(c, cid):
+        if getattr(c, "id", None) == cid:
+            return c
+        kids = getattr(c, "children", None)
+        for k in kids if isinstance(kids, (list, tuple)) else [kids]:
+            if k is not None and not isinstance(k, str) and (hit := find(k, cid)) is not None:
+                return hit
+        return None
+
+    assert find(page, "cl-suite").placeholder == "quick (latest)"
