@@ -200,7 +200,9 @@ def trained_cells_paragraph(cells: list[dict[str, Any]]) -> list[str]:
     if not cells:
         return ["**What the trained cells show** (descriptive, not a verdict): no cell this claim reads has a "
                 "trained run with a probe curve at L = 40.", ""]
-    parts = [f"{c['family']} × {c['task']}: class {c['profile_class']}"
+    from dashboard.figures.common import class_with_split  # the class with its per-seed split
+
+    parts = [f"{c['family']} × {c['task']}: class {class_with_split(c['profile_class'], c.get('class_votes'))}"
              + (f" (the claim expects {c['expected']})" if c.get("expected") else "")
              + f", late concentration {_iv(c['late_concentration'])}" for c in cells]
     return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "

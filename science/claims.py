@@ -429,7 +429,8 @@ def claim_3(data: Data) -> dict[str, Any]:
         d_sd = P.profile_distance(s3["curve"], dy["curve"], s3["baseline"], dy["baseline"])
         per_family.append({"family": f, "d_s3_parity": d_sp, "d_s3_dyck": d_sd, "closer_to_parity": d_sp < d_sd,
                            "class_s3": s3["profile_class"], "class_parity": par["profile_class"],
-                           "class_dyck": dy["profile_class"]})
+                           "class_dyck": dy["profile_class"], "class_votes_s3": s3["class_votes"],
+                           "class_votes_parity": par["class_votes"], "class_votes_dyck": dy["class_votes"]})
     numbers["families"] = per_family
     share = sum(r["closer_to_parity"] for r in per_family) / len(per_family)
     numbers["share_closer_to_parity"] = share
@@ -836,7 +837,7 @@ def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
         s = _summary(data, rs)
         lc = s["metrics"]["late_concentration"]
         row = {"task": cell[0], "family": cell[1], "n": s["n"], "profile_class": s["profile_class"],
-               "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")}}
+               "class_votes": s["class_votes"], "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")}}
         if expected:
             row["expected"] = expected.get(cell[1])
         out.append(row)

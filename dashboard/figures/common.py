@@ -199,3 +199,27 @@ def untrained_suffix(n_untrained: int, n_total: int) -> str:
     """Legend suffix marking a line or cell that includes untrained runs: `` (untrained: 1 of 3)``;
     empty when none is untrained."""
     return f" (untrained: {n_untrained} of {n_total})" if n_untrained else ""
+
+
+CLASS_ORDER = ("early", "gradual", "late", "flat")  # science.profiles.CLASSES, in depth order
+
+
+def seeds_disagree(profile_class: Any, votes: Any) -> bool:
+    """True when fewer than half the seeds (per-seed classes ``votes``) have the cell's class
+    (the class of the seed-mean curve, docs/SCIENCE.md#claims): the cell's class then disagrees
+    with most of its seeds."""
+    if not isinstance(votes, dict) or not votes or profile_class is None:
+        return False
+    total = sum(int(v) for v in votes.values() if isinstance(v, (int, float)))
+    return total > 0 and 2 * int(votes.get(profile_class) or 0) < total
+
+
+def class_with_split(profile_class: Any, votes: Any) -> str:
+    """``early (seeds: 1 early, 2 gradual) — most seeds differ``: a cell's class (of its seed-mean
+    curve) with the per-seed split, flagged when most seeds have another class. Plain text."""
+    cls = "–" if profile_class is None else str(profile_class)
+    if not isinstance(votes, dict) or not votes:
+        return cls
+    order = [c for c in CLASS_ORDER if c in votes] + sorted(str(c) for c in votes if c not in CLASS_ORDER)
+    split = ", ".join(f"{votes[c]} {c}" for c in order if votes.get(c))
+    return f"{cls} (seeds: {split})" + (" — most seeds differ" if seeds_disagree(profile_class, votes) else "")

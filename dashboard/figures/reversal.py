@@ -11,7 +11,19 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from dashboard.figures.common import base_layout, empty_figure, esc, esc_or, finite, fmt_ci, note_missing, untrained_suffix
+from dashboard.figures.common import (
+    CLASS_ORDER,
+    base_layout,
+    class_with_split,
+    empty_figure,
+    esc,
+    esc_or,
+    finite,
+    fmt_ci,
+    note_missing,
+    seeds_disagree,
+    untrained_suffix,
+)
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -103,7 +115,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     by = {(row_key(p), p["task"]): p for p in profiles}
     reversals = find_reversals(profiles) if reversals is None else reversals
     z, text, custom = [], [], []
-    n_missing = 0
+    n_missing = n_disagree = 0
     for fam in fams:
         zr, tr, cr = [], [], []
         for task in tks:
@@ -117,12 +129,20 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             zr.append(m["mean"] if finite(m["mean"]) else None)
             n_missing += not finite(m["mean"])
             cls = esc_or(p.get("profile_class"))
+            votes = p.get("class_counts")
+            split = esc(class_with_split(p.get("profile_class"), votes))
+            seed_line = ""
+            if isinstance(votes, dict) and votes:  # the per-seed split, flagged when most seeds differ
+                counts = ", ".join(f"{esc(votes[c])} {esc(c)}" for c in CLASS_ORDER + tuple(
+                    sorted(c for c in votes if c not in CLASS_ORDER)) if votes.get(c))
+                seed_line = f"<br>seeds: {counts}" + (" ⚠" if seeds_disagree(p.get("profile_class"), votes) else "")
+                n_disagree += seeds_disagree(p.get("profile_class"), votes)
             ci = fmt_ci(m["mean"], m["lo"], m["hi"]) if finite(m["mean"]) else "no value"
             n = esc_or(p.get("n"), "?")
             n_un = len(p.get("untrained_run_ids") or [])
-            tr.append(f"<b>{cls}</b><br>{ci}<br>n={n}"
+            tr.append(f"<b>{cls}</b>{seed_line}<br>{ci}<br>n={n}"
                       + (f"<br><i>{untrained_suffix(n_un, p.get('n') or n_un).strip()}</i>" if n_un else ""))
-            cr.append([cls, ci, n, ", ".join(esc(s) for s in p.get("seeds") or [])])
+            cr.append([split, ci, n, ", ".join(esc(s) for s in p.get("seeds") or [])])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
@@ -134,7 +154,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
         xgap=3, ygap=3, hoverongaps=False,
         colorbar={"title": {"text": "late<br>concentration" if metric_name == "late_concentration"
                             else esc(metric_name), "side": "right"}, "thickness": 14},
-        hovertemplate="<b>%{y} · %{x}</b><br>profile class %{customdata[0]}<br>"
+        hovertemplate="<b>%{y} · %{x}</b><br>profile class (of the seed-mean curve) %{customdata[0]}<br>"
                       + esc(METRIC_TITLES.get(metric_name, metric_name))
                       + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})<extra></extra>",
         meta={"kind": "matrix", "metric": metric_name},
@@ -168,7 +188,13 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             yaxis2={"overlaying": "y", "range": [len(fams) - 0.5, -0.5], "visible": False},
         )
     fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
-                            "outlined": len(outlined), "untrained_cells": len(hatched)})
+                            "outlined": len(outlined), "untrained_cells": len(hatched),
+                            "seeds_disagree_cells": n_disagree})
+    if n_disagree:
+        fig.add_annotation(text=f"⚠ {n_disagree} cell{'s' if n_disagree != 1 else ''}: most seeds have another class "
+                                "than the seed-mean curve", xref="paper", yref="paper", x=0, y=-0.02,
+                           xanchor="left", yanchor="top", showarrow=False, font={"size": 12})
+        fig.update_layout(margin={"b": 60})
     return note_missing(fig, n_missing, len(by), "cells")
 
 

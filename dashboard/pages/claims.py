@@ -11,6 +11,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import Bind, api_alert, field, page_frame
+from dashboard.figures.common import class_with_split
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite
 from dashboard.state import F, PageState
@@ -85,8 +86,31 @@ def _flatten(r: dict) -> dict:
     return out
 
 
+def _votes_key(key: str) -> str | None:
+    """The per-seed class counts stored beside a class column: ``profile_class`` → ``class_votes``,
+    ``class_s3`` → ``class_votes_s3``."""
+    if key == "profile_class":
+        return "class_votes"
+    if key.startswith("class_") and not key.startswith("class_votes"):
+        return "class_votes_" + key[len("class_"):]
+    return None
+
+
+def with_class_split(row: dict) -> dict:
+    """A claims row with each cell class shown with its per-seed split (``early (seeds: 1 early,
+    2 gradual) — most seeds differ``) and the counts column dropped; the class itself stays the
+    class of the seed-mean curve (docs/SCIENCE.md#claims)."""
+    out = dict(row)
+    for key in list(row):
+        vk = _votes_key(key)
+        if vk and vk in row:
+            out[key] = class_with_split(row[key], row[vk])
+            out.pop(vk, None)
+    return out
+
+
 def _table(rows: list[dict], csv_id: dict | None = None) -> html.Div:
-    rows = [_flatten(r) for r in rows]
+    rows = [_flatten(with_class_split(r)) for r in rows]
     cols: list[str] = []
     for r in rows:
         for k, v in r.items():
@@ -217,7 +241,8 @@ def claim_rows_csv(claims_list: list[dict], claim_id: str, key: str) -> list[dic
     for c in claims_list:
         if str(c.get("id")) == str(claim_id):
             rows = (c.get("numbers") or {}).get(key) or []
-            return [{k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v) for k, v in _flatten(r).items()}
+            return [{k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v)
+                     for k, v in _flatten(with_class_split(r)).items()}
                     for r in rows if isinstance(r, dict)]
     return []
 

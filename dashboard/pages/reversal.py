@@ -23,7 +23,7 @@ from dashboard.components import (
     trained_filter,
     trained_switch,
 )
-from dashboard.figures.common import empty_figure, fmt_ci
+from dashboard.figures.common import class_with_split, empty_figure, fmt_ci, seeds_disagree
 from dashboard.figures.reversal import (
     METRIC_TITLES,
     find_reversals,
@@ -75,6 +75,8 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
         row = {"task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
                "eval_length": p.get("eval_length"), "n": p.get("n"), "seeds": ",".join(map(str, p.get("seeds") or [])),
                "profile_class": p.get("profile_class"),
+               "seed_classes": class_with_split(p.get("profile_class"), p.get("class_counts")),
+               "seeds_disagree": seeds_disagree(p.get("profile_class"), p.get("class_counts")),
                "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or []))}
         for name, m in (p.get("metrics") or {}).items():
             if isinstance(m, dict):
@@ -84,14 +86,16 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
 
 
 def _cell_text(p: dict | None, metric_name: str) -> str:
-    """``Transformer · Parity: gradual, late concentration 0.41 [0.10, 0.72], n=3`` (+ untrained)."""
+    """``Transformer · Parity: gradual (seeds: 3 gradual), late concentration 0.41 [0.10, 0.72], n=3``
+    (+ untrained): the class of the seed-mean curve with the per-seed split."""
     if p is None:
         return "no profile"
     m = metric(p, metric_name)
     ci = f", {metric_name.replace('_', ' ')} {fmt_ci(m['mean'], m['lo'], m['hi'])}" if m["mean"] is not None else ""
     n_un = len(p.get("untrained_run_ids") or [])
     un = f", untrained: {n_un} of {p.get('n')}" if n_un else ""
-    return f"{row_label(row_key(p))} · {task_label(p['task'])}: {p.get('profile_class')}{ci}, n={p.get('n')}{un}"
+    cls = class_with_split(p.get("profile_class"), p.get("class_counts"))
+    return f"{row_label(row_key(p))} · {task_label(p['task'])}: {cls}{ci}, n={p.get('n')}{un}"
 
 
 def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, trained_only: bool = True,
@@ -197,7 +201,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     body = [
         html.Div(id="rv-error"),
         figure_card("rv-matrix", title="Profile class by architecture and task", filename="layerscope-reversal",
-                    description="Each cell: the profile class over seeds, measured on the gain above the majority "
+                    description="Each cell: the profile class of the seed-mean probe curve, with how many seeds "
+                                "have each class (⚠: most seeds have another class), measured on the gain above the "
+                                "majority "
                                 "baseline (early: 95% of the largest gain reached in the first half of the layers; "
                                 "late: the last block makes ≥ 50% of the gain the blocks make over the embedding "
                                 "probe; flat: never 5 pp above the majority; else gradual), and the selected metric "
