@@ -255,7 +255,9 @@ def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | Non
     return out
 
 
-def s3_distance_figure(distances: Sequence[dict[str, Any]]) -> go.Figure:
+def s3_distance_figure(distances: Sequence[dict[str, Any]], *, caveat: str | None = None) -> go.Figure:
+    """S3's distance to Parity and to Dyck per family. ``caveat``: the claim-3 verdict line
+    (``s3_caveat``), drawn in the figure so an embed or an exported image keeps it."""
     if not distances:
         return empty_figure("Needs curves for S3, Parity and Dyck", height=260)
     total = len(distances)
@@ -290,5 +292,19 @@ def s3_distance_figure(distances: Sequence[dict[str, Any]]) -> go.Figure:
     fig.update_xaxes(title_text="profile distance (RMS between normalised layer curves, 0 = same shape, 1 = opposite)",
                      range=[0, xmax * 1.45 + 0.05], rangemode="tozero")
     fig.update_yaxes(categoryorder="array", categoryarray=[label(f) for f in fams], showgrid=False)
-    fig.update_layout(meta={"figure": "s3_distance"}, margin={"l": 110, "t": 40})
+    fig.update_layout(meta={"figure": "s3_distance", "caveat": caveat}, margin={"l": 110, "t": 64 if caveat else 40})
+    if caveat:
+        fig.add_annotation(text=esc(caveat), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
+                           yanchor="bottom", showarrow=False, font={"size": 12, "color": "#8a4b00"})
     return note_missing(fig, total - len(distances), total, "families")
+
+
+def s3_caveat(claim3: dict[str, Any] | None) -> str | None:
+    """The one line the S3 figure carries about claim 3's verdict (docs/SCIENCE.md#claims): with
+    "not enough data" the grouping is descriptive only; None when the verdict is unknown."""
+    verdict = (claim3 or {}).get("verdict")
+    if verdict == "not enough data":
+        return "Not enough data (claim 3 on /claims): descriptively only — the grouping is not a finding."
+    if verdict:
+        return f"Claim 3 on /claims: {verdict}."
+    return None

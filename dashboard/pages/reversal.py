@@ -31,6 +31,7 @@ from dashboard.figures.reversal import (
     row_key,
     row_label,
     reversal_matrix,
+    s3_caveat,
     s3_distance_figure,
     s3_distances,
 )
@@ -184,6 +185,25 @@ def s3_answer(dist: list[dict], claim3: dict | None = None, *, trained_only: boo
     return html.P([*caveats, body], className="answer")
 
 
+def build(api: ApiClient, state: dict) -> tuple:
+    """(matrix figure, reversal list, S3 figure, S3 answer, error alert) for the page state. The
+    S3 figure carries claim 3's verdict line itself, so an embed (``?embed=1``) keeps the caveat."""
+    try:
+        profs = profiles(api, state)
+        crv = curves(api, state)
+    except ApiError as exc:
+        e = empty_figure("Could not load profiles")
+        return e, None, e, None, api_alert(exc)
+    revs = find_reversals(profs)
+    dist = s3_distances(crv, eval_length=state["length"])
+    on = bool(state["trained"])
+    listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
+    claim3 = claim_3_verdict(api, state)
+    answer = s3_answer(dist, claim3, trained_only=on)
+    return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), listing,
+            s3_distance_figure(dist, caveat=s3_caveat(claim3)), answer, None)
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -213,7 +233,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         figure_card("rv-s3", title="The S3 question: Parity-like or Dyck-like?", filename="layerscope-s3-distance",
                     description="Distance between S3's normalised layer curve and Parity's / Dyck's "
                                 "(RMS on the normalised depth axis, curves min–max scaled; 0 = the same shape).",
-                    extra=[html.Div(id="rv-s3-answer", className="card-section")]),
+                    extra=[html.Div(id="rv-s3-answer", className="card-section card-caveat")]),
     ]
     return page_frame(title="Reversal", subtitle="Does task structure reverse where each architecture encodes the state?",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
@@ -233,20 +253,7 @@ def register(app, api: ApiClient, path_for) -> None:
                   Output("rv-s3-answer", "children"), Output("rv-error", "children"),
                   [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
     def _figures(*values):
-        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
-        try:
-            profs = profiles(api, state)
-            crv = curves(api, state)
-        except ApiError as exc:
-            e = empty_figure("Could not load profiles")
-            return e, None, e, None, api_alert(exc)
-        revs = find_reversals(profs)
-        dist = s3_distances(crv, eval_length=state["length"])
-        on = bool(state["trained"])
-        listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
-        answer = s3_answer(dist, claim_3_verdict(api, state), trained_only=on)
-        return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), listing,
-                s3_distance_figure(dist), answer, None)
+        return build(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)
