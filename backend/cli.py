@@ -166,6 +166,8 @@ def worker(
         runner.run_forever(max_jobs=max_jobs, idle_exit_s=idle_exit)
     except KeyboardInterrupt:
         typer.echo(f"layerscope: worker {runner.name} stopped", err=True)
+    finally:
+        _quiet_exit()
 
 
 def _supervise(n: int, name: str | None, device: str | None, executor: str | None, threads: int | None,
@@ -183,13 +185,36 @@ def _supervise(n: int, name: str | None, device: str | None, executor: str | Non
     except KeyboardInterrupt:
         typer.echo(f"layerscope: {n} worker slots stopped", err=True)
         return 0
+    finally:
+        _quiet_exit()
     if rc:
         raise CliError(f"worker slot(s) failed (exit status {rc}); see the log above")
     return 0
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
+    """SIGTERM as Ctrl-C, once: a second SIGTERM (the demo's worker also gets one when the demo
+    exits) must not interrupt the job's release or the interpreter's exit (atexit callbacks)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _quiet_exit() -> None:
+    """The work is handed back: a late SIGTERM/SIGINT while the interpreter exits is ignored
+    (no "Exception ignored in atexit callback … KeyboardInterrupt" traceback). Registered last,
+    this atexit callback runs before the others (LIFO); nothing changes before the exit."""
+    import atexit
+
+    atexit.unregister(_ignore_stop_signals)
+    atexit.register(_ignore_stop_signals)
+
+
+def _ignore_stop_signals() -> None:
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _check_device(device: str) -> None:
@@ -493,10 +518,17 @@ def demo(
 
             typer.echo(f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
                        f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n")
-        uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: SIGTERM (`kill`, `docker
+        # stop`) then stops the worker here like Ctrl-C does instead of killing this process
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C / SIGTERM: the worker is stopped below, quietly
     finally:
         if proc is not None:
             _stop_worker(proc)
+        _quiet_exit()
 
 
 def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:  # noqa: ANN001
