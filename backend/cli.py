@@ -424,8 +424,17 @@ def export_cmd(
     with factory() as s:
         manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir,
                                  note=note)
-    typer.echo(f"layerscope: wrote {output} ({len(manifest['runs'])} run(s) of suite {suite!r}"
-               f"{', with weights' if weights else ''}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+    n = len(manifest["runs"])
+    included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
+    with_w = (", with weights" if weights and not missing else
+              f", with weights of {included} of {n} run(s)" if weights and included else "")
+    typer.echo(f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}"
+               f"{with_w}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+    if weights and missing:
+        typer.echo(f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "
+                   f"({settings.resolved_store_dir}) to include"
+                   + (" — the bundle holds no weights" if not included else "")
+                   + " (imported without weights, or trained elsewhere)", err=True)
 
 
 @app.command("import")
