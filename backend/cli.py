@@ -471,8 +471,9 @@ def report_cmd(
         raise CliError(f"{bundle}: no such file")
     out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
-    typer.echo(f"layerscope: wrote {output} ({verdicts})"
-               + (f"; figures not exported: {out['figures_error']}" if out["figures_error"] else ""), err=True)
+    typer.echo(f"layerscope: wrote {output} ({verdicts})", err=True)
+    if out["figures_error"]:
+        typer.echo(f"layerscope: PNG figures skipped: {out['figures_error']}", err=True)
 
 
 # ----------------------------------------------------------------------------- demo
