@@ -309,6 +309,8 @@ def suite(
     settings = _settings()
     factory = _init_db(settings)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
+    if resume:
+        _warn_other_settings(jobs, settings, factory)
     if submit:
         return _submit_suite(params, n, settings, factory, done)
     typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
@@ -323,6 +325,24 @@ def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
 
     env = WorkerEnv(factory, settings.resolved_store_dir)
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
+
+
+def _warn_other_settings(jobs: list, settings, factory) -> None:  # noqa: ANN001
+    """One line per group of runs stored for this suite's cells with another config hash (other
+    overrides): resuming trains them again, silently otherwise."""
+    from worker.pipeline import WorkerEnv, stored_with_other_settings
+
+    for g in stored_with_other_settings(jobs, WorkerEnv(factory, settings.resolved_store_dir)):
+        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
+            + (f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else "")
+        typer.echo(f"layerscope: {g['count']} run(s) of suite {g['suite']!r} are stored with other settings"
+                   f" ({shown or 'settings not recorded'}); training new ones — pass the same overrides to "
+                   "resume them", err=True)
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:  # noqa: ANN001
