@@ -146,7 +146,13 @@ def _partial_sentence(suite: dict[str, Any], *, named: bool) -> str:
                 f"{suite.get('runs_remaining') or 0} remain")
     else:
         text = f"{head}: {measured} of its {total} stored runs measured"
-    return text + (f" ({suite['partial_why']})" if suite.get("partial_why") else "")
+    return text + (f" ({_first_sentence(suite['partial_why'])})" if suite.get("partial_why") else "")
+
+
+def _first_sentence(why: str, limit: int = 160) -> str:
+    """The banner stays one line: the reason's first sentence, cut at ``limit`` (full text on hover)."""
+    first = why.split(". ")[0].split(": ")[0].rstrip(".")
+    return first if len(first) <= limit and first == why.rstrip(".") else first[:limit].rstrip() + "…"
 
 
 def partial_notice(suites: list[dict[str, Any]], suite: str | None) -> html.Div | None:
@@ -159,8 +165,10 @@ def partial_notice(suites: list[dict[str, Any]], suite: str | None) -> html.Div 
         lines = [_partial_sentence(x, named=True) + " — included in all suites" for x in suites if x.get("partial")]
     if not lines:
         return None
+    whys = [x["partial_why"] for x in suites if x.get("partial") and x.get("partial_why")
+            and (not suite or x.get("name") == suite)]
     return html.Div(lines[0] if len(lines) == 1 else " · ".join(lines), className="alert alert-warning partial-study",
-                    role="status")
+                    role="status", title=" | ".join(whys) or None)
 
 
 def _suites_or_none(api: ApiClient) -> list[dict[str, Any]]:

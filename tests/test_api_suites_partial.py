@@ -69,6 +69,10 @@ def test_partial_banner_is_one_line_for_the_chosen_suite():
     assert partial_notice([PAPER], "live") is None and partial_notice([], "paper") is None
     # all suites shown: the partial ones among them are named
     assert "paper" in partial_notice([PAPER], None).children
+    # a long reason: its first sentence on the line, the whole of it on hover
+    long_why = "made in one 15-minute GPU lease: the suite was stopped at its deadline. Training was capped at 75 s."
+    banner = partial_notice([{**PAPER, "partial_why": long_why}], "paper")
+    assert banner.children.endswith("37 remain (made in one 15-minute GPU lease…)") and banner.title == long_why
 
 
 def test_partial_banner_is_on_every_aggregate_page():
