@@ -9,11 +9,14 @@ Format (``format_version`` 1) — a zip archive:
   ``made_between`` (first and last run stored, UTC ISO 8601),
   ``runs`` (one entry per run: ``config_hash``, ``name``, ``family``, ``task``, ``seed``,
   ``status``, ``made_on``, ``train_seconds``), ``tables`` (name → row count and columns),
-  ``weights`` (bool), ``exported_with`` (the exporter's ``layerscope``, ``git_commit``,
+  ``weights`` (bool: asked for and every run's checkpoint included; with ``weights`` asked for,
+  ``weights_included`` / ``weights_missing`` count the runs whose checkpoint is / is not in the
+  zip — a run trained without a checkpoint, or imported without weights, has none), ``exported_with`` (the exporter's ``layerscope``, ``git_commit``,
   ``python``, ``torch``, ``transformers``, ``exported_on``, ``created_at``).
 - A suite that came in from a bundle keeps its provenance on re-export: the imported bundle's
   manifest (stored with the import's jobs row) travels as ``imported_manifest`` and the
-  top-level version fields stay those of the bundle the runs came from.
+  top-level version fields stay those of the bundle the runs came from; the imported manifest's
+  top-level ``edits_after_export`` list (hand edits recorded after that export) stays on top too.
 - ``parts`` (where each part of a study made in parts was made, with its code versions),
   ``progress`` and, while runs remain, ``partial`` (counts against the preset, and why it is
   partial): backend/study_parts.py.
@@ -167,6 +170,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
 
 
 PROVENANCE_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers", "exported_on", "created_at")
+CARRIED_KEYS = ("edits_after_export",)  # top-level keys of an imported manifest that a re-export keeps on top
 
 
 def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
@@ -192,6 +196,9 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
     if imported:
         for k in PROVENANCE_KEYS:
             if k != "created_at" and k in imported:
+                out[k] = imported[k]
+        for k in CARRIED_KEYS:
+            if imported.get(k) is not None:
                 out[k] = imported[k]
         out["imported_manifest"] = imported
     if runs is None:  # no rows to count: keep what the imported bundle said
@@ -219,23 +226,35 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
     if weights and store_dir is None:
         raise ValueError("weights=True needs the model store's directory")
     tables = collect(session, suite)
-    manifest = with_provenance(manifest_for(tables, suite, weights), imported_manifest(session, suite),
-                               tables["runs"], note)
+    checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
+    manifest = manifest_for(tables, suite, weights)
+    if weights:
+        missing = len(tables["runs"]) - len(checkpoints)
+        manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
+    manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
             z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))
         z.writestr("tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"),
                                                       default=_jsonable))
-        if weights:
-            assert store_dir is not None
-            for r in tables["runs"]:
-                folder = Path(store_dir) / str(r.get("checkpoint_id") or "")
-                if r.get("checkpoint_id") and folder.is_dir():
-                    for f in sorted(folder.rglob("*")):
-                        if f.is_file():
-                            z.write(f, f"weights/{r['checkpoint_id']}/{f.relative_to(folder).as_posix()}")
+        for ckpt, folder in checkpoints.items():
+            for f in sorted(folder.rglob("*")):
+                if f.is_file():
+                    z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
     return manifest
+
+
+def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> dict[str, Path]:
+    """checkpoint id → its folder in the model store, for the runs whose checkpoint is there
+    (with files in it)."""
+    out: dict[str, Path] = {}
+    for r in runs:
+        ckpt = r.get("checkpoint_id")
+        folder = Path(store_dir) / str(ckpt) if ckpt and store_dir is not None else None
+        if folder is not None and folder.is_dir() and any(f.is_file() for f in folder.rglob("*")):
+            out[str(ckpt)] = folder
+    return out
 
 
 # ----------------------------------------------------------------------------- import

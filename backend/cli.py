@@ -166,6 +166,8 @@ def worker(
         runner.run_forever(max_jobs=max_jobs, idle_exit_s=idle_exit)
     except KeyboardInterrupt:
         typer.echo(f"layerscope: worker {runner.name} stopped", err=True)
+    finally:
+        _quiet_exit()
 
 
 def _supervise(n: int, name: str | None, device: str | None, executor: str | None, threads: int | None,
@@ -183,13 +185,36 @@ def _supervise(n: int, name: str | None, device: str | None, executor: str | Non
     except KeyboardInterrupt:
         typer.echo(f"layerscope: {n} worker slots stopped", err=True)
         return 0
+    finally:
+        _quiet_exit()
     if rc:
         raise CliError(f"worker slot(s) failed (exit status {rc}); see the log above")
     return 0
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
+    """SIGTERM as Ctrl-C, once: a second SIGTERM (the demo's worker also gets one when the demo
+    exits) must not interrupt the job's release or the interpreter's exit (atexit callbacks)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+def _quiet_exit() -> None:
+    """The work is handed back: a late SIGTERM/SIGINT while the interpreter exits is ignored
+    (no "Exception ignored in atexit callback … KeyboardInterrupt" traceback). Registered last,
+    this atexit callback runs before the others (LIFO); nothing changes before the exit."""
+    import atexit
+
+    atexit.unregister(_ignore_stop_signals)
+    atexit.register(_ignore_stop_signals)
+
+
+def _ignore_stop_signals() -> None:
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _check_device(device: str) -> None:
@@ -284,6 +309,8 @@ def suite(
     settings = _settings()
     factory = _init_db(settings)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
+    if resume:
+        _warn_other_settings(jobs, settings, factory)
     if submit:
         return _submit_suite(params, n, settings, factory, done)
     typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
@@ -298,6 +325,24 @@ def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
 
     env = WorkerEnv(factory, settings.resolved_store_dir)
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
+
+
+def _warn_other_settings(jobs: list, settings, factory) -> None:  # noqa: ANN001
+    """One line per group of runs stored for this suite's cells with another config hash (other
+    overrides): resuming trains them again, silently otherwise."""
+    from worker.pipeline import WorkerEnv, stored_with_other_settings
+
+    for g in stored_with_other_settings(jobs, WorkerEnv(factory, settings.resolved_store_dir)):
+        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
+            + (f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else "")
+        typer.echo(f"layerscope: {g['count']} run(s) of suite {g['suite']!r} are stored with other settings"
+                   f" ({shown or 'settings not recorded'}); training new ones — pass the same overrides to "
+                   "resume them", err=True)
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:  # noqa: ANN001
@@ -399,8 +444,17 @@ def export_cmd(
     with factory() as s:
         manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir,
                                  note=note)
-    typer.echo(f"layerscope: wrote {output} ({len(manifest['runs'])} run(s) of suite {suite!r}"
-               f"{', with weights' if weights else ''}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+    n = len(manifest["runs"])
+    included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
+    with_w = (", with weights" if weights and not missing else
+              f", with weights of {included} of {n} run(s)" if weights and included else "")
+    typer.echo(f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}"
+               f"{with_w}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+    if weights and missing:
+        typer.echo(f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "
+                   f"({settings.resolved_store_dir}) to include"
+                   + (" — the bundle holds no weights" if not included else "")
+                   + " (imported without weights, or trained elsewhere)", err=True)
 
 
 @app.command("import")
@@ -437,8 +491,9 @@ def report_cmd(
         raise CliError(f"{bundle}: no such file")
     out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
-    typer.echo(f"layerscope: wrote {output} ({verdicts})"
-               + (f"; figures not exported: {out['figures_error']}" if out["figures_error"] else ""), err=True)
+    typer.echo(f"layerscope: wrote {output} ({verdicts})", err=True)
+    if out["figures_error"]:
+        typer.echo(f"layerscope: PNG figures skipped: {out['figures_error']}", err=True)
 
 
 # ----------------------------------------------------------------------------- demo
@@ -493,10 +548,17 @@ def demo(
 
             typer.echo(f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
                        f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n")
-        uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: SIGTERM (`kill`, `docker
+        # stop`) then stops the worker here like Ctrl-C does instead of killing this process
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+        except KeyboardInterrupt:
+            pass  # Ctrl-C / SIGTERM: the worker is stopped below, quietly
     finally:
         if proc is not None:
             _stop_worker(proc)
+        _quiet_exit()
 
 
 def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:  # noqa: ANN001

@@ -227,8 +227,22 @@ def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+KALEIDO_MISSING = "kaleido is not installed (pip install -e '.[report]')"
+
+
 def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
-    """Write each figure as PNG (plotly + kaleido, 2× scale). Returns None, or why not."""
+    """Write each figure as PNG (plotly + kaleido, 2× scale). Returns None, or why not (also when
+    some files were not written)."""
+    return _write_pngs(figs, folder)[0]
+
+
+def _write_pngs(figs: dict[str, Any], folder: Path) -> tuple[str | None, set[str]]:
+    """:func:`write_pngs`, and the names of the PNGs written (none when the export failed)."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        log.warning("figures not exported: %s", KALEIDO_MISSING)
+        return KALEIDO_MISSING, set()
     try:
         import plotly.io as pio
 
@@ -237,8 +251,15 @@ def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
         pio.write_images([figs[n] for n in names], [folder / n for n in names], width=1100, height=520, scale=2)
     except Exception as exc:  # noqa: BLE001 - no kaleido or no browser: the report goes on without PNGs
         log.warning("figures not exported: %s", exc)
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return None
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        if "kaleido" in first.lower() and "requires" in first.lower():
+            return KALEIDO_MISSING, set()
+        return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__), set()
+    written = {n for n in figs if (folder / n).is_file()}
+    missing = [n for n in figs if n not in written]
+    if missing:
+        return f"{len(missing)} of {len(figs)} PNG(s) not written ({', '.join(missing)})", written
+    return None, written
 
 
 def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
@@ -277,11 +298,13 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
                 figs = _figures(s, suite, runs) if figures else {}
         finally:
             engine.dispose()
-    fig_error = write_pngs(figs, figures_dir) if figs else "figures turned off"
+    # link only the PNGs written now: none when the export failed (an older PNG there is stale)
+    fig_error, written = _write_pngs(figs, figures_dir) if figs else ("figures turned off", set())
     rel = _relative(figures_dir, output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(_markdown(manifest, runs, measured, claims, rel, fig_error, bundle.name, probed))
-    return {"claims": claims, "figures_error": fig_error}
+    output.write_text(_markdown(manifest, runs, measured, claims, rel, fig_error, bundle.name, probed,
+                                written=written if figs else None))
+    return {"claims": claims, "figures_error": fig_error, "figures_written": sorted(written)}
 
 
 def _relative(path: Path, start: Path) -> str:
@@ -292,7 +315,9 @@ def _relative(path: Path, start: Path) -> str:
 
 def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: set[Any],
               claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str,
-              probed: set[Any] = frozenset()) -> str:
+              probed: set[Any] = frozenset(), written: set[str] | None = None) -> str:
+    """``written``: the PNGs that exist (linked); a figure asked for and not written reads
+    "not rendered" in its place. None: figures were turned off (no figure lines)."""
     from science.trained import is_trained
 
     preset = preset_of(manifest["suite"])
@@ -367,7 +392,9 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         nums = _numbers(numbers)
         if nums:
             lines += ["Numbers:", "", *nums, ""]
-        if not fig_error:
-            for name in FIGURES.get(c["id"], []):
+        for name in FIGURES.get(c["id"], []):
+            if written is None and not fig_error or written is not None and name in written:
                 lines += [f"![{name.removesuffix('.png')}]({fig_rel}/{name})", ""]
+            elif written is not None:
+                lines += [f"_Figure `{name}` not rendered: {fig_error}._", ""]
     return "\n".join(lines).rstrip() + "\n"

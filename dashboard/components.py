@@ -128,6 +128,76 @@ def api_alert(exc: Exception) -> html.Div:
     return alert(f"Could not load data: {exc}", "danger")
 
 
+# -- partial studies (GET /api/suites: preset_runs, runs_remaining, partial, partial_why) ----------
+def partial_counts(suite: dict[str, Any]) -> tuple[int, int] | None:
+    """(measured, out of) for a partial suite: against the preset when it is one, else its runs."""
+    if not suite.get("partial"):
+        return None
+    if suite.get("preset_runs") is not None:
+        return suite["preset_runs"] - (suite.get("runs_remaining") or 0), suite["preset_runs"]
+    return suite.get("n_measured", 0), suite.get("n_runs", 0)
+
+
+def _partial_sentence(suite: dict[str, Any], *, named: bool) -> str:
+    measured, total = partial_counts(suite) or (0, 0)
+    head = f"Partial study {suite['name']!r}" if named else "Partial study"
+    if suite.get("preset_runs") is not None:
+        text = (f"{head}: {measured} of the preset's {total} runs measured, "
+                f"{suite.get('runs_remaining') or 0} remain")
+    else:
+        text = f"{head}: {measured} of its {total} stored runs measured"
+    return text + (f" ({_first_sentence(suite['partial_why'])})" if suite.get("partial_why") else "")
+
+
+def _first_sentence(why: str, limit: int = 160) -> str:
+    """The banner stays one line: the reason's first sentence, cut at ``limit`` (full text on hover)."""
+    first = why.split(". ")[0].split(": ")[0].rstrip(".")
+    return first if len(first) <= limit and first == why.rstrip(".") else first[:limit].rstrip() + "…"
+
+
+def partial_notice(suites: list[dict[str, Any]], suite: str | None) -> html.Div | None:
+    """The one-line banner over a suite's aggregates when that suite is a partial study; with no
+    suite chosen (all suites shown), one line per partial suite among them. None: nothing partial."""
+    if suite:
+        row = next((x for x in suites if x.get("name") == suite), None)
+        lines = [_partial_sentence(row, named=False)] if row and row.get("partial") else []
+    else:
+        lines = [_partial_sentence(x, named=True) + " — included in all suites" for x in suites if x.get("partial")]
+    if not lines:
+        return None
+    whys = [x["partial_why"] for x in suites if x.get("partial") and x.get("partial_why")
+            and (not suite or x.get("name") == suite)]
+    return html.Div(lines[0] if len(lines) == 1 else " · ".join(lines), className="alert alert-warning partial-study",
+                    role="status", title=" | ".join(whys) or None)
+
+
+def _suites_or_none(api: ApiClient) -> list[dict[str, Any]]:
+    try:
+        return api.suites()
+    except (ApiError, OSError) as exc:  # the banner is a hint: a page still renders without it
+        log.warning("suites not loaded for the partial-study banner: %s", exc)
+        return []
+
+
+def partial_banner(api: ApiClient, suite: str | None, *, page_key: str) -> html.Div:
+    """The banner's slot (id ``<page_key>-partial``), filled for ``suite`` now; kept current by
+    :func:`register_partial_banner`. Every page that shows a suite's aggregates puts it first."""
+    return html.Div(partial_notice(_suites_or_none(api), suite or None), id=f"{page_key}-partial")
+
+
+def register_partial_banner(app: Dash, api: ApiClient, *, page_key: str, suite_cid: str,
+                            default: Callable[[ApiClient], str | None] | None = None) -> None:
+    """Refill the banner when the page's suite control (``suite_cid``) changes; with no suite
+    chosen, the banner is about ``default(api)`` — the suite the page then shows — when given.
+    (A page with no suite control shows every suite's runs: its banner names the partial ones,
+    set at layout.)"""
+
+    @app.callback(Output(f"{page_key}-partial", "children"), Input(suite_cid, "value"))
+    def _banner(suite):
+        shown = suite or (default(api) if default else None)
+        return partial_notice(_suites_or_none(api), shown or None)
+
+
 def checkbox(cid: str, label: str, value: bool) -> dcc.Checklist:
     return dcc.Checklist(id=cid, options=[{"label": label, "value": "on"}], value=["on"] if value else [],
                          className="check", inline=True)

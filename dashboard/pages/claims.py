@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.components import Bind, api_alert, field, page_frame
+from dashboard.components import Bind, api_alert, field, page_frame, partial_banner, register_partial_banner
 from dashboard.figures.common import class_with_split
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite
@@ -192,7 +192,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Suite", dcc.Dropdown(id="cl-suite", options=suite_options(api, s["suite"]), value=s["suite"],
                                     placeholder=suite_placeholder(api), clearable=True), width="300px"),
     ], className="control-grid")
-    body = [dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
+    body = [partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
+            dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
             dcc.Download(id="cl-download")]
     return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
                       "the stored results of trained runs only, with at least three trained seeds in every cell it "
@@ -202,6 +203,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
 
 
 def register(app, api: ApiClient, path_for) -> None:
+    register_partial_banner(app, api, page_key=KEY, suite_cid="cl-suite", default=default_suite)
     from dashboard.components import register_save_view
 
     from dashboard.components import register_url_sync

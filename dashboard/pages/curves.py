@@ -17,7 +17,9 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
+    partial_banner,
     register_exports,
+    register_partial_banner,
     register_save_view,
     register_url_sync,
     state_from_controls,
@@ -30,7 +32,7 @@ from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
-from dashboard.pages.runs import one_suite, suite_placeholder
+from dashboard.pages.runs import default_suite, one_suite, suite_placeholder
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, task_label
 
@@ -214,6 +216,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         trained_switch("cv-trained", s["trained"]),
     ], className="control-grid")
     body = [
+        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="cv-note"),
         figure_card("cv-graph", title="Layerwise probe accuracy", filename="layerscope-curves",
                     description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
@@ -224,6 +227,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
 
 
 def register(app, api: ApiClient, path_for) -> None:
+    register_partial_banner(app, api, page_key=KEY, suite_cid="cv-suite", default=default_suite)
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
                        path_for=path_for)

@@ -16,6 +16,7 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
+    partial_banner,
     register_exports,
     register_save_view,
     register_url_sync,
@@ -161,6 +162,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
               width="140px"),
     ], className="control-grid")
     body = [
+        partial_banner(api, None, page_key=KEY),  # all suites' runs shown: names partial ones
         html.Div(id="pt-error"),
         html.Div(id="pt-banner"),
         figure_card("pt-graph", title="Activation patching: recovery by layer and position",

@@ -15,6 +15,7 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
+    partial_banner,
     register_exports,
     register_save_view,
     register_url_sync,
@@ -178,6 +179,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         trained_switch("pc-trained", s["trained"]),
     ], className="control-grid")
     body = [
+        partial_banner(api, None, page_key=KEY),  # all suites' runs shown: names partial ones
         html.Div(id="pc-error"),
         html.Div(id="pc-banner"),
         figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",

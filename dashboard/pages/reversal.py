@@ -14,7 +14,9 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
+    partial_banner,
     register_exports,
+    register_partial_banner,
     register_save_view,
     register_url_sync,
     state_from_controls,
@@ -36,7 +38,7 @@ from dashboard.figures.reversal import (
     s3_distances,
 )
 from dashboard.pages import PageDef
-from dashboard.pages.runs import one_suite, suite_placeholder, with_suite
+from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
 
@@ -219,6 +221,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         trained_switch("rv-trained", s["trained"]),
     ], className="control-grid")
     body = [
+        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="rv-error"),
         figure_card("rv-matrix", title="Profile class by architecture and task", filename="layerscope-reversal",
                     description="Each cell: the profile class of the seed-mean probe curve, with how many seeds "
@@ -240,6 +243,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
 
 
 def register(app, api: ApiClient, path_for) -> None:
+    register_partial_banner(app, api, page_key=KEY, suite_cid="rv-suite", default=default_suite)
     base_id = f"{KEY}-base"
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,

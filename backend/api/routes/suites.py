@@ -12,7 +12,8 @@ from sqlalchemy import select
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
 from backend.api.schemas import ErrorOut
-from backend.bundle import export_bundle, imported_suites
+from backend import study_parts
+from backend.bundle import export_bundle, imported_manifest, imported_suites
 from store.models import Run
 from backend.measured import measured_run_ids
 from science.trained import is_trained
@@ -28,21 +29,48 @@ class SuiteOut(BaseModel):
     n_trained: int  # runs trained for their task (science.trained.is_trained), measured or not
     n_measured: int  # runs with probe, intervention and patching results all stored (trained or not)
     imported: bool  # loaded from a results bundle (`layerscope import`), not made by this installation
+    # A suite named after a preset: the preset's run count and the runs not measured yet (status
+    # ``complete``, as the bundle manifest's ``progress`` counts them); absent for other suites.
+    preset_runs: int | None = None
+    runs_remaining: int | None = None
+    # True while a preset suite has runs remaining (False once complete); for a suite that is no
+    # preset, True when the bundle it was imported from says it is partial (absent otherwise).
+    partial: bool | None = None
+    partial_why: str | None = None  # the imported manifest's partial ``why`` and ``notes``, if any
 
 
-@router.get("", response_model=list[SuiteOut],
-            summary="Suites with their run counts (stored, trained, measured); imported or made here")
+def _partial_why(manifest: dict | None) -> str | None:
+    block = (manifest or {}).get("partial") or {}
+    reasons = [block["why"]] if block.get("why") else []
+    reasons += [n for n in block.get("notes") or [] if n and n not in reasons]
+    return "; ".join(str(r) for r in reasons) or None
+
+
+@router.get("", response_model=list[SuiteOut], response_model_exclude_none=True,
+            summary="Suites with their run counts (stored, trained, measured); imported or made here; "
+                    "for a preset suite, its progress against the preset (partial while runs remain)")
 def list_suites(session: SessionDep) -> list[dict]:
-    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc)
+    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status)
                            .where(Run.suite.is_not(None)).order_by(Run.suite)).all()
     measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
     out: dict[str, dict] = {}
-    for suite, rid, acc, crit in rows:
+    statuses: dict[str, list[dict]] = {}
+    for suite, rid, acc, crit, status in rows:
         d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, imported=suite in imported))
         d["n_runs"] += 1
         d["n_trained"] += is_trained(acc, crit)
         d["n_measured"] += rid in measured
+        statuses.setdefault(suite, []).append({"status": status})
+    for suite, d in out.items():
+        manifest = imported_manifest(session, suite) if d["imported"] else None
+        now = study_parts.progress(statuses[suite], study_parts.preset_run_count(suite))
+        if now is not None:
+            d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=not now["complete"])
+        elif manifest and manifest.get("partial"):
+            d["partial"] = True
+        if d.get("partial"):
+            d["partial_why"] = _partial_why(manifest)
     return list(out.values())
 
 

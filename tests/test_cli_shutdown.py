@@ -1,0 +1,85 @@
+"""Stopping the worker / demo with SIGTERM is quiet: the job is handed back, and a late signal
+while the interpreter exits prints no "Exception ignored in atexit callback … KeyboardInterrupt"."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import httpx
+import pytest
+
+from backend import cli
+from tests.conftest import FAKE_EXECUTOR, ROOT
+from tests.lab.conftest import LAB_SETTINGS, free_port, wait_for
+
+
+def _env(tmp_path) -> dict[str, str]:
+    return {**os.environ, **LAB_SETTINGS, "PYTHONPATH": str(ROOT), "LAYERSCOPE_HOME": str(tmp_path / "home"),
+            "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'db.db'}",
+            "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'queue.db'}",
+            "LAYERSCOPE_STORE_DIR": str(tmp_path / "store")}
+
+
+def test_sigterm_interrupts_once_then_is_ignored() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, cli._raise_interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            cli._raise_interrupt(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second one cannot break the release
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.timeout(120)
+def test_worker_exit_is_quiet_when_sigterm_arrives_during_atexit(tmp_path) -> None:
+    script = textwrap.dedent(f"""
+        import atexit, os, signal, sys, time
+
+        def late_sigterm():  # registered first: runs last, as the demo's exit signal may arrive
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            print("atexit done", file=sys.stderr)
+
+        atexit.register(late_sigterm)
+        from backend.cli import main
+        sys.exit(main(["worker", "--executor", {FAKE_EXECUTOR!r}, "--idle-exit", "0"]))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=110)
+    assert out.returncode == 0, out.stderr
+    assert "atexit done" in out.stderr, out.stderr
+    assert "Exception ignored" not in out.stderr and "KeyboardInterrupt" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(300)  # a hang guard only
+def test_demo_stops_quietly_on_sigterm(tmp_path) -> None:
+    port = free_port()
+    log_path = tmp_path / "demo.log"
+    with open(log_path, "wb") as log:
+        demo = subprocess.Popen([sys.executable, "-m", "backend.cli", "demo", "--preset", "smoke", "--port",
+                                 str(port), "--executor", FAKE_EXECUTOR], cwd=ROOT, env=_env(tmp_path),
+                                stdout=log, stderr=subprocess.STDOUT)
+
+        def up() -> bool:
+            assert demo.poll() is None, log_path.read_text()
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        try:
+            wait_for(up, "the demo server", timeout=200, on_fail=log_path.read_text)
+            wait_for(lambda: "consuming" in log_path.read_text(), "the demo's worker", timeout=60,
+                     on_fail=log_path.read_text)
+        finally:
+            demo.send_signal(signal.SIGTERM)
+            rc = demo.wait(60)
+    text = log_path.read_text(errors="replace")
+    assert rc == 0, text
+    assert "layerscope: stopped" in text, text  # the worker was stopped (its job handed back) first
+    assert "Traceback" not in text and "Exception ignored" not in text, text

@@ -1,0 +1,64 @@
+"""`layerscope report` without kaleido (or with PNGs not written): one line says the figures were
+skipped and why, and RESULTS.md links no image that does not exist."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.bundle import export_bundle
+from backend.report import build_report
+from store.migrate import init_db
+from store.session import make_engine, make_sessionmaker
+from tests.conftest import seed_runs
+
+
+@pytest.fixture
+def bundle(tmp_path) -> Path:
+    url = f"sqlite:///{tmp_path / 'src.db'}"
+    init_db(url)
+    factory = make_sessionmaker(make_engine(url))
+    seed_runs(factory, families=("lstm", "transformer"), tasks=("parity",), seeds=(0, 1), suite="study")
+    path = tmp_path / "study.zip"
+    with factory() as s:
+        export_bundle(s, "study", path)
+    return path
+
+
+def _links(md: Path) -> list[str]:
+    return re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md.read_text())
+
+
+def test_report_without_kaleido_links_no_image_and_says_so(bundle, tmp_path, monkeypatch, capsys):
+    from backend.cli import main
+
+    monkeypatch.setitem(sys.modules, "kaleido", None)  # `import kaleido` fails: not installed
+    out = tmp_path / "out" / "RESULTS.md"
+    assert main(["report", str(bundle), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if "PNG figures skipped" in line]
+    assert len(skipped) == 1 and "kaleido" in skipped[0] and "pip install -e '.[report]'" in skipped[0], err
+    assert not list((tmp_path / "out").glob("figures/*.png"))
+    assert _links(out) == []  # no link to a PNG that is not there
+    assert "not rendered" in out.read_text()
+
+
+def test_report_links_only_the_pngs_written(bundle, tmp_path, monkeypatch):
+    import plotly.io as pio
+
+    def write_first_only(figs, files, **kw):  # noqa: ARG001 - a renderer that wrote one file of several
+        Path(files[0]).write_bytes(b"png")
+
+    monkeypatch.setitem(sys.modules, "kaleido", sys.modules.get("kaleido") or type(sys)("kaleido"))
+    monkeypatch.setattr(pio, "write_images", write_first_only)
+    out = tmp_path / "docs" / "RESULTS.md"
+    result = build_report(bundle, out)
+    assert "not written" in result["figures_error"]
+    written = {p.name for p in (tmp_path / "docs" / "figures").glob("*.png")}
+    assert len(written) == 1
+    links = _links(out)
+    assert links and all((out.parent / link).is_file() for link in links), links
+    assert "not rendered" in out.read_text()
