@@ -186,7 +186,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
                                 "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
-                                "after Holm correction). ★ best-probe layer (every layer of a near-best tie), "
+                                "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
+                                f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
+                                "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
                                 "▼ the layer where each edit costs most among significant drops (none when no drop "
                                 "is significant).",
                     extra=[html.Div(id="pc-run-info", className="card-section")]),
