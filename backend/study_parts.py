@@ -12,7 +12,9 @@ suite whose runs come from several places and several commits. Each export says:
 - ``parts``: one entry per place the runs were made — the parts of the bundle the suite was
   imported from (kept as they were) and the part made here since (the runs not in that bundle),
   each with its code version (``git_commit``, ``layerscope``, ``torch``, ``transformers``,
-  ``python``), devices (``runs.made_on``), run count and first/last run stored.
+  ``python``), devices (``runs.made_on``), run count and first/last run stored. A part's code
+  version is that of the checkout that exported it: runs carry no commit of their own, so a part
+  made by one checkout and exported by another says so in the export's ``--note``.
 """
 
 from __future__ import annotations
