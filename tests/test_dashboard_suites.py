@@ -74,3 +74,18 @@ def test_claims_page_placeholder_names_the_default_suite() -> None:
         return None
 
     assert find(page, "cl-suite").placeholder == "quick (latest)"
+
+
+def test_suite_label_counts_one_run_in_the_singular() -> None:
+    from dashboard.pages.runs import suite_label
+
+    assert suite_label({"name": "quick", "n_runs": 1}) == "quick — made here (1 run)"
+    assert suite_label({"name": "quick", "n_runs": 2, "imported": True}) == "quick — imported (2 runs)"
+
+
+def test_claim_numbers_show_an_empty_table_as_none() -> None:
+    from dashboard.pages.claims import render_numbers
+
+    out = render_numbers({"cells": [], "runs left out": {}, "n": 3})
+    dds = [d for dl in out for d in dl.children if type(d).__name__ == "Dd"]
+    assert [d.children for d in dds].count("none") == 2

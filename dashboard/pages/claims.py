@@ -139,7 +139,9 @@ def render_numbers(numbers: dict[str, Any], claim_id: Any = None) -> list[Any]:
     """Scalars, CIs and tests as a definition list; lists of rows and nested dicts as tables."""
     facts, blocks = [], []
     for key, v in (numbers or {}).items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        if isinstance(v, list | dict) and not v:  # an empty table or list: say so, not a blank row
+            facts.extend([html.Dt(_label(key)), html.Dd("none", className="muted")])
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             csv_id = {"type": "claim-csv", "claim": str(claim_id), "key": key}
             blocks.append(html.Details([html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v, csv_id)],
                                        open=len(v) <= 6, className="claim-block"))

@@ -126,7 +126,8 @@ def suite_label(suite: dict) -> str:
         measured, total = counts
         return f"{suite['name']} — {origin}, partial: {measured} of {total}" \
                f"{'' if suite.get('preset_runs') is not None else ' runs'} measured"
-    return f"{suite['name']} — {origin} ({suite.get('n_runs', 0)} runs)"
+    n = suite.get("n_runs", 0)
+    return f"{suite['name']} — {origin} ({n} run{'' if n == 1 else 's'})"
 
 
 def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
