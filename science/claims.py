@@ -360,7 +360,7 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
         views = [f"/reversal?task={t}" for t in tasks] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in tasks]
     else:
         views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
-    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "statistic": metric}
+    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "test_statistic": metric}  # of the contrast test, not the cell table
     left = data.left_out_for(tasks)
     if not info["usable_tasks"]:
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
@@ -686,7 +686,7 @@ def claim_5(data: Data) -> dict[str, Any]:
         if rid in trained_ids and row.get("drop_rel_chance") is not None:
             usable[(info[rid]["task"], info[rid]["family"])].append(info[rid])
     numbers: dict[str, Any] = {"tasks": {}, "paper_pp": {"s3": -12.6, "parity": -6.8, "dyck": "n.s."},
-                               "statistic": "drop_rel_chance"}
+                               "test_statistic": "drop_rel_chance"}
     views = ["/probe-vs-causal?method=conv1d_removal&family=mamba", "/probe-vs-causal?method=conv1d_removal&family=mamba2"]
     left = [r for r in data.left_out_for(tasks_all) if r["family"] in SSM]
     if len({t for t, _ in read}) < 2:
