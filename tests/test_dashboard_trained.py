@@ -147,3 +147,16 @@ def test_patching_banner_names_each_untrained_run():
     text = " ".join(texts(banner))
     assert "#7" in text and "0.273 < 0.99" in text and "#8" not in text
     assert patching.untrained_banner([{"run_id": 8, "title": "#8", "run": {"id": 8, "trained": True}}]) is None
+
+
+def test_probe_vs_causal_says_when_the_linked_run_does_not_exist():
+    from dashboard.api_client import ApiError
+
+    api = RecordingApi()
+
+    def missing(rid):
+        raise ApiError(404, f"run {rid} not found")
+
+    api.run = missing
+    fig, _info, err, _banner = probe_causal.heatmap_view(api, lambda p: p, probe_causal.SPEC.decode("?run=99999"))
+    assert err is None and "Run #99999 not found" in str(fig.layout)

@@ -145,6 +145,8 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
     except ApiError as exc:
         return empty_figure("Could not load this run"), None, api_alert(exc), None
     if run is None:
+        if state["run"]:
+            return empty_figure(f"Run #{state['run']} not found"), None, None, None
         return empty_figure("No run matches these filters"), None, None, None
     fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
                                title=f"#{run['id']} {run.get('name', '')} · L={state['length']}")
