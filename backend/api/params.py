@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Path, Query
-from pydantic import StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
-from layerscope_core.registry import ALL_PATCH_SITES, FAMILIES, TASKS
+from layerscope_core.registry import ALL_PATCH_SITES, FAMILIES, METHODS, TASKS, family_names
 from layerscope_core.text import TEXT_PATTERN
 
 INT32_MAX = 2**31 - 1
@@ -16,12 +16,27 @@ INT32_MAX = 2**31 - 1
 Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
 SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
-TaskQ = Annotated[list[Text] | None, Query(description=f"task name(s): {', '.join(TASKS)}")]
-FamilyQ = Annotated[list[Text] | None, Query(description=f"family name(s): {', '.join(FAMILIES)} (GET /api/meta lists "
-                                                           "every registered family)")]
+
+
+def _one_of(known) -> AfterValidator:  # noqa: ANN001 - a tuple, or a callable giving one (read per request)
+    """A filter value must name something that exists: an unknown family or task is a 422 naming
+    the allowed values, not an empty 200 that reads as "no results"."""
+    def check(v: str) -> str:
+        allowed = tuple(known() if callable(known) else known)
+        if v not in allowed:
+            raise ValueError(f"unknown {v!r}; one of {', '.join(allowed)}")
+        return v
+    return AfterValidator(check)
+
+
+TaskQ = Annotated[list[Annotated[Text, _one_of(TASKS)]] | None, Query(description=f"task name(s): {', '.join(TASKS)}")]
+FamilyQ = Annotated[list[Annotated[Text, _one_of(family_names)]] | None,
+                    Query(description=f"family name(s): {', '.join(FAMILIES)} (GET /api/meta lists every registered "
+                                      "family)")]
 SuiteQ = Annotated[list[Text] | None, Query(description="suite name(s)")]
 PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model name(s)")]
-MethodQ = Annotated[list[Text] | None, Query(description="intervention method(s)")]
+MethodQ = Annotated[list[Annotated[Text, _one_of(METHODS)]] | None,
+                    Query(description=f"intervention method(s): {', '.join(METHODS)}")]
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
 PatchSiteQ = Annotated[
