@@ -50,6 +50,18 @@ FIGURES = {  # claim id → figure file names (without folder) the claim refers 
 }
 
 
+
+def _version_lines(manifest: dict[str, Any]) -> list[str]:
+    """One line per part of a study made in parts (the manifest's ``parts``), else one line."""
+    def line(m: dict[str, Any], prefix: str = "") -> str:
+        return (f"- {prefix}layerscope {m.get('layerscope')}, commit {m.get('git_commit') or 'unknown'}; "
+                f"torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}")
+    parts = manifest.get("parts") or []
+    if len(parts) < 2:
+        return [line(manifest)]
+    return [line(p, f"part {i} ({p.get('runs')} runs on {', '.join(p.get('devices') or ['unknown'])}): ")
+            for i, p in enumerate(parts, 1)]
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3g}"
@@ -345,9 +357,11 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s"
         + (f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
            if manifest.get("made_between") else ""),
-        f"- layerscope {manifest.get('layerscope')}, commit {manifest.get('git_commit') or 'unknown'}; "
-        f"torch {manifest.get('torch')}, transformers {manifest.get('transformers')}, Python {manifest.get('python')}",
+        *(_version_lines(manifest)),
         f"- exported {manifest.get('created_at')}",
+        *([f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
+           f"{p['runs_remaining']} remain" + "".join(f"; {n}" for n in p.get("notes", []))]
+          if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p else []),
         "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
         "",
         f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "
