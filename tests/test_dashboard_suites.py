@@ -39,12 +39,21 @@ class Api:
         return []
 
 
+def test_default_suite_is_the_one_with_most_runs() -> None:
+    # after `make demo`: the imported study (60 runs), not the live quick suite (1 run so far)
+    class Demo(Api):
+        def suites(self):
+            return [{"name": "paper", "n_runs": 60, "imported": True}, {"name": "quick", "n_runs": 1}]
+
+    assert runs.default_suite(Demo(latest="quick")) == "paper"
+
+
 def test_default_suite_is_the_only_or_the_latest() -> None:
     assert runs.default_suite(Api(suites=("paper",), latest=None)) == "paper"
     assert runs.default_suite(Api(latest="quick")) == "quick"
     assert runs.default_suite(Api(latest="paper")) == "paper"
     assert runs.default_suite(Api(suites=())) is None
-    assert runs.suite_placeholder(Api()) == "quick (latest)"
+    assert runs.suite_placeholder(Api()) == "quick (shown by default)"
 
 
 def test_pages_show_one_suite_when_none_is_chosen() -> None:
@@ -73,7 +82,7 @@ def test_claims_page_placeholder_names_the_default_suite() -> None:
                 return hit
         return None
 
-    assert find(page, "cl-suite").placeholder == "quick (latest)"
+    assert find(page, "cl-suite").placeholder == "quick (shown by default)"
 
 
 def test_suite_label_counts_one_run_in_the_singular() -> None:

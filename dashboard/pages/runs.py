@@ -144,17 +144,22 @@ def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
 
 
 def default_suite(api: ApiClient) -> str | None:
-    """The suite a page shows when none is chosen: the only one, else the one with the most
-    recently stored run (the latest import or suite made here). Runs of different suites are never
-    pooled (docs/SCIENCE.md#suites). None when no suite exists or the API cannot say."""
+    """The suite a page shows when none is chosen: the only one, else the one with the most runs
+    (after ``make demo``: the imported study, not the live quick suite beside it), ties broken by
+    the most recently stored run. Runs of different suites are never pooled
+    (docs/SCIENCE.md#suites). None when no suite exists or the API cannot say."""
     try:
-        names = [x["name"] for x in api.suites()]
-    except (ApiError, AttributeError, KeyError, TypeError):
+        suites = [(x["name"], int(x.get("n_runs") or 0)) for x in api.suites()]
+    except (ApiError, AttributeError, KeyError, TypeError, ValueError):
         return None
-    if len(names) <= 1:
-        return names[0] if names else None
+    if len(suites) <= 1:
+        return suites[0][0] if suites else None
+    most = max(n for _, n in suites)
+    names = [name for name, n in suites if n == most]
+    if len(names) == 1:
+        return names[0]
     try:
-        latest = api.runs(limit=1, sort="-id")["items"]
+        latest = api.runs(limit=1, sort="-id", suite=names)["items"]
     except (ApiError, AttributeError, KeyError, TypeError):
         latest = []
     suite = latest[0].get("suite") if latest else None
@@ -182,7 +187,7 @@ def one_suite(api: ApiClient, rows: list[dict], chosen: str | None) -> list[dict
 def suite_placeholder(api: ApiClient) -> str:
     """A suite control's placeholder: the suite shown when the control is empty."""
     suite = default_suite(api)
-    return f"{suite} (latest)" if suite else "no suite"
+    return f"{suite} (shown by default)" if suite else "no suite"
 
 
 def bundle_href(suite: str | None) -> str:
