@@ -225,3 +225,14 @@ def seed_runs(factory, families=("lstm", "transformer"), tasks=("parity", "dyck"
                     ])
                     ids.append(run_id)
     return ids
+
+
+def find_component(c, cid):
+    """The Dash component with id ``cid`` in the layout tree under ``c`` (depth first), or None."""
+    if getattr(c, "id", None) == cid:
+        return c
+    kids = getattr(c, "children", None)
+    for k in kids if isinstance(kids, (list, tuple)) else [kids]:
+        if k is not None and not isinstance(k, str) and (hit := find_component(k, cid)) is not None:
+            return hit
+    return None

@@ -5,6 +5,7 @@ concrete suite (the only one, else the one with the most recent run), never "all
 from __future__ import annotations
 
 from dashboard.pages import claims, curves, reversal, runs
+from tests.conftest import find_component
 
 
 class Api:
@@ -73,16 +74,7 @@ def test_pages_show_one_suite_when_none_is_chosen() -> None:
 def test_claims_page_placeholder_names_the_default_suite() -> None:
     page = claims.layout(search="", base=None, embed=False, api=Api(), path_for=lambda p: p)
 
-    def find(c, cid):
-        if getattr(c, "id", None) == cid:
-            return c
-        kids = getattr(c, "children", None)
-        for k in kids if isinstance(kids, (list, tuple)) else [kids]:
-            if k is not None and not isinstance(k, str) and (hit := find(k, cid)) is not None:
-                return hit
-        return None
-
-    assert find(page, "cl-suite").placeholder == "quick (shown by default)"
+    assert find_component(page, "cl-suite").placeholder == "quick (shown by default)"
 
 
 def test_suite_label_counts_one_run_in_the_singular() -> None:

@@ -9,6 +9,7 @@ from dashboard.components import trained_field
 from dashboard.pages import jobs, patching, reversal, runs
 from dashboard.state import PageState
 from tests.dashboard_data import curve_rows, profile_rows
+from tests.conftest import find_component
 
 
 def _texts(c) -> str:
@@ -84,16 +85,7 @@ def test_runs_layout_subtitle_and_grid_row_id(monkeypatch):
     text = _texts(page)
     assert "Every trained model" not in text and "trained or not" in text
 
-    def find(c, cid):
-        if getattr(c, "id", None) == cid:
-            return c
-        kids = getattr(c, "children", None)
-        for k in kids if isinstance(kids, (list, tuple)) else [kids]:
-            if k is not None and not isinstance(k, str) and (hit := find(k, cid)) is not None:
-                return hit
-        return None
-
-    grid = find(page, "rn-grid")
+    grid = find_component(page, "rn-grid")
     assert grid.getRowId == "params.data.row_id"
 
 
