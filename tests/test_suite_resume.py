@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 import worker.pipeline as pipeline
 from backend.cli import main
-from store.models import ProbeResult, Run
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
@@ -77,6 +77,26 @@ def test_trained_but_unmeasured_run_is_measured_not_retrained(env, count_trainin
     with env.session_factory() as s:
         assert s.get(Run, run_id).status == "complete"
         assert s.scalar(select(func.count()).select_from(ProbeResult)) > 0
+
+
+def test_retrained_run_keeps_no_result_of_the_model_it_replaces(env, monkeypatch):
+    one = dict(preset="smoke", families=["lstm"], tasks=["parity"])
+    (run_id,) = run_suite(SuiteParams(**one), env)
+    with env.session_factory() as s:  # imported without weights: the next suite trains it again
+        s.query(Run).update({"checkpoint_id": None, "status": "trained"})
+        s.commit()
+        assert s.scalar(select(func.count()).select_from(ProbeResult)) > 0
+
+    def killed(*args, **kw):
+        raise KeyboardInterrupt  # the worker dies after training, before any measurement
+
+    monkeypatch.setattr(pipeline, "run_measurements", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(SuiteParams(**one), env)
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).checkpoint_id is not None  # the new model is stored under the same run
+        for table in (ProbeResult, InterventionResult, PatchingResult):
+            assert s.scalar(select(func.count()).select_from(table).where(table.run_id == run_id)) == 0, table
 
 
 def test_force_trains_again_without_doubling_rows(env, count_training):

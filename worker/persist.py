@@ -75,6 +75,22 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
     return int(run_id)
 
 
+def drop_results(session: Session, run_id: int, *, commit: bool = True) -> int:
+    """Delete every probe, intervention and patching row of ``run_id``; return how many went.
+
+    Called with the upsert of a retrained run (same config hash, new weights): rows measured on
+    the model it replaces must not stay attached to the new one, where a measurement stopped
+    half-way would otherwise leave old and new results side by side."""
+    try:
+        n = sum(session.execute(delete(model).where(model.run_id == run_id)).rowcount or 0  # type: ignore[attr-defined]
+                for model in (ProbeResult, InterventionResult, PatchingResult))
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return n
+
+
 def get_or_create_settings(session: Session, record: MeasureSettingsRecord, *, commit: bool = True) -> int:
     """The id of the ``measure_settings`` row with ``record.config_hash``, inserted if new
     (concurrent writers: insert-or-ignore on the unique hash, then read it back)."""

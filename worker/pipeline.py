@@ -209,9 +209,9 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     run_hash = params.run_hash()
     checkpoint_id = env.store.save(model, provenance={"run_config": params.run_config(), "config_hash": run_hash,
                                                       "steps": result.steps})
-    with session_scope(env.session_factory) as s:
+    with session_scope(env.session_factory) as s:  # one transaction: the run and the end of its old results
         run_id = persist.save_run(
-            s, name=params.name or f"{params.family}-{params.task}-s{params.seed}", suite=params.suite,
+            s, commit=False, name=params.name or f"{params.family}-{params.task}-s{params.seed}", suite=params.suite,
             family=params.family, task=params.task, seed=params.seed, pretrained=params.pretrained,
             n_layers=model.n_layers, d_model=model.d_model, n_params=model.n_params,
             task_params=task.params, model_config=model.config.to_dict(), train_config=params.run_config(),
@@ -220,6 +220,9 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
             made_on=made_on(env.device),
         )
+        dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
+    if dropped:
+        ctx.log(f"run {run_id}: retrained; {dropped} result row(s) of the model it replaces deleted")
     ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
             f"held-out acc {result.final_heldout_acc}")
     if measure:
