@@ -51,7 +51,9 @@ def test_claims(seeded) -> None:
     assert [c["id"] for c in claims] == [1, 2, 3, 4, 5, 6]
     for c in claims:
         assert c["verdict"] in ("supported", "contradicted", "not enough data") and c["title"] and isinstance(c["views"], list)
-    assert seeded.client.get("/api/claims", params={"suite": "none"}).status_code == 200
+    assert seeded.client.get("/api/claims", params={"suite": "t"}).status_code == 200
+    unknown = seeded.client.get("/api/claims", params={"suite": "nosuch"})  # no verdicts about no runs
+    assert unknown.status_code == 404 and "nosuch" in unknown.json()["detail"] and "'t'" in unknown.json()["detail"]
 
 
 def test_aggregates_are_cached_until_results_change(seeded) -> None:

@@ -86,6 +86,18 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
+def require_suites(session: Session, suites: Sequence[str] | None) -> None:
+    """Raise :class:`NotFound` (naming the suites present) when a named suite has no stored run:
+    a verdict computed over no runs would read like an answer about a study."""
+    if not suites:
+        return
+    present = sorted(n for n in session.execute(select(Run.suite).distinct()).scalars() if n)
+    missing = [name for name in suites if name not in present]
+    if missing:
+        raise NotFound(f"suite {', '.join(map(repr, missing))} not found; suites stored: "
+                       f"{', '.join(map(repr, present)) or 'none'}")
+
+
 def run_n_layers(session: Session, run_id: int) -> int:
     n = session.execute(select(Run.n_layers).where(Run.id == run_id)).scalar()
     if n is None:

@@ -67,8 +67,10 @@ def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, famil
             summary="The study's six claims: a verdict from the stored results of one suite",
             description="The runs read must all belong to one suite: when runs of more than one suite match "
                         "(no `suite` given, or several), the answer is 422 at `suite`, naming the suites present "
-                        "(docs/SCIENCE.md#suites).")
+                        "(docs/SCIENCE.md#suites); a named suite with no stored run is a 404.",
+            responses={404: {"description": "a named suite has no stored run"}})
 def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
+    queries.require_suites(session, suite)  # 404: no verdicts about a suite that holds no run
     try:
         return _json(cache, session, _key("claims", suite), CLAIMS,
                      lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
