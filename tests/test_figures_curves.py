@@ -107,3 +107,18 @@ def test_position_curves():
     assert len(_kinds(fig, "baseline")) == 1
     assert fig.layout.xaxis.title.text == "position t in the sequence"
     assert any(s.type == "line" for s in fig.layout.shapes)  # the training length, marked
+
+
+def test_a_line_with_untrained_runs_is_drawn_faint_with_open_markers():
+    rows = curve_rows(tasks=("parity",))
+    for r in rows:
+        r["run_ids"] = [1, 2, 3] if r["family"] == "mamba" else [4, 5, 6]
+        if r["family"] == "mamba":
+            r["untrained_run_ids"] = [2]
+    means = {t.meta["family"]: t for t in _kinds(layerwise_curves(rows), "mean")}
+    faint = means["mamba"]
+    assert faint.opacity < 1 and faint.marker.symbol.endswith("-open")
+    assert "(untrained: 1 of 3)" in faint.name and "1 untrained run" in faint.hovertemplate
+    for fam in ("transformer", "lstm"):
+        assert means[fam].opacity == 1 and not means[fam].marker.symbol.endswith("-open")
+        assert "untrained" not in means[fam].hovertemplate

@@ -38,6 +38,7 @@ from dashboard.theme import (
 )
 
 BASELINE_COLOR = "#52606d"
+UNTRAINED_OPACITY = 0.5  # mean line of a family × task that includes untrained runs
 
 
 def _line_key(row: dict[str, Any], multi_depth: set[str]) -> tuple[str, int | None, str]:
@@ -113,7 +114,8 @@ def layerwise_curves(
     mean, lo, hi, n, seeds, majority_baseline, run_ids?, untrained_run_ids?, selectivity?}``.
     ``x``: ``"layer"`` or ``"depth"``. ``seed_rows``: ``{task, family, eval_length, layer, depth,
     n_layers, seed, accuracy}``. A line that includes untrained runs gets the legend suffix
-    " (untrained: k of n)" (:func:`untrained_suffix`). ``show_selectivity``: a dotted line per
+    " (untrained: k of n)" (:func:`untrained_suffix`) and is drawn faint (``UNTRAINED_OPACITY``) with
+    open markers. ``show_selectivity``: a dotted line per
     family with the probe's selectivity (accuracy − control-task accuracy, Hewitt & Liang 2019)
     where stored."""
     rows = [r for r in rows if families is None or r["family"] in families]
@@ -215,13 +217,20 @@ def layerwise_curves(
                     ]
                     for r in pts
                 ]
+                # a line that includes untrained runs is drawn faint with open markers, so it cannot be
+                # read as a trained model's curve at a glance (the legend suffix says how many)
+                n_untrained = len(untrained[key])
+                symbol = family_symbol(fam)
+                if n_untrained and not symbol.endswith("-open"):
+                    symbol += "-open"
                 batch.add(
                     go.Scatter(
                         x=xs,
                         y=[r.get("mean") if finite(r.get("mean")) else None for r in pts],
                         mode="lines+markers",
+                        opacity=UNTRAINED_OPACITY if n_untrained else 1.0,
                         line={"color": color, "width": 2.5, "dash": "dash" if key[2] else "solid"},
-                        marker={"symbol": family_symbol(fam), "size": 8 if not key[1] or key[1] <= 12 else 5,
+                        marker={"symbol": symbol, "size": 8 if not key[1] or key[1] <= 12 else 5,
                                 "color": color,
                                 "line": {"width": 1, "color": "white"}},
                         name=label,
@@ -231,7 +240,9 @@ def layerwise_curves(
                         hovertemplate=(
                             f"<b>{label}</b> · layer %{{customdata[0]}} (depth %{{customdata[5]}})"
                             "<br>probe accuracy %{y:.1%} [95% CI %{customdata[1]:.1%}, %{customdata[2]:.1%}]"
-                            "<br>n = %{customdata[3]} seeds (%{customdata[4]})<extra></extra>"
+                            "<br>n = %{customdata[3]} seeds (%{customdata[4]})"
+                            + (f"<br>⚠ {n_untrained} untrained run(s): held-out accuracy below the criterion"
+                               if n_untrained else "") + "<extra></extra>"
                         ),
                         meta={**meta_base, "kind": "mean"},
                     ),
