@@ -95,16 +95,8 @@ def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: 
     tokens = captured.data.tokens if control else None  # no control task: selectivity stays None
     reports = probe_layers(captured.states, captured.data.labels, n_classes,
                            seed=data_seed(run_seed, "split", eval_length), tokens=tokens)
-    return [
-        ProbeRecord(
-            layer=layer, eval_length=eval_length, accuracy=r.accuracy,
-            majority_baseline=r.majority_baseline, per_position=list(r.per_position),
-            n_train=r.n_train, n_test=r.n_test, converged=r.converged, n_iter=r.n_iter,
-            balanced_accuracy=r.balanced_accuracy, control_accuracy=r.control_accuracy,
-            selectivity=r.selectivity, config_hash=config_hash,
-        )
-        for layer, r in sorted(reports.items())
-    ]
+    return [ProbeRecord.from_report(r, eval_length=eval_length, config_hash=config_hash)
+            for _, r in sorted(reports.items())]
 
 
 def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int],

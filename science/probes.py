@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -162,21 +162,10 @@ class ProbeReport:
     probe: LinearProbe | None = field(default=None, repr=False)
 
     def to_row(self) -> dict[str, Any]:
-        """Plain dict for storage (drops the probe object)."""
-        return {
-            "layer": self.layer,
-            "accuracy": self.accuracy,
-            "majority_baseline": self.majority_baseline,
-            "per_position": list(self.per_position),
-            "n_train": self.n_train,
-            "n_test": self.n_test,
-            "converged": self.converged,
-            "n_iter": self.n_iter,
-            "grad_max": self.grad_max,
-            "balanced_accuracy": self.balanced_accuracy,
-            "control_accuracy": self.control_accuracy,
-            "selectivity": self.selectivity,
-        }
+        """Plain dict of every field but the fitted probe object (``per_position`` copied)."""
+        row = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "probe"}
+        row["per_position"] = list(self.per_position)
+        return row
 
 
 def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:

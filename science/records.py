@@ -97,6 +97,14 @@ class ProbeRecord(_Record):
     selectivity: float | None = None
     config_hash: str = ""
 
+    @classmethod
+    def from_report(cls, report: Any, *, eval_length: int, config_hash: str) -> ProbeRecord:
+        """The stored row of one layer's ``science.probes.ProbeReport`` (its fields that are columns)
+        at ``eval_length``, under the measure settings' ``config_hash``."""
+        row = report.to_row()
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row},
+                   eval_length=eval_length, config_hash=config_hash)
+
 
 @dataclass(eq=False)
 class InterventionRecord(_Record):

@@ -28,3 +28,20 @@ def test_behaviour_and_settings_records() -> None:
     assert a.eval_lengths == [40, 60] and len(a.config_hash) == 64
     assert a.config_hash == MeasureSettingsRecord({"x": 1}, [40, 60], 40, 12).config_hash
     assert a.config_hash != MeasureSettingsRecord({"x": 1}, [40, 60], 40, 40).config_hash
+
+
+def test_a_probe_record_is_built_from_the_report_it_stores() -> None:
+    from dataclasses import fields
+
+    from science.probes import ProbeReport
+    from science.records import ProbeRecord
+
+    report = ProbeReport(layer=2, accuracy=0.9, majority_baseline=0.5, per_position=[None, 1.0], n_train=8,
+                         n_test=4, converged=True, n_iter=12, grad_max=1e-5, balanced_accuracy=0.85,
+                         control_accuracy=0.6, selectivity=0.3)
+    record = ProbeRecord.from_report(report, eval_length=40, config_hash="h")
+    columns = {f.name for f in fields(ProbeRecord)} - {"eval_length", "config_hash"}
+    assert columns <= set(report.to_row())  # every stored column comes from the report: one place to add one
+    assert all(record[c] == getattr(report, c) for c in columns)
+    assert record.eval_length == 40 and record.config_hash == "h" and "grad_max" not in record
+    assert record.per_position is not report.per_position
