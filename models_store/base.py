@@ -8,6 +8,8 @@ hooks on them (``models_store.capture``) and never depend on a library's ``hidde
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -90,3 +92,33 @@ class LayerwiseModel(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens: LongTensor [B, L] of task token ids → logits [B, L, n_classes]."""
         raise NotImplementedError
+
+
+class ResidualStackModel(LayerwiseModel):
+    """Embedding → n residual blocks → LayerNorm → Linear head: the skeleton of our own
+    (non-library) families, which supply only the block (``make_block(d_model) → nn.Module``
+    mapping [B, L, D] → [B, L, D], residual inside the block).
+
+    Module names (``embed``, ``blocks``, ``norm_f``, ``head``) are the checkpoint's state-dict keys.
+    """
+
+    def __init__(self, config: ModelConfig, make_block: Callable[[int], nn.Module]) -> None:
+        super().__init__(config)
+        d = config.d_model
+        self.embed = nn.Embedding(config.input_vocab_size, d)
+        self.blocks = nn.ModuleList([make_block(d) for _ in range(config.n_layers)])
+        self.norm_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, config.n_classes)
+
+    def embedding_module(self) -> nn.Module:
+        return self.embed
+
+    def block_modules(self) -> list[nn.Module]:
+        return list(self.blocks)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
+        h = self.embed(self.with_prefix(tokens))  # h: (B, P+L, D), P = n_prefix
+        for block in self.blocks:
+            h = block(h)  # h: (B, P+L, D)
+        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)

@@ -40,7 +40,7 @@ from transformers import (
 )
 
 from models_store import fast_scan
-from models_store.base import LayerwiseModel
+from models_store.base import LayerwiseModel, ResidualStackModel
 from layerscope_core.registry import get_family
 from models_store.config import ModelConfig
 
@@ -115,32 +115,14 @@ class RecurrentBlock(nn.Module):
         return x + y  # (B, L, D)
 
 
-class RecurrentModel(LayerwiseModel):
+class RecurrentModel(ResidualStackModel):
     """Embedding → n ``RecurrentBlock``s → LayerNorm → Linear (families ``lstm``, ``gru``).
 
     Weights use PyTorch's default initialisation.
     """
 
     def __init__(self, config: ModelConfig, rnn_cls: type[nn.RNNBase]) -> None:
-        super().__init__(config)
-        d = config.d_model
-        self.embed = nn.Embedding(config.input_vocab_size, d)
-        self.blocks = nn.ModuleList([RecurrentBlock(rnn_cls, d) for _ in range(config.n_layers)])
-        self.norm_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, config.n_classes)
-
-    def embedding_module(self) -> nn.Module:
-        return self.embed
-
-    def block_modules(self) -> list[nn.Module]:
-        return list(self.blocks)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
-        h = self.embed(self.with_prefix(tokens))  # h: (B, P+L, D), P = n_prefix
-        for block in self.blocks:
-            h = block(h)  # h: (B, P+L, D)
-        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)
+        super().__init__(config, lambda d: RecurrentBlock(rnn_cls, d))
 
 
 def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:

@@ -2,7 +2,7 @@
 
 Block ℓ: ``u = LayerNorm(x)``, ``s_t = a ⊙ s_{t-1} + W u_t`` (``a = sigmoid(a_logit)`` per
 channel, ``s_{-1} = 0``), output ``x + s``. Embedding → n blocks → LayerNorm → Linear, the
-same ``LayerwiseModel`` interface as ``models_store.families.RecurrentModel``. Registering it is
+same ``ResidualStackModel`` skeleton as ``models_store.families.RecurrentModel``. Registering it is
 one ``FamilySpec``: ``FAMILY`` below.
 
 Shapes: tokens [B, L]; block inputs / outputs [B, L, D]; logits [B, L, C].
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from layerscope_core.registry import FamilySpec
-from models_store.base import LayerwiseModel
+from models_store.base import ResidualStackModel
 from models_store.config import ModelConfig
 
 NAME = "toy_linrec"
@@ -41,29 +41,11 @@ class LinearRecurrentBlock(nn.Module):
         return x + torch.stack(out, dim=1)  # (B, L, D)
 
 
-class LinearRecurrentModel(LayerwiseModel):
-    """Embedding → n ``LinearRecurrentBlock``s → LayerNorm → Linear."""
+class LinearRecurrentModel(ResidualStackModel):
+    """Embedding → n ``LinearRecurrentBlock``s → LayerNorm → Linear: only the block is new."""
 
     def __init__(self, config: ModelConfig) -> None:
-        super().__init__(config)
-        d = config.d_model
-        self.embed = nn.Embedding(config.input_vocab_size, d)
-        self.blocks = nn.ModuleList([LinearRecurrentBlock(d) for _ in range(config.n_layers)])
-        self.norm_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, config.n_classes)
-
-    def embedding_module(self) -> nn.Module:
-        return self.embed
-
-    def block_modules(self) -> list[nn.Module]:
-        return list(self.blocks)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
-        h = self.embed(self.with_prefix(tokens))  # (B, P+L, D)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)
+        super().__init__(config, LinearRecurrentBlock)
 
 
 def count_params(cfg: ModelConfig, d: int) -> int:
