@@ -240,6 +240,8 @@ def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 KALEIDO_MISSING = "kaleido is not installed (pip install -e '.[report]')"
+CHROME_MISSING = ("kaleido found no Chrome or Chromium to render PNGs (install chromium, as `make test` does, "
+                  "or run plotly_get_chrome)")
 
 
 def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
@@ -265,7 +267,7 @@ def _write_pngs(figs: dict[str, Any], folder: Path) -> tuple[str | None, set[str
         log.warning("figures not exported: %s", exc)
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         if "kaleido" in first.lower() and "requires" in first.lower():
-            return KALEIDO_MISSING, set()
+            return (CHROME_MISSING if "chrome" in first.lower() else KALEIDO_MISSING), set()
         return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__), set()
     written = {n for n in figs if (folder / n).is_file()}
     missing = [n for n in figs if n not in written]

@@ -36,8 +36,10 @@ Per claim:
   least ``MATCH_FRACTION`` of the other cells have theirs; the *statistic condition* holds when a
   one-sided permutation test of the per-seed statistic (late concentration, others >
   Transformer, for claim 1; AUC, Transformer > others, for claim 2) gives p < ``ALPHA`` after
-  Holm's adjustment across all the tests of claims 1 and 2 together. Supported when both hold
-  on every task read, else contradicted. All five families identical → contradicted.
+  Holm's adjustment across all the tests of claims 1 and 2 together. Per task: both hold →
+  supported, neither → contradicted, one without the other → not enough data (mixed). The
+  claim: supported when every task read supports it, contradicted when one contradicts it,
+  else not enough data. All five families identical → contradicted.
 - **Claim 3**: per family with all of S3, Parity and Dyck, ``d(S3, Parity) < d(S3, Dyck)``
   (seed-mean normalised curves); supported when that holds in ≥ ``MATCH_FRACTION`` of the
   families.
@@ -353,6 +355,15 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
     return [_contrast_claim(cid, CONTRAST[cid], prepared[cid], data, n_tests) for cid in CONTRAST]
 
 
+def _contrast_task_verdict(class_ok: bool, stat_ok: bool) -> str:
+    """One task of claim 1 or 2: both conditions → supported, neither → contradicted; one without
+    the other is mixed evidence (a class pattern the seeds do not separate, or a separated
+    statistic without the claimed classes) → not enough data."""
+    if class_ok and stat_ok:
+        return SUPPORTED
+    return CONTRADICTED if not (class_ok or stat_ok) else NOT_ENOUGH
+
+
 def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data,
                     n_tests: int) -> dict[str, Any]:
     tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
@@ -375,7 +386,8 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
     key = "test_auc_transformer_gt_other" if spec["transformer_higher"] else "test_late_concentration_other_gt_transformer"
     numbers[key] = info.get("tests", {})
     numbers["holm_family_size"] = n_tests
-    verdict_ok, parts, undefined = True, [], []
+    per_task: dict[str, dict[str, Any]] = {}
+    parts, undefined = [], []
     for t in info["usable_tasks"]:
         tf = next((r for r in rows if r["task"] == t and r["family"] == TRANSFORMER), None)
         others = [r for r in rows if r["task"] == t and r["family"] != TRANSFORMER]
@@ -386,17 +398,25 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
             undefined.append(t)
             continue
         stat_ok = test["p_holm"] < ALPHA
-        verdict_ok &= class_ok and stat_ok
+        per_task[t] = {"class_condition": class_ok, "statistic_condition": stat_ok,
+                       "verdict": _contrast_task_verdict(class_ok, stat_ok)}
         parts.append(f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
                      f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
-                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}")
+                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g} → {per_task[t]['verdict']}"
+                     + ("" if class_ok == stat_ok else
+                        f" (mixed: the {'class' if class_ok else 'statistic'} condition holds, the "
+                        f"{'statistic' if class_ok else 'class'} condition does not)"))
     if undefined:
         return _finish(_claim(cid, NOT_ENOUGH, numbers,
                               f"per-seed {metric} undefined (curves without gain) on {', '.join(undefined)}", views), left)
-    verdict = SUPPORTED if verdict_ok else CONTRADICTED
-    detail = (f"Needs the transformer's class to differ as claimed (others ≥ {MATCH_FRACTION:.0%} as expected) and "
-              f"the per-seed {metric} to differ in that direction at p < {ALPHA} after Holm over {n_tests} test(s). "
-              + "; ".join(parts) + ".")
+    numbers["per_task"] = per_task
+    task_verdicts = [v["verdict"] for v in per_task.values()]
+    verdict = (SUPPORTED if all(v == SUPPORTED for v in task_verdicts)
+               else CONTRADICTED if CONTRADICTED in task_verdicts else NOT_ENOUGH)
+    detail = (f"Supported when, on every task, the transformer's class differs as claimed (others ≥ "
+              f"{MATCH_FRACTION:.0%} as expected) and the per-seed {metric} differs in that direction at p < {ALPHA} "
+              f"after Holm over {n_tests} test(s); contradicted when both fail on a task; mixed evidence is not "
+              "enough data. " + "; ".join(parts) + ".")
     mism = [f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})" for r in rows if not r["matches"]]
     if mism:
         detail += " Mismatches: " + "; ".join(mism) + "."

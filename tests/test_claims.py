@@ -217,8 +217,9 @@ def test_all_families_identical_contradicts_claims_1_and_2():
     assert c[1]["verdict"] == CONTRADICTED and c[2]["verdict"] == CONTRADICTED
 
 
-def test_class_right_but_statistic_not_different_is_contradicted():
-    """The transformer's class differs, yet per-seed late concentration overlaps: no support."""
+def test_class_right_but_statistic_not_different_is_mixed_not_a_verdict():
+    """The transformer's class differs, yet per-seed late concentration overlaps: no support, and
+    no contradiction either (the classes are as claimed): mixed evidence, not enough data."""
     w = World()
     # seed-mean curves: layer 2 at 0.74 (late concentration 0.51: late) for the others, 0.76
     # (0.47: gradual) for the transformer; the seeds themselves overlap (0.39 .. 0.59 in both)
@@ -231,7 +232,27 @@ def test_class_right_but_statistic_not_different_is_contradicted():
                 w.run(task, fam, seed, [0.50, 0.60, 0.70, at2, 0.99])
     c = w.claims()
     assert all(x["matches"] for x in c[1]["numbers"]["cells"])
-    assert c[1]["verdict"] == CONTRADICTED, c[1]["detail"]
+    assert c[1]["verdict"] == NOT_ENOUGH, c[1]["detail"]
+    assert c[1]["numbers"]["per_task"]["parity"] == {"class_condition": True, "statistic_condition": False,
+                                                      "verdict": NOT_ENOUGH}
+    assert "mixed: the class condition holds" in c[1]["detail"]
+
+
+def test_classes_and_statistic_both_against_the_claim_contradict_it():
+    """Dyck as this reproduction measured it: every family readable early, the Transformer no
+    earlier than the others (its AUC lowest): both conditions fail → contradicted."""
+    w = World()
+    for seed in (0, 1, 2):
+        for fam in FAMILIES:
+            tf = fam == "transformer"
+            for task in ("parity", "s3"):
+                w.run(task, fam, seed, GRADUAL if tf else LATE)
+            w.run("dyck", fam, seed, [0.73, 0.92 + 0.005 * seed, 0.96, 0.99, 0.99] if tf
+                  else [0.73, 0.98 + 0.004 * seed, 0.99, 0.995, 0.998], 0.45)
+    c = w.claims()
+    assert c[2]["numbers"]["per_task"]["dyck"] == {"class_condition": False, "statistic_condition": False,
+                                                    "verdict": CONTRADICTED}
+    assert c[2]["verdict"] == CONTRADICTED, c[2]["detail"]
 
 
 # -- seeds ------------------------------------------------------------------------------------------

@@ -62,3 +62,16 @@ def test_report_links_only_the_pngs_written(bundle, tmp_path, monkeypatch):
     links = _links(out)
     assert links and all((out.parent / link).is_file() for link in links), links
     assert "not rendered" in out.read_text()
+
+
+def test_a_missing_chrome_is_named_as_such_not_as_a_missing_kaleido(monkeypatch, tmp_path):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from backend.report import CHROME_MISSING, write_pngs
+
+    def no_chrome(*args, **kw):  # kaleido's own words when it finds no browser
+        raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n\nEither download and install Chrome")
+
+    monkeypatch.setattr(pio, "write_images", no_chrome)
+    assert write_pngs({"a.png": go.Figure()}, tmp_path) == CHROME_MISSING
