@@ -195,6 +195,14 @@ class Data:
         for r in self.all_runs:
             if _scratch(r):
                 self.stored[(r["task"], r["family"])].append(r)
+        # one run per seed and depth in a cell: two (other training settings resumed into the same
+        # suite) would count one seed twice and pool two recipes (docs/SCIENCE.md#suites)
+        self.duplicated: dict[Cell, list[Any]] = {}
+        for cell, rs in self.stored.items():
+            keys = [(r.get("seed"), r.get("n_layers")) for r in rs]
+            dup = sorted({k[0] for k in keys if keys.count(k) > 1}, key=str)
+            if dup:
+                self.duplicated[cell] = dup
 
     def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
                    what: str = "trained seeds") -> list[str]:
@@ -202,6 +210,11 @@ class Data:
         a cell with no stored run at all reads '0 of MIN_SEEDS trained seeds (no runs stored)'."""
         out = []
         for cell in sorted(set(cells)):
+            if cell in self.duplicated:
+                out.append(f"{_cell_name(cell)}: more than one run for seed(s) "
+                           f"{', '.join(map(str, self.duplicated[cell]))} (runs made with other settings in the "
+                           "same suite; one suite holds one run per seed — run other settings under another name)")
+                continue
             if not self.stored.get(cell):
                 out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
                 continue

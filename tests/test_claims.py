@@ -441,3 +441,18 @@ def test_claim6_accuracy_intervals_stay_within_0_and_1():
     ci = _ci([0.997, 0.984, 1.0], "accuracy")
     assert 0.0 <= ci["lo"] <= ci["mean"] <= ci["hi"] <= 1.0
     assert _ci([0.997, 0.984, 1.0])["hi"] > 1.0  # unbounded quantities are not clipped
+
+
+def test_two_runs_of_one_seed_in_a_cell_give_no_verdict():
+    """A suite resumed with other training settings holds two runs per seed: counting both would
+    double the seeds and pool two recipes, so the claims that read that cell say not enough data."""
+    w = supporting_world()
+    rid = w.run("parity", "lstm", 0, LATE)  # seed 0 again, same depth: another recipe
+    assert w.runs[rid - 1]["seed"] == 0
+    c = w.claims()
+    for cid in (1, 3, 6):
+        assert c[cid]["verdict"] == NOT_ENOUGH, (cid, c[cid]["detail"])
+        assert "lstm × parity: more than one run for seed(s) 0" in c[cid]["detail"]
+    scratch = c[4]["numbers"]["groups"]["scratch"]  # claim 4 stands on its pretrained group alone
+    assert scratch["verdict"] == NOT_ENOUGH and "more than one run for seed(s) 0" in scratch["why"]
+    assert c[2]["verdict"] == SUPPORTED  # dyck only: the duplicated cell is not read
