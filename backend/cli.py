@@ -308,9 +308,8 @@ def suite(
     n = len(jobs)
     settings = _settings()
     factory = _init_db(settings)
+    _refuse_other_settings(jobs, factory)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
-    if resume:
-        _warn_other_settings(jobs, settings, factory)
     if submit:
         return _submit_suite(params, n, settings, factory, done)
     typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
@@ -327,22 +326,15 @@ def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
 
 
-def _warn_other_settings(jobs: list, settings, factory) -> None:  # noqa: ANN001
-    """One line per group of runs stored for this suite's cells with another config hash (other
-    overrides): resuming trains them again, silently otherwise."""
-    from worker.pipeline import WorkerEnv, stored_with_other_settings
+def _refuse_other_settings(jobs: list, factory) -> None:  # noqa: ANN001
+    """A suite holds one run per seed (docs/SCIENCE.md#suites): refuse, in one line per group of
+    stored runs of these cells made with other settings, before anything is trained or queued."""
+    from worker.suite_settings import SuiteSettingsConflict, check_one_run_per_seed
 
-    for g in stored_with_other_settings(jobs, WorkerEnv(factory, settings.resolved_store_dir)):
-        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
-            + (f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else "")
-        typer.echo(f"layerscope: {g['count']} run(s) of suite {g['suite']!r} are stored with other settings"
-                   f" ({shown or 'settings not recorded'}); training new ones — pass the same overrides to "
-                   "resume them", err=True)
-
-
-def _short(v: Any) -> str:
-    text = str(v)
-    return text if len(text) <= 40 else text[:37] + "..."
+    try:
+        check_one_run_per_seed(jobs, factory)
+    except SuiteSettingsConflict as exc:
+        raise CliError(str(exc)) from exc
 
 
 def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:  # noqa: ANN001
@@ -531,7 +523,18 @@ def demo(
         typer.echo(f"layerscope: {line}", err=True)
     params = SuiteParams(preset=preset.value)
     job_id = None if rerun else _existing_suite(factory, params)
+    conflict = None
     if job_id is None:
+        from worker.presets import expand_suite
+        from worker.suite_settings import SuiteSettingsConflict, check_one_run_per_seed
+
+        try:  # e.g. the quick suite of an older version, made with other settings: shown, not doubled
+            check_one_run_per_seed(expand_suite(params), factory)
+        except SuiteSettingsConflict as exc:
+            conflict = str(exc)
+    if conflict:
+        typer.echo(f"layerscope: the {preset.value} suite is not run again: {conflict}", err=True)
+    elif job_id is None:
         job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
         typer.echo(f"layerscope: submitted the {preset.value} suite as job {job_id}", err=True)
     else:

@@ -131,3 +131,24 @@ def test_views_round_trip(api) -> None:
         r = c.post("/api/views", json=body)
         # the loc names the field, or a path inside it (body checks give the full path)
         assert r.status_code == 422 and ["body", field] in [d["loc"][:2] for d in r.json()["detail"]], r.text
+
+
+def test_a_suite_with_runs_of_other_settings_is_422_and_queues_nothing(api) -> None:
+    from worker import persist
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
+    made = expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], max_seconds=75))
+    with api.factory() as s:
+        for job in made:
+            persist.save_run(s, name="r", suite=job.suite, family=job.family, task=job.task, seed=job.seed,
+                             n_layers=job.n_layers, d_model=8, n_params=100, config_hash=job.run_hash(),
+                             train_config=job.run_config(), loss_curve=[], behaviour={})
+    body = {"kind": "suite", "params": {"preset": "smoke", "families": ["lstm"], "tasks": ["parity"]}}
+    r = api.client.post("/api/jobs", json=body)
+    assert r.status_code == 422, r.text
+    (d,) = r.json()["detail"]
+    assert d["loc"] == ["body", "params"] and "stored with other settings (max_seconds 75.0 vs" in d["msg"]
+    assert len(api.queue) == 0
+    body["params"]["max_seconds"] = 75  # the same overrides: resumed
+    assert api.client.post("/api/jobs", json=body).status_code == 201

@@ -234,6 +234,24 @@ def test_suite_fans_out_into_train_jobs(env) -> None:
         assert {c.state for c in s.execute(select(Job).where(Job.parent_id == job_id)).scalars()} == {"cancelled"}
 
 
+def test_a_suite_queued_before_runs_of_other_settings_landed_fails_with_the_reason(env) -> None:
+    from worker import persist
+    from worker.presets import expand_suite
+
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "suite", SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"]))
+    with factory() as s:  # meanwhile the same cell lands with another budget (an import, another client)
+        for t in expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], max_seconds=75)):
+            persist.save_run(s, name="r", suite=t.suite, family=t.family, task=t.task, seed=t.seed, n_layers=t.n_layers,
+                             d_model=8, n_params=100, config_hash=t.run_hash(), train_config=t.run_config(),
+                             loss_curve=[], behaviour={})
+    assert runner(env).run_one(queue.dequeue()) == "failed"
+    j = job(factory, job_id)
+    assert "SuiteSettingsConflict" in j.error and "another suite name" in j.error
+    with factory() as s:
+        assert s.scalar(select(func.count()).select_from(Job).where(Job.parent_id == job_id)) == 0
+
+
 def test_keyboard_interrupt_releases_the_job(env) -> None:
     settings, factory, queue = env
 

@@ -1,5 +1,6 @@
 """A suite whose cells are stored with other settings (another config hash: e.g. a bundle made
-with --max-seconds 75) says so in one line per group instead of silently training again."""
+with --max-seconds 75) is refused, in one line per group, by the CLI, the API and the suite runner:
+a suite holds one run per seed (docs/SCIENCE.md#suites)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from backend.cli import main
 from worker import persist
 from worker.params import SuiteParams
-from worker.pipeline import local_env, stored_with_other_settings
+from worker.pipeline import local_env, run_suite
+from worker.suite_settings import SuiteSettingsConflict, stored_with_other_settings
 from worker.presets import expand_suite
 
 CELL = dict(preset="smoke", families=["lstm"], tasks=["parity"])
@@ -18,7 +20,7 @@ def _store(env, jobs) -> None:
     with env.session_factory() as s:
         for job in jobs:
             persist.save_run(s, name=job.name or "r", suite=job.suite, family=job.family, task=job.task, seed=job.seed,
-                             n_layers=2, d_model=8, n_params=100, config_hash=job.run_hash(),
+                             n_layers=job.n_layers, d_model=8, n_params=100, config_hash=job.run_hash(),
                              train_config=job.run_config(), loss_curve=[], behaviour={})
 
 
@@ -33,13 +35,27 @@ def test_runs_stored_with_other_overrides_are_named(env):
     now = expand_suite(SuiteParams(**CELL))
     preset_seconds = now[0].max_seconds
     assert preset_seconds != 75
-    (group,) = stored_with_other_settings(now, env)
+    (group,) = stored_with_other_settings(now, env.session_factory)
     assert group["suite"] == "smoke" and group["count"] == len(now)
     assert group["diffs"] == [("max_seconds", 75.0, preset_seconds)]
-    assert stored_with_other_settings(made, env) == []  # the same overrides: resumed as usual
+    assert stored_with_other_settings(made, env.session_factory) == []  # the same overrides: resumed as usual
 
 
-def test_cli_suite_says_stored_runs_have_other_settings(tmp_path, monkeypatch, capsys, env):
+def test_a_depth_sweep_or_another_pretrained_model_is_not_a_second_run_of_a_seed(env):
+    made = expand_suite(SuiteParams(**CELL))
+    _store(env, made)
+    deeper = [j.model_copy(update={"n_layers": j.n_layers + 2, "max_seconds": 75}) for j in made]
+    assert stored_with_other_settings(deeper, env.session_factory) == []
+
+
+def test_the_suite_runner_refuses_a_second_run_of_a_seed(env):
+    _store(env, expand_suite(SuiteParams(**CELL, max_seconds=75)))
+    with pytest.raises(SuiteSettingsConflict, match="another suite name"):
+        run_suite(SuiteParams(**CELL), env)
+    assert run_suite(SuiteParams(**CELL, name="smoke-preset-budget", max_steps=2), env)  # another name: its own suite
+
+
+def test_cli_suite_refuses_runs_with_other_settings_in_one_suite(tmp_path, monkeypatch, capsys, env):
     from store.config import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_DB_URL", str(env.session_factory.kw["bind"].url))
@@ -49,14 +65,17 @@ def test_cli_suite_says_stored_runs_have_other_settings(tmp_path, monkeypatch, c
     get_settings.cache_clear()
     try:
         args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--submit"]
-        assert main(args) == 0
+        assert main(args) == 1
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if "other settings" in line]
         n = len(expand_suite(SuiteParams(**CELL)))
-        assert len(lines) == 1, err
+        assert len(lines) == 1 and "Traceback" not in err, err
         assert f"{n} run(s) of suite 'smoke' are stored with other settings (max_seconds 75.0 vs" in lines[0]
-        assert "pass the same overrides to resume them" in lines[0]
-        assert main([*args, "--max-seconds", "75"]) == 0  # the same overrides: nothing to say
+        assert "pass the same overrides to resume them, or run these settings under another suite name" in lines[0]
+        assert main([*args, "--force"]) == 1  # --force re-runs a suite's runs; it does not add a second recipe
+        capsys.readouterr()
+        assert main([*args, "--max-seconds", "75"]) == 0  # the same overrides: resumed
         assert "other settings" not in capsys.readouterr().err
+        assert main([*args, "--name", "smoke-again"]) == 0  # another name: its own suite
     finally:
         get_settings.cache_clear()

@@ -39,6 +39,7 @@ from worker.measuring import (
     stored_eval_lengths,
 )
 from worker.presets import expand_suite
+from worker.suite_settings import check_one_run_per_seed
 from science.tasks import get_task
 from science.training import behaviour, train_model
 
@@ -130,38 +131,6 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
                                                       ProbeResult.config_hash == h).limit(1)).first():
                 return run.id, "complete"
         return run.id, "trained" if run.checkpoint_id else "new"
-
-
-def stored_with_other_settings(jobs: list[TrainParams], env: WorkerEnv) -> list[dict[str, Any]]:
-    """The runs of ``jobs`` that are not stored under their config hash but are stored for the
-    same suite, family, task and seed with other settings (a study imported or made with other
-    overrides, e.g. ``--max-seconds 75``): a resumed suite trains these again. One group per
-    suite and set of differing settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}``
-    (``diffs`` empty when the stored run has no training config to compare)."""
-    from sqlalchemy import select
-
-    jobs = [j for j in jobs if j.suite]
-    if not jobs:
-        return []
-    with session_scope(env.session_factory) as s:
-        rows = s.execute(select(Run.suite, Run.family, Run.task, Run.seed, Run.config_hash, Run.train_config)
-                         .where(Run.suite.in_({j.suite for j in jobs}))).all()
-    by_key: dict[tuple, list] = {}
-    for r in rows:
-        by_key.setdefault((r.suite, r.family, r.task, r.seed), []).append(r)
-    groups: dict[tuple, dict[str, Any]] = {}
-    for job in jobs:
-        stored = by_key.get((job.suite, job.family, job.task, job.seed), [])
-        if not stored or any(r.config_hash == job.run_hash() for r in stored):
-            continue  # nothing stored for this cell, or this very run is: resumed as usual
-        now = job.run_config()
-        for r in stored:
-            before = r.train_config or {}
-            diffs = tuple((k, before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
-                          if before and before.get(k) != now.get(k))
-            g = groups.setdefault((job.suite, repr(diffs)), {"suite": job.suite, "count": 0, "diffs": list(diffs)})
-            g["count"] += 1
-    return list(groups.values())
 
 
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
@@ -294,6 +263,7 @@ def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None
     """Every run of a suite, one after another in this process. Returns the run ids."""
     ctx = ctx or SilentContext()
     jobs = expand_suite(params)
+    check_one_run_per_seed(jobs, env.session_factory)
     ids = []
     # Resume (the default): train() skips the runs already stored with their config hash.
     for i, job in enumerate(jobs):

@@ -256,8 +256,10 @@ class Runner:
     def _run_suite(self, ctx: DBJobContext, params: BaseModel, max_attempts: int) -> str:
         try:
             from worker.presets import expand_suite
+            from worker.suite_settings import check_one_run_per_seed
 
             children = expand_suite(params)  # type: ignore[arg-type]
+            check_one_run_per_seed(children, self.factory)  # one run per seed per suite, however it was queued
         except Exception as exc:
             log.exception("suite job %s could not be expanded", ctx.job_id)
             return self._finish(ctx, J.FAILED, error=f"{type(exc).__name__}: {exc}")

@@ -93,9 +93,11 @@ def create_job(
     if body.kind == "suite":
         from worker.presets import expand_suite
 
+        from worker.suite_settings import check_one_run_per_seed
+
         try:
-            expand_suite(params)  # type: ignore[arg-type]
-        except ValueError as exc:
+            check_one_run_per_seed(expand_suite(params), factory)  # type: ignore[arg-type]
+        except ValueError as exc:  # SuiteSettingsConflict is one
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
                                            "input": params.model_dump(mode="json")}]) from exc
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction

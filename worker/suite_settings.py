@@ -1,0 +1,71 @@
+"""One run per seed in a suite's cell: the runs a suite would add next to runs of the same seeds
+made with other settings, and the refusal the CLI, the API and the suite runner share
+(docs/SCIENCE.md#suites). Imports no torch: the API calls it when a suite is submitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import sessionmaker
+
+from store.models import Run
+from store.session import session_scope
+from worker.params import TrainParams
+
+
+def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -> list[dict[str, Any]]:
+    """The runs of ``jobs`` that are not stored under their config hash but whose suite already
+    holds a run of the same family, task, seed and pretrained model (and depth) made with other
+    settings (a study imported or made with other overrides, e.g. ``--max-seconds 75``). One group
+    per suite and set of differing settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}``
+    (``diffs`` empty when the stored run has no training config to compare)."""
+    jobs = [j for j in jobs if j.suite]
+    if not jobs:
+        return []
+    with session_scope(factory) as s:
+        rows = s.execute(select(Run.suite, Run.family, Run.task, Run.seed, Run.pretrained, Run.n_layers,
+                                Run.config_hash, Run.train_config)
+                         .where(Run.suite.in_({j.suite for j in jobs}))).all()
+    by_key: dict[tuple, list] = {}
+    for r in rows:
+        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None), []).append(r)
+    groups: dict[tuple, dict[str, Any]] = {}
+    for job in jobs:
+        stored = by_key.get((job.suite, job.family, job.task, job.seed, job.pretrained or None), [])
+        if any(r.config_hash == job.run_hash() for r in stored):
+            continue  # this very run is stored: resumed as usual
+        now = job.run_config()
+        # a run of another depth is a depth sweep, not a second run of this seed (pretrained depths come from the hub)
+        stored = [r for r in stored if job.pretrained or r.n_layers is None or r.n_layers == job.n_layers]
+        for r in stored:
+            before = r.train_config or {}
+            diffs = tuple((k, before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
+                          if before and before.get(k) != now.get(k))
+            g = groups.setdefault((job.suite, repr(diffs)), {"suite": job.suite, "count": 0, "diffs": list(diffs)})
+            g["count"] += 1
+    return list(groups.values())
+
+
+class SuiteSettingsConflict(ValueError):
+    """A suite would get a second run of a seed, made with other settings: one suite holds one run
+    per seed in each cell (docs/SCIENCE.md#suites), else its statistics count a seed twice."""
+
+
+def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> None:
+    """Raise :class:`SuiteSettingsConflict` (one line per group, naming the differing settings)
+    when :func:`stored_with_other_settings` finds any."""
+    lines = []
+    for g in stored_with_other_settings(jobs, factory):
+        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
+            + (f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else "")
+        lines.append(f"{g['count']} run(s) of suite {g['suite']!r} are stored with other settings "
+                     f"({shown or 'settings not recorded'})")
+    if lines:
+        raise SuiteSettingsConflict("; ".join(lines) + ": a suite holds one run per seed, so pass the same overrides "
+                                    "to resume them, or run these settings under another suite name (--name)")
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
