@@ -358,6 +358,9 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
                 if task == t:
                     (tf if fam == TRANSFORMER else other).extend(p[spec["metric"]] for p in s["per_seed"])
             test = _perm_greater(tf, other) if spec["transformer_higher"] else _perm_greater(other, tf)
+            if test is not None:  # descriptive: how strongly the seeds point the other way (unadjusted)
+                opposite = _perm_greater(other, tf) if spec["transformer_higher"] else _perm_greater(tf, other)
+                test["p_opposite"] = opposite["p"] if opposite else None
             tests.append((cid, t, test))
     adjusted = holm([t[2]["p"] if t[2] else None for t in tests])
     for (cid, task, test), p in zip(tests, adjusted):
@@ -415,7 +418,9 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
                        "verdict": _contrast_task_verdict(class_ok, stat_ok)}
         parts.append(f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
                      f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
-                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g} → {per_task[t]['verdict']}"
+                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}"
+                     + (f" (opposite direction: p = {test['p_opposite']:.3g}, unadjusted)"
+                        if test.get("p_opposite") is not None else "") + f" → {per_task[t]['verdict']}"
                      + ("" if class_ok == stat_ok else
                         f" (mixed: the {'class' if class_ok else 'statistic'} condition holds, the "
                         f"{'statistic' if class_ok else 'class'} condition does not)"))

@@ -252,6 +252,9 @@ def test_classes_and_statistic_both_against_the_claim_contradict_it():
     c = w.claims()
     assert c[2]["numbers"]["per_task"]["dyck"] == {"class_condition": False, "statistic_condition": False,
                                                     "verdict": CONTRADICTED}
+    test = c[2]["numbers"]["test_auc_transformer_gt_other"]["dyck"]
+    assert test["p_holm"] > 0.5 and test["p_opposite"] < 0.05  # the seeds point the other way
+    assert "opposite direction: p = " in c[2]["detail"]
     assert c[2]["verdict"] == CONTRADICTED, c[2]["detail"]
 
 
