@@ -8,7 +8,10 @@
 # installed into /tmp/site first). Environment: OUT (output folder, default ./gpu-out),
 # SLOTS (worker slots on the GPU, default: CPU cores - 1), SUITE_NAME (default paper), PRESET
 # (default paper), DEVICE (default cuda), SUITE_ARGS (more `layerscope suite` options, e.g.
-# "--max-seconds 90" to bound each run's training on a short lease).
+# "--max-seconds 90" to bound each run's training on a short lease), RESUME_BUNDLE (a results
+# bundle imported first, e.g. examples/paper.layerscope.zip with SUITE_ARGS="--max-seconds 75":
+# only its missing runs are trained; a suite is resumed with the overrides it was made with,
+# other settings go under another SUITE_NAME).
 set -u
 phase=${1:-study}
 budget=${2:-480}
@@ -52,8 +55,12 @@ device=${DEVICE:-cuda}
 log "study: $slots slots, deadline ${budget}s"
 cli worker --device "$device" --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
 wpid=$!
+if [ -n "${RESUME_BUNDLE:-}" ]; then
+  cli import "$RESUME_BUNDLE" || { log "import of $RESUME_BUNDLE FAILED"; exit 1; }
+fi
 # shellcheck disable=SC2086
 cli suite --preset "${PRESET:-paper}" --name "$name" --submit ${SUITE_ARGS:-} 2>&1 | tail -3
+[ "${PIPESTATUS[0]}" = 0 ] || { log "suite not submitted"; kill -TERM "$wpid"; exit 1; }
 progress() {
   python3 - "$LAYERSCOPE_HOME/layerscope.db" <<'EOF'
 import sqlite3, sys
