@@ -84,6 +84,18 @@ def test_reversal_cells_with_untrained_runs_are_hatched():
     assert "untrained: 1 of 3" in fig.data[0].text[0][0]
     assert fig.layout.meta["untrained_cells"] == 1
     assert not [t for t in reversal_matrix(profile_rows()).data if (t.meta or {}).get("kind") == "untrained"]
+    # the hatching leaves the cell readable: no tint, faint thin lines
+    assert hatched[0].fillcolor == "rgba(0, 0, 0, 0)" and hatched[0].fillpattern.fgopacity < 0.5
+    lines = max(t.count("<br>") + 1 for row in fig.data[0].text for t in row if t)
+    assert fig.layout.height >= 110 + 19 * lines * len(fig.data[0].y)  # every line inside its cell
+
+
+def test_intervals_never_read_negative_zero():
+    from dashboard.figures.common import fmt_ci
+
+    assert fmt_ci(-1e-9, -0.001, 0.002) == "0.00 [0.00, 0.00]"
+    assert fmt_ci(-0.02, -0.05, 0.01) == "-0.02 [-0.05, 0.01]"
+    assert fmt_ci(-1e-5, -2e-5, 0.0, pct=True) == "0.0% [0.0, 0.0]"
 
 
 def test_pages_ask_the_api_for_trained_runs_by_default():

@@ -117,17 +117,23 @@ def fmt_pct(x: Any, digits: int = 1) -> str:
     return f"{100 * x:.{digits}f}%" if finite(x) else "–"
 
 
+def _num(x: float, digits: int) -> str:
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # "-0.00" (a value of −1e-9) reads 0.00
+
+
 def fmt_ci(mean: Any, lo: Any, hi: Any, *, pct: bool = False, digits: int = 2) -> str:
+    """``mean [lo, hi]`` at ``digits`` decimals (``pct``: in %, one decimal); no negative zero."""
     if not finite(mean):
         return "–"
     if pct:
-        s = f"{100 * mean:.1f}%"
+        s = f"{_num(100 * mean, 1)}%"
         if finite(lo) and finite(hi):
-            s += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+            s += f" [{_num(100 * lo, 1)}, {_num(100 * hi, 1)}]"
         return s
-    s = f"{mean:.{digits}f}"
+    s = _num(mean, digits)
     if finite(lo) and finite(hi):
-        s += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+        s += f" [{_num(lo, digits)}, {_num(hi, digits)}]"
     return s
 
 

@@ -159,7 +159,8 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
                       + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})<extra></extra>",
         meta={"kind": "matrix", "metric": metric_name},
     ))
-    base_layout(fig, height=max(320, 110 + 78 * len(fams)))
+    lines = max((t.count("<br>") + 1 for row in text for t in row if t), default=4)
+    base_layout(fig, height=max(320, 110 + max(78, 19 * lines) * len(fams)))  # every line of a cell inside it
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="", title_text="architecture")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="", title_text="")
     fig.update_layout(margin={"t": 50, "l": 110})
@@ -179,7 +180,9 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
         fig.add_trace(go.Scatter(
             x=[ti - 0.5, ti + 0.5, ti + 0.5, ti - 0.5, ti - 0.5], y=[fi - 0.5, fi - 0.5, fi + 0.5, fi + 0.5, fi - 0.5],
             xaxis="x2", yaxis="y2", mode="lines", fill="toself", line={"width": 0},
-            fillcolor="rgba(82, 96, 109, 0.25)", fillpattern={"shape": "/", "fgcolor": "#52606d", "size": 8},
+            # thin, faint hatching with no tint: the cell's colour and text stay readable under it
+            fillcolor="rgba(0, 0, 0, 0)",
+            fillpattern={"shape": "/", "fgcolor": "#9aa5b1", "fgopacity": 0.45, "size": 14, "solidity": 0.12},
             hoverinfo="skip", showlegend=False, meta={"kind": "untrained", "family": fams[fi], "task": tks[ti]},
         ))
     if hatched:  # an overlay axis on the categorical grid: cell centres at 0..n−1, rows reversed
