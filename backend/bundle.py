@@ -44,16 +44,15 @@ import json
 import math
 import platform
 import re
-import subprocess
 import zipfile
 from datetime import UTC, date, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
+from layerscope_core.provenance import code_versions
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, Run
 
 FORMAT = "layerscope-bundle"
@@ -91,22 +90,6 @@ def _unique_keys(model: Any) -> tuple[str, ...]:
         if isinstance(c, UniqueConstraint):
             return tuple(col.name for col in c.columns)
     raise RuntimeError(f"{model.__tablename__} has no unique key")  # pragma: no cover - schema invariant
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 # ----------------------------------------------------------------------------- export
@@ -150,11 +133,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
         "format_version": FORMAT_VERSION,
         "suite": suite,
         "created_at": datetime.now(UTC).isoformat(),
-        "layerscope": _version("layerscope"),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "torch": _version("torch"),
-        "transformers": _version("transformers"),
+        **code_versions(),  # layerscope, git_commit, python, torch, transformers
         "exported_on": platform.node() or None,
         "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
         "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),

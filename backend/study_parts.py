@@ -13,15 +13,16 @@ suite whose runs come from several places and several commits. Each export says:
   imported from (kept as they were) and the part made here since (the runs not in that bundle),
   each with its code version (``git_commit``, ``layerscope``, ``torch``, ``transformers``,
   ``python``), devices (``runs.made_on``), run count and first/last run stored. A part's code
-  version is that of the checkout that exported it: runs carry no commit of their own, so a part
-  made by one checkout and exported by another says so in the export's ``--note``.
+  version is the one recorded with its runs (``runs.made_with``, schema 0004); runs made before
+  0004 carry none, and the part made here then takes the exporting checkout's. When every run of
+  the suite records its code, the parts are read off the runs alone (one per code version).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-VERSION_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers")
+from layerscope_core.provenance import VERSION_KEYS
 
 
 def preset_run_count(suite: str) -> int | None:
@@ -80,19 +81,34 @@ def _part(runs: list[dict[str, Any]], versions: dict[str, Any], source: str) -> 
     }
 
 
+def _by_code(runs: list[dict[str, Any]], default: dict[str, Any], source: str) -> list[dict[str, Any]]:
+    """One part per code version: each run's ``made_with``, ``default`` for runs without one."""
+    groups: dict[tuple, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for r in runs:
+        versions = r.get("made_with") or default
+        key = tuple(versions.get(k) for k in VERSION_KEYS)
+        groups.setdefault(key, (versions, []))[1].append(r)
+    return [_part(rs, versions, source) for versions, rs in
+            sorted(groups.values(), key=lambda g: min(str(r.get("created_at") or "") for r in g[1]))]
+
+
 def parts(runs: list[dict[str, Any]], exporter: dict[str, Any],
           imported: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Where the runs were made: the imported bundle's parts (or the bundle as one part when it
-    has none), then a part with the exporter's versions for the runs not in it (each part's
-    ``source`` names the export it first went out with).
-    (The imported parts keep the counts they had: a run of theirs trained again here counts in
-    both, and ``runs`` of the manifest says where each run now comes from.)
+    """Where the runs were made. When every run records the code that made it (``made_with``):
+    one part per code version, read off the runs. Otherwise the imported bundle's parts (or the
+    bundle as one part when it has none), then the runs not in it, one part per code version
+    (the exporter's for runs that record none); each part's ``source`` names the export it first
+    went out with. (The imported parts keep the counts they had: a run of theirs trained again
+    here counts in both, and ``runs`` of the manifest says where each run now comes from.)
 
     Args:
-        runs: the suite's run rows (``config_hash``, ``train_seconds``, ``made_on``, ``created_at``).
+        runs: the suite's run rows (``config_hash``, ``train_seconds``, ``made_on``, ``made_with``,
+            ``created_at``).
         exporter: the exporter's versions (keys of ``VERSION_KEYS``).
         imported: the manifest of the bundle the suite was imported from, or None.
     """
+    if runs and all(r.get("made_with") for r in runs):
+        return _by_code(runs, exporter, "code recorded with each run (runs.made_with)")
     out: list[dict[str, Any]] = []
     # a run came in with the bundle when its config hash and training time are the bundle's: a
     # run of the bundle trained again here (it was stored without weights) belongs to this part
@@ -105,5 +121,5 @@ def parts(runs: list[dict[str, Any]], exporter: dict[str, Any],
             out.append(_part(mine, imported, f"made for the export of {imported.get('created_at', '?')}"))
     here = [r for r in runs if (r.get("config_hash"), r.get("train_seconds")) not in came_in]
     if here:
-        out.append(_part(here, exporter, f"made for the export of {exporter.get('created_at', '?')}"))
+        out += _by_code(here, exporter, f"made for the export of {exporter.get('created_at', '?')}")
     return out

@@ -79,6 +79,8 @@ class Run(Base):
     early_stop_acc: Mapped[float | None] = mapped_column(Float)
     # Where the run was made (device and host), for the results bundle's provenance.
     made_on: Mapped[str | None] = mapped_column(String(200))
+    # Which code made it: {layerscope, git_commit, python, torch, transformers} (None: before 0004).
+    made_with: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)

@@ -64,6 +64,38 @@ def test_parts_split_runs_by_where_they_were_made() -> None:
     assert [p["runs"] for p in again] == [1, 2, 1] and again[-1]["git_commit"] == "later"
 
 
+def test_parts_follow_the_code_recorded_with_each_run() -> None:
+    gpu = {"layerscope": "0.1.0", "git_commit": "aaa", "python": "3.12", "torch": "2.11.0", "transformers": "5"}
+    cpu = {**gpu, "git_commit": "bbb", "python": "3.11", "torch": "2.13.0"}
+    runs = _runs(("a", 1.0, "complete", "cuda on h200", "1"), ("b", 2.0, "complete", "cuda on h200", "2"),
+                 ("c", 3.0, "complete", "cpu on vm", "3"))
+    for r, made_with in zip(runs, (gpu, gpu, cpu)):
+        r["made_with"] = made_with
+    exporter = {**cpu, "git_commit": "ccc", "created_at": "2026-12-01"}
+    imported = {"parts": [{"git_commit": "what the old export said", "runs": 3}], "runs": []}
+    out = P.parts(runs, exporter, imported)  # every run knows its code: the old parts are not needed
+    assert [(p["git_commit"], p["runs"], p["devices"], p["torch"]) for p in out] == [
+        ("aaa", 2, ["cuda on h200"], "2.11.0"), ("bbb", 1, ["cpu on vm"], "2.13.0")]
+    # a run without a record (made before schema 0004) is put with the exporter's code
+    runs.append({**_runs(("d", 4.0, "trained", "cpu on vm", "4"))[0]})
+    out = P.parts(runs, exporter, None)
+    assert [(p["git_commit"], p["runs"]) for p in out] == [("aaa", 2), ("bbb", 1), ("ccc", 1)]
+
+
+def test_a_trained_run_records_the_code_that_made_it(tmp_path) -> None:
+    from layerscope_core.provenance import VERSION_KEYS, code_versions
+    from worker.params import SuiteParams
+    from worker.pipeline import local_env, run_suite
+
+    env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+    (run_id,) = run_suite(SuiteParams(preset="smoke", families=["gru"], tasks=["parity"], seeds=[0], max_steps=2),
+                          env)
+    with env.session_factory() as s:
+        made_with = s.get(Run, run_id).made_with
+    assert set(made_with) == set(VERSION_KEYS) and made_with == code_versions()
+    assert made_with["torch"] and made_with["python"]
+
+
 def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_path) -> None:
     init_db(sqlite_url)
     factory = make_sessionmaker(make_engine(sqlite_url))

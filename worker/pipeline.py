@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.models import Run
 from store.session import session_scope
+from layerscope_core.provenance import code_versions
 from models_store import ModelConfig, build_model
 from models_store.checkpoints import CheckpointStore
 from worker import persist
@@ -187,7 +188,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
             train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
             behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
-            made_on=made_on(env.device),
+            made_on=made_on(env.device), made_with=code_versions(),
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
     if dropped:
