@@ -86,6 +86,7 @@ def test_retrained_run_keeps_no_result_of_the_model_it_replaces(env, monkeypatch
         s.query(Run).update({"checkpoint_id": None, "status": "trained"})
         s.commit()
         assert s.scalar(select(func.count()).select_from(ProbeResult)) > 0
+        first_stored = s.get(Run, run_id).created_at
 
     def killed(*args, **kw):
         raise KeyboardInterrupt  # the worker dies after training, before any measurement
@@ -95,6 +96,7 @@ def test_retrained_run_keeps_no_result_of_the_model_it_replaces(env, monkeypatch
         run_suite(SuiteParams(**one), env)
     with env.session_factory() as s:
         assert s.get(Run, run_id).checkpoint_id is not None  # the new model is stored under the same run
+        assert s.get(Run, run_id).created_at > first_stored  # ... and dated when it was made
         for table in (ProbeResult, InterventionResult, PatchingResult):
             assert s.scalar(select(func.count()).select_from(table).where(table.run_id == run_id)) == 0, table
 

@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from science.records import MeasureSettingsRecord, as_row, behaviour_json
-from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
+from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run, utcnow
 
 _DELETE_CHUNK = 400
 
@@ -47,7 +47,8 @@ def _finish(session: Session, commit: bool) -> None:
 
 
 def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
-    """Insert a run, or update the run with the same ``config_hash``; return its id."""
+    """Insert a run, or update the run with the same ``config_hash`` (its ``created_at`` then
+    becomes now: the row holds a model trained again); return its id."""
     if not fields.get("config_hash"):
         raise ValueError("save_run: config_hash is required (runs are keyed by it)")
     fields.pop("id", None)
@@ -59,6 +60,7 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
         if dialect in ("sqlite", "postgresql"):
             ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(Run).values(**fields)
             update = {k: ins.excluded[k] for k in fields if k not in ("config_hash", "created_at")}
+            update["created_at"] = fields.get("created_at") or utcnow()  # a retrained run is a new model: stored now
             stmt = ins.on_conflict_do_update(index_elements=["config_hash"], set_=update).returning(Run.id)
             run_id = session.execute(stmt).scalar_one()
         else:  # pragma: no cover - other dialects: select-then-write
@@ -66,7 +68,7 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
             if run_id is None:
                 run_id = session.execute(insert(Run).values(**fields).returning(Run.id)).scalar_one()
             else:
-                session.query(Run).filter(Run.id == run_id).update(fields)
+                session.query(Run).filter(Run.id == run_id).update({"created_at": utcnow(), **fields})
         _finish(session, commit)
     except BaseException:
         session.rollback()
