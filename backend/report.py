@@ -153,11 +153,15 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
         line += f"; the preset allows {_limit(preset['max_seconds'], preset['max_steps'])}"
         if any(sec != preset["max_seconds"] or steps != preset["max_steps"] for sec, steps in used):
             line += " (the runs were given a different budget than the preset's)"
+    from science.trained import is_trained
+
     capped = [r for r in runs if r.get("stopped_early") is False]
     out = [line + "."]
-    if capped:
-        out.append(f"{len(capped)} of {len(runs)} stored runs ended at that budget without reaching the early-stop "
-                   "criterion.")
+    if capped:  # ran to the budget (no early stop); "trained" reads the held-out accuracy at the end
+        late = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in capped)
+        out.append(f"{len(capped)} of {len(runs)} stored runs ran to that budget without stopping early: "
+                   f"{len(capped) - late} ended below the criterion (untrained), {late} reached it by the end "
+                   "(trained).")
     return out
 
 
@@ -362,7 +366,8 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         *(_version_lines(manifest)),
         f"- exported {manifest.get('created_at')}",
         *([f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
-           f"{p['runs_remaining']} remain" + "".join(f"; {n}" for n in p.get("notes", []))]
+           f"{p['runs_remaining']} remain; the notes of its exports:",
+           *(f"  - {n}" for n in [*([p['why']] if p.get('why') else []), *p.get("notes", [])])]
           if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p else []),
         "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
         "",

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from layerscope_core.layers import depth  # the one definition (docs/SCIENCE.md#normalised-depth)
-from science.stats import t_interval
+from science.stats import bounds_for, t_interval
 
 __all__ = [
     "PEAK_FRACTION", "EARLY_DEPTH", "LATE_SHARE", "MIN_GAIN", "FLAT_MARGIN", "CLASSES",
@@ -75,6 +75,7 @@ NEAR_BEST_TOL = 0.01
 CLASSES = ("early", "late", "gradual", "flat")
 METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95",
                 "gain_over_majority", "gain_over_emb")
+LAYER_INDEX_METRICS = ("best_layer", "first_95")  # layer indices: −1 (emb) .. n_layers − 1
 
 
 def _key(k: Any) -> int:
@@ -344,7 +345,8 @@ def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequenc
 
     Returns:
         ``{n, seeds, profile_class (of the seed-mean curve with the mean baseline), class_votes,
-        metrics: {name: {mean, lo, hi, n}}, per_seed: [metrics + seed]}``.
+        metrics: {name: {mean, lo, hi, n}}, per_seed: [metrics + seed]}``; each interval is
+        clipped to the metric's range (``science.stats.BOUNDS``; layer indices to −1..n−1).
     """
     if baselines is None:
         baselines = [None] * len(curves)
@@ -354,9 +356,13 @@ def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequenc
         m["seed"] = None if seeds is None else seeds[i]
         per_seed.append(m)
     metrics = {}
+    n_layers = max((max(_key(k) for k in c) + 1 for c in curves if c), default=0)
     for name in METRIC_NAMES:
         vals = [m[name] for m in per_seed if m[name] is not None]
-        mean, lo, hi = t_interval(vals, confidence) if vals else (None, None, None)
+        # intervals clipped to what the metric can be (accuracies and depths 0..1, layers −1..n−1),
+        # here, once, so the claims, /api/profiles, the pages and the report show the same interval
+        bounds = (-1.0, float(n_layers - 1)) if name in LAYER_INDEX_METRICS else bounds_for(name)
+        mean, lo, hi = t_interval(vals, confidence, bounds=bounds) if vals else (None, None, None)
         metrics[name] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
     bl = [b for b in baselines if b is not None]
     cls = profile_class(mean_curve(curves), float(np.mean(bl)) if bl else None) if curves else None

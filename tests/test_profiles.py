@@ -164,3 +164,16 @@ def test_first_95_uses_the_floor_not_raw_accuracy():
     # raw rule: 0.96 ≥ 0.95 → layer 1; gain rule: gains 0.46, 0.47 < 0.475 → layer 3
     assert P.first_95(c, baseline=0.5) == 3
     assert P.computation_floor(c, 0.6) == 0.6 and P.computation_floor(c, 0.4) == 0.5
+
+
+def test_profile_intervals_are_clipped_to_what_each_metric_can_be():
+    from science.profiles import summarise_profiles
+
+    # three seeds of a 4-block model: late concentration near 0 and first_95 at the embedding or block 1
+    curves = [{-1: 0.70, 0: 0.98, 1: 0.99, 2: 0.99, 3: 0.995},
+              {-1: 0.70, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
+              {-1: 0.96, 0: 0.97, 1: 0.98, 2: 0.99, 3: 0.99}]
+    m = summarise_profiles(curves, [0.5, 0.5, 0.5])["metrics"]
+    assert m["late_concentration"]["lo"] >= 0.0 and m["late_concentration"]["hi"] <= 1.0
+    assert m["first_95"]["lo"] >= -1.0 and m["first_95"]["hi"] <= 3.0
+    assert m["best_layer"]["lo"] >= -1.0 and m["best_layer"]["hi"] <= 3.0

@@ -49,7 +49,12 @@ def test_budget_used_is_stated_next_to_the_preset():
     lines = budget_lines(RUNS, preset_of("paper"))
     assert lines[0].startswith("Training budget used: at most 75 s / 10,000 steps per run")
     assert "the preset allows 240 s / 10,000 steps (the runs were given a different budget" in lines[0]
-    assert lines[1] == "1 of 3 stored runs ended at that budget without reaching the early-stop criterion."
+    assert lines[1] == ("1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
+                        "(untrained), 0 reached it by the end (trained).")
+    # a run that ran to the budget yet ends above the criterion is trained, as the claims read it
+    late = budget_lines([*RUNS, _run(4, "dyck", "mamba", 0, 0.993)], preset_of("paper"))
+    assert late[1].startswith("2 of 4 stored runs ran to that budget") and "1 ended below" in late[1] \
+        and "1 reached it by the end (trained)" in late[1]
     same = budget_lines([_run(1, "parity", "lstm", 0, 1.0, max_seconds=240.0)], preset_of("paper"))
     assert "different budget" not in same[0]
     mixed = budget_lines([*RUNS, _run(4, "s3", "gru", 0, 1.0, max_seconds=240.0)], None)
@@ -70,3 +75,11 @@ def test_not_enough_data_claim_gets_a_descriptive_paragraph_not_numbers():
     assert "mamba2 × dyck: class early, late concentration 0.03 (one seed: no interval), n = 1" in para
     assert "trained_cells" not in text and "- alpha: 0.05" in text
     assert "no cell this claim reads" in trained_cells_paragraph([])[0]
+
+
+def test_each_note_of_a_partial_study_is_its_own_line():
+    manifest = {**MANIFEST, "partial": {"runs_measured": 2, "preset_runs": 60, "runs_remaining": 58,
+                                        "why": "one GPU lease", "notes": ["resumed on a CPU.", "and again"]}}
+    text = _markdown(manifest, RUNS, {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
+    assert "- partial: 2 of the preset's 60 runs measured, 58 remain; the notes of its exports:\n" \
+           "  - one GPU lease\n  - resumed on a CPU.\n  - and again\n" in text

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from science import claims
-from science.stats import bounds_for, clip_interval, t_interval
+from science.stats import bounds_for, t_interval
 
 GroupKey = tuple[str | None, str, str, str | None, int, int]  # suite, task, family, pretrained, n_layers, eval_length
 
@@ -132,9 +132,8 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
         cs = [curves[(rid, L)] for _, rid in members]
         bl = [(sum(bases[(rid, L)]) / len(bases[(rid, L)])) if bases[(rid, L)] else None for _, rid in members]
         summary = P.summarise_profiles(cs, bl, seeds=[seed for seed, _ in members])
+        # intervals already clipped to each metric's range (science.profiles.summarise_profiles)
         metrics = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in summary["metrics"].items()}
-        for k, v in metrics.items():  # bounded metrics (accuracies, depths, shares): clipped intervals
-            v["mean"], v["lo"], v["hi"] = clip_interval(v["mean"], v["lo"], v["hi"], bounds_for(k))
         dists, damaging = [], []
         for row, (_seed, rid), c in zip(summary["per_seed"], members, cs, strict=True):
             row["run_id"] = rid
