@@ -246,17 +246,14 @@ def _env(settings, factory, device: str | None):  # noqa: ANN001, ANN202
 def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  # noqa: ANN001
     """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
     from store.models import Run
+    from worker.run_weights import missing_weights
 
     with factory() as s:
         run = s.get(Run, run_id)
         if run is None:
             raise CliError(f"run {run_id} not found")
-        missing = not run.checkpoint_id or (store_dir is not None and not (Path(store_dir) / run.checkpoint_id).is_dir())
-        if missing:
-            suite = f" --preset {run.suite}" if run.suite in PRESETS else " --preset …"
-            raise CliError(f"run {run_id} has no model weights here (imported from a bundle without weights, or its "
-                           f"checkpoint was not kept): re-run its suite (`layerscope suite{suite}`) to retrain it, or "
-                           f"import a bundle exported with --weights")
+        if why := missing_weights(run, store_dir):
+            raise CliError(why)
 
 
 def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:  # noqa: ANN001

@@ -62,10 +62,34 @@ def test_oversized_body_is_413(api) -> None:
 
 
 def test_probe_job_for_a_stored_run(api) -> None:
+    from store.models import Run
+
     run_id = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,))[0]
+    (api.settings.resolved_store_dir / "ckpt-1").mkdir(parents=True)  # its weights are here
+    with api.factory() as s:
+        s.get(Run, run_id).checkpoint_id = "ckpt-1"
+        s.commit()
     for kind in ("probe", "intervene", "patch"):
         r = api.client.post("/api/jobs", json={"kind": kind, "params": {"run_id": run_id}})
         assert r.status_code == 201, r.text
+
+
+def test_a_job_on_a_run_without_weights_is_422_with_the_command_that_makes_them(api) -> None:
+    from store.models import Run
+
+    run_id = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(1,), suite="paper")[0]
+    with api.factory() as s:  # imported from a bundle without weights, made with --max-seconds 75
+        run = s.get(Run, run_id)
+        run.train_config = {**(run.train_config or {}), "max_seconds": 75.0}
+        s.commit()
+    for kind in ("probe", "intervene", "patch"):
+        r = api.client.post("/api/jobs", json={"kind": kind, "params": {"run_id": run_id}})
+        assert r.status_code == 422, r.text
+        (d,) = r.json()["detail"]
+        assert d["loc"] == ["body", "params", "run_id"] and "has no model weights here" in d["msg"]
+        assert ("layerscope suite --preset paper --family lstm --task parity --seed 1 --force --max-seconds 75"
+                in d["msg"])
+    assert len(api.queue) == 0
 
 
 def test_list_filters_and_pagination(api) -> None:

@@ -40,6 +40,7 @@ from worker.measuring import (
     stored_eval_lengths,
 )
 from worker.presets import expand_suite
+from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
 from science.tasks import get_task
 from science.training import behaviour, train_model
@@ -218,10 +219,7 @@ def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
     with session_scope(env.session_factory) as s:
         run = s.get(Run, run_id)
         if run is None or not run.checkpoint_id:
-            raise RunNotFound(f"run {run_id} not found" if run is None else
-                              f"run {run_id} has no model weights here (imported from a bundle without weights, or "
-                              "its checkpoint was not kept): re-run its suite to retrain it, or import a bundle "
-                              "exported with --weights")
+            raise RunNotFound(f"run {run_id} not found" if run is None else missing_weights(run))
         train_config, checkpoint_id = dict(run.train_config), run.checkpoint_id
     params = TrainParams(**train_config)
     task = get_task(params.task, **params.task_params)

@@ -85,11 +85,14 @@ def create_job(
 ) -> dict:
     params = body.params
     run_id = getattr(params, "run_id", None)
-    if run_id is not None and session.get(Run, run_id) is None:
-        raise RequestValidationError([{
-            "type": "value_error", "loc": ("body", "params", "run_id"), "msg": f"run {run_id} not found",
-            "input": run_id,
-        }])
+    if run_id is not None:
+        from worker.run_weights import missing_weights
+
+        run = session.get(Run, run_id)  # a job that could only fail is not queued
+        why = f"run {run_id} not found" if run is None else missing_weights(run, settings.resolved_store_dir)
+        if why:
+            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
+                                           "input": run_id}])
     if body.kind == "suite":
         from worker.presets import expand_suite
 
