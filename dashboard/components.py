@@ -138,14 +138,21 @@ def partial_counts(suite: dict[str, Any]) -> tuple[int, int] | None:
     return suite.get("n_measured", 0), suite.get("n_runs", 0)
 
 
+def trained_of_measured(suite: dict[str, Any]) -> str:
+    """`` (20 of them trained)``: how many measured runs learned their task (only those reach a
+    verdict); empty when the API did not say."""
+    n = suite.get("n_trained_measured")
+    return "" if n is None else f" ({n} of them trained)"
+
+
 def _partial_sentence(suite: dict[str, Any], *, named: bool) -> str:
     measured, total = partial_counts(suite) or (0, 0)
     head = f"Partial study {suite['name']!r}" if named else "Partial study"
     if suite.get("preset_runs") is not None:
-        text = (f"{head}: {measured} of the preset's {total} runs measured, "
+        text = (f"{head}: {measured} of the preset's {total} runs measured{trained_of_measured(suite)}, "
                 f"{suite.get('runs_remaining') or 0} remain")
     else:
-        text = f"{head}: {measured} of its {total} stored runs measured"
+        text = f"{head}: {measured} of its {total} stored runs measured{trained_of_measured(suite)}"
     return text + (f" ({_first_sentence(suite['partial_why'])})" if suite.get("partial_why") else "")
 
 

@@ -32,6 +32,10 @@ def test_api_suites_flag_a_partial_preset_study_with_why(api):
     paper = rows["paper"]
     assert (paper["preset_runs"], paper["runs_remaining"], paper["partial"]) == (60, 58, True)
     assert paper["partial_why"] == f"{WHY}; resumed on a CPU" and paper["imported"] is True
+    with api.factory() as s:  # measured runs that learned their task: what a verdict can read
+        expected = sum(r.status == "complete" and (r.heldout_acc or 0) >= (r.early_stop_acc or 0.99)
+                       for r in s.query(Run).filter(Run.suite == "paper"))
+    assert paper["n_trained_measured"] == expected <= paper["n_measured"]
     # no preset: nothing to count; partial only when its bundle said so
     assert "preset_runs" not in rows["mine"] and "partial" not in rows["mine"]
     assert rows["theirs"]["partial"] is True and rows["theirs"]["partial_why"] == "stopped early"
@@ -56,6 +60,8 @@ def test_suite_picker_label_says_partial():
     from dashboard.pages.runs import suite_label
 
     assert suite_label(PAPER) == "paper — imported, partial: 23 of 60 measured"
+    assert suite_label({**PAPER, "n_trained_measured": 17}) \
+        == "paper — imported, partial: 23 of 60 measured (17 of them trained)"
     assert suite_label({**PAPER, "partial": False, "runs_remaining": 0}) == "paper — imported (48 runs)"
     assert suite_label({"name": "x", "n_runs": 3, "imported": True, "partial": True, "n_measured": 1}) \
         == "x — imported, partial: 1 of 3 runs measured"

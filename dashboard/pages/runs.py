@@ -118,14 +118,14 @@ def trained_flag(run: dict) -> html.Div:
 def suite_label(suite: dict) -> str:
     """``paper — imported (60 runs)`` / ``quick — made here (15 runs)``: which suite came from a
     results bundle and which this installation ran."""
-    from dashboard.components import partial_counts
+    from dashboard.components import partial_counts, trained_of_measured
 
     origin = "imported" if suite.get("imported") else "made here"
     counts = partial_counts(suite)
-    if counts is not None:  # ``paper — imported, partial: 23 of 60 measured`` (GET /api/suites)
+    if counts is not None:  # ``paper — imported, partial: 23 of 60 measured (17 of them trained)``
         measured, total = counts
         return f"{suite['name']} — {origin}, partial: {measured} of {total}" \
-               f"{'' if suite.get('preset_runs') is not None else ' runs'} measured"
+               f"{'' if suite.get('preset_runs') is not None else ' runs'} measured{trained_of_measured(suite)}"
     n = suite.get("n_runs", 0)
     return f"{suite['name']} — {origin} ({n} run{'' if n == 1 else 's'})"
 

@@ -28,6 +28,7 @@ class SuiteOut(BaseModel):
     n_runs: int
     n_trained: int  # runs trained for their task (science.trained.is_trained), measured or not
     n_measured: int  # runs with probe, intervention and patching results all stored (trained or not)
+    n_trained_measured: int  # runs both trained and measured: the ones every claim can read
     imported: bool  # loaded from a results bundle (`layerscope import`), not made by this installation
     # A suite named after a preset: the preset's run count and the runs not measured yet (status
     # ``complete``, as the bundle manifest's ``progress`` counts them); absent for other suites.
@@ -57,10 +58,12 @@ def list_suites(session: SessionDep) -> list[dict]:
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
     for suite, rid, acc, crit, status in rows:
-        d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, imported=suite in imported))
+        d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, n_trained_measured=0,
+                                       imported=suite in imported))
         d["n_runs"] += 1
         d["n_trained"] += is_trained(acc, crit)
         d["n_measured"] += rid in measured
+        d["n_trained_measured"] += is_trained(acc, crit) and rid in measured
         statuses.setdefault(suite, []).append({"status": status})
     for suite, d in out.items():
         manifest = imported_manifest(session, suite) if d["imported"] else None
