@@ -172,3 +172,21 @@ def test_curve_and_profile_intervals_stay_in_range(seeded) -> None:
             m = prof["metrics"].get(name) or {}
             if m.get("lo") is not None:
                 assert min(0.0, m["mean"]) <= m["lo"] and m["hi"] <= max(1.0, m["mean"]), (name, m)
+
+
+def test_an_unknown_suite_is_404_everywhere_a_suite_is_aggregated(seeded) -> None:
+    c = seeded.client
+    for path in ("/api/curves", "/api/profiles", "/api/claims", "/api/export/profiles.csv", "/api/export/curves.json"):
+        r = c.get(path, params={"suite": "nosuch"})  # a typo must not read as "no data"
+        assert r.status_code == 404 and "'nosuch' not found" in r.json()["detail"], (path, r.text)
+        assert c.get(path, params={"suite": "t"}).status_code == 200, path
+
+
+def test_a_queued_suite_with_no_run_yet_is_known(seeded) -> None:
+    from worker.params import SuiteParams
+    from worker.queue import submit
+
+    submit(seeded.factory, seeded.queue, "suite", SuiteParams(preset="smoke", name="live"))
+    r = seeded.client.get("/api/claims", params={"suite": "live"})  # the demo's live suite, before its first run
+    assert r.status_code == 200 and all(x["verdict"] == "not enough data" for x in r.json())
+    assert seeded.client.get("/api/curves", params={"suite": "live"}).json() == []

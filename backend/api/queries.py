@@ -10,7 +10,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 from science.trained import DEFAULT_CRITERION
 
 
@@ -86,16 +86,29 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
+def known_suites(session: Session) -> set[str]:
+    """Suites with a stored run, and suites submitted but with no run stored yet (a suite job, or
+    its train jobs): a live suite is known from the moment it is queued."""
+    names = {n for n in session.execute(select(Run.suite).distinct()).scalars() if n}
+    for kind, params in session.execute(select(Job.kind, Job.params).where(Job.kind.in_(("suite", "train")))):
+        params = params or {}
+        name = params.get("suite") if kind == "train" else (params.get("name") or params.get("preset"))
+        if name:
+            names.add(str(name))
+    return names
+
+
 def require_suites(session: Session, suites: Sequence[str] | None) -> None:
-    """Raise :class:`NotFound` (naming the suites present) when a named suite has no stored run:
-    a verdict computed over no runs would read like an answer about a study."""
+    """Raise :class:`NotFound` (naming the suites stored) when a named suite is unknown
+    (:func:`known_suites`): a typo must not read as "no data", and a verdict over no runs would
+    read like an answer about a study."""
     if not suites:
         return
-    present = sorted(n for n in session.execute(select(Run.suite).distinct()).scalars() if n)
-    missing = [name for name in suites if name not in present]
+    known = known_suites(session)
+    missing = [name for name in suites if name not in known]
     if missing:
-        raise NotFound(f"suite {', '.join(map(repr, missing))} not found; suites stored: "
-                       f"{', '.join(map(repr, present)) or 'none'}")
+        raise NotFound(f"suite {', '.join(map(repr, missing))} not found; suites here: "
+                       f"{', '.join(map(repr, sorted(known))) or 'none'}")
 
 
 def run_n_layers(session: Session, run_id: int) -> int:

@@ -137,7 +137,8 @@ def encode(rows: list[dict[str, Any]], fmt: Format) -> bytes:
     "/{resource}.{fmt}",
     response_class=Response,
     responses={200: {"content": {MEDIA[Format.csv]: {}, MEDIA[Format.json]: {}, MEDIA[Format.parquet]: {}},
-                     "description": "the rows as a file"}},
+                     "description": "the rows as a file"},
+               404: {"description": "a named suite is unknown (no run stored, none queued)"}},
     summary="Export runs, probes, curves, interventions, patching or profiles as CSV / JSON / Parquet",
 )
 def export(
@@ -146,6 +147,7 @@ def export(
     eval_length: EvalLengthQ = None, method: MethodQ = None, fields: FieldsQ = None, trained: TrainedQ = None,
 ) -> Response:
     columns = parse_fields(resource, fields)
+    queries.require_suites(session, suite)  # 404: a typo must not export as an empty file
     flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id,
                             trained=trained)
     rows = rows_for(resource, session, flt, eval_length, method, cache, columns)
