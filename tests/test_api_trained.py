@@ -68,3 +68,7 @@ def test_export_filters_by_trained_and_carries_the_new_fields(mixed) -> None:
     curves = c.get("/api/export/curves.json", params={"eval_length": 40,
                                                        "fields": "layer,untrained_run_ids,selectivity"}).json()
     assert curves[0]["untrained_run_ids"] == [mixed.ids[2]] and "selectivity" in curves[0]
+    profiles = c.get("/api/export/profiles.json", params={"eval_length": 40}).json()
+    assert profiles and all(r["untrained_run_ids"] == [mixed.ids[2]] for r in profiles)  # the CSV says it too
+    csv = c.get("/api/export/profiles.csv", params={"eval_length": 40}).text
+    assert "untrained_run_ids" in csv.splitlines()[0]

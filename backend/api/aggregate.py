@@ -168,7 +168,8 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for name, m in p["metrics"].items():
             rows.append(dict(suite=p.get("suite"), task=p["task"], family=p["family"], pretrained=p["pretrained"],
                              eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=p["profile_class"],
-                             seeds=p["seeds"], metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
+                             seeds=p["seeds"], untrained_run_ids=p.get("untrained_run_ids") or [],
+                             metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
     return rows
 
 

@@ -67,7 +67,7 @@ COLUMNS: dict[Resource, list[str]] = {
     Resource.curves: ["suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
                       "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity"],
     Resource.profiles: ["suite", "task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
-                        "metric", "mean", "lo", "hi", "n"],
+                        "untrained_run_ids", "metric", "mean", "lo", "hi", "n"],
 }
 
 FieldsQ = Annotated[str | None, Query(
