@@ -45,6 +45,11 @@ def test_reversal_list_names_untrained_cells_and_gives_n_and_intervals():
     assert "rest on cells with untrained runs" in listing and "the 'trained runs only' switch is off" in listing
     assert "rests on untrained runs in" in listing and "untrained: 3 of 3" in listing
     assert "n=3" in listing and "late concentration" in listing and "[" in listing  # n and the interval
+    assert "untrained, not a finding" in listing  # the swap badge itself says so
+    items = reversal.reversal_list(revs, _untrained(profs, cells), trained_only=False).children[1].children
+    flagged = [li for li in items if li.className == "reversal-untrained"]
+    assert flagged and all("badge-swap" not in (getattr(c, "className", None) or "") for li in flagged
+                           for c in li.children)
     trained = _texts(reversal.reversal_list(revs, profs, trained_only=True))
     assert "trained runs only" in trained and "untrained" not in trained.replace("trained runs only", "")
 

@@ -122,16 +122,19 @@ def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, train
         cells = [by.get((f, t)) for f in (fa, *fbs) for t in (ta, tb)]
         untrained = [c for c in cells if c and c.get("untrained_run_ids")]
         n_untrained_pairs += bool(untrained)
+        swap = "full swap" if full else f"partial: {', '.join(shared)} changes hands"
         items.append(html.Li([
             html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
             f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
-            html.Span("full swap" if full else f"partial: {', '.join(shared)} changes hands",
-                      className="badge badge-swap" if full else "badge badge-flip"),
+            # a swap between cells of models that never learned the task is no finding: said, and not styled as one
+            html.Span(f"{swap} — untrained, not a finding" if untrained else swap,
+                      className="badge badge-untrained" if untrained
+                      else "badge badge-swap" if full else "badge badge-flip"),
             html.Span(f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
                       className="badge badge-untrained") if untrained else None,
             html.Ul([html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None]
                     or None, className="reversal-cells") if by else None,
-        ]))
+        ], className="reversal-untrained" if untrained else None))
     n = len(revs)
     head = f"{n} reversal pair{'s' if n != 1 else ''} (two architectures, two tasks)"
     if trained_only:
