@@ -218,6 +218,11 @@ def trained_cells_paragraph(cells: list[dict[str, Any]]) -> list[str]:
                 "trained run with a probe curve at L = 40.", ""]
     from dashboard.figures.common import class_with_split  # the class with its per-seed split
 
+    if all("drop_rel_chance" in c for c in cells):  # claim 5: the Conv1D removal, not the probe curve
+        return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
+                "above to decide; the share of the gain over chance lost when Conv1D is removed from every layer, "
+                "with its 95% t-interval over the n trained runs that have it): "
+                + "; ".join(f"{c['family']} × {c['task']}: {_iv(c['drop_rel_chance'])}" for c in cells) + ".", ""]
     parts = [f"{c['family']} × {c['task']}: class {class_with_split(c['profile_class'], c.get('class_votes'))}"
              + (f" (the claim expects {c['expected']})" if c.get("expected") else "")
              + f", late concentration {_iv(c['late_concentration'])}" for c in cells]

@@ -706,9 +706,10 @@ def claim_4(data: Data) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- claim 5
 
 
-def claim_5(data: Data) -> dict[str, Any]:
+def _conv1d_rows(data: Data) -> dict[Any, Mapping[str, Any]]:
+    """run id → its ``conv1d_removal`` row of every layer (layer −2) at EVAL_LENGTH, for the
+    from-scratch Mamba/Mamba-2 runs."""
     info = {r["id"]: r for r in data.all_runs}
-    trained_ids = {r["id"] for r in data.trained}
     rows_by_run: dict[Any, Mapping[str, Any]] = {}
     for r in data.interventions:
         run = info.get(r.get("run_id"))
@@ -716,6 +717,13 @@ def claim_5(data: Data) -> dict[str, Any]:
                 or r.get("eval_length", EVAL_LENGTH) != EVAL_LENGTH or run["family"] not in SSM or not _scratch(run)):
             continue
         rows_by_run[run["id"]] = r
+    return rows_by_run
+
+
+def claim_5(data: Data) -> dict[str, Any]:
+    info = {r["id"]: r for r in data.all_runs}
+    trained_ids = {r["id"] for r in data.trained}
+    rows_by_run = _conv1d_rows(data)
     tasks_all = ("s3", "parity", STACK_TASK)
     read = sorted({(info[rid]["task"], info[rid]["family"]) for rid in rows_by_run if info[rid]["task"] in tasks_all})
     expected = expected_cells(tasks_all, SSM)
@@ -882,13 +890,28 @@ def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
     return out
 
 
+def trained_conv1d_cells(data: Data) -> list[dict[str, Any]]:
+    """Claim 5's descriptive block: per Mamba/Mamba-2 cell of S3, Parity and Dyck, the Conv1D
+    removal drop (``drop_rel_chance``: mean, t-interval, n) over its trained runs that have one,
+    whatever their number. Never part of a verdict."""
+    rows = _conv1d_rows(data)
+    trained = {r["id"]: r for r in data.trained}
+    by_cell: dict[Cell, list[float]] = defaultdict(list)
+    for rid, row in rows.items():
+        if rid in trained and row.get("drop_rel_chance") is not None:
+            by_cell[(trained[rid]["task"], trained[rid]["family"])].append(float(row["drop_rel_chance"]))
+    return [{"task": t, "family": f, "n": len(by_cell[(t, f)]), "drop_rel_chance": _ci(by_cell[(t, f)])}
+            for t, f in expected_cells(("s3", "parity", STACK_TASK), SSM) if by_cell.get((t, f))]
+
+
 def _describe_when_short(claims: list[dict[str, Any]], data: Data) -> list[dict[str, Any]]:
     """Add ``numbers.trained_cells`` (descriptive) to each "not enough data" claim."""
     for c in claims:
         if c["verdict"] == NOT_ENOUGH:
             tasks, fams = CLAIM_SCOPE[c["id"]]
             spec = CONTRAST.get(c["id"])
-            c["numbers"]["trained_cells"] = _clean(trained_cells(data, tasks, fams, spec["expected"] if spec else None))
+            c["numbers"]["trained_cells"] = _clean(trained_conv1d_cells(data) if c["id"] == 5 else
+                                                   trained_cells(data, tasks, fams, spec["expected"] if spec else None))
     return claims
 
 

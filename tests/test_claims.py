@@ -459,3 +459,15 @@ def test_two_runs_of_one_seed_in_a_cell_give_no_verdict():
     scratch = c[4]["numbers"]["groups"]["scratch"]  # claim 4 stands on its pretrained group alone
     assert scratch["verdict"] == NOT_ENOUGH and "more than one run for seed(s) 0" in scratch["why"]
     assert c[2]["verdict"] == SUPPORTED  # dyck only: the duplicated cell is not read
+
+
+def test_claim_5_short_of_seeds_describes_the_conv1d_drops_not_the_probe_curves():
+    w = World()
+    for seed in (0, 1):  # two seeds: short of the three a verdict needs
+        rid = w.run("s3", "mamba", seed, LATE)
+        w.intervention(rid, "conv1d_removal", -2, -10.0, True, drop_rel_chance=0.4 + 0.1 * seed)
+    c = w.claims()[5]
+    assert c["verdict"] == NOT_ENOUGH
+    (cell,) = c["numbers"]["trained_cells"]
+    assert (cell["task"], cell["family"], cell["n"]) == ("s3", "mamba", 2)
+    assert cell["drop_rel_chance"]["mean"] == pytest.approx(0.45) and "profile_class" not in cell
