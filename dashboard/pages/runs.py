@@ -73,6 +73,10 @@ COLUMNS = [
     {"field": "acc_max", "headerName": "acc longest L", "valueFormatter": PCT, "width": 130,
      "headerTooltip": "token accuracy at the longest eval length (out of distribution)"},
     {"field": "pretrained", "headerName": "pretrained", "width": 140},
+    {"field": "made_on", "headerName": "made on", "width": 170, "tooltipField": "made_on",
+     "headerTooltip": "device and host the run was trained on (a study made in parts mixes them)"},
+    {"field": "commit", "headerName": "commit", "width": 100,
+     "headerTooltip": "git commit of the code that trained the run (empty: not recorded)"},
     {"field": "created_at", "headerName": "created", "width": 170},
 ]
 
@@ -82,7 +86,8 @@ def _row(run: dict) -> dict:
     lengths = sorted(int(k) for k in beh if str(k).isdigit())
     return {
         **{k: run.get(k) for k in ("id", "name", "suite", "family", "task", "seed", "n_layers", "d_model", "n_params",
-                                   "steps", "pretrained")},
+                                   "steps", "pretrained", "made_on")},
+        "commit": ((run.get("made_with") or {}).get("git_commit") or "")[:7],
         "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
         "trained_label": trained_label(run),
         "heldout_acc": run.get("heldout_acc"),
