@@ -150,3 +150,15 @@ def test_probe_vs_causal_summary_asks_only_for_exportable_columns():
     assert set(probe_causal.PROBE_FIELDS.split(",")) <= set(COLUMNS[Resource.probes])
     assert set(probe_causal.EDIT_FIELDS.split(",")) <= set(COLUMNS[Resource.interventions])
     assert {"refit_acc", "refit_majority", "significant"} <= set(probe_causal.EDIT_FIELDS.split(","))
+
+
+def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
+    from dashboard.pages import curves
+
+    runs_ = [{"family": f, "task": "code_depth"} for f in ("lstm", "transformer", "mamba")] + \
+            [{"family": "lstm", "task": "dyck"}]
+    rows = [{"family": "lstm", "task": "code_depth"}, {"family": "lstm", "task": "dyck"}]
+    note = curves.unprobed_note(runs_, rows)
+    assert note.startswith("No probe curve yet for") and "Transformer" in note and "Mamba" in note
+    assert "LSTM" not in note and "Code-Depth" in note
+    assert curves.unprobed_note(runs_[:1], rows) is None

@@ -153,16 +153,33 @@ def untrained_note(n_untrained: int) -> str | None:
             "them out.")
 
 
+def unprobed_note(runs: list[dict], rows: list[dict]) -> str | None:
+    """The cells (family × task) with runs in this selection but no probe curve: a facet without a
+    family's line would otherwise read as if the family were not in the study."""
+    drawn = {(r["family"], r["task"]) for r in rows}
+    missing = sorted({(r["family"], r["task"]) for r in runs} - drawn, key=lambda c: (c[1], c[0]))
+    if not missing:
+        return None
+    by_task: dict[str, list[str]] = {}
+    for fam, task in missing:
+        by_task.setdefault(task, []).append(family_label(fam))
+    cells = "; ".join(f"{', '.join(fams)} on {task_label(t)}" for t, fams in by_task.items())
+    return f"No probe curve yet for {cells}: their runs are stored but not probed (no line drawn)."
+
+
 def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
         runs = behaviour_runs(api, state)
         return length_generalisation(behaviour_rows(runs)), untrained_note(sum(r.get("trained") is False for r in runs))
+    stored = behaviour_runs(api, state) if view != "position" else []  # to name the cells with no probe curve
     rows = curve_rows(api, state)
     note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
     if view == "position":
         prow, label = position_rows(api, rows, state)
         return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), note
+    unprobed = unprobed_note(stored, rows)
+    note = " ".join(n for n in (note, unprobed) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
                            show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
