@@ -162,3 +162,32 @@ def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
     assert note.startswith("No probe curve yet for") and "Transformer" in note and "Mamba" in note
     assert "LSTM" not in note and "Code-Depth" in note
     assert curves.unprobed_note(runs_[:1], rows) is None
+
+
+def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
+    from dashboard.pages import jobs
+
+    suite = {"id": 2, "kind": "suite", "state": "succeeded", "progress": 1.0, "attempt": 1, "max_attempts": 3,
+             "children": {"succeeded": 3, "running": 2, "queued": 10}, "children_progress": 0.25}
+    assert jobs.suite_progress(suite) == (0.25, "3 of 15 runs done, 2 running")
+    row = _texts(jobs.job_row(suite, lambda p: p))
+    assert "3 of 15 runs done" in row and "25%" in row and "running" in row and "succeeded" not in row
+    done = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 1.0}
+    assert "14 of 15" not in _texts(jobs.job_row(done, lambda p: p)) and \
+        "15 of 15 runs done, 1 failed" in _texts(jobs.job_row(done, lambda p: p))
+    assert jobs.suite_progress({"kind": "train", "children": None}) is None
+
+
+def test_the_jobs_list_counts_a_suite_jobs_children(api):
+    from store import jobs as J
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+    from worker.queue import submit
+
+    params = SuiteParams(preset="smoke", families=["lstm", "gru"], tasks=["parity"])
+    sid = submit(api.factory, api.queue, "suite", params)
+    with api.factory() as s:  # its two train jobs, as the fan-out makes them
+        s.add_all([J.new_job("train", p, parent_id=sid) for p in expand_suite(params)])
+        s.commit()
+    (suite,) = [j for j in api.client.get("/api/jobs").json()["items"] if j["kind"] == "suite"]
+    assert suite["children"] == {"queued": 2} and suite["children_progress"] == 0.0

@@ -261,12 +261,13 @@ class JobOut(BaseModel):
     started_at: UtcDatetime | None
     finished_at: UtcDatetime | None
     heartbeat_at: UtcDatetime | None
+    # A suite job succeeds once it has fanned out; how far its runs are is in its children.
+    children: dict[str, int] | None = Field(None, description="a suite's child jobs counted by state (suite jobs)")
+    children_progress: float | None = Field(None, description="mean progress of a suite's children, 0..1")
 
 
 class JobDetail(JobOut):
     log_tail: str = Field(description="the last lines of the job's log")
-    children: dict[str, int] = Field(description="a suite's child jobs counted by state")
-    children_progress: float | None = Field(description="mean progress of a suite's children")
 
 
 class ViewCreate(BaseModel):

@@ -166,9 +166,30 @@ def _ago(ts: str | None) -> str:
     return t.strftime("%Y-%m-%d %H:%M")
 
 
+def suite_progress(j: dict) -> tuple[float, str] | None:
+    """A suite job's own state ends at "succeeded" once it has fanned out: its progress is that of
+    its runs (the children's mean) and its message how many are done. None for other jobs."""
+    kids = j.get("children")
+    if j.get("kind") != "suite" or not kids:
+        return None
+    total = sum(kids.values())
+    done = sum(kids.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
+    failed = kids.get("failed", 0)
+    msg = f"{done} of {total} runs done" + (f", {failed} failed" if failed else "") + \
+        (f", {kids.get('running', 0)} running" if kids.get("running") else "")
+    return float(j.get("children_progress") or 0.0), msg
+
+
 def job_row(j: dict, path_for) -> html.Tr:
     state = j.get("state", "")
     pct = max(0.0, min(1.0, float(j.get("progress") or 0.0)))
+    shown = state  # the badge; ``state`` itself decides the actions (cancel, retry)
+    fanned = suite_progress(j)
+    if fanned is not None:  # the suite's runs, not its fan-out, say how far it is
+        pct = max(0.0, min(1.0, fanned[0]))
+        j = {**j, "message": fanned[1]}
+        if state == "succeeded" and fanned[0] < 1.0:
+            shown = "running"
     actions = []
     if state in ACTIVE:
         actions.append(html.Button("Cancel", id={"type": "job-cancel", "index": j["id"]}, className="btn btn-sm btn-danger",
@@ -185,9 +206,9 @@ def job_row(j: dict, path_for) -> html.Tr:
     return html.Tr([
         html.Td(f"#{j['id']}"),
         html.Td(j.get("kind", "")),
-        html.Td(html.Span(state + (" (cancelling)" if j.get("cancel_requested") and state in ACTIVE else ""),
-                          className=f"badge state-{state}", **{"data-state": state})),
-        html.Td(html.Div([html.Div(className=f"progress-bar state-{state}", style={"width": f"{100 * pct:.0f}%"}),
+        html.Td(html.Span(shown + (" (cancelling)" if j.get("cancel_requested") and state in ACTIVE else ""),
+                          className=f"badge state-{shown}", **{"data-state": state})),
+        html.Td(html.Div([html.Div(className=f"progress-bar state-{shown}", style={"width": f"{100 * pct:.0f}%"}),
                           html.Span(f"{100 * pct:.0f}%", className="progress-label")], className="progress",
                          title=f"{100 * pct:.1f}%")),
         html.Td(details, className="job-message"),
