@@ -380,6 +380,28 @@ def _contrast_task_verdict(class_ok: bool, stat_ok: bool) -> str:
     return CONTRADICTED if not (class_ok or stat_ok) else NOT_ENOUGH
 
 
+def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any], data: Data) -> list[str]:
+    """For a contrast claim still short of seeds: the tasks on which the cells that already have
+    their seeds make the class condition fail whatever the others show (the Transformer cell not
+    in its class, or too many other cells not in theirs for ``MATCH_FRACTION`` to be reachable)."""
+    expected = spec["expected"]
+    n_others = sum(f != TRANSFORMER for f in FAMILIES)
+    out = []
+    for t in spec["tasks"]:
+        done = {f: _summary(data, rs)["profile_class"] for (task, f), rs in info["cells"].items()
+                if task == t and f in FAMILIES and (task, f) not in data.duplicated
+                and len({r.get("seed") for r in rs}) >= MIN_SEEDS}
+        if TRANSFORMER in done and done[TRANSFORMER] != expected[TRANSFORMER]:
+            out.append(f"on {t} the transformer is {done[TRANSFORMER]}, not {expected[TRANSFORMER]}")
+            continue
+        wrong = sorted(f for f, c in done.items() if f != TRANSFORMER and c != expected[f])
+        if n_others - len(wrong) < MATCH_FRACTION * n_others:
+            out.append(f"on {t} {', '.join(f'{f} is {done[f]}' for f in wrong)} where {expected[wrong[0]]} is "
+                       f"expected: at most {n_others - len(wrong)} of {n_others} other families can match "
+                       f"(≥ {MATCH_FRACTION:.0%} needed)")
+    return out
+
+
 def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data,
                     n_tests: int) -> dict[str, Any]:
     tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
@@ -395,8 +417,13 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
                               f"{' and '.join(tasks)}; none stored", views), left)
     if info["short"]:
         numbers["cells_short_of_seeds"] = info["short"]
+        ruled_out = _class_condition_ruled_out(spec, info, data)
+        if ruled_out:
+            numbers["cannot_be_supported"] = ruled_out
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
-                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(info["short"]), views), left)
+                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(info["short"])
+                              + (". Whatever the missing cells show, it cannot be supported: " + "; ".join(ruled_out)
+                                 if ruled_out else ""), views), left)
     rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
     numbers["cells"] = rows
     key = "test_auc_transformer_gt_other" if spec["transformer_higher"] else "test_late_concentration_other_gt_transformer"

@@ -471,3 +471,22 @@ def test_claim_5_short_of_seeds_describes_the_conv1d_drops_not_the_probe_curves(
     (cell,) = c["numbers"]["trained_cells"]
     assert (cell["task"], cell["family"], cell["n"]) == ("s3", "mamba", 2)
     assert cell["drop_rel_chance"]["mean"] == pytest.approx(0.45) and "profile_class" not in cell
+
+
+def test_a_claim_short_of_seeds_says_when_its_complete_cells_already_rule_it_out():
+    """The bundled study: LSTM and GRU readable early on parity and S3 (3 seeds each), the other
+    cells untrained. Claim 1 cannot be supported whatever those cells show."""
+    w = World()
+    for seed in (0, 1, 2):
+        for fam in ("lstm", "gru"):
+            for task in ("parity", "s3"):
+                w.run(task, fam, seed, EARLY)
+    c = w.claims()[1]
+    assert c["verdict"] == NOT_ENOUGH
+    assert "Whatever the missing cells show, it cannot be supported" in c["detail"]
+    (parity, s3) = c["numbers"]["cannot_be_supported"]
+    assert parity.startswith("on parity gru is early, lstm is early where late is expected: at most 2 of 4")
+    w2 = World()  # one early LSTM cell alone does not rule it out: 3 of 4 can still match
+    for seed in (0, 1, 2):
+        w2.run("parity", "lstm", seed, EARLY)
+    assert "cannot_be_supported" not in w2.claims()[1]["numbers"]
