@@ -160,7 +160,8 @@ def test_api_lists_suites_and_serves_a_bundle(api):
     seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,), suite="live")
     listed = api.client.get("/api/suites").json()
     # n_complete (runs.status) was replaced by counts read from the data: trained, measured
-    assert listed == [{"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "imported": False}]
+    assert listed == [{"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "n_trained_measured": 0,
+                       "imported": False}]
     r = api.client.get("/api/suites/live/bundle")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
     assert 'filename="live.layerscope.zip"' in r.headers["content-disposition"]
