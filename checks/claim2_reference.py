@@ -73,7 +73,7 @@ def profile(acc, f, frac=0.95, early_depth=0.5, late_share=0.5,
 
 def tint(x, bounds=None):
     """Mean and 95% t-interval; with ``bounds`` the interval is clipped to the metric's range, never
-    past the mean (docs/SCIENCE.md#statistics: late concentration and AUC 0..1, layers -1..n-1)."""
+    past the mean (docs/SCIENCE.md#statistics: AUC 0..1, layers -1..n-1; late concentration unbounded)."""
     x = np.asarray(x, float)
     m = float(x.mean())
     if len(x) < 2:
@@ -145,7 +145,7 @@ def analyse(runs, curves, exclude=(), **kw):
             mean_curve=mean_acc.tolist(), mean_majority=mean_f,
             mean_curve_first95=pm["first_95"], mean_curve_lc=pm["late_concentration"],
             class_votes=votes, expected=EXPECTED[fam], matches=pm["cls"] == EXPECTED[fam],
-            late_concentration=tint(lcs, (0.0, 1.0)), auc=tint([p["auc"] for p in per], (0.0, 1.0)),
+            late_concentration=tint(lcs), auc=tint([p["auc"] for p in per], (0.0, 1.0)),
             first_95=tint([p["first_95"] for p in per], (-1.0, len(mean_acc) - 2.0)),
             gain_over_majority=tint([p["gain_over_majority"] for p in per]),
             gain_over_emb=tint([p["gain_over_emb"] for p in per]))

@@ -388,9 +388,11 @@ def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any],
     n_others = sum(f != TRANSFORMER for f in FAMILIES)
     out = []
     for t in spec["tasks"]:
+        # a cell is settled only when each of its stored runs is trained with a curve: one more seed
+        # could still move the seed-mean class
         done = {f: _summary(data, rs)["profile_class"] for (task, f), rs in info["cells"].items()
                 if task == t and f in FAMILIES and (task, f) not in data.duplicated
-                and len({r.get("seed") for r in rs}) >= MIN_SEEDS}
+                and len({r.get("seed") for r in rs}) >= MIN_SEEDS and len(rs) == len(data.stored.get((task, f), []))}
         if TRANSFORMER in done and done[TRANSFORMER] != expected[TRANSFORMER]:
             out.append(f"on {t} the transformer is {done[TRANSFORMER]}, not {expected[TRANSFORMER]}")
             continue

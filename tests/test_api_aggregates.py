@@ -168,7 +168,7 @@ def test_curve_and_profile_intervals_stay_in_range(seeded) -> None:
     assert items and all(0.0 <= p["lo"] <= p["mean"] <= p["hi"] <= 1.0 for p in items if p["lo"] is not None)
     assert any(p["hi"] == 1.0 and p["layer"] == 0 for p in items)
     for prof in seeded.client.get("/api/profiles", params={"eval_length": 40}).json():
-        for name in ("late_concentration", "auc", "max_accuracy"):
+        for name in ("auc", "max_accuracy", "depth_first_95"):  # bounded (late concentration is not: stats.BOUNDS)
             m = prof["metrics"].get(name) or {}
             if m.get("lo") is not None:
                 assert min(0.0, m["mean"]) <= m["lo"] and m["hi"] <= max(1.0, m["mean"]), (name, m)
@@ -190,3 +190,19 @@ def test_a_queued_suite_with_no_run_yet_is_known(seeded) -> None:
     r = seeded.client.get("/api/claims", params={"suite": "live"})  # the demo's live suite, before its first run
     assert r.status_code == 200 and all(x["verdict"] == "not enough data" for x in r.json())
     assert seeded.client.get("/api/curves", params={"suite": "live"}).json() == []
+
+
+def test_the_cache_sees_a_run_trained_again(seeded) -> None:
+    from store.models import Run
+    from worker import persist
+
+    cache = seeded.app.state.aggregate_cache
+    with seeded.factory() as s:
+        before = cache.fingerprint(s)
+        run = s.get(Run, seeded.run_ids[0])
+        fields = {c.key: getattr(run, c.key) for c in Run.__table__.columns if c.key not in ("id", "created_at")}
+    with seeded.factory() as s:  # the same config hash stored again: new weights, same id and row counts
+        persist.save_run(s, **{**fields, "heldout_acc": 0.5})
+        persist.drop_results(s, seeded.run_ids[0])
+    with seeded.factory() as s:
+        assert cache.fingerprint(s) != before

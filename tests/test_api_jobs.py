@@ -176,3 +176,20 @@ def test_a_suite_with_runs_of_other_settings_is_422_and_queues_nothing(api) -> N
     assert len(api.queue) == 0
     body["params"]["max_seconds"] = 75  # the same overrides: resumed
     assert api.client.post("/api/jobs", json=body).status_code == 201
+
+
+def test_a_train_job_naming_a_suite_keeps_one_run_per_seed(api) -> None:
+    from worker import persist
+    from worker.params import TrainParams
+
+    made = TrainParams(family="lstm", task="parity", seed=0, suite="paper", max_seconds=75)
+    with api.factory() as s:
+        persist.save_run(s, name="r", suite="paper", family="lstm", task="parity", seed=0, n_layers=made.n_layers,
+                         d_model=8, n_params=100, config_hash=made.run_hash(), train_config=made.run_config(),
+                         loss_curve=[], behaviour={})
+    body = {"kind": "train", "params": {"family": "lstm", "task": "parity", "seed": 0, "suite": "paper", "lr": 0.01}}
+    r = api.client.post("/api/jobs", json=body)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "params", "suite"], r.text
+    assert "stored with other settings" in r.json()["detail"][0]["msg"] and len(api.queue) == 0
+    body["params"]["suite"] = "paper-lr"  # its own suite
+    assert api.client.post("/api/jobs", json=body).status_code == 201

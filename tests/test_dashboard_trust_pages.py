@@ -176,6 +176,9 @@ def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
     assert "14 of 15" not in _texts(jobs.job_row(done, lambda p: p)) and \
         "15 of 15 runs done, 1 failed" in _texts(jobs.job_row(done, lambda p: p))
     assert jobs.suite_progress({"kind": "train", "children": None}) is None
+    # one child failed half-way (progress stays below 1), nothing left to run: not "running"
+    ended = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 0.96}
+    assert "running" not in _texts(jobs.job_row(ended, lambda p: p)).split("runs done")[0]
 
 
 def test_the_jobs_list_counts_a_suite_jobs_children(api):

@@ -174,6 +174,10 @@ def test_profile_intervals_are_clipped_to_what_each_metric_can_be():
               {-1: 0.70, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
               {-1: 0.96, 0: 0.97, 1: 0.98, 2: 0.99, 3: 0.99}]
     m = summarise_profiles(curves, [0.5, 0.5, 0.5])["metrics"]
-    assert m["late_concentration"]["lo"] >= 0.0 and m["late_concentration"]["hi"] <= 1.0
+    assert m["auc"]["lo"] >= 0.0 and m["auc"]["hi"] <= 1.0
     assert m["first_95"]["lo"] >= -1.0 and m["first_95"]["hi"] <= 3.0
+    # late concentration can fall below 0 (a last block worse than the one before): not clipped
+    dip = [{-1: 0.5, 0: 0.9, 1: 0.95, 2: 0.99, 3: 0.99 - 0.002 * i} for i in range(3)]
+    lc = summarise_profiles(dip, [0.5] * 3)["metrics"]["late_concentration"]
+    assert lc["mean"] < 0 and lc["lo"] < lc["mean"]
     assert m["best_layer"]["lo"] >= -1.0 and m["best_layer"]["hi"] <= 3.0

@@ -233,6 +233,8 @@ class ResultCache:
             select(func.max(PatchingResult.id)).scalar_subquery(),
             select(func.max(Run.id)).scalar_subquery(),
             select(func.count(Run.id)).scalar_subquery(),
+            # a run trained again (same id, new weights, its old result rows deleted) is stored anew
+            select(func.max(Run.created_at)).scalar_subquery(),
         )
         return tuple(session.execute(q).one())
 

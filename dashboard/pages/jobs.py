@@ -188,7 +188,8 @@ def job_row(j: dict, path_for) -> html.Tr:
     if fanned is not None:  # the suite's runs, not its fan-out, say how far it is
         pct = max(0.0, min(1.0, fanned[0]))
         j = {**j, "message": fanned[1]}
-        if state == "succeeded" and fanned[0] < 1.0:
+        kids = j.get("children") or {}
+        if state == "succeeded" and (kids.get("queued") or kids.get("running")):  # runs still to finish
             shown = "running"
     actions = []
     if state in ACTIVE:

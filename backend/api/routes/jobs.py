@@ -99,7 +99,8 @@ def create_job(
         from worker.run_weights import missing_weights
 
         run = session.get(Run, run_id)  # a job that could only fail is not queued
-        why = f"run {run_id} not found" if run is None else missing_weights(run, settings.resolved_store_dir)
+        # the checkpoint id only: a worker on another machine may hold the weights in its own store
+        why = f"run {run_id} not found" if run is None else missing_weights(run)
         if why:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
                                            "input": run_id}])
@@ -113,6 +114,14 @@ def create_job(
         except ValueError as exc:  # SuiteSettingsConflict is one
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
                                            "input": params.model_dump(mode="json")}]) from exc
+    if body.kind == "train" and getattr(params, "suite", None):  # one run per seed per suite, for single runs too
+        from worker.suite_settings import SuiteSettingsConflict, check_one_run_per_seed
+
+        try:
+            check_one_run_per_seed([params], factory)  # type: ignore[list-item]
+        except SuiteSettingsConflict as exc:
+            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "suite"),
+                                           "msg": str(exc), "input": params.suite}]) from exc  # type: ignore[union-attr]
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
         job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
