@@ -79,3 +79,14 @@ def test_cli_suite_refuses_runs_with_other_settings_in_one_suite(tmp_path, monke
         assert main([*args, "--name", "smoke-again"]) == 0  # another name: its own suite
     finally:
         get_settings.cache_clear()
+
+
+def test_a_run_stored_in_another_suite_is_not_moved_out_of_it(env):
+    made = expand_suite(SuiteParams(**CELL, max_steps=2))
+    _store(env, made)  # suite 'smoke'
+    with pytest.raises(SuiteSettingsConflict, match="stored already with the same settings .* in suite 'smoke'"):
+        run_suite(SuiteParams(**CELL, max_steps=2, name="B", force=True), env)
+    with env.session_factory() as s:  # nothing moved
+        from store.models import Run
+
+        assert {r.suite for r in s.query(Run)} == {"smoke"}

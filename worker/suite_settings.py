@@ -47,6 +47,23 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
     return list(groups.values())
 
 
+def stored_in_other_suites(jobs: list[TrainParams], factory: sessionmaker) -> dict[str, int]:
+    """Suite name → how many of ``jobs`` are stored, under their own config hash, in that other
+    suite. A run is stored once, keyed by its settings (the suite name is a label, not a setting):
+    running it again under another name would move it out of the suite it belongs to."""
+    jobs = [j for j in jobs if j.suite]
+    if not jobs:
+        return {}
+    wanted = {j.run_hash(): j.suite for j in jobs}
+    with session_scope(factory) as s:
+        rows = s.execute(select(Run.config_hash, Run.suite).where(Run.config_hash.in_(list(wanted)))).all()
+    out: dict[str, int] = {}
+    for h, suite in rows:
+        if suite and suite != wanted[h]:
+            out[suite] = out.get(suite, 0) + 1
+    return out
+
+
 class SuiteSettingsConflict(ValueError):
     """A suite would get a second run of a seed, made with other settings: one suite holds one run
     per seed in each cell (docs/SCIENCE.md#suites), else its statistics count a seed twice."""
@@ -54,7 +71,8 @@ class SuiteSettingsConflict(ValueError):
 
 def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> None:
     """Raise :class:`SuiteSettingsConflict` (one line per group, naming the differing settings)
-    when :func:`stored_with_other_settings` finds any."""
+    when :func:`stored_with_other_settings` finds any, or when runs of ``jobs`` are stored, with
+    the same settings, in another suite (:func:`stored_in_other_suites`)."""
     lines = []
     for g in stored_with_other_settings(jobs, factory):
         shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
@@ -64,6 +82,12 @@ def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> No
     if lines:
         raise SuiteSettingsConflict("; ".join(lines) + ": a suite holds one run per seed, so pass the same overrides "
                                     "to resume them, or run these settings under another suite name (--name)")
+    elsewhere = stored_in_other_suites(jobs, factory)
+    if elsewhere:
+        shown = ", ".join(f"{n} in suite {name!r}" for name, n in sorted(elsewhere.items()))
+        raise SuiteSettingsConflict(f"{sum(elsewhere.values())} of these runs are stored already with the same "
+                                    f"settings ({shown}): a run is stored once, keyed by its settings, so resume that "
+                                    "suite, or change a setting (e.g. --seed) to make new runs")
 
 
 def _short(v: Any) -> str:
