@@ -211,11 +211,13 @@ def _iv(v: dict[str, Any]) -> str:
     return f"{_f2(v['mean'])}{ci}, n = {v['n']}"
 
 
-def trained_cells_paragraph(cells: list[dict[str, Any]]) -> list[str]:
-    """'What the trained cells show' for a "not enough data" claim: descriptive, not a verdict."""
+def trained_cells_paragraph(cells: list[dict[str, Any]], *, conv1d: bool = False) -> list[str]:
+    """'What the trained cells show' for a "not enough data" claim: descriptive, not a verdict
+    (``conv1d``: claim 5, whose cells are read through the Conv1D removal)."""
     if not cells:
+        what = "a Conv1D removal of every layer" if conv1d else "a probe curve"
         return ["**What the trained cells show** (descriptive, not a verdict): no cell this claim reads has a "
-                "trained run with a probe curve at L = 40.", ""]
+                f"trained run with {what} at L = 40.", ""]
     from dashboard.figures.common import class_with_split  # the class with its per-seed split
 
     if all("drop_rel_chance" in c for c in cells):  # claim 5: the Conv1D removal, not the probe curve
@@ -414,7 +416,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         numbers = dict(c.get("numbers") or {})
         described = numbers.pop("trained_cells", None)
         if described is not None:
-            lines += trained_cells_paragraph(described)
+            lines += trained_cells_paragraph(described, conv1d=c.get("id") == 5)
         nums = _numbers(numbers)
         if nums:
             lines += ["Numbers:", "", *nums, ""]

@@ -83,3 +83,10 @@ def test_each_note_of_a_partial_study_is_its_own_line():
     text = _markdown(manifest, RUNS, {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
     assert "- partial: 2 of the preset's 60 runs measured, 58 remain; the notes of its exports:\n" \
            "  - one GPU lease\n  - resumed on a CPU.\n  - and again\n" in text
+
+
+def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
+    from backend.report import trained_cells_paragraph
+
+    assert "a Conv1D removal of every layer" in trained_cells_paragraph([], conv1d=True)[0]
+    assert "a probe curve" in trained_cells_paragraph([])[0]
