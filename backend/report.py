@@ -50,7 +50,6 @@ FIGURES = {  # claim id → figure file names (without folder) the claim refers 
 }
 
 
-
 def _version_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per part of a study made in parts (the manifest's ``parts``), else one line."""
     def line(m: dict[str, Any], prefix: str = "") -> str:
@@ -61,6 +60,7 @@ def _version_lines(manifest: dict[str, Any]) -> list[str]:
         return [line(manifest)]
     return [line(p, f"part {i} ({p.get('runs')} runs on {', '.join(p.get('devices') or ['unknown'])}): ")
             for i, p in enumerate(parts, 1)]
+
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
@@ -220,7 +220,7 @@ def trained_cells_paragraph(cells: list[dict[str, Any]], *, conv1d: bool = False
                 f"trained run with {what} at L = 40.", ""]
     from dashboard.figures.common import class_with_split  # the class with its per-seed split
 
-    if all("drop_rel_chance" in c for c in cells):  # claim 5: the Conv1D removal, not the probe curve
+    if conv1d:  # claim 5: the Conv1D removal, not the probe curve
         return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
                 "above to decide; the share of the gain over chance lost when Conv1D is removed from every layer, "
                 "with its 95% t-interval over the n trained runs that have it): "

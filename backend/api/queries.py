@@ -86,10 +86,9 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def known_suites(session: Session) -> set[str]:
-    """Suites with a stored run, and suites submitted but with no run stored yet (a suite job, or
-    its train jobs): a live suite is known from the moment it is queued."""
-    names = {n for n in session.execute(select(Run.suite).distinct()).scalars() if n}
+def queued_suites(session: Session) -> set[str]:
+    """Suites submitted (a suite job, or train jobs naming one), whether or not a run is stored yet."""
+    names = set()
     for kind, params in session.execute(select(Job.kind, Job.params).where(Job.kind.in_(("suite", "train")))):
         params = params or {}
         name = params.get("suite") if kind == "train" else (params.get("name") or params.get("preset"))
@@ -99,16 +98,22 @@ def known_suites(session: Session) -> set[str]:
 
 
 def require_suites(session: Session, suites: Sequence[str] | None) -> None:
-    """Raise :class:`NotFound` (naming the suites stored) when a named suite is unknown
-    (:func:`known_suites`): a typo must not read as "no data", and a verdict over no runs would
-    read like an answer about a study."""
+    """Raise :class:`NotFound` (naming the suites here) when a named suite has no stored run and was
+    never queued: a typo must not read as "no data", and a verdict over no runs would read like an
+    answer about a study. A queued suite without a run yet (the demo's live suite) is known. The
+    jobs are read only when a name is not among the runs' suites (the pages poll these routes)."""
     if not suites:
         return
-    known = known_suites(session)
-    missing = [name for name in suites if name not in known]
+    stored = {n for n in session.execute(select(Run.suite).where(Run.suite.in_(list(suites))).distinct()).scalars()}
+    missing = [name for name in suites if name not in stored]
+    if not missing:
+        return
+    queued = queued_suites(session)
+    missing = [name for name in missing if name not in queued]
     if missing:
+        here = {n for n in session.execute(select(Run.suite).distinct()).scalars() if n} | queued
         raise NotFound(f"suite {', '.join(map(repr, missing))} not found; suites here: "
-                       f"{', '.join(map(repr, sorted(known))) or 'none'}")
+                       f"{', '.join(map(repr, sorted(here))) or 'none'}")
 
 
 def run_n_layers(session: Session, run_id: int) -> int:

@@ -104,24 +104,17 @@ def create_job(
         if why:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
                                            "input": run_id}])
-    if body.kind == "suite":
+    if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
         from worker.presets import expand_suite
-
         from worker.suite_settings import check_one_run_per_seed
 
+        loc = ("body", "params") if body.kind == "suite" else ("body", "params", "suite")
         try:
-            check_one_run_per_seed(expand_suite(params), factory)  # type: ignore[arg-type]
-        except ValueError as exc:  # SuiteSettingsConflict is one
-            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params"), "msg": str(exc),
-                                           "input": params.model_dump(mode="json")}]) from exc
-    if body.kind == "train" and getattr(params, "suite", None):  # one run per seed per suite, for single runs too
-        from worker.suite_settings import SuiteSettingsConflict, check_one_run_per_seed
-
-        try:
-            check_one_run_per_seed([params], factory)  # type: ignore[list-item]
-        except SuiteSettingsConflict as exc:
-            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "suite"),
-                                           "msg": str(exc), "input": params.suite}]) from exc  # type: ignore[union-attr]
+            check_one_run_per_seed(expand_suite(params) if body.kind == "suite" else [params], factory)  # type: ignore[arg-type, list-item]
+        except ValueError as exc:  # an unexpandable suite, or a SuiteSettingsConflict
+            raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": str(exc),
+                                           "input": params.model_dump(mode="json") if body.kind == "suite"
+                                           else getattr(params, "suite", None)}]) from exc
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
         job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
