@@ -111,6 +111,7 @@ def train_model(
     curriculum_start: int | None = None,
     curriculum_step: int = 4,
     curriculum_threshold: float = 0.95,
+    stop_at_step: int | None = None,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
 ) -> TrainResult:
@@ -127,6 +128,11 @@ def train_model(
     Stops at ``max_steps``, after ``max_seconds`` of wall time (seconds), or as soon as the
     held-out token accuracy at ``train_length`` (the full length: never during the curriculum)
     reaches ``early_stop_acc``. ``final_heldout_acc`` is always at ``train_length``.
+
+    ``stop_at_step`` (None = off) also stops after that step, evaluating there: the rebuild of a
+    stored run's weights (docs/SCIENCE.md#rebuilding-weights). Pass the run's recorded steps with
+    ``max_seconds=None``; the schedule still spans ``max_steps`` and the data stream is the seed's,
+    so the rebuild retraces the recorded run step for step whatever the machine's speed.
 
     Raises:
         science.context.JobCancelled: a cancel was requested (checked every step).
@@ -185,12 +191,12 @@ def train_model(
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"training loss became {loss_value} at step {step}")
         elapsed = time.perf_counter() - start
-        out_of_time = max_seconds is not None and elapsed >= max_seconds
+        at_limit = (max_seconds is not None and elapsed >= max_seconds) or step == stop_at_step
         point: dict[str, Any] = {"step": step, "loss": loss_value, "heldout_token_acc": None}
         if len(lengths) > 1:
             point["length"] = length
             point["lr"] = opt.param_groups[0]["lr"]
-        if step % eval_every == 0 or step == max_steps or out_of_time:
+        if step % eval_every == 0 or step == max_steps or at_limit:
             acc, acc_length = token_accuracy(model, heldout(length), device)["token_acc"], length
             point["heldout_token_acc"] = acc
             ctx.progress(min(1.0, max(step / max_steps, elapsed / max_seconds if max_seconds else 0.0)),
@@ -202,7 +208,7 @@ def train_model(
                 stage += 1
                 ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {lengths[stage]}")
         curve.append(point)
-        if stopped_early or out_of_time:
+        if stopped_early or at_limit:
             break
     if acc_length != train_length:  # ended inside the curriculum: judge at the full length
         acc = token_accuracy(model, heldout(train_length), device)["token_acc"]

@@ -115,8 +115,10 @@ def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
 def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     """Where this run stands in the results DB: ``(run_id, state)`` with state ``"new"`` (no run
     with this config hash), ``"complete"`` (trained and measured with these measurement settings;
-    train-only runs: trained), or ``"trained"`` (trained, measurements missing or made with other
-    settings; its checkpoint can be measured without training again)."""
+    train-only runs: trained), ``"trained"`` (trained, measurements missing or made with other
+    settings; its checkpoint can be measured without training again) or ``"weightless"`` (stored
+    and still to be measured, but its weights are not kept: imported from a bundle without them;
+    they are rebuilt to its recorded steps, :func:`rebuild_of`)."""
     from sqlalchemy import select
 
     from store.models import ProbeResult
@@ -132,7 +134,30 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
             if s.execute(select(ProbeResult.id).where(ProbeResult.run_id == run.id,
                                                       ProbeResult.config_hash == h).limit(1)).first():
                 return run.id, "complete"
-        return run.id, "trained" if run.checkpoint_id else "new"
+        return run.id, "trained" if run.checkpoint_id else "weightless"
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A stored run whose weights are trained again: to its recorded ``steps``, the wall-clock
+    cap lifted, so the same seed, data stream and schedule give the run it recorded whatever the
+    machine's speed (docs/SCIENCE.md#rebuilding-weights). ``of`` is what the run recorded before
+    (``made_on``, ``git_commit``, ``steps``, ``train_seconds``, ``heldout_acc``, ``stopped_early``),
+    kept in the rebuilt run's ``made_with["rebuilt_from"]``."""
+
+    steps: int
+    of: dict[str, Any]
+
+
+def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
+    """The :class:`Rebuild` of stored run ``run_id`` (its recorded training)."""
+    with session_scope(env.session_factory) as s:
+        run = s.get(Run, run_id)
+        assert run is not None
+        return Rebuild(steps=run.steps, of={
+            "made_on": run.made_on, "git_commit": (run.made_with or {}).get("git_commit"), "steps": run.steps,
+            "train_seconds": run.train_seconds, "heldout_acc": run.heldout_acc, "stopped_early": run.stopped_early,
+        })
 
 
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
@@ -140,21 +165,27 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
 
     Resumable and idempotent unless ``params.force``: a run already stored with the same
     config hash and measured with the same measurement settings is returned as it is; one
-    stored but not (or differently) measured is measured from its checkpoint, not trained again."""
+    stored but not (or differently) measured is measured from its checkpoint, not trained again;
+    one stored without usable weights has them rebuilt to its recorded steps (:class:`Rebuild`)
+    and is then measured. ``params.force`` trains afresh under the run's own budget."""
     ctx = ctx or SilentContext()
     task = get_task(params.task, **params.task_params)
     measure = params.measure
+    rebuild: Rebuild | None = None
     if not params.force:
         run_id, state = stored_state(params, env)
         if state == "complete":
             ctx.log(f"run {run_id} ({params.name}) already stored with this config: skipped (force to re-run)")
             ctx.progress(1.0, "already stored")
             return run_id  # type: ignore[return-value]
+        if state == "weightless":
+            rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
         if state == "trained" and measure is not None:
             try:
                 _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
             except (RunNotFound, FileNotFoundError, KeyError, OSError) as exc:
-                ctx.log(f"run {run_id}: checkpoint unusable ({exc}); training again")
+                ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
+                rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
             else:
                 ctx.log(f"run {run_id} ({params.name}) trained before: measuring only")
                 with session_scope(env.session_factory) as s:
@@ -163,11 +194,15 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                                  train_length=params.train_length)
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
+    if rebuild is not None:
+        ctx.log(f"run {run_id} ({params.name}): no weights kept; rebuilding them to its recorded "
+                f"{rebuild.steps} steps (wall-clock cap lifted)")
     ctx.progress(0.0, f"training {params.family} on {params.task}")
     result = train_model(
         model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
         lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
-        max_seconds=params.max_seconds, early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
+        max_seconds=None if rebuild else params.max_seconds, stop_at_step=rebuild.steps if rebuild else None,
+        early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
         n_eval_sequences=params.n_eval_sequences, warmup_steps=params.warmup_steps,
         lr_schedule=params.lr_schedule, min_lr_ratio=params.min_lr_ratio, grad_clip=params.grad_clip,
         curriculum_start=params.curriculum_start, curriculum_step=params.curriculum_step,
@@ -189,13 +224,16 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
             train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
             behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
-            made_on=made_on(env.device), made_with=code_versions(),
+            made_on=made_on(env.device),
+            made_with={**code_versions(), **({"rebuilt_from": rebuild.of} if rebuild else {})},
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
     if dropped:
         ctx.log(f"run {run_id}: retrained; {dropped} result row(s) of the model it replaces deleted")
     ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
-            f"held-out acc {result.final_heldout_acc}")
+            f"held-out acc {result.final_heldout_acc}"
+            + (f" (recorded before the rebuild: {rebuild.of['steps']} steps, held-out acc {rebuild.of['heldout_acc']})"
+               if rebuild else ""))
     if measure:
         run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0),
                          train_length=params.train_length)

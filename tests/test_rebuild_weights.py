@@ -1,0 +1,93 @@
+"""A stored run without weights (imported from a bundle without them) is rebuilt to its recorded
+steps when its suite resumes: the wall-clock cap lifted, the schedule and data stream unchanged,
+so the rebuild retraces the recorded run whatever the machine's speed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import worker.pipeline as pipeline
+from science.tasks import get_task
+from science.training import train_model
+from models_store import ModelConfig, build_model
+from store.models import ProbeResult, Run
+from worker.params import SuiteParams
+from worker.pipeline import load_run, local_env, run_suite
+
+ONE = dict(preset="smoke", families=["gru"], tasks=["parity"])
+
+
+def _model():
+    torch.manual_seed(0)
+    return build_model(ModelConfig(family="gru", vocab_size=2, n_classes=2, n_layers=2, d_model=16))
+
+
+def test_stop_at_step_is_a_prefix_of_the_same_trajectory():
+    task = get_task("parity")
+    kw = dict(seed=3, train_length=10, batch_size=16, lr=3e-3, max_steps=100, eval_every=5, n_eval_sequences=32,
+              warmup_steps=4, lr_schedule="cosine", early_stop_acc=2.0)
+    short = train_model(_model(), task, stop_at_step=7, **kw)
+    longer = train_model(_model(), task, stop_at_step=12, **kw)
+    assert short.steps == 7 and longer.steps == 12
+    assert [p["loss"] for p in short.loss_curve] == [p["loss"] for p in longer.loss_curve[:7]]
+    assert short.loss_curve[-1]["heldout_token_acc"] is not None  # evaluated where it stopped
+
+
+@pytest.fixture
+def env(tmp_path):
+    return local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+
+
+def test_weightless_run_is_rebuilt_to_its_recorded_steps_with_the_cap_lifted(env, monkeypatch):
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    _, _, original = load_run(run_id, env)
+    with env.session_factory() as s:  # as imported from a bundle without weights, measurements missing
+        run = s.get(Run, run_id)
+        recorded = run.steps
+        run.checkpoint_id, run.status = None, "trained"
+        s.query(ProbeResult).delete()
+        s.commit()
+    seen: list[dict] = []
+    real = pipeline.train_model
+
+    def spy(*args, **kw):
+        seen.append(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pipeline, "train_model", spy)
+    assert run_suite(SuiteParams(**ONE), env) == [run_id]
+    assert seen[0]["stop_at_step"] == recorded and seen[0]["max_seconds"] is None
+    _, _, rebuilt = load_run(run_id, env)
+    for (name, a), b in zip(original.state_dict().items(), rebuilt.state_dict().values()):
+        assert torch.equal(a, b), name  # the same seed, data and steps on the same device: the same weights
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        assert run.status == "complete" and run.steps == recorded
+        assert run.made_with["rebuilt_from"]["steps"] == recorded
+        assert run.made_with["git_commit"] == pipeline.code_versions()["git_commit"]
+
+
+def test_rebuild_stops_at_a_time_capped_runs_recorded_step(env, monkeypatch):
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:  # a run its wall-clock cap stopped at step 5, weights not kept
+        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5, "stopped_early": False})
+        s.commit()
+    run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        assert run.steps == 5 and run.made_with["rebuilt_from"]["steps"] == 5
+
+
+def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
+    run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5})
+        s.commit()
+    seen: list[dict] = []
+    real = pipeline.train_model
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    run_suite(SuiteParams(**ONE, force=True), env)
+    assert seen[0]["stop_at_step"] is None
+    with env.session_factory() as s:
+        assert "rebuilt_from" not in s.query(Run).one().made_with
