@@ -286,6 +286,10 @@ def suite(
     max_steps: Annotated[int | None, typer.Option(min=1, help="Override the preset's step cap per run.")] = None,
     max_seconds: Annotated[float | None, typer.Option(min=0.001, help="Override the preset's per-run "
                                                                       "training time budget (seconds).")] = None,
+    rebuild_weights: Annotated[bool, typer.Option(
+        "--rebuild-weights", help="Rebuild the weights of stored runs that have none here (imported without "
+                                  "--weights) to their recorded steps, and measure them again, measured or "
+                                  "not. (Unmeasured ones are rebuilt anyway.)")] = False,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs)."""
@@ -298,7 +302,8 @@ def suite(
         _check_device(device)
     params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
                          tasks=[t.value for t in task] if task else None, seeds=seed or None,
-                         name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds)
+                         name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
+                         rebuild_weights=rebuild_weights)
     from worker.presets import expand_suite
 
     jobs = expand_suite(params)

@@ -87,7 +87,7 @@ def test_a_job_on_a_run_without_weights_is_422_with_the_command_that_makes_them(
         assert r.status_code == 422, r.text
         (d,) = r.json()["detail"]
         assert d["loc"] == ["body", "params", "run_id"] and "has no model weights here" in d["msg"]
-        assert ("layerscope suite --preset paper --family lstm --task parity --seed 1 --force --max-seconds 75"
+        assert ("layerscope suite --preset paper --family lstm --task parity --seed 1 --max-seconds 75 --rebuild-weights"
                 in d["msg"])
     assert len(api.queue) == 0
 

@@ -91,3 +91,29 @@ def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
     assert seen[0]["stop_at_step"] is None
     with env.session_factory() as s:
         assert "rebuilt_from" not in s.query(Run).one().made_with
+
+
+def test_a_complete_run_without_weights_is_skipped_unless_rebuild_weights(env):
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:  # imported complete, without weights
+        s.get(Run, run_id).checkpoint_id = None
+        s.commit()
+    run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).checkpoint_id is None  # measured already: nothing to do
+    run_suite(SuiteParams(**ONE, rebuild_weights=True), env)
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        assert run.checkpoint_id is not None and run.status == "complete" and "rebuilt_from" in run.made_with
+    _, _, model = load_run(run_id, env)  # the weights are here now: probe/intervene/patch can run
+
+
+def test_the_missing_weights_message_names_the_rebuild_command(env):
+    from worker.run_weights import missing_weights
+
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        run.checkpoint_id = None
+        msg = missing_weights(run)
+    assert "--rebuild-weights" in msg and f"recorded {run.steps} steps" in msg and "--force" not in msg

@@ -163,6 +163,9 @@ class TrainParams(_Params):
         0.95, gt=0, le=1.0, description="held-out token accuracy at the current length that grows it")
     force: bool = Field(False, description="train again even if this run is already stored (not part of "
                                            "the run's config hash)")
+    rebuild_weights: bool = Field(False, description="a stored run whose weights are not here is rebuilt to its "
+                                                     "recorded steps and measured again even when complete (not "
+                                                     "part of the run's config hash)")
     max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
     early_stop_acc: float = Field(0.99, gt=0, le=1.0)
     eval_every: int = Field(50, ge=1)
@@ -193,7 +196,7 @@ class TrainParams(_Params):
 
     def run_config(self) -> dict[str, Any]:
         """The params that define the trained model (measurement settings excluded)."""
-        return self.model_dump(mode="json", exclude={"measure", "name", "suite", "force"})
+        return self.model_dump(mode="json", exclude={"measure", "name", "suite", "force", "rebuild_weights"})
 
     def run_hash(self) -> str:
         return config_hash(self.run_config())
@@ -246,6 +249,9 @@ class SuiteParams(_Params):
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
     force: bool = Field(False, description="re-run runs already stored with the same config hash "
                                            "(default: skip them and finish the rest)")
+    rebuild_weights: bool = Field(False, description="rebuild, to their recorded steps, the weights of stored "
+                                                     "runs that have none here (imported without weights), and "
+                                                     "measure them again")
 
 
 PARAMS_BY_KIND: dict[str, type[BaseModel]] = {

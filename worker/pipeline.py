@@ -117,8 +117,9 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     with this config hash), ``"complete"`` (trained and measured with these measurement settings;
     train-only runs: trained), ``"trained"`` (trained, measurements missing or made with other
     settings; its checkpoint can be measured without training again) or ``"weightless"`` (stored
-    and still to be measured, but its weights are not kept: imported from a bundle without them;
-    they are rebuilt to its recorded steps, :func:`rebuild_of`)."""
+    and still to be measured — or complete, when ``params.rebuild_weights`` — but its weights are
+    not here: imported from a bundle without them; they are rebuilt to its recorded steps,
+    :func:`rebuild_of`)."""
     from sqlalchemy import select
 
     from store.models import ProbeResult
@@ -127,14 +128,16 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
         run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()
         if run is None:
             return None, "new"
-        if params.measure is None:
-            return run.id, "complete" if run.status in ("trained", "complete") else "new"
-        if run.status == "complete":
-            h = params.measure.config_hash()
-            if s.execute(select(ProbeResult.id).where(ProbeResult.run_id == run.id,
-                                                      ProbeResult.config_hash == h).limit(1)).first():
-                return run.id, "complete"
-        return run.id, "trained" if run.checkpoint_id else "weightless"
+        weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
+        complete = run.status in ("trained", "complete") if params.measure is None else (
+            run.status == "complete" and s.execute(select(ProbeResult.id).where(
+                ProbeResult.run_id == run.id, ProbeResult.config_hash == params.measure.config_hash()
+            ).limit(1)).first() is not None)
+        if complete and (weights or not params.rebuild_weights):
+            return run.id, "complete"
+        if params.measure is None and run.status not in ("trained", "complete"):
+            return run.id, "new"
+        return run.id, "trained" if weights else "weightless"
 
 
 @dataclass(frozen=True)

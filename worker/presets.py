@@ -106,7 +106,7 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
                 out.append(TrainParams(
                     family=family, task=task, seed=seed, pretrained=pretrained, suite=suite_name,
                     name=f"{short}-{task}-s{seed}", measure=MeasureParams(**preset["measure"]),
-                    force=params.force,
+                    force=params.force, rebuild_weights=params.rebuild_weights,
                     **{**preset["train"], **preset.get("task_train", {}).get(task, {}),
                        **preset.get("family_train", {}).get(family, {}), **overrides},
                 ))

@@ -14,9 +14,10 @@ _FLAGS = {"max_seconds": "--max-seconds", "max_steps": "--max-steps"}
 
 
 def retrain_command(run: Run) -> str:
-    """``layerscope suite --preset P --family F --task T --seed S --force [overrides]``: trains this
-    run again under its own config hash (the overrides it was made with, read off its train_config);
-    ``…`` stands for what cannot be read off (a suite that is no preset)."""
+    """``layerscope suite --preset P --family F --task T --seed S [overrides] --rebuild-weights``:
+    rebuilds this run's weights under its own config hash, to its recorded steps
+    (docs/SCIENCE.md#rebuilding-weights; the overrides it was made with are read off its
+    train_config); for a suite that is no preset, the words for what cannot be read off."""
     if run.suite not in PRESETS or run.pretrained:
         return "the job that made it, with the same settings (its train_config)"
     from worker.params import SuiteParams
@@ -27,8 +28,8 @@ def retrain_command(run: Run) -> str:
     flags = [f"{flag} {stored[key]:g}" for key, flag in _FLAGS.items()
              if key in stored and stored[key] is not None and stored[key] != preset.get(key)]
     others = sorted(k for k in set(stored) | set(preset) if k not in _FLAGS and stored.get(k) != preset.get(k))
-    cmd = (f"`layerscope suite --preset {run.suite} --family {run.family} --task {run.task} --seed {run.seed} "
-           f"--force{''.join(' ' + f for f in flags)}`")
+    cmd = (f"`layerscope suite --preset {run.suite} --family {run.family} --task {run.task} --seed {run.seed}"
+           f"{''.join(' ' + f for f in flags)} --rebuild-weights`")
     return cmd + (f" (its train_config also differs from the preset in {', '.join(others)})" if others else "")
 
 
@@ -38,4 +39,5 @@ def missing_weights(run: Run, store_dir: Path | str | None = None) -> str | None
     if run.checkpoint_id and (store_dir is None or (Path(store_dir) / run.checkpoint_id).is_dir()):
         return None
     return (f"run {run.id} has no model weights here (imported from a bundle without weights, or its checkpoint "
-            f"was not kept): train it again with {retrain_command(run)}, or import a bundle exported with --weights")
+            f"was not kept): rebuild them to its recorded {run.steps} steps with {retrain_command(run)} (its results "
+            f"are measured again on the rebuilt model), or import a bundle exported with --weights")
