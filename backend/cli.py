@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -743,7 +744,15 @@ def main(argv: list[str] | None = None) -> int:
     except _cx.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else "layerscope --help", err=True)
         return 2
-    except _cx.UsageError as exc:  # includes BadParameter / NoSuchOption / MissingParameter
+    except _cx.NoSuchOption as exc:
+        # click reads any token starting with "-" as an option: a negative number meant as a value
+        # (`intervene -3`) would read "No such option: -3"
+        number = next((a for a in (sys.argv[1:] if argv is None else argv)
+                       if a.startswith(exc.option_name or "-") and re.fullmatch(r"-\d+(\.\d*)?", a)), None)
+        _err(f"{number} is not a valid value here: ids, seeds and counts are ≥ 0 (a run id ≥ 1)"
+             if number else " ".join(exc.format_message().split()))
+        return 2
+    except _cx.UsageError as exc:  # includes BadParameter / MissingParameter
         _err(" ".join(exc.format_message().split()))
         return 2
     except (typer.Abort, KeyboardInterrupt):

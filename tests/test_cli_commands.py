@@ -149,3 +149,14 @@ def test_worker_job_on_a_run_without_weights_says_how_to_get_them(cli_env) -> No
     (run_id,) = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="paper")
     with pytest.raises(Exception, match=f"run {run_id} has no model weights here.*--weights"):
         load_run(run_id, WorkerEnv(f, cli_env / "store"))
+
+
+@pytest.mark.parametrize("args, shown", [(["intervene", "-3"], "-3"), (["probe", "-1.5"], "-1.5")])
+def test_a_negative_number_reads_as_a_bad_value_not_an_unknown_option(capsys, args, shown) -> None:
+    """click reads a token starting with '-' as an option: `intervene -3` said 'No such option: -3'."""
+    line = one_line_error(capsys, main(args), 2, f"{shown} is not a valid value here")
+    assert "No such option" not in line
+
+
+def test_a_mistyped_option_still_names_the_option(capsys) -> None:
+    one_line_error(capsys, main(["intervene", "3", "--methd", "x"]), 2, "No such option: --methd")
