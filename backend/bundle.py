@@ -133,7 +133,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
         "format_version": FORMAT_VERSION,
         "suite": suite,
         "created_at": datetime.now(UTC).isoformat(),
-        **code_versions(),  # layerscope, git_commit, python, torch, transformers
+        **code_versions(),  # layerscope, git_commit, git_dirty, python, torch, transformers
         "exported_on": platform.node() or None,
         "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
         "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
@@ -148,7 +148,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
     }
 
 
-PROVENANCE_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers", "exported_on", "created_at")
+PROVENANCE_KEYS = ("layerscope", "git_commit", "git_dirty", "python", "torch", "transformers", "exported_on", "created_at")
 CARRIED_KEYS = ("edits_after_export",)  # top-level keys of an imported manifest that a re-export keeps on top
 
 

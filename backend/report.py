@@ -21,6 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from layerscope_core.provenance import commit_label
+
 log = logging.getLogger(__name__)
 
 AGREEMENT = {"supported": "agrees", "contradicted": "disagrees", "not enough data": "cannot tell"}
@@ -53,7 +55,7 @@ FIGURES = {  # claim id → figure file names (without folder) the claim refers 
 def _version_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per part of a study made in parts (the manifest's ``parts``), else one line."""
     def line(m: dict[str, Any], prefix: str = "") -> str:
-        return (f"- {prefix}layerscope {m.get('layerscope')}, commit {m.get('git_commit') or 'unknown'}; "
+        return (f"- {prefix}layerscope {m.get('layerscope')}, commit {commit_label(m) or 'unknown'}; "
                 f"torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}")
     parts = manifest.get("parts") or []
     if len(parts) < 2:

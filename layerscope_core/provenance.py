@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-VERSION_KEYS = ("layerscope", "git_commit", "python", "torch", "transformers")
+VERSION_KEYS = ("layerscope", "git_commit", "git_dirty", "python", "torch", "transformers")
 
 
 def package_version(dist: str) -> str | None:
@@ -34,14 +34,34 @@ def git_commit() -> str | None:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
+def git_dirty(cwd: Path | None = None) -> bool | None:
+    """Whether tracked files of the checkout at ``cwd`` (default: this package's) differ from its
+    commit (then the commit alone does not say which code ran); None outside a git checkout or
+    without git."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                             text=True, timeout=10, cwd=cwd or Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 @lru_cache(maxsize=1)
 def code_versions() -> dict[str, str | None]:
-    """``{layerscope, git_commit, python, torch, transformers}`` of this process, read once: the
+    """``{layerscope, git_commit, git_dirty, python, torch, transformers}`` of this process, read once: the
     code a process runs is the code it started with."""
     return {
         "layerscope": package_version("layerscope"),
         "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
         "python": platform.python_version(),
         "torch": package_version("torch"),
         "transformers": package_version("transformers"),
     }
+
+
+def commit_label(versions: dict | None, length: int | None = None) -> str:
+    """``versions``' git commit (its first ``length`` characters), ``+dirty`` when the tree had
+    uncommitted changes; ``""`` when no commit was recorded."""
+    commit = ((versions or {}).get("git_commit") or "")[:length]
+    return f"{commit}+dirty" if commit and (versions or {}).get("git_dirty") else commit

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
+from layerscope_core.provenance import commit_label
 from dashboard.components import (
     Bind,
     api_alert,
@@ -87,7 +88,7 @@ def _row(run: dict) -> dict:
     return {
         **{k: run.get(k) for k in ("id", "name", "suite", "family", "task", "seed", "n_layers", "d_model", "n_params",
                                    "steps", "pretrained", "made_on")},
-        "commit": ((run.get("made_with") or {}).get("git_commit") or "")[:7],
+        "commit": commit_label(run.get("made_with"), 7),
         "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
         "trained_label": trained_label(run),
         "heldout_acc": run.get("heldout_acc"),
