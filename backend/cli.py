@@ -289,7 +289,7 @@ def suite(
                                                                       "training time budget (seconds).")] = None,
     rebuild_weights: Annotated[bool, typer.Option(
         "--rebuild-weights", help="Rebuild the weights of stored runs that have none here (imported without "
-                                  "--weights) to their recorded steps, and measure them again, measured or "
+                                  "--weights) within their recorded step budget, and measure them again, measured or "
                                   "not. (Unmeasured ones are rebuilt anyway.)")] = False,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,

@@ -130,9 +130,9 @@ def train_model(
     reaches ``early_stop_acc``. ``final_heldout_acc`` is always at ``train_length``.
 
     ``stop_at_step`` (None = off) also stops after that step, evaluating there: the rebuild of a
-    stored run's weights (docs/SCIENCE.md#rebuilding-weights). Pass the run's recorded steps with
-    ``max_seconds=None``; the schedule still spans ``max_steps`` and the data stream is the seed's,
-    so the rebuild retraces the recorded run step for step whatever the machine's speed.
+    stored run's weights (docs/SCIENCE.md#rebuilding-weights), which passes the step budget the
+    run's wall-clock cap gave it with ``max_seconds=None``; the schedule still spans ``max_steps``
+    and the data stream is the seed's, so the rebuild retraces the run whatever the machine's speed.
 
     Raises:
         science.context.JobCancelled: a cancel was requested (checked every step).

@@ -1,6 +1,6 @@
-"""A stored run without weights (imported from a bundle without them) is rebuilt to its recorded
-steps when its suite resumes: the wall-clock cap lifted, the schedule and data stream unchanged,
-so the rebuild retraces the recorded run whatever the machine's speed."""
+"""A stored run without weights (imported from a bundle without them) is rebuilt when its suite
+resumes: its own config, the wall-clock cap replaced by the step budget it gave the run on the
+machine that made it, so the rebuild retraces the run whatever this machine's speed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from science.training import train_model
 from models_store import ModelConfig, build_model
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams
-from worker.pipeline import load_run, local_env, run_suite
+from worker.pipeline import load_run, local_env, run_suite, step_budget
 
 ONE = dict(preset="smoke", families=["gru"], tasks=["parity"])
 
@@ -32,6 +32,31 @@ def test_stop_at_step_is_a_prefix_of_the_same_trajectory():
     assert short.steps == 7 and longer.steps == 12
     assert [p["loss"] for p in short.loss_curve] == [p["loss"] for p in longer.loss_curve[:7]]
     assert short.loss_curve[-1]["heldout_token_acc"] is not None  # evaluated where it stopped
+
+
+def test_step_budget_is_what_the_cap_gave_on_the_machine_that_made_the_run():
+    # stopped by its 75 s cap after 1,401 steps: those steps
+    assert step_budget(1401, 75.2, False, 10_000, 75.0) == 1401
+    # early stop at step 700 after 26 s: the cap would have allowed 700 × 75 / 26 = 2,019 steps
+    assert step_budget(700, 26.0, True, 10_000, 75.0) == 2019
+    assert step_budget(700, 1.0, True, 1000, 75.0) == 1000  # never beyond max_steps
+    assert step_budget(700, 26.0, True, 5000, None) == 5000  # no cap: max_steps
+    assert step_budget(12, 9.0, False, 12, None) == 12  # stopped by max_steps
+
+
+def test_an_early_stopped_run_is_rebuilt_within_its_budget_not_cut_at_its_step(env, monkeypatch):
+    """On another device the trajectory differs slightly: an H200 run at 0.991 after 700 steps
+    (early stop) was 0.986 after the same 700 CPU steps; the recipe trains on to the criterion."""
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:  # as if it stopped early at step 5 (smoke: 12 steps, no cap)
+        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5, "stopped_early": True})
+        s.commit()
+    seen: list[dict] = []
+    real = pipeline.train_model
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    run_suite(SuiteParams(**ONE), env)
+    assert seen[0]["stop_at_step"] == 12 and seen[0]["max_seconds"] is None
+    assert seen[0]["early_stop_acc"] == 0.99
 
 
 @pytest.fixture
@@ -116,4 +141,4 @@ def test_the_missing_weights_message_names_the_rebuild_command(env):
         run = s.get(Run, run_id)
         run.checkpoint_id = None
         msg = missing_weights(run)
-    assert "--rebuild-weights" in msg and f"recorded {run.steps} steps" in msg and "--force" not in msg
+    assert "--rebuild-weights" in msg and f"recorded: {run.steps} steps" in msg and "--force" not in msg

@@ -164,7 +164,7 @@ class TrainParams(_Params):
     force: bool = Field(False, description="train again even if this run is already stored (not part of "
                                            "the run's config hash)")
     rebuild_weights: bool = Field(False, description="a stored run whose weights are not here is rebuilt to its "
-                                                     "recorded steps and measured again even when complete (not "
+                                                     "recorded step budget and measured again even when complete (not "
                                                      "part of the run's config hash)")
     max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
     early_stop_acc: float = Field(0.99, gt=0, le=1.0)
@@ -249,7 +249,7 @@ class SuiteParams(_Params):
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
     force: bool = Field(False, description="re-run runs already stored with the same config hash "
                                            "(default: skip them and finish the rest)")
-    rebuild_weights: bool = Field(False, description="rebuild, to their recorded steps, the weights of stored "
+    rebuild_weights: bool = Field(False, description="rebuild, within their recorded step budget, the weights of stored "
                                                      "runs that have none here (imported without weights), and "
                                                      "measure them again")
 

@@ -118,7 +118,7 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     train-only runs: trained), ``"trained"`` (trained, measurements missing or made with other
     settings; its checkpoint can be measured without training again) or ``"weightless"`` (stored
     and still to be measured — or complete, when ``params.rebuild_weights`` — but its weights are
-    not here: imported from a bundle without them; they are rebuilt to its recorded steps,
+    not here: imported from a bundle without them; they are rebuilt within its recorded step budget,
     :func:`rebuild_of`)."""
     from sqlalchemy import select
 
@@ -142,8 +142,9 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
 
 @dataclass(frozen=True)
 class Rebuild:
-    """A stored run whose weights are trained again: to its recorded ``steps``, the wall-clock
-    cap lifted, so the same seed, data stream and schedule give the run it recorded whatever the
+    """A stored run whose weights are trained again with its own config, the wall-clock cap
+    replaced by the step budget that cap gave on the machine that made the run (``steps``), so the
+    same seed, data stream, schedule and early stop give the run it recorded whatever this
     machine's speed (docs/SCIENCE.md#rebuilding-weights). ``of`` is what the run recorded before
     (``made_on``, ``git_commit``, ``steps``, ``train_seconds``, ``heldout_acc``, ``stopped_early``),
     kept in the rebuilt run's ``made_with["rebuilt_from"]``."""
@@ -152,12 +153,27 @@ class Rebuild:
     of: dict[str, Any]
 
 
+def step_budget(steps: int, seconds: float, stopped_early: bool, max_steps: int, max_seconds: float | None) -> int:
+    """The steps a run's budget gave it on the machine that made it: its recorded ``steps`` when
+    the budget stopped it (the wall-clock cap or ``max_steps``); when it stopped early at the
+    criterion, the steps its cap would have allowed at its recorded rate,
+    ``steps × max_seconds / seconds`` (``max_steps`` without a cap), at most ``max_steps``."""
+    if not stopped_early:
+        return steps
+    if max_seconds is None or seconds <= 0:
+        return max_steps
+    return max(steps, min(max_steps, int(steps * max_seconds / seconds)))
+
+
 def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
     """The :class:`Rebuild` of stored run ``run_id`` (its recorded training)."""
     with session_scope(env.session_factory) as s:
         run = s.get(Run, run_id)
         assert run is not None
-        return Rebuild(steps=run.steps, of={
+        cfg = run.train_config or {}
+        budget = step_budget(run.steps, run.train_seconds, run.stopped_early, int(cfg.get("max_steps") or run.steps),
+                             cfg.get("max_seconds"))
+        return Rebuild(steps=budget, of={
             "made_on": run.made_on, "git_commit": (run.made_with or {}).get("git_commit"), "steps": run.steps,
             "train_seconds": run.train_seconds, "heldout_acc": run.heldout_acc, "stopped_early": run.stopped_early,
         })
@@ -169,7 +185,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     Resumable and idempotent unless ``params.force``: a run already stored with the same
     config hash and measured with the same measurement settings is returned as it is; one
     stored but not (or differently) measured is measured from its checkpoint, not trained again;
-    one stored without usable weights has them rebuilt to its recorded steps (:class:`Rebuild`)
+    one stored without usable weights has them rebuilt within its recorded step budget (:class:`Rebuild`)
     and is then measured. ``params.force`` trains afresh under the run's own budget."""
     ctx = ctx or SilentContext()
     task = get_task(params.task, **params.task_params)
@@ -198,8 +214,9 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
     if rebuild is not None:
-        ctx.log(f"run {run_id} ({params.name}): no weights kept; rebuilding them to its recorded "
-                f"{rebuild.steps} steps (wall-clock cap lifted)")
+        ctx.log(f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
+                f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
+                f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})")
     ctx.progress(0.0, f"training {params.family} on {params.task}")
     result = train_model(
         model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,

@@ -15,7 +15,7 @@ _FLAGS = {"max_seconds": "--max-seconds", "max_steps": "--max-steps"}
 
 def retrain_command(run: Run) -> str:
     """``layerscope suite --preset P --family F --task T --seed S [overrides] --rebuild-weights``:
-    rebuilds this run's weights under its own config hash, to its recorded steps
+    rebuilds this run's weights under its own config hash, within its recorded step budget
     (docs/SCIENCE.md#rebuilding-weights; the overrides it was made with are read off its
     train_config); for a suite that is no preset, the words for what cannot be read off."""
     if run.suite not in PRESETS or run.pretrained:
@@ -39,5 +39,6 @@ def missing_weights(run: Run, store_dir: Path | str | None = None) -> str | None
     if run.checkpoint_id and (store_dir is None or (Path(store_dir) / run.checkpoint_id).is_dir()):
         return None
     return (f"run {run.id} has no model weights here (imported from a bundle without weights, or its checkpoint "
-            f"was not kept): rebuild them to its recorded {run.steps} steps with {retrain_command(run)} (its results "
+            f"was not kept): rebuild them (same seed, data and schedule; recorded: {run.steps} steps) with "
+            f"{retrain_command(run)} (its results "
             f"are measured again on the rebuilt model), or import a bundle exported with --weights")
