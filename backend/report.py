@@ -167,6 +167,36 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
     return out
 
 
+def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The runs whose weights were rebuilt (``made_with.rebuilt_from``,
+    docs/SCIENCE.md#rebuilding-weights): what each recorded before next to what the rebuild
+    gave, one table row per run; [] when none was rebuilt."""
+    from science.trained import is_trained
+
+    rebuilt = sorted((r for r in runs if (r.get("made_with") or {}).get("rebuilt_from")),
+                     key=lambda r: (r["task"], r["family"], r["seed"]))
+    if not rebuilt:
+        return []
+
+    def acc(a: Any, crit: Any) -> str:
+        return "–" if a is None else f"{a:.4f} ({'trained' if is_trained(a, crit) else 'untrained'})"
+
+    lines = [f"{len(rebuilt)} run(s) came without weights and had them rebuilt here before they were measured: "
+             "their own config, within the steps their wall-clock cap gave them on the machine that made them "
+             "(docs/SCIENCE.md#rebuilding-weights). The numbers above are the rebuilt models' (the ones "
+             "measured); what each run recorded before:", "",
+             "| task | family | seed | first made on | steps: recorded → rebuilt | seconds: recorded → rebuilt | "
+             "held-out acc: recorded → rebuilt |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rebuilt:
+        was = r["made_with"]["rebuilt_from"]
+        crit = r.get("early_stop_acc")
+        lines.append(f"| {r['task']} | {r['family']} | {r['seed']} | {was.get('made_on') or 'unknown'} | "
+                     f"{was.get('steps')} → {r.get('steps')} | {float(was.get('train_seconds') or 0):.0f} → "
+                     f"{float(r.get('train_seconds') or 0):.0f} on {r.get('made_on') or 'unknown'} | "
+                     f"{acc(was.get('heldout_acc'), crit)} → {acc(r.get('heldout_acc'), crit)} |")
+    return lines
+
+
 def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict[str, Any] | None,
                     probed: set[Any] = frozenset()) -> list[str]:
     """One row per (task, family): runs stored out of the preset's seeds (cells never started
@@ -401,6 +431,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         "",
         *_training_table(runs, measured, preset, probed),
         "",
+        *((rb + [""]) if (rb := rebuilt_lines(runs)) else []),
     ]
     if fig_error:
         lines += [f"_Figures: not exported ({fig_error}); install the `report` extra (kaleido) and Chromium to "

@@ -90,3 +90,19 @@ def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
 
     assert "a Conv1D removal of every layer" in trained_cells_paragraph([], conv1d=True)[0]
     assert "a probe curve" in trained_cells_paragraph([])[0]
+
+
+def test_rebuilt_runs_show_what_they_recorded_next_to_what_the_rebuild_gave():
+    from backend.report import rebuilt_lines
+
+    rebuilt = {**_run(4, "dyck", "transformer", 0, 0.9905, seconds=300.0, stopped=True),
+               "made_on": "cpu on box", "made_with": {"git_commit": "abc", "rebuilt_from": {
+                   "made_on": "cuda (NVIDIA H200) on vm", "steps": 700, "train_seconds": 26.0,
+                   "heldout_acc": 0.9912, "stopped_early": True}}}
+    assert rebuilt_lines(RUNS) == []  # nothing rebuilt: no section
+    lines = rebuilt_lines([*RUNS, rebuilt])
+    assert lines[0].startswith("1 run(s) came without weights and had them rebuilt")
+    assert ("| dyck | transformer | 0 | cuda (NVIDIA H200) on vm | 700 → 500 | 26 → 300 on cpu on box | "
+            "0.9912 (trained) → 0.9905 (trained) |") in lines
+    text = _markdown(MANIFEST, [*RUNS, rebuilt], {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
+    assert "had them rebuilt here" in text.split("## Training")[1]
