@@ -727,7 +727,8 @@ def _validation_message(exc: Any) -> str:
     parts = []
     for e in exc.errors():
         loc = ".".join(str(p) for p in e.get("loc", ()))
-        parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+        msg = str(e.get("msg")).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 
 

@@ -158,6 +158,10 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
     from science.trained import is_trained
 
     capped = [r for r in runs if r.get("stopped_early") is False]
+    n_rebuilt = sum(bool((r.get("made_with") or {}).get("rebuilt_from")) for r in runs)
+    if n_rebuilt:
+        line += (f"; {n_rebuilt} run(s) were rebuilt without the wall-clock cap, within the steps it gave them "
+                 "where they were first made (their seconds are the rebuild's; listed below the table)")
     out = [line + "."]
     if capped:  # ran to the budget (no early stop); "trained" reads the held-out accuracy at the end
         late = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in capped)

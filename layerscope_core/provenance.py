@@ -35,12 +35,14 @@ def git_commit() -> str | None:
 
 
 def git_dirty(cwd: Path | None = None) -> bool | None:
-    """Whether tracked files of the checkout at ``cwd`` (default: this package's) differ from its
-    commit (then the commit alone does not say which code ran); None outside a git checkout or
-    without git."""
+    """Whether tracked code (``*.py``, ``pyproject.toml``) of the checkout at ``cwd`` (default: this
+    package's) differs from its commit (then the commit alone does not say which code ran); None
+    outside a git checkout or without git."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                             text=True, timeout=10, cwd=cwd or Path(__file__).resolve().parent)
+        # code only (a regenerated docs/RESULTS.md or bundle changes no result); no index lock taken
+        out = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--",
+                              "*.py", "pyproject.toml"], capture_output=True, text=True, timeout=10,
+                             cwd=cwd or Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None

@@ -97,6 +97,13 @@ class CheckpointStore:
             return False
         return (p / WEIGHTS).is_file() and (p / CONFIG).is_file()
 
+    def intact(self, checkpoint_id: str) -> bool:
+        """Whether the stored files of ``checkpoint_id`` hash to it (False when missing or malformed)."""
+        if not self.exists(checkpoint_id):
+            return False
+        p = self.path(checkpoint_id)
+        return _digest((p / WEIGHTS).read_bytes(), (p / CONFIG).read_bytes()) == checkpoint_id
+
     def ids(self) -> list[str]:
         """Every stored checkpoint id, sorted."""
         return sorted(p.name for p in self.root.iterdir() if _ID_RE.match(p.name) and self.exists(p.name))
@@ -121,7 +128,9 @@ class CheckpointStore:
         weights, config = _weights_bytes(model), _config_bytes(model.config)
         ckpt_id = _digest(weights, config)
         if self.exists(ckpt_id):
-            return ckpt_id
+            if self.intact(ckpt_id):
+                return ckpt_id
+            shutil.rmtree(self.path(ckpt_id))  # a corrupted copy under this id: this save replaces it
         meta = {
             "checkpoint_id": ckpt_id,
             "provenance": provenance or {},

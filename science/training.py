@@ -199,7 +199,8 @@ def train_model(
         if step % eval_every == 0 or step == max_steps or at_limit:
             acc, acc_length = token_accuracy(model, heldout(length), device)["token_acc"], length
             point["heldout_token_acc"] = acc
-            ctx.progress(min(1.0, max(step / max_steps, elapsed / max_seconds if max_seconds else 0.0)),
+            ctx.progress(min(1.0, max(step / min(max_steps, stop_at_step or max_steps),
+                                      elapsed / max_seconds if max_seconds else 0.0)),
                          f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}")
             if length == train_length:
                 if acc >= early_stop_acc:

@@ -11,13 +11,18 @@ def _git(cwd, *args):
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def test_git_dirty_follows_tracked_changes_only(tmp_path):
+def test_git_dirty_follows_tracked_code_changes_only(tmp_path):
     _git(tmp_path, "init", "-q")
     (tmp_path / "a.py").write_text("x = 1\n")
     _git(tmp_path, "add", "a.py")
     _git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one")
     assert git_dirty(tmp_path) is False
     (tmp_path / "new.txt").write_text("untracked\n")  # an untracked file changes no code that ran
+    assert git_dirty(tmp_path) is False
+    (tmp_path / "notes.md").write_text("v1\n")
+    _git(tmp_path, "add", "notes.md")
+    _git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "two")
+    (tmp_path / "notes.md").write_text("v2\n")  # a regenerated report or bundle is no code
     assert git_dirty(tmp_path) is False
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_dirty(tmp_path) is True

@@ -15,7 +15,8 @@ from store.models import ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import load_run, local_env, run_suite, step_budget
 
-ONE = dict(preset="smoke", families=["gru"], tasks=["parity"])
+# max_seconds: the runs are made under a wall-clock cap (far from binding here), as the study's are
+ONE = dict(preset="smoke", families=["gru"], tasks=["parity"], max_seconds=600.0)
 
 
 def _model():
@@ -96,12 +97,65 @@ def test_weightless_run_is_rebuilt_to_its_recorded_steps_with_the_cap_lifted(env
 def test_rebuild_stops_at_a_time_capped_runs_recorded_step(env, monkeypatch):
     (run_id,) = run_suite(SuiteParams(**ONE), env)
     with env.session_factory() as s:  # a run its wall-clock cap stopped at step 5, weights not kept
-        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5, "stopped_early": False})
+        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5, "stopped_early": False,
+                             "made_on": "cuda (NVIDIA H200) on gpu-box"})
         s.commit()
+    seen: list[dict] = []
+    real = pipeline.train_model
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     run_suite(SuiteParams(**ONE), env)
+    assert seen[0]["stop_at_step"] == 5 and seen[0]["max_seconds"] is None  # the 600 s cap lifted
     with env.session_factory() as s:
         run = s.get(Run, run_id)
         assert run.steps == 5 and run.made_with["rebuilt_from"]["steps"] == 5
+        assert run.made_with["rebuilt_from"]["step_budget"] == 5
+
+
+def test_a_second_rebuild_keeps_the_first_record_and_its_budget(env):
+    """A rebuild's own seconds were not under the cap: they must not set the next budget."""
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:  # first made on a GPU: early stop at step 4 after 100 s of a 600 s cap
+        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 4, "stopped_early": True,
+                             "train_seconds": 100.0, "made_on": "cuda (NVIDIA H200) on gpu-box"})
+        s.commit()
+    run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        first = s.get(Run, run_id).made_with["rebuilt_from"]
+        assert first["made_on"] == "cuda (NVIDIA H200) on gpu-box" and first["step_budget"] == 12  # min(24, 12)
+        s.get(Run, run_id).checkpoint_id = None  # exported without weights again, imported elsewhere
+        s.commit()
+    run_suite(SuiteParams(**ONE, rebuild_weights=True), env)
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).made_with["rebuilt_from"] == first
+
+
+def test_a_corrupted_checkpoint_is_rebuilt_and_replaced(env):
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        ckpt = run.checkpoint_id
+        run.status = "trained"  # measurements to finish
+        s.query(ProbeResult).delete()
+        s.commit()
+    weights = next(p for p in env.store.path(ckpt).iterdir() if p.suffix == ".safetensors")
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)  # flipped bytes: no longer hash to the id
+    assert not env.store.intact(ckpt)
+    run_suite(SuiteParams(**ONE), env)
+    with env.session_factory() as s:
+        run = s.get(Run, run_id)
+        assert run.status == "complete" and env.store.intact(run.checkpoint_id)
+    load_run(run_id, env)
+
+
+def test_rebuild_weights_is_refused_for_train_only_jobs_and_with_force():
+    from pydantic import ValidationError
+
+    from worker.params import TrainParams
+
+    with pytest.raises(ValidationError, match="rebuild_weights: needs measurements"):
+        TrainParams(family="gru", task="parity", measure=None, rebuild_weights=True)
+    with pytest.raises(ValidationError, match="not with force"):
+        SuiteParams(**ONE, force=True, rebuild_weights=True)
 
 
 def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
@@ -113,7 +167,7 @@ def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
     real = pipeline.train_model
     monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
     run_suite(SuiteParams(**ONE, force=True), env)
-    assert seen[0]["stop_at_step"] is None
+    assert seen[0]["stop_at_step"] is None and seen[0]["max_seconds"] == 600.0
     with env.session_factory() as s:
         assert "rebuilt_from" not in s.query(Run).one().made_with
 
@@ -130,7 +184,11 @@ def test_a_complete_run_without_weights_is_skipped_unless_rebuild_weights(env):
     with env.session_factory() as s:
         run = s.get(Run, run_id)
         assert run.checkpoint_id is not None and run.status == "complete" and "rebuilt_from" in run.made_with
+        created = run.created_at
     _, _, model = load_run(run_id, env)  # the weights are here now: probe/intervene/patch can run
+    run_suite(SuiteParams(**ONE, rebuild_weights=True), env)  # weights here: nothing to rebuild
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).created_at == created
 
 
 def test_the_missing_weights_message_names_the_rebuild_command(env):

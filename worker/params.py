@@ -187,6 +187,10 @@ class TrainParams(_Params):
             raise ValueError("start_token: not supported for pretrained models (their vocabulary has no START id)")
         if self.lr is None:  # resolved here too: the stored config carries the lr actually used
             self.lr = get_family(self.family).default_lr if not self.pretrained else PRETRAINED_LR
+        if self.rebuild_weights and self.measure is None:  # it would drop a run's results and measure nothing
+            raise ValueError("rebuild_weights: needs measurements (a rebuilt run's results are measured again)")
+        if self.rebuild_weights and self.force:
+            raise ValueError("rebuild_weights: not with force (force trains afresh under the run's own budget)")
         if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
             self.curriculum_start = None  # nothing to grow: the same run as no curriculum
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
@@ -252,6 +256,12 @@ class SuiteParams(_Params):
     rebuild_weights: bool = Field(False, description="rebuild, within their recorded step budget, the weights of stored "
                                                      "runs that have none here (imported without weights), and "
                                                      "measure them again")
+
+    @model_validator(mode="after")
+    def _check(self) -> "SuiteParams":
+        if self.rebuild_weights and self.force:
+            raise ValueError("rebuild_weights: not with force (force trains afresh under the run's own budget)")
+        return self
 
 
 PARAMS_BY_KIND: dict[str, type[BaseModel]] = {

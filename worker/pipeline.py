@@ -166,16 +166,21 @@ def step_budget(steps: int, seconds: float, stopped_early: bool, max_steps: int,
 
 
 def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
-    """The :class:`Rebuild` of stored run ``run_id`` (its recorded training)."""
+    """The :class:`Rebuild` of stored run ``run_id``: from its recorded training, or, for a run
+    rebuilt before, from what it recorded first (a rebuild's own seconds were not under the cap)."""
     with session_scope(env.session_factory) as s:
         run = s.get(Run, run_id)
         assert run is not None
+        first = (run.made_with or {}).get("rebuilt_from")
+        if first:
+            return Rebuild(steps=int(first["step_budget"]), of=first)
         cfg = run.train_config or {}
         budget = step_budget(run.steps, run.train_seconds, run.stopped_early, int(cfg.get("max_steps") or run.steps),
                              cfg.get("max_seconds"))
         return Rebuild(steps=budget, of={
-            "made_on": run.made_on, "git_commit": (run.made_with or {}).get("git_commit"), "steps": run.steps,
-            "train_seconds": run.train_seconds, "heldout_acc": run.heldout_acc, "stopped_early": run.stopped_early,
+            "made_on": run.made_on, "made_with": run.made_with, "git_commit": (run.made_with or {}).get("git_commit"),
+            "steps": run.steps, "train_seconds": run.train_seconds, "heldout_acc": run.heldout_acc,
+            "stopped_early": run.stopped_early, "step_budget": budget,
         })
 
 
@@ -202,7 +207,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
         if state == "trained" and measure is not None:
             try:
                 _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
-            except (RunNotFound, FileNotFoundError, KeyError, OSError) as exc:
+            except (RunNotFound, FileNotFoundError, KeyError, OSError, ValueError, RuntimeError) as exc:
                 ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
                 rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
             else:

@@ -19,7 +19,8 @@ def retrain_command(run: Run) -> str:
     (docs/SCIENCE.md#rebuilding-weights; the overrides it was made with are read off its
     train_config); for a suite that is no preset, the words for what cannot be read off."""
     if run.suite not in PRESETS or run.pretrained:
-        return "the job that made it, with the same settings (its train_config)"
+        return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
+                "(CLI: `--rebuild-weights`)")
     from worker.params import SuiteParams
     from worker.presets import expand_suite
 

@@ -320,6 +320,14 @@ def _behaviour_figure(run: dict) -> go.Figure:
     return fig
 
 
+def rebuilt_fact(first: dict[str, Any]) -> str:
+    """What a run whose weights were rebuilt (docs/SCIENCE.md#rebuilding-weights) recorded first."""
+    acc = first.get("heldout_acc")
+    return (f"here, within the {first.get('step_budget', '?')} steps its budget gave it; first made on "
+            f"{first.get('made_on') or 'unknown'}: {first.get('steps')} steps in {float(first.get('train_seconds') or 0):.0f} s, "
+            f"held-out acc {'–' if acc is None else f'{acc:.4f}'}")
+
+
 def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
     try:
         run = api.run(run_id)
@@ -333,7 +341,10 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
              ("steps", run.get("steps")), ("stopped early", "yes" if run.get("stopped_early") else "no"),
              ("train time", f"{run.get('train_seconds', 0):.0f} s"), ("suite", run.get("suite") or "–"),
              ("pretrained", run.get("pretrained") or "–"), ("config hash", (run.get("config_hash") or "")[:12]),
-             ("checkpoint", run.get("checkpoint_id") or "–")]
+             ("checkpoint", run.get("checkpoint_id") or "–"),
+             ("made on", f"{run.get('made_on') or 'unknown'}, commit {commit_label(run.get('made_with'), 7) or 'unknown'}")]
+    if first := (run.get("made_with") or {}).get("rebuilt_from"):
+        facts.append(("weights rebuilt", rebuilt_fact(first)))
     return html.Div([
         html.Div([
             html.H2(["Run ", html.Span(f"#{run['id']}", className="muted"), " ", html.Span(run.get("name", ""),
