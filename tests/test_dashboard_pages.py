@@ -360,3 +360,12 @@ def test_bind_bool_roundtrip():
 
 def _unused(*_: Any) -> None:  # keep linters quiet about the helper signature
     return None
+
+
+def test_rebuilt_fact_names_the_first_machine_and_the_step_budget() -> None:
+    from dashboard.pages.runs import rebuilt_fact
+
+    text = rebuilt_fact({"made_on": "cuda (NVIDIA H200) on vm", "steps": 700, "train_seconds": 26.0,
+                         "heldout_acc": 0.9912, "step_budget": 2019})
+    assert text == ("here, within the 2019 steps its budget gave it; first made on cuda (NVIDIA H200) on vm: "
+                    "700 steps in 26 s, held-out acc 0.9912")
