@@ -176,6 +176,7 @@ def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
     docs/SCIENCE.md#rebuilding-weights): what each recorded before next to what the rebuild
     gave, one table row per run; [] when none was rebuilt."""
     from science.trained import is_trained
+    from science.training import recorded_step_budget
 
     rebuilt = sorted((r for r in runs if (r.get("made_with") or {}).get("rebuilt_from")),
                      key=lambda r: (r["task"], r["family"], r["seed"]))
@@ -189,13 +190,14 @@ def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
              "their own config, within the steps their wall-clock cap gave them on the machine that made them "
              "(docs/SCIENCE.md#rebuilding-weights). The numbers above are the rebuilt models' (the ones "
              "measured); what each run recorded before:", "",
-             "| task | family | seed | first made on | steps: recorded → rebuilt | seconds: recorded → rebuilt | "
-             "held-out acc: recorded → rebuilt |", "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| task | family | seed | first made on | step budget | steps: recorded → rebuilt | "
+             "seconds: recorded → rebuilt | held-out acc: recorded → rebuilt |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rebuilt:
         was = r["made_with"]["rebuilt_from"]
         crit = r.get("early_stop_acc")
         lines.append(f"| {r['task']} | {r['family']} | {r['seed']} | {was.get('made_on') or 'unknown'} | "
-                     f"{was.get('steps')} → {r.get('steps')} | {float(was.get('train_seconds') or 0):.0f} → "
+                     f"{recorded_step_budget(was, r.get('train_config') or {})} | {was.get('steps')} → {r.get('steps')} | {float(was.get('train_seconds') or 0):.0f} → "
                      f"{float(r.get('train_seconds') or 0):.0f} on {r.get('made_on') or 'unknown'} | "
                      f"{acc(was.get('heldout_acc'), crit)} → {acc(r.get('heldout_acc'), crit)} |")
     return lines

@@ -366,6 +366,6 @@ def test_rebuilt_fact_names_the_first_machine_and_the_step_budget() -> None:
     from dashboard.pages.runs import rebuilt_fact
 
     text = rebuilt_fact({"made_on": "cuda (NVIDIA H200) on vm", "steps": 700, "train_seconds": 26.0,
-                         "heldout_acc": 0.9912, "step_budget": 2019})
+                         "heldout_acc": 0.9912, "stopped_early": True}, {"max_steps": 10_000, "max_seconds": 75.0})
     assert text == ("here, within the 2019 steps its budget gave it; first made on cuda (NVIDIA H200) on vm: "
                     "700 steps in 26 s, held-out acc 0.9912")

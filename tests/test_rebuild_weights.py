@@ -13,7 +13,8 @@ from science.training import train_model
 from models_store import ModelConfig, build_model
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams
-from worker.pipeline import load_run, local_env, run_suite, step_budget
+from science.training import recorded_step_budget, step_budget
+from worker.pipeline import load_run, local_env, run_suite
 
 # max_seconds: the runs are made under a wall-clock cap (far from binding here), as the study's are
 ONE = dict(preset="smoke", families=["gru"], tasks=["parity"], max_seconds=600.0)
@@ -43,6 +44,12 @@ def test_step_budget_is_what_the_cap_gave_on_the_machine_that_made_the_run():
     assert step_budget(700, 1.0, True, 1000, 75.0) == 1000  # never beyond max_steps
     assert step_budget(700, 26.0, True, 5000, None) == 5000  # no cap: max_steps
     assert step_budget(12, 9.0, False, 12, None) == 12  # stopped by max_steps
+
+
+def test_a_rebuild_recorded_without_its_budget_gets_it_from_its_first_record():
+    first = {"steps": 700, "train_seconds": 26.0, "stopped_early": True}  # rebuilt before budgets were recorded
+    assert recorded_step_budget(first, {"max_steps": 10_000, "max_seconds": 75.0}) == 2019
+    assert recorded_step_budget({**first, "step_budget": 900}, {"max_steps": 10_000, "max_seconds": 75.0}) == 900
 
 
 def test_an_early_stopped_run_is_rebuilt_within_its_budget_not_cut_at_its_step(env, monkeypatch):

@@ -102,7 +102,7 @@ def test_rebuilt_runs_show_what_they_recorded_next_to_what_the_rebuild_gave():
     assert rebuilt_lines(RUNS) == []  # nothing rebuilt: no section
     lines = rebuilt_lines([*RUNS, rebuilt])
     assert lines[0].startswith("1 run(s) came without weights and had them rebuilt")
-    assert ("| dyck | transformer | 0 | cuda (NVIDIA H200) on vm | 700 → 500 | 26 → 300 on cpu on box | "
+    assert ("| dyck | transformer | 0 | cuda (NVIDIA H200) on vm | 2019 | 700 → 500 | 26 → 300 on cpu on box | "
             "0.9912 (trained) → 0.9905 (trained) |") in lines
     text = _markdown(MANIFEST, [*RUNS, rebuilt], {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
     assert "had them rebuilt here" in text.split("## Training")[1]

@@ -43,7 +43,7 @@ from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
 from science.tasks import get_task
-from science.training import behaviour, train_model
+from science.training import behaviour, recorded_step_budget, step_budget, train_model
 
 
 class RunNotFound(LookupError):
@@ -153,18 +153,6 @@ class Rebuild:
     of: dict[str, Any]
 
 
-def step_budget(steps: int, seconds: float, stopped_early: bool, max_steps: int, max_seconds: float | None) -> int:
-    """The steps a run's budget gave it on the machine that made it: its recorded ``steps`` when
-    the budget stopped it (the wall-clock cap or ``max_steps``); when it stopped early at the
-    criterion, the steps its cap would have allowed at its recorded rate,
-    ``steps × max_seconds / seconds`` (``max_steps`` without a cap), at most ``max_steps``."""
-    if not stopped_early:
-        return steps
-    if max_seconds is None or seconds <= 0:
-        return max_steps
-    return max(steps, min(max_steps, int(steps * max_seconds / seconds)))
-
-
 def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
     """The :class:`Rebuild` of stored run ``run_id``: from its recorded training, or, for a run
     rebuilt before, from what it recorded first (a rebuild's own seconds were not under the cap)."""
@@ -172,9 +160,10 @@ def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
         run = s.get(Run, run_id)
         assert run is not None
         first = (run.made_with or {}).get("rebuilt_from")
-        if first:
-            return Rebuild(steps=int(first["step_budget"]), of=first)
         cfg = run.train_config or {}
+        if first:
+            budget = recorded_step_budget(first, cfg)
+            return Rebuild(steps=budget, of={**first, "step_budget": budget})
         budget = step_budget(run.steps, run.train_seconds, run.stopped_early, int(cfg.get("max_steps") or run.steps),
                              cfg.get("max_seconds"))
         return Rebuild(steps=budget, of={

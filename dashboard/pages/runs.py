@@ -13,6 +13,7 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from layerscope_core.provenance import commit_label
+from science.training import recorded_step_budget
 from dashboard.components import (
     Bind,
     api_alert,
@@ -320,10 +321,10 @@ def _behaviour_figure(run: dict) -> go.Figure:
     return fig
 
 
-def rebuilt_fact(first: dict[str, Any]) -> str:
+def rebuilt_fact(first: dict[str, Any], train_config: dict[str, Any]) -> str:
     """What a run whose weights were rebuilt (docs/SCIENCE.md#rebuilding-weights) recorded first."""
     acc = first.get("heldout_acc")
-    return (f"here, within the {first.get('step_budget', '?')} steps its budget gave it; first made on "
+    return (f"here, within the {recorded_step_budget(first, train_config)} steps its budget gave it; first made on "
             f"{first.get('made_on') or 'unknown'}: {first.get('steps')} steps in {float(first.get('train_seconds') or 0):.0f} s, "
             f"held-out acc {'–' if acc is None else f'{acc:.4f}'}")
 
@@ -344,7 +345,7 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
              ("checkpoint", run.get("checkpoint_id") or "–"),
              ("made on", f"{run.get('made_on') or 'unknown'}, commit {commit_label(run.get('made_with'), 7) or 'unknown'}")]
     if first := (run.get("made_with") or {}).get("rebuilt_from"):
-        facts.append(("weights rebuilt", rebuilt_fact(first)))
+        facts.append(("weights rebuilt", rebuilt_fact(first, run.get("train_config") or {})))
     return html.Div([
         html.Div([
             html.H2(["Run ", html.Span(f"#{run['id']}", className="muted"), " ", html.Span(run.get("name", ""),
