@@ -49,7 +49,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, select
+from sqlalchemy import DateTime, delete, select
 from sqlalchemy.orm import Session
 
 from layerscope_core.provenance import code_versions
@@ -282,11 +282,31 @@ def _for_table(model: Any, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _close(a: Any, b: Any) -> bool:
+    return a is None and b is None or (a is not None and b is not None and abs(float(a) - float(b)) < 1e-9)
+
+
+def same_training(run: Run, row: dict[str, Any]) -> bool:
+    """Whether a stored run and a bundle's run of the same config hash are the same model: the
+    same training record (steps, seconds, held-out accuracy). A run trained again or rebuilt
+    elsewhere (docs/SCIENCE.md#rebuilding-weights) is another model under the same hash."""
+    return (run.steps == row.get("steps") and _close(run.train_seconds, row.get("train_seconds"))
+            and _close(run.heldout_acc, row.get("heldout_acc")))
+
+
 def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path | None = None,
-                  source: str | None = None) -> dict[str, Any]:
+                  source: str | None = None, replace: bool = False) -> dict[str, Any]:
     """Load a bundle into the results DB without duplicating rows already present; one
-    transaction. Returns counts: ``runs_added``, ``runs_present``, ``rows_added`` (per table),
-    ``suite``.
+    transaction. A run stored here with the same config hash but another training record (trained
+    again, or its weights rebuilt, here or where the bundle was made) is another model: its rows
+    are never mixed with the bundle's. It is kept, and the bundle's run and rows left out
+    (``runs_conflicting``), unless ``replace``: then its results are deleted and the bundle's run
+    and rows take its place (``runs_replaced``). A stored run that is the bundle's model but has
+    no weights gets the bundle's, when the bundle carries them.
+
+    Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
+    (one ``{name, config_hash, stored, bundle}`` per run left out), ``rows_added`` (per table),
+    ``settings_added``.
 
     Raises:
         BundleError: see :func:`read_bundle`.
@@ -297,19 +317,41 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
     weights = manifest.pop("_weights")
     id_map: dict[int, int] = {}
     added = present = 0
+    replaced: list[int] = []
+    conflicting: list[dict[str, Any]] = []
+
+    def checkpoint_here(fields: dict[str, Any]) -> str | None:  # its weights are in the bundle and go to the store
+        ckpt = fields.get("checkpoint_id")
+        return ckpt if ckpt and store_dir is not None and any(n.startswith(f"weights/{ckpt}/") for n in weights) \
+            else None
+
     try:
         for row in tables["runs"]:
-            existing = session.execute(select(Run.id).where(Run.config_hash == row["config_hash"])).scalar()
-            if existing is not None:
-                id_map[row["id"]] = existing
+            fields = _for_table(Run, row)
+            fields["checkpoint_id"] = checkpoint_here(fields)  # None: not loadable here for follow-up jobs
+            stored = session.execute(select(Run).where(Run.config_hash == row["config_hash"])).scalar()
+            if stored is not None and same_training(stored, row):
+                if stored.checkpoint_id is None and fields["checkpoint_id"]:
+                    stored.checkpoint_id = fields["checkpoint_id"]
+                id_map[row["id"]] = stored.id
                 present += 1
                 continue
-            fields = _for_table(Run, row)
-            ckpt = fields.get("checkpoint_id")
-            has_weights = bool(ckpt) and store_dir is not None and any(
-                n.startswith(f"weights/{ckpt}/") for n in weights)
-            if not has_weights:
-                fields["checkpoint_id"] = None  # its weights are not here: not loadable for follow-up jobs
+            if stored is not None and not replace:
+                conflicting.append({
+                    "name": stored.name, "config_hash": stored.config_hash,
+                    "stored": {"steps": stored.steps, "heldout_acc": stored.heldout_acc, "made_on": stored.made_on},
+                    "bundle": {"steps": row.get("steps"), "heldout_acc": row.get("heldout_acc"),
+                               "made_on": row.get("made_on")}})
+                continue
+            if stored is not None:  # replace: the stored model's results go, the bundle's run takes its row
+                for model in RESULT_TABLES:
+                    session.execute(delete(model).where(model.run_id == stored.id))
+                for key, value in fields.items():
+                    if key != "id":
+                        setattr(stored, key, value)
+                id_map[row["id"]] = stored.id
+                replaced.append(stored.id)
+                continue
             run = Run(**fields)
             session.add(run)
             session.flush()
@@ -335,7 +377,7 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                     new.append(model(**fields))
             session.add_all(new)
             rows_added[model.__tablename__] = len(new)
-        if added or any(rows_added.values()):
+        if added or replaced or any(rows_added.values()):
             session.add(Job(kind=IMPORT_JOB_KIND, state="succeeded", params={
                 "suite": manifest.get("suite"), "source": source, "manifest_created_at": manifest.get("created_at"),
                 "devices": manifest.get("devices"), "git_commit": manifest.get("git_commit")},
@@ -355,7 +397,8 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(blob)
-    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present, "rows_added": rows_added,
+    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present,
+            "runs_replaced": len(replaced), "runs_conflicting": conflicting, "rows_added": rows_added,
             "settings_added": settings_added}
 
 

@@ -455,9 +455,14 @@ def export_cmd(
 @app.command("import")
 def import_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle written by `layerscope export`.")],
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Where a run is stored here with the same config but another training (trained "
+                          "again, or its weights rebuilt), delete the stored model's results and take the "
+                          "bundle's run and rows instead of keeping the stored one.")] = False,
 ) -> None:
     """Load a results bundle into the results DB (SQLite or PostgreSQL). Rows already present
-    are kept, not doubled: importing the same bundle twice changes nothing."""
+    are kept, not doubled: importing the same bundle twice changes nothing. Results of two
+    trainings of one config are never mixed (--replace takes the bundle's)."""
     from backend.bundle import import_bundle
 
     if not bundle.is_file():
@@ -465,10 +470,23 @@ def import_cmd(
     settings = _settings()
     factory = _init_db(settings)
     with factory() as s:
-        out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name)
+        out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name, replace=replace)
     rows = sum(out["rows_added"].values())
     typer.echo(f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
-               f"{out['runs_present']} run(s) already present, into {_redact(settings.resolved_db_url)}", err=True)
+               f"{out['runs_present']} run(s) already present"
+               + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
+               + f", into {_redact(settings.resolved_db_url)}", err=True)
+    if out["runs_conflicting"]:
+        typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
+
+
+def import_conflicts_line(conflicting: list[dict], bundle: Path) -> str:
+    """One line on the runs an import left out: stored here from another training of their config."""
+    names = ", ".join(c["name"] for c in conflicting[:5]) + (f" and {len(conflicting) - 5} more"
+                                                             if len(conflicting) > 5 else "")
+    return (f"layerscope: {len(conflicting)} run(s) kept as stored, the bundle's left out: stored here from another "
+            f"training of the same config (steps or held-out accuracy differ): {names}; "
+            f"`layerscope import --replace {bundle}` takes the bundle's")
 
 
 @app.command("report")
@@ -580,6 +598,9 @@ def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:
             out = import_bundle(s, path, store_dir=store_dir, source=path.name)
     except BundleError as exc:
         return f"{exc}; showing the live suite only", None
+    if out["runs_conflicting"]:  # an older import of the study, or runs rebuilt here: never mixed
+        return (f"study {out['suite']!r} from {path} imported before; "
+                + import_conflicts_line(out["runs_conflicting"], path).removeprefix("layerscope: "), out["suite"])
     if out["runs_added"] == 0 and not any(out["rows_added"].values()):
         return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)", out["suite"]
     return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)", out["suite"]

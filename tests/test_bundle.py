@@ -107,6 +107,7 @@ def test_import_keeps_rows_already_present_and_adds_the_missing(source, tmp_path
     seed_runs(target, families=("lstm",), tasks=("parity",), seeds=(0,), suite="study")  # one run already here
     with target() as s:
         s.query(PatchingResult).delete()
+        s.query(Run).update({"heldout_acc": 0.995})  # the same training as the bundle's (same record)
         s.commit()
         out = import_bundle(s, path)
     assert out["runs_added"] == 1 and out["runs_present"] == 1
