@@ -312,12 +312,16 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
         ``n_dropped``, ``corrupt_position`` (the grid's p*), mean ``ld_clean`` / ``ld_corrupted``.
 
     Raises:
-        ValueError: a position outside 0..L−1, an unknown site, or too few corruption pairs.
+        ValueError: a position outside 0..L−1, an unknown site, no asked-for site that the
+            model has, or too few corruption pairs.
     """
     ctx = ctx or SilentContext()
     model.eval()
     pos = grid_positions(eval_length, positions, stride)
     site_list, skipped = usable_sites(model, sites)
+    if not site_list:  # asked for state sites only, on a family without them: nothing would be measured
+        raise ValueError(f"patching sites {skipped}: {model.config.family} has no such state; its sites are "
+                         f"{usable_sites(model, ALL_SITES)[0]}")
     if skipped:
         ctx.log(f"patching: sites {skipped} skipped ({model.config.family} has no such state)")
     clean, corrupted, p_star = fixed_position_pairs(task, eval_length, n_pairs, run_seed)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from backend.cli import main
 from store.config import get_settings
 from backend.core.security import hash_token
-from store.models import ApiToken, Job, ProbeResult
+from store.models import ApiToken, Job, MeasureSettings, ProbeResult
 from store.session import make_engine, make_sessionmaker
 from tests.conftest import FAKE_EXECUTOR
 
@@ -119,6 +119,18 @@ def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) 
     assert main(["patch", str(run_id), "--position", "3", "--n-pairs", "8"]) == 0
     with factory(cli_env)() as s:
         assert s.execute(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None
+        n_settings = s.scalar(select(func.count()).select_from(MeasureSettings))
+    capsys.readouterr()
+    # found by a fresh user: a failed measurement left a settings row; a patch whose every site the
+    # family lacks stored nothing and said "stored"
+    for argv, needle in ((["intervene", str(run_id), "--layer", "99"], "out of range"),
+                         (["patch", str(run_id), "--site", "state:ssm", "--n-pairs", "8"], "gru has no such state")):
+        assert main(argv) == 1
+        err = capsys.readouterr().err  # (after the progress bar)
+        assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("layerscope: error: ")
+        assert needle in err.strip().splitlines()[-1]
+    with factory(cli_env)() as s:
+        assert s.scalar(select(func.count()).select_from(MeasureSettings)) == n_settings
 
 
 @pytest.mark.parametrize("command", ["probe", "intervene", "patch"])

@@ -91,8 +91,15 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
         raise ValueError(f"unknown measurement parts {sorted(unknown)}; expected some of {list(PARTS)}")
     parts = [p for p in PARTS if p in wanted]
     h = result_hash or measure.config_hash()
-    with session_scope(env.session_factory) as s:
-        sid = persist.get_or_create_settings(s, settings_record(run, measure, layers))
+    sid: int | None = None
+
+    def settings_id() -> int:  # written with the first results: a measurement that fails first leaves no row
+        nonlocal sid
+        if sid is None:
+            with session_scope(env.session_factory) as s:
+                sid = persist.get_or_create_settings(s, settings_record(run, measure, layers))
+        return sid
+
     total = sum(_WEIGHT[p] for p in parts) or 1.0
     start = 0.0
 
@@ -105,31 +112,35 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
     if "probes" in parts:
         rows = measure_probes(**common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
                               ctx=span("probes"))
+        sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid)
+            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now)
     if "interventions" in parts and (measure.methods or measure.conv1d):
         rows = measure_interventions(
             **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
             methods=measure.methods, layers=layers, pca_k=measure.pca_k, inlp_max_rounds=measure.inlp_max_rounds,
             conv1d=measure.conv1d, fit_length=run.train_length, n_permutations=measure.n_permutations,
             ctx=span("interventions"))
+        sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid)
+            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now)
     elif "interventions" in parts:
         span("interventions")
     if "patching" in parts:
         rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
                              sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
                              ctx=span("patching"))
+        sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid, commit=not complete)
+            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now,
+                                             commit=not complete)
             if complete:
                 persist.set_run_status(s, run.run_id, "complete")
     elif complete:
         with session_scope(env.session_factory) as s:
             persist.set_run_status(s, run.run_id, "complete")
     ctx.progress(1.0, "measured")
-    return sid
+    return settings_id()
 
 
 # --- job params → MeasureParams -------------------------------------------------------------
