@@ -207,3 +207,13 @@ def test_the_missing_weights_message_names_the_rebuild_command(env):
         run.checkpoint_id = None
         msg = missing_weights(run)
     assert "--rebuild-weights" in msg and f"recorded: {run.steps} steps" in msg and "--force" not in msg
+
+
+def test_a_suite_under_another_name_gets_its_preset_and_name_in_the_command(env):
+    from worker.run_weights import retrain_command
+
+    (run_id,) = run_suite(SuiteParams(**ONE, name="smoke-600s"), env)
+    with env.session_factory() as s:
+        cmd = retrain_command(s.get(Run, run_id))
+    assert cmd == ("`layerscope suite --preset smoke --name smoke-600s --family gru --task parity --seed 0 "
+                   "--max-seconds 600 --rebuild-weights`")

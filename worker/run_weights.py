@@ -13,23 +13,41 @@ from store.models import Run
 _FLAGS = {"max_seconds": "--max-seconds", "max_steps": "--max-steps"}
 
 
-def retrain_command(run: Run) -> str:
-    """``layerscope suite --preset P --family F --task T --seed S [overrides] --rebuild-weights``:
-    rebuilds this run's weights under its own config hash, within its recorded step budget
-    (docs/SCIENCE.md#rebuilding-weights; the overrides it was made with are read off its
-    train_config); for a suite that is no preset, the words for what cannot be read off."""
-    if run.suite not in PRESETS or run.pretrained:
-        return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
-                "(CLI: `--rebuild-weights`)")
+def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
+    """(``suite`` flags for the overrides, other train_config keys that differ) of ``run`` against
+    ``preset``'s config of its cell; None when the preset has no such cell."""
     from worker.params import SuiteParams
     from worker.presets import expand_suite
 
-    (job,) = expand_suite(SuiteParams(preset=run.suite, families=[run.family], tasks=[run.task], seeds=[run.seed]))
-    stored, preset = run.train_config or {}, job.run_config()
+    try:
+        (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed]))
+    except ValueError:
+        return None
+    stored, made = run.train_config or {}, job.run_config()
     flags = [f"{flag} {stored[key]:g}" for key, flag in _FLAGS.items()
-             if key in stored and stored[key] is not None and stored[key] != preset.get(key)]
-    others = sorted(k for k in set(stored) | set(preset) if k not in _FLAGS and stored.get(k) != preset.get(k))
-    cmd = (f"`layerscope suite --preset {run.suite} --family {run.family} --task {run.task} --seed {run.seed}"
+             if key in stored and stored[key] is not None and stored[key] != made.get(key)]
+    others = sorted(k for k in set(stored) | set(made) if k not in _FLAGS and stored.get(k) != made.get(k))
+    return flags, others
+
+
+def retrain_command(run: Run) -> str:
+    """``layerscope suite --preset P [--name SUITE] --family F --task T --seed S [overrides]
+    --rebuild-weights``: rebuilds this run's weights under its own config hash, within its
+    recorded step budget (docs/SCIENCE.md#rebuilding-weights; the overrides it was made with are
+    read off its train_config). A suite under another name (``--name paper-240s``) is matched to
+    the preset its runs' configs come from; for a run no preset makes, the words for what cannot
+    be read off."""
+    presets = [run.suite] if run.suite in PRESETS else list(PRESETS)
+    found = None if run.pretrained else next(
+        ((p, d) for p in presets if (d := _preset_diff(p, run)) is not None and not d[1]), None)
+    if found is None and run.suite in PRESETS and not run.pretrained:
+        found = (run.suite, _preset_diff(run.suite, run))
+    if found is None or found[1] is None:
+        return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
+                "(CLI: `--rebuild-weights`)")
+    preset, (flags, others) = found
+    name = f" --name {run.suite}" if run.suite and run.suite != preset else ""
+    cmd = (f"`layerscope suite --preset {preset}{name} --family {run.family} --task {run.task} --seed {run.seed}"
            f"{''.join(' ' + f for f in flags)} --rebuild-weights`")
     return cmd + (f" (its train_config also differs from the preset in {', '.join(others)})" if others else "")
 
