@@ -54,6 +54,22 @@ app.add_typer(db_app, name="db")
 log = logging.getLogger("layerscope")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from layerscope_core.provenance import code_versions, commit_label
+
+        v = code_versions()
+        typer.echo(f"layerscope {v['layerscope']}" + (f" (commit {commit_label(v, 12)})" if v["git_commit"] else "")
+                   + f"; torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print the version (and commit) and exit.")] = False) -> None:
+    """Where does a sequence model keep its state? Train, probe, intervene, patch — and explore in the browser."""
+
+
 class CliError(Exception):
     """A known failure: printed as one line, exit status 1."""
 
@@ -433,6 +449,8 @@ def export_cmd(
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
     from backend.bundle import export_bundle
 
+    if output.is_dir():
+        raise CliError(f"{output} is a folder: -o takes the bundle's file name (e.g. {output / (suite + '.layerscope.zip')})")
     settings = _settings()
     factory = _init_db(settings)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -536,6 +554,7 @@ def demo(
     if device is not None:
         _check_device(device)
     settings = _settings(host=host, port=port)
+    _check_port_free(settings.host, settings.port)  # before the worker starts and the links are printed
     factory = _init_db(settings)
     queue = JobQueue.from_settings(settings)
     study = None
@@ -583,6 +602,24 @@ def demo(
         if proc is not None:
             _stop_worker(proc)
         _quiet_exit()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Raises CliError when ``host:port`` cannot be listened on (in use, or not this machine's)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is no conflict
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror} (another server there? pick one "
+                           "with --port)") from None
 
 
 def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:  # noqa: ANN001

@@ -41,7 +41,7 @@ def git_dirty(cwd: Path | None = None) -> bool | None:
     try:
         # code only (a regenerated docs/RESULTS.md or bundle changes no result); no index lock taken
         out = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--",
-                              "*.py", "pyproject.toml"], capture_output=True, text=True, timeout=10,
+                              ":/*.py", ":/pyproject.toml"], capture_output=True, text=True, timeout=10,
                              cwd=cwd or Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None

@@ -172,3 +172,18 @@ def test_a_negative_number_reads_as_a_bad_value_not_an_unknown_option(capsys, ar
 
 def test_a_mistyped_option_still_names_the_option(capsys) -> None:
     one_line_error(capsys, main(["intervene", "3", "--methd", "x"]), 2, "No such option: --methd")
+
+
+def test_version_prints_the_version_and_commit(capsys) -> None:
+    from layerscope_core.provenance import code_versions
+
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"layerscope {code_versions()['layerscope']}") and "torch" in out
+
+
+def test_export_to_a_folder_names_a_file_instead(cli_env, capsys) -> None:
+    main(["db", "upgrade"])
+    capsys.readouterr()
+    one_line_error(capsys, main(["export", "--suite", "s", "-o", str(cli_env)]), 1, "is a folder",
+                   str(cli_env / "s.layerscope.zip"))

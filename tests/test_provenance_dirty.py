@@ -24,8 +24,10 @@ def test_git_dirty_follows_tracked_code_changes_only(tmp_path):
     _git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "two")
     (tmp_path / "notes.md").write_text("v2\n")  # a regenerated report or bundle is no code
     assert git_dirty(tmp_path) is False
+    (tmp_path / "pkg").mkdir()  # asked from a subfolder (the package's), about the whole checkout
+    assert git_dirty(tmp_path / "pkg") is False
     (tmp_path / "a.py").write_text("x = 2\n")
-    assert git_dirty(tmp_path) is True
+    assert git_dirty(tmp_path) is True and git_dirty(tmp_path / "pkg") is True
 
 
 def test_git_dirty_outside_a_checkout_is_unknown(tmp_path):
