@@ -168,10 +168,16 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
     the bundle its runs came from stay on top, with that manifest as ``imported_manifest``.
     With the suite's run rows, ``parts`` says where each part of the study was made and, for a
     preset suite, ``progress`` / ``partial`` how far it has come (backend/study_parts.py; the
-    imported ``partial`` block's reasons are kept and ``note`` is added to them)."""
+    imported ``partial`` block's reasons are kept and ``note`` is added to them). ``notes``: the
+    notes of every export of the suite, ``note`` last, kept after the study is complete."""
     from backend import study_parts
 
     out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
+    # every export's note, kept once the study is complete too (``partial`` goes then)
+    notes = [*((imported or {}).get("notes") or ((imported or {}).get("partial") or {}).get("notes") or []),
+             *([note] if note else [])]
+    if notes:
+        out["notes"] = notes
     if imported:
         for k in PROVENANCE_KEYS:
             if k != "created_at" and k in imported:

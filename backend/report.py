@@ -415,7 +415,8 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         *([f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
            f"{p['runs_remaining']} remain; the notes of its exports:",
            *(f"  - {n}" for n in [*([p['why']] if p.get('why') else []), *p.get("notes", [])])]
-          if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p else []),
+          if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p else
+          ["- the notes of its exports:", *(f"  - {n}" for n in manifest["notes"])] if manifest.get("notes") else []),
         "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
         "",
         f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "

@@ -124,3 +124,32 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
         (2, ["cuda (NVIDIA H200) on gpu-box"]), (1, ["cpu on vm"])]
     with zipfile.ZipFile(tmp_path / "second.zip") as z:
         assert json.loads(z.read("manifest.json"))["parts"] == m2["parts"]
+
+
+def test_a_completed_study_keeps_the_notes_of_every_export(sqlite_url, tmp_path) -> None:
+    """Finishing a study dropped the ``partial`` block and with it how the parts were made."""
+    from backend.report import _markdown
+
+    init_db(sqlite_url)
+    factory = make_sessionmaker(make_engine(sqlite_url))
+    families = ("gru", "lstm", "mamba", "mamba2", "transformer")
+    seed_runs(factory, families=families[:-1], tasks=("parity", "s3", "dyck"), seeds=(0,), suite="smoke")
+    with factory() as s:
+        s.query(Run).update({"status": "complete"})
+        s.commit()
+        first = export_bundle(s, "smoke", tmp_path / "first.zip", note="made on a GPU lease")
+    assert first["partial"]["notes"] == ["made on a GPU lease"] and first["notes"] == ["made on a GPU lease"]
+    url2 = f"sqlite:///{tmp_path / 'resumed.db'}"  # resumed elsewhere from the first bundle
+    init_db(url2)
+    target = make_sessionmaker(make_engine(url2))
+    with target() as s:
+        import_bundle(s, tmp_path / "first.zip")
+    seed_runs(target, families=families[-1:], tasks=("parity", "s3", "dyck"), seeds=(0,), suite="smoke")
+    with target() as s:
+        s.query(Run).update({"status": "complete"})
+        s.commit()
+        done = export_bundle(s, "smoke", tmp_path / "done.zip", note="finished on a CPU")
+    assert done["progress"]["complete"] and "partial" not in done
+    assert done["notes"] == ["made on a GPU lease", "finished on a CPU"]
+    text = _markdown(done, [], set(), [], "figures", "figures turned off", "done.zip")
+    assert "- the notes of its exports:\n  - made on a GPU lease\n  - finished on a CPU" in text
