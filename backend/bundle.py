@@ -174,7 +174,9 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
 
     out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
     # every export's note, kept once the study is complete too (``partial`` goes then)
-    notes = [*((imported or {}).get("notes") or ((imported or {}).get("partial") or {}).get("notes") or []),
+    before = (imported or {}).get("partial") or {}  # a bundle made before ``notes``: its partial block's
+    notes = [*((imported or {}).get("notes") or [*([before["why"]] if before.get("why") else []),
+                                                 *before.get("notes", [])]),
              *([note] if note else [])]
     if notes:
         out["notes"] = notes

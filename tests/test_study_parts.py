@@ -139,6 +139,15 @@ def test_a_completed_study_keeps_the_notes_of_every_export(sqlite_url, tmp_path)
         s.commit()
         first = export_bundle(s, "smoke", tmp_path / "first.zip", note="made on a GPU lease")
     assert first["partial"]["notes"] == ["made on a GPU lease"] and first["notes"] == ["made on a GPU lease"]
+    with zipfile.ZipFile(tmp_path / "first.zip") as z:  # as a bundle made before `notes` existed
+        manifest = json.loads(z.read("manifest.json"))
+        manifest.pop("notes")
+        manifest["partial"]["why"] = "one GPU lease, stopped at its deadline"
+        blobs = {n: z.read(n) for n in z.namelist() if n != "manifest.json"}
+    with zipfile.ZipFile(tmp_path / "first.zip", "w") as z:
+        z.writestr("manifest.json", json.dumps(manifest))
+        for n, b in blobs.items():
+            z.writestr(n, b)
     url2 = f"sqlite:///{tmp_path / 'resumed.db'}"  # resumed elsewhere from the first bundle
     init_db(url2)
     target = make_sessionmaker(make_engine(url2))
@@ -150,6 +159,6 @@ def test_a_completed_study_keeps_the_notes_of_every_export(sqlite_url, tmp_path)
         s.commit()
         done = export_bundle(s, "smoke", tmp_path / "done.zip", note="finished on a CPU")
     assert done["progress"]["complete"] and "partial" not in done
-    assert done["notes"] == ["made on a GPU lease", "finished on a CPU"]
+    assert done["notes"] == ["one GPU lease, stopped at its deadline", "made on a GPU lease", "finished on a CPU"]
     text = _markdown(done, [], set(), [], "figures", "figures turned off", "done.zip")
-    assert "- the notes of its exports:\n  - made on a GPU lease\n  - finished on a CPU" in text
+    assert "- the notes of its exports:\n  - one GPU lease, stopped at its deadline\n  - made on a GPU lease" in text
