@@ -329,6 +329,13 @@ def test_jobs_form_params_and_field_errors(api):
     assert jobs.build_params("suite", {"preset": "smoke", "seeds": "0, 1 2", "families": []}) == {
         "preset": "smoke", "seeds": [0, 1, 2]}
     assert jobs.build_params("intervene", {"run_id": "3", "layers": "1,x"})["layers"] == "1,x"
+    # resuming the bundled study from the form: its budget and the rebuild of weightless runs
+    resume = jobs.build_params("suite", {"preset": "paper", "max_seconds": "75", "rebuild_weights": ["on"],
+                                         "force": []})
+    assert resume == {"preset": "paper", "max_seconds": 75.0, "rebuild_weights": True}
+    from worker.params import SuiteParams
+
+    assert SuiteParams(**resume).rebuild_weights and not SuiteParams(**resume).force
     by_field, other = jobs.field_errors([
         {"loc": ["body", "params", "seed"], "msg": "Input should be greater than or equal to 0"},
         {"loc": ["body", "params", "measure", "eval_lengths"], "msg": "bad"},

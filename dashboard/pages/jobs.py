@@ -28,7 +28,7 @@ BINDS = [Bind("kind", "jb-kind"), Bind("show", "jb-show")]
 ACTIVE = ("queued", "running")
 
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
-# methods | preset
+# methods | preset | flag (a checkbox: sent as true only when ticked)
 FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "preset": ("Preset", "preset", ("suite",), "smoke: tiny, minutes · quick: study-sized models, 1 seed · paper: 3 seeds"),
     "family": ("Family", "family", ("train",), ""),
@@ -40,8 +40,10 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "run_id": ("Run id", "int", ("probe", "intervene", "patch"), "the run to measure (see the runs table)"),
     "n_layers": ("Layers", "int", ("train",), "default 4"),
     "d_model": ("d_model", "int", ("train",), "empty = solved to the parameter target (830K)"),
-    "max_steps": ("Max steps", "int", ("train",), "step budget (default 2000)"),
-    "max_seconds": ("Max seconds", "float", ("train",), "wall-clock training budget"),
+    "max_steps": ("Max steps", "int", ("train", "suite"), "step budget (suite: empty = the preset's)"),
+    "max_seconds": ("Max seconds", "float", ("train", "suite"),
+                    "wall-clock training budget (suite: empty = the preset's; resume a suite with the budget "
+                    "it was made with, e.g. 75 for the bundled study)"),
     "methods": ("Methods", "methods", ("intervene",), ""),
     "layers": ("Layers", "ints", ("intervene",), "comma-separated; empty = every layer"),
     "eval_lengths": ("Eval lengths", "ints", ("probe", "intervene"),
@@ -52,6 +54,11 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (default 8)"),
     "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
     "suite": ("Suite", "text", ("train",), "a tag to group runs"),
+    "force": ("Train again", "flag", ("train", "suite"), "re-run runs already stored with these settings "
+                                                         "(default: skip them, finish the rest)"),
+    "rebuild_weights": ("Rebuild weights", "flag", ("suite",),
+                        "runs imported without weights: rebuild them within their recorded step budget and "
+                        "measure them again (unmeasured ones are rebuilt anyway)"),
     "name": ("Name", "text", ("train", "suite"), "free text"),
 }
 
@@ -74,6 +81,8 @@ def _widget(name: str, kind: str) -> Any:
         return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in METHODS
                                               if m != "conv1d_removal"],
                              value=[m for m in METHODS if m != "conv1d_removal"], inline=True, className="check")
+    if kind == "flag":
+        return dcc.Checklist(id=fid, options=[{"label": "yes", "value": "on"}], value=[], inline=True, className="check")
     if kind == "preset":
         return dcc.Dropdown(id=fid, options=[{"label": p, "value": p} for p in PRESETS], value="smoke", clearable=False)
     value = "0" if name == "seed" else ""
@@ -111,7 +120,9 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
         v = values.get(name)
         if v is None or v == "" or v == []:
             continue
-        if widget == "int":
+        if widget == "flag":
+            v = True  # ticked (an unticked box is [] and sent as nothing: the server's default)
+        elif widget == "int":
             v = _num(str(v).strip(), int)
         elif widget == "float":
             v = _num(str(v).strip(), float)
