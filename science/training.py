@@ -245,7 +245,6 @@ def recorded_step_budget(first: dict[str, Any], train_config: dict[str, Any]) ->
                        int(train_config.get("max_steps") or first["steps"]), train_config.get("max_seconds"))
 
 
-
 def behaviour(
     model: nn.Module,
     task: Task,

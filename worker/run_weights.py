@@ -37,11 +37,11 @@ def retrain_command(run: Run) -> str:
     read off its train_config). A suite under another name (``--name paper-240s``) is matched to
     the preset its runs' configs come from; for a run no preset makes, the words for what cannot
     be read off."""
-    presets = [run.suite] if run.suite in PRESETS else list(PRESETS)
-    found = None if run.pretrained else next(
-        ((p, d) for p in presets if (d := _preset_diff(p, run)) is not None and not d[1]), None)
-    if found is None and run.suite in PRESETS and not run.pretrained:
+    found = None
+    if not run.pretrained and run.suite in PRESETS:  # its own preset, other differences named below
         found = (run.suite, _preset_diff(run.suite, run))
+    elif not run.pretrained:  # another name: the preset whose config of the cell is the run's
+        found = next(((p, d) for p in PRESETS if (d := _preset_diff(p, run)) is not None and not d[1]), None)
     if found is None or found[1] is None:
         return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
                 "(CLI: `--rebuild-weights`)")

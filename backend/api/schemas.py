@@ -92,8 +92,9 @@ class RunOut(BaseModel):
     early_stop_acc: float | None = Field(None, description="the early-stop criterion the run was trained for, 0..1")
     made_on: str | None = Field(None, description="device and host the run was made on")
     made_with: dict[str, Any] | None = Field(
-        None, description="the code that trained it: {layerscope, git_commit, python, torch, transformers} "
-                          "(None: made before this was recorded)")
+        None, description="the code that trained it: {layerscope, git_commit, git_dirty, python, torch, "
+                          "transformers}, and rebuilt_from (what the run recorded first) for a run whose "
+                          "weights were rebuilt (None: made before this was recorded)")
     created_at: UtcDatetime
 
     @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
