@@ -385,3 +385,17 @@ def test_escape_helper_is_the_one_used() -> None:
             continue
         src = path.read_text()
         assert "html.escape" not in src and "import html" not in src, f"{path.name}: escape with common.esc"
+
+
+def test_the_legend_clears_facet_titles():
+    """The legend sat on the facet titles of the behaviour-by-length figure (docs/figures)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from dashboard.figures.common import base_layout
+
+    faceted = base_layout(make_subplots(rows=1, cols=2, subplot_titles=["Parity", "Dyck"]))
+    titles_top = max(a.y for a in faceted.layout.annotations)
+    assert faceted.layout.legend.y >= titles_top + 0.05 and faceted.layout.margin.t > 40
+    plain = base_layout(go.Figure())
+    assert plain.layout.legend.y == 1.02 and plain.layout.margin.t == 40  # unchanged without facets

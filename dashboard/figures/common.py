@@ -81,14 +81,16 @@ TEMPLATE = {
 
 
 def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None = None) -> go.Figure:
+    # facet titles (make_subplots' annotations at the top edge) sit where the legend goes: lift it
+    facets = any(a.yref == "paper" and (a.y or 0) >= 1.0 for a in fig.layout.annotations or ())
     fig.update_layout(
         template=TEMPLATE,
         title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}} if title else None,
-        margin={"l": 70, "r": 20, "t": 70 if title else 40, "b": 60},
+        margin={"l": 70, "r": 20, "t": (70 if title else 40) + (30 if facets else 0), "b": 60},
         legend={
             "orientation": "h",
             "yanchor": "bottom",
-            "y": 1.02 if not title else 1.04,
+            "y": (1.02 if not title else 1.04) + (0.08 if facets else 0.0),
             "xanchor": "right",
             "x": 1.0,
             "title": {"text": ""},
