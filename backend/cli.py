@@ -307,6 +307,12 @@ def suite(
         "--rebuild-weights", help="Rebuild the weights of stored runs that have none here (imported without "
                                   "--weights) within their recorded step budget, and measure them again, measured or "
                                   "not. (Unmeasured ones are rebuilt anyway.)")] = False,
+    controls: Annotated[bool | None, typer.Option(
+        "--controls/--no-controls", help="Add (or leave out) each run's random-init control: the same architecture "
+                                         "and seed, untrained, probed (default: the preset's choice; paper adds them).",
+        show_default=False)] = None,
+    only_controls: Annotated[bool, typer.Option(
+        "--only-controls", help="Run only the random-init controls of the selected runs.")] = False,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs)."""
@@ -320,7 +326,7 @@ def suite(
     params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
                          tasks=[t.value for t in task] if task else None, seeds=seed or None,
                          name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
-                         rebuild_weights=rebuild_weights)
+                         rebuild_weights=rebuild_weights, controls="only" if only_controls else controls)
     from worker.presets import expand_suite
 
     jobs = expand_suite(params)

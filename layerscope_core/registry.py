@@ -122,9 +122,17 @@ _FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
              stateful="models_store.states:mamba2_stateful"),
     _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
     _builtin("gru", "GRU", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
+    # the plain stacks nn.LSTM/nn.GRU(num_layers=n) compute: no residual stream (claim 1's architecture check)
+    _builtin("lstm_stack", "LSTM (stacked)", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
+    _builtin("gru_stack", "GRU (stacked)", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
 )}
 
-FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # the study's built-in families, in canonical order
+BUILTIN_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # every built-in family (none can be replaced)
+# the study's five families, in canonical order (presets, claims, figure order); the stacked RNNs
+# are built in too, but a variant the claims read beside LSTM/GRU (claim 1's architecture check)
+FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
+# a stacked variant → the residual family it stands in for
+STACKED_VARIANTS: dict[str, str] = {"lstm_stack": "lstm", "gru_stack": "gru"}
 
 
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
@@ -134,7 +142,7 @@ def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
         ValueError: a family of that name is registered already (and ``replace`` is False),
             or ``spec`` would replace a built-in family.
     """
-    if spec.name in FAMILIES:
+    if spec.name in BUILTIN_FAMILIES:
         raise ValueError(f"family {spec.name!r} is built in and cannot be replaced")
     if spec.name in _FAMILIES and not replace:
         raise ValueError(f"family {spec.name!r} is already registered")
@@ -148,13 +156,13 @@ def unregister_family(name: str) -> None:
     Raises:
         ValueError: ``name`` is a built-in family.
     """
-    if name in FAMILIES:
+    if name in BUILTIN_FAMILIES:
         raise ValueError(f"family {name!r} is built in and cannot be removed")
     _FAMILIES.pop(name, None)
 
 
 def family_names() -> tuple[str, ...]:
-    """Every registered family: the built-ins first (``FAMILIES``), then added ones."""
+    """Every registered family: the built-ins first (``BUILTIN_FAMILIES``), then added ones."""
     return tuple(_FAMILIES)
 
 

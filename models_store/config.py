@@ -67,6 +67,10 @@ class ModelConfig:
             be rebuilt without the hub; required when ``pretrained`` is set.
         token_map: pretrained models only: task token i → model vocabulary id
             ``token_map[i]`` (see ``models_store.pretrained``); ``len == vocab_size``.
+        learned_positions: transformer only: the size of a learned absolute position table
+            added to the token embedding (``emb`` = token + position), beside rotary, which is
+            kept; 0 = rotary only (docs/SCIENCE.md#positions). Positions are counted with the
+            START token, so inputs may be at most ``learned_positions − n_prefix`` long.
         start_token: prepend a START token (id ``vocab_size``, an extra embedding row) to every
             input inside ``forward``. Outputs and captured states cover the real positions only.
             Without it a model with relative positions only (the rotary GPT-NeoX) gives every
@@ -98,6 +102,7 @@ class ModelConfig:
     hf_config: dict[str, Any] | None = None
     token_map: list[int] | None = None
     start_token: bool = False
+    learned_positions: int = 0
     n_params: int | None = field(default=None)
 
     def __post_init__(self) -> None:
@@ -118,6 +123,9 @@ class ModelConfig:
         _check_int("max_position_embeddings", self.max_position_embeddings, 1)
         _check_int("mamba2_head_dim", self.mamba2_head_dim, 1)
         _check_int("mamba2_chunk_size", self.mamba2_chunk_size, 1)
+        _check_int("learned_positions", self.learned_positions, 0)
+        if self.learned_positions and get_family(self.family).kind != "attention":
+            raise ValueError(f"learned_positions is for attention families, not {self.family!r}")
         if self.pretrained is not None:
             self._check_pretrained()
         else:
@@ -244,8 +252,8 @@ def _emb_head(cfg: ModelConfig, d: int) -> int:
 
 def transformer_params(cfg: ModelConfig, d: int) -> int:
     """GPT-NeoX block (4d MLP, biases): 2 LayerNorms 4d, qkv 3d²+3d, out d²+d, MLP 8d²+5d →
-    12d² + 13d; final LayerNorm 2d."""
-    return _emb_head(cfg, d) + cfg.n_layers * (12 * d * d + 13 * d) + 2 * d
+    12d² + 13d; final LayerNorm 2d; a learned position table ``learned_positions``·d."""
+    return _emb_head(cfg, d) + cfg.n_layers * (12 * d * d + 13 * d) + 2 * d + cfg.learned_positions * d
 
 
 def mamba_params(cfg: ModelConfig, d: int) -> int:
@@ -269,6 +277,21 @@ def mamba2_params(cfg: ModelConfig, d: int) -> int:
 def _rnn_params(cfg: ModelConfig, d: int, gates: int) -> int:
     """Pre-norm RNN block: LayerNorm 2d + gates·(2d² + 2d); final LayerNorm 2d."""
     return _emb_head(cfg, d) + cfg.n_layers * (2 * d + gates * (2 * d * d + 2 * d)) + 2 * d
+
+
+def _stacked_rnn_params(cfg: ModelConfig, d: int, gates: int) -> int:
+    """Plain stacked RNN (no per-block norm, no residual): gates·(2d² + 2d) per layer; final LayerNorm 2d."""
+    return _emb_head(cfg, d) + cfg.n_layers * gates * (2 * d * d + 2 * d) + 2 * d
+
+
+def lstm_stack_params(cfg: ModelConfig, d: int) -> int:
+    """Stacked LSTM layers: 4 gates."""
+    return _stacked_rnn_params(cfg, d, 4)
+
+
+def gru_stack_params(cfg: ModelConfig, d: int) -> int:
+    """Stacked GRU layers: 3 gates."""
+    return _stacked_rnn_params(cfg, d, 3)
 
 
 def lstm_params(cfg: ModelConfig, d: int) -> int:

@@ -14,6 +14,11 @@
 - ``lstm`` / ``gru``: one single-layer ``nn.LSTM`` / ``nn.GRU`` per block (``num_layers=4``
   would hide the inner layers' outputs), pre-norm residual:
   ``h_ℓ = h_{ℓ-1} + RNN_ℓ(LayerNorm_ℓ(h_{ℓ-1}))``, ``h_{-1}`` = token embedding.
+- ``lstm_stack`` / ``gru_stack``: the plain stack that ``nn.LSTM(num_layers=n)`` computes, one
+  module per layer so every layer's output is a hook point: ``h_ℓ = RNN_ℓ(h_{ℓ-1})``, no
+  residual stream and no norm between layers (docs/SCIENCE.md#stacked-rnns).
+- ``transformer`` with ``ModelConfig.learned_positions`` > 0: a learned absolute position table
+  added to the token embedding (:class:`TokenAndPosition`), rotary kept.
 
 Every family ends in the same head: final norm (the backbone's own ``final_layer_norm`` /
 ``norm_f`` for transformers models, a ``LayerNorm`` for the RNNs) then ``Linear(d, n_classes)``.
@@ -100,29 +105,63 @@ class HFLayerwiseModel(LayerwiseModel):
         return tuple(h[:, self.n_prefix:] for h in out.hidden_states)
 
 
-class RecurrentBlock(nn.Module):
-    """One residual recurrent block: ``x + RNN(LayerNorm(x))`` with a single-layer ``rnn_cls``
-    (``nn.LSTM`` / ``nn.GRU``)."""
+class TokenAndPosition(nn.Module):
+    """Token embedding + a learned absolute position table (GPT-2's ``wte + wpe``), used as a
+    GPT-NeoX backbone's input embedding so the ``emb`` hook sees their sum.
 
-    def __init__(self, rnn_cls: type[nn.RNNBase], d_model: int) -> None:
+    ``forward(ids [B, T]) -> [B, T, D]``; position t (0-based, the START token included) reads
+    row t of ``position``. ``weight`` is the token table (what transformers reads off an input
+    embedding).
+
+    Raises:
+        ValueError: T larger than the table (the message names both).
+    """
+
+    def __init__(self, token: nn.Embedding, n_positions: int) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.token = token
+        self.position = nn.Embedding(n_positions, token.embedding_dim)
+        nn.init.normal_(self.position.weight, std=0.02)  # GPT-2's initialisation of wpe
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.token.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        T = ids.shape[-1]
+        if T > self.position.num_embeddings:
+            raise ValueError(f"sequence of {T} positions is longer than the learned position table "
+                             f"({self.position.num_embeddings}); set ModelConfig.learned_positions higher")
+        pos = torch.arange(T, device=ids.device)
+        return self.token(ids) + self.position(pos)  # (B, T, D)
+
+
+class RecurrentBlock(nn.Module):
+    """One recurrent block with a single-layer ``rnn_cls`` (``nn.LSTM`` / ``nn.GRU``):
+    ``x + RNN(LayerNorm(x))`` (``residual=True``), or the plain stacked layer ``RNN(x)``
+    (``residual=False``: no norm, no residual, as ``nn.LSTM(num_layers=n)`` stacks)."""
+
+    def __init__(self, rnn_cls: type[nn.RNNBase], d_model: int, residual: bool = True) -> None:
+        super().__init__()
+        self.residual = residual
+        self.norm = nn.LayerNorm(d_model) if residual else nn.Identity()
         self.rnn = rnn_cls(d_model, d_model, num_layers=1, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [B, L, D] → [B, L, D]."""
         y, _ = self.rnn(self.norm(x))  # y: (B, L, D)
-        return x + y  # (B, L, D)
+        return x + y if self.residual else y  # (B, L, D)
 
 
 class RecurrentModel(ResidualStackModel):
-    """Embedding → n ``RecurrentBlock``s → LayerNorm → Linear (families ``lstm``, ``gru``).
+    """Embedding → n ``RecurrentBlock``s → LayerNorm → Linear (families ``lstm``, ``gru``; with
+    ``residual=False`` the stacked ``lstm_stack``, ``gru_stack``).
 
     Weights use PyTorch's default initialisation.
     """
 
-    def __init__(self, config: ModelConfig, rnn_cls: type[nn.RNNBase]) -> None:
-        super().__init__(config, lambda d: RecurrentBlock(rnn_cls, d))
+    def __init__(self, config: ModelConfig, rnn_cls: type[nn.RNNBase], residual: bool = True) -> None:
+        super().__init__(config, lambda d: RecurrentBlock(rnn_cls, d, residual))
 
 
 def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
@@ -177,7 +216,10 @@ def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
 # --- per-family builders (FamilySpec.build) ----------------------------------------------------
 def _hf_model(cfg: ModelConfig) -> HFLayerwiseModel:
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
-    return HFLayerwiseModel(cfg, backbone_cls(hf_config_for(cfg)))
+    backbone = backbone_cls(hf_config_for(cfg))
+    if cfg.learned_positions:
+        backbone.set_input_embeddings(TokenAndPosition(backbone.get_input_embeddings(), cfg.learned_positions))
+    return HFLayerwiseModel(cfg, backbone)
 
 
 build_transformer = build_mamba = build_mamba2 = _hf_model
@@ -189,6 +231,14 @@ def build_lstm(cfg: ModelConfig) -> RecurrentModel:
 
 def build_gru(cfg: ModelConfig) -> RecurrentModel:
     return RecurrentModel(cfg, nn.GRU)
+
+
+def build_lstm_stack(cfg: ModelConfig) -> RecurrentModel:
+    return RecurrentModel(cfg, nn.LSTM, residual=False)
+
+
+def build_gru_stack(cfg: ModelConfig) -> RecurrentModel:
+    return RecurrentModel(cfg, nn.GRU, residual=False)
 
 
 def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:

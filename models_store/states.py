@@ -86,18 +86,21 @@ class _RNNBlock(Block):
         u = self.block.norm(x)  # (B, T, D)
         if self.is_gru:
             y, _ = rnn(u, None if state0 is None else state0["h"][None].contiguous())
-            return x + y, ({"h": y} if keep else None)  # a GRU's output at t is its state h_t
+            return self._out(x, y), ({"h": y} if keep else None)  # a GRU's output at t is its state h_t
         hc = None if state0 is None else (state0["h"][None].contiguous(), state0["c"][None].contiguous())
         if not keep:
             y, _ = rnn(u, hc)
-            return x + y, None
+            return self._out(x, y), None
         ys, cs = [], []  # nn.LSTM returns c only at the end: step it to read c at every t
         for t in range(u.shape[1]):
             y_t, hc = rnn(u[:, t:t + 1], hc)
             ys.append(y_t)
             cs.append(hc[1][0])
         y = torch.cat(ys, dim=1)  # (B, T, D)
-        return x + y, {"h": y, "c": torch.stack(cs, dim=1)}
+        return self._out(x, y), {"h": y, "c": torch.stack(cs, dim=1)}
+
+    def _out(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y if getattr(self.block, "residual", True) else y  # the stacked variants have no residual
 
 
 class _MambaBlock(Block):
@@ -244,7 +247,7 @@ def stateful(model: LayerwiseModel) -> StatefulModel | None:
 
 # --- per-family step-wise twins (FamilySpec.stateful) ------------------------------------------
 def rnn_stateful(model: LayerwiseModel) -> StatefulModel:
-    """lstm / gru (``models_store.families.RecurrentModel``): state {"h", "c"} / {"h"}."""
+    """lstm / gru / lstm_stack / gru_stack (``models_store.families.RecurrentModel``): state {"h", "c"} / {"h"}."""
     blocks: list[Block] = [_RNNBlock(b) for b in model.block_modules()]
 
     def embed(tokens: torch.Tensor) -> torch.Tensor:

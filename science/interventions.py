@@ -57,7 +57,7 @@ from layerscope_core.registry import METHODS
 from science.probes import LinearProbe, fit_probe
 
 __all__ = ["METHODS", "DEFAULT_PCA_K", "FIT_TOKENS_PER_DIM", "Edit", "fit_edit", "inlp_budget",
-           "n_fit_sequences", "span_of_directions"]
+           "n_fit_sequences", "random_removal", "span_of_directions"]
 
 DEFAULT_PCA_K = 8
 FIT_TOKENS_PER_DIM = 64  # an edit is fitted on at least 64 · d_model tokens (n_fit_sequences)
@@ -115,6 +115,24 @@ class Edit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "rank_removed": self.rank_removed, "k": self.k, **self.info}
+
+
+def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edit:
+    """The rank-matched random control of an edit (docs/SCIENCE.md#random-removal): ``rank``
+    orthonormal directions drawn uniformly (QR of a Gaussian ``[D, rank]`` matrix, Mezzadri 2007,
+    "How to generate random matrices from the classical compact groups", §5) removed around
+    ``center`` ``[D]`` exactly as the projection edits remove theirs.
+
+    Raises:
+        ValueError: ``rank`` outside 1..D.
+    """
+    D = int(center.shape[-1])
+    if not 1 <= rank <= D:
+        raise ValueError(f"rank must be in 1..{D}, got {rank}")
+    G = torch.randn(D, rank, generator=generator, dtype=torch.float64)
+    Q, R = torch.linalg.qr(G)
+    Q = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)  # Haar-uniform: fix the signs QR leaves free
+    return _projection_edit("random", center.double().cpu(), Q.to(center.device))
 
 
 def inlp_budget(d_model: int, n_classes: int) -> int:

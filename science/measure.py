@@ -17,7 +17,7 @@ from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
 from models_store.capture import edit_layer, run_with_states
 from models_store.conv1d import remove_conv1d
 from science.context import JobContext, SilentContext
-from science.interventions import fit_edit, n_fit_sequences
+from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.seeds import data_seed
@@ -27,6 +27,14 @@ from science.tasks.base import Task, TaskData
 CAPTURE_BATCH = 256
 ALL_LAYERS = -2  # conv1d_removal in every layer
 ALPHA = 0.05
+# Removal that removes (docs/SCIENCE.md#fit-size): LEACE and INLP are refitted on twice as many
+# sequences, at most MAX_FIT_DOUBLINGS times, while a probe refit on their edited held-out states
+# at the fit length reads the variable more than REMOVAL_TOL above the majority rate.
+REMOVAL_METHODS = ("leace", "inlp")
+REMOVAL_TOL = 0.02
+MAX_FIT_DOUBLINGS = 2
+# Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
+N_RANDOM_DRAWS = 5
 
 
 @dataclass
@@ -76,25 +84,12 @@ def majority_rate(labels: torch.Tensor) -> float:
     return float(torch.bincount(labels.reshape(-1)).max()) / labels.numel()
 
 
-# Fewest input-token types for which the control task is informative (code_depth has hundreds;
-# parity 2, s3 6, dyck 2k).
-MIN_CONTROL_TYPES = 20
-
-
-def control_task_informative(vocab_size: int) -> bool:
-    """Whether the Hewitt & Liang control task can tell a probe that reads the state from one that
-    reads the current token: only with many input-token types (``MIN_CONTROL_TYPES``). With the
-    formal tasks' 2–6 types a fixed random label per type is linearly decodable from the token
-    itself at every layer (control accuracy 1.0), so selectivity would say nothing and is not
-    stored (docs/SCIENCE.md#selectivity)."""
-    return vocab_size >= MIN_CONTROL_TYPES
-
-
-def _probe_rows(captured: Captured, run_seed: int, n_classes: int, eval_length: int,
-                config_hash: str, *, control: bool = True) -> list[ProbeRecord]:
-    tokens = captured.data.tokens if control else None  # no control task: selectivity stays None
-    reports = probe_layers(captured.states, captured.data.labels, n_classes,
-                           seed=data_seed(run_seed, "split", eval_length), tokens=tokens)
+def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int,
+                config_hash: str) -> list[ProbeRecord]:
+    tokens = captured.data.tokens
+    reports = probe_layers(captured.states, captured.data.labels, task.n_classes,
+                           seed=data_seed(run_seed, "split", eval_length), tokens=tokens,
+                           token_types=task.token_types(tokens), type_names=task.token_type_names)
     return [ProbeRecord.from_report(r, eval_length=eval_length, config_hash=config_hash)
             for _, r in sorted(reports.items())]
 
@@ -105,16 +100,17 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
     Returns :class:`ProbeRecord` s for ``probe_results``: accuracy, balanced accuracy and majority
-    baseline in 0..1, per-position accuracy (L entries, entry t = 0-based position t), convergence flag and iterations, and the
-    control-task accuracy and selectivity (Hewitt & Liang 2019; docs/SCIENCE.md#selectivity).
+    baseline in 0..1, per-position accuracy (L entries, entry t = 0-based position t), convergence flag and iterations,
+    the control-task accuracy and selectivity (a random label per token type × position bucket,
+    after Hewitt & Liang 2019; docs/SCIENCE.md#selectivity), and the accuracy per token type where
+    the task defines token types (docs/SCIENCE.md#token-types).
     """
     ctx = ctx or SilentContext()
     rows: list[ProbeRecord] = []
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
         data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
-        rows += _probe_rows(capture(model, data, device), run_seed, task.n_classes, length, config_hash,
-                            control=control_task_informative(task.vocab_size))
+        rows += _probe_rows(capture(model, data, device), run_seed, task, length, config_hash)
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
     return rows
 
@@ -122,7 +118,7 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
 def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited: torch.Tensor,
                 chance: float, refit: tuple[float, float] | None, rank: int | None, k: int | None,
                 n_perm: int, seed: int, config_hash: str, edit_info: dict[str, Any] | None = None,
-                n_fit: int | None = None) -> InterventionRecord:
+                n_fit: int | None = None, random: dict[str, Any] | None = None) -> InterventionRecord:
     base_acc, edited_acc = float(base.mean()), float(edited.mean())
     gap = base_acc - chance
     info = edit_info or {}
@@ -138,8 +134,33 @@ def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited
         rank_removed=rank,
         p_value=paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
         p_holm=None, significant=None,
-        n_sequences=int(base.shape[0]), seed=seed, config_hash=config_hash,
+        n_sequences=int(base.shape[0]), seed=seed, config_hash=config_hash, **(random or {}),
     )
+
+
+def random_removal_effect(model: nn.Module, layer: int, center: torch.Tensor, rank: int, data: TaskData,
+                          base_acc: torch.Tensor, run_seed: int, draws: int = N_RANDOM_DRAWS,
+                          device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Behavioural change when ``rank`` random orthonormal directions are removed at ``layer``
+    (:func:`science.interventions.random_removal`, around ``center`` [D]), over ``draws`` draws
+    (one when ``rank`` = D: every draw then removes the whole space, i.e. mean ablation).
+
+    ``base_acc``: per-sequence token accuracy [n] of the unedited model on ``data``.
+
+    Returns:
+        ``{random_delta_pp, random_delta_lo, random_delta_hi, random_draws}``: the mean, min and
+        max over the draws of the mean per-sequence ``delta_pp`` (pp).
+    """
+    n_draws = 1 if rank >= center.shape[-1] else draws
+    g = torch.Generator().manual_seed(data_seed(run_seed, "random_removal", 100_003 * (layer + 1) + rank))
+    deltas = []
+    for _ in range(n_draws):
+        edit = random_removal(center, rank, g)
+        with edit_layer(model, layer, edit.apply):
+            edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
+        deltas.append(float((edited - base_acc).mean()) * 100.0)
+    return {"random_delta_pp": sum(deltas) / len(deltas), "random_delta_lo": min(deltas),
+            "random_delta_hi": max(deltas), "random_draws": n_draws}
 
 
 def _apply_holm(rows: list[InterventionRecord]) -> None:
@@ -172,8 +193,13 @@ def measure_interventions(
     delta in pp, the drop relative to chance (chance = majority-class rate of the eval labels;
     1.0 = edited down to chance), a probe refit on the edited states with its majority
     baseline, the rank removed, and a sequence-level paired permutation p-value,
-    Holm-corrected across layers. Edits are fitted on ``n_fit_sequences(d_model, fit_length,
-    n_sequences)`` sequences (≥ 64 tokens per dimension; stored per row); INLP's budget is
+    Holm-corrected across layers, and the rank-matched random control: the same layer and length
+    with ``rank_removed`` random orthonormal directions removed, :data:`N_RANDOM_DRAWS` draws
+    (:func:`random_removal_effect`; ``random_delta_pp`` mean, ``_lo``/``_hi`` range). Edits are
+    fitted on ``n_fit_sequences(d_model, fit_length, n_sequences)`` sequences (≥ 64 tokens per
+    dimension); LEACE and INLP on twice as many, up to :data:`MAX_FIT_DOUBLINGS` times, while
+    their refit probe at the fit length reads more than :data:`REMOVAL_TOL` above majority (the
+    size used stored per row, docs/SCIENCE.md#fit-size); INLP's budget is
     ``inlp_max_rounds`` or, when None, enough rounds to remove the whole width, and each INLP
     row stores whether it reached its tolerance and the rounds used. Mamba families also get ``conv1d_removal`` (every layer,
     stored as layer -2, and each layer alone); its refit probe reads the edited layer
@@ -186,41 +212,78 @@ def measure_interventions(
     if bad:
         raise ValueError(f"layers {bad} out of range for a {n_layers}-layer model (-1..{n_layers - 1})")
     n_fit = n_fit_sequences(_width(model, task, device), fit_length, n_sequences)
-    fit = capture(model, task.generate(fit_length, n_fit, data_seed(run_seed, "intervene_fit"),
-                                       split="test"), device, layers=layers)
-    edits = {}
+    fits: dict[int, Captured] = {}
+
+    def fit_set(n: int) -> Captured:  # the fit data of n sequences, captured once
+        if n not in fits:
+            seed = data_seed(run_seed, "intervene_fit") if n == n_fit else data_seed(run_seed, "intervene_fit", n)
+            fits[n] = capture(model, task.generate(fit_length, n, seed, split="test"), device, layers=layers)
+        return fits[n]
+
+    def eval_set(length: int) -> tuple[TaskData, Captured]:
+        data = task.generate(length, n_sequences, data_seed(run_seed, "intervene_eval", length), split="test")
+        return data, capture(model, data, device, layers=layers)
+
+    def refit(edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
+        edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
+        report = probe_layers({layer: edited_states}, states.data.labels, task.n_classes,
+                              seed=data_seed(run_seed, "split", length))[layer]
+        return report.accuracy, report.majority_baseline
+
+    def fitted(method: str, layer: int, n: int) -> Edit:
+        x = fit_set(n).states[layer].reshape(-1, fit_set(n).states[layer].shape[-1])  # (n·L, D)
+        return fit_edit(method, x, fit_set(n).data.labels.reshape(-1), task.n_classes,
+                        k=pca_k if method == "pca_top_k" else None, seed=run_seed, max_rounds=inlp_max_rounds)
+
+    check: tuple[TaskData, Captured] | None = None  # the eval set at the fit length: the removal check
+    edits: dict[tuple[str, int], Edit] = {}
+    fit_sizes: dict[tuple[str, int], int] = {}
+    refits: dict[tuple[str, int], tuple[float, float]] = {}  # at the fit length, reused by its eval
     for layer in layers:
-        x = fit.states[layer].reshape(-1, fit.states[layer].shape[-1])  # (n·L, D)
-        y = fit.data.labels.reshape(-1)
         for method in methods:
             ctx.check_cancelled()
-            edits[(method, layer)] = fit_edit(method, x, y, task.n_classes,
-                                              k=pca_k if method == "pca_top_k" else None,
-                                              seed=run_seed, max_rounds=inlp_max_rounds)
+            n = n_fit
+            edit = fitted(method, layer, n)
+            if method in REMOVAL_METHODS:
+                check = check or eval_set(fit_length)
+                for _ in range(MAX_FIT_DOUBLINGS):
+                    acc, maj = refits[(method, layer)] = refit(edit, layer, check[1], fit_length)
+                    if acc - maj <= REMOVAL_TOL:
+                        break
+                    n *= 2
+                    ctx.log(f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences")
+                    edit = fitted(method, layer, n)
+                    refits.pop((method, layer))
+            edits[(method, layer)], fit_sizes[(method, layer)] = edit, n
     has_conv = conv1d and _has_conv1d(model)
     rows: list[InterventionRecord] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
     done = 0
     for length in eval_lengths:
-        data = task.generate(length, n_sequences, data_seed(run_seed, "intervene_eval", length), split="test")
-        base = capture(model, data, device, layers=layers)
+        data, base = check if (check is not None and length == fit_length) else eval_set(length)
         base_acc = per_sequence_accuracy(base.preds, data.labels)
         chance = majority_rate(data.labels)
-        split_seed = data_seed(run_seed, "split", length)
         for layer in layers:
+            center = fit_set(n_fit).states[layer].reshape(-1, fit_set(n_fit).states[layer].shape[-1]).mean(0)
+            random_by_rank: dict[int, dict[str, Any]] = {}
             for method in methods:
                 ctx.check_cancelled()
                 edit = edits[(method, layer)]
                 with edit_layer(model, layer, edit.apply):
                     edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
-                edited_states = edit.apply(base.states[layer])  # (n, L, D): what the next block sees
-                report = probe_layers({layer: edited_states}, data.labels, task.n_classes, seed=split_seed)[layer]
+                known = refits.get((method, layer)) if length == fit_length else None
+                rank = edit.rank_removed
+                if rank and rank not in random_by_rank:
+                    random_by_rank[rank] = random_removal_effect(model, layer, center, rank, data, base_acc,
+                                                                 run_seed, device=device)
                 rows.append(_effect_row(method, layer, length, base_acc, edited, chance,
-                                        (report.accuracy, report.majority_baseline), edit.rank_removed,
+                                        known or refit(edit, layer, base, length), rank,
                                         pca_k if method == "pca_top_k" else None, n_permutations,
-                                        run_seed, config_hash, edit.info, n_fit))
+                                        run_seed, config_hash, edit.info, fit_sizes[(method, layer)],
+                                        random_by_rank.get(rank)))
                 done += 1
                 ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
+        split_seed = data_seed(run_seed, "split", length)
         if has_conv:
             for layer in [ALL_LAYERS, *range(n_layers)]:
                 ctx.check_cancelled()

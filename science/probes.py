@@ -144,7 +144,8 @@ class ProbeReport:
     token); ``n_train`` / ``n_test`` count sequences. ``control_accuracy`` is the same probe on
     the control task (:func:`control_labels`) and ``selectivity = accuracy − control_accuracy``
     (Hewitt & Liang 2019, "Designing and Interpreting Probes with Control Tasks", EMNLP, §2–3);
-    both None when no input tokens were given.
+    both None when no input tokens were given. ``type_accuracy``: accuracy per token type
+    (``{name: acc}``), None when no token types were given.
     """
 
     layer: int
@@ -159,12 +160,14 @@ class ProbeReport:
     balanced_accuracy: float | None = None
     control_accuracy: float | None = None
     selectivity: float | None = None
+    type_accuracy: dict[str, float | None] | None = None
     probe: LinearProbe | None = field(default=None, repr=False)
 
     def to_row(self) -> dict[str, Any]:
         """Plain dict of every field but the fitted probe object (``per_position`` copied)."""
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "probe"}
         row["per_position"] = list(self.per_position)
+        row["type_accuracy"] = None if self.type_accuracy is None else dict(self.type_accuracy)
         return row
 
 
@@ -410,28 +413,59 @@ def sequence_strata(labels: Tensor, n_classes: int, n_bins: int = 4, max_strata:
     return st
 
 
-def control_labels(tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0) -> Tensor:
-    """Hewitt & Liang (2019, §2) control task: each input-token type gets one fixed random label,
-    drawn from the empirical label distribution; unlabelled positions (< 0) stay unlabelled.
+CONTROL_BUCKET = 5  # positions per bucket of the control task (docs/SCIENCE.md#selectivity)
+
+
+def control_labels(tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0,
+                   bucket: int | None = CONTROL_BUCKET) -> Tensor:
+    """The control task: one fixed random label per (input-token type, position bucket), drawn from
+    the empirical label distribution; unlabelled positions (< 0) stay unlabelled.
+
+    Hewitt & Liang (2019, "Designing and Interpreting Probes with Control Tasks", EMNLP, §2)
+    give each token *type* a random label. With the formal tasks' 2–6 types (and even with
+    code_depth's hundreds) that label is read off the token itself at every layer (control
+    accuracy 0.90–1.00), so selectivity says nothing. Crossing the type with the position bucket
+    ``t // bucket`` makes a label that no function of the token alone predicts, nor one of the
+    position alone; a probe reads it only from states that keep both, in a form a linear map
+    can separate: what "selectivity" then measures (docs/SCIENCE.md#selectivity).
 
     Args:
         tokens: ``[n, L]`` input token ids (≥ 0).
         labels: ``[n, L]`` the real labels (for the label distribution and the mask).
+        bucket: positions per bucket (≥ 1); None = Hewitt & Liang's per-type control.
 
     Returns:
         ``[n, L]`` control labels on ``labels``' device.
+
+    Raises:
+        ValueError: shapes differ, or ``bucket`` < 1.
     """
     if tokens.shape != labels.shape:
         raise ValueError(f"tokens {tuple(tokens.shape)} and labels {tuple(labels.shape)} differ in shape")
-    tok = tokens.cpu().long()
+    if bucket is not None and bucket < 1:
+        raise ValueError(f"bucket must be >= 1 positions, got {bucket}")
+    tok = tokens.cpu().long().clamp_min(0)
     lab = labels.cpu().long()
     valid = lab >= 0
     dist = torch.bincount(lab[valid], minlength=n_classes).double()
     g = torch.Generator().manual_seed(seed)
     n_types = int(tok.max()) + 1 if tok.numel() else 1
-    table = torch.multinomial(dist.clamp_min(0) + (dist.sum() == 0), n_types, replacement=True, generator=g)
-    ctrl = torch.where(valid, table[tok.clamp_min(0)], torch.full_like(lab, -100))
+    n_buckets = 1 if bucket is None else -(-tok.shape[-1] // bucket)
+    table = torch.multinomial(dist.clamp_min(0) + (dist.sum() == 0), n_types * n_buckets, replacement=True,
+                              generator=g)
+    pos_bucket = torch.zeros_like(tok) if bucket is None else (torch.arange(tok.shape[-1]) // bucket).expand_as(tok)
+    ctrl = torch.where(valid, table[tok * n_buckets + pos_bucket], torch.full_like(lab, -100))
     return ctrl.to(labels.device)
+
+
+def type_accuracies(correct: Tensor, mask: Tensor, types: Tensor, names: tuple[str, ...]) -> dict[str, float | None]:
+    """Accuracy per token type: ``{name: share of correct labelled test positions of that type}``
+    (None for a type absent from the test positions). ``correct``, ``mask``, ``types``: ``[n, L]``."""
+    out: dict[str, float | None] = {}
+    for i, name in enumerate(names):
+        m = mask & (types == i)
+        out[name] = float((correct & m).sum()) / int(m.sum()) if int(m.sum()) else None
+    return out
 
 
 def _score(probe: LinearProbe, H: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor, float, float | None]:
@@ -456,6 +490,8 @@ def probe_layers(
     test_frac: float = 0.2,
     *,
     tokens: Tensor | None = None,
+    token_types: Tensor | None = None,
+    type_names: tuple[str, ...] = (),
     ctx: Any = None,
     keep_probes: bool = True,
     **fit_kwargs: Any,
@@ -470,6 +506,8 @@ def probe_layers(
             (:func:`sequence_strata`, :func:`split_sequences`), the same sequences for every layer.
         tokens: ``[n, L]`` input tokens; when given, each layer also gets a probe on the control
             task (:func:`control_labels`, same settings, same split) and its selectivity.
+        token_types, type_names: ``[n, L]`` token type ids and their names; when given, each
+            report carries the probe's test accuracy per token type (:func:`type_accuracies`).
         ctx: optional ``JobContext`` (progress per layer, cancel checks).
         keep_probes: attach the fitted :class:`LinearProbe` to each report.
         **fit_kwargs: passed to :func:`fit_probe` (C, tol, max_iter, ...).
@@ -511,6 +549,9 @@ def probe_layers(
         pos_n = mte.sum(0)
         pos_acc = correct.sum(0).double() / pos_n.clamp_min(1)
         per_pos = [float(a) if int(c) > 0 else None for a, c in zip(pos_acc.tolist(), pos_n.tolist())]
+        by_type = None
+        if token_types is not None:
+            by_type = type_accuracies(correct, mte, token_types.to(dev)[te], type_names)
         control = None
         if ctrl is not None:
             c_lab = ctrl.to(dev)
@@ -522,7 +563,8 @@ def probe_layers(
             layer=layer, accuracy=acc, majority_baseline=maj, per_position=per_pos,
             n_train=int(tr.numel()), n_test=int(te.numel()), converged=probe.converged,
             n_iter=probe.n_iter, grad_max=probe.grad_max, balanced_accuracy=bal, control_accuracy=control,
-            selectivity=None if control is None else acc - control, probe=probe if keep_probes else None,
+            selectivity=None if control is None else acc - control, type_accuracy=by_type,
+            probe=probe if keep_probes else None,
         )
         if ctx is not None:
             ctx.progress((i + 1) / len(layers), f"probe layer {layer}: {acc:.3f}")

@@ -95,6 +95,7 @@ class ProbeRecord(_Record):
     balanced_accuracy: float | None = None
     control_accuracy: float | None = None
     selectivity: float | None = None
+    type_accuracy: dict[str, float | None] | None = None
     config_hash: str = ""
 
     @classmethod
@@ -115,7 +116,10 @@ class InterventionRecord(_Record):
     ``refit_acc`` / ``refit_majority``: a probe refit on the edited states and its baseline;
     ``p_value``: paired permutation over sequences, ``p_holm`` Holm-corrected across layers
     (filled after all rows exist), ``significant = p_holm < 0.05``; ``n_fit_sequences``:
-    sequences the edit was fitted on (at the fit length of the measure settings).
+    sequences the edit was fitted on (at the fit length of the measure settings);
+    ``random_delta_pp`` (lo, hi): the mean (min, max) ``delta_pp`` over ``random_draws`` removals
+    of ``rank_removed`` random orthonormal directions at the same layer and length
+    (docs/SCIENCE.md#random-removal); None where the row removes no rank.
     """
 
     method: str
@@ -137,6 +141,10 @@ class InterventionRecord(_Record):
     p_value: float | None = None
     p_holm: float | None = None
     significant: bool | None = None
+    random_delta_pp: float | None = None
+    random_delta_lo: float | None = None
+    random_delta_hi: float | None = None
+    random_draws: int | None = None
     config_hash: str = ""
 
 

@@ -20,13 +20,39 @@ from science.tasks.base import Task, TaskData
 EVAL_BATCH = 256
 
 
+# Why a run stopped (``TrainResult.stop_reason``, stored as ``runs.stop_reason``):
+# the criterion, a plateau, the step budget, the wall-clock safety cap, or a rebuild's step.
+STOP_REASONS = ("trained", "plateau", "budget", "time_limit", "rebuild_step")
+
+
 @dataclass
 class TrainResult:
+    """What a training run did. ``stop_reason``: one of :data:`STOP_REASONS`;
+    ``best_heldout_acc`` (0..1) and ``best_step``: the best held-out token accuracy evaluated at
+    the full training length and the step it was reached at; ``stop_length``: the training
+    length when it stopped (below ``train_length`` when a curriculum stage plateaued)."""
+
     steps: int
     seconds: float
     stopped_early: bool
     loss_curve: list[dict[str, Any]] = field(default_factory=list)
     final_heldout_acc: float | None = None
+    stop_reason: str | None = "budget"
+    best_heldout_acc: float | None = None
+    best_step: int | None = None
+    stop_length: int | None = None
+
+
+def plateaued(accs: list[float], window: int, min_gain: float) -> bool:
+    """Whether a run has plateaued at one training length (docs/SCIENCE.md#plateau).
+
+    ``accs``: the held-out token accuracies (0..1) evaluated at the current length since the run
+    reached it, oldest first. Plateau: at least ``window + 1`` evaluations, and the best of the
+    last ``window`` beats the best before them by less than ``min_gain`` (a fraction: 0.01 = 1 pp).
+    """
+    if window < 1 or len(accs) <= window:
+        return False
+    return max(accs[-window:]) - max(accs[:-window]) < min_gain
 
 
 @torch.no_grad()
@@ -112,6 +138,8 @@ def train_model(
     curriculum_step: int = 4,
     curriculum_threshold: float = 0.95,
     stop_at_step: int | None = None,
+    plateau_evals: int | None = None,
+    plateau_min_gain: float = 0.01,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
 ) -> TrainResult:
@@ -125,9 +153,14 @@ def train_model(
     ``curriculum_threshold``, up to ``train_length``. The defaults here are the recipe before
     these options existed (constant lr, no clipping, no curriculum), so old callers train as before.
 
-    Stops at ``max_steps``, after ``max_seconds`` of wall time (seconds), or as soon as the
-    held-out token accuracy at ``train_length`` (the full length: never during the curriculum)
-    reaches ``early_stop_acc``. ``final_heldout_acc`` is always at ``train_length``.
+    Stops at ``max_steps`` (``stop_reason`` "budget"), after ``max_seconds`` of wall time
+    (seconds; a safety cap, "time_limit"), as soon as the held-out token accuracy at
+    ``train_length`` (the full length: never during the curriculum) reaches ``early_stop_acc``
+    ("trained"), or, with ``plateau_evals`` = K set, when the accuracy at the current length has
+    gained less than ``plateau_min_gain`` over its last K evaluations (:func:`plateaued`;
+    "plateau", at the full length or at a curriculum stage that stopped growing).
+    ``final_heldout_acc`` is always at ``train_length``; ``best_heldout_acc`` / ``best_step`` are
+    the best evaluation at ``train_length`` (the final one included).
 
     ``stop_at_step`` (None = off) also stops after that step, evaluating there: the rebuild of a
     stored run's weights (docs/SCIENCE.md#rebuilding-weights), which passes the step budget the
@@ -158,9 +191,12 @@ def train_model(
     curve: list[dict[str, Any]] = []
     start = time.perf_counter()
     stopped_early = False
+    stop_reason = "budget"
     step = 0
     acc: float | None = None
     acc_length = -1
+    at_length: list[float] = []  # evaluations at the current length (plateau rule)
+    best: tuple[float, int] | None = None  # (accuracy, step) at the full length
     # Sequences are generated in blocks of batches: one generator call per block, not per step.
     block = max(1, min(eval_every, 50))
     buffer: TaskData | None = None
@@ -191,7 +227,10 @@ def train_model(
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"training loss became {loss_value} at step {step}")
         elapsed = time.perf_counter() - start
-        at_limit = (max_seconds is not None and elapsed >= max_seconds) or step == stop_at_step
+        timed_out = max_seconds is not None and elapsed >= max_seconds
+        at_limit = timed_out or step == stop_at_step
+        if at_limit:
+            stop_reason = "time_limit" if timed_out else "rebuild_step"
         point: dict[str, Any] = {"step": step, "loss": loss_value, "heldout_token_acc": None}
         if len(lengths) > 1:
             point["length"] = length
@@ -202,17 +241,28 @@ def train_model(
             ctx.progress(min(1.0, max(step / min(max_steps, stop_at_step or max_steps),
                                       elapsed / max_seconds if max_seconds else 0.0)),
                          f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}")
+            at_length.append(acc)
             if length == train_length:
+                if best is None or acc > best[0]:
+                    best = (acc, step)
                 if acc >= early_stop_acc:
-                    stopped_early = True
+                    stopped_early, stop_reason = True, "trained"
             elif acc >= curriculum_threshold:
                 stage += 1
+                at_length = []
                 ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {lengths[stage]}")
+            if not stopped_early and plateau_evals and plateaued(at_length, plateau_evals, plateau_min_gain):
+                stop_reason = "plateau"
+                ctx.log(f"step {step}: plateau at length {length} (best of the last {plateau_evals} evaluations "
+                        f"within {plateau_min_gain:.3f} of the best before them)")
         curve.append(point)
-        if stopped_early or at_limit:
+        if stopped_early or at_limit or stop_reason == "plateau":
             break
+    stop_length = lengths[stage]
     if acc_length != train_length:  # ended inside the curriculum: judge at the full length
         acc = token_accuracy(model, heldout(train_length), device)["token_acc"]
+        if best is None or acc > best[0]:
+            best = (acc, step)
     model.eval()
     return TrainResult(
         steps=step,
@@ -220,7 +270,23 @@ def train_model(
         stopped_early=stopped_early,
         loss_curve=curve,
         final_heldout_acc=acc,
+        stop_reason=stop_reason,
+        best_heldout_acc=None if best is None else best[0],
+        best_step=None if best is None else best[1],
+        stop_length=stop_length,
     )
+
+
+def untrained_result(model: nn.Module, task: Task, *, seed: int, train_length: int = 40, n_eval_sequences: int = 500,
+                     device: torch.device | str = "cpu") -> TrainResult:
+    """The :class:`TrainResult` of a model left at its initialisation (a random-init control,
+    docs/SCIENCE.md#controls): 0 steps, held-out token accuracy on the held-out set a trained run
+    of ``seed`` is judged on, no stop reason."""
+    data = task.generate(train_length, n_eval_sequences, data_seed(seed, "heldout", 0), split="test")
+    acc = token_accuracy(model, data, device)["token_acc"]
+    model.eval()
+    return TrainResult(steps=0, seconds=0.0, stopped_early=False, final_heldout_acc=acc, stop_reason=None,  # type: ignore[arg-type]
+                       best_heldout_acc=acc, best_step=0, stop_length=train_length)
 
 
 def step_budget(steps: int, seconds: float, stopped_early: bool, max_steps: int, max_seconds: float | None) -> int:

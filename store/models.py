@@ -81,6 +81,14 @@ class Run(Base):
     made_on: Mapped[str | None] = mapped_column(String(200))
     # Which code made it: {layerscope, git_commit, python, torch, transformers} (None: before 0004).
     made_with: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # "init": a random-init control (same architecture and seed, untrained, probes only); None
+    # for every other run (0005). Verdicts never read a control as a trained run.
+    control: Mapped[str | None] = mapped_column(String(16))
+    # Why training stopped: trained | plateau | budget | time_limit | rebuild_step (None: before
+    # 0005), and the best held-out token accuracy at the training length with its step.
+    stop_reason: Mapped[str | None] = mapped_column(String(16))
+    best_heldout_acc: Mapped[float | None] = mapped_column(Float)
+    best_step: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
@@ -129,6 +137,8 @@ class ProbeResult(Base):
     # input-token type. selectivity = accuracy - control_accuracy (0..1 scale).
     control_accuracy: Mapped[float | None] = mapped_column(Float)
     selectivity: Mapped[float | None] = mapped_column(Float)
+    # probe accuracy per token type (Dyck: {"open": .., "close": ..}; code_depth: bracket/other), 0..1
+    type_accuracy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     n_train: Mapped[int] = mapped_column(Integer)  # sequences
     n_test: Mapped[int] = mapped_column(Integer)  # sequences
     converged: Mapped[bool] = mapped_column(Boolean)
@@ -173,6 +183,12 @@ class InterventionResult(Base):
     p_value: Mapped[float | None] = mapped_column(Float)  # paired permutation, sequence level
     p_holm: Mapped[float | None] = mapped_column(Float)  # Holm across the run's layers
     significant: Mapped[bool | None] = mapped_column(Boolean)  # p_holm < 0.05; False = "n.s."
+    # rank-matched random removal: rank_removed random orthonormal directions removed at the same
+    # layer, delta_pp's mean and range over random_draws draws (docs/SCIENCE.md#random-removal)
+    random_delta_pp: Mapped[float | None] = mapped_column(Float)
+    random_delta_lo: Mapped[float | None] = mapped_column(Float)
+    random_delta_hi: Mapped[float | None] = mapped_column(Float)
+    random_draws: Mapped[int | None] = mapped_column(Integer)
     n_sequences: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
     config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row

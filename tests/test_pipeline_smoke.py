@@ -39,10 +39,15 @@ def test_probes_cover_every_layer_and_eval_length(smoke):
                 (l, L) for l in range(-1, run.n_layers) for L in (40, 60)
             }
             assert all(0.0 <= r.accuracy <= 1.0 and len(r.per_position) == r.eval_length for r in rows)
-            # balanced accuracy stored beside accuracy; the control task (selectivity) only where the
-            # task has enough token types for it to be informative (not the formal tasks' 2–6)
+            # balanced accuracy stored beside accuracy; the control task (token type × position
+            # bucket) and selectivity for every task; accuracy per token type where the task has types
             assert all(0.0 <= r.balanced_accuracy <= 1.0 for r in rows)
-            assert all(r.selectivity is None and r.control_accuracy is None for r in rows)
+            assert all(0.0 <= r.control_accuracy <= 1.0 for r in rows)
+            assert all(abs(r.selectivity - (r.accuracy - r.control_accuracy)) < 1e-9 for r in rows)
+            if run.task == "dyck":
+                assert all(set(r.type_accuracy) == {"open", "close"} for r in rows)
+            else:
+                assert all(r.type_accuracy is None for r in rows)
 
 
 def test_interventions_with_refit_and_conv1d_for_mamba_families(smoke):
@@ -61,6 +66,19 @@ def test_interventions_with_refit_and_conv1d_for_mamba_families(smoke):
             inlp = [r for r in rows if r.method == "inlp"]
             assert inlp and all(r.inlp_converged is not None and r.inlp_rounds >= 0 for r in inlp)
             assert all(r.inlp_converged is None for r in rows if r.method != "inlp")
+            # the rank-matched random removal beside every row that removes a rank
+            for r in fitted:
+                if r.rank_removed:
+                    assert r.random_draws == (1 if r.rank_removed == run.d_model else 5)
+                    assert r.random_delta_lo <= r.random_delta_pp <= r.random_delta_hi
+                else:
+                    assert r.random_delta_pp is None
+            # the mean ablation removes the whole width: its random twin is the same edit
+            for r in (r for r in fitted if r.method == "mean"):
+                assert abs(r.random_delta_pp - r.delta_pp) < 1e-3  # pp; float32 rounding of the two edits
+            # LEACE/INLP fitted on the base size or a doubling of it (the fit-size rule)
+            base = max(r.n_fit_sequences for r in fitted if r.method == "pca_top_k")
+            assert all(r.n_fit_sequences in (base, 2 * base, 4 * base) for r in fitted if r.method in ("leace", "inlp"))
 
 
 def test_patching_grid_for_every_run(smoke):

@@ -169,23 +169,66 @@ def test_split_is_stratified_by_label_mix():
 
 
 def test_balanced_accuracy_and_selectivity():
-    from science.probes import control_labels
+    from science.probes import CONTROL_BUCKET, control_labels
 
     g = torch.Generator().manual_seed(4)
     n, L = 80, 12
     tokens = torch.randint(0, 20, (n, L), generator=g)
     labels = (tokens.cumsum(1) % 2).long()  # a prefix-parity-like label: not a function of the token
-    emb = torch.nn.functional.one_hot(tokens, 20).float() + 0.05 * torch.randn(n, L, 20, generator=g)
     state = torch.nn.functional.one_hot(labels, 2).float() * 3 + torch.randn(n, L, 4, generator=g)[..., :2]
-    reps = probe_layers({-1: emb, 0: state}, labels, 2, seed=0, tokens=tokens)
-    # the emb layer reads the token types: the control task is easy there, the real one is not
-    assert reps[-1].control_accuracy > 0.95 and reps[-1].selectivity < 0.0
+    reps = probe_layers({0: state}, labels, 2, seed=0, tokens=tokens)
     assert reps[0].accuracy > 0.95 and reps[0].selectivity > 0.3
     assert 0.0 <= reps[0].balanced_accuracy <= 1.0
     assert probe_layers({0: state}, labels, 2)[0].selectivity is None  # no tokens, no control task
     ctrl = control_labels(tokens, labels, 2, seed=0)
-    for v in range(20):  # one fixed label per token type
-        assert ctrl[tokens == v].unique().numel() == 1
+    bucket = torch.arange(L).expand(n, L) // CONTROL_BUCKET
+    for v in range(20):  # one fixed label per (token type, position bucket)
+        for b in range(int(bucket.max()) + 1):
+            assert ctrl[(tokens == v) & (bucket == b)].unique().numel() <= 1
+    hl = control_labels(tokens, labels, 2, seed=0, bucket=None)  # Hewitt & Liang: one label per type
+    for v in range(20):
+        assert hl[tokens == v].unique().numel() == 1
+
+
+def test_control_task_is_not_read_off_the_token_alone():
+    """The degenerate case the position bucket removes: a state that is the token alone reads the
+    per-type control task perfectly, the per-(type, bucket) one only where the bucket is readable."""
+    from science.probes import control_labels
+
+    g = torch.Generator().manual_seed(7)
+    n, L = 200, 40
+    tokens = torch.randint(0, 2, (n, L), generator=g)  # parity's two token types
+    labels = (tokens.cumsum(1) % 2).long()
+    token_only = torch.nn.functional.one_hot(tokens, 2).float() + 0.01 * torch.randn(n, L, 2, generator=g)
+    bucket = torch.nn.functional.one_hot(torch.arange(L) // 5, 8).float().expand(n, L, 8)
+    both = (token_only[..., :, None] * bucket[..., None, :]).reshape(n, L, 16)  # token ⊗ bucket
+    per_type = control_labels(tokens, labels, 2, seed=0, bucket=None)
+    per_bucket = control_labels(tokens, labels, 2, seed=0)
+    acc = {}
+    for name, ctrl in (("type", per_type), ("bucket", per_bucket)):
+        for lname, H in (("token", token_only), ("both", both)):
+            acc[name, lname] = probe_layers({0: H}, ctrl, 2, seed=0)[0].accuracy
+    assert acc["type", "token"] > 0.99  # the old control: read off the token at any layer
+    assert acc["bucket", "both"] > 0.99  # the new one needs type and position together
+    assert acc["bucket", "token"] < acc["bucket", "both"] - 0.1
+
+
+def test_token_type_accuracy_per_type():
+    from science.tasks import get_task
+
+    task = get_task("dyck")
+    data = task.generate(40, 120, 0, split="test")
+    types = task.token_types(data.tokens)
+    assert set(types.unique().tolist()) == {0, 1} and task.token_type_names == ("open", "close")
+    # a state that is the label on close brackets only: perfect there, chance-ish on opens
+    g = torch.Generator().manual_seed(1)
+    onehot = torch.nn.functional.one_hot(data.labels, task.n_classes).float()
+    H = torch.where((types == 1)[..., None], onehot * 4, torch.zeros_like(onehot)) + 0.1 * torch.randn(
+        onehot.shape, generator=g)
+    r = probe_layers({0: H}, data.labels, task.n_classes, seed=0, token_types=types,
+                     type_names=task.token_type_names)[0]
+    assert r.type_accuracy["close"] > 0.98 and r.type_accuracy["open"] < r.type_accuracy["close"] - 0.2
+    assert get_task("parity").token_types(data.tokens) is None
 
 
 def test_balanced_accuracy_exposes_a_majority_predictor():
@@ -193,11 +236,3 @@ def test_balanced_accuracy_exposes_a_majority_predictor():
     labels = (torch.rand(100, 10, generator=g) < 0.1).long()  # 90 % class 0
     r = probe_layers({0: torch.randn(100, 10, 3, generator=g)}, labels, 2, seed=0)[0]
     assert r.accuracy > 0.8 and r.balanced_accuracy == pytest.approx(0.5, abs=0.05)
-
-
-def test_control_task_only_where_token_types_are_many():
-    from science.measure import MIN_CONTROL_TYPES, control_task_informative
-    from science.tasks import get_task
-
-    assert not any(control_task_informative(get_task(t).vocab_size) for t in ("parity", "s3", "dyck"))
-    assert control_task_informative(MIN_CONTROL_TYPES) and not control_task_informative(MIN_CONTROL_TYPES - 1)

@@ -175,6 +175,17 @@ class TrainParams(_Params):
     measure: MeasureParams | None = Field(
         default_factory=MeasureParams, description="follow-up measurements; None = train only"
     )
+    learned_positions: int = Field(
+        0, ge=0, le=65_536, description="transformer only: size of a learned absolute position table added to the "
+                                        "token embedding, rotary kept (docs/SCIENCE.md#positions); 0 = rotary only")
+    plateau_evals: int | None = Field(
+        None, ge=1, le=100_000, description="stop at a plateau: the held-out accuracy at the current length gained "
+                                            "less than plateau_min_gain over this many evaluations "
+                                            "(docs/SCIENCE.md#plateau); None = off")
+    plateau_min_gain: float = Field(0.01, gt=0, le=1.0, description="the plateau rule's least gain (fraction)")
+    control: Literal["init"] | None = Field(
+        None, description="'init': the random-init control of this run — the same architecture and seed, not "
+                          "trained, measured with the probes only (docs/SCIENCE.md#controls)")
 
     @model_validator(mode="after")
     def _check(self) -> "TrainParams":
@@ -193,17 +204,40 @@ class TrainParams(_Params):
             raise ValueError("rebuild_weights: not with force (force trains afresh under the run's own budget)")
         if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
             self.curriculum_start = None  # nothing to grow: the same run as no curriculum
+        if self.learned_positions:
+            if get_family(self.family).kind != "attention":
+                raise ValueError(f"learned_positions: only for attention families, not {self.family!r}")
+            if self.pretrained:
+                raise ValueError("learned_positions: not for pretrained models")
+        if self.control is not None and self.pretrained:
+            raise ValueError("control: random-init controls are for models trained from scratch")
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
 
         get_task(self.task, **self.task_params)
         return self
 
     def run_config(self) -> dict[str, Any]:
-        """The params that define the trained model (measurement settings excluded)."""
-        return self.model_dump(mode="json", exclude={"measure", "name", "suite", "force", "rebuild_weights"})
+        """The params that define the trained model (measurement settings excluded). Fields added
+        after runs were stored (:data:`LATER_FIELDS`) are left out while at their default, so
+        every stored run keeps its config hash."""
+        out = self.model_dump(mode="json", exclude={"measure", "name", "suite", "force", "rebuild_weights"})
+        for name, default in LATER_FIELDS.items():
+            if out.get(name) == default:
+                out.pop(name)
+        return out
+
+    def twin(self, **changes: Any) -> "TrainParams":
+        """A copy with ``changes`` applied and validated again (e.g. the ``control="init"`` twin)."""
+        return TrainParams.model_validate({**self.model_dump(), **changes})
 
     def run_hash(self) -> str:
         return config_hash(self.run_config())
+
+
+# TrainParams fields added after the first stored runs, with the default that leaves them out of
+# the run config (and so out of the config hash): a run made before them keeps its hash.
+LATER_FIELDS: dict[str, Any] = {"learned_positions": 0, "plateau_evals": None, "plateau_min_gain": 0.01,
+                                "control": None}
 
 
 class ProbeParams(_Params):
@@ -256,6 +290,9 @@ class SuiteParams(_Params):
     rebuild_weights: bool = Field(False, description="rebuild, within their recorded step budget, the weights of stored "
                                                      "runs that have none here (imported without weights), and "
                                                      "measure them again")
+    controls: bool | Literal["only"] | None = Field(
+        None, description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
+                          "alone; None = the preset's choice")
 
     @model_validator(mode="after")
     def _check(self) -> "SuiteParams":

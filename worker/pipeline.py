@@ -32,6 +32,7 @@ from worker.params import (
     TrainParams,
 )
 from worker.measuring import (
+    PARTS,
     MeasuredRun,
     intervene_settings,
     measure_run,
@@ -43,7 +44,7 @@ from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
 from science.tasks import get_task
-from science.training import behaviour, recorded_step_budget, step_budget, train_model
+from science.training import behaviour, recorded_step_budget, step_budget, train_model, untrained_result
 
 
 class RunNotFound(LookupError):
@@ -108,7 +109,7 @@ def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
         return model
     cfg = ModelConfig(family=params.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
                       n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target,
-                      start_token=bool(params.start_token))
+                      start_token=bool(params.start_token), learned_positions=params.learned_positions)
     return build_model(cfg)
 
 
@@ -204,25 +205,31 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                 with session_scope(env.session_factory) as s:
                     persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
                 run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.0, 1.0),  # type: ignore[arg-type]
-                                 train_length=params.train_length)
+                                 train_length=params.train_length, parts=measured_parts(params))
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
     if rebuild is not None:
         ctx.log(f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
                 f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
                 f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})")
-    ctx.progress(0.0, f"training {params.family} on {params.task}")
-    result = train_model(
-        model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
-        lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
-        max_seconds=None if rebuild else params.max_seconds, stop_at_step=rebuild.steps if rebuild else None,
-        early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
-        n_eval_sequences=params.n_eval_sequences, warmup_steps=params.warmup_steps,
-        lr_schedule=params.lr_schedule, min_lr_ratio=params.min_lr_ratio, grad_clip=params.grad_clip,
-        curriculum_start=params.curriculum_start, curriculum_step=params.curriculum_step,
-        curriculum_threshold=params.curriculum_threshold, device=env.device,
-        ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
-    )
+    if params.control == "init":  # the random-init control: the same build, never trained
+        ctx.progress(0.0, f"random-init control of {params.family} on {params.task}")
+        result = untrained_result(model, task, seed=params.seed, train_length=params.train_length,
+                                  n_eval_sequences=params.n_eval_sequences, device=env.device)
+    else:
+        ctx.progress(0.0, f"training {params.family} on {params.task}")
+        result = train_model(
+            model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
+            lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
+            max_seconds=None if rebuild else params.max_seconds, stop_at_step=rebuild.steps if rebuild else None,
+            early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
+            n_eval_sequences=params.n_eval_sequences, warmup_steps=params.warmup_steps,
+            lr_schedule=params.lr_schedule, min_lr_ratio=params.min_lr_ratio, grad_clip=params.grad_clip,
+            curriculum_start=params.curriculum_start, curriculum_step=params.curriculum_step,
+            curriculum_threshold=params.curriculum_threshold, plateau_evals=params.plateau_evals,
+            plateau_min_gain=params.plateau_min_gain, device=env.device,
+            ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
+        )
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
     behav = behaviour(model, task, seed=params.seed, eval_lengths=eval_lengths,
                       n_sequences=params.n_eval_sequences, device=env.device)
@@ -238,7 +245,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
             train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
             behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
-            made_on=made_on(env.device),
+            control=params.control, stop_reason=result.stop_reason, best_heldout_acc=result.best_heldout_acc,
+            best_step=result.best_step, made_on=made_on(env.device),
             made_with={**code_versions(), **({"rebuilt_from": rebuild.of} if rebuild else {})},
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
@@ -250,16 +258,22 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                if rebuild else ""))
     if measure:
         run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0),
-                         train_length=params.train_length)
+                         train_length=params.train_length, parts=measured_parts(params))
     return run_id
 
 
+def measured_parts(params: TrainParams) -> tuple[str, ...]:
+    """What a suite run measures: a random-init control only the probes (docs/SCIENCE.md#controls),
+    every other run probes, interventions and patching."""
+    return ("probes",) if params.control else PARTS
+
+
 def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,  # noqa: ANN001
-                     ctx: JobContext, *, train_length: int) -> None:
-    """Probes, interventions, patching on a trained model, each stored as it finishes, then the
-    run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry path), with
-    interventions fitted at the run's ``train_length``."""
-    measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, complete=True)
+                     ctx: JobContext, *, train_length: int, parts: tuple[str, ...] = PARTS) -> None:
+    """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
+    finishes, then the run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry
+    path), with interventions fitted at the run's ``train_length``."""
+    measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=True)
 
 
 def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201

@@ -25,14 +25,15 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
         return []
     with session_scope(factory) as s:
         rows = s.execute(select(Run.suite, Run.family, Run.task, Run.seed, Run.pretrained, Run.n_layers,
-                                Run.config_hash, Run.train_config)
+                                Run.config_hash, Run.train_config, Run.control)
                          .where(Run.suite.in_({j.suite for j in jobs}))).all()
     by_key: dict[tuple, list] = {}
     for r in rows:
-        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None), []).append(r)
+        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None, r.control), []).append(r)
     groups: dict[tuple, dict[str, Any]] = {}
     for job in jobs:
-        stored = by_key.get((job.suite, job.family, job.task, job.seed, job.pretrained or None), [])
+        # a random-init control is the seed's twin, not a second run of it
+        stored = by_key.get((job.suite, job.family, job.task, job.seed, job.pretrained or None, job.control), [])
         if any(r.config_hash == job.run_hash() for r in stored):
             continue  # this very run is stored: resumed as usual
         now = job.run_config()

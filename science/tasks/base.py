@@ -119,6 +119,15 @@ class Task(abc.ABC):
             ValueError: on a bad argument or when the task admits no such pair.
         """
 
+    # Names of the token types whose identity carries the label (docs/SCIENCE.md#token-types);
+    # empty: the task defines none (parity and S3, where the label is not a function of the token).
+    token_type_names: tuple[str, ...] = ()
+
+    def token_types(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """Token type ids ``[n, L]`` (indices into :attr:`token_type_names`) of token ids
+        ``[n, L]``, or None where the task defines no token types."""
+        return None
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"

@@ -101,6 +101,14 @@ class CodeDepthTask(Task):
         self._encoded: dict[str, list[np.ndarray]] = {}
         self._windows: dict[tuple[str, int], np.ndarray] = {}
 
+    token_type_names = ("bracket", "other")
+
+    def token_types(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[n, L]``: 0 for a token that opens or closes a level of this variant (brackets, or
+        INDENT/DEDENT), 1 for every other token (their depth must be carried)."""
+        moving = torch.tensor(_OPEN_IDS[self.variant] + _CLOSE_IDS[self.variant], dtype=tokens.dtype)
+        return (~torch.isin(tokens, moving.to(tokens.device))).long()
+
     # --- corpus and vocabulary -------------------------------------------------------
     @property
     def corpus(self) -> Corpus:

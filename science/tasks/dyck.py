@@ -135,6 +135,14 @@ class DyckTask(Task):
             self.class_names = tuple(str(d) for d in range(self.m + 1))
         self.n_classes = len(self.class_names)
 
+    token_type_names = ("open", "close")
+
+    def token_types(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[n, L]``: 0 for an opening bracket (ids < k), 1 for a closing one. On a close the
+        top of the stack is one step back in the input, so token identity carries much of the
+        label; on an open the type is the token itself."""
+        return (tokens >= self.k).long()
+
     def labels_for(self, tokens: np.ndarray) -> np.ndarray:
         """Labels int64 [n, L] for Dyck tokens [n, L] under this task's target.
 
