@@ -45,13 +45,31 @@ Definitions (documented choices):
   gradual / LSTM late; Dyck: Transformer early / LSTM gradual — "gradual" changes hands).
 - **profile_distance**: RMS difference of two normalised curves on a common depth grid
   (linear interpolation, 21 points), in [0, 1].
+
+Against the random-init control (docs/SCIENCE.md#controls): the **learned gain** of layer ℓ is
+``g(ℓ) = acc(ℓ) − ctrl(ℓ)``, ``ctrl`` the same architecture and seed at initialisation probed
+the same way. Every metric above is then computed on ``g`` with the floor 0 (the control is the
+per-layer floor): first_95 is the first layer whose learned gain reaches 95 % of the largest,
+late concentration the last block's share of the learned gain the blocks make, the AUC the area
+under ``clip(g / max g, 0, 1)``. The class ``not above control`` replaces ``flat``: the largest
+learned gain is below the **control margin**, ``max(MIN_GAIN, CONTROL_SD_MULT × the largest
+per-layer standard deviation of the control curves across seeds)`` (:func:`control_margin`).
+A layer at or below its control never reaches 95 % of a positive gain, so it is never the
+layer that makes a curve ``early``.
+
+**Class stability** (:func:`class_stability`): the class under every combination of the rule's
+thresholds moved by :data:`STABILITY_MARGINS` (95 % level ± 2 pp, early depth ± 0.125 — half a
+layer at n = 4, which moves no cut on a 4-layer grid —, late share ± 0.1, flat/control margin
+± 2 pp): 3⁴ = 81 rules; a class is *fragile* when any of them gives another class.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import combinations
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from itertools import combinations, product
 from typing import Any
 
 import numpy as np
@@ -64,6 +82,8 @@ __all__ = [
     "normalise_keys", "depth", "best_layer", "first_95", "computation_floor", "late_concentration", "normalised_curve",
     "auc", "profile_class", "profile_metrics", "most_damaging_layer", "near_best_layers", "decoupling", "NEAR_BEST_TOL",
     "reversal_pairs", "profile_distance", "mean_curve", "summarise_profiles",
+    "ClassRule", "DEFAULT_RULE", "STABILITY_MARGINS", "NOT_ABOVE_CONTROL", "CONTROL_SD_MULT", "learned_gain",
+    "control_margin", "control_class", "control_metrics", "rules_within_margin", "class_stability", "curve_defect",
 ]
 
 PEAK_FRACTION = 0.95
@@ -72,7 +92,25 @@ LATE_SHARE = 0.5
 MIN_GAIN = 0.02
 FLAT_MARGIN = 0.05
 NEAR_BEST_TOL = 0.01
-CLASSES = ("early", "late", "gradual", "flat")
+NOT_ABOVE_CONTROL = "not above control"
+CLASSES = ("early", "late", "gradual", "flat", NOT_ABOVE_CONTROL)
+CONTROL_SD_MULT = 3.0  # control margin = this many control-seed standard deviations (at least MIN_GAIN)
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """The thresholds of :func:`profile_class` (fractions; depth on the normalised axis)."""
+
+    peak_fraction: float = PEAK_FRACTION
+    early_depth: float = EARLY_DEPTH
+    late_share: float = LATE_SHARE
+    flat_margin: float = FLAT_MARGIN
+
+
+DEFAULT_RULE = ClassRule()
+# how far each threshold is moved for class stability (docs/SCIENCE.md#class-stability)
+STABILITY_MARGINS: dict[str, float] = {"peak_fraction": 0.02, "early_depth": 0.125, "late_share": 0.1,
+                                       "flat_margin": 0.02}
 METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95",
                 "gain_over_majority", "gain_over_emb")
 LAYER_INDEX_METRICS = ("best_layer", "first_95")  # layer indices: −1 (emb) .. n_layers − 1
@@ -106,13 +144,17 @@ def best_layer(curve: Mapping[Any, float]) -> int:
     return min(k for k, v in c.items() if v == top)
 
 
-def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION, baseline: float | None = None) -> int:
+def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION, baseline: float | None = None) -> int | None:
     """First layer whose gain above the floor reaches ``fraction`` of the largest gain:
     ``acc − f ≥ fraction · (max(acc) − f)``, ``f`` = ``baseline`` (the majority rate) or the
-    curve's minimum. A curve with no gain (all equal) → its first layer, emb."""
+    curve's minimum. A curve with no gain (all equal to the floor) → its first layer, emb; a
+    curve entirely below its floor has no gain to reach a share of → None."""
     c = normalise_keys(curve)
     f = _base(c, baseline)
-    thr = f + fraction * (max(c.values()) - f)
+    top = max(c.values())
+    if top < f - 1e-12:
+        return None
+    thr = f + fraction * (top - f)
     return min(k for k, v in c.items() if v >= thr - 1e-12)
 
 
@@ -161,30 +203,50 @@ def auc(curve: Mapping[Any, float], baseline: float | None = None) -> float | No
     return float(np.trapezoid(y, x))
 
 
-def profile_class(curve: Mapping[Any, float], baseline: float | None = None) -> str:
-    """``flat`` | ``early`` | ``late`` | ``gradual`` (checks in that order; module docstring)."""
+def curve_defect(curve: Mapping[Any, float]) -> str | None:
+    """Why a curve has no profile, or None when it has one: not contiguous from emb, or an
+    accuracy that is not a finite number."""
+    try:
+        c = normalise_keys(curve)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    bad = [k for k, v in c.items() if not math.isfinite(v)]
+    return f"accuracy not finite at layer(s) {bad}" if bad else None
+
+
+def profile_class(curve: Mapping[Any, float], baseline: float | None = None, rule: ClassRule = DEFAULT_RULE) -> str:
+    """``flat`` | ``early`` | ``late`` | ``gradual`` (checks in that order; module docstring),
+    with the thresholds of ``rule``."""
     c = normalise_keys(curve)
-    if max(c.values()) - _base(c, baseline) < FLAT_MARGIN:
+    if max(c.values()) - _base(c, baseline) < rule.flat_margin:
         return "flat"
-    if depth(first_95(c, baseline=baseline), _n(c)) <= EARLY_DEPTH + 1e-12:
+    f95 = first_95(c, rule.peak_fraction, baseline=baseline)
+    if f95 is not None and depth(f95, _n(c)) <= rule.early_depth + 1e-12:
         return "early"
     lc = late_concentration(c, baseline=baseline)
-    if lc is not None and lc >= LATE_SHARE:
+    if lc is not None and lc >= rule.late_share:
         return "late"
     return "gradual"
 
 
-def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None) -> dict[str, Any]:
+def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None,
+                    rule: ClassRule = DEFAULT_RULE) -> dict[str, Any]:
     """All single-curve metrics: best_layer, first_95, depth_first_95, late_concentration, auc,
     max_accuracy, floor, emb_accuracy, gain_over_majority, gain_over_emb (fractions 0..1),
-    n_layers, profile_class."""
+    n_layers, profile_class. Each is a number, or None where it is undefined: a curve below its
+    floor has no first_95; a curve whose accuracies are not all finite has no metric at all
+    (``undefined`` then says why)."""
+    defect = curve_defect(curve)
+    if defect is not None:
+        return {**dict.fromkeys((*METRIC_NAMES, "floor", "emb_accuracy", "n_layers", "profile_class")),
+                "undefined": defect}
     c = normalise_keys(curve)
-    f95 = first_95(c, baseline=baseline)
+    f95 = first_95(c, rule.peak_fraction, baseline=baseline)
     f = _base(c, baseline)
     return {
         "best_layer": best_layer(c),
         "first_95": f95,
-        "depth_first_95": depth(f95, _n(c)),
+        "depth_first_95": None if f95 is None else depth(f95, _n(c)),
         "late_concentration": late_concentration(c, baseline=baseline),
         "floor": f,
         "emb_accuracy": c[-1],
@@ -193,8 +255,82 @@ def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None) -
         "auc": auc(c, baseline),
         "max_accuracy": max(c.values()),
         "n_layers": _n(c),
-        "profile_class": profile_class(c, baseline),
+        "profile_class": profile_class(c, baseline, rule),
     }
+
+
+# ----------------------------------------------------------------------------- against the control
+
+
+def learned_gain(curve: Mapping[Any, float], control: Mapping[Any, float]) -> dict[int, float]:
+    """``{layer: acc(ℓ) − ctrl(ℓ)}``: the trained curve above its random-init control.
+
+    Raises:
+        ValueError: the two curves cover different layers.
+    """
+    c, k = normalise_keys(curve), normalise_keys(control)
+    if list(c) != list(k):
+        raise ValueError(f"curve and control cover different layers: {list(c)} vs {list(k)}")
+    return {layer: c[layer] - k[layer] for layer in c}
+
+
+def control_margin(controls: Sequence[Mapping[Any, float]]) -> float:
+    """The least learned gain that counts (fraction): ``max(MIN_GAIN, CONTROL_SD_MULT × the
+    largest per-layer standard deviation (ddof 1) of the control curves across seeds)``;
+    :data:`FLAT_MARGIN` with fewer than two controls (no spread to measure)."""
+    cs = [normalise_keys(c) for c in controls]
+    if len(cs) < 2:
+        return FLAT_MARGIN
+    layers = list(cs[0])
+    sd = max(float(np.std([c[k] for c in cs], ddof=1)) for k in layers)
+    return max(MIN_GAIN, CONTROL_SD_MULT * sd)
+
+
+def control_class(curve: Mapping[Any, float], control: Mapping[Any, float], margin: float,
+                  rule: ClassRule = DEFAULT_RULE) -> str:
+    """The class of the learned gain: :data:`NOT_ABOVE_CONTROL` when its largest value is below
+    ``margin`` (``rule.flat_margin`` is replaced by it), else early / late / gradual on the gain
+    with the floor 0."""
+    cls = profile_class(learned_gain(curve, control), 0.0, replace(rule, flat_margin=margin))
+    return NOT_ABOVE_CONTROL if cls == "flat" else cls
+
+
+def control_metrics(curve: Mapping[Any, float], control: Mapping[Any, float], margin: float,
+                    rule: ClassRule = DEFAULT_RULE) -> dict[str, Any]:
+    """:func:`profile_metrics` of the learned gain (floor 0), its class by :func:`control_class`;
+    ``gain_over_majority`` there is the largest learned gain (``gain_over_control``, also given)."""
+    g = learned_gain(curve, control)
+    m = profile_metrics(g, 0.0, replace(rule, flat_margin=margin))
+    m["profile_class"] = NOT_ABOVE_CONTROL if m["profile_class"] == "flat" else m["profile_class"]
+    m["gain_over_control"] = m["gain_over_majority"]
+    m["max_accuracy"] = max(normalise_keys(curve).values())
+    m["margin"] = margin
+    return m
+
+
+def rules_within_margin(margins: Mapping[str, float] = STABILITY_MARGINS,
+                        base: ClassRule = DEFAULT_RULE) -> list[ClassRule]:
+    """Every rule with each threshold at its value − margin, its value, or + margin (3⁴ = 81)."""
+    names = [f.name for f in fields(ClassRule)]
+    steps = [(-margins.get(n, 0.0), 0.0, margins.get(n, 0.0)) for n in names]
+    return [replace(base, **{n: getattr(base, n) + d for n, d in zip(names, ds)}) for ds in product(*steps)]
+
+
+def class_stability(classify: Callable[[ClassRule], str], margins: Mapping[str, float] = STABILITY_MARGINS) -> dict[str, Any]:
+    """How a class holds when the rule's thresholds move by ``margins``.
+
+    Args:
+        classify: rule → class (e.g. ``lambda r: profile_class(curve, base, r)``).
+
+    Returns:
+        ``{class (under the default rule), agree (rules giving it), of (rules tried),
+        stable (agree == of), classes: {class: count}}``.
+    """
+    default = classify(DEFAULT_RULE)
+    got = Counter(classify(r) for r in rules_within_margin(margins))
+    total = sum(got.values())
+    return {"class": default, "agree": got[default], "of": total, "stable": got[default] == total,
+            "classes": dict(got)}
 
 
 def _damage_by_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
@@ -334,6 +470,51 @@ def mean_curve(curves: Sequence[Mapping[Any, float]]) -> dict[int, float]:
     return {k: float(np.mean([c[k] for c in cs])) for k in layers}
 
 
+def _interval_metrics(per_seed: Sequence[Mapping[str, Any]], n_layers: int, confidence: float) -> dict[str, Any]:
+    metrics = {}
+    for name in METRIC_NAMES:
+        vals = [m[name] for m in per_seed if m.get(name) is not None]
+        # intervals clipped to what the metric can be (accuracies and depths 0..1, layers −1..n−1),
+        # here, once, so the claims, /api/profiles, the pages and the report show the same interval
+        bounds = (-1.0, float(n_layers - 1)) if name in LAYER_INDEX_METRICS else bounds_for(name)
+        mean, lo, hi = t_interval(vals, confidence, bounds=bounds) if vals else (None, None, None)
+        metrics[name] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
+    return metrics
+
+
+def summarise_against_controls(curves: Sequence[Mapping[Any, float]], controls: Sequence[Mapping[Any, float]],
+                               seeds: Sequence[int] | None = None, confidence: float = 0.95) -> dict[str, Any]:
+    """The control-adjusted summary of one cell: each seed's curve against its own control
+    (``controls[i]`` is seed i's), the cell's class from the seed-mean learned gain, the margin
+    from the controls' spread (:func:`control_margin`), and the class's stability.
+
+    Returns:
+        ``{n, seeds, margin, profile_class, class_votes, stability, metrics: {name: {mean, lo, hi, n}},
+        per_seed: [...], control_curve (seed mean)}``.
+
+    Raises:
+        ValueError: ``curves`` and ``controls`` differ in length, or a pair covers different layers.
+    """
+    if len(curves) != len(controls):
+        raise ValueError(f"{len(curves)} curves but {len(controls)} controls")
+    margin = control_margin(controls)
+    per_seed = []
+    for i, (c, k) in enumerate(zip(curves, controls)):
+        m = control_metrics(c, k, margin)
+        m["seed"] = None if seeds is None else seeds[i]
+        per_seed.append(m)
+    n_layers = max((_n(normalise_keys(c)) for c in curves), default=0)
+    mc, mk = mean_curve(curves), mean_curve(controls)
+    return {
+        "n": len(curves), "seeds": list(seeds) if seeds is not None else None, "margin": margin,
+        "profile_class": control_class(mc, mk, margin),
+        "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
+        "stability": class_stability(lambda r: control_class(mc, mk, margin + (r.flat_margin - FLAT_MARGIN), r)),
+        "metrics": _interval_metrics(per_seed, n_layers, confidence),
+        "per_seed": per_seed, "control_curve": mk,
+    }
+
+
 def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequence[float | None] | None = None,
                        seeds: Sequence[int] | None = None, confidence: float = 0.95) -> dict[str, Any]:
     """Per-seed profile metrics plus mean and t-interval over seeds (the ``/api/profiles`` shape).
@@ -344,7 +525,8 @@ def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequenc
         seeds: the seed ids, for the record.
 
     Returns:
-        ``{n, seeds, profile_class (of the seed-mean curve with the mean baseline), class_votes,
+        ``{n, seeds, profile_class (of the seed-mean curve with the mean baseline; None when a
+        curve has no profile), class_votes, stability (:func:`class_stability` of that class),
         metrics: {name: {mean, lo, hi, n}}, per_seed: [metrics + seed]}``; each interval is
         clipped to the metric's range (``science.stats.BOUNDS``; layer indices to −1..n−1).
     """
@@ -355,22 +537,18 @@ def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequenc
         m = profile_metrics(c, b)
         m["seed"] = None if seeds is None else seeds[i]
         per_seed.append(m)
-    metrics = {}
     n_layers = max((max(_key(k) for k in c) + 1 for c in curves if c), default=0)
-    for name in METRIC_NAMES:
-        vals = [m[name] for m in per_seed if m[name] is not None]
-        # intervals clipped to what the metric can be (accuracies and depths 0..1, layers −1..n−1),
-        # here, once, so the claims, /api/profiles, the pages and the report show the same interval
-        bounds = (-1.0, float(n_layers - 1)) if name in LAYER_INDEX_METRICS else bounds_for(name)
-        mean, lo, hi = t_interval(vals, confidence, bounds=bounds) if vals else (None, None, None)
-        metrics[name] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
+    metrics = _interval_metrics(per_seed, n_layers, confidence)
     bl = [b for b in baselines if b is not None]
-    cls = profile_class(mean_curve(curves), float(np.mean(bl)) if bl else None) if curves else None
+    base = float(np.mean(bl)) if bl else None
+    usable = bool(curves) and all(curve_defect(c) is None for c in curves)
+    mc = mean_curve(curves) if usable else None
     return {
         "n": len(curves),
         "seeds": list(seeds) if seeds is not None else None,
-        "profile_class": cls,
+        "profile_class": profile_class(mc, base) if mc is not None else None,
         "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
+        "stability": class_stability(lambda r: profile_class(mc, base, r)) if mc is not None else None,
         "metrics": metrics,
         "per_seed": per_seed,
     }
