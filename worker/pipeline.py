@@ -14,14 +14,13 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
 
 from store.models import Run
 from store.session import session_scope
 from layerscope_core.provenance import code_versions
 from models_store import ModelConfig, build_model
-from models_store.checkpoints import CheckpointStore
 from worker import persist
+from worker.env import WorkerEnv
 from science.context import JobContext, SilentContext
 from worker.params import (
     InterveneParams,
@@ -48,19 +47,6 @@ from science.training import behaviour, recorded_step_budget, step_budget, train
 
 class RunNotFound(LookupError):
     """A job names a run id that is not in the results DB."""
-
-
-@dataclass
-class WorkerEnv:
-    """Where a job reads and writes: the results DB, the model store, the torch device."""
-
-    session_factory: sessionmaker[Session]
-    store_dir: Path
-    device: str = "cpu"
-
-    @property
-    def store(self) -> CheckpointStore:
-        return CheckpointStore(self.store_dir)
 
 
 def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
