@@ -169,7 +169,7 @@ def _nthreads() -> int:
     return torch.get_num_threads()
 
 
-def _fn(name: str, dtype: torch.dtype):  # noqa: ANN202
+def _fn(name: str, dtype: torch.dtype):
     lib = load()
     if lib is None:
         raise RuntimeError(f"compiled fast-scan kernels unavailable: {_load_error}")

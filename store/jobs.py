@@ -77,7 +77,7 @@ def claim(session: Session, job_id: int, worker: str) -> int | None:
     return int(attempt)
 
 
-def _owned(job_id: int, worker: str, attempt: int):  # noqa: ANN202
+def _owned(job_id: int, worker: str, attempt: int):
     return (Job.id == job_id, Job.state == RUNNING, Job.worker == worker, Job.attempt == attempt)
 
 

@@ -80,7 +80,7 @@ def made_on(device: str) -> str:
     return f"{where} on {platform.node() or 'unknown host'}"[:200]
 
 
-def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
+def _build(params: TrainParams, task) -> torch.nn.Module:
     torch.manual_seed(params.seed)
     if params.pretrained:
         from models_store.pretrained import PretrainedLoadError, load_pretrained
@@ -240,7 +240,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     return run_id
 
 
-def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,  # noqa: ANN001
+def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,
                      ctx: JobContext, *, train_length: int) -> None:
     """Probes, interventions, patching on a trained model, each stored as it finishes, then the
     run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry path), with
@@ -248,7 +248,7 @@ def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams
     measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, complete=True)
 
 
-def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
+def load_run(run_id: int, env: WorkerEnv):
     """The stored run's params, task and model (on ``env.device``).
 
     Raises:
