@@ -28,10 +28,8 @@ FAMILY_SYMBOLS = {
     "lstm": "triangle-up",
     "gru": "x",
 }
-FAMILY_DASH = {"transformer": "solid", "mamba": "solid", "mamba2": "dash", "lstm": "solid", "gru": "dot"}
 
 TASK_LABELS = {"parity": "Parity", "s3": "S3", "dyck": "Dyck", "code_depth": "Code-Depth"}
-TASK_SYMBOLS = {"parity": "circle", "s3": "square", "dyck": "diamond", "code_depth": "triangle-up"}
 
 METHODS: tuple[str, ...] = (*EDIT_METHODS, "conv1d_removal")  # the edits, then Conv1D removal
 METHOD_LABELS = {
@@ -44,7 +42,6 @@ METHOD_LABELS = {
 }
 
 PROFILE_CLASSES: tuple[str, ...] = ("early", "gradual", "late")
-PROFILE_COLORS = {"early": "#56B4E9", "gradual": "#999999", "late": "#D55E00"}
 
 VERDICT_CLASS = {
     "supported": "badge-supported",
@@ -53,7 +50,6 @@ VERDICT_CLASS = {
 }
 
 JOB_KINDS: tuple[str, ...] = ("train", "probe", "intervene", "patch", "suite")
-JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 def family_label(family: str) -> str:

@@ -20,7 +20,6 @@ from layerscope_core.hashing import config_hash
 from store.models import Job, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 
 

@@ -14,7 +14,6 @@ from layerscope_core.text import TEXT_PATTERN
 INT32_MAX = 2**31 - 1
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
-SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
 
 

@@ -59,9 +59,6 @@ def metric(profile: dict[str, Any], name: str) -> dict[str, float | None]:
     return {"mean": None, "lo": None, "hi": None}
 
 
-CLASS_RANK = {"early": 0, "gradual": 1, "late": 2}
-
-
 def row_key(p: dict[str, Any]) -> str:
     """A matrix row: the family, or the pretrained model's name."""
     return p.get("pretrained") or p["family"]
