@@ -2,7 +2,8 @@
 
 Science functions take an optional ``ctx``; the job runner passes one that heartbeats,
 writes progress to the ``jobs`` table and raises :class:`JobCancelled` when a cancel was
-requested. The default prints a progress bar on the console (tqdm).
+requested. :class:`JobContext` prints a progress bar on the console (tqdm); :class:`SilentContext`,
+the default when ``ctx`` is None, prints nothing.
 """
 
 from __future__ import annotations
