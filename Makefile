@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev services browser test demo bench results
+.PHONY: install install-dev services browser lint test demo bench results
 
 install:
 	$(PYTHON) -m pip install -e .
@@ -17,6 +17,11 @@ services:
 # Debian's Chromium for the Playwright browser tests.
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
+
+# ruff's lint rules (pyproject.toml [tool.ruff]) and declared = imported dependencies (deptry).
+lint: install-dev
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m deptry .
 
 test: install-dev services browser
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

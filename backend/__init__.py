@@ -1,4 +1,6 @@
-"""layerscope's backend: FastAPI app, DB schema and migrations, queue submission, auth, CLI."""
+"""layerscope's backend, the top layer: the FastAPI app (``backend/api/``: routes, schemas, auth), the
+served app mounting the dashboard (``app.py``), the CLI, bundles and reports. The DB schema and its
+migrations live in ``store/``, the job queue in ``worker/``."""
 
 from __future__ import annotations
 

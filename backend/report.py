@@ -272,7 +272,7 @@ def trained_cells_paragraph(cells: list[dict[str, Any]], *, conv1d: bool = False
             "with its 95% t-interval over the n trained seeds): " + "; ".join(parts) + ".", ""]
 
 
-def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: ANN001
+def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The product's own figures for the report (plotly Figures by file name)."""
     from backend.api.aggregate import curves, profiles
     from backend.api.queries import RunFilter

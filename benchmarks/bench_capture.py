@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model, fast_scan  # noqa: E402
-from models_store.capture import run_with_states  # noqa: E402
-from layerscope_core.registry import family_names  # noqa: E402
+from models_store import ModelConfig, build_model, fast_scan
+from models_store.capture import run_with_states
+from layerscope_core.registry import family_names
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.fast:
             fast_scan.install(model)
         calls = []
-        counter = model.register_forward_hook(lambda m, a, o: calls.append(1))
+        counter = model.register_forward_hook(lambda m, a, o, calls=calls: calls.append(1))
         with torch.no_grad():
             for _ in range(args.warmup):
                 model(tokens)

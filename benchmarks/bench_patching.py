@@ -29,10 +29,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model  # noqa: E402
-from layerscope_core.registry import family_names  # noqa: E402
-from science.patching import patching_grid  # noqa: E402
-from science.tasks import get_task  # noqa: E402
+from models_store import ModelConfig, build_model
+from layerscope_core.registry import family_names
+from science.patching import patching_grid
+from science.tasks import get_task
 
 
 def _sync(device: str) -> None:

@@ -33,9 +33,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model  # noqa: E402
-from models_store import fast_scan  # noqa: E402
-from layerscope_core.registry import family_names, get_family  # noqa: E402
+from models_store import ModelConfig, build_model
+from models_store import fast_scan
+from layerscope_core.registry import family_names, get_family
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6

@@ -27,13 +27,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerscope_core.registry import families_where  # noqa: E402
-from models_store import ModelConfig, build_model  # noqa: E402
-from models_store.states import StatefulModel  # noqa: E402
-from science.context import SilentContext  # noqa: E402
-from science.patching import _cells_hooks, cell_logit_differences, patching_grid  # noqa: E402
-from science.tasks import get_task  # noqa: E402
-from science.training import train_model  # noqa: E402
+from layerscope_core.registry import families_where
+from models_store import ModelConfig, build_model
+from models_store.states import StatefulModel
+from science.context import SilentContext
+from science.patching import _cells_hooks, cell_logit_differences, patching_grid
+from science.tasks import get_task
+from science.training import train_model
 
 TOL = 2e-4
 

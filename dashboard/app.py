@@ -15,7 +15,8 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import alert
-from dashboard.pages import PAGES, PageDef
+from dashboard.all_pages import PAGES
+from dashboard.pages import PageDef
 from dashboard.state import embed_figure, is_embed
 
 log = logging.getLogger(__name__)

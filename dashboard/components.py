@@ -378,7 +378,7 @@ def register_exports(app: Dash, *, gid: str, filename: str, spec: PageState, loc
                                              height: el.offsetHeight, scale: fmt === "png" ? 2 : 1});
             return fmt + ":" + Date.now();
         }
-        """ % (json.dumps(gid), json.dumps(filename)),
+        """ % (json.dumps(gid), json.dumps(filename)),  # noqa: UP031 - JavaScript braces: %s keeps them literal
         Output(f"{gid}-exported", "data"),
         Input(f"{gid}-png", "n_clicks"),
         Input(f"{gid}-svg", "n_clicks"),

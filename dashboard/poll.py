@@ -80,7 +80,7 @@ function(n, done, at) {
 """
 
 
-def register_age(app, pid: str) -> None:  # noqa: ANN001
+def register_age(app, pid: str) -> None:
     """The browser-side age display of ``pid``'s last result."""
     app.clientside_callback(
         _AGE_JS,

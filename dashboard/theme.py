@@ -9,7 +9,7 @@ from __future__ import annotations
 from layerscope_core.layers import depth, layer_name  # noqa: F401  (the one definition, docs/SCIENCE.md#layers)
 from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, PRESETS, TASKS, TRAIN_LENGTH  # noqa: F401
 from layerscope_core.registry import METHODS as EDIT_METHODS
-from layerscope_core.registry import family_names, get_family  # noqa: F401
+from layerscope_core.registry import family_names, get_family
 
 # FAMILIES: the study's families in canonical order (figures order by it; others come after,
 # sorted). Pickers list ``family_names()``: every registered family.
@@ -28,10 +28,8 @@ FAMILY_SYMBOLS = {
     "lstm": "triangle-up",
     "gru": "x",
 }
-FAMILY_DASH = {"transformer": "solid", "mamba": "solid", "mamba2": "dash", "lstm": "solid", "gru": "dot"}
 
 TASK_LABELS = {"parity": "Parity", "s3": "S3", "dyck": "Dyck", "code_depth": "Code-Depth"}
-TASK_SYMBOLS = {"parity": "circle", "s3": "square", "dyck": "diamond", "code_depth": "triangle-up"}
 
 METHODS: tuple[str, ...] = (*EDIT_METHODS, "conv1d_removal")  # the edits, then Conv1D removal
 METHOD_LABELS = {
@@ -44,7 +42,6 @@ METHOD_LABELS = {
 }
 
 PROFILE_CLASSES: tuple[str, ...] = ("early", "gradual", "late")
-PROFILE_COLORS = {"early": "#56B4E9", "gradual": "#999999", "late": "#D55E00"}
 
 VERDICT_CLASS = {
     "supported": "badge-supported",
@@ -53,7 +50,6 @@ VERDICT_CLASS = {
 }
 
 JOB_KINDS: tuple[str, ...] = ("train", "probe", "intervene", "patch", "suite")
-JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
 def family_label(family: str) -> str:

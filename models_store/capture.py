@@ -73,7 +73,7 @@ def run_with_states(
     states: dict[int, torch.Tensor] = {}
     handles = []
 
-    def make_hook(layer: int):  # noqa: ANN202
+    def make_hook(layer: int):
         def hook(module: nn.Module, args: tuple, output: object) -> None:
             h = _hidden(output)[:, model.n_prefix:]  # h: (B, L, D), real positions only
             states[layer] = h.detach() if detach else h
@@ -110,7 +110,7 @@ def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[La
     p = model.n_prefix
     handles = []
 
-    def make_hook(layer: int, fn: EditFn):  # noqa: ANN202
+    def make_hook(layer: int, fn: EditFn):
         def hook(module: nn.Module, args: tuple, output: object) -> object:
             full = _hidden(output)  # full: (B, P+L, D), P = the START prefix, never edited
             h = full[:, p:]  # h: (B, L, D)

@@ -128,11 +128,11 @@ class TokenAndPosition(nn.Module):
         return self.token.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        T = ids.shape[-1]
-        if T > self.position.num_embeddings:
-            raise ValueError(f"sequence of {T} positions is longer than the learned position table "
+        n_pos = ids.shape[-1]
+        if n_pos > self.position.num_embeddings:
+            raise ValueError(f"sequence of {n_pos} positions is longer than the learned position table "
                              f"({self.position.num_embeddings}); set ModelConfig.learned_positions higher")
-        pos = torch.arange(T, device=ids.device)
+        pos = torch.arange(n_pos, device=ids.device)
         return self.token(ids) + self.position(pos)  # (B, T, D)
 
 

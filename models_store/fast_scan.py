@@ -142,12 +142,12 @@ class _KernelScan(torch.autograd.Function):
     """The plain scan y = scan(x, dt, A, B, C) on the compiled kernel."""
 
     @staticmethod
-    def forward(ctx, x, dt, A, B, C):  # noqa: ANN001, ANN205
+    def forward(ctx, x, dt, A, B, C):
         ctx.save_for_backward(x, dt, A, B, C)
         return fast_scan_cpu.scan_forward(x, dt, A, B, C)
 
     @staticmethod
-    def backward(ctx, gy):  # noqa: ANN001, ANN205
+    def backward(ctx, gy):
         x, dt, A, B, C = ctx.saved_tensors
         g = fast_scan_cpu.scan_backward(x, dt, A, B, C, gy)
         return g["x"], g["dt"], g["A"], g["B"], g["C"]
@@ -256,7 +256,7 @@ class _FusedMixer(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xz, conv_w, conv_b, Wx, Wdt, bdt, A_log, Dskip, R, N):  # noqa: ANN001, ANN205
+    def forward(ctx, xz, conv_w, conv_b, Wx, Wdt, bdt, A_log, Dskip, R, N):
         D = xz.shape[-1] // 2
         x = fast_scan_cpu.conv_forward(xz[..., :D], conv_w[:, 0, :], conv_b, act=True)  # (B, L, D)
         Bsz, L, _ = x.shape
@@ -271,7 +271,7 @@ class _FusedMixer(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, gout):  # noqa: ANN001, ANN205
+    def backward(ctx, gout):
         xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, A, Dskip = ctx.saved_tensors
         R, N = ctx.R, ctx.N
         Bsz, L, D = x.shape
@@ -337,7 +337,7 @@ class FastMambaMixer(MambaMixer):
     Instances are made by ``install`` (class swap of an existing mixer), never constructed.
     """
 
-    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):  # noqa: ANN001, ANN201
+    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
         if (cache is not None or kwargs or hidden_states.device.type != "cpu"
                 or hidden_states.dtype not in (torch.float32, torch.float64)):
             return super().forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
@@ -390,7 +390,7 @@ class _FusedMixer2(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, proj, conv_w, conv_b, dt_bias, A_log, Dh, N, P, limit):  # noqa: ANN001, ANN205
+    def forward(ctx, proj, conv_w, conv_b, dt_bias, A_log, Dh, N, P, limit):
         H = dt_bias.shape[0]
         D = H * P
         cd = conv_w.shape[0]  # conv_dim = D + 2N
@@ -408,7 +408,7 @@ class _FusedMixer2(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, gout):  # noqa: ANN001, ANN205
+    def backward(ctx, gout):
         proj, conv_w, conv_b, xBC, v, sp, dt_d, A_h, A_d, D_d = ctx.saved_tensors
         N, P, limit = ctx.N, ctx.P, ctx.limit
         Bsz, L, H = v.shape
@@ -456,7 +456,7 @@ class FastMamba2Mixer(Mamba2Mixer):
     Made by ``install`` (class swap); every other call goes to transformers' forward.
     """
 
-    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):  # noqa: ANN001, ANN201
+    def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
         if (cache is None and not kwargs and hidden_states.device.type == "cpu"
                 and hidden_states.dtype in (torch.float32, torch.float64)
                 and _fusable2(self, hidden_states, attention_mask)):

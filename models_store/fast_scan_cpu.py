@@ -1,15 +1,23 @@
-"""Compiled CPU kernels for the Mamba / Mamba-2 mixers (forward + backward), loaded with ctypes.
+"""Compiled CPU kernels for the Mamba / Mamba-2 mixers (forward + backward), bound as typed torch ops.
 
 Why: on CPU transformers' Mamba scan builds [B, D, L, N] tensors op by op (memory bound, ~10 s
 per training step at batch 64 × L 40); fused loops that keep the state in registers / L1 do the
-same arithmetic ~25× faster. The kernels are plain C++ in ``fast_scan_cpu.cpp`` beside this module
-(package data; no torch headers, no pybind11), so they
-build in a few seconds with the system's ``g++`` / ``c++`` (or ``$CXX``) and are cached under
-``$LAYERSCOPE_KERNEL_CACHE`` (default ``~/.cache/layerscope/kernels``), keyed by the source, the
-flags, the compiler version and the CPU's instruction-set flags (``-march=native`` code never
-runs on a CPU it was not built for). Set ``LAYERSCOPE_FAST_SCAN=torch`` to skip them (the
-pure-PyTorch paths in ``models_store.fast_scan`` are used instead); a build or load failure does
-the same, with one warning.
+same arithmetic ~25× faster (BENCHMARKS.md "The CPU scan kernel": ≥ 4× torch.compile of the
+reference scan, ≥ 20× transformers' ``use_mambapy`` path, measured in one run).
+
+The source lives in ``models_store/csrc/`` (package data): ``fast_scan_kernels.h``, plain C++
+loops on raw pointers, and ``fast_scan_ops.cpp``, which registers them with ``TORCH_LIBRARY`` as
+``torch.ops.layerscope.{conv_fwd, conv_bwd, scan_fwd, scan_bwd}``. Each op has a schema (named,
+typed arguments; mutated outputs marked ``Tensor(a!)``) and checks dtypes, devices, shapes and
+row layouts, so a wrong call raises a ``RuntimeError`` instead of reading out of bounds. They
+are compiled with the system's ``g++`` / ``c++`` (or ``$CXX``) against torch's headers and
+libraries (``torch.utils.cpp_extension.include_paths()`` / ``library_paths()``), loaded with
+``torch.ops.load_library``, and cached under ``$LAYERSCOPE_KERNEL_CACHE`` (default
+``~/.cache/layerscope/kernels``), keyed by the sources, the flags, the compiler version, the
+torch version and the CPU's instruction-set flags (``-march=native`` code never runs on a CPU it
+was not built for). Set ``LAYERSCOPE_FAST_SCAN=torch`` to skip them (the pure-PyTorch paths in
+``models_store.fast_scan`` are used instead); a build or load failure does the same, with one
+warning.
 
 Kernels (float32 and float64; rows of x / z / B / C / gradients may be strided column slices of
 a wider [B, L, C] tensor, so in_proj's output and its gradient are used in place):
@@ -31,7 +39,6 @@ libgomp that torch itself loaded (one thread pool, ``torch.get_num_threads()`` t
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import platform
@@ -45,18 +52,19 @@ from pathlib import Path
 
 import torch
 
-# The kernel source lives beside this module (installed as package data); it is read here so the
-# cache key below still covers the exact text that is compiled.
-_SOURCE_PATH = Path(__file__).with_name("fast_scan_cpu.cpp")
-_SOURCE = _SOURCE_PATH.read_text(encoding="utf-8")
+# The kernel sources live in csrc/ beside this module (installed as package data); they are read
+# here so the cache key below covers the exact text that is compiled.
+CSRC = Path(__file__).with_name("csrc")
+_SOURCE_FILES = ("fast_scan_kernels.h", "fast_scan_ops.cpp")
+_SOURCES = {name: (CSRC / name).read_text(encoding="utf-8") for name in _SOURCE_FILES}
 
 # -march=native: built and cached per CPU (the cache key holds the CPU's flags).
 # No -ffast-math (it would link crtfastmath and flush denormals process-wide on some GCCs).
 _FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-ffp-contract=fast",
-          "-fPIC", "-shared", "-std=c++17"]
+          "-fPIC", "-shared", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"]
 
 _lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+_ops: object | None = None  # torch.ops.layerscope once loaded
 _load_error: str | None = None
 _warned = False
 
@@ -85,8 +93,8 @@ def _cache_dir() -> Path:
 
 def _build(cxx: str) -> Path:
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256("\0".join([_SOURCE, " ".join(_FLAGS), version, _cpu_flags(),
-                                    sys.platform]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([*_SOURCES.values(), " ".join(_FLAGS), version, torch.__version__,
+                                    _cpu_flags(), sys.platform]).encode()).hexdigest()[:16]
     out_dir = _cache_dir()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -95,65 +103,52 @@ def _build(cxx: str) -> Path:
     except OSError:  # read-only home: a per-user temp folder
         out_dir = Path(tempfile.gettempdir()) / f"layerscope-kernels-{os.getuid()}"
         out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"ls_fast_scan_{key}.so"
+    target = out_dir / f"ls_fast_scan_ops_{key}.so"
     if target.exists():
         return target
+    from torch.utils import cpp_extension  # here: it imports setuptools, which a runtime may lack
+
+    includes = [f"-I{p}" for p in cpp_extension.include_paths()]
+    libs = [a for p in cpp_extension.library_paths() for a in (f"-L{p}", f"-Wl,-rpath,{p}")]
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        src = Path(tmp) / "fast_scan.cpp"
-        src.write_text(_SOURCE)
+        for name, text in _SOURCES.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
         tmp_so = Path(tmp) / target.name
-        proc = subprocess.run([cxx, *_FLAGS, str(src), "-o", str(tmp_so)],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([cxx, *_FLAGS, *includes, str(Path(tmp) / "fast_scan_ops.cpp"), "-o", str(tmp_so),
+                               *libs, "-lc10", "-ltorch_cpu"], capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             raise RuntimeError(f"{cxx} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         os.replace(tmp_so, target)  # atomic: concurrent builders each install a complete file
     return target
 
 
-def _bind(lib: ctypes.CDLL) -> None:
-    P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    sigs = {
-        "conv_fwd": [P, I64, P, P, P, I, I64, I64, I64, I64, I],
-        "conv_bwd": [P, I64, P, P, P, I, P, I64, P, P, I64, I64, I64, I64, I],
-        "scan_fwd": [P, I64, P, P, I, P, P, I64, P, P, I64, P, I64, I64, I64, I64, I],
-        "scan_bwd": [P, I64, P, P, I, P, P, I64, P, P, I64, P, P, I64, P, P, P, P, I64, P, P, I64,
-                     I64, I64, I64, I64, I],
-    }
-    for name, args in sigs.items():
-        for suffix in ("f32", "f64"):
-            fn = getattr(lib, f"ls_{name}_{suffix}")
-            fn.argtypes = args
-            fn.restype = None
-
-
-def load() -> ctypes.CDLL | None:
-    """The compiled kernel library, building it on first use; None if unavailable.
+def load() -> object | None:
+    """``torch.ops.layerscope`` (the four kernel ops), building them on first use; None if unavailable.
 
     Unavailable when ``LAYERSCOPE_FAST_SCAN=torch``, no C++ compiler is on PATH, or the build
     fails (then a warning is issued once and ``load_error()`` says why).
     """
-    global _lib, _load_error, _warned
+    global _ops, _load_error, _warned
     if os.environ.get("LAYERSCOPE_FAST_SCAN", "").lower() in ("torch", "0", "off", "none"):
         return None
-    if _lib is not None or _load_error is not None:
-        return _lib
+    if _ops is not None or _load_error is not None:
+        return _ops
     with _lock:
-        if _lib is not None or _load_error is not None:
-            return _lib
+        if _ops is not None or _load_error is not None:
+            return _ops
         try:
             cxx = _compiler()
             if cxx is None:
                 raise RuntimeError("no C++ compiler (g++, c++, clang++ or $CXX) on PATH")
-            lib = ctypes.CDLL(str(_build(cxx)))
-            _bind(lib)
-            _lib = lib
-        except Exception as exc:  # noqa: BLE001 - any failure → the pure-PyTorch path
+            torch.ops.load_library(str(_build(cxx)))
+            _ops = torch.ops.layerscope
+        except Exception as exc:  # noqa: BLE001 - any failure → the pure-PyTorch path, with a warning
             _load_error = f"{type(exc).__name__}: {exc}"
             if not _warned:
                 warnings.warn(f"layerscope fast_scan: compiled CPU kernel unavailable, using the "
                               f"pure-PyTorch scan ({_load_error})", RuntimeWarning, stacklevel=2)
                 _warned = True
-    return _lib
+    return _ops
 
 
 def load_error() -> str | None:
@@ -161,72 +156,48 @@ def load_error() -> str | None:
     return _load_error
 
 
-def _ptr(t: torch.Tensor | None) -> int | None:
-    return None if t is None else t.data_ptr()
-
-
-def _nthreads() -> int:
-    return torch.get_num_threads()
-
-
-def _fn(name: str, dtype: torch.dtype):  # noqa: ANN202
-    lib = load()
-    if lib is None:
+def _ops_or_raise() -> object:
+    ops = load()
+    if ops is None:
         raise RuntimeError(f"compiled fast-scan kernels unavailable: {_load_error}")
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"fast-scan kernels take float32 or float64, got {dtype}")
-    return getattr(lib, f"ls_{name}_{'f32' if dtype == torch.float32 else 'f64'}")
+    return ops
 
 
-def rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """(t', ld): t' equals t [B, L, C] with unit stride in C and rows t'[b, l] ld apart
-    (t itself when it is such a view, e.g. a column slice of a contiguous [B, L, C'] tensor)."""
-    Bsz, L, _ = t.shape
+def rows(t: torch.Tensor) -> torch.Tensor:
+    """t [B, L, C] as the kernels read it: unit stride in C, rows t[b, l] one stride apart (t itself
+    when it is such a view, e.g. a column slice of a contiguous [B, L, C'] tensor; else a copy)."""
+    L = t.shape[1]
     if t.stride(2) == 1 and t.stride(0) == L * t.stride(1) and t.stride(1) >= t.shape[2]:
-        return t, t.stride(1)
-    t = t.contiguous()
-    return t, t.shape[2]
+        return t
+    return t.contiguous()
+
+
+def _out_view(t: torch.Tensor, name: str) -> torch.Tensor:
+    if rows(t) is not t:
+        raise ValueError(f"{name} must be a row-strided [B, L, C] view (unit stride in C)")
+    return t
 
 
 def conv_forward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, act: bool) -> torch.Tensor:
     """Causal depthwise conv (+ SiLU if ``act``) of x [B, L, D] (rows may be strided) with
     w [D, k], bias [D] or None → [B, L, D] contiguous. No autograd."""
-    x, ldx = rows(x)
-    Bsz, L, D = x.shape
-    w = w.contiguous()
-    out = torch.empty(Bsz, L, D, dtype=x.dtype)
-    _fn("conv_fwd", x.dtype)(_ptr(x), ldx, _ptr(w), _ptr(bias), _ptr(out), int(act), Bsz, L, D, w.shape[1],
-                             _nthreads())
-    return out
+    return _ops_or_raise().conv_fwd(rows(x), w.contiguous(), bias, bool(act))
 
 
 def conv_backward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, gout: torch.Tensor, act: bool,
                   gx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Gradients of ``conv_forward``: writes dL/dx into ``gx`` (a [B, L, D] row-strided view,
     e.g. a column slice of the in_proj gradient) and returns (gw [D, k], gb [D] or None)."""
-    x, ldx = rows(x)
-    Bsz, L, D = x.shape
-    w = w.contiguous()
-    gout = gout.contiguous()
-    ldgx = _out_view(gx, "gx")
-    gw = torch.empty_like(w)
-    gb = None if bias is None else torch.empty_like(bias)
-    _fn("conv_bwd", x.dtype)(_ptr(x), ldx, _ptr(w), _ptr(bias), _ptr(gout), int(act), _ptr(gx), ldgx, _ptr(gw),
-                             _ptr(gb), Bsz, L, D, w.shape[1], _nthreads())
-    return gw, gb
+    gw, gb = _ops_or_raise().conv_bwd(rows(x), w.contiguous(), bias, gout.contiguous(), bool(act),
+                                      _out_view(gx, "gx"))
+    return gw, (None if bias is None else gb)
 
 
-def _bc(B: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    B, ldb = rows(B)
-    C, ldc = rows(C)
-    if ldb != ldc:
+def _bc(B: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    B, C = rows(B), rows(C)
+    if B.stride(1) != C.stride(1):  # the kernel reads B and C with one row stride
         B, C = B.contiguous(), C.contiguous()
-        ldb = B.shape[2]
-    return B, C, ldb
-
-
-def _mode(A: torch.Tensor, dt_softplus: bool) -> int:
-    return int(A.dim() == 1) | (2 if dt_softplus else 0)
+    return B, C
 
 
 def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
@@ -238,25 +209,13 @@ def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
 
     x [Bsz, L, D] (rows may be strided); dt [Bsz, L, D]; A [D, N], or [D] for one decay per
     channel (Mamba-2); B, C [Bsz, L, N] (rows may be strided); Dskip [D]; z [Bsz, L, D] (rows
-    may be strided); all one float dtype, on the CPU.
+    may be strided); all one float dtype, on the CPU. Raises RuntimeError naming the argument
+    when a shape, dtype, device or layout does not fit.
     """
-    x, ldx = rows(x)
-    Bsz, L, D = x.shape
-    N = B.shape[2]
-    B, C, ldbc = _bc(B, C)
-    zv, ldz = (None, 0) if z is None else rows(z)
-    dt = dt.contiguous()
-    out = torch.empty(Bsz, L, D, dtype=x.dtype)
-    _fn("scan_fwd", x.dtype)(_ptr(x), ldx, _ptr(dt), _ptr(A.contiguous()), _mode(A, dt_softplus), _ptr(B),
-                             _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(out), Bsz, L, D, N, _nthreads())
-    return out
-
-
-def _out_view(t: torch.Tensor, name: str) -> int:
-    v, ld = rows(t)
-    if v is not t:
-        raise ValueError(f"{name} must be a row-strided [B, L, C] view (unit stride in C)")
-    return ld
+    B, C = _bc(B, C)
+    return _ops_or_raise().scan_fwd(rows(x), dt.contiguous(), A.contiguous(), B, C,
+                                    None if Dskip is None else Dskip.contiguous(), None if z is None else rows(z),
+                                    bool(dt_softplus))
 
 
 def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
@@ -270,30 +229,20 @@ def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     shape. Optional outputs written in place (row-strided views): ``gx`` [Bsz, L, D],
     ``gBC`` [Bsz, L, 2N] (B then C), ``gz`` [Bsz, L, D].
     """
-    x, ldx = rows(x)
     Bsz, L, D = x.shape
     N = B.shape[2]
-    B, C, ldbc = _bc(B, C)
-    zv, ldz = (None, 0) if z is None else rows(z)
-    if gx is None:
-        gx = torch.empty(Bsz, L, D, dtype=x.dtype)
-    ldgx = _out_view(gx, "gx")
-    if gBC is None:
-        gBC = torch.empty(Bsz, L, 2 * N, dtype=x.dtype)
+    B, C = _bc(B, C)
+    gx = torch.empty(Bsz, L, D, dtype=x.dtype) if gx is None else _out_view(gx, "gx")
+    gBC = torch.empty(Bsz, L, 2 * N, dtype=x.dtype) if gBC is None else _out_view(gBC, "gBC")
     if gBC.shape[2] != 2 * N:
         raise ValueError("gBC must be [B, L, 2N]")
-    ldg = _out_view(gBC, "gBC")
-    if z is not None and gz is None:
-        gz = torch.empty(Bsz, L, D, dtype=x.dtype)
-    ldgz = 0 if z is None else _out_view(gz, "gz")
-    gdt, gA = torch.empty(Bsz, L, D, dtype=x.dtype), torch.empty_like(A)
-    gD = None if Dskip is None else torch.empty_like(Dskip)
-    gB, gC = gBC[..., :N], gBC[..., N:]
-    _fn("scan_bwd", x.dtype)(_ptr(x), ldx, _ptr(dt.contiguous()), _ptr(A.contiguous()), _mode(A, dt_softplus),
-                             _ptr(B), _ptr(C), ldbc, _ptr(Dskip), _ptr(zv), ldz, _ptr(gout.contiguous()), _ptr(gx), ldgx,
-                             _ptr(gdt), _ptr(gA), _ptr(gB), _ptr(gC), ldg, _ptr(gD),
-                             _ptr(gz if z is not None else None), ldgz, Bsz, L, D, N, _nthreads())
-    out = {"x": gx, "dt": gdt, "A": gA, "B": gB, "C": gC}
+    if z is not None:
+        gz = torch.empty(Bsz, L, D, dtype=x.dtype) if gz is None else _out_view(gz, "gz")
+    gdt, gA, gD = _ops_or_raise().scan_bwd(rows(x), dt.contiguous(), A.contiguous(), B, C, gout.contiguous(),
+                                           None if Dskip is None else Dskip.contiguous(),
+                                           None if z is None else rows(z), gx, gBC, gz if z is not None else None,
+                                           bool(dt_softplus))
+    out = {"x": gx, "dt": gdt, "A": gA, "B": gBC[..., :N], "C": gBC[..., N:]}
     if Dskip is not None:
         out["Dskip"] = gD
     if z is not None:

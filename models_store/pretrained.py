@@ -94,7 +94,7 @@ def load_pretrained(
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
     try:
         hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)
-    except Exception as e:  # transformers raises OSError / ValueError / hub errors here
+    except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         hint = "" if local_dir else (
             " — it is not a local folder, and it is not in the local cache" if local_files_only
             else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
@@ -124,7 +124,7 @@ def load_pretrained(
             name, config=hf_cfg, local_files_only=local_files_only, revision=revision,
             dtype=torch.float32, output_loading_info=True,
         )
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
         raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
     missing = sorted(info.get("missing_keys", []))
     mismatched = sorted(str(k) for k in info.get("mismatched_keys", []))

@@ -81,7 +81,7 @@ class _RNNBlock(Block):
         self.is_gru = isinstance(block.rnn, nn.GRU)
         self.parts = ("h",) if self.is_gru else ("h", "c")
 
-    def run(self, x, state0, keep):  # noqa: ANN001, ANN201
+    def run(self, x, state0, keep):
         rnn = self.block.rnn
         u = self.block.norm(x)  # (B, T, D)
         if self.is_gru:
@@ -112,7 +112,7 @@ class _MambaBlock(Block):
         self.block, self.mixer = block, block.mixer
         self.k = self.mixer.conv1d.weight.shape[-1]
 
-    def run(self, x, state0, keep):  # noqa: ANN001, ANN201
+    def run(self, x, state0, keep):
         m = self.mixer
         residual = x.float() if getattr(self.block, "residual_in_fp32", False) else x
         hs = self.block.norm(x.to(self.block.norm.weight.dtype))
@@ -127,14 +127,14 @@ class _MambaBlock(Block):
         out = residual + m.out_proj(y.to(hs.dtype))
         return out.to(x.dtype), ({"ssm": hs_all, "conv": xc} if keep else None)
 
-    def state_at(self, states, t):  # noqa: ANN001, ANN201
+    def state_at(self, states, t):
         return {"ssm": states["ssm"][:, t], "conv": window_at(states["conv"], t, self.k)}
 
 
 class _Mamba2Block(_MambaBlock):
     """transformers' ``Mamba2Block`` (one group): x + mixer(norm(x)) with state."""
 
-    def run(self, x, state0, keep):  # noqa: ANN001, ANN201
+    def run(self, x, state0, keep):
         m = self.mixer
         if m.n_groups != 1:
             raise NotImplementedError("state patching of Mamba-2 supports n_groups == 1")
@@ -181,7 +181,7 @@ class StatefulModel:
     ``trace``), and returns the last-position logits [B, C].
     """
 
-    def __init__(self, blocks: list[Block], embed, head, n_prefix: int = 0,  # noqa: ANN001
+    def __init__(self, blocks: list[Block], embed, head, n_prefix: int = 0,
                  parts: tuple[str, ...] = ()) -> None:
         """Args: ``blocks``; ``embed(tokens [B, L]) → [B, T, D]`` (prefix included); ``head(h [B, D])
         → logits [B, C]``; ``n_prefix`` internal steps before real position 0; the state ``parts``."""

@@ -2,7 +2,8 @@
 
 Science functions take an optional ``ctx``; the job runner passes one that heartbeats,
 writes progress to the ``jobs`` table and raises :class:`JobCancelled` when a cancel was
-requested. The default prints a progress bar on the console (tqdm).
+requested. :class:`JobContext` prints a progress bar on the console (tqdm); :class:`SilentContext`,
+the default when ``ctx`` is None, prints nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class JobContext:
     def check_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if a cancel was requested (never, on the console)."""
 
-    def sub(self, start: float, end: float) -> "SubContext":
+    def sub(self, start: float, end: float) -> SubContext:
         """A view mapping 0..1 onto ``start..end`` of this context."""
         return SubContext(self, start, end)
 
@@ -48,7 +49,7 @@ class JobContext:
 class SubContext:
     """A slice of a parent context's progress range."""
 
-    def __init__(self, parent, start: float, end: float) -> None:  # noqa: ANN001
+    def __init__(self, parent, start: float, end: float) -> None:
         self.parent, self.start, self.end = parent, start, end
 
     def progress(self, fraction: float, message: str = "") -> None:
@@ -60,7 +61,7 @@ class SubContext:
     def check_cancelled(self) -> None:
         self.parent.check_cancelled()
 
-    def sub(self, start: float, end: float) -> "SubContext":
+    def sub(self, start: float, end: float) -> SubContext:
         return SubContext(self, start, end)
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 import torch

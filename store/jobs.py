@@ -20,7 +20,6 @@ from layerscope_core.hashing import config_hash
 from store.models import Job, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 
 
@@ -77,7 +76,7 @@ def claim(session: Session, job_id: int, worker: str) -> int | None:
     return int(attempt)
 
 
-def _owned(job_id: int, worker: str, attempt: int):  # noqa: ANN202
+def _owned(job_id: int, worker: str, attempt: int):
     return (Job.id == job_id, Job.state == RUNNING, Job.worker == worker, Job.attempt == attempt)
 
 

@@ -135,14 +135,14 @@ def sqlite_migration_engine(url: str) -> Engine:
     engine = make_engine(url)  # WAL + busy timeout (its listener also turns foreign keys on ...)
 
     @event.listens_for(engine, "connect")
-    def _migration_pragmas(dbapi_conn, _record):  # noqa: ANN001 - runs after make_engine's listener
+    def _migration_pragmas(dbapi_conn, _record):  # runs after make_engine's listener
         dbapi_conn.isolation_level = None  # pysqlite: no implicit BEGIN/COMMIT around statements
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=OFF")  # ... and off here, before any transaction
         cur.close()
 
     @event.listens_for(engine, "begin")
-    def _begin(conn):  # noqa: ANN001
+    def _begin(conn):
         conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock now (waits busy_timeout)
 
     return engine

@@ -24,7 +24,7 @@ def make_engine(url: str) -> Engine:
         )
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):  # noqa: ANN001
+        def _sqlite_pragmas(dbapi_conn, _record):
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")

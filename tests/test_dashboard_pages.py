@@ -10,7 +10,8 @@ from dash import dcc, html, no_update
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash, render_page
 from dashboard.components import Bind, csv_safe, sync_step
-from dashboard.pages import PAGES, claims, curves, jobs, probe_causal, reversal, runs
+from dashboard.all_pages import PAGES
+from dashboard.pages import claims, curves, jobs, probe_causal, reversal, runs
 from tests.dashboard_data import FAMILIES, curve_rows, intervention_rows, patching_rows, probe_rows, profile_rows
 
 XSS = "<script>alert(1)</script>"

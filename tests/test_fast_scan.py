@@ -45,7 +45,7 @@ def _grads(y: torch.Tensor, inputs: list[torch.Tensor], seed: int) -> tuple[torc
     return torch.autograd.grad(y, inputs, gy)
 
 
-def _ref_full_a(x, dt, A, B, C):  # noqa: ANN001, ANN202
+def _ref_full_a(x, dt, A, B, C):
     """Reference with a per-channel A expanded to [D, N] (autograd sums the expansion back)."""
     return fast_scan.selective_scan_ref(x, dt, A[:, None].expand(-1, B.shape[-1]) if A.dim() == 1 else A, B, C)
 
@@ -172,7 +172,7 @@ def _mamba2_mixer(d: int, seed: int, limit: tuple[float, float] | None = None) -
     return mixer
 
 
-def _check_mixer(mixer: nn.Module, fast, reference, b: int, L: int, seed: int) -> None:  # noqa: ANN001
+def _check_mixer(mixer: nn.Module, fast, reference, b: int, L: int, seed: int) -> None:
     h = torch.randn(b, L, mixer.hidden_size, dtype=F64, generator=torch.Generator().manual_seed(seed),
                     requires_grad=True)
     leaves = [h, *mixer.parameters()]

@@ -73,7 +73,7 @@ class Deployment:
         with self.factory() as s:
             return [s.get(Job, i) for i in ids]
 
-    def count(self, model) -> int:  # noqa: ANN001
+    def count(self, model) -> int:
         with self.factory() as s:
             return s.execute(select(func.count()).select_from(model)).scalar_one()
 

@@ -83,7 +83,7 @@ def test_rerun_replaces_results(env) -> None:
 def test_failure_records_error_text(env) -> None:
     settings, factory, queue = env
 
-    def boom(kind, params, ctx, env):  # noqa: ANN001
+    def boom(kind, params, ctx, env):
         ctx.log("about to fail")
         raise RuntimeError("out of memory (simulated)")
 
@@ -108,7 +108,7 @@ def test_cancel_a_running_job(env) -> None:
     settings, factory, queue = env
     started = threading.Event()
 
-    def slow(kind, params, ctx, env):  # noqa: ANN001
+    def slow(kind, params, ctx, env):
         started.set()
         for _ in range(2000):
             ctx.check_cancelled()
@@ -145,7 +145,7 @@ def test_progress_is_written_while_running(env) -> None:
     settings, factory, queue = env
     seen = []
 
-    def watch(kind, params, ctx, env):  # noqa: ANN001
+    def watch(kind, params, ctx, env):
         ctx.progress(0.25, "a quarter")
         time.sleep(0.3)  # > heartbeat interval: the heartbeat thread writes it
         with factory() as s:
@@ -195,7 +195,7 @@ def test_a_reaped_worker_cannot_overwrite_the_new_attempt(env) -> None:
 def test_lost_ownership_stops_the_zombie(env) -> None:
     settings, factory, queue = env
 
-    def slow(kind, params, ctx, env):  # noqa: ANN001
+    def slow(kind, params, ctx, env):
         with factory() as s:  # simulate the reaper handing the job to another worker
             s.execute(update(Job).where(Job.id == job_id).values(worker="other"))
             s.commit()
@@ -255,7 +255,7 @@ def test_a_suite_queued_before_runs_of_other_settings_landed_fails_with_the_reas
 def test_keyboard_interrupt_releases_the_job(env) -> None:
     settings, factory, queue = env
 
-    def interrupted(kind, params, ctx, env):  # noqa: ANN001
+    def interrupted(kind, params, ctx, env):
         raise KeyboardInterrupt
 
     job_id = submit(factory, queue, "train", train_params())

@@ -132,17 +132,14 @@ def test_edit_identity_and_zero(model, layer):
 @torch.no_grad()
 def test_edit_restores_on_error_and_checks_shape(model):
     x = tokens()
-    with pytest.raises(RuntimeError, match="boom"):
-        with edit_layer(model, 0, torch.zeros_like):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), edit_layer(model, 0, torch.zeros_like):
+        raise RuntimeError("boom")
     assert _no_hooks(model)
-    with pytest.raises(ValueError, match="shape"):
-        with edit_layer(model, 1, lambda h: h[:, :-1]):
-            model(x)
+    with pytest.raises(ValueError, match="shape"), edit_layer(model, 1, lambda h: h[:, :-1]):
+        model(x)
     assert _no_hooks(model)
-    with pytest.raises(ValueError):
-        with edit_layer(model, -2, lambda h: h):
-            pass
+    with pytest.raises(ValueError), edit_layer(model, -2, lambda h: h):
+        pass
 
 
 @torch.no_grad()

@@ -74,18 +74,16 @@ def test_single_layer_removal(family):
     # layers before the edited one are untouched, the edited one changes
     assert torch.equal(states[0], base[0])
     assert not torch.allclose(states[1], base[1], atol=1e-5)
-    with pytest.raises(ValueError):
-        with remove_conv1d(model, layer=N_LAYERS):
-            pass
+    with pytest.raises(ValueError), remove_conv1d(model, layer=N_LAYERS):
+        pass
 
 
 @torch.no_grad()
 def test_restores_on_error():
     model = tiny("mamba")
     before = snapshot(model)
-    with pytest.raises(RuntimeError, match="boom"):
-        with remove_conv1d(model):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), remove_conv1d(model):
+        raise RuntimeError("boom")
     for (w0, b0), (w1, b1) in zip(before, snapshot(model), strict=True):
         assert torch.equal(w0, w1) and torch.equal(b0, b1)
 

@@ -49,7 +49,7 @@ def test_grid_rows_cover_every_layer_and_position(model_and_pairs):
     model, _, _ = model_and_pairs
     rows = patching_grid(model, get_task("s3"), run_seed=0, eval_length=12, positions=[3, 6], n_pairs=24,
                          sites=["resid_post"])
-    assert {(r["layer"], r["position"]) for r in rows} == {(l, p) for l in (-1, 0, 1) for p in (3, 6)}
+    assert {(r["layer"], r["position"]) for r in rows} == {(layer, p) for layer in (-1, 0, 1) for p in (3, 6)}
     # The embedding at a position after the corrupted token is identical in both runs: nothing to recover.
     emb = [r for r in rows if r["layer"] == -1]
     assert all(r["corrupt_position"] < 3 for r in emb)

@@ -36,7 +36,7 @@ def test_probes_cover_every_layer_and_eval_length(smoke):
         for run in s.scalars(select(Run)):
             rows = s.scalars(select(ProbeResult).where(ProbeResult.run_id == run.id)).all()
             assert {(r.layer, r.eval_length) for r in rows} == {
-                (l, L) for l in range(-1, run.n_layers) for L in (40, 60)
+                (layer, L) for layer in range(-1, run.n_layers) for L in (40, 60)
             }
             assert all(0.0 <= r.accuracy <= 1.0 and len(r.per_position) == r.eval_length for r in rows)
             # balanced accuracy stored beside accuracy; the control task (token type × position

@@ -11,7 +11,8 @@ from dash import dcc, html, no_update
 
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash
-from dashboard.pages import PAGES, jobs
+from dashboard.all_pages import PAGES
+from dashboard.pages import jobs
 from tests.test_dashboard_pages import FakeApi, walk
 
 

@@ -18,7 +18,7 @@ def test_a_record_reads_and_compares_like_its_row() -> None:
     with pytest.raises(KeyError):
         r["nope"] = 1
     with pytest.raises(KeyError):
-        r["nope"]  # noqa: B018
+        r["nope"]
 
 
 def test_behaviour_and_settings_records() -> None:

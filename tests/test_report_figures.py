@@ -49,7 +49,7 @@ def test_report_without_kaleido_links_no_image_and_says_so(bundle, tmp_path, mon
 def test_report_links_only_the_pngs_written(bundle, tmp_path, monkeypatch):
     import plotly.io as pio
 
-    def write_first_only(figs, files, **kw):  # noqa: ARG001 - a renderer that wrote one file of several
+    def write_first_only(figs, files, **kw):  # a renderer that wrote one file of several
         Path(files[0]).write_bytes(b"png")
 
     import kaleido  # noqa: F401 - the real module (a stand-in here would stay cached in plotly for later tests)

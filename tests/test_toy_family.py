@@ -105,7 +105,7 @@ def test_smoke_suite_trains_probes_and_patches_the_toy_family(toy, tmp_path):
         run = s.get(Run, ids[0])
         assert run.family == NAME and run.status == "complete" and run.checkpoint_id
         probes = s.scalars(select(ProbeResult).where(ProbeResult.run_id == run.id)).all()
-        assert {(p.layer, p.eval_length) for p in probes} == {(l, L) for l in range(-1, run.n_layers) for L in (40, 60)}
+        assert {(p.layer, p.eval_length) for p in probes} == {(layer, L) for layer in range(-1, run.n_layers) for L in (40, 60)}
         methods = {r.method for r in s.scalars(select(InterventionResult).where(InterventionResult.run_id == run.id))}
         assert {"project_out", "leace", "mean"} <= methods and "conv1d_removal" not in methods
         sites = {r.site for r in s.scalars(select(PatchingResult).where(PatchingResult.run_id == run.id))}

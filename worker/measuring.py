@@ -35,7 +35,7 @@ from worker import persist
 from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 if TYPE_CHECKING:
-    from worker.pipeline import WorkerEnv
+    from worker.env import WorkerEnv
 
 PARTS = ("probes", "interventions", "patching")
 # share of the progress bar per part (the suite's split: probes 0–0.3, interventions –0.85, patching –1)

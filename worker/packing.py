@@ -73,7 +73,7 @@ def become_slot(parent_pid: int, poll_s: float = 0.5) -> None:
     forwarded signal cannot interrupt the hand-back; if the supervisor disappears (``kill -9``)
     the slot stops itself the same way."""
 
-    def first_signal(signum: int, frame: object) -> None:  # noqa: ARG001
+    def first_signal(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt

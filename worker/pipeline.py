@@ -14,14 +14,13 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
 
 from store.models import Run
 from store.session import session_scope
 from layerscope_core.provenance import code_versions
 from models_store import ModelConfig, build_model
-from models_store.checkpoints import CheckpointStore
 from worker import persist
+from worker.env import WorkerEnv
 from science.context import JobContext, SilentContext
 from worker.params import (
     InterveneParams,
@@ -49,19 +48,6 @@ from science.training import behaviour, recorded_step_budget, step_budget, train
 
 class RunNotFound(LookupError):
     """A job names a run id that is not in the results DB."""
-
-
-@dataclass
-class WorkerEnv:
-    """Where a job reads and writes: the results DB, the model store, the torch device."""
-
-    session_factory: sessionmaker[Session]
-    store_dir: Path
-    device: str = "cpu"
-
-    @property
-    def store(self) -> CheckpointStore:
-        return CheckpointStore(self.store_dir)
 
 
 def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
@@ -95,7 +81,7 @@ def made_on(device: str) -> str:
     return f"{where} on {platform.node() or 'unknown host'}"[:200]
 
 
-def _build(params: TrainParams, task) -> torch.nn.Module:  # noqa: ANN001
+def _build(params: TrainParams, task) -> torch.nn.Module:
     torch.manual_seed(params.seed)
     if params.pretrained:
         from models_store.pretrained import PretrainedLoadError, load_pretrained
@@ -268,7 +254,7 @@ def measured_parts(params: TrainParams) -> tuple[str, ...]:
     return ("probes",) if params.control else PARTS
 
 
-def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,  # noqa: ANN001
+def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,
                      ctx: JobContext, *, train_length: int, parts: tuple[str, ...] = PARTS) -> None:
     """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
     finishes, then the run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry
@@ -276,7 +262,7 @@ def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams
     measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=True)
 
 
-def load_run(run_id: int, env: WorkerEnv):  # noqa: ANN201
+def load_run(run_id: int, env: WorkerEnv):
     """The stored run's params, task and model (on ``env.device``).
 
     Raises:

@@ -202,7 +202,7 @@ def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
             s.execute(delete(Job).where(Job.id == job_id, Job.state == J.QUEUED, Job.attempt == 0,
                                         Job.started_at.is_(None)))
             gone = s.get(Job, job_id) is None
-    except Exception:  # noqa: BLE001 - the row stays queued and the reaper queues it later
+    except Exception:  # the row stays queued and the reaper queues it later
         log.exception("could not withdraw job %s after a failed enqueue; it stays queued", job_id)
         return False
     if gone:

@@ -214,7 +214,7 @@ class Runner:
             self._release(ctx)
             raise
 
-    def _run_claimed(self, ctx: "DBJobContext", kind: str, raw_params: dict, max_attempts: int) -> str:
+    def _run_claimed(self, ctx: DBJobContext, kind: str, raw_params: dict, max_attempts: int) -> str:
         job_id = ctx.job_id
         try:
             params = self._validate(kind, raw_params)

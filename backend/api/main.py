@@ -73,7 +73,7 @@ def _normalise_loc(err: dict[str, Any]) -> dict[str, Any]:
     return err
 
 
-def _errors_handler(settings: Settings):  # noqa: ANN202
+def _errors_handler(settings: Settings):
     async def on_validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [_normalise_loc(e) for e in exc.errors()]
         for e in errors:

@@ -14,11 +14,10 @@ from layerscope_core.text import TEXT_PATTERN
 INT32_MAX = 2**31 - 1
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=TEXT_PATTERN)]
-SmallInt = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
 
 
-def _one_of(known) -> AfterValidator:  # noqa: ANN001 - a tuple, or a callable giving one (read per request)
+def _one_of(known) -> AfterValidator:  # a tuple, or a callable giving one (read per request)
     """A filter value must name something that exists: an unknown family or task is a 422 naming
     the allowed values, not an empty 200 that reads as "no results"."""
     def check(v: str) -> str:

@@ -115,10 +115,6 @@ def finite(x: Any) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def fmt_pct(x: Any, digits: int = 1) -> str:
-    return f"{100 * x:.{digits}f}%" if finite(x) else "–"
-
-
 def _num(x: float, digits: int) -> str:
     text = f"{x:.{digits}f}"
     return text[1:] if text.startswith("-") and float(text) == 0 else text  # "-0.00" (a value of −1e-9) reads 0.00

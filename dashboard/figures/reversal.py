@@ -3,13 +3,14 @@ reversal pairs outlined) and the S3 question (S3's profile distance to Parity vs
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
 import plotly.graph_objects as go
+
+from science.profiles import profile_distance
 
 from dashboard.figures.common import (
     CLASS_ORDER,
@@ -57,9 +58,6 @@ def metric(profile: dict[str, Any], name: str) -> dict[str, float | None]:
                 return {"mean": m.get("mean"), "lo": m.get("lo"), "hi": m.get("hi")}
             return {"mean": m, "lo": None, "hi": None}
     return {"mean": None, "lo": None, "hi": None}
-
-
-CLASS_RANK = {"early": 0, "gradual": 1, "late": 2}
 
 
 def row_key(p: dict[str, Any]) -> str:
@@ -201,31 +199,12 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     return note_missing(fig, n_missing, len(by), "cells")
 
 
-def _normalised_curve(points: list[tuple[float, float]], base: float | None = None) -> list[tuple[float, float]]:
-    """clip((acc − base) / (max − base), 0, 1), base = the majority baseline (else the minimum),
-    as ``science.profiles.normalised_curve``."""
-    pts = sorted(points)
-    ys = [y for _, y in pts]
-    lo = base if finite(base) else min(ys)
-    span = max(ys) - lo
-    return [(x, min(1.0, max(0.0, (y - lo) / span)) if span > 1e-12 else 0.0) for x, y in pts]
-
-
-def _interp(pts: list[tuple[float, float]], x: float) -> float:
-    if x <= pts[0][0]:
-        return pts[0][1]
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
-        if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
-    return pts[-1][1]
-
-
-def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | None = None,
-                 grid: int = 21) -> list[dict[str, Any]]:
-    """Per family: RMS distance between S3's normalised mean curve (on the normalised depth
-    axis) and Parity's, and Dyck's (``science.profiles.profile_distance``: 21 depths, curves
-    scaled to (acc − majority baseline)/(max − baseline)). Smaller = more alike in shape."""
-    curves: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | None = None) -> list[dict[str, Any]]:
+    """Per family: the distance between S3's mean layer curve and Parity's, and Dyck's, computed by
+    claim 3's own function, ``science.profiles.profile_distance`` (RMS between the curves scaled
+    to (acc − majority baseline)/(max − baseline), on 21 normalised depths). Smaller = more alike
+    in shape. A family without all three curves, or with a layer missing from one, gets no row."""
+    curves: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     bases: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in curve_rows:
         if eval_length is not None and int(r["eval_length"]) != int(eval_length):
@@ -233,21 +212,22 @@ def s3_distances(curve_rows: Sequence[dict[str, Any]], *, eval_length: int | Non
         if r.get("pretrained"):
             continue
         if finite(r.get("mean")):
-            curves[(r["family"], r["task"])].append((float(r["depth"]), float(r["mean"])))
+            curves[(r["family"], r["task"])][int(r["layer"])] = float(r["mean"])
             if finite(r.get("majority_baseline")):
                 bases[(r["family"], r["task"])].append(float(r["majority_baseline"]))
-    xs = [i / (grid - 1) for i in range(grid)]
+
+    def base(key: tuple[str, str]) -> float | None:
+        return sum(bases[key]) / len(bases[key]) if bases.get(key) else None
+
     out = []
     for fam in ordered({f for f, _ in curves}, FAMILIES):
-        if not all(len(curves.get((fam, t), [])) >= 2 for t in ("s3", "parity", "dyck")):
+        if not all(len(curves.get((fam, t), {})) >= 2 for t in ("s3", "parity", "dyck")):
             continue
-        s3, par, dyck = (_normalised_curve(curves[(fam, t)], (sum(bases[(fam, t)]) / len(bases[(fam, t)]))
-                                           if bases.get((fam, t)) else None) for t in ("s3", "parity", "dyck"))
-
-        def dist(a, b):
-            return math.sqrt(sum((_interp(a, x) - _interp(b, x)) ** 2 for x in xs) / len(xs))
-
-        dp, dd = dist(s3, par), dist(s3, dyck)
+        try:
+            dp, dd = (profile_distance(curves[(fam, "s3")], curves[(fam, t)], base((fam, "s3")), base((fam, t)))
+                      for t in ("parity", "dyck"))
+        except ValueError:  # a layer missing from a curve (no mean stored): no distance to show
+            continue
         cell_rows = [r for r in curve_rows if r.get("family") == fam and r.get("task") in ("s3", "parity", "dyck")
                      and not r.get("pretrained") and (eval_length is None or int(r["eval_length"]) == int(eval_length))]
         ns = [int(r["n"]) for r in cell_rows if r.get("n") is not None]

@@ -13,7 +13,7 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from layerscope_core.provenance import commit_label
-from science.training import recorded_step_budget
+from science.budget import recorded_step_budget
 from dashboard.components import (
     Bind,
     api_alert,

@@ -54,7 +54,7 @@ class TaskData:
         return int(self.tokens.shape[1])
 
     @classmethod
-    def from_numpy(cls, tokens: np.ndarray, labels: np.ndarray) -> "TaskData":
+    def from_numpy(cls, tokens: np.ndarray, labels: np.ndarray) -> TaskData:
         """Build from two integer arrays [n, L] (copied to int64 tensors)."""
         return cls(torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64)),
                    torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64)))

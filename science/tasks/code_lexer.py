@@ -66,7 +66,7 @@ def lex_source(source: str | bytes) -> list[str]:
         raise CodeLexError(f"{type(err).__name__}: {err}") from err
 
 
-def _keys(tokens) -> list[str]:  # noqa: ANN001 - a tokenize generator
+def _keys(tokens) -> list[str]:  # a tokenize generator
     keys: list[str] = []
     in_string = 0  # nesting of f-/t-strings (3.12+ only)
     for tok in tokens:

@@ -20,7 +20,7 @@ def _url() -> str:
     return get_settings().resolved_db_url
 
 
-def _configure(connection) -> None:  # noqa: ANN001
+def _configure(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

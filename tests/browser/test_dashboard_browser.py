@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
 
@@ -170,23 +171,23 @@ def test_download_csv_and_svg(server, page):
         page.click("#cv-graph-csv")
     d = dl.value
     assert d.suggested_filename == "layerscope-curves.csv"
-    rows = list(csv.DictReader(io.StringIO(open(d.path(), encoding="utf-8").read())))
+    rows = list(csv.DictReader(io.StringIO(Path(d.path()).read_text(encoding="utf-8"))))
     assert {r["family"] for r in rows} == FAMILIES
     assert {"mean", "lo", "hi", "n", "seeds", "majority_baseline", "layer_name"} <= set(rows[0])
     with page.expect_download() as dl:
         page.click("#cv-graph-svg")
     assert dl.value.suggested_filename.endswith(".svg")
-    assert open(dl.value.path(), encoding="utf-8").read().lstrip().startswith("<svg")
+    assert Path(dl.value.path()).read_text(encoding="utf-8").lstrip().startswith("<svg")
     with page.expect_download() as dl:
         page.click("#cv-graph-png")
     assert dl.value.suggested_filename.endswith(".png")
-    assert open(dl.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert Path(dl.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page.goto(server.base + "/")
     wait_ready(page)
     page.wait_for_selector("#rn-grid .ag-row")
     with page.expect_download() as dl:
         page.click("#rn-export")
-    rows = list(csv.DictReader(io.StringIO(open(dl.value.path(), encoding="utf-8").read())))
+    rows = list(csv.DictReader(io.StringIO(Path(dl.value.path()).read_text(encoding="utf-8"))))
     assert len(rows) == len(server.summary.run_ids)
     assert any(r["name"] == XSS_NAME for r in rows)
 

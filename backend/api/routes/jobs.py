@@ -46,12 +46,12 @@ QUEUE_DOWN_RETRY = {503: {"model": ErrorOut, "headers": RETRY_AFTER, "descriptio
                           "workers when the queue is back (retrying again answers 409)"}}
 
 
-def _retry_after(settings) -> str:  # noqa: ANN001
+def _retry_after(settings) -> str:
     """When the queue may be back, and when the reaper next re-queues stored jobs."""
     return str(max(1, math.ceil(settings.reap_every_seconds)))
 
 
-def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSONResponse:  # noqa: ANN001
+def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSONResponse:
     if retry or exc.stored:
         detail = (f"{exc} — job {exc.job_id} is stored and queued; it reaches the workers when the queue is "
                   f"back, do not submit it again")
@@ -64,7 +64,7 @@ def _out(job: Job) -> dict[str, Any]:
     return JobOut.model_validate(job).model_dump()
 
 
-def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:  # noqa: ANN001
+def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:
     d = _out(job)
     lines = (job.log or "").splitlines()
     d["log_tail"] = "\n".join(lines[-tail_lines:])
@@ -72,7 +72,7 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:  # noqa: ANN0
     return d
 
 
-def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:  # noqa: ANN001
+def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
     """Per parent job: its children counted by state, and their mean progress (one query each)."""
     if not parent_ids:
         return {}

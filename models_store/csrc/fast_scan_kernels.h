@@ -1,4 +1,6 @@
-// layerscope fast Mamba mixer kernels, CPU. See models_store/fast_scan_cpu.py.
+// layerscope fast Mamba mixer kernels, CPU: plain C++ on raw pointers (no torch types), bound to
+// typed torch ops in fast_scan_ops.cpp. See models_store/fast_scan_cpu.py for the maths.
+#pragma once
 #include <cstdint>
 #include <cstring>
 #include <cmath>
@@ -6,7 +8,7 @@
 #include <algorithm>
 #include <omp.h>
 
-namespace {
+namespace layerscope_kernels {
 
 constexpr int W = 16;  // lanes: inner channels d processed together (vectorised)
 
@@ -543,51 +545,4 @@ void scan_bwd(const T* x, int64_t ldx, const T* dt, const T* A, const T* Bm, con
     }
 }
 
-}  // namespace
-
-#define LS_EXPORT(T, SUF)                                                                         \
-  void ls_conv_fwd_##SUF(const T* x, int64_t ldx, const T* w, const T* bias, T* out, int act,   \
-                         int64_t Bsz, int64_t L, int64_t D, int64_t k, int nth) {                \
-    conv_fwd<T>(x, ldx, w, bias, out, act, Bsz, L, D, k, nth);                                   \
-  }                                                                                              \
-  void ls_conv_bwd_##SUF(const T* x, int64_t ldx, const T* w, const T* bias, const T* gout,      \
-                         int act, T* gx, int64_t ldgx, T* gw, T* gb,                             \
-                         int64_t Bsz, int64_t L, int64_t D, int64_t k, int nth) {                \
-    conv_bwd<T>(x, ldx, w, bias, gout, act, gx, ldgx, gw, gb, Bsz, L, D, k, nth);                \
-  }                                                                                              \
-  void ls_scan_fwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int mode, const T* B,    \
-                         const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz, T* out,  \
-                         int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
-    const bool sa = mode & 1, sp = mode & 2;                                                     \
-    if (N == 16) {                                                                               \
-      if (sa) scan_fwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
-      else scan_fwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
-    } else {                                                                                     \
-      if (sa) scan_fwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth); \
-      else scan_fwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, out, Bsz, L, D, N, sp, nth);  \
-    }                                                                                            \
-  }                                                                                              \
-  void ls_scan_bwd_##SUF(const T* x, int64_t ldx, const T* dt, const T* A, int mode, const T* B,    \
-                         const T* C, int64_t ldbc, const T* Dsk, const T* z, int64_t ldz,          \
-                         const T* gout, T* gx, int64_t ldgx, T* gdt, T* gA, T* gB, T* gC,          \
-                         int64_t ldgbc, T* gDsk, T* gz, int64_t ldgz,                              \
-                         int64_t Bsz, int64_t L, int64_t D, int64_t N, int nth) {                \
-    const bool sa = mode & 1, sp = mode & 2;                                                     \
-    if (N == 16) {                                                                               \
-      if (sa) scan_bwd<T, true, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                    gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);           \
-      else scan_bwd<T, false, 16>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                  gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);             \
-    } else {                                                                                     \
-      if (sa) scan_bwd<T, true, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA, \
-                                   gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);            \
-      else scan_bwd<T, false, 0>(x, ldx, dt, A, B, C, ldbc, Dsk, z, ldz, gout, gx, ldgx, gdt, gA,  \
-                                 gB, gC, ldgbc, gDsk, gz, ldgz, Bsz, L, D, N, sp, nth);              \
-    }                                                                                            \
-  }
-
-extern "C" {
-int ls_kernels_version() { return 4; }
-LS_EXPORT(float, f32)
-LS_EXPORT(double, f64)
-}
+}  // namespace layerscope_kernels
