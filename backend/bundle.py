@@ -193,7 +193,7 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
             out["partial"] = imported["partial"]
         return out
     out["parts"] = study_parts.parts(runs, manifest, imported)
-    now = study_parts.progress(runs, study_parts.preset_run_count(manifest["suite"]))
+    now = study_parts.progress(runs, study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs]))
     if now is not None:
         out["progress"] = now
     partial = study_parts.partial_block(now, imported, note)

@@ -118,16 +118,21 @@ def _numbers(numbers: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def preset_of(suite: str) -> dict[str, Any] | None:
-    """The preset a suite was made from when the suite is named after one (``layerscope suite
-    --preset paper`` stores suite "paper"): families, tasks, seeds and its training budget."""
+def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The preset a suite was made from (``backend.study_parts.suite_preset``: the preset whose
+    runs the suite's ``runs`` are, else the one it is named after): its name, families, tasks,
+    seeds, run count (controls and variants included) and its default training budget."""
+    from backend.study_parts import preset_run_count, suite_preset
     from worker.presets import PRESETS
 
-    p = PRESETS.get(suite)
+    hashes = [r.get("config_hash") for r in runs or [] if r.get("config_hash")]
+    name = suite_preset(suite, hashes)
+    p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
         return None
     train = p.get("train") or {}
-    return {"families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]), "seeds": list(p["seeds"]),
+    return {"name": name, "families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]),
+            "seeds": list(p["seeds"]), "runs": preset_run_count(suite, hashes),
             "max_steps": train.get("max_steps"), "max_seconds": train.get("max_seconds")}
 
 
@@ -385,11 +390,11 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
     "not rendered" in its place. None: figures were turned off (no figure lines)."""
     from science.trained import is_trained
 
-    preset = preset_of(manifest["suite"])
+    preset = preset_of(manifest["suite"], runs)
     n_trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
     n_measured = sum(r["id"] in measured for r in runs)
     n_both = sum(r["id"] in measured and is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
-    expected = len(preset["families"]) * len(preset["tasks"]) * len(preset["seeds"]) if preset else None
+    expected = preset["runs"] if preset else None
     stored = f"{len(runs)} stored" + (f" of the preset's {expected}" if expected else "")
     if expected and len(runs) < expected:
         stored += f" ({expected - len(runs)} never started)"

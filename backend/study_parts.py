@@ -20,20 +20,43 @@ suite whose runs come from several places and several commits. Each export says:
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from typing import Any
 
 from layerscope_core.provenance import VERSION_KEYS
 
 
-def preset_run_count(suite: str) -> int | None:
-    """How many runs the preset named ``suite`` expands to; None when ``suite`` is no preset."""
-    from layerscope_core.registry import PRESETS
+@functools.cache
+def _preset_hashes(preset: str) -> frozenset[str]:
+    """The config hashes of every run (controls included) the preset expands to."""
     from worker.params import SuiteParams
     from worker.presets import expand_suite
 
-    if suite not in PRESETS:
-        return None
-    return len(expand_suite(SuiteParams(preset=suite)))
+    return frozenset(j.run_hash() for j in expand_suite(SuiteParams(preset=preset)))
+
+
+def suite_preset(suite: str, config_hashes: Iterable[str] | None = None) -> str | None:
+    """The preset a suite's runs were made from: the (scratch) preset whose runs hold most of
+    ``config_hashes`` (a suite run under another name, or with a preset's earlier settings:
+    the first study's runs in suite "paper" are ``paper-75s``'s), else the preset named
+    ``suite``; None when neither."""
+    from layerscope_core.registry import PRESETS
+    from worker.presets import PRESETS as TABLE
+
+    hashes = set(config_hashes or ())
+    if hashes:
+        hits = {p: len(hashes & _preset_hashes(p)) for p in PRESETS if not TABLE[p].get("pretrained")}
+        best = max(hits, key=lambda p: (hits[p], p == suite))
+        if hits[best]:
+            return best
+    return suite if suite in PRESETS else None
+
+
+def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
+    """How many runs the suite's preset (:func:`suite_preset`) expands to; None when it has none."""
+    preset = suite_preset(suite, config_hashes)
+    return None if preset is None else len(_preset_hashes(preset))
 
 
 def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, Any] | None:

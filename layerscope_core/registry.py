@@ -24,7 +24,7 @@ from typing import Any
 
 TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
 METHODS: tuple[str, ...] = ("project_out", "inlp", "leace", "pca_top_k", "mean")
-PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained")
+PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained", "paper-75s")
 EVAL_LENGTHS: tuple[int, ...] = (40, 60, 80, 100, 120)
 TRAIN_LENGTH = 40  # models train at L=40; longer eval lengths are out of distribution (docs/SCIENCE.md#tasks)
 # activation-patching sites (docs/SCIENCE.md#activation-patching): the default set, and every

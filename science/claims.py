@@ -27,6 +27,20 @@ Rules shared by every claim (every threshold is a module constant):
   3 trained seeds (no runs stored)"), so no verdict is given with a family or task missing.
 - Profiles are computed at the training length ``EVAL_LENGTH`` (40) from each run's probe curve
   (:mod:`science.profiles`); a cell's class is the class of its seed-mean curve.
+- **Against the control.** With random-init controls stored, claims 1–3 read each cell against
+  its seeds' controls (the learned gain, ``science.profiles.summarise_against_controls``; a cell
+  whose gain stays under the control margin is ``not above control``) and carry the verdict
+  against the majority rate beside it (``numbers.majority_floor``). A cell without its controls
+  falls back to the majority floor and is named (``numbers.cells_without_controls``).
+- **Fragility.** Each cell row carries the stability of its class (the rule's thresholds moved by
+  ``science.profiles.STABILITY_MARGINS``); ``numbers.fragile`` is True when a class read flips
+  within them, ``numbers.class_condition_agreement`` counts the threshold settings under which the
+  class condition comes out the same.
+- **Not learned.** A cell whose every seed (≥ ``MIN_SEEDS``) stopped at a plateau below the
+  criterion is "not learned by this architecture at this size within N steps"; it leaves claims
+  1–3 as a named untestable part (``numbers.untestable``): in claims 1–2 a task whose Transformer
+  cell is not learned is not tested, another family's cell leaves the class condition and the
+  statistic; in claim 3 the family is not placed (docs/SCIENCE.md#plateau).
 
 Per claim:
 
@@ -49,7 +63,8 @@ Per claim:
   "not removed" and never count as damage. A run is evaluable when the edit removed the
   variable at one of its near-best probe layers; it is *decoupled* when the most damaging layer
   among the removed ones is not near-best, is at least ``DECOUPLING_MARGIN_PP`` more damaging
-  than the near-best layers, and (when stored) significant after Holm. The decoupled share, per
+  than the near-best layers, and (when stored) significant after Holm; every drop is read beyond its
+  rank-matched random removal (``delta_pp − random_delta_pp`` where stored). The decoupled share, per
   group (from scratch / pretrained), carries a Wilson 95 % interval: a group supports the claim
   when the interval's lower end is above ``DECOUPLED_SHARE_MIN``, contradicts it when its upper
   end is below, and is inconclusive otherwise; a pretrained group needs ``MIN_SEEDS`` evaluable
@@ -180,8 +195,18 @@ class Data:
     """The inputs, split once: trained runs, their curves, and every stored run by cell."""
 
     def __init__(self, runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-                 interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]]) -> None:
+                 interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]],
+                 controls: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.all_runs = list(runs)
+        # random-init control curves: (task, family, seed, n_layers) → curve (docs/SCIENCE.md#controls)
+        self.controls: dict[tuple, dict[int, float]] = {}
+        for c in controls or []:
+            try:
+                curve = P.normalise_keys(c["curve"])
+            except ValueError:
+                continue
+            self.controls[(c["task"], c["family"], c.get("seed"), c.get("n_layers", max(curve) + 1))] = curve
+        self.use_controls = bool(self.controls)
         self.trained = [r for r in self.all_runs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
         trained_ids = {r["id"] for r in self.trained}
         self.left_out = [
@@ -203,7 +228,18 @@ class Data:
             dup = sorted({k[0] for k in keys if keys.count(k) > 1}, key=str)
             if dup:
                 self.duplicated[cell] = dup
-
+        # cells whose every stored run stopped at a plateau below the criterion: not learned by this
+        # architecture at this size within its budget (docs/SCIENCE.md#plateau)
+        self.not_learned: dict[Cell, str] = {}
+        for cell, rs in self.stored.items():
+            if len(rs) >= MIN_SEEDS and all(r.get("stop_reason") == "plateau" and
+                                            not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in rs):
+                budget = max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs)
+                best = [r.get("best_heldout_acc") for r in rs if r.get("best_heldout_acc") is not None]
+                self.not_learned[cell] = (
+                    f"{_cell_name(cell)}: not learned by this architecture at this size within {budget:,} steps "
+                    f"({len(rs)} of {len(rs)} seeds plateaued"
+                    + (f"; best held-out accuracy {min(best):.3f}–{max(best):.3f}" if best else "") + ")")
     def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
                    what: str = "trained seeds") -> list[str]:
         """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each cell short of seeds;
@@ -217,6 +253,9 @@ class Data:
                 continue
             if not self.stored.get(cell):
                 out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
+                continue
+            if cell in self.not_learned:
+                out.append(self.not_learned[cell])
                 continue
             k = len({r.get("seed") for r in usable.get(cell, [])})
             if k < MIN_SEEDS:
@@ -266,12 +305,28 @@ def _curve_cells(data: Data, tasks: Iterable[str]) -> dict[Cell, list[Mapping[st
 
 
 def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A cell's profile summary. Against each seed's random-init control when ``data.use_controls``
+    and every seed has one (``floor`` = "control": the curve is then the seed-mean learned gain, its
+    baseline 0); else against the majority rate (``floor`` = "majority"). ``majority_class`` is
+    always the majority-floor class; ``classify(rule)`` gives the cell's class under another rule."""
     curves = [data.curves[r["id"]][0] for r in rs]
     bases = [data.curves[r["id"]][1] for r in rs]
-    s = P.summarise_profiles(curves, bases, seeds=[r.get("seed") for r in rs])
+    seeds = [r.get("seed") for r in rs]
+    s = P.summarise_profiles(curves, bases, seeds=seeds)
     s["curve"] = P.mean_curve(curves)
     bl = [b for b in bases if b is not None]
     s["baseline"] = float(np.mean(bl)) if bl else None
+    s["majority_class"] = s["profile_class"]
+    s["floor"] = "majority"
+    mc, base = s["curve"], s["baseline"]
+    s["classify"] = lambda rule: P.profile_class(mc, base, rule)
+    ctrls = [data.controls.get((r["task"], r["family"], r.get("seed"), max(c) + 1)) for r, c in zip(rs, curves)]
+    if data.use_controls and ctrls and all(k is not None and list(k) == list(c) for k, c in zip(ctrls, curves)):
+        a = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
+        margin, mk = a["margin"], a["control_curve"]
+        s.update({k: a[k] for k in ("profile_class", "class_votes", "metrics", "per_seed", "stability", "margin")})
+        s["curve"], s["baseline"], s["floor"], s["control_curve"] = P.learned_gain(mc, mk), 0.0, "control", mk
+        s["classify"] = lambda rule: P.control_class(mc, mk, margin + (rule.flat_margin - P.FLAT_MARGIN), rule)
     return s
 
 
@@ -331,6 +386,8 @@ def _cell_row(task: str, fam: str, s: Mapping[str, Any], expected: str) -> dict[
         "task": task, "family": fam, "n": s["n"], "seeds": s["seeds"],
         "profile_class": s["profile_class"], "class_votes": s["class_votes"],
         "expected": expected, "matches": s["profile_class"] == expected,
+        "floor": s.get("floor", "majority"), "majority_class": s.get("majority_class", s["profile_class"]),
+        "stability": {k: (s.get("stability") or {}).get(k) for k in ("agree", "of", "stable")},
         **{k: {kk: m[k][kk] for kk in ("mean", "lo", "hi", "n")}
            for k in ("late_concentration", "first_95", "auc", "gain_over_majority", "gain_over_emb")},
     }
@@ -341,13 +398,17 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
     prepared: dict[int, dict[str, Any]] = {}
     tests: list[tuple[int, str, dict[str, Any] | None]] = []
     for cid, spec in CONTRAST.items():
-        tasks = spec["tasks"]
-        cells = _curve_cells(data, tasks)
-        stored = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f))]
+        # a cell not learned within its budget (every seed at a plateau) leaves the claim, named; a
+        # task whose transformer cell is not learned has no contrast to test (docs/SCIENCE.md#plateau)
+        untestable = [data.not_learned[c] for c in expected_cells(spec["tasks"], FAMILIES) if c in data.not_learned]
+        tasks = tuple(t for t in spec["tasks"] if (t, TRANSFORMER) not in data.not_learned)
+        cells = {c: rs for c, rs in _curve_cells(data, tasks).items() if c not in data.not_learned}
+        stored = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f)) and (t, f) not in data.not_learned]
         usable_tasks = [t for t in tasks if any(c[0] == t for c in stored)]
         # every expected cell of every task the claim is about, stored or not
-        short = data.shortfalls(expected_cells(tasks, FAMILIES), cells) if usable_tasks else []
-        info: dict[str, Any] = {"cells": cells, "usable_tasks": usable_tasks, "short": short}
+        expected = [c for c in expected_cells(tasks, FAMILIES) if c not in data.not_learned]
+        short = data.shortfalls(expected, cells) if usable_tasks else []
+        info: dict[str, Any] = {"cells": cells, "usable_tasks": usable_tasks, "short": short, "untestable": untestable}
         prepared[cid] = info
         if not usable_tasks or short:
             continue
@@ -411,12 +472,17 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
         views = [f"/reversal?task={t}" for t in tasks] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in tasks]
     else:
         views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
-    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "test_statistic": metric}  # of the contrast test, not the cell table
+    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "test_statistic": metric,  # of the contrast test, not the cell table
+                               "floor": "random-init control" if data.use_controls else "majority rate"}
+    if info.get("untestable"):
+        numbers["untestable"] = info["untestable"]
+    untestable_note = (" Untestable here: " + "; ".join(info["untestable"]) + ".") if info.get("untestable") else ""
     left = data.left_out_for(tasks)
     if not info["usable_tasks"]:
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
-                              f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
-                              f"{' and '.join(tasks)}; none stored", views), left)
+                              (f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
+                               f"{' and '.join(tasks)}; none stored" if not untestable_note else
+                               "no task of this claim can be tested." + untestable_note), views), left)
     if info["short"]:
         numbers["cells_short_of_seeds"] = info["short"]
         ruled_out = _class_condition_ruled_out(spec, info, data)
@@ -428,6 +494,14 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
                                  if ruled_out else ""), views), left)
     rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
     numbers["cells"] = rows
+    fragile = [r for r in rows if r["stability"]["stable"] is False]
+    numbers["fragile"] = bool(fragile)
+    numbers["fragile_cells"] = [f"{r['family']} × {r['task']}: {r['profile_class']} under {r['stability']['agree']} "
+                                f"of {r['stability']['of']} threshold settings" for r in fragile]
+    numbers["class_condition_agreement"] = _class_condition_agreement(spec, info)
+    without_controls = [c for c in rows if c["floor"] != "control"]
+    if data.use_controls and without_controls:
+        numbers["cells_without_controls"] = [f"{r['family']} × {r['task']}" for r in without_controls]
     key = "test_auc_transformer_gt_other" if spec["transformer_higher"] else "test_late_concentration_other_gt_transformer"
     numbers[key] = info.get("tests", {})
     numbers["holm_family_size"] = n_tests
@@ -467,7 +541,33 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
     mism = [f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})" for r in rows if not r["matches"]]
     if mism:
         detail += " Mismatches: " + "; ".join(mism) + "."
+    if fragile:
+        detail += " Fragile: " + "; ".join(numbers["fragile_cells"]) + "."
+    detail += untestable_note
     return _finish(_claim(cid, verdict, numbers, detail, views), left)
+
+
+def _class_condition_agreement(spec: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Per task: under how many of the rules within the stability margins
+    (``science.profiles.rules_within_margin``) the class condition comes out as it does under the
+    default rule (``{agree, of}``)."""
+    expected = spec["expected"]
+    out = {}
+    for t in info["usable_tasks"]:
+        cells = {f: s for (task, f), s in info["summaries"].items() if task == t}
+        if TRANSFORMER not in cells:
+            continue
+
+        def holds(rule: P.ClassRule) -> bool:
+            classes = {f: s["classify"](rule) for f, s in cells.items()}  # noqa: B023 - evaluated here
+            others = [f for f in classes if f != TRANSFORMER]
+            share = sum(classes[f] == expected[f] for f in others) / len(others) if others else 0.0
+            return classes[TRANSFORMER] == expected[TRANSFORMER] and share >= MATCH_FRACTION
+
+        default = holds(P.DEFAULT_RULE)
+        rules = P.rules_within_margin()
+        out[t] = {"agree": sum(holds(r) == default for r in rules), "of": len(rules)}
+    return out
 
 
 # ----------------------------------------------------------------------------- claim 3
@@ -475,16 +575,25 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
 
 def claim_3(data: Data) -> dict[str, Any]:
     tasks = ("s3", "parity", STACK_TASK)
+    # a family with a cell not learned within its budget cannot place S3: it leaves the claim, named
+    gone = {f for (t, f) in data.not_learned if t in tasks}
+    untestable = [data.not_learned[c] for c in expected_cells(tasks, FAMILIES) if c in data.not_learned]
     cells = _curve_cells(data, tasks)
-    fams = [f for f in FAMILIES if all(data.stored.get((t, f)) for t in tasks)]
+    fams = [f for f in FAMILIES if f not in gone and all(data.stored.get((t, f)) for t in tasks)]
     any_stored = any(data.stored.get(c) for c in expected_cells(tasks, FAMILIES))
     views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
-    numbers: dict[str, Any] = {"families": [], "match_fraction_required": MATCH_FRACTION}
+    numbers: dict[str, Any] = {"families": [], "match_fraction_required": MATCH_FRACTION,
+                               "floor": "random-init control" if data.use_controls else "majority rate"}
+    if untestable:
+        numbers["untestable"] = untestable
     left = data.left_out_for(tasks)
     if not any_stored:
         return _finish(_claim(3, NOT_ENOUGH, numbers, "needs every family with runs on s3, parity and dyck; none "
                               "stored", views), left)
-    short = data.shortfalls(expected_cells(tasks, FAMILIES), cells)
+    if not fams and untestable:
+        return _finish(_claim(3, NOT_ENOUGH, numbers, "no family can be tested. Untestable here: "
+                              + "; ".join(untestable) + ".", views), left)
+    short = data.shortfalls(expected_cells(tasks, [f for f in FAMILIES if f not in gone]), cells)
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(3, NOT_ENOUGH, numbers,
@@ -504,9 +613,11 @@ def claim_3(data: Data) -> dict[str, Any]:
     numbers["gap_dyck_minus_parity"] = _ci([r["d_s3_dyck"] - r["d_s3_parity"] for r in per_family])
     numbers["same_class_as_parity"] = sum(r["class_s3"] == r["class_parity"] for r in per_family)
     verdict = SUPPORTED if share >= MATCH_FRACTION else CONTRADICTED
-    detail = (f"S3's normalised layer curve is closer to Parity's than to Dyck's in "
+    detail = (f"S3's normalised layer curve{' (learned gain over the random-init control)' if data.use_controls else ''} "
+              f"is closer to Parity's than to Dyck's in "
               f"{sum(r['closer_to_parity'] for r in per_family)}/{len(per_family)} families "
-              f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}.")
+              f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}."
+              + (" Untestable here: " + "; ".join(untestable) + "." if untestable else ""))
     return _finish(_claim(3, verdict, numbers, detail, views), left)
 
 
@@ -519,15 +630,26 @@ def _removed(row: Mapping[str, Any]) -> bool:
     return acc is not None and maj is not None and float(acc) - float(maj) <= REFIT_TOL + 1e-12
 
 
+def beyond_random(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An edit row read against its rank-matched random removal (docs/SCIENCE.md#random-removal):
+    ``delta_pp`` becomes ``delta_pp − random_delta_pp`` (the drop beyond removing as many random
+    directions; the raw value kept as ``delta_raw_pp``); rows without a random control unchanged."""
+    if row.get("random_delta_pp") is None or row.get("delta_pp") is None:
+        return row
+    return {**row, "delta_pp": float(row["delta_pp"]) - float(row["random_delta_pp"]), "delta_raw_pp": row["delta_pp"]}
+
+
 def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[Mapping[str, Any]],
                     method: str) -> dict[str, Any]:
+    rows = [beyond_random(r) for r in rows]
     removed = [r for r in rows if _removed(r)]
     not_removed = sorted(int(r["layer"]) for r in rows if not _removed(r))
     near = P.near_best_layers(curve)
     base = {"run_id": run["id"], "task": run["task"], "family": run["family"], "seed": run.get("seed"),
             "pretrained": run.get("pretrained"), "method": method, "best_layer": P.best_layer(curve),
             "near_best_layers": near, "not_removed_layers": not_removed,
-            "removed_layers": sorted(int(r["layer"]) for r in removed)}
+            "removed_layers": sorted(int(r["layer"]) for r in removed),
+            "beyond_random": all(r.get("delta_raw_pp") is not None for r in rows) if rows else None}
     if not any(int(r["layer"]) in near for r in removed):
         return {**base, "status": "not removed", "meaningfully_decoupled": None}
     d = P.decoupling(curve, removed, method=method)
@@ -949,13 +1071,27 @@ def evaluate_claims(
     probes: Sequence[Mapping[str, Any]] | None = None,
     interventions: Sequence[Mapping[str, Any]] | None = None,
     patching: Sequence[Mapping[str, Any]] | None = None,
+    controls: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """All six claims, in order. Missing inputs count as empty (→ "not enough data").
+
+    ``controls``: the random-init control curves ``{task, family, seed, n_layers, curve: {layer:
+    accuracy}}`` at ``EVAL_LENGTH``. With them, claims 1–3 read each cell against its seeds'
+    controls (``numbers.floor`` "random-init control"; docs/SCIENCE.md#controls) and carry the
+    majority-floor verdict beside it (``numbers.majority_floor``: verdict, cells, detail).
 
     Only trained runs (:func:`science.trained.is_trained`) are read; each claim lists the runs it
     left out (``numbers.runs_left_out``) with the reason. A "not enough data" claim also carries
     ``numbers.trained_cells``: what the trained cells it reads show (:func:`trained_cells`),
     descriptive only."""
-    data = Data(runs or [], probes or [], interventions or [], patching or [])
-    out = [*claims_1_2(data), claim_3(data), claim_4(data), claim_5(data), claim_6(data)]
+    data = Data(runs or [], probes or [], interventions or [], patching or [], controls)
+    first = [*claims_1_2(data), claim_3(data)]
+    if data.use_controls:  # the same claims against the majority rate, side by side
+        data.use_controls = False
+        plain = [*claims_1_2(data), claim_3(data)]
+        data.use_controls = True
+        for c, p in zip(first, plain):
+            c["numbers"]["majority_floor"] = _clean({"verdict": p["verdict"], "detail": p["detail"],
+                                                     "cells": p["numbers"].get("cells") or p["numbers"].get("families")})
+    out = [*first, claim_4(data), claim_5(data), claim_6(data)]
     return _describe_when_short(out, data)

@@ -182,3 +182,16 @@ def test_inlp_budget_and_fit_sequence_rule():
     assert n_fit_sequences(8, 40, 500) == 500
     with pytest.raises(ValueError, match="d_model"):
         n_fit_sequences(0, 40, 10)
+
+
+def test_inlp_budget_counts_the_classes_present_not_all_of_them():
+    """code_depth's windows hold a few of its 11 depths: a budget of ⌈D / 10⌉ rounds of rank ≤ 2
+    stopped INLP at rank ≈ 0.2·D, short of its tolerance; the budget from the present classes does not."""
+    g = torch.Generator().manual_seed(0)
+    D, N = 40, 4000
+    y = torch.randint(0, 3, (N,), generator=g)  # 3 of 11 classes present
+    X = torch.randn(N, D, generator=g) + torch.nn.functional.one_hot(y, D).float() * 2.0
+    X = X @ torch.linalg.qr(torch.randn(D, D, generator=g))[0]  # spread the signal over every direction
+    edit = fit_edit("inlp", X, y, 11)
+    assert edit.info["max_rounds"] == -(-D // 2)
+    assert edit.info["reached_chance"]

@@ -26,13 +26,16 @@ def _text(claims=()):
 def test_preset_of_reads_the_paper_preset():
     p = preset_of("paper")
     assert len(p["families"]) == 5 and len(p["tasks"]) == 4 and len(p["seeds"]) == 3
-    assert p["max_seconds"] == 240.0 and p["max_steps"] == 10_000
+    # 60 runs + the stacked RNNs on parity and S3 (12), each with its random-init control
+    assert p["runs"] == 2 * (60 + 12) and p["max_seconds"] == 14_400.0 and p["max_steps"] == 3_000
+    old = preset_of("paper-75s")
+    assert old["runs"] == 60 and old["max_seconds"] == 75.0 and old["max_steps"] == 10_000
     assert preset_of("my-own-suite") is None
 
 
 def test_trained_and_measured_are_counted_separately():
     text = _text()
-    assert "- runs: 3 stored of the preset's 60 (57 never started); 2 trained" in text
+    assert "- runs: 3 stored of the preset's 144 (141 never started); 2 trained" in text
     assert "2 measured (probe, intervention and patching results all stored), of which 1 trained" in text
     assert "complete" not in text.split("## Training")[0]
 
@@ -48,14 +51,14 @@ def test_training_table_uses_the_preset_seeds_and_lists_cells_never_started():
 def test_budget_used_is_stated_next_to_the_preset():
     lines = budget_lines(RUNS, preset_of("paper"))
     assert lines[0].startswith("Training budget used: at most 75 s / 10,000 steps per run")
-    assert "the preset allows 240 s / 10,000 steps (the runs were given a different budget" in lines[0]
+    assert "the preset allows 14400 s / 3,000 steps (the runs were given a different budget" in lines[0]
     assert lines[1] == ("1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
                         "(untrained), 0 reached it by the end (trained).")
     # a run that ran to the budget yet ends above the criterion is trained, as the claims read it
     late = budget_lines([*RUNS, _run(4, "dyck", "mamba", 0, 0.993)], preset_of("paper"))
     assert late[1].startswith("2 of 4 stored runs ran to that budget") and "1 ended below" in late[1] \
         and "1 reached it by the end (trained)" in late[1]
-    same = budget_lines([_run(1, "parity", "lstm", 0, 1.0, max_seconds=240.0)], preset_of("paper"))
+    same = budget_lines([_run(1, "parity", "lstm", 0, 1.0)], preset_of("paper-75s"))  # 75 s / 10,000: its preset
     assert "different budget" not in same[0]
     mixed = budget_lines([*RUNS, _run(4, "s3", "gru", 0, 1.0, max_seconds=240.0)], None)
     assert "75 s / 10,000 steps (3 runs)" in mixed[0] and "240 s / 10,000 steps (1 runs)" in mixed[0]

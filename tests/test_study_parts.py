@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 from backend import study_parts as P
 from backend.bundle import export_bundle, import_bundle
@@ -28,7 +29,8 @@ def test_progress_counts_against_the_preset() -> None:
 
 
 def test_preset_run_count_expands_the_preset() -> None:
-    assert P.preset_run_count("paper") == 60  # 5 families × 4 tasks × 3 seeds
+    assert P.preset_run_count("paper") == 2 * (60 + 12)  # 5 × 4 × 3 + stacked RNNs 2 × 2 × 3, with controls
+    assert P.preset_run_count("paper-75s") == 60  # the first study: 5 families × 4 tasks × 3 seeds
     assert P.preset_run_count("smoke") == 15
     assert P.preset_run_count("my-suite") is None
 
@@ -105,7 +107,7 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
         s.commit()
         first = tmp_path / "first.zip"
         m1 = export_bundle(s, "paper", first, note="one GPU lease")
-    assert m1["progress"]["runs_measured"] == 2 and m1["partial"]["runs_remaining"] == 58
+    assert m1["progress"]["runs_measured"] == 2 and m1["partial"]["runs_remaining"] == 142
     assert m1["partial"]["notes"] == ["one GPU lease"] and len(m1["parts"]) == 1
 
     url2 = f"sqlite:///{tmp_path / 'resumed.db'}"
@@ -118,7 +120,7 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
         s.query(Run).filter(Run.family == "gru").update({"made_on": "cpu on vm", "status": "complete"})
         s.commit()
         m2 = export_bundle(s, "paper", tmp_path / "second.zip", note="resumed on a CPU")
-    assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 57
+    assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 141
     assert m2["partial"]["notes"] == ["one GPU lease", "resumed on a CPU"]
     assert [(p["runs"], p["devices"]) for p in m2["parts"]] == [
         (2, ["cuda (NVIDIA H200) on gpu-box"]), (1, ["cpu on vm"])]
@@ -162,3 +164,16 @@ def test_a_completed_study_keeps_the_notes_of_every_export(sqlite_url, tmp_path)
     assert done["notes"] == ["one GPU lease, stopped at its deadline", "made on a GPU lease", "finished on a CPU"]
     text = _markdown(done, [], set(), [], "figures", "figures turned off", "done.zip")
     assert "- the notes of its exports:\n  - one GPU lease, stopped at its deadline\n  - made on a GPU lease" in text
+
+
+def test_the_first_study_is_read_as_the_preset_that_made_it() -> None:
+    """The shipped bundle's suite is named "paper", but its 60 runs are the first study's
+    (75 s, 10,000 steps): their config hashes are paper-75s's, not today's paper preset's."""
+    from backend.bundle import read_bundle
+
+    _, tables = read_bundle(Path(__file__).parents[1] / "examples" / "paper.layerscope.zip")
+    hashes = [r["config_hash"] for r in tables["runs"]]
+    assert P.suite_preset("paper", hashes) == "paper-75s"
+    assert P.preset_run_count("paper", hashes) == 60
+    assert P.suite_preset("paper", ["not-a-hash"]) == "paper"  # nothing matches: the preset it is named after
+    assert P.suite_preset("mine", []) is None

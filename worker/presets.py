@@ -19,6 +19,10 @@ Every preset's runs use :class:`worker.params.TrainParams`' recipe defaults unle
 ``variants``: more families, each on its own tasks (the stacked RNNs on parity and S3);
 ``controls``: add each run's random-init control (``SuiteParams.controls`` overrides).
 - ``pretrained``: Pythia-160M/410M and Mamba-130M fine-tuned with a token head (one GPU).
+- ``paper-75s``: the first study's settings (5 families × 4 tasks × 3 seeds, at most 10,000
+  steps and 75 s of wall time per run, the Transformer rotary only, no plateau rule), kept so the
+  runs of that study (the bundle's suite ``paper`` up to 2026-12) can be rebuilt and given their
+  random-init controls: ``layerscope suite --preset paper-75s --name paper --only-controls``.
 """
 
 from __future__ import annotations
@@ -97,6 +101,15 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "n_eval_sequences": 256},
         "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 300,
                     "n_permutations": 1000, "n_patch_pairs": 64},
+    },
+    "paper-75s": {
+        "families": list(FAMILIES),
+        "tasks": list(TASKS),
+        "seeds": [0, 1, 2],
+        "train": {"max_steps": 10_000, "max_seconds": 75.0, "eval_every": 50, "n_eval_sequences": 500},
+        "controls": False,
+        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 500,
+                    "n_permutations": 2000, "n_patch_pairs": 128},
     },
 }
 

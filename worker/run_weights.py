@@ -20,7 +20,8 @@ def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
     from worker.presets import expand_suite
 
     try:
-        (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed]))
+        (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed],
+                                          controls="only" if run.control else False))
     except ValueError:
         return None
     stored, made = run.train_config or {}, job.run_config()
@@ -38,17 +39,19 @@ def retrain_command(run: Run) -> str:
     the preset its runs' configs come from; for a run no preset makes, the words for what cannot
     be read off."""
     found = None
-    if not run.pretrained and run.suite in PRESETS:  # its own preset, other differences named below
+    if not run.pretrained:  # the preset whose config of the cell is the run's (its own name first)
+        order = sorted(PRESETS, key=lambda p: p != run.suite)
+        found = next(((p, d) for p in order if (d := _preset_diff(p, run)) is not None and not d[1]), None)
+    if found is None and not run.pretrained and run.suite in PRESETS:  # its own preset, differences named below
         found = (run.suite, _preset_diff(run.suite, run))
-    elif not run.pretrained:  # another name: the preset whose config of the cell is the run's
-        found = next(((p, d) for p in PRESETS if (d := _preset_diff(p, run)) is not None and not d[1]), None)
     if found is None or found[1] is None:
         return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
                 "(CLI: `--rebuild-weights`)")
     preset, (flags, others) = found
     name = f" --name {run.suite}" if run.suite and run.suite != preset else ""
+    only = " --only-controls" if run.control else ""
     cmd = (f"`layerscope suite --preset {preset}{name} --family {run.family} --task {run.task} --seed {run.seed}"
-           f"{''.join(' ' + f for f in flags)} --rebuild-weights`")
+           f"{''.join(' ' + f for f in flags)}{only} --rebuild-weights`")
     return cmd + (f" (its train_config also differs from the preset in {', '.join(others)})" if others else "")
 
 

@@ -46,10 +46,11 @@ def _f(v: float | None) -> float | None:
 
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
     """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
-    trained, selectivity, suite)."""
+    trained, selectivity, suite, control)."""
     q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
                ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline,
-               trained_clause().label("trained"), ProbeResult.selectivity, Run.suite).join(Run, Run.id == ProbeResult.run_id)
+               trained_clause().label("trained"), ProbeResult.selectivity, Run.suite,
+               Run.control).join(Run, Run.id == ProbeResult.run_id)
     q = flt.apply(q)
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
@@ -58,12 +59,12 @@ def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | N
 
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
     groups: dict[tuple, list[tuple[int, int, float, float, bool, float | None]]] = defaultdict(list)
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel, suite in probe_table(
-            session, flt, eval_length):  # one point per suite: runs of different suites are never pooled
-        groups[(suite, task, family, pretrained, n_layers, L, layer)].append((run_id, seed, acc, maj, bool(ok), sel))
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel, suite, ctl in probe_table(
+            session, flt, eval_length):  # one point per suite (and controls apart): never pooled
+        groups[(suite, task, family, pretrained, n_layers, L, layer, ctl)].append((run_id, seed, acc, maj, bool(ok), sel))
     out = []
-    for key in sorted(groups, key=lambda k: (k[1], k[2], k[3] or "", k[4], k[5], _suite_key(k[0]), k[6])):
-        suite, task, family, pretrained, n_layers, L, layer = key
+    for key in sorted(groups, key=lambda k: (k[1], k[2], k[3] or "", k[4], k[5], _suite_key(k[0]), k[7] or "", k[6])):
+        suite, task, family, pretrained, n_layers, L, layer, ctl = key
         members = sorted(groups[key], key=lambda m: (m[1], m[0]))
         mean, lo, hi = t_interval([m[2] for m in members], bounds=bounds_for("accuracy"))
         majs = [m[3] for m in members if m[3] is not None]
@@ -74,7 +75,21 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
             majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
             untrained_run_ids=[m[0] for m in members if not m[4]],
             selectivity=_f(sum(sels) / len(sels)) if (sels := [m[5] for m in members if _f(m[5]) is not None]) else None,
+            control=ctl,
         ))
+    return out
+
+
+def control_curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> dict[tuple, dict[int, float]]:
+    """(suite, task, family, n_layers, eval_length, seed) → the random-init control's probe curve,
+    for the controls of the runs ``flt`` selects (its ``trained`` filter does not apply: a control
+    is never trained)."""
+    from dataclasses import replace
+
+    out: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for row in probe_table(session, replace(flt, controls="only", trained=None, run_id=None), eval_length):
+        run_id, task, family, _p, seed, n_layers, layer, L, acc, _maj, _ok, _sel, suite, _ctl = row
+        out[(suite, task, family, n_layers, L, seed)][layer] = acc
     return out
 
 
@@ -111,7 +126,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     bases: dict[tuple[int, int], list[float]] = defaultdict(list)
     meta: dict[int, tuple] = {}
     trained: dict[int, bool] = {}
-    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel, suite in probe_table(
+    for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel, suite, _c in probe_table(
             session, flt, eval_length):
         trained[run_id] = bool(ok)
         curves[(run_id, L)][layer] = acc
@@ -119,6 +134,7 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
             bases[(run_id, L)].append(maj)
         meta[run_id] = (suite, task, family, pretrained, n_layers, seed)
     damage = _damage_rows(session, list(meta), eval_length)
+    controls = control_curves(session, flt, eval_length)
     groups: dict[GroupKey, list[tuple[int, int]]] = defaultdict(list)
     for (run_id, L), c in curves.items():
         suite, task, family, pretrained, n_layers, seed = meta[run_id]
@@ -156,20 +172,42 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
             suite=suite, task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
             seeds=[seed for seed, _ in members], profile_class=summary["profile_class"],
             class_counts=summary["class_votes"], metrics=metrics, per_seed=summary["per_seed"],
-            untrained_run_ids=[rid for _, rid in members if not trained[rid]],
+            untrained_run_ids=[rid for _, rid in members if not trained[rid]], stability=summary["stability"],
+            against_control=_against_control(cs, [controls.get((suite, task, family, n_layers, L, seed))
+                                                  for seed, _ in members], [seed for seed, _ in members]),
         ))
     return out
 
 
+def _against_control(curves: list[dict[int, float]], ctrls: list[dict[int, float] | None],
+                     seeds: list[int]) -> dict[str, Any] | None:
+    """``science.profiles.summarise_against_controls`` when every seed has its control (JSON-safe), else None."""
+    from science import profiles as P
+
+    if not curves or any(c is None or sorted(c) != sorted(k) for c, k in zip(ctrls, curves)):
+        return None
+    s = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
+    s["control_curve"] = {str(k): _f(v) for k, v in s["control_curve"].items()}
+    s["metrics"] = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in s["metrics"].items()}
+    s["per_seed"] = [{k: _f(v) if isinstance(v, float) else v for k, v in row.items()} for row in s["per_seed"]]
+    return s
+
+
 def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (task, family, pretrained, eval_length, metric): the export's tidy form."""
+    """One row per (task, family, pretrained, eval_length, floor, metric): the export's tidy form;
+    ``floor`` "majority" (against the majority rate) or "control" (against the random-init
+    controls, where stored)."""
     rows = []
     for p in items:
-        for name, m in p["metrics"].items():
-            rows.append(dict(suite=p.get("suite"), task=p["task"], family=p["family"], pretrained=p["pretrained"],
-                             eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=p["profile_class"],
-                             seeds=p["seeds"], untrained_run_ids=p.get("untrained_run_ids") or [],
-                             metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
+        views = [("majority", p["profile_class"], p["metrics"])]
+        if p.get("against_control"):
+            views.append(("control", p["against_control"]["profile_class"], p["against_control"]["metrics"]))
+        for floor, cls, metrics in views:
+            for name, m in metrics.items():
+                rows.append(dict(suite=p.get("suite"), task=p["task"], family=p["family"], pretrained=p["pretrained"],
+                                 eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=cls,
+                                 seeds=p["seeds"], untrained_run_ids=p.get("untrained_run_ids") or [], floor=floor,
+                                 metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
     return rows
 
 
@@ -183,25 +221,28 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
 
     L = C.EVAL_LENGTH
     run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour,
-                Run.heldout_acc, Run.early_stop_acc]
+                Run.heldout_acc, Run.early_stop_acc, Run.stop_reason, Run.best_heldout_acc, Run.steps, Run.train_config]
     runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols, Run.suite)))]
     if len({_suite_key(r["suite"]) for r in runs}) > 1:
         raise MixedSuites([r["suite"] for r in runs])
     for r in runs:
         del r["suite"]
     probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
-              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su in probe_table(session, flt, [L])]
+              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su, _c in probe_table(session, flt, [L])]
+    controls = [dict(task=task, family=fam, seed=seed, n_layers=n, curve=curve)
+                for (_su, task, fam, n, _L, seed), curve in control_curves(session, flt, [L]).items()]
     iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
                InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.drop_rel_chance,
                InterventionResult.refit_acc, InterventionResult.refit_majority, InterventionResult.p_value,
-               InterventionResult.p_holm, InterventionResult.significant]
+               InterventionResult.p_holm, InterventionResult.significant, InterventionResult.rank_removed,
+               InterventionResult.random_delta_pp]
     interventions = [dict(r._mapping) for r in session.execute(
         flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(InterventionResult.eval_length == L))]
     pcols = [PatchingResult.run_id, PatchingResult.site, PatchingResult.layer, PatchingResult.position,
              PatchingResult.eval_length, PatchingResult.recovery]
     patching = [dict(r._mapping) for r in session.execute(
         flt.apply(select(*pcols).join(Run, Run.id == PatchingResult.run_id)).where(PatchingResult.site == C.STATE_SITE))]
-    return C.evaluate_claims(runs, probes, interventions, patching)
+    return C.evaluate_claims(runs, probes, interventions, patching, controls=controls)
 
 
 # ----------------------------------------------------------------------------- caching

@@ -56,3 +56,6 @@ RunSortQ = Annotated[RunSort | None, Query(description="sort by this column, des
                                                        "(ties by id); default id")]
 TrainedQ = Annotated[bool | None, Query(description="true: trained runs only (held-out accuracy reached the "
                                                      "early-stop criterion); false: untrained only; default all")]
+ControlsQ = Annotated[Literal["exclude", "include", "only"], Query(
+    description="random-init control runs (docs/SCIENCE.md#controls): exclude them, include them beside the runs, "
+                "or only them")]

@@ -34,6 +34,9 @@ class RunFilter:
     pretrained: Sequence[str] | None = None
     run_id: Sequence[int] | None = None
     trained: bool | None = None  # True: trained runs only; False: untrained only; None: all
+    # random-init controls (docs/SCIENCE.md#controls): "exclude" (what every aggregate and verdict
+    # reads), "only", or "include"
+    controls: str = "exclude"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, q: Select) -> Select:
@@ -43,6 +46,10 @@ class RunFilter:
                 q = q.where(col.in_(list(values)))
         if self.trained is not None:
             q = q.where(trained_clause() if self.trained else ~trained_clause())
+        if self.controls == "exclude":
+            q = q.where(Run.control.is_(None))
+        elif self.controls == "only":
+            q = q.where(Run.control.is_not(None))
         return q
 
 

@@ -95,6 +95,15 @@ class RunOut(BaseModel):
         None, description="the code that trained it: {layerscope, git_commit, git_dirty, python, torch, "
                           "transformers}, and rebuilt_from (what the run recorded first) for a run whose "
                           "weights were rebuilt (None: made before this was recorded)")
+    control: str | None = Field(None, description="'init': a random-init control (the same architecture and seed as a "
+                                "trained run of the suite, not trained, probed only; docs/SCIENCE.md#controls); "
+                                "null for every other run")
+    stop_reason: str | None = Field(None, description="why training stopped: trained (criterion) | plateau | budget | "
+                                    "time_limit | rebuild_step (docs/SCIENCE.md#plateau); null for a control or a "
+                                    "run made before this was recorded")
+    best_heldout_acc: float | None = Field(None, description="best held-out token accuracy evaluated at the training "
+                                           "length, 0..1")
+    best_step: int | None = Field(None, description="the step best_heldout_acc was reached at")
     created_at: UtcDatetime
 
     @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
@@ -126,6 +135,9 @@ class ProbeOut(BaseModel):
     control_accuracy: float | None = Field(None, description="the same probe on the control task (Hewitt & Liang "
                                            "2019: a fixed random label per input-token type), 0..1")
     selectivity: float | None = Field(None, description="accuracy − control_accuracy, 0..1 scale")
+    type_accuracy: dict[str, float | None] | None = Field(
+        None, description="accuracy per token type where the task's token identity carries the label (dyck: open, "
+                          "close; code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)")
     config_hash: str
 
 
@@ -151,6 +163,12 @@ class InterventionOut(BaseModel):
     inlp_converged: bool | None = Field(None, description="INLP only: the refit probe reached majority + tolerance")
     inlp_rounds: int | None = Field(None, description="INLP only: rounds used")
     n_fit_sequences: int | None = Field(None, description="sequences the edit was fitted on")
+    random_delta_pp: float | None = Field(None, description="rank-matched random removal: mean delta_pp when "
+                                          "rank_removed random orthonormal directions are removed at this layer "
+                                          "(docs/SCIENCE.md#random-removal)")
+    random_delta_lo: float | None = Field(None, description="the smallest delta_pp over the random draws")
+    random_delta_hi: float | None = Field(None, description="the largest delta_pp over the random draws")
+    random_draws: int | None = Field(None, description="random draws behind random_delta_pp")
     seed: int
     config_hash: str
 
@@ -199,6 +217,8 @@ class CurvePoint(BaseModel):
                                          "(docs/SCIENCE.md#trained)")
     selectivity: float | None = Field(None, description="mean probe selectivity over the seeds that store it "
                                       "(accuracy − control-task accuracy, 0..1 scale)")
+    control: str | None = Field(None, description="'init': the point of the random-init controls of this cell "
+                                "(docs/SCIENCE.md#controls); null: of the runs themselves")
 
 
 class MetricCI(BaseModel):
@@ -224,6 +244,13 @@ class Profile(BaseModel):
     per_seed: list[dict[str, Any]]
     untrained_run_ids: list[int] = Field(default_factory=list, description="seeds' runs that are not trained "
                                          "(docs/SCIENCE.md#trained)")
+    stability: dict[str, Any] | None = Field(
+        None, description="the class under every rule with its thresholds moved by the documented margins: "
+                          "{class, agree, of, stable, classes} (docs/SCIENCE.md#class-stability)")
+    against_control: dict[str, Any] | None = Field(
+        None, description="the same profile measured against each seed's random-init control (the learned gain): "
+                          "{profile_class, class_votes, margin, stability, metrics, per_seed, control_curve}; "
+                          "null when a seed has no control (docs/SCIENCE.md#controls)")
 
 
 class Claim(BaseModel):

@@ -18,6 +18,7 @@ from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import (
+    ControlsQ,
     EvalLengthQ,
     FamilyQ,
     PretrainedQ,
@@ -48,10 +49,11 @@ def _json(cache: ResultCache, session: Any, key: tuple, adapter: TypeAdapter, co
             summary="Probe accuracy per layer: mean and 95% t-interval over seeds, one point per suite")
 def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
                eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
-               trained: TrainedQ = None) -> Response:
+               trained: TrainedQ = None, controls: ControlsQ = "exclude") -> Response:
     queries.require_suites(session, suite)
-    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained)
-    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained, trained), CURVES,
+    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained,
+                            controls=controls)
+    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained, trained, controls), CURVES,
                  lambda: aggregate.curves(session, flt, eval_length))
 
 

@@ -65,9 +65,10 @@ COLUMNS: dict[Resource, list[str]] = {
     Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
     **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
     Resource.curves: ["suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
-                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity"],
+                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity",
+                      "control"],
     Resource.profiles: ["suite", "task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
-                        "untrained_run_ids", "metric", "mean", "lo", "hi", "n"],
+                        "untrained_run_ids", "floor", "metric", "mean", "lo", "hi", "n"],
 }
 
 FieldsQ = Annotated[str | None, Query(

@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from backend.api import queries
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
 from backend.api.params import (
+    ControlsQ,
     EvalLengthQ,
     FamilyQ,
     Limit,
@@ -31,9 +32,10 @@ NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
 def list_runs(
     session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
     pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
-    trained: TrainedQ = None,
+    trained: TrainedQ = None, controls: ControlsQ = "include",
 ) -> dict:
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained)
+    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained,
+                            controls=controls)
     items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 

@@ -51,23 +51,24 @@ def _partial_why(manifest: dict | None) -> str | None:
             summary="Suites with their run counts (stored, trained, measured); imported or made here; "
                     "for a preset suite, its progress against the preset (partial while runs remain)")
 def list_suites(session: SessionDep) -> list[dict]:
-    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status)
+    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash)
                            .where(Run.suite.is_not(None)).order_by(Run.suite)).all()
     measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
-    for suite, rid, acc, crit, status in rows:
+    for suite, rid, acc, crit, status, chash in rows:
         d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, n_trained_measured=0,
                                        imported=suite in imported))
         d["n_runs"] += 1
         d["n_trained"] += is_trained(acc, crit)
         d["n_measured"] += rid in measured
         d["n_trained_measured"] += is_trained(acc, crit) and rid in measured
-        statuses.setdefault(suite, []).append({"status": status})
+        statuses.setdefault(suite, []).append({"status": status, "config_hash": chash})
     for suite, d in out.items():
         manifest = imported_manifest(session, suite) if d["imported"] else None
-        now = study_parts.progress(statuses[suite], study_parts.preset_run_count(suite))
+        now = study_parts.progress(statuses[suite], study_parts.preset_run_count(
+            suite, [r["config_hash"] for r in statuses[suite]]))
         if now is not None:
             d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=not now["complete"])
         elif manifest and manifest.get("partial"):
