@@ -130,10 +130,60 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
         return None
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
     train = p.get("train") or {}
+    total = preset_run_count(suite, hashes) or 0
+    trained = len(expand_suite(SuiteParams(preset=name, controls=False)))
     return {"name": name, "families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]),
-            "seeds": list(p["seeds"]), "runs": preset_run_count(suite, hashes),
+            "seeds": list(p["seeds"]), "runs": trained, "controls": total - trained,
             "max_steps": train.get("max_steps"), "max_seconds": train.get("max_seconds")}
+
+
+def floor_lines(claim: dict[str, Any]) -> list[str]:
+    """For claims 1–3: which floor decided the verdict, the verdict against the other one beside
+    it (and whether it changed), and the fragile classes it reads (docs/SCIENCE.md#controls)."""
+    n = claim.get("numbers") or {}
+    out = []
+    alt = n.get("majority_floor")
+    if alt:
+        changed = "the same verdict" if alt["verdict"] == claim["verdict"] else f"**changed** from {alt['verdict']}"
+        out.append(f"**With and without controls**: decided against the random-init controls (each cell's learned "
+                   f"gain over its seeds' untrained twins): {claim['verdict']}; against the majority rate alone: "
+                   f"{alt['verdict']} — {changed}.")
+    elif n.get("floor") == "majority rate":
+        out.append("**Floor**: the majority rate (no random-init controls are stored for this suite).")
+    if n.get("fragile"):
+        out.append("**Fragile**: " + "; ".join(n.get("fragile_cells") or []) + " (of the 81 threshold settings "
+                   "within the documented margins; docs/SCIENCE.md#class-stability).")
+    return [*out, ""] if out else []
+
+
+def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """How the runs' training ended (``stop_reason``), and the cells whose every seed plateaued."""
+    reasons: dict[str, int] = defaultdict(int)
+    by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        if r.get("control"):
+            continue
+        reasons[r.get("stop_reason") or "not recorded"] += 1
+        by_cell[(r["task"], r["family"])].append(r)
+    if set(reasons) <= {"not recorded"}:
+        return []
+    out = ["Why training stopped (docs/SCIENCE.md#plateau): "
+           + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + "."]
+    flat = [(cell, rs) for cell, rs in sorted(by_cell.items())
+            if len(rs) >= 3 and all(r.get("stop_reason") == "plateau" for r in rs)]
+    for (task, fam), rs in flat:
+        best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in rs)
+        budget = max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs)
+        out.append(f"- {fam} × {task}: not learned by this architecture at this size within {budget:,} steps "
+                   f"(every seed plateaued; best held-out accuracy {best}).")
+    n_ctrl = sum(bool(r.get("control")) for r in runs)
+    if n_ctrl:
+        out.append(f"{n_ctrl} random-init control run(s) stored beside them (docs/SCIENCE.md#controls).")
+    return out
 
 
 def _limit(seconds: Any, steps: Any) -> str:
@@ -391,6 +441,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
     from science.trained import is_trained
 
     preset = preset_of(manifest["suite"], runs)
+    every_run, runs = runs, [r for r in runs if not r.get("control")]  # controls are counted apart
     n_trained = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
     n_measured = sum(r["id"] in measured for r in runs)
     n_both = sum(r["id"] in measured and is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in runs)
@@ -443,6 +494,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         "",
         *budget_lines(runs, preset),
         "",
+        *((sr + [""]) if (sr := stop_reason_lines(every_run)) else []),
         *_training_table(runs, measured, preset, probed),
         "",
         *((rb + [""]) if (rb := rebuilt_lines(runs)) else []),
@@ -459,8 +511,10 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
             "",
             f"**This reproduction**: {agreement} (verdict: {c['verdict']}). {c.get('detail', '')}",
             "",
+            *floor_lines(c),
         ]
         numbers = dict(c.get("numbers") or {})
+        numbers.pop("majority_floor", None)  # said in words above
         described = numbers.pop("trained_cells", None)
         if described is not None:
             lines += trained_cells_paragraph(described, conv1d=c.get("id") == 5)
