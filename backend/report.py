@@ -154,6 +154,10 @@ def floor_lines(claim: dict[str, Any]) -> list[str]:
                    f"{alt['verdict']} — {changed}.")
     elif n.get("floor") == "majority rate":
         out.append("**Floor**: the majority rate (no random-init controls are stored for this suite).")
+    if n.get("stacked_rnns"):
+        st = n["stacked_rnns"]
+        out.append(f"**With the stacked LSTM/GRU** (`lstm_stack`, `gru_stack`: no residual stream, as "
+                   f"`nn.LSTM(num_layers=4)` stacks; docs/SCIENCE.md#stacked-rnns): {st['verdict']}. {st['detail']}")
     if n.get("fragile"):
         out.append("**Fragile**: " + "; ".join(n.get("fragile_cells") or []) + " (of the 81 threshold settings "
                    "within the documented margins; docs/SCIENCE.md#class-stability).")
@@ -515,6 +519,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         ]
         numbers = dict(c.get("numbers") or {})
         numbers.pop("majority_floor", None)  # said in words above
+        numbers.pop("stacked_rnns", None)
         described = numbers.pop("trained_cells", None)
         if described is not None:
             lines += trained_cells_paragraph(described, conv1d=c.get("id") == 5)

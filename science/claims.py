@@ -102,7 +102,7 @@ from scipy import stats as _st
 from science import profiles as P
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
-from layerscope_core.registry import TRAIN_LENGTH, families_where
+from layerscope_core.registry import STACKED_VARIANTS, TRAIN_LENGTH, families_where
 from science.stats import ALPHA, bounds_for, holm, t_interval, wilson_interval
 from science.trained import is_trained, untrained_reason
 
@@ -402,7 +402,7 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
         # task whose transformer cell is not learned has no contrast to test (docs/SCIENCE.md#plateau)
         untestable = [data.not_learned[c] for c in expected_cells(spec["tasks"], FAMILIES) if c in data.not_learned]
         tasks = tuple(t for t in spec["tasks"] if (t, TRANSFORMER) not in data.not_learned)
-        cells = {c: rs for c, rs in _curve_cells(data, tasks).items() if c not in data.not_learned}
+        cells = {c: rs for c, rs in _curve_cells(data, tasks).items() if c not in data.not_learned and c[1] in FAMILIES}
         stored = [(t, f) for t in tasks for f in FAMILIES if data.stored.get((t, f)) and (t, f) not in data.not_learned]
         usable_tasks = [t for t in tasks if any(c[0] == t for c in stored)]
         # every expected cell of every task the claim is about, stored or not
@@ -1093,5 +1093,34 @@ def evaluate_claims(
         for c, p in zip(first, plain):
             c["numbers"]["majority_floor"] = _clean({"verdict": p["verdict"], "detail": p["detail"],
                                                      "cells": p["numbers"].get("cells") or p["numbers"].get("families")})
+    stacked = _claim_1_with_stacked_rnns(runs or [], probes or [], interventions or [], patching or [], controls)
+    if stacked is not None:
+        first[0]["numbers"]["stacked_rnns"] = stacked
     out = [*first, claim_4(data), claim_5(data), claim_6(data)]
     return _describe_when_short(out, data)
+
+
+def _claim_1_with_stacked_rnns(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
+                               interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]],
+                               controls: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """Claim 1 again with the plain stacked LSTM/GRU (``lstm_stack``, ``gru_stack``) in the place
+    of the residual ones (docs/SCIENCE.md#stacked-rnns): ``{verdict, detail, cells, families}``,
+    or None when no stacked run is stored."""
+    if not any(r.get("family") in STACKED_VARIANTS for r in runs):
+        return None
+    swap = {v: k for k, v in STACKED_VARIANTS.items()}  # lstm → lstm_stack
+
+    def relabel(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for r in rows:
+            fam = r.get("family")
+            if fam in swap:
+                continue  # the residual run steps aside
+            out.append({**r, "family": STACKED_VARIANTS.get(fam, fam)})
+        return out
+
+    claim = claims_1_2(Data(relabel(runs), probes, interventions, patching, relabel(controls or [])))[0]
+    for row in claim["numbers"].get("cells", []):
+        row["family"] = swap.get(row["family"], row["family"])
+    return _clean({"verdict": claim["verdict"], "detail": claim["detail"], "cells": claim["numbers"].get("cells"),
+                   "families": [swap.get(f, f) for f in FAMILIES]})
