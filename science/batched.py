@@ -165,6 +165,85 @@ def _clip_per_seed(grads: list[torch.Tensor], max_norm: float) -> None:
         g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
 
 
+class BatchedSeeds:
+    """One training step for S models at once (module docstring): the models' parameters
+    stacked (``stack_module_state``), one vmapped forward/backward, per-seed clipping, one AdamW
+    over the stacked tensors, ``make_scheduler``'s schedule. ``models``: S models of one
+    architecture (e.g. ``build_model(cfg, seed=s)``), left untouched until :meth:`write_back`.
+    Recipe arguments as in :func:`science.training.train_model`.
+
+    Raises:
+        ValueError: from :func:`vmappable`.
+    """
+
+    def __init__(self, models: list[nn.Module], *, lr: float = 1e-3, weight_decay: float = 0.01,
+                 max_steps: int = 100, warmup_steps: int = 0, lr_schedule: str = "constant",
+                 min_lr_ratio: float = 0.1, grad_clip: float | None = None) -> None:
+        self.models = models
+        self.grad_clip = grad_clip
+        self.base = vmappable(models[0]).to("meta").train()
+        self.params, self.buffers = stack_module_state(models)  # name → [S, ...]; params are new leaves
+        self.opt = torch.optim.AdamW(list(self.params.values()), lr=lr, weight_decay=weight_decay)
+        self.sched = make_scheduler(self.opt, max_steps=max_steps, warmup_steps=warmup_steps,
+                                    lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio)
+        base = self.base
+
+        def loss_of(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            logits = functional_call(base, (p, b), (x,))  # (B, L, C)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+        self._loss = vmap(loss_of)  # (stacked p, b, x [S, B, L], y [S, B, L]) → [S]
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One step on tokens ``x`` and labels ``y`` [S, B, L] (seed s's batch in row s);
+        returns the S losses [S] before the update (detached, on the CPU)."""
+        loss = self._loss(self.params, self.buffers, x, y)  # (S,)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()  # seeds share no parameter: each slice's gradient is its own loss's
+        if self.grad_clip is not None:
+            _clip_per_seed([p.grad for p in self.params.values() if p.grad is not None], self.grad_clip)
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        return loss.detach().cpu()
+
+    def write_back(self) -> list[nn.Module]:
+        """Copy each seed's trained parameters into its model; returns the models, in eval mode."""
+        with torch.no_grad():
+            for i, model in enumerate(self.models):
+                for name, p in model.named_parameters():
+                    p.copy_(self.params[name][i])
+                model.eval()
+        return self.models
+
+
+class SeedTrainer:
+    """``train_model``'s training step for one model (the simple path): AdamW, the schedule,
+    ``clip_grad_norm_``; the model as built (fast Mamba mixers included)."""
+
+    def __init__(self, model: nn.Module, *, lr: float = 1e-3, weight_decay: float = 0.01, max_steps: int = 100,
+                 warmup_steps: int = 0, lr_schedule: str = "constant", min_lr_ratio: float = 0.1,
+                 grad_clip: float | None = None) -> None:
+        self.model = model.train()
+        self.grad_clip = grad_clip
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.sched = make_scheduler(self.opt, max_steps=max_steps, warmup_steps=warmup_steps,
+                                    lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """One step on tokens ``x`` and labels ``y`` [B, L]; returns the loss before the update."""
+        logits = self.model(x)  # (B, L, C)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        return float(loss.detach())
+
+
 def train_seeds_batched(
     cfg: ModelConfig,
     task: Task,
@@ -182,12 +261,12 @@ def train_seeds_batched(
     eval_every: int = 50,
     device: torch.device | str = "cpu",
 ) -> BatchedResult:
-    """Train one model per seed in ``seeds`` (S of them, ``build_model(cfg, seed=s)``) together:
-    one vmapped forward/backward over the stacked parameters per step, for ``max_steps`` steps
-    at length ``train_length`` (module docstring). The arguments mean what they mean for
-    :func:`science.training.train_model` (``eval_every`` only sets the data blocks, as there:
-    ``min(eval_every, 50)`` batches per generator call); each seed's losses match a
-    ``train_model`` run with ``curriculum_start=None`` and no early stop.
+    """Train one model per seed in ``seeds`` (S of them, ``build_model(cfg, seed=s)``; the
+    pipeline's ``torch.manual_seed(seed)`` + ``build_model(cfg)`` is the same initialisation)
+    together with :class:`BatchedSeeds`, for ``max_steps`` steps at length ``train_length``. The
+    arguments mean what they mean for :func:`science.training.train_model` (``eval_every`` only
+    sets the data blocks, as there: ``min(eval_every, 50)`` batches per generator call); each
+    seed's losses match a ``train_model`` run with ``curriculum_start=None`` and no early stop.
 
     Raises:
         ValueError: no seeds, or repeated seeds.
@@ -196,48 +275,24 @@ def train_seeds_batched(
     """
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds: expected distinct seeds, got {seeds!r}")
-    models = [build_model(cfg, seed=s).to(device) for s in seeds]
-    base = vmappable(models[0]).to("meta")
-    params, buffers = stack_module_state(models)  # name → [S, ...]; params are new leaves
-    opt = torch.optim.AdamW(list(params.values()), lr=lr, weight_decay=weight_decay)
-    sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule,
-                           min_lr_ratio=min_lr_ratio)
-    n_classes = cfg.n_classes
-
-    def loss_of(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        logits = functional_call(base, (p, b), (x,))  # (B, L, C)
-        return F.cross_entropy(logits.reshape(-1, n_classes), y.reshape(-1))
-
-    batched_loss = vmap(loss_of)  # (S-stacked p, b, x [S, B, L], y [S, B, L]) → [S]
+    recipe = dict(lr=lr, weight_decay=weight_decay, max_steps=max_steps, warmup_steps=warmup_steps,
+                  lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip)
+    trainer = BatchedSeeds([build_model(cfg, seed=s).to(device) for s in seeds], **recipe)
     block = max(1, min(eval_every, 50))
     caches: list[dict[int, TaskData]] = [{} for _ in seeds]
     losses = torch.empty(max_steps, len(seeds))
     start = time.perf_counter()
-    base.train()
     for step in range(1, max_steps + 1):
         pairs = [_batch(task, s, step, length=train_length, batch_size=batch_size, block=block, cache=c)
                  for s, c in zip(seeds, caches, strict=True)]
         x = torch.stack([p[0] for p in pairs]).to(device)  # (S, B, L)
         y = torch.stack([p[1] for p in pairs]).to(device)  # (S, B, L)
-        loss = batched_loss(params, buffers, x, y)  # (S,)
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()  # seeds share no parameter: each slice's gradient is its own loss's
-        if grad_clip is not None:
-            _clip_per_seed([p.grad for p in params.values() if p.grad is not None], grad_clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        losses[step - 1] = loss.detach().cpu()
+        losses[step - 1] = trainer.step(x, y)
         bad = [s for s, v in zip(seeds, losses[step - 1].tolist(), strict=True) if not math.isfinite(v)]
         if bad:
             raise FloatingPointError(f"training loss became non-finite at step {step} for seeds {bad}")
     seconds = time.perf_counter() - start
-    with torch.no_grad():
-        for i, model in enumerate(models):
-            for name, p in model.named_parameters():
-                p.copy_(params[name][i])
-            model.eval()
-    return BatchedResult(losses=losses, models=models, seconds=seconds)
+    return BatchedResult(losses=losses, models=trainer.write_back(), seconds=seconds)
 
 
 def train_seeds_sequential(
@@ -257,31 +312,20 @@ def train_seeds_sequential(
     eval_every: int = 50,
     device: torch.device | str = "cpu",
 ) -> BatchedResult:
-    """The simple path: the same S trainings one after another, each exactly ``train_model``'s
-    step (the model as built, fast mixers included; ``clip_grad_norm_``), without its
-    evaluations. The reference of :func:`train_seeds_batched` in tests and benchmarks; same
-    arguments and result."""
+    """The simple path: the same S trainings one after another with :class:`SeedTrainer`
+    (exactly ``train_model``'s step, without its evaluations). The reference of
+    :func:`train_seeds_batched` in tests and benchmarks; same arguments and result."""
+    recipe = dict(lr=lr, weight_decay=weight_decay, max_steps=max_steps, warmup_steps=warmup_steps,
+                  lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip)
     losses = torch.empty(max_steps, len(seeds))
     models = []
     block = max(1, min(eval_every, 50))
     start = time.perf_counter()
     for i, seed in enumerate(seeds):
-        model = build_model(cfg, seed=seed).to(device).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-        sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule,
-                               min_lr_ratio=min_lr_ratio)
+        trainer = SeedTrainer(build_model(cfg, seed=seed).to(device), **recipe)
         cache: dict[int, TaskData] = {}
         for step in range(1, max_steps + 1):
             x, y = _batch(task, seed, step, length=train_length, batch_size=batch_size, block=block, cache=cache)
-            logits = model(x.to(device))  # (B, L, C)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(device).reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            opt.step()
-            if sched is not None:
-                sched.step()
-            losses[step - 1, i] = float(loss.detach())
-        models.append(model.eval())
+            losses[step - 1, i] = trainer.step(x.to(device), y.to(device))
+        models.append(trainer.model.eval())
     return BatchedResult(losses=losses, models=models, seconds=time.perf_counter() - start)
