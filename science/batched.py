@@ -141,8 +141,8 @@ class BatchedResult:
     seconds: float = 0.0
 
 
-def _batch(task: Task, seed: int, step: int, *, length: int, batch_size: int, block: int,
-           cache: dict[int, TaskData]) -> tuple[torch.Tensor, torch.Tensor]:
+def seed_batch(task: Task, seed: int, step: int, *, length: int, batch_size: int, block: int,
+               cache: dict[int, TaskData]) -> tuple[torch.Tensor, torch.Tensor]:
     """Seed ``seed``'s batch at ``step`` (1-based): ``train_model``'s stream without a curriculum,
     one ``task.generate`` of ``block`` batches per ``data_seed(seed, "train", block index)``.
     Returns tokens, labels [B, L]."""
@@ -283,7 +283,7 @@ def train_seeds_batched(
     losses = torch.empty(max_steps, len(seeds))
     start = time.perf_counter()
     for step in range(1, max_steps + 1):
-        pairs = [_batch(task, s, step, length=train_length, batch_size=batch_size, block=block, cache=c)
+        pairs = [seed_batch(task, s, step, length=train_length, batch_size=batch_size, block=block, cache=c)
                  for s, c in zip(seeds, caches, strict=True)]
         x = torch.stack([p[0] for p in pairs]).to(device)  # (S, B, L)
         y = torch.stack([p[1] for p in pairs]).to(device)  # (S, B, L)
@@ -325,7 +325,7 @@ def train_seeds_sequential(
         trainer = SeedTrainer(build_model(cfg, seed=seed).to(device), **recipe)
         cache: dict[int, TaskData] = {}
         for step in range(1, max_steps + 1):
-            x, y = _batch(task, seed, step, length=train_length, batch_size=batch_size, block=block, cache=cache)
+            x, y = seed_batch(task, seed, step, length=train_length, batch_size=batch_size, block=block, cache=cache)
             losses[step - 1, i] = trainer.step(x.to(device), y.to(device))
         models.append(trainer.model.eval())
     return BatchedResult(losses=losses, models=models, seconds=time.perf_counter() - start)
