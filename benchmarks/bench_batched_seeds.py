@@ -22,6 +22,7 @@ Usage::
 
     python benchmarks/bench_batched_seeds.py --threads 1               # every family, markdown table
     python benchmarks/bench_batched_seeds.py --families lstm,gru --steps 10
+    python benchmarks/bench_batched_seeds.py --device cuda --steps 20     # on a lent GPU
 """
 
 from __future__ import annotations
@@ -61,15 +62,20 @@ def measure(family: str, args: argparse.Namespace) -> dict:
     caches: list[dict] = [{} for _ in seeds]
     batches = [[seed_batch(task, s, t, length=args.length, batch_size=args.batch, block=50, cache=caches[s])
                 for t in range(1, rounds + 1)] for s in seeds]  # batches[s][t] = (x, y) [B, L]
-    sequential = [SeedTrainer(build_model(cfg, seed=s), **RECIPE) for s in seeds]
-    batched = BatchedSeeds([build_model(cfg, seed=s) for s in seeds], **RECIPE)
-    plain = [SeedTrainer(vmappable(build_model(cfg, seed=s)), **RECIPE) for s in seeds]
+    dev = torch.device(args.device)
+    batches = [[(x.to(dev), y.to(dev)) for x, y in per_seed] for per_seed in batches]
+    sequential = [SeedTrainer(build_model(cfg, seed=s).to(dev), **RECIPE) for s in seeds]
+    batched = BatchedSeeds([build_model(cfg, seed=s).to(dev) for s in seeds], **RECIPE)
+    plain = [SeedTrainer(vmappable(build_model(cfg, seed=s)).to(dev), **RECIPE) for s in seeds]
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     wall: dict[str, list[float]] = {"seq": [], "bat": [], "plain": []}
     cpu: dict[str, list[float]] = {"seq": [], "bat": [], "plain": []}
 
     def timed(name: str, t: int, fn):  # noqa: ANN001, ANN202
+        sync()
         t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
+        sync()
         if t >= args.warmup:
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
@@ -100,13 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--param-target", type=int, default=830_000)
     ap.add_argument("--d-model", type=int, default=None, help="a fixed width instead of the parameter target")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (a lent GPU)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*batching rule.*")  # SDPA: vmap loops over seeds (noted in docs)
     rows = [measure(f.strip(), args) for f in args.families.split(",") if f.strip()]
     print(f"# {args.seeds} seeds, batch {args.batch}, L {args.length}, AdamW + clip 1.0 + cosine, "
           f"{args.threads} thread(s), torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, device {args.device}"
+          + (f" ({torch.cuda.get_device_name()})" if args.device.startswith("cuda") else ""))
     print()
     print(f"| family | d_model | params | rounds | {args.seeds} seeds one after another, ms | batched, ms "
           "| **ratio** (sequential / batched) | CPU ratio | same function one after another, ms "
