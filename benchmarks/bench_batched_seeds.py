@@ -45,13 +45,14 @@ from science.batched import BatchedSeeds, SeedTrainer, seed_batch, vmappable  # 
 from science.tasks import get_task  # noqa: E402
 
 DEFAULT_FAMILIES = "transformer,mamba,mamba2,lstm,gru"
-RECIPE = dict(lr=1e-3, weight_decay=0.01, max_steps=1000, warmup_steps=100, lr_schedule="cosine", grad_clip=1.0)
+RECIPE = {"lr": 1e-3, "weight_decay": 0.01, "max_steps": 1000, "warmup_steps": 100, "lr_schedule": "cosine",
+          "grad_clip": 1.0}
 
 
 def measure(family: str, args: argparse.Namespace) -> dict:
     """Median wall and CPU ms per round (3 seed-steps) of both paths for ``family``."""
     task = get_task("parity")
-    kw = dict(family=family, vocab_size=task.vocab_size, n_classes=task.n_classes, start_token=True)
+    kw = {"family": family, "vocab_size": task.vocab_size, "n_classes": task.n_classes, "start_token": True}
     if args.d_model:
         kw["d_model"] = args.d_model
     else:
@@ -71,22 +72,25 @@ def measure(family: str, args: argparse.Namespace) -> dict:
     wall: dict[str, list[float]] = {"seq": [], "bat": [], "plain": []}
     cpu: dict[str, list[float]] = {"seq": [], "bat": [], "plain": []}
 
-    def timed(name: str, t: int, fn):  # noqa: ANN001, ANN202
+    def timed(name: str, t: int, fn, *fn_args):  # fn(*fn_args), timed from round `warmup` on
         sync()
         t0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
+        out = fn(*fn_args)
         sync()
         if t >= args.warmup:
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
         return out
 
+    def one_by_one(trainers: list[SeedTrainer], t: int) -> list[float]:
+        return [tr.step(*batches[i][t]) for i, tr in enumerate(trainers)]
+
     for t in range(rounds):
-        seq_losses = timed("seq", t, lambda: [tr.step(*batches[i][t]) for i, tr in enumerate(sequential)])
+        seq_losses = timed("seq", t, one_by_one, sequential, t)
         x = torch.stack([batches[i][t][0] for i in seeds])  # (S, B, L)
         y = torch.stack([batches[i][t][1] for i in seeds])  # (S, B, L)
-        bat_losses = timed("bat", t, lambda: batched.step(x, y))
-        timed("plain", t, lambda: [tr.step(*batches[i][t]) for i, tr in enumerate(plain)])
+        bat_losses = timed("bat", t, batched.step, x, y)
+        timed("plain", t, one_by_one, plain, t)
         gap = (bat_losses - torch.tensor(seq_losses)).abs().max().item()
     n_params = sum(p.numel() for p in sequential[0].model.parameters())
     return {"family": family, "d_model": cfg.d_model, "params": n_params, "rounds": len(wall["bat"]), "gap": gap,

@@ -48,10 +48,12 @@ from science.seeds import data_seed
 from science.tasks.base import Task, TaskData
 from science.training import make_scheduler
 
-
 # --------------------------------------------------------------------------------------------
 # RNN layers vmap can batch
 # --------------------------------------------------------------------------------------------
+_Cell = torch.Tensor | None  # the LSTM's cell state [B, H]; None for the GRU
+
+
 class _PlainRNN(nn.Module):
     """A single-layer, unidirectional, batch-first RNN with ``nn.LSTM`` / ``nn.GRU``'s parameter
     names and shapes (``weight_ih_l0`` [G·H, D], ``weight_hh_l0`` [G·H, H], ``bias_ih_l0``,
@@ -69,7 +71,9 @@ class _PlainRNN(nn.Module):
             setattr(self, name, nn.Parameter(getattr(rnn, name).detach().clone()))
         self.hidden_size = rnn.hidden_size
 
-    def cell(self, gi: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None):  # noqa: ANN201
+    def cell(self, gi: torch.Tensor, h: torch.Tensor, c: _Cell) -> tuple[torch.Tensor, _Cell]:
+        """One time step: the input part ``gi`` [B, G·H], state ``h`` [B, H] (and the LSTM's cell
+        ``c`` [B, H]) → the next (h, c)."""
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
@@ -88,7 +92,7 @@ class PlainLSTM(_PlainRNN):
 
     gates = 4
 
-    def cell(self, gi, h, c):  # noqa: ANN001, ANN201
+    def cell(self, gi: torch.Tensor, h: torch.Tensor, c: _Cell) -> tuple[torch.Tensor, _Cell]:
         i, f, g, o = (gi + F.linear(h, self.weight_hh_l0, self.bias_hh_l0)).chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
@@ -100,7 +104,7 @@ class PlainGRU(_PlainRNN):
 
     gates = 3
 
-    def cell(self, gi, h, c):  # noqa: ANN001, ANN201
+    def cell(self, gi: torch.Tensor, h: torch.Tensor, c: _Cell) -> tuple[torch.Tensor, _Cell]:
         gh = F.linear(h, self.weight_hh_l0, self.bias_hh_l0)
         ir, iz, i_n = gi.chunk(3, dim=-1)
         hr, hz, hn = gh.chunk(3, dim=-1)
@@ -275,8 +279,8 @@ def train_seeds_batched(
     """
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds: expected distinct seeds, got {seeds!r}")
-    recipe = dict(lr=lr, weight_decay=weight_decay, max_steps=max_steps, warmup_steps=warmup_steps,
-                  lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip)
+    recipe = {"lr": lr, "weight_decay": weight_decay, "max_steps": max_steps, "warmup_steps": warmup_steps,
+              "lr_schedule": lr_schedule, "min_lr_ratio": min_lr_ratio, "grad_clip": grad_clip}
     trainer = BatchedSeeds([build_model(cfg, seed=s).to(device) for s in seeds], **recipe)
     block = max(1, min(eval_every, 50))
     caches: list[dict[int, TaskData]] = [{} for _ in seeds]
@@ -315,8 +319,8 @@ def train_seeds_sequential(
     """The simple path: the same S trainings one after another with :class:`SeedTrainer`
     (exactly ``train_model``'s step, without its evaluations). The reference of
     :func:`train_seeds_batched` in tests and benchmarks; same arguments and result."""
-    recipe = dict(lr=lr, weight_decay=weight_decay, max_steps=max_steps, warmup_steps=warmup_steps,
-                  lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio, grad_clip=grad_clip)
+    recipe = {"lr": lr, "weight_decay": weight_decay, "max_steps": max_steps, "warmup_steps": warmup_steps,
+              "lr_schedule": lr_schedule, "min_lr_ratio": min_lr_ratio, "grad_clip": grad_clip}
     losses = torch.empty(max_steps, len(seeds))
     models = []
     block = max(1, min(eval_every, 50))

@@ -8,15 +8,20 @@ import torch
 from torch import nn
 
 from models_store import ModelConfig, build_model
-from science.batched import PlainGRU, PlainLSTM, train_seeds_batched, train_seeds_sequential
+from science.batched import (
+    PlainGRU,
+    PlainLSTM,
+    train_seeds_batched,
+    train_seeds_sequential,
+)
 from science.tasks import get_task
 from science.training import train_model
 
 SEEDS = [0, 1, 2]
 # warm-up + cosine and a clip small enough to act on every step, so a joint (all-seed) clip
 # norm or a shared schedule state would show in the losses
-RECIPE = dict(train_length=10, batch_size=8, lr=3e-3, max_steps=12, warmup_steps=3, lr_schedule="cosine",
-              grad_clip=0.05, eval_every=5)
+RECIPE = {"train_length": 10, "batch_size": 8, "lr": 3e-3, "max_steps": 12, "warmup_steps": 3,
+          "lr_schedule": "cosine", "grad_clip": 0.05, "eval_every": 5}
 
 
 def _cfg(family: str, d_model: int) -> ModelConfig:
@@ -74,3 +79,14 @@ def test_seeds_must_be_distinct():
         train_seeds_batched(_cfg("lstm", 8), get_task("parity"), [1, 1], max_steps=1)
     with pytest.raises(ValueError, match="distinct seeds"):
         train_seeds_batched(_cfg("lstm", 8), get_task("parity"), [], max_steps=1)
+
+
+def test_benchmark_prints_a_ratio_with_matching_losses(capsys):
+    from benchmarks.bench_batched_seeds import main
+
+    assert main(["--families", "gru", "--d-model", "8", "--steps", "1", "--warmup", "0", "--batch", "4",
+                 "--length", "6"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| gru |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[6].strip("*")) > 0  # the ratio sequential / batched
+    assert float(cells[-1]) < 1e-5  # both paths trained the same runs
