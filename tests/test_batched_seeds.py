@@ -3,6 +3,9 @@ separate ``train_model`` runs (per-step losses and final weights), with per-seed
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -82,9 +85,11 @@ def test_seeds_must_be_distinct():
 
 
 def test_benchmark_prints_a_ratio_with_matching_losses(capsys):
-    from benchmarks.bench_batched_seeds import main
-
-    assert main(["--families", "gru", "--d-model", "8", "--steps", "1", "--warmup", "0", "--batch", "4",
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_batched_seeds.py"
+    spec = importlib.util.spec_from_file_location("bench_batched_seeds", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--families", "gru", "--d-model", "8", "--steps", "1", "--warmup", "0", "--batch", "4",
                  "--length", "6"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| gru |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
