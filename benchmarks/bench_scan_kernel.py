@@ -1,6 +1,6 @@
 """The compiled CPU scan kernel against the library alternatives, as ratios measured in the same run.
 
-Issue 25 asks whether ``models_store/fast_scan_cpu.cpp`` earns its place: if transformers'
+Whether ``models_store/fast_scan_cpu.cpp`` earns its place: if transformers'
 ``use_mambapy=True`` path or ``torch.compile`` of the reference scan comes within 2× of the
 kernel, the kernel goes. Two levels, every variant timed round-robin (a noisy, shared CPU
 slows each alike), each figure the median of ``--repeats`` timed calls after ``--warmup``:

@@ -1,4 +1,4 @@
-"""science.stats.paired_permutation_test against scipy.stats.permutation_test (issue 25: one
+"""science.stats.paired_permutation_test against scipy.stats.permutation_test (one
 permutation-test style). In the exact case (every sign pattern enumerated) the two give the same
 p-value; in the Monte Carlo case they draw different sign patterns from the same seed, so a switch
 to scipy would change every stored intervention p-value (n ≥ 14 sequences at n_perm 10,000) —

@@ -66,7 +66,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "seeds": [0, 1, 2],
         # Budgets are steps (docs/SCIENCE.md#budgets), fixed before the runs they judge: 3,000
         # steps where every measured run reached 99% in 250-850 (dyck, code_depth, the recurrent
-        # models), more for the cells MEASURED still climbing (Mamba-2 parity +1 pp per 100 steps at
+        # models), more for the cells measured still climbing (Mamba-2 parity +1 pp per 100 steps at
         # 1,000; the Transformer 0.96 at 1,200 with learned positions) and for S3 on the SSMs and
         # the Transformer (stuck at the L 16 / L 8 curriculum stage after 800-1,200 steps). The
         # cosine horizon is each run's budget; a plateau (1 pp over 20 evaluations = 1,000 steps)

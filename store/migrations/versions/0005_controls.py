@@ -11,7 +11,7 @@
   directions is removed at the same layer (mean and range over the draws, pp).
 
 Existing rows keep NULL (not measured). Plain ``ADD COLUMN``s: no table is rebuilt, so no child
-row is touched (MEASURED: a batch rebuild of ``runs`` on SQLite cascades deletes).
+row is touched (a batch rebuild of ``runs`` on SQLite cascades deletes).
 
 Revision ID: 0005
 Revises: 0004
