@@ -40,9 +40,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model  # noqa: E402
-from science.batched import BatchedSeeds, SeedTrainer, seed_batch, vmappable  # noqa: E402
-from science.tasks import get_task  # noqa: E402
+from models_store import ModelConfig, build_model
+from science.batched import BatchedSeeds, SeedTrainer, seed_batch, vmappable
+from science.tasks import get_task
 
 DEFAULT_FAMILIES = "transformer,mamba,mamba2,lstm,gru"
 RECIPE = {"lr": 1e-3, "weight_decay": 0.01, "max_steps": 1000, "warmup_steps": 100, "lr_schedule": "cosine",
