@@ -154,3 +154,24 @@ def test_a_control_run_is_untrained_probed_only_and_keyed_apart(control_env):
     fresh = _build(p, get_task(p.task))
     for a, b in zip(m_ctrl.state_dict().values(), fresh.state_dict().values()):
         assert torch.equal(a.cpu(), b)
+
+
+def test_aggregates_keep_controls_apart_and_read_profiles_against_them(control_env):
+    from backend.api import aggregate
+    from backend.api.queries import RunFilter, list_runs
+
+    env, ids = control_env
+    with env.session_factory() as s:
+        runs, total = list_runs(s, RunFilter(controls="include"), None)
+        assert total == 2 and {r["control"] for r in runs} == {None, "init"}
+        assert list_runs(s, RunFilter(), None)[1] == 1  # aggregates and verdicts never see the control
+        points = aggregate.curves(s, RunFilter(controls="include"), [40])
+        assert {p["control"] for p in points} == {None, "init"}
+        assert all(p["control"] is None for p in aggregate.curves(s, RunFilter(), [40]))
+        (prof,) = aggregate.profiles(s, RunFilter(), [40])
+        against = prof["against_control"]
+        assert against is not None and against["seeds"] == prof["seeds"] == [0]
+        assert against["profile_class"] in ("early", "late", "gradual", "not above control")
+        assert against["stability"]["of"] == 81 and prof["stability"]["of"] == 81
+        claims = aggregate.claims(s, RunFilter(suite=["smoke"]))
+        assert claims[1]["numbers"]["cells_short_of_seeds"]  # one seed: no verdict, but no error either
