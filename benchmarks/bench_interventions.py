@@ -39,7 +39,7 @@ from layerscope_core.registry import EVAL_LENGTHS, METHODS, family_names, get_fa
 from science.patching import patching_grid
 from science.seeds import data_seed
 from science.tasks import get_task
-from science.training import train_model
+from science.training import TrainConfig, train_model
 
 
 def timed(fn, *args: Any, **kwargs: Any) -> tuple[float, Any]:
@@ -55,8 +55,8 @@ def bench_family(family: str, a: argparse.Namespace) -> dict[str, Any]:
                                     n_layers=4, param_target=a.param_target))
     train_s, acc = 0.0, None
     if a.train_steps:
-        res = train_model(model, task, seed=a.seed, max_steps=a.train_steps, eval_every=a.train_steps,
-                          n_eval_sequences=256, early_stop_acc=1.01)
+        res = train_model(model, task, TrainConfig(max_steps=a.train_steps, eval_every=a.train_steps,
+                                                   n_eval_sequences=256, early_stop_acc=1.01), seed=a.seed)
         train_s, acc = res.seconds, res.final_heldout_acc
     model.eval()
     lengths = a.lengths

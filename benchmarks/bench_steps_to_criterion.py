@@ -61,12 +61,7 @@ def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
     model = build_model(ModelConfig(family=p.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
                                     n_layers=p.n_layers, d_model=p.d_model, param_target=p.param_target,
                                     start_token=bool(p.start_token)))
-    r = train_model(model, task, seed=p.seed, train_length=p.train_length, batch_size=p.batch_size, lr=p.lr,
-                    weight_decay=p.weight_decay, max_steps=p.max_steps, max_seconds=p.max_seconds,
-                    early_stop_acc=p.early_stop_acc, eval_every=p.eval_every, n_eval_sequences=p.n_eval_sequences,
-                    warmup_steps=p.warmup_steps, lr_schedule=p.lr_schedule, min_lr_ratio=p.min_lr_ratio,
-                    grad_clip=p.grad_clip, curriculum_start=p.curriculum_start, curriculum_step=p.curriculum_step,
-                    curriculum_threshold=p.curriculum_threshold, device=device)
+    r = train_model(model, task, p.train_config(), seed=p.seed, device=device)
     full = [pt for pt in r.loss_curve if pt["heldout_token_acc"] is not None
             and pt.get("length", p.train_length) == p.train_length]
     accs = [pt["heldout_token_acc"] for pt in full] + ([r.final_heldout_acc] if r.final_heldout_acc is not None else [])

@@ -33,7 +33,7 @@ from models_store.states import StatefulModel
 from science.context import SilentContext
 from science.patching import _cells_hooks, cell_logit_differences, patching_grid
 from science.tasks import get_task
-from science.training import train_model
+from science.training import TrainConfig, train_model
 
 TOL = 2e-4
 
@@ -71,8 +71,8 @@ def trained_band(dev: str) -> None:
     task = get_task("parity")
     model = build_model(ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes,
                                     start_token=True), seed=0).to(dev)
-    res = train_model(model, task, seed=0, train_length=40, max_steps=150, eval_every=25, n_eval_sequences=256,
-                      device=dev)
+    res = train_model(model, task, TrainConfig(train_length=40, max_steps=150, eval_every=25, n_eval_sequences=256,
+                                               curriculum_start=None), seed=0, device=dev)
     print(f"lstm {model.n_params:,} params: {res.steps} steps, held-out acc {res.final_heldout_acc}")
     t0 = time.perf_counter()
     rows = patching_grid(model, task, run_seed=0, eval_length=40, n_pairs=128, device=dev)

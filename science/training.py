@@ -116,42 +116,64 @@ def curriculum_lengths(train_length: int, start: int | None, step: int) -> list[
     return [*range(start, train_length, step), train_length]
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """How a run is trained: the training recipe (docs/SCIENCE.md#training-recipe). Every default
+    is the documented recipe; ``worker.params.TrainParams.train_config()`` builds one from a job.
+
+    Attributes:
+        train_length: sequence length (tokens) the run trains and is judged at.
+        batch_size: sequences per step, fresh every step.
+        lr, weight_decay: AdamW's peak learning rate and weight decay.
+        max_steps: the step budget; the cosine horizon.
+        max_seconds: a wall-clock safety limit (s), None = none; recorded as ``time_limit``.
+        early_stop_acc: held-out token accuracy (0..1) at ``train_length`` that ends training.
+        eval_every, n_eval_sequences: evaluate every this many steps on this many held-out sequences.
+        warmup_steps: linear warm-up from lr / warmup_steps to lr.
+        lr_schedule, min_lr_ratio: ``"cosine"`` to ``min_lr_ratio`` × lr at ``max_steps``, or ``"constant"``.
+        grad_clip: global gradient L2 norm clip, None = off.
+        curriculum_start, curriculum_step, curriculum_threshold: the length curriculum (None = off).
+        plateau_evals, plateau_min_gain: the plateau stop (:func:`plateaued`; None = off).
+    """
+
+    train_length: int = 40
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    max_steps: int = 2000
+    max_seconds: float | None = None
+    early_stop_acc: float = 0.99
+    eval_every: int = 50
+    n_eval_sequences: int = 500
+    warmup_steps: int = 100
+    lr_schedule: str = "cosine"
+    min_lr_ratio: float = 0.1
+    grad_clip: float | None = 1.0
+    curriculum_start: int | None = 8
+    curriculum_step: int = 4
+    curriculum_threshold: float = 0.95
+    plateau_evals: int | None = None
+    plateau_min_gain: float = 0.01
+
+
 def train_model(
     model: nn.Module,
     task: Task,
+    config: TrainConfig | None = None,
     *,
     seed: int,
-    train_length: int = 40,
-    batch_size: int = 64,
-    lr: float = 1e-3,
-    weight_decay: float = 0.01,
-    max_steps: int = 2000,
-    max_seconds: float | None = None,
-    early_stop_acc: float = 0.99,
-    eval_every: int = 50,
-    n_eval_sequences: int = 500,
-    warmup_steps: int = 0,
-    lr_schedule: str = "constant",
-    min_lr_ratio: float = 0.1,
-    grad_clip: float | None = None,
-    curriculum_start: int | None = None,
-    curriculum_step: int = 4,
-    curriculum_threshold: float = 0.95,
     stop_at_step: int | None = None,
-    plateau_evals: int | None = None,
-    plateau_min_gain: float = 0.01,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place on fresh ``task`` sequences every step (docs/SCIENCE.md#training).
+    """Train ``model`` in place on fresh ``task`` sequences every step with ``config`` (the
+    recipe, :class:`TrainConfig`; docs/SCIENCE.md#training).
 
-    The recipe (docs/SCIENCE.md#training-recipe): AdamW at peak ``lr``; ``warmup_steps`` of
-    linear warm-up, then ``lr_schedule`` (constant, or cosine to ``min_lr_ratio`` × lr at
-    ``max_steps``); gradients clipped to global L2 norm ``grad_clip`` (``clip_grad_norm_``;
-    None = off); a length curriculum from ``curriculum_start`` (None = off) growing by
-    ``curriculum_step`` whenever held-out token accuracy at the current length reaches
-    ``curriculum_threshold``, up to ``train_length``. The defaults here are the recipe before
-    these options existed (constant lr, no clipping, no curriculum), so old callers train as before.
+    AdamW at peak ``lr``; ``warmup_steps`` of linear warm-up, then ``lr_schedule`` (constant, or
+    cosine to ``min_lr_ratio`` × lr at ``max_steps``); gradients clipped to global L2 norm
+    ``grad_clip``; a length curriculum from ``curriculum_start`` growing by ``curriculum_step``
+    whenever held-out token accuracy at the current length reaches ``curriculum_threshold``, up to
+    ``train_length``.
 
     Stops at ``max_steps`` (``stop_reason`` "budget"), after ``max_seconds`` of wall time
     (seconds; a safety cap, "time_limit"), as soon as the held-out token accuracy at
@@ -171,13 +193,17 @@ def train_model(
         science.context.JobCancelled: a cancel was requested (checked every step).
         FloatingPointError: the loss became NaN/inf.
     """
+    c = config or TrainConfig()
+    train_length, batch_size, max_steps, max_seconds = c.train_length, c.batch_size, c.max_steps, c.max_seconds
+    early_stop_acc, eval_every, n_eval_sequences = c.early_stop_acc, c.eval_every, c.n_eval_sequences
+    curriculum_threshold, plateau_evals, plateau_min_gain = c.curriculum_threshold, c.plateau_evals, c.plateau_min_gain
     ctx = ctx or SilentContext()
     torch.manual_seed(data_seed(seed, "train", -1))  # init-independent randomness (dropout etc.)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule,
-                           min_lr_ratio=min_lr_ratio)
-    lengths = curriculum_lengths(train_length, curriculum_start, curriculum_step)
+    opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+    sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=c.warmup_steps, lr_schedule=c.lr_schedule,
+                           min_lr_ratio=c.min_lr_ratio)
+    lengths = curriculum_lengths(train_length, c.curriculum_start, c.curriculum_step)
     stage = 0
     heldouts: dict[int, TaskData] = {}
 
@@ -218,8 +244,8 @@ def train_model(
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if c.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
         opt.step()
         if sched is not None:
             sched.step()

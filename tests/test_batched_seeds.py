@@ -18,7 +18,7 @@ from science.batched import (
     train_seeds_sequential,
 )
 from science.tasks import get_task
-from science.training import train_model
+from science.training import TrainConfig, train_model
 
 SEEDS = [0, 1, 2]
 # warm-up + cosine and a clip small enough to act on every step, so a joint (all-seed) clip
@@ -41,7 +41,8 @@ def test_batched_seeds_equal_separate_train_model_runs(family, d_model):
     assert batched.losses.shape == (RECIPE["max_steps"], len(SEEDS))
     for i, seed in enumerate(SEEDS):
         model = build_model(cfg, seed=seed)
-        run = train_model(model, task, seed=seed, n_eval_sequences=8, early_stop_acc=2.0, **RECIPE)
+        run = train_model(model, task, TrainConfig(n_eval_sequences=8, early_stop_acc=2.0, curriculum_start=None,
+                                                   **RECIPE), seed=seed)
         separate = torch.tensor([p["loss"] for p in run.loss_curve])  # (steps,)
         torch.testing.assert_close(batched.losses[:, i], separate, rtol=1e-5, atol=1e-6)
         for (name, p_sep), (_, p_bat) in zip(model.named_parameters(), batched.models[i].named_parameters(),
@@ -55,7 +56,8 @@ def test_sequential_reference_is_train_model():
     task = get_task("parity")
     cfg = _cfg("gru", 12)
     seq = train_seeds_sequential(cfg, task, [5], **RECIPE)
-    run = train_model(build_model(cfg, seed=5), task, seed=5, n_eval_sequences=8, early_stop_acc=2.0, **RECIPE)
+    run = train_model(build_model(cfg, seed=5), task, TrainConfig(n_eval_sequences=8, early_stop_acc=2.0,
+                                                                  curriculum_start=None, **RECIPE), seed=5)
     assert seq.losses[:, 0].tolist() == [p["loss"] for p in run.loss_curve]
 
 

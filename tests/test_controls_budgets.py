@@ -8,7 +8,7 @@ import torch
 from sqlalchemy import select
 
 from models_store import ModelConfig, build_model
-from science.training import plateaued, train_model
+from science.training import TrainConfig, plateaued, train_model
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import SuiteParams, TrainParams
 from worker.presets import expand_suite
@@ -28,12 +28,13 @@ def test_a_run_that_stops_learning_stops_at_a_plateau():
     task = get_task("parity")
     model = build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, d_model=8), seed=0)
     # lr 0: nothing is learned, so the held-out accuracy never moves
-    r = train_model(model, task, seed=0, lr=1e-12, max_steps=200, eval_every=2, n_eval_sequences=32,
-                    batch_size=8, plateau_evals=3, plateau_min_gain=0.01)
+    r = train_model(model, task, TrainConfig(lr=1e-12, max_steps=200, eval_every=2, n_eval_sequences=32, batch_size=8,
+                                             plateau_evals=3, plateau_min_gain=0.01, curriculum_start=None), seed=0)
     assert r.stop_reason == "plateau" and r.steps == 8  # 4 evaluations: the first + 3 without gain
     assert r.best_heldout_acc == pytest.approx(r.final_heldout_acc) and r.best_step is not None
     r2 = train_model(build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, d_model=8), seed=0), task,
-                     seed=0, lr=1e-12, max_steps=6, eval_every=2, n_eval_sequences=32, batch_size=8)
+                     TrainConfig(lr=1e-12, max_steps=6, eval_every=2, n_eval_sequences=32, batch_size=8,
+                                 curriculum_start=None), seed=0)
     assert r2.stop_reason == "budget" and r2.steps == 6
 
 

@@ -9,7 +9,7 @@ import torch
 
 import worker.pipeline as pipeline
 from science.tasks import get_task
-from science.training import train_model
+from science.training import TrainConfig, train_model
 from models_store import ModelConfig, build_model
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams
@@ -27,10 +27,10 @@ def _model():
 
 def test_stop_at_step_is_a_prefix_of_the_same_trajectory():
     task = get_task("parity")
-    kw = dict(seed=3, train_length=10, batch_size=16, lr=3e-3, max_steps=100, eval_every=5, n_eval_sequences=32,
-              warmup_steps=4, lr_schedule="cosine", early_stop_acc=2.0)
-    short = train_model(_model(), task, stop_at_step=7, **kw)
-    longer = train_model(_model(), task, stop_at_step=12, **kw)
+    cfg = TrainConfig(train_length=10, batch_size=16, lr=3e-3, max_steps=100, eval_every=5, n_eval_sequences=32,
+                      warmup_steps=4, lr_schedule="cosine", early_stop_acc=2.0, grad_clip=None, curriculum_start=None)
+    short = train_model(_model(), task, cfg, seed=3, stop_at_step=7)
+    longer = train_model(_model(), task, cfg, seed=3, stop_at_step=12)
     assert short.steps == 7 and longer.steps == 12
     assert [p["loss"] for p in short.loss_curve] == [p["loss"] for p in longer.loss_curve[:7]]
     assert short.loss_curve[-1]["heldout_token_acc"] is not None  # evaluated where it stopped
@@ -61,10 +61,11 @@ def test_an_early_stopped_run_is_rebuilt_within_its_budget_not_cut_at_its_step(e
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model",
+                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE), env)
-    assert seen[0]["stop_at_step"] == 12 and seen[0]["max_seconds"] is None
-    assert seen[0]["early_stop_acc"] == 0.99
+    assert seen[0]["stop_at_step"] == 12 and seen[0]["config"].max_seconds is None
+    assert seen[0]["config"].early_stop_acc == 0.99
 
 
 @pytest.fixture
@@ -85,12 +86,12 @@ def test_weightless_run_is_rebuilt_to_its_recorded_steps_with_the_cap_lifted(env
     real = pipeline.train_model
 
     def spy(*args, **kw):
-        seen.append(kw)
+        seen.append({**kw, "config": args[2]})
         return real(*args, **kw)
 
     monkeypatch.setattr(pipeline, "train_model", spy)
     assert run_suite(SuiteParams(**ONE), env) == [run_id]
-    assert seen[0]["stop_at_step"] == recorded and seen[0]["max_seconds"] is None
+    assert seen[0]["stop_at_step"] == recorded and seen[0]["config"].max_seconds is None
     _, _, rebuilt = load_run(run_id, env)
     for (name, a), b in zip(original.state_dict().items(), rebuilt.state_dict().values()):
         assert torch.equal(a, b), name  # the same seed, data and steps on the same device: the same weights
@@ -109,9 +110,10 @@ def test_rebuild_stops_at_a_time_capped_runs_recorded_step(env, monkeypatch):
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model",
+                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE), env)
-    assert seen[0]["stop_at_step"] == 5 and seen[0]["max_seconds"] is None  # the 600 s cap lifted
+    assert seen[0]["stop_at_step"] == 5 and seen[0]["config"].max_seconds is None  # the 600 s cap lifted
     with env.session_factory() as s:
         run = s.get(Run, run_id)
         assert run.steps == 5 and run.made_with["rebuilt_from"]["steps"] == 5
@@ -172,9 +174,10 @@ def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model",
+                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE, force=True), env)
-    assert seen[0]["stop_at_step"] is None and seen[0]["max_seconds"] == 600.0
+    assert seen[0]["stop_at_step"] is None and seen[0]["config"].max_seconds == 600.0
     with env.session_factory() as s:
         assert "rebuilt_from" not in s.query(Run).one().made_with
 

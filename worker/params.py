@@ -226,6 +226,14 @@ class TrainParams(_Params):
                 out.pop(name)
         return out
 
+    def train_config(self) -> Any:
+        """The :class:`science.training.TrainConfig` of this run (its recipe fields)."""
+        from dataclasses import fields
+
+        from science.training import TrainConfig
+
+        return TrainConfig(**{f.name: getattr(self, f.name) for f in fields(TrainConfig)})
+
     def twin(self, **changes: Any) -> "TrainParams":
         """A copy with ``changes`` applied and validated again (e.g. the ``control="init"`` twin)."""
         return TrainParams.model_validate({**self.model_dump(), **changes})

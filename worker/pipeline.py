@@ -8,6 +8,7 @@ a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,18 +205,11 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                                   n_eval_sequences=params.n_eval_sequences, device=env.device)
     else:
         ctx.progress(0.0, f"training {params.family} on {params.task}")
-        result = train_model(
-            model, task, seed=params.seed, train_length=params.train_length, batch_size=params.batch_size,
-            lr=params.lr, weight_decay=params.weight_decay, max_steps=params.max_steps,
-            max_seconds=None if rebuild else params.max_seconds, stop_at_step=rebuild.steps if rebuild else None,
-            early_stop_acc=params.early_stop_acc, eval_every=params.eval_every,
-            n_eval_sequences=params.n_eval_sequences, warmup_steps=params.warmup_steps,
-            lr_schedule=params.lr_schedule, min_lr_ratio=params.min_lr_ratio, grad_clip=params.grad_clip,
-            curriculum_start=params.curriculum_start, curriculum_step=params.curriculum_step,
-            curriculum_threshold=params.curriculum_threshold, plateau_evals=params.plateau_evals,
-            plateau_min_gain=params.plateau_min_gain, device=env.device,
-            ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
-        )
+        config = params.train_config()
+        if rebuild:  # the step budget replaces the wall-clock cap (docs/SCIENCE.md#rebuilding-weights)
+            config = dataclasses.replace(config, max_seconds=None)
+        result = train_model(model, task, config, seed=params.seed, stop_at_step=rebuild.steps if rebuild else None,
+                             device=env.device, ctx=ctx.sub(0.0, 0.5 if measure else 0.9))
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
     behav = behaviour(model, task, seed=params.seed, eval_lengths=eval_lengths,
                       n_sequences=params.n_eval_sequences, device=env.device)
