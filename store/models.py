@@ -81,6 +81,9 @@ class Run(Base):
     made_on: Mapped[str | None] = mapped_column(String(200))
     # Which code made it: {layerscope, git_commit, python, torch, transformers} (None: before 0004).
     made_with: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A researcher's labels and remarks (migration 0006); searched by GET /api/runs?q=.
+    tags: Mapped[list[Any] | None] = mapped_column(JSON)
+    notes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
@@ -255,7 +258,19 @@ class SavedView(Base):
     title: Mapped[str] = mapped_column(String(200))
     page: Mapped[str] = mapped_column(String(100))
     state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_by: Mapped[str | None] = mapped_column(String(100))  # the saving token's name (0006)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SuiteNote(Base):
+    """Tags and notes on a suite (a suite has no row of its own: keyed by ``runs.suite``). 0006."""
+
+    __tablename__ = "suite_notes"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tags: Mapped[list[Any] | None] = mapped_column(JSON)
+    notes: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class ApiToken(Base):
