@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from backend import housekeeping
 
 from backend.api import queries
-from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
+from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import (
     EvalLengthQ,
     FamilyQ,
@@ -21,7 +25,17 @@ from backend.api.params import (
     TaskQ,
     TrainedQ,
 )
-from backend.api.schemas import ErrorOut, InterventionOut, Page, PatchingOut, ProbeOut, RunDetail, RunOut
+from backend.api.schemas import (
+    Annotation,
+    Deleted,
+    ErrorOut,
+    InterventionOut,
+    Page,
+    PatchingOut,
+    ProbeOut,
+    RunDetail,
+    RunOut,
+)
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
@@ -32,8 +46,12 @@ def list_runs(
     session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
     pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
     trained: TrainedQ = None,
+    q: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+                                   description="search: a substring of name, tags, notes, family, task or suite "
+                                               "(case-insensitive)")] = None,
 ) -> dict:
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained)
+    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained,
+                            search=q or None)
     items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
@@ -42,6 +60,27 @@ def list_runs(
 def get_run(run_id: RunIdPath, session: SessionDep) -> dict:
     run = queries.get_run(session, run_id)
     return {c.key: getattr(run, c.key) for c in run.__table__.columns}
+
+
+@router.patch("/{run_id}", response_model=RunOut, responses={**NOT_FOUND, **TOO_LARGE}, dependencies=[WriteAuth],
+              summary="Set a run's tags and/or notes")
+def annotate_run(run_id: RunIdPath, body: Annotation, session: SessionDep) -> dict:
+    try:
+        run = housekeeping.annotate_run(session, run_id, tags=body.tags, notes=body.notes)
+    except housekeeping.NotFoundError as exc:
+        raise queries.NotFound(str(exc)) from exc
+    return queries.run_row(run)
+
+
+@router.delete("/{run_id}", response_model=Deleted, responses=NOT_FOUND, dependencies=[WriteAuth],
+               summary="Delete a run with its probe, intervention and patching rows and its checkpoint")
+def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) -> dict:
+    """One transaction: the rows go, the checkpoint folder is removed after the commit (kept when
+    another run names it); jobs keep their row with ``run_id`` null."""
+    try:
+        return housekeeping.delete_runs(session, [run_id], settings.resolved_store_dir)
+    except housekeeping.NotFoundError as exc:
+        raise queries.NotFound(str(exc)) from exc
 
 
 @router.get("/{run_id}/probes", response_model=list[ProbeOut], responses=NOT_FOUND,
