@@ -126,16 +126,26 @@ def _err(message: str) -> None:
 
 @app.command()
 def serve(
+    bundle: Annotated[Path | None, typer.Argument(help="A results bundle to show read-only, without a database "
+                                                     "(read into a temporary one).")] = None,
     host: Annotated[str | None, typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token).")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
     dashboard: Annotated[bool, typer.Option(help="Serve the dashboard at / too.")] = True,
 ) -> None:
-    """Serve the API (/api) and the dashboard (/)."""
+    """Serve the API (/api) and the dashboard (/); `serve BUNDLE.zip`: a bundle, read-only."""
     import uvicorn
 
     from backend.app import create_app
 
     _logging()
+    if bundle is not None:
+        from backend.serve_bundle import bundle_app
+
+        settings, application = bundle_app(bundle, host=host, port=port, dashboard=dashboard)
+        typer.echo(f"layerscope: {bundle} read into a temporary database, served read-only", err=True)
+        _announce(settings)
+        uvicorn.run(application, host=settings.host, port=settings.port, log_level="info", access_log=False)
+        return
     settings = _settings(host=host, port=port)
     factory = _init_db(settings)
     application = create_app(settings, factory, dashboard=dashboard)
