@@ -1,7 +1,7 @@
 """Imports point down only: every module of a layer imports from its own layer or a lower one.
 
 The layers, bottom to top (README.md "Layout"): layerscope_core → models_store → science →
-store → worker (the jobs layer) → backend / dashboard. The walk reads every ``import`` in every
+store → worker (the jobs layer) → backend / dashboard → layerscope (the notebook surface). The walk reads every ``import`` in every
 module, the ones inside functions too (a lazy import is still a dependency).
 """
 
@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "worker": {"layerscope_core", "models_store", "science", "store"},
     "dashboard": {"layerscope_core", "models_store", "science"},
     "backend": {"layerscope_core", "models_store", "science", "store", "worker", "dashboard"},
+    # the Python surface for notebooks (layerscope.results): reads through the backend's queries
+    "layerscope": {"layerscope_core", "models_store", "science", "store", "worker", "backend"},
 }
 PACKAGES = set(ALLOWED)
 
