@@ -231,6 +231,8 @@ class Job(Base):
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), index=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # Queue priority (0006): higher is taken first; store.jobs.PERSON_PRIORITY for jobs a person launches.
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
     log: Mapped[str] = mapped_column(Text, default="")
