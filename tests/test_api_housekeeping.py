@@ -77,3 +77,34 @@ def test_deletes_need_a_token_beyond_loopback(db_factory, make_settings) -> None
         assert client.delete(f"/api/runs/{ids[0]}").status_code == 401
         assert client.patch(f"/api/runs/{ids[0]}", json={"notes": "x"}).status_code == 401
         assert client.delete("/api/suites/t").status_code == 401
+
+
+def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
+    from pathlib import Path
+
+    from backend.bundle import import_bundle
+    from store import jobs as J
+    from store.models import Job
+
+    bundle = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"
+    with api.factory() as s:
+        import_bundle(s, bundle)
+        run = s.execute(select(Run).where(Run.suite == "paper", Run.family == "lstm", Run.task == "dyck",
+                                          Run.seed == 1)).scalar_one()
+    r = api.client.post(f"/api/runs/{run.id}/rebuild-weights")
+    assert r.status_code == 201, r.text
+    with api.factory() as s:
+        job = s.get(Job, r.json()["id"])
+        assert job.kind == "suite" and job.priority == J.PERSON_PRIORITY
+        assert job.params["rebuild_weights"] is True and job.params["preset"] == "paper"
+        assert (job.params["families"], job.params["tasks"], job.params["seeds"]) == (["lstm"], ["dyck"], [1])
+        assert job.params["max_seconds"] == run.train_config["max_seconds"] == 75
+    assert api.client.post("/api/runs/99999/rebuild-weights").status_code == 404
+    with api.factory() as s:
+        seeded = seed_runs(api.factory, families=("gru",), tasks=("parity",), seeds=(0,), suite="t")[0]
+        ckpt = api.settings.resolved_store_dir / ("c" * 64)
+        ckpt.mkdir(parents=True)
+        s.get(Run, seeded).checkpoint_id = "c" * 64
+        s.commit()
+    r = api.client.post(f"/api/runs/{seeded}/rebuild-weights")
+    assert r.status_code == 409 and "has its weights" in r.json()["detail"]

@@ -30,6 +30,36 @@ def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
     return flags, others
 
 
+def _preset_of(run: Run) -> tuple[str, tuple[list[str], list[str]]] | None:
+    """(preset, (flags, other differing keys)) that makes ``run``'s cell, or None."""
+    found = None
+    if not run.pretrained and run.suite in PRESETS:  # its own preset, other differences named
+        found = (run.suite, _preset_diff(run.suite, run))
+    elif not run.pretrained:  # another name: the preset whose config of the cell is the run's
+        found = next(((p, d) for p in PRESETS if (d := _preset_diff(p, run)) is not None and not d[1]), None)
+    return None if found is None or found[1] is None else found  # type: ignore[return-value]
+
+
+def rebuild_params(run: Run):  # noqa: ANN201 - worker.params.SuiteParams (imported lazily)
+    """The suite job that rebuilds ``run``'s weights (what :func:`retrain_command` prints, as
+    params): its preset and suite name, its cell, the budget overrides it was made with,
+    ``rebuild_weights``. None when no preset makes its config (then only its own job can)."""
+    from worker.params import SuiteParams
+
+    found = _preset_of(run)
+    if found is None or found[1][1]:
+        return None
+    preset, _ = found
+    stored = run.train_config or {}
+    from worker.presets import expand_suite
+
+    (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed]))
+    made = job.run_config()
+    overrides = {k: stored[k] for k in _FLAGS if stored.get(k) is not None and stored[k] != made.get(k)}
+    return SuiteParams(preset=preset, name=run.suite if run.suite and run.suite != preset else None,
+                       families=[run.family], tasks=[run.task], seeds=[run.seed], rebuild_weights=True, **overrides)
+
+
 def retrain_command(run: Run) -> str:
     """``layerscope suite --preset P [--name SUITE] --family F --task T --seed S [overrides]
     --rebuild-weights``: rebuilds this run's weights under its own config hash, within its
@@ -37,12 +67,8 @@ def retrain_command(run: Run) -> str:
     read off its train_config). A suite under another name (``--name paper-240s``) is matched to
     the preset its runs' configs come from; for a run no preset makes, the words for what cannot
     be read off."""
-    found = None
-    if not run.pretrained and run.suite in PRESETS:  # its own preset, other differences named below
-        found = (run.suite, _preset_diff(run.suite, run))
-    elif not run.pretrained:  # another name: the preset whose config of the cell is the run's
-        found = next(((p, d) for p in PRESETS if (d := _preset_diff(p, run)) is not None and not d[1]), None)
-    if found is None or found[1] is None:
+    found = _preset_of(run)
+    if found is None:
         return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
                 "(CLI: `--rebuild-weights`)")
     preset, (flags, others) = found

@@ -9,7 +9,16 @@ from fastapi import APIRouter, Query
 from backend import housekeeping
 
 from backend.api import queries
-from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.deps import (
+    TOO_LARGE,
+    UNAUTHORIZED,
+    FactoryDep,
+    QueueDep,
+    ReadAuth,
+    SessionDep,
+    SettingsDep,
+    WriteAuth,
+)
 from backend.api.params import (
     EvalLengthQ,
     FamilyQ,
@@ -25,11 +34,13 @@ from backend.api.params import (
     TaskQ,
     TrainedQ,
 )
+from backend.api.routes.jobs import QUEUE_DOWN_SUBMIT, _out, _queue_down
 from backend.api.schemas import (
     Annotation,
     Deleted,
     ErrorOut,
     InterventionOut,
+    JobOut,
     Page,
     PatchingOut,
     ProbeOut,
@@ -107,3 +118,35 @@ def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLength
     return queries.patching_rows(session, run_id, eval_length, site)
 
 
+
+
+@router.post("/{run_id}/rebuild-weights", response_model=JobOut, status_code=201, dependencies=[WriteAuth],
+             responses={**NOT_FOUND, **TOO_LARGE, **QUEUE_DOWN_SUBMIT,
+                        409: {"model": ErrorOut, "description": "the run has its weights, or no preset makes it"}},
+             summary="Queue the rebuild of a run's weights (the job `layerscope suite … --rebuild-weights` runs)",
+             description="For a run stored without weights (imported from a bundle without them): a suite job "
+                         "of its preset, its cell and the budget it was made with, with `rebuild_weights`, queued "
+                         "before background suites' jobs. The rebuilt model is measured again "
+                         "(docs/SCIENCE.md#rebuilding-weights).")
+def rebuild_weights(run_id: RunIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep,
+                    queue: QueueDep) -> dict:
+    from fastapi import HTTPException
+
+    from store import jobs as J
+    from worker.queue import QueueUnavailable, submit
+    from worker.run_weights import missing_weights, rebuild_params
+
+    run = queries.get_run(session, run_id)
+    if missing_weights(run, settings.resolved_store_dir) is None:
+        raise HTTPException(409, detail=f"run {run_id} has its weights here (checkpoint {run.checkpoint_id})")
+    params = rebuild_params(run)
+    if params is None:
+        raise HTTPException(409, detail=f"run {run_id}: no preset makes its config; submit the job that made it "
+                                        "with rebuild_weights (POST /api/jobs)")
+    session.rollback()
+    try:
+        job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY)
+    except QueueUnavailable as exc:
+        return _queue_down(exc, settings)  # type: ignore[return-value]
+    with factory() as s:
+        return _out(J.get_job(s, job_id))
