@@ -30,6 +30,7 @@ NAV = (
     ("/patching", "Patching"),
     ("/claims", "Claims"),
     ("/jobs", "Jobs"),
+    ("/views", "Views"),
 )
 
 

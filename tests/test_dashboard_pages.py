@@ -132,7 +132,8 @@ def path_for(p):
 
 def test_create_dash_registers_every_page():
     app = create_dash("http://127.0.0.1:9")
-    assert {p.path for p in PAGES} == {"/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs"}
+    assert {p.path for p in PAGES} == {"/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs",
+                                         "/views"}
     assert len(app.callback_map) > 30
     assert app.config.requests_pathname_prefix == "/"
     prefixed = create_dash("http://127.0.0.1:9", "/dash/")

@@ -18,9 +18,10 @@ class PageDef:
 
 
 def _pages() -> list[PageDef]:
-    from dashboard.pages import claims, curves, jobs, patching, probe_causal, reversal, runs
+    from dashboard.pages import claims, curves, jobs, patching, probe_causal, reversal, runs, views
 
-    return [runs.PAGE, curves.PAGE, reversal.PAGE, probe_causal.PAGE, patching.PAGE, claims.PAGE, jobs.PAGE]
+    return [runs.PAGE, curves.PAGE, reversal.PAGE, probe_causal.PAGE, patching.PAGE, claims.PAGE, jobs.PAGE,
+            views.PAGE]
 
 
 class _Lazy(list):

@@ -120,3 +120,34 @@ def register(app, api: ApiClient) -> None:
 
 
 __all__: list[Any] = ["annotation_section", "rebuild_section", "loss_overlay", "register"]
+
+
+def rebuild_card() -> html.Div:
+    """The jobs form's "rebuild weights" box: any run stored without weights, by id (the same job
+    as the run panel's button and ``layerscope suite … --rebuild-weights``)."""
+    return html.Div([
+        html.H2("Rebuild a run's weights", className="card-title"),
+        html.P("For a run imported without weights (the bundled study's): its own config, within the steps its "
+               "budget gave it, then measured again. Probe, intervene and patch jobs need the weights.",
+               className="muted"),
+        html.Div([
+            dcc.Input(id="jb-rebuild-run", type="number", min=1, step=1, placeholder="run id", className="input"),
+            html.Button("Rebuild weights", id="jb-rebuild", className="btn btn-sm", n_clicks=0),
+        ], className="form-actions"),
+        html.Div(id="jb-rebuild-result", className="submit-result"),
+    ], className="card form-card")
+
+
+def register_rebuild_card(app, api: ApiClient) -> None:
+    @app.callback(Output("jb-rebuild-result", "children"), Input("jb-rebuild", "n_clicks"),
+                  State("jb-rebuild-run", "value"), prevent_initial_call=True)
+    def _rebuild_by_id(n, run_id):
+        if not n:
+            return no_update
+        if not run_id:
+            return html.Span("Give the run's id (the runs table's first column).", className="field-error")
+        try:
+            job = api.rebuild_weights(int(run_id))
+        except ApiError as exc:
+            return html.Span(f"Not queued: {exc.message}", className="field-error")
+        return html.Span([f"Queued as job #{job['id']} (before background suites' jobs)."])

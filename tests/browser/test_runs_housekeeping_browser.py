@@ -63,3 +63,26 @@ def test_several_runs_loss_curves_overlaid(small, page):
     ids = page.evaluate("() => document.querySelector('#rn-losses-graph .js-plotly-plot').data.map(t => t.meta.run_id)")
     assert len(set(ids)) == 3
     shot(page, "runs-loss-overlay")
+
+
+def test_saved_views_listed_and_deleted(small, page):
+    made = httpx.post(f"{small.base}/api/views", json={"title": "to go", "page": "/curves", "state": {}},
+                      timeout=30).json()
+    kept = httpx.post(f"{small.base}/api/views", json={"title": "to keep", "page": "/claims", "state": {}},
+                      timeout=30).json()
+    page.goto(small.base + "/views")
+    wait_ready(page)
+    page.wait_for_selector(f"#vw-table tr[data-slug='{made['slug']}']")
+    page.click(f"#vw-table tr[data-slug='{made['slug']}'] button")
+    page.wait_for_selector(f"#vw-table tr[data-slug='{made['slug']}']", state="detached")
+    assert page.query_selector(f"#vw-table tr[data-slug='{kept['slug']}']") is not None
+    assert httpx.get(f"{small.base}/api/views/{made['slug']}", timeout=30).status_code == 404
+    shot(page, "views")
+
+
+def test_rebuild_from_the_jobs_form_says_why_not_for_a_run_with_weights(small, page):
+    page.goto(small.base + "/jobs")
+    wait_ready(page)
+    page.fill("#jb-rebuild-run", "99999")
+    page.click("#jb-rebuild")
+    page.wait_for_function("() => document.querySelector('#jb-rebuild-result').textContent.includes('not found')")
