@@ -45,3 +45,14 @@ def test_the_search_box_is_sent_to_the_api_and_kept_in_the_url() -> None:
     runs.fetch_page(api, state)
     assert api.kw["q"] == "lr-sweep"
     assert "q=lr-sweep" in runs.SPEC.encode(state)
+
+
+def test_a_suites_tags_show_in_the_suite_picker() -> None:
+    class Api:
+        def suites(self):
+            return [{"name": "paper", "n_runs": 60, "imported": True, "tags": ["75 s"], "notes": "the study"},
+                    {"name": "quick", "n_runs": 15}]
+
+    opts = runs.suite_options(Api())
+    assert opts[0]["label"].endswith("· 75 s") and opts[0]["title"] == "the study"
+    assert "·" not in opts[1]["label"]
