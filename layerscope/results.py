@@ -114,6 +114,18 @@ class Results:
 
     def _filter(self, suite: Many, family: Many, task: Many, seed: Many = None, trained: bool | None = None,
                 run_id: Many = None, search: str | None = None) -> queries.RunFilter:
+        """The API's filters, checked as the API checks them: an unknown task or family is a
+        ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
+        suites here (a typo must not read as "no results")."""
+        from layerscope_core.registry import TASKS, family_names
+
+        for what, values, allowed in (("task", _many(task), TASKS), ("family", _many(family), family_names())):
+            bad = [v for v in values or [] if v not in allowed]
+            if bad:
+                raise ValueError(f"{what} {', '.join(map(repr, bad))} unknown; one of {', '.join(allowed)}")
+        if suite is not None:
+            with self._session() as s:
+                queries.require_suites(s, _many(suite))
         return queries.RunFilter(task=_many(task), family=_many(family), seed=_many(seed), suite=_many(suite),
                                  run_id=_many(run_id), trained=trained, search=search)
 

@@ -86,3 +86,13 @@ def test_not_a_bundle_is_a_bundle_error(tmp_path) -> None:
     bad.write_text("not a zip")
     with pytest.raises(BundleError, match="not a layerscope bundle"):
         lr.open(bad)
+
+
+def test_unknown_filters_are_errors_not_empty_frames(seeded) -> None:
+    with lr.open(seeded.settings.resolved_db_url) as res:
+        with pytest.raises(ValueError, match="family 'rnn' unknown; one of transformer"):
+            res.runs(family="rnn")
+        with pytest.raises(ValueError, match="task 'chess' unknown"):
+            res.probes(task=["dyck", "chess"])
+        with pytest.raises(LookupError, match="suite 'nope' not found; suites here: 'other', 't'"):
+            res.curves(suite="nope")
