@@ -149,8 +149,8 @@ def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
         suites = api.suites()
     except ApiError:
         suites = []
-    options = [{"label": suite_label(x) + (f" · {', '.join(x['tags'])}" if x.get("tags") else ""),
-                "value": x["name"], "title": x.get("notes") or ""} for x in suites]  # its tags, its notes on hover
+    options = [{"label": suite_label(x) + (f" · {', '.join(x['tags'])}" if x.get("tags") else ""), "value": x["name"],
+                **({"title": x["notes"]} if x.get("notes") else {})} for x in suites]  # its tags; notes on hover
     if current and current not in {o["value"] for o in options}:
         options.append({"label": current, "value": current})
     return options
