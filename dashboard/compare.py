@@ -94,7 +94,8 @@ def overlay_suites(fig_a: go.Figure, fig_b: go.Figure, suite_a: str, suite_b: st
             continue
         _tag(t, suite_b, SECOND_DASH)
         fig.add_trace(t)
-    fig.update_layout(title={"text": f"{suite_a} (solid) vs {suite_b} (dashed)"})
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, "suites": [suite_a, suite_b], "second_dash": SECOND_DASH})  # legend names them
     return fig
 
 

@@ -99,3 +99,9 @@ def test_overlay_keeps_the_first_figure() -> None:
     fig = overlay_suites(a, b, "x", "y")
     assert [t.name for t in fig.data] == ["LSTM · x", "LSTM · y"]
     assert a.data[0].name == "LSTM"  # the input figure is untouched
+
+
+def test_overlay_names_both_suites_in_its_meta() -> None:
+    a = go.Figure(go.Scatter(x=[0], y=[1], name="LSTM", meta={"kind": "mean"}), layout={"meta": {"figure": "x"}})
+    fig = overlay_suites(a, go.Figure(), "p", "q")
+    assert fig.layout.meta == {"figure": "x", "suites": ["p", "q"], "second_dash": "dashdot"}
