@@ -21,6 +21,7 @@ COPY store ./store
 COPY worker ./worker
 COPY backend ./backend
 COPY dashboard ./dashboard
+COPY layerscope ./layerscope
 
 ARG EXTRAS=""
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"

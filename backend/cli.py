@@ -50,6 +50,8 @@ token_app = typer.Typer(help="API tokens (needed for writes when the server list
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
+suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note NAME`
+app.add_typer(suite_app, name="suite")
 
 log = logging.getLogger("layerscope")
 
@@ -66,8 +68,12 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="Print the version (and commit) and exit.")] = False) -> None:
+                                                help="Print the version (and commit) and exit.")] = False,
+          debug: Annotated[bool, typer.Option("--debug", envvar="LAYERSCOPE_DEBUG",
+                                              help="Print the traceback of an error too.")] = False) -> None:
     """Where does a sequence model keep its state? Train, probe, intervene, patch — and explore in the browser."""
+    global _DEBUG
+    _DEBUG = debug
 
 
 class CliError(Exception):
@@ -104,7 +110,14 @@ def _init_db(settings) -> Any:  # noqa: ANN001
     return make_sessionmaker(make_engine(settings.resolved_db_url))
 
 
+_DEBUG = False  # --debug / LAYERSCOPE_DEBUG: an error's traceback is printed before its line
+
+
 def _err(message: str) -> None:
+    if (_DEBUG or os.environ.get("LAYERSCOPE_DEBUG", "").lower() in ("1", "true", "yes")) and sys.exc_info()[0]:
+        import traceback
+
+        traceback.print_exc()
     typer.echo(f"layerscope: error: {message}", err=True)
 
 
@@ -113,16 +126,26 @@ def _err(message: str) -> None:
 
 @app.command()
 def serve(
+    bundle: Annotated[Path | None, typer.Argument(help="A results bundle to show read-only, without a database "
+                                                     "(read into a temporary one).")] = None,
     host: Annotated[str | None, typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token).")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
     dashboard: Annotated[bool, typer.Option(help="Serve the dashboard at / too.")] = True,
 ) -> None:
-    """Serve the API (/api) and the dashboard (/)."""
+    """Serve the API (/api) and the dashboard (/); `serve BUNDLE.zip`: a bundle, read-only."""
     import uvicorn
 
     from backend.app import create_app
 
     _logging()
+    if bundle is not None:
+        from backend.serve_bundle import bundle_app
+
+        settings, application = bundle_app(bundle, host=host, port=port, dashboard=dashboard)
+        typer.echo(f"layerscope: {bundle} read into a temporary database, served read-only", err=True)
+        _announce(settings)
+        uvicorn.run(application, host=settings.host, port=settings.port, log_level="info", access_log=False)
+        return
     settings = _settings(host=host, port=port)
     factory = _init_db(settings)
     application = create_app(settings, factory, dashboard=dashboard)
@@ -284,9 +307,10 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
         ctx.close()
 
 
-@app.command()
+@suite_app.callback(invoke_without_command=True)
 def suite(
-    preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
+    ctx: typer.Context,
+    preset: Annotated[Preset | None, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")] = None,
     family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
     task: Annotated[list[TaskChoice] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}.")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
@@ -315,9 +339,14 @@ def suite(
         "--only-controls", help="Run only the random-init controls of the selected runs.")] = False,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
-    or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs)."""
+    or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
+    `layerscope suite delete|tag|note NAME` deletes or annotates a stored suite."""
     from worker.params import SuiteParams
 
+    if ctx.invoked_subcommand is not None:
+        return
+    if preset is None:
+        raise _cx.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "preset"))
     if device is not None:
         if submit:
             raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
@@ -782,6 +811,16 @@ def _redact(url: str) -> str:
     from backend.core.startup import redact
 
     return redact(url)
+
+
+# ----------------------------------------------------------------------------- read and housekeeping commands
+
+from backend import cli_jobs, cli_runs, cli_views  # noqa: E402 - their own modules; registered here
+
+app.add_typer(cli_runs.runs_app, name="runs")
+app.add_typer(cli_jobs.jobs_app, name="jobs")
+app.add_typer(cli_views.views_app, name="views")
+cli_runs.register_suite_commands(suite_app)
 
 
 # ----------------------------------------------------------------------------- entry point

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.pages import PageDef, claims, curves, jobs, patching, probe_causal, reversal, runs
+from dashboard.pages import PageDef, claims, curves, jobs, patching, probe_causal, reversal, runs, views
 
 PAGES: list[PageDef] = [runs.PAGE, curves.PAGE, reversal.PAGE, probe_causal.PAGE, patching.PAGE, claims.PAGE,
-                        jobs.PAGE]
+                        jobs.PAGE, views.PAGE]

@@ -155,6 +155,19 @@ class ApiClient:
     def view(self, slug: str) -> dict:
         return self.get(f"/api/views/{quote(slug, safe='')}")
 
+    def views(self) -> list[dict]:
+        return self.get("/api/views")
+
+    def delete_view(self, slug: str) -> dict:
+        return self._request("DELETE", f"/api/views/{quote(slug, safe='')}")
+
+    def annotate_run(self, run_id: int, *, tags: list[str] | None = None, notes: str | None = None) -> dict:
+        body = {k: v for k, v in (("tags", tags), ("notes", notes)) if v is not None}
+        return self._request("PATCH", f"/api/runs/{int(run_id)}", json=body)
+
+    def rebuild_weights(self, run_id: int) -> dict:
+        return self.post(f"/api/runs/{int(run_id)}/rebuild-weights")
+
     def export(self, resource: str, fmt: str = "json", **params: Any) -> Any:
         return self.get(f"/api/export/{resource}.{fmt}", **params)
 

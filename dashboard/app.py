@@ -31,6 +31,7 @@ NAV = (
     ("/patching", "Patching"),
     ("/claims", "Claims"),
     ("/jobs", "Jobs"),
+    ("/views", "Views"),
 )
 
 

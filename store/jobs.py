@@ -20,6 +20,7 @@ from layerscope_core.hashing import config_hash
 from store.models import Job, utcnow
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)  # every job state, in lifecycle order
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 
 
@@ -40,13 +41,17 @@ def params_hash(params: BaseModel) -> str:
     return config_hash(params.model_dump(mode="json"))
 
 
-def new_job(kind: str, params: BaseModel, *, parent_id: int | None = None, max_attempts: int = 3) -> Job:
-    """An unsaved queued job for already-validated ``params``."""
+PERSON_PRIORITY = 10  # jobs a person launches (POST /api/jobs) before background suites' (0)
+
+
+def new_job(kind: str, params: BaseModel, *, parent_id: int | None = None, max_attempts: int = 3,
+            priority: int = 0) -> Job:
+    """An unsaved queued job for already-validated ``params``; ``priority``: higher is taken first."""
     now = utcnow()
     return Job(
         kind=kind, state=QUEUED, params=params.model_dump(mode="json"), config_hash=params_hash(params),
         parent_id=parent_id, attempt=0, max_attempts=max_attempts, progress=0.0, message="queued", log="",
-        cancel_requested=False, created_at=now, enqueued_at=now,
+        cancel_requested=False, created_at=now, enqueued_at=now, priority=priority,
     )
 
 
@@ -215,6 +220,12 @@ def queued_ids(session: Session, older_than: datetime | None = None) -> list[int
     if older_than is not None:
         q = q.where((Job.enqueued_at.is_(None)) | (Job.enqueued_at < older_than))
     return list(session.execute(q).scalars())
+
+
+def priorities(session: Session, ids: Iterable[int]) -> dict[int, int]:
+    """Job id → its queue priority."""
+    ids = list(ids)
+    return dict(session.execute(select(Job.id, Job.priority).where(Job.id.in_(ids))).all()) if ids else {}
 
 
 def mark_enqueued(session: Session, ids: Iterable[int]) -> None:

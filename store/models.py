@@ -89,6 +89,9 @@ class Run(Base):
     stop_reason: Mapped[str | None] = mapped_column(String(16))
     best_heldout_acc: Mapped[float | None] = mapped_column(Float)
     best_step: Mapped[int | None] = mapped_column(Integer)
+    # A researcher's labels and remarks (migration 0006); searched by GET /api/runs?q=.
+    tags: Mapped[list[Any] | None] = mapped_column(JSON)
+    notes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
@@ -244,6 +247,8 @@ class Job(Base):
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id"), index=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # Queue priority (0006): higher is taken first; store.jobs.PERSON_PRIORITY for jobs a person launches.
+    priority: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
     log: Mapped[str] = mapped_column(Text, default="")
@@ -271,7 +276,19 @@ class SavedView(Base):
     title: Mapped[str] = mapped_column(String(200))
     page: Mapped[str] = mapped_column(String(100))
     state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_by: Mapped[str | None] = mapped_column(String(100))  # the saving token's name (0006)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SuiteNote(Base):
+    """Tags and notes on a suite (a suite has no row of its own: keyed by ``runs.suite``). 0006."""
+
+    __tablename__ = "suite_notes"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tags: Mapped[list[Any] | None] = mapped_column(JSON)
+    notes: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 
 
 class ApiToken(Base):

@@ -15,8 +15,8 @@ def test_unknown_api_paths_are_json_404(tmp_path, sqlite_url):
     with TestClient(app) as c:
         r = c.get("/api/nonexistent")
         assert r.status_code == 404 and r.json()["detail"] == "no such endpoint: GET /api/nonexistent"
-        r = c.delete("/api/runs/1")  # a known path, the wrong method: 405 (was 404)
-        assert r.status_code == 405 and r.headers["allow"] == "GET"
+        r = c.put("/api/runs/1")  # a known path, the wrong method: 405 (was 404)
+        assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET, PATCH"
         r = c.delete("/api/nothing/1")
         assert r.status_code == 404 and "DELETE /api/nothing/1" in r.json()["detail"]
         assert c.get("/api/health").status_code == 200

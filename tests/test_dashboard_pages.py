@@ -133,7 +133,8 @@ def path_for(p):
 
 def test_create_dash_registers_every_page():
     app = create_dash("http://127.0.0.1:9")
-    assert {p.path for p in PAGES} == {"/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs"}
+    assert {p.path for p in PAGES} == {"/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs",
+                                         "/views"}
     assert len(app.callback_map) > 30
     assert app.config.requests_pathname_prefix == "/"
     prefixed = create_dash("http://127.0.0.1:9", "/dash/")
@@ -200,7 +201,7 @@ def test_url_sync_rule():
 
 def test_runs_filter_change_resets_the_page():
     binds = runs.BINDS
-    vals = [[], [], None, None, 4, 50, "id", 7]
+    vals = [[], [], None, None, 4, 50, "id", None, 7]  # task … sort, q (search), run
     vals[0] = ["parity"]
     out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-task", loc_id="rn-loc", search="?page=4", values=vals,
                     base={}, reset={"page": 1, "run": None})

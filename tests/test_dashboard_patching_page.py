@@ -38,14 +38,14 @@ def test_figure_callback_site_line_view_and_banner():
 
     api.run = run
     fn = _figure_callback(api)
-    # controls in BINDS order: task, family, runs, length, site, layer, trained switch; then the saved-view base
-    heat, line, layer_opts, banner, info, error = fn(None, None, [untrained, 2], 40, "state", None, ["on"], None)
+    # controls in BINDS order: task, family, runs, length, site, layer, trained switch, suite; then the saved-view base
+    heat, line, layer_opts, banner, info, error = fn(None, None, [untrained, 2], 40, "state", None, ["on"], None, None)
     assert error is None
     assert heat.layout.meta["site"] == "state" and heat.layout.meta["runs"] == 2
     assert [o["label"] for o in layer_opts] == ["emb", "0", "1", "2", "3"]
     assert line.layout.meta["layer"] == 3  # no layer picked: the last one
     assert "held-out token accuracy 0.500 < 0.99" in " ".join(texts(banner))
-    _, line, *_ = fn(None, None, [2], 40, "state", 0, ["on"], None)
+    _, line, *_ = fn(None, None, [2], 40, "state", 0, ["on"], None, None)
     assert line.layout.meta["layer"] == 0
 
 

@@ -118,10 +118,22 @@ def test_patching_default_runs_are_of_one_task():
           {"id": 3, "task": "parity", "family": "gru"}, {"id": 4, "task": "s3", "family": "gru"},
           {"id": 5, "task": "parity", "family": "lstm"}, {"id": 6, "task": "parity", "family": "mamba"},
           {"id": 7, "task": "parity", "family": "transformer"}]
-    ids = patching.default_run_ids(rs)
+    ids = patching.default_run_ids(rs, n=3)
     assert ids == [2, 3, 6]  # parity comes first in the task order; one run per family
     assert {r["task"] for r in rs if r["id"] in ids} == {"parity"}
+    assert patching.default_run_ids(rs) == [2, 3, 6, 7]  # up to the four panels side by side
     assert patching.default_run_ids([]) == []
+
+
+def test_patching_state_site_opens_on_the_families_that_have_one():
+    # on Dyck the Transformer (no recurrent state) used to open the page, Mamba and Mamba-2 left out
+    rs = [{"id": i, "task": "dyck", "family": f}
+          for i, f in enumerate(("transformer", "mamba", "mamba2", "lstm", "gru"), start=1)]
+    assert patching.default_run_ids(rs, site="state") == [2, 3, 4, 5]
+    assert patching.default_run_ids(rs, site="state:conv") == [2, 3]  # only Mamba's have a conv state
+    assert patching.default_run_ids(rs, site="resid_post")[0] == 1
+    only_t = [{"id": 9, "task": "parity", "family": "transformer"}] + rs
+    assert patching.default_run_ids(only_t, site="state")[0] == 2  # the task with a state-carrying family
 
 
 def test_malformed_trained_in_url_means_the_default_on():

@@ -126,10 +126,13 @@ class JobQueue:
     def kind(self) -> str:
         return "redis" if isinstance(self.huey, RedisHuey) else "sqlite"
 
-    def enqueue(self, job_id: int) -> None:
-        """Put ``job_id`` on the queue; :class:`QueueUnavailable` when the queue is unreachable."""
+    def enqueue(self, job_id: int, priority: int = 0) -> None:
+        """Put ``job_id`` on the queue; :class:`QueueUnavailable` when the queue is unreachable.
+        ``priority``: higher is dequeued first on the SQLite queue (Huey's task priority); a Redis
+        queue (a plain list) stays first in, first out."""
         try:
-            self.huey.run_job(int(job_id))  # type: ignore[attr-defined]
+            # Redis's plain-list storage takes no priority (Huey raises NotImplementedError)
+            self.huey.run_job(int(job_id), priority=(priority or None) if self.kind == "sqlite" else None)  # type: ignore[attr-defined]
         except QueueUnavailable:
             raise
         except QUEUE_ERRORS as exc:
@@ -171,7 +174,7 @@ class JobQueue:
 
 def submit(
     factory: sessionmaker[Session], queue: JobQueue, kind: str, params: BaseModel, *,
-    max_attempts: int = 3, parent_id: int | None = None,
+    max_attempts: int = 3, parent_id: int | None = None, priority: int = 0,
 ) -> int:
     """Store a queued job (params already validated), then enqueue its id. Returns the id.
 
@@ -181,12 +184,12 @@ def submit(
     well) does the row stay, queued: ``requeue_orphans`` queues it once the queue is back
     (``stored=True``)."""
     with session_scope(factory) as s:
-        job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts)
+        job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts, priority=priority)
         s.add(job)
         s.flush()
         job_id = job.id
     try:
-        queue.enqueue(job_id)
+        queue.enqueue(job_id, priority)
     except QueueUnavailable as exc:
         stored = not _withdraw(factory, job_id)
         raise QueueUnavailable(str(exc), job_id=job_id, stored=stored) from exc
@@ -220,13 +223,14 @@ def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_secon
     older = utcnow() - timedelta(seconds=grace_seconds) if grace_seconds > 0 else None
     with session_scope(factory) as s:
         ids = J.queued_ids(s, older_than=older)
+        prio = J.priorities(s, ids)
     if not ids:
         return []
     done: list[int] = []
     try:
         pending = queue.pending_ids()
         for job_id in (i for i in ids if i not in pending):
-            queue.enqueue(job_id)
+            queue.enqueue(job_id, prio.get(job_id, 0))
             done.append(job_id)
     except QueueUnavailable as exc:
         log.warning("%s: %d queued job(s) wait in the table until it is back", exc, len(ids) - len(done))
@@ -241,8 +245,9 @@ def reap(factory: sessionmaker[Session], queue: JobQueue, stale_after_seconds: f
     """Re-queue running jobs with a stale heartbeat while attempts remain (else fail them)."""
     with session_scope(factory) as s:
         requeued, failed = J.reap_stale(s, stale_after_seconds)
+        prio = J.priorities(s, requeued)
     for job_id in requeued:
-        queue.enqueue(job_id)
+        queue.enqueue(job_id, prio.get(job_id, 0))
     if requeued or failed:
         log.warning("reaper: re-queued %s, failed %s (stale heartbeat)", requeued, failed)
     return requeued, failed
@@ -262,7 +267,9 @@ def fan_out_suite(
         if existing:
             ids = existing
         else:
-            rows = [J.new_job("train", p, parent_id=suite_job_id, max_attempts=max_attempts) for p in children]
+            parent = s.get(Job, suite_job_id)  # a suite a person launched: its runs keep its priority
+            rows = [J.new_job("train", p, parent_id=suite_job_id, max_attempts=max_attempts,
+                              priority=parent.priority if parent is not None else 0) for p in children]
             s.add_all(rows)
             s.flush()
             ids = [r.id for r in rows]
@@ -272,7 +279,7 @@ def fan_out_suite(
             s.rollback()
             return []
     with session_scope(factory) as s:
-        to_enqueue = [i for i in ids if s.get(Job, i).state == J.QUEUED]
-    for job_id in to_enqueue:
-        queue.enqueue(job_id)
+        to_enqueue = [(i, s.get(Job, i).priority) for i in ids if s.get(Job, i).state == J.QUEUED]
+    for job_id, priority in to_enqueue:
+        queue.enqueue(job_id, priority)
     return ids

@@ -31,6 +31,40 @@ def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
     return flags, others
 
 
+def _preset_of(run: Run) -> tuple[str, tuple[list[str], list[str]]] | None:
+    """(preset, (flags, other differing keys)) that makes ``run``'s cell, or None."""
+    found = None
+    if not run.pretrained:  # the preset whose config of the cell is the run's (its own name first)
+        order = sorted(PRESETS, key=lambda p: p != run.suite)
+        found = next(((p, d) for p in order if (d := _preset_diff(p, run)) is not None and not d[1]), None)
+    if found is None and not run.pretrained and run.suite in PRESETS:  # its own preset, differences named below
+        found = (run.suite, _preset_diff(run.suite, run))
+    return None if found is None or found[1] is None else found  # type: ignore[return-value]
+
+
+def rebuild_params(run: Run):
+    """The suite job that rebuilds ``run``'s weights (what :func:`retrain_command` prints, as
+    params): its preset and suite name, its cell, the budget overrides it was made with,
+    ``rebuild_weights``. None when no preset makes its config (then only its own job can)."""
+    from worker.params import SuiteParams
+
+    found = _preset_of(run)
+    if found is None or found[1][1]:
+        return None
+    preset, _ = found
+    stored = run.train_config or {}
+    from worker.presets import expand_suite
+
+    controls = "only" if run.control else False
+    (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed],
+                                      controls=controls))
+    made = job.run_config()
+    overrides = {k: stored[k] for k in _FLAGS if stored.get(k) is not None and stored[k] != made.get(k)}
+    return SuiteParams(preset=preset, name=run.suite if run.suite and run.suite != preset else None,
+                       families=[run.family], tasks=[run.task], seeds=[run.seed], rebuild_weights=True,
+                       controls=controls, **overrides)
+
+
 def retrain_command(run: Run) -> str:
     """``layerscope suite --preset P [--name SUITE] --family F --task T --seed S [overrides]
     --rebuild-weights``: rebuilds this run's weights under its own config hash, within its
@@ -38,13 +72,8 @@ def retrain_command(run: Run) -> str:
     read off its train_config). A suite under another name (``--name paper-240s``) is matched to
     the preset its runs' configs come from; for a run no preset makes, the words for what cannot
     be read off."""
-    found = None
-    if not run.pretrained:  # the preset whose config of the cell is the run's (its own name first)
-        order = sorted(PRESETS, key=lambda p: p != run.suite)
-        found = next(((p, d) for p in order if (d := _preset_diff(p, run)) is not None and not d[1]), None)
-    if found is None and not run.pretrained and run.suite in PRESETS:  # its own preset, differences named below
-        found = (run.suite, _preset_diff(run.suite, run))
-    if found is None or found[1] is None:
+    found = _preset_of(run)
+    if found is None:
         return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
                 "(CLI: `--rebuild-weights`)")
     preset, (flags, others) = found

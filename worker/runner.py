@@ -282,8 +282,9 @@ class Runner:
     def _release(self, ctx: DBJobContext) -> None:
         with self.factory() as s:
             released = J.release(s, ctx.job_id, ctx.worker, ctx.attempt)
+            priority = J.priorities(s, [ctx.job_id]).get(ctx.job_id, 0)
         if released:
-            self.queue.enqueue(ctx.job_id)
+            self.queue.enqueue(ctx.job_id, priority)
             log.warning("job %s released back to the queue (worker stopping)", ctx.job_id)
 
     # -- the loop ------------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def create_app(
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "OPTIONS"],
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"], allow_credentials=False, max_age=600,
         )
     return app

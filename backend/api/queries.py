@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, String, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
@@ -37,6 +37,7 @@ class RunFilter:
     # random-init controls (docs/SCIENCE.md#controls): "exclude" (what every aggregate and verdict
     # reads), "only", or "include"
     controls: str = "exclude"
+    search: str | None = None  # a case-insensitive substring of name, tags, notes, family, task or suite
     extra: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, q: Select) -> Select:
@@ -50,7 +51,17 @@ class RunFilter:
             q = q.where(Run.control.is_(None))
         elif self.controls == "only":
             q = q.where(Run.control.is_not(None))
+        if self.search:
+            q = q.where(search_clause(self.search))
         return q
+
+
+def search_clause(text: str) -> Any:
+    """Runs whose name, tags, notes, family, task or suite hold ``text`` (case-insensitive;
+    ``%`` and ``_`` are literal)."""
+    needle = text.lower()
+    cols = (Run.name, Run.family, Run.task, Run.suite, Run.notes, cast(Run.tags, String))
+    return or_(*(func.lower(func.coalesce(c, "")).contains(needle, autoescape=True) for c in cols))
 
 
 RUN_LIST_COLUMNS = [c for c in Run.__table__.columns if c.key != "loss_curve"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, field_validator
 
 from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
 from layerscope_core.text import TEXT_PATTERN
@@ -104,6 +104,8 @@ class RunOut(BaseModel):
     best_heldout_acc: float | None = Field(None, description="best held-out token accuracy evaluated at the training "
                                            "length, 0..1")
     best_step: int | None = Field(None, description="the step best_heldout_acc was reached at")
+    tags: list[str] | None = Field(None, description="a researcher's labels (PATCH /api/runs/{id})")
+    notes: str | None = Field(None, description="a researcher's remarks (PATCH /api/runs/{id})")
     created_at: UtcDatetime
 
     @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
@@ -298,6 +300,28 @@ class JobDetail(JobOut):
     log_tail: str = Field(description="the last lines of the job's log")
 
 
+class Annotation(BaseModel):
+    """Tags and notes of a run or suite: a field left out is left as it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=50, pattern=TEXT_PATTERN)]] | None = Field(
+        None, max_length=32, description="replaces the tags (at most 32, each at most 50 characters)")
+    notes: str | None = Field(None, max_length=10_000, pattern=TEXT_PATTERN,
+                              description='replaces the notes ("" clears them); one paragraph: the text rule of '
+                                          'every string (no control characters, line breaks included)')
+
+
+class AnnotationOut(BaseModel):
+    tags: list[str] = Field(default_factory=list)
+    notes: str | None = None
+
+
+class Deleted(BaseModel):
+    deleted: dict[str, int] = Field(description="rows removed per table")
+    checkpoints: int = Field(description="checkpoint folders removed from the model store")
+
+
 class ViewCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -332,6 +356,7 @@ class ViewOut(BaseModel):
     title: str
     page: str
     state: dict[str, Any]
+    created_by: str | None = None  # the name of the token that saved it (None: saved without a token)
     created_at: UtcDatetime
 
 

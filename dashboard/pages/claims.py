@@ -20,8 +20,9 @@ from dashboard.theme import VERDICT_CLASS, family_label, task_label
 KEY = "claims"
 PATH = "/claims"
 LOC = "cl-loc"
-SPEC = PageState([F("suite", "str", None)])  # one suite's runs; none chosen: runs.default_suite
-BINDS = [Bind("suite", "cl-suite")]
+SPEC = PageState([F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+                  F("compare", "str", None)])  # a second suite: each verdict in both (dashboard/compare.py)
+BINDS = [Bind("suite", "cl-suite"), Bind("compare", "cl-compare")]
 MAX_TABLE_ROWS = 12
 PAGE_NAMES = {"/": "Runs", "/curves": "Curves", "/reversal": "Reversal", "/probe-vs-causal": "Probe vs causal",
               "/patching": "Patching", "/claims": "Claims", "/jobs": "Jobs"}
@@ -193,8 +194,12 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     controls = html.Div([
         field("Suite", dcc.Dropdown(id="cl-suite", options=suite_options(api, s["suite"]), value=s["suite"],
                                     placeholder=suite_placeholder(api), clearable=True), width="300px"),
+        field("Compare with", dcc.Dropdown(id="cl-compare", options=suite_options(api, s["compare"]),
+                                           value=s["compare"], placeholder="another suite", clearable=True),
+              width="300px", help="each verdict in both suites, changes marked"),
     ], className="control-grid")
     body = [partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
+            html.Div(id="cl-compare-body"), dcc.Download(id="cl-compare-download"),
             dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
             dcc.Download(id="cl-download")]
     return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
@@ -225,6 +230,37 @@ def register(app, api: ApiClient, path_for) -> None:
                             for k, n in counts.items()], className="claims-summary")
         return [summary, *[claim_card(c, path_for) for c in claims]]
 
+    @app.callback(Output("cl-compare-body", "children"), Input("cl-suite", "value"), Input("cl-compare", "value"))
+    def _compare(suite, other):
+        from dashboard.compare import side_by_side_table
+
+        try:
+            rows = compare_rows(api, suite, other)
+        except ApiError as exc:
+            return api_alert(exc)
+        if rows is None:
+            return None
+        table = side_by_side_table(rows, [("id", "claim"), ("title", "title"), ("verdict_a", "verdict"),
+                                          ("verdict_b", "verdict")],
+                                   suite_a=suite or default_suite(api) or "", suite_b=other, table_id="cl-compare-table")
+        return html.Div([html.H2("Verdicts in both suites", className="card-title"), table,
+                         html.Button("comparison as CSV", id="cl-compare-csv", className="btn btn-sm", n_clicks=0)],
+                        className="card compare-card")
+
+    @app.callback(Output("cl-compare-download", "data"), Input("cl-compare-csv", "n_clicks"),
+                  State("cl-suite", "value"), State("cl-compare", "value"), prevent_initial_call=True)
+    def _compare_csv(n, suite, other):
+        import pandas as pd
+
+        from dashboard.components import csv_safe
+
+        rows = compare_rows(api, suite, other) if n else None
+        if not rows:
+            return no_update
+        a = suite or default_suite(api)
+        df = pd.DataFrame(rows).rename(columns={"verdict_a": f"verdict {a}", "verdict_b": f"verdict {other}"})
+        return dcc.send_data_frame(csv_safe(df).to_csv, f"claims-{a}-vs-{other}.csv", index=False)
+
     @app.callback(Output("cl-download", "data"), Input({"type": "claim-csv", "claim": ALL, "key": ALL}, "n_clicks"),
                   State("cl-suite", "value"), prevent_initial_call=True)
     def _csv(_clicks, suite):
@@ -238,6 +274,16 @@ def register(app, api: ApiClient, path_for) -> None:
         rows = claim_rows_csv(api.claims(suite=suite or default_suite(api)), trig["claim"], trig["key"])
         return dcc.send_data_frame(csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv",
                                    index=False)
+
+
+def compare_rows(api: ApiClient, suite: str | None, other: str | None) -> list[dict] | None:
+    """Each claim's verdict in the page's suite and in ``other`` (None: no comparison chosen)."""
+    from dashboard.compare import claims_side_by_side
+
+    a = suite or default_suite(api)
+    if not other or other == a:
+        return None
+    return claims_side_by_side(api.claims(suite=a), api.claims(suite=other))
 
 
 def claim_rows_csv(claims_list: list[dict], claim_id: str, key: str) -> list[dict]:

@@ -32,7 +32,7 @@ from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite, one_suite, suite_placeholder
+from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, task_label
 
@@ -54,13 +54,14 @@ SPEC = PageState([
     F("pretrained", "bool", False),
     trained_field(),
     F("selectivity", "bool", False),
+    F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/compare.py)
 ])
 BINDS = [
     Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
     Bind("x", "cv-x"), Bind("view", "cv-view"), Bind("ci", "cv-ci", kind="bool"),
     Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
     Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
-    trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"),
+    trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"), Bind("compare", "cv-compare"),
 ]
 
 
@@ -184,7 +185,23 @@ def build_figure(api: ApiClient, state: dict):
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
                            show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
                            eval_lengths=state["lengths"] or None)
+    other = compared_suite(api, state)
+    if other:  # the explicit comparison: the second suite's lines over the first's
+        from dashboard.compare import overlay_suites
+
+        st_b = {**state, "suite": other}
+        rows_b = curve_rows(api, st_b)
+        fig_b = layerwise_curves(rows_b, x=state["x"], seed_rows=seed_rows(api, rows_b, st_b) if state["seeds"] else None,
+                                 show_ci=False, show_baseline=False, show_selectivity=state["selectivity"],
+                                 tasks=state["tasks"] or None, eval_lengths=state["lengths"] or None)
+        fig = overlay_suites(fig, fig_b, with_suite(api, state)["suite"] or "", other)
     return fig, note
+
+
+def compared_suite(api: ApiClient, state: dict) -> str | None:
+    """The second suite of the comparison, when one is chosen and differs from the page's suite."""
+    other = state.get("compare")
+    return other if other and other != with_suite(api, state)["suite"] else None
 
 
 def csv_rows(api: ApiClient, state: dict) -> list[dict]:
@@ -194,8 +211,10 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     rows = curve_rows(api, state)
     if view == "position":
         return position_rows(api, rows, state)[0]
-    keep = ("task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean", "lo",
-            "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity")
+    keep = ("suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean",
+            "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity")
+    if view == "layer" and (other := compared_suite(api, state)):  # both suites' rows, each naming its suite
+        rows = rows + curve_rows(api, {**state, "suite": other})
     return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
 
 
@@ -230,6 +249,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             value=s["layer"], clearable=False), width="170px", id="cv-layer-field"),
         field("Suite", dcc.Input(id="cv-suite", type="text", value=s["suite"] or "", debounce=True,
                                  placeholder=suite_placeholder(api), className="input"), width="160px"),
+        field("Compare with", dcc.Input(id="cv-compare", type="text", value=s["compare"] or "", debounce=True,
+                                        placeholder="another suite", className="input"), width="160px",
+              help="overlay a second suite's lines, dash-dotted"),
         trained_switch("cv-trained", s["trained"]),
     ], className="control-grid")
     body = [

@@ -12,7 +12,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import Bind, api_alert, page_frame, register_url_sync
-from dashboard.pages import PageDef
+from dashboard.pages import PageDef, run_actions
 from dashboard.poll import done, failed, guard, poll_components, poll_status, register_age
 from dashboard.state import F, PageState
 from dashboard.theme import (EVAL_LENGTHS, JOB_KINDS, METHODS, PRESETS, TASKS, family_label, family_names, method_label,
@@ -289,7 +289,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     ], className="card")
     return page_frame(title="Jobs", subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
                       "from the queue; progress updates live.", page_key=KEY, controls=None,
-                      body=[html.Div([form, jobs], className="jobs-layout")], embed=embed, loc_id=LOC, base=base)
+                      body=[html.Div([html.Div([form, run_actions.rebuild_card()]), jobs], className="jobs-layout")],
+                      embed=embed, loc_id=LOC, base=base)
 
 
 def register(app, api: ApiClient, path_for) -> None:
@@ -298,6 +299,7 @@ def register(app, api: ApiClient, path_for) -> None:
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
                        path_for=path_for)
+    run_actions.register_rebuild_card(app, api)
 
     @app.callback(Output({"type": "jf-wrap", "name": ALL}, "style"), Input("jb-kind", "value"),
                   State({"type": "jf-wrap", "name": ALL}, "id"))

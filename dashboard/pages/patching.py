@@ -17,6 +17,7 @@ from dashboard.components import (
     figure_card,
     page_frame,
     partial_banner,
+    register_partial_banner,
     register_exports,
     register_save_view,
     register_url_sync,
@@ -30,6 +31,7 @@ from dashboard.components import (
 from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
 from dashboard.pages import PageDef
+from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, ordered, task_label
 
@@ -46,9 +48,10 @@ SPEC = PageState([
     F("site", "str", "state", tuple(SITE_LABELS)),
     F("layer", "int", None),
     trained_field(),
+    F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
 ])
 BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length"),
-         Bind("site", "pt-site"), Bind("layer", "pt-layer"), trained_bind("pt-trained")]
+         Bind("site", "pt-site"), Bind("layer", "pt-layer"), trained_bind("pt-trained"), Bind("suite", "pt-suite")]
 
 
 def _label(r: dict) -> str:
@@ -60,14 +63,30 @@ def _label(r: dict) -> str:
 def candidate_runs(api: ApiClient, state: dict) -> list[dict]:
     """Runs offered by the filters; with the "trained runs only" switch on (the default), trained
     runs only. Runs picked explicitly are shown whatever the switch says, and flagged."""
-    return api.runs(task=state["task"], family=state["family"], limit=500,
+    return api.runs(task=state["task"], family=state["family"], limit=500, suite=with_suite(api, state)["suite"],
                     trained=trained_filter(state.get("trained", True)))["items"]
 
 
-def default_run_ids(runs: list[dict], n: int = 3) -> list[int]:
+def has_site(family: str, site: str | None) -> bool:
+    """Whether ``family`` has patching ``site``: a ``state`` site needs a recurrent state (the
+    registry's ``state_parts``; the Transformer has none); the residual-stream sites every family has."""
+    if not site or not str(site).startswith("state"):
+        return True
+    from layerscope_core.registry import get_family
+
+    try:
+        parts = get_family(family).state_parts
+    except (KeyError, ValueError):
+        return True  # a family this dashboard does not know: let its (maybe empty) grid say so
+    return bool(parts) and (site == "state" or site.split(":", 1)[1] in parts)
+
+
+def default_run_ids(runs: list[dict], n: int = MAX_SIDE_BY_SIDE, site: str | None = None) -> list[int]:
     """The runs shown when none is picked: the first task (in the usual task order) that has
-    runs, then its first run of each family, at most ``n``: side by side panels compare
-    architectures on one task, never a Parity grid beside an S3 grid."""
+    runs of a family with ``site``, then its first run of each such family, at most ``n``: side by
+    side panels compare architectures on one task, never a Parity grid beside an S3 grid, and a
+    ``state`` grid opens on the families that carry a recurrent state."""
+    runs = [r for r in runs if has_site(r["family"], site)]
     if not runs:
         return []
     task = ordered({r["task"] for r in runs}, TASKS)[0]
@@ -86,7 +105,7 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
     ids = list(state["runs"])[:MAX_SIDE_BY_SIDE]
     picked = bool(ids)
     if not ids:  # nothing picked: the first runs of one task, one per family
-        ids = default_run_ids(candidate_runs(api, state))
+        ids = default_run_ids(candidate_runs(api, state), site=state.get("site"))
 
     def one(rid):
         run = api.run(rid)
@@ -123,11 +142,11 @@ def line_rows(gs: list[dict], state: dict) -> list[dict]:
     return [r for r in patching_table(gs, eval_length=state["length"], site=state["site"]) if r["layer"] == layer]
 
 
-def run_options(api: ApiClient, task, family, picked, *, trained: bool = True) -> list[dict]:
+def run_options(api: ApiClient, task, family, picked, *, trained: bool = True, suite: str | None = None) -> list[dict]:
     """Options of the runs dropdown: the filter's runs plus the picked ones (a dropdown drops
     values that are not among its options); full once MAX_SIDE_BY_SIDE are picked."""
     try:
-        runs = candidate_runs(api, {"task": task, "family": family, "trained": trained})
+        runs = candidate_runs(api, {"task": task, "family": family, "trained": trained, "suite": suite})
     except ApiError:
         runs = []
     opts = [{"label": _label(r), "value": r["id"]} for r in runs]
@@ -150,19 +169,21 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], placeholder="any family"), width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
-              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"]), value=s["runs"], multi=True,
+              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"], suite=s["suite"]), value=s["runs"], multi=True,
                            placeholder="first run of each family"), width="560px"),
         field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
                                           value=s["length"], clearable=False), width="120px"),
         field("Site", dcc.Dropdown(id="pt-site", options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
                                    value=s["site"], clearable=False), width="250px",
               help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)"),
+        field("Suite", dcc.Input(id="pt-suite", type="text", value=s["suite"] or "", debounce=True,
+                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
         trained_switch("pt-trained", s["trained"]),
         field("Layer (line view)", dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
               width="140px"),
     ], className="control-grid")
     body = [
-        partial_banner(api, None, page_key=KEY),  # all suites' runs shown: names partial ones
+        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pt-error"),
         html.Div(id="pt-banner"),
         figure_card("pt-graph", title="Activation patching: recovery by layer and position",
@@ -189,10 +210,12 @@ def register(app, api: ApiClient, path_for) -> None:
     register_exports(app, gid="pt-line", filename="layerscope-patching-line", spec=SPEC, loc_id=LOC, base_id=base_id,
                      csv_rows=lambda st: line_rows(grids(api, st)[0], st))
 
+    register_partial_banner(app, api, page_key=KEY, suite_cid="pt-suite", default=default_suite)
+
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
-                  Input("pt-runs", "value"), Input("pt-trained", "value"))
-    def _options(task, family, picked, trained):
-        return run_options(api, task, family, picked, trained=bool(trained))
+                  Input("pt-runs", "value"), Input("pt-trained", "value"), Input("pt-suite", "value"))
+    def _options(task, family, picked, trained, suite):
+        return run_options(api, task, family, picked, trained=bool(trained), suite=suite or None)
 
     @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
                   Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),

@@ -16,6 +16,7 @@ from dashboard.components import (
     figure_card,
     page_frame,
     partial_banner,
+    register_partial_banner,
     register_exports,
     register_save_view,
     register_url_sync,
@@ -34,6 +35,7 @@ from dashboard.figures.probe_causal import (
     probe_causal_table,
 )
 from dashboard.pages import PageDef
+from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, method_label, task_label
 from science import claims as C
@@ -63,14 +65,16 @@ SPEC = PageState([
     F("length", "int", 40, aliases=("eval_length",)),
     F("method", "str", "auto", SUMMARY_METHODS),
     trained_field(),
+    F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
 ])
 BINDS = [Bind("task", "pc-task"), Bind("family", "pc-family"), Bind("seed", "pc-seed"), Bind("run", "pc-run"),
-         Bind("length", "pc-length"), Bind("method", "pc-method"), trained_bind("pc-trained")]
+         Bind("length", "pc-length"), Bind("method", "pc-method"), trained_bind("pc-trained"), Bind("suite", "pc-suite")]
 
 
 def run_options(api: ApiClient, state: dict) -> list[dict]:
+    """The runs of one suite (the chosen one, else runs.default_suite) matching the filters."""
     page = api.runs(task=state["task"], family=state["family"], seed=state["seed"], limit=500,
-                    trained=trained_filter(state.get("trained", True)))
+                    trained=trained_filter(state.get("trained", True)), suite=with_suite(api, state)["suite"])
     return page["items"]
 
 
@@ -106,7 +110,7 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
     matching runs. ``auto``: claim 4's edit (the first of LEACE, INLP, project-out present)."""
     trained = trained_filter(state.get("trained", True))
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
-           "trained": trained}
+           "trained": trained, "suite": with_suite(api, state)["suite"]}  # one suite: never pooled
     method = None if state["method"] == "auto" else state["method"]
     # only the columns the rule reads (never per_position): one light request each
     probes = api.export("probes", "json", fields=PROBE_FIELDS, **flt)
@@ -178,10 +182,12 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             {"label": "auto, as claim 4 (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
             for m in SUMMARY_METHODS],
                                            value=s["method"], clearable=False), width="250px"),
+        field("Suite", dcc.Input(id="pc-suite", type="text", value=s["suite"] or "", debounce=True,
+                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
         trained_switch("pc-trained", s["trained"]),
     ], className="control-grid")
     body = [
-        partial_banner(api, None, page_key=KEY),  # all suites' runs shown: names partial ones
+        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pc-error"),
         html.Div(id="pc-banner"),
         figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
@@ -218,11 +224,14 @@ def register(app, api: ApiClient, path_for) -> None:
     register_exports(app, gid="pc-summary", filename="layerscope-decoupling", spec=SPEC, loc_id=LOC, base_id=base_id,
                      csv_rows=lambda st: summary_points(api, st))
 
+    register_partial_banner(app, api, page_key=KEY, suite_cid="pc-suite", default=default_suite)
+
     @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
-                  Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"))
-    def _options(task, family, seed, run, trained):
+                  Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"),
+                  Input("pc-suite", "value"))
+    def _options(task, family, seed, run, trained, suite):
         return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run,
-                                     "trained": bool(trained)})
+                                     "trained": bool(trained), "suite": suite or None})
 
     @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
                   Output("pc-banner", "children"),

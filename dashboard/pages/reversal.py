@@ -53,9 +53,10 @@ SPEC = PageState([
     F("suite", "str", None),
     F("pretrained", "bool", False),
     trained_field(),
+    F("compare", "str", None),  # a second suite: each cell's class in both (dashboard/compare.py)
 ])
 BINDS = [Bind("length", "rv-length"), Bind("metric", "rv-metric"), Bind("suite", "rv-suite"),
-         Bind("pretrained", "rv-pretrained", kind="bool"), trained_bind("rv-trained")]
+         Bind("pretrained", "rv-pretrained", kind="bool"), trained_bind("rv-trained"), Bind("compare", "rv-compare")]
 
 
 def profiles(api: ApiClient, state: dict) -> list[dict]:
@@ -72,15 +73,48 @@ def curves(api: ApiClient, state: dict) -> list[dict]:
     return [r for r in rows if not r.get("pretrained")]
 
 
+def compared_suite(api: ApiClient, state: dict) -> str | None:
+    """The second suite of the comparison, when one is chosen and differs from the page's suite."""
+    other = state.get("compare")
+    return other if other and other != with_suite(api, state)["suite"] else None
+
+
+def compare_rows(api: ApiClient, state: dict) -> list[dict] | None:
+    """Each cell's class in the page's suite (``class_a``) and the compared one (``class_b``)."""
+    other = compared_suite(api, state)
+    if not other:
+        return None
+    from dashboard.compare import classes_side_by_side
+
+    return classes_side_by_side(profiles(api, with_suite(api, state)), profiles(api, {**state, "suite": other}))
+
+
+def compare_section(api: ApiClient, state: dict) -> Any:
+    rows = compare_rows(api, state)
+    if rows is None:
+        return None
+    from dashboard.compare import side_by_side_table
+
+    return html.Div([html.H3("Profile class in both suites"), side_by_side_table(
+        rows, [("task", "task"), ("family", "architecture"), ("class_a", "class"), ("class_b", "class"),
+               ("n_a", "seeds"), ("n_b", "seeds")],
+        suite_a=with_suite(api, state)["suite"] or "", suite_b=state["compare"], table_id="rv-compare-table")])
+
+
 def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
     out = []
-    for p in profiles(api, state):
-        row = {"task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
+    other = compared_suite(api, state)
+    changed = {(r["task"], r["family"], r["pretrained"]): r["changed"] for r in compare_rows(api, state) or []}
+    sides = [with_suite(api, state)] + ([{**state, "suite": other}] if other else [])
+    for p in [p for st in sides for p in profiles(api, st)]:
+        row = {"suite": p.get("suite"), "task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
                "eval_length": p.get("eval_length"), "n": p.get("n"), "seeds": ",".join(map(str, p.get("seeds") or [])),
                "profile_class": p.get("profile_class"),
                "seed_classes": class_with_split(p.get("profile_class"), p.get("class_counts")),
                "seeds_disagree": seeds_disagree(p.get("profile_class"), p.get("class_counts")),
                "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or []))}
+        if other:  # the comparison: whether this cell's class differs in the other suite
+            row["class_changed"] = changed.get((p["task"], p["family"], p.get("pretrained")))
         for name, m in (p.get("metrics") or {}).items():
             if isinstance(m, dict):
                 row[f"{name}_mean"], row[f"{name}_lo"], row[f"{name}_hi"] = m.get("mean"), m.get("lo"), m.get("hi")
@@ -221,6 +255,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                  placeholder=suite_placeholder(api), className="input"), width="160px"),
         field("Include", dcc.Checklist(id="rv-pretrained", options=[{"label": "pretrained models", "value": "on"}],
                                        value=["on"] if s["pretrained"] else [], className="check")),
+        field("Compare with", dcc.Input(id="rv-compare", type="text", value=s["compare"] or "", debounce=True,
+                                        placeholder="another suite", className="input"), width="160px",
+              help="each cell's class in both suites, changes marked"),
         trained_switch("rv-trained", s["trained"]),
     ], className="control-grid")
     body = [
@@ -235,7 +272,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                 "probe; flat: never 5 pp above the majority; else gradual), and the selected metric "
                                 "with its 95% CI. Outlined cells take part in a reversal; hatched cells include "
                                 "untrained runs.",
-                    footer=[html.Div(id="rv-reversals", className="card-section")]),
+                    footer=[html.Div(id="rv-compare", className="card-section"),
+                            html.Div(id="rv-reversals", className="card-section")]),
         figure_card("rv-s3", title="The S3 question: Parity-like or Dyck-like?", filename="layerscope-s3-distance",
                     description="Distance between S3's normalised layer curve and Parity's / Dyck's "
                                 "(RMS on the normalised depth axis, curves min–max scaled; 0 = the same shape).",
@@ -261,6 +299,13 @@ def register(app, api: ApiClient, path_for) -> None:
                   [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
     def _figures(*values):
         return build(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
+
+    @app.callback(Output("rv-compare", "children"), [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
+    def _compare(*values):
+        try:
+            return compare_section(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
+        except ApiError as exc:
+            return api_alert(exc)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)

@@ -24,7 +24,7 @@ from dashboard.components import (
     state_from_controls,
 )
 from dashboard.figures.common import base_layout, empty_figure, graph_config
-from dashboard.pages import PageDef
+from dashboard.pages import PageDef, run_actions
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
@@ -47,15 +47,18 @@ SPEC = PageState([
     F("size", "int", 50),
     F("sort", "str", "id", tuple(v for v, _ in SORTS)),
     F("run", "int", None, aliases=("run_id",)),
+    F("q", "str", None),  # search: name, tags, notes, family, task, suite (GET /api/runs?q=)
 ])
 BINDS = [Bind("task", "rn-task"), Bind("family", "rn-family"), Bind("seed", "rn-seed"), Bind("suite", "rn-suite"),
-         Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("sort", "rn-sort"), Bind("run", "rn-run", prop="data")]
+         Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("sort", "rn-sort"), Bind("q", "rn-q"),
+         Bind("run", "rn-run", prop="data")]  # the run last: _load reads the others
 
 PCT = {"function": "params.value == null ? '' : (100 * params.value).toFixed(1) + '%'"}
 COLUMNS = [
     {"field": "id", "headerName": "id", "width": 80, "pinned": "left"},
     {"field": "name", "headerName": "name", "minWidth": 200, "flex": 2, "tooltipField": "name"},
     {"field": "suite", "headerName": "suite", "width": 120},
+    {"field": "tags_label", "headerName": "tags", "width": 150, "tooltipField": "notes"},
     {"field": "family_label", "headerName": "family", "width": 120},
     {"field": "task_label", "headerName": "task", "width": 110},
     {"field": "seed", "headerName": "seed", "width": 80},
@@ -90,6 +93,8 @@ def _row(run: dict) -> dict:
         **{k: run.get(k) for k in ("id", "name", "suite", "family", "task", "seed", "n_layers", "d_model", "n_params",
                                    "steps", "pretrained", "made_on")},
         "commit": commit_label(run.get("made_with"), 7),
+        "tags_label": ", ".join(run.get("tags") or []),
+        "notes": run.get("notes"),
         "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
         "trained_label": trained_label(run),
         "heldout_acc": run.get("heldout_acc"),
@@ -144,7 +149,8 @@ def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
         suites = api.suites()
     except ApiError:
         suites = []
-    options = [{"label": suite_label(x), "value": x["name"]} for x in suites]
+    options = [{"label": suite_label(x) + (f" · {', '.join(x['tags'])}" if x.get("tags") else ""), "value": x["name"],
+                **({"title": x["notes"]} if x.get("notes") else {})} for x in suites]  # its tags; notes on hover
     if current and current not in {o["value"] for o in options}:
         options.append({"label": current, "value": current})
     return options
@@ -207,7 +213,8 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
     size = state["size"] if state["size"] in PAGE_SIZES else 50
     page = max(1, state["page"] or 1)
     return api.runs(task=state["task"] or None, family=state["family"] or None, seed=state["seed"],
-                    suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None)
+                    suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None,
+                    q=state.get("q") or None)
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
@@ -221,6 +228,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                 placeholder="any", className="input"), width="90px"),
         field("Suite", dcc.Dropdown(id="rn-suite", options=suite_options(api, s["suite"]), value=s["suite"],
                                     placeholder="any suite", clearable=True), width="300px"),
+        field("Search", dcc.Input(id="rn-q", type="search", value=s["q"] or "", debounce=True,
+                                  placeholder="name, tags, notes, family, task", className="input"), width="260px"),
         field("Rows per page", dcc.Dropdown(id="rn-size", options=[{"label": str(n), "value": n} for n in PAGE_SIZES],
                                             value=s["size"], clearable=False), width="120px"),
         field("Sort by", dcc.Dropdown(id="rn-sort", options=[{"label": label, "value": v} for v, label in SORTS],
@@ -264,6 +273,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         dcc.Store(id="rn-run", data=s["run"]),
         html.Div([pager, actions], className="grid-bar"),
         html.Div(grid, className="card grid-card"),
+        html.Div(id="rn-losses"),
         html.Div(id="rn-detail"),
     ]
     return page_frame(title="Runs", subtitle="Every run in the results DB, trained or not (the trained column says "
@@ -359,6 +369,8 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
             ], className="export-buttons"),
         ], className="card-header"),
         trained_flag(run),
+        run_actions.rebuild_section(run),
+        run_actions.annotation_section(run),
         html.Div([
             html.Dl([x for k, v in facts for x in (html.Dt(k), html.Dd(str(v)))], className="facts"),
             html.Div(dcc.Graph(figure=_loss_figure(run), config=graph_config(f"run-{run['id']}-loss")), className="detail-fig"),
@@ -373,6 +385,7 @@ def register(app, api: ApiClient, path_for) -> None:
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base", reset={"page": 1, "run": None})
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
                        path_for=path_for)
+    run_actions.register(app, api)
 
     @app.callback(Output("rn-grid", "rowData"), Output("rn-total", "children"), Output("rn-pages", "children"),
                   Output("rn-error", "children"), Output("rn-prev", "disabled"), Output("rn-next", "disabled"),
@@ -400,7 +413,7 @@ def register(app, api: ApiClient, path_for) -> None:
 
         state = SPEC.decode(search, base)
         runs = api.all_runs(limit=100_000, task=state["task"] or None, family=state["family"] or None,
-                            seed=state["seed"], suite=state["suite"] or None)
+                            seed=state["seed"], suite=state["suite"] or None, q=state.get("q") or None)
         df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
         return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
 

@@ -117,7 +117,9 @@ def create_job(
                                            else getattr(params, "suite", None)}]) from exc
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
-        job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts)
+        # a person's job: taken before the queued jobs of background suites (the demo's)
+        job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts,
+                        priority=J.PERSON_PRIORITY)
     except QueueUnavailable as exc:
         return _queue_down(exc, settings)  # type: ignore[return-value]
     with factory() as s:
@@ -170,7 +172,7 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
     job = J.retry(session, job_id, extra_attempts=settings.max_attempts)
     try:
-        queue.enqueue(job.id)
+        queue.enqueue(job.id, job.priority)
     except QueueUnavailable as exc:
         return _queue_down(exc, settings, retry=True)  # type: ignore[return-value]
     return _out(job)

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from backend import housekeeping
 
 from backend.api import queries
-from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
+from backend.api.deps import (
+    TOO_LARGE,
+    UNAUTHORIZED,
+    FactoryDep,
+    QueueDep,
+    ReadAuth,
+    SessionDep,
+    SettingsDep,
+    WriteAuth,
+)
 from backend.api.params import (
     ControlsQ,
     EvalLengthQ,
@@ -22,7 +35,19 @@ from backend.api.params import (
     TaskQ,
     TrainedQ,
 )
-from backend.api.schemas import ErrorOut, InterventionOut, Page, PatchingOut, ProbeOut, RunDetail, RunOut
+from backend.api.routes.jobs import QUEUE_DOWN_SUBMIT, _out, _queue_down
+from backend.api.schemas import (
+    Annotation,
+    Deleted,
+    ErrorOut,
+    InterventionOut,
+    JobOut,
+    Page,
+    PatchingOut,
+    ProbeOut,
+    RunDetail,
+    RunOut,
+)
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
@@ -33,9 +58,12 @@ def list_runs(
     session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
     pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
     trained: TrainedQ = None, controls: ControlsQ = "include",
+    q: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+                                   description="search: a substring of name, tags, notes, family, task or suite "
+                                               "(case-insensitive)")] = None,
 ) -> dict:
     flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained,
-                            controls=controls)
+                            controls=controls, search=q or None)
     items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
@@ -44,6 +72,27 @@ def list_runs(
 def get_run(run_id: RunIdPath, session: SessionDep) -> dict:
     run = queries.get_run(session, run_id)
     return {c.key: getattr(run, c.key) for c in run.__table__.columns}
+
+
+@router.patch("/{run_id}", response_model=RunOut, responses={**NOT_FOUND, **TOO_LARGE}, dependencies=[WriteAuth],
+              summary="Set a run's tags and/or notes")
+def annotate_run(run_id: RunIdPath, body: Annotation, session: SessionDep) -> dict:
+    try:
+        run = housekeeping.annotate_run(session, run_id, tags=body.tags, notes=body.notes)
+    except housekeeping.NotFoundError as exc:
+        raise queries.NotFound(str(exc)) from exc
+    return queries.run_row(run)
+
+
+@router.delete("/{run_id}", response_model=Deleted, responses=NOT_FOUND, dependencies=[WriteAuth],
+               summary="Delete a run with its probe, intervention and patching rows and its checkpoint")
+def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) -> dict:
+    """One transaction: the rows go, the checkpoint folder is removed after the commit (kept when
+    another run names it); jobs keep their row with ``run_id`` null."""
+    try:
+        return housekeeping.delete_runs(session, [run_id], settings.resolved_store_dir)
+    except housekeeping.NotFoundError as exc:
+        raise queries.NotFound(str(exc)) from exc
 
 
 @router.get("/{run_id}/probes", response_model=list[ProbeOut], responses=NOT_FOUND,
@@ -70,3 +119,35 @@ def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLength
     return queries.patching_rows(session, run_id, eval_length, site)
 
 
+
+
+@router.post("/{run_id}/rebuild-weights", response_model=JobOut, status_code=201, dependencies=[WriteAuth],
+             responses={**NOT_FOUND, **TOO_LARGE, **QUEUE_DOWN_SUBMIT,
+                        409: {"model": ErrorOut, "description": "the run has its weights, or no preset makes it"}},
+             summary="Queue the rebuild of a run's weights (the job `layerscope suite … --rebuild-weights` runs)",
+             description="For a run stored without weights (imported from a bundle without them): a suite job "
+                         "of its preset, its cell and the budget it was made with, with `rebuild_weights`, queued "
+                         "before background suites' jobs. The rebuilt model is measured again "
+                         "(docs/SCIENCE.md#rebuilding-weights).")
+def rebuild_weights(run_id: RunIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep,
+                    queue: QueueDep) -> dict:
+    from fastapi import HTTPException
+
+    from store import jobs as J
+    from worker.queue import QueueUnavailable, submit
+    from worker.run_weights import missing_weights, rebuild_params
+
+    run = queries.get_run(session, run_id)
+    if missing_weights(run, settings.resolved_store_dir) is None:
+        raise HTTPException(409, detail=f"run {run_id} has its weights here (checkpoint {run.checkpoint_id})")
+    params = rebuild_params(run)
+    if params is None:
+        raise HTTPException(409, detail=f"run {run_id}: no preset makes its config; submit the job that made it "
+                                        "with rebuild_weights (POST /api/jobs)")
+    session.rollback()
+    try:
+        job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY)
+    except QueueUnavailable as exc:
+        return _queue_down(exc, settings)  # type: ignore[return-value]
+    with factory() as s:
+        return _out(J.get_job(s, job_id))

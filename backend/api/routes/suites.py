@@ -10,11 +10,12 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep
-from backend.api.schemas import ErrorOut
-from backend import study_parts
+from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.queries import NotFound
+from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
+from backend import housekeeping, study_parts
 from backend.bundle import export_bundle, imported_manifest, imported_suites
-from store.models import Run
+from store.models import Run, SuiteNote
 from backend.measured import measured_run_ids
 from science.trained import is_trained
 
@@ -38,6 +39,8 @@ class SuiteOut(BaseModel):
     # preset, True when the bundle it was imported from says it is partial (absent otherwise).
     partial: bool | None = None
     partial_why: str | None = None  # the imported manifest's partial ``why`` and ``notes``, if any
+    tags: list[str] | None = None  # a researcher's labels (PATCH /api/suites/{name}); absent when none
+    notes: str | None = None  # a researcher's remarks
 
 
 def _partial_why(manifest: dict | None) -> str | None:
@@ -65,7 +68,10 @@ def list_suites(session: SessionDep) -> list[dict]:
         d["n_measured"] += rid in measured
         d["n_trained_measured"] += is_trained(acc, crit) and rid in measured
         statuses.setdefault(suite, []).append({"status": status, "config_hash": chash})
+    notes = {n.name: n for n in session.execute(select(SuiteNote)).scalars()}
     for suite, d in out.items():
+        if suite in notes:
+            d.update(tags=notes[suite].tags or None, notes=notes[suite].notes)
         manifest = imported_manifest(session, suite) if d["imported"] else None
         now = study_parts.progress(statuses[suite], study_parts.preset_run_count(
             suite, [r["config_hash"] for r in statuses[suite]]))
@@ -91,3 +97,26 @@ def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
     filename = re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".layerscope.zip"
     return Response(buf.getvalue(), media_type="application/zip",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@router.patch("/{name}", response_model=AnnotationOut, dependencies=[WriteAuth],
+              responses={**TOO_LARGE, 404: {"model": ErrorOut, "description": "no run in this suite"}},
+              summary="Set a suite's tags and/or notes")
+def annotate_suite(name: SuiteName, body: Annotation, session: SessionDep) -> dict:
+    try:
+        row = housekeeping.annotate_suite(session, name, tags=body.tags, notes=body.notes)
+    except housekeeping.NotFoundError as exc:
+        raise NotFound(str(exc)) from exc
+    return {"tags": row.tags or [], "notes": row.notes}
+
+
+@router.delete("/{name}", response_model=Deleted, dependencies=[WriteAuth],
+               responses={404: {"model": ErrorOut, "description": "no run in this suite"}},
+               summary="Delete a suite: its runs, their result rows and checkpoints (one transaction)",
+               description="Export it first (GET /api/suites/{name}/bundle) to keep a copy.")
+def delete_suite(name: SuiteName, session: SessionDep, settings: SettingsDep) -> dict:
+    try:
+        ids = housekeeping.suite_run_ids(session, name)
+        return housekeeping.delete_runs(session, ids, settings.resolved_store_dir, suite=name)
+    except housekeeping.NotFoundError as exc:
+        raise NotFound(str(exc)) from exc

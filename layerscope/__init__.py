@@ -1,0 +1,1 @@
+"""layerscope's Python surface for notebooks and scripts: :mod:`layerscope.results`."""

@@ -1,0 +1,151 @@
+"""The CLI's read and housekeeping commands: runs list/show/tag/note/delete, suite delete,
+jobs list/cancel/logs, views list/delete, and --debug / LAYERSCOPE_DEBUG."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from backend.cli import main
+from store.config import get_settings
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, SavedView
+from store.session import make_engine, make_sessionmaker
+from tests.conftest import seed_runs
+
+BUNDLE = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"
+
+
+@pytest.fixture
+def cli_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.delenv("LAYERSCOPE_DEBUG", raising=False)
+    get_settings.cache_clear()
+    assert main(["db", "upgrade"]) == 0
+    yield tmp_path
+    get_settings.cache_clear()
+
+
+def factory(tmp_path):
+    return make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'cli.db'}"))
+
+
+def _checkpoint(tmp_path: Path, f, run_id: int, ckpt: str) -> Path:
+    folder = tmp_path / "store" / ckpt
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"w")
+    with f() as s:
+        s.get(Run, run_id).checkpoint_id = ckpt
+        s.commit()
+    return folder
+
+
+def test_runs_list_json_lists_the_shipped_study(cli_env, capsys) -> None:
+    assert main(["import", str(BUNDLE)]) == 0
+    capsys.readouterr()
+    assert main(["runs", "list", "--suite", "paper", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert len(runs) == 60 and {r["suite"] for r in runs} == {"paper"}
+    assert sum(r["trained"] for r in runs) == 42
+    assert main(["runs", "list", "--suite", "paper", "--task", "dyck", "--family", "gru", "--trained"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["id", "suite", "family"] and len(lines) == 1 + 3
+
+
+def test_a_run_is_tagged_found_shown_and_deleted_with_its_rows_and_checkpoint(cli_env, capsys, monkeypatch) -> None:
+    f = factory(cli_env)
+    ids = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="t")
+    folder = _checkpoint(cli_env, f, ids[0], "a" * 64)
+    assert main(["runs", "tag", str(ids[0]), "baseline", "keep"]) == 0
+    assert main(["runs", "note", str(ids[0]), "lr too high?"]) == 0
+    capsys.readouterr()
+    assert main(["runs", "list", "--search", "BASELINE", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in found] == [ids[0]] and found[0]["tags"] == ["baseline", "keep"]
+    assert main(["runs", "list", "--search", "too high", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [ids[0]]
+    assert main(["runs", "show", str(ids[0]), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["notes"] == "lr too high?" and shown["result_rows"]["probe_results"] > 0
+    assert main(["runs", "tag", str(ids[0]), "keep", "--remove"]) == 0
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert main(["runs", "delete", str(ids[0])]) == 1  # answered no: nothing deleted
+    assert "nothing deleted" in capsys.readouterr().err
+    assert folder.exists()
+    assert main(["runs", "delete", str(ids[0]), "--yes"]) == 0
+    assert "1 runs" in capsys.readouterr().out
+    with f() as s:
+        assert s.get(Run, ids[0]) is None and s.get(Run, ids[1]) is not None
+        for model in (ProbeResult, InterventionResult, PatchingResult):
+            assert s.scalar(select(func.count()).select_from(model).where(model.run_id == ids[0])) == 0
+            assert s.scalar(select(func.count()).select_from(model).where(model.run_id == ids[1])) > 0
+    assert not folder.exists() and not list((cli_env / "store").iterdir())
+    assert main(["runs", "show", str(ids[0])]) == 1
+    assert f"run {ids[0]} not found" in capsys.readouterr().err
+
+
+def test_suite_delete_exports_first_then_removes_every_run(cli_env, capsys) -> None:
+    f = factory(cli_env)
+    seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="a")
+    keep = seed_runs(f, families=("gru",), tasks=("dyck",), seeds=(0,), suite="b")
+    assert main(["suite", "tag", "a", "first-try"]) == 0
+    bundle = cli_env / "a.layerscope.zip"
+    assert main(["suite", "delete", "a", "--export", str(bundle), "--yes"]) == 0
+    assert bundle.is_file() and bundle.stat().st_size > 0
+    with f() as s:
+        assert set(s.execute(select(Run.id)).scalars()) == set(keep)
+    assert main(["suite", "delete", "nope", "--yes"]) == 1
+    assert "suite 'nope' not found" in capsys.readouterr().err
+    assert main(["import", str(bundle)]) == 0  # the export holds what was deleted
+    with f() as s:
+        assert s.scalar(select(func.count()).select_from(Run).where(Run.suite == "a")) == 2
+
+
+def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
+    f = factory(cli_env)
+    with f() as s:
+        s.add_all([Job(kind="train", state="queued", config_hash="x", params={}, log="step 1\nstep 2\n"),
+                   Job(kind="probe", state="succeeded", config_hash="y", params={})])
+        s.commit()
+        queued = s.execute(select(Job.id).where(Job.state == "queued")).scalar_one()
+    assert main(["jobs", "list", "--state", "queued", "--json"]) == 0
+    assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [queued]
+    assert main(["jobs", "logs", str(queued), "--tail", "1"]) == 0
+    assert capsys.readouterr().out.strip() == "step 2"
+    assert main(["jobs", "cancel", str(queued)]) == 0
+    with f() as s:
+        assert s.get(Job, queued).state == "cancelled"
+    assert main(["jobs", "cancel", str(queued)]) == 1  # already finished: one line
+    assert "already cancelled" in capsys.readouterr().err
+    assert main(["jobs", "list", "--state", "bogus"]) == 2
+
+
+def test_views_list_and_delete(cli_env, capsys) -> None:
+    f = factory(cli_env)
+    with f() as s:
+        s.add(SavedView(slug="abcdefgh", title="dyck curves", page="/curves", state={"task": "dyck"}))
+        s.commit()
+    assert main(["views", "list", "--json"]) == 0
+    views = json.loads(capsys.readouterr().out)
+    assert [(v["slug"], v["page"]) for v in views] == [("abcdefgh", "/curves")]
+    assert main(["views", "delete", "abcdefgh", "--yes"]) == 0
+    assert main(["views", "delete", "abcdefgh", "--yes"]) == 1
+    assert "view abcdefgh not found" in capsys.readouterr().err
+
+
+def test_debug_prints_the_traceback(cli_env, capsys, monkeypatch) -> None:
+    assert main(["runs", "show", "999"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["--debug", "runs", "show", "999"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1] == "layerscope: error: run 999 not found"
+    monkeypatch.setenv("LAYERSCOPE_DEBUG", "1")
+    assert main(["runs", "show", "999"]) == 1
+    assert "Traceback" in capsys.readouterr().err

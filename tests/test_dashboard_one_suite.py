@@ -1,0 +1,40 @@
+"""/probe-vs-causal and /patching show one suite too (the same default rule as /curves): their
+run lists and the cross-run summary ask the API for one suite, never every suite pooled."""
+
+from __future__ import annotations
+
+from dashboard.pages import patching, probe_causal
+
+
+class Api:
+    def __init__(self):
+        self.asked = []
+
+    def suites(self):
+        return [{"name": "paper", "n_runs": 60}, {"name": "quick", "n_runs": 15}]
+
+    def runs(self, **kw):
+        self.asked.append(("runs", kw.get("suite")))
+        return {"items": [], "total": 0}
+
+    def export(self, resource, fmt, **kw):
+        self.asked.append((resource, kw.get("suite")))
+        return []
+
+
+def test_probe_vs_causal_reads_one_suite() -> None:
+    api = Api()
+    probe_causal.run_options(api, probe_causal.SPEC.decode(""))
+    probe_causal.summary_points(api, probe_causal.SPEC.decode(""))
+    assert api.asked == [("runs", "paper"), ("probes", "paper"), ("interventions", "paper")]
+    api.asked.clear()
+    probe_causal.run_options(api, probe_causal.SPEC.decode("?suite=quick"))
+    assert api.asked == [("runs", "quick")]
+    assert "suite=quick" in probe_causal.SPEC.encode(probe_causal.SPEC.decode("?suite=quick"))
+
+
+def test_patching_reads_one_suite() -> None:
+    api = Api()
+    patching.candidate_runs(api, patching.SPEC.decode(""))
+    patching.run_options(api, None, None, [], suite="quick")
+    assert api.asked == [("runs", "paper"), ("runs", "quick")]

@@ -1,0 +1,58 @@
+"""The run panel's actions: tags and notes, "rebuild weights" for a run without them, several
+runs' loss curves overlaid, and the search box of `/` sent to the API."""
+
+from __future__ import annotations
+
+from dashboard.pages import run_actions, runs
+from tests.conftest import find_component
+
+
+def _run(i, family, ckpt="a" * 64, tags=None):
+    return {"id": i, "name": f"{family}-{i}", "family": family, "checkpoint_id": ckpt, "tags": tags, "notes": "n",
+            "loss_curve": [{"step": s, "loss": 1.0 / (s + 1)} for s in range(5)]}
+
+
+def test_loss_overlay_one_line_per_run_in_its_family_colour() -> None:
+    from dashboard.theme import family_color
+
+    fig = run_actions.loss_overlay([_run(1, "lstm"), _run(2, "lstm"), _run(3, "gru")])
+    assert [t.meta["run_id"] for t in fig.data] == [1, 2, 3]
+    assert fig.data[0].line.color == fig.data[1].line.color == family_color("lstm")
+    assert fig.data[0].line.dash != fig.data[1].line.dash  # two runs of one family told apart
+    assert fig.data[2].line.color == family_color("gru")
+
+
+def test_rebuild_button_only_for_a_run_without_weights() -> None:
+    assert run_actions.rebuild_section(_run(1, "lstm")) is None
+    section = run_actions.rebuild_section(_run(1, "lstm", ckpt=None))
+    assert find_component(section, "rn-rebuild") is not None
+
+
+def test_annotations_show_the_runs_tags_and_parse_back() -> None:
+    section = run_actions.annotation_section(_run(1, "lstm", tags=["a", "b c"]))
+    assert find_component(section, "rn-tags").value == "a, b c"
+    assert run_actions.parse_tags(" a , b c,, ") == ["a", "b c"]
+
+
+def test_the_search_box_is_sent_to_the_api_and_kept_in_the_url() -> None:
+    class Recorder:
+        def runs(self, **kw):
+            self.kw = kw
+            return {"items": [], "total": 0, "limit": kw["limit"], "offset": kw["offset"]}
+
+    api = Recorder()
+    state = runs.SPEC.decode("?q=lr-sweep")
+    runs.fetch_page(api, state)
+    assert api.kw["q"] == "lr-sweep"
+    assert "q=lr-sweep" in runs.SPEC.encode(state)
+
+
+def test_a_suites_tags_show_in_the_suite_picker() -> None:
+    class Api:
+        def suites(self):
+            return [{"name": "paper", "n_runs": 60, "imported": True, "tags": ["75 s"], "notes": "the study"},
+                    {"name": "quick", "n_runs": 15}]
+
+    opts = runs.suite_options(Api())
+    assert opts[0]["label"].endswith("· 75 s") and opts[0]["title"] == "the study"
+    assert "·" not in opts[1]["label"]
