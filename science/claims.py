@@ -321,7 +321,7 @@ def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     mc, base = s["curve"], s["baseline"]
     s["classify"] = lambda rule: P.profile_class(mc, base, rule)
     ctrls = [data.controls.get((r["task"], r["family"], r.get("seed"), max(c) + 1)) for r, c in zip(rs, curves)]
-    if data.use_controls and ctrls and all(k is not None and list(k) == list(c) for k, c in zip(ctrls, curves)):
+    if data.use_controls and ctrls and all(k is not None and sorted(k) == sorted(c) for k, c in zip(ctrls, curves)):
         a = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
         margin, mk = a["margin"], a["control_curve"]
         s.update({k: a[k] for k in ("profile_class", "class_votes", "metrics", "per_seed", "stability", "margin")})

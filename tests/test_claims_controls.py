@@ -50,6 +50,9 @@ def test_claim_2_against_the_control_and_against_the_majority_side_by_side():
     assert cells["lstm"]["majority_class"] == "early"
     assert with_c["numbers"]["majority_floor"]["verdict"] == plain["verdict"]
     assert with_c["numbers"]["class_condition_agreement"]["dyck"]["of"] == 81
+    # probe rows in any order (as a DB returns them) still pair each curve with its control
+    again = C.evaluate_claims(runs, probes[::-1], [], [], controls=controls)[1]
+    assert all(r["floor"] == "control" for r in again["numbers"]["cells"])
     assert isinstance(with_c["numbers"]["fragile"], bool)
 
 
