@@ -1,0 +1,39 @@
+"""benchmarks/study_steps.py: every cell of a bundle with its steps to 99 % or why it stopped."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("study_steps", ROOT / "benchmarks" / "study_steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(seed, acc, steps, reason, control=None):
+    return {"task": "parity", "family": "mamba", "seed": seed, "heldout_acc": acc, "early_stop_acc": 0.99,
+            "steps": steps, "train_seconds": steps / 2, "stop_reason": reason, "best_heldout_acc": acc,
+            "best_step": steps, "control": control, "train_config": {"max_steps": 3000}}
+
+
+def test_cells_give_trained_medians_and_the_others_stop_reasons():
+    m = _module()
+    rows = m.cell_rows([_run(0, 0.995, 800, "trained"), _run(1, 0.992, 1000, "trained"),
+                        _run(2, 0.93, 3000, "budget"), _run(0, 0.5, 0, None, control="init")])
+    (row,) = rows
+    assert (row["trained"], row["seeds"], row["steps"], row["seconds"], row["budget"]) == (2, 3, 900, 450, 3000)
+    assert row["others"] == ["budget (seed 2: best 0.930 at step 3000)"]
+    text = m.markdown(rows)
+    assert "| parity | mamba | 3,000 | 2/3 | 900 | 450 | budget (seed 2: best 0.930 at step 3000) |" in text
+
+
+def test_the_shipped_bundle_has_a_row_per_cell():
+    m = _module()
+    _, tables = m.read_bundle(ROOT / "examples" / "paper.layerscope.zip")
+    rows = m.cell_rows(tables["runs"])
+    assert len(rows) == 20 and all(r["seeds"] == 3 for r in rows)
