@@ -1,0 +1,280 @@
+"""What every claim shares (docs/SCIENCE.md#claims): the constants of the rules, the inputs split
+once (:class:`Data`), cell summaries against the majority or the control, and small helpers."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats as _st
+
+from science import profiles as P
+from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
+from layerscope_core.registry import TASKS as STUDY_TASKS
+from layerscope_core.registry import TRAIN_LENGTH, families_where
+from science.stats import ALPHA, bounds_for, t_interval
+from science.trained import is_trained, untrained_reason
+
+SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
+
+EVAL_LENGTH = TRAIN_LENGTH
+MIN_SEEDS = 3  # trained seeds every cell a verdict reads must have
+PREFIX_TASKS = ("parity", "s3")
+STACK_TASK = "dyck"
+# the study's families by kind (layerscope_core.registry): the claims compare these groups
+RECURRENT = families_where(STUDY_FAMILIES, kind="rnn")
+SSM = families_where(STUDY_FAMILIES, kind="ssm")
+(TRANSFORMER,) = families_where(STUDY_FAMILIES, kind="attention")
+NON_TRANSFORMER = RECURRENT + SSM
+FAMILIES = (TRANSFORMER, *NON_TRANSFORMER)
+MATCH_FRACTION = 0.75
+DECOUPLING_METHODS = ("leace", "inlp", "project_out")
+DECOUPLING_MARGIN_PP = 5.0
+REFIT_TOL = 0.02  # refit probe within 2 pp of the majority rate = the variable was removed
+DECOUPLED_SHARE_MIN = 0.10  # decoupling must be more than a one-in-ten fluke
+PERFECT_ACC = 0.99
+FALL_PP = 5.0
+N_PERM = 10_000
+STATE_SITE = "state"
+
+CLAIM_TITLES = {
+    1: "Prefix-update tasks: recurrent models and SSMs readable only at the last layer, Transformers gradual",
+    2: "Bounded Dyck flips the pattern: Transformers early, recurrent models and SSMs gradual",
+    3: "S3 groups with Parity, not with Dyck: computational structure, not commutativity",
+    4: "The most readable layer is not always the causally necessary one",
+    5: "Conv1D importance is task dependent: S3 > Parity > Dyck (n.s.)",
+    6: "Behaviour: recurrent models length-generalise; recurrent > SSM > Transformer; Mamba fails on Parity",
+}
+
+Cell = tuple[str, str]  # (task, family)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe copy: numpy scalars → Python, nan/inf → None, tuple keys → strings."""
+    if isinstance(x, Mapping):
+        return {(k if isinstance(k, str | int) else str(k)): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
+    """Mean and 95% t-interval over ``values``; ``quantity`` names a bounded one (science.stats
+    BOUNDS, e.g. "accuracy"), whose interval is clipped to its range."""
+    vals = [v for v in values if v is not None]
+    m, lo, hi = t_interval(vals, bounds=bounds_for(quantity)) if vals else (None, None, None)
+    return {"mean": m, "lo": lo, "hi": hi, "n": len(vals)}
+
+
+def _claim(cid: int, verdict: str, numbers: dict[str, Any], detail: str, views: list[str]) -> dict[str, Any]:
+    return {"id": cid, "title": CLAIM_TITLES[cid], "verdict": verdict, "numbers": numbers,
+            "detail": detail, "views": views}
+
+
+def _scratch(run: Mapping[str, Any]) -> bool:
+    return not run.get("pretrained")
+
+
+def _f2(x: float) -> str:
+    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
+
+
+def _cell_name(cell: Cell) -> str:
+    return f"{cell[1]} × {cell[0]}"
+
+
+def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIES) -> list[Cell]:
+    """Every (task, family) a from-scratch study is meant to have for these tasks and families:
+    the study's families × tasks (worker.params) restricted to the ones a claim is about, so a
+    cell with no runs at all is counted short rather than skipped."""
+    ts, fs = set(tasks), set(families)
+    return [(t, f) for t in STUDY_TASKS if t in ts for f in STUDY_FAMILIES if f in fs]
+
+
+class Data:
+    """The inputs, split once: trained runs, their curves, and every stored run by cell."""
+
+    def __init__(self, runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
+                 interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]],
+                 controls: Sequence[Mapping[str, Any]] | None = None) -> None:
+        self.all_runs = list(runs)
+        # random-init control curves: (task, family, seed, n_layers) → curve (docs/SCIENCE.md#controls)
+        self.controls: dict[tuple, dict[int, float]] = {}
+        for c in controls or []:
+            try:
+                curve = P.normalise_keys(c["curve"])
+            except ValueError:
+                continue
+            self.controls[(c["task"], c["family"], c.get("seed"), c.get("n_layers", max(curve) + 1))] = curve
+        self.use_controls = bool(self.controls)
+        self.trained = [r for r in self.all_runs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
+        trained_ids = {r["id"] for r in self.trained}
+        self.left_out = [
+            {"run_id": r["id"], "task": r.get("task"), "family": r.get("family"), "seed": r.get("seed"),
+             "pretrained": r.get("pretrained"), "reason": untrained_reason(r.get("heldout_acc"), r.get("early_stop_acc"))}
+            for r in self.all_runs if r["id"] not in trained_ids]
+        self.curves = _run_curves(self.trained, probes, EVAL_LENGTH)
+        self.interventions = list(interventions)
+        self.patching = list(patching)
+        self.stored: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)  # from-scratch runs, any state
+        for r in self.all_runs:
+            if _scratch(r):
+                self.stored[(r["task"], r["family"])].append(r)
+        # one run per seed and depth in a cell: two (other training settings resumed into the same
+        # suite) would count one seed twice and pool two recipes (docs/SCIENCE.md#suites)
+        self.duplicated: dict[Cell, list[Any]] = {}
+        for cell, rs in self.stored.items():
+            keys = [(r.get("seed"), r.get("n_layers")) for r in rs]
+            dup = sorted({k[0] for k in keys if keys.count(k) > 1}, key=str)
+            if dup:
+                self.duplicated[cell] = dup
+        # cells whose every stored run stopped at a plateau below the criterion: not learned by this
+        # architecture at this size within its budget (docs/SCIENCE.md#plateau)
+        self.not_learned: dict[Cell, str] = {}
+        for cell, rs in self.stored.items():
+            if len(rs) >= MIN_SEEDS and all(r.get("stop_reason") == "plateau" and
+                                            not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in rs):
+                budget = max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs)
+                best = [r.get("best_heldout_acc") for r in rs if r.get("best_heldout_acc") is not None]
+                self.not_learned[cell] = (
+                    f"{_cell_name(cell)}: not learned by this architecture at this size within {budget:,} steps "
+                    f"({len(rs)} of {len(rs)} seeds plateaued"
+                    + (f"; best held-out accuracy {min(best):.3f}–{max(best):.3f}" if best else "") + ")")
+    def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
+                   what: str = "trained seeds") -> list[str]:
+        """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each cell short of seeds;
+        a cell with no stored run at all reads '0 of MIN_SEEDS trained seeds (no runs stored)'."""
+        out = []
+        for cell in sorted(set(cells)):
+            if cell in self.duplicated:
+                out.append(f"{_cell_name(cell)}: more than one run for seed(s) "
+                           f"{', '.join(map(str, self.duplicated[cell]))} (runs made with other settings in the "
+                           "same suite; one suite holds one run per seed — run other settings under another name)")
+                continue
+            if not self.stored.get(cell):
+                out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
+                continue
+            if cell in self.not_learned:
+                out.append(self.not_learned[cell])
+                continue
+            k = len({r.get("seed") for r in usable.get(cell, [])})
+            if k < MIN_SEEDS:
+                n_un = sum(not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in self.stored[cell])
+                out.append(f"{_cell_name(cell)}: {k} of {MIN_SEEDS} {what}"
+                           + (f" ({n_un} untrained run(s) left out)" if n_un else ""))
+        return out
+
+    def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
+        ts = set(tasks)
+        return [r for r in self.left_out if r["task"] in ts]
+
+
+def _run_curves(runs: Iterable[Mapping[str, Any]], probes: Iterable[Mapping[str, Any]],
+                eval_length: int) -> dict[Any, tuple[dict[int, float], float | None]]:
+    """run_id → (curve at eval_length, mean majority baseline); runs with a gapped curve dropped."""
+    ids = {r["id"] for r in runs}
+    by_run: dict[Any, dict[int, float]] = defaultdict(dict)
+    base: dict[Any, list[float]] = defaultdict(list)
+    for p in probes:
+        if p.get("run_id") in ids and p.get("eval_length", eval_length) == eval_length and p.get("accuracy") is not None:
+            by_run[p["run_id"]][int(p["layer"])] = float(p["accuracy"])
+            if p.get("majority_baseline") is not None:
+                base[p["run_id"]].append(float(p["majority_baseline"]))
+    out = {}
+    for rid, c in by_run.items():
+        try:
+            P.normalise_keys(c)
+        except ValueError:
+            continue
+        out[rid] = (c, float(np.mean(base[rid])) if base[rid] else None)
+    return out
+
+
+def _curve_cells(data: Data, tasks: Iterable[str]) -> dict[Cell, list[Mapping[str, Any]]]:
+    """(task, family) → trained from-scratch runs with a complete curve (the most common depth)."""
+    group: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in data.trained:
+        if _scratch(r) and r["task"] in tasks and r["id"] in data.curves:
+            group[(r["task"], r["family"])].append(r)
+    out = {}
+    for key, rs in group.items():
+        depths = [max(data.curves[r["id"]][0]) for r in rs]
+        common = max(set(depths), key=depths.count)
+        out[key] = sorted([r for r, d in zip(rs, depths) if d == common], key=lambda r: r.get("seed", 0))
+    return out
+
+
+def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A cell's profile summary. Against each seed's random-init control when ``data.use_controls``
+    and every seed has one (``floor`` = "control": the curve is then the seed-mean learned gain, its
+    baseline 0); else against the majority rate (``floor`` = "majority"). ``majority_class`` is
+    always the majority-floor class; ``classify(rule)`` gives the cell's class under another rule."""
+    curves = [data.curves[r["id"]][0] for r in rs]
+    bases = [data.curves[r["id"]][1] for r in rs]
+    seeds = [r.get("seed") for r in rs]
+    s = P.summarise_profiles(curves, bases, seeds=seeds)
+    s["curve"] = P.mean_curve(curves)
+    bl = [b for b in bases if b is not None]
+    s["baseline"] = float(np.mean(bl)) if bl else None
+    s["majority_class"] = s["profile_class"]
+    s["floor"] = "majority"
+    mc, base = s["curve"], s["baseline"]
+    s["classify"] = lambda rule: P.profile_class(mc, base, rule)
+    ctrls = [data.controls.get((r["task"], r["family"], r.get("seed"), max(c) + 1)) for r, c in zip(rs, curves)]
+    if data.use_controls and ctrls and all(k is not None and sorted(k) == sorted(c) for k, c in zip(ctrls, curves)):
+        a = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
+        margin, mk = a["margin"], a["control_curve"]
+        s.update({k: a[k] for k in ("profile_class", "class_votes", "metrics", "per_seed", "stability", "margin")})
+        s["curve"], s["baseline"], s["floor"], s["control_curve"] = P.learned_gain(mc, mk), 0.0, "control", mk
+        s["classify"] = lambda rule: P.control_class(mc, mk, margin + (rule.flat_margin - P.FLAT_MARGIN), rule)
+    return s
+
+
+def _perm_greater(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, Any] | None:
+    """One-sided two-sample permutation test of mean(x) > mean(y) (scipy.stats.permutation_test;
+    exact when every split fits in N_PERM)."""
+    xa = [v for v in x if v is not None]
+    ya = [v for v in y if v is not None]
+    if len(xa) < 2 or len(ya) < 2:
+        return None
+    res = _st.permutation_test((np.asarray(xa), np.asarray(ya)), lambda a, b, axis: a.mean(axis) - b.mean(axis),
+                               permutation_type="independent", alternative="greater",
+                               n_resamples=N_PERM, rng=np.random.default_rng(0))
+    return {"diff": float(np.mean(xa) - np.mean(ya)), "p": float(res.pvalue), "n_x": len(xa), "n_y": len(ya)}
+
+
+def _significance(row: Mapping[str, Any]) -> bool | None:
+    if row.get("significant") is not None:
+        return bool(row["significant"])
+    for key in ("p_holm", "p_value"):
+        if row.get(key) is not None:
+            return float(row[key]) < ALPHA
+    return None
+
+
+def _left_out_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    shown = "; ".join(f"{r['family']} × {r['task']} seed {r['seed']}: {r['reason']}" for r in rows[:3])
+    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return f" Left out {len(rows)} untrained run(s): {shown}{more}."
+
+
+def _finish(claim: dict[str, Any], left_out: list[dict[str, Any]]) -> dict[str, Any]:
+    claim["numbers"]["runs_left_out"] = left_out
+    claim["numbers"]["runs_excluded_undertrained"] = len(left_out)
+    claim["numbers"]["min_seeds"] = MIN_SEEDS
+    if left_out and not claim["detail"].rstrip().endswith("."):
+        claim["detail"] = claim["detail"].rstrip() + "."
+    claim["detail"] += _left_out_note(left_out)
+    return _clean(claim)
