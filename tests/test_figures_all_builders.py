@@ -144,7 +144,11 @@ def fx_layerwise_curves(variant: str, n: Names):
               "depth": r["depth"], "n_layers": r["n_layers"], "pretrained": r.get("pretrained"), "seed": s,
               "accuracy": r["mean"]} for r in _curve_rows("full", n) for s in (0, 1)]
     seeds = _blank(seeds, ("accuracy", "depth"), variant)
-    return (_curve_rows(variant, n),), {"seed_rows": seeds, "title": f"{n.run} curves"}
+    controls = [{**r, "control": "init"} for r in _curve_rows(variant, n)]  # the at-initialisation lines
+    types = _blank([{**r, "token_type": f"{n.method}open", "n": 3} for r in _curve_rows("full", n)
+                    if not r.get("pretrained")], ("mean", "lo", "hi", "n", "depth"), variant)
+    return (_curve_rows(variant, n),), {"seed_rows": seeds, "title": f"{n.run} curves", "control_rows": controls,
+                                        "type_rows": types, "caption": f"Suite {n.run}"}
 
 
 def fx_layerwise_curves_by_depth(variant: str, n: Names):

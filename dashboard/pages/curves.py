@@ -28,6 +28,7 @@ from dashboard.components import (
     trained_filter,
     trained_switch,
 )
+from dashboard.curves_controls import control_curve_rows, curves_caption, token_type_rows
 from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
@@ -54,6 +55,8 @@ SPEC = PageState([
     F("pretrained", "bool", False),
     trained_field(),
     F("selectivity", "bool", False),
+    F("controls", "bool", True),  # the random-init controls, dashed ("at initialisation"), where stored
+    F("types", "bool", False),  # probe accuracy per token type (Dyck, code_depth)
 ])
 BINDS = [
     Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
@@ -61,6 +64,7 @@ BINDS = [
     Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
     Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
     trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"),
+    Bind("controls", "cv-controls", kind="bool"), Bind("types", "cv-types", kind="bool"),
 ]
 
 
@@ -86,6 +90,7 @@ def _runs_of(rows: list[dict]) -> set[int]:
 SEED_FIELDS = ("run_id", "task", "family", "pretrained", "seed", "eval_length", "layer", "depth", "n_layers",
                "accuracy")
 POSITION_FIELDS = (*SEED_FIELDS, "per_position", "majority_baseline")
+TYPE_FIELDS = (*SEED_FIELDS, "type_accuracy")
 
 
 def probe_export(api: ApiClient, state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
@@ -181,9 +186,13 @@ def build_figure(api: ApiClient, state: dict):
     unprobed = unprobed_note(stored, rows)
     note = " ".join(n for n in (note, unprobed) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
+    controls = control_curve_rows(api, state, _filter) if state["controls"] else []
+    types = token_type_rows(seed_rows(api, rows, state, TYPE_FIELDS)) if state["types"] else []
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
                            show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
-                           eval_lengths=state["lengths"] or None)
+                           eval_lengths=state["lengths"] or None, control_rows=controls, type_rows=types,
+                           caption=curves_caption(rows, state, n_control_points=len(controls),
+                                                  types_shown=bool(types)))
     return fig, note
 
 
@@ -222,6 +231,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                 checkbox("cv-baseline", "majority baseline", s["baseline"]),
                                 checkbox("cv-seeds", "seed traces", s["seeds"]),
                                 checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
+                                checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
+                                checkbox("cv-types", "accuracy per token type", s["types"]),
                                 checkbox("cv-pretrained", "pretrained models", s["pretrained"])], className="checks"),
               help="pretrained models have 12–24 layers: compare them on the normalised depth axis"),
         field("Layer (per-position view)", dcc.Dropdown(
@@ -237,7 +248,10 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         html.Div(id="cv-note"),
         figure_card("cv-graph", title="Layerwise probe accuracy", filename="layerscope-curves",
                     description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
-                                "band: 95% t-interval; dashed: majority-class baseline. Hover a point for n, seeds."),
+                                "band: 95% t-interval; grey dashed: majority-class baseline; dashed in a family's colour: "
+                                "the same architecture and seeds at initialisation (random-init controls, probed "
+                                "only). Per token type (Dyck open/close, code_depth bracket/other) on request; the "
+                                "profile classes use the all-token accuracy. Hover a point for n, seeds."),
     ]
     return page_frame(title="Layerwise curves", subtitle="Where does each architecture make the state linearly readable?",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
