@@ -40,6 +40,7 @@ VARIANTS = ("full", "all_none", "some_none", "empty")
 NOT_BUILDERS = {
     "dashboard.figures.common.base_layout": "styles a given figure; its title is markup built by the caller with esc",
     "dashboard.figures.common.note_missing": "annotates a given figure (its note is escaped there)",
+    "dashboard.figures.captions.add_caption": "annotates a given figure (its caption is escaped there)",
 }
 ALWAYS_EMPTY = {"dashboard.figures.common.empty_figure"}  # a message, never data
 
@@ -207,13 +208,18 @@ def fx_s3_distance_figure(variant: str, n: Names):
 
 PROBE_VALUES = ("accuracy", "majority_baseline", "per_position", "layer_name", "depth")
 INTERVENTION_VALUES = ("delta_pp", "refit_acc", "refit_majority", "p_holm", "p_value", "significant",
-                       "drop_rel_chance", "layer_name", "depth")
+                       "drop_rel_chance", "layer_name", "depth", "random_delta_pp", "random_delta_lo",
+                       "random_delta_hi", "random_draws", "rank_removed", "n_sequences")
 
 
 def fx_probe_causal_heatmap(variant: str, n: Names):
     probes = _blank(_rename(probe_rows(), n), PROBE_VALUES, variant)
-    interventions = _blank(_rename(intervention_rows(), n), INTERVENTION_VALUES, variant)
-    return (probes, interventions), {"eval_length": 40, "n_layers": 4, "title": f"#1 {n.run} · L=40"}
+    edits = [{**r, "random_delta_pp": -1.0, "random_delta_lo": -2.0, "random_delta_hi": 0.0, "random_draws": 5,
+              "rank_removed": 100 if r["method"] == "inlp" else 2, "n_sequences": 64 + 436 * (r["layer"] % 2)}
+             for r in intervention_rows()]  # INLP over half the width; two sequence counts (the notice)
+    interventions = _blank(_rename(edits, n), INTERVENTION_VALUES, variant)
+    return (probes, interventions), {"eval_length": 40, "n_layers": 4, "title": f"#1 {n.run} · L=40",
+                                     "d_model": 128, "caption": f"Run #1 · suite {n.run}"}
 
 
 def fx_decoupling_summary(variant: str, n: Names):
