@@ -184,6 +184,9 @@ def _profiles(variant: str, n: Names) -> list[dict]:
     rows = profile_rows(tasks=("parity", "dyck"), families=("lstm", "transformer", "gru"))
     rows += [{**rows[0], "pretrained": n.pretrained, "family": "mamba"}]
     rows = [{**r, "profile_class": n.profile_class if r["family"] == "gru" else r["profile_class"]} for r in rows]
+    # the class against the random-init control (stored text) and a fragile class
+    rows = [{**r, "against_control": {"profile_class": n.profile_class} if r["family"] == "gru" else None,
+             "stability": {"agree": 40, "of": 81, "stable": r["family"] != "lstm"}} for r in rows]
     rows = _rename(rows, n)
     if variant in ("all_none", "some_none"):  # metric values null (the API's MetricCI allows it) ...
         rows = [{**r, "metrics": {k: {"mean": None, "lo": None, "hi": None, "n": 0} for k in r["metrics"]}}
@@ -192,7 +195,7 @@ def _profiles(variant: str, n: Names) -> list[dict]:
 
 
 def fx_reversal_matrix(variant: str, n: Names):
-    return (_profiles(variant, n),), {"metric_name": "late_concentration"}
+    return (_profiles(variant, n),), {"metric_name": "late_concentration", "caption": f"Suite {n.run}"}
 
 
 def fx_reversal_matrix_auc(variant: str, n: Names):
