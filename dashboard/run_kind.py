@@ -25,9 +25,9 @@ def control_badge(run: dict[str, Any]) -> str:
 
 
 def stop_reason_label(run: dict[str, Any]) -> str:
-    """Why training stopped, in words; ``not trained (control)`` for a control, ``–`` when the
+    """Why training stopped, in words; ``not trained`` for a control, ``–`` when the
     run predates the record."""
     if run.get("control"):
-        return "not trained (control)"
+        return "not trained"  # the control column names it
     reason = run.get("stop_reason")
     return "–" if not reason else STOP_REASONS.get(reason, str(reason))

@@ -16,7 +16,7 @@ CONTROL = {**RUN, "id": 2, "name": "lstm-dyck-s0-init", "steps": 0, "trained": F
 def test_a_control_row_carries_its_badge_and_no_stop_reason_of_training():
     row, ctrl = runs._row(RUN), runs._row(CONTROL)
     assert ctrl["control_badge"] == "control: at init" and row["control_badge"] == ""
-    assert ctrl["stop_reason_label"] == "not trained (control)"
+    assert ctrl["stop_reason_label"] == "not trained"
     assert row["stop_reason_label"] == "trained (criterion)"
     assert stop_reason_label({**RUN, "stop_reason": "plateau"}) == "plateau"
     assert stop_reason_label({**RUN, "stop_reason": "budget"}).startswith("budget")

@@ -48,7 +48,7 @@ def test_type_accuracy_rows_average_over_seeds_and_skip_untyped_rows():
     out = {r["token_type"]: r for r in type_accuracy_rows(probes)}
     assert set(out) == {"open", "close"}
     assert abs(out["open"]["mean"] - 0.7) < 1e-9 and out["open"]["n"] == 3
-    assert out["open"]["lo"] < 0.7 < out["open"]["hi"] and 0.0 <= out["open"]["lo"] and out["open"]["hi"] <= 1.0
+    assert out["open"]["lo"] < 0.7 < out["open"]["hi"] and out["open"]["lo"] >= 0.0 and out["open"]["hi"] <= 1.0
     assert out["close"]["lo"] == out["close"]["hi"] == 0.9  # identical seeds: a zero-width interval
     assert out["open"]["depth"] == 0.5
 

@@ -208,7 +208,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
         meta={"kind": "matrix", "metric": metric_name},
     ))
     lines = max((t.count("<br>") + 1 for row in text for t in row if t), default=4)
-    base_layout(fig, height=max(320, 110 + max(78, 19 * lines) * len(fams)))  # every line of a cell inside it
+    base_layout(fig, height=max(320, 110 + max(78, 21 * lines) * len(fams)))  # every line of a cell inside it
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="", title_text="architecture")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="", title_text="")
     fig.update_layout(margin={"t": 50, "l": 110})
