@@ -48,3 +48,24 @@ def curves_caption(rows: Sequence[dict], state: dict, *, n_control_points: int, 
     if types_shown:
         lines.append("thin lines: accuracy on one token type (Dyck open/close, code_depth bracket/other)")
     return "\n".join(" · ".join(x) for x in (head, probe, lines) if x)
+
+
+def _suite(rows: Sequence[dict], state: dict) -> str:
+    suites = sorted({str(r.get("suite")) for r in rows if r.get("suite")})
+    return f"Suite {', '.join(suites) or state.get('suite') or '–'}"
+
+
+def position_caption(rows: Sequence[dict], state: dict, layer_label: str) -> str:
+    """The per-position view: suite, lengths, layer, what a point is."""
+    lengths = sorted({int(r["eval_length"]) for r in rows})
+    return " · ".join([_suite(rows, state), ", ".join(length_label(L) for L in lengths) or "no length",
+                       f"probe at the {layer_label}",
+                       "accuracy at each position t, mean over seeds (95% t-interval, clipped to 0–100%)"]
+                      + (["trained runs only"] if state.get("trained") else []))
+
+
+def behaviour_caption(runs: Sequence[dict], state: dict) -> str:
+    """The behaviour-by-length view: suite, runs, what a point is (controls never in it)."""
+    return " · ".join([_suite(runs, state), f"{len(runs)} runs (random-init controls not included)",
+                       "token accuracy of the model itself at each eval length (trained at L=40), mean over seeds "
+                       "(95% t-interval, clipped to 0–100%)"] + (["trained runs only"] if state.get("trained") else []))

@@ -33,3 +33,11 @@ def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str
     floor = (f"{n_ctrl} of {len(profiles)} cells also against their random-init controls" if n_ctrl else
              "no random-init controls stored")
     return " · ".join(bits) + "\nclass of the seed-mean curve against the majority rate; " + floor
+
+
+def s3_caption(curves: list[dict[str, Any]], state: dict[str, Any]) -> str:
+    """What the S3 figure measures and on which curves."""
+    suites = sorted({str(r["suite"]) for r in curves if r.get("suite")})
+    return " · ".join([f"Suite {', '.join(suites) or state.get('suite') or '–'}", length_label(int(state["length"])),
+                       "RMS distance between S3's seed-mean normalised layer curve and Parity's / Dyck's, per family "
+                       "(against the majority rate)"] + (["trained runs only"] if state.get("trained") else []))

@@ -22,6 +22,8 @@ def add_caption(fig: go.Figure, text: str | None, *, notice: str | None = None) 
     ``settings_notice``). The bottom margin grows so the x-axis title stays clear."""
     lines = [(t, c) for t, c in ((notice and f"⚠ {notice}", NOTICE_COLOR), (text, CAPTION_COLOR)) if t]
     meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    if meta.get("empty"):  # a message figure: nothing drawn, nothing to caption
+        return fig
     meta.update({"caption": text or None, "settings_notice": notice or None})
     fig.update_layout(meta=meta)
     if not lines:

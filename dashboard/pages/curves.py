@@ -28,7 +28,14 @@ from dashboard.components import (
     trained_filter,
     trained_switch,
 )
-from dashboard.curves_controls import control_curve_rows, curves_caption, token_type_rows
+from dashboard.curves_controls import (
+    behaviour_caption,
+    control_curve_rows,
+    curves_caption,
+    position_caption,
+    token_type_rows,
+)
+from dashboard.figures.captions import add_caption
 from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
@@ -138,8 +145,9 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
 
 
 def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
-    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"])),
-                     state["suite"])
+    # controls excluded: they have no behaviour of their own and are no "untrained run" of the study
+    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]),
+                                       controls="exclude"), state["suite"])
     return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
             and (not state["families"] or r["family"] in state["families"])
             and (state["pretrained"] or not r.get("pretrained"))]
@@ -176,13 +184,15 @@ def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
         runs = behaviour_runs(api, state)
-        return length_generalisation(behaviour_rows(runs)), untrained_note(sum(r.get("trained") is False for r in runs))
+        return (add_caption(length_generalisation(behaviour_rows(runs)), behaviour_caption(runs, state)),
+                untrained_note(sum(r.get("trained") is False for r in runs)))
     stored = behaviour_runs(api, state) if view != "position" else []  # to name the cells with no probe curve
     rows = curve_rows(api, state)
     note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
     if view == "position":
         prow, label = position_rows(api, rows, state)
-        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), note
+        fig = position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"])
+        return add_caption(fig, position_caption(rows, state, label)), note
     unprobed = unprobed_note(stored, rows)
     note = " ".join(n for n in (note, unprobed) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
@@ -204,7 +214,9 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     if view == "position":
         return position_rows(api, rows, state)[0]
     keep = ("task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean", "lo",
-            "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity")
+            "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity", "control")
+    if state["controls"]:  # the at-initialisation lines' points, marked control = init
+        rows = rows + control_curve_rows(api, state, _filter)
     return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
 
 

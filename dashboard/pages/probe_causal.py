@@ -81,7 +81,8 @@ def run_options(api: ApiClient, state: dict) -> list[dict]:
 
 
 def _run_label(r: dict) -> str:
-    mark = " · untrained" if r.get("trained") is False else ""
+    mark = (" · control: at init" if r.get("control") == "init" else
+            f" · control: {r['control']}" if r.get("control") else " · untrained" if r.get("trained") is False else "")
     return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
             f"seed {r['seed']}{mark}")
 

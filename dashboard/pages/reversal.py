@@ -8,7 +8,8 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.reversal_controls import control_csv_columns, matrix_caption
+from dashboard.figures.captions import add_caption
+from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.components import (
     Bind,
     api_alert,
@@ -211,7 +212,7 @@ def build(api: ApiClient, state: dict) -> tuple:
     answer = s3_answer(dist, claim3, trained_only=on)
     return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs, caption=matrix_caption(profs, state)),
             listing,
-            s3_distance_figure(dist, caveat=s3_caveat(claim3)), answer, None)
+            add_caption(s3_distance_figure(dist, caveat=s3_caveat(claim3)), s3_caption(crv, state)), answer, None)
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
