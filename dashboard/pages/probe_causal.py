@@ -205,12 +205,18 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
-                                "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
+                                "change of each edit in percentage points beyond removing as many random directions "
+                                "(rank-matched random removal, where stored; hover: the raw change and the random "
+                                "range over its draws; mean ablation and Conv1D removal have none and read raw) "
+                                "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
+                                "width, its rank as a share of the width in hover; 'n.s.' = not significant "
                                 "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
                                 f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
                                 "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
-                                "▼ the layer where each edit costs most among significant drops (none when no drop "
-                                "is significant).",
+                                "▼ the layer where each edit costs most among significant drops (every layer within "
+                                f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
+                                "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
+                                "rows were measured with different settings.",
                     extra=[html.Div(id="pc-run-info", className="card-section")]),
         figure_card("pc-summary", title="Where probing and causality decouple, across runs",
                     filename="layerscope-decoupling",
