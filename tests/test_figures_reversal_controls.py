@@ -28,12 +28,22 @@ def _cell(fig, family_label, task_label):
 def test_control_adjusted_class_and_fragility_shown_where_stored():
     fig = reversal_matrix(_with_controls(profile_rows()))
     text, custom = _cell(fig, "LSTM", "Dyck")
-    assert "vs init: late" in text and "⚑" in text
-    assert "fragile: 41/81 settings" in custom[4]
+    assert "vs init: late" in text and text.startswith("<b>gradual</b> ⚑")  # the flag beside the fragile class
+    assert "fragile: 41/81 settings" in custom[4] and "vs init fragile" not in custom[4]
     other, other_custom = _cell(fig, "GRU", "Dyck")
     assert "vs init" not in other and "⚑" not in other and "no random-init control" in other_custom[4]
     assert fig.layout.meta["control_cells"] == 1 and fig.layout.meta["fragile_cells"] == 1
     assert "vs init: the class against the random-init controls" in fig.layout.meta["caption"]
+
+
+def test_a_fragile_class_against_the_control_is_flagged_on_its_own_line():
+    rows = _with_controls(profile_rows())
+    for p in rows:
+        if p["family"] == "gru" and p["task"] == "dyck":
+            p["against_control"] = {"profile_class": "early", "stability": {"agree": 50, "of": 81, "stable": False}}
+    text, custom = _cell(reversal_matrix(rows), "GRU", "Dyck")
+    assert "vs init: early ⚑" in text and not text.startswith("<b>gradual</b> ⚑")
+    assert "vs init fragile: 50/81 settings" in custom[4]
 
 
 def test_intervals_stay_inside_the_metric_range():

@@ -90,13 +90,16 @@ def control_class_line(profile: dict[str, Any]) -> str:
     return f"vs init: {esc(ac['profile_class'])}"
 
 
-def stability_line(profile: dict[str, Any]) -> str:
-    """``fragile: 41/81 settings`` when the class flips within the threshold margins
-    (docs/SCIENCE.md#class-stability); ``""`` when stable or unknown."""
-    st = profile.get("stability")
+def stability_line(profile: dict[str, Any], *, against_control: bool = False) -> str:
+    """``fragile: 41/81 settings`` when the cell's class (``against_control``: its class against
+    the random-init controls) flips within the threshold margins (docs/SCIENCE.md#class-stability);
+    ``""`` when stable or unknown."""
+    src = profile.get("against_control") if against_control else profile
+    st = src.get("stability") if isinstance(src, dict) else None
     if not isinstance(st, dict) or st.get("stable") is not False:
         return ""
-    return f"fragile: {esc_or(st.get('agree'), '?')}/{esc_or(st.get('of'), '?')} settings"
+    return (f"{'vs init ' if against_control else ''}fragile: {esc_or(st.get('agree'), '?')}/"
+            f"{esc_or(st.get('of'), '?')} settings")
 
 
 def row_key(p: dict[str, Any]) -> str:
@@ -182,14 +185,16 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             ci = fmt_ci(m["mean"], m["lo"], m["hi"]) if finite(m["mean"]) else "no value"
             n = esc_or(p.get("n"), "?")
             n_un = len(p.get("untrained_run_ids") or [])
-            ctrl, frag = control_class_line(p), stability_line(p)
+            ctrl, frag, frag_c = control_class_line(p), stability_line(p), stability_line(p, against_control=True)
             n_control += bool(ctrl)
-            n_fragile += bool(frag)
-            tr.append(f"<b>{cls}</b>{seed_line}" + (f"<br>{ctrl}" if ctrl else "") + (" ⚑" if frag else "")
+            n_fragile += bool(frag or frag_c)
+            # ⚑ beside the class that is fragile: the majority-floor class, or the one against the control
+            tr.append(f"<b>{cls}</b>" + (" ⚑" if frag else "") + seed_line
+                      + (f"<br>{ctrl}" + (" ⚑" if frag_c else "") if ctrl else "")
                       + f"<br>{ci}<br>n={n}"
                       + (f"<br><i>{untrained_suffix(n_un, p.get('n') or n_un).strip()}</i>" if n_un else ""))
             cr.append([split, ci, n, ", ".join(esc(s) for s in p.get("seeds") or []),
-                       "<br>" + " · ".join(x for x in (ctrl or "no random-init control", frag) if x)])
+                       "<br>" + " · ".join(x for x in (ctrl or "no random-init control", frag, frag_c) if x)])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
