@@ -207,7 +207,7 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     widths = [max(len(acc_cols), 1), max(len(drop_cols), 1)]
     n_beyond = sum(bool(r.get("beyond_random")) for r in table if r["kind"] == "drop")
     n_drops = sum(r["kind"] == "drop" for r in table)
-    effect = ("behavioural effect — Δ accuracy beyond random removal (pp)" if n_beyond else
+    effect = ("behavioural effect — Δ accuracy beyond random removal, where stored (pp)" if n_beyond else
               "behavioural effect — Δ accuracy (pp)")
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
                         column_widths=[w / sum(widths) for w in widths],
