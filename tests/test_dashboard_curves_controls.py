@@ -59,3 +59,17 @@ def test_position_and_behaviour_views_and_the_s3_figure_are_captioned():
 def test_a_message_figure_gets_no_caption():
     fig = add_caption(empty_figure("nothing"), "Suite x")
     assert fig.layout.meta == {"empty": True} and len(fig.layout.annotations) == 1
+
+
+def test_patching_caption_names_site_length_pairs_and_mixed_settings():
+    from dashboard.patching_captions import patching_caption
+    from tests.dashboard_data import patching_rows
+
+    gs = [{"title": "#1", "run_id": 1, "rows": patching_rows(1, n_layers=2, positions=[3])},
+          {"title": "#2", "run_id": 2, "rows": [{**r, "n_pairs": 500} for r in patching_rows(2, n_layers=2,
+                                                                                          positions=[3])]}]
+    caption, notice = patching_caption(gs, {"site": "resid_post", "length": 40})
+    assert caption.startswith("2 run(s) · site resid_post (output of block ℓ) · L=40 · pairs per cell 64/500")
+    assert notice and "clean/corrupted pairs 64, 500" in notice
+    same, none = patching_caption(gs[:1], {"site": "resid_post", "length": 40})
+    assert none is None and "pairs per cell 64" in same

@@ -80,7 +80,7 @@ def test_a_notice_when_the_view_mixes_measurement_settings():
     edits = [{**r, "n_sequences": 256, "config_hash": "b"} for r in intervention_rows()]
     fig = probe_causal_heatmap(probes, edits, eval_length=40, n_layers=4, caption="Run #1 · suite paper")
     notice = fig.layout.meta["settings_notice"]
-    assert notice and "probe training sequences 500, 64" in notice and "edit" not in notice.split("64")[-1]
+    assert notice and "probe training sequences 64, 500" in notice and "edit" not in notice.split("64")[-1]
     assert "Run #1 · suite paper" in fig.layout.meta["caption"] and "256 sequences" in fig.layout.meta["caption"]
     same = probe_causal_heatmap([{**p, "n_train": 500} for p in probe_rows()], edits, eval_length=40, n_layers=4)
     assert same.layout.meta["settings_notice"] is None

@@ -40,7 +40,9 @@ def add_caption(fig: go.Figure, text: str | None, *, notice: str | None = None) 
 
 
 def _values(rows: Iterable[dict[str, Any]], key: str) -> list[Any]:
-    return sorted({r.get(key) for r in rows if r.get(key) is not None}, key=str)
+    vals = {r.get(key) for r in rows if r.get(key) is not None}
+    # numbers in numeric order (64 before 500), anything else as text
+    return sorted(vals, key=lambda v: (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v)))
 
 
 def mixed_settings(rows: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str]]) -> str | None:
