@@ -10,7 +10,8 @@ from dashboard.figures.captions import mixed_settings
 from dashboard.figures.common import finite
 from dashboard.figures.patching import SITE_LABELS
 
-PATCH_SETTINGS = (("config_hash", "patching configuration"), ("n_pairs", "clean/corrupted pairs"))
+# counts only: a patch job's config_hash includes its run id, so it differs between runs patched alike
+PATCH_SETTINGS = (("n_pairs", "clean/corrupted pairs"),)
 
 
 def patching_caption(grids: list[dict[str, Any]], state: dict[str, Any]) -> tuple[str, str | None]:

@@ -109,3 +109,13 @@ def test_captions_name_run_suite_and_summary_scope():
     text = summary_caption({"method": "auto", "task": "dyck", "family": None, "seed": None, "length": 40,
                             "trained": True}, n_runs=12, beyond=30, n_edits=60)
     assert "12 runs (Dyck) · L=40" in text and "30 of 60 edit rows read beyond" in text and "trained runs only" in text
+
+
+def test_across_runs_only_the_counts_are_compared():
+    from dashboard.figures.captions import mixed_settings
+    from dashboard.figures.probe_causal import EDIT_SETTINGS_ACROSS_RUNS
+
+    edits = [{"run_id": i, "config_hash": f"job-{i}", "n_sequences": 500, "n_fit_sequences": 1000} for i in (1, 2)]
+    assert mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS) is None  # follow-up jobs hash their run id
+    edits[1]["n_sequences"] = 64
+    assert "edit evaluation sequences 64, 500" in mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)

@@ -48,14 +48,15 @@ def _values(rows: Iterable[dict[str, Any]], key: str) -> list[Any]:
 def mixed_settings(rows: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str]]) -> str | None:
     """A notice naming every setting that differs between ``rows`` (stored result rows: probes,
     interventions), e.g. ``n_sequences`` 64 and 500; ``keys`` are ``(column, what it is)``. None
-    when each setting has one value (or none stored). ``config_hash`` differing alone is named
-    as "measured with N different configurations"."""
+    when each setting has one value (or none stored). ``config_hash`` (the hash of the request
+    that measured a row) is named as "N different measurement requests"; compare it within one
+    run only: a follow-up job's hash includes its run id, so it differs between runs measured alike."""
     parts = []
     for key, what in keys:
         vals = _values(rows, key)
         if len(vals) > 1:
             if key == "config_hash":
-                parts.append(f"{len(vals)} different measurement configurations")
+                parts.append(f"{len(vals)} different measurement requests (config_hash)")
             else:
                 shown = ", ".join(str(v) for v in vals[:5]) + (" …" if len(vals) > 5 else "")
                 parts.append(f"{what} {shown}")

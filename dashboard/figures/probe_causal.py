@@ -48,6 +48,8 @@ PROBE_SETTINGS = (("config_hash", "probe configuration"), ("n_train", "probe tra
                   ("n_test", "probe test sequences"))
 EDIT_SETTINGS = (("config_hash", "edit configuration"), ("n_sequences", "edit evaluation sequences"),
                  ("n_fit_sequences", "edit fit sequences"))
+# across runs, counts only: a follow-up job's config_hash includes its run id
+EDIT_SETTINGS_ACROSS_RUNS = EDIT_SETTINGS[1:]
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 

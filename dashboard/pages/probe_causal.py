@@ -33,7 +33,7 @@ from dashboard.figures.probe_causal import (
     decoupling_points,
     decoupling_summary,
     probe_causal_heatmap,
-    EDIT_SETTINGS,
+    EDIT_SETTINGS_ACROSS_RUNS,
     probe_causal_table,
 )
 from dashboard.pages import PageDef
@@ -49,10 +49,10 @@ LOC = "pc-loc"
 SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
 
 PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
-# random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the settings
-# columns say whether the runs were measured alike (the mixed-settings notice)
+# random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the sequence
+# counts say whether the runs were measured alike (the mixed-settings notice)
 EDIT_FIELDS = ("run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
-               "random_delta_pp,config_hash,n_sequences,n_fit_sequences")
+               "random_delta_pp,n_sequences,n_fit_sequences")
 SUMMARY_DESCRIPTION = (
     f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
     f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
@@ -133,7 +133,7 @@ def summary_view(api: ApiClient, state: dict) -> tuple[list[dict], str | None, s
                                            "pretrained": p.get("pretrained")})
     pts = decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
     edits = [r for r in interventions if int(r["run_id"]) in runs]
-    notice = mixed_settings(edits, EDIT_SETTINGS)
+    notice = mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)
     caption = summary_caption(state, n_runs=len(runs), beyond=sum(r.get("random_delta_pp") is not None for r in edits),
                               n_edits=len(edits))
     return pts, notice, caption
