@@ -201,7 +201,7 @@ def test_url_sync_rule():
 
 def test_runs_filter_change_resets_the_page():
     binds = runs.BINDS
-    vals = [[], [], None, None, 4, 50, "id", None, 7]  # task … sort, q (search), run
+    vals = [[], [], None, None, 4, 50, "id", None, "include", 7]  # task … sort, q (search), controls, run
     vals[0] = ["parity"]
     out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-task", loc_id="rn-loc", search="?page=4", values=vals,
                     base={}, reset={"page": 1, "run": None})

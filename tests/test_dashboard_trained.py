@@ -101,9 +101,12 @@ def test_intervals_never_read_negative_zero():
 def test_pages_ask_the_api_for_trained_runs_by_default():
     api = RecordingApi()
     curves.build_figure(api, curves.SPEC.decode(""))
-    assert api.calls[-1] == ("curves", {"suite": None, "eval_length": 40, "trained": True})
-    curves.build_figure(api, curves.SPEC.decode("?trained=0"))
-    assert api.calls[-1][1]["trained"] is None
+    runs_calls = [c for c in api.calls if c[0] == "curves" and "controls" not in c[1]]
+    assert runs_calls[-1] == ("curves", {"suite": None, "eval_length": 40, "trained": True})
+    # the at-initialisation lines: the controls, asked for without a trained filter (never trained)
+    assert api.calls[-1] == ("curves", {"suite": None, "eval_length": 40, "controls": "only"})
+    curves.build_figure(api, curves.SPEC.decode("?trained=0&controls=0"))
+    assert api.calls[-1][0] == "curves" and api.calls[-1][1]["trained"] is None
     reversal.profiles(api, reversal.SPEC.decode(""))
     assert api.calls[-1][0] == "profiles" and api.calls[-1][1]["trained"] is True
     probe_causal.run_options(api, probe_causal.SPEC.decode(""))

@@ -40,6 +40,7 @@ VARIANTS = ("full", "all_none", "some_none", "empty")
 NOT_BUILDERS = {
     "dashboard.figures.common.base_layout": "styles a given figure; its title is markup built by the caller with esc",
     "dashboard.figures.common.note_missing": "annotates a given figure (its note is escaped there)",
+    "dashboard.figures.captions.add_caption": "annotates a given figure (its caption is escaped there)",
 }
 ALWAYS_EMPTY = {"dashboard.figures.common.empty_figure"}  # a message, never data
 
@@ -144,7 +145,11 @@ def fx_layerwise_curves(variant: str, n: Names):
               "depth": r["depth"], "n_layers": r["n_layers"], "pretrained": r.get("pretrained"), "seed": s,
               "accuracy": r["mean"]} for r in _curve_rows("full", n) for s in (0, 1)]
     seeds = _blank(seeds, ("accuracy", "depth"), variant)
-    return (_curve_rows(variant, n),), {"seed_rows": seeds, "title": f"{n.run} curves"}
+    controls = [{**r, "control": "init"} for r in _curve_rows(variant, n)]  # the at-initialisation lines
+    types = _blank([{**r, "token_type": f"{n.method}open", "n": 3} for r in _curve_rows("full", n)
+                    if not r.get("pretrained")], ("mean", "lo", "hi", "n", "depth"), variant)
+    return (_curve_rows(variant, n),), {"seed_rows": seeds, "title": f"{n.run} curves", "control_rows": controls,
+                                        "type_rows": types, "caption": f"Suite {n.run}"}
 
 
 def fx_layerwise_curves_by_depth(variant: str, n: Names):
@@ -179,6 +184,9 @@ def _profiles(variant: str, n: Names) -> list[dict]:
     rows = profile_rows(tasks=("parity", "dyck"), families=("lstm", "transformer", "gru"))
     rows += [{**rows[0], "pretrained": n.pretrained, "family": "mamba"}]
     rows = [{**r, "profile_class": n.profile_class if r["family"] == "gru" else r["profile_class"]} for r in rows]
+    # the class against the random-init control (stored text) and a fragile class
+    rows = [{**r, "against_control": {"profile_class": n.profile_class} if r["family"] == "gru" else None,
+             "stability": {"agree": 40, "of": 81, "stable": r["family"] != "lstm"}} for r in rows]
     rows = _rename(rows, n)
     if variant in ("all_none", "some_none"):  # metric values null (the API's MetricCI allows it) ...
         rows = [{**r, "metrics": {k: {"mean": None, "lo": None, "hi": None, "n": 0} for k in r["metrics"]}}
@@ -187,7 +195,7 @@ def _profiles(variant: str, n: Names) -> list[dict]:
 
 
 def fx_reversal_matrix(variant: str, n: Names):
-    return (_profiles(variant, n),), {"metric_name": "late_concentration"}
+    return (_profiles(variant, n),), {"metric_name": "late_concentration", "caption": f"Suite {n.run}"}
 
 
 def fx_reversal_matrix_auc(variant: str, n: Names):
@@ -203,13 +211,18 @@ def fx_s3_distance_figure(variant: str, n: Names):
 
 PROBE_VALUES = ("accuracy", "majority_baseline", "per_position", "layer_name", "depth")
 INTERVENTION_VALUES = ("delta_pp", "refit_acc", "refit_majority", "p_holm", "p_value", "significant",
-                       "drop_rel_chance", "layer_name", "depth")
+                       "drop_rel_chance", "layer_name", "depth", "random_delta_pp", "random_delta_lo",
+                       "random_delta_hi", "random_draws", "rank_removed", "n_sequences")
 
 
 def fx_probe_causal_heatmap(variant: str, n: Names):
     probes = _blank(_rename(probe_rows(), n), PROBE_VALUES, variant)
-    interventions = _blank(_rename(intervention_rows(), n), INTERVENTION_VALUES, variant)
-    return (probes, interventions), {"eval_length": 40, "n_layers": 4, "title": f"#1 {n.run} · L=40"}
+    edits = [{**r, "random_delta_pp": -1.0, "random_delta_lo": -2.0, "random_delta_hi": 0.0, "random_draws": 5,
+              "rank_removed": 100 if r["method"] == "inlp" else 2, "n_sequences": 64 + 436 * (r["layer"] % 2)}
+             for r in intervention_rows()]  # INLP over half the width; two sequence counts (the notice)
+    interventions = _blank(_rename(edits, n), INTERVENTION_VALUES, variant)
+    return (probes, interventions), {"eval_length": 40, "n_layers": 4, "title": f"#1 {n.run} · L=40",
+                                     "d_model": 128, "caption": f"Run #1 · suite {n.run}"}
 
 
 def fx_decoupling_summary(variant: str, n: Names):

@@ -73,7 +73,7 @@ def test_decoupling_summary():
     hm = fig.data[0]
     assert list(hm.y) == ["Transformer", "LSTM"] and hm.z[0][0] == 1.0 and hm.z[1][0] == 0.0
     assert fig.layout.meta["decoupled"] == 1
-    assert fig.layout.title.text.startswith("1/2 decoupled, 0 not removed")
+    assert fig.layout.title.text.startswith("1 of 2 runs decoupled (2 usable, 0 not removed)")
 
 
 def test_decoupling_summary_follows_claim_4_not_removed_and_ties():
@@ -89,7 +89,7 @@ def test_decoupling_summary_follows_claim_4_not_removed_and_ties():
     assert [p["status"] for p in pts] == ["not removed", "not removed"]
     assert all(p["decoupled"] is None and p["damage_layer"] is None for p in pts)
     fig = decoupling_summary(pts)
-    assert fig.layout.title.text.startswith("0/0 decoupled, 2 not removed")
+    assert fig.layout.title.text.startswith("0 of 2 runs decoupled (0 usable, 2 not removed)")
     assert "2 not removed" not in fig.data[0].text[0][0] and "1 not removed" in fig.data[0].text[0][0]
     # the same rows through claim 4's own function give the same statuses (one definition)
     ref = C.run_decouplings([{**r, "pretrained": None} for r in runs], probes, interventions, method="project_out")

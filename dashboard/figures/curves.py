@@ -23,6 +23,8 @@ from dashboard.figures.common import (
     unique,
     untrained_suffix,
 )
+from dashboard.figures.captions import add_caption
+from dashboard.figures.curve_extras import control_label, control_trace, type_trace
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -109,6 +111,9 @@ def layerwise_curves(
     show_baseline: bool = True,
     show_selectivity: bool = False,
     title: str | None = None,
+    control_rows: Sequence[dict[str, Any]] | None = None,
+    type_rows: Sequence[dict[str, Any]] | None = None,
+    caption: str | None = None,
 ) -> go.Figure:
     """``rows``: ``/api/curves`` items ``{task, family, eval_length, layer, depth, n_layers,
     mean, lo, hi, n, seeds, majority_baseline, run_ids?, untrained_run_ids?, selectivity?}``.
@@ -117,8 +122,14 @@ def layerwise_curves(
     " (untrained: k of n)" (:func:`untrained_suffix`) and is drawn faint (``UNTRAINED_OPACITY``) with
     open markers. ``show_selectivity``: a dotted line per
     family with the probe's selectivity (accuracy − control-task accuracy, Hewitt & Liang 2019)
-    where stored."""
+    where stored. ``control_rows``: ``/api/curves?controls=only`` items (the random-init controls,
+    docs/SCIENCE.md#controls), drawn dashed in the family's colour as "<Family> at initialisation".
+    ``type_rows``: per-token-type points (:func:`dashboard.figures.curve_extras.type_accuracy_rows`),
+    a thin line per family and token type. ``caption``: the settings and suite behind the figure,
+    written under it (:func:`dashboard.figures.captions.add_caption`)."""
     rows = [r for r in rows if families is None or r["family"] in families]
+    control_rows = [r for r in control_rows or [] if families is None or r["family"] in families]
+    type_rows = [r for r in type_rows or [] if families is None or r["family"] in families]
     if not rows:
         return empty_figure("No probe results for this selection yet")
     tasks_, lengths, grid, titles = _facets(rows, tasks, eval_lengths)
@@ -265,6 +276,8 @@ def layerwise_curves(
                         col=ci,
                     )
                     legend_done.add(f"{label} selectivity")
+            _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_depth, fam_order,
+                          xkey, by_depth, legend_done)
             if show_baseline and facet_rows:
                 base_vals = [r["majority_baseline"] for r in facet_rows if finite(r.get("majority_baseline"))]
                 if base_vals:
@@ -299,7 +312,46 @@ def layerwise_curves(
         fig.update_layout(title={"text": esc(title), "x": 0, "xanchor": "left"})
     batch.flush()
     fig.update_layout(meta={"figure": "layerwise_curves", "x": xkey})
+    add_caption(fig, caption)
     return note_missing(fig, n_missing, len(rows), "points")
+
+
+def _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_depth, fam_order, xkey, by_depth,
+                  legend_done) -> None:
+    """One facet's control lines ("at initialisation") and per-token-type lines."""
+    def x_of(r):
+        return r.get(xkey) if by_depth else int(r["layer"])
+
+    def order(k):
+        return (fam_order.index(k[0]) if k[0] in fam_order else len(fam_order), k[2], k[1] or 0)
+
+    ctrl: dict[tuple, list[dict]] = defaultdict(list)
+    for r in control_rows:
+        if r["task"] == task and int(r["eval_length"]) == length:
+            ctrl[_line_key(r, multi_depth)].append(r)
+    for key in sorted(ctrl, key=order):
+        fam = key[0]
+        label = control_label(fam)
+        pts = sorted(ctrl[key], key=lambda r: int(r["layer"]))
+        batch.add(control_trace(pts, family=fam, color=family_color(fam), x_of=x_of,
+                                legend=label not in legend_done, group=f"{fam}-{key[1]}-{key[2]}",
+                                meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]}),
+                  row=ri, col=ci)
+        legend_done.add(label)
+    types: dict[tuple, list[dict]] = defaultdict(list)
+    for r in type_rows:
+        if r["task"] == task and int(r["eval_length"]) == length:
+            types[(_line_key(r, multi_depth), r["token_type"])].append(r)
+    for key, tt in sorted(types, key=lambda kt: (order(kt[0]), kt[1])):
+        fam = key[0]
+        name = _line_label(key)
+        label = f"{name} · {esc(tt)} tokens"
+        pts = sorted(types[(key, tt)], key=lambda r: int(r["layer"]))
+        batch.add(type_trace(pts, family_name=name, token_type=tt, color=family_color(fam), x_of=x_of,
+                             legend=label not in legend_done, group=f"{fam}-{key[1]}-{key[2]}",
+                             meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]}),
+                  row=ri, col=ci)
+        legend_done.add(label)
 
 
 def position_curves(

@@ -31,15 +31,36 @@ from dashboard.theme import (
     ordered,
     task_label,
 )
+from dashboard.figures.captions import add_caption, mixed_settings
+from dashboard.figures.causal_controls import (
+    NEAR_WORST_TOL_PP,
+    not_selective,
+    random_text,
+    rank_share,
+    rank_text,
+    tied_worst,
+)
+from science.claims import beyond_random
 from science.profiles import NEAR_BEST_TOL
+
+# the settings that must agree for one heatmap to compare its cells (issue 20, item 8)
+PROBE_SETTINGS = (("config_hash", "probe configuration"), ("n_train", "probe training sequences"),
+                  ("n_test", "probe test sequences"))
+EDIT_SETTINGS = (("config_hash", "edit configuration"), ("n_sequences", "edit evaluation sequences"),
+                 ("n_fit_sequences", "edit fit sequences"))
+# across runs, counts only: a follow-up job's config_hash includes its run id
+EDIT_SETTINGS_ACROSS_RUNS = EDIT_SETTINGS[1:]
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 
 
 def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
-                       eval_length: int | None = None) -> list[dict[str, Any]]:
+                       eval_length: int | None = None, d_model: int | None = None) -> list[dict[str, Any]]:
     """Tidy rows ``{layer, layer_name, measure, kind, value, unit, p_holm, significant}``:
-    the data behind the heatmap (and its CSV)."""
+    the data behind the heatmap (and its CSV). A drop's ``value`` is read beyond its rank-matched
+    random removal where stored (``science.claims.beyond_random``: ``delta_pp − random_delta_pp``;
+    ``delta_raw_pp``, ``random_delta_pp/lo/hi``, ``random_draws`` kept beside it); ``rank_share``
+    = ``rank_removed / d_model`` and ``not_selective`` (INLP over half the width) when known."""
     rows: list[dict[str, Any]] = []
     for p in probes:
         if eval_length is not None and int(p["eval_length"]) != int(eval_length):
@@ -53,8 +74,13 @@ def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
         m = r["method"]
         common = {"layer": int(r["layer"]), "layer_name": layer_name(int(r["layer"])), "p_holm": r.get("p_holm"),
                   "significant": r.get("significant")}
-        rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": r["delta_pp"], "unit": "pp",
-                     "baseline": None})
+        br = beyond_random(r)
+        rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": br["delta_pp"], "unit": "pp",
+                     "baseline": None, "delta_raw_pp": r.get("delta_pp"),
+                     "beyond_random": br.get("delta_raw_pp") is not None,
+                     **{k: r.get(k) for k in ("random_delta_pp", "random_delta_lo", "random_delta_hi", "random_draws",
+                                              "rank_removed")},
+                     "rank_share": rank_share(r, d_model), "not_selective": not_selective(r, d_model)})
         if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
             from science.claims import edit_removed
 
@@ -109,8 +135,16 @@ def _measure_label(measure: str) -> str:
 
 
 def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None,
-                         n_layers: int | None = None, title: str | None = None) -> go.Figure:
-    table = probe_causal_table(probes, interventions, eval_length=eval_length)
+                         n_layers: int | None = None, title: str | None = None, d_model: int | None = None,
+                         caption: str | None = None) -> go.Figure:
+    """``probes``: ``/api/runs/{id}/probes`` rows; ``interventions``: ``/api/runs/{id}/interventions``
+    rows. The causal panel reads each drop beyond its rank-matched random removal where stored
+    (hover: the raw Δ and the random interval); ``d_model`` (the run's width) gives each edit's
+    rank as a share of it and flags an INLP over half the width "n.sel." (not selective). ★ marks
+    every near-best probe layer, ▼ every layer within ``NEAR_WORST_TOL_PP`` of an edit's most
+    damaging one (a tie). ``caption``: what the figure shows (run, suite), under the plot, with the
+    settings the rows were measured with and a notice when they differ."""
+    table = probe_causal_table(probes, interventions, eval_length=eval_length, d_model=d_model)
     if not table:
         return empty_figure("No probe or intervention results for this run at this length")
     layers = sorted({r["layer"] for r in table if r["layer"] >= -1})
@@ -131,19 +165,23 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     best = best_probe_layer(probe_pts)
     near = near_best_probe_layers(probe_pts)  # ties: every layer within the near-best tolerance
     damaging: dict[str, int] = {}
+    damaging_ties: dict[str, list[int]] = {}
     for c in drop_cols:
         m = c.split(":", 1)[1]
-        ly = most_damaging_layer([{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0,
-                                   "significant": r.get("significant")}
-                                  for r in table if r["measure"] == c and r["layer"] >= -1
-                                  and r.get("removed") is not False], m)
+        eligible = [{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0,
+                     "significant": r.get("significant")}
+                    for r in table if r["measure"] == c and r["layer"] >= -1 and r.get("removed") is not False]
+        ly = most_damaging_layer(eligible, m)
         if ly is not None:
             damaging[c] = ly
+            qualifying = {e["layer"]: e["delta_pp"] for e in eligible if finite(e["delta_pp"]) and e["delta_pp"] < 0
+                          and e.get("significant") is not False}
+            damaging_ties[c] = tied_worst(qualifying, ly)  # ties marked on the causal side as on the probe side
 
     def mark(ly, c) -> str:
         if c == "probe" and (ly == best or ly in near):
             return "★ "
-        if damaging.get(c) == ly:
+        if ly in damaging_ties.get(c, ()):
             return "▼ "
         return ""
 
@@ -160,16 +198,22 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                        (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))
                 if r and r.get("removed") is False:
                     sig += " · not removed: the refit probe still reads the variable"
-                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–", sig])
+                extra = "<br>".join(t for t in (random_text(r) if r and r.get("beyond_random") else "",
+                                                rank_text(r, d_model) if r and r["kind"] == "drop" else "") if t)
+                cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–", sig, extra])
             z.append(zr)
             txt.append(tr)
             cd.append(cr)
         return z, txt, cd
 
     widths = [max(len(acc_cols), 1), max(len(drop_cols), 1)]
+    n_beyond = sum(bool(r.get("beyond_random")) for r in table if r["kind"] == "drop")
+    n_drops = sum(r["kind"] == "drop" for r in table)
+    effect = ("behavioural effect — Δ accuracy beyond random removal, where stored (pp)" if n_beyond else
+              "behavioural effect — Δ accuracy (pp)")
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
                         column_widths=[w / sum(widths) for w in widths],
-                        subplot_titles=["decodability — accuracy", "behavioural effect — Δ accuracy (pp)"])
+                        subplot_titles=["decodability — accuracy", effect])
     batch = TraceBatch(fig)
     if acc_cols:
         z, txt, cd = grid(acc_cols, lambda r: f"{100 * r['value']:.1f}%")
@@ -193,14 +237,18 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                 s += " n.s."
             if r.get("removed") is False:
                 s += " n.r."  # not removed (claim 4): the hover says so
+            if r.get("not_selective"):
+                s += " n.sel."  # INLP over half the width: the hover gives the share
             return s.replace("-", "−")
 
         z, txt, cd = grid(drop_cols, fmt_drop)
         batch.add(go.Heatmap(
             z=z, x=[_measure_label(c) for c in drop_cols], y=ylabels, text=txt, texttemplate="%{text}",
             customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2, hoverongaps=False,
-            colorbar={"title": {"text": "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
-            hovertemplate="layer %{y} · %{customdata[0]}<br>Δ accuracy %{customdata[1]} pp<br>%{customdata[2]}<extra></extra>",
+            colorbar={"title": {"text": "Δ pp<br>beyond<br>random" if n_beyond else "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
+            hovertemplate=("layer %{y} · %{customdata[0]}<br>Δ accuracy "
+                           + ("beyond random removal " if n_beyond else "")
+                           + "%{customdata[1]} pp<br>%{customdata[2]}<br>%{customdata[3]}<extra></extra>"),
             meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols}), row=1, col=2)
     # ★ best-probe layer and ▼ each intervention's most-damaging layer: outlined cells (+ legend keys)
     if best is not None and acc_cols:
@@ -216,14 +264,19 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
             meta={"kind": "best_probe", "layer": best, "tie": tied if len(tied) > 1 else []}), row=1, col=1)
     for c, ly in damaging.items():
-        xi, yi = drop_cols.index(c), layers.index(ly)
-        fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
-                      line={"color": "#111", "width": 2.5})
+        for tly in damaging_ties.get(c) or [ly]:
+            xi, yi = drop_cols.index(c), layers.index(tly)
+            fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
+                          line={"color": "#111", "width": 2.5})
     if damaging:
+        tie_note = (f"; every layer within {NEAR_WORST_TOL_PP:g} pp of it, a tie"
+                    if any(len(v) > 1 for v in damaging_ties.values()) else "")
         batch.add(go.Scatter(
-            x=[None], y=[None], mode="markers", name="▼ most-damaging layer of each edit (significant drops only)",
+            x=[None], y=[None], mode="markers",
+            name=f"▼ most-damaging layer of each edit (significant drops only{tie_note})",
             marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
-            meta={"kind": "most_damaging", "layers": dict(damaging)}), row=1, col=2)
+            meta={"kind": "most_damaging", "layers": dict(damaging),
+                  "ties": {c: v for c, v in damaging_ties.items() if len(v) > 1}}), row=1, col=2)
     batch.flush()
     base_layout(fig, title=esc(title) if title else None, height=max(360, 150 + 58 * len(layers)))
     fig.update_yaxes(title_text="layer", row=1, col=1, categoryorder="array", categoryarray=ylabels,
@@ -232,8 +285,52 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     fig.update_layout(legend={"y": 1 + 62 / max(200, fig.layout.height - 200), "yanchor": "bottom", "x": 1,
                               "xanchor": "right"},
                       margin={"t": 110 if title else 90, "b": 120},
-                      meta={"figure": "probe_causal", "best_probe": best, "n_layers": len(layers)})
+                      meta={"figure": "probe_causal", "best_probe": best, "n_layers": len(layers),
+                            "beyond_random": n_beyond, "drops": n_drops,
+                            "not_selective": sorted({r["layer"] for r in table if r.get("not_selective")})})
+    notice = _settings_notice(probes, interventions, eval_length)
+    add_caption(fig, heatmap_caption(caption, probes, interventions, eval_length, n_beyond, n_drops), notice=notice)
     return note_missing(fig, n_missing, len(table), "cells")
+
+
+def _at(rows: Sequence[dict], eval_length: int | None) -> list[dict]:
+    return [r for r in rows if eval_length is None or int(r["eval_length"]) == int(eval_length)]
+
+
+def _settings_notice(probes: Sequence[dict], interventions: Sequence[dict], eval_length: int | None) -> str | None:
+    """The mixed-settings notice: probe rows and edit rows are each checked on their own
+    settings (a probe and an edit legitimately use different sequence counts)."""
+    parts = [n for n in (mixed_settings(_at(probes, eval_length), PROBE_SETTINGS),
+                         mixed_settings(_at(interventions, eval_length), EDIT_SETTINGS)) if n]
+    if not parts:
+        return None
+    return " ".join(parts)
+
+
+def heatmap_caption(prefix: str | None, probes: Sequence[dict], interventions: Sequence[dict],
+                    eval_length: int | None, n_beyond: int, n_drops: int) -> str:
+    """What the heatmap shows: the caller's ``prefix`` (run, suite), the length, the probe's and
+    the edits' sequence counts, and how many drops are read beyond random removal."""
+    ps, es = _at(probes, eval_length), _at(interventions, eval_length)
+
+    def counts(rows, key):
+        vals = sorted({int(r[key]) for r in rows if finite(r.get(key))})
+        return "/".join(str(v) for v in vals) if vals else None
+
+    head = [prefix] if prefix else []
+    if eval_length is not None:
+        head.append(f"L={int(eval_length)}")
+    measured = []
+    tr, te = counts(ps, "n_train"), counts(ps, "n_test")
+    if tr or te:
+        measured.append(f"probe: {tr or '?'} training / {te or '?'} test sequences")
+    if ev := counts(es, "n_sequences"):
+        fit = counts(es, "n_fit_sequences")
+        measured.append(f"edits: {ev} sequences" + (f", fitted on {fit}" if fit else ""))
+    if n_drops:
+        measured.append(f"{n_beyond} of {n_drops} drops read beyond rank-matched random removal"
+                        if n_beyond else "drops raw (no random-removal control stored)")
+    return "\n".join(" · ".join(x) for x in (head, measured) if x)
 
 
 def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
@@ -311,7 +408,7 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
             if not pts:
                 zr.append(None)
                 tr.append("")
-                cr.append(["", "", 0, 0, 0])
+                cr.append(["", "", 0, 0, 0, 0])
                 continue
             ev = [p for p in pts if p["status"] != "not removed"]
             k = sum(bool(p["decoupled"]) for p in ev)
@@ -320,21 +417,24 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
                                for p in pts).most_common(1)[0][0])
             dmg_c = Counter(layer_name(int(p["damage_layer"])) for p in ev if p.get("damage_layer") is not None)
             dmg = esc(dmg_c.most_common(1)[0][0]) if dmg_c else "–"
-            zr.append(k / len(ev) if ev else None)
-            line = f"{k}/{len(ev)} decoupled" + (f", {nr} not removed" if nr else "")
+            # coloured by the count, never by a share: "1 of 1 usable" is not "100% decoupled"
+            zr.append(k if ev else None)
+            line = f"{k} decoupled of {len(ev)} usable · n = {len(pts)}" + (f", {nr} not removed" if nr else "")
             tr.append(f"probe ★ {best}" + (f" · causal ▼ {dmg}" if ev else "") + f"<br>{line}")
-            cr.append([best, dmg, k, len(ev), nr])
+            cr.append([best, dmg, k, len(ev), nr, len(pts)])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
+    max_n = max((len([p for p in points if key(p) == f and p["task"] == t]) for f in fams for t in tasks), default=1)
     fig = go.Figure(go.Heatmap(
         z=z, x=[esc(task_label(t)) for t in tasks],
         y=[esc(family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]) for f in fams],
         text=text, texttemplate="%{text}",
-        customdata=custom, colorscale="Cividis", zmin=0, zmax=1, xgap=3, ygap=3, hoverongaps=False,
-        colorbar={"title": {"text": "share<br>decoupled"}, "tickformat": ".0%", "thickness": 12},
+        customdata=custom, colorscale="Cividis", zmin=0, zmax=max(1, max_n), xgap=3, ygap=3, hoverongaps=False,
+        colorbar={"title": {"text": "runs<br>decoupled"}, "tickformat": "d", "dtick": 1, "thickness": 12},
         hovertemplate="<b>%{y} · %{x}</b><br>best-probe layer %{customdata[0]}, most-damaging layer "
-                      "%{customdata[1]}<br>%{customdata[2]}/%{customdata[3]} decoupled, %{customdata[4]} not removed "
+                      "%{customdata[1]}<br>%{customdata[2]} decoupled of %{customdata[3]} usable runs "
+                      "(n = %{customdata[5]}); %{customdata[4]} not removed "
                       "(the refit probe still reads the variable)<extra></extra>",
         meta={"kind": "decoupling"}))
     ev = [p for p in points if p["status"] != "not removed"]
@@ -343,7 +443,7 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
     methods = sorted({p.get("method") for p in points if p.get("method")}) or ([method] if method else [])
     edit = ", ".join(esc(method_label(m)) for m in methods)
     base_layout(fig, height=max(300, 110 + 70 * len(fams)),
-                title=f"{n_dec}/{len(ev)} decoupled, {n_nr} not removed · edit: {edit}")
+                title=f"{n_dec} of {len(points)} runs decoupled ({len(ev)} usable, {n_nr} not removed) · edit: {edit}")
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
     fig.update_layout(margin={"t": 90, "l": 110},

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from science.profiles import profile_distance
 
+from dashboard.figures.captions import add_caption
 from dashboard.figures.common import (
     CLASS_ORDER,
     base_layout,
@@ -38,26 +39,67 @@ METRIC_ALIASES = {
     "late_concentration": ("late_concentration", "late_share", "last_layer_share"),
     "auc": ("auc", "area", "area_under_curve"),
     "best_layer": ("best_layer", "best_probe_layer"),
-    "first_95": ("first_95", "first_layer_95", "layer_95"),
+    # the normalised depth the title promises (first_95 itself is a layer index, emb = −1)
+    "first_95": ("depth_first_95",),
 }
 METRIC_TITLES = {
     "late_concentration": "late concentration (share of the probe gain made by the last layer)",
     "auc": "area under the normalised layer curve",
-    "best_layer": "best-probe layer (normalised depth)",
-    "first_95": "first layer reaching 95% of max (normalised depth)",
+    "best_layer": "best-probe layer (layer index, emb = −1)",
+    "first_95": "first layer reaching 95% of the gain (normalised depth, emb = 0, last layer = 1)",
 }
+# the range each metric's interval is clipped to (science.stats.BOUNDS; a layer index: emb .. last)
+METRIC_BOUNDS = {"auc": "auc", "first_95": "depth_first_95"}
 
 
 def metric(profile: dict[str, Any], name: str) -> dict[str, float | None]:
-    """``{mean, lo, hi}`` of a profile metric, tolerant of naming variants."""
+    """``{mean, lo, hi}`` of a profile metric, tolerant of naming variants, its interval clipped
+    to the metric's possible range (a first-at-95% depth of −0.10 is not a depth; a best layer
+    below emb is not a layer)."""
     metrics = profile.get("metrics") or {}
     for key in METRIC_ALIASES.get(name, (name,)):
         if key in metrics:
             m = metrics[key]
             if isinstance(m, dict):
-                return {"mean": m.get("mean"), "lo": m.get("lo"), "hi": m.get("hi")}
+                return _clipped(name, profile, {"mean": m.get("mean"), "lo": m.get("lo"), "hi": m.get("hi")})
             return {"mean": m, "lo": None, "hi": None}
     return {"mean": None, "lo": None, "hi": None}
+
+
+def _clipped(name: str, profile: dict[str, Any], m: dict[str, float | None]) -> dict[str, float | None]:
+    from science.stats import bounds_for, clip_interval
+
+    if name == "best_layer":
+        n = profile.get("n_layers")
+        bounds = (-1.0, float(int(n) - 1)) if isinstance(n, int) and n > 0 else None
+    else:
+        bounds = bounds_for(METRIC_BOUNDS.get(name, name))
+    if not finite(m["mean"]) or not finite(m["lo"]) or not finite(m["hi"]):
+        return m
+    mean, lo, hi = clip_interval(m["mean"], m["lo"], m["hi"], bounds)
+    return {"mean": mean, "lo": lo, "hi": hi}
+
+
+def control_class_line(profile: dict[str, Any]) -> str:
+    """``vs init: gradual`` — the class measured against the seeds' random-init controls
+    (docs/SCIENCE.md#controls), the one claims 1–3 read; ``""`` when the cell has no control.
+    Escaped (classes are stored text)."""
+    ac = profile.get("against_control")
+    if not isinstance(ac, dict) or not ac.get("profile_class"):
+        return ""
+    return f"vs init: {esc(ac['profile_class'])}"
+
+
+def stability_line(profile: dict[str, Any], *, against_control: bool = False) -> str:
+    """``fragile: 41/81 settings`` when the cell's class (``against_control``: its class against
+    the random-init controls) flips within the threshold margins (docs/SCIENCE.md#class-stability);
+    ``""`` when stable or unknown."""
+    src = profile.get("against_control") if against_control else profile
+    st = src.get("stability") if isinstance(src, dict) else None
+    if not isinstance(st, dict) or st.get("stable") is not False:
+        return ""
+    return (f"{'vs init ' if against_control else ''}fragile: {esc_or(st.get('agree'), '?')}/"
+            f"{esc_or(st.get('of'), '?')} settings")
 
 
 def row_key(p: dict[str, Any]) -> str:
@@ -103,7 +145,12 @@ def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "late_concentration",
                     families: Sequence[str] | None = None, tasks: Sequence[str] | None = None,
-                    reversals: Sequence[dict[str, Any]] | None = None) -> go.Figure:
+                    reversals: Sequence[dict[str, Any]] | None = None, caption: str | None = None) -> go.Figure:
+    """``profiles``: ``/api/profiles`` items. Each cell: the class of the seed-mean curve against
+    the majority rate, its seeds' split, "vs init: <class>" (the class against the seeds' random-init
+    controls, which claims 1–3 read) where stored, ⚑ when the class is fragile (flips within the
+    threshold margins), the metric with its interval clipped to the metric's range. ``caption``:
+    the suite and settings behind the matrix, written under it with a key to the marks."""
     profiles = [p for p in profiles if (families is None or row_key(p) in families)
                 and (tasks is None or p["task"] in tasks)]
     if not profiles:
@@ -113,7 +160,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
     by = {(row_key(p), p["task"]): p for p in profiles}
     reversals = find_reversals(profiles) if reversals is None else reversals
     z, text, custom = [], [], []
-    n_missing = n_disagree = 0
+    n_missing = n_disagree = n_control = n_fragile = 0
     for fam in fams:
         zr, tr, cr = [], [], []
         for task in tks:
@@ -121,7 +168,7 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             if p is None:
                 zr.append(None)
                 tr.append("")
-                cr.append(["", "", "", ""])
+                cr.append(["", "", "", "", ""])
                 continue
             m = metric(p, metric_name)
             zr.append(m["mean"] if finite(m["mean"]) else None)
@@ -138,9 +185,16 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
             ci = fmt_ci(m["mean"], m["lo"], m["hi"]) if finite(m["mean"]) else "no value"
             n = esc_or(p.get("n"), "?")
             n_un = len(p.get("untrained_run_ids") or [])
-            tr.append(f"<b>{cls}</b>{seed_line}<br>{ci}<br>n={n}"
+            ctrl, frag, frag_c = control_class_line(p), stability_line(p), stability_line(p, against_control=True)
+            n_control += bool(ctrl)
+            n_fragile += bool(frag or frag_c)
+            # ⚑ beside the class that is fragile: the majority-floor class, or the one against the control
+            tr.append(f"<b>{cls}</b>" + (" ⚑" if frag else "") + seed_line
+                      + (f"<br>{ctrl}" + (" ⚑" if frag_c else "") if ctrl else "")
+                      + f"<br>{ci}<br>n={n}"
                       + (f"<br><i>{untrained_suffix(n_un, p.get('n') or n_un).strip()}</i>" if n_un else ""))
-            cr.append([split, ci, n, ", ".join(esc(s) for s in p.get("seeds") or [])])
+            cr.append([split, ci, n, ", ".join(esc(s) for s in p.get("seeds") or []),
+                       "<br>" + " · ".join(x for x in (ctrl or "no random-init control", frag, frag_c) if x)])
         z.append(zr)
         text.append(tr)
         custom.append(cr)
@@ -154,11 +208,12 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
                             else esc(metric_name), "side": "right"}, "thickness": 14},
         hovertemplate="<b>%{y} · %{x}</b><br>profile class (of the seed-mean curve) %{customdata[0]}<br>"
                       + esc(METRIC_TITLES.get(metric_name, metric_name))
-                      + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})<extra></extra>",
+                      + "<br>%{customdata[1]} (95% CI)<br>n = %{customdata[2]} seeds (%{customdata[3]})"
+                      "%{customdata[4]}<extra></extra>",
         meta={"kind": "matrix", "metric": metric_name},
     ))
     lines = max((t.count("<br>") + 1 for row in text for t in row if t), default=4)
-    base_layout(fig, height=max(320, 110 + max(78, 19 * lines) * len(fams)))  # every line of a cell inside it
+    base_layout(fig, height=max(320, 110 + max(78, 21 * lines) * len(fams)))  # every line of a cell inside it
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="", title_text="architecture")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="", title_text="")
     fig.update_layout(margin={"t": 50, "l": 110})
@@ -190,12 +245,19 @@ def reversal_matrix(profiles: Sequence[dict[str, Any]], *, metric_name: str = "l
         )
     fig.update_layout(meta={"figure": "reversal_matrix", "reversals": len(reversals),
                             "outlined": len(outlined), "untrained_cells": len(hatched),
-                            "seeds_disagree_cells": n_disagree})
+                            "seeds_disagree_cells": n_disagree, "control_cells": n_control,
+                            "fragile_cells": n_fragile})
     if n_disagree:
         fig.add_annotation(text=f"⚠ {n_disagree} cell{'s' if n_disagree != 1 else ''}: most seeds have another class "
                                 "than the seed-mean curve", xref="paper", yref="paper", x=0, y=-0.02,
                            xanchor="left", yanchor="top", showarrow=False, font={"size": 12})
         fig.update_layout(margin={"b": 60})
+    keys = []
+    if n_control:
+        keys.append("vs init: the class against the random-init controls (claims 1–3 read it)")
+    if n_fragile:
+        keys.append("⚑ fragile: the class flips when the thresholds move by their documented margins")
+    add_caption(fig, "\n".join(x for x in (caption, " · ".join(keys)) if x) or None)
     return note_missing(fig, n_missing, len(by), "cells")
 
 

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
+from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
 from dashboard.components import Bind, api_alert, field, page_frame, partial_banner, register_partial_banner
 from dashboard.figures.common import class_with_split
 from dashboard.pages import PageDef
@@ -173,15 +174,22 @@ def view_link(url: str, path_for) -> Any:
 
 def claim_card(c: dict, path_for) -> html.Div:
     verdict = c.get("verdict", "not enough data")
+    numbers = c.get("numbers") or {}
+    # the controls section shows these keys; the generic list shows the rest (+ the majority-floor cells)
+    rest = {k: v for k, v in numbers.items() if k not in SECTION_KEYS}
+    if majority_cells(c):
+        rest["cells against the majority rate"] = majority_cells(c)
     return html.Div([
         html.Div([
             html.Span(f"Claim {c.get('id')}", className="claim-id"),
             html.H2(c.get("title", ""), className="card-title"),
             html.Span(verdict, className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
                       **{"data-verdict": verdict}),
+            *header_badges(c),
         ], className="card-header claim-header"),
         html.P(c.get("detail", ""), className="claim-detail"),
-        html.Div(render_numbers(c.get("numbers") or {}, c.get("id")), className="claim-numbers"),
+        controls_section(c),
+        html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
         html.Div([html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
                  className="claim-views"),
     ], className="card claim-card", id=f"claim-{c.get('id')}")
@@ -290,7 +298,8 @@ def claim_rows_csv(claims_list: list[dict], claim_id: str, key: str) -> list[dic
     """The rows of one claim's table, flattened, CIs as text (the CSV behind "all rows")."""
     for c in claims_list:
         if str(c.get("id")) == str(claim_id):
-            rows = (c.get("numbers") or {}).get(key) or []
+            rows = (c.get("numbers") or {}).get(key) or (majority_cells(c) if key == "cells against the majority rate"
+                                                         else [])
             return [{k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v)
                      for k, v in _flatten(with_class_split(r)).items()}
                     for r in rows if isinstance(r, dict)]

@@ -28,6 +28,14 @@ from dashboard.components import (
     trained_filter,
     trained_switch,
 )
+from dashboard.curves_controls import (
+    behaviour_caption,
+    control_curve_rows,
+    curves_caption,
+    position_caption,
+    token_type_rows,
+)
+from dashboard.figures.captions import add_caption
 from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
@@ -55,6 +63,8 @@ SPEC = PageState([
     trained_field(),
     F("selectivity", "bool", False),
     F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/compare.py)
+    F("controls", "bool", True),  # the random-init controls, dashed ("at initialisation"), where stored
+    F("types", "bool", False),  # probe accuracy per token type (Dyck, code_depth)
 ])
 BINDS = [
     Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
@@ -62,6 +72,7 @@ BINDS = [
     Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
     Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
     trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"), Bind("compare", "cv-compare"),
+    Bind("controls", "cv-controls", kind="bool"), Bind("types", "cv-types", kind="bool"),
 ]
 
 
@@ -87,6 +98,7 @@ def _runs_of(rows: list[dict]) -> set[int]:
 SEED_FIELDS = ("run_id", "task", "family", "pretrained", "seed", "eval_length", "layer", "depth", "n_layers",
                "accuracy")
 POSITION_FIELDS = (*SEED_FIELDS, "per_position", "majority_baseline")
+TYPE_FIELDS = (*SEED_FIELDS, "type_accuracy")
 
 
 def probe_export(api: ApiClient, state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
@@ -134,8 +146,9 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
 
 
 def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
-    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"])),
-                     state["suite"])
+    # controls excluded: they have no behaviour of their own and are no "untrained run" of the study
+    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]),
+                                       controls="exclude"), state["suite"])
     return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
             and (not state["families"] or r["family"] in state["families"])
             and (state["pretrained"] or not r.get("pretrained"))]
@@ -172,19 +185,25 @@ def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
         runs = behaviour_runs(api, state)
-        return length_generalisation(behaviour_rows(runs)), untrained_note(sum(r.get("trained") is False for r in runs))
+        return (add_caption(length_generalisation(behaviour_rows(runs)), behaviour_caption(runs, state)),
+                untrained_note(sum(r.get("trained") is False for r in runs)))
     stored = behaviour_runs(api, state) if view != "position" else []  # to name the cells with no probe curve
     rows = curve_rows(api, state)
     note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
     if view == "position":
         prow, label = position_rows(api, rows, state)
-        return position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"]), note
+        fig = position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"])
+        return add_caption(fig, position_caption(rows, state, label)), note
     unprobed = unprobed_note(stored, rows)
     note = " ".join(n for n in (note, unprobed) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
+    controls = control_curve_rows(api, state, _filter) if state["controls"] else []
+    types = token_type_rows(seed_rows(api, rows, state, TYPE_FIELDS)) if state["types"] else []
     fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
                            show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
-                           eval_lengths=state["lengths"] or None)
+                           eval_lengths=state["lengths"] or None, control_rows=controls, type_rows=types,
+                           caption=curves_caption(rows, state, n_control_points=len(controls),
+                                                  types_shown=bool(types)))
     other = compared_suite(api, state)
     if other:  # the explicit comparison: the second suite's lines over the first's
         from dashboard.compare import overlay_suites
@@ -212,9 +231,12 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     if view == "position":
         return position_rows(api, rows, state)[0]
     keep = ("suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean",
-            "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity")
+            "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity",
+            "control")
     if view == "layer" and (other := compared_suite(api, state)):  # both suites' rows, each naming its suite
         rows = rows + curve_rows(api, {**state, "suite": other})
+    if state["controls"]:  # the at-initialisation lines' points, marked control = init
+        rows = rows + control_curve_rows(api, state, _filter)
     return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
 
 
@@ -241,6 +263,8 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                 checkbox("cv-baseline", "majority baseline", s["baseline"]),
                                 checkbox("cv-seeds", "seed traces", s["seeds"]),
                                 checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
+                                checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
+                                checkbox("cv-types", "accuracy per token type", s["types"]),
                                 checkbox("cv-pretrained", "pretrained models", s["pretrained"])], className="checks"),
               help="pretrained models have 12–24 layers: compare them on the normalised depth axis"),
         field("Layer (per-position view)", dcc.Dropdown(
@@ -259,7 +283,10 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         html.Div(id="cv-note"),
         figure_card("cv-graph", title="Layerwise probe accuracy", filename="layerscope-curves",
                     description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
-                                "band: 95% t-interval; dashed: majority-class baseline. Hover a point for n, seeds."),
+                                "band: 95% t-interval; grey dashed: majority-class baseline; dashed in a family's colour: "
+                                "the same architecture and seeds at initialisation (random-init controls, probed "
+                                "only). Per token type (Dyck open/close, code_depth bracket/other) on request; the "
+                                "profile classes use the all-token accuracy. Hover a point for n, seeds."),
     ]
     return page_frame(title="Layerwise curves", subtitle="Where does each architecture make the state linearly readable?",
                       page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)

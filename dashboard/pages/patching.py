@@ -29,7 +29,9 @@ from dashboard.components import (
     untrained_banner as run_untrained_banner,
 )
 from dashboard.figures.common import empty_figure
+from dashboard.figures.captions import add_caption
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
+from dashboard.patching_captions import patching_caption
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
@@ -240,7 +242,9 @@ def register(app, api: ApiClient, path_for) -> None:
         layer = default_layer(gs, state["layer"])
         line = (patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
                 if layer is not None else empty_figure("No patching results for this selection"))
-        return (patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), line,
+        caption, notice = patching_caption(gs, state)  # what the figures show (issue 20)
+        return (add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption,
+                            notice=notice), add_caption(line, caption),
                 [{"label": layer_name(ly), "value": ly} for ly in layers], untrained_banner(gs), info, None)
 
 

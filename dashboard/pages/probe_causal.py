@@ -27,11 +27,14 @@ from dashboard.components import (
     trained_switch,
     untrained_banner,
 )
+from dashboard.figures.captions import add_caption, mixed_settings
 from dashboard.figures.common import empty_figure
+from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.figures.probe_causal import (
     decoupling_points,
     decoupling_summary,
     probe_causal_heatmap,
+    EDIT_SETTINGS_ACROSS_RUNS,
     probe_causal_table,
 )
 from dashboard.pages import PageDef
@@ -48,7 +51,10 @@ LOC = "pc-loc"
 SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
 
 PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
-EDIT_FIELDS = "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant"
+# random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the sequence
+# counts say whether the runs were measured alike (the mixed-settings notice)
+EDIT_FIELDS = ("run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
+               "random_delta_pp,n_sequences,n_fit_sequences")
 SUMMARY_DESCRIPTION = (
     f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
     f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
@@ -79,7 +85,8 @@ def run_options(api: ApiClient, state: dict) -> list[dict]:
 
 
 def _run_label(r: dict) -> str:
-    mark = " · untrained" if r.get("trained") is False else ""
+    mark = (" · control: at init" if r.get("control") == "init" else
+            f" · control: {r['control']}" if r.get("control") else " · untrained" if r.get("trained") is False else "")
     return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
             f"seed {r['seed']}{mark}")
 
@@ -108,6 +115,11 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
     """One point per run, judged by claim 4's rule (``decoupling_points`` →
     ``science.claims.run_decouplings``), from the exported probe and intervention rows of the
     matching runs. ``auto``: claim 4's edit (the first of LEACE, INLP, project-out present)."""
+    return summary_view(api, state)[0]
+
+
+def summary_view(api: ApiClient, state: dict) -> tuple[list[dict], str | None, str]:
+    """(points, mixed-settings notice or None, caption) of the cross-run summary."""
     trained = trained_filter(state.get("trained", True))
     flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
            "trained": trained, "suite": with_suite(api, state)["suite"]}  # one suite: never pooled
@@ -123,7 +135,12 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
         runs.setdefault(int(p["run_id"]), {"id": int(p["run_id"]), "name": p.get("run_name", ""), "family": p["family"],
                                            "task": p["task"], "seed": p.get("seed"), "n_layers": p["n_layers"],
                                            "pretrained": p.get("pretrained")})
-    return decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
+    pts = decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
+    edits = [r for r in interventions if int(r["run_id"]) in runs]
+    notice = mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)
+    caption = summary_caption(state, n_runs=len(runs), beyond=sum(r.get("random_delta_pp") is not None for r in edits),
+                              n_edits=len(edits))
+    return pts, notice, caption
 
 
 def initial_options(api: ApiClient, state: dict) -> list[dict]:
@@ -153,7 +170,8 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
             return empty_figure(f"Run #{state['run']} not found"), None, None, None
         return empty_figure("No run matches these filters"), None, None, None
     fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
-                               title=f"#{run['id']} {run.get('name', '')} · L={state['length']}")
+                               title=f"#{run['id']} {run.get('name', '')} · L={state['length']}",
+                               d_model=run.get("d_model"), caption=heatmap_prefix(run))
     info = html.Span([
         "Run ", dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")), " ",
         html.Span(run.get("name", ""), className="run-name"),
@@ -193,12 +211,18 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
                     description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
                                 "refit means the edit left the variable decodable). Right: the behavioural accuracy "
-                                "change of each edit in percentage points (red = damage; 'n.s.' = not significant "
+                                "change of each edit in percentage points beyond removing as many random directions "
+                                "(rank-matched random removal, where stored; hover: the raw change and the random "
+                                "range over its draws; mean ablation and Conv1D removal have none and read raw) "
+                                "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
+                                "width, its rank as a share of the width in hover; 'n.s.' = not significant "
                                 "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
                                 f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
                                 "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
-                                "▼ the layer where each edit costs most among significant drops (none when no drop "
-                                "is significant).",
+                                "▼ the layer where each edit costs most among significant drops (every layer within "
+                                f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
+                                "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
+                                "rows were measured with different settings.",
                     extra=[html.Div(id="pc-run-info", className="card-section")]),
         figure_card("pc-summary", title="Where probing and causality decouple, across runs",
                     filename="layerscope-decoupling",
@@ -216,7 +240,8 @@ def register(app, api: ApiClient, path_for) -> None:
 
     def heat_csv(state):
         run, probes, interventions = heatmap_data(api, state)
-        rows = probe_causal_table(probes, interventions, eval_length=state["length"])
+        rows = probe_causal_table(probes, interventions, eval_length=state["length"],
+                                  d_model=run.get("d_model") if run else None)
         return [{"run_id": run["id"] if run else None, "eval_length": state["length"], **r} for r in rows]
 
     register_exports(app, gid="pc-heatmap", filename="layerscope-probe-vs-causal", spec=SPEC, loc_id=LOC,
@@ -247,10 +272,11 @@ def register(app, api: ApiClient, path_for) -> None:
         binds = [b for b in BINDS if b.name != "run"]
         state = state_from_controls(SPEC, binds, values[:-1], values[-1])
         try:
-            pts = summary_points(api, state)
+            pts, notice, caption = summary_view(api, state)
         except ApiError:
             return empty_figure("Could not load the cross-run summary")
-        return decoupling_summary(pts, method=None if state["method"] == "auto" else state["method"])
+        fig = decoupling_summary(pts, method=None if state["method"] == "auto" else state["method"])
+        return add_caption(fig, caption, notice=notice) if pts else fig
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Probe vs causal", layout=layout, register=register)

@@ -8,6 +8,8 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
+from dashboard.figures.captions import add_caption
+from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.components import (
     Bind,
     api_alert,
@@ -112,7 +114,8 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
                "profile_class": p.get("profile_class"),
                "seed_classes": class_with_split(p.get("profile_class"), p.get("class_counts")),
                "seeds_disagree": seeds_disagree(p.get("profile_class"), p.get("class_counts")),
-               "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or []))}
+               "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or [])),
+               **control_csv_columns(p)}
         if other:  # the comparison: whether this cell's class differs in the other suite
             row["class_changed"] = changed.get((p["task"], p["family"], p.get("pretrained")))
         for name, m in (p.get("metrics") or {}).items():
@@ -132,7 +135,9 @@ def _cell_text(p: dict | None, metric_name: str) -> str:
     n_un = len(p.get("untrained_run_ids") or [])
     un = f", untrained: {n_un} of {p.get('n')}" if n_un else ""
     cls = class_with_split(p.get("profile_class"), p.get("class_counts"))
-    return f"{row_label(row_key(p))} · {task_label(p['task'])}: {cls}{ci}, n={p.get('n')}{un}"
+    ctrl = (p.get("against_control") or {}).get("profile_class")
+    vs = f", vs init: {ctrl}" if ctrl else ""
+    return f"{row_label(row_key(p))} · {task_label(p['task'])}: {cls}{vs}{ci}, n={p.get('n')}{un}"
 
 
 def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, trained_only: bool = True,
@@ -239,8 +244,9 @@ def build(api: ApiClient, state: dict) -> tuple:
     listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
     claim3 = claim_3_verdict(api, state)
     answer = s3_answer(dist, claim3, trained_only=on)
-    return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs), listing,
-            s3_distance_figure(dist, caveat=s3_caveat(claim3)), answer, None)
+    return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs, caption=matrix_caption(profs, state)),
+            listing,
+            add_caption(s3_distance_figure(dist, caveat=s3_caveat(claim3)), s3_caption(crv, state)), answer, None)
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:

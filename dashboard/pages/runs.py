@@ -25,6 +25,7 @@ from dashboard.components import (
 )
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef, run_actions
+from dashboard.run_kind import CONTROLS_FILTER, control_badge, stop_reason_label
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
@@ -48,10 +49,11 @@ SPEC = PageState([
     F("sort", "str", "id", tuple(v for v, _ in SORTS)),
     F("run", "int", None, aliases=("run_id",)),
     F("q", "str", None),  # search: name, tags, notes, family, task, suite (GET /api/runs?q=)
+    F("controls", "str", "include", tuple(v for v, _ in CONTROLS_FILTER)),  # random-init controls listed or not
 ])
 BINDS = [Bind("task", "rn-task"), Bind("family", "rn-family"), Bind("seed", "rn-seed"), Bind("suite", "rn-suite"),
          Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("sort", "rn-sort"), Bind("q", "rn-q"),
-         Bind("run", "rn-run", prop="data")]  # the run last: _load reads the others
+         Bind("controls", "rn-controls"), Bind("run", "rn-run", prop="data")]  # the run last: _load reads the others
 
 PCT = {"function": "params.value == null ? '' : (100 * params.value).toFixed(1) + '%'"}
 COLUMNS = [
@@ -68,6 +70,13 @@ COLUMNS = [
      "valueFormatter": {"function": "params.value == null ? '' : (params.value / 1000).toFixed(0) + 'K'"},
      "width": 100},
     {"field": "steps", "headerName": "steps", "width": 90},
+    {"field": "control_badge", "headerName": "control", "width": 140,
+     "headerTooltip": "a random-init control: the same architecture and seed as a trained run, not trained, probed "
+                      "only (docs/SCIENCE.md#controls)",
+     "cellClassRules": {"cell-control": "params.value != null && params.value != ''"}},
+    {"field": "stop_reason_label", "headerName": "stopped", "width": 150,
+     "headerTooltip": "why training stopped: trained (criterion reached), plateau (no gain over the last evaluations), "
+                      "budget (still improving when its steps ran out), time limit (docs/SCIENCE.md#plateau)"},
     {"field": "trained_label", "headerName": "trained", "width": 110,
      "headerTooltip": "held-out token accuracy at the training length reached the run's early-stop criterion",
      "cellClassRules": {"cell-untrained": "params.value == 'untrained'"}},
@@ -97,6 +106,8 @@ def _row(run: dict) -> dict:
         "notes": run.get("notes"),
         "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
         "trained_label": trained_label(run),
+        "control_badge": control_badge(run),
+        "stop_reason_label": stop_reason_label(run),
         "heldout_acc": run.get("heldout_acc"),
         "family_label": family_label(run.get("family", "")),
         "task_label": task_label(run.get("task", "")),
@@ -116,6 +127,11 @@ def trained_flag(run: dict) -> html.Div:
     """The run panel's verdict line: trained or not, naming held-out accuracy and the criterion."""
     from science.trained import DEFAULT_CRITERION
 
+    if run.get("control"):  # a random-init control is untrained by design: say what it is for
+        return html.Div(f"{control_badge(run)}: the same architecture and seed as a trained run of the suite, "
+                        "not trained, probed only. Its curves are the floor the trained runs are measured against "
+                        "(docs/SCIENCE.md#controls).", className="alert alert-info trained-flag control-flag",
+                        id="rn-trained-flag")
     acc, crit = run.get("heldout_acc"), run.get("early_stop_acc")
     crit = DEFAULT_CRITERION if crit is None else crit
     acc_txt = "no held-out accuracy stored" if acc is None else f"held-out token accuracy {100 * acc:.1f}%"
@@ -214,7 +230,7 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
     page = max(1, state["page"] or 1)
     return api.runs(task=state["task"] or None, family=state["family"] or None, seed=state["seed"],
                     suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None,
-                    q=state.get("q") or None)
+                    q=state.get("q") or None, controls=state.get("controls") or "include")
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
@@ -234,6 +250,10 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                                             value=s["size"], clearable=False), width="120px"),
         field("Sort by", dcc.Dropdown(id="rn-sort", options=[{"label": label, "value": v} for v, label in SORTS],
                                       value=s["sort"] or "id", clearable=False), width="190px"),
+        field("Controls", dcc.Dropdown(id="rn-controls", options=[{"label": label, "value": v}
+                                                                  for v, label in CONTROLS_FILTER],
+                                       value=s["controls"], clearable=False), width="190px",
+              help="random-init controls: untrained models of the same architecture and seed"),
     ], className="control-grid")
     grid = dag.AgGrid(
         id="rn-grid",
@@ -350,6 +370,7 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
     facts = [("family", family_label(run["family"])), ("task", task_label(run["task"])), ("seed", run["seed"]),
              ("layers", run["n_layers"]), ("d_model", run["d_model"]), ("parameters", f"{run['n_params']:,}"),
              ("steps", run.get("steps")), ("stopped early", "yes" if run.get("stopped_early") else "no"),
+             ("stop reason", stop_reason_label(run)),
              ("train time", f"{run.get('train_seconds', 0):.0f} s"), ("suite", run.get("suite") or "–"),
              ("pretrained", run.get("pretrained") or "–"), ("config hash", (run.get("config_hash") or "")[:12]),
              ("checkpoint", run.get("checkpoint_id") or "–"),
@@ -413,7 +434,8 @@ def register(app, api: ApiClient, path_for) -> None:
 
         state = SPEC.decode(search, base)
         runs = api.all_runs(limit=100_000, task=state["task"] or None, family=state["family"] or None,
-                            seed=state["seed"], suite=state["suite"] or None, q=state.get("q") or None)
+                            seed=state["seed"], suite=state["suite"] or None, q=state.get("q") or None,
+                            controls=state.get("controls") or "include")
         df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
         return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
 
