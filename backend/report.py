@@ -483,7 +483,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         f"{counts['cannot tell']} cannot tell.",
         "",
         "How to read it: each claim of the study is followed by this reproduction's verdict from the product's "
-        "claims evaluation (the rules are in `science/claims.py` and docs/SCIENCE.md); intervals are 95% "
+        "claims evaluation (the rules are in `science/claims/` and docs/SCIENCE.md); intervals are 95% "
         "t-intervals over seeds (or over families, where the claim pools families). *Agrees* = the verdict "
         "is supported, *disagrees* = contradicted, *cannot tell* = not enough data (too few trained runs, "
         "seeds or measurements for the rule to decide).",
