@@ -134,8 +134,8 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     from worker.presets import expand_suite
 
     train = p.get("train") or {}
-    total = preset_run_count(suite, hashes) or 0
-    trained = len(expand_suite(SuiteParams(preset=name, controls=False)))
+    trained = preset_run_count(suite, hashes) or 0
+    total = len(expand_suite(SuiteParams(preset=name)))
     return {"name": name, "families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]),
             "seeds": list(p["seeds"]), "runs": trained, "controls": total - trained,
             "max_steps": train.get("max_steps"), "max_seconds": train.get("max_seconds")}

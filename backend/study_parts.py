@@ -54,15 +54,22 @@ def suite_preset(suite: str, config_hashes: Iterable[str] | None = None) -> str 
 
 
 def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
-    """How many runs the suite's preset (:func:`suite_preset`) expands to; None when it has none."""
+    """How many runs (random-init controls not counted) the suite's preset (:func:`suite_preset`)
+    expands to; None when it has none."""
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
     preset = suite_preset(suite, config_hashes)
-    return None if preset is None else len(_preset_hashes(preset))
+    return None if preset is None else len(expand_suite(SuiteParams(preset=preset, controls=False)))
 
 
 def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, Any] | None:
-    """Counts of ``runs`` (rows with ``status``) against the preset's ``preset_runs``."""
+    """Counts of ``runs`` (rows with ``status``) against the preset's ``preset_runs``; random-init
+    control runs (``control`` set) are counted apart (``controls_stored``)."""
     if preset_runs is None:
         return None
+    controls = [r for r in runs if r.get("control")]
+    runs = [r for r in runs if not r.get("control")]
     measured = sum(r.get("status") == "complete" for r in runs)
     return {
         "complete": measured >= preset_runs,
@@ -72,6 +79,7 @@ def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, A
         "runs_stored_not_measured": len(runs) - measured,
         "runs_not_started": max(preset_runs - len(runs), 0),
         "runs_remaining": max(preset_runs - measured, 0),
+        **({"controls_stored": len(controls)} if controls else {}),
     }
 
 

@@ -30,7 +30,7 @@ def test_api_suites_flag_a_partial_preset_study_with_why(api):
     _import_job(api.factory, "theirs", {"complete": False, "notes": ["stopped early"]})
     rows = {r["name"]: r for r in api.client.get("/api/suites").json()}
     paper = rows["paper"]
-    assert (paper["preset_runs"], paper["runs_remaining"], paper["partial"]) == (144, 142, True)
+    assert (paper["preset_runs"], paper["runs_remaining"], paper["partial"]) == (72, 70, True)
     assert paper["partial_why"] == f"{WHY}; resumed on a CPU" and paper["imported"] is True
     with api.factory() as s:  # measured runs that learned their task: what a verdict can read
         expected = sum(r.status == "complete" and (r.heldout_acc or 0) >= (r.early_stop_acc or 0.99)

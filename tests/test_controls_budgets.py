@@ -176,3 +176,15 @@ def test_aggregates_keep_controls_apart_and_read_profiles_against_them(control_e
         assert against["stability"]["of"] == 81 and prof["stability"]["of"] == 81
         claims = aggregate.claims(s, RunFilter(suite=["smoke"]))
         assert claims[1]["numbers"]["cells_short_of_seeds"]  # one seed: no verdict, but no error either
+
+
+def test_suites_and_bundles_count_controls_apart(control_env, tmp_path):
+    from backend.bundle import export_bundle
+    from backend.study_parts import progress
+
+    env, _ = control_env
+    with env.session_factory() as s:
+        manifest = export_bundle(s, "smoke", tmp_path / "b.zip")
+    assert manifest["progress"]["runs_stored"] == 1 and manifest["progress"]["controls_stored"] == 1
+    p = progress([{"status": "complete"}, {"status": "complete", "control": "init"}], 3)
+    assert p["runs_stored"] == 1 and p["runs_measured"] == 1 and p["runs_remaining"] == 2 and p["controls_stored"] == 1

@@ -29,7 +29,7 @@ def test_progress_counts_against_the_preset() -> None:
 
 
 def test_preset_run_count_expands_the_preset() -> None:
-    assert P.preset_run_count("paper") == 2 * (60 + 12)  # 5 × 4 × 3 + stacked RNNs 2 × 2 × 3, with controls
+    assert P.preset_run_count("paper") == 60 + 12  # 5 × 4 × 3 + stacked RNNs 2 × 2 × 3 (controls counted apart)
     assert P.preset_run_count("paper-75s") == 60  # the first study: 5 families × 4 tasks × 3 seeds
     assert P.preset_run_count("smoke") == 15
     assert P.preset_run_count("my-suite") is None
@@ -107,7 +107,7 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
         s.commit()
         first = tmp_path / "first.zip"
         m1 = export_bundle(s, "paper", first, note="one GPU lease")
-    assert m1["progress"]["runs_measured"] == 2 and m1["partial"]["runs_remaining"] == 142
+    assert m1["progress"]["runs_measured"] == 2 and m1["partial"]["runs_remaining"] == 70
     assert m1["partial"]["notes"] == ["one GPU lease"] and len(m1["parts"]) == 1
 
     url2 = f"sqlite:///{tmp_path / 'resumed.db'}"
@@ -120,7 +120,7 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
         s.query(Run).filter(Run.family == "gru").update({"made_on": "cpu on vm", "status": "complete"})
         s.commit()
         m2 = export_bundle(s, "paper", tmp_path / "second.zip", note="resumed on a CPU")
-    assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 141
+    assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 69
     assert m2["partial"]["notes"] == ["one GPU lease", "resumed on a CPU"]
     assert [(p["runs"], p["devices"]) for p in m2["parts"]] == [
         (2, ["cuda (NVIDIA H200) on gpu-box"]), (1, ["cpu on vm"])]

@@ -30,6 +30,7 @@ class SuiteOut(BaseModel):
     n_trained: int  # runs trained for their task (science.trained.is_trained), measured or not
     n_measured: int  # runs with probe, intervention and patching results all stored (trained or not)
     n_trained_measured: int  # runs both trained and measured: the ones every claim can read
+    n_controls: int = 0  # random-init control runs (docs/SCIENCE.md#controls), not counted in n_runs
     imported: bool  # loaded from a results bundle (`layerscope import`), not made by this installation
     # A suite named after a preset: the preset's run count and the runs not measured yet (status
     # ``complete``, as the bundle manifest's ``progress`` counts them); absent for other suites.
@@ -54,20 +55,24 @@ def _partial_why(manifest: dict | None) -> str | None:
             summary="Suites with their run counts (stored, trained, measured); imported or made here; "
                     "for a preset suite, its progress against the preset (partial while runs remain)")
 def list_suites(session: SessionDep) -> list[dict]:
-    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash)
+    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash,
+                                  Run.control)
                            .where(Run.suite.is_not(None)).order_by(Run.suite)).all()
     measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
-    for suite, rid, acc, crit, status, chash in rows:
+    for suite, rid, acc, crit, status, chash, control in rows:
         d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, n_trained_measured=0,
-                                       imported=suite in imported))
+                                       n_controls=0, imported=suite in imported))
+        statuses.setdefault(suite, []).append({"status": status, "config_hash": chash, "control": control})
+        if control:
+            d["n_controls"] += 1
+            continue
         d["n_runs"] += 1
         d["n_trained"] += is_trained(acc, crit)
         d["n_measured"] += rid in measured
         d["n_trained_measured"] += is_trained(acc, crit) and rid in measured
-        statuses.setdefault(suite, []).append({"status": status, "config_hash": chash})
     notes = {n.name: n for n in session.execute(select(SuiteNote)).scalars()}
     for suite, d in out.items():
         if suite in notes:
