@@ -478,6 +478,9 @@ def _interval_metrics(per_seed: Sequence[Mapping[str, Any]], n_layers: int, conf
         # here, once, so the claims, /api/profiles, the pages and the report show the same interval
         bounds = (-1.0, float(n_layers - 1)) if name in LAYER_INDEX_METRICS else bounds_for(name)
         mean, lo, hi = t_interval(vals, confidence, bounds=bounds) if vals else (None, None, None)
+        if name in LAYER_INDEX_METRICS and lo is not None and hi is not None:
+            # a layer interval covers whole layers: widened outward to the layers it reaches (−0.1 → emb)
+            lo, hi = float(math.floor(lo + 1e-9)), float(math.ceil(hi - 1e-9))
         metrics[name] = {"mean": mean, "lo": lo, "hi": hi, "n": len(vals)}
     return metrics
 

@@ -120,3 +120,10 @@ def test_every_control_metric_is_defined_or_none(curve, control):
     m = P.control_metrics(curve, control, margin=0.03)
     if m.get("undefined") is None:
         assert m["profile_class"] in ("early", "late", "gradual", P.NOT_ABOVE_CONTROL)
+
+
+def test_a_layer_interval_covers_whole_layers():
+    curves = [{-1: 0.5, 0: 0.96, 1: 0.99, 2: 0.99, 3: 0.99}, {-1: 0.5, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
+              {-1: 0.5, 0: 0.97, 1: 0.99, 2: 0.99, 3: 0.99}]
+    m = P.summarise_profiles(curves, [0.5] * 3)["metrics"]["first_95"]
+    assert m["lo"] == int(m["lo"]) and m["hi"] == int(m["hi"]) and -1 <= m["lo"] <= m["mean"] <= m["hi"] <= 3
