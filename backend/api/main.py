@@ -20,6 +20,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,6 +28,7 @@ from starlette.routing import Match, Mount
 
 from backend import __version__
 from backend.api.aggregate import ResultCache
+from backend.api.db_errors import on_database_error
 from backend.api.deps import UNAUTHORIZED, SentTokenCheck
 from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, JsonBodyChecks, SecurityHeaders
@@ -188,6 +190,9 @@ def create_app(
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(JobNotFound, _not_found)
     app.add_exception_handler(JobStateError, _conflict)
+    # A corrupt file, a full disk, an unreachable server: 503 / 507 saying which (db_errors).
+    app.add_exception_handler(SQLAlchemyError, on_database_error)
+    app.add_exception_handler(OSError, on_database_error)
 
     # Outermost last: CORS answers preflights; security headers on everything; the body limit
     # (every path, the mounted dashboard too) before the JSON body checks (/api).

@@ -41,10 +41,10 @@ MAX_SIDE_BY_SIDE = 4
 SPEC = PageState([
     F("task", "str", None, TASKS),
     F("family", "str", None, family_names),
-    F("runs", "list_int", [], aliases=("run", "run_id")),
-    F("length", "int", 40, aliases=("eval_length",)),
+    F("runs", "list_int", [], aliases=("run", "run_id"), lo=1),
+    F("length", "int", 40, aliases=("eval_length",), lo=1),
     F("site", "str", "state", tuple(SITE_LABELS)),
-    F("layer", "int", None),
+    F("layer", "int", None, lo=-2),
     trained_field(),
 ])
 BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length"),

@@ -58,9 +58,9 @@ SUMMARY_DESCRIPTION = (
 SPEC = PageState([
     F("task", "str", None, TASKS),
     F("family", "str", None, family_names),
-    F("seed", "int", None),
-    F("run", "int", None),
-    F("length", "int", 40, aliases=("eval_length",)),
+    F("seed", "int", None, lo=0),
+    F("run", "int", None, lo=1),
+    F("length", "int", 40, aliases=("eval_length",), lo=1),
     F("method", "str", "auto", SUMMARY_METHODS),
     trained_field(),
 ])

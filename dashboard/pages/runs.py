@@ -41,12 +41,12 @@ SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
 SPEC = PageState([
     F("task", "list_str", [], TASKS),
     F("family", "list_str", [], family_names),
-    F("seed", "int", None),
+    F("seed", "int", None, lo=0),
     F("suite", "str", None),
-    F("page", "int", 1),
-    F("size", "int", 50),
+    F("page", "int", 1, lo=1),
+    F("size", "int", 50, PAGE_SIZES),
     F("sort", "str", "id", tuple(v for v, _ in SORTS)),
-    F("run", "int", None, aliases=("run_id",)),
+    F("run", "int", None, aliases=("run_id",), lo=1),
 ])
 BINDS = [Bind("task", "rn-task"), Bind("family", "rn-family"), Bind("seed", "rn-seed"), Bind("suite", "rn-suite"),
          Bind("page", "rn-page"), Bind("size", "rn-size"), Bind("sort", "rn-sort"), Bind("run", "rn-run", prop="data")]
