@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     )
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(1_000_000, description="Larger request bodies are a 413 on every path")
+    limit_concurrency: int = Field(4, ge=1, description="Heavy requests (exports, aggregates, bundles) served at "
+                                   "once; more answer 503 with Retry-After (serve --limit-concurrency)")
     # Who may frame the dashboard (embed mode, ``?embed=1``): a CSP frame-ancestors value.
     frame_ancestors: str = "*"
     # Jobs

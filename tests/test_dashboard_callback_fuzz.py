@@ -104,6 +104,11 @@ MALFORMED = st.one_of(
 
 @pytest.fixture(scope="module")
 def dash_client(tmp_path_factory):
+    yield from dash_over_api(tmp_path_factory.mktemp("fuzz"))
+
+
+def dash_over_api(tmp):
+    """(Dash app, its Flask test client) over the real API on a seeded SQLite DB in ``tmp``."""
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
@@ -112,7 +117,6 @@ def dash_client(tmp_path_factory):
     from store.session import make_engine, make_sessionmaker
     from worker.queue import JobQueue
 
-    tmp = tmp_path_factory.mktemp("fuzz")
     settings = Settings(_env_file=None, home=tmp / "home", db_url=f"sqlite:///{tmp / 'l.db'}",
                         queue_url=f"sqlite:///{tmp / 'q.db'}", store_dir=tmp / "store", cors_origins=[])
     init_db(settings.resolved_db_url)

@@ -25,7 +25,7 @@ from dashboard.components import (
 )
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef
-from dashboard.state import F, PageState
+from dashboard.state import INT_MAX, F, PageState
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
 KEY = "runs"
@@ -210,6 +210,18 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
                     suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None)
 
 
+def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
+    """(the page of runs, its number): a page past the last one shows the last one (a link to
+    ``?page=2`` after runs were deleted, a typed page number)."""
+    page = fetch_page(api, state)
+    p = max(1, state["page"] or 1)
+    n_pages = max(1, -(-page["total"] // page["limit"]))
+    if p > n_pages:
+        p = n_pages
+        page = fetch_page(api, {**state, "page": p})
+    return page, p
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -376,20 +388,21 @@ def register(app, api: ApiClient, path_for) -> None:
 
     @app.callback(Output("rn-grid", "rowData"), Output("rn-total", "children"), Output("rn-pages", "children"),
                   Output("rn-error", "children"), Output("rn-prev", "disabled"), Output("rn-next", "disabled"),
-                  [Input(b.cid, b.prop) for b in BINDS[:-1]], State(f"{KEY}-base", "data"))
+                  Output("rn-page", "value", allow_duplicate=True),
+                  [Input(b.cid, b.prop) for b in BINDS[:-1]], State(f"{KEY}-base", "data"),
+                  prevent_initial_call="initial_duplicate")
     def _load(*values):
         state = state_from_controls(SPEC, BINDS[:-1], values[:-1], values[-1])
         try:
-            page = fetch_page(api, state)
+            page, p = fetch_clamped_page(api, state)
         except ApiError as exc:
-            return [], "", "", api_alert(exc), True, True
+            return [], "", "", api_alert(exc), True, True, no_update
         total, size = page["total"], page["limit"]
         n_pages = max(1, -(-total // size))
-        p = max(1, state["page"] or 1)
         first = (p - 1) * size + 1 if total else 0
         last = min(total, p * size)
         return ([_row(r) for r in page["items"]], f"{first:,}–{last:,} of {total:,} runs", f"of {n_pages:,}", None,
-                p <= 1, p >= n_pages)
+                p <= 1, p >= n_pages, no_update if p == state["page"] else p)
 
     @app.callback(Output("rn-export-download", "data"), Input("rn-export", "n_clicks"), State(LOC, "search"),
                   State(f"{KEY}-base", "data"), prevent_initial_call=True)
@@ -413,8 +426,8 @@ def register(app, api: ApiClient, path_for) -> None:
     def _pager(prev, nxt, page):
         from dash import ctx
 
-        page = max(1, int(page or 1))
-        return max(1, page - 1) if ctx.triggered_id == "rn-prev" else page + 1
+        page = SPEC.from_dict({"page": page})["page"] or 1  # a hand-typed or tampered value: clamped
+        return max(1, page - 1) if ctx.triggered_id == "rn-prev" else min(page + 1, INT_MAX)
 
     @app.callback(Output("rn-run", "data", allow_duplicate=True), Input("rn-grid", "selectedRows"),
                   State("rn-run", "data"), prevent_initial_call=True)
