@@ -98,7 +98,10 @@ class F:
                 else:
                     return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
                 if self.kind == "list_int":
-                    return [v for v in (self._int(x) for x in items) if v is not None]
+                    valid = [v for v in (self._int(x) for x in items) if v is not None]
+                    if items and not valid:  # nothing usable (``?lengths=forty``): the default
+                        return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
+                    return valid
                 items = [str(x) for x in items]
                 return [x for x in items if choices is None or x in choices]
         except (TypeError, ValueError):
@@ -152,6 +155,11 @@ class PageState:
         for k, v in (keep or {}).items():
             pairs.append((k, v))
         return "?" + urlencode(pairs, safe=",") if pairs else ""
+
+    def value(self, name: str, raw: Any) -> Any:
+        """One control's value parsed as field ``name`` (a callback's input, which a tampered
+        request may send with any JSON type)."""
+        return self.from_dict({name: raw})[name]
 
     def to_json(self, state: dict[str, Any]) -> dict[str, Any]:
         return {f.name: state.get(f.name) for f in self.fields}

@@ -124,8 +124,9 @@ def dash_over_api(tmp):
     factory = make_sessionmaker(engine)
     seed_runs(factory)
     app = create_app(settings, factory, queue=JobQueue.from_settings(settings), background=False)
-    with TestClient(app) as api_client:
-        client = ApiClient("http://testserver", transport=api_client._transport)
+    with TestClient(app, raise_server_exceptions=False) as api_client:  # an API 500 reaches the page as an answer
+        client = ApiClient("http://testserver")
+        client._http = api_client  # the TestClient is an httpx.Client: the dashboard's requests reach the app
         dash_app = create_dash("http://testserver", client=client)
         yield dash_app, dash_app.server.test_client()
     engine.dispose()

@@ -192,7 +192,8 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
                   Input("pt-runs", "value"), Input("pt-trained", "value"))
     def _options(task, family, picked, trained):
-        return run_options(api, task, family, picked, trained=bool(trained))
+        return run_options(api, SPEC.value("task", task), SPEC.value("family", family), SPEC.value("runs", picked),
+                           trained=bool(trained))
 
     @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
                   Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),

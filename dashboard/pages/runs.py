@@ -25,7 +25,7 @@ from dashboard.components import (
 )
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef
-from dashboard.state import INT_MAX, F, PageState
+from dashboard.state import INT_MAX, F, PageState, parse_int
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
 KEY = "runs"
@@ -208,6 +208,17 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
     page = max(1, state["page"] or 1)
     return api.runs(task=state["task"] or None, family=state["family"] or None, seed=state["seed"],
                     suite=state["suite"] or None, limit=size, offset=(page - 1) * size, sort=state["sort"] or None)
+
+
+def grid_rows(rows: Any) -> list[dict]:
+    """The grid's selected rows that carry a run id, a known task and family (the grid sends
+    what it was given; a tampered request may send anything)."""
+    out = []
+    for r in rows if isinstance(rows, list) else []:
+        rid = parse_int(r.get("id")) if isinstance(r, dict) else None
+        if rid is not None and rid >= 1 and r.get("task") in TASKS and r.get("family") in family_names():
+            out.append({**r, "id": rid})
+    return out
 
 
 def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
@@ -419,6 +430,7 @@ def register(app, api: ApiClient, path_for) -> None:
 
     @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
     def _bundle(suite):
+        suite = SPEC.value("suite", suite)
         return bundle_href(suite), (None if suite else {"display": "none"})
 
     @app.callback(Output("rn-page", "value", allow_duplicate=True), Input("rn-prev", "n_clicks"),
@@ -432,13 +444,15 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("rn-run", "data", allow_duplicate=True), Input("rn-grid", "selectedRows"),
                   State("rn-run", "data"), prevent_initial_call=True)
     def _select(rows, current):
+        rows = grid_rows(rows)
         if not rows:
             return no_update
-        rid = int(rows[-1]["id"])
+        rid = rows[-1]["id"]
         return no_update if rid == current else rid
 
     @app.callback(Output("rn-detail", "children"), Input("rn-run", "data"))
     def _detail(run_id):
+        run_id = SPEC.value("run", run_id)
         if not run_id:
             return html.Div("Select a row to see its loss curve, behaviour by length and configuration.",
                             className="hint")
@@ -447,8 +461,9 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("rn-open-pvc", "href"), Output("rn-open-patching", "href"), Output("rn-open-curves", "href"),
                   Input("rn-grid", "selectedRows"), Input("rn-run", "data"))
     def _links(rows, run_id):
-        rows = rows or []
-        ids = [int(r["id"]) for r in rows] or ([int(run_id)] if run_id else [])
+        rows = grid_rows(rows)
+        run_id = SPEC.value("run", run_id)
+        ids = [r["id"] for r in rows] or ([run_id] if run_id else [])
         first = rows[0] if rows else None
         pvc = "/probe-vs-causal" + (f"?run={ids[0]}" if ids else "")
         if first:

@@ -17,6 +17,7 @@ from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, 
 from store import jobs as J
 from store.models import Job, Run
 from worker.params import PARAMS_BY_KIND
+from backend.api.submit_checks import run_param_errors
 from worker.queue import QueueUnavailable, submit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
@@ -104,6 +105,8 @@ def create_job(
         if why:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
                                            "input": run_id}])
+        if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
+            raise RequestValidationError(errors)
     if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
         from worker.presets import expand_suite
         from worker.suite_settings import check_one_run_per_seed
