@@ -63,9 +63,10 @@ class ApiClient:
                                   transport=transport)
 
     # -- plumbing -------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None) -> Any:
+    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
+                 headers: dict[str, str] | None = None) -> Any:
         try:
-            resp = self._http.request(method, path, params=_clean(params or {}), json=json)
+            resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
         except httpx.HTTPError as exc:
             raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
         if resp.status_code >= 400:
@@ -140,7 +141,11 @@ class ApiClient:
     def job(self, job_id: int) -> dict:
         return self.get(f"/api/jobs/{int(job_id)}")
 
-    def create_job(self, kind: str, params: dict) -> dict:
+    def create_job(self, kind: str, params: dict, idempotency_key: str | None = None) -> dict:
+        """``POST /api/jobs``; the same ``idempotency_key`` again answers the first job."""
+        if idempotency_key:
+            return self._request("POST", "/api/jobs", json={"kind": kind, "params": params},
+                                 headers={"Idempotency-Key": idempotency_key})
         return self.post("/api/jobs", {"kind": kind, "params": params})
 
     def cancel_job(self, job_id: int) -> dict:

@@ -171,7 +171,7 @@ class JobQueue:
 
 def submit(
     factory: sessionmaker[Session], queue: JobQueue, kind: str, params: BaseModel, *,
-    max_attempts: int = 3, parent_id: int | None = None,
+    max_attempts: int = 3, parent_id: int | None = None, idempotency_key: str | None = None,
 ) -> int:
     """Store a queued job (params already validated), then enqueue its id. Returns the id.
 
@@ -182,6 +182,7 @@ def submit(
     (``stored=True``)."""
     with session_scope(factory) as s:
         job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts)
+        job.idempotency_key = idempotency_key  # unique: a concurrent twin fails here (IntegrityError)
         s.add(job)
         s.flush()
         job_id = job.id

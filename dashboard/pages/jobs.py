@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,6 +139,11 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
             v = str(v)
         params[name] = v
     return params
+
+
+def is_key(key: Any) -> bool:
+    """An Idempotency-Key as the form makes them (32 hex digits)."""
+    return isinstance(key, str) and re.fullmatch(r"[0-9a-f]{32}", key) is not None
 
 
 def next_refresh(refresh: Any) -> int:
@@ -322,6 +328,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         html.Div(id="jb-list"),
         *poll_components(POLL, POLL_MS),
         dcc.Store(id="jb-refresh", data=0),
+        # this submission's Idempotency-Key: a double click on Launch sends it twice, the API makes
+        # one job; renewed once a job is made
+        dcc.Store(id="jb-key", data=uuid.uuid4().hex),
         html.Div(id="jb-action-msg"),
     ], className="card")
     return page_frame(title="Jobs", subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
@@ -345,12 +354,13 @@ def register(app, api: ApiClient, path_for) -> None:
 
     @app.callback(Output({"type": "jf-msg", "name": ALL}, "children"),
                   Output({"type": "jf", "name": ALL}, "className"),
-                  Output("jb-result", "children"), Output("jb-refresh", "data"),
+                  Output("jb-result", "children"), Output("jb-refresh", "data"), Output("jb-key", "data"),
                   Input("jb-submit", "n_clicks"), State("jb-kind", "value"),
                   State({"type": "jf", "name": ALL}, "value"), State({"type": "jf", "name": ALL}, "id"),
-                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"),
+                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"), State("jb-key", "data"),
+                  running=[(Output("jb-submit", "disabled"), True, False)],  # no second click while in flight
                   prevent_initial_call=True)
-    def _submit(n, kind, values, ids, classes, refresh):
+    def _submit(n, kind, values, ids, classes, refresh, key):
         form = form_values(ids, values)
         if form is None or kind not in JOB_KINDS or not isinstance(classes, list) or len(classes) != len(form):
             raise PreventUpdate
@@ -358,14 +368,15 @@ def register(app, api: ApiClient, path_for) -> None:
         base_cls = [re.sub(r"\s*is-invalid", "", c if isinstance(c, str) else "") for c in classes]
         clear = [""] * len(names)
         if not n:
-            return clear, base_cls, no_update, no_update
+            return clear, base_cls, no_update, no_update, no_update
         if local := local_errors(kind, form):
             cls = [(c + " is-invalid").strip() if local.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
             return ([local.get(nm, "") for nm in names], cls,
-                    html.Div("Not launched: check the highlighted fields.", className="alert alert-danger"), no_update)
+                    html.Div("Not launched: check the highlighted fields.", className="alert alert-danger"), no_update,
+                    no_update)
         params = build_params(kind, form)
         try:
-            job = api.create_job(kind, params)
+            job = api.create_job(kind, params, idempotency_key=key if is_key(key) else None)
         except ApiError as exc:
             if exc.status == 422:
                 by_field, other = field_errors(exc.detail)
@@ -373,10 +384,11 @@ def register(app, api: ApiClient, path_for) -> None:
                 cls = [(c + " is-invalid").strip() if by_field.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
                 summary = html.Div(["Not launched: check the highlighted fields.",
                                     *[html.Div(o) for o in other]], className="alert alert-danger")
-                return msgs, cls, summary, no_update
-            return clear, base_cls, api_alert(exc), no_update
+                return msgs, cls, summary, no_update, no_update
+            return clear, base_cls, api_alert(exc), no_update, no_update
         return clear, base_cls, html.Div([f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
-                                         className="alert alert-success", id="jb-launched"), next_refresh(refresh)
+                                         className="alert alert-success", id="jb-launched"), next_refresh(refresh), \
+            uuid.uuid4().hex
 
     register_age(app, POLL)
 

@@ -221,7 +221,8 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
                   Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"))
     def _options(task, family, seed, run, trained):
-        return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run,
+        return initial_options(api, {"task": SPEC.value("task", task), "family": SPEC.value("family", family),
+                                     "seed": SPEC.value("seed", seed), "run": SPEC.value("run", run),
                                      "trained": bool(trained)})
 
     @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
