@@ -71,3 +71,37 @@ def test_db_full_around_a_job_does_not_stop_the_worker(env, caplog) -> None:  # 
     lines = [rec for rec in caplog.records if "disk is full" in rec.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None and lines[0].getMessage().startswith(f"job {calls[0]} failed")
     assert r.stop_event.is_set() is False  # still running until it ran out of work
+
+
+def test_a_second_ctrl_c_does_not_interrupt_the_hand_back(env, monkeypatch) -> None:  # noqa: F811
+    """Ctrl-C reaches the demo's worker twice (the terminal's, then the demo's own): the job
+    still goes back to the queue as queued, its attempt not spent."""
+    import os
+    import signal
+
+    import pytest
+
+    from store import jobs as J
+    from store.models import Job
+
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", TrainParams(family="lstm", task="parity", max_steps=2))
+    assert queue.dequeue() == job_id
+
+    def interrupted(kind, params, ctx, env):  # noqa: ANN001
+        raise KeyboardInterrupt
+
+    real_release = J.release
+
+    def release_under_fire(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, while handing back
+        return real_release(*args, **kwargs)
+
+    monkeypatch.setattr(J, "release", release_under_fire)
+    r = runner(env, executor=interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        r.run_one(job_id)
+    with factory() as s:
+        job = s.get(Job, job_id)
+        assert (job.state, job.attempt, job.worker) == ("queued", 0, None)
+    assert queue.pending_ids() == {job_id}

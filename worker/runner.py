@@ -12,9 +12,11 @@ with a fake one.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -148,6 +150,22 @@ class Heartbeat(threading.Thread):
         self.join(timeout=30)
 
 
+@contextlib.contextmanager
+def _stop_signals_ignored():  # noqa: ANN202
+    """SIGINT / SIGTERM ignored inside (main thread only: elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 class Backoff:
     """Exponential back-off for the worker loop's infrastructure failures (the queue or the DB
     down, the disk full): ``first`` seconds, doubling up to ``cap``, one log line per back-off
@@ -233,8 +251,11 @@ class Runner:
             return self._run_claimed(ctx, kind, raw_params, max_attempts)
         except (KeyboardInterrupt, SystemExit):
             # Stopped at any point after the claim (even while validating or importing):
-            # the job goes back to the queue rather than staying "running" until reaped.
-            self._release(ctx)
+            # the job goes back to the queue rather than staying "running" until reaped. A
+            # second Ctrl-C (the terminal's to every process, then the demo's to its worker)
+            # must not interrupt the hand-back itself.
+            with _stop_signals_ignored():
+                self._release(ctx)
             raise
 
     def _run_claimed(self, ctx: "DBJobContext", kind: str, raw_params: dict, max_attempts: int) -> str:

@@ -226,12 +226,26 @@ def suite_progress(j: dict) -> tuple[float, str] | None:
     kids = j.get("children")
     if j.get("kind") != "suite" or not kids:
         return None
-    total = sum(kids.values())
-    done = sum(kids.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
-    failed = kids.get("failed", 0)
-    msg = f"{done} of {total} runs done" + (f", {failed} failed" if failed else "") + \
-        (f", {kids.get('running', 0)} running" if kids.get("running") else "")
-    return float(j.get("children_progress") or 0.0), msg
+    counts = {k: v for k, v in kids.items() if isinstance(v, int) and v > 0}
+    total = sum(counts.values())
+    parts = [f"{counts.get('succeeded', 0)} done"] + [f"{counts[s]} {s}" for s in ("failed", "cancelled", "running",
+                                                                                   "queued") if counts.get(s)]
+    msg = ", ".join(parts) + f" of {total} runs"
+    active = counts.get("queued", 0) + counts.get("running", 0)
+    # finished children are as far as they will go: with none active the bar is full
+    pct = float(j.get("children_progress") or 0.0) if active else 1.0
+    return pct, msg
+
+
+def suite_state(kids: dict) -> str:
+    """The badge of a fanned-out suite: running while runs are queued or running, else failed /
+    cancelled when any run was, else succeeded (its own state stays "succeeded" once it fanned out)."""
+    if kids.get("queued") or kids.get("running"):
+        return "running"
+    for state in ("failed", "cancelled"):
+        if kids.get(state):
+            return state
+    return "succeeded"
 
 
 def job_row(j: dict, path_for) -> html.Tr:
@@ -242,9 +256,8 @@ def job_row(j: dict, path_for) -> html.Tr:
     if fanned is not None:  # the suite's runs, not its fan-out, say how far it is
         pct = max(0.0, min(1.0, fanned[0]))
         j = {**j, "message": fanned[1]}
-        kids = j.get("children") or {}
-        if state == "succeeded" and (kids.get("queued") or kids.get("running")):  # runs still to finish
-            shown = "running"
+        if state == "succeeded":  # fanned out: its runs say what state it is in
+            shown = suite_state(j.get("children") or {})
     actions = []
     if state in ACTIVE:
         actions.append(html.Button("Cancel", id={"type": "job-cancel", "index": j["id"]}, className="btn btn-sm btn-danger",

@@ -205,7 +205,7 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
              responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE, **QUEUE_DOWN_RETRY},
              dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
-    job = J.retry(session, job_id, extra_attempts=settings.max_attempts)
+    job = J.retry(session, job_id)
     try:
         queue.enqueue(job.id)
     except QueueUnavailable as exc:
