@@ -27,6 +27,7 @@ from science.tasks.base import Task, TaskData
 CAPTURE_BATCH = 256
 ALL_LAYERS = -2  # conv1d_removal in every layer
 ALPHA = 0.05
+FIT_SHARE = 0.5  # share of an intervention job's progress bar given to fitting the edits
 
 
 @dataclass
@@ -186,17 +187,23 @@ def measure_interventions(
     if bad:
         raise ValueError(f"layers {bad} out of range for a {n_layers}-layer model (-1..{n_layers - 1})")
     n_fit = n_fit_sequences(_width(model, task, device), fit_length, n_sequences)
+    ctx.progress(0.0, f"capturing {n_fit} fit sequences at L={fit_length}")
     fit = capture(model, task.generate(fit_length, n_fit, data_seed(run_seed, "intervene_fit"),
                                        split="test"), device, layers=layers)
     edits = {}
+    # Fitting the edits (INLP most of all) can take minutes: it reports progress per layer ×
+    # method as its share of the job, so a job never sits at 0% while it works.
+    n_fits, fitted = max(1, len(layers) * len(methods)), 0
     for layer in layers:
         x = fit.states[layer].reshape(-1, fit.states[layer].shape[-1])  # (n·L, D)
         y = fit.data.labels.reshape(-1)
         for method in methods:
             ctx.check_cancelled()
+            ctx.progress(FIT_SHARE * fitted / n_fits, f"fitting {method} at layer {layer}")
             edits[(method, layer)] = fit_edit(method, x, y, task.n_classes,
                                               k=pca_k if method == "pca_top_k" else None,
                                               seed=run_seed, max_rounds=inlp_max_rounds)
+            fitted += 1
     has_conv = conv1d and _has_conv1d(model)
     rows: list[InterventionRecord] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
@@ -220,7 +227,7 @@ def measure_interventions(
                                         pca_k if method == "pca_top_k" else None, n_permutations,
                                         run_seed, config_hash, edit.info, n_fit))
                 done += 1
-                ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
+                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"{method} at layer {layer}, L={length}")
         if has_conv:
             for layer in [ALL_LAYERS, *range(n_layers)]:
                 ctx.check_cancelled()
@@ -234,7 +241,8 @@ def measure_interventions(
                                         (report.accuracy, report.majority_baseline), None, None,
                                         n_permutations, run_seed, config_hash))
                 done += 1
-                ctx.progress(done / n_units, f"conv1d removal at layer {layer}, L={length}")
+                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units,
+                             f"conv1d removal at layer {layer}, L={length}")
     _apply_holm(rows)
     return rows
 
