@@ -7,6 +7,7 @@ thread-safe, so Dash callbacks running in a WSGI thread pool share it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -14,6 +15,10 @@ from urllib.parse import quote
 import httpx
 
 log = logging.getLogger(__name__)
+
+# Seconds between the retries of a GET answered 503 with Retry-After (the heavy-route limit):
+# a page asking while others export waits briefly instead of showing "server busy".
+BUSY_RETRY_WAITS = (0.5, 1.0, 2.0)
 
 
 class ApiError(RuntimeError):
@@ -65,10 +70,15 @@ class ApiClient:
     # -- plumbing -------------------------------------------------------------------------
     def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
                  headers: dict[str, str] | None = None) -> Any:
-        try:
-            resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
-        except httpx.HTTPError as exc:
-            raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
+        for wait in (*BUSY_RETRY_WAITS, None):
+            try:
+                resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
+            except httpx.HTTPError as exc:
+                raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
+            # a read the server shed (too many exports / aggregates at once): wait and ask again
+            if wait is None or method != "GET" or resp.status_code != 503 or "retry-after" not in resp.headers:
+                break
+            time.sleep(wait)
         if resp.status_code >= 400:
             try:
                 detail = resp.json().get("detail", resp.text)

@@ -78,3 +78,29 @@ def test_health_stays_fast_during_150_concurrent_exports(server) -> None:
     for r in answers:
         if r.status_code == 503:
             assert int(r.headers["Retry-After"]) >= 1 and "busy" in r.json()["detail"]
+
+
+def test_the_dashboard_client_waits_out_a_shed_read() -> None:
+    """A GET answered 503 + Retry-After is asked again (the dashboard shows data, not 'busy');
+    a write is never repeated."""
+    from dashboard import api_client
+    from dashboard.api_client import ApiClient, ApiError
+
+    calls = {"GET": 0, "POST": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls[request.method] += 1
+        if calls[request.method] <= 2:
+            return httpx.Response(503, json={"detail": "server busy"}, headers={"Retry-After": "1"})
+        return httpx.Response(200, json={"ok": True})
+
+    client = ApiClient("http://x", transport=httpx.MockTransport(handler))
+    waits = api_client.BUSY_RETRY_WAITS
+    api_client.BUSY_RETRY_WAITS = (0.0, 0.0, 0.0)
+    try:
+        assert client.get("/api/curves") == {"ok": True} and calls["GET"] == 3
+        with pytest.raises(ApiError) as err:
+            client.post("/api/jobs", {"kind": "train"})
+        assert err.value.status == 503 and calls["POST"] == 1
+    finally:
+        api_client.BUSY_RETRY_WAITS = waits
