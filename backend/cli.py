@@ -131,6 +131,10 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token).")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
     dashboard: Annotated[bool, typer.Option(help="Serve the dashboard at / too.")] = True,
+    limit_concurrency: Annotated[int | None, typer.Option(
+        min=1, max=10_000, help="Heavy requests (exports, aggregates: /api/export/*, /api/curves, /api/profiles, "
+                                "/api/claims, suite bundles) served at once; more answer 503 with Retry-After, so "
+                                "/api/health and light reads stay fast (default 4: LAYERSCOPE_LIMIT_CONCURRENCY).")] = None,
 ) -> None:
     """Serve the API (/api) and the dashboard (/); `serve BUNDLE.zip`: a bundle, read-only."""
     import uvicorn
@@ -147,6 +151,8 @@ def serve(
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="info", access_log=False)
         return
     settings = _settings(host=host, port=port)
+    if limit_concurrency is not None:
+        settings = settings.model_copy(update={"limit_concurrency": limit_concurrency})
     factory = _init_db(settings)
     application = create_app(settings, factory, dashboard=dashboard)
     _announce(settings)

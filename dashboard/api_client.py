@@ -7,6 +7,7 @@ thread-safe, so Dash callbacks running in a WSGI thread pool share it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -14,6 +15,10 @@ from urllib.parse import quote
 import httpx
 
 log = logging.getLogger(__name__)
+
+# Seconds between the retries of a GET answered 503 with Retry-After (the heavy-route limit):
+# a page asking while others export waits briefly instead of showing "server busy".
+BUSY_RETRY_WAITS = (0.5, 1.0, 2.0)
 
 
 class ApiError(RuntimeError):
@@ -63,11 +68,17 @@ class ApiClient:
                                   transport=transport)
 
     # -- plumbing -------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None) -> Any:
-        try:
-            resp = self._http.request(method, path, params=_clean(params or {}), json=json)
-        except httpx.HTTPError as exc:
-            raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
+    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
+                 headers: dict[str, str] | None = None) -> Any:
+        for wait in (*BUSY_RETRY_WAITS, None):
+            try:
+                resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
+            except httpx.HTTPError as exc:
+                raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
+            # a read the server shed (too many exports / aggregates at once): wait and ask again
+            if wait is None or method != "GET" or resp.status_code != 503 or "retry-after" not in resp.headers:
+                break
+            time.sleep(wait)
         if resp.status_code >= 400:
             try:
                 detail = resp.json().get("detail", resp.text)
@@ -140,7 +151,11 @@ class ApiClient:
     def job(self, job_id: int) -> dict:
         return self.get(f"/api/jobs/{int(job_id)}")
 
-    def create_job(self, kind: str, params: dict) -> dict:
+    def create_job(self, kind: str, params: dict, idempotency_key: str | None = None) -> dict:
+        """``POST /api/jobs``; the same ``idempotency_key`` again answers the first job."""
+        if idempotency_key:
+            return self._request("POST", "/api/jobs", json={"kind": kind, "params": params},
+                                 headers={"Idempotency-Key": idempotency_key})
         return self.post("/api/jobs", {"kind": kind, "params": params})
 
     def cancel_job(self, job_id: int) -> dict:

@@ -13,6 +13,7 @@ from pathlib import Path
 import dash
 from dash import Dash, Input, Output, State, dcc, html
 
+from dashboard import callback_guard
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import alert
 from dashboard.all_pages import PAGES
@@ -97,6 +98,7 @@ def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, clien
 
     for page in PAGES:
         page.register(app, api, path_for)
+    callback_guard.install(app)
     return app
 
 

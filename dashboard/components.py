@@ -337,7 +337,7 @@ def register_save_view(app: Dash, client: ApiClient, *, page_key: str, page_path
                   State(f"{page_key}-save-title", "value"), State(loc_id, "search"), State(base_id, "data"),
                   prevent_initial_call=True)
     def _save(_n, title, search, base):
-        title = (title or "").strip()
+        title = title.strip() if isinstance(title, str) else ""
         if not title:
             return html.Span("Give the view a title.", className="text-danger field-error")
         state = spec.to_json(spec.decode(search, base))

@@ -19,6 +19,11 @@ def control_csv_columns(profile: dict[str, Any]) -> dict[str, Any]:
             "stable": st.get("stable"), "stability_agree": st.get("agree"), "stability_of": st.get("of")}
 
 
+def _length(state: dict[str, Any]) -> str:
+    length = state.get("length")
+    return length_label(length) if isinstance(length, int) and not isinstance(length, bool) else "eval length not chosen"
+
+
 def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str:
     """``Suite paper · L=40 (in-distribution) · 3 seeds per cell · trained runs only · class of the
     seed-mean curve against the majority rate; 12 of 15 cells also against their controls``."""
@@ -26,8 +31,7 @@ def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str
     ns = sorted({int(p["n"]) for p in profiles if isinstance(p.get("n"), int)})
     seeds = (f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}") if ns else "?"
     n_ctrl = sum(bool((p.get("against_control") or {}).get("profile_class")) for p in profiles)
-    bits = [f"Suite {', '.join(suites) or state.get('suite') or '–'}", length_label(int(state["length"])),
-            f"{seeds} seeds per cell"]
+    bits = [f"Suite {', '.join(suites) or state.get('suite') or '–'}", _length(state), f"{seeds} seeds per cell"]
     if state.get("trained"):
         bits.append("trained runs only")
     floor = (f"{n_ctrl} of {len(profiles)} cells also against their random-init controls" if n_ctrl else
@@ -38,6 +42,6 @@ def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str
 def s3_caption(curves: list[dict[str, Any]], state: dict[str, Any]) -> str:
     """What the S3 figure measures and on which curves."""
     suites = sorted({str(r["suite"]) for r in curves if r.get("suite")})
-    return " · ".join([f"Suite {', '.join(suites) or state.get('suite') or '–'}", length_label(int(state["length"])),
+    return " · ".join([f"Suite {', '.join(suites) or state.get('suite') or '–'}", _length(state),
                        "RMS distance between S3's seed-mean normalised layer curve and Parity's / Dyck's, per family "
                        "(against the majority rate)"] + (["trained runs only"] if state.get("trained") else []))

@@ -13,6 +13,26 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 GLOBAL_KEYS = ("embed", "fig")  # ?embed=1 shows the figures alone; &fig=<graph id> picks one
+# The range every integer field is clamped into when it sets none: the API's (and SQLite's)
+# 32-bit integers, well inside JSON's exact range (a 20-digit page number broke the encoder).
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+
+def parse_int(raw: Any) -> int | None:
+    """An integer from a query value (str) or a JSON value; None for anything else (NaN, inf,
+    2.5, ``"x"``, booleans, lists). Not clamped."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw) if raw.is_integer() else None  # NaN / inf are not integers
+    if isinstance(raw, str):
+        try:
+            return int(raw.strip())
+        except ValueError:  # also Python's cap on the digits of an int
+            return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -24,20 +44,39 @@ class F:
     # (the registry's ``family_names``: a family registered later is accepted); others are dropped
     choices: tuple | Callable[[], tuple] | None = None
     aliases: tuple[str, ...] = ()  # other query keys accepted on the way in (links from the claims)
+    lo: int = INT_MIN  # int / list_int: values are clamped into [lo, hi]
+    hi: int = INT_MAX
 
     def allowed(self) -> tuple | None:
         """The allowed values now (None = any)."""
         return self.choices() if callable(self.choices) else self.choices
 
+    def _int(self, raw: Any) -> int | None:
+        """``raw`` as an integer clamped into [lo, hi] (None when it is not an integer, or not
+        one of ``choices``)."""
+        v = parse_int(raw)
+        if v is None:
+            return None
+        v = min(max(v, self.lo), self.hi)
+        choices = self.allowed()
+        return v if choices is None or v in choices else None
+
     def parse(self, raw: Any) -> Any:
-        """Parse a query value (str) or a saved-view value (any JSON) into this field's type."""
+        """Parse a query value (str) or a saved-view value (any JSON) into this field's type:
+        integers clamped into [lo, hi]; a value of the wrong type (a list for a string, NaN
+        for an integer) is the field's default; a list keeps its valid items."""
         choices = self.allowed()
         try:
             if self.kind == "str":
+                if (raw is not None and not isinstance(raw, (str, int, float))) or isinstance(raw, bool):
+                    return self.default
                 v = None if raw in (None, "") else str(raw)
                 return v if v is None or choices is None or v in choices else self.default
             if self.kind == "int":
-                return None if raw in (None, "", "none") else int(raw)
+                if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none")):
+                    return None
+                v = self._int(raw)
+                return self.default if v is None else v
             if self.kind == "bool":
                 if isinstance(raw, bool):
                     return raw
@@ -50,9 +89,19 @@ class F:
                     return False
                 return self.default
             if self.kind in ("list_str", "list_int"):
-                items = raw if isinstance(raw, (list, tuple)) else [x for x in str(raw).split(",") if x != ""]
+                if raw is None:
+                    return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
+                if isinstance(raw, (list, tuple)):
+                    items = [x for x in raw if isinstance(x, (str, int, float)) and not isinstance(x, bool)]
+                elif isinstance(raw, (str, int, float)) and not isinstance(raw, bool):
+                    items = [x for x in str(raw).split(",") if x != ""]
+                else:
+                    return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
                 if self.kind == "list_int":
-                    return [int(x) for x in items]
+                    valid = [v for v in (self._int(x) for x in items) if v is not None]
+                    if items and not valid:  # nothing usable (``?lengths=forty``): the default
+                        return list(self.default) if isinstance(self.default, (list, tuple)) else self.default
+                    return valid
                 items = [str(x) for x in items]
                 return [x for x in items if choices is None or x in choices]
         except (TypeError, ValueError):
@@ -84,6 +133,8 @@ class PageState:
         """Defaults ⊕ ``base`` ⊕ ``data`` (each parsed; unknown keys dropped)."""
         out = self.defaults()
         for layer in (base or {}), (data or {}):
+            if not isinstance(layer, dict):  # a saved view's state or a store's data, tampered with
+                continue
             for f in self.fields:
                 key = f.name if f.name in layer else next((a for a in f.aliases if a in layer), None)
                 if key is not None:
@@ -105,12 +156,19 @@ class PageState:
             pairs.append((k, v))
         return "?" + urlencode(pairs, safe=",") if pairs else ""
 
+    def value(self, name: str, raw: Any) -> Any:
+        """One control's value parsed as field ``name`` (a callback's input, which a tampered
+        request may send with any JSON type)."""
+        return self.from_dict({name: raw})[name]
+
     def to_json(self, state: dict[str, Any]) -> dict[str, Any]:
         return {f.name: state.get(f.name) for f in self.fields}
 
 
 def parse_search(search: str | None) -> dict[str, str]:
-    if not search:
+    """The query string's keys and their last values ({} for no string, or a value that is not
+    a string: the URL's ``search`` is always one in a browser)."""
+    if not search or not isinstance(search, str):
         return {}
     q = parse_qs(search.lstrip("?"), keep_blank_values=True)
     return {k: v[-1] for k, v in q.items()}

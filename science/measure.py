@@ -35,6 +35,7 @@ REMOVAL_TOL = 0.02
 MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
 N_RANDOM_DRAWS = 5
+FIT_SHARE = 0.5  # share of an intervention job's progress bar given to fitting the edits
 
 
 @dataclass
@@ -239,9 +240,14 @@ def measure_interventions(
     edits: dict[tuple[str, int], Edit] = {}
     fit_sizes: dict[tuple[str, int], int] = {}
     refits: dict[tuple[str, int], tuple[float, float]] = {}  # at the fit length, reused by its eval
+    # Fitting the edits (INLP most of all) can take minutes: it reports progress per layer ×
+    # method as its share of the job, so a job never sits at 0% while it works.
+    n_fits, n_fitted = max(1, len(layers) * len(methods)), 0
+    ctx.progress(0.0, f"capturing {n_fit} fit sequences at L={fit_length}")
     for layer in layers:
         for method in methods:
             ctx.check_cancelled()
+            ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
             n = n_fit
             edit = fitted(method, layer, n)
             if method in REMOVAL_METHODS:
@@ -255,6 +261,7 @@ def measure_interventions(
                     edit = fitted(method, layer, n)
                     refits.pop((method, layer))
             edits[(method, layer)], fit_sizes[(method, layer)] = edit, n
+            n_fitted += 1
     has_conv = conv1d and _has_conv1d(model)
     rows: list[InterventionRecord] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
@@ -282,7 +289,7 @@ def measure_interventions(
                                         run_seed, config_hash, edit.info, fit_sizes[(method, layer)],
                                         random_by_rank.get(rank)))
                 done += 1
-                ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
+                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"{method} at layer {layer}, L={length}")
         split_seed = data_seed(run_seed, "split", length)
         if has_conv:
             for layer in [ALL_LAYERS, *range(n_layers)]:
@@ -297,7 +304,8 @@ def measure_interventions(
                                         (report.accuracy, report.majority_baseline), None, None,
                                         n_permutations, run_seed, config_hash))
                 done += 1
-                ctx.progress(done / n_units, f"conv1d removal at layer {layer}, L={length}")
+                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units,
+                             f"conv1d removal at layer {layer}, L={length}")
     _apply_holm(rows)
     return rows
 

@@ -167,15 +167,16 @@ def _descendants(session: Session, job_id: int) -> list[int]:
     return out
 
 
-def retry(session: Session, job_id: int, extra_attempts: int) -> Job:
-    """failed | cancelled → queued with ``extra_attempts`` more attempts."""
+def retry(session: Session, job_id: int) -> Job:
+    """failed | cancelled → queued, its attempts counted afresh under the same limit
+    (``max_attempts`` is kept: a retried 3-attempt job reads "attempt 1 of 3", not "of 4")."""
     job = get_job(session, job_id)
     if job.state not in (FAILED, CANCELLED):
         raise JobStateError(f"job {job_id} is {job.state}; only failed or cancelled jobs can be retried")
     session.execute(
         update(Job).where(Job.id == job_id, Job.state.in_((FAILED, CANCELLED)))
         .values(state=QUEUED, cancel_requested=False, error=None, progress=0.0, message="queued (retry)",
-                worker=None, finished_at=None, max_attempts=Job.attempt + extra_attempts, enqueued_at=utcnow())
+                worker=None, finished_at=None, attempt=0, enqueued_at=utcnow())
         .execution_options(synchronize_session=False)
     )
     session.commit()

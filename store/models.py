@@ -264,6 +264,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The client's Idempotency-Key of the POST that made the job: the same key answers this job.
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True, index=True)
 
 
 class SavedView(Base):

@@ -356,15 +356,16 @@ def test_openapi_security_only_where_it_applies(api, host, reads, expect) -> Non
     spec = TestClient(create_app(settings, api.factory, queue=api.queue, background=False)).get(
         "/api/openapi.json").json()
     secured = _secured(spec)
-    writes = {(p, m) for p, ops in spec["paths"].items() for m in ops if m == "post"}
+    writes = {(p, m) for p, ops in spec["paths"].items() for m in ops if m in ("post", "patch", "put", "delete")}
     reads_ = {(p, m) for p, ops in spec["paths"].items() for m in ops if m == "get" and p != "/api/health"}
     expected = {"none": set(), "writes": writes, "reads": reads_, "both": writes | reads_}[expect]
     assert writes and reads_ and secured == expected
     assert ("/api/health", "get") not in secured
 
 
-WRONG_METHODS = [("PUT", "/api/runs", "GET"), ("DELETE", "/api/runs/1", "GET"), ("PATCH", "/api/jobs", "GET, POST"),
-                 ("GET", "/api/views", "POST"), ("PUT", "/api/views/abc", "GET"), ("GET", "/api/jobs/1/cancel", "POST"),
+WRONG_METHODS = [("PUT", "/api/runs", "GET"), ("PUT", "/api/runs/1", "GET, PATCH, DELETE"),
+                 ("PATCH", "/api/jobs", "GET, POST"), ("PUT", "/api/views", "GET, POST"),
+                 ("PUT", "/api/views/abc", "GET, DELETE"), ("GET", "/api/jobs/1/cancel", "POST"),
                  ("POST", "/api/health", "GET"), ("DELETE", "/api/curves", "GET")]
 
 

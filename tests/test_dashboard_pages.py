@@ -97,7 +97,7 @@ class FakeApi:
                            "created_at": "2026-06-01T09:00:00+00:00", "cancel_requested": False}],
                 "total": 1, "limit": 50, "offset": 0}
 
-    def create_job(self, kind, params):
+    def create_job(self, kind, params, idempotency_key=None):
         self.created.append((kind, params))
         return {"id": 9, "kind": kind, "state": "queued"}
 

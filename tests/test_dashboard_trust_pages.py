@@ -181,16 +181,29 @@ def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
 
     suite = {"id": 2, "kind": "suite", "state": "succeeded", "progress": 1.0, "attempt": 1, "max_attempts": 3,
              "children": {"succeeded": 3, "running": 2, "queued": 10}, "children_progress": 0.25}
-    assert jobs.suite_progress(suite) == (0.25, "3 of 15 runs done, 2 running")
+    assert jobs.suite_progress(suite) == (0.25, "3 done, 2 running, 10 queued of 15 runs")
     row = _texts(jobs.job_row(suite, lambda p: p))
-    assert "3 of 15 runs done" in row and "25%" in row and "running" in row and "succeeded" not in row
+    assert "3 done, 2 running" in row and "25%" in row and "running" in row and "succeeded" not in row
     done = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 1.0}
-    assert "14 of 15" not in _texts(jobs.job_row(done, lambda p: p)) and \
-        "15 of 15 runs done, 1 failed" in _texts(jobs.job_row(done, lambda p: p))
+    text = _texts(jobs.job_row(done, lambda p: p))
+    assert "14 done, 1 failed of 15 runs" in text and "failed" in text.split("14 done")[0]  # the badge
     assert jobs.suite_progress({"kind": "train", "children": None}) is None
-    # one child failed half-way (progress stays below 1), nothing left to run: not "running"
+    # one child failed half-way (progress stays below 1), nothing left to run: not "running", the bar full
     ended = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 0.96}
-    assert "running" not in _texts(jobs.job_row(ended, lambda p: p)).split("runs done")[0]
+    assert "running" not in _texts(jobs.job_row(ended, lambda p: p))
+    assert jobs.suite_progress(ended)[0] == 1.0
+
+
+def test_a_suite_with_cancelled_runs_says_so():
+    """Issue 24: 13 of 15 children cancelled read "succeeded · 15 of 15 runs done · 13%"."""
+    from dashboard.pages import jobs
+
+    suite = {"id": 2, "kind": "suite", "state": "succeeded", "progress": 1.0, "attempt": 1, "max_attempts": 3,
+             "children": {"succeeded": 2, "cancelled": 13}, "children_progress": 0.13}
+    assert jobs.suite_progress(suite) == (1.0, "2 done, 13 cancelled of 15 runs")
+    text = _texts(jobs.job_row(suite, lambda p: p))
+    assert "succeeded" not in text and "cancelled" in text.split("2 done")[0]
+    assert jobs.suite_state({"succeeded": 3}) == "succeeded" and jobs.suite_state({"queued": 1, "failed": 2}) == "running"
 
 
 def test_the_jobs_list_counts_a_suite_jobs_children(api):

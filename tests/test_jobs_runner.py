@@ -136,8 +136,8 @@ def test_cancel_a_queued_job_and_retry_it(env) -> None:
     with factory() as s:
         with pytest.raises(J.JobStateError):
             J.request_cancel(s, job_id)
-        j = J.retry(s, job_id, extra_attempts=3)
-        assert (j.state, j.cancel_requested, j.max_attempts) == ("queued", False, 3)
+        j = J.retry(s, job_id)
+        assert (j.state, j.cancel_requested, j.attempt, j.max_attempts) == ("queued", False, 0, 3)
     assert runner(env).run_one(job_id) == "succeeded"
 
 

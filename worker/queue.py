@@ -174,7 +174,7 @@ class JobQueue:
 
 def submit(
     factory: sessionmaker[Session], queue: JobQueue, kind: str, params: BaseModel, *,
-    max_attempts: int = 3, parent_id: int | None = None, priority: int = 0,
+    max_attempts: int = 3, parent_id: int | None = None, priority: int = 0, idempotency_key: str | None = None,
 ) -> int:
     """Store a queued job (params already validated), then enqueue its id. Returns the id.
 
@@ -185,6 +185,7 @@ def submit(
     (``stored=True``)."""
     with session_scope(factory) as s:
         job = J.new_job(kind, params, parent_id=parent_id, max_attempts=max_attempts, priority=priority)
+        job.idempotency_key = idempotency_key  # unique: a concurrent twin fails here (IntegrityError)
         s.add(job)
         s.flush()
         job_id = job.id

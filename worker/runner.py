@@ -12,9 +12,11 @@ with a fake one.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -148,6 +150,44 @@ class Heartbeat(threading.Thread):
         self.join(timeout=30)
 
 
+@contextlib.contextmanager
+def _stop_signals_ignored():
+    """SIGINT / SIGTERM ignored inside (main thread only: elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in old:
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+class Backoff:
+    """Exponential back-off for the worker loop's infrastructure failures (the queue or the DB
+    down, the disk full): ``first`` seconds, doubling up to ``cap``, one log line per back-off
+    (no traceback: the same error every second filled the log while a disk was full); reset
+    by :meth:`ok` after a round that worked."""
+
+    def __init__(self, stop_event: threading.Event, first: float = 1.0, cap: float = 60.0) -> None:
+        self.stop_event, self.first, self.cap = stop_event, first, cap
+        self.delay = 0.0
+
+    def failed(self, what: str, exc: BaseException) -> float:
+        """Log one line for ``exc`` and wait (until stopped); returns the seconds waited."""
+        self.delay = self.first if self.delay == 0 else min(self.cap, self.delay * 2)
+        first = (" ".join(str(getattr(exc, "orig", None) or exc).split()) or type(exc).__name__)[:300]
+        log.warning("%s failed (%s: %s); retrying in %.3g s", what, type(exc).__name__, first, self.delay)
+        self.stop_event.wait(self.delay)
+        return self.delay
+
+    def ok(self) -> None:
+        self.delay = 0.0
+
+
 class Runner:
     """Runs jobs by id. ``run_forever`` is the worker loop; ``run_one`` runs a single id."""
 
@@ -171,6 +211,7 @@ class Runner:
         self._executor: Executor | None = executor
         self.stop_event = threading.Event()
         self.jobs_run = 0
+        self.backoff = Backoff(self.stop_event)
 
     # -- the executor and its environment (the real pipeline imports torch: lazily) ------------
     @property
@@ -210,8 +251,11 @@ class Runner:
             return self._run_claimed(ctx, kind, raw_params, max_attempts)
         except (KeyboardInterrupt, SystemExit):
             # Stopped at any point after the claim (even while validating or importing):
-            # the job goes back to the queue rather than staying "running" until reaped.
-            self._release(ctx)
+            # the job goes back to the queue rather than staying "running" until reaped. A
+            # second Ctrl-C (the terminal's to every process, then the demo's to its worker)
+            # must not interrupt the hand-back itself.
+            with _stop_signals_ignored():
+                self._release(ctx)
             raise
 
     def _run_claimed(self, ctx: DBJobContext, kind: str, raw_params: dict, max_attempts: int) -> str:
@@ -304,21 +348,27 @@ class Runner:
                 last_reap = now
                 try:
                     self.reap_now()
-                except Exception:  # the reaper is a safety net: log and keep consuming
-                    log.exception("reaper failed")
+                except Exception as exc:  # noqa: BLE001 - the reaper is a safety net: say so and keep consuming
+                    log.warning("reaper failed (%s: %s)", type(exc).__name__,
+                                " ".join(str(getattr(exc, "orig", None) or exc).split())[:300])
             try:
                 job_id = self.queue.dequeue()
-            except Exception:  # the queue is down (Redis restarting ...): log, back off, retry
-                log.exception("dequeue from the %s queue failed; retrying", self.queue.kind)
-                self.stop_event.wait(min(5.0, max(1.0, self.settings.worker_poll_seconds)))
+            except Exception as exc:  # noqa: BLE001 - the queue is down (Redis restarting), its file full: back off
+                self.backoff.failed(f"dequeue from the {self.queue.kind} queue", exc)
                 continue
+            self.backoff.ok()
             if job_id is None:
                 if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                     break
                 if self.queue.kind != "redis":  # Redis blocks in dequeue; SQLite is polled
                     self.stop_event.wait(self.settings.worker_poll_seconds)
                 continue
-            self.run_one(job_id)
+            try:
+                self.run_one(job_id)
+            except Exception as exc:  # noqa: BLE001 - the DB failed around the job (claim, finish): the job stays
+                # queued or running for the reaper; back off rather than exit
+                self.backoff.failed(f"job {job_id}", exc)
+                continue
             idle_since = time.monotonic()
             if max_jobs is not None and self.jobs_run >= max_jobs:
                 break

@@ -62,10 +62,15 @@ def _unauthorized(detail: str) -> HTTPException:
 def check_sent_token(request: Request, session: SessionDep) -> None:
     """Every route: an Authorization header, when sent, must carry a valid token — even where
     none is needed (loopback), so a typo in a client's token shows at once rather than the day
-    the server moves to the lab network."""
-    header = request.headers.get("authorization")
-    if header is None:
+    the server moves to the lab network. Several Authorization headers are a 400: which one a
+    proxy or a framework reads differs, so none is trusted."""
+    headers = request.headers.getlist("authorization")
+    if len(headers) > 1:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST,
+                            detail=f"{len(headers)} Authorization headers: send exactly one")
+    if not headers:
         return
+    header = headers[0]
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:

@@ -20,6 +20,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,9 +28,10 @@ from starlette.routing import Match, Mount
 
 from backend import __version__
 from backend.api.aggregate import ResultCache
+from backend.api.db_errors import on_database_error
 from backend.api.deps import UNAUTHORIZED, SentTokenCheck
 from backend.api.docs import add_swagger_ui, security_where_needed
-from backend.api.middleware import BodySizeLimit, JsonBodyChecks, SecurityHeaders
+from backend.api.middleware import BodySizeLimit, HeavyRouteLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, views
 from store.config import Settings, get_settings
@@ -188,10 +190,15 @@ def create_app(
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(JobNotFound, _not_found)
     app.add_exception_handler(JobStateError, _conflict)
+    # A corrupt file, a full disk, an unreachable server: 503 / 507 saying which (db_errors).
+    app.add_exception_handler(SQLAlchemyError, on_database_error)
+    app.add_exception_handler(OSError, on_database_error)
 
     # Outermost last: CORS answers preflights; security headers on everything; the body limit
-    # (every path, the mounted dashboard too) before the JSON body checks (/api).
+    # (every path, the mounted dashboard too) before the heavy-route limit and the JSON body
+    # checks (/api).
     app.add_middleware(JsonBodyChecks, prefix=API_PREFIX)
+    app.add_middleware(HeavyRouteLimit, limit=settings.limit_concurrency)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
     if settings.cors_origins:

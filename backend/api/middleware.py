@@ -1,5 +1,5 @@
-"""Pure-ASGI middleware: request body limit (413, every path), JSON body checks (422) and
-security headers (CSP included)."""
+"""Pure-ASGI middleware: request body limit (413, every path), JSON body checks (422),
+security headers (CSP included) and the concurrency limit of heavy routes (503)."""
 
 from __future__ import annotations
 
@@ -184,3 +184,43 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+AGGREGATE_PATHS = ("/api/curves", "/api/profiles", "/api/claims")
+
+
+def is_heavy(path: str) -> bool:
+    """Exports, server-side aggregates and suite bundles: the routes that cost seconds over a
+    large DB (``/api/suites``, the list, is light)."""
+    return (path.startswith("/api/export/") or path in AGGREGATE_PATHS
+            or (path.startswith("/api/suites/") and path.endswith("/bundle")))
+
+
+class HeavyRouteLimit:
+    """At most ``limit`` heavy requests (:func:`is_heavy`) in progress; more answer 503 with
+    ``Retry-After`` at once, without queueing — so the thread pool, the DB and the CPU stay free
+    for ``/api/health``, light reads and the dashboard (150 concurrent exports once made health
+    take 28 s). Counted per process; the event loop is single-threaded, so a plain counter."""
+
+    def __init__(self, app: ASGIApp, limit: int, retry_after: int = 2) -> None:
+        self.app, self.limit, self.retry_after = app, max(1, int(limit)), retry_after
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_heavy(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            data = json.dumps({"detail": f"server busy: {self.in_flight} exports/aggregates in progress (the limit, "
+                                         f"LAYERSCOPE_LIMIT_CONCURRENCY / serve --limit-concurrency); retry after "
+                                         f"{self.retry_after} s"}).encode()
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                                    (b"retry-after", str(self.retry_after).encode())]})
+            await send({"type": "http.response.body", "body": data})
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1

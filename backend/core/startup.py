@@ -86,6 +86,71 @@ def explain(exc: BaseException, url: str) -> StartupError:
     return StartupError(f"cannot open the database {where}: {type(exc).__name__}: {message}")
 
 
+def latest_backup(path: Path) -> Path | None:
+    """The newest ``<file>.bak-*`` next to ``path`` (``layerscope db upgrade`` makes them)."""
+    backups = sorted(path.parent.glob(f"{path.name}.bak-*"), key=lambda p: p.stat().st_mtime)
+    return backups[-1] if backups else None
+
+
+def quick_check(path: Path, seconds: float) -> list[str] | None:
+    """SQLite's ``PRAGMA quick_check`` on the file at ``path``, read-only, stopped after
+    ``seconds`` (a progress handler interrupts it). Returns the problems found ([] when the file
+    is sound), or None when the time ran out first. Raises ``sqlite3.DatabaseError`` for a file
+    that is not a database at all, ``sqlite3.OperationalError`` for one that cannot be opened."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + seconds
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        con.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
+        try:
+            rows = con.execute("PRAGMA quick_check(20)").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc).lower():
+                return None
+            raise
+    finally:
+        con.close()
+    found = [line for r in rows for line in str(r[0]).splitlines() if line.strip() and not line.startswith("***")]
+    return [] if found == ["ok"] else found
+
+
+def check_integrity(settings: Settings, url: str) -> None:
+    """Refuse a corrupt SQLite file at start-up (``LAYERSCOPE_CHECK_INTEGRITY=0`` skips this):
+    one line naming the file, the first problem, and the backup to restore."""
+    import logging
+    import sqlite3
+
+    from sqlalchemy.engine import make_url
+
+    if not settings.check_integrity or make_url(url).get_backend_name() != "sqlite":
+        return
+    database = make_url(url).database
+    if not database or database == ":memory:" or not Path(database).is_file() or Path(database).stat().st_size == 0:
+        return
+    path = Path(database)
+    try:
+        problems = quick_check(path, settings.integrity_check_seconds)
+    except sqlite3.OperationalError:  # cannot open it (permissions, a lock): migrating explains that
+        return
+    except sqlite3.DatabaseError as exc:  # not a database at all (garbage, a wrong header)
+        raise StartupError(f"{path} is not a readable SQLite database ({_first_line(exc)}): move it aside (a new "
+                           "one is created on the next start) or restore it from a backup") from exc
+    if problems is None:
+        logging.getLogger(__name__).warning(
+            "integrity check of %s stopped after %.0f s (a large file); serving it unchecked "
+            "(LAYERSCOPE_INTEGRITY_CHECK_SECONDS sets the limit)", path, settings.integrity_check_seconds)
+        return
+    if problems:
+        backup = latest_backup(path)
+        restore = (f"restore the backup {backup} (copy it over {path})" if backup else
+                   f"no backup ({path.name}.bak-*) is next to it: restore one of your own, or move the file aside "
+                   "(a new, empty one is created on the next start)")
+        raise StartupError(f"{path} is corrupt (PRAGMA quick_check: {problems[0]}); {restore}; "
+                           "LAYERSCOPE_CHECK_INTEGRITY=0 starts without this check")
+
+
 def open_database(settings: Settings) -> str:
     """Check the folders and URL of ``settings``, then migrate the results database to the newest
     schema (``store.migrate.init_db``); return its revision.
@@ -98,6 +163,7 @@ def open_database(settings: Settings) -> str:
     check_folders(settings)
     url = settings.resolved_db_url
     check_db_url(url)
+    check_integrity(settings, url)
     try:
         return init_db(url)
     except Exception as exc:  # every failure at start-up becomes one clear line

@@ -262,7 +262,12 @@ def register(app, api: ApiClient, path_for) -> None:
 
         from dashboard.components import csv_safe
 
-        rows = compare_rows(api, suite, other) if n else None
+        if not n or not isinstance(suite, (str, type(None))) or not isinstance(other, str):
+            return no_update  # a tampered request: no suite names to compare
+        try:
+            rows = compare_rows(api, suite, other)
+        except ApiError:
+            return no_update  # a suite gone since the page was drawn: nothing to download
         if not rows:
             return no_update
         a = suite or default_suite(api)

@@ -51,7 +51,7 @@ LOC = "cv-loc"
 SPEC = PageState([
     F("tasks", "list_str", [], TASKS, aliases=("task",)),
     F("families", "list_str", [], family_names, aliases=("family",)),
-    F("lengths", "list_int", [40], aliases=("eval_length", "length")),
+    F("lengths", "list_int", [40], aliases=("eval_length", "length"), lo=1),
     F("x", "str", "layer", ("layer", "depth")),
     F("view", "str", "layer", ("layer", "position", "behaviour")),
     F("ci", "bool", True),

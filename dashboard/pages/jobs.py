@@ -4,17 +4,20 @@ a 422 is shown at the field it names), and the job list with live progress, canc
 from __future__ import annotations
 
 import json
+import math
 import re
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import Bind, api_alert, page_frame, register_url_sync
 from dashboard.pages import PageDef, run_actions
 from dashboard.poll import done, failed, guard, poll_components, poll_status, register_age
-from dashboard.state import F, PageState
+from dashboard.state import INT_MAX, F, PageState, parse_int
 from dashboard.theme import (EVAL_LENGTHS, JOB_KINDS, METHODS, PRESETS, TASKS, family_label, family_names, method_label,
                              task_label)
 
@@ -138,6 +141,46 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def is_key(key: Any) -> bool:
+    """An Idempotency-Key as the form makes them (32 hex digits)."""
+    return isinstance(key, str) and re.fullmatch(r"[0-9a-f]{32}", key) is not None
+
+
+def next_refresh(refresh: Any) -> int:
+    """The refresh counter's next value (the store holds an int; a tampered one restarts at 1)."""
+    n = parse_int(refresh)
+    return 1 if n is None or not 0 <= n < INT_MAX else n + 1
+
+
+def local_errors(kind: str, values: dict[str, Any]) -> dict[str, str]:
+    """Messages by form field for values the browser can hold but JSON cannot carry: a number
+    field holding NaN or ±inf (typed as ``nan`` / ``inf`` / ``1e999``) — refused at the field,
+    as the API refuses them in a body."""
+    out: dict[str, str] = {}
+    for name, (_label, widget, kinds, _help) in FIELDS.items():
+        v = values.get(name)
+        if kind not in kinds or widget not in ("int", "float") or v is None or v == "":
+            continue
+        try:
+            number = float(str(v).strip())
+        except ValueError:
+            continue  # not a number at all: the server's 422 names it
+        if not math.isfinite(number):
+            out[name] = f"must be a finite number (got {str(v).strip()[:20]!r})"
+    return out
+
+
+def form_values(ids: Any, values: Any) -> dict[str, Any] | None:
+    """{field name: value} from the form's pattern-matching ids and values; None when they do
+    not describe this form (unknown names, lengths that differ: a tampered request)."""
+    if not isinstance(ids, list) or not isinstance(values, list) or len(ids) != len(values):
+        return None
+    names = [i.get("name") if isinstance(i, dict) else None for i in ids]
+    if not all(isinstance(n, str) and n in FIELDS for n in names):
+        return None
+    return dict(zip(names, values, strict=True))
+
+
 def field_errors(detail: Any) -> tuple[dict[str, str], list[str]]:
     """A 422 ``detail`` → (messages by form field, messages that name no field)."""
     by_field: dict[str, list[str]] = {}
@@ -183,12 +226,26 @@ def suite_progress(j: dict) -> tuple[float, str] | None:
     kids = j.get("children")
     if j.get("kind") != "suite" or not kids:
         return None
-    total = sum(kids.values())
-    done = sum(kids.get(s, 0) for s in ("succeeded", "failed", "cancelled"))
-    failed = kids.get("failed", 0)
-    msg = f"{done} of {total} runs done" + (f", {failed} failed" if failed else "") + \
-        (f", {kids.get('running', 0)} running" if kids.get("running") else "")
-    return float(j.get("children_progress") or 0.0), msg
+    counts = {k: v for k, v in kids.items() if isinstance(v, int) and v > 0}
+    total = sum(counts.values())
+    parts = [f"{counts.get('succeeded', 0)} done"] + [f"{counts[s]} {s}" for s in ("failed", "cancelled", "running",
+                                                                                   "queued") if counts.get(s)]
+    msg = ", ".join(parts) + f" of {total} runs"
+    active = counts.get("queued", 0) + counts.get("running", 0)
+    # finished children are as far as they will go: with none active the bar is full
+    pct = float(j.get("children_progress") or 0.0) if active else 1.0
+    return pct, msg
+
+
+def suite_state(kids: dict) -> str:
+    """The badge of a fanned-out suite: running while runs are queued or running, else failed /
+    cancelled when any run was, else succeeded (its own state stays "succeeded" once it fanned out)."""
+    if kids.get("queued") or kids.get("running"):
+        return "running"
+    for state in ("failed", "cancelled"):
+        if kids.get(state):
+            return state
+    return "succeeded"
 
 
 def job_row(j: dict, path_for) -> html.Tr:
@@ -199,9 +256,8 @@ def job_row(j: dict, path_for) -> html.Tr:
     if fanned is not None:  # the suite's runs, not its fan-out, say how far it is
         pct = max(0.0, min(1.0, fanned[0]))
         j = {**j, "message": fanned[1]}
-        kids = j.get("children") or {}
-        if state == "succeeded" and (kids.get("queued") or kids.get("running")):  # runs still to finish
-            shown = "running"
+        if state == "succeeded":  # fanned out: its runs say what state it is in
+            shown = suite_state(j.get("children") or {})
     actions = []
     if state in ACTIVE:
         actions.append(html.Button("Cancel", id={"type": "job-cancel", "index": j["id"]}, className="btn btn-sm btn-danger",
@@ -285,6 +341,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         html.Div(id="jb-list"),
         *poll_components(POLL, POLL_MS),
         dcc.Store(id="jb-refresh", data=0),
+        # this submission's Idempotency-Key: a double click on Launch sends it twice, the API makes
+        # one job; renewed once a job is made
+        dcc.Store(id="jb-key", data=uuid.uuid4().hex),
         html.Div(id="jb-action-msg"),
     ], className="card")
     return page_frame(title="Jobs", subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
@@ -304,24 +363,35 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output({"type": "jf-wrap", "name": ALL}, "style"), Input("jb-kind", "value"),
                   State({"type": "jf-wrap", "name": ALL}, "id"))
     def _show_fields(kind, ids):
+        if form_values(ids, ids) is None:
+            raise PreventUpdate
         return [None if kind in FIELDS[i["name"]][2] else {"display": "none"} for i in ids]
 
     @app.callback(Output({"type": "jf-msg", "name": ALL}, "children"),
                   Output({"type": "jf", "name": ALL}, "className"),
-                  Output("jb-result", "children"), Output("jb-refresh", "data"),
+                  Output("jb-result", "children"), Output("jb-refresh", "data"), Output("jb-key", "data"),
                   Input("jb-submit", "n_clicks"), State("jb-kind", "value"),
                   State({"type": "jf", "name": ALL}, "value"), State({"type": "jf", "name": ALL}, "id"),
-                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"),
+                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"), State("jb-key", "data"),
+                  running=[(Output("jb-submit", "disabled"), True, False)],  # no second click while in flight
                   prevent_initial_call=True)
-    def _submit(n, kind, values, ids, classes, refresh):
-        names = [i["name"] for i in ids]
-        base_cls = [re.sub(r"\s*is-invalid", "", c or "") for c in classes]
+    def _submit(n, kind, values, ids, classes, refresh, key):
+        form = form_values(ids, values)
+        if form is None or kind not in JOB_KINDS or not isinstance(classes, list) or len(classes) != len(form):
+            raise PreventUpdate
+        names = list(form)
+        base_cls = [re.sub(r"\s*is-invalid", "", c if isinstance(c, str) else "") for c in classes]
         clear = [""] * len(names)
         if not n:
-            return clear, base_cls, no_update, no_update
-        params = build_params(kind, dict(zip(names, values, strict=True)))
+            return clear, base_cls, no_update, no_update, no_update
+        if local := local_errors(kind, form):
+            cls = [(c + " is-invalid").strip() if local.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
+            return ([local.get(nm, "") for nm in names], cls,
+                    html.Div("Not launched: check the highlighted fields.", className="alert alert-danger"), no_update,
+                    no_update)
+        params = build_params(kind, form)
         try:
-            job = api.create_job(kind, params)
+            job = api.create_job(kind, params, idempotency_key=key if is_key(key) else None)
         except ApiError as exc:
             if exc.status == 422:
                 by_field, other = field_errors(exc.detail)
@@ -329,10 +399,11 @@ def register(app, api: ApiClient, path_for) -> None:
                 cls = [(c + " is-invalid").strip() if by_field.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
                 summary = html.Div(["Not launched: check the highlighted fields.",
                                     *[html.Div(o) for o in other]], className="alert alert-danger")
-                return msgs, cls, summary, no_update
-            return clear, base_cls, api_alert(exc), no_update
+                return msgs, cls, summary, no_update, no_update
+            return clear, base_cls, api_alert(exc), no_update, no_update
         return clear, base_cls, html.Div([f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
-                                         className="alert alert-success", id="jb-launched"), (refresh or 0) + 1
+                                         className="alert alert-success", id="jb-launched"), next_refresh(refresh), \
+            uuid.uuid4().hex
 
     register_age(app, POLL)
 
@@ -342,7 +413,7 @@ def register(app, api: ApiClient, path_for) -> None:
                   Input(POLL, "n_intervals"), Input("jb-refresh", "data"), Input("jb-show", "value"),
                   State(f"{POLL}-at", "data"), running=guard(POLL))
     def _list(_n, _r, show, shown):
-        return poll_jobs(api, show, shown, path_for)
+        return poll_jobs(api, SPEC.value("show", show), shown, path_for)
 
     @app.callback(Output("jb-action-msg", "children"), Output("jb-refresh", "data", allow_duplicate=True),
                   Input({"type": "job-cancel", "index": ALL}, "n_clicks"),
@@ -352,16 +423,19 @@ def register(app, api: ApiClient, path_for) -> None:
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update, no_update
+        job_id = parse_int(trig.get("index"))
+        if job_id is None or not 1 <= job_id <= INT_MAX:
+            return no_update, no_update
         try:
             if trig["type"] == "job-cancel":
-                job = api.cancel_job(trig["index"])
+                job = api.cancel_job(job_id)
                 msg = f"Cancel requested for job #{job['id']} ({job['state']})."
             else:
-                job = api.retry_job(trig["index"])
+                job = api.retry_job(job_id)
                 msg = f"Job #{job['id']} queued again."
         except ApiError as exc:
             return api_alert(exc), no_update
-        return html.Div(msg, className="alert alert-info"), (refresh or 0) + 1
+        return html.Div(msg, className="alert alert-info"), next_refresh(refresh)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Jobs", layout=layout, register=register)

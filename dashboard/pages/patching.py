@@ -45,10 +45,10 @@ MAX_SIDE_BY_SIDE = 4
 SPEC = PageState([
     F("task", "str", None, TASKS),
     F("family", "str", None, family_names),
-    F("runs", "list_int", [], aliases=("run", "run_id")),
-    F("length", "int", 40, aliases=("eval_length",)),
+    F("runs", "list_int", [], aliases=("run", "run_id"), lo=1),
+    F("length", "int", 40, aliases=("eval_length",), lo=1),
     F("site", "str", "state", tuple(SITE_LABELS)),
-    F("layer", "int", None),
+    F("layer", "int", None, lo=-2),
     trained_field(),
     F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
 ])
@@ -217,7 +217,8 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
                   Input("pt-runs", "value"), Input("pt-trained", "value"), Input("pt-suite", "value"))
     def _options(task, family, picked, trained, suite):
-        return run_options(api, task, family, picked, trained=bool(trained), suite=suite or None)
+        return run_options(api, SPEC.value("task", task), SPEC.value("family", family), SPEC.value("runs", picked),
+                           trained=bool(trained), suite=SPEC.value("suite", suite) or None)
 
     @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
                   Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),

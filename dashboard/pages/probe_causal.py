@@ -66,9 +66,9 @@ SUMMARY_DESCRIPTION = (
 SPEC = PageState([
     F("task", "str", None, TASKS),
     F("family", "str", None, family_names),
-    F("seed", "int", None),
-    F("run", "int", None),
-    F("length", "int", 40, aliases=("eval_length",)),
+    F("seed", "int", None, lo=0),
+    F("run", "int", None, lo=1),
+    F("length", "int", 40, aliases=("eval_length",), lo=1),
     F("method", "str", "auto", SUMMARY_METHODS),
     trained_field(),
     F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
@@ -255,8 +255,9 @@ def register(app, api: ApiClient, path_for) -> None:
                   Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"),
                   Input("pc-suite", "value"))
     def _options(task, family, seed, run, trained, suite):
-        return initial_options(api, {"task": task, "family": family, "seed": seed, "run": run,
-                                     "trained": bool(trained), "suite": suite or None})
+        return initial_options(api, {"task": SPEC.value("task", task), "family": SPEC.value("family", family),
+                                     "seed": SPEC.value("seed", seed), "run": SPEC.value("run", run),
+                                     "trained": bool(trained), "suite": SPEC.value("suite", suite) or None})
 
     @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
                   Output("pc-banner", "children"),

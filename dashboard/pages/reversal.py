@@ -50,7 +50,7 @@ LOC = "rv-loc"
 METRICS = ("late_concentration", "auc", "best_layer", "first_95")
 
 SPEC = PageState([
-    F("length", "int", 40, aliases=("eval_length",)),
+    F("length", "int", 40, aliases=("eval_length",), lo=1),
     F("metric", "str", "late_concentration", METRICS),
     F("suite", "str", None),
     F("pretrained", "bool", False),

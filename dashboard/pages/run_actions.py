@@ -76,15 +76,26 @@ def loss_overlay(runs: list[dict]) -> go.Figure:
     return fig
 
 
+def _run_id(raw: Any) -> int | None:
+    """A run id from a callback value: an integer in 1..INT_MAX, else None (a tampered request)."""
+    from dashboard.state import INT_MAX, parse_int
+
+    v = parse_int(raw)
+    return v if v is not None and 1 <= v <= INT_MAX else None
+
+
 def register(app, api: ApiClient) -> None:
     @app.callback(Output("rn-annotate-msg", "children"), Input("rn-annotate", "n_clicks"),
                   State("rn-annotate-run", "data"), State("rn-tags", "value"), State("rn-notes", "value"),
                   prevent_initial_call=True)
     def _annotate(n, run_id, tags, notes):
-        if not n or not run_id:
+        run_id = _run_id(run_id)
+        if not n or run_id is None:
             return no_update
+        if not isinstance(tags, (str, type(None))) or not isinstance(notes, (str, type(None))):
+            return "not saved: tags and notes are text"
         try:
-            run = api.annotate_run(int(run_id), tags=parse_tags(tags), notes=notes or "")
+            run = api.annotate_run(run_id, tags=parse_tags(tags), notes=notes or "")
         except ApiError as exc:
             return f"not saved: {exc.message}"
         return f"saved ({len(run.get('tags') or [])} tag(s))"
@@ -92,10 +103,11 @@ def register(app, api: ApiClient) -> None:
     @app.callback(Output("rn-rebuild-msg", "children"), Output("rn-rebuild", "disabled"),
                   Input("rn-rebuild", "n_clicks"), State("rn-rebuild-run", "data"), prevent_initial_call=True)
     def _rebuild(n, run_id):
-        if not n or not run_id:
+        run_id = _run_id(run_id)
+        if not n or run_id is None:
             return no_update, no_update
         try:
-            job = api.rebuild_weights(int(run_id))
+            job = api.rebuild_weights(run_id)
         except ApiError as exc:
             return f" not queued: {exc.message}", False
         return [" queued as job ", dcc.Link(f"#{job['id']}", href=f"/jobs?job={job['id']}"),
@@ -103,16 +115,17 @@ def register(app, api: ApiClient) -> None:
 
     @app.callback(Output("rn-losses", "children"), Input("rn-grid", "selectedRows"))
     def _losses(rows):
-        rows = rows or []
-        if len(rows) < 2:
+        ids = [i for r in (rows if isinstance(rows, list) else []) if isinstance(r, dict)
+               and (i := _run_id(r.get("id"))) is not None]
+        if len(ids) < 2:
             return None
         try:
-            runs = [api.run(int(r["id"])) for r in rows[:MAX_OVERLAID]]
+            runs = [api.run(i) for i in ids[:MAX_OVERLAID]]
         except ApiError as exc:
             from dashboard.components import api_alert
 
             return api_alert(exc)
-        more = f" (the first {MAX_OVERLAID} of {len(rows)})" if len(rows) > MAX_OVERLAID else ""
+        more = f" (the first {MAX_OVERLAID} of {len(ids)})" if len(ids) > MAX_OVERLAID else ""
         return html.Div([
             html.H2(f"Loss curves of {len(runs)} selected runs{more}", className="card-title"),
             dcc.Graph(id="rn-losses-graph", figure=loss_overlay(runs), config=graph_config("runs-loss-overlay")),
@@ -144,10 +157,11 @@ def register_rebuild_card(app, api: ApiClient) -> None:
     def _rebuild_by_id(n, run_id):
         if not n:
             return no_update
-        if not run_id:
+        run_id = _run_id(run_id)
+        if run_id is None:
             return html.Span("Give the run's id (the runs table's first column).", className="field-error")
         try:
-            job = api.rebuild_weights(int(run_id))
+            job = api.rebuild_weights(run_id)
         except ApiError as exc:
             return html.Span(f"Not queued: {exc.message}", className="field-error")
         return html.Span([f"Queued as job #{job['id']} (before background suites' jobs)."])

@@ -26,7 +26,7 @@ from dashboard.components import (
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef, run_actions
 from dashboard.run_kind import CONTROLS_FILTER, control_badge, stop_reason_label
-from dashboard.state import F, PageState
+from dashboard.state import INT_MAX, F, PageState, parse_int
 from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
 
 KEY = "runs"
@@ -42,12 +42,12 @@ SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
 SPEC = PageState([
     F("task", "list_str", [], TASKS),
     F("family", "list_str", [], family_names),
-    F("seed", "int", None),
+    F("seed", "int", None, lo=0),
     F("suite", "str", None),
-    F("page", "int", 1),
-    F("size", "int", 50),
+    F("page", "int", 1, lo=1),
+    F("size", "int", 50, PAGE_SIZES),
     F("sort", "str", "id", tuple(v for v, _ in SORTS)),
-    F("run", "int", None, aliases=("run_id",)),
+    F("run", "int", None, aliases=("run_id",), lo=1),
     F("q", "str", None),  # search: name, tags, notes, family, task, suite (GET /api/runs?q=)
     F("controls", "str", "include", tuple(v for v, _ in CONTROLS_FILTER)),  # random-init controls listed or not
 ])
@@ -233,6 +233,29 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
                     q=state.get("q") or None, controls=state.get("controls") or "include")
 
 
+def grid_rows(rows: Any) -> list[dict]:
+    """The grid's selected rows that carry a run id, a known task and family (the grid sends
+    what it was given; a tampered request may send anything)."""
+    out = []
+    for r in rows if isinstance(rows, list) else []:
+        rid = parse_int(r.get("id")) if isinstance(r, dict) else None
+        if rid is not None and rid >= 1 and r.get("task") in TASKS and r.get("family") in family_names():
+            out.append({**r, "id": rid})
+    return out
+
+
+def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
+    """(the page of runs, its number): a page past the last one shows the last one (a link to
+    ``?page=2`` after runs were deleted, a typed page number)."""
+    page = fetch_page(api, state)
+    p = max(1, state["page"] or 1)
+    n_pages = max(1, -(-page["total"] // page["limit"]))
+    if p > n_pages:
+        p = n_pages
+        page = fetch_page(api, {**state, "page": p})
+    return page, p
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
@@ -410,20 +433,21 @@ def register(app, api: ApiClient, path_for) -> None:
 
     @app.callback(Output("rn-grid", "rowData"), Output("rn-total", "children"), Output("rn-pages", "children"),
                   Output("rn-error", "children"), Output("rn-prev", "disabled"), Output("rn-next", "disabled"),
-                  [Input(b.cid, b.prop) for b in BINDS[:-1]], State(f"{KEY}-base", "data"))
+                  Output("rn-page", "value", allow_duplicate=True),
+                  [Input(b.cid, b.prop) for b in BINDS[:-1]], State(f"{KEY}-base", "data"),
+                  prevent_initial_call="initial_duplicate")
     def _load(*values):
         state = state_from_controls(SPEC, BINDS[:-1], values[:-1], values[-1])
         try:
-            page = fetch_page(api, state)
+            page, p = fetch_clamped_page(api, state)
         except ApiError as exc:
-            return [], "", "", api_alert(exc), True, True
+            return [], "", "", api_alert(exc), True, True, no_update
         total, size = page["total"], page["limit"]
         n_pages = max(1, -(-total // size))
-        p = max(1, state["page"] or 1)
         first = (p - 1) * size + 1 if total else 0
         last = min(total, p * size)
         return ([_row(r) for r in page["items"]], f"{first:,}–{last:,} of {total:,} runs", f"of {n_pages:,}", None,
-                p <= 1, p >= n_pages)
+                p <= 1, p >= n_pages, no_update if p == state["page"] else p)
 
     @app.callback(Output("rn-export-download", "data"), Input("rn-export", "n_clicks"), State(LOC, "search"),
                   State(f"{KEY}-base", "data"), prevent_initial_call=True)
@@ -441,6 +465,7 @@ def register(app, api: ApiClient, path_for) -> None:
 
     @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
     def _bundle(suite):
+        suite = SPEC.value("suite", suite)
         return bundle_href(suite), (None if suite else {"display": "none"})
 
     @app.callback(Output("rn-page", "value", allow_duplicate=True), Input("rn-prev", "n_clicks"),
@@ -448,19 +473,21 @@ def register(app, api: ApiClient, path_for) -> None:
     def _pager(prev, nxt, page):
         from dash import ctx
 
-        page = max(1, int(page or 1))
-        return max(1, page - 1) if ctx.triggered_id == "rn-prev" else page + 1
+        page = SPEC.from_dict({"page": page})["page"] or 1  # a hand-typed or tampered value: clamped
+        return max(1, page - 1) if ctx.triggered_id == "rn-prev" else min(page + 1, INT_MAX)
 
     @app.callback(Output("rn-run", "data", allow_duplicate=True), Input("rn-grid", "selectedRows"),
                   State("rn-run", "data"), prevent_initial_call=True)
     def _select(rows, current):
+        rows = grid_rows(rows)
         if not rows:
             return no_update
-        rid = int(rows[-1]["id"])
+        rid = rows[-1]["id"]
         return no_update if rid == current else rid
 
     @app.callback(Output("rn-detail", "children"), Input("rn-run", "data"))
     def _detail(run_id):
+        run_id = SPEC.value("run", run_id)
         if not run_id:
             return html.Div("Select a row to see its loss curve, behaviour by length and configuration.",
                             className="hint")
@@ -469,8 +496,9 @@ def register(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("rn-open-pvc", "href"), Output("rn-open-patching", "href"), Output("rn-open-curves", "href"),
                   Input("rn-grid", "selectedRows"), Input("rn-run", "data"))
     def _links(rows, run_id):
-        rows = rows or []
-        ids = [int(r["id"]) for r in rows] or ([int(run_id)] if run_id else [])
+        rows = grid_rows(rows)
+        run_id = SPEC.value("run", run_id)
+        ids = [r["id"] for r in rows] or ([run_id] if run_id else [])
         first = rows[0] if rows else None
         pvc = "/probe-vs-causal" + (f"?run={ids[0]}" if ids else "")
         if first:

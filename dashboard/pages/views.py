@@ -60,6 +60,8 @@ def register(app, api: ApiClient, path_for) -> None:
             return _listing(api, path_for), None
         if not any(clicks or []) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update, no_update
+        if not isinstance(trig.get("slug"), str):
+            return no_update, no_update  # a tampered button id
         try:
             api.delete_view(trig["slug"])
         except ApiError as exc:

@@ -5,18 +5,21 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, Union
 
-from fastapi import APIRouter, Body, Query, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
+from layerscope_core.text import TEXT_PATTERN
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
 from store import jobs as J
 from store.models import Job, Run
 from worker.params import PARAMS_BY_KIND
+from backend.api.submit_checks import run_param_errors
 from worker.queue import QueueUnavailable, submit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
@@ -60,6 +63,22 @@ def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSON
     return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": _retry_after(settings)})
 
 
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=TEXT_PATTERN)]
+
+
+def _job_for_key(session, key: str, body: Any) -> dict[str, Any] | None:
+    """The job made by an earlier request with Idempotency-Key ``key`` (None: none yet); a 422
+    when that job is of another kind (the key was reused for a different submission)."""
+    job = session.scalar(select(Job).where(Job.idempotency_key == key))
+    if job is None:
+        return None
+    if job.kind != body.kind:
+        raise RequestValidationError([{"type": "value_error", "loc": ("header", "Idempotency-Key"),
+                                       "msg": f"already used for job {job.id} (a {job.kind} job): send a new key "
+                                              "for a new job", "input": key}])
+    return _out(job)
+
+
 def _out(job: Job) -> dict[str, Any]:
     return JobOut.model_validate(job).model_dump()
 
@@ -87,12 +106,20 @@ def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
 
 
 @router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             responses={**TOO_LARGE, **QUEUE_DOWN_SUBMIT},
+             responses={**TOO_LARGE, **QUEUE_DOWN_SUBMIT,
+                        200: {"model": JobOut, "description": "the job an earlier request with this Idempotency-Key "
+                                                              "made (nothing new was made)"}},
              summary="Submit a job; its params are validated per kind (422 names the bad field)")
 def create_job(
     body: Annotated[JobCreate, Body()], session: SessionDep, factory: FactoryDep, settings: SettingsDep,
-    queue: QueueDep,
+    queue: QueueDep, response: Response,
+    idempotency_key: Annotated[IdempotencyKey | None, Header(
+        alias="Idempotency-Key", description="any unique string per intended job (a UUID): the same key again "
+        "answers the job the first request made (200) instead of making a second one")] = None,
 ) -> dict:
+    if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body)) is not None:
+        response.status_code = status.HTTP_200_OK
+        return earlier
     params = body.params
     run_id = getattr(params, "run_id", None)
     if run_id is not None:
@@ -104,6 +131,8 @@ def create_job(
         if why:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
                                            "input": run_id}])
+        if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
+            raise RequestValidationError(errors)
     if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
         from worker.presets import expand_suite
         from worker.suite_settings import check_one_run_per_seed
@@ -119,9 +148,16 @@ def create_job(
     try:
         # a person's job: taken before the queued jobs of background suites (the demo's)
         job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts,
-                        priority=J.PERSON_PRIORITY)
+                        priority=J.PERSON_PRIORITY, idempotency_key=idempotency_key)
     except QueueUnavailable as exc:
         return _queue_down(exc, settings)  # type: ignore[return-value]
+    except IntegrityError:  # a concurrent request with the same key stored its job first
+        with factory() as s:
+            earlier = _job_for_key(s, idempotency_key, body) if idempotency_key else None
+        if earlier is None:
+            raise
+        response.status_code = status.HTTP_200_OK
+        return earlier
     with factory() as s:
         return _out(J.get_job(s, job_id))
 
@@ -170,7 +206,7 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
              responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE, **QUEUE_DOWN_RETRY},
              dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
-    job = J.retry(session, job_id, extra_attempts=settings.max_attempts)
+    job = J.retry(session, job_id)
     try:
         queue.enqueue(job.id, job.priority)
     except QueueUnavailable as exc:
