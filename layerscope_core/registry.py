@@ -117,7 +117,7 @@ _FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     _builtin("mamba", "Mamba", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
              width_problem="models_store.config:mamba_width", hf_config="models_store.families:mamba_config",
              stateful="models_store.states:mamba_stateful"),
-    _builtin("mamba2", "Mamba-2", "ssm", hf=True, has_conv1d=True, state_parts=("ssm", "conv"),
+    _builtin("mamba2", "Mamba-2", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
              width_problem="models_store.config:mamba2_width", hf_config="models_store.families:mamba2_config",
              stateful="models_store.states:mamba2_stateful"),
     _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),

@@ -176,6 +176,10 @@ def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
 
 # --- per-family builders (FamilySpec.build) ----------------------------------------------------
 def _hf_model(cfg: ModelConfig) -> HFLayerwiseModel:
+    if cfg.pretrained is not None:  # any transformers architecture, rebuilt from its stored config
+        from models_store.any_model import build_from_hf_config
+
+        return build_from_hf_config(cfg)
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
     return HFLayerwiseModel(cfg, backbone_cls(hf_config_for(cfg)))
 
