@@ -6,9 +6,10 @@ looking at the module tree, not at a table per ``model_type``:
 
 - blocks: the ``nn.ModuleList`` whose length is the config's layer count
   (``num_hidden_layers``; GPT-2's ``n_layer`` maps onto it), the shallowest one if several;
-- ``emb`` (layer -1): the input of block 0. It is the output of ``emb_tap``, an identity module
-  called by a forward pre-hook on block 0, so hooks see the embedding *after* anything the
-  architecture adds before the first block (GPT-2's learned positions, embedding dropout);
+- ``emb`` (layer -1): the input of block 0. When the input embedding's output is not that
+  input (checked with one 2-token forward at construction: GPT-2 adds learned positions first)
+  it is the output of ``emb_tap``, an identity module called by a forward pre-hook on block 0,
+  so hooks see the embedding *after* what the architecture adds; otherwise the embedding module;
 - the family (``transformer`` / ``mamba`` / ``mamba2``) from what a block holds: a Mamba-2 mixer
   (``A_log`` and ``dt_bias``), a Mamba mixer (``A_log`` and ``x_proj``), or attention.
 
@@ -120,7 +121,8 @@ class AnyHFModel(HFLayerwiseModel):
 
     Attributes:
         blocks_path: attribute path of the block list inside ``backbone`` (``"layers"``, ``"h"``).
-        emb_tap: identity whose output is the ``emb`` state [B, L, D] (block 0's input).
+        emb_tap: identity whose output is the ``emb`` state [B, L, D] (block 0's input), used
+            when ``tapped`` (the embedding module's own output is not block 0's input).
 
     Raises:
         UnsupportedModel: see ``find_blocks`` / ``block_family``, or no input embedding.
@@ -134,7 +136,32 @@ class AnyHFModel(HFLayerwiseModel):
         super().__init__(config, backbone)
         self._blocks = [blocks]  # a list, so the ModuleList is not registered twice
         self.emb_tap = nn.Identity()
-        blocks[0].register_forward_pre_hook(self._tap_block0_input, with_kwargs=True)
+        self.tapped = not self._embedding_feeds_block0()
+        if self.tapped:
+            blocks[0].register_forward_pre_hook(self._tap_block0_input, with_kwargs=True)
+
+    @torch.no_grad()
+    def _embedding_feeds_block0(self) -> bool:
+        """Whether the input embedding's output is block 0's input unchanged (one 2-token forward
+        in eval mode); False when the architecture adds something first (GPT-2's positions)."""
+        seen: dict[str, torch.Tensor] = {}
+        emb, block0 = self.backbone.get_input_embeddings(), self._blocks[0][0]
+
+        def grab_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            seen["block0"] = args[0] if args else kwargs.get("hidden_states")
+
+        h1 = emb.register_forward_hook(lambda m, a, out: seen.__setitem__("emb", out))
+        h2 = block0.register_forward_pre_hook(grab_input, with_kwargs=True)
+        was_training = self.backbone.training
+        try:
+            self.backbone.eval()
+            self.backbone(input_ids=torch.zeros(1, 2, dtype=torch.long, device=emb.weight.device), use_cache=False)
+        finally:
+            h1.remove()
+            h2.remove()
+            self.backbone.train(was_training)
+        a, b = seen.get("emb"), seen.get("block0")
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
 
     def _tap_block0_input(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """Route block 0's hidden-state input ([B, T, D]) through ``emb_tap`` (positional or keyword)."""
@@ -146,7 +173,7 @@ class AnyHFModel(HFLayerwiseModel):
                                "without a hidden-state input")
 
     def embedding_module(self) -> nn.Module:
-        return self.emb_tap
+        return self.emb_tap if self.tapped else self.backbone.get_input_embeddings()
 
     def block_modules(self) -> list[nn.Module]:
         return list(self._blocks[0])
