@@ -10,6 +10,7 @@
     layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
     layerscope probe|intervene|patch RUN_ID
     layerscope token create --name NAME
+    layerscope task add FILE --name NAME      # your own labelled tokens (JSONL / Parquet) as a task
     layerscope db upgrade
 
 Wrong arguments, an unknown preset or run id give a one-line message and a non-zero exit.
@@ -50,6 +51,9 @@ token_app = typer.Typer(help="API tokens (needed for writes when the server list
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
+from backend.cli_tasks import task_app  # noqa: E402  (issue 22: file-defined tasks)
+
+app.add_typer(task_app, name="task")
 
 log = logging.getLogger("layerscope")
 
@@ -288,7 +292,8 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 def suite(
     preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
     family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
-    task: Annotated[list[TaskChoice] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}.")] = None,
+    task: Annotated[list[str] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}, "
+                                                        "or a file task (layerscope task add / task list).")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
@@ -318,7 +323,7 @@ def suite(
                                      param_hint="'--device'")
         _check_device(device)
     params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
-                         tasks=[t.value for t in task] if task else None, seeds=seed or None,
+                         tasks=list(task) if task else None, seeds=seed or None,
                          name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
                          rebuild_weights=rebuild_weights)
     from worker.presets import expand_suite

@@ -67,13 +67,17 @@ def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | s
 
 
 def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1."""
-    return (preds == labels).float().mean(dim=1)
+    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1 (labels < 0, a file task's
+    null labels, are not scored; a sequence without any scored label counts 0)."""
+    seen = labels >= 0
+    return ((preds == labels) & seen).float().sum(dim=1) / seen.sum(dim=1).clamp(min=1)
 
 
 def majority_rate(labels: torch.Tensor) -> float:
     """Share of the most frequent class among all positions (the chance level we report against)."""
-    return float(torch.bincount(labels.reshape(-1)).max()) / labels.numel()
+    lab = labels.reshape(-1)
+    lab = lab[lab >= 0]  # a file task's null labels are not scored
+    return float(torch.bincount(lab).max()) / lab.numel()
 
 
 # Fewest input-token types for which the control task is informative (code_depth has hundreds;
@@ -192,6 +196,7 @@ def measure_interventions(
     for layer in layers:
         x = fit.states[layer].reshape(-1, fit.states[layer].shape[-1])  # (n·L, D)
         y = fit.data.labels.reshape(-1)
+        x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
         for method in methods:
             ctx.check_cancelled()
             edits[(method, layer)] = fit_edit(method, x, y, task.n_classes,

@@ -53,7 +53,15 @@ class OneOf:
 
 
 Family = Annotated[str, OneOf(family_names)]
-TaskName = Annotated[str, OneOf(lambda: TASKS)]
+
+
+def _task_names() -> tuple[str, ...]:
+    from science.tasks import task_names  # built-ins, then the file tasks of the model store (issue 22)
+
+    return task_names()
+
+
+TaskName = Annotated[str, OneOf(_task_names)]
 Method = Annotated[str, OneOf(lambda: METHODS)]
 PresetName = Annotated[str, OneOf(lambda: PRESETS)]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
@@ -194,8 +202,9 @@ class TrainParams(_Params):
         if self.curriculum_start is not None and self.curriculum_start >= self.train_length:
             self.curriculum_start = None  # nothing to grow: the same run as no curriculum
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
+        from worker.file_tasks import fit_file_task
 
-        get_task(self.task, **self.task_params)
+        fit_file_task(self, get_task(self.task, **self.task_params))  # a file task: the file's lengths
         return self
 
     def run_config(self) -> dict[str, Any]:

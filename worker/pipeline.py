@@ -42,7 +42,7 @@ from worker.measuring import (
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
-from science.tasks import get_task
+from science.tasks import get_task, use_task_store
 from science.training import behaviour, recorded_step_budget, step_budget, train_model
 
 
@@ -57,6 +57,9 @@ class WorkerEnv:
     session_factory: sessionmaker[Session]
     store_dir: Path
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        use_task_store(Path(self.store_dir) / "tasks")  # the file tasks this env's store holds
 
     @property
     def store(self) -> CheckpointStore:
