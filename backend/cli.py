@@ -51,7 +51,7 @@ token_app = typer.Typer(help="API tokens (needed for writes when the server list
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
-from backend.cli_tasks import task_app  # noqa: E402  (issue 22: file-defined tasks)
+from backend.cli_tasks import known_tasks, task_app, task_names  # noqa: E402  (issue 22: file-defined tasks)
 
 app.add_typer(task_app, name="task")
 
@@ -292,8 +292,9 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 def suite(
     preset: Annotated[Preset, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")],
     family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
-    task: Annotated[list[str] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}, "
-                                                        "or a file task (layerscope task add / task list).")] = None,
+    task: Annotated[list[str] | None, typer.Option(callback=known_tasks, help=(
+        f"Only these tasks (repeat the option): {', '.join(task_names())} "
+        "(built-in, plugin and file tasks: layerscope task add / task list)."))] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,

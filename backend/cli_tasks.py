@@ -66,3 +66,21 @@ def list_tasks() -> None:
     for name, sha in store.names().items():
         rec = store.info(name)
         typer.echo(f"{name}\t{rec['n_rows']} rows\tlengths {rec['lengths'][0]}..{rec['lengths'][-1]}\t{sha[:12]}")
+
+
+def task_names() -> tuple[str, ...]:
+    """Every task a run may name now: built-in, plugin and file tasks (read at call time)."""
+    import worker  # noqa: F401  (makes the settings' file tasks known)
+    from science.tasks import task_names as names
+
+    return names()
+
+
+def known_tasks(values: list[str] | None) -> list[str] | None:
+    """``--task`` values checked against ``task_names()`` when the command runs (file tasks added
+    after the CLI was imported count)."""
+    known = task_names()
+    for v in values or []:
+        if v not in known:
+            raise typer.BadParameter(f"{v!r} is not one of {', '.join(map(repr, known))}.", param_hint="'--task'")
+    return values

@@ -88,6 +88,10 @@ class ApiClient:
         self._http.close()
 
     # -- endpoints --------------------------------------------------------------------------
+    def meta(self) -> dict:
+        """``GET /api/meta``: families, tasks (built-in, plugin, file), methods, presets, ..."""
+        return self.get("/api/meta")
+
     def health(self) -> dict:
         return self.get("/api/health")
 

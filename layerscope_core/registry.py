@@ -153,13 +153,22 @@ def unregister_family(name: str) -> None:
     _FAMILIES.pop(name, None)
 
 
+def _plugins() -> None:
+    """Read the ``layerscope.*`` entry points once (layerscope_core.plugins, issue 22)."""
+    from layerscope_core.plugins import load_plugins
+
+    load_plugins()
+
+
 def family_names() -> tuple[str, ...]:
-    """Every registered family: the built-ins first (``FAMILIES``), then added ones."""
+    """Every registered family: the built-ins first (``FAMILIES``), then added ones (plugins too)."""
+    _plugins()
     return tuple(_FAMILIES)
 
 
 def families() -> tuple[FamilySpec, ...]:
     """Every registered ``FamilySpec``, in ``family_names()`` order."""
+    _plugins()
     return tuple(_FAMILIES.values())
 
 
@@ -170,6 +179,9 @@ def get_family(name: str) -> FamilySpec:
         ValueError: unknown family (the message lists the registered ones).
     """
     spec = _FAMILIES.get(name) if isinstance(name, str) else None
+    if spec is None:
+        _plugins()
+        spec = _FAMILIES.get(name) if isinstance(name, str) else None
     if spec is None:
         raise ValueError(f"unknown family {name!r}; known families: {', '.join(_FAMILIES)}")
     return spec
@@ -184,9 +196,11 @@ def families_where(names: tuple[str, ...] | None = None, **capabilities: Any) ->
 
 def meta() -> dict[str, Any]:
     """Every vocabulary as JSON-safe data (the body of ``GET /api/meta``)."""
+    from layerscope_core.plugins import method_names, task_names
+
     return {
         "families": [{"name": s.name, "label": s.label, **s.capabilities()} for s in families()],
-        "tasks": list(TASKS), "methods": list(METHODS), "presets": list(PRESETS),
+        "tasks": list(task_names()), "methods": list(method_names()), "presets": list(PRESETS),
         "eval_lengths": list(EVAL_LENGTHS), "train_length": TRAIN_LENGTH,
         "patch_sites": list(PATCH_SITES), "all_patch_sites": list(ALL_PATCH_SITES),
     }

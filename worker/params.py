@@ -62,7 +62,15 @@ def _task_names() -> tuple[str, ...]:
 
 
 TaskName = Annotated[str, OneOf(_task_names)]
-Method = Annotated[str, OneOf(lambda: METHODS)]
+
+
+def _method_names() -> tuple[str, ...]:
+    from layerscope_core.plugins import method_names  # built-ins, then plugins' (issue 22)
+
+    return method_names()
+
+
+Method = Annotated[str, OneOf(_method_names)]
 PresetName = Annotated[str, OneOf(lambda: PRESETS)]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the

@@ -63,8 +63,10 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 }
 
 
-def _widget(name: str, kind: str) -> Any:
+def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
     fid = {"type": "jf", "name": name}
+    tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too (issue 22)
+    methods = [*(meta or {}).get("methods", []), "conv1d_removal"] if meta else METHODS
     if kind == "family":
         return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value="lstm",
                             clearable=False)
@@ -72,15 +74,15 @@ def _widget(name: str, kind: str) -> Any:
         return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value=[],
                             multi=True, placeholder="preset's families")
     if kind == "task":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value="parity",
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value="parity",
                             clearable=False)
     if kind == "tasks":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value=[],
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value=[],
                             multi=True, placeholder="preset's tasks")
     if kind == "methods":
-        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in METHODS
+        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in methods
                                               if m != "conv1d_removal"],
-                             value=[m for m in METHODS if m != "conv1d_removal"], inline=True, className="check")
+                             value=[m for m in methods if m != "conv1d_removal"], inline=True, className="check")
     if kind == "flag":
         return dcc.Checklist(id=fid, options=[{"label": "yes", "value": "on"}], value=[], inline=True, className="check")
     if kind == "preset":
@@ -90,12 +92,13 @@ def _widget(name: str, kind: str) -> Any:
                      inputMode="numeric" if kind in ("int", "float", "ints") else "text")
 
 
-def form_fields(kind: str) -> list[Any]:
+def form_fields(kind: str, meta: dict | None = None) -> list[Any]:
+    """The form's fields; ``meta`` (``GET /api/meta``) supplies the task and method choices."""
     out = []
     for name, (label, widget, kinds, help_) in FIELDS.items():
         out.append(html.Div([
             html.Label(label, className="field-label", htmlFor=""),
-            _widget(name, widget),
+            _widget(name, widget, meta),
             html.Div(help_, className="field-help") if help_ else None,
             html.Div(id={"type": "jf-msg", "name": name}, className="field-error"),
         ], id={"type": "jf-wrap", "name": name}, className="field form-field",
@@ -265,13 +268,22 @@ def poll_jobs(api: ApiClient, show: str | None, shown: Any, path_for) -> tuple[A
     return job_table(page["items"], page["total"], path_for), done()
 
 
+def _meta(api: ApiClient) -> dict | None:
+    """The API's vocabularies (plugins and file tasks included); None when the API is unreachable
+    (the form then offers the built-in choices and the page shows the API error elsewhere)."""
+    try:
+        return api.meta()
+    except ApiError:
+        return None
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     form = html.Div([
         html.H2("Launch", className="card-title"),
         dcc.RadioItems(id="jb-kind", options=[{"label": k, "value": k} for k in JOB_KINDS], value=s["kind"],
                        inline=True, className="radio kind-tabs"),
-        html.Div(form_fields(s["kind"]), className="form-grid", id="jb-form"),
+        html.Div(form_fields(s["kind"], _meta(api)), className="form-grid", id="jb-form"),
         html.Div([html.Button("Launch job", id="jb-submit", className="btn btn-primary", n_clicks=0),
                   html.Div(id="jb-result", className="submit-result")], className="form-actions"),
     ], className="card form-card")

@@ -53,8 +53,12 @@ def file_task_names() -> tuple[str, ...]:
 
 
 def task_names() -> tuple[str, ...]:
-    """Every task a run may name: the built-ins (``TASK_NAMES``), then the file tasks."""
-    return (*TASK_NAMES, *(n for n in file_task_names() if n not in TASK_NAMES))
+    """Every task a run may name: the built-ins (``TASK_NAMES``), the plugins' (entry points
+    ``layerscope.tasks``), then the file tasks."""
+    from layerscope_core.plugins import task_names as with_plugins
+
+    named = with_plugins()
+    return (*named, *(n for n in file_task_names() if n not in named))
 
 
 def get_task(name: str, **params) -> Task:
@@ -67,6 +71,14 @@ def get_task(name: str, **params) -> Task:
     """
     if name in _REGISTRY:
         return _REGISTRY[name](**params)
+    from layerscope_core.plugins import plugin_tasks
+
+    plugin = plugin_tasks().get(name)
+    if plugin is not None:
+        task = plugin(**params)
+        if not isinstance(task, Task):
+            raise ValueError(f"plugin task {name!r} built a {type(task).__name__}, not a science.tasks.Task")
+        return task
     for store in task_stores():
         if name in store.names():
             unknown = sorted(set(params) - {"sha256"})
