@@ -32,6 +32,7 @@ from science.tasks.base import Task
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
 from worker import persist
+from worker.learned import keep_weights
 from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
                               ctx=span("probes"))
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now)
+            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned (issue 22)
     if "interventions" in parts and (measure.methods or measure.conv1d):
         rows = measure_interventions(
             **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
@@ -123,7 +125,8 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
             ctx=span("interventions"))
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now)
+            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(env, s, run.run_id, rows, "edit")  # and the directions each edit removed (issue 22)
     elif "interventions" in parts:
         span("interventions")
     if "patching" in parts:
