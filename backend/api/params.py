@@ -29,13 +29,26 @@ def _one_of(known) -> AfterValidator:  # noqa: ANN001 - a tuple, or a callable g
     return AfterValidator(check)
 
 
-TaskQ = Annotated[list[Annotated[Text, _one_of(TASKS)]] | None, Query(description=f"task name(s): {', '.join(TASKS)}")]
+def _task_names() -> tuple[str, ...]:
+    from science.tasks import task_names  # built-in, plugin and file tasks (issue 22), read per request
+
+    return task_names()
+
+
+def _method_names() -> tuple[str, ...]:
+    from layerscope_core.plugins import method_names  # built-in and plugin methods (issue 22)
+
+    return method_names()
+
+
+TaskQ = Annotated[list[Annotated[Text, _one_of(_task_names)]] | None,
+                  Query(description=f"task name(s): {', '.join(TASKS)}, or a plugin or file task (GET /api/meta)")]
 FamilyQ = Annotated[list[Annotated[Text, _one_of(family_names)]] | None,
                     Query(description=f"family name(s): {', '.join(FAMILIES)} (GET /api/meta lists every registered "
                                       "family)")]
 SuiteQ = Annotated[list[Text] | None, Query(description="suite name(s)")]
 PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model name(s)")]
-MethodQ = Annotated[list[Annotated[Text, _one_of(METHODS)]] | None,
+MethodQ = Annotated[list[Annotated[Text, _one_of(_method_names)]] | None,
                     Query(description=f"intervention method(s): {', '.join(METHODS)}")]
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
