@@ -300,6 +300,10 @@ def suite(
         f"Only these tasks (repeat the option): {', '.join(task_names())} "
         "(built-in, plugin and file tasks: layerscope task add / task list)."))] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
+    pretrained: Annotated[list[str] | None, typer.Option(help=(
+        "Fine-tune these transformers models (hub names or local folders; repeat) instead of the preset's "
+        "families: any architecture with a block list (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, Mamba, "
+        "Mamba-2, Falcon-Mamba, ...)."))] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
     submit: Annotated[bool, typer.Option(
@@ -330,7 +334,7 @@ def suite(
     params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
                          tasks=list(task) if task else None, seeds=seed or None,
                          name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
-                         rebuild_weights=rebuild_weights)
+                         rebuild_weights=rebuild_weights, **({"pretrained": pretrained} if pretrained else {}))
     from worker.presets import expand_suite
 
     jobs = expand_suite(params)

@@ -227,3 +227,26 @@ def family_of(backbone: PreTrainedModel) -> str:
     model_type = backbone.config.model_type
     _, blocks = find_blocks(backbone, layer_count(backbone.config), model_type)
     return block_family(blocks, model_type)
+
+
+def pretrained_family(name_or_path: str) -> str:
+    """The family of a hub name or local folder from its config alone (the model is built on the
+    ``meta`` device: no weights read or allocated).
+
+    Raises:
+        ValueError: the config cannot be read (``models_store.pretrained.PretrainedLoadError``),
+            or the architecture is unsupported (``UnsupportedModel``).
+    """
+    from transformers import AutoConfig
+
+    from models_store.pretrained import PretrainedLoadError, _offline
+
+    try:
+        hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=_offline())
+    except Exception as e:  # transformers raises OSError / ValueError / hub errors here
+        raise PretrainedLoadError(f"could not read the config of pretrained model {name_or_path!r} "
+                                  f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+    check_architecture(hf_cfg)
+    with torch.device("meta"):
+        backbone = AutoModel.from_config(hf_cfg)
+    return family_of(backbone)

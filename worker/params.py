@@ -265,6 +265,9 @@ class SuiteParams(_Params):
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
     seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
+    pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+        None, min_length=1, max_length=32, description="transformers models (hub names or local folders) to fine-tune "
+        "instead of the preset's models; each one's family is found from its blocks (issue 22)")
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
@@ -273,6 +276,13 @@ class SuiteParams(_Params):
     rebuild_weights: bool = Field(False, description="rebuild, within their recorded step budget, the weights of stored "
                                                      "runs that have none here (imported without weights), and "
                                                      "measure them again")
+
+    def config_hash(self) -> str:
+        """As ``_Params.config_hash``; ``pretrained`` counts only when set (older suites' hashes stay)."""
+        d = self.model_dump(mode="json")
+        if d.get("pretrained") is None:
+            d.pop("pretrained", None)
+        return config_hash(d)
 
     @model_validator(mode="after")
     def _check(self) -> "SuiteParams":
