@@ -366,7 +366,30 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
                      className="detail-fig"),
         ], className="detail-grid"),
         html.Details([html.Summary("Configuration (JSON)"), html.Pre(json.dumps(cfg, indent=2, default=str))]),
+        learned_weights(api, run["id"]),
     ], className="card", id="rn-detail-card")
+
+
+def learned_weights(api: ApiClient, run_id: int) -> html.Details:
+    """What the run's probes and edits learned (issue 22): one download link per kept safetensors
+    file (probe weights and class directions; an edit's removed directions)."""
+    try:
+        rows = api.run_weights(run_id)
+    except ApiError as exc:
+        return html.Details([html.Summary("Probe weights and removed directions"), api_alert(exc)])
+    if not rows:
+        body: Any = html.P("None kept for this run (measured before they were stored, or imported without them).",
+                           className="muted")
+    else:
+        body = html.Table([html.Thead(html.Tr([html.Th(h) for h in ("kind", "method", "layer", "eval length", "file")])),
+                           html.Tbody([html.Tr([
+                               html.Td(w["kind"]), html.Td(w["method"] or "–"),
+                               html.Td("emb" if w["layer"] == -1 else str(w["layer"])), html.Td(str(w["eval_length"])),
+                               html.Td(html.A(f"{w['artifact_id'][:12]}….safetensors", href=f"/api/artifacts/{w['artifact_id']}",
+                                              download=f"{w['kind']}-{w['method'] or 'probe'}-L{w['eval_length']}-"
+                                                       f"layer{w['layer']}.safetensors"))]) for w in rows])],
+                          className="weights-table", id="rn-weights")
+    return html.Details([html.Summary(f"Probe weights and removed directions ({len(rows)} safetensors files)"), body])
 
 
 def register(app, api: ApiClient, path_for) -> None:
