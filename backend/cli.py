@@ -12,6 +12,7 @@
     layerscope token create --name NAME
     layerscope task add FILE --name NAME      # your own labelled tokens (JSONL / Parquet) as a task
     layerscope export-model RUN_ID -o DIR      # a run's model as a folder transformers' AutoModel loads
+    layerscope capture RUN_ID --site blocks.1.resid_post -o FILE   # named activations (run_with_cache)
     layerscope db upgrade
 
 Wrong arguments, an unknown preset or run id give a one-line message and a non-zero exit.
@@ -55,9 +56,10 @@ app.add_typer(db_app, name="db")
 from backend.cli_tasks import known_tasks, task_app, task_names  # noqa: E402  (issue 22: file-defined tasks)
 
 app.add_typer(task_app, name="task")
-from backend.cli_models import export_model  # noqa: E402  (issue 22)
+from backend.cli_models import capture, export_model  # noqa: E402  (issue 22)
 
 app.command("export-model")(export_model)
+app.command("capture")(capture)
 
 log = logging.getLogger("layerscope")
 

@@ -25,3 +25,35 @@ def export_model(
                                               "class_names": list(task.class_names)})
     typer.echo(f"layerscope: run {run_id} ({model.config.family}, {params.task}) written to {out}; "
                "load it with transformers.AutoModel.from_pretrained")
+
+
+def capture(
+    run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
+    site: Annotated[list[str], typer.Option(help="Site names in TransformerLens's style (repeat): embed, "
+                                                 "blocks.{i}.resid_pre, blocks.{i}.resid_post, blocks.{i}.state[.part].")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The safetensors file to write.")],
+    n_sequences: Annotated[int, typer.Option(min=1, max=100_000, help="Held-out sequences of the run's task.")] = 16,
+    length: Annotated[int | None, typer.Option(min=1, max=4096, help="Sequence length (default: the run's train length).")] = None,
+) -> None:
+    """Capture named activations of a stored run on held-out sequences of its task (run_with_cache)."""
+    from safetensors.torch import save_file
+
+    from backend.cli import _init_db, _settings
+    from layerscope_core.sites import parse_site
+    from models_store.cache import run_with_cache
+    from worker.pipeline import WorkerEnv, load_run
+
+    for name in site:
+        try:
+            parse_site(name)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="'--site'") from None
+    settings = _settings()
+    env = WorkerEnv(_init_db(settings), settings.resolved_store_dir, "cpu")
+    params, task, model = load_run(run_id, env)
+    data = task.generate(length or params.train_length, n_sequences, seed=0, split="test")
+    _, cache = run_with_cache(model, data.tokens, site)
+    tensors = {k: v.contiguous() for k, v in cache.items()}
+    save_file({**tensors, "tokens": data.tokens.contiguous(), "labels": data.labels.contiguous()}, str(output))
+    typer.echo(f"layerscope: {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())} of run {run_id} "
+               f"written to {output}")

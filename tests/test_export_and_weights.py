@@ -113,3 +113,19 @@ def test_export_model_refuses_a_non_transformers_family(cli_env, tmp_path, capsy
     assert "lstm model has no transformers backbone" in err and "Traceback" not in err
     assert main(["export-model", "999", "-o", str(tmp_path / "y")]) == 1
     assert "run 999 not found" in capsys.readouterr().err
+
+
+def test_cli_capture_writes_named_sites(cli_env, tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from backend.cli import main
+
+    run_id = _train(cli_env, "gru", 16)
+    out = tmp_path / "acts.safetensors"
+    assert main(["capture", str(run_id), "--site", "embed", "--site", "blocks.1.resid_post",
+                 "--site", "blocks.0.state", "-o", str(out), "--n-sequences", "4"]) == 0, capsys.readouterr().err
+    got = load_file(str(out))
+    assert got["embed"].shape == (4, 16, 16) and got["blocks.1.resid_post"].shape == (4, 16, 16)
+    assert got["blocks.0.state.h"].shape == (4, 16, 16) and got["tokens"].shape == (4, 16)
+    assert main(["capture", str(run_id), "--site", "blocks.0.hook_resid", "-o", str(out)]) == 2
+    assert "site name" in capsys.readouterr().err

@@ -68,3 +68,38 @@ def test_run_with_cache_reads_the_mamba_state_at_each_position():
     assert torch.equal(ssm[:, 4], twin.state_at(trace, 1, 4)["ssm"])
     _, every = run_with_cache(model, x)
     assert "blocks.0.state.conv" in every and "blocks.1.resid_post" in every
+
+
+
+def test_rest_returns_and_accepts_site_names(api):
+    """GET /runs/{id}/patching returns ``site_name`` and filters by names (``at``); probes name their site."""
+    from tests.conftest import seed_runs
+    from tests.test_api_patching import _rows
+    from worker import persist
+
+    rid = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,))[0]
+    with api.factory() as s:
+        persist.replace_patching_results(s, rid, [r for site in ("resid_pre", "resid_post", "state") for r in _rows(site)])
+    c = api.client
+    rows = c.get(f"/api/runs/{rid}/patching").json()
+    assert all(r["site_name"] == site_name(r["site"], r["layer"]) for r in rows)
+    assert {r["site_name"] for r in rows if r["layer"] == -1} == {"embed"}
+    picked = c.get(f"/api/runs/{rid}/patching", params={"at": ["blocks.1.state", "embed"]}).json()
+    assert {(r["site"], r["layer"]) for r in picked} == {("state", 1), ("resid_post", -1)}
+    assert len(picked) == sum((r["site"], r["layer"]) in {("state", 1), ("resid_post", -1)} for r in rows)
+    bad = c.get(f"/api/runs/{rid}/patching", params={"at": "blocks.1.hook_resid_post"})
+    assert bad.status_code == 422 and "site name" in bad.text
+    probes = c.get(f"/api/runs/{rid}/probes").json()
+    assert probes and all(p["site_name"] == ("embed" if p["layer"] == -1 else f"blocks.{p['layer']}.resid_post")
+                          for p in probes)
+
+
+def test_patching_url_state_reads_and_writes_site_names():
+    from dashboard.pages.patching import SPEC
+
+    s = SPEC.decode("?runs=3&at=blocks.2.state")
+    assert (s["site"], s["layer"], s["runs"]) == ("state", 2, [3])
+    q = SPEC.encode(s)
+    assert "at=blocks.2.state" in q and SPEC.decode(q) == s
+    assert SPEC.decode("?at=embed")["layer"] == -1 and SPEC.decode("?at=embed")["site"] == "resid_post"
+    assert SPEC.decode("?at=blocks.x.nope") == SPEC.defaults()

@@ -57,6 +57,16 @@ PatchSiteQ = Annotated[
     Query(description="activation-patching site(s): resid_pre (input of block ℓ), resid_post (its output), "
                       "state (the recurrent state block ℓ carries from t to t+1), state:ssm / state:conv "
                       "(one part of a Mamba state); default all")]
+def _site_name(v: str) -> str:
+    from layerscope_core.sites import parse_site
+
+    parse_site(v)  # ValueError → 422 naming the scheme
+    return v
+
+
+SiteNameQ = Annotated[list[Annotated[Text, AfterValidator(_site_name)]] | None,
+                      Query(description="site name(s) in TransformerLens's style: embed, blocks.{i}.resid_pre, "
+                                        "blocks.{i}.resid_post, blocks.{i}.state, blocks.{i}.state.{part}")]
 RunIdQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="run id(s)")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="rows to skip")]

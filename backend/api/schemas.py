@@ -127,6 +127,8 @@ class ProbeOut(BaseModel):
                                            "2019: a fixed random label per input-token type), 0..1")
     selectivity: float | None = Field(None, description="accuracy − control_accuracy, 0..1 scale")
     config_hash: str
+    site_name: str | None = Field(None, description="the probed site in TransformerLens's style: embed, "
+                                  "blocks.{layer}.resid_post (layerscope_core.sites)")
 
 
 class InterventionOut(BaseModel):
@@ -173,6 +175,8 @@ class PatchingOut(BaseModel):
     ld_corrupted: float | None
     n_pairs: int
     config_hash: str
+    site_name: str | None = Field(None, description="site and layer in TransformerLens's style: embed, "
+                                  "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)")
 
 
 class CurvePoint(BaseModel):

@@ -26,7 +26,7 @@ from dashboard.components import (
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
+from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_color, family_label, family_names, task_label
 
 KEY = "runs"
 PATH = "/"
@@ -39,7 +39,7 @@ SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
     for d, arrow in (("", "↑"), ("-", "↓")))
 
 SPEC = PageState([
-    F("task", "list_str", [], TASKS),
+    F("task", "list_str", [], all_tasks),
     F("family", "list_str", [], family_names),
     F("seed", "int", None),
     F("suite", "str", None),
@@ -213,7 +213,7 @@ def fetch_page(api: ApiClient, state: dict) -> dict:
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
-        field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+        field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
                                    value=s["task"], multi=True, placeholder="any task"), width="240px"),
         field("Family", dcc.Dropdown(id="rn-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], multi=True, placeholder="any family"), width="280px"),
