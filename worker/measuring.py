@@ -29,6 +29,7 @@ from science.measure import measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.records import MeasureSettingsRecord
 from science.tasks.base import Task
+from science.tasks.file_task import NoCorruptionPairs
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
 from worker import persist
@@ -130,9 +131,13 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
     elif "interventions" in parts:
         span("interventions")
     if "patching" in parts:
-        rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
-                             sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
-                             ctx=span("patching"))
+        try:
+            rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
+                                 sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
+                                 ctx=span("patching"))
+        except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch (issue 22)
+            ctx.log(f"patching skipped: {exc}")
+            rows = []
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now,

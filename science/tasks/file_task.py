@@ -26,7 +26,8 @@ first ``length`` tokens or pads it with ``PAD`` and ``null`` labels (cropping ke
 of a causal model's prefix). Eval lengths are the file's sequences: ``lengths`` lists the
 distinct row lengths, ``max_length`` the longest. ``corruption_pairs`` pairs two rows of the
 file that differ in one token and whose labels at the last position differ (the file carries no
-corruption rule); a file without such pairs cannot be patched (ValueError).
+corruption rule); a file without such pairs cannot be patched (``NoCorruptionPairs``: a suite
+skips its patching and says so in the job log).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ MAX_LENGTH = 4096
 MIN_ROWS = 10
 MAX_ERRORS = 20
 PAD = "<pad>"
+
+
+class NoCorruptionPairs(ValueError):
+    """A file task whose rows hold no corruption pair at the asked length (it cannot be patched)."""
 
 
 class TaskFileError(ValueError):
@@ -303,12 +308,12 @@ class FileTask(Task):
         token and have different non-null labels at position ``length - 1``.
 
         Raises:
-            ValueError: the file has no such pair at this length.
+            NoCorruptionPairs (a ValueError): the file has no such pair at this length.
         """
         check_generate_args(self.name, length, n, seed, split)
         pairs = self._pairs(length)
         if not pairs:
-            raise ValueError(f"task {self.name!r}: no two rows of its file (cropped to {length} tokens) differ in "
+            raise NoCorruptionPairs(f"task {self.name!r}: no two rows of its file (cropped to {length} tokens) differ in "
                              "one token with different labels at the last position; it cannot be patched")
         rng = np.random.default_rng([seed, length, 7])
         pick = [pairs[int(k)] for k in rng.integers(0, len(pairs), size=n)]
