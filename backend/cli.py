@@ -32,7 +32,8 @@ from typing import Annotated, Any
 
 import typer
 
-from layerscope_core.registry import METHODS, PRESETS, TASKS, family_names
+from layerscope_core.plugins import method_names
+from layerscope_core.registry import PRESETS, family_names
 
 FAMILIES = family_names()  # the registered families when the CLI is imported (built-ins + plugins)
 
@@ -87,8 +88,8 @@ class CliError(Exception):
 # Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
 FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
-TaskChoice = StrEnum("TaskChoice", {t: t for t in TASKS})  # type: ignore[misc]
-MethodChoice = StrEnum("MethodChoice", {m: m for m in METHODS})  # type: ignore[misc]
+METHOD_NAMES = method_names()  # the built-ins, then the plugins' (issue 22)
+MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
 
 
 def _settings(**overrides: Any):  # noqa: ANN202
@@ -401,7 +402,7 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHODS)}.")] = None,
+    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHOD_NAMES)}.")] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,

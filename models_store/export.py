@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 from models_store.base import LayerwiseModel
-from models_store.fast_scan import installed, uninstall, install
+from models_store.fast_scan import install, installed, uninstall
 
 HEAD_FILE = "layerscope_head.safetensors"
 META_FILE = "layerscope.json"

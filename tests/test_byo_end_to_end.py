@@ -77,10 +77,10 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
         assert got.status_code == 200 and st_load(got.content)["directions"].shape[0] == 2
 
     # the dashboard pages, through the real API
-    from dash import html
 
     from dashboard.app import render_page
-    from dashboard.pages import PAGES, runs as runs_page
+    from dashboard.pages import PAGES
+    from dashboard.pages import runs as runs_page
 
     for page in PAGES:
         body, _ = render_page(page.path, "?suite=byo_suite", api=api, path_for=lambda p: p)

@@ -6,7 +6,6 @@ task; bad files are refused with one message per bad row; the store is content-a
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest

@@ -120,6 +120,9 @@ def test_cli_suite_help_lists_the_plugin(plugin_dir, tmp_path):
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert FAMILY in text and TASK in text
+    out = subprocess.run([sys.executable, "-m", "backend.cli", "intervene", "--help"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert METHOD in " ".join(out.stdout.split())
 
 
 def test_smoke_run_of_the_plugin_family_task_and_method(plugin, tmp_path):

@@ -34,7 +34,7 @@ from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, one_suite, suite_placeholder
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, layer_name, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
 PATH = "/curves"

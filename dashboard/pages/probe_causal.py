@@ -35,7 +35,7 @@ from dashboard.figures.probe_causal import (
 )
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, method_label, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, method_label, task_label
 from science import claims as C
 from science.profiles import NEAR_BEST_TOL
 

@@ -26,7 +26,7 @@ from dashboard.components import (
 from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_color, family_label, family_names, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_color, family_label, family_names, task_label
 
 KEY = "runs"
 PATH = "/"

@@ -4,11 +4,12 @@ safetensors file (tensor names and shapes: ``models_store.artifacts``)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, HTTPException, Path
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
-from typing import Annotated
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep
 from backend.api.params import RunIdPath
