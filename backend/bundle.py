@@ -57,7 +57,7 @@ from store.models import InterventionResult, Job, MeasureSettings, PatchingResul
 
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1
-RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult, ResultWeights)  # result_weights: issue 22
+RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult, ResultWeights)
 _WEIGHT_NAME = re.compile(r"weights/[0-9a-f]{64}/[A-Za-z0-9._-]+")
 _ARTIFACT_NAME = re.compile(r"artifacts/([0-9a-f]{64})\.safetensors")
 _TASK_NAME = re.compile(r"tasks/([0-9a-f]{64})\.json")
@@ -236,7 +236,7 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
 
 
 def _write_learned_and_tasks(z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None) -> None:
-    """Issue 22: the probe weights / removed directions the suite's rows name
+    """The probe weights / removed directions the suite's rows name
     (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
     file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
     import elsewhere reads the same data."""

@@ -54,10 +54,10 @@ token_app = typer.Typer(help="API tokens (needed for writes when the server list
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
-from backend.cli_tasks import known_tasks, task_app, task_names  # noqa: E402  (issue 22: file-defined tasks)
+from backend.cli_tasks import known_tasks, task_app, task_names  # noqa: E402
 
 app.add_typer(task_app, name="task")
-from backend.cli_models import capture, export_model  # noqa: E402  (issue 22)
+from backend.cli_models import capture, export_model  # noqa: E402
 
 app.command("export-model")(export_model)
 app.command("capture")(capture)
@@ -88,7 +88,7 @@ class CliError(Exception):
 # Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
 FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
-METHOD_NAMES = method_names()  # the built-ins, then the plugins' (issue 22)
+METHOD_NAMES = method_names()  # the built-ins, then the plugins'
 MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
 
 

@@ -66,7 +66,7 @@ _API_TASKS: list[str] = []  # the tasks GET /api/meta last listed (file tasks li
 
 def all_tasks() -> tuple[str, ...]:
     """Every task the pickers and the URL state accept: built-in, plugin (entry points), and the
-    file tasks the API listed last (``remember_tasks``) — issue 22."""
+    file tasks the API listed last (``remember_tasks``)."""
     from layerscope_core.plugins import task_names
 
     return tuple(dict.fromkeys([*task_names(), *_API_TASKS]))

@@ -154,7 +154,7 @@ def unregister_family(name: str) -> None:
 
 
 def _plugins() -> None:
-    """Read the ``layerscope.*`` entry points once (layerscope_core.plugins, issue 22)."""
+    """Read the ``layerscope.*`` entry points once (layerscope_core.plugins)."""
     from layerscope_core.plugins import load_plugins
 
     load_plugins()

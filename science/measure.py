@@ -224,7 +224,7 @@ def measure_interventions(
                                         (report.accuracy, report.majority_baseline), edit.rank_removed,
                                         pca_k if method == "pca_top_k" else None, n_permutations,
                                         run_seed, config_hash, edit.info, n_fit))
-                rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker (issue 22)
+                rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker
                 done += 1
                 ctx.progress(done / n_units, f"{method} at layer {layer}, L={length}")
         if has_conv:

@@ -104,7 +104,7 @@ class ProbeRecord(_Record):
         row = report.to_row()
         rec = cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row},
                   eval_length=eval_length, config_hash=config_hash)
-        rec.probe = getattr(report, "probe", None)  # not a column: the fitted probe, kept by the worker (issue 22)
+        rec.probe = getattr(report, "probe", None)  # not a column: the fitted probe, kept by the worker
         return rec
 
 

@@ -216,7 +216,7 @@ class PatchingResult(Base):
 
 
 class ResultWeights(Base):
-    """What a probe or an edit learned (issue 22): the safetensors artifact of one result row.
+    """What a probe or an edit learned: the safetensors artifact of one result row.
 
     ``kind``: ``probe`` (a ``probe_results`` row: method "") or ``edit`` (an
     ``intervention_results`` row). ``artifact_id``: SHA-256 of the file

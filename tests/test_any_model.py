@@ -1,4 +1,4 @@
-"""Any transformers model (issue 22, item 1): tiny random configs of GPT-2, GPT-NeoX, Llama,
+"""Any transformers model: tiny random configs of GPT-2, GPT-NeoX, Llama,
 Qwen2, Mistral, Mamba, Mamba-2 and Falcon-Mamba are ``save_pretrained`` to a temp folder and
 loaded through ``load_pretrained`` (no hub): blocks found from the loaded model, the ``emb``
 state is block 0's input, edits act, the recurrent state of the SSMs is read exactly, checkpoints

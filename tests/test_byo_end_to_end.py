@@ -1,4 +1,4 @@
-"""Issue 22's "done when": a tiny Llama-style and a tiny Mamba-2 checkpoint saved to folders and
+"""Your own model and your own data end to end: a tiny Llama-style and a tiny Mamba-2 checkpoint saved to folders and
 a 200-row JSONL of labelled tokens go through ``layerscope task add``, a suite, the API and the
 dashboard pages, and a bundle round trip into another store; probe directions are downloadable
 there."""

@@ -1,4 +1,4 @@
-"""What a probe and an edit learned, kept (issue 22, item 5): probe weights and removed
+"""What a probe and an edit learned, kept: probe weights and removed
 directions are stored as content-addressed safetensors beside the checkpoints, returned by the
 Python API, listed and downloadable over REST; ``layerscope export-model`` writes a folder that
 ``AutoModel`` loads, with the token head beside it."""

@@ -1,4 +1,4 @@
-"""Your own labelled data (issue 22, item 2): a 200-row JSONL of labelled tokens goes through
+"""Your own labelled data: a 200-row JSONL of labelled tokens goes through
 ``layerscope task add`` and a suite (train → probes → interventions → patching); Parquet rows and
 text with labelled character spans (aligned by a tokenizer's offsets) parse to the same kind of
 task; bad files are refused with one message per bad row; the store is content-addressed."""
@@ -182,3 +182,31 @@ def test_task_add_then_a_suite_measures_every_layer(cli_env, capsys, tmp_path):
     sites = {p.site for p in s.scalars(select(PatchingResult).where(PatchingResult.run_id == run.id))}
     assert {"resid_pre", "resid_post", "state"} <= sites
     s.close()
+
+
+def test_upload_on_the_api_then_a_job_names_it(api, tmp_path):
+    """POST /api/tasks (the /jobs page's upload): validated per row, stored in the API's model store,
+    listed by GET /api/tasks and /api/meta, and accepted by a train job's params."""
+    import base64
+
+    good = write_jsonl(tmp_path / "p.jsonl", parity_rows(10)).read_bytes()
+    c = api.client
+    r = c.post("/api/tasks", json={"name": "uploaded", "filename": "p.jsonl",
+                                   "content_base64": base64.b64encode(good).decode()})
+    assert r.status_code == 201, r.text
+    assert r.json()["n_rows"] == 20 and r.json()["lengths"] == [L]
+    assert (api.settings.resolved_store_dir / "tasks" / f"{r.json()['sha256']}.json").is_file()
+    assert [t["name"] for t in c.get("/api/tasks").json()] == ["uploaded"]
+    assert "uploaded" in c.get("/api/meta").json()["tasks"]
+    rows = parity_rows(10)
+    rows[1]["labels"] = rows[1]["labels"][:3]
+    bad = write_jsonl(tmp_path / "bad.jsonl", rows).read_bytes()
+    r = c.post("/api/tasks", json={"name": "bad", "filename": "bad.jsonl",
+                                   "content_base64": base64.b64encode(bad).decode()})
+    assert r.status_code == 422 and "row 2: 24 tokens but 3 labels" in r.text
+    r = c.post("/api/tasks", json={"name": "uploaded", "filename": "q.jsonl", "content_base64": base64.b64encode(
+        write_jsonl(tmp_path / "q.jsonl", parity_rows(10, seed=3)).read_bytes()).decode()})
+    assert r.status_code == 422 and "already bound" in r.text
+    job = c.post("/api/jobs", json={"kind": "train", "params": {"family": "gru", "task": "uploaded", "max_steps": 2}})
+    assert job.status_code in (201, 202), job.text
+    assert job.json()["params"]["train_length"] == L  # the file's sequences

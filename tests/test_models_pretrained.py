@@ -134,7 +134,7 @@ def test_unreachable_hub_name_fails_fast_and_clearly(monkeypatch):
 def test_missing_local_folder_and_unsupported_architecture(tmp_path):
     with pytest.raises(PretrainedLoadError, match="no such local folder"):
         load_pretrained(str(tmp_path / "absent"), n_classes=2, task_vocab_size=2)
-    # GPT-2 loads since issue 22 (tests/test_any_model.py); an encoder-decoder does not
+    # GPT-2 loads (tests/test_any_model.py); an encoder-decoder does not
     T5ForConditionalGeneration(T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
                                ).save_pretrained(tmp_path / "t5")
     with pytest.raises(PretrainedLoadError, match="'t5' is not supported: it is an encoder-decoder"):

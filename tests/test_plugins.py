@@ -1,4 +1,4 @@
-"""Plugins through entry points (issue 22, item 3): a throwaway package, put on ``sys.path`` with
+"""Plugins through entry points: a throwaway package, put on ``sys.path`` with
 its ``.dist-info`` (so ``importlib.metadata`` sees its entry points, as after ``pip install``),
 adds a task, a family and an intervention method; they appear in ``layerscope suite --help``,
 ``GET /api/meta``, the jobs form, and a smoke run trains, probes, edits (with the plugin's

@@ -1,4 +1,4 @@
-"""TransformerLens-style site names (issue 22, item 4): the name ↔ (site, layer) mapping and
+"""TransformerLens-style site names: the name ↔ (site, layer) mapping and
 ``run_with_cache`` on a transformer and a Mamba."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What probes and edits learned, kept (issue 22): probe weights and removed directions as
+"""What probes and edits learned, kept: probe weights and removed directions as
 safetensors artifacts (``models_store.artifacts``) beside the checkpoints, one
 ``result_weights`` row per probe / intervention result naming its artifact.
 

@@ -117,7 +117,7 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned (issue 22)
+            keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned
     if "interventions" in parts and (measure.methods or measure.conv1d):
         rows = measure_interventions(
             **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
@@ -127,7 +127,7 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(env, s, run.run_id, rows, "edit")  # and the directions each edit removed (issue 22)
+            keep_weights(env, s, run.run_id, rows, "edit")  # and the directions each edit removed
     elif "interventions" in parts:
         span("interventions")
     if "patching" in parts:
@@ -135,7 +135,7 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
             rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
                                  sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
                                  ctx=span("patching"))
-        except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch (issue 22)
+        except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
             ctx.log(f"patching skipped: {exc}")
             rows = []
         sid_now = settings_id()

@@ -56,7 +56,7 @@ Family = Annotated[str, OneOf(family_names)]
 
 
 def _task_names() -> tuple[str, ...]:
-    from science.tasks import task_names  # built-ins, then the file tasks of the model store (issue 22)
+    from science.tasks import task_names  # built-ins, then the file tasks of the model store
 
     return task_names()
 
@@ -65,7 +65,7 @@ TaskName = Annotated[str, OneOf(_task_names)]
 
 
 def _method_names() -> tuple[str, ...]:
-    from layerscope_core.plugins import method_names  # built-ins, then plugins' (issue 22)
+    from layerscope_core.plugins import method_names  # built-ins, then plugins'
 
     return method_names()
 
@@ -267,7 +267,7 @@ class SuiteParams(_Params):
     seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
     pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
         None, min_length=1, max_length=32, description="transformers models (hub names or local folders) to fine-tune "
-        "instead of the preset's models; each one's family is found from its blocks (issue 22)")
+        "instead of the preset's models; each one's family is found from its blocks")
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")

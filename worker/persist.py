@@ -180,7 +180,7 @@ def replace_intervention_results(session: Session, run_id: int, rows: Rows, *, c
 
 
 def replace_result_weights(session: Session, run_id: int, rows: Rows, *, commit: bool = True) -> int:
-    """Replace the run's ``result_weights`` rows that share (kind, method, layer, eval_length) (issue 22)."""
+    """Replace the run's ``result_weights`` rows that share (kind, method, layer, eval_length)."""
     return _replace(session, ResultWeights, ("kind", "method", "layer", "eval_length"), run_id, rows, commit)
 
 

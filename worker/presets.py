@@ -88,7 +88,7 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     suite_name = params.name or params.preset
     tasks = params.tasks or preset["tasks"]
     seeds = params.seeds if params.seeds is not None else preset["seeds"]
-    if params.pretrained:  # any transformers model, its family from its blocks (issue 22)
+    if params.pretrained:  # any transformers model, its family from its blocks
         from models_store.any_model import pretrained_family
 
         models = [(pretrained_family(p), p) for p in params.pretrained]

@@ -181,7 +181,7 @@ def create_app(
 
     from science.tasks import use_task_store
 
-    use_task_store(settings.resolved_store_dir / "tasks")  # job params may name its file tasks (issue 22)
+    use_task_store(settings.resolved_store_dir / "tasks")  # job params may name its file tasks
     for router in (health.router, meta.router, runs.router, aggregates.router, jobs.router, views.router,
                    export.router, suites.router, tasks.router, weights.router):
         app.include_router(router, prefix=API_PREFIX)

@@ -30,13 +30,13 @@ def _one_of(known) -> AfterValidator:  # noqa: ANN001 - a tuple, or a callable g
 
 
 def _task_names() -> tuple[str, ...]:
-    from science.tasks import task_names  # built-in, plugin and file tasks (issue 22), read per request
+    from science.tasks import task_names  # built-in, plugin and file tasks, read per request
 
     return task_names()
 
 
 def _method_names() -> tuple[str, ...]:
-    from layerscope_core.plugins import method_names  # built-in and plugin methods (issue 22)
+    from layerscope_core.plugins import method_names  # built-in and plugin methods
 
     return method_names()
 

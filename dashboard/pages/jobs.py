@@ -65,7 +65,7 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 
 def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
     fid = {"type": "jf", "name": name}
-    tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too (issue 22)
+    tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too
     methods = [*(meta or {}).get("methods", []), "conv1d_removal"] if meta else METHODS
     if kind == "family":
         return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value="lstm",
@@ -306,7 +306,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
 
 
 def task_upload_card() -> html.Div:
-    """Your own labelled data as a task (issue 22): a JSONL / Parquet file and a name, sent to
+    """Your own labelled data as a task: a JSONL / Parquet file and a name, sent to
     ``POST /api/tasks`` (validated there: one message per bad row)."""
     return html.Div([
         html.H2("Add a task from a file", className="card-title"),

@@ -42,7 +42,7 @@ MAX_SIDE_BY_SIDE = 4
 
 class SiteNamedState(PageState):
     """The page's state, with ``at=<site name>`` in TransformerLens's style (``blocks.2.state``,
-    ``embed``; layerscope_core.sites) read into ``site`` + ``layer`` and written beside them (issue 22)."""
+    ``embed``; layerscope_core.sites) read into ``site`` + ``layer`` and written beside them."""
 
     def from_dict(self, data: dict[str, Any] | None, base: dict[str, Any] | None = None) -> dict[str, Any]:
         data = dict(data or {})

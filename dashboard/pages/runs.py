@@ -371,7 +371,7 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
 
 
 def learned_weights(api: ApiClient, run_id: int) -> html.Details:
-    """What the run's probes and edits learned (issue 22): one download link per kept safetensors
+    """What the run's probes and edits learned: one download link per kept safetensors
     file (probe weights and class directions; an edit's removed directions)."""
     try:
         rows = api.run_weights(run_id)

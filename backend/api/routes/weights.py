@@ -1,4 +1,4 @@
-"""What probes and edits learned (issue 22): ``GET /api/runs/{id}/weights`` lists a run's kept
+"""What probes and edits learned: ``GET /api/runs/{id}/weights`` lists a run's kept
 probe weights and removed directions; ``GET /api/artifacts/{sha256}`` downloads one as a
 safetensors file (tensor names and shapes: ``models_store.artifacts``)."""
 

@@ -1,4 +1,4 @@
-"""What probes and edits learned: the ``result_weights`` table (issue 22).
+"""What probes and edits learned: the ``result_weights`` table.
 
 One row per stored probe / intervention result naming the safetensors artifact
 (``<store>/artifacts/<sha256>.safetensors``) of its probe weights or removed directions. A new
