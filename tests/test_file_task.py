@@ -210,3 +210,43 @@ def test_upload_on_the_api_then_a_job_names_it(api, tmp_path):
     job = c.post("/api/jobs", json={"kind": "train", "params": {"family": "gru", "task": "uploaded", "max_steps": 2}})
     assert job.status_code in (201, 202), job.text
     assert job.json()["params"]["train_length"] == L  # the file's sequences
+
+
+def test_follow_up_patch_job_uses_the_files_length(tmp_path):
+    from sqlalchemy import func
+
+    from store.models import PatchingResult
+    from worker.params import MeasureParams, PatchParams, TrainParams
+    from worker.pipeline import local_env, patch, train
+
+    env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+    TaskStore(tmp_path / "store" / "tasks").add(parse_task_file(write_jsonl(tmp_path / "p.jsonl", parity_rows())), "par")
+    run_id = train(TrainParams(family="gru", task="par", n_layers=1, d_model=8, max_steps=2, batch_size=8, eval_every=2,
+                               n_eval_sequences=16, measure=None), env)
+    job = PatchParams(run_id=run_id, n_pairs=4, sites=["resid_post"])
+    assert patch(job, env) == run_id
+    with env.session_factory() as s:
+        lengths = s.scalars(select(PatchingResult.eval_length).where(PatchingResult.run_id == run_id)).all()
+        assert set(lengths) == {L} and s.scalar(select(func.count()).select_from(PatchingResult)) == 2 * L
+
+
+def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
+    from store.models import PatchingResult, ProbeResult, Run
+    from worker.params import MeasureParams, TrainParams
+    from worker.pipeline import local_env, train
+
+    rng = np.random.default_rng(1)
+    rows = [{"tokens": (b := rng.integers(0, 2, L)).tolist(), "labels": (np.cumsum(b) % 2).tolist()} for _ in range(60)]
+    env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+    task_file = parse_task_file(write_jsonl(tmp_path / "lone.jsonl", rows))
+    TaskStore(tmp_path / "store" / "tasks").add(task_file, "lone")
+    with pytest.raises(ValueError, match="cannot be patched"):
+        get_task("lone").corruption_pairs(L, 4, seed=0)
+    run_id = train(TrainParams(family="gru", task="lone", n_layers=1, d_model=8, max_steps=2, batch_size=8,
+                               eval_every=2, n_eval_sequences=16,
+                               measure=MeasureParams(n_probe_sequences=24, n_permutations=100, n_patch_pairs=4,
+                                                     methods=["mean"])), env)
+    with env.session_factory() as s:
+        assert s.get(Run, run_id).status == "complete"
+        assert s.scalars(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None
+        assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).first() is None
