@@ -216,7 +216,7 @@ def test_follow_up_patch_job_uses_the_files_length(tmp_path):
     from sqlalchemy import func
 
     from store.models import PatchingResult
-    from worker.params import MeasureParams, PatchParams, TrainParams
+    from worker.params import PatchParams, TrainParams
     from worker.pipeline import local_env, patch, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
