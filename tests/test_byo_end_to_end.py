@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 import torch
 from safetensors.torch import load as st_load
 from transformers import LlamaConfig, LlamaForCausalLM, Mamba2Config, Mamba2ForCausalLM
@@ -25,6 +26,15 @@ def _use(monkeypatch, root):
     monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{root / 'queue.db'}")
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(root / "store"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    get_settings.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings():
+    """Settings are cached per process: read them afresh after this test's env changes."""
+    from store.config import get_settings
+
+    yield
     get_settings.cache_clear()
 
 

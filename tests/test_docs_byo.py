@@ -7,6 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "BRING_YOUR_OWN.md"
@@ -15,6 +16,15 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "BRING_YOUR_OWN.md"
 def blocks(text: str) -> list[tuple[str, str]]:
     """(language, body) of every fenced block, in order."""
     return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings():
+    """Settings are cached per process: read them afresh after this test's env changes."""
+    from store.config import get_settings
+
+    yield
+    get_settings.cache_clear()
 
 
 def test_worked_examples_run(tmp_path, monkeypatch, capsys):
@@ -51,4 +61,3 @@ def test_worked_examples_run(tmp_path, monkeypatch, capsys):
         assert set(runs) == {"byo_model", "byo_data"} and all(r.status == "complete" for r in runs.values())
         assert runs["byo_model"].pretrained == "tiny-llama" and runs["byo_data"].task == "my_parity"
         assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == runs["byo_data"].id)).first()
-    get_settings.cache_clear()

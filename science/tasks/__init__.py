@@ -25,21 +25,27 @@ from .task_store import TaskStore
 TASK_NAMES: tuple[str, ...] = TASKS  # layerscope_core.registry; the classes below
 _REGISTRY: dict[str, type[Task]] = {
     "parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
-# Where file tasks are looked up: folders, or callables giving one (the settings' store, read
-# when asked, so a test's settings apply); the worker and the CLI add theirs (use_task_store).
-_TASK_STORES: list[Path | Callable[[], Path]] = []
+# Where file tasks are looked up: callables giving a folder (the settings' store, read when asked,
+# so a test's settings apply; the worker package adds it), and the one folder of the process's
+# current model store (a WorkerEnv's, the API's), replaced, not accumulated, when another is set.
+_TASK_STORES: list[Callable[[], Path]] = []
+_CURRENT: list[Path] = []
 
 
 def use_task_store(root: Path | Callable[[], Path]) -> None:
-    """Look file tasks up in ``root`` (a ``<store>/tasks`` folder, or a callable giving one) too."""
-    if root not in _TASK_STORES:
-        _TASK_STORES.append(root)
+    """Look file tasks up in ``root``: a callable giving a ``<store>/tasks`` folder (kept), or the
+    folder of the current model store (it replaces the previous current one)."""
+    if callable(root):
+        if root not in _TASK_STORES:
+            _TASK_STORES.append(root)
+    else:
+        _CURRENT[:] = [Path(root)]
 
 
 def task_stores() -> list[TaskStore]:
-    """The ``TaskStore`` of every registered folder (first registered first, duplicates once)."""
+    """The ``TaskStore`` of the current folder, then of each callable's (duplicates once)."""
     seen, out = set(), []
-    for r in _TASK_STORES:
+    for r in (*_CURRENT, *_TASK_STORES):
         path = Path(r() if callable(r) else r).resolve()
         if path not in seen:
             seen.add(path)
