@@ -250,3 +250,27 @@ def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
         assert s.get(Run, run_id).status == "complete"
         assert s.scalars(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None
         assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).first() is None
+
+
+def test_jobs_page_upload_sends_the_file_to_the_api(api, tmp_path):
+    import base64
+
+    import httpx
+
+    from dashboard.api_client import ApiClient
+    from dashboard.pages.jobs import upload_task
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        r = api.client.request(request.method, str(request.url), content=request.content, headers=request.headers)
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    client = ApiClient("http://testserver", transport=httpx.MockTransport(handler))
+    data = base64.b64encode(write_jsonl(tmp_path / "p.jsonl", parity_rows(10)).read_bytes()).decode()
+    ok = str(upload_task(client, f"data:application/octet-stream;base64,{data}", "p.jsonl", "from_page"))
+    assert "jb-task-added" in ok and "Task from_page added: 20 rows" in ok
+    rows = parity_rows(10)
+    rows[0]["labels"] = [5.5] * L
+    bad = base64.b64encode(write_jsonl(tmp_path / "b.jsonl", rows).read_bytes()).decode()
+    msg = str(upload_task(client, f"data:;base64,{bad}", "b.jsonl", "bad_one"))
+    assert "jb-task-errors" in msg and "row 1: label 0 is 5.5" in msg
+    assert "Choose a file first" in str(upload_task(client, None, None, "x"))
