@@ -53,12 +53,14 @@ from sqlalchemy import DateTime, delete, select
 from sqlalchemy.orm import Session
 
 from layerscope_core.provenance import code_versions
-from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 
 FORMAT = "layerscope-bundle"
 FORMAT_VERSION = 1
-RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult)
+RESULT_TABLES = (ProbeResult, InterventionResult, PatchingResult, ResultWeights)
 _WEIGHT_NAME = re.compile(r"weights/[0-9a-f]{64}/[A-Za-z0-9._-]+")
+_ARTIFACT_NAME = re.compile(r"artifacts/([0-9a-f]{64})\.safetensors")
+_TASK_NAME = re.compile(r"tasks/([0-9a-f]{64})\.json")
 IMPORT_JOB_KIND = "import"  # a finished jobs row records each import (the suite picker reads it)
 
 
@@ -229,7 +231,37 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
             for f in sorted(folder.rglob("*")):
                 if f.is_file():
                     z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
+        _write_learned_and_tasks(z, tables, store_dir)
     return manifest
+
+
+def _write_learned_and_tasks(z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None) -> None:
+    """The probe weights / removed directions the suite's rows name
+    (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
+    file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
+    import elsewhere reads the same data."""
+    from models_store.artifacts import ArtifactStore
+    from science.tasks import get_task
+    from science.tasks.file_task import FileTask
+
+    if store_dir is not None:
+        store = ArtifactStore(store_dir)
+        for aid in sorted({r["artifact_id"] for r in tables.get("result_weights", [])}):
+            if store.path(aid).is_file():
+                z.write(store.path(aid), f"artifacts/{aid}.safetensors")
+    names: dict[str, str] = {}
+    for r in tables["runs"]:
+        sha = (r.get("task_params") or {}).get("sha256")
+        if sha and r["task"] not in names:
+            try:
+                task = get_task(r["task"], sha256=sha)
+            except ValueError:  # the file task is not in this store (imported without it): nothing to carry
+                continue
+            if isinstance(task, FileTask):
+                names[r["task"]] = sha
+                z.writestr(f"tasks/{sha}.json", task.file.canonical_bytes())
+    if names:
+        z.writestr("tasks/names.json", json.dumps(names, sort_keys=True))
 
 
 def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> dict[str, Path]:
@@ -272,7 +304,11 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
             name = f"tables/{model.__tablename__}.json"
             tables[model.__tablename__] = json.loads(z.read(name)) if name in z.namelist() else []
         weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
+        learned = {n: z.read(n) for n in z.namelist() if _ARTIFACT_NAME.fullmatch(n) or _TASK_NAME.fullmatch(n)}
+        if "tasks/names.json" in z.namelist():
+            learned["tasks/names.json"] = z.read("tasks/names.json")
     manifest["_weights"] = weights
+    manifest["_learned"] = learned
     return manifest, tables
 
 
@@ -323,6 +359,9 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
 
     manifest, tables = read_bundle(path)
     weights = manifest.pop("_weights")
+    learned = manifest.pop("_learned", {})
+    if store_dir is not None:  # content-addressed files first: a refused task name leaves the DB untouched
+        _store_learned_and_tasks(learned, Path(store_dir))
     id_map: dict[int, int] = {}
     added = present = 0
     replaced: list[int] = []
@@ -384,7 +423,8 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                     have.add(k)
                     new.append(model(**fields))
             session.add_all(new)
-            rows_added[model.__tablename__] = len(new)
+            if model is not ResultWeights or rows:  # result_weights counted only where a bundle has them
+                rows_added[model.__tablename__] = len(new)
         if added or replaced or any(rows_added.values()):
             session.add(Job(kind=IMPORT_JOB_KIND, state="succeeded", params={
                 "suite": manifest.get("suite"), "source": source, "manifest_created_at": manifest.get("created_at"),
@@ -408,6 +448,33 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
     return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present,
             "runs_replaced": len(replaced), "runs_conflicting": conflicting, "rows_added": rows_added,
             "settings_added": settings_added}
+
+
+def _store_learned_and_tasks(learned: dict[str, bytes], store_dir: Path) -> None:
+    """Put a bundle's artifacts and file tasks into the model store (checked against their hashes;
+    a task name already bound here to other data is refused, as ``layerscope task add`` does)."""
+    import hashlib
+
+    from models_store.artifacts import ArtifactStore
+    from science.tasks.file_task import TaskFile
+    from science.tasks.task_store import TaskStore
+
+    arts = ArtifactStore(store_dir)
+    for name, blob in learned.items():
+        m = _ARTIFACT_NAME.fullmatch(name)
+        if m and hashlib.sha256(blob).hexdigest() == m.group(1) and not arts.path(m.group(1)).is_file():
+            arts.dir.mkdir(parents=True, exist_ok=True)
+            arts.path(m.group(1)).write_bytes(blob)
+    names = json.loads(learned["tasks/names.json"]) if "tasks/names.json" in learned else {}
+    tasks = TaskStore(store_dir / "tasks")
+    for task_name, sha in names.items():
+        blob = learned.get(f"tasks/{sha}.json")
+        if blob is None:
+            continue
+        file = TaskFile.from_json(json.loads(blob))
+        if file.digest != sha:
+            raise BundleError(f"the bundle's task {task_name!r} is damaged (its data hashes otherwise)")
+        tasks.add(file, task_name, source="bundle")
 
 
 def _import_settings(session: Session, rows: list[dict[str, Any]]) -> tuple[dict[int, int], int]:

@@ -10,6 +10,9 @@
     layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
     layerscope probe|intervene|patch RUN_ID
     layerscope token create --name NAME
+    layerscope task add FILE --name NAME      # your own labelled tokens (JSONL / Parquet) as a task
+    layerscope export-model RUN_ID -o DIR      # a run's model as a folder transformers' AutoModel loads
+    layerscope capture RUN_ID --site blocks.1.resid_post -o FILE   # named activations (run_with_cache)
     layerscope db upgrade
 
 Wrong arguments, an unknown preset or run id give a one-line message and a non-zero exit.
@@ -29,7 +32,8 @@ from typing import Annotated, Any
 
 import typer
 
-from layerscope_core.registry import METHODS, PRESETS, TASKS, family_names
+from layerscope_core.plugins import method_names
+from layerscope_core.registry import PRESETS, family_names
 
 FAMILIES = family_names()  # the registered families when the CLI is imported (built-ins + plugins)
 
@@ -52,6 +56,13 @@ app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
 suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note NAME`
 app.add_typer(suite_app, name="suite")
+from backend.cli_tasks import known_tasks, task_app, task_names  # noqa: E402 - registered after the app exists
+
+app.add_typer(task_app, name="task")
+from backend.cli_models import capture, export_model  # noqa: E402 - registered after the app exists
+
+app.command("export-model")(export_model)
+app.command("capture")(capture)
 
 log = logging.getLogger("layerscope")
 
@@ -83,8 +94,8 @@ class CliError(Exception):
 # Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
 FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
-TaskChoice = StrEnum("TaskChoice", {t: t for t in TASKS})  # type: ignore[misc]
-MethodChoice = StrEnum("MethodChoice", {m: m for m in METHODS})  # type: ignore[misc]
+METHOD_NAMES = method_names()  # the built-ins, then the plugins'
+MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
 
 
 def _settings(**overrides: Any):  # noqa: ANN202
@@ -318,8 +329,14 @@ def suite(
     ctx: typer.Context,
     preset: Annotated[Preset | None, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")] = None,
     family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
-    task: Annotated[list[TaskChoice] | None, typer.Option(help=f"Only these tasks (repeat the option): {', '.join(TASKS)}.")] = None,
+    task: Annotated[list[str] | None, typer.Option(callback=known_tasks, help=(
+        f"Only these tasks (repeat the option): {', '.join(task_names())} "
+        "(built-in, plugin and file tasks: layerscope task add / task list)."))] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
+    pretrained: Annotated[list[str] | None, typer.Option(help=(
+        "Fine-tune these transformers models (hub names or local folders; repeat) instead of the preset's "
+        "families: any architecture with a block list (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, Mamba, "
+        "Mamba-2, Falcon-Mamba, ...)."))] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
     submit: Annotated[bool, typer.Option(
@@ -359,9 +376,10 @@ def suite(
                                      param_hint="'--device'")
         _check_device(device)
     params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
-                         tasks=[t.value for t in task] if task else None, seeds=seed or None,
+                         tasks=list(task) if task else None, seeds=seed or None,
                          name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
-                         rebuild_weights=rebuild_weights, controls="only" if only_controls else controls)
+                         rebuild_weights=rebuild_weights, controls="only" if only_controls else controls,
+                         **({"pretrained": pretrained} if pretrained else {}))
     from worker.presets import expand_suite
 
     jobs = expand_suite(params)
@@ -426,7 +444,7 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHODS)}.")] = None,
+    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHOD_NAMES)}.")] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,

@@ -99,6 +99,10 @@ class ApiClient:
         self._http.close()
 
     # -- endpoints --------------------------------------------------------------------------
+    def meta(self) -> dict:
+        """``GET /api/meta``: families, tasks (built-in, plugin, file), methods, presets, ..."""
+        return self.get("/api/meta")
+
     def health(self) -> dict:
         return self.get("/api/health")
 
@@ -131,6 +135,10 @@ class ApiClient:
 
     def run_patching(self, run_id: int, eval_length: int | None = None, site: str | None = None) -> list[dict]:
         return self.get(f"/api/runs/{int(run_id)}/patching", eval_length=eval_length, site=site)
+
+    def run_weights(self, run_id: int) -> list[dict]:
+        """``GET /api/runs/{id}/weights``: the run's kept probe weights and removed directions."""
+        return self.get(f"/api/runs/{run_id}/weights")
 
     def suites(self) -> list[dict]:
         """``GET /api/suites``: name, run counts, and whether the suite was imported from a bundle."""

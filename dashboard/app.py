@@ -107,10 +107,25 @@ def _strip_view_page(page: str | None) -> str:
     return p if p == "/" else p.rstrip("/")
 
 
+def _refresh_tasks(api: ApiClient) -> None:
+    """The API's task list (file tasks included) for the pickers and URL state; a client without
+    ``meta`` (a test's fake) or an unreachable API keeps the last list."""
+    from dashboard.theme import remember_tasks
+
+    meta = getattr(api, "meta", None)
+    if meta is None:
+        return
+    try:
+        remember_tasks(meta().get("tasks", []))
+    except ApiError:
+        return
+
+
 def render_page(path: str, search: str | None, *, api: ApiClient, path_for) -> tuple[object, str]:
     """The router as a plain function: (page body, active nav path) for ``path``."""
     by_path: dict[str, PageDef] = {p.path: p for p in PAGES}
     embed = is_embed(search)
+    _refresh_tasks(api)
     if path.startswith("/v/"):
         slug = path[3:]
         try:

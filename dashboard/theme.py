@@ -57,6 +57,22 @@ def family_label(family: str) -> str:
     return get_family(family).label if family in family_names() else family
 
 
+_API_TASKS: list[str] = []  # the tasks GET /api/meta last listed (file tasks live where the API's store is)
+
+
+def all_tasks() -> tuple[str, ...]:
+    """Every task the pickers and the URL state accept: built-in, plugin (entry points), and the
+    file tasks the API listed last (``remember_tasks``)."""
+    from layerscope_core.plugins import task_names
+
+    return tuple(dict.fromkeys([*task_names(), *_API_TASKS]))
+
+
+def remember_tasks(names: list[str]) -> None:
+    """Keep the API's task list (``GET /api/meta``'s ``tasks``) for ``all_tasks``."""
+    _API_TASKS[:] = [str(n) for n in names]
+
+
 def task_label(task: str) -> str:
     return TASK_LABELS.get(task, task)
 

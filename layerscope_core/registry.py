@@ -18,6 +18,8 @@ call + its model file.
 from __future__ import annotations
 
 import importlib
+import sys
+from importlib.metadata import entry_points
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,7 +119,7 @@ _FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     _builtin("mamba", "Mamba", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
              width_problem="models_store.config:mamba_width", hf_config="models_store.families:mamba_config",
              stateful="models_store.states:mamba_stateful"),
-    _builtin("mamba2", "Mamba-2", "ssm", hf=True, has_conv1d=True, state_parts=("ssm", "conv"),
+    _builtin("mamba2", "Mamba-2", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
              width_problem="models_store.config:mamba2_width", hf_config="models_store.families:mamba2_config",
              stateful="models_store.states:mamba2_stateful"),
     _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
@@ -161,13 +163,20 @@ def unregister_family(name: str) -> None:
     _FAMILIES.pop(name, None)
 
 
+def _plugins() -> None:
+    """Read the ``layerscope.*`` entry points once (:func:`load_plugins`)."""
+    load_plugins()
+
+
 def family_names() -> tuple[str, ...]:
-    """Every registered family: the built-ins first (``BUILTIN_FAMILIES``), then added ones."""
+    """Every registered family: the built-ins first (``BUILTIN_FAMILIES``), then added ones (plugins too)."""
+    _plugins()
     return tuple(_FAMILIES)
 
 
 def families() -> tuple[FamilySpec, ...]:
     """Every registered ``FamilySpec``, in ``family_names()`` order."""
+    _plugins()
     return tuple(_FAMILIES.values())
 
 
@@ -178,6 +187,9 @@ def get_family(name: str) -> FamilySpec:
         ValueError: unknown family (the message lists the registered ones).
     """
     spec = _FAMILIES.get(name) if isinstance(name, str) else None
+    if spec is None:
+        _plugins()
+        spec = _FAMILIES.get(name) if isinstance(name, str) else None
     if spec is None:
         raise ValueError(f"unknown family {name!r}; known families: {', '.join(_FAMILIES)}")
     return spec
@@ -194,7 +206,99 @@ def meta() -> dict[str, Any]:
     """Every vocabulary as JSON-safe data (the body of ``GET /api/meta``)."""
     return {
         "families": [{"name": s.name, "label": s.label, **s.capabilities()} for s in families()],
-        "tasks": list(TASKS), "methods": list(METHODS), "presets": list(PRESETS),
+        "tasks": list(task_names()), "methods": list(method_names()), "presets": list(PRESETS),
         "eval_lengths": list(EVAL_LENGTHS), "train_length": TRAIN_LENGTH,
         "patch_sites": list(PATCH_SITES), "all_patch_sites": list(ALL_PATCH_SITES),
     }
+
+
+# ----------------------------------------------------------------------------- plugins
+# Tasks, families and intervention methods from other packages, through entry points
+# (``layerscope_core.plugins`` documents the groups; the loading lives here, beside what it fills).
+
+GROUPS = ("layerscope.tasks", "layerscope.families", "layerscope.methods")
+
+_PLUGIN_TASKS: dict[str, Any] = {}
+_PLUGIN_METHODS: dict[str, Any] = {}
+_PLUGIN_FAMILIES: list[str] = []
+_plugins_loaded = False
+
+
+class PluginError(RuntimeError):
+    """An entry point of a ``layerscope.*`` group could not be loaded or is not what its group needs."""
+
+
+def _load(ep: Any) -> Any:
+    try:
+        return ep.load()
+    except Exception as e:  # an import error of any kind inside a third-party package
+        raise PluginError(f"plugin {ep.name!r} ({ep.group} = {ep.value}) failed to load: {type(e).__name__}: {e}") from e
+
+
+def load_plugins(reload: bool = False) -> None:
+    """Read every ``layerscope.*`` entry point (once per process; ``reload`` reads them again).
+
+    Raises:
+        PluginError: an entry point that does not load, a family entry that is not a
+            ``FamilySpec``, a method without ``fit``, or a plugin named like a built-in.
+    """
+    global _plugins_loaded
+    if _plugins_loaded and not reload:
+        return
+    _plugins_loaded = True  # before loading: registering a family reads the registry, which calls us
+    registry = sys.modules[__name__]  # this module: the names below are its own
+    for name in _PLUGIN_FAMILIES:
+        registry.unregister_family(name)
+    _PLUGIN_FAMILIES.clear()
+    _PLUGIN_TASKS.clear()
+    _PLUGIN_METHODS.clear()
+    for ep in entry_points(group="layerscope.families"):
+        spec = _load(ep)
+        if callable(spec) and not isinstance(spec, registry.FamilySpec):
+            spec = spec()
+        if not isinstance(spec, registry.FamilySpec):
+            raise PluginError(f"plugin family {ep.name!r} ({ep.value}) is a {type(spec).__name__}, not a FamilySpec")
+        try:
+            registry.register_family(spec, replace=True)
+        except ValueError as e:
+            raise PluginError(f"plugin family {ep.name!r} ({ep.value}): {e}") from None
+        _PLUGIN_FAMILIES.append(spec.name)
+    for ep in entry_points(group="layerscope.tasks"):
+        if ep.name in registry.TASKS:
+            raise PluginError(f"plugin task {ep.name!r} ({ep.value}) is named like a built-in task")
+        _PLUGIN_TASKS[ep.name] = _load(ep)
+    for ep in entry_points(group="layerscope.methods"):
+        method = _load(ep)
+        if ep.name in registry.METHODS:
+            raise PluginError(f"plugin method {ep.name!r} ({ep.value}) is named like a built-in method")
+        if not callable(getattr(method, "fit", None)):
+            raise PluginError(f"plugin method {ep.name!r} ({ep.value}) has no fit(X, y, n_classes, **kw)")
+        _PLUGIN_METHODS[ep.name] = method
+
+
+def plugin_tasks() -> dict[str, Any]:
+    """{name: Task class or factory} of the ``layerscope.tasks`` entry points."""
+    load_plugins()
+    return dict(_PLUGIN_TASKS)
+
+
+def plugin_methods() -> dict[str, Any]:
+    """{name: method object} of the ``layerscope.methods`` entry points."""
+    load_plugins()
+    return dict(_PLUGIN_METHODS)
+
+
+def plugin_families() -> tuple[str, ...]:
+    """Names of the families registered from ``layerscope.families`` entry points."""
+    load_plugins()
+    return tuple(_PLUGIN_FAMILIES)
+
+
+def method_names() -> tuple[str, ...]:
+    """Every intervention method: the built-ins (``registry.METHODS``), then the plugins'."""
+    return (*METHODS, *plugin_methods())
+
+
+def task_names() -> tuple[str, ...]:
+    """The built-in tasks (``registry.TASKS``), then the plugins' (file tasks: ``science.tasks.task_names``)."""
+    return (*TASKS, *plugin_tasks())

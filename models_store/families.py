@@ -44,8 +44,8 @@ from transformers import (
     PreTrainedModel,
 )
 
-from models_store import fast_scan
 from models_store.base import LayerwiseModel, ResidualStackModel
+from models_store.hf_model import HFLayerwiseModel
 from layerscope_core.registry import get_family
 from models_store.config import ModelConfig
 
@@ -56,53 +56,6 @@ HF_CLASSES: dict[str, tuple[type[PreTrainedConfig], type[PreTrainedModel], str]]
     "mamba": (MambaConfig, MambaModel, "mamba"),
     "mamba2": (Mamba2Config, Mamba2Model, "mamba2"),
 }
-
-
-class HFLayerwiseModel(LayerwiseModel):
-    """A transformers backbone (GPT-NeoX, Mamba, Mamba-2) + a linear token head.
-
-    ``forward`` runs the backbone (embedding → blocks → its final norm) without a cache and
-    applies ``head``. For pretrained models a ``token_map`` buffer maps task ids to the
-    backbone's vocabulary first.
-    """
-
-    def __init__(self, config: ModelConfig, backbone: PreTrainedModel) -> None:
-        super().__init__(config)
-        self.backbone = backbone
-        self.backbone.config.use_cache = False
-        fast_scan.install(backbone)  # fast CPU Mamba/Mamba-2 mixers; a no-op for GPT-NeoX
-        d = backbone.config.hidden_size
-        self.head = nn.Linear(d, config.n_classes)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
-        tm = None if config.token_map is None else torch.tensor(config.token_map, dtype=torch.long)
-        self.register_buffer("token_map", tm, persistent=False)
-
-    def embedding_module(self) -> nn.Module:
-        return self.backbone.get_input_embeddings()
-
-    def block_modules(self) -> list[nn.Module]:
-        return list(self.backbone.layers)
-
-    def backbone_ids(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Task token ids [B, L] → backbone vocabulary ids [B, L] (identity without a token map)."""
-        return tokens if self.token_map is None else self.token_map[tokens]
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
-        ids = self.backbone_ids(self.with_prefix(tokens))  # ids: (B, P+L), P = n_prefix
-        h = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # h: (B, P+L, D), after final norm
-        return self.head(h[:, self.n_prefix:])  # (B, L, C)
-
-    def library_hidden_states(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """transformers' own ``output_hidden_states`` for ``tokens`` [B, L] (tests compare it).
-
-        Not uniform across families (measured): GPT-NeoX gives (emb, block 0..n-2,
-        final_norm(block n-1)); Mamba / Mamba-2 give (block 0..n-1, final_norm(block n-1)).
-        """
-        out = self.backbone(input_ids=self.backbone_ids(self.with_prefix(tokens)), use_cache=False,
-                            output_hidden_states=True)
-        return tuple(h[:, self.n_prefix:] for h in out.hidden_states)
 
 
 class TokenAndPosition(nn.Module):
@@ -215,6 +168,10 @@ def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
 
 # --- per-family builders (FamilySpec.build) ----------------------------------------------------
 def _hf_model(cfg: ModelConfig) -> HFLayerwiseModel:
+    if cfg.pretrained is not None:  # any transformers architecture, rebuilt from its stored config
+        from models_store.any_model import build_from_hf_config
+
+        return build_from_hf_config(cfg)
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
     backbone = backbone_cls(hf_config_for(cfg))
     if cfg.learned_positions:

@@ -1,11 +1,15 @@
-"""Pretrained backbones (docs/SCIENCE.md#pretrained: Pythia-160M/410M, Mamba-130M) with a token head.
+"""Pretrained (or config-only) transformers backbones with a token head: any architecture.
 
-``load_pretrained`` loads a GPT-NeoX (Pythia) or Mamba checkpoint with transformers'
-``from_pretrained`` — from a local folder or a hub name — and puts a fresh
-``Linear(d, n_classes)`` token-classification head on the backbone's final norm. The result
-is an ordinary ``HFLayerwiseModel``: layers are named as in docs/SCIENCE.md#layers (emb, then one per block:
-Pythia-160M has 12, Mamba-130M 24), capture / edits / checkpoints work unchanged, and a
-checkpoint rebuilds from the stored transformers config without the hub.
+``load_pretrained`` loads any transformers checkpoint — GPT-2, GPT-NeoX (Pythia), Llama, Qwen2,
+Mistral, Mamba, Mamba-2, Falcon-Mamba, … — with ``AutoModel.from_pretrained`` from a local
+folder or a hub name (``weights=False``: the same architecture from its config alone, randomly
+initialised, i.e. trained from scratch) and puts a fresh ``Linear(d, n_classes)``
+token-classification head on the backbone's final norm. The result is an
+``models_store.any_model.AnyHFModel``: its blocks are the module list whose length is the
+config's layer count, found in the loaded model (docs/SCIENCE.md#layers: emb, then one layer
+per block); capture / edits / patching / checkpoints work unchanged, and a checkpoint rebuilds
+from the stored transformers config without the hub. An architecture without such a block list
+(or an encoder-decoder) is refused with one line naming its model type and what is missing.
 
 Task tokens → model vocabulary (documented choice): task token i is fed to the backbone as
 vocabulary id ``token_offset + i`` (default offset 2). Pythia and the ``state-spaces/mamba-*-hf``
@@ -19,29 +23,41 @@ token) overrides the rule. The mapping is stored as ``ModelConfig.token_map``.
 from __future__ import annotations
 
 import json
-import os
+import math
+import sys
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoModel
 
+from models_store.any_model import (
+    AnyHFModel,
+    PretrainedLoadError,
+    UnsupportedModel,
+    _offline,
+    backbone_from_config,
+    check_architecture,
+    family_of,
+)
 from models_store.base import LayerwiseModel
 from models_store.config import ModelConfig
-from models_store.families import HF_CLASSES, HFLayerwiseModel
 
 DEFAULT_TOKEN_OFFSET = 2
-# transformers model_type → our family (the architectures docs/SCIENCE.md#pretrained loads)
-SUPPORTED_MODEL_TYPES = {"gpt_neox": "transformer", "mamba": "mamba"}
 _TRUE = {"1", "true", "yes", "on"}
 
 
-class PretrainedLoadError(ValueError):
-    """A pretrained model could not be loaded (not found, unreachable, or unsupported)."""
+def _finite(value: object) -> object:
+    """``value`` with ±inf floats replaced by ±``sys.float_info.max`` (JSON has no infinity).
 
-
-def _offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE read now (not at import time)."""
-    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    Mamba-2's ``time_step_limit`` defaults to (0, inf): a clamp at the largest float is the same clamp.
+    """
+    if isinstance(value, float) and math.isinf(value):
+        return math.copysign(sys.float_info.max, value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _reason(e: BaseException) -> str:
@@ -59,8 +75,9 @@ def load_pretrained(
     local_files_only: bool | None = None,
     revision: str | None = None,
     seed: int | None = None,
+    weights: bool = True,
 ) -> LayerwiseModel:
-    """A pretrained GPT-NeoX / Mamba backbone with a new token head, in float32, on CPU.
+    """A transformers backbone (any architecture with a block list) with a new token head, in float32, on CPU.
 
     Args:
         name_or_path: a local folder written by ``save_pretrained`` or a hub name such as
@@ -75,15 +92,19 @@ def load_pretrained(
             ``TRANSFORMERS_OFFLINE`` is set (then a missing model fails at once; otherwise
             transformers retries the hub for about 25 s before giving up offline).
         revision: hub revision (branch, tag or commit).
-        seed: seed for the head's initialisation (global RNG when None).
+        seed: seed for the head's initialisation (global RNG when None; with ``weights=False``
+            the backbone's too).
+        weights: load the checkpoint's weights (default); False builds the architecture from
+            its config alone with random weights (training from scratch).
 
     Returns:
-        An ``HFLayerwiseModel`` (train mode) whose ``config.pretrained`` is ``name_or_path``.
+        An ``AnyHFModel`` (train mode) whose ``config.pretrained`` is ``name_or_path`` and whose
+        ``config.family`` is ``transformer``, ``mamba`` or ``mamba2`` (from its blocks).
 
     Raises:
         PretrainedLoadError (a ValueError): the model cannot be found or reached, its
-            architecture is not GPT-NeoX or Mamba, its weights do not fit the architecture,
-            or the token mapping does not fit its vocabulary.
+            architecture is unsupported (one line: the model type and what is missing), its
+            weights do not fit the architecture, or the token mapping does not fit its vocabulary.
     """
     name = str(name_or_path)
     local_dir = Path(name).expanduser().is_dir()
@@ -103,11 +124,10 @@ def load_pretrained(
             f"could not load pretrained model {name!r} from the {where}{hint} ({_reason(e)})"
         ) from None
     model_type = getattr(hf_cfg, "model_type", None)
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise PretrainedLoadError(
-            f"pretrained model {name!r} is a {model_type!r} model; supported: {sorted(SUPPORTED_MODEL_TYPES)}"
-        )
-    family = SUPPORTED_MODEL_TYPES[model_type]
+    try:
+        check_architecture(hf_cfg)
+    except UnsupportedModel as e:
+        raise PretrainedLoadError(f"pretrained model {name!r}: {e}") from None
     model_vocab = int(hf_cfg.vocab_size)
     if token_map is None:
         token_map = list(range(token_offset, token_offset + task_vocab_size))
@@ -118,14 +138,23 @@ def load_pretrained(
         raise PretrainedLoadError(
             f"token map ids {min(token_map)}..{max(token_map)} fall outside {name!r}'s vocabulary of {model_vocab}"
         )
-    _, backbone_cls, _ = HF_CLASSES[family]
+    if not weights:
+        with torch.random.fork_rng(devices=[], enabled=seed is not None):
+            if seed is not None:
+                torch.manual_seed(seed)
+            backbone, info = backbone_from_config(hf_cfg), {}
+    else:
+        try:
+            backbone, info = AutoModel.from_pretrained(
+                name, config=hf_cfg, local_files_only=local_files_only, revision=revision,
+                dtype=torch.float32, output_loading_info=True,
+            )
+        except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
+            raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
     try:
-        backbone, info = backbone_cls.from_pretrained(
-            name, config=hf_cfg, local_files_only=local_files_only, revision=revision,
-            dtype=torch.float32, output_loading_info=True,
-        )
-    except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
-        raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
+        family = family_of(backbone)
+    except UnsupportedModel as e:
+        raise PretrainedLoadError(f"pretrained model {name!r}: {e}") from None
     missing = sorted(info.get("missing_keys", []))
     mismatched = sorted(str(k) for k in info.get("mismatched_keys", []))
     if missing or mismatched:
@@ -137,7 +166,7 @@ def load_pretrained(
     hf_dict["use_cache"] = False
     hf_dict["dtype"] = "float32"
     try:  # JSON round trip: the config stored in a checkpoint reads back equal (int dict keys → str)
-        hf_dict = json.loads(json.dumps(hf_dict, allow_nan=False))
+        hf_dict = json.loads(json.dumps(_finite(hf_dict), allow_nan=False))
     except ValueError as e:
         raise PretrainedLoadError(f"pretrained model {name!r}: its config is not plain JSON ({e})") from None
     cfg = ModelConfig(
@@ -146,10 +175,10 @@ def load_pretrained(
         pretrained=name, hf_config=hf_dict, token_map=token_map,
     )
     if seed is None:
-        model = HFLayerwiseModel(cfg, backbone)
+        model = AnyHFModel(cfg, backbone)
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = HFLayerwiseModel(cfg, backbone)
+            model = AnyHFModel(cfg, backbone)
     cfg.n_params = model.n_params
     return model.train()

@@ -120,6 +120,8 @@ class _MambaBlock(Block):
         u = m.act(window_conv(xc, None if state0 is None else state0["conv"], m.conv1d.weight, m.conv1d.bias))
         R, N = m.time_step_rank, m.ssm_state_size
         ts, Bm, Cm = torch.split(m.x_proj(u), [R, N, N], dim=-1)
+        if hasattr(m, "b_layernorm"):  # Falcon-Mamba: weightless RMS norms on dt, B and C
+            ts, Bm, Cm = m.dt_layernorm(ts), m.b_layernorm(Bm), m.c_layernorm(Cm)
         dt = F.softplus(m.dt_proj(ts))  # (B, T, E)
         A = -torch.exp(m.A_log.float()).to(dt.dtype)  # (E, N)
         y, hs_all = selective_scan_states(u, dt, A, Bm, Cm, None if state0 is None else state0["ssm"], keep)

@@ -227,8 +227,14 @@ def fit_edit(
         ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes; fewer
             than 2 rows.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown intervention method {method!r}; expected one of {METHODS}")
+    if method not in METHODS:  # a registered object of a plugin (entry points layerscope.methods), or unknown
+        from layerscope_core.plugins import method_names, plugin_methods
+
+        plugin = plugin_methods().get(method)
+        if plugin is None:
+            raise ValueError(f"unknown intervention method {method!r}; expected one of {method_names()}")
+        return plugin.fit(X, y.reshape(-1).to(X.device).long(), n_classes, k=k, seed=seed, probe=probe,
+                          max_rounds=max_rounds, chance_tol=chance_tol, probe_kwargs=probe_kwargs)
     if X.ndim != 2:
         raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
     min_rows = 2  # a covariance (LEACE, PCA) and INLP's train/held-out split both need two rows

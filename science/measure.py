@@ -76,13 +76,17 @@ def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | s
 
 
 def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1."""
-    return (preds == labels).float().mean(dim=1)
+    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1 (labels < 0, a file task's
+    null labels, are not scored; a sequence without any scored label counts 0)."""
+    seen = labels >= 0
+    return ((preds == labels) & seen).float().sum(dim=1) / seen.sum(dim=1).clamp(min=1)
 
 
 def majority_rate(labels: torch.Tensor) -> float:
     """Share of the most frequent class among all positions (the chance level we report against)."""
-    return float(torch.bincount(labels.reshape(-1)).max()) / labels.numel()
+    lab = labels.reshape(-1)
+    lab = lab[lab >= 0]  # a file task's null labels are not scored
+    return float(torch.bincount(lab).max()) / lab.numel()
 
 
 def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int,
@@ -233,7 +237,9 @@ def measure_interventions(
 
     def fitted(method: str, layer: int, n: int) -> Edit:
         x = fit_set(n).states[layer].reshape(-1, fit_set(n).states[layer].shape[-1])  # (n·L, D)
-        return fit_edit(method, x, fit_set(n).data.labels.reshape(-1), task.n_classes,
+        y = fit_set(n).data.labels.reshape(-1)
+        x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
+        return fit_edit(method, x, y, task.n_classes,
                         k=pca_k if method == "pca_top_k" else None, seed=run_seed, max_rounds=inlp_max_rounds)
 
     check: tuple[TaskData, Captured] | None = None  # the eval set at the fit length: the removal check
@@ -288,6 +294,7 @@ def measure_interventions(
                                         pca_k if method == "pca_top_k" else None, n_permutations,
                                         run_seed, config_hash, edit.info, fit_sizes[(method, layer)],
                                         random_by_rank.get(rank)))
+                rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker
                 done += 1
                 ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"{method} at layer {layer}, L={length}")
         split_seed = data_seed(run_seed, "split", length)

@@ -71,6 +71,14 @@ def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str 
     (``last_acc``), both in 0..1, plus ``n`` sequences."""
     pred = predict(model, data.tokens, device)
     correct = (pred == data.labels).float()  # (n, L)
+    seen = data.labels >= 0  # a file task's null labels (< 0) are not scored; "last" = a row's last scored one
+    if not bool(seen.all()):
+        has = seen.any(dim=1)
+        last = (seen.long() * torch.arange(seen.shape[1])).argmax(dim=1)  # (n,)
+        last_correct = correct[torch.arange(seen.shape[0]), last][has]
+        return {"token_acc": float(correct[seen].mean()) if has.any() else 0.0,
+                "last_acc": float(last_correct.mean()) if has.any() else 0.0,
+                "n": int(data.tokens.shape[0])}
     return {
         "token_acc": float(correct.mean()),
         "last_acc": float(correct[:, -1].mean()),

@@ -234,6 +234,28 @@ class PatchingResult(Base):
     )
 
 
+class ResultWeights(Base):
+    """What a probe or an edit learned: the safetensors artifact of one result row.
+
+    ``kind``: ``probe`` (a ``probe_results`` row: method "") or ``edit`` (an
+    ``intervention_results`` row). ``artifact_id``: SHA-256 of the file
+    ``<store>/artifacts/<artifact_id>.safetensors`` (``models_store.artifacts``).
+    """
+
+    __tablename__ = "result_weights"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    method: Mapped[str] = mapped_column(String(32), default="")
+    layer: Mapped[int] = mapped_column(Integer)
+    eval_length: Mapped[int] = mapped_column(Integer)
+    artifact_id: Mapped[str] = mapped_column(String(64))
+    config_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (UniqueConstraint("run_id", "kind", "method", "layer", "eval_length", name="uq_result_weights"),)
+
+
 class Job(Base):
     """The source of truth for work; the queue only carries job ids."""
 

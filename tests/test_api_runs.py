@@ -102,7 +102,7 @@ def test_probe_rows(seeded) -> None:
     first = rows[0]
     assert set(first) == {"run_id", "layer", "layer_name", "depth", "eval_length", "accuracy", "majority_baseline",
                           "per_position", "n_train", "n_test", "converged", "n_iter", "config_hash",
-                          "balanced_accuracy", "control_accuracy", "selectivity", "type_accuracy"}
+                          "balanced_accuracy", "control_accuracy", "selectivity", "type_accuracy", "site_name"}
     assert [(r["layer"], r["layer_name"], r["depth"]) for r in rows[:3]] == [(-1, "emb", 0.0), (0, "0", 0.5), (1, "1", 1.0)]
     rows = c.get(f"/api/runs/{seeded.run_ids[0]}/probes", params={"eval_length": 60}).json()
     assert {r["eval_length"] for r in rows} == {60} and len(rows) == 3

@@ -60,6 +60,15 @@ class FakeApi:
     def run_probes(self, run_id, eval_length=None):
         return probe_rows(run_id)
 
+    def meta(self):
+        from layerscope_core.registry import meta
+
+        return meta()
+
+    def run_weights(self, run_id):
+        return [{"kind": "probe", "method": "", "layer": -1, "eval_length": 40, "artifact_id": "ab" * 32,
+                 "config_hash": "c" * 64}]
+
     def run_interventions(self, run_id, eval_length=None, method=None):
         return intervention_rows(run_id)
 

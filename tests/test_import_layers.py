@@ -35,8 +35,10 @@ PACKAGES = set(ALLOWED)
 # the modules outside its own package the dashboard may import: pure math and labels (DESIGN.md)
 DASHBOARD_MAY_IMPORT: set[str] = {
     "layerscope_core.layers",
+    "layerscope_core.plugins",  # entry points read by name; a plugin's own modules load on first use
     "layerscope_core.provenance",
     "layerscope_core.registry",
+    "layerscope_core.sites",
     "science.budget",
     "science.claims",
     "science.profiles",

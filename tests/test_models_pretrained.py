@@ -5,12 +5,12 @@ import socket
 import pytest
 import torch
 from transformers import (
-    GPT2Config,
-    GPT2LMHeadModel,
     GPTNeoXConfig,
     GPTNeoXForCausalLM,
     MambaConfig,
     MambaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
 )
 
 from models_store import LayerwiseModel
@@ -134,6 +134,8 @@ def test_unreachable_hub_name_fails_fast_and_clearly(monkeypatch):
 def test_missing_local_folder_and_unsupported_architecture(tmp_path):
     with pytest.raises(PretrainedLoadError, match="no such local folder"):
         load_pretrained(str(tmp_path / "absent"), n_classes=2, task_vocab_size=2)
-    GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=16, n_layer=1, n_head=2)).save_pretrained(tmp_path / "gpt2")
-    with pytest.raises(PretrainedLoadError, match="gpt2"):
-        load_pretrained(str(tmp_path / "gpt2"), n_classes=2, task_vocab_size=2)
+    # GPT-2 loads (tests/test_any_model.py); an encoder-decoder does not
+    T5ForConditionalGeneration(T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
+                               ).save_pretrained(tmp_path / "t5")
+    with pytest.raises(PretrainedLoadError, match="'t5' is not supported: it is an encoder-decoder"):
+        load_pretrained(str(tmp_path / "t5"), n_classes=2, task_vocab_size=2)

@@ -19,6 +19,11 @@ class WorkerEnv:
     store_dir: Path
     device: str = "cpu"
 
+    def __post_init__(self) -> None:
+        from science.tasks import use_task_store
+
+        use_task_store(Path(self.store_dir) / "tasks")  # the file tasks this env's store holds
+
     @property
     def store(self) -> CheckpointStore:
         return CheckpointStore(self.store_dir)

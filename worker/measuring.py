@@ -29,9 +29,11 @@ from science.measure import measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.records import MeasureSettingsRecord
 from science.tasks.base import Task
+from science.tasks.file_task import NoCorruptionPairs
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
 from worker import persist
+from worker.learned import keep_weights
 from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 if TYPE_CHECKING:
@@ -114,7 +116,8 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
                               ctx=span("probes"))
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now)
+            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned
     if "interventions" in parts and (measure.methods or measure.conv1d):
         rows = measure_interventions(
             **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
@@ -123,13 +126,18 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
             ctx=span("interventions"))
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now)
+            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(env, s, run.run_id, rows, "edit")  # and the directions each edit removed
     elif "interventions" in parts:
         span("interventions")
     if "patching" in parts:
-        rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
-                             sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
-                             ctx=span("patching"))
+        try:
+            rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
+                                 sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
+                                 ctx=span("patching"))
+        except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
+            ctx.log(f"patching skipped: {exc}")
+            rows = []
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now,

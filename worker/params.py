@@ -53,8 +53,24 @@ class OneOf:
 
 
 Family = Annotated[str, OneOf(family_names)]
-TaskName = Annotated[str, OneOf(lambda: TASKS)]
-Method = Annotated[str, OneOf(lambda: METHODS)]
+
+
+def _task_names() -> tuple[str, ...]:
+    from science.tasks import task_names  # built-ins, then the file tasks of the model store
+
+    return task_names()
+
+
+TaskName = Annotated[str, OneOf(_task_names)]
+
+
+def _method_names() -> tuple[str, ...]:
+    from layerscope_core.plugins import method_names  # built-ins, then plugins'
+
+    return method_names()
+
+
+Method = Annotated[str, OneOf(_method_names)]
 PresetName = Annotated[str, OneOf(lambda: PRESETS)]
 EvalLength = Annotated[int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
@@ -212,8 +228,9 @@ class TrainParams(_Params):
         if self.control is not None and self.pretrained:
             raise ValueError("control: random-init controls are for models trained from scratch")
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
+        from worker.file_tasks import fit_file_task
 
-        get_task(self.task, **self.task_params)
+        fit_file_task(self, get_task(self.task, **self.task_params))  # a file task: the file's lengths
         return self
 
     def run_config(self) -> dict[str, Any]:
@@ -290,6 +307,9 @@ class SuiteParams(_Params):
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
     seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
+    pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+        None, min_length=1, max_length=32, description="transformers models (hub names or local folders) to fine-tune "
+        "instead of the preset's models; each one's family is found from its blocks")
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
@@ -301,6 +321,13 @@ class SuiteParams(_Params):
     controls: bool | Literal["only"] | None = Field(
         None, description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
                           "alone; None = the preset's choice")
+
+    def config_hash(self) -> str:
+        """As ``_Params.config_hash``; ``pretrained`` counts only when set (older suites' hashes stay)."""
+        d = self.model_dump(mode="json")
+        if d.get("pretrained") is None:
+            d.pop("pretrained", None)
+        return config_hash(d)
 
     @model_validator(mode="after")
     def _check(self) -> "SuiteParams":

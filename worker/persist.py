@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from science.records import MeasureSettingsRecord, as_row, behaviour_json
-from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run, utcnow
+from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run, utcnow
 
 _DELETE_CHUNK = 400
 
@@ -86,6 +86,7 @@ def drop_results(session: Session, run_id: int, *, commit: bool = True) -> int:
     try:
         n = sum(session.execute(delete(model).where(model.run_id == run_id)).rowcount or 0  # type: ignore[attr-defined]
                 for model in (ProbeResult, InterventionResult, PatchingResult))
+        session.execute(delete(ResultWeights).where(ResultWeights.run_id == run_id))  # what they learned, too
         _finish(session, commit)
     except BaseException:
         session.rollback()
@@ -176,6 +177,11 @@ def replace_intervention_results(session: Session, run_id: int, rows: Rows, *, c
                                  settings_id: int | None = None) -> int:
     """Replace the run's intervention rows that share (eval_length, method, layer) with ``rows``."""
     return _replace(session, InterventionResult, INTERVENTION_KEY, run_id, rows, commit, settings_id)
+
+
+def replace_result_weights(session: Session, run_id: int, rows: Rows, *, commit: bool = True) -> int:
+    """Replace the run's ``result_weights`` rows that share (kind, method, layer, eval_length)."""
+    return _replace(session, ResultWeights, ("kind", "method", "layer", "eval_length"), run_id, rows, commit)
 
 
 def replace_patching_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,

@@ -43,7 +43,7 @@ from worker.measuring import (
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
-from science.tasks import get_task
+from science.tasks import FileTask, get_task
 from science.training import behaviour, recorded_step_budget, step_budget, train_model, untrained_result
 
 
@@ -300,6 +300,8 @@ def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     """A patch job: :func:`measure_run` with the patching grid only."""
     run, trained = _loaded(params.run_id, env)
     lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
+    if "eval_length" not in params.model_fields_set and isinstance(run.task, FileTask):
+        params = params.model_copy(update={"eval_length": run.task.max_length})  # the file's sequences
     measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
 

@@ -129,7 +129,13 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     suite_name = params.name or params.preset
     tasks = params.tasks or preset["tasks"]
     seeds = params.seeds if params.seeds is not None else preset["seeds"]
-    if "pretrained" in preset:
+    if params.pretrained:  # any transformers model, its family from its blocks
+        from models_store.any_model import pretrained_family
+
+        models = [(pretrained_family(p), p) for p in params.pretrained]
+        if params.families:
+            models = [(f, p) for f, p in models if f in params.families]
+    elif "pretrained" in preset:
         models = list(zip(preset["families"], preset["pretrained"]))
         if params.families:
             models = [(f, p) for f, p in models if f in params.families]

@@ -33,7 +33,7 @@ from backend.api.deps import UNAUTHORIZED, SentTokenCheck
 from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, HeavyRouteLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
-from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, views
+from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, tasks, views, weights
 from store.config import Settings, get_settings
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from layerscope_core.text import printable
@@ -181,8 +181,11 @@ def create_app(
     app.state.queue = queue
     app.state.aggregate_cache = ResultCache()
 
+    from science.tasks import use_task_store
+
+    use_task_store(settings.resolved_store_dir / "tasks")  # job params may name its file tasks
     for router in (health.router, meta.router, runs.router, aggregates.router, jobs.router, views.router,
-                   export.router, suites.router):
+                   export.router, suites.router, tasks.router, weights.router):
         app.include_router(router, prefix=API_PREFIX)
 
     app.add_exception_handler(RequestValidationError, _errors_handler(settings))

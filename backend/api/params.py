@@ -28,13 +28,26 @@ def _one_of(known) -> AfterValidator:  # a tuple, or a callable giving one (read
     return AfterValidator(check)
 
 
-TaskQ = Annotated[list[Annotated[Text, _one_of(TASKS)]] | None, Query(description=f"task name(s): {', '.join(TASKS)}")]
+def _task_names() -> tuple[str, ...]:
+    from science.tasks import task_names  # built-in, plugin and file tasks, read per request
+
+    return task_names()
+
+
+def _method_names() -> tuple[str, ...]:
+    from layerscope_core.plugins import method_names  # built-in and plugin methods
+
+    return method_names()
+
+
+TaskQ = Annotated[list[Annotated[Text, _one_of(_task_names)]] | None,
+                  Query(description=f"task name(s): {', '.join(TASKS)}, or a plugin or file task (GET /api/meta)")]
 FamilyQ = Annotated[list[Annotated[Text, _one_of(family_names)]] | None,
                     Query(description=f"family name(s): {', '.join(FAMILIES)} (GET /api/meta lists every registered "
                                       "family)")]
 SuiteQ = Annotated[list[Text] | None, Query(description="suite name(s)")]
 PretrainedQ = Annotated[list[Text] | None, Query(description="pretrained model name(s)")]
-MethodQ = Annotated[list[Annotated[Text, _one_of(METHODS)]] | None,
+MethodQ = Annotated[list[Annotated[Text, _one_of(_method_names)]] | None,
                     Query(description=f"intervention method(s): {', '.join(METHODS)}")]
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
@@ -43,6 +56,16 @@ PatchSiteQ = Annotated[
     Query(description="activation-patching site(s): resid_pre (input of block ℓ), resid_post (its output), "
                       "state (the recurrent state block ℓ carries from t to t+1), state:ssm / state:conv "
                       "(one part of a Mamba state); default all")]
+def _site_name(v: str) -> str:
+    from layerscope_core.sites import parse_site
+
+    parse_site(v)  # ValueError → 422 naming the scheme
+    return v
+
+
+SiteNameQ = Annotated[list[Annotated[Text, AfterValidator(_site_name)]] | None,
+                      Query(description="site name(s) in TransformerLens's style: embed, blocks.{i}.resid_pre, "
+                                        "blocks.{i}.resid_post, blocks.{i}.state, blocks.{i}.state.{part}")]
 RunIdQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="run id(s)")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="rows to skip")]

@@ -141,6 +141,8 @@ class ProbeOut(BaseModel):
         None, description="accuracy per token type where the task's token identity carries the label (dyck: open, "
                           "close; code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)")
     config_hash: str
+    site_name: str | None = Field(None, description="the probed site in TransformerLens's style: embed, "
+                                  "blocks.{layer}.resid_post (layerscope_core.sites)")
 
 
 class InterventionOut(BaseModel):
@@ -193,6 +195,8 @@ class PatchingOut(BaseModel):
     ld_corrupted: float | None
     n_pairs: int
     config_hash: str
+    site_name: str | None = Field(None, description="site and layer in TransformerLens's style: embed, "
+                                  "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)")
 
 
 class CurvePoint(BaseModel):

@@ -42,14 +42,14 @@ from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
 PATH = "/curves"
 LOC = "cv-loc"
 
 SPEC = PageState([
-    F("tasks", "list_str", [], TASKS, aliases=("task",)),
+    F("tasks", "list_str", [], all_tasks, aliases=("task",)),
     F("families", "list_str", [], family_names, aliases=("family",)),
     F("lengths", "list_int", [40], aliases=("eval_length", "length"), lo=1),
     F("x", "str", "layer", ("layer", "depth")),
@@ -244,7 +244,7 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
-        field("Tasks", dcc.Dropdown(id="cv-tasks", options=[{"label": task_label(t), "value": t} for t in TASKS],
+        field("Tasks", dcc.Dropdown(id="cv-tasks", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
                                     value=s["tasks"], multi=True, placeholder="all tasks"), width="260px"),
         field("Families", dcc.Dropdown(id="cv-families", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                        value=s["families"], multi=True, placeholder="all families"), width="300px"),

@@ -66,8 +66,10 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 }
 
 
-def _widget(name: str, kind: str) -> Any:
+def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
     fid = {"type": "jf", "name": name}
+    tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too
+    methods = [*(meta or {}).get("methods", []), "conv1d_removal"] if meta else METHODS
     if kind == "family":
         return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value="lstm",
                             clearable=False)
@@ -75,15 +77,15 @@ def _widget(name: str, kind: str) -> Any:
         return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value=[],
                             multi=True, placeholder="preset's families")
     if kind == "task":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value="parity",
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value="parity",
                             clearable=False)
     if kind == "tasks":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in TASKS], value=[],
+        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value=[],
                             multi=True, placeholder="preset's tasks")
     if kind == "methods":
-        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in METHODS
+        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in methods
                                               if m != "conv1d_removal"],
-                             value=[m for m in METHODS if m != "conv1d_removal"], inline=True, className="check")
+                             value=[m for m in methods if m != "conv1d_removal"], inline=True, className="check")
     if kind == "flag":
         return dcc.Checklist(id=fid, options=[{"label": "yes", "value": "on"}], value=[], inline=True, className="check")
     if kind == "preset":
@@ -93,12 +95,13 @@ def _widget(name: str, kind: str) -> Any:
                      inputMode="numeric" if kind in ("int", "float", "ints") else "text")
 
 
-def form_fields(kind: str) -> list[Any]:
+def form_fields(kind: str, meta: dict | None = None) -> list[Any]:
+    """The form's fields; ``meta`` (``GET /api/meta``) supplies the task and method choices."""
     out = []
     for name, (label, widget, kinds, help_) in FIELDS.items():
         out.append(html.Div([
             html.Label(label, className="field-label", htmlFor=""),
-            _widget(name, widget),
+            _widget(name, widget, meta),
             html.Div(help_, className="field-help") if help_ else None,
             html.Div(id={"type": "jf-msg", "name": name}, className="field-error"),
         ], id={"type": "jf-wrap", "name": name}, className="field form-field",
@@ -321,16 +324,26 @@ def poll_jobs(api: ApiClient, show: str | None, shown: Any, path_for) -> tuple[A
     return job_table(page["items"], page["total"], path_for), done()
 
 
+def _meta(api: ApiClient) -> dict | None:
+    """The API's vocabularies (plugins and file tasks included); None when the API is unreachable
+    (the form then offers the built-in choices and the page shows the API error elsewhere)."""
+    try:
+        return api.meta()
+    except ApiError:
+        return None
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     form = html.Div([
         html.H2("Launch", className="card-title"),
         dcc.RadioItems(id="jb-kind", options=[{"label": k, "value": k} for k in JOB_KINDS], value=s["kind"],
                        inline=True, className="radio kind-tabs"),
-        html.Div(form_fields(s["kind"]), className="form-grid", id="jb-form"),
+        html.Div(form_fields(s["kind"], _meta(api)), className="form-grid", id="jb-form"),
         html.Div([html.Button("Launch job", id="jb-submit", className="btn btn-primary", n_clicks=0),
                   html.Div(id="jb-result", className="submit-result")], className="form-actions"),
     ], className="card form-card")
+    form = html.Div([form, task_upload_card()])
     jobs = html.Div([
         html.Div([html.H2("Jobs", className="card-title"),
                   dcc.RadioItems(id="jb-show", options=[{"label": "all", "value": "all"},
@@ -352,8 +365,50 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
                       embed=embed, loc_id=LOC, base=base)
 
 
+def task_upload_card() -> html.Div:
+    """Your own labelled data as a task: a JSONL / Parquet file and a name, sent to
+    ``POST /api/tasks`` (validated there: one message per bad row)."""
+    return html.Div([
+        html.H2("Add a task from a file", className="card-title"),
+        html.P("JSONL or Parquet rows {tokens, labels} — token ids or strings, one label per token, null = not "
+               "probed. Runs of it train and are measured at the file's sequences.", className="field-help"),
+        dcc.Upload(id="jb-task-file", children=html.Div(["Drop a file here or ", html.A("choose one")]),
+                   className="upload-box", multiple=False),
+        html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
+        dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
+        html.Div([html.Button("Add task", id="jb-task-add", className="btn", n_clicks=0),
+                  html.Div(id="jb-task-result", className="submit-result")], className="form-actions"),
+    ], className="card form-card")
+
+
+def upload_task(api: ApiClient, contents: str | None, filename: str | None, name: str | None) -> html.Div:
+    """Send an upload (``dcc.Upload``'s ``data:...;base64,...`` contents) to ``POST /api/tasks``."""
+    if not contents or not filename:
+        return html.Div("Choose a file first.", className="alert alert-danger")
+    if not name:
+        return html.Div("Give the task a name.", className="alert alert-danger")
+    try:
+        task = api.post("/api/tasks", {"name": name, "filename": filename,
+                                       "content_base64": contents.split(",", 1)[-1]})
+    except ApiError as exc:
+        if exc.status == 422 and isinstance(exc.detail, list):
+            return html.Div([html.Div(f"Not added ({filename}):"),
+                             *[html.Div(str(d.get("msg", d))) for d in exc.detail[:20]]],
+                            className="alert alert-danger", id="jb-task-errors")
+        return api_alert(exc)
+    return html.Div(f"Task {task['name']} added: {task['n_rows']} rows, lengths {task['lengths'][0]}..{task['lengths'][-1]}, "
+                    f"classes {', '.join(task['class_names'])}. Reload to pick it in the form.",
+                    className="alert alert-success", id="jb-task-added")
+
+
 def register(app, api: ApiClient, path_for) -> None:
     from dashboard.components import register_save_view
+
+    @app.callback(Output("jb-task-result", "children"), Input("jb-task-add", "n_clicks"),
+                  State("jb-task-file", "contents"), State("jb-task-file", "filename"), State("jb-task-name", "value"),
+                  prevent_initial_call=True)
+    def _add_task(n, contents, filename, name):
+        return upload_task(api, contents, filename, name) if n else no_update
 
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
     register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlencode
 
 from dash import Input, Output, dcc, html
 
@@ -35,15 +36,41 @@ from dashboard.patching_captions import patching_caption
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, layer_name, ordered, task_label
+from layerscope_core.sites import parse_site, site_name
+from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
 
 KEY = "patching"
 PATH = "/patching"
 LOC = "pt-loc"
 MAX_SIDE_BY_SIDE = 4
 
-SPEC = PageState([
-    F("task", "str", None, TASKS),
+class SiteNamedState(PageState):
+    """The page's state, with ``at=<site name>`` in TransformerLens's style (``blocks.2.state``,
+    ``embed``; layerscope_core.sites) read into ``site`` + ``layer`` and written beside them."""
+
+    def from_dict(self, data: dict[str, Any] | None, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = dict(data or {})
+        at = data.pop("at", None)
+        if at:
+            try:
+                site, layer = parse_site(str(at))
+            except ValueError:
+                site = layer = None  # a bad name is dropped, as any bad value
+            if site in SITE_LABELS:
+                data["site"], data["layer"] = site, layer
+        return super().from_dict(data, base)
+
+    def encode(self, state: dict[str, Any], *, keep: dict[str, str] | None = None) -> str:
+        q = super().encode(state, keep=keep)
+        try:
+            name = site_name(state.get("site"), state.get("layer")) if state.get("layer") is not None else None
+        except (TypeError, ValueError):  # no layer chosen, or a site without that layer
+            name = None
+        return q if not name else q + ("&" if q else "?") + urlencode({"at": name})
+
+
+SPEC = SiteNamedState([
+    F("task", "str", None, all_tasks),
     F("family", "str", None, family_names),
     F("runs", "list_int", [], aliases=("run", "run_id"), lo=1),
     F("length", "int", 40, aliases=("eval_length",), lo=1),
@@ -166,7 +193,7 @@ def run_options(api: ApiClient, task, family, picked, *, trained: bool = True, s
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
-        field("Task", dcc.Dropdown(id="pt-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+        field("Task", dcc.Dropdown(id="pt-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
                                    value=s["task"], placeholder="any task"), width="150px"),
         field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], placeholder="any family"), width="160px"),

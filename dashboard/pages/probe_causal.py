@@ -40,7 +40,7 @@ from dashboard.figures.probe_causal import (
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
-from dashboard.theme import EVAL_LENGTHS, TASKS, family_label, family_names, method_label, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, method_label, task_label
 from science import claims as C
 from science.profiles import NEAR_BEST_TOL
 
@@ -64,7 +64,7 @@ SUMMARY_DESCRIPTION = (
     "with a refit probe).")
 
 SPEC = PageState([
-    F("task", "str", None, TASKS),
+    F("task", "str", None, all_tasks),
     F("family", "str", None, family_names),
     F("seed", "int", None, lo=0),
     F("run", "int", None, lo=1),
@@ -185,7 +185,7 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
-        field("Task", dcc.Dropdown(id="pc-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+        field("Task", dcc.Dropdown(id="pc-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
                                    value=s["task"], placeholder="any task"), width="150px"),
         field("Family", dcc.Dropdown(id="pc-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], placeholder="any family"), width="160px"),

@@ -27,7 +27,7 @@ from dashboard.figures.common import base_layout, empty_figure, graph_config
 from dashboard.pages import PageDef, run_actions
 from dashboard.run_kind import CONTROLS_FILTER, control_badge, stop_reason_label
 from dashboard.state import INT_MAX, F, PageState, parse_int
-from dashboard.theme import EVAL_LENGTHS, TASKS, family_color, family_label, family_names, task_label
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_color, family_label, family_names, task_label
 
 KEY = "runs"
 PATH = "/"
@@ -40,7 +40,7 @@ SORTS = tuple((f"{d}{col}", f"{label} {arrow}") for col, label in (
     for d, arrow in (("", "↑"), ("-", "↓")))
 
 SPEC = PageState([
-    F("task", "list_str", [], TASKS),
+    F("task", "list_str", [], all_tasks),
     F("family", "list_str", [], family_names),
     F("seed", "int", None, lo=0),
     F("suite", "str", None),
@@ -239,7 +239,7 @@ def grid_rows(rows: Any) -> list[dict]:
     out = []
     for r in rows if isinstance(rows, list) else []:
         rid = parse_int(r.get("id")) if isinstance(r, dict) else None
-        if rid is not None and rid >= 1 and r.get("task") in TASKS and r.get("family") in family_names():
+        if rid is not None and rid >= 1 and r.get("task") in all_tasks() and r.get("family") in family_names():
             out.append({**r, "id": rid})
     return out
 
@@ -259,7 +259,7 @@ def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
     controls = html.Div([
-        field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in TASKS],
+        field("Task", dcc.Dropdown(id="rn-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
                                    value=s["task"], multi=True, placeholder="any task"), width="240px"),
         field("Family", dcc.Dropdown(id="rn-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
                                      value=s["family"], multi=True, placeholder="any family"), width="280px"),
@@ -422,7 +422,30 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
                      className="detail-fig"),
         ], className="detail-grid"),
         html.Details([html.Summary("Configuration (JSON)"), html.Pre(json.dumps(cfg, indent=2, default=str))]),
+        learned_weights(api, run["id"]),
     ], className="card", id="rn-detail-card")
+
+
+def learned_weights(api: ApiClient, run_id: int) -> html.Details:
+    """What the run's probes and edits learned: one download link per kept safetensors
+    file (probe weights and class directions; an edit's removed directions)."""
+    try:
+        rows = api.run_weights(run_id)
+    except ApiError as exc:
+        return html.Details([html.Summary("Probe weights and removed directions"), api_alert(exc)])
+    if not rows:
+        body: Any = html.P("None kept for this run (measured before they were stored, or imported without them).",
+                           className="muted")
+    else:
+        body = html.Table([html.Thead(html.Tr([html.Th(h) for h in ("kind", "method", "layer", "eval length", "file")])),
+                           html.Tbody([html.Tr([
+                               html.Td(w["kind"]), html.Td(w["method"] or "–"),
+                               html.Td("emb" if w["layer"] == -1 else str(w["layer"])), html.Td(str(w["eval_length"])),
+                               html.Td(html.A(f"{w['artifact_id'][:12]}….safetensors", href=f"/api/artifacts/{w['artifact_id']}",
+                                              download=f"{w['kind']}-{w['method'] or 'probe'}-L{w['eval_length']}-"
+                                                       f"layer{w['layer']}.safetensors"))]) for w in rows])],
+                          className="weights-table", id="rn-weights")
+    return html.Details([html.Summary(f"Probe weights and removed directions ({len(rows)} safetensors files)"), body])
 
 
 def register(app, api: ApiClient, path_for) -> None:

@@ -1,4 +1,5 @@
-"""Task generators: Parity, S3, bounded Dyck-k and Code-Depth (docs/SCIENCE.md#tasks).
+"""Task generators: Parity, S3, bounded Dyck-k and Code-Depth (docs/SCIENCE.md#tasks), and tasks
+defined by your own labelled file (``file_task``, kept by ``task_store``).
 
 >>> from science.tasks import get_task, TASK_NAMES
 >>> task = get_task("dyck", k=2, m=10, target="top")
@@ -8,30 +9,91 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from layerscope_core.registry import TASKS
 
 from .base import Task, TaskData, early_positions
 from .code_depth import CodeDepthTask
 from .dyck import DyckTask
+from .file_task import FileTask
 from .parity import ParityTask
 from .s3 import S3Task
+from .task_store import TaskStore
 
 TASK_NAMES: tuple[str, ...] = TASKS  # layerscope_core.registry; the classes below
 _REGISTRY: dict[str, type[Task]] = {
     "parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
+# Where file tasks are looked up: callables giving a folder (the settings' store, read when asked,
+# so a test's settings apply; the worker package adds it), and the one folder of the process's
+# current model store (a WorkerEnv's, the API's), replaced, not accumulated, when another is set.
+_TASK_STORES: list[Callable[[], Path]] = []
+_CURRENT: list[Path] = []
+
+
+def use_task_store(root: Path | Callable[[], Path]) -> None:
+    """Look file tasks up in ``root``: a callable giving a ``<store>/tasks`` folder (kept), or the
+    folder of the current model store (it replaces the previous current one)."""
+    if callable(root):
+        if root not in _TASK_STORES:
+            _TASK_STORES.append(root)
+    else:
+        _CURRENT[:] = [Path(root)]
+
+
+def task_stores() -> list[TaskStore]:
+    """The ``TaskStore`` of the current folder, then of each callable's (duplicates once)."""
+    seen, out = set(), []
+    for r in (*_CURRENT, *_TASK_STORES):
+        path = Path(r() if callable(r) else r).resolve()
+        if path not in seen:
+            seen.add(path)
+            out.append(TaskStore(path))
+    return out
+
+
+def file_task_names() -> tuple[str, ...]:
+    """Names of the file tasks in the registered stores."""
+    return tuple(dict.fromkeys(n for s in task_stores() for n in s.names()))
+
+
+def task_names() -> tuple[str, ...]:
+    """Every task a run may name: the built-ins (``TASK_NAMES``), the plugins' (entry points
+    ``layerscope.tasks``), then the file tasks."""
+    from layerscope_core.plugins import task_names as with_plugins
+
+    named = with_plugins()
+    return (*named, *(n for n in file_task_names() if n not in named))
 
 
 def get_task(name: str, **params) -> Task:
-    """The task ``name`` with ``params`` (defaults for the rest).
+    """The task ``name`` with ``params`` (defaults for the rest); a file task takes only
+    ``sha256`` (checked against the stored content).
 
     Raises:
         ValueError: for an unknown task name, an unknown parameter, or a bad value — the
             message names the task and the parameter.
     """
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}")
-    return _REGISTRY[name](**params)
+    if name in _REGISTRY:
+        return _REGISTRY[name](**params)
+    from layerscope_core.plugins import plugin_tasks
+
+    plugin = plugin_tasks().get(name)
+    if plugin is not None:
+        task = plugin(**params)
+        if not isinstance(task, Task):
+            raise ValueError(f"plugin task {name!r} built a {type(task).__name__}, not a science.tasks.Task")
+        return task
+    for store in task_stores():
+        if name in store.names():
+            unknown = sorted(set(params) - {"sha256"})
+            if unknown:
+                raise ValueError(f"{name}: unknown parameter(s) {unknown}; a file task takes only sha256")
+            return store.load(name, params.get("sha256"))
+    raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
 
 
-__all__ = ["TASK_NAMES", "Task", "TaskData", "early_positions", "get_task",
-           "CodeDepthTask", "DyckTask", "ParityTask", "S3Task"]
+__all__ = ["TASK_NAMES", "Task", "TaskData", "early_positions", "file_task_names", "get_task", "task_names",
+           "task_stores", "use_task_store", "CodeDepthTask", "DyckTask", "FileTask", "ParityTask", "S3Task",
+           "TaskStore"]

@@ -16,5 +16,8 @@ router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZE
                                                   "eval lengths and patching sites")
 def meta() -> Meta:
     """Read from ``layerscope_core.registry`` at request time: a family registered after start
-    (``register_family``) is listed."""
-    return Meta(**registry.meta())
+    (``register_family``) is listed, and so are plugins (entry points) and the file tasks of the
+    model store (``layerscope task add``)."""
+    from science.tasks import task_names  # create_app registered the settings' task store
+
+    return Meta(**{**registry.meta(), "tasks": list(task_names())})

@@ -30,6 +30,7 @@ from backend.api.params import (
     PretrainedQ,
     RunIdPath,
     RunSortQ,
+    SiteNameQ,
     SeedQ,
     SuiteQ,
     TaskQ,
@@ -48,6 +49,7 @@ from backend.api.schemas import (
     RunDetail,
     RunOut,
 )
+from layerscope_core.sites import parse_site, site_name
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
@@ -98,7 +100,7 @@ def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) ->
 @router.get("/{run_id}/probes", response_model=list[ProbeOut], responses=NOT_FOUND,
             summary="Probe accuracy per layer and eval length")
 def run_probes(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None) -> list[dict]:
-    return queries.probe_rows(session, run_id, eval_length)
+    return [{**r, "site_name": site_name("resid_post", r["layer"])} for r in queries.probe_rows(session, run_id, eval_length)]
 
 
 @router.get("/{run_id}/interventions", response_model=list[InterventionOut], responses=NOT_FOUND,
@@ -112,11 +114,18 @@ def run_interventions(
 @router.get("/{run_id}/patching", response_model=list[PatchingOut], responses=NOT_FOUND,
             summary="Activation-patching recovery per site × layer × position")
 def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None,
-                 site: PatchSiteQ = None) -> list[dict]:
+                 site: PatchSiteQ = None, at: SiteNameQ = None) -> list[dict]:
     """Rows ordered by eval length, site, layer, position. ``recovery`` is None (with ``note``)
     when too few pairs had a usable clean–corrupted gap; ``corrupt_position`` is the grid's
-    corrupted token (0-based)."""
-    return queries.patching_rows(session, run_id, eval_length, site)
+    corrupted token (0-based). ``site_name`` names each row's site in TransformerLens's style;
+    ``at`` keeps the rows of those names only (``blocks.2.state``, ``embed``, ...)."""
+    wanted = {parse_site(n) for n in at} if at else None
+    rows = queries.patching_rows(session, run_id, eval_length, sorted({s for s, _ in wanted}) if wanted else site)
+    out = []
+    for r in rows:
+        if wanted is None or (r["site"], r["layer"]) in wanted:
+            out.append({**r, "site_name": site_name(r["site"], r["layer"])})
+    return out
 
 
 

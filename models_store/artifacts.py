@@ -1,0 +1,101 @@
+"""What a probe and an edit learned, kept: safetensors files by content hash beside the checkpoints.
+
+Layout: ``<store>/artifacts/<sha256>.safetensors``, the id the SHA-256 of the file's bytes, so
+the same weights always get the same id and a worker on another machine writes the same file.
+
+- a probe (``probe_tensors``): ``W`` [C, D] and ``b`` [C] on standardised features, ``mean`` /
+  ``std`` [D] (the standardisation), ``directions`` [C, D] = W / std (raw-space class
+  directions) and ``intercept`` [C] (raw space); ``logits = directions · h + intercept``.
+- an edit (``edit_tensors``): ``center`` [D] and, for projection edits, ``removed`` [r, D] (the
+  directions removed, ``right`` of ``h' = h − ((h − c) Rᵀ) Lᵀ``) and ``left`` [D, r]; the
+  ``mean`` ablation has no directions (it replaces the whole state).
+
+Metadata (strings) name the kind, method or layer. Every tensor is float32, CPU, contiguous;
+non-finite intercepts (classes absent from training) are kept as they are (safetensors stores
+IEEE floats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _t(x: torch.Tensor) -> torch.Tensor:
+    return x.detach().to("cpu", torch.float32).contiguous().clone()
+
+
+def probe_tensors(probe: Any) -> dict[str, torch.Tensor]:
+    """The tensors of a fitted ``science.probes.LinearProbe`` (see the module docstring)."""
+    return {"W": _t(probe.W), "b": _t(probe.b), "mean": _t(probe.mean), "std": _t(probe.std),
+            "directions": _t(probe.class_directions()), "intercept": _t(probe.raw_intercept())}
+
+
+def edit_tensors(edit: Any) -> dict[str, torch.Tensor]:
+    """The tensors of a fitted ``science.interventions.Edit``: ``center`` [D], and ``removed``
+    [r, D] / ``left`` [D, r] when it projects (every method but ``mean``)."""
+    out = {"center": _t(edit.center)}
+    if getattr(edit, "right", None) is not None and edit.right.shape[0] > 0:
+        out["removed"] = _t(edit.right)
+        out["left"] = _t(edit.left)
+    return out
+
+
+class ArtifactStore:
+    """safetensors files under ``<root>/artifacts`` by the SHA-256 of their bytes."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.dir = Path(root) / "artifacts"
+
+    def path(self, artifact_id: str) -> Path:
+        """The file of ``artifact_id`` (it may not exist).
+
+        Raises:
+            ValueError: not 64 lowercase hex characters.
+        """
+        if not isinstance(artifact_id, str) or not _ID_RE.match(artifact_id):
+            raise ValueError(f"artifact id must be 64 lowercase hex characters, got {artifact_id!r}")
+        return self.dir / f"{artifact_id}.safetensors"
+
+    def save(self, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
+        """Write ``tensors`` (and string ``metadata``) once; returns the id (SHA-256 of the bytes)."""
+        data = st_save({k: _t(v) for k, v in tensors.items()}, metadata={k: str(v) for k, v in (metadata or {}).items()})
+        artifact_id = hashlib.sha256(data).hexdigest()
+        path = self.path(artifact_id)
+        if not path.is_file():
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.dir / f".tmp-{uuid.uuid4().hex}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return artifact_id
+
+    def read_bytes(self, artifact_id: str) -> bytes:
+        """The stored file's bytes (checked against the id).
+
+        Raises:
+            ValueError: a malformed id, or bytes that do not hash to it; FileNotFoundError: unknown id.
+        """
+        path = self.path(artifact_id)
+        if not path.is_file():
+            raise FileNotFoundError(f"artifact {artifact_id} not found in {self.dir}")
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != artifact_id:
+            raise ValueError(f"artifact {artifact_id} is damaged: its bytes hash otherwise")
+        return data
+
+    def load(self, artifact_id: str) -> dict[str, torch.Tensor]:
+        """The stored tensors, by name (see ``read_bytes`` for the errors)."""
+        return st_load(self.read_bytes(artifact_id))

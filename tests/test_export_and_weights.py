@@ -1,0 +1,131 @@
+"""What a probe and an edit learned, kept: probe weights and removed
+directions are stored as content-addressed safetensors beside the checkpoints, returned by the
+Python API, listed and downloadable over REST; ``layerscope export-model`` writes a folder that
+``AutoModel`` loads, with the token head beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load as st_load
+
+from worker.params import MeasureParams, TrainParams
+
+TINY = dict(n_layers=2, max_steps=3, batch_size=8, eval_every=3, n_eval_sequences=16, train_length=16,
+            curriculum_start=None)
+MEASURE = MeasureParams(eval_lengths=[16], n_probe_sequences=24, n_permutations=100, n_patch_pairs=4,
+                        methods=["project_out", "mean"], patch_eval_length=16)
+
+
+@pytest.fixture
+def cli_env(tmp_path, monkeypatch):
+    from store.config import get_settings
+
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    get_settings.cache_clear()
+    from worker.pipeline import local_env
+
+    yield local_env(device="cpu")
+    get_settings.cache_clear()
+
+
+def _train(env, family, d_model, measure=None):
+    from worker.pipeline import train
+
+    return train(TrainParams(family=family, task="parity", d_model=d_model, measure=measure, **TINY), env)
+
+
+def test_weights_kept_returned_listed_and_downloadable(cli_env):
+    from fastapi.testclient import TestClient
+
+    from backend.api.main import create_app
+    from worker.learned import learned
+    from worker.pipeline import load_run
+
+    run_id = _train(cli_env, "gru", 16, MEASURE)
+    rows = learned(run_id, cli_env)
+    probes = [r for r in rows if r["kind"] == "probe"]
+    edits = {(r["method"], r["layer"]): r for r in rows if r["kind"] == "edit"}
+    assert {r["layer"] for r in probes} == {-1, 0, 1} and set(edits) == {(m, ly) for m in ("project_out", "mean")
+                                                                          for ly in (0, 1)}
+    t = probes[1]["tensors"]
+    assert t["W"].shape == (2, 16) and t["directions"].shape == (2, 16) and t["mean"].shape == (16,)
+    torch.testing.assert_close(t["directions"], t["W"] / t["std"])
+    assert edits[("project_out", 0)]["tensors"]["removed"].shape == (1, 16)
+    assert "removed" not in edits[("mean", 0)]["tensors"]  # the mean ablation replaces the whole state
+    # the kept probe reproduces its predictions: logits = directions · h + intercept
+    _, task, model = load_run(run_id, cli_env)
+    from models_store.capture import run_with_states
+
+    _, states = run_with_states(model, task.generate(16, 4, seed=5, split="test").tokens, layers=[0])
+    p0 = next(r for r in probes if r["layer"] == 0)["tensors"]
+    raw = states[0] @ p0["directions"].T + p0["intercept"]
+    std = ((states[0] - p0["mean"]) / p0["std"]) @ p0["W"].T + p0["b"]
+    torch.testing.assert_close(raw, std, rtol=1e-4, atol=1e-4)
+
+    client = TestClient(create_app())
+    listed = client.get(f"/api/runs/{run_id}/weights").json()
+    assert {(w["kind"], w["method"], w["layer"]) for w in listed} == {
+        (r["kind"], r["method"], r["layer"]) for r in rows}
+    got = client.get(f"/api/artifacts/{listed[0]['artifact_id']}")
+    assert got.status_code == 200 and got.headers["content-type"] == "application/octet-stream"
+    assert set(st_load(got.content)) == set(next(r for r in rows if r["artifact_id"] == listed[0]["artifact_id"])["tensors"])
+    assert client.get("/api/artifacts/" + "0" * 64).status_code == 404
+    assert client.get("/api/artifacts/nothex").status_code == 422
+    assert client.get("/api/runs/999/weights").status_code == 404
+
+
+@pytest.mark.parametrize("family,d_model", [("transformer", 32), ("mamba2", 16)])
+def test_export_model_loads_with_automodel(cli_env, tmp_path, capsys, family, d_model):
+    from transformers import AutoModel
+
+    from backend.cli import main
+    from models_store.export import head_logits
+    from worker.pipeline import load_run
+
+    run_id = _train(cli_env, family, d_model)
+    out = tmp_path / "exported"
+    assert main(["export-model", str(run_id), "-o", str(out)]) == 0, capsys.readouterr()
+    _, task, model = load_run(run_id, cli_env)
+    auto = AutoModel.from_pretrained(out).eval()
+    meta = json.loads((out / "layerscope.json").read_text())
+    assert meta["family"] == family and meta["start_token"] and meta["class_names"] == ["0", "1"]
+    x = task.generate(16, 3, seed=1, split="test").tokens
+    ids = model.with_prefix(x)  # the START id in front, as in training
+    with torch.no_grad():
+        logits = head_logits(out, auto(input_ids=ids).last_hidden_state)[:, model.n_prefix:]
+        torch.testing.assert_close(logits, model(x), rtol=1e-4, atol=1e-5)
+    assert main(["export-model", str(run_id), "-o", str(out)]) == 1  # not over a written folder
+    assert "is not an empty folder" in capsys.readouterr().err
+
+
+def test_export_model_refuses_a_non_transformers_family(cli_env, tmp_path, capsys):
+    from backend.cli import main
+
+    run_id = _train(cli_env, "lstm", 16)
+    assert main(["export-model", str(run_id), "-o", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "lstm model has no transformers backbone" in err and "Traceback" not in err
+    assert main(["export-model", "999", "-o", str(tmp_path / "y")]) == 1
+    assert "run 999 not found" in capsys.readouterr().err
+
+
+def test_cli_capture_writes_named_sites(cli_env, tmp_path, capsys):
+    from safetensors.torch import load_file
+
+    from backend.cli import main
+
+    run_id = _train(cli_env, "gru", 16)
+    out = tmp_path / "acts.safetensors"
+    assert main(["capture", str(run_id), "--site", "embed", "--site", "blocks.1.resid_post",
+                 "--site", "blocks.0.state", "-o", str(out), "--n-sequences", "4"]) == 0, capsys.readouterr().err
+    got = load_file(str(out))
+    assert got["embed"].shape == (4, 16, 16) and got["blocks.1.resid_post"].shape == (4, 16, 16)
+    assert got["blocks.0.state.h"].shape == (4, 16, 16) and got["tokens"].shape == (4, 16)
+    assert main(["capture", str(run_id), "--site", "blocks.0.hook_resid", "-o", str(out)]) == 2
+    assert "site name" in capsys.readouterr().err
