@@ -18,9 +18,11 @@ services:
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
-# ruff's lint rules (pyproject.toml [tool.ruff]) and declared = imported dependencies (deptry).
+# ruff's lint rules and its formatter (pyproject.toml [tool.ruff]), and declared = imported
+# dependencies (deptry).
 lint: install-dev
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m deptry .
 
 test: install-dev services browser

@@ -39,8 +39,12 @@ def create_app(
 def _api_not_found(app: FastAPI) -> None:
     """Unknown ``/api/...`` paths answer JSON 404, and a known path with the wrong method 405
     (with ``Allow``), rather than falling through to the dashboard mounted at ``/``."""
-    @app.api_route("/api/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
-                   include_in_schema=False)
+
+    @app.api_route(
+        "/api/{path:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
+        include_in_schema=False,
+    )
     def _not_found(path: str, request: Request) -> None:
         if allowed_methods(app, request.scope):
             raise HTTPException(status_code=405, detail="Method Not Allowed")  # the handler adds Allow

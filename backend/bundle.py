@@ -112,10 +112,21 @@ def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
     for model in RESULT_TABLES:
         rows = session.execute(select(model).where(model.run_id.in_(ids)).order_by(model.id)).scalars()
         tables[model.__tablename__] = [_row(r) for r in rows]
-    settings_ids = sorted({r["settings_id"] for model in RESULT_TABLES for r in tables[model.__tablename__]
-                           if r.get("settings_id") is not None})
-    settings = session.execute(select(MeasureSettings).where(MeasureSettings.id.in_(settings_ids))
-                               .order_by(MeasureSettings.id)).scalars() if settings_ids else []
+    settings_ids = sorted(
+        {
+            r["settings_id"]
+            for model in RESULT_TABLES
+            for r in tables[model.__tablename__]
+            if r.get("settings_id") is not None
+        }
+    )
+    settings = (
+        session.execute(
+            select(MeasureSettings).where(MeasureSettings.id.in_(settings_ids)).order_by(MeasureSettings.id)
+        ).scalars()
+        if settings_ids
+        else []
+    )
     tables[MeasureSettings.__tablename__] = [_row(r) for r in settings]
     return tables
 
@@ -140,17 +151,43 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
         "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
         "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
         # first and last run stored (UTC): the study's elapsed time, measurements and parallelism included
-        "made_between": [min(stamps), max(stamps)] if (stamps := [r["created_at"] for r in runs
-                                                                  if r.get("created_at")]) else None,
-        "runs": [{k: r.get(k) for k in ("config_hash", "name", "family", "task", "seed", "status", "made_on",
-                                        "train_seconds", "heldout_acc")} for r in runs],
-        "tables": {name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []}
-                   for name, rows in tables.items()},
+        "made_between": [min(stamps), max(stamps)]
+        if (stamps := [r["created_at"] for r in runs if r.get("created_at")])
+        else None,
+        "runs": [
+            {
+                k: r.get(k)
+                for k in (
+                    "config_hash",
+                    "name",
+                    "family",
+                    "task",
+                    "seed",
+                    "status",
+                    "made_on",
+                    "train_seconds",
+                    "heldout_acc",
+                )
+            }
+            for r in runs
+        ],
+        "tables": {
+            name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []} for name, rows in tables.items()
+        },
         "weights": weights,
     }
 
 
-PROVENANCE_KEYS = ("layerscope", "git_commit", "git_dirty", "python", "torch", "transformers", "exported_on", "created_at")
+PROVENANCE_KEYS = (
+    "layerscope",
+    "git_commit",
+    "git_dirty",
+    "python",
+    "torch",
+    "transformers",
+    "exported_on",
+    "created_at",
+)
 CARRIED_KEYS = ("edits_after_export",)  # top-level keys of an imported manifest that a re-export keeps on top
 
 
@@ -158,14 +195,21 @@ def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
     """The manifest of the latest bundle imported into ``suite`` (stored at import), or None."""
     rows = session.execute(select(Job).where(Job.kind == IMPORT_JOB_KIND).order_by(Job.id.desc())).scalars()
     for job in rows:
-        if (job.params or {}).get("suite") == suite and isinstance(job.result, dict) \
-                and isinstance(job.result.get("manifest"), dict):
+        if (
+            (job.params or {}).get("suite") == suite
+            and isinstance(job.result, dict)
+            and isinstance(job.result.get("manifest"), dict)
+        ):
             return job.result["manifest"]
     return None
 
 
-def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
-                    runs: list[dict[str, Any]] | None = None, note: str | None = None) -> dict[str, Any]:
+def with_provenance(
+    manifest: dict[str, Any],
+    imported: dict[str, Any] | None,
+    runs: list[dict[str, Any]] | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
     """The exporter's versions under ``exported_with``; for an imported suite, the versions of
     the bundle its runs came from stay on top, with that manifest as ``imported_manifest``.
     With the suite's run rows, ``parts`` says where each part of the study was made and, for a
@@ -177,9 +221,10 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
     out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
     # every export's note, kept once the study is complete too (``partial`` goes then)
     before = (imported or {}).get("partial") or {}  # a bundle made before ``notes``: its partial block's
-    notes = [*((imported or {}).get("notes") or [*([before["why"]] if before.get("why") else []),
-                                                 *before.get("notes", [])]),
-             *([note] if note else [])]
+    notes = [
+        *((imported or {}).get("notes") or [*([before["why"]] if before.get("why") else []), *before.get("notes", [])]),
+        *([note] if note else []),
+    ]
     if notes:
         out["notes"] = notes
     if imported:
@@ -195,7 +240,9 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
             out["partial"] = imported["partial"]
         return out
     out["parts"] = study_parts.parts(runs, manifest, imported)
-    now = study_parts.progress(runs, study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs]))
+    now = study_parts.progress(
+        runs, study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs])
+    )
     if now is not None:
         out["progress"] = now
     partial = study_parts.partial_block(now, imported, note)
@@ -204,8 +251,15 @@ def with_provenance(manifest: dict[str, Any], imported: dict[str, Any] | None,
     return out
 
 
-def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weights: bool = False,
-                  store_dir: Path | None = None, note: str | None = None) -> dict[str, Any]:
+def export_bundle(
+    session: Session,
+    suite: str,
+    out: Path | io.BytesIO,
+    *,
+    weights: bool = False,
+    store_dir: Path | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
     """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
     ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
 
@@ -225,8 +279,9 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
             z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))
-        z.writestr("tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"),
-                                                      default=_jsonable))
+        z.writestr(
+            "tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"), default=_jsonable)
+        )
         for ckpt, folder in checkpoints.items():
             for f in sorted(folder.rglob("*")):
                 if f.is_file():
@@ -235,7 +290,9 @@ def export_bundle(session: Session, suite: str, out: Path | io.BytesIO, *, weigh
     return manifest
 
 
-def _write_learned_and_tasks(z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None) -> None:
+def _write_learned_and_tasks(
+    z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None
+) -> None:
     """The probe weights / removed directions the suite's rows name
     (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
     file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
@@ -297,8 +354,10 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
         if manifest.get("format") != FORMAT:
             raise BundleError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
         if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
-            raise BundleError(f"{path}: format version {manifest.get('format_version')} is newer than this "
-                              f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope")
+            raise BundleError(
+                f"{path}: format version {manifest.get('format_version')} is newer than this "
+                f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope"
+            )
         tables = {}
         for model in (Run, *RESULT_TABLES, MeasureSettings):  # no measure_settings before schema 0003
             name = f"tables/{model.__tablename__}.json"
@@ -334,12 +393,21 @@ def same_training(run: Run, row: dict[str, Any]) -> bool:
     """Whether a stored run and a bundle's run of the same config hash are the same model: the
     same training record (steps, seconds, held-out accuracy). A run trained again or rebuilt
     elsewhere (docs/SCIENCE.md#rebuilding-weights) is another model under the same hash."""
-    return (run.steps == row.get("steps") and _close(run.train_seconds, row.get("train_seconds"))
-            and _close(run.heldout_acc, row.get("heldout_acc")))
+    return (
+        run.steps == row.get("steps")
+        and _close(run.train_seconds, row.get("train_seconds"))
+        and _close(run.heldout_acc, row.get("heldout_acc"))
+    )
 
 
-def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path | None = None,
-                  source: str | None = None, replace: bool = False) -> dict[str, Any]:
+def import_bundle(
+    session: Session,
+    path: Path | io.BytesIO,
+    *,
+    store_dir: Path | None = None,
+    source: str | None = None,
+    replace: bool = False,
+) -> dict[str, Any]:
     """Load a bundle into the results DB without duplicating rows already present; one
     transaction. A run stored here with the same config hash but another training record (trained
     again, or its weights rebuilt, here or where the bundle was made) is another model: its rows
@@ -369,8 +437,9 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
 
     def checkpoint_here(fields: dict[str, Any]) -> str | None:  # its weights are in the bundle and go to the store
         ckpt = fields.get("checkpoint_id")
-        return ckpt if ckpt and store_dir is not None and any(n.startswith(f"weights/{ckpt}/") for n in weights) \
-            else None
+        return (
+            ckpt if ckpt and store_dir is not None and any(n.startswith(f"weights/{ckpt}/") for n in weights) else None
+        )
 
     try:
         for row in tables["runs"]:
@@ -384,11 +453,18 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                 present += 1
                 continue
             if stored is not None and not replace:
-                conflicting.append({
-                    "name": stored.name, "config_hash": stored.config_hash,
-                    "stored": {"steps": stored.steps, "heldout_acc": stored.heldout_acc, "made_on": stored.made_on},
-                    "bundle": {"steps": row.get("steps"), "heldout_acc": row.get("heldout_acc"),
-                               "made_on": row.get("made_on")}})
+                conflicting.append(
+                    {
+                        "name": stored.name,
+                        "config_hash": stored.config_hash,
+                        "stored": {"steps": stored.steps, "heldout_acc": stored.heldout_acc, "made_on": stored.made_on},
+                        "bundle": {
+                            "steps": row.get("steps"),
+                            "heldout_acc": row.get("heldout_acc"),
+                            "made_on": row.get("made_on"),
+                        },
+                    }
+                )
                 continue
             if stored is not None:  # replace: the stored model's results go, the bundle's run takes its row
                 for model in RESULT_TABLES:
@@ -416,8 +492,9 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
                 have = {tuple(t) for t in session.execute(select(*cols).where(model.run_id.in_(target_ids)))}
             new = []
             for r in rows:
-                fields = _for_table(model, {**r, "run_id": id_map[r["run_id"]],
-                                            "settings_id": settings_map.get(r.get("settings_id"))})
+                fields = _for_table(
+                    model, {**r, "run_id": id_map[r["run_id"]], "settings_id": settings_map.get(r.get("settings_id"))}
+                )
                 k = tuple(fields.get(c, _default(model, c)) for c in key)
                 if k not in have:
                     have.add(k)
@@ -426,13 +503,24 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
             if model is not ResultWeights or rows:  # result_weights counted only where a bundle has them
                 rows_added[model.__tablename__] = len(new)
         if added or replaced or any(rows_added.values()):
-            session.add(Job(kind=IMPORT_JOB_KIND, state="succeeded", params={
-                "suite": manifest.get("suite"), "source": source, "manifest_created_at": manifest.get("created_at"),
-                "devices": manifest.get("devices"), "git_commit": manifest.get("git_commit")},
-                config_hash=config_hash({k: manifest.get(k) for k in ("suite", "created_at", "git_commit")}),
-                message=f"imported {added} run(s) of suite {manifest.get('suite')!r}", progress=1.0,
-                result={"manifest": manifest},  # provenance for a later re-export (imported_manifest)
-                finished_at=datetime.now(UTC)))
+            session.add(
+                Job(
+                    kind=IMPORT_JOB_KIND,
+                    state="succeeded",
+                    params={
+                        "suite": manifest.get("suite"),
+                        "source": source,
+                        "manifest_created_at": manifest.get("created_at"),
+                        "devices": manifest.get("devices"),
+                        "git_commit": manifest.get("git_commit"),
+                    },
+                    config_hash=config_hash({k: manifest.get(k) for k in ("suite", "created_at", "git_commit")}),
+                    message=f"imported {added} run(s) of suite {manifest.get('suite')!r}",
+                    progress=1.0,
+                    result={"manifest": manifest},  # provenance for a later re-export (imported_manifest)
+                    finished_at=datetime.now(UTC),
+                )
+            )
         session.commit()
     except BaseException:
         session.rollback()
@@ -445,9 +533,15 @@ def import_bundle(session: Session, path: Path | io.BytesIO, *, store_dir: Path 
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(blob)
-    return {"suite": manifest.get("suite"), "runs_added": added, "runs_present": present,
-            "runs_replaced": len(replaced), "runs_conflicting": conflicting, "rows_added": rows_added,
-            "settings_added": settings_added}
+    return {
+        "suite": manifest.get("suite"),
+        "runs_added": added,
+        "runs_present": present,
+        "runs_replaced": len(replaced),
+        "runs_conflicting": conflicting,
+        "rows_added": rows_added,
+        "settings_added": settings_added,
+    }
 
 
 def _store_learned_and_tasks(learned: dict[str, bytes], store_dir: Path) -> None:
@@ -485,8 +579,9 @@ def _import_settings(session: Session, rows: list[dict[str, Any]]) -> tuple[dict
     for row in rows:
         if row.get("id") is None or not row.get("config_hash"):
             continue
-        existing = session.execute(select(MeasureSettings.id).where(
-            MeasureSettings.config_hash == row["config_hash"])).scalar()
+        existing = session.execute(
+            select(MeasureSettings.id).where(MeasureSettings.config_hash == row["config_hash"])
+        ).scalar()
         if existing is None:
             obj = MeasureSettings(**_for_table(MeasureSettings, row))
             session.add(obj)

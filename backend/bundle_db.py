@@ -59,7 +59,8 @@ def open_bundle(path: str | Path) -> BundleDatabase:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    db = BundleDatabase(path=path, url=url, suite=summary["suite"], folder=folder, engine=engine,
-                        factory=factory, summary=summary)
+    db = BundleDatabase(
+        path=path, url=url, suite=summary["suite"], folder=folder, engine=engine, factory=factory, summary=summary
+    )
     atexit.register(db.close)
     return db

@@ -49,8 +49,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-token_app = typer.Typer(help="API tokens (needed for writes when the server listens beyond loopback).",
-                        no_args_is_help=True)
+token_app = typer.Typer(
+    help="API tokens (needed for writes when the server listens beyond loopback).", no_args_is_help=True
+)
 db_app = typer.Typer(help="The results database.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 app.add_typer(db_app, name="db")
@@ -72,16 +73,26 @@ def _print_version(value: bool) -> None:
         from layerscope_core.provenance import code_versions, commit_label
 
         v = code_versions()
-        typer.echo(f"layerscope {v['layerscope']}" + (f" (commit {commit_label(v, 12)})" if v["git_commit"] else "")
-                   + f"; torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}")
+        typer.echo(
+            f"layerscope {v['layerscope']}"
+            + (f" (commit {commit_label(v, 12)})" if v["git_commit"] else "")
+            + f"; torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}"
+        )
         raise typer.Exit()
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="Print the version (and commit) and exit.")] = False,
-          debug: Annotated[bool, typer.Option("--debug", envvar="LAYERSCOPE_DEBUG",
-                                              help="Print the traceback of an error too.")] = False) -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version (and commit) and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar="LAYERSCOPE_DEBUG", help="Print the traceback of an error too.")
+    ] = False,
+) -> None:
     """Where does a sequence model keep its state? Train, probe, intervene, patch — and explore in the browser."""
     global _DEBUG
     _DEBUG = debug
@@ -98,7 +109,7 @@ METHOD_NAMES = method_names()  # the built-ins, then the plugins'
 MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
 
 
-def _settings(**overrides: Any):  # noqa: ANN202
+def _settings(**overrides: Any):
     from store.config import get_settings
 
     s = get_settings()
@@ -107,13 +118,16 @@ def _settings(**overrides: Any):  # noqa: ANN202
 
 
 def _logging(verbose: bool = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     for noisy in ("httpx", "huey", "alembic", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _init_db(settings) -> Any:  # noqa: ANN001
+def _init_db(settings) -> Any:
     from backend.core.startup import open_database
     from store.session import make_engine, make_sessionmaker
 
@@ -137,15 +151,26 @@ def _err(message: str) -> None:
 
 @app.command()
 def serve(
-    bundle: Annotated[Path | None, typer.Argument(help="A results bundle to show read-only, without a database "
-                                                     "(read into a temporary one).")] = None,
-    host: Annotated[str | None, typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token).")] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Argument(help="A results bundle to show read-only, without a database (read into a temporary one)."),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Interface to listen on (default 127.0.0.1; beyond loopback every write needs a token)."),
+    ] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
     dashboard: Annotated[bool, typer.Option(help="Serve the dashboard at / too.")] = True,
-    limit_concurrency: Annotated[int | None, typer.Option(
-        min=1, max=10_000, help="Heavy requests (exports, aggregates: /api/export/*, /api/curves, /api/profiles, "
-                                "/api/claims, suite bundles) served at once; more answer 503 with Retry-After, so "
-                                "/api/health and light reads stay fast (default 4: LAYERSCOPE_LIMIT_CONCURRENCY).")] = None,
+    limit_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000,
+            help="Heavy requests (exports, aggregates: /api/export/*, /api/curves, /api/profiles, "
+            "/api/claims, suite bundles) served at once; more answer 503 with Retry-After, so "
+            "/api/health and light reads stay fast (default 4: LAYERSCOPE_LIMIT_CONCURRENCY).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the API (/api) and the dashboard (/); `serve BUNDLE.zip`: a bundle, read-only."""
     import uvicorn
@@ -170,28 +195,54 @@ def serve(
     uvicorn.run(application, host=settings.host, port=settings.port, log_level="info", access_log=False)
 
 
-def _announce(settings) -> None:  # noqa: ANN001
-    typer.echo(f"layerscope: dashboard at {settings.resolved_api_url}/   API at {settings.resolved_api_url}/api/docs",
-               err=True)
+def _announce(settings) -> None:
+    typer.echo(
+        f"layerscope: dashboard at {settings.resolved_api_url}/   API at {settings.resolved_api_url}/api/docs", err=True
+    )
     if settings.listens_beyond_loopback:
-        typer.echo("layerscope: listening beyond loopback — every write needs 'Authorization: Bearer <token>' "
-                   "(layerscope token create --name NAME)", err=True)
+        typer.echo(
+            "layerscope: listening beyond loopback — every write needs 'Authorization: Bearer <token>' "
+            "(layerscope token create --name NAME)",
+            err=True,
+        )
 
 
 @app.command()
 def worker(
-    device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto (default: LAYERSCOPE_DEVICE or auto). "
-                                                    "CUDA_VISIBLE_DEVICES is respected.")] = None,
-    name: Annotated[str | None, typer.Option(help="Worker name shown on its jobs (default host:pid:device; "
-                                                  "with --concurrency N: host-pid-slot, or NAME-slot).")] = None,
-    concurrency: Annotated[int, typer.Option(
-        min=1, max=256, envvar="LAYERSCOPE_WORKER_CONCURRENCY",
-        help="Job slots on this device: N worker processes share it, each running one job at a time "
-             "(pack small runs onto one GPU, e.g. --device cuda:0 --concurrency 8).")] = 1,
-    threads: Annotated[int | None, typer.Option(
-        min=1, help="CPU threads per slot (torch.set_num_threads; default: all cores, or cores // N "
-                    "with --concurrency N).")] = None,
-    executor: Annotated[str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="cpu | cuda | cuda:N | auto (default: LAYERSCOPE_DEVICE or auto). CUDA_VISIBLE_DEVICES is respected."
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="Worker name shown on its jobs (default host:pid:device; "
+            "with --concurrency N: host-pid-slot, or NAME-slot)."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=256,
+            envvar="LAYERSCOPE_WORKER_CONCURRENCY",
+            help="Job slots on this device: N worker processes share it, each running one job at a time "
+            "(pack small runs onto one GPU, e.g. --device cuda:0 --concurrency 8).",
+        ),
+    ] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="CPU threads per slot (torch.set_num_threads; default: all cores, or cores // N "
+            "with --concurrency N).",
+        ),
+    ] = None,
+    executor: Annotated[
+        str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")
+    ] = None,
     max_jobs: Annotated[int | None, typer.Option(hidden=True, min=1, help="per slot")] = None,
     idle_exit: Annotated[float | None, typer.Option(hidden=True, min=0, help="per slot")] = None,
     parent_pid: Annotated[int | None, typer.Option(hidden=True, min=1, help="run as a slot of this supervisor")] = None,
@@ -227,16 +278,27 @@ def worker(
         _quiet_exit()
 
 
-def _supervise(n: int, name: str | None, device: str | None, executor: str | None, threads: int | None,
-               max_jobs: int | None, idle_exit: float | None) -> int:
+def _supervise(
+    n: int,
+    name: str | None,
+    device: str | None,
+    executor: str | None,
+    threads: int | None,
+    max_jobs: int | None,
+    idle_exit: float | None,
+) -> int:
     from worker.packing import Supervisor
 
-    extra = (["--max-jobs", str(max_jobs)] if max_jobs else []) + \
-            (["--idle-exit", str(idle_exit)] if idle_exit is not None else [])
+    extra = (["--max-jobs", str(max_jobs)] if max_jobs else []) + (
+        ["--idle-exit", str(idle_exit)] if idle_exit is not None else []
+    )
     sup = Supervisor(n, name=name, device=device, executor=executor, threads=threads, extra_args=extra)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `docker stop`: every slot hands its job back
-    typer.echo(f"layerscope: {n} worker slots on {device or _settings().device}, {sup.threads} CPU thread(s) "
-               f"each (Ctrl-C to stop)", err=True)
+    typer.echo(
+        f"layerscope: {n} worker slots on {device or _settings().device}, {sup.threads} CPU thread(s) "
+        f"each (Ctrl-C to stop)",
+        err=True,
+    )
     try:
         rc = sup.run()
     except KeyboardInterrupt:
@@ -249,7 +311,7 @@ def _supervise(n: int, name: str | None, device: str | None, executor: str | Non
     return 0
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
+def _raise_interrupt(signum: int, frame: Any) -> None:
     """SIGTERM as Ctrl-C, once: a second SIGTERM (the demo's worker also gets one when the demo
     exits) must not interrupt the job's release or the interpreter's exit (atexit callbacks)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -283,24 +345,26 @@ def _check_device(device: str) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise typer.BadParameter(f"{device!r}: no CUDA device is available on this machine",
-                                     param_hint="'--device'")
+            raise typer.BadParameter(
+                f"{device!r}: no CUDA device is available on this machine", param_hint="'--device'"
+            )
         index = int(device.split(":")[1]) if ":" in device else 0
         if index >= torch.cuda.device_count():
-            raise typer.BadParameter(f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)",
-                                     param_hint="'--device'")
+            raise typer.BadParameter(
+                f"{device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)", param_hint="'--device'"
+            )
 
 
 # ----------------------------------------------------------------------------- in-process work
 
 
-def _env(settings, factory, device: str | None):  # noqa: ANN001, ANN202
+def _env(settings, factory, device: str | None):
     from worker.pipeline import WorkerEnv, resolve_device
 
     return WorkerEnv(factory, settings.resolved_store_dir, resolve_device(device or settings.device))
 
 
-def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  # noqa: ANN001
+def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:
     """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
     from store.models import Run
     from worker.run_weights import missing_weights
@@ -313,7 +377,7 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:  
             raise CliError(why)
 
 
-def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:  # noqa: ANN001
+def _execute(kind: str, params: Any, settings, factory, device: str | None) -> dict:
     from science.context import JobContext
     from worker.pipeline import execute
 
@@ -327,39 +391,78 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 @suite_app.callback(invoke_without_command=True)
 def suite(
     ctx: typer.Context,
-    preset: Annotated[Preset | None, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")] = None,
-    family: Annotated[list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")] = None,
-    task: Annotated[list[str] | None, typer.Option(callback=known_tasks, help=(
-        f"Only these tasks (repeat the option): {', '.join(task_names())} "
-        "(built-in, plugin and file tasks: layerscope task add / task list)."))] = None,
+    preset: Annotated[
+        Preset | None, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")
+    ] = None,
+    family: Annotated[
+        list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")
+    ] = None,
+    task: Annotated[
+        list[str] | None,
+        typer.Option(
+            callback=known_tasks,
+            help=(
+                f"Only these tasks (repeat the option): {', '.join(task_names())} "
+                "(built-in, plugin and file tasks: layerscope task add / task list)."
+            ),
+        ),
+    ] = None,
     seed: Annotated[list[int] | None, typer.Option(help="These seeds instead of the preset's (repeat).")] = None,
-    pretrained: Annotated[list[str] | None, typer.Option(help=(
-        "Fine-tune these transformers models (hub names or local folders; repeat) instead of the preset's "
-        "families: any architecture with a block list (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, Mamba, "
-        "Mamba-2, Falcon-Mamba, ...)."))] = None,
+    pretrained: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=(
+                "Fine-tune these transformers models (hub names or local folders; repeat) instead of the preset's "
+                "families: any architecture with a block list (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, Mamba, "
+                "Mamba-2, Falcon-Mamba, ...)."
+            )
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
-    submit: Annotated[bool, typer.Option(
-        "--submit", help="Enqueue the suite as a job (the jobs table + the queue, as POST /api/jobs does) "
-                         "instead of running it here: the workers run its train jobs, several at a time "
-                         "with `layerscope worker --concurrency N`.")] = False,
-    resume: Annotated[bool, typer.Option(
-        "--resume/--force", help="--resume (default): skip runs already stored with the same config hash "
-                                 "and measured, finish the rest (an interrupted suite resumes where it "
-                                 "stopped); --force: train and measure every run again.")] = True,
+    submit: Annotated[
+        bool,
+        typer.Option(
+            "--submit",
+            help="Enqueue the suite as a job (the jobs table + the queue, as POST /api/jobs does) "
+            "instead of running it here: the workers run its train jobs, several at a time "
+            "with `layerscope worker --concurrency N`.",
+        ),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--force",
+            help="--resume (default): skip runs already stored with the same config hash "
+            "and measured, finish the rest (an interrupted suite resumes where it "
+            "stopped); --force: train and measure every run again.",
+        ),
+    ] = True,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Override the preset's step cap per run.")] = None,
-    max_seconds: Annotated[float | None, typer.Option(min=0.001, help="Override the preset's per-run "
-                                                                      "training time budget (seconds).")] = None,
-    rebuild_weights: Annotated[bool, typer.Option(
-        "--rebuild-weights", help="Rebuild the weights of stored runs that have none here (imported without "
-                                  "--weights) within their recorded step budget, and measure them again, measured or "
-                                  "not. (Unmeasured ones are rebuilt anyway.)")] = False,
-    controls: Annotated[bool | None, typer.Option(
-        "--controls/--no-controls", help="Add (or leave out) each run's random-init control: the same architecture "
-                                         "and seed, untrained, probed (default: the preset's choice; paper adds them).",
-        show_default=False)] = None,
-    only_controls: Annotated[bool, typer.Option(
-        "--only-controls", help="Run only the random-init controls of the selected runs.")] = False,
+    max_seconds: Annotated[
+        float | None, typer.Option(min=0.001, help="Override the preset's per-run training time budget (seconds).")
+    ] = None,
+    rebuild_weights: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild-weights",
+            help="Rebuild the weights of stored runs that have none here (imported without "
+            "--weights) within their recorded step budget, and measure them again, measured or "
+            "not. (Unmeasured ones are rebuilt anyway.)",
+        ),
+    ] = False,
+    controls: Annotated[
+        bool | None,
+        typer.Option(
+            "--controls/--no-controls",
+            help="Add (or leave out) each run's random-init control: the same architecture "
+            "and seed, untrained, probed (default: the preset's choice; paper adds them).",
+            show_default=False,
+        ),
+    ] = None,
+    only_controls: Annotated[
+        bool, typer.Option("--only-controls", help="Run only the random-init controls of the selected runs.")
+    ] = False,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
@@ -372,14 +475,23 @@ def suite(
         raise _cx.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == "preset"))
     if device is not None:
         if submit:
-            raise typer.BadParameter("a submitted suite runs on the workers' devices (layerscope worker --device)",
-                                     param_hint="'--device'")
+            raise typer.BadParameter(
+                "a submitted suite runs on the workers' devices (layerscope worker --device)", param_hint="'--device'"
+            )
         _check_device(device)
-    params = SuiteParams(preset=preset.value, families=[f.value for f in family] if family else None,
-                         tasks=list(task) if task else None, seeds=seed or None,
-                         name=name, force=not resume, max_steps=max_steps, max_seconds=max_seconds,
-                         rebuild_weights=rebuild_weights, controls="only" if only_controls else controls,
-                         **({"pretrained": pretrained} if pretrained else {}))
+    params = SuiteParams(
+        preset=preset.value,
+        families=[f.value for f in family] if family else None,
+        tasks=list(task) if task else None,
+        seeds=seed or None,
+        name=name,
+        force=not resume,
+        max_steps=max_steps,
+        max_seconds=max_seconds,
+        rebuild_weights=rebuild_weights,
+        controls="only" if only_controls else controls,
+        **({"pretrained": pretrained} if pretrained else {}),
+    )
     from worker.presets import expand_suite
 
     jobs = expand_suite(params)
@@ -390,13 +502,16 @@ def suite(
     done = 0 if not resume else _count_stored(jobs, settings, factory)
     if submit:
         return _submit_suite(params, n, settings, factory, done)
-    typer.echo(f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
-               + (f"; {done} already stored, skipped (--force to re-run)" if done else ""), err=True)
+    typer.echo(
+        f"layerscope: suite {params.name or preset.value}: {n} run(s) into {_redact(settings.resolved_db_url)}"
+        + (f"; {done} already stored, skipped (--force to re-run)" if done else ""),
+        err=True,
+    )
     out = _execute("suite", params, settings, factory, device)
     typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
 
 
-def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
+def _count_stored(jobs: list, settings, factory) -> int:
     """How many of a suite's runs are already stored complete (those a resumed suite skips)."""
     from worker.pipeline import WorkerEnv, stored_state
 
@@ -404,7 +519,7 @@ def _count_stored(jobs: list, settings, factory) -> int:  # noqa: ANN001
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
 
 
-def _refuse_other_settings(jobs: list, factory) -> None:  # noqa: ANN001
+def _refuse_other_settings(jobs: list, factory) -> None:
     """A suite holds one run per seed (docs/SCIENCE.md#suites): refuse, in one line per group of
     stored runs of these cells made with other settings, before anything is trained or queued."""
     from worker.suite_settings import SuiteSettingsConflict, check_one_run_per_seed
@@ -415,15 +530,18 @@ def _refuse_other_settings(jobs: list, factory) -> None:  # noqa: ANN001
         raise CliError(str(exc)) from exc
 
 
-def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:  # noqa: ANN001
+def _submit_suite(params: Any, n: int, settings, factory, done: int = 0) -> None:
     from worker.queue import JobQueue, submit
 
     queue = JobQueue.from_settings(settings)
     job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
     skipped = f"; {done} already stored are skipped by the workers" if done else ""
-    typer.echo(f"layerscope: suite {params.name or params.preset} submitted as job {job_id} ({n} train job(s){skipped}) "
-               f"to the {queue.kind} queue of {_redact(settings.resolved_db_url)}; start workers with "
-               "`layerscope worker` and follow it at /jobs", err=True)
+    typer.echo(
+        f"layerscope: suite {params.name or params.preset} submitted as job {job_id} ({n} train job(s){skipped}) "
+        f"to the {queue.kind} queue of {_redact(settings.resolved_db_url)}; start workers with "
+        "`layerscope worker` and follow it at /jobs",
+        err=True,
+    )
     typer.echo(str(job_id))
 
 
@@ -444,7 +562,9 @@ def probe(
 @app.command()
 def intervene(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    method: Annotated[list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHOD_NAMES)}.")] = None,
+    method: Annotated[
+        list[MethodChoice] | None, typer.Option(help=f"Methods (repeat; default all): {', '.join(METHOD_NAMES)}.")
+    ] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")] = None,
     pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
@@ -455,8 +575,14 @@ def intervene(
     """Run the interventions (with the refit probe) on a stored run."""
     from worker.params import InterveneParams
 
-    kw: dict[str, Any] = dict(run_id=run_id, layers=layer or None, eval_lengths=eval_length or None, pca_k=pca_k,
-                              conv1d=conv1d, n_permutations=n_permutations)
+    kw: dict[str, Any] = dict(
+        run_id=run_id,
+        layers=layer or None,
+        eval_lengths=eval_length or None,
+        pca_k=pca_k,
+        conv1d=conv1d,
+        n_permutations=n_permutations,
+    )
     if method:
         kw["methods"] = [m.value for m in method]
     _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
@@ -465,10 +591,16 @@ def intervene(
 @app.command()
 def patch(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    position: Annotated[list[int] | None, typer.Option(help="0-based positions (repeat; default every position).")] = None,
-    site: Annotated[list[str] | None, typer.Option(
-        help="resid_pre | resid_post | state | state:ssm | state:conv (repeat; default the first three).")] = None,
-    stride: Annotated[int, typer.Option(min=1, help="Without --position: every stride-th position (and the last).")] = 1,
+    position: Annotated[
+        list[int] | None, typer.Option(help="0-based positions (repeat; default every position).")
+    ] = None,
+    site: Annotated[
+        list[str] | None,
+        typer.Option(help="resid_pre | resid_post | state | state:ssm | state:conv (repeat; default the first three)."),
+    ] = None,
+    stride: Annotated[
+        int, typer.Option(min=1, help="Without --position: every stride-th position (and the last).")
+    ] = 1,
     eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
     n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
     device: Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")] = None,
@@ -477,8 +609,9 @@ def patch(
     from worker.params import PatchParams
 
     kw = {"sites": site} if site else {}
-    params = PatchParams(run_id=run_id, positions=position or None, stride=stride, eval_length=eval_length,
-                         n_pairs=n_pairs, **kw)
+    params = PatchParams(
+        run_id=run_id, positions=position or None, stride=stride, eval_length=eval_length, n_pairs=n_pairs, **kw
+    )
     _run_on_stored("patch", params, run_id, device)
 
 
@@ -498,44 +631,65 @@ def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> N
 @app.command("export")
 def export_cmd(
     suite: Annotated[str, typer.Option(help="The suite to export (runs.suite).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; "
-                                                                "docs: backend/bundle.py).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; docs: backend/bundle.py).")
+    ],
     weights: Annotated[bool, typer.Option(help="Include the model checkpoints (off: results only).")] = False,
-    note: Annotated[str | None, typer.Option(help="Why the study is partial (kept in the manifest's "
-                                                  "partial.notes, with earlier exports' notes).")] = None,
+    note: Annotated[
+        str | None,
+        typer.Option(
+            help="Why the study is partial (kept in the manifest's partial.notes, with earlier exports' notes)."
+        ),
+    ] = None,
 ) -> None:
     """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
     from backend.bundle import export_bundle
 
     if output.is_dir():
-        raise CliError(f"{output} is a folder: -o takes the bundle's file name (e.g. {output / (suite + '.layerscope.zip')})")
+        raise CliError(
+            f"{output} is a folder: -o takes the bundle's file name (e.g. {output / (suite + '.layerscope.zip')})"
+        )
     settings = _settings()
     factory = _init_db(settings)
     output.parent.mkdir(parents=True, exist_ok=True)
     with factory() as s:
-        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir,
-                                 note=note)
+        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir, note=note)
     n = len(manifest["runs"])
     included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
-    with_w = (", with weights" if weights and not missing else
-              f", with weights of {included} of {n} run(s)" if weights and included else "")
-    typer.echo(f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}"
-               f"{with_w}, {output.stat().st_size / 1e6:.2f} MB)", err=True)
+    with_w = (
+        ", with weights"
+        if weights and not missing
+        else f", with weights of {included} of {n} run(s)"
+        if weights and included
+        else ""
+    )
+    typer.echo(
+        f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
+        err=True,
+    )
     if weights and missing:
-        typer.echo(f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "
-                   f"({settings.resolved_store_dir}) to include"
-                   + (" — the bundle holds no weights" if not included else "")
-                   + " (imported without weights, or trained elsewhere)", err=True)
+        typer.echo(
+            f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "
+            f"({settings.resolved_store_dir}) to include"
+            + (" — the bundle holds no weights" if not included else "")
+            + " (imported without weights, or trained elsewhere)",
+            err=True,
+        )
 
 
 @app.command("import")
 def import_cmd(
     bundle: Annotated[Path, typer.Argument(help="A bundle written by `layerscope export`.")],
-    replace: Annotated[bool, typer.Option(
-        "--replace", help="Where a run is stored here with the same config but another training (trained "
-                          "again, or its weights rebuilt), delete the stored model's results and take the "
-                          "bundle's run and rows instead of keeping the stored one.")] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Where a run is stored here with the same config but another training (trained "
+            "again, or its weights rebuilt), delete the stored model's results and take the "
+            "bundle's run and rows instead of keeping the stored one.",
+        ),
+    ] = False,
 ) -> None:
     """Load a results bundle into the results DB (SQLite or PostgreSQL). Rows already present
     are kept, not doubled: importing the same bundle twice changes nothing. Results of two
@@ -549,28 +703,38 @@ def import_cmd(
     with factory() as s:
         out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name, replace=replace)
     rows = sum(out["rows_added"].values())
-    typer.echo(f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
-               f"{out['runs_present']} run(s) already present"
-               + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
-               + f", into {_redact(settings.resolved_db_url)}", err=True)
+    typer.echo(
+        f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
+        f"{out['runs_present']} run(s) already present"
+        + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
+        + f", into {_redact(settings.resolved_db_url)}",
+        err=True,
+    )
     if out["runs_conflicting"]:
         typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
 
 
 def import_conflicts_line(conflicting: list[dict], bundle: Path) -> str:
     """One line on the runs an import left out: stored here from another training of their config."""
-    names = ", ".join(c["name"] for c in conflicting[:5]) + (f" and {len(conflicting) - 5} more"
-                                                             if len(conflicting) > 5 else "")
-    return (f"layerscope: {len(conflicting)} run(s) kept as stored, the bundle's left out: stored here from another "
-            f"training of the same config (steps or held-out accuracy differ): {names}; "
-            f"`layerscope import --replace {bundle}` takes the bundle's")
+    names = ", ".join(c["name"] for c in conflicting[:5]) + (
+        f" and {len(conflicting) - 5} more" if len(conflicting) > 5 else ""
+    )
+    return (
+        f"layerscope: {len(conflicting)} run(s) kept as stored, the bundle's left out: stored here from another "
+        f"training of the same config (steps or held-out accuracy differ): {names}; "
+        f"`layerscope import --replace {bundle}` takes the bundle's"
+    )
 
 
 @app.command("report")
 def report_cmd(
     bundle: Annotated[Path, typer.Argument(help="A results bundle (`layerscope export`).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path("docs/RESULTS.md"),
-    figures_dir: Annotated[Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path(
+        "docs/RESULTS.md"
+    ),
+    figures_dir: Annotated[
+        Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")
+    ] = None,
     figures: Annotated[bool, typer.Option(help="Export the figures to PNG (plotly + kaleido + Chromium).")] = True,
 ) -> None:
     """Regenerate the results page from a bundle: each claim of the study next to this
@@ -596,8 +760,12 @@ def demo(
     preset: Annotated[Preset, typer.Option(help="The suite to run.")] = Preset.quick,
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
-    bundle: Annotated[Path | None, typer.Option(help="A results bundle to show at once (imported once; "
-                                                     "`make demo` passes examples/paper.layerscope.zip).")] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            help="A results bundle to show at once (imported once; `make demo` passes examples/paper.layerscope.zip)."
+        ),
+    ] = None,
     executor: Annotated[str | None, typer.Option(hidden=True, help="module:function for the worker (tests).")] = None,
 ) -> None:
     """Serve the dashboard on a trained study (--bundle, imported once), start a local worker
@@ -637,8 +805,11 @@ def demo(
         job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
         typer.echo(f"layerscope: submitted the {preset.value} suite as job {job_id}", err=True)
     else:
-        typer.echo(f"layerscope: the {preset.value} suite already ran here (job {job_id}); "
-                   "showing its results (--rerun to train again)", err=True)
+        typer.echo(
+            f"layerscope: the {preset.value} suite already ran here (job {job_id}); "
+            "showing its results (--rerun to train again)",
+            err=True,
+        )
     proc = None
     try:
         proc = _start_worker(settings, device, executor)
@@ -648,8 +819,10 @@ def demo(
         if study:
             from urllib.parse import quote
 
-            typer.echo(f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
-                       f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n")
+            typer.echo(
+                f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
+                f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n"
+            )
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: SIGTERM (`kill`, `docker
         # stop`) then stops the worker here like Ctrl-C does instead of killing this process
         signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -677,32 +850,37 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             sock.bind(addr)
         except OSError as exc:
-            raise CliError(f"cannot listen on {host}:{port}: {exc.strerror} (another server there? pick one "
-                           "with --port)") from None
+            raise CliError(
+                f"cannot listen on {host}:{port}: {exc.strerror} (another server there? pick one with --port)"
+            ) from None
 
 
-def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:  # noqa: ANN001
+def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:
     """Import the demo's study bundle once; a missing or empty file is reported, not fatal.
     Returns the line to print and the study's suite name (None when nothing is there)."""
     from backend.bundle import BundleError, import_bundle
 
     if not path.is_file() or path.stat().st_size == 0:
-        return (f"no study bundle at {path} ({'empty' if path.is_file() else 'absent'}); "
-                "showing the live suite only"), None
+        return (
+            f"no study bundle at {path} ({'empty' if path.is_file() else 'absent'}); showing the live suite only"
+        ), None
     try:
         with factory() as s:
             out = import_bundle(s, path, store_dir=store_dir, source=path.name)
     except BundleError as exc:
         return f"{exc}; showing the live suite only", None
     if out["runs_conflicting"]:  # an older import of the study, or runs rebuilt here: never mixed
-        return (f"study {out['suite']!r} from {path} imported before; "
-                + import_conflicts_line(out["runs_conflicting"], path).removeprefix("layerscope: "), out["suite"])
+        return (
+            f"study {out['suite']!r} from {path} imported before; "
+            + import_conflicts_line(out["runs_conflicting"], path).removeprefix("layerscope: "),
+            out["suite"],
+        )
     if out["runs_added"] == 0 and not any(out["rows_added"].values()):
         return f"study {out['suite']!r} from {path} already imported ({out['runs_present']} runs)", out["suite"]
     return f"imported study {out['suite']!r} from {path}: {out['runs_added']} run(s)", out["suite"]
 
 
-def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
+def _existing_suite(factory, params) -> int | None:
     """A suite job with these params that succeeded (or is under way), children not failed."""
     from sqlalchemy import select
 
@@ -710,21 +888,28 @@ def _existing_suite(factory, params) -> int | None:  # noqa: ANN001
     from store.models import Job
 
     with factory() as s:
-        for job in s.execute(select(Job).where(Job.kind == "suite", Job.config_hash == J.params_hash(params))
-                             .order_by(Job.id.desc())).scalars():
+        for job in s.execute(
+            select(Job).where(Job.kind == "suite", Job.config_hash == J.params_hash(params)).order_by(Job.id.desc())
+        ).scalars():
             if job.state in (J.QUEUED, J.RUNNING):
                 return job.id
             if job.state == J.SUCCEEDED:
-                bad = s.execute(select(Job.id).where(Job.parent_id == job.id, Job.state.in_((J.FAILED, J.CANCELLED)))).first()
+                bad = s.execute(
+                    select(Job.id).where(Job.parent_id == job.id, Job.state.in_((J.FAILED, J.CANCELLED)))
+                ).first()
                 if bad is None:
                     return job.id
     return None
 
 
-def _start_worker(settings, device: str | None, executor: str | None = None) -> subprocess.Popen:  # noqa: ANN001
+def _start_worker(settings, device: str | None, executor: str | None = None) -> subprocess.Popen:
     env = dict(os.environ)
-    env.update(LAYERSCOPE_DB_URL=settings.resolved_db_url, LAYERSCOPE_QUEUE_URL=settings.resolved_queue_url,
-               LAYERSCOPE_STORE_DIR=str(settings.resolved_store_dir), LAYERSCOPE_QUEUE_NAME=settings.queue_name)
+    env.update(
+        LAYERSCOPE_DB_URL=settings.resolved_db_url,
+        LAYERSCOPE_QUEUE_URL=settings.resolved_queue_url,
+        LAYERSCOPE_STORE_DIR=str(settings.resolved_store_dir),
+        LAYERSCOPE_QUEUE_NAME=settings.queue_name,
+    )
     cmd = [sys.executable, "-m", "backend.cli", "worker", "--name", "demo-worker"]
     if device:
         cmd += ["--device", device]
@@ -800,9 +985,8 @@ def db_upgrade() -> None:
     """Create or migrate the results DB to the newest schema (alembic upgrade head).
 
     A SQLite file is first copied to ``<file>.bak-<UTC time>-<revision>`` next to it."""
-    from store.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
-
     from backend.core.startup import check_db_url, check_folders, explain
+    from store.migrate import MigrationError, backup_sqlite, database_revision, head_revision, init_db
 
     settings = _settings()
     url = settings.resolved_db_url
@@ -822,8 +1006,7 @@ def db_upgrade() -> None:
     try:
         rev = init_db(url)
     except MigrationError as exc:
-        raise CliError(f"upgrade of {shown} failed: {exc}"
-                       + (f"; backup at {backup}" if backup else "")) from exc
+        raise CliError(f"upgrade of {shown} failed: {exc}" + (f"; backup at {backup}" if backup else "")) from exc
     except Exception as exc:  # one line naming the database and what to do, plus where the backup is
         if backup is None:
             raise explain(exc, url) from exc
@@ -863,9 +1046,9 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: known errors → one line on stderr and a non-zero exit status."""
     from pydantic import ValidationError
     from sqlalchemy.exc import ArgumentError as SQLAlchemyArgumentError
+    from sqlalchemy.exc import OperationalError
 
     from backend.core.startup import StartupError
-    from sqlalchemy.exc import OperationalError
 
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="layerscope")
@@ -875,10 +1058,19 @@ def main(argv: list[str] | None = None) -> int:
     except _cx.NoSuchOption as exc:
         # click reads any token starting with "-" as an option: a negative number meant as a value
         # (`intervene -3`) would read "No such option: -3"
-        number = next((a for a in (sys.argv[1:] if argv is None else argv)
-                       if a.startswith(exc.option_name or "-") and re.fullmatch(r"-\d+(\.\d*)?", a)), None)
-        _err(f"{number} is not a valid value here: ids, seeds and counts are ≥ 0 (a run id ≥ 1)"
-             if number else " ".join(exc.format_message().split()))
+        number = next(
+            (
+                a
+                for a in (sys.argv[1:] if argv is None else argv)
+                if a.startswith(exc.option_name or "-") and re.fullmatch(r"-\d+(\.\d*)?", a)
+            ),
+            None,
+        )
+        _err(
+            f"{number} is not a valid value here: ids, seeds and counts are ≥ 0 (a run id ≥ 1)"
+            if number
+            else " ".join(exc.format_message().split())
+        )
         return 2
     except _cx.UsageError as exc:  # includes BadParameter / MissingParameter
         _err(" ".join(exc.format_message().split()))

@@ -42,6 +42,7 @@ def echo_json(data: Any) -> None:
 
 def echo_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     """A plain tab-aligned table on stdout (``column -t``-friendly): header, then one line a row."""
+
     def cell(v: Any) -> str:
         if v is None:
             return "-"

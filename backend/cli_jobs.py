@@ -20,16 +20,32 @@ COLUMNS = ["id", "kind", "state", "progress", "run_id", "parent_id", "worker", "
 
 
 def _row(job) -> dict:
-    return {"id": job.id, "kind": job.kind, "state": job.state, "progress": job.progress, "run_id": job.run_id,
-            "parent_id": job.parent_id, "attempt": job.attempt, "worker": job.worker, "message": job.message,
-            "error": job.error, "params": job.params, "created_at": job.created_at, "started_at": job.started_at,
-            "finished_at": job.finished_at}
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "state": job.state,
+        "progress": job.progress,
+        "run_id": job.run_id,
+        "parent_id": job.parent_id,
+        "attempt": job.attempt,
+        "worker": job.worker,
+        "message": job.message,
+        "error": job.error,
+        "params": job.params,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }
 
 
 @jobs_app.command("list")
 def jobs_list(
-    state: Annotated[list[str] | None, typer.Option(help="queued | running | succeeded | failed | cancelled (repeat).")] = None,
-    kind: Annotated[list[str] | None, typer.Option(help="train | probe | intervene | patch | suite | import (repeat).")] = None,
+    state: Annotated[
+        list[str] | None, typer.Option(help="queued | running | succeeded | failed | cancelled (repeat).")
+    ] = None,
+    kind: Annotated[
+        list[str] | None, typer.Option(help="train | probe | intervene | patch | suite | import (repeat).")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Newest N jobs.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (a list of jobs, for scripts).")] = False,
 ) -> None:

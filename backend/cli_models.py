@@ -14,31 +14,43 @@ def export_model(
     output: Annotated[Path, typer.Option("-o", "--output", help="The folder to write (new or empty).")],
 ) -> None:
     """Export a stored run's model as a transformers folder that AutoModel.from_pretrained loads."""
-    from backend.cli_common import session_factory, settings as get_settings
+    from backend.cli_common import session_factory
+    from backend.cli_common import settings as get_settings
     from models_store.export import export_transformers
     from worker.pipeline import WorkerEnv, load_run
 
     settings = get_settings()
     env = WorkerEnv(session_factory(settings), settings.resolved_store_dir, "cpu")
     params, task, model = load_run(run_id, env)
-    out = export_transformers(model, output, {"run_id": run_id, "task": params.task,
-                                              "class_names": list(task.class_names)})
-    typer.echo(f"layerscope: run {run_id} ({model.config.family}, {params.task}) written to {out}; "
-               "load it with transformers.AutoModel.from_pretrained")
+    out = export_transformers(
+        model, output, {"run_id": run_id, "task": params.task, "class_names": list(task.class_names)}
+    )
+    typer.echo(
+        f"layerscope: run {run_id} ({model.config.family}, {params.task}) written to {out}; "
+        "load it with transformers.AutoModel.from_pretrained"
+    )
 
 
 def capture(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    site: Annotated[list[str], typer.Option(help="Site names in TransformerLens's style (repeat): embed, "
-                                                 "blocks.{i}.resid_pre, blocks.{i}.resid_post, blocks.{i}.state[.part].")],
+    site: Annotated[
+        list[str],
+        typer.Option(
+            help="Site names in TransformerLens's style (repeat): embed, "
+            "blocks.{i}.resid_pre, blocks.{i}.resid_post, blocks.{i}.state[.part]."
+        ),
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The safetensors file to write.")],
     n_sequences: Annotated[int, typer.Option(min=1, max=100_000, help="Held-out sequences of the run's task.")] = 16,
-    length: Annotated[int | None, typer.Option(min=1, max=4096, help="Sequence length (default: the run's train length).")] = None,
+    length: Annotated[
+        int | None, typer.Option(min=1, max=4096, help="Sequence length (default: the run's train length).")
+    ] = None,
 ) -> None:
     """Capture named activations of a stored run on held-out sequences of its task (run_with_cache)."""
     from safetensors.torch import save_file
 
-    from backend.cli_common import session_factory, settings as get_settings
+    from backend.cli_common import session_factory
+    from backend.cli_common import settings as get_settings
     from layerscope_core.sites import parse_site
     from models_store.cache import run_with_cache
     from worker.pipeline import WorkerEnv, load_run
@@ -55,5 +67,7 @@ def capture(
     _, cache = run_with_cache(model, data.tokens, site)
     tensors = {k: v.contiguous() for k, v in cache.items()}
     save_file({**tensors, "tokens": data.tokens.contiguous(), "labels": data.labels.contiguous()}, str(output))
-    typer.echo(f"layerscope: {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())} of run {run_id} "
-               f"written to {output}")
+    typer.echo(
+        f"layerscope: {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())} of run {run_id} "
+        f"written to {output}"
+    )

@@ -1,12 +1,12 @@
 """``layerscope runs …`` (list, show, tag, note, delete) and ``layerscope suite delete|tag|note``.
 
-    layerscope runs list [--suite S] [--family F] [--task T] [--seed N] [--trained/--untrained]
-                         [--search TEXT] [--json]
-    layerscope runs show ID [--json]
-    layerscope runs tag ID TAG... [--remove]      layerscope runs note ID TEXT
-    layerscope runs delete ID... [--yes]
-    layerscope suite delete NAME [--export FILE | --no-export] [--yes]
-    layerscope suite tag NAME TAG... [--remove]   layerscope suite note NAME TEXT
+layerscope runs list [--suite S] [--family F] [--task T] [--seed N] [--trained/--untrained]
+                     [--search TEXT] [--json]
+layerscope runs show ID [--json]
+layerscope runs tag ID TAG... [--remove]      layerscope runs note ID TEXT
+layerscope runs delete ID... [--yes]
+layerscope suite delete NAME [--export FILE | --no-export] [--yes]
+layerscope suite tag NAME TAG... [--remove]   layerscope suite note NAME TEXT
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ def runs_list(
     family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat).")] = None,
     task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat).")] = None,
     seed: Annotated[list[int] | None, typer.Option(help="Only these seeds (repeat).")] = None,
-    trained: Annotated[bool | None, typer.Option("--trained/--untrained", help="Only runs that reached their "
-                                                  "early-stop criterion / only the others (default: all).")] = None,
+    trained: Annotated[
+        bool | None,
+        typer.Option(
+            "--trained/--untrained",
+            help="Only runs that reached their early-stop criterion / only the others (default: all).",
+        ),
+    ] = None,
     search: Annotated[str | None, typer.Option(help="A substring of name, tags, notes, family, task or suite.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (a list of runs, for scripts).")] = False,
 ) -> None:
@@ -69,9 +74,29 @@ def runs_show(
     if as_json:
         C.echo_json(row)
         return
-    for key in ("id", "name", "suite", "family", "task", "seed", "pretrained", "n_layers", "d_model", "n_params",
-                "steps", "train_seconds", "heldout_acc", "early_stop_acc", "stopped_early", "checkpoint_id",
-                "made_on", "tags", "notes", "created_at", "result_rows"):
+    for key in (
+        "id",
+        "name",
+        "suite",
+        "family",
+        "task",
+        "seed",
+        "pretrained",
+        "n_layers",
+        "d_model",
+        "n_params",
+        "steps",
+        "train_seconds",
+        "heldout_acc",
+        "early_stop_acc",
+        "stopped_early",
+        "checkpoint_id",
+        "made_on",
+        "tags",
+        "notes",
+        "created_at",
+        "result_rows",
+    ):
         typer.echo(f"{key:15s} {row[key] if row[key] is not None else '-'}")
     for length, b in sorted((row["behaviour"] or {}).items(), key=lambda kv: int(kv[0])):
         typer.echo(f"behaviour L={length:<5s} token_acc {b.get('token_acc')}  last_acc {b.get('last_acc')}")
@@ -94,7 +119,7 @@ def runs_tag(
 @runs_app.command("note")
 def runs_note(
     run_id: Annotated[int, typer.Argument(min=1, help="A stored run's id.")],
-    text: Annotated[str, typer.Argument(help="The run's notes (replaces them; \"\" clears them).")],
+    text: Annotated[str, typer.Argument(help='The run\'s notes (replaces them; "" clears them).')],
 ) -> None:
     """Set a run's notes."""
     from backend.housekeeping import annotate_run
@@ -111,7 +136,7 @@ def runs_delete(
 ) -> None:
     """Delete runs with their probe, intervention and patching rows and their checkpoints (one
     transaction). `layerscope export --suite NAME` first keeps a copy of a suite's results."""
-    from backend.housekeeping import deletion_counts, delete_runs
+    from backend.housekeeping import delete_runs, deletion_counts
     from store.models import Run
 
     s_ = C.settings()
@@ -136,15 +161,18 @@ def _rows(counts: dict[str, int]) -> str:
 
 def suite_delete(
     name: Annotated[str, typer.Argument(help="The suite (runs.suite).")],
-    export: Annotated[Path | None, typer.Option(help="Write the suite's bundle here first (default when asked: "
-                                                     "NAME.layerscope.zip).")] = None,
+    export: Annotated[
+        Path | None, typer.Option(help="Write the suite's bundle here first (default when asked: NAME.layerscope.zip).")
+    ] = None,
     no_export: Annotated[bool, typer.Option("--no-export", help="Do not offer a bundle export first.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (no export unless --export).")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete without asking (no export unless --export).")
+    ] = False,
 ) -> None:
     """Delete a suite: every run in it, their result rows and checkpoints (one transaction). A
     bundle export is offered first (--export FILE writes one without asking)."""
     from backend.bundle import export_bundle
-    from backend.housekeeping import deletion_counts, delete_runs, suite_run_ids
+    from backend.housekeeping import delete_runs, deletion_counts, suite_run_ids
 
     s_ = C.settings()
     with C.session_factory(s_)() as s:
@@ -180,7 +208,7 @@ def suite_tag(
 
 def suite_note(
     name: Annotated[str, typer.Argument(help="The suite (runs.suite).")],
-    text: Annotated[str, typer.Argument(help="The suite's notes (replaces them; \"\" clears them).")],
+    text: Annotated[str, typer.Argument(help='The suite\'s notes (replaces them; "" clears them).')],
 ) -> None:
     """Set a suite's notes."""
     from backend.housekeeping import annotate_suite

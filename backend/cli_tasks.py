@@ -33,8 +33,10 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
         try:
             tok = AutoTokenizer.from_pretrained(tokenizer)
         except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError here
-            raise ValueError(f"tokenizer {tokenizer!r} could not be loaded ({type(e).__name__}: "
-                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+            raise ValueError(
+                f"tokenizer {tokenizer!r} could not be loaded ({type(e).__name__}: "
+                f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+            ) from None
     file = parse_task_file(path, tokenizer=tok, data=data)
     store = TaskStore(settings_task_store())
     store.add(file, name, source=Path(path).name, builtin=TASKS)
@@ -43,16 +45,26 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
 
 @task_app.command("add")
 def add(
-    file: Annotated[Path, typer.Argument(help="JSONL or Parquet rows: {tokens, labels} (null = not probed) "
-                                              "or {text, spans} with --tokenizer.")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL or Parquet rows: {tokens, labels} (null = not probed) or {text, spans} with --tokenizer."
+        ),
+    ],
     name: Annotated[str, typer.Option(help="The task's name (lower-case letters, digits, _).")],
-    tokenizer: Annotated[str | None, typer.Option(help="A transformers tokenizer (hub name or folder) "
-                                                       "for text rows: spans are aligned by its offsets.")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="A transformers tokenizer (hub name or folder) for text rows: spans are aligned by its offsets."
+        ),
+    ] = None,
 ) -> None:
     """Add a task defined by FILE (validated; stored by content hash in the model store)."""
     rec = add_task_file(file, name, tokenizer)
-    typer.echo(f"task {name}: {rec['n_rows']} rows, lengths {rec['lengths'][0]}..{rec['lengths'][-1]}, "
-               f"{rec['vocab_size']} token ids, classes {rec['class_names']}; sha256 {rec['sha256']}")
+    typer.echo(
+        f"task {name}: {rec['n_rows']} rows, lengths {rec['lengths'][0]}..{rec['lengths'][-1]}, "
+        f"{rec['vocab_size']} token ids, classes {rec['class_names']}; sha256 {rec['sha256']}"
+    )
     typer.echo(f"use it: layerscope suite --preset smoke --task {name}")
 
 

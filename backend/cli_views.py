@@ -1,7 +1,7 @@
 """``layerscope views …``: saved dashboard views (short links ``/v/<slug>``).
 
-    layerscope views list [--json]
-    layerscope views delete SLUG [--yes]
+layerscope views list [--json]
+layerscope views delete SLUG [--yes]
 """
 
 from __future__ import annotations

@@ -47,8 +47,15 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     return out
 
 
-def annotate_run(session: Session, run_id: int, *, tags: Sequence[str] | None = None, add: Sequence[str] = (),
-                 remove: Sequence[str] = (), notes: str | None = None) -> Run:
+def annotate_run(
+    session: Session,
+    run_id: int,
+    *,
+    tags: Sequence[str] | None = None,
+    add: Sequence[str] = (),
+    remove: Sequence[str] = (),
+    notes: str | None = None,
+) -> Run:
     """Set a run's ``tags`` (replace, when given), add / remove tags, set its ``notes`` (when
     given; "" clears them); commits. Raises :class:`NotFoundError` and ``ValueError``."""
     run = session.get(Run, run_id)
@@ -69,8 +76,15 @@ def suite_exists(session: Session, name: str) -> bool:
     return session.execute(select(Run.id).where(Run.suite == name).limit(1)).first() is not None
 
 
-def annotate_suite(session: Session, name: str, *, tags: Sequence[str] | None = None, add: Sequence[str] = (),
-                   remove: Sequence[str] = (), notes: str | None = None) -> SuiteNote:
+def annotate_suite(
+    session: Session,
+    name: str,
+    *,
+    tags: Sequence[str] | None = None,
+    add: Sequence[str] = (),
+    remove: Sequence[str] = (),
+    notes: str | None = None,
+) -> SuiteNote:
     """As :func:`annotate_run`, for a suite (one that holds a run). Commits."""
     if not suite_exists(session, name):
         raise NotFoundError(f"suite {name!r} not found")
@@ -97,13 +111,15 @@ def deletion_counts(session: Session, run_ids: Sequence[int]) -> dict[str, int]:
     """What deleting these runs removes: runs and result rows per table."""
     out = {"runs": len(run_ids)}
     for model in (ProbeResult, InterventionResult, PatchingResult):
-        out[model.__tablename__] = int(session.execute(
-            select(func.count()).select_from(model).where(model.run_id.in_(list(run_ids)))).scalar_one())
+        out[model.__tablename__] = int(
+            session.execute(select(func.count()).select_from(model).where(model.run_id.in_(list(run_ids)))).scalar_one()
+        )
     return out
 
 
-def delete_runs(session: Session, run_ids: Sequence[int], store_dir: Path | None,
-                suite: str | None = None) -> dict[str, Any]:
+def delete_runs(
+    session: Session, run_ids: Sequence[int], store_dir: Path | None, suite: str | None = None
+) -> dict[str, Any]:
     """Delete runs, their result rows and their checkpoint folders under ``store_dir`` in one
     transaction (see the module's docstring); with ``suite``, its notes row too.
 
@@ -119,8 +135,15 @@ def delete_runs(session: Session, run_ids: Sequence[int], store_dir: Path | None
         raise NotFoundError(f"run {', '.join(map(str, missing))} not found")
     counts = deletion_counts(session, run_ids)
     ckpts = {c for c in found.values() if c}
-    still_used = set(session.execute(select(Run.checkpoint_id).where(
-        Run.checkpoint_id.in_(ckpts), Run.id.not_in(run_ids))).scalars()) if ckpts else set()
+    still_used = (
+        set(
+            session.execute(
+                select(Run.checkpoint_id).where(Run.checkpoint_id.in_(ckpts), Run.id.not_in(run_ids))
+            ).scalars()
+        )
+        if ckpts
+        else set()
+    )
     moved: list[tuple[Path, Path]] = []
     try:
         for ckpt in sorted(ckpts - still_used):

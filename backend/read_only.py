@@ -21,12 +21,23 @@ class ReadOnlyApi:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         path = scope.get("path", "")
-        if (scope["type"] == "http" and scope.get("method", "GET").upper() not in READ_METHODS
-                and (path == self.prefix or path.startswith(self.prefix + "/"))):
+        if (
+            scope["type"] == "http"
+            and scope.get("method", "GET").upper() not in READ_METHODS
+            and (path == self.prefix or path.startswith(self.prefix + "/"))
+        ):
             body = json.dumps({"detail": f"{self.why}: {scope['method']} {path} refused"}).encode()
-            await send({"type": "http.response.start", "status": 405,
-                        "headers": [(b"content-type", b"application/json"), (b"allow", b"GET, HEAD, OPTIONS"),
-                                    (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 405,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"allow", b"GET, HEAD, OPTIONS"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)

@@ -30,16 +30,16 @@ AGREEMENT = {"supported": "agrees", "contradicted": "disagrees", "not enough dat
 # What the study reports, claim by claim (our words); the claim ids are science.claims'.
 STUDY_SAYS = {
     1: "On prefix-update tasks (Parity, S3) the task state of LSTM, GRU, Mamba and Mamba-2 becomes linearly "
-       "readable only at the last layer; in the Transformer it builds up gradually over depth.",
+    "readable only at the last layer; in the Transformer it builds up gradually over depth.",
     2: "On bounded Dyck the pattern flips: the Transformer's state is readable early, the recurrent models' and "
-       "SSMs' gradually.",
+    "SSMs' gradually.",
     3: "S3 groups with Parity rather than with Dyck: the layer profile follows the task's computational "
-       "structure, not whether its operation commutes.",
+    "structure, not whether its operation commutes.",
     4: "The layer where the state is most readable is not always the layer whose removal hurts most "
-       "(readable is not the same as necessary).",
+    "(readable is not the same as necessary).",
     5: "In Mamba, removing the Conv1D hurts S3 more than Parity; on Dyck the effect is not significant.",
     6: "Recurrent models length-generalise (near-perfect beyond the training length); accuracy beyond it ranks "
-       "recurrent > SSM > Transformer; Mamba fails Parity at lengths beyond training.",
+    "recurrent > SSM > Transformer; Mamba fails Parity at lengths beyond training.",
 }
 
 FIGURES = {  # claim id → figure file names (without folder) the claim refers to
@@ -54,15 +54,24 @@ FIGURES = {  # claim id → figure file names (without folder) the claim refers 
 
 def _version_lines(manifest: dict[str, Any]) -> list[str]:
     """One line per part of a study made in parts (the manifest's ``parts``), else one line."""
+
     def line(m: dict[str, Any], prefix: str = "") -> str:
-        return (f"- {prefix}layerscope {m.get('layerscope')}, commit {commit_label(m) or 'unknown'}; "
-                f"torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}")
+        return (
+            f"- {prefix}layerscope {m.get('layerscope')}, commit {commit_label(m) or 'unknown'}; "
+            f"torch {m.get('torch')}, transformers {m.get('transformers')}, Python {m.get('python')}"
+        )
+
     parts = manifest.get("parts") or []
     if len(parts) < 2:
         return [line(manifest)]
-    return [line(p, f"part {i} ({p.get('runs')} run{'' if p.get('runs') == 1 else 's'} on "
-                    f"{', '.join(p.get('devices') or ['unknown'])}): ")
-            for i, p in enumerate(parts, 1)]
+    return [
+        line(
+            p,
+            f"part {i} ({p.get('runs')} run{'' if p.get('runs') == 1 else 's'} on "
+            f"{', '.join(p.get('devices') or ['unknown'])}): ",
+        )
+        for i, p in enumerate(parts, 1)
+    ]
 
 
 def _fmt(v: Any) -> str:
@@ -136,9 +145,16 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     train = p.get("train") or {}
     trained = preset_run_count(suite, hashes) or 0
     total = len(expand_suite(SuiteParams(preset=name)))
-    return {"name": name, "families": list(dict.fromkeys(p["families"])), "tasks": list(p["tasks"]),
-            "seeds": list(p["seeds"]), "runs": trained, "controls": total - trained,
-            "max_steps": train.get("max_steps"), "max_seconds": train.get("max_seconds")}
+    return {
+        "name": name,
+        "families": list(dict.fromkeys(p["families"])),
+        "tasks": list(p["tasks"]),
+        "seeds": list(p["seeds"]),
+        "runs": trained,
+        "controls": total - trained,
+        "max_steps": train.get("max_steps"),
+        "max_seconds": train.get("max_seconds"),
+    }
 
 
 def floor_lines(claim: dict[str, Any]) -> list[str]:
@@ -149,18 +165,24 @@ def floor_lines(claim: dict[str, Any]) -> list[str]:
     alt = n.get("majority_floor")
     if alt:
         changed = "the same verdict" if alt["verdict"] == claim["verdict"] else f"**changed** from {alt['verdict']}"
-        out.append(f"**With and without controls**: decided against the random-init controls (each cell's learned "
-                   f"gain over its seeds' untrained twins): {claim['verdict']}; against the majority rate alone: "
-                   f"{alt['verdict']} — {changed}.")
+        out.append(
+            f"**With and without controls**: decided against the random-init controls (each cell's learned "
+            f"gain over its seeds' untrained twins): {claim['verdict']}; against the majority rate alone: "
+            f"{alt['verdict']} — {changed}."
+        )
     elif n.get("floor") == "majority rate":
         out.append("**Floor**: the majority rate (no random-init controls are stored for this suite).")
     if n.get("stacked_rnns"):
         st = n["stacked_rnns"]
-        out.append(f"**With the stacked LSTM/GRU** (`lstm_stack`, `gru_stack`: no residual stream, as "
-                   f"`nn.LSTM(num_layers=4)` stacks; docs/SCIENCE.md#stacked-rnns): {st['verdict']}. {st['detail']}")
+        out.append(
+            f"**With the stacked LSTM/GRU** (`lstm_stack`, `gru_stack`: no residual stream, as "
+            f"`nn.LSTM(num_layers=4)` stacks; docs/SCIENCE.md#stacked-rnns): {st['verdict']}. {st['detail']}"
+        )
     if n.get("fragile"):
-        out.append("**Fragile**: " + "; ".join(n.get("fragile_cells") or []) + " (of the 81 threshold settings "
-                   "within the documented margins; docs/SCIENCE.md#class-stability).")
+        out.append(
+            "**Fragile**: " + "; ".join(n.get("fragile_cells") or []) + " (of the 81 threshold settings "
+            "within the documented margins; docs/SCIENCE.md#class-stability)."
+        )
     return [*out, ""] if out else []
 
 
@@ -175,15 +197,23 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
         by_cell[(r["task"], r["family"])].append(r)
     if set(reasons) <= {"not recorded"}:
         return []
-    out = ["Why training stopped (docs/SCIENCE.md#plateau): "
-           + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + "."]
-    flat = [(cell, rs) for cell, rs in sorted(by_cell.items())
-            if len(rs) >= 3 and all(r.get("stop_reason") == "plateau" for r in rs)]
+    out = [
+        "Why training stopped (docs/SCIENCE.md#plateau): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        + "."
+    ]
+    flat = [
+        (cell, rs)
+        for cell, rs in sorted(by_cell.items())
+        if len(rs) >= 3 and all(r.get("stop_reason") == "plateau" for r in rs)
+    ]
     for (task, fam), rs in flat:
         best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in rs)
         budget = max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs)
-        out.append(f"- {fam} × {task}: not learned by this architecture at this size within {budget:,} steps "
-                   f"(every seed plateaued; best held-out accuracy {best}).")
+        out.append(
+            f"- {fam} × {task}: not learned by this architecture at this size within {budget:,} steps "
+            f"(every seed plateaued; best held-out accuracy {best})."
+        )
     n_ctrl = sum(bool(r.get("control")) for r in runs)
     if n_ctrl:
         out.append(f"{n_ctrl} random-init control run(s) stored beside them (docs/SCIENCE.md#controls).")
@@ -191,8 +221,10 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _limit(seconds: Any, steps: Any) -> str:
-    parts = [f"{float(seconds):g} s" if seconds is not None else "no time limit",
-             f"{int(steps):,} steps" if steps is not None else "no step limit"]
+    parts = [
+        f"{float(seconds):g} s" if seconds is not None else "no time limit",
+        f"{int(steps):,} steps" if steps is not None else "no step limit",
+    ]
     return " / ".join(parts)
 
 
@@ -210,7 +242,8 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
         line = f"Training budget used: at most {_limit(sec, steps)} per run (every run's train_config)"
     else:
         line = "Training budget used, per run (train_config): " + "; ".join(
-            f"{_limit(sec, steps)} ({n} runs)" for (sec, steps), n in sorted(used.items(), key=str))
+            f"{_limit(sec, steps)} ({n} runs)" for (sec, steps), n in sorted(used.items(), key=str)
+        )
     if preset is not None:
         line += f"; the preset allows {_limit(preset['max_seconds'], preset['max_steps'])}"
         if any(sec != preset["max_seconds"] or steps != preset["max_steps"] for sec, steps in used):
@@ -220,14 +253,18 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
     capped = [r for r in runs if r.get("stopped_early") is False]
     n_rebuilt = sum(bool((r.get("made_with") or {}).get("rebuilt_from")) for r in runs)
     if n_rebuilt:
-        line += (f"; {n_rebuilt} run(s) were rebuilt without the wall-clock cap, within the steps it gave them "
-                 "where they were first made (their seconds are the rebuild's; listed below the table)")
+        line += (
+            f"; {n_rebuilt} run(s) were rebuilt without the wall-clock cap, within the steps it gave them "
+            "where they were first made (their seconds are the rebuild's; listed below the table)"
+        )
     out = [line + "."]
     if capped:  # ran to the budget (no early stop); "trained" reads the held-out accuracy at the end
         late = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in capped)
-        out.append(f"{len(capped)} of {len(runs)} stored runs ran to that budget without stopping early: "
-                   f"{len(capped) - late} ended below the criterion (untrained), {late} reached it by the end "
-                   "(trained).")
+        out.append(
+            f"{len(capped)} of {len(runs)} stored runs ran to that budget without stopping early: "
+            f"{len(capped) - late} ended below the criterion (untrained), {late} reached it by the end "
+            "(trained)."
+        )
     return out
 
 
@@ -238,33 +275,41 @@ def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
     from science.trained import is_trained
     from science.training import recorded_step_budget
 
-    rebuilt = sorted((r for r in runs if (r.get("made_with") or {}).get("rebuilt_from")),
-                     key=lambda r: (r["task"], r["family"], r["seed"]))
+    rebuilt = sorted(
+        (r for r in runs if (r.get("made_with") or {}).get("rebuilt_from")),
+        key=lambda r: (r["task"], r["family"], r["seed"]),
+    )
     if not rebuilt:
         return []
 
     def acc(a: Any, crit: Any) -> str:
         return "–" if a is None else f"{a:.4f} ({'trained' if is_trained(a, crit) else 'untrained'})"
 
-    lines = [f"{len(rebuilt)} run(s) came without weights and had them rebuilt here before they were measured: "
-             "their own config, within the steps their wall-clock cap gave them on the machine that made them "
-             "(docs/SCIENCE.md#rebuilding-weights). The numbers above are the rebuilt models' (the ones "
-             "measured); what each run recorded before:", "",
-             "| task | family | seed | first made on | step budget | steps: recorded → rebuilt | "
-             "seconds: recorded → rebuilt | held-out acc: recorded → rebuilt |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"{len(rebuilt)} run(s) came without weights and had them rebuilt here before they were measured: "
+        "their own config, within the steps their wall-clock cap gave them on the machine that made them "
+        "(docs/SCIENCE.md#rebuilding-weights). The numbers above are the rebuilt models' (the ones "
+        "measured); what each run recorded before:",
+        "",
+        "| task | family | seed | first made on | step budget | steps: recorded → rebuilt | "
+        "seconds: recorded → rebuilt | held-out acc: recorded → rebuilt |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rebuilt:
         was = r["made_with"]["rebuilt_from"]
         crit = r.get("early_stop_acc")
-        lines.append(f"| {r['task']} | {r['family']} | {r['seed']} | {was.get('made_on') or 'unknown'} | "
-                     f"{recorded_step_budget(was, r.get('train_config') or {})} | {was.get('steps')} → {r.get('steps')} | {float(was.get('train_seconds') or 0):.0f} → "
-                     f"{float(r.get('train_seconds') or 0):.0f} on {r.get('made_on') or 'unknown'} | "
-                     f"{acc(was.get('heldout_acc'), crit)} → {acc(r.get('heldout_acc'), crit)} |")
+        lines.append(
+            f"| {r['task']} | {r['family']} | {r['seed']} | {was.get('made_on') or 'unknown'} | "
+            f"{recorded_step_budget(was, r.get('train_config') or {})} | {was.get('steps')} → {r.get('steps')} | {float(was.get('train_seconds') or 0):.0f} → "
+            f"{float(r.get('train_seconds') or 0):.0f} on {r.get('made_on') or 'unknown'} | "
+            f"{acc(was.get('heldout_acc'), crit)} → {acc(r.get('heldout_acc'), crit)} |"
+        )
     return lines
 
 
-def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict[str, Any] | None,
-                    probed: set[Any] = frozenset()) -> list[str]:
+def _training_table(
+    runs: list[dict[str, Any]], measured: set[Any], preset: dict[str, Any] | None, probed: set[Any] = frozenset()
+) -> list[str]:
     """One row per (task, family): runs stored out of the preset's seeds (cells never started
     included), trained and measured separately."""
     from science.trained import is_trained
@@ -276,9 +321,11 @@ def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict
     order = [(t, f) for t in preset["tasks"] for f in preset["families"]] if preset else []
     order += sorted(c for c in cells if c not in order)
     n_seeds = len(preset["seeds"]) if preset else None
-    lines = ["| task | family | runs stored | trained | with probes | measured | median steps | "
-             "median train time (s) | held-out acc at the training length (min–max) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| task | family | runs stored | trained | with probes | measured | median steps | "
+        "median train time (s) | held-out acc at the training length (min–max) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for task, family in order:
         rs = cells.get((task, family), [])
         of = n_seeds if n_seeds is not None else len(rs)
@@ -292,9 +339,10 @@ def _training_table(runs: list[dict[str, Any]], measured: set[Any], preset: dict
         acc = f"{min(accs):.3f}–{max(accs):.3f}" if accs else "–"
         steps = [r["steps"] for r in rs if r.get("steps") is not None]
         secs = [r["train_seconds"] for r in rs if r.get("train_seconds") is not None]
-        med = (f"{statistics.median(steps):.0f} | {statistics.median(secs):.0f}" if steps and secs else "– | –")
-        lines.append(f"| {task} | {family} | {len(rs)}/{of} | {trained}/{of} | {n_probed}/{of} | {n_meas}/{of} | "
-                     f"{med} | {acc} |")
+        med = f"{statistics.median(steps):.0f} | {statistics.median(secs):.0f}" if steps and secs else "– | –"
+        lines.append(
+            f"| {task} | {family} | {len(rs)}/{of} | {trained}/{of} | {n_probed}/{of} | {n_meas}/{of} | {med} | {acc} |"
+        )
     return lines
 
 
@@ -314,21 +362,34 @@ def trained_cells_paragraph(cells: list[dict[str, Any]], *, conv1d: bool = False
     (``conv1d``: claim 5, whose cells are read through the Conv1D removal)."""
     if not cells:
         what = "a Conv1D removal of every layer" if conv1d else "a probe curve"
-        return ["**What the trained cells show** (descriptive, not a verdict): no cell this claim reads has a "
-                f"trained run with {what} at L = 40.", ""]
+        return [
+            "**What the trained cells show** (descriptive, not a verdict): no cell this claim reads has a "
+            f"trained run with {what} at L = 40.",
+            "",
+        ]
     from dashboard.figures.common import class_with_split  # the class with its per-seed split
 
     if conv1d:  # claim 5: the Conv1D removal, not the probe curve
-        return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
-                "above to decide; the share of the gain over chance lost when Conv1D is removed from every layer, "
-                "with its 95% t-interval over the n trained runs that have it): "
-                + "; ".join(f"{c['family']} × {c['task']}: {_iv(c['drop_rel_chance'])}" for c in cells) + ".", ""]
-    parts = [f"{c['family']} × {c['task']}: class {class_with_split(c['profile_class'], c.get('class_votes'))}"
-             + (f" (the claim expects {c['expected']})" if c.get("expected") else "")
-             + f", late concentration {_iv(c['late_concentration'])}" for c in cells]
-    return ["**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
-            "above to decide; the profile class of the seed-mean probe curve at L = 40, and the late concentration "
-            "with its 95% t-interval over the n trained seeds): " + "; ".join(parts) + ".", ""]
+        return [
+            "**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
+            "above to decide; the share of the gain over chance lost when Conv1D is removed from every layer, "
+            "with its 95% t-interval over the n trained runs that have it): "
+            + "; ".join(f"{c['family']} × {c['task']}: {_iv(c['drop_rel_chance'])}" for c in cells)
+            + ".",
+            "",
+        ]
+    parts = [
+        f"{c['family']} × {c['task']}: class {class_with_split(c['profile_class'], c.get('class_votes'))}"
+        + (f" (the claim expects {c['expected']})" if c.get("expected") else "")
+        + f", late concentration {_iv(c['late_concentration'])}"
+        for c in cells
+    ]
+    return [
+        "**What the trained cells show** (descriptive, not a verdict: too few trained seeds for the rule "
+        "above to decide; the profile class of the seed-mean probe curve at L = 40, and the late concentration "
+        "with its 95% t-interval over the n trained seeds): " + "; ".join(parts) + ".",
+        "",
+    ]
 
 
 def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -341,16 +402,19 @@ def _figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     flt = RunFilter(suite=[suite])
     return {
-        "layer_curves_L40.png": layerwise_curves(curves(session, flt, [40]), x="depth",
-                                                 title="Probe accuracy by depth at L = 40 (mean over seeds, 95% CI)"),
+        "layer_curves_L40.png": layerwise_curves(
+            curves(session, flt, [40]), x="depth", title="Probe accuracy by depth at L = 40 (mean over seeds, 95% CI)"
+        ),
         "reversal_late_concentration.png": reversal_matrix(profiles(session, flt, [40])),
         "behaviour_by_length.png": length_generalisation(behaviour_rows(runs)),
     }
 
 
 KALEIDO_MISSING = "kaleido is not installed (pip install -e '.[report]')"
-CHROME_MISSING = ("kaleido found no Chrome or Chromium to render PNGs (install chromium, as `make test` does, "
-                  "or run plotly_get_chrome)")
+CHROME_MISSING = (
+    "kaleido found no Chrome or Chromium to render PNGs (install chromium, as `make test` does, "
+    "or run plotly_get_chrome)"
+)
 
 
 def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
@@ -385,8 +449,9 @@ def _write_pngs(figs: dict[str, Any], folder: Path) -> tuple[str | None, set[str
     return None, written
 
 
-def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
-                 figures: bool = True) -> dict[str, Any]:
+def build_report(
+    bundle: Path, output: Path, *, figures_dir: Path | None = None, figures: bool = True
+) -> dict[str, Any]:
     """Write the results page for ``bundle`` to ``output`` (Markdown) and its PNGs to
     ``figures_dir`` (default: ``<output folder>/figures``). Returns ``{claims, figures_error}``.
 
@@ -396,10 +461,10 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
     from backend.api.aggregate import claims as claims_of
     from backend.api.queries import RunFilter
     from backend.bundle import import_bundle, read_bundle
+    from backend.measured import measured_run_ids
     from store.migrate import init_db
     from store.models import Run
     from store.session import make_engine, make_sessionmaker
-    from backend.measured import measured_run_ids
 
     manifest, _tables = read_bundle(bundle)
     manifest.pop("_weights", None)
@@ -414,8 +479,10 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
             with factory() as s:
                 import_bundle(s, bundle)
                 claims = claims_of(s, RunFilter(suite=[suite]))
-                runs = [{c.key: getattr(r, c.key) for c in Run.__table__.columns}
-                        for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)]
+                runs = [
+                    {c.key: getattr(r, c.key) for c in Run.__table__.columns}
+                    for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)
+                ]
                 measured = measured_run_ids(s, [r["id"] for r in runs])
                 probed = measured_run_ids(s, [r["id"] for r in runs], kinds=1)
                 figs = _figures(s, suite, runs) if figures else {}
@@ -425,8 +492,20 @@ def build_report(bundle: Path, output: Path, *, figures_dir: Path | None = None,
     fig_error, written = _write_pngs(figs, figures_dir) if figs else ("figures turned off", set())
     rel = _relative(figures_dir, output.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(_markdown(manifest, runs, measured, claims, rel, fig_error, str(bundle), probed,
-                                written=written if figs else None, output_name=str(output)))
+    output.write_text(
+        _markdown(
+            manifest,
+            runs,
+            measured,
+            claims,
+            rel,
+            fig_error,
+            str(bundle),
+            probed,
+            written=written if figs else None,
+            output_name=str(output),
+        )
+    )
     return {"claims": claims, "figures_error": fig_error, "figures_written": sorted(written)}
 
 
@@ -436,10 +515,18 @@ def _relative(path: Path, start: Path) -> str:
     return Path(os.path.relpath(path.resolve(), start.resolve())).as_posix()
 
 
-def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: set[Any],
-              claims: list[dict[str, Any]], fig_rel: str, fig_error: str | None, bundle_name: str,
-              probed: set[Any] = frozenset(), written: set[str] | None = None,
-              output_name: str = "docs/RESULTS.md") -> str:
+def _markdown(
+    manifest: dict[str, Any],
+    runs: list[dict[str, Any]],
+    measured: set[Any],
+    claims: list[dict[str, Any]],
+    fig_rel: str,
+    fig_error: str | None,
+    bundle_name: str,
+    probed: set[Any] = frozenset(),
+    written: set[str] | None = None,
+    output_name: str = "docs/RESULTS.md",
+) -> str:
     """``written``: the PNGs that exist (linked); a figure asked for and not written reads
     "not rendered" in its place. None: figures were turned off (no figure lines)."""
     from science.trained import is_trained
@@ -468,15 +555,24 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         f"{n_measured} measured (probe, intervention and patching results all stored), of which {n_both} trained",
         f"- made on: {', '.join(manifest.get('devices') or ['unknown'])}",
         f"- training wall time (sum over runs): {manifest.get('wall_time_s', 0):.0f} s"
-        + (f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
-           if manifest.get("made_between") else ""),
+        + (
+            f"; runs stored between {manifest['made_between'][0]} and {manifest['made_between'][1]}"
+            if manifest.get("made_between")
+            else ""
+        ),
         *(_version_lines(manifest)),
         f"- exported {manifest.get('created_at')}",
-        *([f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
-           f"{p['runs_remaining']} remain; the notes of its exports:",
-           *(f"  - {n}" for n in [*([p['why']] if p.get('why') else []), *p.get("notes", [])])]
-          if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p else
-          ["- the notes of its exports:", *(f"  - {n}" for n in manifest["notes"])] if manifest.get("notes") else []),
+        *(
+            [
+                f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
+                f"{p['runs_remaining']} remain; the notes of its exports:",
+                *(f"  - {n}" for n in [*([p["why"]] if p.get("why") else []), *p.get("notes", [])]),
+            ]
+            if (p := manifest.get("partial")) and "runs_remaining" in p and "preset_runs" in p
+            else ["- the notes of its exports:", *(f"  - {n}" for n in manifest["notes"])]
+            if manifest.get("notes")
+            else []
+        ),
         "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
         "",
         f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "
@@ -494,7 +590,7 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         "criterion; runs that did not are kept but no verdict on layer profiles reads them. A run has probes "
         "when its probe results are stored, and is measured when its probe, intervention and patching results "
         "are all stored. Each count is out of the "
-        + ("preset's seeds per cell; cells with no run read \"never started\"." if preset else "runs stored."),
+        + ('preset\'s seeds per cell; cells with no run read "never started".' if preset else "runs stored."),
         "",
         *budget_lines(runs, preset),
         "",
@@ -504,8 +600,10 @@ def _markdown(manifest: dict[str, Any], runs: list[dict[str, Any]], measured: se
         *((rb + [""]) if (rb := rebuilt_lines(runs)) else []),
     ]
     if fig_error:
-        lines += [f"_Figures: not exported ({fig_error}); install the `report` extra (kaleido) and Chromium to "
-                  "get them._", ""]
+        lines += [
+            f"_Figures: not exported ({fig_error}); install the `report` extra (kaleido) and Chromium to get them._",
+            "",
+        ]
     for c in claims:
         agreement = AGREEMENT.get(c["verdict"], c["verdict"])
         lines += [

@@ -12,8 +12,9 @@ from backend.read_only import ReadOnlyApi
 from store.config import Settings, get_settings
 
 
-def bundle_app(path: Path, *, host: str | None = None, port: int | None = None,
-               dashboard: bool = True) -> tuple[Settings, Any]:
+def bundle_app(
+    path: Path, *, host: str | None = None, port: int | None = None, dashboard: bool = True
+) -> tuple[Settings, Any]:
     """(settings, ASGI app) serving ``path`` read-only.
 
     Raises:
@@ -24,11 +25,16 @@ def bundle_app(path: Path, *, host: str | None = None, port: int | None = None,
 
     db = open_bundle(path)
     base = get_settings()
-    updates: dict[str, Any] = {"home": db.folder, "db_url": db.url, "queue_url": f"sqlite:///{db.folder / 'queue.db'}",
-                               "store_dir": db.folder / "store"}
+    updates: dict[str, Any] = {
+        "home": db.folder,
+        "db_url": db.url,
+        "queue_url": f"sqlite:///{db.folder / 'queue.db'}",
+        "store_dir": db.folder / "store",
+    }
     updates.update({k: v for k, v in (("host", host), ("port", port)) if v is not None})
     settings = base.model_copy(update=updates)
-    app = create_app(settings, db.factory, queue=JobQueue.from_settings(settings), background=False,
-                     dashboard=dashboard)
+    app = create_app(
+        settings, db.factory, queue=JobQueue.from_settings(settings), background=False, dashboard=dashboard
+    )
     app.state.read_only = f"serving the bundle {path.name} read-only"
     return settings, ReadOnlyApi(app, why=f"read-only: this server shows the bundle {path.name}")

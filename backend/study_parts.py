@@ -83,8 +83,9 @@ def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, A
     }
 
 
-def partial_block(now: dict[str, Any] | None, imported: dict[str, Any] | None,
-                  note: str | None) -> dict[str, Any] | None:
+def partial_block(
+    now: dict[str, Any] | None, imported: dict[str, Any] | None, note: str | None
+) -> dict[str, Any] | None:
     """The ``partial`` block: today's ``progress`` plus the reasons of earlier exports
     (``why``, ``notes``) and ``note``. None once the preset study is complete; for a suite that
     is no preset (nothing to count) the imported bundle's block is kept as it was."""
@@ -119,12 +120,15 @@ def _by_code(runs: list[dict[str, Any]], default: dict[str, Any], source: str) -
         versions = r.get("made_with") or default
         key = tuple(versions.get(k) for k in VERSION_KEYS)
         groups.setdefault(key, (versions, []))[1].append(r)
-    return [_part(rs, versions, source) for versions, rs in
-            sorted(groups.values(), key=lambda g: min(str(r.get("created_at") or "") for r in g[1]))]
+    return [
+        _part(rs, versions, source)
+        for versions, rs in sorted(groups.values(), key=lambda g: min(str(r.get("created_at") or "") for r in g[1]))
+    ]
 
 
-def parts(runs: list[dict[str, Any]], exporter: dict[str, Any],
-          imported: dict[str, Any] | None) -> list[dict[str, Any]]:
+def parts(
+    runs: list[dict[str, Any]], exporter: dict[str, Any], imported: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """Where the runs were made. When every run records the code that made it (``made_with``):
     one part per code version, read off the runs. Otherwise the imported bundle's parts (or the
     bundle as one part when it has none), then the runs not in it, one part per code version

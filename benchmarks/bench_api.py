@@ -38,14 +38,65 @@ SEEDS = (0, 1, 2)
 N_LAYERS = 12
 PROBE_ROWS_PER_RUN = (N_LAYERS + 1) * len(EVAL_LENGTHS)
 
-PROBE_COLS = ("id", "run_id", "layer", "eval_length", "accuracy", "majority_baseline", "per_position", "n_train",
-              "n_test", "converged", "n_iter", "config_hash")
-IV_COLS = ("id", "run_id", "method", "layer", "eval_length", "k", "base_acc", "edited_acc", "delta_pp",
-           "drop_rel_chance", "refit_acc", "refit_majority", "rank_removed", "p_value", "p_holm", "significant",
-           "n_sequences", "seed", "config_hash")
-RUN_COLS = ("id", "name", "suite", "family", "task", "seed", "pretrained", "n_layers", "d_model", "n_params",
-            "task_params", "model_config", "train_config", "config_hash", "checkpoint_id", "status", "steps",
-            "train_seconds", "stopped_early", "loss_curve", "behaviour", "created_at")
+PROBE_COLS = (
+    "id",
+    "run_id",
+    "layer",
+    "eval_length",
+    "accuracy",
+    "majority_baseline",
+    "per_position",
+    "n_train",
+    "n_test",
+    "converged",
+    "n_iter",
+    "config_hash",
+)
+IV_COLS = (
+    "id",
+    "run_id",
+    "method",
+    "layer",
+    "eval_length",
+    "k",
+    "base_acc",
+    "edited_acc",
+    "delta_pp",
+    "drop_rel_chance",
+    "refit_acc",
+    "refit_majority",
+    "rank_removed",
+    "p_value",
+    "p_holm",
+    "significant",
+    "n_sequences",
+    "seed",
+    "config_hash",
+)
+RUN_COLS = (
+    "id",
+    "name",
+    "suite",
+    "family",
+    "task",
+    "seed",
+    "pretrained",
+    "n_layers",
+    "d_model",
+    "n_params",
+    "task_params",
+    "model_config",
+    "train_config",
+    "config_hash",
+    "checkpoint_id",
+    "status",
+    "steps",
+    "train_seconds",
+    "stopped_early",
+    "loss_curve",
+    "behaviour",
+    "created_at",
+)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -67,22 +118,79 @@ def generate(rows: int, seed: int = 0):
                 for s in SEEDS:
                     run_id += 1
                     late = family != "transformer"
-                    runs.append((run_id, f"{family}-{task}-s{s}", f"bench-{suite:04d}", family, task, s, None,
-                                 N_LAYERS, 128, 830_000, "{}", "{}", "{}", uuid.uuid4().hex, None, "complete",
-                                 1000, 60.0, False, "[]", json.dumps({str(L): {"token_acc": 0.9} for L in EVAL_LENGTHS}),
-                                 now))
+                    runs.append(
+                        (
+                            run_id,
+                            f"{family}-{task}-s{s}",
+                            f"bench-{suite:04d}",
+                            family,
+                            task,
+                            s,
+                            None,
+                            N_LAYERS,
+                            128,
+                            830_000,
+                            "{}",
+                            "{}",
+                            "{}",
+                            uuid.uuid4().hex,
+                            None,
+                            "complete",
+                            1000,
+                            60.0,
+                            False,
+                            "[]",
+                            json.dumps({str(L): {"token_acc": 0.9} for L in EVAL_LENGTHS}),
+                            now,
+                        )
+                    )
                     for L in EVAL_LENGTHS:
                         for layer in range(-1, N_LAYERS):
                             probe_id += 1
                             d = (layer + 1) / N_LAYERS
                             acc = 0.5 + 0.45 * (d**6 if late else d) + rng.gauss(0, 0.01)
-                            probes.append((probe_id, run_id, layer, L, acc, 0.5, rng.choice(pools[L]), 400, 100,
-                                           True, 50, "bench"))
+                            probes.append(
+                                (
+                                    probe_id,
+                                    run_id,
+                                    layer,
+                                    L,
+                                    acc,
+                                    0.5,
+                                    rng.choice(pools[L]),
+                                    400,
+                                    100,
+                                    True,
+                                    50,
+                                    "bench",
+                                )
+                            )
                     for layer in range(N_LAYERS):
                         iv_id += 1
                         delta = -rng.random() * 30
-                        ivs.append((iv_id, run_id, "project_out", layer, 40, None, 0.9, 0.9 + delta / 100, delta,
-                                    0.3, 0.6, 0.5, 1, 0.01, 0.05, True, 400, s, "bench"))
+                        ivs.append(
+                            (
+                                iv_id,
+                                run_id,
+                                "project_out",
+                                layer,
+                                40,
+                                None,
+                                0.9,
+                                0.9 + delta / 100,
+                                delta,
+                                0.3,
+                                0.6,
+                                0.5,
+                                1,
+                                0.01,
+                                0.05,
+                                True,
+                                400,
+                                s,
+                                "bench",
+                            )
+                        )
         suite += 1
         yield runs, probes, ivs
 
@@ -94,8 +202,11 @@ def load_sqlite(path: Path, rows: int) -> dict:
     counts = {"runs": 0, "probe_results": 0, "intervention_results": 0}
     with conn:
         for runs, probes, ivs in generate(rows):
-            for table, cols, data in (("runs", RUN_COLS, runs), ("probe_results", PROBE_COLS, probes),
-                                      ("intervention_results", IV_COLS, ivs)):
+            for table, cols, data in (
+                ("runs", RUN_COLS, runs),
+                ("probe_results", PROBE_COLS, probes),
+                ("intervention_results", IV_COLS, ivs),
+            ):
                 conn.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", data)
                 counts[table] += len(data)
     conn.execute("ANALYZE")
@@ -110,8 +221,11 @@ def load_postgres(url: str, rows: int) -> dict:
     with psycopg.connect(url.replace("+psycopg", "")) as conn:
         with conn.cursor() as cur:
             for runs, probes, ivs in generate(rows):
-                for table, cols, data in (("runs", RUN_COLS, runs), ("probe_results", PROBE_COLS, probes),
-                                          ("intervention_results", IV_COLS, ivs)):
+                for table, cols, data in (
+                    ("runs", RUN_COLS, runs),
+                    ("probe_results", PROBE_COLS, probes),
+                    ("intervention_results", IV_COLS, ivs),
+                ):
                     with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
                         for row in data:
                             cp.write_row(row)
@@ -137,8 +251,12 @@ def timed(client, path: str, n: int, params_fn=None) -> list[float]:
 
 
 def summary(ms: list[float]) -> dict:
-    return {"n": len(ms), "p50_ms": round(pct(ms, 50), 2), "p95_ms": round(pct(ms, 95), 2),
-            "mean_ms": round(statistics.fmean(ms), 2)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(pct(ms, 50), 2),
+        "p95_ms": round(pct(ms, 95), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+    }
 
 
 def bench_reads(settings, n_requests: int, n_runs: int, n_suites: int) -> dict:
@@ -155,25 +273,37 @@ def bench_reads(settings, n_requests: int, n_runs: int, n_suites: int) -> dict:
     with TestClient(app) as c:
         timed(c, "/api/health", 5)
         ids = [rng.randint(1, n_runs) for _ in range(n_requests)]
-        res["GET /api/runs/{id}/probes (65 rows)"] = summary(timed(c, lambda i: f"/api/runs/{ids[i]}/probes", n_requests))
+        res["GET /api/runs/{id}/probes (65 rows)"] = summary(
+            timed(c, lambda i: f"/api/runs/{ids[i]}/probes", n_requests)
+        )
         res["GET /api/runs/{id}/probes?eval_length=40 (13 rows)"] = summary(
-            timed(c, lambda i: f"/api/runs/{ids[i]}/probes", n_requests, lambda i: {"eval_length": 40}))
+            timed(c, lambda i: f"/api/runs/{ids[i]}/probes", n_requests, lambda i: {"eval_length": 40})
+        )
         n_prof = max(5, n_requests // 4)
         suites = [f"bench-{rng.randrange(n_suites):04d}" for _ in range(n_prof)]
         app.state.aggregate_cache.size = 0  # every request computes (no memo)
         res["GET /api/profiles?suite=S (one suite: 60 runs, 20 groups × 5 lengths), uncached"] = summary(
-            timed(c, "/api/profiles", n_prof, lambda i: {"suite": suites[i]}))
+            timed(c, "/api/profiles", n_prof, lambda i: {"suite": suites[i]})
+        )
         res["GET /api/profiles?suite=S&eval_length=40, uncached"] = summary(
-            timed(c, "/api/profiles", n_prof, lambda i: {"suite": suites[i], "eval_length": 40}))
+            timed(c, "/api/profiles", n_prof, lambda i: {"suite": suites[i], "eval_length": 40})
+        )
         res["GET /api/profiles?task=parity&family=lstm&eval_length=40 (every suite), uncached"] = summary(
-            timed(c, "/api/profiles", 5, lambda i: {"task": "parity", "family": "lstm", "eval_length": 40}))
+            timed(c, "/api/profiles", 5, lambda i: {"task": "parity", "family": "lstm", "eval_length": 40})
+        )
         res["GET /api/profiles (every row), uncached"] = summary(timed(c, "/api/profiles", 1))
         app.state.aggregate_cache.size = 64
         timed(c, "/api/profiles", 1)
         res["GET /api/profiles (every row), memoised (data unchanged)"] = summary(timed(c, "/api/profiles", n_requests))
         app.state.aggregate_cache.size = 0
         res["GET /api/curves?task=parity&family=F&eval_length=40 (every suite), uncached"] = summary(
-            timed(c, "/api/curves", 5, lambda i: {"task": "parity", "eval_length": 40, "family": FAMILIES[i % len(FAMILIES)]}))
+            timed(
+                c,
+                "/api/curves",
+                5,
+                lambda i: {"task": "parity", "eval_length": 40, "family": FAMILIES[i % len(FAMILIES)]},
+            )
+        )
     factory.kw["bind"].dispose()
     return res
 
@@ -192,12 +322,35 @@ def bench_submit(settings, env: dict, n: int) -> dict:
     queue.flush()
     app = create_app(settings, factory, queue=queue, background=False)
     proc_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LAYERSCOPE_FAKE_STEP_S": "0"}
-    worker = subprocess.Popen([sys.executable, "-m", "backend.cli", "worker", "--name", "bench", "--device", "cpu",
-                               "--executor", "tests.lab.fake_pipeline:execute"], env=proc_env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "backend.cli",
+            "worker",
+            "--name",
+            "bench",
+            "--device",
+            "cpu",
+            "--executor",
+            "tests.lab.fake_pipeline:execute",
+        ],
+        env=proc_env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     lat = []
-    body = {"kind": "train", "params": {"family": "lstm", "task": "parity", "n_layers": 1, "max_steps": 1,
-                                        "measure": {"eval_lengths": [40]}}}
+    body = {
+        "kind": "train",
+        "params": {
+            "family": "lstm",
+            "task": "parity",
+            "n_layers": 1,
+            "max_steps": 1,
+            "measure": {"eval_lengths": [40]},
+        },
+    }
     try:
         with TestClient(app) as c:
             for i in range(n + 2):
@@ -240,11 +393,20 @@ def run_one(kind: str, rows: int, n_requests: int, n_submit: int, pg_admin: str,
         with psycopg.connect(pg_admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{dbname}"')
         db_url = make_url(pg_admin).set(drivername="postgresql+psycopg", database=dbname).render_as_string(False)
-        env = {"LAYERSCOPE_DB_URL": db_url, "LAYERSCOPE_QUEUE_URL": redis_url,
-               "LAYERSCOPE_QUEUE_NAME": f"bench{uuid.uuid4().hex[:8]}"}
+        env = {
+            "LAYERSCOPE_DB_URL": db_url,
+            "LAYERSCOPE_QUEUE_URL": redis_url,
+            "LAYERSCOPE_QUEUE_NAME": f"bench{uuid.uuid4().hex[:8]}",
+        }
     env.update(LAYERSCOPE_HOME=str(tmp), LAYERSCOPE_STORE_DIR=str(tmp / "store"))
-    settings = Settings(_env_file=None, home=tmp, db_url=db_url, queue_url=env["LAYERSCOPE_QUEUE_URL"],
-                        queue_name=env.get("LAYERSCOPE_QUEUE_NAME", "layerscope"), store_dir=tmp / "store")
+    settings = Settings(
+        _env_file=None,
+        home=tmp,
+        db_url=db_url,
+        queue_url=env["LAYERSCOPE_QUEUE_URL"],
+        queue_name=env.get("LAYERSCOPE_QUEUE_NAME", "layerscope"),
+        store_dir=tmp / "store",
+    )
     try:
         init_db(db_url)
         t0 = time.perf_counter()
@@ -252,8 +414,12 @@ def run_one(kind: str, rows: int, n_requests: int, n_submit: int, pg_admin: str,
         load_s = time.perf_counter() - t0
         print(f"[{kind}] loaded {counts} in {load_s:.1f} s", file=sys.stderr)
         n_suites = counts["runs"] // (len(FAMILIES) * len(TASKS) * len(SEEDS))
-        out = {"db": kind, "rows": counts, "load_seconds": round(load_s, 1),
-               "reads": bench_reads(settings, n_requests, counts["runs"], n_suites)}
+        out = {
+            "db": kind,
+            "rows": counts,
+            "load_seconds": round(load_s, 1),
+            "reads": bench_reads(settings, n_requests, counts["runs"], n_suites),
+        }
         out["submit_to_start"] = bench_submit(settings, env, n_submit)
         out["queue"] = "redis" if kind != "sqlite" else "sqlite"
         return out
@@ -277,8 +443,10 @@ def main() -> None:
     ap.add_argument("--db", choices=("sqlite", "postgres", "both"), default="both")
     ap.add_argument("--requests", type=int, default=200, help="requests per read measurement")
     ap.add_argument("--submits", type=int, default=20, help="jobs for the submit-to-start latency")
-    ap.add_argument("--pg-admin-url", default=os.environ.get("LAYERSCOPE_TEST_PG_ADMIN_URL",
-                                                             "postgresql://postgres@127.0.0.1:5432/test"))
+    ap.add_argument(
+        "--pg-admin-url",
+        default=os.environ.get("LAYERSCOPE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
     ap.add_argument("--redis-url", default=os.environ.get("LAYERSCOPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args()
@@ -287,8 +455,10 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     for r in results:
-        print(f"\n## {r['db']} ({r['rows']['probe_results']:,} probe rows, {r['rows']['intervention_results']:,} "
-              f"intervention rows, {r['rows']['runs']:,} runs; loaded in {r['load_seconds']} s)\n")
+        print(
+            f"\n## {r['db']} ({r['rows']['probe_results']:,} probe rows, {r['rows']['intervention_results']:,} "
+            f"intervention rows, {r['rows']['runs']:,} runs; loaded in {r['load_seconds']} s)\n"
+        )
         print("| request | n | p50 ms | p95 ms |\n|---|---:|---:|---:|")
         for name, s in r["reads"].items():
             print(f"| `{name}` | {s['n']} | {s['p50_ms']} | {s['p95_ms']} |")

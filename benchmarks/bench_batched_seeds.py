@@ -45,8 +45,14 @@ from science.batched import BatchedSeeds, SeedTrainer, seed_batch, vmappable
 from science.tasks import get_task
 
 DEFAULT_FAMILIES = "transformer,mamba,mamba2,lstm,gru"
-RECIPE = {"lr": 1e-3, "weight_decay": 0.01, "max_steps": 1000, "warmup_steps": 100, "lr_schedule": "cosine",
-          "grad_clip": 1.0}
+RECIPE = {
+    "lr": 1e-3,
+    "weight_decay": 0.01,
+    "max_steps": 1000,
+    "warmup_steps": 100,
+    "lr_schedule": "cosine",
+    "grad_clip": 1.0,
+}
 
 
 def measure(family: str, args: argparse.Namespace) -> dict:
@@ -61,8 +67,13 @@ def measure(family: str, args: argparse.Namespace) -> dict:
     seeds = list(range(args.seeds))
     rounds = args.warmup + (args.slow_steps if family == "mamba" else args.steps)
     caches: list[dict] = [{} for _ in seeds]
-    batches = [[seed_batch(task, s, t, length=args.length, batch_size=args.batch, block=50, cache=caches[s])
-                for t in range(1, rounds + 1)] for s in seeds]  # batches[s][t] = (x, y) [B, L]
+    batches = [
+        [
+            seed_batch(task, s, t, length=args.length, batch_size=args.batch, block=50, cache=caches[s])
+            for t in range(1, rounds + 1)
+        ]
+        for s in seeds
+    ]  # batches[s][t] = (x, y) [B, L]
     dev = torch.device(args.device)
     batches = [[(x.to(dev), y.to(dev)) for x, y in per_seed] for per_seed in batches]
     sequential = [SeedTrainer(build_model(cfg, seed=s).to(dev), **RECIPE) for s in seeds]
@@ -93,9 +104,15 @@ def measure(family: str, args: argparse.Namespace) -> dict:
         timed("plain", t, one_by_one, plain, t)
         gap = (bat_losses - torch.tensor(seq_losses)).abs().max().item()
     n_params = sum(p.numel() for p in sequential[0].model.parameters())
-    return {"family": family, "d_model": cfg.d_model, "params": n_params, "rounds": len(wall["bat"]), "gap": gap,
-            **{k: statistics.median(v) for k, v in wall.items()},
-            **{f"{k}_cpu": statistics.median(v) for k, v in cpu.items()}}
+    return {
+        "family": family,
+        "d_model": cfg.d_model,
+        "params": n_params,
+        "rounds": len(wall["bat"]),
+        "gap": gap,
+        **{k: statistics.median(v) for k, v in wall.items()},
+        **{f"{k}_cpu": statistics.median(v) for k, v in cpu.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,24 +132,32 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*batching rule.*")  # SDPA: vmap loops over seeds (noted in docs)
     rows = [measure(f.strip(), args) for f in args.families.split(",") if f.strip()]
-    print(f"# {args.seeds} seeds, batch {args.batch}, L {args.length}, AdamW + clip 1.0 + cosine, "
-          f"{args.threads} thread(s), torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, device {args.device}"
-          + (f" ({torch.cuda.get_device_name()})" if args.device.startswith("cuda") else ""))
+    print(
+        f"# {args.seeds} seeds, batch {args.batch}, L {args.length}, AdamW + clip 1.0 + cosine, "
+        f"{args.threads} thread(s), torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, device {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device.startswith("cuda") else "")
+    )
     print()
-    print(f"| family | d_model | params | rounds | {args.seeds} seeds one after another, ms | batched, ms "
-          "| **ratio** (sequential / batched) | CPU ratio | same function one after another, ms "
-          "| vmap alone (same function / batched) | max loss gap |")
+    print(
+        f"| family | d_model | params | rounds | {args.seeds} seeds one after another, ms | batched, ms "
+        "| **ratio** (sequential / batched) | CPU ratio | same function one after another, ms "
+        "| vmap alone (same function / batched) | max loss gap |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['family']} | {r['d_model']} | {r['params']:,} | {r['rounds']} | {r['seq'] * 1e3:,.0f} "
-              f"| {r['bat'] * 1e3:,.0f} | **{r['seq'] / r['bat']:.2f}** | {r['seq_cpu'] / r['bat_cpu']:.2f} "
-              f"| {r['plain'] * 1e3:,.0f} | {r['plain'] / r['bat']:.2f} | {r['gap']:.1e} |")
+        print(
+            f"| {r['family']} | {r['d_model']} | {r['params']:,} | {r['rounds']} | {r['seq'] * 1e3:,.0f} "
+            f"| {r['bat'] * 1e3:,.0f} | **{r['seq'] / r['bat']:.2f}** | {r['seq_cpu'] / r['bat_cpu']:.2f} "
+            f"| {r['plain'] * 1e3:,.0f} | {r['plain'] / r['bat']:.2f} | {r['gap']:.1e} |"
+        )
     print()
-    print("ratio > 1: the batched model trains the seeds faster; < 1: one after another is faster. "
-          "Times are per round (one step of every seed), medians. "
-          "max loss gap: the largest |batched − sequential| per-seed loss of the last round (the two "
-          "paths train the same runs).")
+    print(
+        "ratio > 1: the batched model trains the seeds faster; < 1: one after another is faster. "
+        "Times are per round (one step of every seed), medians. "
+        "max loss gap: the largest |batched − sequential| per-seed loss of the last round (the two "
+        "paths train the same runs)."
+    )
     return 0
 
 

@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from layerscope_core.registry import family_names
 from models_store import ModelConfig, build_model, fast_scan
 from models_store.capture import run_with_states
-from layerscope_core.registry import family_names
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
@@ -48,11 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown families {sorted(set(families) - set(FAMILIES))}")
 
     tokens = torch.randint(0, VOCAB, (args.batch, args.length), generator=torch.Generator().manual_seed(0))
-    print(f"# Capture (all layers, one pass) vs plain forward; batch {args.batch}, L {args.length}, "
-          f"eval + no_grad, {args.threads} threads, torch {torch.__version__}")
+    print(
+        f"# Capture (all layers, one pass) vs plain forward; batch {args.batch}, L {args.length}, "
+        f"eval + no_grad, {args.threads} threads, torch {torch.__version__}"
+    )
     print()
-    print("| family | layers captured | forwards per capture | plain ms (median) | capture ms (median) | × plain "
-          "| × plain (min) | × plain (CPU) |")
+    print(
+        "| family | layers captured | forwards per capture | plain ms (median) | capture ms (median) | × plain "
+        "| × plain (min) | × plain (CPU) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for fam in families:
         model = build_model(ModelConfig(family=fam, vocab_size=VOCAB, n_classes=CLASSES), seed=0).eval()
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             n_forwards = len(calls)
             plain, capture, plain_cpu, capture_cpu = [], [], [], []
             for rep in range(args.reps):
-                for kind in (("plain", "capture") if rep % 2 else ("capture", "plain")):  # alternate order
+                for kind in ("plain", "capture") if rep % 2 else ("capture", "plain"):  # alternate order
                     t0, c0 = time.perf_counter(), time.process_time()
                     if kind == "plain":
                         model(tokens)
@@ -79,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                     (plain_cpu if kind == "plain" else capture_cpu).append(time.process_time() - c0)
         counter.remove()
         p, c = statistics.median(plain), statistics.median(capture)
-        print(f"| {fam}{' (fast)' if fast_scan.installed(model) else ''} | {len(states)} | {n_forwards} | "
-              f"{p * 1e3:,.1f} | {c * 1e3:,.1f} | **{c / p:.3f}** | {min(capture) / min(plain):.3f} | "
-              f"{statistics.median(capture_cpu) / statistics.median(plain_cpu):.3f} |")
+        print(
+            f"| {fam}{' (fast)' if fast_scan.installed(model) else ''} | {len(states)} | {n_forwards} | "
+            f"{p * 1e3:,.1f} | {c * 1e3:,.1f} | **{c / p:.3f}** | {min(capture) / min(plain):.3f} | "
+            f"{statistics.median(capture_cpu) / statistics.median(plain_cpu):.3f} |"
+        )
     return 0
 
 

@@ -39,8 +39,10 @@ LOADING = "!document.querySelector('[data-dash-is-loading=\"true\"]')"
 
 
 def plot_ready(gid: str, extra: str = "true") -> str:
-    return (f"(() => {{ const g = document.querySelector('#{gid} .js-plotly-plot');"
-            f" return !!(g && g.data && g.data.length && {extra}) && {LOADING}; }})()")
+    return (
+        f"(() => {{ const g = document.querySelector('#{gid} .js-plotly-plot');"
+        f" return !!(g && g.data && g.data.length && {extra}) && {LOADING}; }})()"
+    )
 
 
 PAGES = [
@@ -73,8 +75,9 @@ def filter_change(page, base: str) -> float:
     page.wait_for_function(plot_ready("cv-graph"), timeout=600_000, polling=50)
     t0 = page.evaluate("performance.now()")
     page.click("#cv-x >> text=normalised depth")
-    page.wait_for_function(plot_ready("cv-graph", "g.layout.meta && g.layout.meta.x === 'depth'"), timeout=600_000,
-                           polling=50)
+    page.wait_for_function(
+        plot_ready("cv-graph", "g.layout.meta && g.layout.meta.x === 'depth'"), timeout=600_000, polling=50
+    )
     return page.evaluate("performance.now()") - t0
 
 
@@ -93,8 +96,11 @@ def main() -> None:
     summary = seed_database(url, replicas=args.replicas, jobs=True, xss=False)
     seed_s = time.perf_counter() - t
     n_runs = len(summary.run_ids)
-    print(f"seeded {n_runs} runs, {summary.n_probe_rows} probe rows, {summary.n_intervention_rows} interventions, "
-          f"{summary.n_patching_rows} patching rows in {seed_s:.1f} s", flush=True)
+    print(
+        f"seeded {n_runs} runs, {summary.n_probe_rows} probe rows, {summary.n_intervention_rows} interventions, "
+        f"{summary.n_patching_rows} patching rows in {seed_s:.1f} s",
+        flush=True,
+    )
     server = Server(tmp, url, summary)
     rows, api_rows = [], []
     try:
@@ -115,8 +121,10 @@ def main() -> None:
             for name, path, ready in PAGES:
                 times = [visit(page, server.base, path, ready) for _ in range(1 + args.repeats)]
                 rows.append((name, path, times[0], statistics.median(times[1:]), max(times[1:])))
-                print(f"{name:34s} cold {times[0]:7.0f} ms   warm median {statistics.median(times[1:]):7.0f} ms",
-                      flush=True)
+                print(
+                    f"{name:34s} cold {times[0]:7.0f} ms   warm median {statistics.median(times[1:]):7.0f} ms",
+                    flush=True,
+                )
             fc = [filter_change(page, server.base) for _ in range(args.repeats)]
             browser.close()
     finally:
@@ -125,7 +133,9 @@ def main() -> None:
     load = os.getloadavg()
     print(f"curves filter → figure: median {fc_med:.0f} ms", flush=True)
     if args.out:
-        cmd = f"python benchmarks/bench_dashboard.py --replicas {args.replicas} --repeats {args.repeats} --out {args.out}"
+        cmd = (
+            f"python benchmarks/bench_dashboard.py --replicas {args.replicas} --repeats {args.repeats} --out {args.out}"
+        )
         lines = [
             "# Dashboard over 1,000+ runs",
             "",

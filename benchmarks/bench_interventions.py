@@ -33,9 +33,9 @@ from typing import Any
 
 import torch
 
+from layerscope_core.registry import EVAL_LENGTHS, METHODS, family_names, get_family
 from models_store import ModelConfig, build_model
 from science.measure import measure_interventions, predictions
-from layerscope_core.registry import EVAL_LENGTHS, METHODS, family_names, get_family
 from science.patching import patching_grid
 from science.seeds import data_seed
 from science.tasks import get_task
@@ -51,17 +51,23 @@ def timed(fn, *args: Any, **kwargs: Any) -> tuple[float, Any]:
 def bench_family(family: str, a: argparse.Namespace) -> dict[str, Any]:
     task = get_task(a.task)
     torch.manual_seed(a.seed)
-    model = build_model(ModelConfig(family=family, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=4, param_target=a.param_target))
+    model = build_model(
+        ModelConfig(
+            family=family, vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=4, param_target=a.param_target
+        )
+    )
     train_s, acc = 0.0, None
     if a.train_steps:
-        res = train_model(model, task, TrainConfig(max_steps=a.train_steps, eval_every=a.train_steps,
-                                                   n_eval_sequences=256, early_stop_acc=1.01), seed=a.seed)
+        res = train_model(
+            model,
+            task,
+            TrainConfig(max_steps=a.train_steps, eval_every=a.train_steps, n_eval_sequences=256, early_stop_acc=1.01),
+            seed=a.seed,
+        )
         train_s, acc = res.seconds, res.final_heldout_acc
     model.eval()
     lengths = a.lengths
-    common = dict(run_seed=a.seed, eval_lengths=lengths, n_sequences=a.n_seq, pca_k=a.pca_k,
-                  n_permutations=a.n_perm)
+    common = dict(run_seed=a.seed, eval_lengths=lengths, n_sequences=a.n_seq, pca_k=a.pca_k, n_permutations=a.n_perm)
 
     # baseline: a plain forward pass over the evaluation data of every length
     datas = [task.generate(L, a.n_seq, data_seed(a.seed, "intervene_eval", L), split="test") for L in lengths]
@@ -87,9 +93,17 @@ def bench_family(family: str, a: argparse.Namespace) -> dict[str, Any]:
         s, _ = timed(patching_grid, model, task, run_seed=a.seed, eval_length=L, n_pairs=a.n_pairs)
         patch_rows.append((L, s))
     return {
-        "family": family, "d_model": model.d_model, "n_params": model.n_params, "train_steps": a.train_steps,
-        "train_s": train_s, "heldout_acc": acc, "forward_s": fwd, "rows": rows, "total_int": total_int,
-        "n_int_rows": n_int_rows, "patch": patch_rows,
+        "family": family,
+        "d_model": model.d_model,
+        "n_params": model.n_params,
+        "train_steps": a.train_steps,
+        "train_s": train_s,
+        "heldout_acc": acc,
+        "forward_s": fwd,
+        "rows": rows,
+        "total_int": total_int,
+        "n_int_rows": n_int_rows,
+        "patch": patch_rows,
     }
 
 
@@ -112,23 +126,31 @@ def render(results: list[dict[str, Any]], a: argparse.Namespace, cmd: str) -> st
         f"middle position.\n",
     ]
     for r in results:
-        state = (f"trained {r['train_steps']} steps ({r['train_s']:.1f} s, held-out token acc {r['heldout_acc']:.3f})"
-                 if r["train_steps"] else "random init")
+        state = (
+            f"trained {r['train_steps']} steps ({r['train_s']:.1f} s, held-out token acc {r['heldout_acc']:.3f})"
+            if r["train_steps"]
+            else "random init"
+        )
         f = r["forward_s"]
         out.append(f"\n### {r['family']} (d={r['d_model']}, {r['n_params']:,} params, 4 layers), {state}\n")
-        out.append(f"Baseline: one plain forward pass over the same eval data (all {len(a.lengths)} lengths): "
-                   f"**{f:.3f} s**.\n")
+        out.append(
+            f"Baseline: one plain forward pass over the same eval data (all {len(a.lengths)} lengths): **{f:.3f} s**.\n"
+        )
         out.append("| what | seconds | × forward |\n|---|---:|---:|")
         for name, s in r["rows"]:
             out.append(f"| {name} | {s:.2f} | {_x(s, f)} |")
-        out.append(f"| **total interventions, one call** ({r['n_int_rows']} result rows) | **{r['total_int']:.2f}** | "
-                   f"{_x(r['total_int'], f)} |")
+        out.append(
+            f"| **total interventions, one call** ({r['n_int_rows']} result rows) | **{r['total_int']:.2f}** | "
+            f"{_x(r['total_int'], f)} |"
+        )
         for L, s in r["patch"]:
             out.append(f"| patching grid, L={L} | {s:.2f} | {_x(s, f)} |")
         ptot = sum(s for _, s in r["patch"])
         out.append(f"| **patching, all {len(r['patch'])} lengths** | **{ptot:.2f}** | {_x(ptot, f)} |")
-        out.append(f"| **total (interventions + patching)** | **{r['total_int'] + ptot:.2f}** | "
-                   f"{_x(r['total_int'] + ptot, f)} |")
+        out.append(
+            f"| **total (interventions + patching)** | **{r['total_int'] + ptot:.2f}** | "
+            f"{_x(r['total_int'] + ptot, f)} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model
 from layerscope_core.registry import family_names
+from models_store import ModelConfig, build_model
 from science.patching import patching_grid
 from science.tasks import get_task
 
@@ -57,14 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     task = get_task(args.task)
     dev = args.device
     name = torch.cuda.get_device_name(0) if dev.startswith("cuda") else f"CPU, {args.threads} threads"
-    print(f"# Patching grid vs plain forwards: {args.task}, L {args.length}, {args.pairs} pairs, {name}, "
-          f"torch {torch.__version__}")
+    print(
+        f"# Patching grid vs plain forwards: {args.task}, L {args.length}, {args.pairs} pairs, {name}, "
+        f"torch {torch.__version__}"
+    )
     print()
     print("| family | params | layers | cells | grid s | plain forward ms | cells × plain s | × (cells × plain) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for fam in families:
-        model = build_model(ModelConfig(family=fam, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                        start_token=True), seed=0).to(dev).eval()
+        model = (
+            build_model(
+                ModelConfig(family=fam, vocab_size=task.vocab_size, n_classes=task.n_classes, start_token=True), seed=0
+            )
+            .to(dev)
+            .eval()
+        )
         tokens = task.generate(args.length, args.pairs, seed=1).tokens.to(dev)
         with torch.no_grad():
             for _ in range(2):
@@ -77,17 +84,22 @@ def main(argv: list[str] | None = None) -> int:
                 _sync(dev)
                 times.append(time.perf_counter() - t0)
         plain = statistics.median(times)
-        patching_grid(model, task, run_seed=0, eval_length=args.length, positions=[0, args.length - 1],
-                      n_pairs=8, device=dev)  # warm-up (kernels, caches)
+        patching_grid(
+            model, task, run_seed=0, eval_length=args.length, positions=[0, args.length - 1], n_pairs=8, device=dev
+        )  # warm-up (kernels, caches)
         _sync(dev)
         t0 = time.perf_counter()
-        rows = patching_grid(model, task, run_seed=0, eval_length=args.length, n_pairs=args.pairs,
-                             batch_size=args.pairs, device=dev)
+        rows = patching_grid(
+            model, task, run_seed=0, eval_length=args.length, n_pairs=args.pairs, batch_size=args.pairs, device=dev
+        )
         _sync(dev)
         grid = time.perf_counter() - t0
         cells = len(rows)
-        print(f"| {fam} | {model.n_params:,} | {model.n_layers} | {cells} | {grid:.1f} | {1000 * plain:.1f} "
-              f"| {cells * plain:.1f} | **{grid / (cells * plain):.2f}** |", flush=True)
+        print(
+            f"| {fam} | {model.n_params:,} | {model.n_layers} | {cells} | {grid:.1f} | {1000 * plain:.1f} "
+            f"| {cells * plain:.1f} | **{grid / (cells * plain):.2f}** |",
+            flush=True,
+        )
     return 0
 
 

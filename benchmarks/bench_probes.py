@@ -33,8 +33,9 @@ import torch
 from science.probes import fit_probe, sklearn_probe, split_sequences
 
 
-def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], seed: int,
-                 task_kwargs: dict[str, Any]) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
+def model_states(
+    family: str, task_name: str, n_seq: int, lengths: list[int], seed: int, task_kwargs: dict[str, Any]
+) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
     """Random-init 4-layer model of ``family``: ``{L: ({layer: [n, L, D]}, labels [n, L])}``."""
     from models_store import ModelConfig, build_model
     from models_store.capture import run_with_states
@@ -42,15 +43,16 @@ def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], se
 
     task = get_task(task_name, **task_kwargs)
     torch.manual_seed(seed)
-    model = build_model(ModelConfig(family=family, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=4)).eval()
+    model = build_model(
+        ModelConfig(family=family, vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=4)
+    ).eval()
     out = {}
     for L in lengths:
         data = task.generate(length=L, n=n_seq, seed=seed + L, split="train")
         chunks: dict[int, list[torch.Tensor]] = {}
         with torch.no_grad():
             for i in range(0, n_seq, 250):
-                _, st = run_with_states(model, data.tokens[i:i + 250])
+                _, st = run_with_states(model, data.tokens[i : i + 250])
                 for k, v in st.items():
                     chunks.setdefault(k, []).append(v)
         out[L] = ({k: torch.cat(v) for k, v in chunks.items()}, data.labels)
@@ -58,8 +60,9 @@ def model_states(family: str, task_name: str, n_seq: int, lengths: list[int], se
     return out, task.n_classes, desc
 
 
-def synthetic_states(n_seq: int, lengths: list[int], d: int, n_classes: int, seed: int
-                     ) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
+def synthetic_states(
+    n_seq: int, lengths: list[int], d: int, n_classes: int, seed: int
+) -> tuple[dict[int, tuple[dict[int, torch.Tensor], torch.Tensor]], int, str]:
     """Residual-stream-like states: a running sum of layer updates with a label signal growing
     with depth, a few high-variance outlier dimensions and a shared low-rank component, so the
     standardised features are strongly correlated (correlation eigenvalues ~1e-4 … ~30)."""
@@ -99,11 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lengths", type=int, nargs="+", default=[40, 60, 80, 100, 120])
     ap.add_argument("--layers", type=int, nargs="*", default=None, help="default: all (emb..3)")
     ap.add_argument("--sk-max-iter", type=int, default=5000)
-    ap.add_argument("--converged-lengths", type=int, nargs="*", default=None,
-                    help="lengths with the converged sklearn reference (default: the first length)")
-    ap.add_argument("--optimum-lengths", type=int, nargs="*", default=None,
-                    help="lengths with the optimum reference (ours, float64, tol 1e-8; slow on near-separable "
-                         "states); default: every length")
+    ap.add_argument(
+        "--converged-lengths",
+        type=int,
+        nargs="*",
+        default=None,
+        help="lengths with the converged sklearn reference (default: the first length)",
+    )
+    ap.add_argument(
+        "--optimum-lengths",
+        type=int,
+        nargs="*",
+        default=None,
+        help="lengths with the optimum reference (ours, float64, tol 1e-8; slow on near-separable "
+        "states); default: every length",
+    )
     ap.add_argument("--skip-sklearn-default", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="torch and sklearn (threadpoolctl) threads")
     ap.add_argument("--seed", type=int, default=0)
@@ -124,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     t_capture = time.perf_counter() - t0
 
     rows = []
-    header = ("| L | layer | N train | ours acc | ours s | ours conv (iter) | sk100 acc | sk100 s | sk100 conv (iter) "
-              "| sk-conv acc | sk-conv s | sk-conv conv (iter) | optimum acc | Δ ours−sk-conv pp | Δ ours−opt pp "
-              "| Δ sk-conv−opt pp |")
+    header = (
+        "| L | layer | N train | ours acc | ours s | ours conv (iter) | sk100 acc | sk100 s | sk100 conv (iter) "
+        "| sk-conv acc | sk-conv s | sk-conv conv (iter) | optimum acc | Δ ours−sk-conv pp | Δ ours−opt pp "
+        "| Δ sk-conv−opt pp |"
+    )
     ncol = header.count("|") - 1
     print(desc, f"(capture {t_capture:.1f} s)")
     print(header)
@@ -142,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         states, labels = data[L]
         n = labels.shape[0]
         tr, te = split_sequences(n, 0.2, args.seed)
-        for layer in (args.layers if args.layers else sorted(states)):
+        for layer in args.layers if args.layers else sorted(states):
             H = states[layer]
             D = H.shape[-1]
             Xtr, ytr = H[tr].reshape(-1, D).contiguous(), labels[tr].reshape(-1)
@@ -187,30 +202,42 @@ def main(argv: list[str] | None = None) -> int:
                     return "–", "–", "–"
                 return f"{r['accuracy']:.4f}", _fmt_s(r["s"]), f"{r['converged']} ({r['n_iter']})"
 
-            line = (f"| {L} | {layer} | {len(ytr)} | {acc:.4f} | {_fmt_s(t_ours)} | {p.converged} ({p.n_iter}) | "
-                    + " | ".join(cell(r100)) + " | " + " | ".join(cell(rc))
-                    + (" | –" if opt is None else f" | {acc_opt:.4f}{'' if opt.converged else ' (unconv.)'}")
-                    + f" | {diff:+.2f} | {d_opt:+.2f} | {d_sk_opt:+.2f} |").replace("+nan", "–")
+            line = (
+                f"| {L} | {layer} | {len(ytr)} | {acc:.4f} | {_fmt_s(t_ours)} | {p.converged} ({p.n_iter}) | "
+                + " | ".join(cell(r100))
+                + " | "
+                + " | ".join(cell(rc))
+                + (" | –" if opt is None else f" | {acc_opt:.4f}{'' if opt.converged else ' (unconv.)'}")
+                + f" | {diff:+.2f} | {d_opt:+.2f} | {d_sk_opt:+.2f} |"
+            ).replace("+nan", "–")
             print(line, flush=True)
             rows.append(line)
-    summary = [f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
-               f"{len(rows)} probes; capture {t_capture:.1f} s",
-               f"- ours total: {tot['ours']:.1f} s; all converged: {all_conv}; "
-               f"max |Δ test accuracy| vs the optimum (ours, float64, tol 1e-8"
-               f"{'' if args.optimum_lengths is None else f', at L={args.optimum_lengths}'}): **{max_opt:.2f} pp**"]
+    summary = [
+        f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
+        f"{len(rows)} probes; capture {t_capture:.1f} s",
+        f"- ours total: {tot['ours']:.1f} s; all converged: {all_conv}; "
+        f"max |Δ test accuracy| vs the optimum (ours, float64, tol 1e-8"
+        f"{'' if args.optimum_lengths is None else f', at L={args.optimum_lengths}'}): **{max_opt:.2f} pp**",
+    ]
     if not args.skip_sklearn_default:
-        summary.append(f"- sklearn lbfgs max_iter=100 total: {tot['sk100']:.1f} s → **ratio {tot['sk100'] / tot['ours']:.1f}×**")
+        summary.append(
+            f"- sklearn lbfgs max_iter=100 total: {tot['sk100']:.1f} s → **ratio {tot['sk100'] / tot['ours']:.1f}×**"
+        )
     if tot["skc"] > 0:
-        summary.append(f"- sklearn lbfgs max_iter={args.sk_max_iter} at L={conv_lengths}: {tot['skc']:.1f} s vs ours "
-                       f"{tot['ours_c']:.1f} s on the same probes → **ratio {tot['skc'] / tot['ours_c']:.1f}×**; "
-                       f"max |Δ test accuracy| ours vs this converged reference: **{max_diff:.2f} pp** "
-                       f"(the reference itself vs the optimum: {max_sk_opt:.2f} pp)")
+        summary.append(
+            f"- sklearn lbfgs max_iter={args.sk_max_iter} at L={conv_lengths}: {tot['skc']:.1f} s vs ours "
+            f"{tot['ours_c']:.1f} s on the same probes → **ratio {tot['skc'] / tot['ours_c']:.1f}×**; "
+            f"max |Δ test accuracy| ours vs this converged reference: **{max_diff:.2f} pp** "
+            f"(the reference itself vs the optimum: {max_sk_opt:.2f} pp)"
+        )
     print("\n".join(summary))
     if args.md:
         cmd = "python -m benchmarks.bench_probes " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
         with open(args.md, "a") as f:
-            f.write(f"\n### {desc}\n\n```\n{cmd}\n```\n\nMachine: {platform.machine()}, "
-                    f"{os.cpu_count()} CPUs visible, torch {torch.__version__}, {args.threads} threads.\n\n")
+            f.write(
+                f"\n### {desc}\n\n```\n{cmd}\n```\n\nMachine: {platform.machine()}, "
+                f"{os.cpu_count()} CPUs visible, torch {torch.__version__}, {args.threads} threads.\n\n"
+            )
             f.write("\n".join(summary) + "\n\n" + header + "\n|" + "---|" * ncol + "\n" + "\n".join(rows) + "\n")
     return 0
 

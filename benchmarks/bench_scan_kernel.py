@@ -64,8 +64,9 @@ def mambapy_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
     """transformers' full-sequence scan with ``use_mambapy=True``, in the reference's [b, L, D] layout."""
     from transformers.models.mamba.modeling_mamba import mamba_selective_scan
 
-    y = mamba_selective_scan(x.transpose(1, 2), dt.transpose(1, 2), A, B.transpose(1, 2), C.transpose(1, 2),
-                             use_mambapy=True)  # (b, D, L)
+    y = mamba_selective_scan(
+        x.transpose(1, 2), dt.transpose(1, 2), A, B.transpose(1, 2), C.transpose(1, 2), use_mambapy=True
+    )  # (b, D, L)
     return y.transpose(1, 2)
 
 
@@ -109,6 +110,7 @@ def bench_scan(args: argparse.Namespace) -> list[tuple[str, float, float | None,
     }
     try:
         import mambapy.pscan  # noqa: F401
+
         fns["transformers use_mambapy"] = mambapy_scan
     except ImportError:
         print("mambapy not installed: no use_mambapy row (pip install -e '.[bench]')", file=sys.stderr)
@@ -123,8 +125,9 @@ def bench_scan(args: argparse.Namespace) -> list[tuple[str, float, float | None,
     med = timed({k: fwd_bwd(f, inputs, gy) for k, f in fns.items()}, args.repeats, args.warmup)
     rows = [(k, med[k], errors[k], "") for k in fns]
     if compile_s is not None:
-        rows = [(k, s, e, f"compile {compile_s:.1f} s" if k == "torch.compile(reference)" else n)
-                for k, s, e, n in rows]
+        rows = [
+            (k, s, e, f"compile {compile_s:.1f} s" if k == "torch.compile(reference)" else n) for k, s, e, n in rows
+        ]
     return rows
 
 
@@ -157,6 +160,7 @@ def bench_step(args: argparse.Namespace) -> list[tuple[str, float, float | None,
     variants = {"kernel (fused mixer)": train_step(mamba(True, False), args.batch, args.length)}
     try:
         import mambapy.pscan  # noqa: F401
+
         variants["transformers use_mambapy"] = train_step(mamba(False, True), args.batch, args.length)
     except ImportError:
         pass
@@ -166,7 +170,12 @@ def bench_step(args: argparse.Namespace) -> list[tuple[str, float, float | None,
 
 def table(title: str, rows: list[tuple[str, float, float | None, str]], base: str) -> str:
     ref = dict((k, s) for k, s, _, _ in rows)[base]
-    out = [f"### {title}", "", "| variant | ms | × kernel | max abs Δ vs reference | note |", "|---|---:|---:|---:|---|"]
+    out = [
+        f"### {title}",
+        "",
+        "| variant | ms | × kernel | max abs Δ vs reference | note |",
+        "|---|---:|---:|---:|---|",
+    ]
     for k, s, err, note in rows:
         out.append(f"| {k} | {1e3 * s:.1f} | {s / ref:.2f} | {'' if err is None else f'{err:.1e}'} | {note} |")
     return "\n".join(out)
@@ -189,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     if not fast_scan.kernel_available():
         print("the compiled kernel is unavailable; nothing to compare against", file=sys.stderr)
         return 1
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} thread(s), "
-          f"load {os.getloadavg()[0]:.1f}; batch {args.batch}, L {args.length}, D {args.d_inner}, N {args.n_state}\n")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} thread(s), "
+        f"load {os.getloadavg()[0]:.1f}; batch {args.batch}, L {args.length}, D {args.d_inner}, N {args.n_state}\n"
+    )
     print(table("Scan, forward + backward", bench_scan(args), "kernel"))
     if not args.no_step:
         print()

@@ -40,10 +40,22 @@ def cell_params(family: str, task: str, seed: int, recipe: str, args: argparse.N
     extra: dict[str, Any] = dict(LEGACY_RECIPE) if recipe == "today" else {}
     if args.lr is not None:
         extra["lr"] = args.lr
-    return TrainParams(family=family, task=task, seed=seed, measure=None, max_steps=args.max_steps,
-                       max_seconds=args.max_seconds, early_stop_acc=args.criterion, eval_every=args.eval_every,
-                       n_eval_sequences=args.n_eval, train_length=args.train_length, param_target=args.param_target,
-                       n_layers=args.n_layers, d_model=getattr(args, "d_model", None), **extra)
+    return TrainParams(
+        family=family,
+        task=task,
+        seed=seed,
+        measure=None,
+        max_steps=args.max_steps,
+        max_seconds=args.max_seconds,
+        early_stop_acc=args.criterion,
+        eval_every=args.eval_every,
+        n_eval_sequences=args.n_eval,
+        train_length=args.train_length,
+        param_target=args.param_target,
+        n_layers=args.n_layers,
+        d_model=getattr(args, "d_model", None),
+        **extra,
+    )
 
 
 def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
@@ -58,21 +70,41 @@ def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
     p = TrainParams(**params_json)
     task = get_task(p.task, **p.task_params)
     torch.manual_seed(p.seed)
-    model = build_model(ModelConfig(family=p.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=p.n_layers, d_model=p.d_model, param_target=p.param_target,
-                                    start_token=bool(p.start_token)))
+    model = build_model(
+        ModelConfig(
+            family=p.family,
+            vocab_size=task.vocab_size,
+            n_classes=task.n_classes,
+            n_layers=p.n_layers,
+            d_model=p.d_model,
+            param_target=p.param_target,
+            start_token=bool(p.start_token),
+        )
+    )
     r = train_model(model, task, p.train_config(), seed=p.seed, device=device)
-    full = [pt for pt in r.loss_curve if pt["heldout_token_acc"] is not None
-            and pt.get("length", p.train_length) == p.train_length]
+    full = [
+        pt
+        for pt in r.loss_curve
+        if pt["heldout_token_acc"] is not None and pt.get("length", p.train_length) == p.train_length
+    ]
     accs = [pt["heldout_token_acc"] for pt in full] + ([r.final_heldout_acc] if r.final_heldout_acc is not None else [])
     return {
-        "family": p.family, "task": p.task, "seed": p.seed, "n_params": model.n_params,
-        "reached": r.stopped_early, "steps": r.steps, "seconds": round(r.seconds, 2),
+        "family": p.family,
+        "task": p.task,
+        "seed": p.seed,
+        "n_params": model.n_params,
+        "reached": r.stopped_early,
+        "steps": r.steps,
+        "seconds": round(r.seconds, 2),
         "steps_to_criterion": r.steps if r.stopped_early else None,
         "seconds_to_criterion": round(r.seconds, 2) if r.stopped_early else None,
-        "best_acc": max(accs) if accs else None, "final_acc": r.final_heldout_acc,
-        "curve": [{k: pt.get(k) for k in ("step", "length", "heldout_token_acc")}
-                  for pt in r.loss_curve if pt["heldout_token_acc"] is not None],
+        "best_acc": max(accs) if accs else None,
+        "final_acc": r.final_heldout_acc,
+        "curve": [
+            {k: pt.get(k) for k in ("step", "length", "heldout_token_acc")}
+            for pt in r.loss_curve
+            if pt["heldout_token_acc"] is not None
+        ],
         "config": p.run_config(),
     }
 
@@ -91,15 +123,19 @@ def _cell_text(rows: list[dict[str, Any]]) -> tuple[str, str, str]:
 
 
 def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [f"Steps to {meta['criterion']:.0%} held-out token accuracy at L = {meta['train_length']} "
-             f"({meta['recipe']} recipe, seeds {meta['seeds']}, cap {meta['max_steps']} steps"
-             + (f" / {meta['max_seconds']:.0f} s" if meta.get("max_seconds") else "")
-             + f", {meta['device']}, {meta['jobs']} parallel job(s); median over the seeds that reached it)",
-             "", "| task | family | steps | seconds | best acc |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"Steps to {meta['criterion']:.0%} held-out token accuracy at L = {meta['train_length']} "
+        f"({meta['recipe']} recipe, seeds {meta['seeds']}, cap {meta['max_steps']} steps"
+        + (f" / {meta['max_seconds']:.0f} s" if meta.get("max_seconds") else "")
+        + f", {meta['device']}, {meta['jobs']} parallel job(s); median over the seeds that reached it)",
+        "",
+        "| task | family | steps | seconds | best acc |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["task"], r["family"]), []).append(r)
-    for (task, family) in sorted(cells, key=lambda k: (TASKS.index(k[0]), FAMILIES.index(k[1]))):
+    for task, family in sorted(cells, key=lambda k: (TASKS.index(k[0]), FAMILIES.index(k[1]))):
         steps, secs, best = _cell_text(cells[(task, family)])
         lines.append(f"| {task} | {family} | {steps} | {secs} | {best} |")
     return "\n".join(lines) + "\n"
@@ -123,14 +159,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=None, help="peak lr for every family (default: the recipe's)")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     ap.add_argument("--jobs", type=int, default=1, help="cells trained at once (processes, 1 torch thread each)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "steps_to_criterion",
-                    help="output path without suffix (.json and .md are written)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "benchmarks" / "steps_to_criterion",
+        help="output path without suffix (.json and .md are written)",
+    )
     args = ap.parse_args(argv)
 
     cells = [cell_params(f, t, s, args.recipe, args) for t in args.tasks for f in args.families for s in args.seeds]
-    meta = {"recipe": args.recipe, "seeds": args.seeds, "max_steps": args.max_steps, "max_seconds": args.max_seconds,
-            "criterion": args.criterion, "train_length": args.train_length, "device": args.device,
-            "jobs": args.jobs, "host": platform.node(), "python": platform.python_version()}
+    meta = {
+        "recipe": args.recipe,
+        "seeds": args.seeds,
+        "max_steps": args.max_steps,
+        "max_seconds": args.max_seconds,
+        "criterion": args.criterion,
+        "train_length": args.train_length,
+        "device": args.device,
+        "jobs": args.jobs,
+        "host": platform.node(),
+        "python": platform.python_version(),
+    }
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     ctx = mp.get_context("spawn")  # CUDA cannot be shared by forked processes
@@ -141,13 +190,27 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 row = fut.result()
             except Exception as exc:  # noqa: BLE001 - one failed cell is reported, the rest go on
-                row = {"family": c.family, "task": c.task, "seed": c.seed, "reached": False, "steps": 0,
-                       "seconds": 0.0, "best_acc": None, "final_acc": None, "error": f"{type(exc).__name__}: {exc}"}
+                row = {
+                    "family": c.family,
+                    "task": c.task,
+                    "seed": c.seed,
+                    "reached": False,
+                    "steps": 0,
+                    "seconds": 0.0,
+                    "best_acc": None,
+                    "final_acc": None,
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
             rows.append(row)
-            print(f"{row['task']:>10} {row['family']:>11} s{row['seed']}: "
-                  + (f"{row['steps']} steps, {row['seconds']:.0f} s" if row["reached"]
-                     else f"not reached in {row['steps']} steps (best {row.get('best_acc')}) {row.get('error', '')}"),
-                  flush=True)
+            print(
+                f"{row['task']:>10} {row['family']:>11} s{row['seed']}: "
+                + (
+                    f"{row['steps']} steps, {row['seconds']:.0f} s"
+                    if row["reached"]
+                    else f"not reached in {row['steps']} steps (best {row.get('best_acc')}) {row.get('error', '')}"
+                ),
+                flush=True,
+            )
     meta["wall_seconds"] = round(time.perf_counter() - start, 1)
     rows.sort(key=lambda r: (r["task"], r["family"], r["seed"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,9 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models_store import ModelConfig, build_model
-from models_store import fast_scan
 from layerscope_core.registry import family_names, get_family
+from models_store import ModelConfig, build_model, fast_scan
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
@@ -82,10 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers-default reference variants")
     ap.add_argument("--fast", action="store_true", help="force the fast mixer path even if the builder does not")
-    ap.add_argument("--profile", default="", metavar="VARIANT",
-                    help="after the table, torch.profiler's top ops (self CPU) over 5 steps of this variant")
-    ap.add_argument("--mamba-d", default="", help="extra Mamba variants at these widths, e.g. 168,176 "
-                    "(GEMM-friendly multiples of 8, still within ±10%% of the parameter target)")
+    ap.add_argument(
+        "--profile",
+        default="",
+        metavar="VARIANT",
+        help="after the table, torch.profiler's top ops (self CPU) over 5 steps of this variant",
+    )
+    ap.add_argument(
+        "--mamba-d",
+        default="",
+        help="extra Mamba variants at these widths, e.g. 168,176 "
+        "(GEMM-friendly multiples of 8, still within ±10%% of the parameter target)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -107,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         if ssm and not args.no_hf:
             variants[f"{fam}[hf]"] = (make_model(fam, False), args.slow_steps if fam == "mamba" else args.steps)
 
-    steps = {name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in
-             enumerate(variants.items())}
+    steps = {
+        name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in enumerate(variants.items())
+    }
     for name, step in steps.items():
         for _ in range(args.warmup if not name.startswith("mamba[hf]") else 1):
             step()
@@ -124,25 +132,33 @@ def main(argv: list[str] | None = None) -> int:
 
     base = statistics.median(times["transformer"])
     base_cpu = statistics.median(cpu["transformer"])
-    print(f"# Training step, batch {args.batch}, L {args.length}, AdamW, {args.threads} threads, "
-          f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs; fast kernels: "
-          f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan.fast_scan_cpu.load_error()) + ')'}")
+    print(
+        f"# Training step, batch {args.batch}, L {args.length}, AdamW, {args.threads} threads, "
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs; fast kernels: "
+        f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan.fast_scan_cpu.load_error()) + ')'}"
+    )
     print()
     base_min = min(times["transformer"])
-    print("| variant | params | fast path | steps | ms/step (median) | × transformer | min ms | × transformer (min) "
-          "| CPU ms/step | × transformer (CPU) |")
+    print(
+        "| variant | params | fast path | steps | ms/step (median) | × transformer | min ms | × transformer (min) "
+        "| CPU ms/step | × transformer (CPU) |"
+    )
     print("|---|---:|:---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, (model, _) in variants.items():
         med, med_cpu = statistics.median(times[name]), statistics.median(cpu[name])
         n_params = sum(p.numel() for p in model.parameters())
-        print(f"| {name} | {n_params:,} | {'yes' if fast_scan.installed(model) else '—'} | {len(times[name])} "
-              f"| {med * 1e3:,.1f} | **{med / base:.2f}** | {min(times[name]) * 1e3:,.1f} "
-              f"| {min(times[name]) / base_min:.2f} | {med_cpu * 1e3:,.1f} | {med_cpu / base_cpu:.2f} |")
+        print(
+            f"| {name} | {n_params:,} | {'yes' if fast_scan.installed(model) else '—'} | {len(times[name])} "
+            f"| {med * 1e3:,.1f} | **{med / base:.2f}** | {min(times[name]) * 1e3:,.1f} "
+            f"| {min(times[name]) / base_min:.2f} | {med_cpu * 1e3:,.1f} | {med_cpu / base_cpu:.2f} |"
+        )
     print()
-    print("Wall-clock median ratios are the figure of merit. On a shared machine other processes "
-          "stretch wall time unevenly, so the ratio of the fastest steps (min) and of CPU time "
-          "(all threads of this process, medians) are shown too.")
+    print(
+        "Wall-clock median ratios are the figure of merit. On a shared machine other processes "
+        "stretch wall time unevenly, so the ratio of the fastest steps (min) and of CPU time "
+        "(all threads of this process, medians) are shown too."
+    )
     if args.profile:
         if args.profile not in steps:
             ap.error(f"--profile: no variant {args.profile!r} in {list(steps)}")

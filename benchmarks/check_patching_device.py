@@ -40,8 +40,14 @@ TOL = 2e-4
 
 def _check(family: str, start_token: bool, dev: str) -> float:
     g = torch.Generator().manual_seed(0)
-    model = build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32,
-                                    start_token=start_token), seed=1).to(dev).eval()
+    model = (
+        build_model(
+            ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32, start_token=start_token),
+            seed=1,
+        )
+        .to(dev)
+        .eval()
+    )
     L, p = 12, 3
     clean = torch.randint(0, 3, (8, L), generator=g)
     corr = clean.clone()
@@ -55,30 +61,45 @@ def _check(family: str, start_token: bool, dev: str) -> float:
     _, _, fast = cell_logit_differences(model, clean, corr, labels, cells)
     _, _, ref = _cells_hooks(model, clean, corr, labels, cells, SilentContext())
     worst = max(worst, max(float(np.abs(fast[c] - ref[c]).max()) for c in cells))
-    one = build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=1, d_model=32,
-                                  start_token=start_token), seed=2).to(dev).eval()
+    one = (
+        build_model(
+            ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=1, d_model=32, start_token=start_token),
+            seed=2,
+        )
+        .to(dev)
+        .eval()
+    )
     s1 = StatefulModel.from_model(one)
     tc, tx = s1.trace(clean), s1.trace(corr)
     with torch.no_grad():  # the state after t injected = the model on clean[:t+1] + corrupted[t+1:]
-        spliced = {t: one(torch.cat([clean[:, :t + 1], corr[:, t + 1:]], dim=1))[:, -1] for t in (0, 5, 10)}
-    worst = max(worst, *(float((s1.with_state(tc, tx, 0, t + one.n_prefix) - want).abs().max())
-                         for t, want in spliced.items()))
+        spliced = {t: one(torch.cat([clean[:, : t + 1], corr[:, t + 1 :]], dim=1))[:, -1] for t in (0, 5, 10)}
+    worst = max(
+        worst, *(float((s1.with_state(tc, tx, 0, t + one.n_prefix) - want).abs().max()) for t, want in spliced.items())
+    )
     return worst
 
 
 def trained_band(dev: str) -> None:
     """The quick preset's LSTM on parity: state recovery before / after the corruption per layer."""
     task = get_task("parity")
-    model = build_model(ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    start_token=True), seed=0).to(dev)
-    res = train_model(model, task, TrainConfig(train_length=40, max_steps=150, eval_every=25, n_eval_sequences=256,
-                                               curriculum_start=None), seed=0, device=dev)
+    model = build_model(
+        ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes, start_token=True), seed=0
+    ).to(dev)
+    res = train_model(
+        model,
+        task,
+        TrainConfig(train_length=40, max_steps=150, eval_every=25, n_eval_sequences=256, curriculum_start=None),
+        seed=0,
+        device=dev,
+    )
     print(f"lstm {model.n_params:,} params: {res.steps} steps, held-out acc {res.final_heldout_acc}")
     t0 = time.perf_counter()
     rows = patching_grid(model, task, run_seed=0, eval_length=40, n_pairs=128, device=dev)
-    print(f"full grid: {len(rows)} cells in {time.perf_counter() - t0:.1f} s; "
-          f"corrupt position {rows[0]['corrupt_position']}, usable pairs {rows[0]['n_pairs']}, "
-          f"dropped {rows[0]['n_dropped']}, LD clean {rows[0]['ld_clean']:.2f}, corrupted {rows[0]['ld_corrupted']:.2f}")
+    print(
+        f"full grid: {len(rows)} cells in {time.perf_counter() - t0:.1f} s; "
+        f"corrupt position {rows[0]['corrupt_position']}, usable pairs {rows[0]['n_pairs']}, "
+        f"dropped {rows[0]['n_dropped']}, LD clean {rows[0]['ld_clean']:.2f}, corrupted {rows[0]['ld_corrupted']:.2f}"
+    )
     p = rows[0]["corrupt_position"]
     for site in ("state", "resid_pre", "resid_post"):
         for ly in sorted({r["layer"] for r in rows if r["site"] == site}):
@@ -86,8 +107,10 @@ def trained_band(dev: str) -> None:
             before = [rec[t] for t in range(p) if rec[t] is not None]
             after = [rec[t] for t in range(p, 39) if rec[t] is not None]
             mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
-            print(f"{site:10s} layer {ly:2d}: before {mean(before):+.3f}  after (t={p}..38) {mean(after):+.3f}  "
-                  f"min after {min(after, default=float('nan')):+.3f}  t=39 {rec[39]}")
+            print(
+                f"{site:10s} layer {ly:2d}: before {mean(before):+.3f}  after (t={p}..38) {mean(after):+.3f}  "
+                f"min after {min(after, default=float('nan')):+.3f}  t=39 {rec[39]}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,26 +33,39 @@ def cell_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (task, fam), rs in sorted(cells.items()):
         done = [r for r in rs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
         rest = [r for r in rs if r not in done]
-        out.append({
-            "task": task, "family": fam, "seeds": len(rs), "trained": len(done),
-            "budget": max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs),
-            "steps": statistics.median(r["steps"] for r in done) if done else None,
-            "seconds": statistics.median(r["train_seconds"] for r in done) if done else None,
-            "others": [f"{r.get('stop_reason') or 'stopped'} (seed {r['seed']}: best "
-                       f"{(r.get('best_heldout_acc') or r.get('heldout_acc') or 0):.3f}"
-                       + (f" at step {r['best_step']}" if r.get("best_step") else "") + ")" for r in rest],
-        })
+        out.append(
+            {
+                "task": task,
+                "family": fam,
+                "seeds": len(rs),
+                "trained": len(done),
+                "budget": max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs),
+                "steps": statistics.median(r["steps"] for r in done) if done else None,
+                "seconds": statistics.median(r["train_seconds"] for r in done) if done else None,
+                "others": [
+                    f"{r.get('stop_reason') or 'stopped'} (seed {r['seed']}: best "
+                    f"{(r.get('best_heldout_acc') or r.get('heldout_acc') or 0):.3f}"
+                    + (f" at step {r['best_step']}" if r.get("best_step") else "")
+                    + ")"
+                    for r in rest
+                ],
+            }
+        )
     return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| task | family | step budget | trained seeds | median steps to 99 % | median training s | the others |",
-             "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| task | family | step budget | trained seeds | median steps to 99 % | median training s | the others |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         steps = f"{r['steps']:,.0f}" if r["steps"] is not None else "–"
         secs = f"{r['seconds']:,.0f}" if r["seconds"] is not None else "–"
-        lines.append(f"| {r['task']} | {r['family']} | {r['budget']:,} | {r['trained']}/{r['seeds']} | {steps} | "
-                     f"{secs} | {'; '.join(r['others']) or '–'} |")
+        lines.append(
+            f"| {r['task']} | {r['family']} | {r['budget']:,} | {r['trained']}/{r['seeds']} | {steps} | "
+            f"{secs} | {'; '.join(r['others']) or '–'} |"
+        )
     return "\n".join(lines)
 
 

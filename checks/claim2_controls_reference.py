@@ -8,6 +8,7 @@ import json
 import sys
 import zipfile
 from collections import defaultdict
+
 import numpy as np
 
 BUNDLE = sys.argv[1] if len(sys.argv) > 1 else "examples/paper.layerscope.zip"

@@ -21,6 +21,7 @@ Definitions used (curve = probe accuracy for emb, block 0..n-1; f = majority bas
   test: one-sided two-sample permutation test of per-seed AUC,
         stat = mean(T) - mean(others), exact over all splits
 """
+
 import itertools
 import json
 import math
@@ -31,13 +32,20 @@ import numpy as np
 from scipy import stats
 
 FAMILIES = ["gru", "lstm", "mamba", "mamba2", "transformer"]
-EXPECTED = {"transformer": "early", "gru": "gradual", "lstm": "gradual",
-            "mamba": "gradual", "mamba2": "gradual"}
+EXPECTED = {"transformer": "early", "gru": "gradual", "lstm": "gradual", "mamba": "gradual", "mamba2": "gradual"}
 
 
-def profile(acc, f, frac=0.95, early_depth=0.5, late_share=0.5,
-            flat_margin=0.05, min_gain=0.02, floor_mode="majority",
-            depth_mode="emb0"):
+def profile(
+    acc,
+    f,
+    frac=0.95,
+    early_depth=0.5,
+    late_share=0.5,
+    flat_margin=0.05,
+    min_gain=0.02,
+    floor_mode="majority",
+    depth_mode="emb0",
+):
     """acc: array [emb, 0..n-1]; f: majority baseline."""
     acc = np.asarray(acc, float)
     n = len(acc) - 1
@@ -66,9 +74,15 @@ def profile(acc, f, frac=0.95, early_depth=0.5, late_share=0.5,
         cls = "late"
     else:
         cls = "gradual"
-    return dict(first_95=first95, first_95_depth=float(depth[idx]), late_concentration=lc,
-                auc=auc, cls=cls, gain_over_majority=float(acc.max() - f),
-                gain_over_emb=float(acc[-1] - acc[0]))
+    return dict(
+        first_95=first95,
+        first_95_depth=float(depth[idx]),
+        late_concentration=lc,
+        auc=auc,
+        cls=cls,
+        gain_over_majority=float(acc.max() - f),
+        gain_over_emb=float(acc[-1] - acc[0]),
+    )
 
 
 def tint(x, bounds=None):
@@ -107,14 +121,18 @@ def load(bundle):
     z = zipfile.ZipFile(bundle)
     runs = [r for r in json.loads(z.read("tables/runs.json")) if r["task"] == "dyck" and not r.get("pretrained")]
     ids = {r["id"] for r in runs}
-    probes = [p for p in json.loads(z.read("tables/probe_results.json")) if p["run_id"] in ids and p["eval_length"] == 40]
+    probes = [
+        p for p in json.loads(z.read("tables/probe_results.json")) if p["run_id"] in ids and p["eval_length"] == 40
+    ]
     curves = {}
     for r in runs:
         rows = sorted((p for p in probes if p["run_id"] == r["id"]), key=lambda p: p["layer"])
         if [p["layer"] for p in rows] != list(range(-1, r["n_layers"])):
             continue  # no complete probe curve at L = 40
-        curves[r["id"]] = (np.array([p["accuracy"] for p in rows]),
-                           float(np.mean([p["majority_baseline"] for p in rows])))
+        curves[r["id"]] = (
+            np.array([p["accuracy"] for p in rows]),
+            float(np.mean([p["majority_baseline"] for p in rows])),
+        )
     return [r for r in runs if r["id"] in curves], curves
 
 
@@ -141,28 +159,50 @@ def analyse(runs, curves, exclude=(), **kw):
             votes[p["cls"]] = votes.get(p["cls"], 0) + 1
         lcs = [p["late_concentration"] for p in per if p["late_concentration"] is not None]
         out["cells"][fam] = dict(
-            n=len(rs), seeds=[r["seed"] for r in rs], profile_class=pm["cls"],
-            mean_curve=mean_acc.tolist(), mean_majority=mean_f,
-            mean_curve_first95=pm["first_95"], mean_curve_lc=pm["late_concentration"],
-            class_votes=votes, expected=EXPECTED[fam], matches=pm["cls"] == EXPECTED[fam],
-            late_concentration=tint(lcs), auc=tint([p["auc"] for p in per], (0.0, 1.0)),
+            n=len(rs),
+            seeds=[r["seed"] for r in rs],
+            profile_class=pm["cls"],
+            mean_curve=mean_acc.tolist(),
+            mean_majority=mean_f,
+            mean_curve_first95=pm["first_95"],
+            mean_curve_lc=pm["late_concentration"],
+            class_votes=votes,
+            expected=EXPECTED[fam],
+            matches=pm["cls"] == EXPECTED[fam],
+            late_concentration=tint(lcs),
+            auc=tint([p["auc"] for p in per], (0.0, 1.0)),
             first_95=tint([p["first_95"] for p in per], (-1.0, len(mean_acc) - 2.0)),
             gain_over_majority=tint([p["gain_over_majority"] for p in per]),
-            gain_over_emb=tint([p["gain_over_emb"] for p in per]))
+            gain_over_emb=tint([p["gain_over_emb"] for p in per]),
+        )
         auc_by_fam[fam] = [p["auc"] for p in per]
     x = np.array(auc_by_fam.get("transformer", []))
     y = np.array([a for fam in FAMILIES if fam != "transformer" for a in auc_by_fam.get(fam, [])])
     d, p_gt, c1, tot = perm_test(x, y, "greater")
     _, p_lt, c2, _ = perm_test(x, y, "less")
-    sp = stats.permutation_test((x, y), lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
-                                permutation_type="independent", alternative="greater",
-                                n_resamples=np.inf, vectorized=True)
-    out["test"] = dict(diff=d, p_greater=p_gt, count_greater=c1, n_splits=tot,
-                       p_less=p_lt, count_less=c2, scipy_p_greater=float(sp.pvalue),
-                       n_x=len(x), n_y=len(y))
+    sp = stats.permutation_test(
+        (x, y),
+        lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+        permutation_type="independent",
+        alternative="greater",
+        n_resamples=np.inf,
+        vectorized=True,
+    )
+    out["test"] = dict(
+        diff=d,
+        p_greater=p_gt,
+        count_greater=c1,
+        n_splits=tot,
+        p_less=p_lt,
+        count_less=c2,
+        scipy_p_greater=float(sp.pvalue),
+        n_x=len(x),
+        n_y=len(y),
+    )
     others = [f for f in FAMILIES if f != "transformer" and f in out["cells"]]
-    out["class_condition"] = bool(out["cells"]["transformer"]["matches"] and
-                                  sum(out["cells"][f]["matches"] for f in others) >= 0.75 * 4)
+    out["class_condition"] = bool(
+        out["cells"]["transformer"]["matches"] and sum(out["cells"][f]["matches"] for f in others) >= 0.75 * 4
+    )
     out["statistic_condition"] = bool(p_gt < 0.05)
     short = [f for f in FAMILIES if out["cells"].get(f, {"n": 0})["n"] < 3]
     if short:
@@ -191,8 +231,11 @@ def product_claim2(bundle):
 def main(bundle):
     runs, curves = load(bundle)
     mine = analyse(runs, curves)
-    sens = {"exclude the borderline-trained runs (margin < 1e-6)": analyse(
-        runs, curves, exclude=tuple(r["id"] for r in runs if 0 <= r["heldout_acc"] - r["early_stop_acc"] < 1e-6))}
+    sens = {
+        "exclude the borderline-trained runs (margin < 1e-6)": analyse(
+            runs, curves, exclude=tuple(r["id"] for r in runs if 0 <= r["heldout_acc"] - r["early_stop_acc"] < 1e-6)
+        )
+    }
     for frac in (0.90, 0.99):
         sens[f"first layer at {frac:.0%} of the gain"] = analyse(runs, curves, frac=frac)
     for ed in (0.25, 0.75):
@@ -206,22 +249,28 @@ def main(bundle):
     for c in ours["numbers"].get("cells") or []:
         m = mine["cells"][c["family"]]
         same = c["profile_class"] == m["profile_class"] and c["class_votes"] == m["class_votes"]
-        print(f"  {c['family']:11s} class {c['profile_class']} / {m['profile_class']}, votes {c['class_votes']} / "
-              f"{m['class_votes']}{'' if same else '   <-- differs'}")
+        print(
+            f"  {c['family']:11s} class {c['profile_class']} / {m['profile_class']}, votes {c['class_votes']} / "
+            f"{m['class_votes']}{'' if same else '   <-- differs'}"
+        )
         for k in ("late_concentration", "auc", "first_95", "gain_over_majority", "gain_over_emb"):
             for s in ("mean", "lo", "hi"):
                 if c[k][s] is not None and m[k][s] is not None:
                     worst = max(worst, abs(c[k][s] - m[k][s]))
     t = (ours["numbers"].get("test_auc_transformer_gt_other") or {}).get("dyck")
     if t:
-        print(f"  AUC test: diff {t['diff']:.6f} / {mine['test']['diff']:.6f}; p {t['p']:.6f} / "
-              f"{mine['test']['p_greater']:.6f} ({mine['test']['count_greater']}/{mine['test']['n_splits']}); "
-              f"opposite p {t.get('p_opposite')} / {mine['test']['p_less']:.6f}")
+        print(
+            f"  AUC test: diff {t['diff']:.6f} / {mine['test']['diff']:.6f}; p {t['p']:.6f} / "
+            f"{mine['test']['p_greater']:.6f} ({mine['test']['count_greater']}/{mine['test']['n_splits']}); "
+            f"opposite p {t.get('p_opposite')} / {mine['test']['p_less']:.6f}"
+        )
     print(f"  largest |difference| over the cell numbers: {worst:.1e}")
     print("sensitivity of the reference verdict:")
     for k, v in sens.items():
-        print(f"  {k}: {v['verdict']}; classes {{{', '.join(f + ' ' + c['profile_class'] for f, c in v['cells'].items())}}}; "
-              f"p(T > others) {v['test']['p_greater']:.4f}, p(T < others) {v['test']['p_less']:.4f}")
+        print(
+            f"  {k}: {v['verdict']}; classes {{{', '.join(f + ' ' + c['profile_class'] for f, c in v['cells'].items())}}}; "
+            f"p(T > others) {v['test']['p_greater']:.4f}, p(T < others) {v['test']['p_less']:.4f}"
+        )
     return 0 if ours["verdict"] == mine["verdict"] and worst < 1e-9 else 1
 
 

@@ -40,8 +40,7 @@ def _curves(path: Path, eval_length: int) -> tuple[dict[str, dict], dict[str, tu
             h = by_id[p["run_id"]]["config_hash"]
             curves[h][p["layer"]] = p["accuracy"]
             bases[h].append(p["majority_baseline"])
-    return ({r["config_hash"]: r for r in runs},
-            {h: (c, statistics.fmean(bases[h])) for h, c in curves.items()})
+    return ({r["config_hash"]: r for r in runs}, {h: (c, statistics.fmean(bases[h])) for h, c in curves.items()})
 
 
 def _max_diff(a: dict[int, float], b: dict[int, float]) -> float:
@@ -60,9 +59,11 @@ def main() -> None:
     for h, r in old_runs.items():
         if h in old:
             cells[(r["task"], r["family"])].append(h)
-    print("| task | family | seed | first made on | held-out acc: first → rebuilt | probe acc per layer "
-          "(emb, blocks): first → rebuilt | largest change | class: first → rebuilt | AUC: first → rebuilt | "
-          "seeds of the cell apart (median largest difference) |")
+    print(
+        "| task | family | seed | first made on | held-out acc: first → rebuilt | probe acc per layer "
+        "(emb, blocks): first → rebuilt | largest change | class: first → rebuilt | AUC: first → rebuilt | "
+        "seeds of the cell apart (median largest difference) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     changes, spreads, flips, n = [], [], 0, 0
     for h, r in sorted(new_runs.items(), key=lambda kv: (kv[1]["task"], kv[1]["family"], kv[1]["seed"])):
@@ -72,20 +73,27 @@ def main() -> None:
         (a, fa), (b, fb) = old[h], new[h]
         change = _max_diff(a, b)
         others = [old[o][0] for o in cells[(r["task"], r["family"])]]
-        spread = statistics.median(_max_diff(x, y) for x, y in itertools.combinations(others, 2)) \
-            if len(others) > 1 else float("nan")
+        spread = (
+            statistics.median(_max_diff(x, y) for x, y in itertools.combinations(others, 2))
+            if len(others) > 1
+            else float("nan")
+        )
         ca, cb = profile_class(a, fa), profile_class(b, fb)
         n, flips = n + 1, flips + (ca != cb)
         changes.append(change)
         spreads.append(spread)
         fmt = lambda c: " ".join(f"{c[k]:.2f}" for k in sorted(c))  # noqa: E731
-        print(f"| {r['task']} | {r['family']} | {r['seed']} | {first.get('made_on')} | "
-              f"{first.get('heldout_acc'):.4f} → {r['heldout_acc']:.4f} | {fmt(a)} → {fmt(b)} | {change:.2f} | "
-              f"{ca} → {cb} | {auc(a, fa):.3f} → {auc(b, fb):.3f} | {spread:.2f} |")
+        print(
+            f"| {r['task']} | {r['family']} | {r['seed']} | {first.get('made_on')} | "
+            f"{first.get('heldout_acc'):.4f} → {r['heldout_acc']:.4f} | {fmt(a)} → {fmt(b)} | {change:.2f} | "
+            f"{ca} → {cb} | {auc(a, fa):.3f} → {auc(b, fb):.3f} | {spread:.2f} |"
+        )
     if n:
-        print(f"\n{n} rebuilt run(s): largest per-layer change median {statistics.median(changes):.2f} "
-              f"(max {max(changes):.2f}); seeds of the same cell apart, median {statistics.median(spreads):.2f}; "
-              f"profile class changed in {flips} of {n}.")
+        print(
+            f"\n{n} rebuilt run(s): largest per-layer change median {statistics.median(changes):.2f} "
+            f"(max {max(changes):.2f}); seeds of the same cell apart, median {statistics.median(spreads):.2f}; "
+            f"profile class changed in {flips} of {n}."
+        )
     else:
         print("\nno rebuilt run of NEW has probe results in OLD")
 

@@ -4,5 +4,13 @@ from __future__ import annotations
 
 from dashboard.pages import PageDef, claims, curves, jobs, patching, probe_causal, reversal, runs, views
 
-PAGES: list[PageDef] = [runs.PAGE, curves.PAGE, reversal.PAGE, probe_causal.PAGE, patching.PAGE, claims.PAGE,
-                        jobs.PAGE, views.PAGE]
+PAGES: list[PageDef] = [
+    runs.PAGE,
+    curves.PAGE,
+    reversal.PAGE,
+    probe_causal.PAGE,
+    patching.PAGE,
+    claims.PAGE,
+    jobs.PAGE,
+    views.PAGE,
+]

@@ -36,7 +36,9 @@ class ApiError(RuntimeError):
             return self.detail
         if isinstance(self.detail, list):
             return "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg', '')}" if isinstance(d, dict) else str(d)
+                f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg', '')}"
+                if isinstance(d, dict)
+                else str(d)
                 for d in self.detail
             )
         return str(self.detail)
@@ -58,18 +60,30 @@ def _clean(params: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 class ApiClient:
-    def __init__(self, base_url: str, *, timeout: float = 60.0, token: str | None = None,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 60.0,
+        token: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.base_url = base_url.rstrip("/")
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers,
-                                  transport=transport)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers, transport=transport)
 
     # -- plumbing -------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
-                 headers: dict[str, str] | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict | None = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         for wait in (*BUSY_RETRY_WAITS, None):
             try:
                 resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
@@ -106,10 +120,12 @@ class ApiClient:
     def health(self) -> dict:
         return self.get("/api/health")
 
-    def runs(self, *, task=None, family=None, seed=None, suite=None, limit: int = 50, offset: int = 0,
-             **extra: Any) -> dict:
-        return self.get("/api/runs", task=task, family=family, seed=seed, suite=suite, limit=limit,
-                        offset=offset, **extra)
+    def runs(
+        self, *, task=None, family=None, seed=None, suite=None, limit: int = 50, offset: int = 0, **extra: Any
+    ) -> dict:
+        return self.get(
+            "/api/runs", task=task, family=family, seed=seed, suite=suite, limit=limit, offset=offset, **extra
+        )
 
     def all_runs(self, *, limit: int = 500, **filters: Any) -> list[dict]:
         """Every run matching ``filters`` (paged through), at most ``limit``."""
@@ -162,8 +178,9 @@ class ApiClient:
     def create_job(self, kind: str, params: dict, idempotency_key: str | None = None) -> dict:
         """``POST /api/jobs``; the same ``idempotency_key`` again answers the first job."""
         if idempotency_key:
-            return self._request("POST", "/api/jobs", json={"kind": kind, "params": params},
-                                 headers={"Idempotency-Key": idempotency_key})
+            return self._request(
+                "POST", "/api/jobs", json={"kind": kind, "params": params}, headers={"Idempotency-Key": idempotency_key}
+            )
         return self.post("/api/jobs", {"kind": kind, "params": params})
 
     def cancel_job(self, job_id: int) -> dict:
@@ -200,6 +217,14 @@ class ApiClient:
         out: list[dict] = []
         for run in runs:
             for row in self.run_probes(run["id"], eval_length=eval_length):
-                out.append({**row, "task": run["task"], "family": run["family"], "seed": run["seed"],
-                            "n_layers": run["n_layers"], "run_name": run.get("name")})
+                out.append(
+                    {
+                        **row,
+                        "task": run["task"],
+                        "family": run["family"],
+                        "seed": run["seed"],
+                        "n_layers": run["n_layers"],
+                        "run_name": run.get("name"),
+                    }
+                )
         return out

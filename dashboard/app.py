@@ -14,9 +14,9 @@ import dash
 from dash import Dash, Input, Output, State, dcc, html
 
 from dashboard import callback_guard
+from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import alert
-from dashboard.all_pages import PAGES
 from dashboard.pages import PageDef
 from dashboard.state import embed_figure, is_embed
 
@@ -36,8 +36,13 @@ NAV = (
 )
 
 
-def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, client: ApiClient | None = None,
-                title: str = "layerscope") -> Dash:
+def create_dash(
+    api_base_url: str,
+    requests_pathname_prefix: str = "/",
+    *,
+    client: ApiClient | None = None,
+    title: str = "layerscope",
+) -> Dash:
     """Build the dashboard.
 
     ``api_base_url``: where the backend's ``/api`` lives (``http://127.0.0.1:8050``).
@@ -64,7 +69,7 @@ def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, clien
     def strip(pathname: str | None) -> str:
         p = pathname or "/"
         if prefix != "/" and p.startswith(prefix.rstrip("/")):
-            p = p[len(prefix.rstrip("/")):] or "/"
+            p = p[len(prefix.rstrip("/")) :] or "/"
         return p if p == "/" else p.rstrip("/")
 
     app.layout = html.Div(
@@ -84,13 +89,23 @@ def create_dash(api_base_url: str, requests_pathname_prefix: str = "/", *, clien
         return [
             dcc.Link([html.Span("◧", className="brand-mark"), "layerscope"], href=path_for("/"), className="brand"),
             html.Nav(links, className="nav-links"),
-            html.A("API docs", href="/api/docs", className="nav-link nav-api",
-                   target="_blank", title="OpenAPI docs of the backend"),
+            html.A(
+                "API docs",
+                href="/api/docs",
+                className="nav-link nav-api",
+                target="_blank",
+                title="OpenAPI docs of the backend",
+            ),
         ]
 
-    @app.callback(Output("page", "children"), Output("navbar", "children"), Output("navbar", "style"),
-                  Output("app-root", "className"),
-                  Input("url", "pathname"), State("url", "search"))
+    @app.callback(
+        Output("page", "children"),
+        Output("navbar", "children"),
+        Output("navbar", "style"),
+        Output("app-root", "className"),
+        Input("url", "pathname"),
+        State("url", "search"),
+    )
     def route(pathname, search):
         embed = is_embed(search)
         body, active = render_page(strip(pathname), search, api=api, path_for=path_for)
@@ -140,15 +155,20 @@ def render_page(path: str, search: str | None, *, api: ApiClient, path_for) -> t
         if embed:
             return _only_figure(body, embed_figure(search)), page.path
         banner = html.Div(
-            [html.Span("Saved view", className="badge badge-view"), html.Strong(view.get("title", ""), id="view-title"),
-             html.Span(f" · {page.title} · /v/{slug}", className="muted")],
+            [
+                html.Span("Saved view", className="badge badge-view"),
+                html.Strong(view.get("title", ""), id="view-title"),
+                html.Span(f" · {page.title} · /v/{slug}", className="muted"),
+            ],
             className="view-banner",
         )
         return html.Div([banner, body]), page.path
     page = by_path.get(path)
     if page is None:
-        return html.Div([html.H1("Not found"), html.P(f"No page at {path}."),
-                         dcc.Link("Go to the runs table", href=path_for("/"))], className="page"), ""
+        return html.Div(
+            [html.H1("Not found"), html.P(f"No page at {path}."), dcc.Link("Go to the runs table", href=path_for("/"))],
+            className="page",
+        ), ""
     body = page.layout(search=search, base=None, embed=embed, api=api, path_for=path_for)
     return (_only_figure(body, embed_figure(search)) if embed else body), page.path
 

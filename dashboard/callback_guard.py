@@ -148,9 +148,12 @@ def request_error(callback_map: dict[str, dict[str, Any]], body: Any) -> str | N
 
 
 def _spec_matches(spec: Any, declared: dict[str, str]) -> bool:
-    return (isinstance(spec, dict) and isinstance(spec.get("property"), str)
-            and spec["property"].split("@")[0] == declared["property"].split("@")[0]
-            and _same_id(spec.get("id"), declared["id"]))
+    return (
+        isinstance(spec, dict)
+        and isinstance(spec.get("property"), str)
+        and spec["property"].split("@")[0] == declared["property"].split("@")[0]
+        and _same_id(spec.get("id"), declared["id"])
+    )
 
 
 def _outputs_error(sent: Any, output: Any) -> str | None:

@@ -16,8 +16,11 @@ SECTION_KEYS = ("floor", "majority_floor", "fragile", "fragile_cells", "class_co
 
 
 def _badge(verdict: str, prefix: str = "") -> html.Span:
-    return html.Span(f"{prefix}{verdict}", className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
-                     **{"data-verdict": verdict})
+    return html.Span(
+        f"{prefix}{verdict}",
+        className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
+        **{"data-verdict": verdict},
+    )
 
 
 def header_badges(claim: dict[str, Any]) -> list[Any]:
@@ -26,9 +29,15 @@ def header_badges(claim: dict[str, Any]) -> list[Any]:
     n = claim.get("numbers") or {}
     out: list[Any] = []
     if n.get("fragile"):
-        out.append(html.Span("fragile", className="badge badge-flip", id=f"claim-{claim.get('id')}-fragile",
-                             title="a class this verdict reads flips when the rule's thresholds move by their "
-                                   "documented margins (docs/SCIENCE.md#class-stability)"))
+        out.append(
+            html.Span(
+                "fragile",
+                className="badge badge-flip",
+                id=f"claim-{claim.get('id')}-fragile",
+                title="a class this verdict reads flips when the rule's thresholds move by their "
+                "documented margins (docs/SCIENCE.md#class-stability)",
+            )
+        )
     mf = n.get("majority_floor")
     if isinstance(mf, dict) and mf.get("verdict") and mf["verdict"] != claim.get("verdict"):
         out.append(html.Span(f"vs majority: {mf['verdict']}", className="badge badge-nodata badge-alt"))
@@ -42,8 +51,10 @@ def agreement_lines(agreement: Any) -> list[str]:
     out = []
     for task, a in agreement.items():
         if isinstance(a, dict) and a.get("of"):
-            out.append(f"{task_label(task)}: the class condition comes out the same under {a.get('agree')} of "
-                       f"{a['of']} threshold settings")
+            out.append(
+                f"{task_label(task)}: the class condition comes out the same under {a.get('agree')} of "
+                f"{a['of']} threshold settings"
+            )
     return out
 
 
@@ -79,8 +90,11 @@ def controls_section(claim: dict[str, Any]) -> html.Div | None:
         rows.append(html.Div([head, text, html.Ul(items) if items else None], className="fragility"))
     untestable = [u for u in (n.get("untestable") or []) if isinstance(u, str)]
     if untestable:
-        rows.append(html.Div([html.Strong("Untestable here: "), html.Ul([html.Li(u) for u in untestable])],
-                             className="untestable"))
+        rows.append(
+            html.Div(
+                [html.Strong("Untestable here: "), html.Ul([html.Li(u) for u in untestable])], className="untestable"
+            )
+        )
     return html.Div(rows, className="claim-controls", id=f"claim-{claim.get('id')}-controls") if rows else None
 
 

@@ -27,8 +27,15 @@ def claims_side_by_side(a: Sequence[dict], b: Sequence[dict]) -> list[dict[str, 
     for i in ids:
         ca, cb = by_a.get(i) or {}, by_b.get(i) or {}
         va, vb = ca.get("verdict"), cb.get("verdict")
-        out.append({"id": i, "title": ca.get("title") or cb.get("title"), "verdict_a": va, "verdict_b": vb,
-                    "changed": va != vb})
+        out.append(
+            {
+                "id": i,
+                "title": ca.get("title") or cb.get("title"),
+                "verdict_a": va,
+                "verdict_b": vb,
+                "changed": va != vb,
+            }
+        )
     return out
 
 
@@ -36,6 +43,7 @@ def classes_side_by_side(a: Sequence[dict], b: Sequence[dict]) -> list[dict[str,
     """One row per (task, family, pretrained, eval length) present in either suite's profiles:
     ``class_a`` / ``class_b`` (None where a suite has no profile), ``n_a`` / ``n_b`` (seeds),
     ``changed``. Ordered by task, family."""
+
     def key(p: dict) -> tuple:
         return (p["task"], p["family"], p.get("pretrained") or "", p.get("eval_length"))
 
@@ -44,15 +52,28 @@ def classes_side_by_side(a: Sequence[dict], b: Sequence[dict]) -> list[dict[str,
     for k in sorted(set(by_a) | set(by_b), key=lambda k: (k[0], k[1], k[2], k[3] or 0)):
         pa, pb = by_a.get(k) or {}, by_b.get(k) or {}
         ca, cb = pa.get("profile_class"), pb.get("profile_class")
-        out.append({"task": k[0], "family": k[1], "pretrained": k[2] or None, "eval_length": k[3],
-                    "class_a": ca, "class_b": cb, "n_a": pa.get("n"), "n_b": pb.get("n"), "changed": ca != cb})
+        out.append(
+            {
+                "task": k[0],
+                "family": k[1],
+                "pretrained": k[2] or None,
+                "eval_length": k[3],
+                "class_a": ca,
+                "class_b": cb,
+                "n_a": pa.get("n"),
+                "n_b": pb.get("n"),
+                "changed": ca != cb,
+            }
+        )
     return out
 
 
-def side_by_side_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]], *, suite_a: str, suite_b: str,
-                       table_id: str) -> html.Div:
+def side_by_side_table(
+    rows: Sequence[dict], columns: Sequence[tuple[str, str]], *, suite_a: str, suite_b: str, table_id: str
+) -> html.Div:
     """A table of ``rows`` (``columns``: (key, header); ``_a`` / ``_b`` headers name the suites);
     a changed row carries class ``changed`` and a ≠ mark. A summary line counts the changes."""
+
     def header(key: str, title: str) -> str:
         if key.endswith("_a"):
             return f"{title} · {suite_a}"
@@ -70,14 +91,26 @@ def side_by_side_table(rows: Sequence[dict], columns: Sequence[tuple[str, str]],
         return str(v)
 
     head = html.Thead(html.Tr([html.Th("")] + [html.Th(header(k, t)) for k, t in columns]))
-    body = [html.Tr([html.Td("≠" if r.get("changed") else "", className="change-mark")]
-                    + [html.Td(cell(k, r.get(k))) for k, _ in columns],
-                    className="changed" if r.get("changed") else None, **{"data-changed": "1" if r.get("changed") else "0"})
-            for r in rows]
+    body = [
+        html.Tr(
+            [html.Td("≠" if r.get("changed") else "", className="change-mark")]
+            + [html.Td(cell(k, r.get(k))) for k, _ in columns],
+            className="changed" if r.get("changed") else None,
+            **{"data-changed": "1" if r.get("changed") else "0"},
+        )
+        for r in rows
+    ]
     n = sum(bool(r.get("changed")) for r in rows)
     summary = html.P(f"{n} of {len(rows)} differ between {suite_a} and {suite_b} (marked ≠).", className="muted")
-    return html.Div([summary, html.Div(html.Table([head, html.Tbody(body)], className="table table-compact compare-table",
-                                                  id=table_id), className="table-wrap")])
+    return html.Div(
+        [
+            summary,
+            html.Div(
+                html.Table([head, html.Tbody(body)], className="table table-compact compare-table", id=table_id),
+                className="table-wrap",
+            ),
+        ]
+    )
 
 
 def overlay_suites(fig_a: go.Figure, fig_b: go.Figure, suite_a: str, suite_b: str) -> go.Figure:

@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 
 # -- layout pieces ---------------------------------------------------------------------------
-def field(label: str, control: Any, *, width: str | None = None, help: str | None = None,
-          id: str | None = None) -> html.Div:
+def field(
+    label: str, control: Any, *, width: str | None = None, help: str | None = None, id: str | None = None
+) -> html.Div:
     style = {"width": width} if width else None
     kids = [html.Label(label, className="field-label"), control]
     if help:
@@ -44,36 +45,62 @@ def toolbar(*children: Any, hidden: bool = False) -> html.Div:
     return html.Div(list(children), className="toolbar", style={"display": "none"} if hidden else None)
 
 
-def page_frame(*, title: str, subtitle: str | None, page_key: str, controls: Any, body: list[Any],
-               embed: bool, loc_id: str, base: dict | None, actions: Sequence[Any] = ()) -> html.Div:
+def page_frame(
+    *,
+    title: str,
+    subtitle: str | None,
+    page_key: str,
+    controls: Any,
+    body: list[Any],
+    embed: bool,
+    loc_id: str,
+    base: dict | None,
+    actions: Sequence[Any] = (),
+) -> html.Div:
     """A page: header (title, subtitle, Save view), controls, body. In embed mode only the
     figures are shown; the controls stay in the DOM (hidden) because they drive the callbacks."""
     loc = dcc.Location(id=loc_id, refresh="callback-nav")
     base_store = dcc.Store(id=f"{page_key}-base", data=base or {})
     if embed:
-        return html.Div([loc, base_store, html.Div(controls, style={"display": "none"}), *body],
-                        className="page page-embed")
+        return html.Div(
+            [loc, base_store, html.Div(controls, style={"display": "none"}), *body], className="page page-embed"
+        )
     header = html.Div(
         [
-            html.Div([html.H1(title), html.P(subtitle, className="subtitle") if subtitle else None],
-                     className="page-title"),
+            html.Div(
+                [html.H1(title), html.P(subtitle, className="subtitle") if subtitle else None], className="page-title"
+            ),
             html.Div([*actions, save_view_control(page_key)], className="page-actions"),
         ],
         className="page-header",
     )
-    return html.Div([loc, base_store, header, html.Div(controls, className="controls") if controls else None, *body],
-                    className="page")
+    return html.Div(
+        [loc, base_store, header, html.Div(controls, className="controls") if controls else None, *body],
+        className="page",
+    )
 
 
 def save_view_control(page_key: str) -> html.Div:
     return html.Div(
         [
-            html.Button("Save view", id=f"{page_key}-save-open", className="btn btn-primary", n_clicks=0,
-                        title="Store this page's state under a short link"),
+            html.Button(
+                "Save view",
+                id=f"{page_key}-save-open",
+                className="btn btn-primary",
+                n_clicks=0,
+                title="Store this page's state under a short link",
+            ),
             html.Div(
                 [
-                    dcc.Input(id=f"{page_key}-save-title", type="text", placeholder="Title of this view",
-                              maxLength=200, debounce=False, className="input", value=""),
+                    dcc.Input(
+                        id=f"{page_key}-save-title",
+                        type="text",
+                        placeholder="Title of this view",
+                        maxLength=200,
+                        debounce=False,
+                        className="input",
+                        value="",
+                    ),
                     html.Button("Save", id=f"{page_key}-save-submit", className="btn btn-primary", n_clicks=0),
                     html.Div(id=f"{page_key}-save-result", className="save-result"),
                 ],
@@ -86,16 +113,25 @@ def save_view_control(page_key: str) -> html.Div:
     )
 
 
-def figure_card(gid: str, *, title: str, filename: str, description: Any = None,
-                figure: Any = None, extra: Sequence[Any] = (), footer: Sequence[Any] = (),
-                className: str = "") -> html.Div:
+def figure_card(
+    gid: str,
+    *,
+    title: str,
+    filename: str,
+    description: Any = None,
+    figure: Any = None,
+    extra: Sequence[Any] = (),
+    footer: Sequence[Any] = (),
+    className: str = "",
+) -> html.Div:
     """A titled figure with PNG / SVG / CSV export buttons. ``gid`` is the dcc.Graph id."""
     buttons = html.Div(
         [
             html.Button("PNG", id=f"{gid}-png", className="btn btn-sm", n_clicks=0, title="Download as PNG"),
             html.Button("SVG", id=f"{gid}-svg", className="btn btn-sm", n_clicks=0, title="Download as SVG"),
-            html.Button("CSV", id=f"{gid}-csv", className="btn btn-sm", n_clicks=0,
-                        title="Download the data behind this figure"),
+            html.Button(
+                "CSV", id=f"{gid}-csv", className="btn btn-sm", n_clicks=0, title="Download the data behind this figure"
+            ),
         ],
         className="export-buttons",
     )
@@ -105,9 +141,14 @@ def figure_card(gid: str, *, title: str, filename: str, description: Any = None,
             html.Div(description, className="card-desc") if description else None,
             *extra,
             dcc.Loading(
-                dcc.Graph(id=gid, figure=figure or {"data": [], "layout": {"height": 360}},
-                          config=graph_config(filename), className="graph"),
-                type="dot", delay_show=250,
+                dcc.Graph(
+                    id=gid,
+                    figure=figure or {"data": [], "layout": {"height": 360}},
+                    config=graph_config(filename),
+                    className="graph",
+                ),
+                type="dot",
+                delay_show=250,
             ),
             *footer,
             dcc.Download(id=f"{gid}-download"),
@@ -149,8 +190,10 @@ def _partial_sentence(suite: dict[str, Any], *, named: bool) -> str:
     measured, total = partial_counts(suite) or (0, 0)
     head = f"Partial study {suite['name']!r}" if named else "Partial study"
     if suite.get("preset_runs") is not None:
-        text = (f"{head}: {measured} of the preset's {total} runs measured{trained_of_measured(suite)}, "
-                f"{suite.get('runs_remaining') or 0} remain")
+        text = (
+            f"{head}: {measured} of the preset's {total} runs measured{trained_of_measured(suite)}, "
+            f"{suite.get('runs_remaining') or 0} remain"
+        )
     else:
         text = f"{head}: {measured} of its {total} stored runs measured{trained_of_measured(suite)}"
     return text + (f" ({_first_sentence(suite['partial_why'])})" if suite.get("partial_why") else "")
@@ -172,10 +215,17 @@ def partial_notice(suites: list[dict[str, Any]], suite: str | None) -> html.Div 
         lines = [_partial_sentence(x, named=True) + " — included in all suites" for x in suites if x.get("partial")]
     if not lines:
         return None
-    whys = [x["partial_why"] for x in suites if x.get("partial") and x.get("partial_why")
-            and (not suite or x.get("name") == suite)]
-    return html.Div(lines[0] if len(lines) == 1 else " · ".join(lines), className="alert alert-warning partial-study",
-                    role="status", title=" | ".join(whys) or None)
+    whys = [
+        x["partial_why"]
+        for x in suites
+        if x.get("partial") and x.get("partial_why") and (not suite or x.get("name") == suite)
+    ]
+    return html.Div(
+        lines[0] if len(lines) == 1 else " · ".join(lines),
+        className="alert alert-warning partial-study",
+        role="status",
+        title=" | ".join(whys) or None,
+    )
 
 
 def _suites_or_none(api: ApiClient) -> list[dict[str, Any]]:
@@ -192,8 +242,14 @@ def partial_banner(api: ApiClient, suite: str | None, *, page_key: str) -> html.
     return html.Div(partial_notice(_suites_or_none(api), suite or None), id=f"{page_key}-partial")
 
 
-def register_partial_banner(app: Dash, api: ApiClient, *, page_key: str, suite_cid: str,
-                            default: Callable[[ApiClient], str | None] | None = None) -> None:
+def register_partial_banner(
+    app: Dash,
+    api: ApiClient,
+    *,
+    page_key: str,
+    suite_cid: str,
+    default: Callable[[ApiClient], str | None] | None = None,
+) -> None:
     """Refill the banner when the page's suite control (``suite_cid``) changes; with no suite
     chosen, the banner is about ``default(api)`` — the suite the page then shows — when given.
     (A page with no suite control shows every suite's runs: its banner names the partial ones,
@@ -206,13 +262,16 @@ def register_partial_banner(app: Dash, api: ApiClient, *, page_key: str, suite_c
 
 
 def checkbox(cid: str, label: str, value: bool) -> dcc.Checklist:
-    return dcc.Checklist(id=cid, options=[{"label": label, "value": "on"}], value=["on"] if value else [],
-                         className="check", inline=True)
+    return dcc.Checklist(
+        id=cid, options=[{"label": label, "value": "on"}], value=["on"] if value else [], className="check", inline=True
+    )
 
 
 # -- trained runs (docs/SCIENCE.md#trained) ---------------------------------------------------
-TRAINED_HELP = (f"trained: held-out token accuracy at the training length reached the run's early-stop "
-                f"criterion ({DEFAULT_CRITERION:g} by default). Untrained runs are marked wherever they are shown.")
+TRAINED_HELP = (
+    f"trained: held-out token accuracy at the training length reached the run's early-stop "
+    f"criterion ({DEFAULT_CRITERION:g} by default). Untrained runs are marked wherever they are shown."
+)
 
 
 def trained_field(default: bool = True) -> F:
@@ -249,10 +308,15 @@ def untrained_banner(run: dict[str, Any] | None, *, what: str = "probes, edits a
         return None
     reason = untrained_reason(run.get("heldout_acc"), run.get("early_stop_acc"))
     return html.Div(
-        [html.Strong("Untrained run. "),
-         (f"Run #{run.get('id')} {run.get('name', '')} did not learn its task: {reason}. "
-          f"Its {what} describe a model at or near chance; no verdict reads it.")],
-        className="alert alert-warning untrained-banner", role="alert",
+        [
+            html.Strong("Untrained run. "),
+            (
+                f"Run #{run.get('id')} {run.get('name', '')} did not learn its task: {reason}. "
+                f"Its {what} describe a model at or near chance; no verdict reads it."
+            ),
+        ],
+        className="alert alert-warning untrained-banner",
+        role="alert",
     )
 
 
@@ -278,14 +342,24 @@ class Bind:
         return v
 
 
-def state_from_controls(spec: PageState, binds: Sequence[Bind], values: Sequence[Any],
-                        base: dict | None = None) -> dict[str, Any]:
+def state_from_controls(
+    spec: PageState, binds: Sequence[Bind], values: Sequence[Any], base: dict | None = None
+) -> dict[str, Any]:
     raw = {b.name: b.from_control(v) for b, v in zip(binds, values, strict=True)}
     return spec.from_dict(raw, base)
 
 
-def sync_step(*, spec: PageState, binds: Sequence[Bind], trigger: str | None, loc_id: str, search: str | None,
-              values: Sequence[Any], base: dict | None, reset: dict[str, Any] | None = None) -> list[Any]:
+def sync_step(
+    *,
+    spec: PageState,
+    binds: Sequence[Bind],
+    trigger: str | None,
+    loc_id: str,
+    search: str | None,
+    values: Sequence[Any],
+    base: dict | None,
+    reset: dict[str, Any] | None = None,
+) -> list[Any]:
     """The URL ⇄ controls rule, as a plain function: returns the new control values (or
     ``no_update``) followed by the new query string (or ``no_update``)."""
     reset = reset or {}
@@ -308,8 +382,9 @@ def sync_step(*, spec: PageState, binds: Sequence[Bind], trigger: str | None, lo
     return out + [no_update if new_search == (search or "") else new_search]
 
 
-def register_url_sync(app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_id: str, base_id: str,
-                      reset: dict[str, Any] | None = None) -> None:
+def register_url_sync(
+    app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_id: str, base_id: str, reset: dict[str, Any] | None = None
+) -> None:
     """One circular callback: a control change writes the query string (a history entry);
     a query change (back/forward) sets the controls. ``reset``: fields set back to a value
     when any *other* control changes (the runs table's page number when a filter changes)."""
@@ -321,21 +396,47 @@ def register_url_sync(app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_
         prevent_initial_call=True,
     )
     def _sync(search, *rest):
-        return sync_step(spec=spec, binds=binds, trigger=ctx.triggered_id, loc_id=loc_id, search=search,
-                         values=rest[:-1], base=rest[-1], reset=reset)
+        return sync_step(
+            spec=spec,
+            binds=binds,
+            trigger=ctx.triggered_id,
+            loc_id=loc_id,
+            search=search,
+            values=rest[:-1],
+            base=rest[-1],
+            reset=reset,
+        )
 
 
-def register_save_view(app: Dash, client: ApiClient, *, page_key: str, page_path: str, spec: PageState,
-                       loc_id: str, base_id: str, path_for: Callable[[str], str]) -> None:
-    @app.callback(Output(f"{page_key}-save-panel", "style"), Input(f"{page_key}-save-open", "n_clicks"),
-                  State(f"{page_key}-save-panel", "style"), prevent_initial_call=True)
+def register_save_view(
+    app: Dash,
+    client: ApiClient,
+    *,
+    page_key: str,
+    page_path: str,
+    spec: PageState,
+    loc_id: str,
+    base_id: str,
+    path_for: Callable[[str], str],
+) -> None:
+    @app.callback(
+        Output(f"{page_key}-save-panel", "style"),
+        Input(f"{page_key}-save-open", "n_clicks"),
+        State(f"{page_key}-save-panel", "style"),
+        prevent_initial_call=True,
+    )
     def _toggle(_n, style):
         shown = (style or {}).get("display") != "none"
         return {"display": "none"} if shown else {"display": "flex"}
 
-    @app.callback(Output(f"{page_key}-save-result", "children"), Input(f"{page_key}-save-submit", "n_clicks"),
-                  State(f"{page_key}-save-title", "value"), State(loc_id, "search"), State(base_id, "data"),
-                  prevent_initial_call=True)
+    @app.callback(
+        Output(f"{page_key}-save-result", "children"),
+        Input(f"{page_key}-save-submit", "n_clicks"),
+        State(f"{page_key}-save-title", "value"),
+        State(loc_id, "search"),
+        State(base_id, "data"),
+        prevent_initial_call=True,
+    )
     def _save(_n, title, search, base):
         title = title.strip() if isinstance(title, str) else ""
         if not title:
@@ -347,11 +448,13 @@ def register_save_view(app: Dash, client: ApiClient, *, page_key: str, page_path
             return html.Span(f"Not saved: {exc.message}", className="text-danger field-error")
         slug = res["slug"]
         href = path_for(f"/v/{slug}")
-        return html.Span([
-            "Saved: ",
-            html.A(href, href=href, id=f"{page_key}-save-link", className="view-link", target="_blank"),
-            dcc.Clipboard(target_id=f"{page_key}-save-link", title="Copy link", className="clipboard"),
-        ])
+        return html.Span(
+            [
+                "Saved: ",
+                html.A(href, href=href, id=f"{page_key}-save-link", className="view-link", target="_blank"),
+                dcc.Clipboard(target_id=f"{page_key}-save-link", title="Copy link", className="clipboard"),
+            ]
+        )
 
 
 def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -363,8 +466,16 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def register_exports(app: Dash, *, gid: str, filename: str, spec: PageState, loc_id: str, base_id: str,
-                     csv_rows: Callable[[dict[str, Any]], Sequence[dict] | pd.DataFrame]) -> None:
+def register_exports(
+    app: Dash,
+    *,
+    gid: str,
+    filename: str,
+    spec: PageState,
+    loc_id: str,
+    base_id: str,
+    csv_rows: Callable[[dict[str, Any]], Sequence[dict] | pd.DataFrame],
+) -> None:
     app.clientside_callback(
         """
         function(png, svg) {
@@ -378,15 +489,21 @@ def register_exports(app: Dash, *, gid: str, filename: str, spec: PageState, loc
                                              height: el.offsetHeight, scale: fmt === "png" ? 2 : 1});
             return fmt + ":" + Date.now();
         }
-        """ % (json.dumps(gid), json.dumps(filename)),  # noqa: UP031 - JavaScript braces: %s keeps them literal
+        """  # noqa: UP031 - JavaScript braces: %s keeps them literal
+        % (json.dumps(gid), json.dumps(filename)),
         Output(f"{gid}-exported", "data"),
         Input(f"{gid}-png", "n_clicks"),
         Input(f"{gid}-svg", "n_clicks"),
         prevent_initial_call=True,
     )
 
-    @app.callback(Output(f"{gid}-download", "data"), Input(f"{gid}-csv", "n_clicks"), State(loc_id, "search"),
-                  State(base_id, "data"), prevent_initial_call=True)
+    @app.callback(
+        Output(f"{gid}-download", "data"),
+        Input(f"{gid}-csv", "n_clicks"),
+        State(loc_id, "search"),
+        State(base_id, "data"),
+        prevent_initial_call=True,
+    )
     def _csv(n, search, base):
         if not n:
             return no_update

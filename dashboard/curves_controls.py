@@ -36,9 +36,11 @@ def curves_caption(rows: Sequence[dict], state: dict, *, n_control_points: int, 
     lengths = sorted({int(r["eval_length"]) for r in rows})
     ns = sorted({int(r["n"]) for r in rows if isinstance(r.get("n"), int)})
     seeds = (f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}") if ns else "?"
-    head = [f"Suite {', '.join(suites) or state.get('suite') or '–'}",
-             ", ".join(length_label(L) for L in lengths) or "no length",
-             f"mean over {seeds} seeds per family (95% t-interval, clipped to 0–100%)"]
+    head = [
+        f"Suite {', '.join(suites) or state.get('suite') or '–'}",
+        ", ".join(length_label(L) for L in lengths) or "no length",
+        f"mean over {seeds} seeds per family (95% t-interval, clipped to 0–100%)",
+    ]
     probe = ["linear probe per layer on frozen states, test accuracy on all tokens (the profile classes use it)"]
     if state.get("trained"):
         probe.append("trained runs only")
@@ -58,14 +60,25 @@ def _suite(rows: Sequence[dict], state: dict) -> str:
 def position_caption(rows: Sequence[dict], state: dict, layer_label: str) -> str:
     """The per-position view: suite, lengths, layer, what a point is."""
     lengths = sorted({int(r["eval_length"]) for r in rows})
-    return " · ".join([_suite(rows, state), ", ".join(length_label(L) for L in lengths) or "no length",
-                       f"probe at the {layer_label}",
-                       "accuracy at each position t, mean over seeds (95% t-interval, clipped to 0–100%)"]
-                      + (["trained runs only"] if state.get("trained") else []))
+    return " · ".join(
+        [
+            _suite(rows, state),
+            ", ".join(length_label(L) for L in lengths) or "no length",
+            f"probe at the {layer_label}",
+            "accuracy at each position t, mean over seeds (95% t-interval, clipped to 0–100%)",
+        ]
+        + (["trained runs only"] if state.get("trained") else [])
+    )
 
 
 def behaviour_caption(runs: Sequence[dict], state: dict) -> str:
     """The behaviour-by-length view: suite, runs, what a point is (controls never in it)."""
-    return " · ".join([_suite(runs, state), f"{len(runs)} runs (random-init controls not included)",
-                       "token accuracy of the model itself at each eval length (trained at L=40), mean over seeds "
-                       "(95% t-interval, clipped to 0–100%)"] + (["trained runs only"] if state.get("trained") else []))
+    return " · ".join(
+        [
+            _suite(runs, state),
+            f"{len(runs)} runs (random-init controls not included)",
+            "token accuracy of the model itself at each eval length (trained at L=40), mean over seeds "
+            "(95% t-interval, clipped to 0–100%)",
+        ]
+        + (["trained runs only"] if state.get("trained") else [])
+    )

@@ -19,8 +19,11 @@ def patching_caption(grids: list[dict[str, Any]], state: dict[str, Any]) -> tupl
     rows = [r for g in grids for r in g.get("rows") or []]
     pairs = sorted({int(r["n_pairs"]) for r in rows if finite(r.get("n_pairs"))})
     site = state.get("site")
-    bits = [f"{len([g for g in grids if g.get('rows')])} run(s)", f"site {SITE_LABELS.get(site, site)}",
-            f"L={state.get('length')}",
-            ("pairs per cell " + "/".join(map(str, pairs))) if pairs else "pairs not stored",
-            "recovery = (LD patched − LD corrupted) / (LD clean − LD corrupted), ratio of means over the usable pairs"]
+    bits = [
+        f"{len([g for g in grids if g.get('rows')])} run(s)",
+        f"site {SITE_LABELS.get(site, site)}",
+        f"L={state.get('length')}",
+        ("pairs per cell " + "/".join(map(str, pairs))) if pairs else "pairs not stored",
+        "recovery = (LD patched − LD corrupted) / (LD clean − LD corrupted), ratio of means over the usable pairs",
+    ]
     return " · ".join(bits), mixed_settings(rows, PATCH_SETTINGS)

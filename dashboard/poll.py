@@ -46,8 +46,7 @@ def poll_status(pid: str) -> html.Span:
 
 def guard(pid: str) -> list[tuple[Output, Any, Any]]:
     """``running=`` for the poll callback: no new poll while one is pending, and say so."""
-    return [(Output(pid, "disabled"), True, False),
-            (Output(f"{pid}-age", "className"), "poll-age polling", "poll-age")]
+    return [(Output(pid, "disabled"), True, False), (Output(f"{pid}-age", "className"), "poll-age polling", "poll-age")]
 
 
 def done() -> dict[str, Any]:
@@ -84,6 +83,9 @@ def register_age(app, pid: str) -> None:
     """The browser-side age display of ``pid``'s last result."""
     app.clientside_callback(
         _AGE_JS,
-        Output(f"{pid}-age", "children"), Output(f"{pid}-at", "data"),
-        Input(f"{pid}-tick", "n_intervals"), Input(f"{pid}-done", "data"), State(f"{pid}-at", "data"),
+        Output(f"{pid}-age", "children"),
+        Output(f"{pid}-at", "data"),
+        Input(f"{pid}-tick", "n_intervals"),
+        Input(f"{pid}-done", "data"),
+        State(f"{pid}-at", "data"),
     )

@@ -14,14 +14,20 @@ def control_csv_columns(profile: dict[str, Any]) -> dict[str, Any]:
     ac = profile.get("against_control") if isinstance(profile.get("against_control"), dict) else {}
     st = profile.get("stability") if isinstance(profile.get("stability"), dict) else {}
     votes = ac.get("class_votes") if isinstance(ac.get("class_votes"), dict) else {}
-    return {"control_class": ac.get("profile_class"),
-            "control_class_votes": ", ".join(f"{v} {k}" for k, v in votes.items()) or None,
-            "stable": st.get("stable"), "stability_agree": st.get("agree"), "stability_of": st.get("of")}
+    return {
+        "control_class": ac.get("profile_class"),
+        "control_class_votes": ", ".join(f"{v} {k}" for k, v in votes.items()) or None,
+        "stable": st.get("stable"),
+        "stability_agree": st.get("agree"),
+        "stability_of": st.get("of"),
+    }
 
 
 def _length(state: dict[str, Any]) -> str:
     length = state.get("length")
-    return length_label(length) if isinstance(length, int) and not isinstance(length, bool) else "eval length not chosen"
+    return (
+        length_label(length) if isinstance(length, int) and not isinstance(length, bool) else "eval length not chosen"
+    )
 
 
 def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str:
@@ -34,14 +40,23 @@ def matrix_caption(profiles: list[dict[str, Any]], state: dict[str, Any]) -> str
     bits = [f"Suite {', '.join(suites) or state.get('suite') or '–'}", _length(state), f"{seeds} seeds per cell"]
     if state.get("trained"):
         bits.append("trained runs only")
-    floor = (f"{n_ctrl} of {len(profiles)} cells also against their random-init controls" if n_ctrl else
-             "no random-init controls stored")
+    floor = (
+        f"{n_ctrl} of {len(profiles)} cells also against their random-init controls"
+        if n_ctrl
+        else "no random-init controls stored"
+    )
     return " · ".join(bits) + "\nclass of the seed-mean curve against the majority rate; " + floor
 
 
 def s3_caption(curves: list[dict[str, Any]], state: dict[str, Any]) -> str:
     """What the S3 figure measures and on which curves."""
     suites = sorted({str(r["suite"]) for r in curves if r.get("suite")})
-    return " · ".join([f"Suite {', '.join(suites) or state.get('suite') or '–'}", _length(state),
-                       "RMS distance between S3's seed-mean normalised layer curve and Parity's / Dyck's, per family "
-                       "(against the majority rate)"] + (["trained runs only"] if state.get("trained") else []))
+    return " · ".join(
+        [
+            f"Suite {', '.join(suites) or state.get('suite') or '–'}",
+            _length(state),
+            "RMS distance between S3's seed-mean normalised layer curve and Parity's / Dyck's, per family "
+            "(against the majority rate)",
+        ]
+        + (["trained runs only"] if state.get("trained") else [])
+    )

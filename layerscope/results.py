@@ -89,8 +89,9 @@ class Results:
     """Read-only DataFrame views of one results database. Use as a context manager, or call
     :meth:`close` (a bundle's temporary database is then removed)."""
 
-    def __init__(self, factory: sessionmaker[Session], *, source: str = "", closer: Any = None,
-                 default_suite: str | None = None) -> None:
+    def __init__(
+        self, factory: sessionmaker[Session], *, source: str = "", closer: Any = None, default_suite: str | None = None
+    ) -> None:
         self._factory = factory
         self.source = source
         self._closer = closer
@@ -112,8 +113,16 @@ class Results:
 
     # ------------------------------------------------------------------ helpers
 
-    def _filter(self, suite: Many, family: Many, task: Many, seed: Many = None, trained: bool | None = None,
-                run_id: Many = None, search: str | None = None) -> queries.RunFilter:
+    def _filter(
+        self,
+        suite: Many,
+        family: Many,
+        task: Many,
+        seed: Many = None,
+        trained: bool | None = None,
+        run_id: Many = None,
+        search: str | None = None,
+    ) -> queries.RunFilter:
         """The API's filters, checked as the API checks them: an unknown task or family is a
         ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
         suites here (a typo must not read as "no results")."""
@@ -126,8 +135,15 @@ class Results:
         if suite is not None:
             with self._session() as s:
                 queries.require_suites(s, _many(suite))
-        return queries.RunFilter(task=_many(task), family=_many(family), seed=_many(seed), suite=_many(suite),
-                                 run_id=_many(run_id), trained=trained, search=search)
+        return queries.RunFilter(
+            task=_many(task),
+            family=_many(family),
+            seed=_many(seed),
+            suite=_many(suite),
+            run_id=_many(run_id),
+            trained=trained,
+            search=search,
+        )
 
     def _session(self) -> Session:
         return self._factory()
@@ -149,11 +165,18 @@ class Results:
         for d in out.values():
             n = notes.get(d["suite"])
             d["tags"], d["notes"] = (n.tags or [], n.notes) if n else ([], None)
-        return pd.DataFrame(builtins.list(out.values()),
-                            columns=["suite", "n_runs", "n_trained", "tags", "notes"])
+        return pd.DataFrame(builtins.list(out.values()), columns=["suite", "n_runs", "n_trained", "tags", "notes"])
 
-    def runs(self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None,
-             trained: bool | None = None, search: str | None = None, loss_curve: bool = False) -> pd.DataFrame:
+    def runs(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        seed: Many = None,
+        trained: bool | None = None,
+        search: str | None = None,
+        loss_curve: bool = False,
+    ) -> pd.DataFrame:
         """One row per run (``GET /api/runs``'s columns): ``id``, ``name``, ``suite``, ``family``,
         ``task``, ``seed``, ``n_layers``, ``d_model``, ``n_params``, ``steps``, ``train_seconds``,
         ``heldout_acc`` (0..1) and ``early_stop_acc``, ``trained`` (bool), ``behaviour``
@@ -166,33 +189,50 @@ class Results:
         with self._session() as s:
             items, _ = queries.list_runs(s, flt, None)
             if loss_curve and items:
-                curves = dict(s.execute(select(Run.id, Run.loss_curve).where(
-                    Run.id.in_([r["id"] for r in items]))).all())
+                curves = dict(
+                    s.execute(select(Run.id, Run.loss_curve).where(Run.id.in_([r["id"] for r in items]))).all()
+                )
                 for r in items:
                     r["loss_curve"] = curves.get(r["id"]) or []
         df = pd.DataFrame(items)
         if not df.empty:
-            df.insert(df.columns.get_loc("seed") + 1, "trained",
-                      [bool(is_trained(a, c)) for a, c in zip(df["heldout_acc"], df["early_stop_acc"], strict=True)])
+            df.insert(
+                df.columns.get_loc("seed") + 1,
+                "trained",
+                [bool(is_trained(a, c)) for a, c in zip(df["heldout_acc"], df["early_stop_acc"], strict=True)],
+            )
         return df
 
-    def loss_curves(self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None,
-                    run_id: Many = None) -> pd.DataFrame:
+    def loss_curves(
+        self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None, run_id: Many = None
+    ) -> pd.DataFrame:
         """Training curves, tidy: ``run_id``, ``family``, ``task``, ``seed``, ``step``, ``loss``
         (cross-entropy, nats per token), ``heldout_token_acc`` (0..1 or NaN between evaluations)."""
         flt = self._filter(suite, family, task, seed, run_id=run_id)
         with self._session() as s:
-            rows = s.execute(flt.apply(select(Run.id, Run.family, Run.task, Run.seed, Run.loss_curve))
-                             .order_by(Run.id)).all()
-        out = [{"run_id": rid, "family": fam, "task": task_, "seed": sd, "step": p.get("step"),
-                "loss": p.get("loss"), "heldout_token_acc": p.get("heldout_token_acc")}
-               for rid, fam, task_, sd, curve in rows for p in (curve or [])]
+            rows = s.execute(
+                flt.apply(select(Run.id, Run.family, Run.task, Run.seed, Run.loss_curve)).order_by(Run.id)
+            ).all()
+        out = [
+            {
+                "run_id": rid,
+                "family": fam,
+                "task": task_,
+                "seed": sd,
+                "step": p.get("step"),
+                "loss": p.get("loss"),
+                "heldout_token_acc": p.get("heldout_token_acc"),
+            }
+            for rid, fam, task_, sd, curve in rows
+            for p in (curve or [])
+        ]
         return pd.DataFrame(out, columns=["run_id", "family", "task", "seed", "step", "loss", "heldout_token_acc"])
 
     # ------------------------------------------------------------------ per-run results
 
-    def _across(self, model: Any, flt: queries.RunFilter, eval_length: Many, method: Many = None,
-                where: Sequence[Any] = ()) -> pd.DataFrame:
+    def _across(
+        self, model: Any, flt: queries.RunFilter, eval_length: Many, method: Many = None, where: Sequence[Any] = ()
+    ) -> pd.DataFrame:
         with self._session() as s:
             rows = queries.results_across_runs(s, model, flt, _many(eval_length), _many(method))
         df = pd.DataFrame(rows)
@@ -201,8 +241,16 @@ class Results:
                 df = df[df[col].isin(values)].reset_index(drop=True)
         return df
 
-    def probes(self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None,
-               trained: bool | None = None, eval_length: Many = None, run_id: Many = None) -> pd.DataFrame:
+    def probes(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        seed: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+        run_id: Many = None,
+    ) -> pd.DataFrame:
         """Linear probes, one row per run × eval length × layer: ``accuracy`` and
         ``majority_baseline`` (0..1), ``balanced_accuracy``, ``control_accuracy`` and
         ``selectivity`` (Hewitt & Liang control task), ``per_position`` (L accuracies),
@@ -210,30 +258,54 @@ class Results:
         ``seed``, ``suite``, ``n_layers``, ``run_name``, and ``layer_name`` / ``depth``."""
         return self._across(ProbeResult, self._filter(suite, family, task, seed, trained, run_id), eval_length)
 
-    def curves(self, suite: Many = None, family: Many = None, task: Many = None, trained: bool | None = None,
-               eval_length: Many = None) -> pd.DataFrame:
+    def curves(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+    ) -> pd.DataFrame:
         """Probe accuracy per layer over seeds (``GET /api/curves``): one row per suite × task ×
         family × eval length × layer with ``mean``, ``lo``, ``hi`` (95% t-interval), ``n`` seeds,
         ``seeds``, ``run_ids``, ``majority_baseline``, ``selectivity``, ``depth``."""
         with self._session() as s:
-            return pd.DataFrame(aggregate.curves(s, self._filter(suite, family, task, None, trained),
-                                                 _many(eval_length)))
+            return pd.DataFrame(
+                aggregate.curves(s, self._filter(suite, family, task, None, trained), _many(eval_length))
+            )
 
-    def interventions(self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None,
-                      trained: bool | None = None, eval_length: Many = None, method: Many = None,
-                      run_id: Many = None) -> pd.DataFrame:
+    def interventions(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        seed: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+        method: Many = None,
+        run_id: Many = None,
+    ) -> pd.DataFrame:
         """Interventions, one row per run × eval length × method × layer: ``method``
         (project_out | inlp | leace | pca_top_k | mean | conv1d_removal; conv1d_removal's
         ``layer`` -2 = every block), ``base_acc`` / ``edited_acc`` (token accuracy, 0..1),
         ``delta_pp`` ((edited - base) × 100), ``drop_rel_chance``, ``refit_acc`` (a probe refit on
         the edited states) and ``refit_majority``, ``rank_removed``, ``p_value`` / ``p_holm`` /
         ``significant`` (paired permutation test over sequences, Holm across layers)."""
-        return self._across(InterventionResult, self._filter(suite, family, task, seed, trained, run_id),
-                            eval_length, method)
+        return self._across(
+            InterventionResult, self._filter(suite, family, task, seed, trained, run_id), eval_length, method
+        )
 
-    def patching(self, suite: Many = None, family: Many = None, task: Many = None, seed: Many = None,
-                 trained: bool | None = None, eval_length: Many = None, site: Many = None,
-                 run_id: Many = None) -> pd.DataFrame:
+    def patching(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        seed: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+        site: Many = None,
+        run_id: Many = None,
+    ) -> pd.DataFrame:
         """Activation-patching grids, one row per run × eval length × site × layer × position:
         ``site`` (resid_pre | resid_post | state …), ``position`` (0-based), ``recovery`` (mean over
         pairs; 1 = full recovery of the clean logit difference, NaN with ``note`` when too few
@@ -241,11 +313,21 @@ class Results:
         ``ld_clean`` / ``ld_corrupted`` (logit differences), ``n_pairs``, ``corrupt_position``.
         Pivot one grid with ``df.pivot_table(index="layer", columns="position", values="recovery")``."""
         sites = _many(site)
-        return self._across(PatchingResult, self._filter(suite, family, task, seed, trained, run_id), eval_length,
-                            where=[("site", sites)] if sites else ())
+        return self._across(
+            PatchingResult,
+            self._filter(suite, family, task, seed, trained, run_id),
+            eval_length,
+            where=[("site", sites)] if sites else (),
+        )
 
-    def profiles(self, suite: Many = None, family: Many = None, task: Many = None, trained: bool | None = None,
-                 eval_length: Many = None) -> pd.DataFrame:
+    def profiles(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+    ) -> pd.DataFrame:
         """Layer-profile metrics over seeds (``GET /api/profiles``), tidy: one row per suite × task
         × family × eval length × metric (``auc``, ``first_95``, ``late_concentration``,
         ``gain_over_majority`` …) with ``mean``, ``lo``, ``hi`` (95% t-interval), ``n``, and the
@@ -254,14 +336,23 @@ class Results:
             items = aggregate.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
         return pd.DataFrame(aggregate.profiles_tidy(items))
 
-    def profile_seeds(self, suite: Many = None, family: Many = None, task: Many = None,
-                      trained: bool | None = None, eval_length: Many = None) -> pd.DataFrame:
+    def profile_seeds(
+        self,
+        suite: Many = None,
+        family: Many = None,
+        task: Many = None,
+        trained: bool | None = None,
+        eval_length: Many = None,
+    ) -> pd.DataFrame:
         """Each seed's profile metrics (the rows :meth:`profiles` summarises): ``suite``, ``task``,
         ``family``, ``eval_length``, ``seed``, ``run_id``, ``trained``, ``profile_class``, ``auc`` …"""
         with self._session() as s:
             items = aggregate.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
-        rows = [{"suite": p["suite"], "task": p["task"], "family": p["family"], "eval_length": p["eval_length"],
-                 **seed_row} for p in items for seed_row in p["per_seed"]]
+        rows = [
+            {"suite": p["suite"], "task": p["task"], "family": p["family"], "eval_length": p["eval_length"], **seed_row}
+            for p in items
+            for seed_row in p["per_seed"]
+        ]
         return pd.DataFrame(rows)
 
     # ------------------------------------------------------------------ claims

@@ -63,8 +63,7 @@ def depth_error(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any] |
         elif c in _OPEN:
             if len(kinds) >= max_depth:
                 loc = ("body", *(p for p in path if p is not None))
-                return {"type": "json_too_deep", "loc": loc,
-                        "msg": f"nested deeper than {max_depth} arrays/objects"}
+                return {"type": "json_too_deep", "loc": loc, "msg": f"nested deeper than {max_depth} arrays/objects"}
             kinds.append(c)
             path.append(0 if c == _LBRACKET else None)
         elif c in _CLOSE:
@@ -90,14 +89,21 @@ def value_errors(doc: Any, prefix: Loc = ("body",), max_depth: int = MAX_JSON_DE
         loc, v, depth = stack.pop()
         if isinstance(v, float):
             if not math.isfinite(v):
-                errors.append({"type": "finite_number", "loc": loc,
-                               "msg": "must be a finite number (not NaN, Infinity, or beyond ±1.8e308)"})
+                errors.append(
+                    {
+                        "type": "finite_number",
+                        "loc": loc,
+                        "msg": "must be a finite number (not NaN, Infinity, or beyond ±1.8e308)",
+                    }
+                )
         elif isinstance(v, str):
             problem = text_problem(v)
             if problem:
                 errors.append({"type": problem[0], "loc": loc, "msg": problem[1]})
         elif isinstance(v, (dict, list, tuple)) and depth > max_depth:
-            errors.append({"type": "json_too_deep", "loc": loc, "msg": f"nested deeper than {max_depth} arrays/objects"})
+            errors.append(
+                {"type": "json_too_deep", "loc": loc, "msg": f"nested deeper than {max_depth} arrays/objects"}
+            )
         elif isinstance(v, dict):
             for k, x in reversed(list(v.items())):
                 key = printable(k) if isinstance(k, str) else k

@@ -27,8 +27,9 @@ def git_commit() -> str | None:
     """The commit checked out where this package's code runs from; None outside a git checkout
     (an installed wheel) or without git."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
@@ -40,9 +41,22 @@ def git_dirty(cwd: Path | None = None) -> bool | None:
     outside a git checkout or without git."""
     try:
         # code only (a regenerated docs/RESULTS.md or bundle changes no result); no index lock taken
-        out = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no", "--",
-                              ":/*.py", ":/pyproject.toml"], capture_output=True, text=True, timeout=10,
-                             cwd=cwd or Path(__file__).resolve().parent)
+        out = subprocess.run(
+            [
+                "git",
+                "--no-optional-locks",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":/*.py",
+                ":/pyproject.toml",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            cwd=cwd or Path(__file__).resolve().parent,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-from importlib.metadata import entry_points
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
@@ -102,9 +102,15 @@ class FamilySpec:
 
     def capabilities(self) -> dict[str, Any]:
         """JSON-safe capabilities (what ``GET /api/meta`` lists per family)."""
-        return {"kind": self.kind, "has_conv1d": self.has_conv1d, "state_parts": list(self.state_parts),
-                "recurrent_state": bool(self.state_parts), "hf": self.hf, "pretrained": self.pretrained,
-                "default_lr": self.default_lr}
+        return {
+            "kind": self.kind,
+            "has_conv1d": self.has_conv1d,
+            "state_parts": list(self.state_parts),
+            "recurrent_state": bool(self.state_parts),
+            "hf": self.hf,
+            "pretrained": self.pretrained,
+            "default_lr": self.default_lr,
+        }
 
 
 def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
@@ -113,21 +119,51 @@ def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
     return FamilySpec(name, label, kind, **hooks, **kw)
 
 
-_FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
-    _builtin("transformer", "Transformer", "attention", hf=True, pretrained=True,
-             width_problem="models_store.config:transformer_width", hf_config="models_store.families:gpt_neox_config"),
-    _builtin("mamba", "Mamba", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
-             width_problem="models_store.config:mamba_width", hf_config="models_store.families:mamba_config",
-             stateful="models_store.states:mamba_stateful"),
-    _builtin("mamba2", "Mamba-2", "ssm", hf=True, pretrained=True, has_conv1d=True, state_parts=("ssm", "conv"),
-             width_problem="models_store.config:mamba2_width", hf_config="models_store.families:mamba2_config",
-             stateful="models_store.states:mamba2_stateful"),
-    _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
-    _builtin("gru", "GRU", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
-    # the plain stacks nn.LSTM/nn.GRU(num_layers=n) compute: no residual stream (claim 1's architecture check)
-    _builtin("lstm_stack", "LSTM (stacked)", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
-    _builtin("gru_stack", "GRU (stacked)", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
-)}
+_FAMILIES: dict[str, FamilySpec] = {
+    s.name: s
+    for s in (
+        _builtin(
+            "transformer",
+            "Transformer",
+            "attention",
+            hf=True,
+            pretrained=True,
+            width_problem="models_store.config:transformer_width",
+            hf_config="models_store.families:gpt_neox_config",
+        ),
+        _builtin(
+            "mamba",
+            "Mamba",
+            "ssm",
+            hf=True,
+            pretrained=True,
+            has_conv1d=True,
+            state_parts=("ssm", "conv"),
+            width_problem="models_store.config:mamba_width",
+            hf_config="models_store.families:mamba_config",
+            stateful="models_store.states:mamba_stateful",
+        ),
+        _builtin(
+            "mamba2",
+            "Mamba-2",
+            "ssm",
+            hf=True,
+            pretrained=True,
+            has_conv1d=True,
+            state_parts=("ssm", "conv"),
+            width_problem="models_store.config:mamba2_width",
+            hf_config="models_store.families:mamba2_config",
+            stateful="models_store.states:mamba2_stateful",
+        ),
+        _builtin("lstm", "LSTM", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"),
+        _builtin("gru", "GRU", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
+        # the plain stacks nn.LSTM/nn.GRU(num_layers=n) compute: no residual stream (claim 1's architecture check)
+        _builtin(
+            "lstm_stack", "LSTM (stacked)", "rnn", state_parts=("h", "c"), stateful="models_store.states:rnn_stateful"
+        ),
+        _builtin("gru_stack", "GRU (stacked)", "rnn", state_parts=("h",), stateful="models_store.states:rnn_stateful"),
+    )
+}
 
 BUILTIN_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # every built-in family (none can be replaced)
 # the study's five families, in canonical order (presets, claims, figure order); the stacked RNNs
@@ -206,9 +242,13 @@ def meta() -> dict[str, Any]:
     """Every vocabulary as JSON-safe data (the body of ``GET /api/meta``)."""
     return {
         "families": [{"name": s.name, "label": s.label, **s.capabilities()} for s in families()],
-        "tasks": list(task_names()), "methods": list(method_names()), "presets": list(PRESETS),
-        "eval_lengths": list(EVAL_LENGTHS), "train_length": TRAIN_LENGTH,
-        "patch_sites": list(PATCH_SITES), "all_patch_sites": list(ALL_PATCH_SITES),
+        "tasks": list(task_names()),
+        "methods": list(method_names()),
+        "presets": list(PRESETS),
+        "eval_lengths": list(EVAL_LENGTHS),
+        "train_length": TRAIN_LENGTH,
+        "patch_sites": list(PATCH_SITES),
+        "all_patch_sites": list(ALL_PATCH_SITES),
     }
 
 
@@ -232,7 +272,9 @@ def _load(ep: Any) -> Any:
     try:
         return ep.load()
     except Exception as e:  # an import error of any kind inside a third-party package
-        raise PluginError(f"plugin {ep.name!r} ({ep.group} = {ep.value}) failed to load: {type(e).__name__}: {e}") from e
+        raise PluginError(
+            f"plugin {ep.name!r} ({ep.group} = {ep.value}) failed to load: {type(e).__name__}: {e}"
+        ) from e
 
 
 def load_plugins(reload: bool = False) -> None:

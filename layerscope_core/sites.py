@@ -63,8 +63,10 @@ def parse_site(name: str, n_layers: int | None = None) -> tuple[str, int]:
         return "resid_post", -1
     m = _BLOCK_RE.match(name) if isinstance(name, str) else None
     if m is None:
-        raise ValueError(f"unknown site name {name!r}; expected 'embed' or 'blocks.<i>.resid_pre', "
-                         "'blocks.<i>.resid_post', 'blocks.<i>.state' or 'blocks.<i>.state.<part>'")
+        raise ValueError(
+            f"unknown site name {name!r}; expected 'embed' or 'blocks.<i>.resid_pre', "
+            "'blocks.<i>.resid_post', 'blocks.<i>.state' or 'blocks.<i>.state.<part>'"
+        )
     layer, base, part = int(m.group(1)), m.group(2), m.group(3)
     if part and base != "state":
         raise ValueError(f"site name {name!r}: only a state has parts")

@@ -27,7 +27,8 @@ def text_problem(s: str) -> tuple[str, str] | None:
     if m:
         return "string_control_character", (
             f"must not contain control characters (found U+{ord(m.group()):04X}; NUL, tabs, newlines "
-            "and other Cc characters are refused)")
+            "and other Cc characters are refused)"
+        )
     return None
 
 

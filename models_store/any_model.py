@@ -44,6 +44,7 @@ def _offline() -> bool:
     """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE read now (not at import time)."""
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
+
 ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention")
 
 
@@ -59,8 +60,10 @@ def layer_count(hf_cfg: PreTrainedConfig) -> int:
     """
     n = getattr(hf_cfg, "num_hidden_layers", None)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise UnsupportedModel(f"model type {hf_cfg.model_type!r} is not supported: its config has no "
-                               "num_hidden_layers (the number of blocks)")
+        raise UnsupportedModel(
+            f"model type {hf_cfg.model_type!r} is not supported: its config has no "
+            "num_hidden_layers (the number of blocks)"
+        )
     return n
 
 
@@ -72,16 +75,23 @@ def find_blocks(backbone: nn.Module, n_layers: int, model_type: str = "?") -> tu
     Raises:
         UnsupportedModel: no such list, or two at the same depth (the blocks are ambiguous).
     """
-    found = [(name, m) for name, m in backbone.named_modules()
-             if isinstance(m, nn.ModuleList) and len(m) == n_layers and name]
+    found = [
+        (name, m)
+        for name, m in backbone.named_modules()
+        if isinstance(m, nn.ModuleList) and len(m) == n_layers and name
+    ]
     if not found:
-        raise UnsupportedModel(f"model type {model_type!r} is not supported: no block list of "
-                               f"num_hidden_layers={n_layers} modules in {type(backbone).__name__}")
+        raise UnsupportedModel(
+            f"model type {model_type!r} is not supported: no block list of "
+            f"num_hidden_layers={n_layers} modules in {type(backbone).__name__}"
+        )
     depth = min(name.count(".") for name, _ in found)
     top = [(name, m) for name, m in found if name.count(".") == depth]
     if len(top) > 1:
-        raise UnsupportedModel(f"model type {model_type!r} is not supported: its block list is ambiguous "
-                               f"({', '.join(n for n, _ in top)} all hold {n_layers} modules)")
+        raise UnsupportedModel(
+            f"model type {model_type!r} is not supported: its block list is ambiguous "
+            f"({', '.join(n for n, _ in top)} all hold {n_layers} modules)"
+        )
     return top[0]
 
 
@@ -101,11 +111,15 @@ def block_family(blocks: nn.ModuleList, model_type: str = "?") -> str:
         elif any(hasattr(block, a) for a in ATTENTION_NAMES):
             kinds.add("transformer")
         else:
-            raise UnsupportedModel(f"model type {model_type!r} is not supported: block {type(block).__name__} "
-                                   f"has neither attention ({'/'.join(ATTENTION_NAMES)}) nor a Mamba mixer")
+            raise UnsupportedModel(
+                f"model type {model_type!r} is not supported: block {type(block).__name__} "
+                f"has neither attention ({'/'.join(ATTENTION_NAMES)}) nor a Mamba mixer"
+            )
     if len(kinds) != 1:
-        raise UnsupportedModel(f"model type {model_type!r} is not supported: its blocks mix {sorted(kinds)} "
-                               "(hybrid stacks have no single family)")
+        raise UnsupportedModel(
+            f"model type {model_type!r} is not supported: its blocks mix {sorted(kinds)} "
+            "(hybrid stacks have no single family)"
+        )
     return kinds.pop()
 
 
@@ -118,14 +132,16 @@ def check_architecture(hf_cfg: PreTrainedConfig) -> None:
     """
     model_type = getattr(hf_cfg, "model_type", None)
     if getattr(hf_cfg, "is_encoder_decoder", False):
-        raise UnsupportedModel(f"model type {model_type!r} is not supported: it is an encoder-decoder; "
-                               "a single stack of blocks is missing")
+        raise UnsupportedModel(
+            f"model type {model_type!r} is not supported: it is an encoder-decoder; a single stack of blocks is missing"
+        )
     layer_count(hf_cfg)
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
     if type(hf_cfg) not in MODEL_MAPPING:
-        raise UnsupportedModel(f"model type {model_type!r} is not supported: transformers' AutoModel "
-                               "has no base model class for it")
+        raise UnsupportedModel(
+            f"model type {model_type!r} is not supported: transformers' AutoModel has no base model class for it"
+        )
 
 
 class AnyHFModel(HFLayerwiseModel):
@@ -181,8 +197,9 @@ class AnyHFModel(HFLayerwiseModel):
             return (self.emb_tap(args[0]), *args[1:]), kwargs
         if "hidden_states" in kwargs:
             return args, {**kwargs, "hidden_states": self.emb_tap(kwargs["hidden_states"])}
-        raise UnsupportedModel(f"model type {self.backbone.config.model_type!r}: block 0 was called "
-                               "without a hidden-state input")
+        raise UnsupportedModel(
+            f"model type {self.backbone.config.model_type!r}: block 0 was called without a hidden-state input"
+        )
 
     def embedding_module(self) -> nn.Module:
         return self.emb_tap if self.tapped else self.backbone.get_input_embeddings()
@@ -254,8 +271,10 @@ def pretrained_family(name_or_path: str) -> str:
     try:
         hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=_offline())
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
-        raise PretrainedLoadError(f"could not read the config of pretrained model {name_or_path!r} "
-                                  f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+        raise PretrainedLoadError(
+            f"could not read the config of pretrained model {name_or_path!r} "
+            f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+        ) from None
     check_architecture(hf_cfg)
     with torch.device("meta"):
         backbone = AutoModel.from_config(hf_cfg)

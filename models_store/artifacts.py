@@ -37,8 +37,14 @@ def _t(x: torch.Tensor) -> torch.Tensor:
 
 def probe_tensors(probe: Any) -> dict[str, torch.Tensor]:
     """The tensors of a fitted ``science.probes.LinearProbe`` (see the module docstring)."""
-    return {"W": _t(probe.W), "b": _t(probe.b), "mean": _t(probe.mean), "std": _t(probe.std),
-            "directions": _t(probe.class_directions()), "intercept": _t(probe.raw_intercept())}
+    return {
+        "W": _t(probe.W),
+        "b": _t(probe.b),
+        "mean": _t(probe.mean),
+        "std": _t(probe.std),
+        "directions": _t(probe.class_directions()),
+        "intercept": _t(probe.raw_intercept()),
+    }
 
 
 def edit_tensors(edit: Any) -> dict[str, torch.Tensor]:
@@ -69,7 +75,9 @@ class ArtifactStore:
 
     def save(self, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
         """Write ``tensors`` (and string ``metadata``) once; returns the id (SHA-256 of the bytes)."""
-        data = st_save({k: _t(v) for k, v in tensors.items()}, metadata={k: str(v) for k, v in (metadata or {}).items()})
+        data = st_save(
+            {k: _t(v) for k, v in tensors.items()}, metadata={k: str(v) for k, v in (metadata or {}).items()}
+        )
         artifact_id = hashlib.sha256(data).hexdigest()
         path = self.path(artifact_id)
         if not path.is_file():

@@ -121,4 +121,4 @@ class ResidualStackModel(LayerwiseModel):
         h = self.embed(self.with_prefix(tokens))  # h: (B, P+L, D), P = n_prefix
         for block in self.blocks:
             h = block(h)  # h: (B, P+L, D)
-        return self.head(self.norm_f(h[:, self.n_prefix:]))  # (B, L, C)
+        return self.head(self.norm_f(h[:, self.n_prefix :]))  # (B, L, C)

@@ -35,8 +35,9 @@ def _state_parts(model: LayerwiseModel) -> tuple[str, ...]:
 
 
 @torch.no_grad()
-def run_with_cache(model: LayerwiseModel, tokens: torch.Tensor,
-                   names: Iterable[str] | None = None) -> tuple[torch.Tensor, ActivationCache]:
+def run_with_cache(
+    model: LayerwiseModel, tokens: torch.Tensor, names: Iterable[str] | None = None
+) -> tuple[torch.Tensor, ActivationCache]:
     """Logits and the named activations of ``model`` on ``tokens``.
 
     Args:
@@ -68,7 +69,9 @@ def run_with_cache(model: LayerwiseModel, tokens: torch.Tensor,
             asked = parts if site == "state" else (site.split(":")[1],)
             for p in asked:
                 if p not in parts:
-                    raise ValueError(f"site name {name!r}: the state of {model.config.family!r} has parts {list(parts)}")
+                    raise ValueError(
+                        f"site name {name!r}: the state of {model.config.family!r} has parts {list(parts)}"
+                    )
                 states[f"blocks.{layer}.state.{p}"] = (layer, p)
         else:
             resid[name] = residual_layer(name, n)

@@ -75,7 +75,7 @@ def run_with_states(
 
     def make_hook(layer: int):
         def hook(module: nn.Module, args: tuple, output: object) -> None:
-            h = _hidden(output)[:, model.n_prefix:]  # h: (B, L, D), real positions only
+            h = _hidden(output)[:, model.n_prefix :]  # h: (B, L, D), real positions only
             states[layer] = h.detach() if detach else h
 
         return hook

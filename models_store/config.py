@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from layerscope_core.registry import FAMILIES, family_names, families_where, get_family  # noqa: F401
+from layerscope_core.registry import FAMILIES, families_where, family_names, get_family  # noqa: F401
 
 MAX_WIDTH = 16_384  # upper end of the width search
 
@@ -151,15 +151,19 @@ class ModelConfig:
         if self.family not in hf_families:
             raise ValueError(f"family must be one of {hf_families} for a pretrained model, got {self.family!r}")
         if not isinstance(self.hf_config, dict):
-            raise ValueError("hf_config (the transformers config dict) is required for a pretrained model; "
-                             "use models_store.pretrained.load_pretrained to create one")
+            raise ValueError(
+                "hf_config (the transformers config dict) is required for a pretrained model; "
+                "use models_store.pretrained.load_pretrained to create one"
+            )
         if self.d_model is not None:
             _check_int("d_model", self.d_model, 1)
         if self.token_map is not None:
             tm = self.token_map
             if not isinstance(tm, list) or len(tm) != self.input_vocab_size:
-                raise ValueError(f"token_map must be a list of {self.input_vocab_size} ids "
-                                 f"(vocab_size={self.vocab_size}, start_token={self.start_token})")
+                raise ValueError(
+                    f"token_map must be a list of {self.input_vocab_size} ids "
+                    f"(vocab_size={self.vocab_size}, start_token={self.start_token})"
+                )
             if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tm):
                 raise ValueError("token_map entries must be non-negative integers")
             if len(set(tm)) != len(tm):

@@ -53,8 +53,7 @@ def remove_conv1d(model: LayerwiseModel, layer: int | None = None) -> Iterator[i
         ValueError: ``layer`` is not None and not in 0..n_layers-1, or the family has convs
             but layer ``layer`` has none.
     """
-    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)
-                              or not 0 <= layer < model.n_layers):
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < model.n_layers):
         raise ValueError(f"layer must be None or an int in 0..{model.n_layers - 1}, got {layer!r}")
     all_convs = conv_modules(model)
     if not all_convs:

@@ -34,8 +34,10 @@ def export_transformers(model: LayerwiseModel, out_dir: str | Path, extra: dict[
     """
     backbone = getattr(model, "backbone", None)
     if backbone is None or not hasattr(backbone, "save_pretrained"):
-        raise ValueError(f"a {model.config.family} model has no transformers backbone: only transformers "
-                         "architectures (transformer, mamba, mamba2, pretrained models) export to a folder AutoModel loads")
+        raise ValueError(
+            f"a {model.config.family} model has no transformers backbone: only transformers "
+            "architectures (transformer, mamba, mamba2, pretrained models) export to a folder AutoModel loads"
+        )
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} exists and is not an empty folder")
@@ -48,12 +50,22 @@ def export_transformers(model: LayerwiseModel, out_dir: str | Path, extra: dict[
     finally:
         if fast:
             install(backbone)
-    save_file({"weight": model.head.weight.detach().cpu().contiguous(),
-               "bias": model.head.bias.detach().cpu().contiguous()}, str(out / HEAD_FILE))
+    save_file(
+        {"weight": model.head.weight.detach().cpu().contiguous(), "bias": model.head.bias.detach().cpu().contiguous()},
+        str(out / HEAD_FILE),
+    )
     cfg = model.config
-    meta = {"family": cfg.family, "pretrained": cfg.pretrained, "vocab_size": cfg.vocab_size,
-            "n_classes": cfg.n_classes, "token_map": cfg.token_map, "start_token": bool(cfg.start_token),
-            "n_layers": model.n_layers, "d_model": model.d_model, **(extra or {})}
+    meta = {
+        "family": cfg.family,
+        "pretrained": cfg.pretrained,
+        "vocab_size": cfg.vocab_size,
+        "n_classes": cfg.n_classes,
+        "token_map": cfg.token_map,
+        "start_token": bool(cfg.start_token),
+        "n_layers": model.n_layers,
+        "d_model": model.d_model,
+        **(extra or {}),
+    }
     (out / META_FILE).write_text(json.dumps(meta, indent=1, default=str))
     return out
 

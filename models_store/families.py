@@ -44,10 +44,10 @@ from transformers import (
     PreTrainedModel,
 )
 
-from models_store.base import LayerwiseModel, ResidualStackModel
-from models_store.hf_model import HFLayerwiseModel
 from layerscope_core.registry import get_family
+from models_store.base import LayerwiseModel, ResidualStackModel
 from models_store.config import ModelConfig
+from models_store.hf_model import HFLayerwiseModel
 
 # transformers-backed family → (config class, backbone class, model_type): rebuilding a
 # pretrained checkpoint from its stored config dict needs the classes
@@ -83,8 +83,10 @@ class TokenAndPosition(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         n_pos = ids.shape[-1]
         if n_pos > self.position.num_embeddings:
-            raise ValueError(f"sequence of {n_pos} positions is longer than the learned position table "
-                             f"({self.position.num_embeddings}); set ModelConfig.learned_positions higher")
+            raise ValueError(
+                f"sequence of {n_pos} positions is longer than the learned position table "
+                f"({self.position.num_embeddings}); set ModelConfig.learned_positions higher"
+            )
         pos = torch.arange(n_pos, device=ids.device)
         return self.token(ids) + self.position(pos)  # (B, T, D)
 
@@ -138,32 +140,64 @@ def hf_config_for(cfg: ModelConfig) -> PreTrainedConfig:
 
 def _common(cfg: ModelConfig) -> dict:
     """The config fields every scratch transformers backbone shares."""
-    return dict(vocab_size=cfg.input_vocab_size, hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
-                use_cache=False, tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    return dict(
+        vocab_size=cfg.input_vocab_size,
+        hidden_size=cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        use_cache=False,
+        tie_word_embeddings=False,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
 
 
 # --- per-family transformers configs (FamilySpec.hf_config) ----------------------------------
 def gpt_neox_config(cfg: ModelConfig) -> GPTNeoXConfig:
     """Pythia-style GPT-NeoX: 4·d MLP, parallel residual, rotary on ``rotary_pct`` of each head."""
     return GPTNeoXConfig(
-        **_common(cfg), num_attention_heads=cfg.n_heads, intermediate_size=4 * cfg.d_model, hidden_act="gelu",
-        rotary_pct=cfg.rotary_pct, rotary_emb_base=10_000, max_position_embeddings=cfg.max_position_embeddings,
-        use_parallel_residual=True, attention_bias=True, hidden_dropout=0.0, attention_dropout=0.0,
+        **_common(cfg),
+        num_attention_heads=cfg.n_heads,
+        intermediate_size=4 * cfg.d_model,
+        hidden_act="gelu",
+        rotary_pct=cfg.rotary_pct,
+        rotary_emb_base=10_000,
+        max_position_embeddings=cfg.max_position_embeddings,
+        use_parallel_residual=True,
+        attention_bias=True,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
     )
 
 
 def mamba_config(cfg: ModelConfig) -> MambaConfig:
     """Mamba (v1): state ``d_state``, inner width ``expand·d``, conv kernel ``d_conv``."""
-    return MambaConfig(**_common(cfg), state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
-                       use_bias=False, use_conv_bias=True, time_step_rank="auto")
+    return MambaConfig(
+        **_common(cfg),
+        state_size=cfg.d_state,
+        expand=cfg.expand,
+        conv_kernel=cfg.d_conv,
+        use_bias=False,
+        use_conv_bias=True,
+        time_step_rank="auto",
+    )
 
 
 def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
     """Mamba-2: heads of ``mamba2_head_dim`` over the inner width ``expand·d``, one group."""
     E = cfg.expand * cfg.d_model
-    return Mamba2Config(**_common(cfg), state_size=cfg.d_state, expand=cfg.expand, conv_kernel=cfg.d_conv,
-                        head_dim=cfg.mamba2_head_dim, num_heads=E // cfg.mamba2_head_dim, n_groups=1,
-                        chunk_size=cfg.mamba2_chunk_size, use_bias=False, use_conv_bias=True)
+    return Mamba2Config(
+        **_common(cfg),
+        state_size=cfg.d_state,
+        expand=cfg.expand,
+        conv_kernel=cfg.d_conv,
+        head_dim=cfg.mamba2_head_dim,
+        num_heads=E // cfg.mamba2_head_dim,
+        n_groups=1,
+        chunk_size=cfg.mamba2_chunk_size,
+        use_bias=False,
+        use_conv_bias=True,
+    )
 
 
 # --- per-family builders (FamilySpec.build) ----------------------------------------------------

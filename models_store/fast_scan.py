@@ -66,8 +66,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # The scan: reference, pure-PyTorch fallback, compiled kernel
 # --------------------------------------------------------------------------------------------
-def selective_scan_ref(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                       C: torch.Tensor) -> torch.Tensor:
+def selective_scan_ref(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+) -> torch.Tensor:
     """The plain sequential scan (reference): y [b, L, D].
 
     h_t = exp(dt_t ⊗ A) ⊙ h_{t-1} + (dt_t · x_t) ⊗ B_t,  h_{-1} = 0;  y_t = h_t · C_t.
@@ -85,8 +86,9 @@ def selective_scan_ref(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: to
     return torch.stack(ys, dim=1)  # (b, L, D)
 
 
-def selective_scan_torch(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                         C: torch.Tensor) -> torch.Tensor:
+def selective_scan_torch(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+) -> torch.Tensor:
     """The same scan in pure PyTorch, tuned for autograd: y [b, L, D].
 
     Per step it builds only [b, D, N] tensors (``unbind`` instead of per-step indexing, whose
@@ -104,9 +106,15 @@ def selective_scan_torch(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: 
     return torch.cat(ys, dim=2).transpose(1, 2)  # (b, L, D)
 
 
-def selective_scan_states(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                          C: torch.Tensor, h0: torch.Tensor | None = None,
-                          keep_states: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def selective_scan_states(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    keep_states: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The scan of ``selective_scan_ref`` continuing from a given state, on any device.
 
     h_t = exp(dt_t ⊗ A) ⊙ h_{t-1} + (dt_t · x_t) ⊗ B_t with h_{-1} = ``h0`` (None = zeros);
@@ -153,8 +161,9 @@ class _KernelScan(torch.autograd.Function):
         return g["x"], g["dt"], g["A"], g["B"], g["C"]
 
 
-def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                   C: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+def selective_scan(
+    x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, backend: str = "auto"
+) -> torch.Tensor:
     """The selective scan y [b, L, D] (see ``selective_scan_ref``), differentiable.
 
     Args:
@@ -164,8 +173,11 @@ def selective_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.
     if backend == "ref":
         return selective_scan_ref(x, dt, A, B, C)
     use_kernel = backend == "kernel" or (
-        backend == "auto" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-        and kernel_available())
+        backend == "auto"
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and kernel_available()
+    )
     if not use_kernel:
         if backend not in ("auto", "torch"):
             raise ValueError(f"unknown scan backend {backend!r}")
@@ -192,12 +204,21 @@ def _plain_conv(conv: nn.Module) -> bool:
     if type(conv) is not nn.Conv1d:
         return False
     glob = nn.modules.module
-    if conv._forward_hooks or conv._forward_pre_hooks or getattr(glob, "_global_forward_hooks", None) \
-            or getattr(glob, "_global_forward_pre_hooks", None):
+    if (
+        conv._forward_hooks
+        or conv._forward_pre_hooks
+        or getattr(glob, "_global_forward_hooks", None)
+        or getattr(glob, "_global_forward_pre_hooks", None)
+    ):
         return False
     k = conv.kernel_size[0]
-    return (conv.groups == conv.in_channels == conv.out_channels and conv.stride == (1,)
-            and conv.dilation == (1,) and conv.padding == (k - 1,) and conv.padding_mode == "zeros")
+    return (
+        conv.groups == conv.in_channels == conv.out_channels
+        and conv.stride == (1,)
+        and conv.dilation == (1,)
+        and conv.padding == (k - 1,)
+        and conv.padding_mode == "zeros"
+    )
 
 
 def causal_conv(conv: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -214,16 +235,17 @@ def causal_conv(conv: nn.Module, x: torch.Tensor) -> torch.Tensor:
     w = conv.weight[:, 0, :]  # (D, k)
     k = w.shape[1]
     xp = F.pad(x, (0, 0, k - 1, 0))  # (B, L + k - 1, D), causal left padding
-    out = xp[:, k - 1:] * w[:, k - 1]  # tap k-1 reads position t
+    out = xp[:, k - 1 :] * w[:, k - 1]  # tap k-1 reads position t
     for j in range(k - 1):
-        out = out + xp[:, j:j + L] * w[:, j]  # tap j reads position t - (k-1-j)
+        out = out + xp[:, j : j + L] * w[:, j]  # tap j reads position t - (k-1-j)
     if conv.bias is not None:
         out = out + conv.bias
     return out  # (B, L, D)
 
 
-def mamba_mixer_forward(mixer: MambaMixer, hidden_states: torch.Tensor,
-                        attention_mask: torch.Tensor | None = None, backend: str = "auto") -> torch.Tensor:
+def mamba_mixer_forward(
+    mixer: MambaMixer, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, backend: str = "auto"
+) -> torch.Tensor:
     """transformers' ``MambaMixer.forward`` without a cache, on hidden_states [B, L, d_model].
 
     Same function as the library's pure-PyTorch path; ``backend`` picks the scan (see
@@ -264,8 +286,9 @@ class _FusedMixer(torch.autograd.Function):
         xdbl = (Wx @ x.view(Bsz * L, D).t()).t().contiguous().view(Bsz, L, -1)  # (B, L, R + 2N)
         dt_raw = F.linear(xdbl[..., :R], Wdt, bdt)  # (B, L, D), softplus applied in the kernel
         A = -torch.exp(A_log)  # (D, N)
-        out = fast_scan_cpu.scan_forward(x, dt_raw, A, xdbl[..., R:R + N], xdbl[..., R + N:], Dskip,
-                                         xz[..., D:], dt_softplus=True)  # (B, L, D)
+        out = fast_scan_cpu.scan_forward(
+            x, dt_raw, A, xdbl[..., R : R + N], xdbl[..., R + N :], Dskip, xz[..., D:], dt_softplus=True
+        )  # (B, L, D)
         ctx.save_for_backward(xz, conv_w, conv_b, Wx, Wdt, x, xdbl, dt_raw, A, Dskip)
         ctx.R, ctx.N = R, N
         return out
@@ -277,8 +300,19 @@ class _FusedMixer(torch.autograd.Function):
         Bsz, L, D = x.shape
         gxz = torch.empty_like(xz)  # (B, L, 2D): x half from the conv, z half from the gate
         gxdbl = torch.empty_like(xdbl)  # (B, L, R + 2N)
-        g = fast_scan_cpu.scan_backward(x, dt_raw, A, xdbl[..., R:R + N], xdbl[..., R + N:], gout, Dskip,
-                                        xz[..., D:], gBC=gxdbl[..., R:], gz=gxz[..., D:], dt_softplus=True)
+        g = fast_scan_cpu.scan_backward(
+            x,
+            dt_raw,
+            A,
+            xdbl[..., R : R + N],
+            xdbl[..., R + N :],
+            gout,
+            Dskip,
+            xz[..., D:],
+            gBC=gxdbl[..., R:],
+            gz=gxz[..., D:],
+            dt_softplus=True,
+        )
         g_dt_raw = g["dt"].view(-1, D)  # (BL, D): through the softplus already
         # The rank-R (R = ceil(d/16)) products in their transposed forms: N = R as an output
         # width is ~4-7× slower in MKL than the same product transposed.
@@ -298,9 +332,15 @@ def _hook_free_linear(m: nn.Module) -> bool:
 
 def _fusable(mixer: MambaMixer, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
     """Whether the fused kernel path computes this mixer call (else the unfused path does)."""
-    if not (attention_mask is None and mixer.activation == "silu" and _plain_conv(mixer.conv1d)
-            and _hook_free_linear(mixer.x_proj) and _hook_free_linear(mixer.dt_proj)
-            and mixer.x_proj.bias is None and mixer.dt_proj.bias is not None):
+    if not (
+        attention_mask is None
+        and mixer.activation == "silu"
+        and _plain_conv(mixer.conv1d)
+        and _hook_free_linear(mixer.x_proj)
+        and _hook_free_linear(mixer.dt_proj)
+        and mixer.x_proj.bias is None
+        and mixer.dt_proj.bias is not None
+    ):
         return False
     params = (mixer.conv1d.weight, mixer.x_proj.weight, mixer.dt_proj.weight, mixer.A_log, mixer.D)
     return all(p.dtype == hidden_states.dtype and p.device.type == "cpu" for p in params) and kernel_available()
@@ -318,16 +358,25 @@ def _aligned_linear(lin: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return F.linear(F.pad(x, (0, pad_in)), F.pad(w, (0, pad_in)), b)
     if pad_out and pad_out < w.shape[0] // 8:  # out_proj: D → d_model
         b = None if b is None else F.pad(b, (0, pad_out))
-        return F.linear(x, F.pad(w, (0, 0, 0, pad_out)), b)[..., :w.shape[0]]
+        return F.linear(x, F.pad(w, (0, 0, 0, pad_out)), b)[..., : w.shape[0]]
     return F.linear(x, w, b)
 
 
 def fused_mixer_forward(mixer: MambaMixer, hidden_states: torch.Tensor) -> torch.Tensor:
     """``MambaMixer.forward`` (no cache, no mask) on the fused kernels: [B, L, d] → [B, L, d]."""
     xz = _aligned_linear(mixer.in_proj, hidden_states)  # (B, L, 2D)
-    y = _FusedMixer.apply(xz, mixer.conv1d.weight, mixer.conv1d.bias, mixer.x_proj.weight,
-                          mixer.dt_proj.weight, mixer.dt_proj.bias, mixer.A_log, mixer.D,
-                          mixer.time_step_rank, mixer.ssm_state_size)  # (B, L, D)
+    y = _FusedMixer.apply(
+        xz,
+        mixer.conv1d.weight,
+        mixer.conv1d.bias,
+        mixer.x_proj.weight,
+        mixer.dt_proj.weight,
+        mixer.dt_proj.bias,
+        mixer.A_log,
+        mixer.D,
+        mixer.time_step_rank,
+        mixer.ssm_state_size,
+    )  # (B, L, D)
     return _aligned_linear(mixer.out_proj, y)  # (B, L, d)
 
 
@@ -338,8 +387,12 @@ class FastMambaMixer(MambaMixer):
     """
 
     def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
-        if (cache is not None or kwargs or hidden_states.device.type != "cpu"
-                or hidden_states.dtype not in (torch.float32, torch.float64)):
+        if (
+            cache is not None
+            or kwargs
+            or hidden_states.device.type != "cpu"
+            or hidden_states.dtype not in (torch.float32, torch.float64)
+        ):
             return super().forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
         if _fusable(self, hidden_states, attention_mask):
             return fused_mixer_forward(self, hidden_states)
@@ -394,15 +447,16 @@ class _FusedMixer2(torch.autograd.Function):
         H = dt_bias.shape[0]
         D = H * P
         cd = conv_w.shape[0]  # conv_dim = D + 2N
-        xBC = fast_scan_cpu.conv_forward(proj[..., D:D + cd], conv_w[:, 0, :], conv_b, act=True)  # (B, L, cd)
-        v = proj[..., D + cd:] + dt_bias  # (B, L, H)
+        xBC = fast_scan_cpu.conv_forward(proj[..., D : D + cd], conv_w[:, 0, :], conv_b, act=True)  # (B, L, cd)
+        v = proj[..., D + cd :] + dt_bias  # (B, L, H)
         sp = F.softplus(v)
         dt_h = sp if limit is None else sp.clamp(limit[0], limit[1])  # (B, L, H)
         A_h = -torch.exp(A_log)  # (H,)
         dt_d = dt_h.repeat_interleave(P, dim=-1)  # (B, L, D)
         A_d, D_d = A_h.repeat_interleave(P), Dh.repeat_interleave(P)  # (D,), (D,)
-        out = fast_scan_cpu.scan_forward(xBC[..., :D], dt_d, A_d, xBC[..., D:D + N], xBC[..., D + N:], D_d,
-                                         proj[..., :D])  # (B, L, D)
+        out = fast_scan_cpu.scan_forward(
+            xBC[..., :D], dt_d, A_d, xBC[..., D : D + N], xBC[..., D + N :], D_d, proj[..., :D]
+        )  # (B, L, D)
         ctx.save_for_backward(proj, conv_w, conv_b, xBC, v, sp, dt_d, A_h, A_d, D_d)
         ctx.N, ctx.P, ctx.limit = N, P, limit
         return out
@@ -415,25 +469,51 @@ class _FusedMixer2(torch.autograd.Function):
         D, cd = H * P, conv_w.shape[0]
         gproj = torch.empty_like(proj)
         gxBC = torch.empty_like(xBC)
-        g = fast_scan_cpu.scan_backward(xBC[..., :D], dt_d, A_d, xBC[..., D:D + N], xBC[..., D + N:], gout, D_d,
-                                        proj[..., :D], gx=gxBC[..., :D], gBC=gxBC[..., D:], gz=gproj[..., :D])
+        g = fast_scan_cpu.scan_backward(
+            xBC[..., :D],
+            dt_d,
+            A_d,
+            xBC[..., D : D + N],
+            xBC[..., D + N :],
+            gout,
+            D_d,
+            proj[..., :D],
+            gx=gxBC[..., :D],
+            gBC=gxBC[..., D:],
+            gz=gproj[..., :D],
+        )
         g_dt = g["dt"].view(Bsz, L, H, P).sum(-1)  # (B, L, H)
         if limit is not None:
             g_dt = g_dt * ((sp >= limit[0]) & (sp <= limit[1]))
         g_v = torch.ops.aten.softplus_backward(g_dt, v, 1.0, 20.0)  # (B, L, H)
-        gproj[..., D + cd:] = g_v
-        gw, gb = fast_scan_cpu.conv_backward(proj[..., D:D + cd], conv_w[:, 0, :], conv_b, gxBC, True,
-                                             gproj[..., D:D + cd])
-        return (gproj, gw.view_as(conv_w), gb, g_v.sum((0, 1)), g["A"].view(H, P).sum(-1) * A_h,
-                g["Dskip"].view(H, P).sum(-1), None, None, None)
+        gproj[..., D + cd :] = g_v
+        gw, gb = fast_scan_cpu.conv_backward(
+            proj[..., D : D + cd], conv_w[:, 0, :], conv_b, gxBC, True, gproj[..., D : D + cd]
+        )
+        return (
+            gproj,
+            gw.view_as(conv_w),
+            gb,
+            g_v.sum((0, 1)),
+            g["A"].view(H, P).sum(-1) * A_h,
+            g["Dskip"].view(H, P).sum(-1),
+            None,
+            None,
+            None,
+        )
 
 
 def _fusable2(mixer: Mamba2Mixer, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> bool:
     """Whether the fused kernel path computes this Mamba-2 mixer call."""
-    if not (attention_mask is None and mixer.activation == "silu" and mixer.n_groups == 1
-            and _plain_conv(mixer.conv1d) and isinstance(mixer.norm, MambaRMSNormGated)
-            and mixer.conv1d.in_channels == mixer.intermediate_size + 2 * mixer.ssm_state_size
-            and mixer.num_heads * mixer.head_dim == mixer.intermediate_size):
+    if not (
+        attention_mask is None
+        and mixer.activation == "silu"
+        and mixer.n_groups == 1
+        and _plain_conv(mixer.conv1d)
+        and isinstance(mixer.norm, MambaRMSNormGated)
+        and mixer.conv1d.in_channels == mixer.intermediate_size + 2 * mixer.ssm_state_size
+        and mixer.num_heads * mixer.head_dim == mixer.intermediate_size
+    ):
         return False
     params = (mixer.conv1d.weight, mixer.dt_bias, mixer.A_log, mixer.D)
     return all(p.dtype == hidden_states.dtype and p.device.type == "cpu" for p in params) and kernel_available()
@@ -444,8 +524,17 @@ def fused_mamba2_forward(mixer: Mamba2Mixer, hidden_states: torch.Tensor) -> tor
     lo, hi = mixer.time_step_limit
     limit = None if (lo <= 0.0 and hi == float("inf")) else (float(lo), float(hi))
     proj = mixer.in_proj(hidden_states)  # (B, L, D + conv_dim + H)
-    y = _FusedMixer2.apply(proj, mixer.conv1d.weight, mixer.conv1d.bias, mixer.dt_bias, mixer.A_log, mixer.D,
-                           mixer.ssm_state_size, mixer.head_dim, limit)  # (B, L, D), gated
+    y = _FusedMixer2.apply(
+        proj,
+        mixer.conv1d.weight,
+        mixer.conv1d.bias,
+        mixer.dt_bias,
+        mixer.A_log,
+        mixer.D,
+        mixer.ssm_state_size,
+        mixer.head_dim,
+        limit,
+    )  # (B, L, D), gated
     y = mixer.norm(y)  # grouped RMSNorm of y·silu(z) (the gate is already applied)
     return mixer.out_proj(y.to(hidden_states.dtype))
 
@@ -457,9 +546,13 @@ class FastMamba2Mixer(Mamba2Mixer):
     """
 
     def forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
-        if (cache is None and not kwargs and hidden_states.device.type == "cpu"
-                and hidden_states.dtype in (torch.float32, torch.float64)
-                and _fusable2(self, hidden_states, attention_mask)):
+        if (
+            cache is None
+            and not kwargs
+            and hidden_states.device.type == "cpu"
+            and hidden_states.dtype in (torch.float32, torch.float64)
+            and _fusable2(self, hidden_states, attention_mask)
+        ):
             return fused_mamba2_forward(self, hidden_states)
         return super().forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
 

@@ -60,8 +60,17 @@ _SOURCES = {name: (CSRC / name).read_text(encoding="utf-8") for name in _SOURCE_
 
 # -march=native: built and cached per CPU (the cache key holds the CPU's flags).
 # No -ffast-math (it would link crtfastmath and flush denormals process-wide on some GCCs).
-_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-ffp-contract=fast",
-          "-fPIC", "-shared", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}"]
+_FLAGS = [
+    "-O3",
+    "-march=native",
+    "-fopenmp",
+    "-fno-math-errno",
+    "-ffp-contract=fast",
+    "-fPIC",
+    "-shared",
+    "-std=c++17",
+    f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
+]
 
 _lock = threading.Lock()
 _ops: object | None = None  # torch.ops.layerscope once loaded
@@ -93,8 +102,11 @@ def _cache_dir() -> Path:
 
 def _build(cxx: str) -> Path:
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256("\0".join([*_SOURCES.values(), " ".join(_FLAGS), version, torch.__version__,
-                                    _cpu_flags(), sys.platform]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join(
+            [*_SOURCES.values(), " ".join(_FLAGS), version, torch.__version__, _cpu_flags(), sys.platform]
+        ).encode()
+    ).hexdigest()[:16]
     out_dir = _cache_dir()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -114,8 +126,22 @@ def _build(cxx: str) -> Path:
         for name, text in _SOURCES.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
         tmp_so = Path(tmp) / target.name
-        proc = subprocess.run([cxx, *_FLAGS, *includes, str(Path(tmp) / "fast_scan_ops.cpp"), "-o", str(tmp_so),
-                               *libs, "-lc10", "-ltorch_cpu"], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                cxx,
+                *_FLAGS,
+                *includes,
+                str(Path(tmp) / "fast_scan_ops.cpp"),
+                "-o",
+                str(tmp_so),
+                *libs,
+                "-lc10",
+                "-ltorch_cpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{cxx} failed ({proc.returncode}): {proc.stderr[-2000:]}")
         os.replace(tmp_so, target)  # atomic: concurrent builders each install a complete file
@@ -145,8 +171,12 @@ def load() -> object | None:
         except Exception as exc:  # noqa: BLE001 - any failure → the pure-PyTorch path, with a warning
             _load_error = f"{type(exc).__name__}: {exc}"
             if not _warned:
-                warnings.warn(f"layerscope fast_scan: compiled CPU kernel unavailable, using the "
-                              f"pure-PyTorch scan ({_load_error})", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"layerscope fast_scan: compiled CPU kernel unavailable, using the "
+                    f"pure-PyTorch scan ({_load_error})",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 _warned = True
     return _ops
 
@@ -184,12 +214,12 @@ def conv_forward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, ac
     return _ops_or_raise().conv_fwd(rows(x), w.contiguous(), bias, bool(act))
 
 
-def conv_backward(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, gout: torch.Tensor, act: bool,
-                  gx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+def conv_backward(
+    x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, gout: torch.Tensor, act: bool, gx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Gradients of ``conv_forward``: writes dL/dx into ``gx`` (a [B, L, D] row-strided view,
     e.g. a column slice of the in_proj gradient) and returns (gw [D, k], gb [D] or None)."""
-    gw, gb = _ops_or_raise().conv_bwd(rows(x), w.contiguous(), bias, gout.contiguous(), bool(act),
-                                      _out_view(gx, "gx"))
+    gw, gb = _ops_or_raise().conv_bwd(rows(x), w.contiguous(), bias, gout.contiguous(), bool(act), _out_view(gx, "gx"))
     return gw, (None if bias is None else gb)
 
 
@@ -200,9 +230,16 @@ def _bc(B: torch.Tensor, C: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return B, C
 
 
-def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                 Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None,
-                 dt_softplus: bool = False) -> torch.Tensor:
+def scan_forward(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    Dskip: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+) -> torch.Tensor:
     """out [Bsz, L, D] = (scan(x, dt, A, B, C) + Dskip·x) · silu(z) (Dskip, z optional). No autograd.
 
     With ``dt_softplus`` the kernel applies torch's ``softplus`` (threshold 20) to dt first.
@@ -213,15 +250,32 @@ def scan_forward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Te
     when a shape, dtype, device or layout does not fit.
     """
     B, C = _bc(B, C)
-    return _ops_or_raise().scan_fwd(rows(x), dt.contiguous(), A.contiguous(), B, C,
-                                    None if Dskip is None else Dskip.contiguous(), None if z is None else rows(z),
-                                    bool(dt_softplus))
+    return _ops_or_raise().scan_fwd(
+        rows(x),
+        dt.contiguous(),
+        A.contiguous(),
+        B,
+        C,
+        None if Dskip is None else Dskip.contiguous(),
+        None if z is None else rows(z),
+        bool(dt_softplus),
+    )
 
 
-def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
-                  gout: torch.Tensor, Dskip: torch.Tensor | None = None, z: torch.Tensor | None = None,
-                  gx: torch.Tensor | None = None, gBC: torch.Tensor | None = None,
-                  gz: torch.Tensor | None = None, dt_softplus: bool = False) -> dict[str, torch.Tensor]:
+def scan_backward(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    gout: torch.Tensor,
+    Dskip: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    gx: torch.Tensor | None = None,
+    gBC: torch.Tensor | None = None,
+    gz: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+) -> dict[str, torch.Tensor]:
     """Gradients of ``scan_forward`` for upstream gout [Bsz, L, D] ("dt" is w.r.t. the dt passed
     in, i.e. the raw dt when ``dt_softplus``).
 
@@ -238,10 +292,20 @@ def scan_backward(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
         raise ValueError("gBC must be [B, L, 2N]")
     if z is not None:
         gz = torch.empty(Bsz, L, D, dtype=x.dtype) if gz is None else _out_view(gz, "gz")
-    gdt, gA, gD = _ops_or_raise().scan_bwd(rows(x), dt.contiguous(), A.contiguous(), B, C, gout.contiguous(),
-                                           None if Dskip is None else Dskip.contiguous(),
-                                           None if z is None else rows(z), gx, gBC, gz if z is not None else None,
-                                           bool(dt_softplus))
+    gdt, gA, gD = _ops_or_raise().scan_bwd(
+        rows(x),
+        dt.contiguous(),
+        A.contiguous(),
+        B,
+        C,
+        gout.contiguous(),
+        None if Dskip is None else Dskip.contiguous(),
+        None if z is None else rows(z),
+        gx,
+        gBC,
+        gz if z is not None else None,
+        bool(dt_softplus),
+    )
     out = {"x": gx, "dt": gdt, "A": gA, "B": gBC[..., :N], "C": gBC[..., N:]}
     if Dskip is not None:
         out["Dskip"] = gD

@@ -47,7 +47,7 @@ class HFLayerwiseModel(LayerwiseModel):
         """tokens: LongTensor [B, L] → logits [B, L, C] (real positions only)."""
         ids = self.backbone_ids(self.with_prefix(tokens))  # ids: (B, P+L), P = n_prefix
         h = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # h: (B, P+L, D), after final norm
-        return self.head(h[:, self.n_prefix:])  # (B, L, C)
+        return self.head(h[:, self.n_prefix :])  # (B, L, C)
 
     def library_hidden_states(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """transformers' own ``output_hidden_states`` for ``tokens`` [B, L] (tests compare it).
@@ -55,6 +55,7 @@ class HFLayerwiseModel(LayerwiseModel):
         Not uniform across families (measured): GPT-NeoX gives (emb, block 0..n-2,
         final_norm(block n-1)); Mamba / Mamba-2 give (block 0..n-1, final_norm(block n-1)).
         """
-        out = self.backbone(input_ids=self.backbone_ids(self.with_prefix(tokens)), use_cache=False,
-                            output_hidden_states=True)
-        return tuple(h[:, self.n_prefix:] for h in out.hidden_states)
+        out = self.backbone(
+            input_ids=self.backbone_ids(self.with_prefix(tokens)), use_cache=False, output_hidden_states=True
+        )
+        return tuple(h[:, self.n_prefix :] for h in out.hidden_states)

@@ -116,9 +116,14 @@ def load_pretrained(
     try:
         hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
-        hint = "" if local_dir else (
-            " — it is not a local folder, and it is not in the local cache" if local_files_only
-            else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
+        hint = (
+            ""
+            if local_dir
+            else (
+                " — it is not a local folder, and it is not in the local cache"
+                if local_files_only
+                else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
+            )
         )
         raise PretrainedLoadError(
             f"could not load pretrained model {name!r} from the {where}{hint} ({_reason(e)})"
@@ -146,11 +151,17 @@ def load_pretrained(
     else:
         try:
             backbone, info = AutoModel.from_pretrained(
-                name, config=hf_cfg, local_files_only=local_files_only, revision=revision,
-                dtype=torch.float32, output_loading_info=True,
+                name,
+                config=hf_cfg,
+                local_files_only=local_files_only,
+                revision=revision,
+                dtype=torch.float32,
+                output_loading_info=True,
             )
         except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
-            raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
+            raise PretrainedLoadError(
+                f"could not load the weights of pretrained model {name!r} ({_reason(e)})"
+            ) from None
     try:
         family = family_of(backbone)
     except UnsupportedModel as e:
@@ -170,9 +181,14 @@ def load_pretrained(
     except ValueError as e:
         raise PretrainedLoadError(f"pretrained model {name!r}: its config is not plain JSON ({e})") from None
     cfg = ModelConfig(
-        family=family, vocab_size=task_vocab_size, n_classes=n_classes,
-        n_layers=int(hf_cfg.num_hidden_layers), d_model=int(hf_cfg.hidden_size),
-        pretrained=name, hf_config=hf_dict, token_map=token_map,
+        family=family,
+        vocab_size=task_vocab_size,
+        n_classes=n_classes,
+        n_layers=int(hf_cfg.num_hidden_layers),
+        d_model=int(hf_cfg.hidden_size),
+        pretrained=name,
+        hf_config=hf_dict,
+        token_map=token_map,
     )
     if seed is None:
         model = AnyHFModel(cfg, backbone)

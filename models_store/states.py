@@ -40,8 +40,9 @@ from models_store.fast_scan import selective_scan_states
 State = dict[str, torch.Tensor]
 
 
-def window_conv(xc: torch.Tensor, window: torch.Tensor | None, weight: torch.Tensor,
-                 bias: torch.Tensor | None) -> torch.Tensor:
+def window_conv(
+    xc: torch.Tensor, window: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
     """Causal depthwise conv of xc [B, T, C] continuing after ``window`` [B, k-1, C] (the k-1
     conv inputs before xc; None = zeros, i.e. the sequence start). weight [C, 1, k] → [B, T, C]."""
     w = weight[:, 0, :]  # (C, k)
@@ -50,16 +51,16 @@ def window_conv(xc: torch.Tensor, window: torch.Tensor | None, weight: torch.Ten
         window = xc.new_zeros(xc.shape[0], k - 1, xc.shape[2])
     xp = torch.cat([window.to(xc.dtype), xc], dim=1)  # (B, k-1+T, C)
     T = xc.shape[1]
-    out = xp[:, k - 1:] * w[:, k - 1]
+    out = xp[:, k - 1 :] * w[:, k - 1]
     for j in range(k - 1):
-        out = out + xp[:, j:j + T] * w[:, j]  # tap j reads position t - (k-1-j)
+        out = out + xp[:, j : j + T] * w[:, j]  # tap j reads position t - (k-1-j)
     return out if bias is None else out + bias
 
 
 def window_at(xc: torch.Tensor, t: int, k: int) -> torch.Tensor:
     """The Conv1D window after step t: conv inputs t-k+2..t of xc [B, T, C] (zeros before 0) → [B, k-1, C]."""
     xp = F.pad(xc, (0, 0, k - 1, 0))
-    return xp[:, t + 1:t + k]
+    return xp[:, t + 1 : t + k]
 
 
 class Block:
@@ -93,7 +94,7 @@ class _RNNBlock(Block):
             return self._out(x, y), None
         ys, cs = [], []  # nn.LSTM returns c only at the end: step it to read c at every t
         for t in range(u.shape[1]):
-            y_t, hc = rnn(u[:, t:t + 1], hc)
+            y_t, hc = rnn(u[:, t : t + 1], hc)
             ys.append(y_t)
             cs.append(hc[1][0])
         y = torch.cat(ys, dim=1)  # (B, T, D)
@@ -155,8 +156,9 @@ class _Mamba2Block(_MambaBlock):
         if lo > 0.0 or hi != float("inf"):
             dt = dt.clamp(lo, hi)
         A = (-torch.exp(m.A_log.float())).to(dt.dtype)[:, None].expand(H, N).repeat_interleave(P, dim=0)  # (E, N)
-        y, hs_all = selective_scan_states(xs, dt.repeat_interleave(P, dim=-1), A, Bm, Cm,
-                                          None if state0 is None else state0["ssm"], keep)
+        y, hs_all = selective_scan_states(
+            xs, dt.repeat_interleave(P, dim=-1), A, Bm, Cm, None if state0 is None else state0["ssm"], keep
+        )
         y = y + xs * m.D.repeat_interleave(P)
         out = residual + m.out_proj(m.norm(y, z).to(hs.dtype))  # the library's gated RMSNorm
         return out.to(x.dtype), ({"ssm": hs_all, "conv": xBC} if keep else None)
@@ -183,8 +185,7 @@ class StatefulModel:
     ``trace``), and returns the last-position logits [B, C].
     """
 
-    def __init__(self, blocks: list[Block], embed, head, n_prefix: int = 0,
-                 parts: tuple[str, ...] = ()) -> None:
+    def __init__(self, blocks: list[Block], embed, head, n_prefix: int = 0, parts: tuple[str, ...] = ()) -> None:
         """Args: ``blocks``; ``embed(tokens [B, L]) → [B, T, D]`` (prefix included); ``head(h [B, D])
         → logits [B, C]``; ``n_prefix`` internal steps before real position 0; the state ``parts``."""
         self.blocks, self.embed, self.head, self.n_prefix, self.parts = blocks, embed, head, n_prefix, parts
@@ -219,20 +220,22 @@ class StatefulModel:
             states.append(st)
         return Trace(inputs, states, self.head(x[:, -1]))
 
-    def injected(self, clean: Trace, corrupted: Trace, layer: int, t: int,
-                 parts: tuple[str, ...] | None = None) -> State:
+    def injected(
+        self, clean: Trace, corrupted: Trace, layer: int, t: int, parts: tuple[str, ...] | None = None
+    ) -> State:
         """Block ``layer``'s corrupted state after internal step t with ``parts`` (None = all)
         taken from the clean run."""
         src, dst = self.state_at(clean, layer, t), self.state_at(corrupted, layer, t)
         return {k: (src[k] if parts is None or k in parts else v) for k, v in dst.items()}
 
     @torch.no_grad()
-    def with_state(self, clean: Trace, corrupted: Trace, layer: int, t: int,
-                   parts: tuple[str, ...] | None = None) -> torch.Tensor:
+    def with_state(
+        self, clean: Trace, corrupted: Trace, layer: int, t: int, parts: tuple[str, ...] | None = None
+    ) -> torch.Tensor:
         """Last-position logits [B, C] of the corrupted run with block ``layer``'s state after
         internal step t (< T-1) replaced by the clean one (``parts``: only those; None = all)."""
         state = self.injected(clean, corrupted, layer, t, parts)
-        return self.resume(corrupted, layer, t + 1, corrupted.inputs[layer][:, t + 1:], state)
+        return self.resume(corrupted, layer, t + 1, corrupted.inputs[layer][:, t + 1 :], state)
 
     @torch.no_grad()
     def resume(self, trace: Trace, layer: int, t0: int, x: torch.Tensor, state0: State | None) -> torch.Tensor:
@@ -257,6 +260,7 @@ def rnn_stateful(model: LayerwiseModel) -> StatefulModel:
 
     def head(h: torch.Tensor) -> torch.Tensor:
         return model.head(model.norm_f(h))
+
     return StatefulModel(blocks, embed, head, model.n_prefix, blocks[0].parts if blocks else ())
 
 
@@ -268,6 +272,7 @@ def _ssm_stateful(model: LayerwiseModel, block_cls: type[_MambaBlock]) -> Statef
 
     def head(h: torch.Tensor) -> torch.Tensor:
         return model.head(model.backbone.norm_f(h))
+
     return StatefulModel(blocks, embed, head, model.n_prefix, block_cls.parts)
 
 

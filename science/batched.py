@@ -145,8 +145,9 @@ class BatchedResult:
     seconds: float = 0.0
 
 
-def seed_batch(task: Task, seed: int, step: int, *, length: int, batch_size: int, block: int,
-               cache: dict[int, TaskData]) -> tuple[torch.Tensor, torch.Tensor]:
+def seed_batch(
+    task: Task, seed: int, step: int, *, length: int, batch_size: int, block: int, cache: dict[int, TaskData]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Seed ``seed``'s batch at ``step`` (1-based): ``train_model``'s stream without a curriculum,
     one ``task.generate`` of ``block`` batches per ``data_seed(seed, "train", block index)``.
     Returns tokens, labels [B, L]."""
@@ -180,16 +181,26 @@ class BatchedSeeds:
         ValueError: from :func:`vmappable`.
     """
 
-    def __init__(self, models: list[nn.Module], *, lr: float = 1e-3, weight_decay: float = 0.01,
-                 max_steps: int = 100, warmup_steps: int = 0, lr_schedule: str = "constant",
-                 min_lr_ratio: float = 0.1, grad_clip: float | None = None) -> None:
+    def __init__(
+        self,
+        models: list[nn.Module],
+        *,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        max_steps: int = 100,
+        warmup_steps: int = 0,
+        lr_schedule: str = "constant",
+        min_lr_ratio: float = 0.1,
+        grad_clip: float | None = None,
+    ) -> None:
         self.models = models
         self.grad_clip = grad_clip
         self.base = vmappable(models[0]).to("meta").train()
         self.params, self.buffers = stack_module_state(models)  # name → [S, ...]; params are new leaves
         self.opt = torch.optim.AdamW(list(self.params.values()), lr=lr, weight_decay=weight_decay)
-        self.sched = make_scheduler(self.opt, max_steps=max_steps, warmup_steps=warmup_steps,
-                                    lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio)
+        self.sched = make_scheduler(
+            self.opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio
+        )
         base = self.base
 
         def loss_of(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -225,14 +236,24 @@ class SeedTrainer:
     """``train_model``'s training step for one model (the simple path): AdamW, the schedule,
     ``clip_grad_norm_``; the model as built (fast Mamba mixers included)."""
 
-    def __init__(self, model: nn.Module, *, lr: float = 1e-3, weight_decay: float = 0.01, max_steps: int = 100,
-                 warmup_steps: int = 0, lr_schedule: str = "constant", min_lr_ratio: float = 0.1,
-                 grad_clip: float | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        max_steps: int = 100,
+        warmup_steps: int = 0,
+        lr_schedule: str = "constant",
+        min_lr_ratio: float = 0.1,
+        grad_clip: float | None = None,
+    ) -> None:
         self.model = model.train()
         self.grad_clip = grad_clip
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-        self.sched = make_scheduler(self.opt, max_steps=max_steps, warmup_steps=warmup_steps,
-                                    lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio)
+        self.sched = make_scheduler(
+            self.opt, max_steps=max_steps, warmup_steps=warmup_steps, lr_schedule=lr_schedule, min_lr_ratio=min_lr_ratio
+        )
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         """One step on tokens ``x`` and labels ``y`` [B, L]; returns the loss before the update."""
@@ -279,16 +300,25 @@ def train_seeds_batched(
     """
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds: expected distinct seeds, got {seeds!r}")
-    recipe = {"lr": lr, "weight_decay": weight_decay, "max_steps": max_steps, "warmup_steps": warmup_steps,
-              "lr_schedule": lr_schedule, "min_lr_ratio": min_lr_ratio, "grad_clip": grad_clip}
+    recipe = {
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "max_steps": max_steps,
+        "warmup_steps": warmup_steps,
+        "lr_schedule": lr_schedule,
+        "min_lr_ratio": min_lr_ratio,
+        "grad_clip": grad_clip,
+    }
     trainer = BatchedSeeds([build_model(cfg, seed=s).to(device) for s in seeds], **recipe)
     block = max(1, min(eval_every, 50))
     caches: list[dict[int, TaskData]] = [{} for _ in seeds]
     losses = torch.empty(max_steps, len(seeds))
     start = time.perf_counter()
     for step in range(1, max_steps + 1):
-        pairs = [seed_batch(task, s, step, length=train_length, batch_size=batch_size, block=block, cache=c)
-                 for s, c in zip(seeds, caches, strict=True)]
+        pairs = [
+            seed_batch(task, s, step, length=train_length, batch_size=batch_size, block=block, cache=c)
+            for s, c in zip(seeds, caches, strict=True)
+        ]
         x = torch.stack([p[0] for p in pairs]).to(device)  # (S, B, L)
         y = torch.stack([p[1] for p in pairs]).to(device)  # (S, B, L)
         losses[step - 1] = trainer.step(x, y)
@@ -319,8 +349,15 @@ def train_seeds_sequential(
     """The simple path: the same S trainings one after another with :class:`SeedTrainer`
     (exactly ``train_model``'s step, without its evaluations). The reference of
     :func:`train_seeds_batched` in tests and benchmarks; same arguments and result."""
-    recipe = {"lr": lr, "weight_decay": weight_decay, "max_steps": max_steps, "warmup_steps": warmup_steps,
-              "lr_schedule": lr_schedule, "min_lr_ratio": min_lr_ratio, "grad_clip": grad_clip}
+    recipe = {
+        "lr": lr,
+        "weight_decay": weight_decay,
+        "max_steps": max_steps,
+        "warmup_steps": warmup_steps,
+        "lr_schedule": lr_schedule,
+        "min_lr_ratio": min_lr_ratio,
+        "grad_clip": grad_clip,
+    }
     losses = torch.empty(max_steps, len(seeds))
     models = []
     block = max(1, min(eval_every, 50))

@@ -24,5 +24,10 @@ def recorded_step_budget(first: dict[str, Any], train_config: dict[str, Any]) ->
     record and its ``train_config``."""
     if first.get("step_budget") is not None:
         return int(first["step_budget"])
-    return step_budget(int(first["steps"]), float(first.get("train_seconds") or 0.0), bool(first.get("stopped_early")),
-                       int(train_config.get("max_steps") or first["steps"]), train_config.get("max_seconds"))
+    return step_budget(
+        int(first["steps"]),
+        float(first.get("train_seconds") or 0.0),
+        bool(first.get("stopped_early")),
+        int(train_config.get("max_steps") or first["steps"]),
+        train_config.get("max_seconds"),
+    )

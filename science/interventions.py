@@ -58,8 +58,17 @@ from torch import Tensor
 from layerscope_core.registry import METHODS
 from science.probes import LinearProbe, fit_probe
 
-__all__ = ["METHODS", "DEFAULT_PCA_K", "FIT_TOKENS_PER_DIM", "Edit", "fit_edit", "inlp_budget",
-           "n_fit_sequences", "random_removal", "span_of_directions"]
+__all__ = [
+    "METHODS",
+    "DEFAULT_PCA_K",
+    "FIT_TOKENS_PER_DIM",
+    "Edit",
+    "fit_edit",
+    "inlp_budget",
+    "n_fit_sequences",
+    "random_removal",
+    "span_of_directions",
+]
 
 DEFAULT_PCA_K = 8
 FIT_TOKENS_PER_DIM = 64  # an edit is fitted on at least 64 · d_model tokens (n_fit_sequences)
@@ -233,8 +242,17 @@ def fit_edit(
         plugin = plugin_methods().get(method)
         if plugin is None:
             raise ValueError(f"unknown intervention method {method!r}; expected one of {method_names()}")
-        return plugin.fit(X, y.reshape(-1).to(X.device).long(), n_classes, k=k, seed=seed, probe=probe,
-                          max_rounds=max_rounds, chance_tol=chance_tol, probe_kwargs=probe_kwargs)
+        return plugin.fit(
+            X,
+            y.reshape(-1).to(X.device).long(),
+            n_classes,
+            k=k,
+            seed=seed,
+            probe=probe,
+            max_rounds=max_rounds,
+            chance_tol=chance_tol,
+            probe_kwargs=probe_kwargs,
+        )
     if X.ndim != 2:
         raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
     min_rows = 2  # a covariance (LEACE, PCA) and INLP's train/held-out split both need two rows
@@ -270,15 +288,13 @@ def fit_edit(
         eraser = LeaceFitter.fit(X.double(), Z).eraser
         left, right = eraser.proj_left.contiguous(), eraser.proj_right.contiguous()
         center = eraser.bias if eraser.bias is not None else torch.zeros(D, dtype=torch.float64, device=X.device)
-        return Edit(method="leace", rank_removed=_rank_of(left @ right), center=center,
-                    left=left, right=right)
+        return Edit(method="leace", rank_removed=_rank_of(left @ right), center=center, left=left, right=right)
 
     if method == "project_out":
         if probe is None:
             probe = fit_probe(X, y, n_classes, **pk)
         Q = _probe_span(probe)
-        return _projection_edit(method, mu, Q, info={"probe_converged": probe.converged,
-                                                     "probe_n_iter": probe.n_iter})
+        return _projection_edit(method, mu, Q, info={"probe_converged": probe.converged, "probe_n_iter": probe.n_iter})
 
     # inlp
     if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
@@ -313,6 +329,15 @@ def fit_edit(
         Q = torch.cat([Q, new], dim=1)
         # re-orthonormalise (guards against drift over many rounds)
         Q = torch.linalg.qr(Q).Q
-    return _projection_edit("inlp", mu, Q, info={"rounds": rounds, "reached_chance": reached,
-                                                 "n_rounds": len(rounds) - 1,  # projections made
-                                                 "max_rounds": max_rounds, "dev_majority": maj_dev})
+    return _projection_edit(
+        "inlp",
+        mu,
+        Q,
+        info={
+            "rounds": rounds,
+            "reached_chance": reached,
+            "n_rounds": len(rounds) - 1,  # projections made
+            "max_rounds": max_rounds,
+            "dev_majority": maj_dev,
+        },
+    )

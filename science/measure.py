@@ -51,8 +51,9 @@ class Captured:
 
 
 @torch.no_grad()
-def capture(model: nn.Module, data: TaskData, device: torch.device | str = "cpu",
-            layers: list[int] | None = None) -> Captured:
+def capture(
+    model: nn.Module, data: TaskData, device: torch.device | str = "cpu", layers: list[int] | None = None
+) -> Captured:
     """Run ``model`` once over ``data`` (batched) and keep every layer's states.
 
     ONE forward pass per batch: states come from forward hooks (``run_with_states``).
@@ -71,8 +72,12 @@ def capture(model: nn.Module, data: TaskData, device: torch.device | str = "cpu"
 def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
     """Argmax predictions [n, L] for tokens [n, L], batched."""
     model.eval()
-    return torch.cat([model(tokens[i : i + CAPTURE_BATCH].to(device)).argmax(-1).cpu()
-                      for i in range(0, tokens.shape[0], CAPTURE_BATCH)])
+    return torch.cat(
+        [
+            model(tokens[i : i + CAPTURE_BATCH].to(device)).argmax(-1).cpu()
+            for i in range(0, tokens.shape[0], CAPTURE_BATCH)
+        ]
+    )
 
 
 def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -89,19 +94,33 @@ def majority_rate(labels: torch.Tensor) -> float:
     return float(torch.bincount(lab).max()) / lab.numel()
 
 
-def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int,
-                config_hash: str) -> list[ProbeRecord]:
+def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int, config_hash: str) -> list[ProbeRecord]:
     tokens = captured.data.tokens
-    reports = probe_layers(captured.states, captured.data.labels, task.n_classes,
-                           seed=data_seed(run_seed, "split", eval_length), tokens=tokens,
-                           token_types=task.token_types(tokens), type_names=task.token_type_names)
-    return [ProbeRecord.from_report(r, eval_length=eval_length, config_hash=config_hash)
-            for _, r in sorted(reports.items())]
+    reports = probe_layers(
+        captured.states,
+        captured.data.labels,
+        task.n_classes,
+        seed=data_seed(run_seed, "split", eval_length),
+        tokens=tokens,
+        token_types=task.token_types(tokens),
+        type_names=task.token_type_names,
+    )
+    return [
+        ProbeRecord.from_report(r, eval_length=eval_length, config_hash=config_hash) for _, r in sorted(reports.items())
+    ]
 
 
-def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int],
-                   n_sequences: int, config_hash: str, device: torch.device | str = "cpu",
-                   ctx: JobContext | None = None) -> list[ProbeRecord]:
+def measure_probes(
+    model: nn.Module,
+    task: Task,
+    *,
+    run_seed: int,
+    eval_lengths: list[int],
+    n_sequences: int,
+    config_hash: str,
+    device: torch.device | str = "cpu",
+    ctx: JobContext | None = None,
+) -> list[ProbeRecord]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
     Returns :class:`ProbeRecord` s for ``probe_results``: accuracy, balanced accuracy and majority
@@ -120,10 +139,23 @@ def measure_probes(model: nn.Module, task: Task, *, run_seed: int, eval_lengths:
     return rows
 
 
-def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited: torch.Tensor,
-                chance: float, refit: tuple[float, float] | None, rank: int | None, k: int | None,
-                n_perm: int, seed: int, config_hash: str, edit_info: dict[str, Any] | None = None,
-                n_fit: int | None = None, random: dict[str, Any] | None = None) -> InterventionRecord:
+def _effect_row(
+    method: str,
+    layer: int,
+    length: int,
+    base: torch.Tensor,
+    edited: torch.Tensor,
+    chance: float,
+    refit: tuple[float, float] | None,
+    rank: int | None,
+    k: int | None,
+    n_perm: int,
+    seed: int,
+    config_hash: str,
+    edit_info: dict[str, Any] | None = None,
+    n_fit: int | None = None,
+    random: dict[str, Any] | None = None,
+) -> InterventionRecord:
     base_acc, edited_acc = float(base.mean()), float(edited.mean())
     gap = base_acc - chance
     info = edit_info or {}
@@ -132,20 +164,38 @@ def _effect_row(method: str, layer: int, length: int, base: torch.Tensor, edited
         inlp_converged=bool(info["reached_chance"]) if inlp and "reached_chance" in info else None,
         inlp_rounds=int(info["n_rounds"]) if inlp and "n_rounds" in info else None,
         n_fit_sequences=n_fit,
-        method=method, layer=layer, eval_length=length, k=k,
-        base_acc=base_acc, edited_acc=edited_acc, delta_pp=(edited_acc - base_acc) * 100.0,
+        method=method,
+        layer=layer,
+        eval_length=length,
+        k=k,
+        base_acc=base_acc,
+        edited_acc=edited_acc,
+        delta_pp=(edited_acc - base_acc) * 100.0,
         drop_rel_chance=(base_acc - edited_acc) / gap if gap > 1e-9 else None,
-        refit_acc=refit[0] if refit else None, refit_majority=refit[1] if refit else None,
+        refit_acc=refit[0] if refit else None,
+        refit_majority=refit[1] if refit else None,
         rank_removed=rank,
         p_value=paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
-        p_holm=None, significant=None,
-        n_sequences=int(base.shape[0]), seed=seed, config_hash=config_hash, **(random or {}),
+        p_holm=None,
+        significant=None,
+        n_sequences=int(base.shape[0]),
+        seed=seed,
+        config_hash=config_hash,
+        **(random or {}),
     )
 
 
-def random_removal_effect(model: nn.Module, layer: int, center: torch.Tensor, rank: int, data: TaskData,
-                          base_acc: torch.Tensor, run_seed: int, draws: int = N_RANDOM_DRAWS,
-                          device: torch.device | str = "cpu") -> dict[str, Any]:
+def random_removal_effect(
+    model: nn.Module,
+    layer: int,
+    center: torch.Tensor,
+    rank: int,
+    data: TaskData,
+    base_acc: torch.Tensor,
+    run_seed: int,
+    draws: int = N_RANDOM_DRAWS,
+    device: torch.device | str = "cpu",
+) -> dict[str, Any]:
     """Behavioural change when ``rank`` random orthonormal directions are removed at ``layer``
     (:func:`science.interventions.random_removal`, around ``center`` [D]), over ``draws`` draws
     (one when ``rank`` = D: every draw then removes the whole space, i.e. mean ablation).
@@ -164,8 +214,12 @@ def random_removal_effect(model: nn.Module, layer: int, center: torch.Tensor, ra
         with edit_layer(model, layer, edit.apply):
             edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
         deltas.append(float((edited - base_acc).mean()) * 100.0)
-    return {"random_delta_pp": sum(deltas) / len(deltas), "random_delta_lo": min(deltas),
-            "random_delta_hi": max(deltas), "random_draws": n_draws}
+    return {
+        "random_delta_pp": sum(deltas) / len(deltas),
+        "random_delta_lo": min(deltas),
+        "random_delta_hi": max(deltas),
+        "random_draws": n_draws,
+    }
 
 
 def _apply_holm(rows: list[InterventionRecord]) -> None:
@@ -182,11 +236,22 @@ def _apply_holm(rows: list[InterventionRecord]) -> None:
 
 
 def measure_interventions(
-    model: nn.Module, task: Task, *, run_seed: int, eval_lengths: list[int], n_sequences: int,
-    methods: list[str], layers: list[int] | None = None, pca_k: int = 8, inlp_max_rounds: int | None = None,
+    model: nn.Module,
+    task: Task,
+    *,
+    run_seed: int,
+    eval_lengths: list[int],
+    n_sequences: int,
+    methods: list[str],
+    layers: list[int] | None = None,
+    pca_k: int = 8,
+    inlp_max_rounds: int | None = None,
     conv1d: bool = True,
-    fit_length: int = TRAIN_LENGTH, n_permutations: int = 2000, config_hash: str = "",
-    device: torch.device | str = "cpu", ctx: JobContext | None = None,
+    fit_length: int = TRAIN_LENGTH,
+    n_permutations: int = 2000,
+    config_hash: str = "",
+    device: torch.device | str = "cpu",
+    ctx: JobContext | None = None,
 ) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
 
@@ -231,16 +296,24 @@ def measure_interventions(
 
     def refit(edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
         edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
-        report = probe_layers({layer: edited_states}, states.data.labels, task.n_classes,
-                              seed=data_seed(run_seed, "split", length))[layer]
+        report = probe_layers(
+            {layer: edited_states}, states.data.labels, task.n_classes, seed=data_seed(run_seed, "split", length)
+        )[layer]
         return report.accuracy, report.majority_baseline
 
     def fitted(method: str, layer: int, n: int) -> Edit:
         x = fit_set(n).states[layer].reshape(-1, fit_set(n).states[layer].shape[-1])  # (n·L, D)
         y = fit_set(n).data.labels.reshape(-1)
         x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
-        return fit_edit(method, x, y, task.n_classes,
-                        k=pca_k if method == "pca_top_k" else None, seed=run_seed, max_rounds=inlp_max_rounds)
+        return fit_edit(
+            method,
+            x,
+            y,
+            task.n_classes,
+            k=pca_k if method == "pca_top_k" else None,
+            seed=run_seed,
+            max_rounds=inlp_max_rounds,
+        )
 
     check: tuple[TaskData, Captured] | None = None  # the eval set at the fit length: the removal check
     edits: dict[tuple[str, int], Edit] = {}
@@ -263,7 +336,9 @@ def measure_interventions(
                     if acc - maj <= REMOVAL_TOL:
                         break
                     n *= 2
-                    ctx.log(f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences")
+                    ctx.log(
+                        f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences"
+                    )
                     edit = fitted(method, layer, n)
                     refits.pop((method, layer))
             edits[(method, layer)], fit_sizes[(method, layer)] = edit, n
@@ -287,13 +362,28 @@ def measure_interventions(
                 known = refits.get((method, layer)) if length == fit_length else None
                 rank = edit.rank_removed
                 if rank and rank not in random_by_rank:
-                    random_by_rank[rank] = random_removal_effect(model, layer, center, rank, data, base_acc,
-                                                                 run_seed, device=device)
-                rows.append(_effect_row(method, layer, length, base_acc, edited, chance,
-                                        known or refit(edit, layer, base, length), rank,
-                                        pca_k if method == "pca_top_k" else None, n_permutations,
-                                        run_seed, config_hash, edit.info, fit_sizes[(method, layer)],
-                                        random_by_rank.get(rank)))
+                    random_by_rank[rank] = random_removal_effect(
+                        model, layer, center, rank, data, base_acc, run_seed, device=device
+                    )
+                rows.append(
+                    _effect_row(
+                        method,
+                        layer,
+                        length,
+                        base_acc,
+                        edited,
+                        chance,
+                        known or refit(edit, layer, base, length),
+                        rank,
+                        pca_k if method == "pca_top_k" else None,
+                        n_permutations,
+                        run_seed,
+                        config_hash,
+                        edit.info,
+                        fit_sizes[(method, layer)],
+                        random_by_rank.get(rank),
+                    )
+                )
                 rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker
                 done += 1
                 ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"{method} at layer {layer}, L={length}")
@@ -305,14 +395,29 @@ def measure_interventions(
                 with remove_conv1d(model, layer=None if layer == ALL_LAYERS else layer):
                     edited_cap = capture(model, data, device, layers=[read])
                 edited = per_sequence_accuracy(edited_cap.preds, data.labels)
-                report = probe_layers({read: edited_cap.states[read]}, data.labels, task.n_classes,
-                                      seed=split_seed)[read]
-                rows.append(_effect_row("conv1d_removal", layer, length, base_acc, edited, chance,
-                                        (report.accuracy, report.majority_baseline), None, None,
-                                        n_permutations, run_seed, config_hash))
+                report = probe_layers({read: edited_cap.states[read]}, data.labels, task.n_classes, seed=split_seed)[
+                    read
+                ]
+                rows.append(
+                    _effect_row(
+                        "conv1d_removal",
+                        layer,
+                        length,
+                        base_acc,
+                        edited,
+                        chance,
+                        (report.accuracy, report.majority_baseline),
+                        None,
+                        None,
+                        n_permutations,
+                        run_seed,
+                        config_hash,
+                    )
+                )
                 done += 1
-                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units,
-                             f"conv1d removal at layer {layer}, L={length}")
+                ctx.progress(
+                    FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"conv1d removal at layer {layer}, L={length}"
+                )
     _apply_holm(rows)
     return rows
 

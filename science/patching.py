@@ -69,9 +69,16 @@ def logit_difference(logits: torch.Tensor, clean_label: torch.Tensor, corrupted_
 
 
 @torch.no_grad()
-def patch_recovery(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor, clean_label: torch.Tensor,
-                   corrupted_label: torch.Tensor, layer: int, positions: Sequence[int] | slice,
-                   device: torch.device | str = "cpu") -> float:
+def patch_recovery(
+    model: nn.Module,
+    clean: torch.Tensor,
+    corrupted: torch.Tensor,
+    clean_label: torch.Tensor,
+    corrupted_label: torch.Tensor,
+    layer: int,
+    positions: Sequence[int] | slice,
+    device: torch.device | str = "cpu",
+) -> float:
     """Recovery of the mean logit difference (1.0 = clean, 0.0 = corrupted) when the residual
     stream after ``layer`` (-1 = emb) at ``positions`` is patched from the clean run.
     tokens: [n, L]; labels: [n]. No pairs are dropped (see ``patching_grid`` for that)."""
@@ -131,14 +138,16 @@ def usable_pairs(ld_clean: np.ndarray, ld_corr: np.ndarray) -> tuple[np.ndarray,
     return np.abs(ld_clean - ld_corr) >= thr, thr
 
 
-def recovery_ci(ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int,
-                n_boot: int = N_BOOT) -> tuple[float, float | None, float | None]:
+def recovery_ci(
+    ld_p: np.ndarray, ld_clean: np.ndarray, ld_corr: np.ndarray, seed: int, n_boot: int = N_BOOT
+) -> tuple[float, float | None, float | None]:
     """Ratio-of-means recovery over pairs [n] and its percentile bootstrap 95% CI
     (``science.stats.bootstrap_ci``, a pair's three LDs resampled together). Resamples whose mean
     gap is 0 are skipped."""
     point = float((ld_p.mean() - ld_corr.mean()) / (ld_clean.mean() - ld_corr.mean()))
-    lo, hi = bootstrap_ci(np.stack([ld_p, ld_clean, ld_corr], axis=1), n_boot=n_boot, seed=seed,
-                          statistic=_ratio_of_means)
+    lo, hi = bootstrap_ci(
+        np.stack([ld_p, ld_clean, ld_corr], axis=1), n_boot=n_boot, seed=seed, statistic=_ratio_of_means
+    )
     return point, lo, hi
 
 
@@ -155,8 +164,9 @@ Cell = tuple[str, int, int]  # ("input", block j, t) | (state site, block ℓ, t
 
 
 @torch.no_grad()
-def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
-                     ctx: JobContext) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+def _cells_recurrent(
+    sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell], ctx: JobContext
+) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """LD_clean, LD_corr and LD_patched per cell [b] from two traces and suffix re-runs."""
     P, L = sm.n_prefix, clean.shape[1]
     tc, tx = sm.trace(clean), sm.trace(corr)
@@ -191,8 +201,15 @@ def _cells_recurrent(sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor,
 
 
 @torch.no_grad()
-def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell],
-                 ctx: JobContext, group: int = 8) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+def _cells_hooks(
+    model: nn.Module,
+    clean: torch.Tensor,
+    corr: torch.Tensor,
+    labels: tuple,
+    cells: list[Cell],
+    ctx: JobContext,
+    group: int = 8,
+) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """The same for models without a recurrent state (the transformer): input of block j at t
     = the output of layer j-1, patched by a hook in a full forward; ``group`` positions per batch."""
     b = clean.shape[0]
@@ -207,28 +224,35 @@ def _cells_hooks(model: nn.Module, clean: torch.Tensor, corr: torch.Tensor, labe
         src = states[j - 1]  # (b, L, D): the output of layer j-1 = the input of block j
         for i in range(0, len(ts), group):
             ctx.check_cancelled()
-            chunk = ts[i:i + group]
+            chunk = ts[i : i + group]
 
             def fn(h: torch.Tensor, chunk=chunk, src=src) -> torch.Tensor:  # h: (g·b, L, D)
                 if tuple(h.shape) != (len(chunk) * b, *src.shape[1:]):  # as patch_positions checks
-                    raise ValueError(f"patch source shape {tuple(src.shape)} (× {len(chunk)} positions) "
-                                     f"!= edited state shape {tuple(h.shape)}")
+                    raise ValueError(
+                        f"patch source shape {tuple(src.shape)} (× {len(chunk)} positions) "
+                        f"!= edited state shape {tuple(h.shape)}"
+                    )
                 h = h.clone()
                 for g, t in enumerate(chunk):
-                    h[g * b:(g + 1) * b, t] = src[:, t].to(h.dtype)
+                    h[g * b : (g + 1) * b, t] = src[:, t].to(h.dtype)
                 return h
 
             with edit_layer(model, j - 1, fn):
                 logits = model(corr.repeat(len(chunk), 1))[:, -1]  # (g·b, C)
             for g, t in enumerate(chunk):
-                out[("input", j, t)] = ld(logits[g * b:(g + 1) * b])
+                out[("input", j, t)] = ld(logits[g * b : (g + 1) * b])
     return ld_clean, ld_corr, out
 
 
 @torch.no_grad()
-def cell_logit_differences(model: nn.Module, clean: torch.Tensor, corrupted: torch.Tensor,
-                           labels: tuple[torch.Tensor, torch.Tensor], cells: list[Cell],
-                           ctx: JobContext | None = None) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+def cell_logit_differences(
+    model: nn.Module,
+    clean: torch.Tensor,
+    corrupted: torch.Tensor,
+    labels: tuple[torch.Tensor, torch.Tensor],
+    cells: list[Cell],
+    ctx: JobContext | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """LD_clean [b], LD_corrupted [b] and LD_patched [b] per cell for one batch of pairs.
 
     Args:
@@ -292,10 +316,21 @@ def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[st
 
 
 @torch.no_grad()
-def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: int = 40,
-                  positions: Sequence[int] | None = None, sites: Sequence[str] | None = None, stride: int = 1,
-                  n_pairs: int = 128, batch_size: int = 128, config_hash: str = "",
-                  device: torch.device | str = "cpu", ctx: JobContext | None = None) -> list[PatchingRecord]:
+def patching_grid(
+    model: nn.Module,
+    task: Task,
+    *,
+    run_seed: int,
+    eval_length: int = 40,
+    positions: Sequence[int] | None = None,
+    sites: Sequence[str] | None = None,
+    stride: int = 1,
+    n_pairs: int = 128,
+    batch_size: int = 128,
+    config_hash: str = "",
+    device: torch.device | str = "cpu",
+    ctx: JobContext | None = None,
+) -> list[PatchingRecord]:
     """Recovery on a site × layer × position grid. Returns :class:`PatchingRecord` s (rows of
     ``patching_results``; dict-compatible).
 
@@ -319,8 +354,10 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     pos = grid_positions(eval_length, positions, stride)
     site_list, skipped = usable_sites(model, sites)
     if not site_list:  # asked for state sites only, on a family without them: nothing would be measured
-        raise ValueError(f"patching sites {skipped}: {model.config.family} has no such state; its sites are "
-                         f"{usable_sites(model, ALL_SITES)[0]}")
+        raise ValueError(
+            f"patching sites {skipped}: {model.config.family} has no such state; its sites are "
+            f"{usable_sites(model, ALL_SITES)[0]}"
+        )
     if skipped:
         ctx.log(f"patching: sites {skipped} skipped ({model.config.family} has no such state)")
     clean, corrupted, p_star = fixed_position_pairs(task, eval_length, n_pairs, run_seed)
@@ -330,8 +367,8 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
     for i in range(0, n_pairs, batch_size):
         ctx.check_cancelled()
-        c, x = clean.tokens[i:i + batch_size].to(device), corrupted.tokens[i:i + batch_size].to(device)
-        labels = (clean.labels[i:i + batch_size, -1], corrupted.labels[i:i + batch_size, -1])
+        c, x = clean.tokens[i : i + batch_size].to(device), corrupted.tokens[i : i + batch_size].to(device)
+        labels = (clean.labels[i : i + batch_size, -1], corrupted.labels[i : i + batch_size, -1])
         sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
         a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
         ld_c.append(a)
@@ -344,21 +381,34 @@ def patching_grid(model: nn.Module, task: Task, *, run_seed: int, eval_length: i
     n_use = int(keep.sum())
     note = None
     if n_use < MIN_PAIRS:
-        note = (f"only {n_use} of {len(keep)} pairs have |LD_clean − LD_corrupted| ≥ {thr:.3g} logits "
-                f"({REL_GAP:.0%} of the median |LD_clean|); need {MIN_PAIRS}")
+        note = (
+            f"only {n_use} of {len(keep)} pairs have |LD_clean − LD_corrupted| ≥ {thr:.3g} logits "
+            f"({REL_GAP:.0%} of the median |LD_clean|); need {MIN_PAIRS}"
+        )
     sel = keep if n_use else np.ones_like(keep)
-    base = {"eval_length": eval_length, "corrupt_position": p_star, "n_pairs": n_use,
-            "n_dropped": int(len(keep) - n_use), "ld_clean": float(ld_clean[sel].mean()),
-            "ld_corrupted": float(ld_corr[sel].mean()), "config_hash": config_hash, "note": note}
+    base = {
+        "eval_length": eval_length,
+        "corrupt_position": p_star,
+        "n_pairs": n_use,
+        "n_dropped": int(len(keep) - n_use),
+        "ld_clean": float(ld_clean[sel].mean()),
+        "ld_corrupted": float(ld_corr[sel].mean()),
+        "config_hash": config_hash,
+        "note": note,
+    }
     rows: list[PatchingRecord] = []
     for site in site_list:
         for layer, (k, j, _) in _site_layers(site, n):
             for t in pos:
                 if note is None:
-                    rec, lo, hi = recovery_ci(np.concatenate(ld_p[(k, j, t)])[keep], ld_clean[keep], ld_corr[keep],
-                                              seed=run_seed)
+                    rec, lo, hi = recovery_ci(
+                        np.concatenate(ld_p[(k, j, t)])[keep], ld_clean[keep], ld_corr[keep], seed=run_seed
+                    )
                 else:
                     rec = lo = hi = None
-                rows.append(PatchingRecord(**base, site=site, layer=layer, position=t, recovery=rec,
-                                           recovery_lo=lo, recovery_hi=hi))
+                rows.append(
+                    PatchingRecord(
+                        **base, site=site, layer=layer, position=t, recovery=rec, recovery_lo=lo, recovery_hi=hi
+                    )
+                )
     return rows

@@ -126,7 +126,7 @@ class LinearProbe:
         """``[C]`` intercept in raw space: ``b − (W/std) · mean``."""
         return self.b - self.class_directions() @ self.mean
 
-    def to(self, device: torch.device | str) -> "LinearProbe":
+    def to(self, device: torch.device | str) -> LinearProbe:
         """A copy with every tensor on ``device``."""
         kw = {k: getattr(self, k) for k in self.__dataclass_fields__}
         for k in ("W", "b", "mean", "std", "classes_present"):
@@ -250,14 +250,30 @@ def fit_probe(
         W_full[cls] = W
         b_full[cls] = b
         return LinearProbe(
-            W=W_full.to(dt), b=b_full.to(dt), mean=mean64.to(dt), std=std64.to(dt),
-            n_classes=n_classes, classes_present=present, converged=converged,
-            n_iter=n_iter, n_evals=n_evals, grad_max=gmax, C=C, tol=tol, max_iter=max_iter,
+            W=W_full.to(dt),
+            b=b_full.to(dt),
+            mean=mean64.to(dt),
+            std=std64.to(dt),
+            n_classes=n_classes,
+            classes_present=present,
+            converged=converged,
+            n_iter=n_iter,
+            n_evals=n_evals,
+            grad_max=gmax,
+            C=C,
+            tol=tol,
+            max_iter=max_iter,
         )
 
     if K == 1:  # one class seen: the probe predicts it; nothing to optimise
-        return _finish(torch.zeros(1, D, dtype=torch.float64, device=dev),
-                       torch.zeros(1, dtype=torch.float64, device=dev), True, 0, 0, 0.0)
+        return _finish(
+            torch.zeros(1, D, dtype=torch.float64, device=dev),
+            torch.zeros(1, dtype=torch.float64, device=dev),
+            True,
+            0,
+            0,
+            0.0,
+        )
 
     remap = torch.full((n_classes,), -1, dtype=torch.long, device=dev)
     remap[cls] = torch.arange(K, device=dev)
@@ -271,14 +287,13 @@ def fit_probe(
         floor = max(lam, 1e-10 * float(evals.max().clamp_min(1e-30)))
         lam_e = evals.clamp_min(floor)
         M = (evecs * lam_e.rsqrt()).T  # [D, D]: W = W_z @ M
-        M_invT = (evecs * lam_e.sqrt()).T  # g_std = g_z @ M_invT
     else:
-        M = M_invT = torch.eye(D, dtype=torch.float64, device=dev)
+        M = torch.eye(D, dtype=torch.float64, device=dev)
     MT = M.T.contiguous()
 
     prior = counts[cls].double() / N
     theta = torch.zeros(K * D + K, dtype=torch.float64, device=dev)
-    theta[K * D:] = prior.log() - prior.log().mean()
+    theta[K * D :] = prior.log() - prior.log().mean()
     theta.requires_grad_(True)
     Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
     Y[torch.arange(N, device=dev), yk] = 1.0  # one-hot targets [N, K]
@@ -286,7 +301,7 @@ def fit_probe(
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         Wz = th[: K * D].view(K, D)
-        b = th[K * D:]
+        b = th[K * D :]
         W = Wz @ M  # [K, D] float64
         logits = (Xs @ W.to(dt).T).double().add_(b)  # [N, K]
         lse = torch.logsumexp(logits, 1, keepdim=True)  # [N, 1]
@@ -319,8 +334,15 @@ def fit_probe(
     # evaluated point — an iterate or a line-search trial point, where LBFGS leaves the
     # parameters when the closure raises — whose standardised gradient meets the criterion.
     # torch's stall tests (tolerance_change) end a step() early; one restart is tried.
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max(max_iter, 1), history_size=history_size,
-                            tolerance_grad=0.0, tolerance_change=1e-14, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=max(max_iter, 1),
+        history_size=history_size,
+        tolerance_grad=0.0,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
+    )
     converged = False
     early_stops = 0
     try:
@@ -341,11 +363,13 @@ def fit_probe(
     with torch.no_grad():
         th = theta.detach()
         W = th[: K * D].view(K, D) @ M
-        b = th[K * D:]
+        b = th[K * D :]
     return _finish(W, b, converged, n_iter, int(last["evals"]), last["gmax"])
 
 
-def split_sequences(n: int, test_frac: float = 0.2, seed: int = 0, strata: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def split_sequences(
+    n: int, test_frac: float = 0.2, seed: int = 0, strata: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """Seeded split of ``n`` sequence indices → ``(train_idx, test_idx)`` (CPU long tensors, sorted).
 
     ``n_test = round(n · test_frac)``, at least 1 and at most ``n − 1`` when ``n ≥ 2``. With
@@ -416,8 +440,9 @@ def sequence_strata(labels: Tensor, n_classes: int, n_bins: int = 4, max_strata:
 CONTROL_BUCKET = 5  # positions per bucket of the control task (docs/SCIENCE.md#selectivity)
 
 
-def control_labels(tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0,
-                   bucket: int | None = CONTROL_BUCKET) -> Tensor:
+def control_labels(
+    tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0, bucket: int | None = CONTROL_BUCKET
+) -> Tensor:
     """The control task: one fixed random label per (input-token type, position bucket), drawn from
     the empirical label distribution; unlabelled positions (< 0) stay unlabelled.
 
@@ -451,8 +476,7 @@ def control_labels(tokens: Tensor, labels: Tensor, n_classes: int, seed: int = 0
     g = torch.Generator().manual_seed(seed)
     n_types = int(tok.max()) + 1 if tok.numel() else 1
     n_buckets = 1 if bucket is None else -(-tok.shape[-1] // bucket)
-    table = torch.multinomial(dist.clamp_min(0) + (dist.sum() == 0), n_types * n_buckets, replacement=True,
-                              generator=g)
+    table = torch.multinomial(dist.clamp_min(0) + (dist.sum() == 0), n_types * n_buckets, replacement=True, generator=g)
     pos_bucket = torch.zeros_like(tok) if bucket is None else (torch.arange(tok.shape[-1]) // bucket).expand_as(tok)
     ctrl = torch.where(valid, table[tok * n_buckets + pos_bucket], torch.full_like(lab, -100))
     return ctrl.to(labels.device)
@@ -560,10 +584,19 @@ def probe_layers(
             c_probe = fit_probe(H[tr][cm], ctr[cm], n_classes, **fit_kwargs)
             control = _score(c_probe, H[te], cte, n_classes)[2]
         out[layer] = ProbeReport(
-            layer=layer, accuracy=acc, majority_baseline=maj, per_position=per_pos,
-            n_train=int(tr.numel()), n_test=int(te.numel()), converged=probe.converged,
-            n_iter=probe.n_iter, grad_max=probe.grad_max, balanced_accuracy=bal, control_accuracy=control,
-            selectivity=None if control is None else acc - control, type_accuracy=by_type,
+            layer=layer,
+            accuracy=acc,
+            majority_baseline=maj,
+            per_position=per_pos,
+            n_train=int(tr.numel()),
+            n_test=int(te.numel()),
+            converged=probe.converged,
+            n_iter=probe.n_iter,
+            grad_max=probe.grad_max,
+            balanced_accuracy=bal,
+            control_accuracy=control,
+            selectivity=None if control is None else acc - control,
+            type_accuracy=by_type,
             probe=probe if keep_probes else None,
         )
         if ctx is not None:
@@ -610,5 +643,10 @@ def sklearn_probe(
     acc = None
     if X_test is not None and y_test is not None:
         acc = float(model.score(scaler.transform(_np(X_test)), _np(y_test).reshape(-1)))
-    return {"model": model, "scaler": scaler, "accuracy": acc,
-            "converged": (n_iter < max_iter) and not warned, "n_iter": n_iter}
+    return {
+        "model": model,
+        "scaler": scaler,
+        "accuracy": acc,
+        "converged": (n_iter < max_iter) and not warned,
+        "n_iter": n_iter,
+    }

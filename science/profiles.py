@@ -78,12 +78,42 @@ from layerscope_core.layers import depth  # the one definition (docs/SCIENCE.md#
 from science.stats import bounds_for, t_interval
 
 __all__ = [
-    "PEAK_FRACTION", "EARLY_DEPTH", "LATE_SHARE", "MIN_GAIN", "FLAT_MARGIN", "CLASSES",
-    "normalise_keys", "depth", "best_layer", "first_95", "computation_floor", "late_concentration", "normalised_curve",
-    "auc", "profile_class", "profile_metrics", "most_damaging_layer", "near_best_layers", "decoupling", "NEAR_BEST_TOL",
-    "reversal_pairs", "profile_distance", "mean_curve", "summarise_profiles",
-    "ClassRule", "DEFAULT_RULE", "STABILITY_MARGINS", "NOT_ABOVE_CONTROL", "CONTROL_SD_MULT", "learned_gain",
-    "control_margin", "control_class", "control_metrics", "rules_within_margin", "class_stability", "curve_defect",
+    "PEAK_FRACTION",
+    "EARLY_DEPTH",
+    "LATE_SHARE",
+    "MIN_GAIN",
+    "FLAT_MARGIN",
+    "CLASSES",
+    "normalise_keys",
+    "depth",
+    "best_layer",
+    "first_95",
+    "computation_floor",
+    "late_concentration",
+    "normalised_curve",
+    "auc",
+    "profile_class",
+    "profile_metrics",
+    "most_damaging_layer",
+    "near_best_layers",
+    "decoupling",
+    "NEAR_BEST_TOL",
+    "reversal_pairs",
+    "profile_distance",
+    "mean_curve",
+    "summarise_profiles",
+    "ClassRule",
+    "DEFAULT_RULE",
+    "STABILITY_MARGINS",
+    "NOT_ABOVE_CONTROL",
+    "CONTROL_SD_MULT",
+    "learned_gain",
+    "control_margin",
+    "control_class",
+    "control_metrics",
+    "rules_within_margin",
+    "class_stability",
+    "curve_defect",
 ]
 
 PEAK_FRACTION = 0.95
@@ -109,10 +139,22 @@ class ClassRule:
 
 DEFAULT_RULE = ClassRule()
 # how far each threshold is moved for class stability (docs/SCIENCE.md#class-stability)
-STABILITY_MARGINS: dict[str, float] = {"peak_fraction": 0.02, "early_depth": 0.125, "late_share": 0.1,
-                                       "flat_margin": 0.02}
-METRIC_NAMES = ("best_layer", "first_95", "late_concentration", "auc", "max_accuracy", "depth_first_95",
-                "gain_over_majority", "gain_over_emb")
+STABILITY_MARGINS: dict[str, float] = {
+    "peak_fraction": 0.02,
+    "early_depth": 0.125,
+    "late_share": 0.1,
+    "flat_margin": 0.02,
+}
+METRIC_NAMES = (
+    "best_layer",
+    "first_95",
+    "late_concentration",
+    "auc",
+    "max_accuracy",
+    "depth_first_95",
+    "gain_over_majority",
+    "gain_over_emb",
+)
 LAYER_INDEX_METRICS = ("best_layer", "first_95")  # layer indices: −1 (emb) .. n_layers − 1
 
 
@@ -165,8 +207,9 @@ def computation_floor(curve: Mapping[Any, float], baseline: float | None = None)
     return c[-1] if baseline is None else max(float(baseline), c[-1])
 
 
-def late_concentration(curve: Mapping[Any, float], min_gain: float = MIN_GAIN,
-                       baseline: float | None = None) -> float | None:
+def late_concentration(
+    curve: Mapping[Any, float], min_gain: float = MIN_GAIN, baseline: float | None = None
+) -> float | None:
     """Share of the blocks' gain (last layer − :func:`computation_floor`) made by the last block;
     None if that gain < ``min_gain``."""
     c = normalise_keys(curve)
@@ -229,8 +272,9 @@ def profile_class(curve: Mapping[Any, float], baseline: float | None = None, rul
     return "gradual"
 
 
-def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None,
-                    rule: ClassRule = DEFAULT_RULE) -> dict[str, Any]:
+def profile_metrics(
+    curve: Mapping[Any, float], baseline: float | None = None, rule: ClassRule = DEFAULT_RULE
+) -> dict[str, Any]:
     """All single-curve metrics: best_layer, first_95, depth_first_95, late_concentration, auc,
     max_accuracy, floor, emb_accuracy, gain_over_majority, gain_over_emb (fractions 0..1),
     n_layers, profile_class. Each is a number, or None where it is undefined: a curve below its
@@ -238,8 +282,10 @@ def profile_metrics(curve: Mapping[Any, float], baseline: float | None = None,
     (``undefined`` then says why)."""
     defect = curve_defect(curve)
     if defect is not None:
-        return {**dict.fromkeys((*METRIC_NAMES, "floor", "emb_accuracy", "n_layers", "profile_class")),
-                "undefined": defect}
+        return {
+            **dict.fromkeys((*METRIC_NAMES, "floor", "emb_accuracy", "n_layers", "profile_class")),
+            "undefined": defect,
+        }
     c = normalise_keys(curve)
     f95 = first_95(c, rule.peak_fraction, baseline=baseline)
     f = _base(c, baseline)
@@ -286,8 +332,9 @@ def control_margin(controls: Sequence[Mapping[Any, float]]) -> float:
     return max(MIN_GAIN, CONTROL_SD_MULT * sd)
 
 
-def control_class(curve: Mapping[Any, float], control: Mapping[Any, float], margin: float,
-                  rule: ClassRule = DEFAULT_RULE) -> str:
+def control_class(
+    curve: Mapping[Any, float], control: Mapping[Any, float], margin: float, rule: ClassRule = DEFAULT_RULE
+) -> str:
     """The class of the learned gain: :data:`NOT_ABOVE_CONTROL` when its largest value is below
     ``margin`` (``rule.flat_margin`` is replaced by it), else early / late / gradual on the gain
     with the floor 0."""
@@ -295,8 +342,9 @@ def control_class(curve: Mapping[Any, float], control: Mapping[Any, float], marg
     return NOT_ABOVE_CONTROL if cls == "flat" else cls
 
 
-def control_metrics(curve: Mapping[Any, float], control: Mapping[Any, float], margin: float,
-                    rule: ClassRule = DEFAULT_RULE) -> dict[str, Any]:
+def control_metrics(
+    curve: Mapping[Any, float], control: Mapping[Any, float], margin: float, rule: ClassRule = DEFAULT_RULE
+) -> dict[str, Any]:
     """:func:`profile_metrics` of the learned gain (floor 0), its class by :func:`control_class`;
     ``gain_over_majority`` there is the largest learned gain (``gain_over_control``, also given)."""
     g = learned_gain(curve, control)
@@ -308,15 +356,18 @@ def control_metrics(curve: Mapping[Any, float], control: Mapping[Any, float], ma
     return m
 
 
-def rules_within_margin(margins: Mapping[str, float] = STABILITY_MARGINS,
-                        base: ClassRule = DEFAULT_RULE) -> list[ClassRule]:
+def rules_within_margin(
+    margins: Mapping[str, float] = STABILITY_MARGINS, base: ClassRule = DEFAULT_RULE
+) -> list[ClassRule]:
     """Every rule with each threshold at its value − margin, its value, or + margin (3⁴ = 81)."""
     names = [f.name for f in fields(ClassRule)]
     steps = [(-margins.get(n, 0.0), 0.0, margins.get(n, 0.0)) for n in names]
     return [replace(base, **{n: getattr(base, n) + d for n, d in zip(names, ds)}) for ds in product(*steps)]
 
 
-def class_stability(classify: Callable[[ClassRule], str], margins: Mapping[str, float] = STABILITY_MARGINS) -> dict[str, Any]:
+def class_stability(
+    classify: Callable[[ClassRule], str], margins: Mapping[str, float] = STABILITY_MARGINS
+) -> dict[str, Any]:
     """How a class holds when the rule's thresholds move by ``margins``.
 
     Args:
@@ -329,12 +380,14 @@ def class_stability(classify: Callable[[ClassRule], str], margins: Mapping[str, 
     default = classify(DEFAULT_RULE)
     got = Counter(classify(r) for r in rules_within_margin(margins))
     total = sum(got.values())
-    return {"class": default, "agree": got[default], "of": total, "stable": got[default] == total,
-            "classes": dict(got)}
+    return {"class": default, "agree": got[default], "of": total, "stable": got[default] == total, "classes": dict(got)}
 
 
-def _damage_by_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
-                     method: str | None = None, eval_length: int | None = None) -> dict[int, float]:
+def _damage_by_layer(
+    interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+    method: str | None = None,
+    eval_length: int | None = None,
+) -> dict[int, float]:
     if isinstance(interventions, Mapping):
         return {_key(k): float(v) for k, v in interventions.items() if v is not None}
     acc: dict[int, list[float]] = {}
@@ -350,8 +403,11 @@ def _damage_by_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, 
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
-def most_damaging_layer(interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
-                        method: str | None = None, eval_length: int | None = None) -> int | None:
+def most_damaging_layer(
+    interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+    method: str | None = None,
+    eval_length: int | None = None,
+) -> int | None:
     """Layer with the most negative mean ``delta_pp``.
 
     Args:
@@ -377,9 +433,14 @@ def near_best_layers(curve: Mapping[Any, float], tol: float = NEAR_BEST_TOL) -> 
     return [k for k, v in c.items() if v >= top - tol - 1e-12]
 
 
-def decoupling(curve: Mapping[Any, float], interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
-               method: str | None = None, eval_length: int | None = None, min_distance: int = 1,
-               near_best_tol: float = NEAR_BEST_TOL) -> dict[str, Any]:
+def decoupling(
+    curve: Mapping[Any, float],
+    interventions: Mapping[Any, float] | Iterable[Mapping[str, Any]],
+    method: str | None = None,
+    eval_length: int | None = None,
+    min_distance: int = 1,
+    near_best_tol: float = NEAR_BEST_TOL,
+) -> dict[str, Any]:
     """Best-probe layer vs most-damaging layer.
 
     ``decoupled`` is True when the most damaging layer is at least ``min_distance`` layers from
@@ -398,15 +459,28 @@ def decoupling(curve: Mapping[Any, float], interventions: Mapping[Any, float] | 
     d = _damage_by_layer(interventions, method, eval_length)
     m = most_damaging_layer(d)
     if m is None:
-        return {"best_layer": b, "near_best_layers": near, "damaging_layer": None, "distance": None,
-                "decoupled": None, "delta_at_best_pp": None, "delta_near_best_pp": None,
-                "delta_at_damaging_pp": None}
+        return {
+            "best_layer": b,
+            "near_best_layers": near,
+            "damaging_layer": None,
+            "distance": None,
+            "decoupled": None,
+            "delta_at_best_pp": None,
+            "delta_near_best_pp": None,
+            "delta_at_damaging_pp": None,
+        }
     dist = abs(b - m)
     near_d = [d[k] for k in near if k in d]
-    return {"best_layer": b, "near_best_layers": near, "damaging_layer": m, "distance": dist,
-            "decoupled": dist >= min_distance and m not in near,
-            "delta_at_best_pp": d.get(b), "delta_near_best_pp": min(near_d) if near_d else None,
-            "delta_at_damaging_pp": d[m]}
+    return {
+        "best_layer": b,
+        "near_best_layers": near,
+        "damaging_layer": m,
+        "distance": dist,
+        "decoupled": dist >= min_distance and m not in near,
+        "delta_at_best_pp": d.get(b),
+        "delta_near_best_pp": min(near_d) if near_d else None,
+        "delta_at_damaging_pp": d[m],
+    }
 
 
 def reversal_pairs(classes: Mapping[tuple[str, str], str] | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -440,18 +514,25 @@ def reversal_pairs(classes: Mapping[tuple[str, str], str] | Iterable[Mapping[str
             shared = sorted({x for x, ok in ((c, c == f), (d, d == e)) if ok})
             if not shared:
                 continue
-            out.append({
-                "families": [A, B], "tasks": [T1, T2],
-                "kind": "full" if (c == f and d == e) else "partial",
-                "shared_class": shared,
-                "classes": {T1: {A: c, B: d}, T2: {A: e, B: f}},
-            })
+            out.append(
+                {
+                    "families": [A, B],
+                    "tasks": [T1, T2],
+                    "kind": "full" if (c == f and d == e) else "partial",
+                    "shared_class": shared,
+                    "classes": {T1: {A: c, B: d}, T2: {A: e, B: f}},
+                }
+            )
     return out
 
 
-def profile_distance(curve_a: Mapping[Any, float], curve_b: Mapping[Any, float],
-                     baseline_a: float | None = None, baseline_b: float | None = None,
-                     n_grid: int = 21) -> float:
+def profile_distance(
+    curve_a: Mapping[Any, float],
+    curve_b: Mapping[Any, float],
+    baseline_a: float | None = None,
+    baseline_b: float | None = None,
+    n_grid: int = 21,
+) -> float:
     """RMS difference of the two normalised curves on ``n_grid`` depths in [0, 1] (0 = same shape)."""
     grid = np.linspace(0.0, 1.0, n_grid)
     xa, ya = normalised_curve(curve_a, baseline_a)
@@ -485,8 +566,12 @@ def _interval_metrics(per_seed: Sequence[Mapping[str, Any]], n_layers: int, conf
     return metrics
 
 
-def summarise_against_controls(curves: Sequence[Mapping[Any, float]], controls: Sequence[Mapping[Any, float]],
-                               seeds: Sequence[int] | None = None, confidence: float = 0.95) -> dict[str, Any]:
+def summarise_against_controls(
+    curves: Sequence[Mapping[Any, float]],
+    controls: Sequence[Mapping[Any, float]],
+    seeds: Sequence[int] | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
     """The control-adjusted summary of one cell: each seed's curve against its own control
     (``controls[i]`` is seed i's), the cell's class from the seed-mean learned gain, the margin
     from the controls' spread (:func:`control_margin`), and the class's stability.
@@ -509,17 +594,24 @@ def summarise_against_controls(curves: Sequence[Mapping[Any, float]], controls: 
     n_layers = max((_n(normalise_keys(c)) for c in curves), default=0)
     mc, mk = mean_curve(curves), mean_curve(controls)
     return {
-        "n": len(curves), "seeds": list(seeds) if seeds is not None else None, "margin": margin,
+        "n": len(curves),
+        "seeds": list(seeds) if seeds is not None else None,
+        "margin": margin,
         "profile_class": control_class(mc, mk, margin),
         "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
         "stability": class_stability(lambda r: control_class(mc, mk, margin + (r.flat_margin - FLAT_MARGIN), r)),
         "metrics": _interval_metrics(per_seed, n_layers, confidence),
-        "per_seed": per_seed, "control_curve": mk,
+        "per_seed": per_seed,
+        "control_curve": mk,
     }
 
 
-def summarise_profiles(curves: Sequence[Mapping[Any, float]], baselines: Sequence[float | None] | None = None,
-                       seeds: Sequence[int] | None = None, confidence: float = 0.95) -> dict[str, Any]:
+def summarise_profiles(
+    curves: Sequence[Mapping[Any, float]],
+    baselines: Sequence[float | None] | None = None,
+    seeds: Sequence[int] | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
     """Per-seed profile metrics plus mean and t-interval over seeds (the ``/api/profiles`` shape).
 
     Args:

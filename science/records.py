@@ -103,8 +103,11 @@ class ProbeRecord(_Record):
         """The stored row of one layer's ``science.probes.ProbeReport`` (its fields that are columns)
         at ``eval_length``, under the measure settings' ``config_hash``."""
         row = report.to_row()
-        rec = cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row},
-                  eval_length=eval_length, config_hash=config_hash)
+        rec = cls(
+            **{f.name: row[f.name] for f in fields(cls) if f.name in row},
+            eval_length=eval_length,
+            config_hash=config_hash,
+        )
         rec.probe = getattr(report, "probe", None)  # not a column: the fitted probe, kept by the worker
         return rec
 

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import hashlib
 
-PURPOSES = ("train", "heldout", "behaviour", "probe", "intervene_fit", "intervene_eval", "patch", "split",
-            "random_removal")
+PURPOSES = (
+    "train",
+    "heldout",
+    "behaviour",
+    "probe",
+    "intervene_fit",
+    "intervene_eval",
+    "patch",
+    "split",
+    "random_removal",
+)
 
 
 def data_seed(run_seed: int, purpose: str, index: int = 0) -> int:

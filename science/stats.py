@@ -23,7 +23,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["ALPHA", "BOUNDS", "bootstrap_ci", "bounds_for", "clip_interval", "holm", "paired_permutation_test", "significance_label", "t_interval", "wilson_interval"]
+__all__ = [
+    "ALPHA",
+    "BOUNDS",
+    "bootstrap_ci",
+    "bounds_for",
+    "clip_interval",
+    "holm",
+    "paired_permutation_test",
+    "significance_label",
+    "t_interval",
+    "wilson_interval",
+]
 
 ALPHA = 0.05
 
@@ -32,8 +43,14 @@ ALPHA = 0.05
 # interval is clipped (one place: clip_interval). Keys are metric names as stored/aggregated.
 UNIT = (0.0, 1.0)
 BOUNDS: dict[str, tuple[float, float]] = {
-    "accuracy": UNIT, "balanced_accuracy": UNIT, "control_accuracy": UNIT, "heldout_acc": UNIT,
-    "max_accuracy": UNIT, "share": UNIT, "auc": UNIT, "depth_first_95": UNIT,
+    "accuracy": UNIT,
+    "balanced_accuracy": UNIT,
+    "control_accuracy": UNIT,
+    "heldout_acc": UNIT,
+    "max_accuracy": UNIT,
+    "share": UNIT,
+    "auc": UNIT,
+    "depth_first_95": UNIT,
 }  # not patching recovery: a patch can overshoot the clean run (> 1) or worsen it (< 0); not late
 # concentration either: a last block below the one before gives < 0, a layer below the floor > 1
 
@@ -43,8 +60,9 @@ def bounds_for(name: str | None) -> tuple[float, float] | None:
     return BOUNDS.get(name) if name else None
 
 
-def clip_interval(mean: float | None, lo: float | None, hi: float | None,
-                  bounds: tuple[float, float] | None) -> tuple[float | None, float | None, float | None]:
+def clip_interval(
+    mean: float | None, lo: float | None, hi: float | None, bounds: tuple[float, float] | None
+) -> tuple[float | None, float | None, float | None]:
     """``(mean, lo, hi)`` with ``lo``/``hi`` clipped to ``bounds = (low, high)``.
 
     The range is widened to the mean when the mean itself lies outside it (a quantity that is
@@ -66,8 +84,9 @@ def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
-def t_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95,
-               bounds: tuple[float, float] | None = None) -> tuple[float | None, float | None, float | None]:
+def t_interval(
+    values: Sequence[float] | np.ndarray, confidence: float = 0.95, bounds: tuple[float, float] | None = None
+) -> tuple[float | None, float | None, float | None]:
     """Mean and two-sided Student-t interval ``mean ± t_{(1+conf)/2, n−1} · s/√n`` over seeds.
 
     Args:

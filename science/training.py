@@ -76,9 +76,11 @@ def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str 
         has = seen.any(dim=1)
         last = (seen.long() * torch.arange(seen.shape[1])).argmax(dim=1)  # (n,)
         last_correct = correct[torch.arange(seen.shape[0]), last][has]
-        return {"token_acc": float(correct[seen].mean()) if has.any() else 0.0,
-                "last_acc": float(last_correct.mean()) if has.any() else 0.0,
-                "n": int(data.tokens.shape[0])}
+        return {
+            "token_acc": float(correct[seen].mean()) if has.any() else 0.0,
+            "last_acc": float(last_correct.mean()) if has.any() else 0.0,
+            "n": int(data.tokens.shape[0]),
+        }
     return {
         "token_acc": float(correct.mean()),
         "last_acc": float(correct[:, -1].mean()),
@@ -86,8 +88,14 @@ def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str 
     }
 
 
-def make_scheduler(opt: torch.optim.Optimizer, *, max_steps: int, warmup_steps: int = 0,
-                   lr_schedule: str = "constant", min_lr_ratio: float = 0.1):
+def make_scheduler(
+    opt: torch.optim.Optimizer,
+    *,
+    max_steps: int,
+    warmup_steps: int = 0,
+    lr_schedule: str = "constant",
+    min_lr_ratio: float = 0.1,
+):
     """torch's own schedulers for the recipe: ``LinearLR`` warm-up from lr/``warmup_steps`` to the
     peak over ``warmup_steps`` steps, then constant or ``CosineAnnealingLR`` down to
     ``min_lr_ratio`` × peak at ``max_steps`` (Loshchilov & Hutter 2017, SGDR, without restarts).
@@ -209,8 +217,9 @@ def train_model(
     torch.manual_seed(data_seed(seed, "train", -1))  # init-independent randomness (dropout etc.)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-    sched = make_scheduler(opt, max_steps=max_steps, warmup_steps=c.warmup_steps, lr_schedule=c.lr_schedule,
-                           min_lr_ratio=c.min_lr_ratio)
+    sched = make_scheduler(
+        opt, max_steps=max_steps, warmup_steps=c.warmup_steps, lr_schedule=c.lr_schedule, min_lr_ratio=c.min_lr_ratio
+    )
     lengths = curriculum_lengths(train_length, c.curriculum_start, c.curriculum_step)
     stage = 0
     heldouts: dict[int, TaskData] = {}
@@ -272,9 +281,15 @@ def train_model(
         if step % eval_every == 0 or step == max_steps or at_limit:
             acc, acc_length = token_accuracy(model, heldout(length), device)["token_acc"], length
             point["heldout_token_acc"] = acc
-            ctx.progress(min(1.0, max(step / min(max_steps, stop_at_step or max_steps),
-                                      elapsed / max_seconds if max_seconds else 0.0)),
-                         f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}")
+            ctx.progress(
+                min(
+                    1.0,
+                    max(
+                        step / min(max_steps, stop_at_step or max_steps), elapsed / max_seconds if max_seconds else 0.0
+                    ),
+                ),
+                f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}",
+            )
             at_length.append(acc)
             if length == train_length:
                 if best is None or acc > best[0]:
@@ -287,8 +302,10 @@ def train_model(
                 ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {lengths[stage]}")
             if not stopped_early and plateau_evals and plateaued(at_length, plateau_evals, plateau_min_gain):
                 stop_reason = "plateau"
-                ctx.log(f"step {step}: plateau at length {length} (best of the last {plateau_evals} evaluations "
-                        f"within {plateau_min_gain:.3f} of the best before them)")
+                ctx.log(
+                    f"step {step}: plateau at length {length} (best of the last {plateau_evals} evaluations "
+                    f"within {plateau_min_gain:.3f} of the best before them)"
+                )
         curve.append(point)
         if stopped_early or at_limit or stop_reason == "plateau":
             break
@@ -311,16 +328,31 @@ def train_model(
     )
 
 
-def untrained_result(model: nn.Module, task: Task, *, seed: int, train_length: int = 40, n_eval_sequences: int = 500,
-                     device: torch.device | str = "cpu") -> TrainResult:
+def untrained_result(
+    model: nn.Module,
+    task: Task,
+    *,
+    seed: int,
+    train_length: int = 40,
+    n_eval_sequences: int = 500,
+    device: torch.device | str = "cpu",
+) -> TrainResult:
     """The :class:`TrainResult` of a model left at its initialisation (a random-init control,
     docs/SCIENCE.md#controls): 0 steps, held-out token accuracy on the held-out set a trained run
     of ``seed`` is judged on, no stop reason."""
     data = task.generate(train_length, n_eval_sequences, data_seed(seed, "heldout", 0), split="test")
     acc = token_accuracy(model, data, device)["token_acc"]
     model.eval()
-    return TrainResult(steps=0, seconds=0.0, stopped_early=False, final_heldout_acc=acc, stop_reason=None,  # type: ignore[arg-type]
-                       best_heldout_acc=acc, best_step=0, stop_length=train_length)
+    return TrainResult(
+        steps=0,
+        seconds=0.0,
+        stopped_early=False,
+        final_heldout_acc=acc,
+        stop_reason=None,  # type: ignore[arg-type]
+        best_heldout_acc=acc,
+        best_step=0,
+        stop_length=train_length,
+    )
 
 
 def step_budget(steps: int, seconds: float, stopped_early: bool, max_steps: int, max_seconds: float | None) -> int:
@@ -341,8 +373,13 @@ def recorded_step_budget(first: dict[str, Any], train_config: dict[str, Any]) ->
     record and its ``train_config``."""
     if first.get("step_budget") is not None:
         return int(first["step_budget"])
-    return step_budget(int(first["steps"]), float(first.get("train_seconds") or 0.0), bool(first.get("stopped_early")),
-                       int(train_config.get("max_steps") or first["steps"]), train_config.get("max_seconds"))
+    return step_budget(
+        int(first["steps"]),
+        float(first.get("train_seconds") or 0.0),
+        bool(first.get("stopped_early")),
+        int(train_config.get("max_steps") or first["steps"]),
+        train_config.get("max_seconds"),
+    )
 
 
 def behaviour(
@@ -357,8 +394,10 @@ def behaviour(
     """Behavioural accuracy per eval length: ``{"40": BehaviourRecord(token_acc, last_acc, n), ...}``
     (keys: str(L); store with ``science.records.behaviour_json``)."""
     return {
-        str(length): BehaviourRecord(**token_accuracy(
-            model, task.generate(length, n_sequences, data_seed(seed, "behaviour", length), split="test"), device
-        ))
+        str(length): BehaviourRecord(
+            **token_accuracy(
+                model, task.generate(length, n_sequences, data_seed(seed, "behaviour", length), split="test"), device
+            )
+        )
         for length in eval_lengths
     }

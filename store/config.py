@@ -35,13 +35,18 @@ class Settings(BaseSettings):
     # Auth: tokens are required for writes when the server listens beyond loopback.
     require_token_for_reads: bool = False
     dashboard_token: str | None = Field(
-        None, description="Token the dashboard sends to the API (needed for its job launches in lab mode). "
-        "Every dashboard visitor writes through it: set it only where every visitor may write."
+        None,
+        description="Token the dashboard sends to the API (needed for its job launches in lab mode). "
+        "Every dashboard visitor writes through it: set it only where every visitor may write.",
     )
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(1_000_000, description="Larger request bodies are a 413 on every path")
-    limit_concurrency: int = Field(4, ge=1, description="Heavy requests (exports, aggregates, bundles) served at "
-                                   "once; more answer 503 with Retry-After (serve --limit-concurrency)")
+    limit_concurrency: int = Field(
+        4,
+        ge=1,
+        description="Heavy requests (exports, aggregates, bundles) served at "
+        "once; more answer 503 with Retry-After (serve --limit-concurrency)",
+    )
     # Who may frame the dashboard (embed mode, ``?embed=1``): a CSP frame-ancestors value.
     frame_ancestors: str = "*"
     # Jobs
@@ -54,8 +59,10 @@ class Settings(BaseSettings):
     log_tail_lines: int = Field(200, description="Lines of a job's log kept in the jobs table")
     # Start-up: a SQLite file is checked with PRAGMA quick_check (a corrupt one is refused)
     check_integrity: bool = Field(True, description="Run PRAGMA quick_check on a SQLite DB at start-up")
-    integrity_check_seconds: float = Field(10.0, description="Stop the start-up check after this long "
-                                                             "(a large file is then served unchecked, with a warning)")
+    integrity_check_seconds: float = Field(
+        10.0,
+        description="Stop the start-up check after this long (a large file is then served unchecked, with a warning)",
+    )
 
     @property
     def resolved_db_url(self) -> str:

@@ -44,14 +44,26 @@ def params_hash(params: BaseModel) -> str:
 PERSON_PRIORITY = 10  # jobs a person launches (POST /api/jobs) before background suites' (0)
 
 
-def new_job(kind: str, params: BaseModel, *, parent_id: int | None = None, max_attempts: int = 3,
-            priority: int = 0) -> Job:
+def new_job(
+    kind: str, params: BaseModel, *, parent_id: int | None = None, max_attempts: int = 3, priority: int = 0
+) -> Job:
     """An unsaved queued job for already-validated ``params``; ``priority``: higher is taken first."""
     now = utcnow()
     return Job(
-        kind=kind, state=QUEUED, params=params.model_dump(mode="json"), config_hash=params_hash(params),
-        parent_id=parent_id, attempt=0, max_attempts=max_attempts, progress=0.0, message="queued", log="",
-        cancel_requested=False, created_at=now, enqueued_at=now, priority=priority,
+        kind=kind,
+        state=QUEUED,
+        params=params.model_dump(mode="json"),
+        config_hash=params_hash(params),
+        parent_id=parent_id,
+        attempt=0,
+        max_attempts=max_attempts,
+        progress=0.0,
+        message="queued",
+        log="",
+        cancel_requested=False,
+        created_at=now,
+        enqueued_at=now,
+        priority=priority,
     )
 
 
@@ -69,8 +81,17 @@ def claim(session: Session, job_id: int, worker: str) -> int | None:
     res = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.state == QUEUED)
-        .values(state=RUNNING, attempt=Job.attempt + 1, worker=worker, started_at=now, heartbeat_at=now,
-                progress=0.0, message="started", error=None, finished_at=None)
+        .values(
+            state=RUNNING,
+            attempt=Job.attempt + 1,
+            worker=worker,
+            started_at=now,
+            heartbeat_at=now,
+            progress=0.0,
+            message="started",
+            error=None,
+            finished_at=None,
+        )
         .execution_options(synchronize_session=False)
     )
     if res.rowcount != 1:
@@ -85,13 +106,13 @@ def _owned(job_id: int, worker: str, attempt: int):
     return (Job.id == job_id, Job.state == RUNNING, Job.worker == worker, Job.attempt == attempt)
 
 
-def heartbeat(
-    session: Session, job_id: int, worker: str, attempt: int, **fields: Any
-) -> tuple[bool, bool]:
+def heartbeat(session: Session, job_id: int, worker: str, attempt: int, **fields: Any) -> tuple[bool, bool]:
     """Write heartbeat_at (+ progress/message/log given in ``fields``) if the worker still owns
     the job. Returns (still_owned, cancel_requested)."""
     res = session.execute(
-        update(Job).where(*_owned(job_id, worker, attempt)).values(heartbeat_at=utcnow(), **fields)
+        update(Job)
+        .where(*_owned(job_id, worker, attempt))
+        .values(heartbeat_at=utcnow(), **fields)
         .execution_options(synchronize_session=False)
     )
     owned = res.rowcount == 1
@@ -105,22 +126,39 @@ def cancel_flag(session: Session, job_id: int) -> bool:
 
 
 def finish(
-    session: Session, job_id: int, worker: str, attempt: int, state: str, *,
-    error: str | None = None, result: dict[str, Any] | None = None, run_id: int | None = None,
-    message: str | None = None, commit: bool = True,
+    session: Session,
+    job_id: int,
+    worker: str,
+    attempt: int,
+    state: str,
+    *,
+    error: str | None = None,
+    result: dict[str, Any] | None = None,
+    run_id: int | None = None,
+    message: str | None = None,
+    commit: bool = True,
 ) -> bool:
     """running → ``state`` if the worker still owns the job; returns whether it did."""
     assert state in FINISHED
-    values: dict[str, Any] = dict(state=state, finished_at=utcnow(), heartbeat_at=utcnow(), error=error,
-                                  message=message if message is not None else state)
+    values: dict[str, Any] = dict(
+        state=state,
+        finished_at=utcnow(),
+        heartbeat_at=utcnow(),
+        error=error,
+        message=message if message is not None else state,
+    )
     if state == SUCCEEDED:
         values["progress"] = 1.0
     if result is not None:
         values["result"] = result
     if run_id is not None:
         values["run_id"] = run_id
-    res = session.execute(update(Job).where(*_owned(job_id, worker, attempt)).values(**values)
-                          .execution_options(synchronize_session=False))
+    res = session.execute(
+        update(Job)
+        .where(*_owned(job_id, worker, attempt))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     if commit:
         session.commit()
     return res.rowcount == 1
@@ -129,9 +167,15 @@ def finish(
 def release(session: Session, job_id: int, worker: str, attempt: int) -> bool:
     """running → queued when a worker stops gracefully mid-job (the attempt is not counted)."""
     res = session.execute(
-        update(Job).where(*_owned(job_id, worker, attempt))
-        .values(state=QUEUED, worker=None, attempt=Job.attempt - 1, message="released by a stopping worker",
-                enqueued_at=utcnow())
+        update(Job)
+        .where(*_owned(job_id, worker, attempt))
+        .values(
+            state=QUEUED,
+            worker=None,
+            attempt=Job.attempt - 1,
+            message="released by a stopping worker",
+            enqueued_at=utcnow(),
+        )
         .execution_options(synchronize_session=False)
     )
     session.commit()
@@ -146,12 +190,18 @@ def request_cancel(session: Session, job_id: int) -> Job:
         raise JobStateError(f"job {job_id} is already {job.state}")
     now = utcnow()
     ids = [job_id] + [c for c in _descendants(session, job_id)]
-    session.execute(update(Job).where(Job.id.in_(ids), Job.state == QUEUED)
-                    .values(state=CANCELLED, cancel_requested=True, finished_at=now, message="cancelled")
-                    .execution_options(synchronize_session=False))
-    session.execute(update(Job).where(Job.id.in_(ids), Job.state == RUNNING)
-                    .values(cancel_requested=True, message="cancel requested")
-                    .execution_options(synchronize_session=False))
+    session.execute(
+        update(Job)
+        .where(Job.id.in_(ids), Job.state == QUEUED)
+        .values(state=CANCELLED, cancel_requested=True, finished_at=now, message="cancelled")
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(
+        update(Job)
+        .where(Job.id.in_(ids), Job.state == RUNNING)
+        .values(cancel_requested=True, message="cancel requested")
+        .execution_options(synchronize_session=False)
+    )
     session.commit()
     session.refresh(job)
     return job
@@ -174,9 +224,19 @@ def retry(session: Session, job_id: int) -> Job:
     if job.state not in (FAILED, CANCELLED):
         raise JobStateError(f"job {job_id} is {job.state}; only failed or cancelled jobs can be retried")
     session.execute(
-        update(Job).where(Job.id == job_id, Job.state.in_((FAILED, CANCELLED)))
-        .values(state=QUEUED, cancel_requested=False, error=None, progress=0.0, message="queued (retry)",
-                worker=None, finished_at=None, attempt=0, enqueued_at=utcnow())
+        update(Job)
+        .where(Job.id == job_id, Job.state.in_((FAILED, CANCELLED)))
+        .values(
+            state=QUEUED,
+            cancel_requested=False,
+            error=None,
+            progress=0.0,
+            message="queued (retry)",
+            worker=None,
+            finished_at=None,
+            attempt=0,
+            enqueued_at=utcnow(),
+        )
         .execution_options(synchronize_session=False)
     )
     session.commit()
@@ -184,14 +244,17 @@ def retry(session: Session, job_id: int) -> Job:
     return job
 
 
-def reap_stale(session: Session, stale_after_seconds: float, now: datetime | None = None) -> tuple[list[int], list[int]]:
+def reap_stale(
+    session: Session, stale_after_seconds: float, now: datetime | None = None
+) -> tuple[list[int], list[int]]:
     """Running jobs whose heartbeat is older than ``stale_after_seconds``: re-queued while
     attempts remain, else failed. Returns (requeued ids, failed ids); the caller enqueues."""
     now = now or utcnow()
     cutoff = now - timedelta(seconds=stale_after_seconds)
     stale = session.execute(
-        select(Job.id, Job.attempt, Job.max_attempts, Job.worker, Job.cancel_requested)
-        .where(Job.state == RUNNING, Job.heartbeat_at < cutoff)
+        select(Job.id, Job.attempt, Job.max_attempts, Job.worker, Job.cancel_requested).where(
+            Job.state == RUNNING, Job.heartbeat_at < cutoff
+        )
     ).all()
     requeued, failed = [], []
     for job_id, attempt, max_attempts, worker, cancel in stale:
@@ -200,14 +263,21 @@ def reap_stale(session: Session, stale_after_seconds: float, now: datetime | Non
             values = dict(state=CANCELLED, finished_at=now, message=f"cancelled (worker {worker} lost)")
             target = None
         elif attempt < max_attempts:
-            values = dict(state=QUEUED, worker=None, enqueued_at=now,
-                          message=f"re-queued: worker {worker} lost (no heartbeat for {stale_after_seconds:g} s)")
+            values = dict(
+                state=QUEUED,
+                worker=None,
+                enqueued_at=now,
+                message=f"re-queued: worker {worker} lost (no heartbeat for {stale_after_seconds:g} s)",
+            )
             target = requeued
         else:
-            values = dict(state=FAILED, finished_at=now,
-                          error=f"worker {worker} lost (no heartbeat for {stale_after_seconds:g} s) "
-                                f"on attempt {attempt} of {max_attempts}",
-                          message="failed: worker lost")
+            values = dict(
+                state=FAILED,
+                finished_at=now,
+                error=f"worker {worker} lost (no heartbeat for {stale_after_seconds:g} s) "
+                f"on attempt {attempt} of {max_attempts}",
+                message="failed: worker lost",
+            )
             target = failed
         res = session.execute(update(Job).where(*cond).values(**values).execution_options(synchronize_session=False))
         if res.rowcount == 1 and target is not None:
@@ -232,6 +302,10 @@ def priorities(session: Session, ids: Iterable[int]) -> dict[int, int]:
 def mark_enqueued(session: Session, ids: Iterable[int]) -> None:
     ids = list(ids)
     if ids:
-        session.execute(update(Job).where(Job.id.in_(ids), Job.state == QUEUED).values(enqueued_at=utcnow())
-                        .execution_options(synchronize_session=False))
+        session.execute(
+            update(Job)
+            .where(Job.id.in_(ids), Job.state == QUEUED)
+            .values(enqueued_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
         session.commit()

@@ -163,8 +163,10 @@ def check_sqlite_foreign_keys(conn: Connection) -> None:
     bad = sqlite_foreign_key_violations(conn)
     if bad:
         shown = ", ".join(f"{t} row {rowid} → missing {parent}" for t, rowid, parent, *_ in bad[:5])
-        raise MigrationError(f"the migration would leave rows pointing at missing parents ({shown}"
-                             f"{', …' if len(bad) > 5 else ''}): rolled back, the database is unchanged")
+        raise MigrationError(
+            f"the migration would leave rows pointing at missing parents ({shown}"
+            f"{', …' if len(bad) > 5 else ''}): rolled back, the database is unchanged"
+        )
 
 
 @contextmanager

@@ -229,9 +229,7 @@ class PatchingResult(Base):
     config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
     settings_id: Mapped[int | None] = _settings_fk()
 
-    __table_args__ = (
-        UniqueConstraint("run_id", "eval_length", "site", "layer", "position", name="uq_patching"),
-    )
+    __table_args__ = (UniqueConstraint("run_id", "eval_length", "site", "layer", "position", name="uq_patching"),)
 
 
 class ResultWeights(Base):

@@ -77,9 +77,11 @@ def require_service(name: str, url: str, error: str | None) -> None:
         return
     message = f"{name} not reachable at {url} ({error})"
     if in_ci():
-        pytest.fail(f"{message}: CI must test the lab path — start the service (.ci/run starts PostgreSQL "
-                    f"and Redis) or point LAYERSCOPE_TEST_PG_ADMIN_URL / LAYERSCOPE_TEST_REDIS_URL at one",
-                    pytrace=False)
+        pytest.fail(
+            f"{message}: CI must test the lab path — start the service (.ci/run starts PostgreSQL "
+            f"and Redis) or point LAYERSCOPE_TEST_PG_ADMIN_URL / LAYERSCOPE_TEST_REDIS_URL at one",
+            pytrace=False,
+        )
     pytest.skip(message)
 
 
@@ -193,8 +195,15 @@ def api(db_factory):
         yield SimpleNamespace(client=client, settings=settings, factory=factory, queue=queue, app=app)
 
 
-def seed_runs(factory, families=("lstm", "transformer"), tasks=("parity", "dyck"), seeds=(0, 1, 2),
-              eval_lengths=(40, 60), n_layers=2, suite="t") -> list[int]:
+def seed_runs(
+    factory,
+    families=("lstm", "transformer"),
+    tasks=("parity", "dyck"),
+    seeds=(0, 1, 2),
+    eval_lengths=(40, 60),
+    n_layers=2,
+    suite="t",
+) -> list[int]:
     """Store runs with probe, intervention and patching rows through ``worker.persist``."""
     from tests.lab.fake_pipeline import probe_rows
     from worker import persist
@@ -205,24 +214,69 @@ def seed_runs(factory, families=("lstm", "transformer"), tasks=("parity", "dyck"
             for family in families:
                 for seed in seeds:
                     run_id = persist.save_run(
-                        s, name=f"{family}-{task}-s{seed}", suite=suite, family=family, task=task, seed=seed,
-                        n_layers=n_layers, d_model=8, n_params=100, config_hash=f"{suite}-{family}-{task}-{seed}",
-                        loss_curve=[{"step": 1, "loss": 1.0}], behaviour={"40": {"token_acc": 0.9}},
+                        s,
+                        name=f"{family}-{task}-s{seed}",
+                        suite=suite,
+                        family=family,
+                        task=task,
+                        seed=seed,
+                        n_layers=n_layers,
+                        d_model=8,
+                        n_params=100,
+                        config_hash=f"{suite}-{family}-{task}-{seed}",
+                        loss_curve=[{"step": 1, "loss": 1.0}],
+                        behaviour={"40": {"token_acc": 0.9}},
                     )
-                    persist.replace_probe_results(s, run_id, probe_rows(n_layers, list(eval_lengths), seed, family, "p"))
-                    persist.replace_intervention_results(s, run_id, [
-                        dict(method=m, layer=layer, eval_length=L, base_acc=0.9, edited_acc=0.9 - 0.1 * (layer + 1),
-                             delta_pp=-10.0 * (layer + 1), drop_rel_chance=0.2, refit_acc=0.6, refit_majority=0.5,
-                             rank_removed=1, p_value=0.01, p_holm=0.02, significant=True, n_sequences=10, seed=seed,
-                             config_hash="i")
-                        for L in eval_lengths for m in ("mean", "project_out") for layer in range(n_layers)
-                    ])
-                    persist.replace_patching_results(s, run_id, [
-                        dict(layer=layer, position=p, eval_length=40, recovery=(layer + 1) / n_layers,
-                             recovery_lo=0.0, recovery_hi=1.0, ld_clean=2.0, ld_corrupted=-2.0, n_pairs=8,
-                             config_hash="q")
-                        for layer in range(-1, n_layers) for p in (5, 20)
-                    ])
+                    persist.replace_probe_results(
+                        s, run_id, probe_rows(n_layers, list(eval_lengths), seed, family, "p")
+                    )
+                    persist.replace_intervention_results(
+                        s,
+                        run_id,
+                        [
+                            dict(
+                                method=m,
+                                layer=layer,
+                                eval_length=L,
+                                base_acc=0.9,
+                                edited_acc=0.9 - 0.1 * (layer + 1),
+                                delta_pp=-10.0 * (layer + 1),
+                                drop_rel_chance=0.2,
+                                refit_acc=0.6,
+                                refit_majority=0.5,
+                                rank_removed=1,
+                                p_value=0.01,
+                                p_holm=0.02,
+                                significant=True,
+                                n_sequences=10,
+                                seed=seed,
+                                config_hash="i",
+                            )
+                            for L in eval_lengths
+                            for m in ("mean", "project_out")
+                            for layer in range(n_layers)
+                        ],
+                    )
+                    persist.replace_patching_results(
+                        s,
+                        run_id,
+                        [
+                            dict(
+                                layer=layer,
+                                position=p,
+                                eval_length=40,
+                                recovery=(layer + 1) / n_layers,
+                                recovery_lo=0.0,
+                                recovery_hi=1.0,
+                                ld_clean=2.0,
+                                ld_corrupted=-2.0,
+                                n_pairs=8,
+                                config_hash="q",
+                            )
+                            for layer in range(-1, n_layers)
+                            for p in (5, 20)
+                        ],
+                    )
                     ids.append(run_id)
     return ids
 

@@ -46,15 +46,21 @@ ATT = dict(vocab_size=V, hidden_size=32, num_hidden_layers=3, num_attention_head
 SSM = dict(vocab_size=V, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2)
 # model type → (builder of a tiny random *ForCausalLM, family layerscope finds, block-list attribute)
 ARCHS = {
-    "gpt2": (lambda: GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=3, n_head=4, n_positions=64)),
-             "transformer", "h"),
+    "gpt2": (
+        lambda: GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=32, n_layer=3, n_head=4, n_positions=64)),
+        "transformer",
+        "h",
+    ),
     "gpt_neox": (lambda: GPTNeoXForCausalLM(GPTNeoXConfig(**ATT)), "transformer", "layers"),
     "llama": (lambda: LlamaForCausalLM(LlamaConfig(**ATT, num_key_value_heads=2)), "transformer", "layers"),
     "qwen2": (lambda: Qwen2ForCausalLM(Qwen2Config(**ATT, num_key_value_heads=2)), "transformer", "layers"),
     "mistral": (lambda: MistralForCausalLM(MistralConfig(**ATT, num_key_value_heads=2)), "transformer", "layers"),
     "mamba": (lambda: MambaForCausalLM(MambaConfig(**SSM)), "mamba", "layers"),
-    "mamba2": (lambda: Mamba2ForCausalLM(Mamba2Config(**SSM, head_dim=8, num_heads=4, n_groups=1, chunk_size=8)),
-               "mamba2", "layers"),
+    "mamba2": (
+        lambda: Mamba2ForCausalLM(Mamba2Config(**SSM, head_dim=8, num_heads=4, n_groups=1, chunk_size=8)),
+        "mamba2",
+        "layers",
+    ),
     "falcon_mamba": (lambda: FalconMambaForCausalLM(FalconMambaConfig(**SSM)), "mamba", "layers"),
 }
 
@@ -103,7 +109,9 @@ def test_layers_found_from_the_loaded_model(folders, model_type):
     torch.testing.assert_close(states[-1], emb)
     # the last block's state, through the backbone's final norm, is what the head reads
     final = model.backbone(input_ids=ids).last_hidden_state
-    norm = {"gpt2": "ln_f", "gpt_neox": "final_layer_norm"}.get(model_type, "norm_f" if "mamba" in model_type else "norm")
+    norm = {"gpt2": "ln_f", "gpt_neox": "final_layer_norm"}.get(
+        model_type, "norm_f" if "mamba" in model_type else "norm"
+    )
     torch.testing.assert_close(getattr(model.backbone, norm)(states[n - 1]), final)
 
 
@@ -157,8 +165,9 @@ def test_from_config_only_is_a_random_init(folders):
 
 
 def test_encoder_decoder_is_refused_in_one_line(tmp_path):
-    T5ForConditionalGeneration(T5Config(vocab_size=V, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=2)
-                               ).save_pretrained(tmp_path / "t5")
+    T5ForConditionalGeneration(
+        T5Config(vocab_size=V, d_model=16, d_kv=4, d_ff=32, num_layers=2, num_heads=2)
+    ).save_pretrained(tmp_path / "t5")
     with pytest.raises(PretrainedLoadError) as err:
         _load(tmp_path / "t5")
     msg = str(err.value)
@@ -171,13 +180,16 @@ def test_no_block_list_or_no_known_block_is_refused():
             super().__init__()
             self.a, self.b = nn.Linear(2, 2), nn.Linear(2, 2)
 
-    with pytest.raises(UnsupportedModel, match=r"model type 'flat' is not supported: no block list of num_hidden_layers=2"):
+    with pytest.raises(
+        UnsupportedModel, match=r"model type 'flat' is not supported: no block list of num_hidden_layers=2"
+    ):
         find_blocks(Flat(), 2, "flat")
     with pytest.raises(UnsupportedModel, match="'mlp' is not supported: block Linear has neither attention"):
         block_family(nn.ModuleList([nn.Linear(2, 2)]), "mlp")
 
 
 # ------------------------------------------------------------------- the real pipeline, two new types
+
 
 @pytest.mark.parametrize("model_type", ["llama", "mamba2"])
 def test_pipeline_measures_every_site(folders, model_type, tmp_path):
@@ -187,20 +199,37 @@ def test_pipeline_measures_every_site(folders, model_type, tmp_path):
 
     family = ARCHS[model_type][1]
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
-    measure = MeasureParams(eval_lengths=[40], n_probe_sequences=24, n_permutations=100, n_patch_pairs=4,
-                            pca_k=2, methods=["project_out", "mean"])
-    params = TrainParams(family=family, pretrained=str(folders[model_type]), task="parity", max_steps=2,
-                         batch_size=8, eval_every=2, n_eval_sequences=16, measure=measure)
+    measure = MeasureParams(
+        eval_lengths=[40],
+        n_probe_sequences=24,
+        n_permutations=100,
+        n_patch_pairs=4,
+        pca_k=2,
+        methods=["project_out", "mean"],
+    )
+    params = TrainParams(
+        family=family,
+        pretrained=str(folders[model_type]),
+        task="parity",
+        max_steps=2,
+        batch_size=8,
+        eval_every=2,
+        n_eval_sequences=16,
+        measure=measure,
+    )
     run_id = train(params, env)
     n = 3 if family == "transformer" else 2
     with env.session_factory() as s:
         run = s.get(Run, run_id)
-        assert run.status == "complete" and run.n_layers == n and run.model_config["hf_config"]["model_type"] == model_type
+        assert (
+            run.status == "complete" and run.n_layers == n and run.model_config["hf_config"]["model_type"] == model_type
+        )
         probes = s.scalars(select(ProbeResult).where(ProbeResult.run_id == run_id)).all()
         edits = s.scalars(select(InterventionResult).where(InterventionResult.run_id == run_id)).all()
         patches = s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).all()
     assert {r.layer for r in probes} == set(range(-1, n))
     assert {(r.method, r.layer) for r in edits if r.method != "conv1d_removal"} == {
-        (m, ly) for m in ("project_out", "mean") for ly in range(n)}
+        (m, ly) for m in ("project_out", "mean") for ly in range(n)
+    }
     sites = {r.site for r in patches}
     assert sites == ({"resid_pre", "resid_post"} if family == "transformer" else {"resid_pre", "resid_post", "state"})

@@ -20,11 +20,16 @@ def seeded(api):
 def test_profiles_aggregate_over_seeds(seeded) -> None:
     c = seeded.client
     items = c.get("/api/profiles", params={"task": "parity", "eval_length": 40}).json()
-    assert {(p["task"], p["family"], p["eval_length"]) for p in items} == {("parity", "lstm", 40), ("parity", "transformer", 40)}
+    assert {(p["task"], p["family"], p["eval_length"]) for p in items} == {
+        ("parity", "lstm", 40),
+        ("parity", "transformer", 40),
+    }
     lstm = next(p for p in items if p["family"] == "lstm")
     assert lstm["n"] == 3 and lstm["seeds"] == [0, 1, 2] and lstm["n_layers"] == 2
     assert lstm["profile_class"] in ("early", "late", "gradual", "flat")
-    assert {"best_layer", "first_95", "late_concentration", "auc", "damaging_layer", "decoupling_distance"} <= set(lstm["metrics"])
+    assert {"best_layer", "first_95", "late_concentration", "auc", "damaging_layer", "decoupling_distance"} <= set(
+        lstm["metrics"]
+    )
     best = lstm["metrics"]["best_layer"]
     assert best["mean"] == 1 and best["n"] == 3
     assert len(lstm["per_seed"]) == 3 and lstm["per_seed"][0]["seed"] == 0 and lstm["per_seed"][0]["run_id"]
@@ -39,8 +44,9 @@ def test_profiles_skip_gapped_curves(seeded) -> None:
     from store.models import ProbeResult
 
     with seeded.factory() as s:  # a run half-written: its layer 0 at L=40 is missing
-        s.query(ProbeResult).filter(ProbeResult.run_id == seeded.run_ids[0], ProbeResult.layer == 0,
-                                    ProbeResult.eval_length == 40).delete()
+        s.query(ProbeResult).filter(
+            ProbeResult.run_id == seeded.run_ids[0], ProbeResult.layer == 0, ProbeResult.eval_length == 40
+        ).delete()
         s.commit()
     items = seeded.client.get("/api/profiles", params={"task": "parity", "family": "lstm", "eval_length": 40}).json()
     assert items[0]["n"] == 2
@@ -50,7 +56,11 @@ def test_claims(seeded) -> None:
     claims = seeded.client.get("/api/claims").json()
     assert [c["id"] for c in claims] == [1, 2, 3, 4, 5, 6]
     for c in claims:
-        assert c["verdict"] in ("supported", "contradicted", "not enough data") and c["title"] and isinstance(c["views"], list)
+        assert (
+            c["verdict"] in ("supported", "contradicted", "not enough data")
+            and c["title"]
+            and isinstance(c["views"], list)
+        )
     assert seeded.client.get("/api/claims", params={"suite": "t"}).status_code == 200
     unknown = seeded.client.get("/api/claims", params={"suite": "nosuch"})  # no verdicts about no runs
     assert unknown.status_code == 404 and "nosuch" in unknown.json()["detail"] and "'t'" in unknown.json()["detail"]
@@ -128,21 +138,25 @@ def test_export_fields_picks_columns_in_order(seeded) -> None:
     both = c.get("/api/export/interventions.json", params={"fields": "seed_1,layer,seed"}).json()
     whole = c.get("/api/export/interventions.json").json()
     assert both == [{k: w[k] for k in ("seed_1", "layer", "seed")} for w in whole]
-    assert c.get("/api/export/interventions.json", params={"fields": "seed_1"}).json() == \
-        [{"seed_1": w["seed_1"]} for w in whole]
+    assert c.get("/api/export/interventions.json", params={"fields": "seed_1"}).json() == [
+        {"seed_1": w["seed_1"]} for w in whole
+    ]
     runs = c.get("/api/export/runs.json", params={"fields": "id,name"}).json()
     assert len(runs) == 12 and all(list(r) == ["id", "name"] for r in runs)
     pq = pd.read_parquet(io.BytesIO(c.get("/api/export/profiles.parquet", params={"fields": "metric,mean"}).content))
     assert list(pq.columns) == ["metric", "mean"]
 
 
-@pytest.mark.parametrize("resource, fields, needle", [
-    ("probes", "run_id,bogus", "'bogus'"),
-    ("runs", "loss_curve", "'loss_curve'"),        # not an exported column of runs
-    ("curves", "accuracy", "'accuracy'"),          # a probes column, not a curves one
-    ("probes", ",,", "at least one field"),
-    ("probes", "run id", "pattern"),
-])
+@pytest.mark.parametrize(
+    "resource, fields, needle",
+    [
+        ("probes", "run_id,bogus", "'bogus'"),
+        ("runs", "loss_curve", "'loss_curve'"),  # not an exported column of runs
+        ("curves", "accuracy", "'accuracy'"),  # a probes column, not a curves one
+        ("probes", ",,", "at least one field"),
+        ("probes", "run id", "pattern"),
+    ],
+)
 def test_export_unknown_field_is_422_naming_it(seeded, resource, fields, needle) -> None:
     r = seeded.client.get(f"/api/export/{resource}.csv", params={"fields": fields})
     assert r.status_code == 422, r.text
@@ -153,14 +167,17 @@ def test_export_unknown_field_is_422_naming_it(seeded, resource, fields, needle)
 def test_curve_and_profile_intervals_stay_in_range(seeded) -> None:
     """Accuracies near 1.0 over 3 seeds: the unclipped t-interval reaches past 1.0 (and past 0
     near 0); the API's intervals are clipped to the quantity's range (science.stats.clip_interval)."""
-    from store.models import ProbeResult
     from science.stats import t_interval
+    from store.models import ProbeResult
 
     accs = {0: 1.0, 1: 0.76, 2: 1.0}
     assert t_interval(list(accs.values()))[2] > 1.0  # the case the clipping is for
     with seeded.factory() as s:
-        rows = s.query(ProbeResult).filter(ProbeResult.run_id.in_(seeded.run_ids), ProbeResult.layer == 0,
-                                           ProbeResult.eval_length == 40).all()
+        rows = (
+            s.query(ProbeResult)
+            .filter(ProbeResult.run_id.in_(seeded.run_ids), ProbeResult.layer == 0, ProbeResult.eval_length == 40)
+            .all()
+        )
         for r in rows:
             r.accuracy = accs[r.run_id % 3]
         s.commit()

@@ -15,8 +15,9 @@ TRAIN = {"kind": "train", "params": {"family": "lstm", "task": "parity"}}
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
 @pytest.mark.parametrize("order", ["valid-first", "revoked-first", "both-valid"])
 def test_two_authorization_headers_are_400(api, host, order) -> None:
-    c = TestClient(create_app(api.settings.model_copy(update={"host": host}), api.factory, queue=api.queue,
-                              background=False))
+    c = TestClient(
+        create_app(api.settings.model_copy(update={"host": host}), api.factory, queue=api.queue, background=False)
+    )
     with api.factory() as s:
         _, good = create_token(s, "alice")
         _, bad = create_token(s, "bob")

@@ -8,13 +8,16 @@ import pytest
 from tests.conftest import seed_runs
 
 
-@pytest.mark.parametrize("url, field", [
-    ("/api/runs?family=foo", "family"),
-    ("/api/runs?family=lstm&family=bogus", "family"),
-    ("/api/curves?task=nope", "task"),
-    ("/api/profiles?family=Transformer", "family"),
-    ("/api/export/interventions.json?method=ablate", "method"),
-])
+@pytest.mark.parametrize(
+    "url, field",
+    [
+        ("/api/runs?family=foo", "family"),
+        ("/api/runs?family=lstm&family=bogus", "family"),
+        ("/api/curves?task=nope", "task"),
+        ("/api/profiles?family=Transformer", "family"),
+        ("/api/export/interventions.json?method=ablate", "method"),
+    ],
+)
 def test_unknown_names_are_422_naming_the_field(api, url, field) -> None:
     r = api.client.get(url)
     assert r.status_code == 422, r.text

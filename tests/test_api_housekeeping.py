@@ -53,8 +53,11 @@ def test_delete_a_run_and_a_suite(api) -> None:
 def test_views_listed_with_their_maker_and_deleted(api) -> None:
     with api.factory() as s:
         _, token = create_token(s, "alice")
-    made = api.client.post("/api/views", json={"title": "t", "page": "/curves", "state": {"task": "dyck"}},
-                           headers={"Authorization": f"Bearer {token}"}).json()
+    made = api.client.post(
+        "/api/views",
+        json={"title": "t", "page": "/curves", "state": {"task": "dyck"}},
+        headers={"Authorization": f"Bearer {token}"},
+    ).json()
     anon = api.client.post("/api/views", json={"title": "u", "page": "/claims", "state": {}}).json()
     listed = api.client.get("/api/views").json()
     assert [(v["slug"], v["created_by"]) for v in listed] == [(anon["slug"], None), (made["slug"], "alice")]
@@ -89,8 +92,9 @@ def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
     bundle = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"
     with api.factory() as s:
         import_bundle(s, bundle)
-        run = s.execute(select(Run).where(Run.suite == "paper", Run.family == "lstm", Run.task == "dyck",
-                                          Run.seed == 1)).scalar_one()
+        run = s.execute(
+            select(Run).where(Run.suite == "paper", Run.family == "lstm", Run.task == "dyck", Run.seed == 1)
+        ).scalar_one()
     r = api.client.post(f"/api/runs/{run.id}/rebuild-weights")
     assert r.status_code == 201, r.text
     with api.factory() as s:

@@ -14,22 +14,30 @@ from sqlalchemy import func, select
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from store.models import Job, SavedView
 
-HYPO = settings(max_examples=30, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+HYPO = settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 TRAIN = {"kind": "train", "params": {"family": "gru", "task": "parity"}}
 VIEW = {"title": "t", "page": "/curves", "state": {}}
 
 
 def counts(api) -> tuple[int, int]:
     with api.factory() as s:
-        return (s.execute(select(func.count()).select_from(Job)).scalar_one(),
-                s.execute(select(func.count()).select_from(SavedView)).scalar_one())
+        return (
+            s.execute(select(func.count()).select_from(Job)).scalar_one(),
+            s.execute(select(func.count()).select_from(SavedView)).scalar_one(),
+        )
 
 
 def strict_json(text: str):
     """The error body must be real JSON: no NaN/Infinity, no lone surrogates."""
+
     def no_constant(c: str):
         raise AssertionError(f"non-JSON constant {c} in a response")
+
     doc = json.loads(text, parse_constant=no_constant)
     text.encode("utf-8")  # a lone surrogate would not encode
     return doc
@@ -43,7 +51,7 @@ def post_raw(api, path: str, raw: str | bytes):
 def assert_422_at(api, r, loc: list) -> None:
     assert r.status_code == 422, r.text
     detail = strict_json(r.text)["detail"]
-    assert loc in [d["loc"][:len(loc)] for d in detail], (loc, detail)
+    assert loc in [d["loc"][: len(loc)] for d in detail], (loc, detail)
 
 
 # ----------------------------------------------------------------------------- 1. non-finite numbers
@@ -51,17 +59,33 @@ def assert_422_at(api, r, loc: list) -> None:
 # (path, JSON text with @ where the number goes, the loc it must be reported at)
 NUMBER_SITES = [
     ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","lr":@}}', ["body", "params", "lr"]),
-    ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","max_seconds":@}}',
-     ["body", "params", "max_seconds"]),
-    ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","weight_decay":@}}',
-     ["body", "params", "weight_decay"]),
+    (
+        "/api/jobs",
+        '{"kind":"train","params":{"family":"gru","task":"parity","max_seconds":@}}',
+        ["body", "params", "max_seconds"],
+    ),
+    (
+        "/api/jobs",
+        '{"kind":"train","params":{"family":"gru","task":"parity","weight_decay":@}}',
+        ["body", "params", "weight_decay"],
+    ),
     ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","seed":@}}', ["body", "params", "seed"]),
-    ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":@}}}',
-     ["body", "params", "task_params", "x"]),
-    ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","measure":{"eval_lengths":[40,@]}}}',
-     ["body", "params", "measure", "eval_lengths", 1]),
+    (
+        "/api/jobs",
+        '{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":@}}}',
+        ["body", "params", "task_params", "x"],
+    ),
+    (
+        "/api/jobs",
+        '{"kind":"train","params":{"family":"gru","task":"parity","measure":{"eval_lengths":[40,@]}}}',
+        ["body", "params", "measure", "eval_lengths", 1],
+    ),
     ("/api/jobs", '{"kind":"suite","params":{"preset":"smoke","seeds":[0,@]}}', ["body", "params", "seeds", 1]),
-    ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity"},"max_attempts":@}', ["body", "max_attempts"]),
+    (
+        "/api/jobs",
+        '{"kind":"train","params":{"family":"gru","task":"parity"},"max_attempts":@}',
+        ["body", "max_attempts"],
+    ),
     ("/api/views", '{"title":"t","page":"/curves","state":{"x":@}}', ["body", "state", "x"]),
     ("/api/views", '{"title":"t","page":"/curves","state":{"a":[{"b":@}]}}', ["body", "state", "a", 0, "b"]),
 ]
@@ -94,8 +118,16 @@ def test_the_422_handler_survives_non_finite_input(api) -> None:
 
     @app.get("/api/_test_nan_echo")
     def _echo() -> None:
-        raise RequestValidationError([{"type": "x", "loc": ("query", "q"), "msg": "bad",
-                                       "input": {"a": float("nan"), "b": [float("inf")], "c": "x\ud800"}}])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "x",
+                    "loc": ("query", "q"),
+                    "msg": "bad",
+                    "input": {"a": float("nan"), "b": [float("inf")], "c": "x\ud800"},
+                }
+            ]
+        )
 
     r = api.client.get("/api/_test_nan_echo")
     assert r.status_code == 422
@@ -113,10 +145,16 @@ STRING_SITES = [  # (path, body builder, loc)
     ("/api/views", lambda s: {**VIEW, "state": {s: 1}}, ["body", "state"]),
     ("/api/jobs", lambda s: {"kind": "train", "params": {**TRAIN["params"], "name": s}}, ["body", "params", "name"]),
     ("/api/jobs", lambda s: {"kind": "suite", "params": {"preset": "smoke", "name": s}}, ["body", "params", "name"]),
-    ("/api/jobs", lambda s: {"kind": "train", "params": {**TRAIN["params"], "task_params": {"k": s}}},
-     ["body", "params", "task_params", "k"]),
-    ("/api/jobs", lambda s: {"kind": "train", "params": {**TRAIN["params"], "pretrained": s}},
-     ["body", "params", "pretrained"]),
+    (
+        "/api/jobs",
+        lambda s: {"kind": "train", "params": {**TRAIN["params"], "task_params": {"k": s}}},
+        ["body", "params", "task_params", "k"],
+    ),
+    (
+        "/api/jobs",
+        lambda s: {"kind": "train", "params": {**TRAIN["params"], "pretrained": s}},
+        ["body", "params", "pretrained"],
+    ),
 ]
 
 
@@ -129,8 +167,13 @@ def test_issue_example_lone_surrogate_title(api) -> None:
 
 
 @HYPO
-@given(site=st.sampled_from(STRING_SITES), head=st.text(max_size=5), bad=SURROGATE, tail=st.text(max_size=5),
-       escaped=st.booleans())
+@given(
+    site=st.sampled_from(STRING_SITES),
+    head=st.text(max_size=5),
+    bad=SURROGATE,
+    tail=st.text(max_size=5),
+    escaped=st.booleans(),
+)
 def test_lone_surrogates_anywhere_are_422(api, site, head, bad, tail, escaped) -> None:
     path, build, loc = site
     before = counts(api)
@@ -140,6 +183,7 @@ def test_lone_surrogates_anywhere_are_422(api, site, head, bad, tail, escaped) -
 
 
 # ----------------------------------------------------------------------------- 3. depth
+
 
 def nested(depth: int, kind: str) -> object:
     v: object = 1
@@ -168,15 +212,19 @@ def test_issue_examples_deep_state(api, depth) -> None:
 
 
 @HYPO
-@given(extra=st.integers(1, 3000), kind=st.sampled_from(["list", "dict"]),
-       where=st.sampled_from(["state", "task_params"]))
+@given(
+    extra=st.integers(1, 3000), kind=st.sampled_from(["list", "dict"]), where=st.sampled_from(["state", "task_params"])
+)
 def test_too_deep_is_422_without_recursion(api, extra, kind, where) -> None:
     if where == "state":  # body(1) > state(2) > x's containers (3, 4, ...)
         text = view_with_x(nested_text(MAX_JSON_DEPTH - 2 + extra, kind))
         path, loc = "/api/views", ["body", "state", "x"]
     else:  # body(1) > params(2) > task_params(3) > x's containers (4, 5, ...)
-        text = ('{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":'
-                + nested_text(MAX_JSON_DEPTH - 3 + extra, kind) + "}}}")
+        text = (
+            '{"kind":"train","params":{"family":"gru","task":"parity","task_params":{"x":'
+            + nested_text(MAX_JSON_DEPTH - 3 + extra, kind)
+            + "}}}"
+        )
         path, loc = "/api/jobs", ["body", "params", "task_params", "x"]
     before = counts(api)
     assert_422_at(api, post_raw(api, path, text), loc)
@@ -195,8 +243,10 @@ def test_deepest_allowed_state_is_stored_and_reads_back(api, kind) -> None:
 # ----------------------------------------------------------------------------- 4. control characters
 
 CONTROL = st.one_of(st.integers(0x00, 0x1F), st.integers(0x7F, 0x9F)).map(chr)
-FREE_TEXT_SITES = [*STRING_SITES, ("/api/jobs", lambda s: {"kind": "train", "params": {**TRAIN["params"], "suite": s}},
-                                   ["body", "params", "suite"])]
+FREE_TEXT_SITES = [
+    *STRING_SITES,
+    ("/api/jobs", lambda s: {"kind": "train", "params": {**TRAIN["params"], "suite": s}}, ["body", "params", "suite"]),
+]
 
 
 @pytest.mark.parametrize("path, build, loc", FREE_TEXT_SITES)
@@ -216,8 +266,11 @@ def test_control_characters_in_every_free_text_field_are_422(api, site, head, ba
 
 
 @HYPO
-@given(bad=CONTROL, path=st.sampled_from(["/api/runs", "/api/curves", "/api/profiles"]),
-       param=st.sampled_from(["task", "family", "suite", "pretrained"]))
+@given(
+    bad=CONTROL,
+    path=st.sampled_from(["/api/runs", "/api/curves", "/api/profiles"]),
+    param=st.sampled_from(["task", "family", "suite", "pretrained"]),
+)
 def test_control_characters_in_query_values_are_422(api, bad, path, param) -> None:
     r = api.client.get(path, params={param: f"a{bad}b"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["query", param], r.text
@@ -232,6 +285,7 @@ def test_plain_unicode_text_is_accepted_and_reads_back(api) -> None:
 
 # ----------------------------------------------------------------------------- 6. body size on every path
 
+
 async def _call(mw, path: str, method: str, headers: list, chunks: list[bytes]) -> tuple[int | None, int, bool]:
     """Run ``mw`` on one request; returns (status, chunks the middleware read, app reached)."""
     read = 0
@@ -242,8 +296,7 @@ async def _call(mw, path: str, method: str, headers: list, chunks: list[bytes]) 
         nonlocal read
         read += 1
         i = read - 1
-        return {"type": "http.request", "body": chunks[i] if i < len(chunks) else b"",
-                "more_body": i < len(chunks) - 1}
+        return {"type": "http.request", "body": chunks[i] if i < len(chunks) else b"", "more_body": i < len(chunks) - 1}
 
     async def send(message):
         if message["type"] == "http.response.start":
@@ -294,13 +347,15 @@ def test_dash_update_component_over_the_limit_is_413(db_factory) -> None:
     settings, factory = db_factory
     app = create_app(settings.model_copy(update={"max_body_bytes": 5000}), factory, background=False)
     with TestClient(app) as c:
-        r = c.post("/_dash-update-component", content=b"{" + b" " * 20_000 + b"}",
-                   headers={"content-type": "application/json"})
+        r = c.post(
+            "/_dash-update-component", content=b"{" + b" " * 20_000 + b"}", headers={"content-type": "application/json"}
+        )
         assert r.status_code == 413 and "5000" in r.json()["detail"]
         assert c.post("/api/views", content=b" " * 20_000).status_code == 413
 
 
 # ----------------------------------------------------------------------------- 8. smaller points
+
 
 @pytest.mark.parametrize("field", ["families", "tasks", "seeds"])
 def test_empty_suite_lists_are_422(api, field) -> None:
@@ -310,14 +365,30 @@ def test_empty_suite_lists_are_422(api, field) -> None:
     assert counts(api) == before
 
 
-BAD_AUTH = ["Bearer bogus", "Bearer lsk_" + "A" * 43, "Basic dXNlcjpwdw==", "Bearer", "Bearer ", "bogus",
-            "Bearer a b", "Token abc"]
+BAD_AUTH = [
+    "Bearer bogus",
+    "Bearer lsk_" + "A" * 43,
+    "Basic dXNlcjpwdw==",
+    "Bearer",
+    "Bearer ",
+    "bogus",
+    "Bearer a b",
+    "Token abc",
+]
 
 
 @pytest.mark.parametrize("header", BAD_AUTH)
-@pytest.mark.parametrize("method, path, body", [("GET", "/api/runs", None), ("GET", "/api/health", None),
-                                                ("GET", "/api/jobs", None), ("POST", "/api/jobs", TRAIN),
-                                                ("POST", "/api/views", VIEW), ("GET", "/api/curves", None)])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("GET", "/api/runs", None),
+        ("GET", "/api/health", None),
+        ("GET", "/api/jobs", None),
+        ("POST", "/api/jobs", TRAIN),
+        ("POST", "/api/views", VIEW),
+        ("GET", "/api/curves", None),
+    ],
+)
 def test_a_bad_token_is_401_even_on_loopback(api, header, method, path, body) -> None:
     assert not api.settings.listens_beyond_loopback
     before = counts(api)
@@ -343,18 +414,24 @@ def _secured(spec: dict) -> set[tuple[str, str]]:
     return {(p, m) for p, ops in spec["paths"].items() for m, op in ops.items() if op.get("security")}
 
 
-@pytest.mark.parametrize("host, reads, expect", [
-    ("127.0.0.1", False, "none"), ("0.0.0.0", False, "writes"), ("127.0.0.1", True, "reads"),
-    ("192.168.1.5", True, "both"),
-])
+@pytest.mark.parametrize(
+    "host, reads, expect",
+    [
+        ("127.0.0.1", False, "none"),
+        ("0.0.0.0", False, "writes"),
+        ("127.0.0.1", True, "reads"),
+        ("192.168.1.5", True, "both"),
+    ],
+)
 def test_openapi_security_only_where_it_applies(api, host, reads, expect) -> None:
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
 
     settings = api.settings.model_copy(update={"host": host, "require_token_for_reads": reads})
-    spec = TestClient(create_app(settings, api.factory, queue=api.queue, background=False)).get(
-        "/api/openapi.json").json()
+    spec = (
+        TestClient(create_app(settings, api.factory, queue=api.queue, background=False)).get("/api/openapi.json").json()
+    )
     secured = _secured(spec)
     writes = {(p, m) for p, ops in spec["paths"].items() for m in ops if m in ("post", "patch", "put", "delete")}
     reads_ = {(p, m) for p, ops in spec["paths"].items() for m in ops if m == "get" and p != "/api/health"}
@@ -363,10 +440,16 @@ def test_openapi_security_only_where_it_applies(api, host, reads, expect) -> Non
     assert ("/api/health", "get") not in secured
 
 
-WRONG_METHODS = [("PUT", "/api/runs", "GET"), ("PUT", "/api/runs/1", "GET, PATCH, DELETE"),
-                 ("PATCH", "/api/jobs", "GET, POST"), ("PUT", "/api/views", "GET, POST"),
-                 ("PUT", "/api/views/abc", "GET, DELETE"), ("GET", "/api/jobs/1/cancel", "POST"),
-                 ("POST", "/api/health", "GET"), ("DELETE", "/api/curves", "GET")]
+WRONG_METHODS = [
+    ("PUT", "/api/runs", "GET"),
+    ("PUT", "/api/runs/1", "GET, PATCH, DELETE"),
+    ("PATCH", "/api/jobs", "GET, POST"),
+    ("PUT", "/api/views", "GET, POST"),
+    ("PUT", "/api/views/abc", "GET, DELETE"),
+    ("GET", "/api/jobs/1/cancel", "POST"),
+    ("POST", "/api/health", "GET"),
+    ("DELETE", "/api/curves", "GET"),
+]
 
 
 @pytest.mark.parametrize("dashboard", [False, True])
@@ -399,6 +482,7 @@ def test_swagger_ui_is_served_offline(api) -> None:
 
 # ----------------------------------------------------------------------------- the examples on PostgreSQL
 
+
 @pytest.mark.lab
 def test_issue_examples_on_postgresql(pg_url, make_settings) -> None:
     """On PostgreSQL these were 500s (NaN/Infinity in JSONB, NUL in text, surrogates): now 422s,
@@ -417,22 +501,35 @@ def test_issue_examples_on_postgresql(pg_url, make_settings) -> None:
     engine = make_engine(pg_url)
     factory = make_sessionmaker(engine)
     try:
-        with TestClient(create_app(settings, factory, queue=JobQueue.from_settings(settings),
-                                   background=False)) as client:
+        with TestClient(
+            create_app(settings, factory, queue=JobQueue.from_settings(settings), background=False)
+        ) as client:
             api = SimpleNamespace(client=client, factory=factory)
             examples = [
-                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","lr":NaN}}',
-                 ["body", "params", "lr"]),
-                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","max_seconds":Infinity}}',
-                 ["body", "params", "max_seconds"]),
+                (
+                    "/api/jobs",
+                    '{"kind":"train","params":{"family":"gru","task":"parity","lr":NaN}}',
+                    ["body", "params", "lr"],
+                ),
+                (
+                    "/api/jobs",
+                    '{"kind":"train","params":{"family":"gru","task":"parity","max_seconds":Infinity}}',
+                    ["body", "params", "max_seconds"],
+                ),
                 ("/api/views", '{"title":"t","page":"/curves","state":{"x":NaN}}', ["body", "state", "x"]),
                 ("/api/views", '{"title":"a\\ud800b","page":"/curves"}', ["body", "title"]),
                 ("/api/views", '{"title":"t","page":"/curves","state":{"x":"\\udfff"}}', ["body", "state", "x"]),
                 ("/api/views", view_with_x(nested_text(300, "list")), ["body", "state", "x"]),
-                ("/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","name":"a\\u0000b"}}',
-                 ["body", "params", "name"]),
-                ("/api/jobs", '{"kind":"suite","params":{"preset":"smoke","name":"a\\u0000b"}}',
-                 ["body", "params", "name"]),
+                (
+                    "/api/jobs",
+                    '{"kind":"train","params":{"family":"gru","task":"parity","name":"a\\u0000b"}}',
+                    ["body", "params", "name"],
+                ),
+                (
+                    "/api/jobs",
+                    '{"kind":"suite","params":{"preset":"smoke","name":"a\\u0000b"}}',
+                    ["body", "params", "name"],
+                ),
             ]
             for path, text, loc in examples:
                 assert_422_at(api, post_raw(api, path, text), loc)

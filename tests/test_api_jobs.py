@@ -19,21 +19,26 @@ def test_submit_stores_queues_and_returns_the_job(api) -> None:
     assert api.queue.pending_ids() == {job["id"]}
 
 
-@pytest.mark.parametrize("body, loc", [
-    ({"kind": "train", "params": {"family": "rnn", "task": "parity"}}, ["body", "params", "family"]),
-    ({"kind": "train", "params": {"task": "parity"}}, ["body", "params", "family"]),
-    ({"kind": "train", "params": {"family": "lstm", "task": "parity", "lr": -1}}, ["body", "params", "lr"]),
-    ({"kind": "train", "params": {"family": "lstm", "task": "parity", "bogus": 1}}, ["body", "params", "bogus"]),
-    ({"kind": "train", "params": {"family": "lstm", "task": "parity", "measure": {"eval_lengths": []}}},
-     ["body", "params", "measure", "eval_lengths"]),
-    ({"kind": "suite", "params": {"preset": "huge"}}, ["body", "params", "preset"]),
-    ({"kind": "suite", "params": {"preset": "pretrained", "families": ["lstm"]}}, ["body", "params"]),
-    ({"kind": "probe", "params": {"run_id": 0}}, ["body", "params", "run_id"]),
-    ({"kind": "probe", "params": {"run_id": 424242}}, ["body", "params", "run_id"]),
-    ({"kind": "fly", "params": {}}, ["body", "kind"]),
-    ({"params": {}}, ["body", "kind"]),
-    ({"kind": "train"}, ["body", "params"]),
-])
+@pytest.mark.parametrize(
+    "body, loc",
+    [
+        ({"kind": "train", "params": {"family": "rnn", "task": "parity"}}, ["body", "params", "family"]),
+        ({"kind": "train", "params": {"task": "parity"}}, ["body", "params", "family"]),
+        ({"kind": "train", "params": {"family": "lstm", "task": "parity", "lr": -1}}, ["body", "params", "lr"]),
+        ({"kind": "train", "params": {"family": "lstm", "task": "parity", "bogus": 1}}, ["body", "params", "bogus"]),
+        (
+            {"kind": "train", "params": {"family": "lstm", "task": "parity", "measure": {"eval_lengths": []}}},
+            ["body", "params", "measure", "eval_lengths"],
+        ),
+        ({"kind": "suite", "params": {"preset": "huge"}}, ["body", "params", "preset"]),
+        ({"kind": "suite", "params": {"preset": "pretrained", "families": ["lstm"]}}, ["body", "params"]),
+        ({"kind": "probe", "params": {"run_id": 0}}, ["body", "params", "run_id"]),
+        ({"kind": "probe", "params": {"run_id": 424242}}, ["body", "params", "run_id"]),
+        ({"kind": "fly", "params": {}}, ["body", "kind"]),
+        ({"params": {}}, ["body", "kind"]),
+        ({"kind": "train"}, ["body", "params"]),
+    ],
+)
 def test_bad_job_is_422_naming_the_field(api, body, loc) -> None:
     r = api.client.post("/api/jobs", json=body)
     assert r.status_code == 422, r.text
@@ -87,8 +92,10 @@ def test_a_job_on_a_run_without_weights_is_422_with_the_command_that_makes_them(
         assert r.status_code == 422, r.text
         (d,) = r.json()["detail"]
         assert d["loc"] == ["body", "params", "run_id"] and "has no model weights here" in d["msg"]
-        assert ("layerscope suite --preset paper --family lstm --task parity --seed 1 --max-seconds 75 --rebuild-weights"
-                in d["msg"])
+        assert (
+            "layerscope suite --preset paper --family lstm --task parity --seed 1 --max-seconds 75 --rebuild-weights"
+            in d["msg"]
+        )
     assert len(api.queue) == 0
 
 
@@ -147,11 +154,13 @@ def test_views_round_trip(api) -> None:
     assert v["title"] == title and v["page"] == "/curves" and v["state"] == {"task": ["parity"], "eval_length": 60}
     r = c.get("/api/views/nothere")
     assert r.status_code == 404 and r.json() == {"detail": "view nothere not found"}
-    for body, field in (({"title": "", "page": "/c", "state": {}}, "title"),
-                        ({"title": "t" * 201, "page": "/c", "state": {}}, "title"),
-                        ({"title": "t", "page": "curves", "state": {}}, "page"),
-                        ({"title": "t", "page": "/c", "state": {"a": "\x00"}}, "state"),
-                        ({"page": "/c"}, "title")):
+    for body, field in (
+        ({"title": "", "page": "/c", "state": {}}, "title"),
+        ({"title": "t" * 201, "page": "/c", "state": {}}, "title"),
+        ({"title": "t", "page": "curves", "state": {}}, "page"),
+        ({"title": "t", "page": "/c", "state": {"a": "\x00"}}, "state"),
+        ({"page": "/c"}, "title"),
+    ):
         r = c.post("/api/views", json=body)
         # the loc names the field, or a path inside it (body checks give the full path)
         assert r.status_code == 422 and ["body", field] in [d["loc"][:2] for d in r.json()["detail"]], r.text
@@ -165,9 +174,21 @@ def test_a_suite_with_runs_of_other_settings_is_422_and_queues_nothing(api) -> N
     made = expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], max_seconds=75))
     with api.factory() as s:
         for job in made:
-            persist.save_run(s, name="r", suite=job.suite, family=job.family, task=job.task, seed=job.seed,
-                             n_layers=job.n_layers, d_model=8, n_params=100, config_hash=job.run_hash(),
-                             train_config=job.run_config(), loss_curve=[], behaviour={})
+            persist.save_run(
+                s,
+                name="r",
+                suite=job.suite,
+                family=job.family,
+                task=job.task,
+                seed=job.seed,
+                n_layers=job.n_layers,
+                d_model=8,
+                n_params=100,
+                config_hash=job.run_hash(),
+                train_config=job.run_config(),
+                loss_curve=[],
+                behaviour={},
+            )
     body = {"kind": "suite", "params": {"preset": "smoke", "families": ["lstm"], "tasks": ["parity"]}}
     r = api.client.post("/api/jobs", json=body)
     assert r.status_code == 422, r.text
@@ -184,9 +205,21 @@ def test_a_train_job_naming_a_suite_keeps_one_run_per_seed(api) -> None:
 
     made = TrainParams(family="lstm", task="parity", seed=0, suite="paper", max_seconds=75)
     with api.factory() as s:
-        persist.save_run(s, name="r", suite="paper", family="lstm", task="parity", seed=0, n_layers=made.n_layers,
-                         d_model=8, n_params=100, config_hash=made.run_hash(), train_config=made.run_config(),
-                         loss_curve=[], behaviour={})
+        persist.save_run(
+            s,
+            name="r",
+            suite="paper",
+            family="lstm",
+            task="parity",
+            seed=0,
+            n_layers=made.n_layers,
+            d_model=8,
+            n_params=100,
+            config_hash=made.run_hash(),
+            train_config=made.run_config(),
+            loss_curve=[],
+            behaviour={},
+        )
     body = {"kind": "train", "params": {"family": "lstm", "task": "parity", "seed": 0, "suite": "paper", "lr": 0.01}}
     r = api.client.post("/api/jobs", json=body)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "params", "suite"], r.text

@@ -29,8 +29,12 @@ def _free_port() -> int:
 def server(db_factory):
     settings, factory = db_factory
     seed_runs(factory, seeds=tuple(range(6)), eval_lengths=(40, 60, 80, 120), n_layers=4)
-    app = create_app(settings.model_copy(update={"limit_concurrency": 4}), factory,
-                     queue=JobQueue.from_settings(settings), background=False)
+    app = create_app(
+        settings.model_copy(update={"limit_concurrency": 4}),
+        factory,
+        queue=JobQueue.from_settings(settings),
+        background=False,
+    )
     port = _free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
     thread = threading.Thread(target=srv.run, daemon=True)
@@ -48,8 +52,13 @@ def test_heavy_paths() -> None:
 
 
 def test_health_stays_fast_during_150_concurrent_exports(server) -> None:
-    paths = ["/api/export/probes.csv", "/api/export/interventions.json", "/api/export/curves.csv",
-             "/api/profiles", "/api/curves"]
+    paths = [
+        "/api/export/probes.csv",
+        "/api/export/interventions.json",
+        "/api/export/curves.csv",
+        "/api/profiles",
+        "/api/curves",
+    ]
     start = threading.Barrier(151)
     answers: list[httpx.Response] = []
 

@@ -14,16 +14,34 @@ def seeded(api):
 
 def _rows(site, n_layers=2, positions=(0, 5, 9)):
     first = -1 if site == "resid_post" else 0
-    return [dict(site=site, layer=ly, position=p, eval_length=40, recovery=None if site == "state" and p == 0 else 0.5,
-                 recovery_lo=0.4, recovery_hi=0.6, ld_clean=3.0, ld_corrupted=-3.0, n_pairs=120, n_dropped=8,
-                 corrupt_position=4, note=None, config_hash="h")
-            for ly in range(first, n_layers) for p in positions]
+    return [
+        dict(
+            site=site,
+            layer=ly,
+            position=p,
+            eval_length=40,
+            recovery=None if site == "state" and p == 0 else 0.5,
+            recovery_lo=0.4,
+            recovery_hi=0.6,
+            ld_clean=3.0,
+            ld_corrupted=-3.0,
+            n_pairs=120,
+            n_dropped=8,
+            corrupt_position=4,
+            note=None,
+            config_hash="h",
+        )
+        for ly in range(first, n_layers)
+        for p in positions
+    ]
 
 
 def test_patching_rows_by_site(seeded) -> None:
     c, rid = seeded.client, seeded.run_ids[0]
     with seeded.factory() as s:
-        persist.replace_patching_results(s, rid, [r for site in ("resid_pre", "resid_post", "state") for r in _rows(site)])
+        persist.replace_patching_results(
+            s, rid, [r for site in ("resid_pre", "resid_post", "state") for r in _rows(site)]
+        )
     rows = c.get(f"/api/runs/{rid}/patching", params={"site": "state"}).json()
     assert len(rows) == 2 * 3 and {r["site"] for r in rows} == {"state"}
     assert {r["corrupt_position"] for r in rows} == {4} and {r["n_dropped"] for r in rows} == {8}

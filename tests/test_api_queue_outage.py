@@ -56,10 +56,13 @@ def test_submit_with_the_queue_down_is_503_with_retry_after_and_stores_nothing(d
     assert working.pending_ids() == {r.json()["id"]}
 
 
-@pytest.mark.parametrize("body", [
-    {"kind": "suite", "params": {"preset": "smoke"}},
-    {"kind": "train", "params": {"family": "gru", "task": "dyck", "seed": 3}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "suite", "params": {"preset": "smoke"}},
+        {"kind": "train", "params": {"family": "gru", "task": "dyck", "seed": 3}},
+    ],
+)
 def test_every_kind_is_refused_alike(down, body) -> None:
     client, _app, factory, _settings, _working = down
     r = client.post("/api/jobs", json=body)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import seed_runs
 from science.stats import t_interval
+from tests.conftest import seed_runs
 
 
 @pytest.fixture
@@ -40,10 +40,16 @@ def test_runs_page_filters_and_pagination(seeded) -> None:
     assert ids == sorted(ids)
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"limit": 0}, "limit"), ({"limit": 100000}, "limit"), ({"offset": -1}, "offset"),
-    ({"seed": "x"}, "seed"), ({"seed": 2**40}, "seed"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 100000}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"seed": "x"}, "seed"),
+        ({"seed": 2**40}, "seed"),
+    ],
+)
 def test_runs_bad_query_is_422_naming_the_field(seeded, params, field) -> None:
     r = seeded.client.get("/api/runs", params=params)
     assert r.status_code == 422
@@ -63,8 +69,9 @@ def test_runs_sorted_by_a_whitelisted_column(seeded, sort) -> None:
     pages = [c.get("/api/runs", params={"sort": sort, "limit": 5, "offset": o}).json()["items"] for o in (0, 5, 10)]
     assert [r["id"] for page in pages for r in page] == [r["id"] for r in items]  # stable paging
     filtered = c.get("/api/runs", params={"sort": sort, "task": "dyck"}).json()
-    assert filtered["total"] == 6 and [r["id"] for r in filtered["items"]] == [r["id"] for r in items
-                                                                               if r["task"] == "dyck"]
+    assert filtered["total"] == 6 and [r["id"] for r in filtered["items"]] == [
+        r["id"] for r in items if r["task"] == "dyck"
+    ]
 
 
 def test_runs_sort_whitelist_matches_the_query() -> None:
@@ -100,10 +107,31 @@ def test_probe_rows(seeded) -> None:
     rows = c.get(f"/api/runs/{seeded.run_ids[0]}/probes").json()
     assert len(rows) == 2 * 3
     first = rows[0]
-    assert set(first) == {"run_id", "layer", "layer_name", "depth", "eval_length", "accuracy", "majority_baseline",
-                          "per_position", "n_train", "n_test", "converged", "n_iter", "config_hash",
-                          "balanced_accuracy", "control_accuracy", "selectivity", "type_accuracy", "site_name"}
-    assert [(r["layer"], r["layer_name"], r["depth"]) for r in rows[:3]] == [(-1, "emb", 0.0), (0, "0", 0.5), (1, "1", 1.0)]
+    assert set(first) == {
+        "run_id",
+        "layer",
+        "layer_name",
+        "depth",
+        "eval_length",
+        "accuracy",
+        "majority_baseline",
+        "per_position",
+        "n_train",
+        "n_test",
+        "converged",
+        "n_iter",
+        "config_hash",
+        "balanced_accuracy",
+        "control_accuracy",
+        "selectivity",
+        "type_accuracy",
+        "site_name",
+    }
+    assert [(r["layer"], r["layer_name"], r["depth"]) for r in rows[:3]] == [
+        (-1, "emb", 0.0),
+        (0, "0", 0.5),
+        (1, "1", 1.0),
+    ]
     rows = c.get(f"/api/runs/{seeded.run_ids[0]}/probes", params={"eval_length": 60}).json()
     assert {r["eval_length"] for r in rows} == {60} and len(rows) == 3
 

@@ -39,9 +39,16 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory):
     from worker.queue import JobQueue
 
     tmp: Path = tmp_path_factory.mktemp("schemathesis")
-    settings_ = Settings(_env_file=None, home=tmp, db_url=f"sqlite:///{tmp / 'api.db'}",
-                         queue_url=f"sqlite:///{tmp / 'queue.db'}", store_dir=tmp / "store", max_body_bytes=20_000,
-                         host="0.0.0.0", require_token_for_reads=True)
+    settings_ = Settings(
+        _env_file=None,
+        home=tmp,
+        db_url=f"sqlite:///{tmp / 'api.db'}",
+        queue_url=f"sqlite:///{tmp / 'queue.db'}",
+        store_dir=tmp / "store",
+        max_body_bytes=20_000,
+        host="0.0.0.0",
+        require_token_for_reads=True,
+    )
     init_db(settings_.resolved_db_url)
     factory = make_sessionmaker(make_engine(settings_.resolved_db_url))
     seed_runs(factory, families=("lstm",), tasks=("parity",), seeds=(0, 1))
@@ -63,7 +70,6 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_no_server_errors(case) -> None:
     case.call_and_validate(headers=dict(TOKEN), excluded_checks=EXCLUDED)

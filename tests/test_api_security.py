@@ -26,8 +26,12 @@ def test_beyond_loopback_every_write_needs_a_token(api, host) -> None:
     c = client_for(api, host=host)
     with api.factory() as s:
         _, token = create_token(s, "alice")
-    for path, body in (("/api/jobs", TRAIN), ("/api/views", {"title": "t", "page": "/c", "state": {}}),
-                       ("/api/jobs/1/cancel", None), ("/api/jobs/1/retry", None)):
+    for path, body in (
+        ("/api/jobs", TRAIN),
+        ("/api/views", {"title": "t", "page": "/c", "state": {}}),
+        ("/api/jobs/1/cancel", None),
+        ("/api/jobs/1/retry", None),
+    ):
         r = c.post(path, json=body)
         assert r.status_code == 401, path
         assert r.headers["www-authenticate"] == "Bearer" and "token" in r.json()["detail"]
@@ -75,8 +79,14 @@ def test_security_headers(api) -> None:
 
 def test_cors_from_settings(api) -> None:
     c = client_for(api, cors_origins=["https://lab.example.org"])
-    pre = c.options("/api/jobs", headers={"Origin": "https://lab.example.org", "Access-Control-Request-Method": "POST",
-                                          "Access-Control-Request-Headers": "authorization,content-type"})
+    pre = c.options(
+        "/api/jobs",
+        headers={
+            "Origin": "https://lab.example.org",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+    )
     assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://lab.example.org"
     r = c.get("/api/runs", headers={"Origin": "https://evil.example.com"})
     assert "access-control-allow-origin" not in r.headers
@@ -86,10 +96,24 @@ def test_cors_from_settings(api) -> None:
 def test_openapi_is_complete(api) -> None:
     spec = api.client.get("/api/openapi.json").json()
     paths = spec["paths"]
-    for p in ("/api/health", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/probes",
-              "/api/runs/{run_id}/interventions", "/api/runs/{run_id}/patching", "/api/curves", "/api/profiles",
-              "/api/claims", "/api/jobs", "/api/jobs/{job_id}", "/api/jobs/{job_id}/cancel",
-              "/api/jobs/{job_id}/retry", "/api/views", "/api/views/{slug}", "/api/export/{resource}.{fmt}"):
+    for p in (
+        "/api/health",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/api/runs/{run_id}/probes",
+        "/api/runs/{run_id}/interventions",
+        "/api/runs/{run_id}/patching",
+        "/api/curves",
+        "/api/profiles",
+        "/api/claims",
+        "/api/jobs",
+        "/api/jobs/{job_id}",
+        "/api/jobs/{job_id}/cancel",
+        "/api/jobs/{job_id}/retry",
+        "/api/views",
+        "/api/views/{slug}",
+        "/api/export/{resource}.{fmt}",
+    ):
         assert p in paths, p
         for op in paths[p].values():
             assert "200" in op["responses"] or "201" in op["responses"]

@@ -12,8 +12,11 @@ from tests.conftest import seed_runs
 def _with_weights(api) -> int:
     run_id = seed_runs(api.factory, families=("transformer",), tasks=("parity",), seeds=(0,), n_layers=4)[0]
     with api.factory() as s:
-        s.execute(update(Run).where(Run.id == run_id).values(checkpoint_id="c" * 64,
-                                                             model_config={"max_position_embeddings": 512}))
+        s.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(checkpoint_id="c" * 64, model_config={"max_position_embeddings": 512})
+        )
         s.commit()
     return run_id
 
@@ -35,9 +38,11 @@ def test_layers_out_of_range_are_422_at_the_field(api) -> None:
 
 def test_eval_lengths_past_the_position_table_are_422(api) -> None:
     run_id = _with_weights(api)
-    for kind, params, field in (("probe", {"eval_lengths": [40, 1000]}, "eval_lengths"),
-                                ("intervene", {"eval_lengths": [2000]}, "eval_lengths"),
-                                ("patch", {"eval_length": 600}, "eval_length")):
+    for kind, params, field in (
+        ("probe", {"eval_lengths": [40, 1000]}, "eval_lengths"),
+        ("intervene", {"eval_lengths": [2000]}, "eval_lengths"),
+        ("patch", {"eval_length": 600}, "eval_length"),
+    ):
         r = api.client.post("/api/jobs", json={"kind": kind, "params": {"run_id": run_id, **params}})
         assert r.status_code == 422, (kind, r.text)
         assert r.json()["detail"][0]["loc"] == ["body", "params", field]

@@ -13,9 +13,17 @@ WHY = "one GPU lease ran out"
 
 def _import_job(factory, suite: str, partial: dict | None) -> None:
     with factory() as s:
-        s.add(Job(kind="import", state="succeeded", params={"suite": suite}, config_hash=f"import-{suite}",
-                  progress=1.0, result={"manifest": {"suite": suite, **({"partial": partial} if partial else {})}},
-                  finished_at=datetime.now(UTC)))
+        s.add(
+            Job(
+                kind="import",
+                state="succeeded",
+                params={"suite": suite},
+                config_hash=f"import-{suite}",
+                progress=1.0,
+                result={"manifest": {"suite": suite, **({"partial": partial} if partial else {})}},
+                finished_at=datetime.now(UTC),
+            )
+        )
         s.commit()
 
 
@@ -33,8 +41,10 @@ def test_api_suites_flag_a_partial_preset_study_with_why(api):
     assert (paper["preset_runs"], paper["runs_remaining"], paper["partial"]) == (72, 70, True)
     assert paper["partial_why"] == f"{WHY}; resumed on a CPU" and paper["imported"] is True
     with api.factory() as s:  # measured runs that learned their task: what a verdict can read
-        expected = sum(r.status == "complete" and (r.heldout_acc or 0) >= (r.early_stop_acc or 0.99)
-                       for r in s.query(Run).filter(Run.suite == "paper"))
+        expected = sum(
+            r.status == "complete" and (r.heldout_acc or 0) >= (r.early_stop_acc or 0.99)
+            for r in s.query(Run).filter(Run.suite == "paper")
+        )
     assert paper["n_trained_measured"] == expected <= paper["n_measured"]
     # no preset: nothing to count; partial only when its bundle said so
     assert "preset_runs" not in rows["mine"] and "partial" not in rows["mine"]
@@ -42,8 +52,15 @@ def test_api_suites_flag_a_partial_preset_study_with_why(api):
 
 
 def test_a_complete_preset_suite_is_not_partial(api):
-    seed_runs(api.factory, families=("lstm", "transformer", "mamba", "mamba2", "gru"), tasks=("parity", "dyck", "s3"),
-              seeds=(0,), suite="smoke", eval_lengths=(40,), n_layers=1)
+    seed_runs(
+        api.factory,
+        families=("lstm", "transformer", "mamba", "mamba2", "gru"),
+        tasks=("parity", "dyck", "s3"),
+        seeds=(0,),
+        suite="smoke",
+        eval_lengths=(40,),
+        n_layers=1,
+    )
     with api.factory() as s:
         s.query(Run).update({"status": "complete"})
         s.commit()
@@ -52,19 +69,32 @@ def test_a_complete_preset_suite_is_not_partial(api):
     assert "partial_why" not in row
 
 
-PAPER = {"name": "paper", "n_runs": 48, "n_trained": 30, "n_measured": 23, "imported": True,
-         "preset_runs": 60, "runs_remaining": 37, "partial": True, "partial_why": WHY}
+PAPER = {
+    "name": "paper",
+    "n_runs": 48,
+    "n_trained": 30,
+    "n_measured": 23,
+    "imported": True,
+    "preset_runs": 60,
+    "runs_remaining": 37,
+    "partial": True,
+    "partial_why": WHY,
+}
 
 
 def test_suite_picker_label_says_partial():
     from dashboard.pages.runs import suite_label
 
     assert suite_label(PAPER) == "paper — imported, partial: 23 of 60 measured"
-    assert suite_label({**PAPER, "n_trained_measured": 17}) \
+    assert (
+        suite_label({**PAPER, "n_trained_measured": 17})
         == "paper — imported, partial: 23 of 60 measured (17 of them trained)"
+    )
     assert suite_label({**PAPER, "partial": False, "runs_remaining": 0}) == "paper — imported (48 runs)"
-    assert suite_label({"name": "x", "n_runs": 3, "imported": True, "partial": True, "n_measured": 1}) \
+    assert (
+        suite_label({"name": "x", "n_runs": 3, "imported": True, "partial": True, "n_measured": 1})
         == "x — imported, partial: 1 of 3 runs measured"
+    )
 
 
 def test_partial_banner_is_one_line_for_the_chosen_suite():

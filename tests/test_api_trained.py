@@ -6,11 +6,21 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from tests.conftest import seed_runs
 from science.trained import is_trained
+from tests.conftest import seed_runs
 
-CASES = [(None, None), (None, 0.99), (0.5, None), (0.989, None), (0.99, None), (0.995, 0.99), (0.95, 0.9),
-         (0.85, 0.9), (1.0, 1.0), (0.999, 1.0)]
+CASES = [
+    (None, None),
+    (None, 0.99),
+    (0.5, None),
+    (0.989, None),
+    (0.99, None),
+    (0.995, 0.99),
+    (0.95, 0.9),
+    (0.85, 0.9),
+    (1.0, 1.0),
+    (0.999, 1.0),
+]
 
 
 def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
@@ -20,9 +30,22 @@ def test_sql_clause_agrees_with_is_trained(db_factory) -> None:
 
     _, factory = db_factory
     with factory() as s:
-        ids = [persist.save_run(s, name=f"r{i}", family="lstm", task="parity", seed=i, n_layers=1, d_model=4,
-                                n_params=1, config_hash=f"h{i}", heldout_acc=h, early_stop_acc=c)
-               for i, (h, c) in enumerate(CASES)]
+        ids = [
+            persist.save_run(
+                s,
+                name=f"r{i}",
+                family="lstm",
+                task="parity",
+                seed=i,
+                n_layers=1,
+                d_model=4,
+                n_params=1,
+                config_hash=f"h{i}",
+                heldout_acc=h,
+                early_stop_acc=c,
+            )
+            for i, (h, c) in enumerate(CASES)
+        ]
         got = dict(s.execute(select(Run.id, trained_clause())).all())
     assert [bool(got[i]) for i in ids] == [is_trained(h, c) for h, c in CASES]
     assert any(got.values()) and not all(got.values())
@@ -65,8 +88,9 @@ def test_export_filters_by_trained_and_carries_the_new_fields(mixed) -> None:
     iv = c.get("/api/export/interventions.json", params={"trained": "false"}).json()
     assert {r["run_id"] for r in iv} == {mixed.ids[2]}
     assert {"inlp_converged", "inlp_rounds", "n_fit_sequences"} <= set(iv[0])
-    curves = c.get("/api/export/curves.json", params={"eval_length": 40,
-                                                       "fields": "layer,untrained_run_ids,selectivity"}).json()
+    curves = c.get(
+        "/api/export/curves.json", params={"eval_length": 40, "fields": "layer,untrained_run_ids,selectivity"}
+    ).json()
     assert curves[0]["untrained_run_ids"] == [mixed.ids[2]] and "selectivity" in curves[0]
     profiles = c.get("/api/export/profiles.json", params={"eval_length": 40}).json()
     assert profiles and all(r["untrained_run_ids"] == [mixed.ids[2]] for r in profiles)  # the CSV says it too

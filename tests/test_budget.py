@@ -9,10 +9,10 @@ from science import budget, training
 CASES = [
     # steps, seconds, stopped_early, max_steps, max_seconds
     (500, 20.0, False, 10_000, 75.0),
-    (500, 20.0, True, 10_000, 75.0),   # 500 × 75 / 20 = 1875
-    (500, 20.0, True, 1_000, 75.0),    # capped at max_steps
-    (500, 0.0, True, 10_000, 75.0),    # no recorded time: max_steps
-    (500, 20.0, True, 10_000, None),   # no wall-clock cap: max_steps
+    (500, 20.0, True, 10_000, 75.0),  # 500 × 75 / 20 = 1875
+    (500, 20.0, True, 1_000, 75.0),  # capped at max_steps
+    (500, 0.0, True, 10_000, 75.0),  # no recorded time: max_steps
+    (500, 20.0, True, 10_000, None),  # no wall-clock cap: max_steps
     (500, 200.0, True, 10_000, 75.0),  # never below the steps it took
 ]
 

@@ -82,9 +82,12 @@ def _check_import(factory, path, expected):
 def _expected(source_factory) -> dict[str, int]:
     with source_factory() as s:
         ids = [r for r in s.execute(select(Run.id).where(Run.suite == "study")).scalars()]
-        return {m.__tablename__: (len(ids) if m is Run else
-                                  s.scalar(select(func.count()).select_from(m).where(m.run_id.in_(ids))))
-                for m in TABLES}
+        return {
+            m.__tablename__: (
+                len(ids) if m is Run else s.scalar(select(func.count()).select_from(m).where(m.run_id.in_(ids)))
+            )
+            for m in TABLES
+        }
 
 
 def test_import_into_sqlite_is_idempotent(source, tmp_path):
@@ -161,8 +164,9 @@ def test_api_lists_suites_and_serves_a_bundle(api):
     seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,), suite="live")
     listed = api.client.get("/api/suites").json()
     # n_complete (runs.status) was replaced by counts read from the data: trained, measured
-    assert listed == [{"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "n_trained_measured": 0,
-                       "imported": False}]
+    assert listed == [
+        {"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "n_trained_measured": 0, "imported": False}
+    ]
     r = api.client.get("/api/suites/live/bundle")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
     assert 'filename="live.layerscope.zip"' in r.headers["content-disposition"]
@@ -217,10 +221,10 @@ def test_export_of_a_suite_made_here_has_no_imported_manifest(source):
 def test_api_suites_count_trained_and_measured_from_the_data(api):
     ids = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0, 1, 2), suite="s")
     with api.factory() as s:
-        s.query(Run).filter(Run.id == ids[0]).update({"heldout_acc": 0.995, "early_stop_acc": 0.99,
-                                                      "status": "complete"})
-        s.query(Run).filter(Run.id == ids[1]).update({"heldout_acc": 0.47, "early_stop_acc": 0.99,
-                                                      "status": "trained"})
+        s.query(Run).filter(Run.id == ids[0]).update(
+            {"heldout_acc": 0.995, "early_stop_acc": 0.99, "status": "complete"}
+        )
+        s.query(Run).filter(Run.id == ids[1]).update({"heldout_acc": 0.47, "early_stop_acc": 0.99, "status": "trained"})
         s.query(PatchingResult).filter(PatchingResult.run_id == ids[2]).delete()
         s.commit()
     (row,) = api.client.get("/api/suites").json()

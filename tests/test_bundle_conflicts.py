@@ -34,8 +34,10 @@ def two_trainings(tmp_path):
         s.query(ProbeResult).where(ProbeResult.run_id == run.id).update({"selectivity": 0.5})
         s.query(ProbeResult).where(ProbeResult.run_id == run.id, ProbeResult.layer == 0).delete()
         s.commit()
-        rebuilt_hash, rebuilt_rows = run.config_hash, s.scalar(
-            select(func.count()).select_from(ProbeResult).where(ProbeResult.run_id == run.id))
+        rebuilt_hash, rebuilt_rows = (
+            run.config_hash,
+            s.scalar(select(func.count()).select_from(ProbeResult).where(ProbeResult.run_id == run.id)),
+        )
     path = tmp_path / "study.zip"
     with elsewhere() as s:
         export_bundle(s, "study", path)

@@ -27,8 +27,9 @@ def _factory(url: str):
 
 
 def _settings(fit_length: int) -> MeasureSettingsRecord:
-    return MeasureSettingsRecord(params={"n_probe_sequences": 48}, eval_lengths=[60, 40], patch_eval_length=40,
-                                 fit_length=fit_length)
+    return MeasureSettingsRecord(
+        params={"n_probe_sequences": 48}, eval_lengths=[60, 40], patch_eval_length=40, fit_length=fit_length
+    )
 
 
 def _source(tmp_path):
@@ -80,8 +81,9 @@ def test_a_bundle_without_the_settings_table_still_imports(tmp_path) -> None:
                 continue
             data = src.read(name)
             if name.startswith("tables/") and name != "tables/profiles.json":
-                data = json.dumps([{k: v for k, v in r.items() if k != "settings_id"}
-                                   for r in json.loads(data)]).encode()
+                data = json.dumps(
+                    [{k: v for k, v in r.items() if k != "settings_id"} for r in json.loads(data)]
+                ).encode()
             dst.writestr(name, data)
     target = _target(tmp_path)
     with target() as s:

@@ -57,18 +57,53 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
     from backend.cli import main
 
     torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 num_key_value_heads=2, intermediate_size=64)).save_pretrained(tmp_path / "tiny-llama")
-    Mamba2ForCausalLM(Mamba2Config(vocab_size=64, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2,
-                                   head_dim=8, num_heads=4, n_groups=1, chunk_size=8)).save_pretrained(tmp_path / "tiny-mamba2")
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+        )
+    ).save_pretrained(tmp_path / "tiny-llama")
+    Mamba2ForCausalLM(
+        Mamba2Config(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=2,
+            state_size=4,
+            expand=2,
+            head_dim=8,
+            num_heads=4,
+            n_groups=1,
+            chunk_size=8,
+        )
+    ).save_pretrained(tmp_path / "tiny-mamba2")
     data = write_jsonl(tmp_path / "labelled.jsonl", parity_rows())
     assert len(data.read_text().splitlines()) == 200
 
     _use(monkeypatch, tmp_path / "lab")
     assert main(["task", "add", str(data), "--name", "byo"]) == 0
-    rc = main(["suite", "--preset", "smoke", "--task", "byo", "--pretrained", str(tmp_path / "tiny-llama"),
-               "--pretrained", str(tmp_path / "tiny-mamba2"), "--name", "byo_suite", "--device", "cpu",
-               "--max-steps", "4"])
+    rc = main(
+        [
+            "suite",
+            "--preset",
+            "smoke",
+            "--task",
+            "byo",
+            "--pretrained",
+            str(tmp_path / "tiny-llama"),
+            "--pretrained",
+            str(tmp_path / "tiny-mamba2"),
+            "--name",
+            "byo_suite",
+            "--device",
+            "cpu",
+            "--max-steps",
+            "4",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     capsys.readouterr()
 
@@ -115,5 +150,7 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
     assert client2.get(f"/api/artifacts/{w2[0]['artifact_id']}").status_code == 200
     from science.tasks import get_task
 
-    assert get_task("byo").params["sha256"] == json.loads(
-        (tmp_path / "lab" / "store" / "tasks" / "names" / "byo.json").read_text())["sha256"]
+    assert (
+        get_task("byo").params["sha256"]
+        == json.loads((tmp_path / "lab" / "store" / "tasks" / "names" / "byo.json").read_text())["sha256"]
+    )

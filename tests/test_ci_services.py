@@ -8,8 +8,10 @@ import pytest
 from tests.conftest import in_ci, require_service
 
 
-@pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("yes", True), ("", False),
-                                             ("false", False), ("0", False), (None, False)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("true", True), ("1", True), ("yes", True), ("", False), ("false", False), ("0", False), (None, False)],
+)
 def test_in_ci_reads_the_ci_variable(monkeypatch, value, expected) -> None:
     if value is None:
         monkeypatch.delenv("CI", raising=False)

@@ -25,24 +25,56 @@ class World:
 
     def run(self, task, family, seed, curve, baseline=0.5, behaviour=None, pretrained=None, heldout_acc=0.995):
         rid = len(self.runs) + 1
-        self.runs.append({"id": rid, "task": task, "family": family, "seed": seed, "n_layers": len(curve) - 1,
-                          "pretrained": pretrained, "behaviour": behaviour or {}, "heldout_acc": heldout_acc,
-                          "early_stop_acc": 0.99})
+        self.runs.append(
+            {
+                "id": rid,
+                "task": task,
+                "family": family,
+                "seed": seed,
+                "n_layers": len(curve) - 1,
+                "pretrained": pretrained,
+                "behaviour": behaviour or {},
+                "heldout_acc": heldout_acc,
+                "early_stop_acc": 0.99,
+            }
+        )
         for i, acc in enumerate(curve):
             noisy = min(1.0, acc + self.rng.uniform(-0.004, 0.004))
-            self.probes.append({"run_id": rid, "layer": i - 1, "eval_length": 40, "accuracy": noisy,
-                                "majority_baseline": baseline})
-            self.probes.append({"run_id": rid, "layer": i - 1, "eval_length": 80, "accuracy": 0.5,
-                                "majority_baseline": baseline})
+            self.probes.append(
+                {"run_id": rid, "layer": i - 1, "eval_length": 40, "accuracy": noisy, "majority_baseline": baseline}
+            )
+            self.probes.append(
+                {"run_id": rid, "layer": i - 1, "eval_length": 80, "accuracy": 0.5, "majority_baseline": baseline}
+            )
         return rid
 
-    def intervention(self, rid, method, layer, delta_pp, significant, eval_length=40, refit_acc=0.5,
-                     refit_majority=0.5, drop_rel_chance=None):
-        self.interventions.append({"run_id": rid, "method": method, "layer": layer, "eval_length": eval_length,
-                                   "delta_pp": delta_pp, "p_value": 0.001 if significant else 0.4,
-                                   "p_holm": 0.004 if significant else 0.8, "significant": significant,
-                                   "refit_acc": refit_acc, "refit_majority": refit_majority,
-                                   "drop_rel_chance": drop_rel_chance})
+    def intervention(
+        self,
+        rid,
+        method,
+        layer,
+        delta_pp,
+        significant,
+        eval_length=40,
+        refit_acc=0.5,
+        refit_majority=0.5,
+        drop_rel_chance=None,
+    ):
+        self.interventions.append(
+            {
+                "run_id": rid,
+                "method": method,
+                "layer": layer,
+                "eval_length": eval_length,
+                "delta_pp": delta_pp,
+                "p_value": 0.001 if significant else 0.4,
+                "p_holm": 0.004 if significant else 0.8,
+                "significant": significant,
+                "refit_acc": refit_acc,
+                "refit_majority": refit_majority,
+                "drop_rel_chance": drop_rel_chance,
+            }
+        )
 
     def claims(self):
         out = evaluate_claims(self.runs, self.probes, self.interventions, self.patching)
@@ -63,8 +95,10 @@ def supporting_world() -> World:
     w = World()
     lengths = (40, 60, 80, 100, 120)
     beh = {
-        "lstm": dict.fromkeys(lengths, 1.0), "gru": dict.fromkeys(lengths, 0.999),
-        "mamba2": dict.fromkeys(lengths, 0.85), "transformer": dict.fromkeys(lengths, 0.6),
+        "lstm": dict.fromkeys(lengths, 1.0),
+        "gru": dict.fromkeys(lengths, 0.999),
+        "mamba2": dict.fromkeys(lengths, 0.85),
+        "transformer": dict.fromkeys(lengths, 0.6),
     }
     for seed in (0, 1, 2):
         for fam in FAMILIES:
@@ -72,41 +106,84 @@ def supporting_world() -> World:
                 curve = GRADUAL if fam == "transformer" else LATE
                 b = beh.get(fam)
                 if fam == "mamba":
-                    b = {40: 0.97, 60: 0.85, 80: 0.75, 100: 0.70, 120: 0.66} if task == "parity" else dict.fromkeys(lengths, 0.85)
+                    b = (
+                        {40: 0.97, 60: 0.85, 80: 0.75, 100: 0.70, 120: 0.66}
+                        if task == "parity"
+                        else dict.fromkeys(lengths, 0.85)
+                    )
                 if task == "s3":
                     curve = _chance(curve, 1 / 6)
                 rid = w.run(task, fam, seed, curve, 0.5 if task == "parity" else 1 / 6, _behaviour(b))
                 if fam in ("mamba", "mamba2"):
                     drop = (0.5 if task == "s3" else 0.25) + 0.01 * seed
-                    w.intervention(rid, "conv1d_removal", -2, -12.6 if task == "s3" else -6.8, True,
-                                   refit_acc=None, refit_majority=None, drop_rel_chance=drop)
+                    w.intervention(
+                        rid,
+                        "conv1d_removal",
+                        -2,
+                        -12.6 if task == "s3" else -6.8,
+                        True,
+                        refit_acc=None,
+                        refit_majority=None,
+                        drop_rel_chance=drop,
+                    )
                 # readable at the last layer, and also needed there: coupled
                 for layer in range(-1, 4):
                     w.intervention(rid, "leace", layer, -60.0 if layer == 3 else -1.0, layer == 3)
             curve = EARLY if fam == "transformer" else GRADUAL
             rid = w.run("dyck", fam, seed, curve, 0.4)
             if fam in ("mamba", "mamba2"):
-                w.intervention(rid, "conv1d_removal", -2, -0.3, False, refit_acc=None, refit_majority=None,
-                               drop_rel_chance=(-0.02, 0.0, 0.02)[seed])
+                w.intervention(
+                    rid,
+                    "conv1d_removal",
+                    -2,
+                    -0.3,
+                    False,
+                    refit_acc=None,
+                    refit_majority=None,
+                    drop_rel_chance=(-0.02, 0.0, 0.02)[seed],
+                )
     # code_depth (claim 4 reads every family × task from scratch): readable and needed at the last layer
     for seed in (0, 1, 2):
         for fam in FAMILIES:
             rid = w.run("code_depth", fam, seed, _chance(LATE, 1 / 11), 1 / 11)
             for layer in range(-1, 4):
-                w.intervention(rid, "leace", layer, -60.0 if layer == 3 else -1.0, layer == 3,
-                               refit_acc=1 / 11, refit_majority=1 / 11)
+                w.intervention(
+                    rid,
+                    "leace",
+                    layer,
+                    -60.0 if layer == 3 else -1.0,
+                    layer == 3,
+                    refit_acc=1 / 11,
+                    refit_majority=1 / 11,
+                )
     # pretrained models on Dyck: best probe at 7, ablating 6 costs 81 %, 7 barely matters
     for i, name in enumerate(("EleutherAI/pythia-160m", "EleutherAI/pythia-410m", "gpt2")):
         curve = [0.4] + [0.5 + 0.04 * j for j in range(12)]
         curve[8] = 1.0
         rid = w.run("dyck", "transformer", 0, curve, 0.4, pretrained=name)
         for layer in range(-1, 12):
-            w.intervention(rid, "leace", layer, -81.0 if layer == 6 else (-2.0 if layer == 7 else -1.0), layer == 6,
-                           refit_acc=0.41, refit_majority=0.4)
-        w.patching.append({"run_id": rid, "site": "state", "layer": 11, "position": 20, "eval_length": 40,
-                           "recovery": 0.96 + 0.01 * i})
-        w.patching.append({"run_id": rid, "site": "resid_post", "layer": 11, "position": 20, "eval_length": 40,
-                           "recovery": 0.0})
+            w.intervention(
+                rid,
+                "leace",
+                layer,
+                -81.0 if layer == 6 else (-2.0 if layer == 7 else -1.0),
+                layer == 6,
+                refit_acc=0.41,
+                refit_majority=0.4,
+            )
+        w.patching.append(
+            {
+                "run_id": rid,
+                "site": "state",
+                "layer": 11,
+                "position": 20,
+                "eval_length": 40,
+                "recovery": 0.96 + 0.01 * i,
+            }
+        )
+        w.patching.append(
+            {"run_id": rid, "site": "resid_post", "layer": 11, "position": 20, "eval_length": 40, "recovery": 0.0}
+        )
     return w
 
 
@@ -121,13 +198,21 @@ def contradicting_world() -> World:
                     curve = GRADUAL if fam == "transformer" else EARLY
                 beh = {
                     "lstm": {40: 1.0, 60: 0.8, 80: 0.7, 100: 0.6, 120: 0.6},
-                    "gru": dict.fromkeys(lengths, 0.7), "mamba": dict.fromkeys(lengths, 0.9),
-                    "mamba2": dict.fromkeys(lengths, 0.9), "transformer": dict.fromkeys(lengths, 0.95),
+                    "gru": dict.fromkeys(lengths, 0.7),
+                    "mamba": dict.fromkeys(lengths, 0.9),
+                    "mamba2": dict.fromkeys(lengths, 0.9),
+                    "transformer": dict.fromkeys(lengths, 0.95),
                 }[fam]
                 rid = w.run(task, fam, seed, curve, 0.5, _behaviour(beh))
                 if fam in ("mamba", "mamba2"):
-                    w.intervention(rid, "conv1d_removal", -2, -2.0 if task == "s3" else -9.0, task == "parity",
-                                   drop_rel_chance=(0.05 if task == "s3" else 0.3) + 0.01 * seed)
+                    w.intervention(
+                        rid,
+                        "conv1d_removal",
+                        -2,
+                        -2.0 if task == "s3" else -9.0,
+                        task == "parity",
+                        drop_rel_chance=(0.05 if task == "s3" else 0.3) + 0.01 * seed,
+                    )
                 best = max(range(5), key=lambda i: curve[i]) - 1
                 for layer in range(-1, 4):
                     w.intervention(rid, "leace", layer, -50.0 if layer == best else -3.0, layer == best)
@@ -137,12 +222,20 @@ def contradicting_world() -> World:
                 w.intervention(rid, "conv1d_removal", -2, -20.0, True, drop_rel_chance=0.4 + 0.01 * seed)
             best = max(range(5), key=lambda i: curve[i]) - 1
             for layer in range(-1, 4):  # coupled everywhere: the most readable layer is the necessary one
-                w.intervention(rid, "leace", layer, -50.0 if layer == best else -3.0, layer == best, refit_majority=0.4,
-                               refit_acc=0.4)
+                w.intervention(
+                    rid,
+                    "leace",
+                    layer,
+                    -50.0 if layer == best else -3.0,
+                    layer == best,
+                    refit_majority=0.4,
+                    refit_acc=0.4,
+                )
             rid = w.run("code_depth", fam, seed, LATE, 0.4)  # claim 4 reads every family × task
             for layer in range(-1, 4):
-                w.intervention(rid, "leace", layer, -50.0 if layer == 3 else -3.0, layer == 3, refit_majority=0.4,
-                               refit_acc=0.4)
+                w.intervention(
+                    rid, "leace", layer, -50.0 if layer == 3 else -3.0, layer == 3, refit_majority=0.4, refit_acc=0.4
+                )
     return w
 
 
@@ -233,8 +326,11 @@ def test_class_right_but_statistic_not_different_is_mixed_not_a_verdict():
     c = w.claims()
     assert all(x["matches"] for x in c[1]["numbers"]["cells"])
     assert c[1]["verdict"] == NOT_ENOUGH, c[1]["detail"]
-    assert c[1]["numbers"]["per_task"]["parity"] == {"class_condition": True, "statistic_condition": False,
-                                                      "verdict": NOT_ENOUGH}
+    assert c[1]["numbers"]["per_task"]["parity"] == {
+        "class_condition": True,
+        "statistic_condition": False,
+        "verdict": NOT_ENOUGH,
+    }
     assert "mixed: the class condition holds" in c[1]["detail"]
 
 
@@ -247,11 +343,21 @@ def test_classes_and_statistic_both_against_the_claim_contradict_it():
             tf = fam == "transformer"
             for task in ("parity", "s3"):
                 w.run(task, fam, seed, GRADUAL if tf else LATE)
-            w.run("dyck", fam, seed, [0.73, 0.92 + 0.005 * seed, 0.96, 0.99, 0.99] if tf
-                  else [0.73, 0.98 + 0.004 * seed, 0.99, 0.995, 0.998], 0.45)
+            w.run(
+                "dyck",
+                fam,
+                seed,
+                [0.73, 0.92 + 0.005 * seed, 0.96, 0.99, 0.99]
+                if tf
+                else [0.73, 0.98 + 0.004 * seed, 0.99, 0.995, 0.998],
+                0.45,
+            )
     c = w.claims()
-    assert c[2]["numbers"]["per_task"]["dyck"] == {"class_condition": False, "statistic_condition": False,
-                                                    "verdict": CONTRADICTED}
+    assert c[2]["numbers"]["per_task"]["dyck"] == {
+        "class_condition": False,
+        "statistic_condition": False,
+        "verdict": CONTRADICTED,
+    }
     test = c[2]["numbers"]["test_auc_transformer_gt_other"]["dyck"]
     assert test["p_holm"] > 0.5 and test["p_opposite"] < 0.05  # the seeds point the other way
     assert "opposite direction: p = " in c[2]["detail"]
@@ -301,8 +407,15 @@ def _pretrained_world(n, decoupled, refit_acc=0.41):
         for layer in range(-1, 12):
             worst = 6 if i < decoupled else 7
             # the edit at layer 6 is fitted at refit_acc; the best layer's edit (7) always removes it
-            w.intervention(rid, "leace", layer, -81.0 if layer == worst else -1.0, layer == worst,
-                           refit_acc=refit_acc if layer == 6 else 0.41, refit_majority=0.4)
+            w.intervention(
+                rid,
+                "leace",
+                layer,
+                -81.0 if layer == worst else -1.0,
+                layer == worst,
+                refit_acc=refit_acc if layer == 6 else 0.41,
+                refit_majority=0.4,
+            )
     return w
 
 
@@ -406,8 +519,16 @@ def test_claim_4_reports_the_best_state_patching_layer_per_family():
     w = supporting_world()
     for r in [r for r in w.runs if r["family"] == "lstm" and r["task"] == "parity"]:
         for layer, rec in ((0, 0.99), (1, 0.02), (2, 0.01), (3, 0.0)):
-            w.patching.append({"run_id": r["id"], "site": "state", "layer": layer, "position": 20,
-                               "eval_length": 40, "recovery": rec + 0.001 * r["seed"]})
+            w.patching.append(
+                {
+                    "run_id": r["id"],
+                    "site": "state",
+                    "layer": layer,
+                    "position": 20,
+                    "eval_length": 40,
+                    "recovery": rec + 0.001 * r["seed"],
+                }
+            )
     c = w.claims()[4]
     best = {b["family"]: b for b in c["numbers"]["state_patching_best_layer"]}
     best["lstm"] = best["lstm × parity"]
@@ -415,7 +536,10 @@ def test_claim_4_reports_the_best_state_patching_layer_per_family():
     assert best["lstm"]["best_recovery"]["n"] == 3 and best["lstm"]["last_layer"] == 3
     assert best["lstm"]["last_recovery"]["mean"] == pytest.approx(0.001)
     assert best["lstm"]["best_layer_per_run"] == [0, 0, 0]
-    assert "lstm × parity layer 0 (0.99, n=3; best layer per run: 0, 0, 0)" in c["detail"] and "blocks below it corrupted" in c["detail"]
+    assert (
+        "lstm × parity layer 0 (0.99, n=3; best layer per run: 0, 0, 0)" in c["detail"]
+        and "blocks below it corrupted" in c["detail"]
+    )
     assert c["verdict"] == SUPPORTED  # descriptive only: the verdict is the pretrained group's
 
 

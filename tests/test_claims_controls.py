@@ -15,16 +15,39 @@ def _study(curves_by_family, controls_by_family=None, *, task="dyck", stop_reaso
     for fam, curve in curves_by_family.items():
         for seed in range(3):
             rid += 1
-            runs.append(dict(id=rid, task=task, family=fam, seed=seed, n_layers=4, pretrained=None, heldout_acc=acc,
-                             early_stop_acc=0.99, behaviour={}, stop_reason=stop_reason, steps=3000,
-                             train_config={"max_steps": 3000}, best_heldout_acc=acc))
+            runs.append(
+                dict(
+                    id=rid,
+                    task=task,
+                    family=fam,
+                    seed=seed,
+                    n_layers=4,
+                    pretrained=None,
+                    heldout_acc=acc,
+                    early_stop_acc=0.99,
+                    behaviour={},
+                    stop_reason=stop_reason,
+                    steps=3000,
+                    train_config={"max_steps": 3000},
+                    best_heldout_acc=acc,
+                )
+            )
             jitter = 0.002 * seed
-            probes += [dict(run_id=rid, layer=layer, eval_length=40, accuracy=min(1.0, a + jitter), majority_baseline=MAJ)
-                       for layer, a in curve.items()]
+            probes += [
+                dict(run_id=rid, layer=layer, eval_length=40, accuracy=min(1.0, a + jitter), majority_baseline=MAJ)
+                for layer, a in curve.items()
+            ]
             if controls_by_family:
                 k = controls_by_family[fam]
-                controls.append(dict(task=task, family=fam, seed=seed, n_layers=4,
-                                     curve={layer: a + 0.001 * seed for layer, a in k.items()}))
+                controls.append(
+                    dict(
+                        task=task,
+                        family=fam,
+                        seed=seed,
+                        n_layers=4,
+                        curve={layer: a + 0.001 * seed for layer, a in k.items()},
+                    )
+                )
     return runs, probes, controls
 
 
@@ -103,10 +126,23 @@ def test_claim_1_is_also_read_with_the_stacked_rnns():
             curve = gradual if fam in ("transformer", "lstm", "gru") else late
             for seed in range(3):
                 rid += 1
-                runs.append(dict(id=rid, task=task, family=fam, seed=seed, n_layers=4, pretrained=None,
-                                 heldout_acc=1.0, early_stop_acc=0.99, behaviour={}))
-                probes += [dict(run_id=rid, layer=layer, eval_length=40, accuracy=a - 0.001 * seed,
-                                majority_baseline=0.5) for layer, a in curve.items()]
+                runs.append(
+                    dict(
+                        id=rid,
+                        task=task,
+                        family=fam,
+                        seed=seed,
+                        n_layers=4,
+                        pretrained=None,
+                        heldout_acc=1.0,
+                        early_stop_acc=0.99,
+                        behaviour={},
+                    )
+                )
+                probes += [
+                    dict(run_id=rid, layer=layer, eval_length=40, accuracy=a - 0.001 * seed, majority_baseline=0.5)
+                    for layer, a in curve.items()
+                ]
     c1 = C.evaluate_claims(runs, probes, [], [])[0]
     stacked = c1["numbers"]["stacked_rnns"]
     assert "lstm_stack" in stacked["families"] and "lstm" not in stacked["families"]

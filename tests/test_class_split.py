@@ -18,8 +18,9 @@ def _split_rows():
 
 
 def test_split_text_and_flag() -> None:
-    assert class_with_split("early", {"gradual": 2, "early": 1}) == \
-        "early (seeds: 1 early, 2 gradual) — most seeds differ"
+    assert (
+        class_with_split("early", {"gradual": 2, "early": 1}) == "early (seeds: 1 early, 2 gradual) — most seeds differ"
+    )
     assert class_with_split("gradual", {"gradual": 2, "early": 1}) == "gradual (seeds: 1 early, 2 gradual)"
     assert class_with_split("late", None) == "late"
     assert seeds_disagree("early", {"gradual": 2, "early": 1})
@@ -59,8 +60,14 @@ def test_reversal_page_cell_text_csv_and_caption() -> None:
 
 
 def test_claims_tables_show_the_split() -> None:
-    row = {"task": "dyck", "family": "transformer", "n": 3, "profile_class": "early",
-           "class_votes": {"gradual": 2, "early": 1}, "expected": "early"}
+    row = {
+        "task": "dyck",
+        "family": "transformer",
+        "n": 3,
+        "profile_class": "early",
+        "class_votes": {"gradual": 2, "early": 1},
+        "expected": "early",
+    }
     shown = claims_page.with_class_split(row)
     assert shown["profile_class"] == "early (seeds: 1 early, 2 gradual) — most seeds differ"
     assert "class_votes" not in shown and row["profile_class"] == "early"

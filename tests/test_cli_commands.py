@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.cli import main
-from store.config import get_settings
 from backend.core.security import hash_token
+from store.config import get_settings
 from store.models import ApiToken, Job, MeasureSettings, ProbeResult
 from store.session import make_engine, make_sessionmaker
 from tests.conftest import FAKE_EXECUTOR
@@ -40,24 +40,27 @@ def one_line_error(capsys, rc: int, expected_rc: int, *needles: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("argv, rc, needles", [
-    (["suite", "--preset", "huge"], 2, ["--preset", "huge"]),
-    (["suite"], 2, ["--preset"]),
-    # --family/--task/--method are choices, so the error lists the valid names
-    (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["--family", "rnn", "transformer", "gru"]),
-    (["suite", "--preset", "smoke", "--task", "chess"], 2, ["--task", "chess", "parity", "code_depth"]),
-    (["probe", "abc"], 2, ["run_id"]),
-    (["probe", "0"], 2, ["run_id"]),
-    (["probe", "42"], 1, ["run 42 not found"]),
-    (["intervene", "42"], 1, ["run 42 not found"]),
-    (["intervene", "42", "--method", "nope"], 2, ["--method", "nope", "leace"]),
-    (["patch", "42"], 1, ["run 42 not found"]),
-    (["worker", "--device", "gpu9"], 2, ["--device"]),
-    (["serve", "--port", "99999"], 2, ["--port"]),
-    (["frobnicate"], 2, ["frobnicate"]),
-    (["token", "create"], 2, ["--name"]),
-    (["token", "revoke", "nobody"], 1, ["nobody"]),
-])
+@pytest.mark.parametrize(
+    "argv, rc, needles",
+    [
+        (["suite", "--preset", "huge"], 2, ["--preset", "huge"]),
+        (["suite"], 2, ["--preset"]),
+        # --family/--task/--method are choices, so the error lists the valid names
+        (["suite", "--preset", "smoke", "--family", "rnn"], 2, ["--family", "rnn", "transformer", "gru"]),
+        (["suite", "--preset", "smoke", "--task", "chess"], 2, ["--task", "chess", "parity", "code_depth"]),
+        (["probe", "abc"], 2, ["run_id"]),
+        (["probe", "0"], 2, ["run_id"]),
+        (["probe", "42"], 1, ["run 42 not found"]),
+        (["intervene", "42"], 1, ["run 42 not found"]),
+        (["intervene", "42", "--method", "nope"], 2, ["--method", "nope", "leace"]),
+        (["patch", "42"], 1, ["run 42 not found"]),
+        (["worker", "--device", "gpu9"], 2, ["--device"]),
+        (["serve", "--port", "99999"], 2, ["--port"]),
+        (["frobnicate"], 2, ["frobnicate"]),
+        (["token", "create"], 2, ["--name"]),
+        (["token", "revoke", "nobody"], 1, ["nobody"]),
+    ],
+)
 def test_wrong_arguments_give_one_line(cli_env, capsys, argv, rc, needles) -> None:
     one_line_error(capsys, main(argv), rc, *needles)
 
@@ -99,8 +102,12 @@ def test_worker_runs_a_queued_job(cli_env, capsys) -> None:
     assert main(["db", "upgrade"]) == 0
     settings = get_settings()
     f = factory(cli_env)
-    job_id = submit(f, JobQueue.from_settings(settings), "train",
-                    TrainParams(family="gru", task="dyck", n_layers=1, max_steps=2, measure={"eval_lengths": [40]}))
+    job_id = submit(
+        f,
+        JobQueue.from_settings(settings),
+        "train",
+        TrainParams(family="gru", task="dyck", n_layers=1, max_steps=2, measure={"eval_lengths": [40]}),
+    )
     assert main(["worker", "--name", "cli-w", "--executor", FAKE_EXECUTOR, "--max-jobs", "1"]) == 0
     with f() as s:
         job = s.get(Job, job_id)
@@ -114,8 +121,23 @@ def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) 
     assert main(argv) == 0
     run_id = int(capsys.readouterr().out.strip().rsplit(" ", 1)[-1])
     assert main(["probe", str(run_id), "--eval-length", "40", "--n-sequences", "24"]) == 0
-    assert main(["intervene", str(run_id), "--method", "mean", "--layer", "0", "--eval-length", "40",
-                 "--n-permutations", "100"]) == 0
+    assert (
+        main(
+            [
+                "intervene",
+                str(run_id),
+                "--method",
+                "mean",
+                "--layer",
+                "0",
+                "--eval-length",
+                "40",
+                "--n-permutations",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert main(["patch", str(run_id), "--position", "3", "--n-pairs", "8"]) == 0
     with factory(cli_env)() as s:
         assert s.execute(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None
@@ -123,8 +145,10 @@ def test_suite_then_probe_intervene_patch_on_the_real_pipeline(cli_env, capsys) 
     capsys.readouterr()
     # found by a fresh user: a failed measurement left a settings row; a patch whose every site the
     # family lacks stored nothing and said "stored"
-    for argv, needle in ((["intervene", str(run_id), "--layer", "99"], "out of range"),
-                         (["patch", str(run_id), "--site", "state:ssm", "--n-pairs", "8"], "gru has no such state")):
+    for argv, needle in (
+        (["intervene", str(run_id), "--layer", "99"], "out of range"),
+        (["patch", str(run_id), "--site", "state:ssm", "--n-pairs", "8"], "gru has no such state"),
+    ):
         assert main(argv) == 1
         err = capsys.readouterr().err  # (after the progress bar)
         assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("layerscope: error: ")
@@ -185,5 +209,10 @@ def test_version_prints_the_version_and_commit(capsys) -> None:
 def test_export_to_a_folder_names_a_file_instead(cli_env, capsys) -> None:
     main(["db", "upgrade"])
     capsys.readouterr()
-    one_line_error(capsys, main(["export", "--suite", "s", "-o", str(cli_env)]), 1, "is a folder",
-                   str(cli_env / "s.layerscope.zip"))
+    one_line_error(
+        capsys,
+        main(["export", "--suite", "s", "-o", str(cli_env)]),
+        1,
+        "is a folder",
+        str(cli_env / "s.layerscope.zip"),
+    )

@@ -21,19 +21,41 @@ from tests.lab.conftest import LAB_SETTINGS, free_port, wait_for
 @pytest.mark.timeout(900)  # a hang guard only
 def test_demo_serves_runs_a_suite_and_stops_cleanly(tmp_path) -> None:
     port = free_port()
-    env = {**os.environ, **LAB_SETTINGS, "PYTHONPATH": str(ROOT), "LAYERSCOPE_HOME": str(tmp_path / "home"),
-           "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'demo.db'}",
-           "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'queue.db'}",
-           "LAYERSCOPE_STORE_DIR": str(tmp_path / "store")}
+    env = {
+        **os.environ,
+        **LAB_SETTINGS,
+        "PYTHONPATH": str(ROOT),
+        "LAYERSCOPE_HOME": str(tmp_path / "home"),
+        "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'demo.db'}",
+        "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'queue.db'}",
+        "LAYERSCOPE_STORE_DIR": str(tmp_path / "store"),
+    }
     log = open(tmp_path / "demo.log", "wb")  # noqa: SIM115
-    demo = subprocess.Popen([sys.executable, "-m", "backend.cli", "demo", "--preset", "smoke", "--port", str(port),
-                             "--executor", FAKE_EXECUTOR], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "backend.cli",
+            "demo",
+            "--preset",
+            "smoke",
+            "--port",
+            str(port),
+            "--executor",
+            FAKE_EXECUTOR,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
 
     def text() -> str:
         return (tmp_path / "demo.log").read_text(errors="replace")
 
     try:
+
         def up() -> bool:
             assert demo.poll() is None, text()
             try:
@@ -68,9 +90,24 @@ def test_demo_serves_runs_a_suite_and_stops_cleanly(tmp_path) -> None:
     # a second demo finds the suite already run and does not train again
     log2 = open(tmp_path / "demo2.log", "wb")  # noqa: SIM115
     port2 = free_port()
-    again = subprocess.Popen([sys.executable, "-m", "backend.cli", "demo", "--preset", "smoke", "--port",
-                              str(port2), "--executor", FAKE_EXECUTOR], cwd=ROOT, env=env, stdout=log2,
-                             stderr=subprocess.STDOUT)
+    again = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "backend.cli",
+            "demo",
+            "--preset",
+            "smoke",
+            "--port",
+            str(port2),
+            "--executor",
+            FAKE_EXECUTOR,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log2,
+        stderr=subprocess.STDOUT,
+    )
 
     def up2() -> bool:
         try:

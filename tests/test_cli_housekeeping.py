@@ -111,8 +111,12 @@ def test_suite_delete_exports_first_then_removes_every_run(cli_env, capsys) -> N
 def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     f = factory(cli_env)
     with f() as s:
-        s.add_all([Job(kind="train", state="queued", config_hash="x", params={}, log="step 1\nstep 2\n"),
-                   Job(kind="probe", state="succeeded", config_hash="y", params={})])
+        s.add_all(
+            [
+                Job(kind="train", state="queued", config_hash="x", params={}, log="step 1\nstep 2\n"),
+                Job(kind="probe", state="succeeded", config_hash="y", params={}),
+            ]
+        )
         s.commit()
         queued = s.execute(select(Job.id).where(Job.state == "queued")).scalar_one()
     assert main(["jobs", "list", "--state", "queued", "--json"]) == 0

@@ -18,10 +18,15 @@ from tests.lab.conftest import LAB_SETTINGS, free_port, wait_for
 
 
 def _env(tmp_path) -> dict[str, str]:
-    return {**os.environ, **LAB_SETTINGS, "PYTHONPATH": str(ROOT), "LAYERSCOPE_HOME": str(tmp_path / "home"),
-            "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'db.db'}",
-            "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'queue.db'}",
-            "LAYERSCOPE_STORE_DIR": str(tmp_path / "store")}
+    return {
+        **os.environ,
+        **LAB_SETTINGS,
+        "PYTHONPATH": str(ROOT),
+        "LAYERSCOPE_HOME": str(tmp_path / "home"),
+        "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'db.db'}",
+        "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'queue.db'}",
+        "LAYERSCOPE_STORE_DIR": str(tmp_path / "store"),
+    }
 
 
 def test_sigterm_interrupts_once_then_is_ignored() -> None:
@@ -49,8 +54,9 @@ def test_worker_exit_is_quiet_when_sigterm_arrives_during_atexit(tmp_path) -> No
         from backend.cli import main
         sys.exit(main(["worker", "--executor", {FAKE_EXECUTOR!r}, "--idle-exit", "0"]))
     """)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True,
-                         text=True, timeout=110)
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=110
+    )
     assert out.returncode == 0, out.stderr
     assert "atexit done" in out.stderr, out.stderr
     assert "Exception ignored" not in out.stderr and "KeyboardInterrupt" not in out.stderr, out.stderr
@@ -61,9 +67,24 @@ def test_demo_stops_quietly_on_sigterm(tmp_path) -> None:
     port = free_port()
     log_path = tmp_path / "demo.log"
     with open(log_path, "wb") as log:
-        demo = subprocess.Popen([sys.executable, "-m", "backend.cli", "demo", "--preset", "smoke", "--port",
-                                 str(port), "--executor", FAKE_EXECUTOR], cwd=ROOT, env=_env(tmp_path),
-                                stdout=log, stderr=subprocess.STDOUT)
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "backend.cli",
+                "demo",
+                "--preset",
+                "smoke",
+                "--port",
+                str(port),
+                "--executor",
+                FAKE_EXECUTOR,
+            ],
+            cwd=ROOT,
+            env=_env(tmp_path),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
         def up() -> bool:
             assert demo.poll() is None, log_path.read_text()
@@ -74,8 +95,9 @@ def test_demo_stops_quietly_on_sigterm(tmp_path) -> None:
 
         try:
             wait_for(up, "the demo server", timeout=200, on_fail=log_path.read_text)
-            wait_for(lambda: "consuming" in log_path.read_text(), "the demo's worker", timeout=60,
-                     on_fail=log_path.read_text)
+            wait_for(
+                lambda: "consuming" in log_path.read_text(), "the demo's worker", timeout=60, on_fail=log_path.read_text
+            )
         finally:
             demo.send_signal(signal.SIGTERM)
             rc = demo.wait(60)

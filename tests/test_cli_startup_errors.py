@@ -12,8 +12,12 @@ from store.config import get_settings
 from tests.test_cli_commands import one_line_error
 from worker.params import FAMILIES, METHODS, PRESETS, TASKS
 
-COMMANDS = [["db", "upgrade"], ["serve", "--port", "18765"], ["worker", "--max-jobs", "1", "--idle-exit", "0"],
-            ["token", "list"]]
+COMMANDS = [
+    ["db", "upgrade"],
+    ["serve", "--port", "18765"],
+    ["worker", "--max-jobs", "1", "--idle-exit", "0"],
+    ["token", "list"],
+]
 
 
 @pytest.fixture
@@ -70,10 +74,16 @@ def test_database_at_an_unknown_future_revision(env, capsys, argv, revision) -> 
 
 
 @pytest.mark.parametrize("argv", COMMANDS)
-@pytest.mark.parametrize("url, needle", [
-    ("mysql://u:secret@db.example/x", "'mysql'"), ("mysql+pymysql://u@h/x", "'mysql'"),
-    ("oracle://u@h/x", "'oracle'"), ("mssql+pyodbc://u@h/x", "'mssql'"), ("not a url", "not a database URL"),
-])
+@pytest.mark.parametrize(
+    "url, needle",
+    [
+        ("mysql://u:secret@db.example/x", "'mysql'"),
+        ("mysql+pymysql://u@h/x", "'mysql'"),
+        ("oracle://u@h/x", "'oracle'"),
+        ("mssql+pyodbc://u@h/x", "'mssql'"),
+        ("not a url", "not a database URL"),
+    ],
+)
 def test_unsupported_database_url(env, capsys, monkeypatch, argv, url, needle) -> None:
     monkeypatch.setenv("LAYERSCOPE_DB_URL", url)
     get_settings.cache_clear()
@@ -105,8 +115,9 @@ def test_intervene_help_lists_every_method(capsys) -> None:
         assert name in text, name
 
 
-@pytest.mark.parametrize("option, value, valid", [("--family", "rnn", FAMILIES), ("--task", "chess", TASKS),
-                                                  ("--preset", "huge", PRESETS)])
+@pytest.mark.parametrize(
+    "option, value, valid", [("--family", "rnn", FAMILIES), ("--task", "chess", TASKS), ("--preset", "huge", PRESETS)]
+)
 def test_a_typo_lists_the_choices(capsys, option, value, valid) -> None:
     argv = ["suite", "--preset", "smoke", option, value] if option != "--preset" else ["suite", option, value]
     rc = main(argv)

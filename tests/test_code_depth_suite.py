@@ -70,4 +70,5 @@ def test_probes_interventions_and_patching_for_every_run(suite):
             # every position at the patch length (40), every layer for resid_post (emb included)
             post = [p for p in patching if p.site == "resid_post"]
             assert {(p.layer, p.position) for p in post} == {
-                (layer, pos) for layer in range(-1, run.n_layers) for pos in range(40)}
+                (layer, pos) for layer in range(-1, run.n_layers) for pos in range(40)
+            }

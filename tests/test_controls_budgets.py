@@ -28,13 +28,29 @@ def test_a_run_that_stops_learning_stops_at_a_plateau():
     task = get_task("parity")
     model = build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, d_model=8), seed=0)
     # lr 0: nothing is learned, so the held-out accuracy never moves
-    r = train_model(model, task, TrainConfig(lr=1e-12, max_steps=200, eval_every=2, n_eval_sequences=32, batch_size=8,
-                                             plateau_evals=3, plateau_min_gain=0.01, curriculum_start=None), seed=0)
+    r = train_model(
+        model,
+        task,
+        TrainConfig(
+            lr=1e-12,
+            max_steps=200,
+            eval_every=2,
+            n_eval_sequences=32,
+            batch_size=8,
+            plateau_evals=3,
+            plateau_min_gain=0.01,
+            curriculum_start=None,
+        ),
+        seed=0,
+    )
     assert r.stop_reason == "plateau" and r.steps == 8  # 4 evaluations: the first + 3 without gain
     assert r.best_heldout_acc == pytest.approx(r.final_heldout_acc) and r.best_step is not None
-    r2 = train_model(build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, d_model=8), seed=0), task,
-                     TrainConfig(lr=1e-12, max_steps=6, eval_every=2, n_eval_sequences=32, batch_size=8,
-                                 curriculum_start=None), seed=0)
+    r2 = train_model(
+        build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, d_model=8), seed=0),
+        task,
+        TrainConfig(lr=1e-12, max_steps=6, eval_every=2, n_eval_sequences=32, batch_size=8, curriculum_start=None),
+        seed=0,
+    )
     assert r2.stop_reason == "budget" and r2.steps == 6
 
 
@@ -50,7 +66,8 @@ def test_paper_preset_budgets_by_cell_and_adds_controls_and_stacked_rnns():
     assert by["transformer", "dyck", 0].learned_positions == 256 and by["mamba", "dyck", 0].learned_positions == 0
     assert all(j.plateau_evals == 20 and j.max_seconds == 14_400.0 for j in trained)
     assert {(j.family, j.task) for j in trained if j.family.endswith("_stack")} == {
-        (f, t) for f in ("lstm_stack", "gru_stack") for t in ("parity", "s3")}
+        (f, t) for f in ("lstm_stack", "gru_stack") for t in ("parity", "s3")
+    }
     # a control is its run's twin: the same model config, its own hash
     twin = next(c for c in controls if (c.family, c.task, c.seed) == ("transformer", "parity", 0))
     assert twin.learned_positions == 256 and twin.run_hash() != by["transformer", "parity", 0].run_hash()
@@ -66,11 +83,15 @@ def test_fields_added_later_leave_old_run_hashes_alone():
 
 
 def test_learned_positions_are_added_to_the_embedding_and_counted():
-    cfg = ModelConfig(family="transformer", vocab_size=2, n_classes=2, d_model=32, start_token=True,
-                      learned_positions=64)
+    cfg = ModelConfig(
+        family="transformer", vocab_size=2, n_classes=2, d_model=32, start_token=True, learned_positions=64
+    )
     model = build_model(cfg, seed=0)
-    assert cfg.n_params == model.n_params == ModelConfig(
-        family="transformer", vocab_size=2, n_classes=2, d_model=32, start_token=True).n_params + 64 * 32
+    assert (
+        cfg.n_params
+        == model.n_params
+        == ModelConfig(family="transformer", vocab_size=2, n_classes=2, d_model=32, start_token=True).n_params + 64 * 32
+    )
     from models_store.capture import run_with_states
 
     tokens = torch.ones(2, 10, dtype=torch.long)  # a constant prefix: positions tell them apart

@@ -56,8 +56,9 @@ def test_all_runs_pages_through():
     def handler(req):
         q = dict(req.url.params)
         lim, off = int(q["limit"]), int(q["offset"])
-        return httpx.Response(200, json={"items": items[off:off + lim], "total": len(items), "limit": lim,
-                                         "offset": off})
+        return httpx.Response(
+            200, json={"items": items[off : off + lim], "total": len(items), "limit": lim, "offset": off}
+        )
 
     got = make(handler).all_runs(limit=5000)
     assert len(got) == 2500 and got[-1]["id"] == 2500

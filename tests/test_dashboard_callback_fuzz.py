@@ -20,38 +20,103 @@ from dashboard.app import create_dash
 from tests.conftest import seed_runs
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=2**63, max_value=10**30),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=2**63, max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
     st.sampled_from(["", "nan", "inf", "-1", "0", "99999999999999999999", "1e400", "parity", "lstm", "40", "-2"]),
 )
-ANY_JSON = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(st.text(max_size=6), inner, max_size=4)),
-                        max_leaves=8)
-QUERY_KEYS = ["page", "size", "seed", "run", "task", "tasks", "family", "families", "lengths", "length", "layer",
-              "eval_length", "x", "view", "ci", "suite", "runs", "site", "trained", "kind", "show", "sort", "metric",
-              "embed", "fig", "method", "baseline", "seeds", "pretrained", "selectivity"]
+ANY_JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=8,
+)
+QUERY_KEYS = [
+    "page",
+    "size",
+    "seed",
+    "run",
+    "task",
+    "tasks",
+    "family",
+    "families",
+    "lengths",
+    "length",
+    "layer",
+    "eval_length",
+    "x",
+    "view",
+    "ci",
+    "suite",
+    "runs",
+    "site",
+    "trained",
+    "kind",
+    "show",
+    "sort",
+    "metric",
+    "embed",
+    "fig",
+    "method",
+    "baseline",
+    "seeds",
+    "pretrained",
+    "selectivity",
+]
 QUERY = st.builds(
     lambda pairs, q: ("?" if q else "") + urlencode(pairs, safe=","),
-    st.lists(st.tuples(st.sampled_from(QUERY_KEYS), st.one_of(
-        st.sampled_from(["99999999999999999999999", "-1", "0", "nan", "inf", "-inf", "1e999", "", "2", "40,60",
-                         "dyck", "parity,s3", "1,2,99999999999999999999", "none", "x"]),
-        st.text(max_size=8))), max_size=6),
-    st.booleans())
+    st.lists(
+        st.tuples(
+            st.sampled_from(QUERY_KEYS),
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "99999999999999999999999",
+                        "-1",
+                        "0",
+                        "nan",
+                        "inf",
+                        "-inf",
+                        "1e999",
+                        "",
+                        "2",
+                        "40,60",
+                        "dyck",
+                        "parity,s3",
+                        "1,2,99999999999999999999",
+                        "none",
+                        "x",
+                    ]
+                ),
+                st.text(max_size=8),
+            ),
+        ),
+        max_size=6,
+    ),
+    st.booleans(),
+)
 
 
 def typed(prop: str) -> st.SearchStrategy:
     """Values of the right JSON type for ``prop`` (content hostile), or anything at all."""
     right = {
         "search": st.one_of(QUERY, st.text(max_size=20)),
-        "pathname": st.sampled_from(["/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims",
-                                     "/jobs", "/v/nope", "/x"]),
+        "pathname": st.sampled_from(
+            ["/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs", "/v/nope", "/x"]
+        ),
         "n_clicks": st.one_of(st.none(), st.integers(min_value=0), st.integers(min_value=2**63, max_value=10**30)),
         "n_intervals": st.one_of(st.none(), st.integers(min_value=0)),
         "value": st.one_of(SCALARS, st.lists(SCALARS, max_size=4)),
         "data": ANY_JSON,
         "style": st.one_of(st.none(), st.dictionaries(st.text(max_size=6), SCALARS, max_size=3)),
-        "selectedRows": st.one_of(st.none(), st.lists(st.dictionaries(
-            st.sampled_from(["id", "task", "family", "name"]), SCALARS, max_size=4), max_size=3)),
+        "selectedRows": st.one_of(
+            st.none(),
+            st.lists(
+                st.dictionaries(st.sampled_from(["id", "task", "family", "name"]), SCALARS, max_size=4), max_size=3
+            ),
+        ),
         "className": st.one_of(st.none(), st.text(max_size=10)),
     }.get(prop, ANY_JSON)
     return st.one_of(right, right, right, ANY_JSON)
@@ -80,24 +145,34 @@ def prop_id(entry) -> list[str]:
 def outputs_spec(cb: dict):
     """The ``outputs`` the renderer sends (pattern-matching outputs: no matching component)."""
     out = cb["output"]
-    specs = [[] if o.to_dict()["id"].startswith("{") else o.to_dict() for o in (out if isinstance(out, list) else [out])]
+    specs = [
+        [] if o.to_dict()["id"].startswith("{") else o.to_dict() for o in (out if isinstance(out, list) else [out])
+    ]
     return specs if isinstance(out, list) else specs[0]
 
 
 def body_for(output: str, cb: dict) -> st.SearchStrategy:
     def build(inputs, state, pick):
         changed = [p for e in inputs for p in prop_id(e)]
-        return {"output": output, "outputs": outputs_spec(cb), "inputs": inputs, "state": state,
-                "changedPropIds": changed[pick % len(changed):][:1] if changed else []}
+        return {
+            "output": output,
+            "outputs": outputs_spec(cb),
+            "inputs": inputs,
+            "state": state,
+            "changedPropIds": changed[pick % len(changed) :][:1] if changed else [],
+        }
 
-    return st.builds(build, st.tuples(*[item(d) for d in cb["inputs"]]).map(list),
-                     st.tuples(*[item(d) for d in cb.get("state", [])]).map(list), st.integers(0, 50))
+    return st.builds(
+        build,
+        st.tuples(*[item(d) for d in cb["inputs"]]).map(list),
+        st.tuples(*[item(d) for d in cb.get("state", [])]).map(list),
+        st.integers(0, 50),
+    )
 
 
 MALFORMED = st.one_of(
     ANY_JSON,
-    st.fixed_dictionaries({"output": st.one_of(st.text(max_size=10), st.just("x.y"), ANY_JSON),
-                           "inputs": ANY_JSON}),
+    st.fixed_dictionaries({"output": st.one_of(st.text(max_size=10), st.just("x.y"), ANY_JSON), "inputs": ANY_JSON}),
     st.just({"output": "x.y", "inputs": []}),
 )
 
@@ -117,8 +192,14 @@ def dash_over_api(tmp):
     from store.session import make_engine, make_sessionmaker
     from worker.queue import JobQueue
 
-    settings = Settings(_env_file=None, home=tmp / "home", db_url=f"sqlite:///{tmp / 'l.db'}",
-                        queue_url=f"sqlite:///{tmp / 'q.db'}", store_dir=tmp / "store", cors_origins=[])
+    settings = Settings(
+        _env_file=None,
+        home=tmp / "home",
+        db_url=f"sqlite:///{tmp / 'l.db'}",
+        queue_url=f"sqlite:///{tmp / 'q.db'}",
+        store_dir=tmp / "store",
+        cors_origins=[],
+    )
     init_db(settings.resolved_db_url)
     engine = make_engine(settings.resolved_db_url)
     factory = make_sessionmaker(engine)
@@ -137,10 +218,13 @@ def _server_callbacks():
     return sorted(k for k, v in app.callback_map.items() if "callback" in v)
 
 
-FUZZ = settings(max_examples=int(os.environ.get("LAYERSCOPE_FUZZ_EXAMPLES", "15")), deadline=None, derandomize=True,
-               phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=int(os.environ.get("LAYERSCOPE_FUZZ_EXAMPLES", "15")),
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.parametrize("output", _server_callbacks())
@@ -178,9 +262,14 @@ def test_unknown_output_names_the_field(dash_client):
 
 def test_number_for_search_is_400(dash_client):
     _, client = dash_client
-    r = client.post("/_dash-update-component", json={
-        "output": "..page.children...navbar.children...navbar.style...app-root.className..",
-        "inputs": [{"id": "url", "property": "pathname", "value": "/"}],
-        "state": [{"id": "url", "property": "search", "value": 7}], "changedPropIds": ["url.pathname"]})
+    r = client.post(
+        "/_dash-update-component",
+        json={
+            "output": "..page.children...navbar.children...navbar.style...app-root.className..",
+            "inputs": [{"id": "url", "property": "pathname", "value": "/"}],
+            "state": [{"id": "url", "property": "search", "value": 7}],
+            "changedPropIds": ["url.pathname"],
+        },
+    )
     assert r.status_code == 400
     assert "url.search" in r.get_json()["detail"]

@@ -16,14 +16,31 @@ def _study(curve, ctrl, tf_ctrl, task="dyck"):
     for i, fam in enumerate(FAMS):
         for seed in range(3):
             rid = 3 * i + seed + 1
-            runs.append(dict(id=rid, task=task, family=fam, seed=seed, n_layers=4, pretrained=None, heldout_acc=0.995,
-                             early_stop_acc=0.99, behaviour={}, stop_reason="trained", steps=3000,
-                             train_config={"max_steps": 3000}, best_heldout_acc=0.995))
-            probes += [dict(run_id=rid, layer=ly, eval_length=40, accuracy=min(1.0, a + 0.002 * seed),
-                            majority_baseline=0.456) for ly, a in curve.items()]
+            runs.append(
+                dict(
+                    id=rid,
+                    task=task,
+                    family=fam,
+                    seed=seed,
+                    n_layers=4,
+                    pretrained=None,
+                    heldout_acc=0.995,
+                    early_stop_acc=0.99,
+                    behaviour={},
+                    stop_reason="trained",
+                    steps=3000,
+                    train_config={"max_steps": 3000},
+                    best_heldout_acc=0.995,
+                )
+            )
+            probes += [
+                dict(run_id=rid, layer=ly, eval_length=40, accuracy=min(1.0, a + 0.002 * seed), majority_baseline=0.456)
+                for ly, a in curve.items()
+            ]
             k = tf_ctrl if fam == "transformer" else ctrl
-            controls.append(dict(task=task, family=fam, seed=seed, n_layers=4,
-                                 curve={ly: a + 0.001 * seed for ly, a in k.items()}))
+            controls.append(
+                dict(task=task, family=fam, seed=seed, n_layers=4, curve={ly: a + 0.001 * seed for ly, a in k.items()})
+            )
     return runs, probes, controls
 
 
@@ -33,8 +50,9 @@ def _text(component) -> str:
 
 def test_claim_2_shows_both_verdicts_and_fragility_from_the_science():
     early = {-1: 0.73, 0: 0.95, 1: 0.99, 2: 0.995, 3: 0.995}
-    runs, probes, controls = _study(early, {-1: 0.73, 0: 0.93, 1: 0.93, 2: 0.93, 3: 0.93},
-                                    {-1: 0.73, 0: 0.80, 1: 0.80, 2: 0.80, 3: 0.80})
+    runs, probes, controls = _study(
+        early, {-1: 0.73, 0: 0.93, 1: 0.93, 2: 0.93, 3: 0.93}, {-1: 0.73, 0: 0.80, 1: 0.80, 2: 0.80, 3: 0.80}
+    )
     claim = C.evaluate_claims(runs, probes, [], [], controls=controls)[1]
     section = controls_section(claim)
     text = _text(section)
@@ -49,13 +67,24 @@ def test_claim_2_shows_both_verdicts_and_fragility_from_the_science():
 
 
 def test_fragile_verdict_marked_with_its_cells_and_the_k_of_81_numbers():
-    claim = {"id": 2, "verdict": "contradicted", "title": "t", "detail": "", "views": [],
-             "numbers": {"floor": "random-init control", "fragile": True,
-                         "fragile_cells": ["transformer × dyck: early under 41 of 81 threshold settings"],
-                         "class_condition_agreement": {"dyck": {"agree": 60, "of": 81}},
-                         "majority_floor": {"verdict": "supported", "detail": "", "cells": []},
-                         "untestable": ["mamba × parity: not learned by this architecture at this size within "
-                                        "3,000 steps (3 of 3 seeds plateaued)"]}}
+    claim = {
+        "id": 2,
+        "verdict": "contradicted",
+        "title": "t",
+        "detail": "",
+        "views": [],
+        "numbers": {
+            "floor": "random-init control",
+            "fragile": True,
+            "fragile_cells": ["transformer × dyck: early under 41 of 81 threshold settings"],
+            "class_condition_agreement": {"dyck": {"agree": 60, "of": 81}},
+            "majority_floor": {"verdict": "supported", "detail": "", "cells": []},
+            "untestable": [
+                "mamba × parity: not learned by this architecture at this size within "
+                "3,000 steps (3 of 3 seeds plateaued)"
+            ],
+        },
+    }
     head = header_badges(claim)
     assert [b.children for b in head] == ["fragile", "vs majority: supported"]
     text = _text(controls_section(claim))
@@ -74,4 +103,5 @@ def test_no_section_for_claims_without_control_numbers_and_stable_is_said():
     text = _text(controls_section(stable))
     assert "Stable:" in text and "Decided against the majority rate" in text
     assert agreement_lines({"s3": {"agree": 81, "of": 81}}) == [
-        "S3: the class condition comes out the same under 81 of 81 threshold settings"]
+        "S3: the class condition comes out the same under 81 of 81 threshold settings"
+    ]

@@ -11,9 +11,19 @@ from tests.conftest import find_component
 
 
 def _profile(suite, task, family, cls, n=3):
-    return {"suite": suite, "task": task, "family": family, "pretrained": None, "eval_length": 40, "n": n,
-            "seeds": [0, 1, 2][:n], "profile_class": cls, "class_counts": {cls: n}, "metrics": {},
-            "untrained_run_ids": []}
+    return {
+        "suite": suite,
+        "task": task,
+        "family": family,
+        "pretrained": None,
+        "eval_length": 40,
+        "n": n,
+        "seeds": [0, 1, 2][:n],
+        "profile_class": cls,
+        "class_counts": {cls: n},
+        "metrics": {},
+        "untrained_run_ids": [],
+    }
 
 
 class Api:
@@ -31,30 +41,58 @@ class Api:
         return [_profile(suite, "dyck", f, c) for f, c in self.CLASSES[suite].items()]
 
     def claims(self, suite=None):
-        return [{"id": 1, "title": "one", "verdict": "supported"},
-                {"id": 2, "title": "two", "verdict": "contradicted" if suite == "a" else "not enough data"}]
+        return [
+            {"id": 1, "title": "one", "verdict": "supported"},
+            {"id": 2, "title": "two", "verdict": "contradicted" if suite == "a" else "not enough data"},
+        ]
 
     def all_runs(self, *, suite=None, **_):
-        return [{"id": i, "suite": suite, "task": "dyck", "family": f, "pretrained": None, "trained": True}
-                for i, f in enumerate(self.CLASSES[suite])]
+        return [
+            {"id": i, "suite": suite, "task": "dyck", "family": f, "pretrained": None, "trained": True}
+            for i, f in enumerate(self.CLASSES[suite])
+        ]
 
     def curves(self, *, suite=None, **_):
-        return [{"suite": suite, "task": "dyck", "family": f, "pretrained": None, "eval_length": 40, "layer": layer,
-                 "layer_name": str(layer), "depth": (layer + 1) / 2, "n_layers": 2, "mean": 0.5 + 0.1 * layer,
-                 "lo": 0.4, "hi": 0.6, "n": 3, "seeds": [0, 1, 2], "run_ids": [1], "majority_baseline": 0.5,
-                 "untrained_run_ids": [], "selectivity": None}
-                for f in self.CLASSES[suite] for layer in (-1, 0, 1)]
+        return [
+            {
+                "suite": suite,
+                "task": "dyck",
+                "family": f,
+                "pretrained": None,
+                "eval_length": 40,
+                "layer": layer,
+                "layer_name": str(layer),
+                "depth": (layer + 1) / 2,
+                "n_layers": 2,
+                "mean": 0.5 + 0.1 * layer,
+                "lo": 0.4,
+                "hi": 0.6,
+                "n": 3,
+                "seeds": [0, 1, 2],
+                "run_ids": [1],
+                "majority_baseline": 0.5,
+                "untrained_run_ids": [],
+                "selectivity": None,
+            }
+            for f in self.CLASSES[suite]
+            for layer in (-1, 0, 1)
+        ]
 
 
 def test_verdicts_and_classes_side_by_side_mark_the_changes() -> None:
     rows = claims_side_by_side(Api().claims("a"), Api().claims("b"))
     assert [(r["id"], r["verdict_a"], r["verdict_b"], r["changed"]) for r in rows] == [
-        (1, "supported", "supported", False), (2, "contradicted", "not enough data", True)]
+        (1, "supported", "supported", False),
+        (2, "contradicted", "not enough data", True),
+    ]
     cells = classes_side_by_side(Api().profiles(suite="a"), Api().profiles(suite="b")[:1])
     assert [(r["family"], r["class_a"], r["class_b"], r["changed"]) for r in cells] == [
-        ("lstm", "gradual", None, True), ("transformer", "early", "gradual", True)]
-    table = side_by_side_table(cells, [("family", "arch"), ("class_a", "class"), ("class_b", "class")],
-                               suite_a="a", suite_b="b", table_id="t")
+        ("lstm", "gradual", None, True),
+        ("transformer", "early", "gradual", True),
+    ]
+    table = side_by_side_table(
+        cells, [("family", "arch"), ("class_a", "class"), ("class_b", "class")], suite_a="a", suite_b="b", table_id="t"
+    )
     assert "2 of 2 differ between a and b" in table.children[0].children
     head = find_component(table, "t").children[0].children.children
     assert [h.children for h in head] == ["", "arch", "class · a", "class · b"]
@@ -67,7 +105,11 @@ def test_reversal_compare_section_and_csv() -> None:
     assert {(r["family"], r["changed"]) for r in rows} == {("transformer", True), ("lstm", False)}
     csv = reversal.matrix_csv(Api(), state)
     assert {(r["suite"], r["family"], r["class_changed"]) for r in csv} == {
-        ("a", "transformer", True), ("a", "lstm", False), ("b", "transformer", True), ("b", "lstm", False)}
+        ("a", "transformer", True),
+        ("a", "lstm", False),
+        ("b", "transformer", True),
+        ("b", "lstm", False),
+    }
     assert reversal.compare_section(Api(), reversal.SPEC.decode("?suite=a")) is None
     assert reversal.compare_rows(Api(), reversal.SPEC.decode("?suite=a&compare=a")) is None  # itself: no comparison
     assert "compare=b" in reversal.SPEC.encode(state)  # in the URL (and so in saved views)
@@ -94,8 +136,12 @@ def test_curves_overlay_one_dash_style_per_suite() -> None:
 
 def test_overlay_keeps_the_first_figure() -> None:
     a = go.Figure(go.Scatter(x=[0], y=[1], name="LSTM", meta={"kind": "mean"}))
-    b = go.Figure([go.Scatter(x=[0], y=[2], name="LSTM", meta={"kind": "mean"}),
-                   go.Scatter(x=[0], y=[2], name="band", meta={"kind": "ci"})])
+    b = go.Figure(
+        [
+            go.Scatter(x=[0], y=[2], name="LSTM", meta={"kind": "mean"}),
+            go.Scatter(x=[0], y=[2], name="band", meta={"kind": "ci"}),
+        ]
+    )
     fig = overlay_suites(a, b, "x", "y")
     assert [t.name for t in fig.data] == ["LSTM · x", "LSTM · y"]
     assert a.data[0].name == "LSTM"  # the input figure is untouched

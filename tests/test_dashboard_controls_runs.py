@@ -6,11 +6,35 @@ from __future__ import annotations
 from dashboard.pages import runs
 from dashboard.run_kind import control_badge, stop_reason_label
 
-RUN = {"id": 1, "name": "lstm-dyck-s0", "family": "lstm", "task": "dyck", "seed": 0, "n_layers": 2, "d_model": 64,
-       "n_params": 1000, "steps": 900, "suite": "paper", "pretrained": None, "behaviour": {}, "trained": True,
-       "heldout_acc": 0.995, "early_stop_acc": 0.99, "control": None, "stop_reason": "trained"}
-CONTROL = {**RUN, "id": 2, "name": "lstm-dyck-s0-init", "steps": 0, "trained": False, "heldout_acc": 0.4,
-           "control": "init", "stop_reason": None}
+RUN = {
+    "id": 1,
+    "name": "lstm-dyck-s0",
+    "family": "lstm",
+    "task": "dyck",
+    "seed": 0,
+    "n_layers": 2,
+    "d_model": 64,
+    "n_params": 1000,
+    "steps": 900,
+    "suite": "paper",
+    "pretrained": None,
+    "behaviour": {},
+    "trained": True,
+    "heldout_acc": 0.995,
+    "early_stop_acc": 0.99,
+    "control": None,
+    "stop_reason": "trained",
+}
+CONTROL = {
+    **RUN,
+    "id": 2,
+    "name": "lstm-dyck-s0-init",
+    "steps": 0,
+    "trained": False,
+    "heldout_acc": 0.4,
+    "control": "init",
+    "stop_reason": None,
+}
 
 
 def test_a_control_row_carries_its_badge_and_no_stop_reason_of_training():

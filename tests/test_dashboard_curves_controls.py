@@ -52,8 +52,10 @@ def test_position_and_behaviour_views_and_the_s3_figure_are_captioned():
     assert "random-init controls not included" in beh.layout.meta["caption"]
     out = reversal.build(api, reversal.SPEC.decode(""))
     assert "RMS distance between S3" in out[2].layout.meta["caption"]
-    assert "cells also against their random-init controls" in out[0].layout.meta["caption"] or \
-        "no random-init controls stored" in out[0].layout.meta["caption"]
+    assert (
+        "cells also against their random-init controls" in out[0].layout.meta["caption"]
+        or "no random-init controls stored" in out[0].layout.meta["caption"]
+    )
 
 
 def test_a_message_figure_gets_no_caption():
@@ -65,9 +67,14 @@ def test_patching_caption_names_site_length_pairs_and_mixed_settings():
     from dashboard.patching_captions import patching_caption
     from tests.dashboard_data import patching_rows
 
-    gs = [{"title": "#1", "run_id": 1, "rows": patching_rows(1, n_layers=2, positions=[3])},
-          {"title": "#2", "run_id": 2, "rows": [{**r, "n_pairs": 500} for r in patching_rows(2, n_layers=2,
-                                                                                          positions=[3])]}]
+    gs = [
+        {"title": "#1", "run_id": 1, "rows": patching_rows(1, n_layers=2, positions=[3])},
+        {
+            "title": "#2",
+            "run_id": 2,
+            "rows": [{**r, "n_pairs": 500} for r in patching_rows(2, n_layers=2, positions=[3])],
+        },
+    ]
     caption, notice = patching_caption(gs, {"site": "resid_post", "length": 40})
     assert caption.startswith("2 run(s) · site resid_post (output of block ℓ) · L=40 · pairs per cell 64/500")
     assert notice and "clean/corrupted pairs 64, 500" in notice

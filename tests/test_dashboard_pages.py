@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from dash import dcc, html, no_update
 
+from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash, render_page
 from dashboard.components import Bind, csv_safe, sync_step
-from dashboard.all_pages import PAGES
 from dashboard.pages import claims, curves, jobs, probe_causal, reversal, runs
 from tests.dashboard_data import FAMILIES, curve_rows, intervention_rows, patching_rows, probe_rows, profile_rows
 
@@ -21,34 +21,59 @@ class FakeApi:
     """The ApiClient surface the pages use, backed by tests/dashboard_data."""
 
     def __init__(self):
-        self.runs_list = [{"id": i + 1, "name": XSS if i == 2 else f"run-{i + 1}", "family": f, "task": t, "seed": s,
-                           "n_layers": 4, "d_model": 128, "n_params": 830_000, "steps": 100, "suite": "synthetic",
-                           "pretrained": None, "config_hash": "abc123", "created_at": "2026-06-01T09:00:00Z",
-                           "behaviour": {"40": {"token_acc": 0.9, "last_acc": 0.88}, "120": {"token_acc": 0.7}}}
-                          for i, (t, f, s) in enumerate((t, f, s) for t in ("parity", "s3", "dyck") for f in FAMILIES
-                                                        for s in (0, 1, 2))]
+        self.runs_list = [
+            {
+                "id": i + 1,
+                "name": XSS if i == 2 else f"run-{i + 1}",
+                "family": f,
+                "task": t,
+                "seed": s,
+                "n_layers": 4,
+                "d_model": 128,
+                "n_params": 830_000,
+                "steps": 100,
+                "suite": "synthetic",
+                "pretrained": None,
+                "config_hash": "abc123",
+                "created_at": "2026-06-01T09:00:00Z",
+                "behaviour": {"40": {"token_acc": 0.9, "last_acc": 0.88}, "120": {"token_acc": 0.7}},
+            }
+            for i, (t, f, s) in enumerate(
+                (t, f, s) for t in ("parity", "s3", "dyck") for f in FAMILIES for s in (0, 1, 2)
+            )
+        ]
         self.created: list[tuple] = []
 
     def runs(self, *, task=None, family=None, seed=None, suite=None, limit=50, offset=0, **_):
         def ok(r):
-            return ((not task or r["task"] in ([task] if isinstance(task, str) else task))
-                    and (not family or r["family"] in ([family] if isinstance(family, str) else family))
-                    and (seed is None or r["seed"] == seed))
+            return (
+                (not task or r["task"] in ([task] if isinstance(task, str) else task))
+                and (not family or r["family"] in ([family] if isinstance(family, str) else family))
+                and (seed is None or r["seed"] == seed)
+            )
+
         items = [r for r in self.runs_list if ok(r)]
-        return {"items": items[offset:offset + limit], "total": len(items), "limit": limit, "offset": offset}
+        return {"items": items[offset : offset + limit], "total": len(items), "limit": limit, "offset": offset}
 
     def all_runs(self, limit=500, **f):
         return self.runs(limit=limit, **f)["items"]
 
     def suites(self):
-        return [{"name": "synthetic", "n_runs": len(self.runs_list), "n_complete": 0, "imported": False},
-                {"name": "paper", "n_runs": 60, "n_complete": 60, "imported": True}]
+        return [
+            {"name": "synthetic", "n_runs": len(self.runs_list), "n_complete": 0, "imported": False},
+            {"name": "paper", "n_runs": 60, "n_complete": 60, "imported": True},
+        ]
 
     def run(self, run_id):
         for r in self.runs_list:
             if r["id"] == run_id:
-                return {**r, "loss_curve": [{"step": 0, "loss": 1.0, "heldout_token_acc": 0.5},
-                                            {"step": 50, "loss": 0.1, "heldout_token_acc": 0.99}]}
+                return {
+                    **r,
+                    "loss_curve": [
+                        {"step": 0, "loss": 1.0, "heldout_token_acc": 0.5},
+                        {"step": 50, "loss": 0.1, "heldout_token_acc": 0.99},
+                    ],
+                }
         raise ApiError(404, f"run {run_id} not found")
 
     def curves(self, **_):
@@ -66,8 +91,16 @@ class FakeApi:
         return meta()
 
     def run_weights(self, run_id):
-        return [{"kind": "probe", "method": "", "layer": -1, "eval_length": 40, "artifact_id": "ab" * 32,
-                 "config_hash": "c" * 64}]
+        return [
+            {
+                "kind": "probe",
+                "method": "",
+                "layer": -1,
+                "eval_length": 40,
+                "artifact_id": "ab" * 32,
+                "config_hash": "c" * 64,
+            }
+        ]
 
     def run_interventions(self, run_id, eval_length=None, method=None):
         return intervention_rows(run_id)
@@ -78,22 +111,52 @@ class FakeApi:
     def export(self, resource, fmt="json", **f):
         runs_ = self.all_runs()
         if resource == "probes":
-            return [{**p, "family": r["family"], "task": r["task"], "seed": r["seed"], "n_layers": 4,
-                     "depth": (p["layer"] + 1) / 4, "run_name": r["name"], "pretrained": None}
-                    for r in runs_ for p in probe_rows(r["id"])]
+            return [
+                {
+                    **p,
+                    "family": r["family"],
+                    "task": r["task"],
+                    "seed": r["seed"],
+                    "n_layers": 4,
+                    "depth": (p["layer"] + 1) / 4,
+                    "run_name": r["name"],
+                    "pretrained": None,
+                }
+                for r in runs_
+                for p in probe_rows(r["id"])
+            ]
         if resource == "interventions":
-            return [{**i} for r in runs_ for i in intervention_rows(r["id"], damaging=1 if r["family"] ==
-                                                                       "transformer" else 3)]
+            return [
+                {**i}
+                for r in runs_
+                for i in intervention_rows(r["id"], damaging=1 if r["family"] == "transformer" else 3)
+            ]
         raise AssertionError(resource)
 
     def claims(self, suite=None):
-        return [{"id": 1, "title": "Claim <b>one</b>", "verdict": "supported", "detail": "3/3 cells",
-                 "numbers": {"match_fraction": 1.0, "test": {"p": 0.0004, "diff": 0.6},
-                             "gap": {"mean": 0.4, "lo": 0.3, "hi": 0.5, "n": 5},
-                             "cells": [{"task": "parity", "family": "lstm", "matches": True,
-                                        "by_length": {"40": {"mean": 1.0, "lo": 1.0, "hi": 1.0, "n": 3}}}]},
-                 "views": ["/curves?task=parity&eval_length=40", "/reversal"]},
-                {"id": 5, "title": "Conv1D", "verdict": "not enough data", "detail": "", "numbers": {}, "views": []}]
+        return [
+            {
+                "id": 1,
+                "title": "Claim <b>one</b>",
+                "verdict": "supported",
+                "detail": "3/3 cells",
+                "numbers": {
+                    "match_fraction": 1.0,
+                    "test": {"p": 0.0004, "diff": 0.6},
+                    "gap": {"mean": 0.4, "lo": 0.3, "hi": 0.5, "n": 5},
+                    "cells": [
+                        {
+                            "task": "parity",
+                            "family": "lstm",
+                            "matches": True,
+                            "by_length": {"40": {"mean": 1.0, "lo": 1.0, "hi": 1.0, "n": 3}},
+                        }
+                    ],
+                },
+                "views": ["/curves?task=parity&eval_length=40", "/reversal"],
+            },
+            {"id": 5, "title": "Conv1D", "verdict": "not enough data", "detail": "", "numbers": {}, "views": []},
+        ]
 
     def view(self, slug):
         if slug == "xss":
@@ -101,10 +164,26 @@ class FakeApi:
         raise ApiError(404, f"view {slug} not found")
 
     def jobs(self, **_):
-        return {"items": [{"id": 1, "kind": "train", "state": "running", "progress": 0.4, "message": XSS,
-                           "params": {"name": XSS}, "attempt": 1, "max_attempts": 3, "run_id": None,
-                           "created_at": "2026-06-01T09:00:00+00:00", "cancel_requested": False}],
-                "total": 1, "limit": 50, "offset": 0}
+        return {
+            "items": [
+                {
+                    "id": 1,
+                    "kind": "train",
+                    "state": "running",
+                    "progress": 0.4,
+                    "message": XSS,
+                    "params": {"name": XSS},
+                    "attempt": 1,
+                    "max_attempts": 3,
+                    "run_id": None,
+                    "created_at": "2026-06-01T09:00:00+00:00",
+                    "cancel_requested": False,
+                }
+            ],
+            "total": 1,
+            "limit": 50,
+            "offset": 0,
+        }
 
     def create_job(self, kind, params, idempotency_key=None):
         self.created.append((kind, params))
@@ -142,8 +221,16 @@ def path_for(p):
 
 def test_create_dash_registers_every_page():
     app = create_dash("http://127.0.0.1:9")
-    assert {p.path for p in PAGES} == {"/", "/curves", "/reversal", "/probe-vs-causal", "/patching", "/claims", "/jobs",
-                                         "/views"}
+    assert {p.path for p in PAGES} == {
+        "/",
+        "/curves",
+        "/reversal",
+        "/probe-vs-causal",
+        "/patching",
+        "/claims",
+        "/jobs",
+        "/views",
+    }
     assert len(app.callback_map) > 30
     assert app.config.requests_pathname_prefix == "/"
     prefixed = create_dash("http://127.0.0.1:9", "/dash/")
@@ -198,8 +285,15 @@ def test_url_sync_rule():
     out = sync_step(spec=spec, binds=binds, trigger="cv-x", loc_id="cv-loc", search="", values=changed, base={})
     assert all(v is no_update for v in out[:-1]) and "x=depth" in out[-1]
     # the query string (back button) sets the controls
-    out = sync_step(spec=spec, binds=binds, trigger="cv-loc", loc_id="cv-loc", search="?x=depth&lengths=40,120",
-                    values=values, base={})
+    out = sync_step(
+        spec=spec,
+        binds=binds,
+        trigger="cv-loc",
+        loc_id="cv-loc",
+        search="?x=depth&lengths=40,120",
+        values=values,
+        base={},
+    )
     assert out[[b.name for b in binds].index("x")] == "depth"
     assert out[[b.name for b in binds].index("lengths")] == [40, 120]
     assert out[-1] is no_update
@@ -212,15 +306,39 @@ def test_runs_filter_change_resets_the_page():
     binds = runs.BINDS
     vals = [[], [], None, None, 4, 50, "id", None, "include", 7]  # task … sort, q (search), controls, run
     vals[0] = ["parity"]
-    out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-task", loc_id="rn-loc", search="?page=4", values=vals,
-                    base={}, reset={"page": 1, "run": None})
+    out = sync_step(
+        spec=runs.SPEC,
+        binds=binds,
+        trigger="rn-task",
+        loc_id="rn-loc",
+        search="?page=4",
+        values=vals,
+        base={},
+        reset={"page": 1, "run": None},
+    )
     assert out[4] == 1 and "page=1" in out[-1] and "task=parity" in out[-1]
-    out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-page", loc_id="rn-loc", search="", values=vals, base={},
-                    reset={"page": 1, "run": None})
+    out = sync_step(
+        spec=runs.SPEC,
+        binds=binds,
+        trigger="rn-page",
+        loc_id="rn-loc",
+        search="",
+        values=vals,
+        base={},
+        reset={"page": 1, "run": None},
+    )
     assert out[4] is no_update and "page=4" in out[-1]
     vals[6] = "-seed"  # a new order starts at page 1 too
-    out = sync_step(spec=runs.SPEC, binds=binds, trigger="rn-sort", loc_id="rn-loc", search="?page=4", values=vals,
-                    base={}, reset={"page": 1, "run": None})
+    out = sync_step(
+        spec=runs.SPEC,
+        binds=binds,
+        trigger="rn-sort",
+        loc_id="rn-loc",
+        search="?page=4",
+        values=vals,
+        base={},
+        reset={"page": 1, "run": None},
+    )
     assert out[4] == 1 and "sort=-seed" in out[-1]
 
 
@@ -334,24 +452,39 @@ def test_claims_page_picks_a_suite_from_the_url(api):
 
 
 def test_jobs_form_params_and_field_errors(api):
-    params = jobs.build_params("train", {"family": "lstm", "task": "parity", "seed": "2", "d_model": "",
-                                         "max_steps": "abc", "run_id": "5", "seeds": "1,2"})
+    params = jobs.build_params(
+        "train",
+        {
+            "family": "lstm",
+            "task": "parity",
+            "seed": "2",
+            "d_model": "",
+            "max_steps": "abc",
+            "run_id": "5",
+            "seeds": "1,2",
+        },
+    )
     assert params == {"family": "lstm", "task": "parity", "seed": 2, "max_steps": "abc"}
     assert jobs.build_params("suite", {"preset": "smoke", "seeds": "0, 1 2", "families": []}) == {
-        "preset": "smoke", "seeds": [0, 1, 2]}
+        "preset": "smoke",
+        "seeds": [0, 1, 2],
+    }
     assert jobs.build_params("intervene", {"run_id": "3", "layers": "1,x"})["layers"] == "1,x"
     # resuming the bundled study from the form: its budget and the rebuild of weightless runs
-    resume = jobs.build_params("suite", {"preset": "paper", "max_seconds": "75", "rebuild_weights": ["on"],
-                                         "force": []})
+    resume = jobs.build_params(
+        "suite", {"preset": "paper", "max_seconds": "75", "rebuild_weights": ["on"], "force": []}
+    )
     assert resume == {"preset": "paper", "max_seconds": 75.0, "rebuild_weights": True}
     from worker.params import SuiteParams
 
     assert SuiteParams(**resume).rebuild_weights and not SuiteParams(**resume).force
-    by_field, other = jobs.field_errors([
-        {"loc": ["body", "params", "seed"], "msg": "Input should be greater than or equal to 0"},
-        {"loc": ["body", "params", "measure", "eval_lengths"], "msg": "bad"},
-        {"loc": ["body", "kind"], "msg": "unknown kind"},
-    ])
+    by_field, other = jobs.field_errors(
+        [
+            {"loc": ["body", "params", "seed"], "msg": "Input should be greater than or equal to 0"},
+            {"loc": ["body", "params", "measure", "eval_lengths"], "msg": "bad"},
+            {"loc": ["body", "kind"], "msg": "unknown kind"},
+        ]
+    )
     assert by_field == {"seed": "Input should be greater than or equal to 0", "eval_lengths": "bad"}
     assert other == ["kind: unknown kind"]
 
@@ -383,7 +516,17 @@ def _unused(*_: Any) -> None:  # keep linters quiet about the helper signature
 def test_rebuilt_fact_names_the_first_machine_and_the_step_budget() -> None:
     from dashboard.pages.runs import rebuilt_fact
 
-    text = rebuilt_fact({"made_on": "cuda (NVIDIA H200) on vm", "steps": 700, "train_seconds": 26.0,
-                         "heldout_acc": 0.9912, "stopped_early": True}, {"max_steps": 10_000, "max_seconds": 75.0})
-    assert text == ("here, within the 2019 steps its budget gave it; first made on cuda (NVIDIA H200) on vm: "
-                    "700 steps in 26 s, held-out acc 0.9912")
+    text = rebuilt_fact(
+        {
+            "made_on": "cuda (NVIDIA H200) on vm",
+            "steps": 700,
+            "train_seconds": 26.0,
+            "heldout_acc": 0.9912,
+            "stopped_early": True,
+        },
+        {"max_steps": 10_000, "max_seconds": 75.0},
+    )
+    assert text == (
+        "here, within the 2019 steps its budget gave it; first made on cuda (NVIDIA H200) on vm: "
+        "700 steps in 26 s, held-out acc 0.9912"
+    )

@@ -50,8 +50,11 @@ def test_figure_callback_site_line_view_and_banner():
 
 
 def test_line_view_csv_keeps_only_its_layer():
-    rows = [{"layer": ly, "position": p, "eval_length": 40, "recovery": 0.5, "site": "state"}
-            for ly in (0, 1) for p in (0, 1)]
+    rows = [
+        {"layer": ly, "position": p, "eval_length": 40, "recovery": 0.5, "site": "state"}
+        for ly in (0, 1)
+        for p in (0, 1)
+    ]
     gs = [{"title": "#1", "run_id": 1, "rows": rows}]
     out = patching.line_rows(gs, {"layer": None, "length": 40, "site": "state"})
     assert {r["layer"] for r in out} == {1} and len(out) == 2  # no layer picked: the last one

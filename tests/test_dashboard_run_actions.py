@@ -8,8 +8,15 @@ from tests.conftest import find_component
 
 
 def _run(i, family, ckpt="a" * 64, tags=None):
-    return {"id": i, "name": f"{family}-{i}", "family": family, "checkpoint_id": ckpt, "tags": tags, "notes": "n",
-            "loss_curve": [{"step": s, "loss": 1.0 / (s + 1)} for s in range(5)]}
+    return {
+        "id": i,
+        "name": f"{family}-{i}",
+        "family": family,
+        "checkpoint_id": ckpt,
+        "tags": tags,
+        "notes": "n",
+        "loss_curve": [{"step": s, "loss": 1.0 / (s + 1)} for s in range(5)],
+    }
 
 
 def test_loss_overlay_one_line_per_run_in_its_family_colour() -> None:
@@ -50,8 +57,10 @@ def test_the_search_box_is_sent_to_the_api_and_kept_in_the_url() -> None:
 def test_a_suites_tags_show_in_the_suite_picker() -> None:
     class Api:
         def suites(self):
-            return [{"name": "paper", "n_runs": 60, "imported": True, "tags": ["75 s"], "notes": "the study"},
-                    {"name": "quick", "n_runs": 15}]
+            return [
+                {"name": "paper", "n_runs": 60, "imported": True, "tags": ["75 s"], "notes": "the study"},
+                {"name": "quick", "n_runs": 15},
+            ]
 
     opts = runs.suite_options(Api())
     assert opts[0]["label"].endswith("· 75 s") and opts[0]["title"] == "the study"

@@ -20,8 +20,19 @@ class Api:
         return {"items": [{"id": 99, "suite": self._latest}] if self._latest else [], "total": 1}
 
     def _rows(self, suite):  # the API's per-suite items: one cell in each suite
-        return [{"suite": s, "task": "parity", "family": "transformer", "eval_length": 40, "pretrained": None,
-                 "layer": 0, "seeds": [0, 1, 2] if s == "paper" else [0]} for s in self._suites if suite in (None, s)]
+        return [
+            {
+                "suite": s,
+                "task": "parity",
+                "family": "transformer",
+                "eval_length": 40,
+                "pretrained": None,
+                "layer": 0,
+                "seeds": [0, 1, 2] if s == "paper" else [0],
+            }
+            for s in self._suites
+            if suite in (None, s)
+        ]
 
     def curves(self, *, suite=None, **_):
         self.asked.append(("curves", suite))
@@ -32,8 +43,10 @@ class Api:
         return self._rows(suite)
 
     def all_runs(self, **_):
-        return [{"id": i, "suite": s, "task": "parity", "family": "transformer", "pretrained": None}
-                for i, s in enumerate(self._suites)]
+        return [
+            {"id": i, "suite": s, "task": "parity", "family": "transformer", "pretrained": None}
+            for i, s in enumerate(self._suites)
+        ]
 
     def claims(self, suite=None):
         self.asked.append(("claims", suite))
@@ -61,9 +74,12 @@ def test_pages_show_one_suite_when_none_is_chosen() -> None:
     api = Api()
     state = reversal.SPEC.decode("", None)
     assert state["suite"] is None
-    for rows in (reversal.profiles(api, state), reversal.curves(api, state),
-                 curves.curve_rows(api, curves.SPEC.decode("", None)),
-                 curves.behaviour_runs(api, curves.SPEC.decode("", None))):
+    for rows in (
+        reversal.profiles(api, state),
+        reversal.curves(api, state),
+        curves.curve_rows(api, curves.SPEC.decode("", None)),
+        curves.behaviour_runs(api, curves.SPEC.decode("", None)),
+    ):
         assert [r["suite"] for r in rows] == ["quick"]
     reversal.claim_3_verdict(api, state)  # /api/claims refuses mixed suites: the page names one
     assert api.asked[-1] == ("claims", "quick")

@@ -157,8 +157,12 @@ def test_patching_page_has_the_switch_and_asks_for_trained_runs():
 def test_patching_banner_names_each_untrained_run():
     from dashboard.pages import patching
 
-    banner = patching.untrained_banner([{"run_id": 7, "title": "#7", "run": UNTRAINED},
-                                        {"run_id": 8, "title": "#8", "run": {**UNTRAINED, "id": 8, "trained": True}}])
+    banner = patching.untrained_banner(
+        [
+            {"run_id": 7, "title": "#7", "run": UNTRAINED},
+            {"run_id": 8, "title": "#8", "run": {**UNTRAINED, "id": 8, "trained": True}},
+        ]
+    )
     text = " ".join(texts(banner))
     assert "#7" in text and "0.273 < 0.99" in text and "#8" not in text
     assert patching.untrained_banner([{"run_id": 8, "title": "#8", "run": {"id": 8, "trained": True}}]) is None

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dashboard.components import trained_field
 from dashboard.pages import jobs, patching, reversal, runs
 from dashboard.state import PageState
-from tests.dashboard_data import curve_rows, profile_rows
 from tests.conftest import find_component
+from tests.dashboard_data import curve_rows, profile_rows
 
 
 def _texts(c) -> str:
@@ -48,8 +48,9 @@ def test_reversal_list_names_untrained_cells_and_gives_n_and_intervals():
     assert "untrained, not a finding" in listing  # the swap badge itself says so
     items = reversal.reversal_list(revs, _untrained(profs, cells), trained_only=False).children[1].children
     flagged = [li for li in items if li.className == "reversal-untrained"]
-    assert flagged and all("badge-swap" not in (getattr(c, "className", None) or "") for li in flagged
-                           for c in li.children)
+    assert flagged and all(
+        "badge-swap" not in (getattr(c, "className", None) or "") for li in flagged for c in li.children
+    )
     trained = _texts(reversal.reversal_list(revs, profs, trained_only=True))
     assert "trained runs only" in trained and "untrained" not in trained.replace("trained runs only", "")
 
@@ -71,8 +72,16 @@ def test_s3_answer_defers_to_claim_3_and_names_untrained_families():
 
 def test_runs_page_trained_column_flag_and_string_row_ids():
     assert any(c["field"] == "trained_label" for c in runs.COLUMNS)
-    run = {"id": 12, "name": "a", "family": "lstm", "task": "parity", "seed": 0, "trained": False,
-           "heldout_acc": 0.47, "early_stop_acc": 0.99}
+    run = {
+        "id": 12,
+        "name": "a",
+        "family": "lstm",
+        "task": "parity",
+        "seed": 0,
+        "trained": False,
+        "heldout_acc": 0.47,
+        "early_stop_acc": 0.99,
+    }
     row = runs._row(run)
     assert row["row_id"] == "12" and isinstance(row["row_id"], str) and row["trained_label"] == "untrained"
     assert runs._row({**run, "trained": True})["trained_label"] == "trained"
@@ -99,14 +108,24 @@ def test_runs_layout_subtitle_and_grid_row_id(monkeypatch):
 
 
 def test_loss_figure_says_heldout_is_at_the_curriculum_length():
-    run = {"family": "gru", "loss_curve": [{"step": 1, "loss": 1.0, "heldout_token_acc": 0.6, "length": 8},
-                                           {"step": 2, "loss": 0.8, "heldout_token_acc": 0.9, "length": 16}]}
+    run = {
+        "family": "gru",
+        "loss_curve": [
+            {"step": 1, "loss": 1.0, "heldout_token_acc": 0.6, "length": 8},
+            {"step": 2, "loss": 0.8, "heldout_token_acc": 0.9, "length": 16},
+        ],
+    }
     fig = runs._loss_figure(run)
     acc = next(t for t in fig.data if (t.meta or {}).get("kind") == "heldout")
     assert "curriculum length" in acc.name and list(acc.customdata) == [8, 16]
     assert "curriculum length" in fig.layout.yaxis2.title.text
-    plain = runs._loss_figure({"family": "gru", "train_config": {"train_length": 40},
-                               "loss_curve": [{"step": 1, "loss": 1.0, "heldout_token_acc": 0.6}]})
+    plain = runs._loss_figure(
+        {
+            "family": "gru",
+            "train_config": {"train_length": 40},
+            "loss_curve": [{"step": 1, "loss": 1.0, "heldout_token_acc": 0.6}],
+        }
+    )
     assert plain.layout.yaxis2.title.text == "held-out accuracy (L=40)"
 
 
@@ -114,10 +133,15 @@ def test_loss_figure_says_heldout_is_at_the_curriculum_length():
 
 
 def test_patching_default_runs_are_of_one_task():
-    rs = [{"id": 1, "task": "s3", "family": "lstm"}, {"id": 2, "task": "parity", "family": "lstm"},
-          {"id": 3, "task": "parity", "family": "gru"}, {"id": 4, "task": "s3", "family": "gru"},
-          {"id": 5, "task": "parity", "family": "lstm"}, {"id": 6, "task": "parity", "family": "mamba"},
-          {"id": 7, "task": "parity", "family": "transformer"}]
+    rs = [
+        {"id": 1, "task": "s3", "family": "lstm"},
+        {"id": 2, "task": "parity", "family": "lstm"},
+        {"id": 3, "task": "parity", "family": "gru"},
+        {"id": 4, "task": "s3", "family": "gru"},
+        {"id": 5, "task": "parity", "family": "lstm"},
+        {"id": 6, "task": "parity", "family": "mamba"},
+        {"id": 7, "task": "parity", "family": "transformer"},
+    ]
     ids = patching.default_run_ids(rs, n=3)
     assert ids == [2, 3, 6]  # parity comes first in the task order; one run per family
     assert {r["task"] for r in rs if r["id"] in ids} == {"parity"}
@@ -127,8 +151,10 @@ def test_patching_default_runs_are_of_one_task():
 
 def test_patching_state_site_opens_on_the_families_that_have_one():
     # on Dyck the Transformer (no recurrent state) used to open the page, Mamba and Mamba-2 left out
-    rs = [{"id": i, "task": "dyck", "family": f}
-          for i, f in enumerate(("transformer", "mamba", "mamba2", "lstm", "gru"), start=1)]
+    rs = [
+        {"id": i, "task": "dyck", "family": f}
+        for i, f in enumerate(("transformer", "mamba", "mamba2", "lstm", "gru"), start=1)
+    ]
     assert patching.default_run_ids(rs, site="state") == [2, 3, 4, 5]
     assert patching.default_run_ids(rs, site="state:conv") == [2, 3]  # only Mamba's have a conv state
     assert patching.default_run_ids(rs, site="resid_post")[0] == 1
@@ -147,11 +173,13 @@ def test_malformed_trained_in_url_means_the_default_on():
 def test_import_job_shows_no_attempt_count():
     assert jobs.attempt_text({"kind": "import", "attempt": 0, "max_attempts": 3}) == "–"
     assert jobs.attempt_text({"kind": "train", "attempt": 1, "max_attempts": 3}) == "1/3"
-    row = jobs.job_row({"id": 9, "kind": "import", "state": "done", "attempt": 0, "max_attempts": 3,
-                        "progress": 1.0}, lambda p: p)
+    row = jobs.job_row(
+        {"id": 9, "kind": "import", "state": "done", "attempt": 0, "max_attempts": 3, "progress": 1.0}, lambda p: p
+    )
     assert "0/3" not in _texts(row) and "–" in _texts(row)
-    queued = jobs.job_row({"id": 10, "kind": "train", "state": "queued", "attempt": 0, "max_attempts": 3,
-                           "progress": 0.0}, lambda p: p)
+    queued = jobs.job_row(
+        {"id": 10, "kind": "train", "state": "queued", "attempt": 0, "max_attempts": 3, "progress": 0.0}, lambda p: p
+    )
     assert "0/3" in _texts(queued)  # a real queued job keeps its count
 
 
@@ -167,8 +195,9 @@ def test_probe_vs_causal_summary_asks_only_for_exportable_columns():
 def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
     from dashboard.pages import curves
 
-    runs_ = [{"family": f, "task": "code_depth"} for f in ("lstm", "transformer", "mamba")] + \
-            [{"family": "lstm", "task": "dyck"}]
+    runs_ = [{"family": f, "task": "code_depth"} for f in ("lstm", "transformer", "mamba")] + [
+        {"family": "lstm", "task": "dyck"}
+    ]
     rows = [{"family": "lstm", "task": "code_depth"}, {"family": "lstm", "task": "dyck"}]
     note = curves.unprobed_note(runs_, rows)
     assert note.startswith("No probe curve yet for") and "Transformer" in note and "Mamba" in note
@@ -179,8 +208,16 @@ def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
 def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
     from dashboard.pages import jobs
 
-    suite = {"id": 2, "kind": "suite", "state": "succeeded", "progress": 1.0, "attempt": 1, "max_attempts": 3,
-             "children": {"succeeded": 3, "running": 2, "queued": 10}, "children_progress": 0.25}
+    suite = {
+        "id": 2,
+        "kind": "suite",
+        "state": "succeeded",
+        "progress": 1.0,
+        "attempt": 1,
+        "max_attempts": 3,
+        "children": {"succeeded": 3, "running": 2, "queued": 10},
+        "children_progress": 0.25,
+    }
     assert jobs.suite_progress(suite) == (0.25, "3 done, 2 running, 10 queued of 15 runs")
     row = _texts(jobs.job_row(suite, lambda p: p))
     assert "3 done, 2 running" in row and "25%" in row and "running" in row and "succeeded" not in row
@@ -198,12 +235,22 @@ def test_a_suite_with_cancelled_runs_says_so():
     """Issue 24: 13 of 15 children cancelled read "succeeded · 15 of 15 runs done · 13%"."""
     from dashboard.pages import jobs
 
-    suite = {"id": 2, "kind": "suite", "state": "succeeded", "progress": 1.0, "attempt": 1, "max_attempts": 3,
-             "children": {"succeeded": 2, "cancelled": 13}, "children_progress": 0.13}
+    suite = {
+        "id": 2,
+        "kind": "suite",
+        "state": "succeeded",
+        "progress": 1.0,
+        "attempt": 1,
+        "max_attempts": 3,
+        "children": {"succeeded": 2, "cancelled": 13},
+        "children_progress": 0.13,
+    }
     assert jobs.suite_progress(suite) == (1.0, "2 done, 13 cancelled of 15 runs")
     text = _texts(jobs.job_row(suite, lambda p: p))
     assert "succeeded" not in text and "cancelled" in text.split("2 done")[0]
-    assert jobs.suite_state({"succeeded": 3}) == "succeeded" and jobs.suite_state({"queued": 1, "failed": 2}) == "running"
+    assert (
+        jobs.suite_state({"succeeded": 3}) == "succeeded" and jobs.suite_state({"queued": 1, "failed": 2}) == "running"
+    )
 
 
 def test_the_jobs_list_counts_a_suite_jobs_children(api):

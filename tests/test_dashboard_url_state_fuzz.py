@@ -12,22 +12,41 @@ from dash._utils import to_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dashboard.app import render_page
 from dashboard.all_pages import PAGES
+from dashboard.app import render_page
 from dashboard.pages import jobs, runs
 from dashboard.state import INT_MAX, INT_MIN, F, parse_int
 from tests.test_dashboard_pages import FakeApi
 
 HOSTILE = st.one_of(
-    st.sampled_from(["99999999999999999999999", "-99999999999999999999", "-1", "0", "nan", "inf", "-inf", "1e999",
-                     "", "2.5", "none", "1,2,99999999999999999999", "x", "9" * 5000]),
-    st.integers().map(str), st.text(max_size=10))
+    st.sampled_from(
+        [
+            "99999999999999999999999",
+            "-99999999999999999999",
+            "-1",
+            "0",
+            "nan",
+            "inf",
+            "-inf",
+            "1e999",
+            "",
+            "2.5",
+            "none",
+            "1,2,99999999999999999999",
+            "x",
+            "9" * 5000,
+        ]
+    ),
+    st.integers().map(str),
+    st.text(max_size=10),
+)
 
 
 def queries(page):
     keys = [f.name for f in page_spec(page).fields] + ["embed", "fig", "eval_length", "run_id"]
     return st.lists(st.tuples(st.sampled_from(keys), HOSTILE), max_size=6).map(
-        lambda pairs: "?" + urlencode(pairs, safe=","))
+        lambda pairs: "?" + urlencode(pairs, safe=",")
+    )
 
 
 def page_spec(page):
@@ -62,9 +81,17 @@ def test_every_field_is_parsed_into_its_range(data) -> None:
 
 
 @FUZZ
-@given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-                 st.text(max_size=8), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3),
-                                                                                          st.integers(), max_size=2)))
+@given(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+        st.lists(st.integers(), max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    )
+)
 def test_saved_view_values_of_any_json_type_parse(raw) -> None:
     for page in PAGES:
         spec = page_spec(page)
@@ -78,7 +105,7 @@ def test_parse_int_refuses_non_integers() -> None:
         assert parse_int(bad) is None, bad
     f = F("page", "int", 1, lo=1)
     assert f.parse("99999999999999999999999") == INT_MAX and f.parse("-5") == 1 and f.parse("nan") == 1
-    assert F("x", "int", None).parse(str(-10**30)) == INT_MIN
+    assert F("x", "int", None).parse(str(-(10**30))) == INT_MIN
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -94,8 +121,11 @@ def test_every_page_renders_and_encodes_for_hostile_queries(data) -> None:
 
 def test_issue_urls_render() -> None:
     api = FakeApi()
-    for path, search in (("/curves", "?lengths=99999999999999999999&tasks=dyck"),
-                         ("/", "?page=99999999999999999999999&size=0"), ("/", "?page=-1&size=-5")):
+    for path, search in (
+        ("/curves", "?lengths=99999999999999999999&tasks=dyck"),
+        ("/", "?page=99999999999999999999999&size=0"),
+        ("/", "?page=-1&size=-5"),
+    ):
         body, _ = render_page(path, search, api=api, path_for=lambda p: p)
         to_json(body)
     state = runs.SPEC.decode("?page=99999999999999999999999&size=0")

@@ -16,8 +16,8 @@ from backend.cli import main
 from backend.core.startup import StartupError, open_database, quick_check
 from store.config import get_settings
 from store.migrate import init_db
-from store.session import make_engine, make_sessionmaker
 from store.models import SavedView
+from store.session import make_engine, make_sessionmaker
 from tests.conftest import seed_runs
 from tests.test_cli_commands import one_line_error
 
@@ -31,7 +31,7 @@ def scribble(path, seed: int = 0) -> None:
     rnd = random.Random(seed)
     data = bytearray(path.read_bytes())
     for page in range(3, len(data) // PAGE, 2):
-        data[page * PAGE + 100: page * PAGE + 400] = bytes(rnd.randrange(256) for _ in range(300))
+        data[page * PAGE + 100 : page * PAGE + 400] = bytes(rnd.randrange(256) for _ in range(300))
     path.write_bytes(bytes(data))
 
 

@@ -19,8 +19,10 @@ def db_url(request) -> str:
 
 
 def _counts(conn) -> dict[str, int]:
-    return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar()
-            for t in ("runs", "probe_results", "intervention_results", "patching_results")}
+    return {
+        t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar()
+        for t in ("runs", "probe_results", "intervention_results", "patching_results")
+    }
 
 
 def test_0006_keeps_every_row_and_the_downgrade_removes_its_columns(db_url) -> None:
@@ -35,8 +37,10 @@ def test_0006_keeps_every_row_and_the_downgrade_removes_its_columns(db_url) -> N
     engine = make_engine(db_url)
     with engine.connect() as conn:
         assert _counts(conn) == before
-        assert conn.execute(text("SELECT count(*) FROM runs WHERE tags IS NULL AND notes IS NULL")).scalar() \
+        assert (
+            conn.execute(text("SELECT count(*) FROM runs WHERE tags IS NULL AND notes IS NULL")).scalar()
             == before["runs"]
+        )
         assert "suite_notes" in inspect(conn).get_table_names()
         assert "created_by" in {c["name"] for c in inspect(conn).get_columns("views")}
     engine.dispose()

@@ -27,17 +27,37 @@ def factory(request):
 
 
 def run_fields(**kw):
-    base = dict(name="lstm-parity-0", family="lstm", task="parity", seed=0, n_layers=2, d_model=8,
-                n_params=100, config_hash="a" * 64, behaviour={"40": {"token_acc": 0.5}})
+    base = dict(
+        name="lstm-parity-0",
+        family="lstm",
+        task="parity",
+        seed=0,
+        n_layers=2,
+        d_model=8,
+        n_params=100,
+        config_hash="a" * 64,
+        behaviour={"40": {"token_acc": 0.5}},
+    )
     base.update(kw)
     return base
 
 
 def probe_rows(acc: float, lengths=(40, 60)):
     return [
-        dict(layer=layer, eval_length=L, accuracy=acc, majority_baseline=0.5, per_position=[acc] * 3,
-             n_train=8, n_test=2, converged=True, n_iter=5, config_hash="p")
-        for L in lengths for layer in (-1, 0, 1)
+        dict(
+            layer=layer,
+            eval_length=L,
+            accuracy=acc,
+            majority_baseline=0.5,
+            per_position=[acc] * 3,
+            n_train=8,
+            n_test=2,
+            converged=True,
+            n_iter=5,
+            config_hash="p",
+        )
+        for L in lengths
+        for layer in (-1, 0, 1)
     ]
 
 
@@ -76,7 +96,9 @@ def test_replace_probe_results_is_idempotent(factory) -> None:
         # a partial re-run (one eval length) replaces only its keys
         replace_probe_results(s, run_id, probe_rows(0.9, lengths=(40,)))
         accs = dict(
-            s.execute(select(ProbeResult.eval_length, func.avg(ProbeResult.accuracy)).group_by(ProbeResult.eval_length)).all()
+            s.execute(
+                select(ProbeResult.eval_length, func.avg(ProbeResult.accuracy)).group_by(ProbeResult.eval_length)
+            ).all()
         )
         assert accs[40] == pytest.approx(0.9) and accs[60] == pytest.approx(0.8)
         assert count(s, ProbeResult) == 6
@@ -102,11 +124,36 @@ def test_bad_rows_write_nothing(factory) -> None:
 def test_replace_interventions_and_patching(factory) -> None:
     with factory() as s:
         run_id = save_run(s, **run_fields())
-        iv = [dict(method=m, layer=layer, eval_length=40, base_acc=0.9, edited_acc=0.5, delta_pp=-40.0,
-                   n_sequences=10, seed=0, config_hash="i", layer_name=str(layer))
-              for m in ("mean", "leace") for layer in (0, 1)]
-        pt = [dict(layer=layer, position=p, eval_length=40, recovery=0.5, ld_clean=1.0, ld_corrupted=-1.0,
-                   n_pairs=4, config_hash="q") for layer in (-1, 0, 1) for p in (5, 10)]
+        iv = [
+            dict(
+                method=m,
+                layer=layer,
+                eval_length=40,
+                base_acc=0.9,
+                edited_acc=0.5,
+                delta_pp=-40.0,
+                n_sequences=10,
+                seed=0,
+                config_hash="i",
+                layer_name=str(layer),
+            )
+            for m in ("mean", "leace")
+            for layer in (0, 1)
+        ]
+        pt = [
+            dict(
+                layer=layer,
+                position=p,
+                eval_length=40,
+                recovery=0.5,
+                ld_clean=1.0,
+                ld_corrupted=-1.0,
+                n_pairs=4,
+                config_hash="q",
+            )
+            for layer in (-1, 0, 1)
+            for p in (5, 10)
+        ]
         for _ in range(2):
             assert replace_intervention_results(s, run_id, iv) == 4
             assert replace_patching_results(s, run_id, pt) == 6

@@ -52,17 +52,61 @@ def test_round_trip_every_table(db_url: str) -> None:
     factory = make_sessionmaker(engine)
     with session_scope(factory) as s:
         run = Run(
-            name="r", family="lstm", task="parity", seed=1, n_layers=4, d_model=128, n_params=830_000,
-            config_hash="h" * 64, loss_curve=[{"step": 1, "loss": 0.5}], behaviour={"40": {"token_acc": 0.9}},
+            name="r",
+            family="lstm",
+            task="parity",
+            seed=1,
+            n_layers=4,
+            d_model=128,
+            n_params=830_000,
+            config_hash="h" * 64,
+            loss_curve=[{"step": 1, "loss": 0.5}],
+            behaviour={"40": {"token_acc": 0.9}},
         )
         s.add(run)
         s.flush()
-        s.add(ProbeResult(run_id=run.id, layer=-1, eval_length=40, accuracy=0.5, majority_baseline=0.5,
-                          per_position=[0.5, 0.6], n_train=8, n_test=2, converged=True, n_iter=3, config_hash="p"))
-        s.add(InterventionResult(run_id=run.id, method="mean", layer=0, eval_length=40, base_acc=0.9,
-                                 edited_acc=0.5, delta_pp=-40.0, n_sequences=10, seed=0, config_hash="i"))
-        s.add(PatchingResult(run_id=run.id, layer=0, position=3, eval_length=40, recovery=1.0, ld_clean=2.0,
-                             ld_corrupted=-2.0, n_pairs=4, config_hash="q"))
+        s.add(
+            ProbeResult(
+                run_id=run.id,
+                layer=-1,
+                eval_length=40,
+                accuracy=0.5,
+                majority_baseline=0.5,
+                per_position=[0.5, 0.6],
+                n_train=8,
+                n_test=2,
+                converged=True,
+                n_iter=3,
+                config_hash="p",
+            )
+        )
+        s.add(
+            InterventionResult(
+                run_id=run.id,
+                method="mean",
+                layer=0,
+                eval_length=40,
+                base_acc=0.9,
+                edited_acc=0.5,
+                delta_pp=-40.0,
+                n_sequences=10,
+                seed=0,
+                config_hash="i",
+            )
+        )
+        s.add(
+            PatchingResult(
+                run_id=run.id,
+                layer=0,
+                position=3,
+                eval_length=40,
+                recovery=1.0,
+                ld_clean=2.0,
+                ld_corrupted=-2.0,
+                n_pairs=4,
+                config_hash="q",
+            )
+        )
         s.add(Job(kind="train", params={"family": "lstm"}, config_hash="c", run_id=run.id))
         s.add(SavedView(slug="abc", title="<b>t</b>", page="/curves", state={"task": ["parity"]}))
         s.add(ApiToken(name="n", token_hash="0" * 64))

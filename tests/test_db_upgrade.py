@@ -159,12 +159,14 @@ def downgrade() -> None:
 @pytest.fixture
 def extra_migration(tmp_path, monkeypatch):
     """Install the packaged migrations plus one more (its source given) in a temp folder."""
+
     def _install(source: str, name: str) -> str:
         target = tmp_path / "migrations"
         shutil.copytree(migrate.MIGRATIONS_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
         (target / "versions" / f"{name}.py").write_text(textwrap.dedent(source).format(head=head_revision()))
         monkeypatch.setattr(migrate, "MIGRATIONS_DIR", target)
         return migrate.head_revision()
+
     return _install
 
 
@@ -305,8 +307,12 @@ def test_backup_copies_a_wal_database_consistently(tmp_path) -> None:
     init_db(url)
     engine = make_engine(url)
     conn = engine.connect()  # held open: the WAL is not checkpointed away
-    conn.execute(text("INSERT INTO views (slug, title, page, state, created_at) "
-                      "VALUES ('s1', 't', '/curves', '{}', '2026-01-01 00:00:00')"))
+    conn.execute(
+        text(
+            "INSERT INTO views (slug, title, page, state, created_at) "
+            "VALUES ('s1', 't', '/curves', '{}', '2026-01-01 00:00:00')"
+        )
+    )
     conn.commit()
     backup = migrate.backup_sqlite(url)
     conn.close()

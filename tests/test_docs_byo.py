@@ -31,9 +31,13 @@ def test_worked_examples_run(tmp_path, monkeypatch, capsys):
     from backend.cli import main
     from store.config import get_settings
 
-    for k, v in {"LAYERSCOPE_HOME": tmp_path / "home", "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'r.db'}",
-                 "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'q.db'}", "LAYERSCOPE_STORE_DIR": tmp_path / "store",
-                 "HF_HUB_OFFLINE": "1"}.items():
+    for k, v in {
+        "LAYERSCOPE_HOME": tmp_path / "home",
+        "LAYERSCOPE_DB_URL": f"sqlite:///{tmp_path / 'r.db'}",
+        "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp_path / 'q.db'}",
+        "LAYERSCOPE_STORE_DIR": tmp_path / "store",
+        "HF_HUB_OFFLINE": "1",
+    }.items():
         monkeypatch.setenv(k, str(v))
     get_settings.cache_clear()
     monkeypatch.chdir(tmp_path)

@@ -9,15 +9,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCIENCE = ROOT / "docs" / "SCIENCE.md"
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-             "build", "dist"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+}
 SELF = Path(__file__).resolve()
 
 # ``SPEC`` is also the name of each dashboard page's URL-state object (``SPEC = PageState(...)``):
 # those uses are code, every other ``SPEC`` is a citation of a document that is not here.
 SPEC_AS_CODE = re.compile(
     r"\bSPEC\s*=|\bSPEC\.(?:decode|encode|defaults)\b|spec=SPEC\b|\"SPEC\"|import SPEC\b|\bSPEC as\b"
-    r"|\(SPEC,|\bSPEC, BINDS\b|\.SPEC\b")
+    r"|\(SPEC,|\bSPEC, BINDS\b|\.SPEC\b"
+)
 SPEC_WORD = re.compile(r"\bSPEC\b")
 OUTSIDE_DOCS = re.compile(r"SPEC\.md|\bSPEC\s*§|\bSPEC\s+[\"“]|\bMEASURED\b|ARCHITECTURE(?:\.md|\s*[\"“])|\.\./shared/")
 ISSUE = re.compile(r"\bissues?\s*#?\d+|#\d+\s+issue\b", re.IGNORECASE)
@@ -29,8 +40,13 @@ def _files() -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(ROOT):
         rel = Path(dirpath).relative_to(ROOT)
-        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                       and not (rel.parts[:2] == ("tests", "fixtures") and d == "data")]
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if d not in SKIP_DIRS
+            and not d.endswith(".egg-info")
+            and not (rel.parts[:2] == ("tests", "fixtures") and d == "data")
+        ]
         out += [Path(dirpath) / f for f in filenames if f.endswith((".py", ".md")) and (Path(dirpath) / f) != SELF]
     return sorted(out)
 
@@ -67,8 +83,11 @@ def test_the_walk_sees_code_tests_and_docs():
 
 
 def test_no_citation_of_documents_outside_the_repository():
-    bad = [f"{where}: {line.strip()}" for where, line in _lines()
-           if OUTSIDE_DOCS.search(line) or len(SPEC_WORD.findall(line)) > len(SPEC_AS_CODE.findall(line))]
+    bad = [
+        f"{where}: {line.strip()}"
+        for where, line in _lines()
+        if OUTSIDE_DOCS.search(line) or len(SPEC_WORD.findall(line)) > len(SPEC_AS_CODE.findall(line))
+    ]
     assert not bad, "cite docs/SCIENCE.md#<anchor> instead:\n" + "\n".join(bad)
 
 
@@ -80,14 +99,19 @@ def test_no_issue_numbers():
 def test_every_cited_science_anchor_exists():
     anchors = science_anchors()
     cited = [(where, a) for where, line in _lines() for a in CITED_ANCHOR.findall(line)]
-    cited += [(f"docs/SCIENCE.md:{i}", a) for i, line in enumerate(SCIENCE.read_text(encoding="utf-8").splitlines(), 1)
-              for a in LOCAL_ANCHOR.findall(line)]
+    cited += [
+        (f"docs/SCIENCE.md:{i}", a)
+        for i, line in enumerate(SCIENCE.read_text(encoding="utf-8").splitlines(), 1)
+        for a in LOCAL_ANCHOR.findall(line)
+    ]
     assert cited, "the code cites docs/SCIENCE.md sections"
     missing = [f"{where}: #{a}" for where, a in cited if a not in anchors]
     assert not missing, "anchors missing from docs/SCIENCE.md:\n" + "\n".join(missing)
 
 
 def test_github_slugs():
-    assert github_slug("Training recipe (`TrainParams`, `science/training.py`)") == \
-        "training-recipe-trainparams-sciencetrainingpy"
+    assert (
+        github_slug("Training recipe (`TrainParams`, `science/training.py`)")
+        == "training-recipe-trainparams-sciencetrainingpy"
+    )
     assert github_slug('<a id="x"></a>START token') == "start-token"

@@ -36,7 +36,9 @@ def test_s3_figure_carries_the_claim_3_caveat() -> None:
     dist = s3_distances(curve_rows(lengths=(40,)), eval_length=40)
     text = _annotations(s3_distance_figure(dist, caveat=s3_caveat({"verdict": "not enough data"})))
     assert "closer to Parity" in text and "Not enough data (claim 3" in text and "descriptively only" in text
-    assert "Claim 3 on /claims: supported." in _annotations(s3_distance_figure(dist, caveat=s3_caveat({"verdict": "supported"})))
+    assert "Claim 3 on /claims: supported." in _annotations(
+        s3_distance_figure(dist, caveat=s3_caveat({"verdict": "supported"}))
+    )
     assert s3_caveat(None) is None
 
 
@@ -55,8 +57,9 @@ def test_embed_page_keeps_the_answer_section_visible() -> None:
             found = c
             break
         kids = getattr(c, "children", None)
-        stack.extend(k for k in (kids if isinstance(kids, (list, tuple)) else [kids]) if k is not None
-                     and not isinstance(k, str))
+        stack.extend(
+            k for k in (kids if isinstance(kids, (list, tuple)) else [kids]) if k is not None and not isinstance(k, str)
+        )
     assert found is not None and "card-caveat" in found.className.split()
     css = (Path(__file__).resolve().parents[1] / "dashboard/assets/layerscope.css").read_text()
     assert ".page-embed .card-section.card-caveat { display: block; }" in css

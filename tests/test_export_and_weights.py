@@ -13,10 +13,17 @@ from safetensors.torch import load as st_load
 
 from worker.params import MeasureParams, TrainParams
 
-TINY = dict(n_layers=2, max_steps=3, batch_size=8, eval_every=3, n_eval_sequences=16, train_length=16,
-            curriculum_start=None)
-MEASURE = MeasureParams(eval_lengths=[16], n_probe_sequences=24, n_permutations=100, n_patch_pairs=4,
-                        methods=["project_out", "mean"], patch_eval_length=16)
+TINY = dict(
+    n_layers=2, max_steps=3, batch_size=8, eval_every=3, n_eval_sequences=16, train_length=16, curriculum_start=None
+)
+MEASURE = MeasureParams(
+    eval_lengths=[16],
+    n_probe_sequences=24,
+    n_permutations=100,
+    n_patch_pairs=4,
+    methods=["project_out", "mean"],
+    patch_eval_length=16,
+)
 
 
 @pytest.fixture
@@ -51,8 +58,9 @@ def test_weights_kept_returned_listed_and_downloadable(cli_env):
     rows = learned(run_id, cli_env)
     probes = [r for r in rows if r["kind"] == "probe"]
     edits = {(r["method"], r["layer"]): r for r in rows if r["kind"] == "edit"}
-    assert {r["layer"] for r in probes} == {-1, 0, 1} and set(edits) == {(m, ly) for m in ("project_out", "mean")
-                                                                          for ly in (0, 1)}
+    assert {r["layer"] for r in probes} == {-1, 0, 1} and set(edits) == {
+        (m, ly) for m in ("project_out", "mean") for ly in (0, 1)
+    }
     t = probes[1]["tensors"]
     assert t["W"].shape == (2, 16) and t["directions"].shape == (2, 16) and t["mean"].shape == (16,)
     torch.testing.assert_close(t["directions"], t["W"] / t["std"])
@@ -71,10 +79,13 @@ def test_weights_kept_returned_listed_and_downloadable(cli_env):
     client = TestClient(create_app())
     listed = client.get(f"/api/runs/{run_id}/weights").json()
     assert {(w["kind"], w["method"], w["layer"]) for w in listed} == {
-        (r["kind"], r["method"], r["layer"]) for r in rows}
+        (r["kind"], r["method"], r["layer"]) for r in rows
+    }
     got = client.get(f"/api/artifacts/{listed[0]['artifact_id']}")
     assert got.status_code == 200 and got.headers["content-type"] == "application/octet-stream"
-    assert set(st_load(got.content)) == set(next(r for r in rows if r["artifact_id"] == listed[0]["artifact_id"])["tensors"])
+    assert set(st_load(got.content)) == set(
+        next(r for r in rows if r["artifact_id"] == listed[0]["artifact_id"])["tensors"]
+    )
     assert client.get("/api/artifacts/" + "0" * 64).status_code == 404
     assert client.get("/api/artifacts/nothex").status_code == 422
     assert client.get("/api/runs/999/weights").status_code == 404
@@ -98,7 +109,7 @@ def test_export_model_loads_with_automodel(cli_env, tmp_path, capsys, family, d_
     x = task.generate(16, 3, seed=1, split="test").tokens
     ids = model.with_prefix(x)  # the START id in front, as in training
     with torch.no_grad():
-        logits = head_logits(out, auto(input_ids=ids).last_hidden_state)[:, model.n_prefix:]
+        logits = head_logits(out, auto(input_ids=ids).last_hidden_state)[:, model.n_prefix :]
         torch.testing.assert_close(logits, model(x), rtol=1e-4, atol=1e-5)
     assert main(["export-model", str(run_id), "-o", str(out)]) == 1  # not over a written folder
     assert "is not an empty folder" in capsys.readouterr().err
@@ -122,8 +133,25 @@ def test_cli_capture_writes_named_sites(cli_env, tmp_path, capsys):
 
     run_id = _train(cli_env, "gru", 16)
     out = tmp_path / "acts.safetensors"
-    assert main(["capture", str(run_id), "--site", "embed", "--site", "blocks.1.resid_post",
-                 "--site", "blocks.0.state", "-o", str(out), "--n-sequences", "4"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "capture",
+                str(run_id),
+                "--site",
+                "embed",
+                "--site",
+                "blocks.1.resid_post",
+                "--site",
+                "blocks.0.state",
+                "-o",
+                str(out),
+                "--n-sequences",
+                "4",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     got = load_file(str(out))
     assert got["embed"].shape == (4, 16, 16) and got["blocks.1.resid_post"].shape == (4, 16, 16)
     assert got["blocks.0.state.h"].shape == (4, 16, 16) and got["tokens"].shape == (4, 16)

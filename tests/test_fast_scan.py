@@ -25,16 +25,20 @@ from models_store.conv1d import remove_conv1d
 F64 = torch.float64
 TOL = dict(rtol=1e-9, atol=1e-9)  # far inside the issue's 1e-5: float64 sums of a few hundred terms
 
-needs_kernel = pytest.mark.skipif(not fast_scan.kernel_available(),
-                                  reason=f"no compiled kernel: {fast_scan_cpu.load_error()}")
+needs_kernel = pytest.mark.skipif(
+    not fast_scan.kernel_available(), reason=f"no compiled kernel: {fast_scan_cpu.load_error()}"
+)
 
 
 def _scan_inputs(b: int, L: int, D: int, N: int, scalar_a: bool, seed: int) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(b, L, D, dtype=F64, generator=g)
     dt = torch.rand(b, L, D, dtype=F64, generator=g) * 0.5 + 0.01
-    A = -(torch.rand(D, dtype=F64, generator=g) * 4 + 0.1) if scalar_a else \
-        -(torch.rand(D, N, dtype=F64, generator=g) * 4 + 0.1)
+    A = (
+        -(torch.rand(D, dtype=F64, generator=g) * 4 + 0.1)
+        if scalar_a
+        else -(torch.rand(D, N, dtype=F64, generator=g) * 4 + 0.1)
+    )
     B = torch.randn(b, L, N, dtype=F64, generator=g)
     C = torch.randn(b, L, N, dtype=F64, generator=g)
     return [t.requires_grad_() for t in (x, dt, A, B, C)]
@@ -147,8 +151,9 @@ def test_kernel_float32_close_to_float64() -> None:
 # --- mixers -----------------------------------------------------------------------------------
 def _mamba_mixer(d: int, seed: int) -> nn.Module:
     torch.manual_seed(seed)
-    cfg = MambaConfig(vocab_size=8, hidden_size=d, state_size=5, expand=2, conv_kernel=4, num_hidden_layers=1,
-                      use_cache=False)
+    cfg = MambaConfig(
+        vocab_size=8, hidden_size=d, state_size=5, expand=2, conv_kernel=4, num_hidden_layers=1, use_cache=False
+    )
     mixer = MambaModel(cfg).double().layers[0].mixer
     with torch.no_grad():  # move every parameter off its special initial value
         mixer.conv1d.bias.normal_()
@@ -159,8 +164,19 @@ def _mamba_mixer(d: int, seed: int) -> nn.Module:
 
 def _mamba2_mixer(d: int, seed: int, limit: tuple[float, float] | None = None) -> nn.Module:
     torch.manual_seed(seed)
-    cfg = Mamba2Config(vocab_size=8, hidden_size=d, state_size=6, expand=2, conv_kernel=4, num_hidden_layers=1,
-                       head_dim=8, num_heads=2 * d // 8, n_groups=1, chunk_size=8, use_cache=False)
+    cfg = Mamba2Config(
+        vocab_size=8,
+        hidden_size=d,
+        state_size=6,
+        expand=2,
+        conv_kernel=4,
+        num_hidden_layers=1,
+        head_dim=8,
+        num_heads=2 * d // 8,
+        n_groups=1,
+        chunk_size=8,
+        use_cache=False,
+    )
     mixer = Mamba2Model(cfg).double().layers[0].mixer
     if limit is not None:
         mixer.time_step_limit = limit
@@ -173,8 +189,9 @@ def _mamba2_mixer(d: int, seed: int, limit: tuple[float, float] | None = None) -
 
 
 def _check_mixer(mixer: nn.Module, fast, reference, b: int, L: int, seed: int) -> None:
-    h = torch.randn(b, L, mixer.hidden_size, dtype=F64, generator=torch.Generator().manual_seed(seed),
-                    requires_grad=True)
+    h = torch.randn(
+        b, L, mixer.hidden_size, dtype=F64, generator=torch.Generator().manual_seed(seed), requires_grad=True
+    )
     leaves = [h, *mixer.parameters()]
     y_ref = reference(mixer, h)
     y = fast(mixer, h)
@@ -207,14 +224,21 @@ def test_fused_mamba2_mixer_matches_reference(L: int, limit: tuple[float, float]
 def test_unfused_mamba_mixer_matches_reference(L: int) -> None:
     """The generic path (used with masks, wrapped convs, or without the kernel), torch scan."""
     mixer = _mamba_mixer(10, seed=L)
-    _check_mixer(mixer, lambda m, h: fast_scan.mamba_mixer_forward(m, h, backend="torch"),
-                 fast_scan.mamba_mixer_reference, b=2, L=L, seed=L)
+    _check_mixer(
+        mixer,
+        lambda m, h: fast_scan.mamba_mixer_forward(m, h, backend="torch"),
+        fast_scan.mamba_mixer_reference,
+        b=2,
+        L=L,
+        seed=L,
+    )
 
 
 # --- whole models -----------------------------------------------------------------------------
 def _model(family: str, seed: int = 0) -> nn.Module:
-    cfg = ModelConfig(family=family, vocab_size=6, n_classes=3, n_layers=2, d_model=24 if family == "mamba" else 16,
-                      d_state=4)
+    cfg = ModelConfig(
+        family=family, vocab_size=6, n_classes=3, n_layers=2, d_model=24 if family == "mamba" else 16, d_state=4
+    )
     return build_model(cfg, seed=seed).double()
 
 
@@ -269,8 +293,11 @@ def test_conv1d_removal_gradients_match_reference(family: str) -> None:
     """With Conv1D removed, the fused mixer still equals the float64 reference, gradients too."""
     model = _model(family)
     mixer = model.block_modules()[0].mixer
-    fast, ref = ((fast_scan.fused_mixer_forward, fast_scan.mamba_mixer_reference) if family == "mamba"
-                 else (fast_scan.fused_mamba2_forward, fast_scan.mamba2_mixer_reference))
+    fast, ref = (
+        (fast_scan.fused_mixer_forward, fast_scan.mamba_mixer_reference)
+        if family == "mamba"
+        else (fast_scan.fused_mamba2_forward, fast_scan.mamba2_mixer_reference)
+    )
     with remove_conv1d(model, layer=0):
         _check_mixer(mixer, fast, ref, b=2, L=9, seed=4)
 
@@ -355,7 +382,8 @@ def test_without_the_kernel_the_torch_path_is_used(monkeypatch: pytest.MonkeyPat
 _HAS_MAMBA_SSM = importlib.util.find_spec("mamba_ssm") is not None
 needs_cuda_kernels = pytest.mark.skipif(
     not (torch.cuda.is_available() and _HAS_MAMBA_SSM),
-    reason="needs a CUDA device (none here) and mamba-ssm, which only builds with CUDA")
+    reason="needs a CUDA device (none here) and mamba-ssm, which only builds with CUDA",
+)
 
 
 @needs_cuda_kernels

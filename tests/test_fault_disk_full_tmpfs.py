@@ -42,8 +42,9 @@ def test_writes_on_a_full_disk_answer_507(small_disk, make_settings) -> None:
     engine = make_engine(settings.resolved_db_url)
     app = create_app(settings, make_sessionmaker(engine), background=False)
     with TestClient(app, raise_server_exceptions=False) as c:
-        answers = [c.post("/api/views", json={"title": "t", "page": "/curves", "state": {"k": "v" * 50_000}})
-                   for _ in range(5)]
+        answers = [
+            c.post("/api/views", json={"title": "t", "page": "/curves", "state": {"k": "v" * 50_000}}) for _ in range(5)
+        ]
         codes = [r.status_code for r in answers]
         assert set(codes) <= {201, 507} and 507 in codes, [(r.status_code, r.text[:200]) for r in answers]
         assert all("disk is full" in r.json()["detail"] for r in answers if r.status_code == 507)

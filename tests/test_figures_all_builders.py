@@ -86,14 +86,40 @@ PLAIN = Names()
 # Markup plotly would honour (a live link, bold, line breaks, styles), each with a unique tail.
 H_LINK = '<a href="https:evil.example">x'
 HOSTILE = Names(
-    run=f"{H_LINK}run", pretrained=f"org/{H_LINK}pre", family="<b>BOLDfam</b>", family2="fam<br>BREAK2",
-    task="<i>ITtask</i>", task2='<span style="color:red">SPANtask', method="<sup>SUPmethod</sup>",
-    layer_name="<em>EMlayer", profile_class="<u>Ucls</u>", message=f"{H_LINK}msg <b>BOLDmsg",
+    run=f"{H_LINK}run",
+    pretrained=f"org/{H_LINK}pre",
+    family="<b>BOLDfam</b>",
+    family2="fam<br>BREAK2",
+    task="<i>ITtask</i>",
+    task2='<span style="color:red">SPANtask',
+    method="<sup>SUPmethod</sup>",
+    layer_name="<em>EMlayer",
+    profile_class="<u>Ucls</u>",
+    message=f"{H_LINK}msg <b>BOLDmsg",
 )
-RAW_MARKUP = ("<a href", "<a ", "<b>BOLD", "<br>BREAK", "<i>IT", "<span style", "<sup>SUP", "<em>EM", "<u>U",
-              "</a>", "</b>BOLD")
-ESCAPED_MARKERS = ("&lt;a href", "&lt;b&gt;BOLD", "BREAK2", "&lt;i&gt;IT", "&lt;span", "&lt;sup&gt;SUP", "&lt;em&gt;EM",
-                   "&lt;u&gt;U")
+RAW_MARKUP = (
+    "<a href",
+    "<a ",
+    "<b>BOLD",
+    "<br>BREAK",
+    "<i>IT",
+    "<span style",
+    "<sup>SUP",
+    "<em>EM",
+    "<u>U",
+    "</a>",
+    "</b>BOLD",
+)
+ESCAPED_MARKERS = (
+    "&lt;a href",
+    "&lt;b&gt;BOLD",
+    "BREAK2",
+    "&lt;i&gt;IT",
+    "&lt;span",
+    "&lt;sup&gt;SUP",
+    "&lt;em&gt;EM",
+    "&lt;u&gt;U",
+)
 
 
 # --- input variants -----------------------------------------------------------------------------
@@ -141,15 +167,35 @@ def _curve_rows(variant: str, n: Names) -> list[dict]:
 
 
 def fx_layerwise_curves(variant: str, n: Names):
-    seeds = [{"task": r["task"], "family": r["family"], "eval_length": r["eval_length"], "layer": r["layer"],
-              "depth": r["depth"], "n_layers": r["n_layers"], "pretrained": r.get("pretrained"), "seed": s,
-              "accuracy": r["mean"]} for r in _curve_rows("full", n) for s in (0, 1)]
+    seeds = [
+        {
+            "task": r["task"],
+            "family": r["family"],
+            "eval_length": r["eval_length"],
+            "layer": r["layer"],
+            "depth": r["depth"],
+            "n_layers": r["n_layers"],
+            "pretrained": r.get("pretrained"),
+            "seed": s,
+            "accuracy": r["mean"],
+        }
+        for r in _curve_rows("full", n)
+        for s in (0, 1)
+    ]
     seeds = _blank(seeds, ("accuracy", "depth"), variant)
     controls = [{**r, "control": "init"} for r in _curve_rows(variant, n)]  # the at-initialisation lines
-    types = _blank([{**r, "token_type": f"{n.method}open", "n": 3} for r in _curve_rows("full", n)
-                    if not r.get("pretrained")], ("mean", "lo", "hi", "n", "depth"), variant)
-    return (_curve_rows(variant, n),), {"seed_rows": seeds, "title": f"{n.run} curves", "control_rows": controls,
-                                        "type_rows": types, "caption": f"Suite {n.run}"}
+    types = _blank(
+        [{**r, "token_type": f"{n.method}open", "n": 3} for r in _curve_rows("full", n) if not r.get("pretrained")],
+        ("mean", "lo", "hi", "n", "depth"),
+        variant,
+    )
+    return (_curve_rows(variant, n),), {
+        "seed_rows": seeds,
+        "title": f"{n.run} curves",
+        "control_rows": controls,
+        "type_rows": types,
+        "caption": f"Suite {n.run}",
+    }
 
 
 def fx_layerwise_curves_by_depth(variant: str, n: Names):
@@ -163,18 +209,41 @@ def fx_position_curves(variant: str, n: Names):
         for f in ("lstm", "transformer"):
             for L in (40, 80):
                 for p in range(1, L + 1, 8):
-                    rows.append({"task": t, "family": f, "eval_length": L, "position": p, "mean": 0.5 + p / 400,
-                                 "lo": 0.45, "hi": 0.6 + p / 400, "n": 3, "majority_baseline": 0.5})
+                    rows.append(
+                        {
+                            "task": t,
+                            "family": f,
+                            "eval_length": L,
+                            "position": p,
+                            "mean": 0.5 + p / 400,
+                            "lo": 0.45,
+                            "hi": 0.6 + p / 400,
+                            "n": 3,
+                            "majority_baseline": 0.5,
+                        }
+                    )
     return (_blank(_rename(rows, n), ("mean", "lo", "hi", "n", "majority_baseline"), variant),), {
-        "layer_label": f"layer {n.layer_name or 'last'}"}
+        "layer_label": f"layer {n.layer_name or 'last'}"
+    }
 
 
 def fx_length_generalisation(variant: str, n: Names):
-    rows = [{"task": t, "family": f, "eval_length": L, "mean": 0.9 - L / 400, "lo": 0.8 - L / 400,
-             "hi": 0.95 - L / 400, "n": 3, "seeds": [0, 1, 2]}
-            for t in ("parity", "dyck") for f in ("lstm", "transformer") for L in (40, 60, 80, 120)]
-    return (_blank(_rename(rows, n), ("mean", "lo", "hi", "n", "seeds"), variant),), {
-        "metric_label": "token accuracy"}
+    rows = [
+        {
+            "task": t,
+            "family": f,
+            "eval_length": L,
+            "mean": 0.9 - L / 400,
+            "lo": 0.8 - L / 400,
+            "hi": 0.95 - L / 400,
+            "n": 3,
+            "seeds": [0, 1, 2],
+        }
+        for t in ("parity", "dyck")
+        for f in ("lstm", "transformer")
+        for L in (40, 60, 80, 120)
+    ]
+    return (_blank(_rename(rows, n), ("mean", "lo", "hi", "n", "seeds"), variant),), {"metric_label": "token accuracy"}
 
 
 PROFILE_VALUES = ("profile_class", "metrics", "n", "seeds", "pretrained", "class_counts", "per_seed")
@@ -185,12 +254,22 @@ def _profiles(variant: str, n: Names) -> list[dict]:
     rows += [{**rows[0], "pretrained": n.pretrained, "family": "mamba"}]
     rows = [{**r, "profile_class": n.profile_class if r["family"] == "gru" else r["profile_class"]} for r in rows]
     # the class against the random-init control (stored text) and a fragile class
-    rows = [{**r, "against_control": {"profile_class": n.profile_class} if r["family"] == "gru" else None,
-             "stability": {"agree": 40, "of": 81, "stable": r["family"] != "lstm"}} for r in rows]
+    rows = [
+        {
+            **r,
+            "against_control": {"profile_class": n.profile_class} if r["family"] == "gru" else None,
+            "stability": {"agree": 40, "of": 81, "stable": r["family"] != "lstm"},
+        }
+        for r in rows
+    ]
     rows = _rename(rows, n)
     if variant in ("all_none", "some_none"):  # metric values null (the API's MetricCI allows it) ...
-        rows = [{**r, "metrics": {k: {"mean": None, "lo": None, "hi": None, "n": 0} for k in r["metrics"]}}
-                if (variant == "all_none" or i % 3 == 1) else r for i, r in enumerate(rows)]
+        rows = [
+            {**r, "metrics": {k: {"mean": None, "lo": None, "hi": None, "n": 0} for k in r["metrics"]}}
+            if (variant == "all_none" or i % 3 == 1)
+            else r
+            for i, r in enumerate(rows)
+        ]
     return _blank(rows, ("profile_class", "n", "seeds"), variant)  # ... and the class unknown
 
 
@@ -203,46 +282,113 @@ def fx_reversal_matrix_auc(variant: str, n: Names):
 
 
 def fx_s3_distance_figure(variant: str, n: Names):
-    rows = [{"family": f, "to_parity": 0.1 + i / 10, "to_dyck": 0.4 - i / 20,
-             "closer": "parity" if i == 0 else "dyck"} for i, f in enumerate(("lstm", "transformer", "gru"))]
+    rows = [
+        {"family": f, "to_parity": 0.1 + i / 10, "to_dyck": 0.4 - i / 20, "closer": "parity" if i == 0 else "dyck"}
+        for i, f in enumerate(("lstm", "transformer", "gru"))
+    ]
     rows = _rename(rows, n)
     return (_blank(rows, ("to_parity", "to_dyck", "closer"), variant),), {}
 
 
 PROBE_VALUES = ("accuracy", "majority_baseline", "per_position", "layer_name", "depth")
-INTERVENTION_VALUES = ("delta_pp", "refit_acc", "refit_majority", "p_holm", "p_value", "significant",
-                       "drop_rel_chance", "layer_name", "depth", "random_delta_pp", "random_delta_lo",
-                       "random_delta_hi", "random_draws", "rank_removed", "n_sequences")
+INTERVENTION_VALUES = (
+    "delta_pp",
+    "refit_acc",
+    "refit_majority",
+    "p_holm",
+    "p_value",
+    "significant",
+    "drop_rel_chance",
+    "layer_name",
+    "depth",
+    "random_delta_pp",
+    "random_delta_lo",
+    "random_delta_hi",
+    "random_draws",
+    "rank_removed",
+    "n_sequences",
+)
 
 
 def fx_probe_causal_heatmap(variant: str, n: Names):
     probes = _blank(_rename(probe_rows(), n), PROBE_VALUES, variant)
-    edits = [{**r, "random_delta_pp": -1.0, "random_delta_lo": -2.0, "random_delta_hi": 0.0, "random_draws": 5,
-              "rank_removed": 100 if r["method"] == "inlp" else 2, "n_sequences": 64 + 436 * (r["layer"] % 2)}
-             for r in intervention_rows()]  # INLP over half the width; two sequence counts (the notice)
+    edits = [
+        {
+            **r,
+            "random_delta_pp": -1.0,
+            "random_delta_lo": -2.0,
+            "random_delta_hi": 0.0,
+            "random_draws": 5,
+            "rank_removed": 100 if r["method"] == "inlp" else 2,
+            "n_sequences": 64 + 436 * (r["layer"] % 2),
+        }
+        for r in intervention_rows()
+    ]  # INLP over half the width; two sequence counts (the notice)
     interventions = _blank(_rename(edits, n), INTERVENTION_VALUES, variant)
-    return (probes, interventions), {"eval_length": 40, "n_layers": 4, "title": f"#1 {n.run} · L=40",
-                                     "d_model": 128, "caption": f"Run #1 · suite {n.run}"}
+    return (probes, interventions), {
+        "eval_length": 40,
+        "n_layers": 4,
+        "title": f"#1 {n.run} · L=40",
+        "d_model": 128,
+        "caption": f"Run #1 · suite {n.run}",
+    }
 
 
 def fx_decoupling_summary(variant: str, n: Names):
-    pts = [{"run_id": i + 1, "run_name": f"{n.run}{i}", "family": f, "task": t, "pretrained": pre, "seed": i,
-            "n_layers": 4, "best_layer": 3, "damage_layer": 1 if i % 2 else 3, "best_depth": 1.0,
-            "damage_depth": 0.5 if i % 2 else 1.0, "decoupled": bool(i % 2)}
-           for i, (f, t, pre) in enumerate([("lstm", "parity", None), ("lstm", "parity", None),
-                                           ("transformer", "dyck", None), ("mamba", "parity", n.pretrained),
-                                           ("gru", "dyck", None), ("transformer", "parity", None)])]
+    pts = [
+        {
+            "run_id": i + 1,
+            "run_name": f"{n.run}{i}",
+            "family": f,
+            "task": t,
+            "pretrained": pre,
+            "seed": i,
+            "n_layers": 4,
+            "best_layer": 3,
+            "damage_layer": 1 if i % 2 else 3,
+            "best_depth": 1.0,
+            "damage_depth": 0.5 if i % 2 else 1.0,
+            "decoupled": bool(i % 2),
+        }
+        for i, (f, t, pre) in enumerate(
+            [
+                ("lstm", "parity", None),
+                ("lstm", "parity", None),
+                ("transformer", "dyck", None),
+                ("mamba", "parity", n.pretrained),
+                ("gru", "dyck", None),
+                ("transformer", "parity", None),
+            ]
+        )
+    ]
     pts = _blank(_rename(pts, n), ("best_layer", "damage_layer", "best_depth", "damage_depth", "decoupled"), variant)
     return (pts,), {"method": n.method}
 
 
 def fx_patching_heatmaps(variant: str, n: Names):
-    values = ("recovery", "recovery_lo", "recovery_hi", "ld_clean", "ld_corrupted", "layer_name", "note",
-              "corrupt_position", "n_dropped")
-    grids = [{"title": f"#1 {n.run}", "run_id": 1,
-              "rows": _blank(_rename(patching_rows(1, n_layers=3, positions=[3, 10, 20]), n), values, variant)},
-             {"title": f"#2 {n.pretrained}", "run_id": 2,
-              "rows": _blank(_rename(patching_rows(2, n_layers=2, positions=[5]), n), values, variant)}]
+    values = (
+        "recovery",
+        "recovery_lo",
+        "recovery_hi",
+        "ld_clean",
+        "ld_corrupted",
+        "layer_name",
+        "note",
+        "corrupt_position",
+        "n_dropped",
+    )
+    grids = [
+        {
+            "title": f"#1 {n.run}",
+            "run_id": 1,
+            "rows": _blank(_rename(patching_rows(1, n_layers=3, positions=[3, 10, 20]), n), values, variant),
+        },
+        {
+            "title": f"#2 {n.pretrained}",
+            "run_id": 2,
+            "rows": _blank(_rename(patching_rows(2, n_layers=2, positions=[5]), n), values, variant),
+        },
+    ]
     return (grids,), {"eval_length": 40}
 
 
@@ -270,8 +416,7 @@ FIXTURES: dict[str, tuple[Callable[[str, Names], tuple[tuple, dict]], ...]] = {
 }
 # Known failures, each to be removed when its cause is fixed (strict: an unexpected pass fails,
 # so the entry cannot outlive the fix).
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 
 def _cases(variants) -> list:
@@ -289,12 +434,59 @@ def _cases(variants) -> list:
 # --- checks ---------------------------------------------------------------------------------------
 
 # Keys whose strings plotly never renders as text.
-NOT_RENDERED = {"meta", "uid", "legendgroup", "ids", "colorscale", "type", "mode", "fill", "hoverinfo", "xref", "yref",
-                "xaxis", "yaxis", "anchor", "overlaying", "side", "symbol", "dash", "color", "fillcolor", "bgcolor",
-                "bordercolor", "family", "tickformat", "hoverformat", "categoryorder", "xanchor", "yanchor",
-                "orientation", "texttemplate", "hovertemplate_src", "autorange", "rangemode", "matches", "tickmode",
-                "ticks", "textposition", "hoveron", "valign", "align", "layer", "visible", "zerolinecolor",
-                "gridcolor", "linecolor", "tickcolor", "font", "template", "textangle", "line", "marker"}
+NOT_RENDERED = {
+    "meta",
+    "uid",
+    "legendgroup",
+    "ids",
+    "colorscale",
+    "type",
+    "mode",
+    "fill",
+    "hoverinfo",
+    "xref",
+    "yref",
+    "xaxis",
+    "yaxis",
+    "anchor",
+    "overlaying",
+    "side",
+    "symbol",
+    "dash",
+    "color",
+    "fillcolor",
+    "bgcolor",
+    "bordercolor",
+    "family",
+    "tickformat",
+    "hoverformat",
+    "categoryorder",
+    "xanchor",
+    "yanchor",
+    "orientation",
+    "texttemplate",
+    "hovertemplate_src",
+    "autorange",
+    "rangemode",
+    "matches",
+    "tickmode",
+    "ticks",
+    "textposition",
+    "hoveron",
+    "valign",
+    "align",
+    "layer",
+    "visible",
+    "zerolinecolor",
+    "gridcolor",
+    "linecolor",
+    "tickcolor",
+    "font",
+    "template",
+    "textangle",
+    "line",
+    "marker",
+}
 
 
 def strings(obj: Any, path: str = "") -> list[tuple[str, str]]:
@@ -304,8 +496,10 @@ def strings(obj: Any, path: str = "") -> list[tuple[str, str]]:
         for k, v in obj.items():
             if k in NOT_RENDERED and k not in ("font",):
                 if k in ("line", "marker"):  # their own strings are colours/symbols; colorbars hold titles
-                    out += strings({kk: vv for kk, vv in v.items() if kk == "colorbar"} if isinstance(v, dict) else {},
-                                   f"{path}.{k}")
+                    out += strings(
+                        {kk: vv for kk, vv in v.items() if kk == "colorbar"} if isinstance(v, dict) else {},
+                        f"{path}.{k}",
+                    )
                 continue
             out += strings(v, f"{path}.{k}")
     elif isinstance(obj, (list, tuple)):
@@ -346,8 +540,9 @@ def meta(fig: go.Figure) -> dict:
 def test_every_builder_has_a_fixture() -> None:
     found = set(builders())
     assert found, "no builders found"
-    assert not found - set(FIXTURES), (f"figure builders without input fixtures: {sorted(found - set(FIXTURES))} — "
-                                       f"add them to FIXTURES in {__name__}")
+    assert not found - set(FIXTURES), (
+        f"figure builders without input fixtures: {sorted(found - set(FIXTURES))} — add them to FIXTURES in {__name__}"
+    )
     assert not set(FIXTURES) - found, f"fixtures for builders that no longer exist: {sorted(set(FIXTURES) - found)}"
 
 
@@ -368,8 +563,11 @@ def test_builder_survives_missing_values(key, fx, variant) -> None:
     if variant == "full":
         assert not m.get("empty") and not m.get("missing"), f"{key}: complete data drawn as missing: {m}"
         return
-    says_why = m.get("empty") or (m.get("missing", 0) > 0 and any(
-        "no value" in (a.text or "") for a in fig.layout.annotations) or "no value" in str(fig.layout.title.text or ""))
+    says_why = m.get("empty") or (
+        m.get("missing", 0) > 0
+        and any("no value" in (a.text or "") for a in fig.layout.annotations)
+        or "no value" in str(fig.layout.title.text or "")
+    )
     assert says_why, f"{key}/{variant}: missing values are not explained (meta {m})"
     if variant == "all_none":  # nothing to mark: no ★ / ▼ / best marker on a grid of gaps
         marked = [t for t in fig.data if (t.meta or {}).get("kind") in ("best", "best_probe", "most_damaging")]

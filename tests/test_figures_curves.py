@@ -21,8 +21,7 @@ def test_one_mean_trace_per_family_per_facet():
     assert {t.meta["family"] for t in means} == set(FAMILIES)
     assert len(means) == 3 * len(FAMILIES)
     # one legend entry per family
-    assert sorted(t.name for t in means if t.showlegend) == sorted(
-        ["Transformer", "Mamba", "Mamba-2", "LSTM", "GRU"])
+    assert sorted(t.name for t in means if t.showlegend) == sorted(["Transformer", "Mamba", "Mamba-2", "LSTM", "GRU"])
 
 
 def test_ci_band_and_baseline_present():
@@ -70,8 +69,9 @@ def test_depth_axis_and_axis_titles():
 
 
 def test_pretrained_models_get_their_own_line_on_the_depth_axis():
-    rows = curve_rows(tasks=("dyck",)) + curve_rows(tasks=("dyck",), families=("transformer",), n_layers=12,
-                                                    pretrained="EleutherAI/pythia-160m")
+    rows = curve_rows(tasks=("dyck",)) + curve_rows(
+        tasks=("dyck",), families=("transformer",), n_layers=12, pretrained="EleutherAI/pythia-160m"
+    )
     fig = layerwise_curves(rows, x="depth")
     names = {t.name for t in _kinds(fig, "mean")}
     assert "pythia-160m (12 layers)" in names
@@ -81,8 +81,20 @@ def test_pretrained_models_get_their_own_line_on_the_depth_axis():
 
 def test_seed_traces_on_demand():
     rows = curve_rows(tasks=("parity",))
-    seeds = [{"task": r["task"], "family": r["family"], "eval_length": 40, "layer": r["layer"], "depth": r["depth"],
-              "n_layers": 4, "seed": s, "accuracy": r["mean"] + 0.01 * s} for r in rows for s in (0, 1, 2)]
+    seeds = [
+        {
+            "task": r["task"],
+            "family": r["family"],
+            "eval_length": 40,
+            "layer": r["layer"],
+            "depth": r["depth"],
+            "n_layers": 4,
+            "seed": s,
+            "accuracy": r["mean"] + 0.01 * s,
+        }
+        for r in rows
+        for s in (0, 1, 2)
+    ]
     fig = layerwise_curves(rows, seed_rows=seeds)
     st = _kinds(fig, "seed")
     assert len(st) == len(FAMILIES)  # all seeds of a family in one trace, separated by gaps
@@ -99,8 +111,21 @@ def test_empty_selection_gives_a_message_not_an_error():
 
 
 def test_position_curves():
-    rows = [{"task": "parity", "family": f, "eval_length": 120, "position": t, "mean": 0.9, "lo": 0.85, "hi": 0.95,
-             "n": 3, "majority_baseline": 0.5} for f in FAMILIES for t in range(1, 121)]
+    rows = [
+        {
+            "task": "parity",
+            "family": f,
+            "eval_length": 120,
+            "position": t,
+            "mean": 0.9,
+            "lo": 0.85,
+            "hi": 0.95,
+            "n": 3,
+            "majority_baseline": 0.5,
+        }
+        for f in FAMILIES
+        for t in range(1, 121)
+    ]
     fig = position_curves(rows)
     assert len(_kinds(fig, "mean")) == len(FAMILIES)
     assert len(_kinds(fig, "ci")) == len(FAMILIES)

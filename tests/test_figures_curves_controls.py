@@ -15,8 +15,9 @@ def _kinds(fig, kind):
 
 
 def _controls(rows):
-    return [{**r, "mean": 0.4 + 0.01 * r["layer"], "lo": None, "hi": None, "control": "init", "run_ids": [9]}
-            for r in rows]
+    return [
+        {**r, "mean": 0.4 + 0.01 * r["layer"], "lo": None, "hi": None, "control": "init", "run_ids": [9]} for r in rows
+    ]
 
 
 def test_a_dashed_control_line_per_family_in_its_colour_with_its_legend_entry():
@@ -29,7 +30,8 @@ def test_a_dashed_control_line_per_family_in_its_colour_with_its_legend_entry():
         assert t.line.color == FAMILY_COLORS[t.meta["family"]]
         assert list(t.y) == [0.4 + 0.01 * ly for ly in range(-1, 4)]
     assert sorted(t.name for t in ctrl if t.showlegend) == sorted(
-        f"{f} at initialisation" for f in ("Transformer", "Mamba", "Mamba-2", "LSTM", "GRU"))
+        f"{f} at initialisation" for f in ("Transformer", "Mamba", "Mamba-2", "LSTM", "GRU")
+    )
     assert not _kinds(layerwise_curves(rows), "control")
 
 
@@ -41,10 +43,29 @@ def test_control_legend_entry_once_across_facets():
 
 
 def test_type_accuracy_rows_average_over_seeds_and_skip_untyped_rows():
-    probes = [{"task": "dyck", "family": "lstm", "n_layers": 2, "eval_length": 40, "layer": 0, "seed": s,
-               "type_accuracy": {"open": 0.6 + 0.1 * s, "close": 0.9}} for s in (0, 1, 2)]
-    probes.append({"task": "parity", "family": "lstm", "n_layers": 2, "eval_length": 40, "layer": 0, "seed": 0,
-                   "type_accuracy": None})
+    probes = [
+        {
+            "task": "dyck",
+            "family": "lstm",
+            "n_layers": 2,
+            "eval_length": 40,
+            "layer": 0,
+            "seed": s,
+            "type_accuracy": {"open": 0.6 + 0.1 * s, "close": 0.9},
+        }
+        for s in (0, 1, 2)
+    ]
+    probes.append(
+        {
+            "task": "parity",
+            "family": "lstm",
+            "n_layers": 2,
+            "eval_length": 40,
+            "layer": 0,
+            "seed": 0,
+            "type_accuracy": None,
+        }
+    )
     out = {r["token_type"]: r for r in type_accuracy_rows(probes)}
     assert set(out) == {"open", "close"}
     assert abs(out["open"]["mean"] - 0.7) < 1e-9 and out["open"]["n"] == 3
@@ -54,20 +75,45 @@ def test_type_accuracy_rows_average_over_seeds_and_skip_untyped_rows():
 
 
 def test_type_interval_stays_inside_accuracy_range():
-    probes = [{"task": "dyck", "family": "gru", "n_layers": 1, "eval_length": 40, "layer": 0, "seed": s,
-               "type_accuracy": {"close": v}} for s, v in enumerate((1.0, 0.99, 0.6))]
+    probes = [
+        {
+            "task": "dyck",
+            "family": "gru",
+            "n_layers": 1,
+            "eval_length": 40,
+            "layer": 0,
+            "seed": s,
+            "type_accuracy": {"close": v},
+        }
+        for s, v in enumerate((1.0, 0.99, 0.6))
+    ]
     (r,) = token_type_rows(probes)
     assert r["hi"] <= 1.0 and r["lo"] >= 0.0
 
 
 def test_token_type_lines_drawn_per_family_and_type():
     rows = curve_rows(tasks=("dyck",), families=("lstm", "transformer"))
-    probes = [{"task": "dyck", "family": f, "n_layers": 4, "eval_length": 40, "layer": ly, "seed": 0,
-               "type_accuracy": {"open": 0.5, "close": 0.95}} for f in ("lstm", "transformer") for ly in range(-1, 4)]
+    probes = [
+        {
+            "task": "dyck",
+            "family": f,
+            "n_layers": 4,
+            "eval_length": 40,
+            "layer": ly,
+            "seed": 0,
+            "type_accuracy": {"open": 0.5, "close": 0.95},
+        }
+        for f in ("lstm", "transformer")
+        for ly in range(-1, 4)
+    ]
     fig = layerwise_curves(rows, type_rows=token_type_rows(probes))
     tt = _kinds(fig, "token_type")
     assert sorted((t.meta["family"], t.meta["token_type"]) for t in tt) == [
-        ("lstm", "close"), ("lstm", "open"), ("transformer", "close"), ("transformer", "open")]
+        ("lstm", "close"),
+        ("lstm", "open"),
+        ("transformer", "close"),
+        ("transformer", "open"),
+    ]
     assert {t.name for t in tt} >= {"LSTM · open tokens", "Transformer · close tokens"}
     assert len({t.line.dash for t in tt}) == 2  # open and close apart
 

@@ -6,12 +6,25 @@ from dashboard.pages.patching import default_layer, untrained_banner
 
 
 def _rows(site="state", n_layers=2, L=10, p=3, none=False):
-    return [{"site": site, "layer": ly, "position": t, "eval_length": L, "corrupt_position": p,
-             "recovery": None if none else (1.0 if t >= p and ly == n_layers - 1 else 0.1 * ly),
-             "recovery_lo": None if none else 0.0, "recovery_hi": None if none else 1.0, "ld_clean": 4.0,
-             "ld_corrupted": -4.0, "n_pairs": 3 if none else 120, "n_dropped": 125 if none else 8,
-             "note": "only 3 of 128 pairs have |LD_clean − LD_corrupted| ≥ 0.1 logits; need 8" if none else None}
-            for ly in range(n_layers) for t in range(L)]
+    return [
+        {
+            "site": site,
+            "layer": ly,
+            "position": t,
+            "eval_length": L,
+            "corrupt_position": p,
+            "recovery": None if none else (1.0 if t >= p and ly == n_layers - 1 else 0.1 * ly),
+            "recovery_lo": None if none else 0.0,
+            "recovery_hi": None if none else 1.0,
+            "ld_clean": 4.0,
+            "ld_corrupted": -4.0,
+            "n_pairs": 3 if none else 120,
+            "n_dropped": 125 if none else 8,
+            "note": "only 3 of 128 pairs have |LD_clean − LD_corrupted| ≥ 0.1 logits; need 8" if none else None,
+        }
+        for ly in range(n_layers)
+        for t in range(L)
+    ]
 
 
 def _kind(fig, kind):

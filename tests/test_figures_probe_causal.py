@@ -26,8 +26,14 @@ def test_heatmap_layers_by_measures():
     assert len(acc.z) == 6 and len(drop.z) == 6
     assert acc.meta["columns"][0] == "probe"
     assert "refit:project_out" in acc.meta["columns"]
-    assert drop.meta["columns"] == ["drop:project_out", "drop:inlp", "drop:leace", "drop:pca_top_k", "drop:mean",
-                                    "drop:conv1d_removal"]
+    assert drop.meta["columns"] == [
+        "drop:project_out",
+        "drop:inlp",
+        "drop:leace",
+        "drop:pca_top_k",
+        "drop:mean",
+        "drop:conv1d_removal",
+    ]
     assert len(drop.z[0]) == 6
     assert drop.zmid == 0
 
@@ -61,8 +67,10 @@ def test_escapes_run_names_in_titles():
 
 
 def test_decoupling_summary():
-    runs = [{"id": 1, "name": "a", "family": "transformer", "task": "parity", "seed": 0, "n_layers": 4},
-            {"id": 2, "name": "b", "family": "lstm", "task": "parity", "seed": 0, "n_layers": 4}]
+    runs = [
+        {"id": 1, "name": "a", "family": "transformer", "task": "parity", "seed": 0, "n_layers": 4},
+        {"id": 2, "name": "b", "family": "lstm", "task": "parity", "seed": 0, "n_layers": 4},
+    ]
     probes = probe_rows(1, best=3) + probe_rows(2, best=3)
     interventions = intervention_rows(1, damaging=1) + intervention_rows(2, damaging=3)
     # LEACE removed the variable (refit at the majority rate); claim 4's rule decides (changed:
@@ -81,8 +89,10 @@ def test_decoupling_summary_follows_claim_4_not_removed_and_ties():
     removed, so no run counts as decoupled: the summary says "not removed", as /claims does."""
     from science import claims as C
 
-    runs = [{"id": 1, "name": "a", "family": "transformer", "task": "parity", "seed": 0, "n_layers": 4},
-            {"id": 2, "name": "b", "family": "lstm", "task": "parity", "seed": 0, "n_layers": 4}]
+    runs = [
+        {"id": 1, "name": "a", "family": "transformer", "task": "parity", "seed": 0, "n_layers": 4},
+        {"id": 2, "name": "b", "family": "lstm", "task": "parity", "seed": 0, "n_layers": 4},
+    ]
     probes = probe_rows(1, best=3) + probe_rows(2, best=3)
     interventions = intervention_rows(1, damaging=1) + intervention_rows(2, damaging=3)
     pts = decoupling_points(runs, probes, interventions, method="project_out")
@@ -106,8 +116,10 @@ def test_decoupling_summary_follows_claim_4_not_removed_and_ties():
 
 def test_heatmap_marks_ties_and_no_most_damaging_cell_without_a_significant_drop():
     flat = [{**p, "accuracy": 1.0 if p["layer"] <= 2 else 0.9} for p in probe_rows()]
-    ns = [{**r, "significant": False, "p_holm": 0.9, "delta_pp": 0.0 if r["layer"] == 0 else -1.0}
-          for r in intervention_rows(conv1d=False)]
+    ns = [
+        {**r, "significant": False, "p_holm": 0.9, "delta_pp": 0.0 if r["layer"] == 0 else -1.0}
+        for r in intervention_rows(conv1d=False)
+    ]
     fig = probe_causal_heatmap(flat, ns, eval_length=40, n_layers=4)
     best = _by_kind(fig, "best_probe")[0]
     assert best.meta["tie"] == [-1, 0, 1, 2] and "tie" in best.name
@@ -120,8 +132,10 @@ def test_heatmap_marks_ties_and_no_most_damaging_cell_without_a_significant_drop
 
 
 def test_patching_heatmaps_side_by_side():
-    grids = [{"title": "run <b>1</b>", "run_id": 1, "rows": patching_rows(1)},
-             {"title": "run 2", "run_id": 2, "rows": patching_rows(2, positions=[20])}]
+    grids = [
+        {"title": "run <b>1</b>", "run_id": 1, "rows": patching_rows(1)},
+        {"title": "run 2", "run_id": 2, "rows": patching_rows(2, positions=[20])},
+    ]
     fig = patching_heatmaps(grids, eval_length=40)
     hms = [t for t in fig.data if t.type == "heatmap"]
     assert len(hms) == 2

@@ -19,8 +19,19 @@ def _cell(hm, layer_label, column):
 
 
 def test_drops_read_beyond_random_removal_with_the_random_interval_in_hover():
-    edits = [{**r, "random_delta_pp": -4.0, "random_delta_lo": -6.0, "random_delta_hi": -2.5, "random_draws": 5,
-              "rank_removed": 2} if r["method"] == "leace" else r for r in intervention_rows(conv1d=False)]
+    edits = [
+        {
+            **r,
+            "random_delta_pp": -4.0,
+            "random_delta_lo": -6.0,
+            "random_delta_hi": -2.5,
+            "random_draws": 5,
+            "rank_removed": 2,
+        }
+        if r["method"] == "leace"
+        else r
+        for r in intervention_rows(conv1d=False)
+    ]
     table = probe_causal_table(probe_rows(), edits)
     leace1 = next(r for r in table if r["measure"] == "drop:leace" and r["layer"] == 1)
     assert leace1["value"] == -20.0 - (-4.0) and leace1["delta_raw_pp"] == -20.0 and leace1["beyond_random"]
@@ -65,7 +76,9 @@ def test_ties_are_marked_on_the_causal_side():
             r["significant"] = True
     fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4)
     hm = _drop_heatmap(fig)
-    marked = [hm.y[i] for i, row in enumerate(hm.text) if row[list(hm.meta["columns"]).index("drop:mean")].startswith("▼")]
+    marked = [
+        hm.y[i] for i, row in enumerate(hm.text) if row[list(hm.meta["columns"]).index("drop:mean")].startswith("▼")
+    ]
     assert marked == ["1", "2", "3"]
     legend = next(t for t in fig.data if (t.meta or {}).get("kind") == "most_damaging")
     assert legend.meta["ties"]["drop:mean"] == [1, 2, 3] and "a tie" in legend.name
@@ -88,12 +101,43 @@ def test_a_notice_when_the_view_mixes_measurement_settings():
 
 
 def test_decoupling_grid_coloured_by_count_with_n_shown():
-    pts = [{"run_id": 1, "family": "transformer", "task": "dyck", "best_layer": 0, "near_best_layers": [0],
-            "damage_layer": 2, "status": "decoupled", "decoupled": True}]
-    pts += [{"run_id": i, "family": "transformer", "task": "dyck", "best_layer": 0, "near_best_layers": [0],
-             "damage_layer": None, "status": "not removed", "decoupled": None} for i in (2, 3)]
-    pts += [{"run_id": 4, "family": "lstm", "task": "dyck", "best_layer": 1, "near_best_layers": [1],
-             "damage_layer": 1, "status": "not decoupled", "decoupled": False}]
+    pts = [
+        {
+            "run_id": 1,
+            "family": "transformer",
+            "task": "dyck",
+            "best_layer": 0,
+            "near_best_layers": [0],
+            "damage_layer": 2,
+            "status": "decoupled",
+            "decoupled": True,
+        }
+    ]
+    pts += [
+        {
+            "run_id": i,
+            "family": "transformer",
+            "task": "dyck",
+            "best_layer": 0,
+            "near_best_layers": [0],
+            "damage_layer": None,
+            "status": "not removed",
+            "decoupled": None,
+        }
+        for i in (2, 3)
+    ]
+    pts += [
+        {
+            "run_id": 4,
+            "family": "lstm",
+            "task": "dyck",
+            "best_layer": 1,
+            "near_best_layers": [1],
+            "damage_layer": 1,
+            "status": "not decoupled",
+            "decoupled": False,
+        }
+    ]
     fig = decoupling_summary(pts)
     hm = fig.data[0]
     assert hm.z[0][0] == 1 and hm.zmax == 3  # a count, on a scale up to the largest cell's n
@@ -103,11 +147,23 @@ def test_decoupling_grid_coloured_by_count_with_n_shown():
 
 
 def test_captions_name_run_suite_and_summary_scope():
-    run = {"id": 7, "suite": "paper", "family": "lstm", "task": "dyck", "seed": 0, "d_model": 64,
-           "config_hash": "1a2b3c4d5e6f", "control": None}
+    run = {
+        "id": 7,
+        "suite": "paper",
+        "family": "lstm",
+        "task": "dyck",
+        "seed": 0,
+        "d_model": 64,
+        "config_hash": "1a2b3c4d5e6f",
+        "control": None,
+    }
     assert heatmap_prefix(run) == "Run #7 · suite paper · LSTM × Dyck, seed 0 · d_model 64 · config 1a2b3c4d5e"
-    text = summary_caption({"method": "auto", "task": "dyck", "family": None, "seed": None, "length": 40,
-                            "trained": True}, n_runs=12, beyond=30, n_edits=60)
+    text = summary_caption(
+        {"method": "auto", "task": "dyck", "family": None, "seed": None, "length": 40, "trained": True},
+        n_runs=12,
+        beyond=30,
+        n_edits=60,
+    )
     assert "12 runs (Dyck) · L=40" in text and "30 of 60 edit rows read beyond" in text and "trained runs only" in text
 
 

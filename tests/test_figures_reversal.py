@@ -21,16 +21,31 @@ def test_matrix_shape_text_and_ci():
 
 def test_reversal_pairs_follow_spec():
     P = lambda f, t, c: {"family": f, "task": t, "profile_class": c}  # noqa: E731
-    partial = find_reversals([P("transformer", "parity", "gradual"), P("lstm", "parity", "late"),
-                              P("transformer", "dyck", "early"), P("lstm", "dyck", "gradual")])
+    partial = find_reversals(
+        [
+            P("transformer", "parity", "gradual"),
+            P("lstm", "parity", "late"),
+            P("transformer", "dyck", "early"),
+            P("lstm", "dyck", "gradual"),
+        ]
+    )
     assert len(partial) == 1 and partial[0]["kind"] == "partial" and partial[0]["shared_class"] == ["gradual"]
-    full = find_reversals([P("a", "parity", "late"), P("b", "parity", "early"),
-                           P("a", "dyck", "early"), P("b", "dyck", "late")])
+    full = find_reversals(
+        [P("a", "parity", "late"), P("b", "parity", "early"), P("a", "dyck", "early"), P("b", "dyck", "late")]
+    )
     assert full[0]["kind"] == "full"
-    assert find_reversals([P("a", "parity", "late"), P("b", "parity", "late"),
-                           P("a", "dyck", "early"), P("b", "dyck", "late")]) == []
-    assert find_reversals([P("a", "parity", "flat"), P("b", "parity", "late"),
-                           P("a", "dyck", "late"), P("b", "dyck", "flat")]) == []
+    assert (
+        find_reversals(
+            [P("a", "parity", "late"), P("b", "parity", "late"), P("a", "dyck", "early"), P("b", "dyck", "late")]
+        )
+        == []
+    )
+    assert (
+        find_reversals(
+            [P("a", "parity", "flat"), P("b", "parity", "late"), P("a", "dyck", "late"), P("b", "dyck", "flat")]
+        )
+        == []
+    )
 
 
 def test_s3_distance_groups_with_parity():

@@ -21,8 +21,9 @@ def _with_controls(rows):
 
 def _cell(fig, family_label, task_label):
     hm = fig.data[0]
-    return hm.text[list(hm.y).index(family_label)][list(hm.x).index(task_label)], \
-        hm.customdata[list(hm.y).index(family_label)][list(hm.x).index(task_label)]
+    return hm.text[list(hm.y).index(family_label)][list(hm.x).index(task_label)], hm.customdata[
+        list(hm.y).index(family_label)
+    ][list(hm.x).index(task_label)]
 
 
 def test_control_adjusted_class_and_fragility_shown_where_stored():
@@ -47,10 +48,15 @@ def test_a_fragile_class_against_the_control_is_flagged_on_its_own_line():
 
 
 def test_intervals_stay_inside_the_metric_range():
-    p = {"n_layers": 4, "metrics": {"depth_first_95": {"mean": 0.05, "lo": -0.10, "hi": 0.2, "n": 3},
-                                    "first_95": {"mean": -0.8, "lo": -1.3, "hi": -0.2, "n": 3},
-                                    "best_layer": {"mean": 2.9, "lo": 1.5, "hi": 4.2, "n": 3},
-                                    "auc": {"mean": 0.97, "lo": 0.9, "hi": 1.05, "n": 3}}}
+    p = {
+        "n_layers": 4,
+        "metrics": {
+            "depth_first_95": {"mean": 0.05, "lo": -0.10, "hi": 0.2, "n": 3},
+            "first_95": {"mean": -0.8, "lo": -1.3, "hi": -0.2, "n": 3},
+            "best_layer": {"mean": 2.9, "lo": 1.5, "hi": 4.2, "n": 3},
+            "auc": {"mean": 0.97, "lo": 0.9, "hi": 1.05, "n": 3},
+        },
+    }
     assert metric(p, "first_95") == {"mean": 0.05, "lo": 0.0, "hi": 0.2}  # the normalised depth, not the index
     assert metric(p, "best_layer")["hi"] == 3.0 and metric(p, "best_layer")["lo"] == 1.5
     assert metric(p, "auc")["hi"] == 1.0
@@ -63,8 +69,13 @@ def test_csv_columns_and_caption():
     rows = _with_controls(profile_rows())
     lstm = next(p for p in rows if p["family"] == "lstm" and p["task"] == "dyck")
     cols = control_csv_columns(lstm)
-    assert cols == {"control_class": "late", "control_class_votes": "3 late", "stable": False,
-                    "stability_agree": 41, "stability_of": 81}
+    assert cols == {
+        "control_class": "late",
+        "control_class_votes": "3 late",
+        "stable": False,
+        "stability_agree": 41,
+        "stability_of": 81,
+    }
     assert control_csv_columns({})["control_class"] is None
     text = matrix_caption(rows, {"length": 40, "trained": True, "suite": None})
     assert text.startswith("Suite paper · L=40 (in-distribution) · 3 seeds per cell · trained runs only")

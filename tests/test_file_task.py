@@ -191,8 +191,10 @@ def test_upload_on_the_api_then_a_job_names_it(api, tmp_path):
 
     good = write_jsonl(tmp_path / "p.jsonl", parity_rows(10)).read_bytes()
     c = api.client
-    r = c.post("/api/tasks", json={"name": "uploaded", "filename": "p.jsonl",
-                                   "content_base64": base64.b64encode(good).decode()})
+    r = c.post(
+        "/api/tasks",
+        json={"name": "uploaded", "filename": "p.jsonl", "content_base64": base64.b64encode(good).decode()},
+    )
     assert r.status_code == 201, r.text
     assert r.json()["n_rows"] == 20 and r.json()["lengths"] == [L]
     assert (api.settings.resolved_store_dir / "tasks" / f"{r.json()['sha256']}.json").is_file()
@@ -201,11 +203,20 @@ def test_upload_on_the_api_then_a_job_names_it(api, tmp_path):
     rows = parity_rows(10)
     rows[1]["labels"] = rows[1]["labels"][:3]
     bad = write_jsonl(tmp_path / "bad.jsonl", rows).read_bytes()
-    r = c.post("/api/tasks", json={"name": "bad", "filename": "bad.jsonl",
-                                   "content_base64": base64.b64encode(bad).decode()})
+    r = c.post(
+        "/api/tasks", json={"name": "bad", "filename": "bad.jsonl", "content_base64": base64.b64encode(bad).decode()}
+    )
     assert r.status_code == 422 and "row 2: 24 tokens but 3 labels" in r.text
-    r = c.post("/api/tasks", json={"name": "uploaded", "filename": "q.jsonl", "content_base64": base64.b64encode(
-        write_jsonl(tmp_path / "q.jsonl", parity_rows(10, seed=3)).read_bytes()).decode()})
+    r = c.post(
+        "/api/tasks",
+        json={
+            "name": "uploaded",
+            "filename": "q.jsonl",
+            "content_base64": base64.b64encode(
+                write_jsonl(tmp_path / "q.jsonl", parity_rows(10, seed=3)).read_bytes()
+            ).decode(),
+        },
+    )
     assert r.status_code == 422 and "already bound" in r.text
     job = c.post("/api/jobs", json={"kind": "train", "params": {"family": "gru", "task": "uploaded", "max_steps": 2}})
     assert job.status_code in (201, 202), job.text
@@ -220,9 +231,23 @@ def test_follow_up_patch_job_uses_the_files_length(tmp_path):
     from worker.pipeline import local_env, patch, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
-    TaskStore(tmp_path / "store" / "tasks").add(parse_task_file(write_jsonl(tmp_path / "p.jsonl", parity_rows())), "par")
-    run_id = train(TrainParams(family="gru", task="par", n_layers=1, d_model=8, max_steps=2, batch_size=8, eval_every=2,
-                               n_eval_sequences=16, measure=None), env)
+    TaskStore(tmp_path / "store" / "tasks").add(
+        parse_task_file(write_jsonl(tmp_path / "p.jsonl", parity_rows())), "par"
+    )
+    run_id = train(
+        TrainParams(
+            family="gru",
+            task="par",
+            n_layers=1,
+            d_model=8,
+            max_steps=2,
+            batch_size=8,
+            eval_every=2,
+            n_eval_sequences=16,
+            measure=None,
+        ),
+        env,
+    )
     job = PatchParams(run_id=run_id, n_pairs=4, sites=["resid_post"])
     assert patch(job, env) == run_id
     with env.session_factory() as s:
@@ -242,10 +267,20 @@ def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
     TaskStore(tmp_path / "store" / "tasks").add(task_file, "lone")
     with pytest.raises(ValueError, match="cannot be patched"):
         get_task("lone").corruption_pairs(L, 4, seed=0)
-    run_id = train(TrainParams(family="gru", task="lone", n_layers=1, d_model=8, max_steps=2, batch_size=8,
-                               eval_every=2, n_eval_sequences=16,
-                               measure=MeasureParams(n_probe_sequences=24, n_permutations=100, n_patch_pairs=4,
-                                                     methods=["mean"])), env)
+    run_id = train(
+        TrainParams(
+            family="gru",
+            task="lone",
+            n_layers=1,
+            d_model=8,
+            max_steps=2,
+            batch_size=8,
+            eval_every=2,
+            n_eval_sequences=16,
+            measure=MeasureParams(n_probe_sequences=24, n_permutations=100, n_patch_pairs=4, methods=["mean"]),
+        ),
+        env,
+    )
     with env.session_factory() as s:
         assert s.get(Run, run_id).status == "complete"
         assert s.scalars(select(ProbeResult).where(ProbeResult.run_id == run_id)).first() is not None

@@ -99,16 +99,22 @@ GRAPH: dict[str, set[str]] = {
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_imports_point_down(package: str) -> None:
-    bad = [f"{p.relative_to(ROOT)}:{line} imports {name}"
-           for p in modules(package) for line, name in project_imports(p)
-           if name.split(".")[0] not in ALLOWED[package] | {package}]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {name}"
+        for p in modules(package)
+        for line, name in project_imports(p)
+        if name.split(".")[0] not in ALLOWED[package] | {package}
+    ]
     assert not bad, "imports that point up or sideways:\n" + "\n".join(bad)
 
 
 def test_dashboard_imports_only_listed_modules() -> None:
-    bad = [f"{p.relative_to(ROOT)}:{line} imports {name}"
-           for p in modules("dashboard") for line, name in project_imports(p)
-           if name.split(".")[0] != "dashboard" and owner(name) not in DASHBOARD_MAY_IMPORT]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line} imports {name}"
+        for p in modules("dashboard")
+        for line, name in project_imports(p)
+        if name.split(".")[0] != "dashboard" and owner(name) not in DASHBOARD_MAY_IMPORT
+    ]
     assert not bad, "the dashboard imports a module outside DASHBOARD_MAY_IMPORT:\n" + "\n".join(bad)
 
 
@@ -125,20 +131,32 @@ def reach(start: set[str]) -> set[str]:
 def test_nothing_the_dashboard_reaches_imports_torch() -> None:
     # every project module the dashboard can load, lazy imports included, read for third-party imports
     reached = reach({m for m in MODULES if m.split(".")[0] == "dashboard"})
-    bad = sorted(f"{MODULES[m].relative_to(ROOT)}:{line} imports {name}" for m in reached
-                 for line, name in imports(MODULES[m]) if name.split(".")[0] in DASHBOARD_NEVER)
+    bad = sorted(
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {name}"
+        for m in reached
+        for line, name in imports(MODULES[m])
+        if name.split(".")[0] in DASHBOARD_NEVER
+    )
     assert not bad, "modules the dashboard reaches import the heavy stack:\n" + "\n".join(bad)
 
 
 def test_dashboard_process_has_no_torch() -> None:
     # the real thing: build the app with every page (pages load lazily) in a fresh interpreter
-    code = ("import sys, dashboard.app\n"
-            "from dashboard.all_pages import PAGES\n"
-            "assert len(PAGES) == 8, len(PAGES)\n"
-            "dashboard.app.create_dash('http://127.0.0.1:9')\n"
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(DASHBOARD_NEVER)!r}))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys, dashboard.app\n"
+        "from dashboard.all_pages import PAGES\n"
+        "assert len(PAGES) == 8, len(PAGES)\n"
+        "dashboard.app.create_dash('http://127.0.0.1:9')\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(DASHBOARD_NEVER)!r}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -203,8 +221,9 @@ def test_no_import_circle_between_modules() -> None:
 
 
 def test_no_cycle_between_packages() -> None:
-    edges = {pkg: {name.split(".")[0] for p in modules(pkg) for _, name in project_imports(p)} - {pkg}
-             for pkg in ALLOWED}
+    edges = {
+        pkg: {name.split(".")[0] for p in modules(pkg) for _, name in project_imports(p)} - {pkg} for pkg in ALLOWED
+    }
     seen: dict[str, int] = {}  # 1 = on the stack, 2 = done
 
     def visit(pkg: str, stack: list[str]) -> None:

@@ -37,7 +37,10 @@ def test_every_service_has_a_health_check(compose) -> None:
 def test_environment_points_at_the_lab_services(compose) -> None:
     for name in ("api", "worker"):
         env = compose["services"][name]["environment"]
-        assert env["LAYERSCOPE_DB_URL"].startswith("postgresql+psycopg://") and "@postgres:5432/" in env["LAYERSCOPE_DB_URL"]
+        assert (
+            env["LAYERSCOPE_DB_URL"].startswith("postgresql+psycopg://")
+            and "@postgres:5432/" in env["LAYERSCOPE_DB_URL"]
+        )
         assert env["LAYERSCOPE_QUEUE_URL"].startswith("redis://redis:6379")
         assert env["LAYERSCOPE_STORE_DIR"] == "/store"
         deps = compose["services"][name]["depends_on"]

@@ -36,12 +36,22 @@ class Deployment:
         self.tmp = tmp
         # a slow heartbeat on a loaded machine must not get a job reaped (the one test about
         # the reaper sets a short staleness itself)
-        self.env = {**os.environ, **LAB_SETTINGS, "LAYERSCOPE_STALE_AFTER_SECONDS": "60", "PYTHONPATH": str(ROOT),
-                    "LAYERSCOPE_HOME": str(tmp / "home"), "LAYERSCOPE_STORE_DIR": str(tmp / "store"),
-                    "LAYERSCOPE_DB_URL": f"sqlite:///{tmp / 'lab.db'}",
-                    "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp / 'queue.db'}"}
-        self.settings = Settings(_env_file=None, db_url=self.env["LAYERSCOPE_DB_URL"],
-                                 queue_url=self.env["LAYERSCOPE_QUEUE_URL"], home=tmp / "home")
+        self.env = {
+            **os.environ,
+            **LAB_SETTINGS,
+            "LAYERSCOPE_STALE_AFTER_SECONDS": "60",
+            "PYTHONPATH": str(ROOT),
+            "LAYERSCOPE_HOME": str(tmp / "home"),
+            "LAYERSCOPE_STORE_DIR": str(tmp / "store"),
+            "LAYERSCOPE_DB_URL": f"sqlite:///{tmp / 'lab.db'}",
+            "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp / 'queue.db'}",
+        }
+        self.settings = Settings(
+            _env_file=None,
+            db_url=self.env["LAYERSCOPE_DB_URL"],
+            queue_url=self.env["LAYERSCOPE_QUEUE_URL"],
+            home=tmp / "home",
+        )
         init_db(self.settings.resolved_db_url)
         self.engine = make_engine(self.settings.resolved_db_url)
         self.factory = make_sessionmaker(self.engine)
@@ -50,24 +60,38 @@ class Deployment:
         self.n_logs = 0
 
     def submit_train(self, seed: int, max_steps: int) -> int:
-        params = TrainParams(family="lstm", task="parity", seed=seed, n_layers=2, max_steps=max_steps,
-                             measure={"eval_lengths": [40, 60]})
+        params = TrainParams(
+            family="lstm", task="parity", seed=seed, n_layers=2, max_steps=max_steps, measure={"eval_lengths": [40, 60]}
+        )
         return submit(self.factory, self.queue, "train", params)
 
     def supervisor(self, *args: str, **env: str) -> subprocess.Popen:
         """``layerscope worker --concurrency 2 …`` in its own process group (as a shell runs it)."""
         self.n_logs += 1
         log = open(self.tmp / f"workers{self.n_logs}.log", "wb")  # noqa: SIM115 - owned by the process
-        cmd = [sys.executable, "-m", "backend.cli", "worker", "--concurrency", "2", "--device", "cpu",
-               "--executor", PACKING_EXECUTOR, *args]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "backend.cli",
+            "worker",
+            "--concurrency",
+            "2",
+            "--device",
+            "cpu",
+            "--executor",
+            PACKING_EXECUTOR,
+            *args,
+        ]
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
     def logs(self) -> str:
-        return "\n".join((self.tmp / f"workers{i}.log").read_text(errors="replace")[-4000:]
-                         for i in range(1, self.n_logs + 1))
+        return "\n".join(
+            (self.tmp / f"workers{i}.log").read_text(errors="replace")[-4000:] for i in range(1, self.n_logs + 1)
+        )
 
     def jobs(self, *ids: int) -> list[Job]:
         with self.factory() as s:
@@ -127,8 +151,7 @@ def test_threads_per_slot_and_slot_names() -> None:
 
 def test_two_slots_run_two_jobs_at_once(dep: Deployment) -> None:
     ids = (dep.submit_train(0, 5), dep.submit_train(1, 5))
-    proc = dep.supervisor("--name", "pk", "--max-jobs", "1", LAYERSCOPE_FAKE_RENDEZVOUS="2",
-                          CUDA_VISIBLE_DEVICES="3")
+    proc = dep.supervisor("--name", "pk", "--max-jobs", "1", LAYERSCOPE_FAKE_RENDEZVOUS="2", CUDA_VISIBLE_DEVICES="3")
     assert wait_exit(dep, proc) == 0, dep.logs()  # each slot ran one job, then the supervisor ended
     jobs = dep.jobs(*ids)
     assert [(j.state, j.attempt) for j in jobs] == [("succeeded", 1)] * 2, dep.logs()
@@ -156,8 +179,11 @@ def test_stopping_the_supervisor_stops_every_slot_and_hands_the_jobs_back(dep: D
         proc.kill()
     rc = wait_exit(dep, proc)
     assert rc == (-signal.SIGKILL if how.startswith("kill") else 0), dep.logs()
-    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in slots),
-             "the slots to stop", on_fail=dep.logs)
+    wait_for(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in slots),
+        "the slots to stop",
+        on_fail=dep.logs,
+    )
     jobs = dep.jobs(*ids)
     assert [(j.state, j.attempt, j.worker) for j in jobs] == [("queued", 0, None)] * 2, dep.logs()
     assert dep.queue.pending_ids() >= set(ids)
@@ -176,8 +202,14 @@ def test_a_slot_killed_outright_is_started_again_and_its_job_reruns(dep: Deploym
     slots = psutil.Process(proc.pid).children()
     victim = next(p for p in slots if victim_name in p.cmdline())
     victim.kill()  # an OOM kill
-    wait_for(lambda: len(psutil.Process(proc.pid).children()) == 2 and victim.pid not in
-             {p.pid for p in psutil.Process(proc.pid).children()}, "the slot to be started again", on_fail=dep.logs)
+    wait_for(
+        lambda: (
+            len(psutil.Process(proc.pid).children()) == 2
+            and victim.pid not in {p.pid for p in psutil.Process(proc.pid).children()}
+        ),
+        "the slot to be started again",
+        on_fail=dep.logs,
+    )
     wait_for(lambda: dep.jobs(job_id)[0].state == "succeeded", "the job to re-run", on_fail=dep.logs)
     assert dep.jobs(job_id)[0].attempt >= 2 and dep.count(Run) == 1, dep.logs()  # re-run, results once
     proc.send_signal(signal.SIGTERM)
@@ -199,8 +231,9 @@ def cli_env(tmp_path, monkeypatch):
 
 
 def test_suite_submit_enqueues_a_job_that_workers_run(cli_env, capsys) -> None:
-    assert main(["suite", "--preset", "smoke", "--family", "gru", "--family", "lstm", "--task", "parity",
-                 "--submit"]) == 0
+    assert (
+        main(["suite", "--preset", "smoke", "--family", "gru", "--family", "lstm", "--task", "parity", "--submit"]) == 0
+    )
     out = capsys.readouterr()
     job_id = int(out.out.strip())
     assert f"job {job_id} (2 train job(s))" in out.err

@@ -15,8 +15,9 @@ def _train(seed: int) -> TrainParams:
 
 def test_a_persons_job_overtakes_a_background_suites_queue(api) -> None:
     background = [submit(api.factory, api.queue, "train", _train(s)) for s in range(3)]  # the demo's suite
-    r = api.client.post("/api/jobs", json={"kind": "train", "params": {"family": "gru", "task": "dyck",
-                                                                       "max_steps": 2}})
+    r = api.client.post(
+        "/api/jobs", json={"kind": "train", "params": {"family": "gru", "task": "dyck", "max_steps": 2}}
+    )
     assert r.status_code == 201
     mine = r.json()["id"]
     with api.factory() as s:
@@ -26,8 +27,9 @@ def test_a_persons_job_overtakes_a_background_suites_queue(api) -> None:
 
 
 def test_a_persons_suite_passes_its_priority_to_its_runs_and_requeues_keep_it(api) -> None:
-    r = api.client.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "families": ["gru"],
-                                                                       "tasks": ["parity"]}})
+    r = api.client.post(
+        "/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "families": ["gru"], "tasks": ["parity"]}}
+    )
     suite_id = r.json()["id"]
     assert api.queue.dequeue() == suite_id
     with api.factory() as s:

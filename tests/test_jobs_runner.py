@@ -9,18 +9,17 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
+from science.context import JobCancelled
 from store import jobs as J
 from store.models import Job, ProbeResult, Run, utcnow
 from tests.conftest import FAKE_EXECUTOR
-from science.context import JobCancelled
 from worker.params import SuiteParams, TrainParams
 from worker.queue import JobQueue, reap, requeue_orphans, submit
 from worker.runner import Runner, load_executor
 
 
 def train_params(**kw) -> TrainParams:
-    base = dict(family="lstm", task="parity", seed=0, n_layers=2, max_steps=3,
-                measure={"eval_lengths": [40, 60]})
+    base = dict(family="lstm", task="parity", seed=0, n_layers=2, max_steps=3, measure={"eval_lengths": [40, 60]})
     base.update(kw)
     return TrainParams(**base)
 
@@ -28,8 +27,9 @@ def train_params(**kw) -> TrainParams:
 @pytest.fixture
 def env(db_factory):
     settings, factory = db_factory
-    settings = settings.model_copy(update=dict(heartbeat_seconds=0.05, stale_after_seconds=1.0,
-                                               reap_every_seconds=0.1, worker_poll_seconds=0.02))
+    settings = settings.model_copy(
+        update=dict(heartbeat_seconds=0.05, stale_after_seconds=1.0, reap_every_seconds=0.1, worker_poll_seconds=0.02)
+    )
     queue = JobQueue.from_settings(settings)
     queue.flush()
     return settings, factory, queue
@@ -37,8 +37,14 @@ def env(db_factory):
 
 def runner(env, executor=None, name="w1") -> Runner:
     settings, factory, queue = env
-    return Runner(settings, device="cpu", name=name, executor=executor or load_executor(FAKE_EXECUTOR),
-                  session_factory=factory, queue=queue)
+    return Runner(
+        settings,
+        device="cpu",
+        name=name,
+        executor=executor or load_executor(FAKE_EXECUTOR),
+        session_factory=factory,
+        queue=queue,
+    )
 
 
 def job(factory, job_id) -> Job:
@@ -242,9 +248,21 @@ def test_a_suite_queued_before_runs_of_other_settings_landed_fails_with_the_reas
     job_id = submit(factory, queue, "suite", SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"]))
     with factory() as s:  # meanwhile the same cell lands with another budget (an import, another client)
         for t in expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], max_seconds=75)):
-            persist.save_run(s, name="r", suite=t.suite, family=t.family, task=t.task, seed=t.seed, n_layers=t.n_layers,
-                             d_model=8, n_params=100, config_hash=t.run_hash(), train_config=t.run_config(),
-                             loss_curve=[], behaviour={})
+            persist.save_run(
+                s,
+                name="r",
+                suite=t.suite,
+                family=t.family,
+                task=t.task,
+                seed=t.seed,
+                n_layers=t.n_layers,
+                d_model=8,
+                n_params=100,
+                config_hash=t.run_hash(),
+                train_config=t.run_config(),
+                loss_curve=[],
+                behaviour={},
+            )
     assert runner(env).run_one(queue.dequeue()) == "failed"
     j = job(factory, job_id)
     assert "SuiteSettingsConflict" in j.error and "another suite name" in j.error

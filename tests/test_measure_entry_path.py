@@ -13,12 +13,33 @@ from worker.params import InterveneParams, MeasureParams, TrainParams
 from worker.pipeline import intervene, local_env, train
 
 TRAIN_LENGTH = 12  # not the default 40 the suite path used to fit at
-MEASURE = dict(eval_lengths=[TRAIN_LENGTH, 16], n_probe_sequences=40, methods=["mean", "project_out"],
-               conv1d=False, n_permutations=100)
+MEASURE = dict(
+    eval_lengths=[TRAIN_LENGTH, 16],
+    n_probe_sequences=40,
+    methods=["mean", "project_out"],
+    conv1d=False,
+    n_permutations=100,
+)
 # columns the two paths must agree on (config_hash names the requesting params, settings_id its row)
-SAME = ("method", "layer", "eval_length", "k", "base_acc", "edited_acc", "delta_pp", "drop_rel_chance",
-        "refit_acc", "refit_majority", "rank_removed", "n_fit_sequences", "p_value", "p_holm", "significant",
-        "n_sequences", "seed")
+SAME = (
+    "method",
+    "layer",
+    "eval_length",
+    "k",
+    "base_acc",
+    "edited_acc",
+    "delta_pp",
+    "drop_rel_chance",
+    "refit_acc",
+    "refit_majority",
+    "rank_removed",
+    "n_fit_sequences",
+    "p_value",
+    "p_holm",
+    "significant",
+    "n_sequences",
+    "seed",
+)
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +47,21 @@ def measured(tmp_path_factory):
     root = tmp_path_factory.mktemp("entry")
     env = local_env(f"sqlite:///{root / 'r.db'}", root / "store", device="cpu")
     params = TrainParams(
-        family="gru", task="parity", seed=3, n_layers=2, d_model=16, train_length=TRAIN_LENGTH, max_steps=8,
-        batch_size=16, eval_every=4, n_eval_sequences=32, warmup_steps=0, curriculum_start=None,
-        measure=MeasureParams(**MEASURE, patch_eval_length=TRAIN_LENGTH, n_patch_pairs=8, patch_positions=[2],
-                              patch_sites=["resid_post"]),
+        family="gru",
+        task="parity",
+        seed=3,
+        n_layers=2,
+        d_model=16,
+        train_length=TRAIN_LENGTH,
+        max_steps=8,
+        batch_size=16,
+        eval_every=4,
+        n_eval_sequences=32,
+        warmup_steps=0,
+        curriculum_start=None,
+        measure=MeasureParams(
+            **MEASURE, patch_eval_length=TRAIN_LENGTH, n_patch_pairs=8, patch_positions=[2], patch_sites=["resid_post"]
+        ),
     )
     run_id = train(params, env)
     return env, run_id, params
@@ -51,9 +83,14 @@ def test_suite_and_intervene_job_fit_the_same_edits_at_the_train_length(measured
     env, run_id, params = measured
     suite_rows = _rows(env, run_id)
     assert suite_rows and _fit_lengths(env, run_id) == {TRAIN_LENGTH}
-    job = InterveneParams(run_id=run_id, methods=MEASURE["methods"], eval_lengths=MEASURE["eval_lengths"],
-                          n_probe_sequences=MEASURE["n_probe_sequences"], conv1d=False,
-                          n_permutations=MEASURE["n_permutations"])
+    job = InterveneParams(
+        run_id=run_id,
+        methods=MEASURE["methods"],
+        eval_lengths=MEASURE["eval_lengths"],
+        n_probe_sequences=MEASURE["n_probe_sequences"],
+        conv1d=False,
+        n_permutations=MEASURE["n_permutations"],
+    )
     assert intervene(job, env) == run_id
     job_rows = _rows(env, run_id)
     assert _fit_lengths(env, run_id) == {TRAIN_LENGTH}
@@ -64,8 +101,10 @@ def test_suite_and_intervene_job_fit_the_same_edits_at_the_train_length(measured
 def test_every_result_row_points_at_one_settings_row_written_once(measured) -> None:
     env, run_id, params = measured
     with env.session_factory() as s:
-        ids = {model: set(s.scalars(select(model.settings_id).where(model.run_id == run_id)).all())
-               for model in (ProbeResult, PatchingResult)}
+        ids = {
+            model: set(s.scalars(select(model.settings_id).where(model.run_id == run_id)).all())
+            for model in (ProbeResult, PatchingResult)
+        }
         assert all(len(v) == 1 and None not in v for v in ids.values())
         (sid,) = ids[ProbeResult]
         row = s.get(MeasureSettings, sid)

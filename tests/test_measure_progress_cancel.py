@@ -29,10 +29,20 @@ class Recorder(SilentContext):
 
 def _run(ctx):
     task = get_task("parity")
-    model = build_model(ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=2, d_model=8), seed=0).eval()
-    return measure_interventions(model, task, run_seed=0, eval_lengths=[12], n_sequences=40,
-                                 methods=["mean", "project_out"], fit_length=12, n_permutations=100, ctx=ctx)
+    model = build_model(
+        ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=8), seed=0
+    ).eval()
+    return measure_interventions(
+        model,
+        task,
+        run_seed=0,
+        eval_lengths=[12],
+        n_sequences=40,
+        methods=["mean", "project_out"],
+        fit_length=12,
+        n_permutations=100,
+        ctx=ctx,
+    )
 
 
 def test_progress_moves_during_the_fits_and_never_goes_back() -> None:

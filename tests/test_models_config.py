@@ -56,18 +56,21 @@ def test_unreachable_target_raises():
         ModelConfig(family="transformer", vocab_size=16, n_classes=2, param_target=20_000)
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    (dict(family="rnn"), "family"),
-    (dict(vocab_size=0), "vocab_size"),
-    (dict(n_classes=1), "n_classes"),
-    (dict(n_layers=0), "n_layers"),
-    (dict(d_model=-3), "d_model"),
-    (dict(family="transformer", d_model=30), "d_model"),
-    (dict(param_tolerance=1.5), "param_tolerance"),
-    (dict(mamba2_chunk_size=0), "mamba2_chunk_size"),
-    (dict(rotary_pct=0.0), "rotary_pct"),
-    (dict(token_map=[0, 1]), "token_map"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        (dict(family="rnn"), "family"),
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(n_classes=1), "n_classes"),
+        (dict(n_layers=0), "n_layers"),
+        (dict(d_model=-3), "d_model"),
+        (dict(family="transformer", d_model=30), "d_model"),
+        (dict(param_tolerance=1.5), "param_tolerance"),
+        (dict(mamba2_chunk_size=0), "mamba2_chunk_size"),
+        (dict(rotary_pct=0.0), "rotary_pct"),
+        (dict(token_map=[0, 1]), "token_map"),
+    ],
+)
 def test_invalid_fields_raise_naming_the_field(kwargs, field):
     base = dict(family="lstm", vocab_size=4, n_classes=2, d_model=16)
     with pytest.raises(ValueError, match=field):

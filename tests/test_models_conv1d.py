@@ -2,12 +2,10 @@
 
 import pytest
 import torch
-
-from models_store import fast_scan
 import torch.nn.functional as F
 import transformers.models.mamba2.modeling_mamba2 as modeling_mamba2
 
-from models_store import ModelConfig, build_model
+from models_store import ModelConfig, build_model, fast_scan
 from models_store.capture import run_with_states
 from models_store.conv1d import conv_modules, remove_conv1d
 
@@ -16,8 +14,9 @@ V, C, N_LAYERS = 5, 3, 3
 
 def tiny(family: str):
     d = 32 if family == "transformer" else 16
-    return build_model(ModelConfig(family=family, vocab_size=V, n_classes=C, n_layers=N_LAYERS, d_model=d),
-                       seed=0).eval()
+    return build_model(
+        ModelConfig(family=family, vocab_size=V, n_classes=C, n_layers=N_LAYERS, d_model=d), seed=0
+    ).eval()
 
 
 def tokens(b: int = 2, length: int = 10) -> torch.Tensor:

@@ -25,8 +25,11 @@ MODEL_VOCAB, TASK_VOCAB, N_CLASSES = 64, 4, 3
 def save_tiny(kind: str, folder) -> tuple[str, torch.nn.Module]:
     torch.manual_seed(0)
     if kind == "gpt_neox":
-        lm = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=MODEL_VOCAB, hidden_size=32, num_hidden_layers=3,
-                                              num_attention_heads=4, intermediate_size=64))
+        lm = GPTNeoXForCausalLM(
+            GPTNeoXConfig(
+                vocab_size=MODEL_VOCAB, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64
+            )
+        )
     else:
         lm = MambaForCausalLM(MambaConfig(vocab_size=MODEL_VOCAB, hidden_size=16, num_hidden_layers=5))
     path = folder / kind
@@ -135,7 +138,8 @@ def test_missing_local_folder_and_unsupported_architecture(tmp_path):
     with pytest.raises(PretrainedLoadError, match="no such local folder"):
         load_pretrained(str(tmp_path / "absent"), n_classes=2, task_vocab_size=2)
     # GPT-2 loads (tests/test_any_model.py); an encoder-decoder does not
-    T5ForConditionalGeneration(T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
-                               ).save_pretrained(tmp_path / "t5")
+    T5ForConditionalGeneration(
+        T5Config(vocab_size=32, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2)
+    ).save_pretrained(tmp_path / "t5")
     with pytest.raises(PretrainedLoadError, match="'t5' is not supported: it is an encoder-decoder"):
         load_pretrained(str(tmp_path / "t5"), n_classes=2, task_vocab_size=2)

@@ -13,8 +13,15 @@ FAMILIES = ["transformer", "mamba", "mamba2", "lstm", "gru"]
 
 
 def _model(family: str, start_token: bool):
-    cfg = ModelConfig(family=family, vocab_size=2, n_classes=2, n_layers=2, param_target=20_000,
-                      param_tolerance=0.5, start_token=start_token)
+    cfg = ModelConfig(
+        family=family,
+        vocab_size=2,
+        n_classes=2,
+        n_layers=2,
+        param_target=20_000,
+        param_tolerance=0.5,
+        start_token=start_token,
+    )
     return build_model(cfg, seed=0).eval()
 
 

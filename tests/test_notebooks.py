@@ -41,7 +41,9 @@ def test_the_claim_2_notebook_reproduces_the_bundles_verdict(tmp_path, monkeypat
 
 def test_the_training_notebook_trains_measures_and_plots(tmp_path, monkeypatch) -> None:
     nb = _execute("train_and_plot.ipynb", tmp_path, monkeypatch)
-    figures = [o for c in nb.cells for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    figures = [
+        o for c in nb.cells for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})
+    ]
     assert len(figures) == 2
     probe = figures[0]["data"]["application/vnd.plotly.v1+json"]["data"][0]
     assert probe["x"][0] == "emb" and all(0 <= y <= 1 for y in probe["y"])

@@ -7,8 +7,8 @@ import torch
 from models_store import ModelConfig, build_model
 from science.context import SilentContext
 from science.patching import (
-    cell_logit_differences,
     MIN_PAIRS,
+    cell_logit_differences,
     fixed_position_pairs,
     grid_positions,
     patch_recovery,
@@ -23,8 +23,9 @@ from science.tasks import get_task
 def model_and_pairs(request):
     task = get_task("s3")
     torch.manual_seed(0)
-    model = build_model(ModelConfig(family=request.param, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=2, d_model=32)).eval()
+    model = build_model(
+        ModelConfig(family=request.param, vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=32)
+    ).eval()
     clean, corrupted, _ = task.corruption_pairs(12, 24, seed=1)
     return model, clean, corrupted
 
@@ -32,23 +33,32 @@ def model_and_pairs(request):
 @pytest.mark.parametrize("layer", [-1, 0, 1])
 def test_patching_every_position_recovers_everything(model_and_pairs, layer):
     model, clean, corrupted = model_and_pairs
-    rec = patch_recovery(model, clean.tokens, corrupted.tokens, clean.labels[:, -1], corrupted.labels[:, -1],
-                         layer=layer, positions=slice(None))
+    rec = patch_recovery(
+        model,
+        clean.tokens,
+        corrupted.tokens,
+        clean.labels[:, -1],
+        corrupted.labels[:, -1],
+        layer=layer,
+        positions=slice(None),
+    )
     assert rec == pytest.approx(1.0, abs=1e-4)
 
 
 def test_patching_nothing_recovers_nothing(model_and_pairs):
     model, clean, corrupted = model_and_pairs
-    rec = patch_recovery(model, clean.tokens, corrupted.tokens, clean.labels[:, -1], corrupted.labels[:, -1],
-                         layer=0, positions=[])
+    rec = patch_recovery(
+        model, clean.tokens, corrupted.tokens, clean.labels[:, -1], corrupted.labels[:, -1], layer=0, positions=[]
+    )
     assert rec == pytest.approx(0.0, abs=1e-6)
 
 
 def test_grid_rows_cover_every_layer_and_position(model_and_pairs):
     # Changed with the patching sites: the grid has sites; resid_post keeps the old layers (emb included).
     model, _, _ = model_and_pairs
-    rows = patching_grid(model, get_task("s3"), run_seed=0, eval_length=12, positions=[3, 6], n_pairs=24,
-                         sites=["resid_post"])
+    rows = patching_grid(
+        model, get_task("s3"), run_seed=0, eval_length=12, positions=[3, 6], n_pairs=24, sites=["resid_post"]
+    )
     assert {(r["layer"], r["position"]) for r in rows} == {(layer, p) for layer in (-1, 0, 1) for p in (3, 6)}
     # The embedding at a position after the corrupted token is identical in both runs: nothing to recover.
     emb = [r for r in rows if r["layer"] == -1]
@@ -100,8 +110,9 @@ def test_suffix_reruns_equal_full_hooked_forwards(family, start_token):
     give what a full forward with a residual-stream hook gives (the transformer's path)."""
     from science.patching import _cells_hooks
 
-    model = build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32,
-                                    start_token=start_token), seed=1).eval()
+    model = build_model(
+        ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32, start_token=start_token), seed=1
+    ).eval()
     L, p = 9, 2
     clean, corr, labels = _pairs(3, L, p)
     cells = [("input", j, t) for j in range(3) for t in range(L)]
@@ -118,8 +129,9 @@ def test_suffix_reruns_equal_full_hooked_forwards(family, start_token):
 def test_exact_zeros_of_the_sites(family, start_token):
     """resid_post of the last layer at t < L-1 reaches only the output at t: LD_patched equals
     LD_corrupted exactly; so does a state injected before the corruption or after the last step."""
-    model = build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32,
-                                    start_token=start_token), seed=1).eval()
+    model = build_model(
+        ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=2, d_model=32, start_token=start_token), seed=1
+    ).eval()
     L, p = 9, 3
     clean, corr, labels = _pairs(3, L, p)
     cells = [("input", 2, t) for t in range(L)]
@@ -134,8 +146,10 @@ def test_exact_zeros_of_the_sites(family, start_token):
 
 def test_the_transformer_has_no_state_site():
     task = get_task("s3")
-    model = build_model(ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=1, d_model=32), seed=0).eval()
+    model = build_model(
+        ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=1, d_model=32),
+        seed=0,
+    ).eval()
     clean, corr, labels = _pairs(task.vocab_size, 6, 1)
     with pytest.raises(ValueError, match="no recurrent state"):
         cell_logit_differences(model, clean, corr, labels, [("state", 0, 2)])
@@ -152,8 +166,9 @@ def test_the_transformer_has_no_state_site():
 
 def _train_parity_lstm(L: int) -> torch.nn.Module:
     task = get_task("parity")
-    model = build_model(ModelConfig(family="lstm", vocab_size=2, n_classes=2, n_layers=1, d_model=16,
-                                    start_token=True), seed=0)
+    model = build_model(
+        ModelConfig(family="lstm", vocab_size=2, n_classes=2, n_layers=1, d_model=16, start_token=True), seed=0
+    )
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     held = task.generate(L, 256, seed=999)
     for step in range(600):
@@ -212,8 +227,9 @@ def test_recovery_is_none_with_a_reason_when_corruption_changes_nothing():
     """A model whose output ignores the input (an untrained-like constant head) gives equal
     clean and corrupted logit differences: every row stores None and says why."""
     task = get_task("s3")
-    model = build_model(ModelConfig(family="gru", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=1, d_model=8), seed=0).eval()
+    model = build_model(
+        ModelConfig(family="gru", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=1, d_model=8), seed=0
+    ).eval()
     with torch.no_grad():
         model.head.weight.zero_()
         model.head.bias.copy_(torch.arange(task.n_classes, dtype=torch.float32))

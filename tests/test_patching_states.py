@@ -18,8 +18,10 @@ RECURRENT = ["lstm", "gru", "mamba", "mamba2"]
 
 
 def _model(family, start_token, n_layers=2, seed=0):
-    return build_model(ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=n_layers, d_model=32,
-                                   start_token=start_token), seed=seed).eval()
+    return build_model(
+        ModelConfig(family=family, vocab_size=3, n_classes=3, n_layers=n_layers, d_model=32, start_token=start_token),
+        seed=seed,
+    ).eval()
 
 
 def test_scan_with_state_matches_the_reference_and_continues_exactly():
@@ -30,8 +32,8 @@ def test_scan_with_state_matches_the_reference_and_continues_exactly():
     y, hs = selective_scan_states(x, dt, A, B, C, keep_states=True)
     torch.testing.assert_close(y, selective_scan_ref(x, dt, A, B, C))
     t = 4  # the second half from the state after step t equals the whole run's second half
-    y2, h_last = selective_scan_states(x[:, t + 1:], dt[:, t + 1:], A, B[:, t + 1:], C[:, t + 1:], hs[:, t])
-    torch.testing.assert_close(y2, y[:, t + 1:])
+    y2, h_last = selective_scan_states(x[:, t + 1 :], dt[:, t + 1 :], A, B[:, t + 1 :], C[:, t + 1 :], hs[:, t])
+    torch.testing.assert_close(y2, y[:, t + 1 :])
     torch.testing.assert_close(h_last, hs[:, -1])
 
 
@@ -65,7 +67,7 @@ def test_injected_state_equals_the_library_run_on_the_spliced_sequence(family, s
     for t in (0, 3, 8):
         got = sm.with_state(tc, tx, 0, t + P)
         with torch.no_grad():
-            ref = model(torch.cat([clean[:, :t + 1], corr[:, t + 1:]], dim=1))[:, -1]
+            ref = model(torch.cat([clean[:, : t + 1], corr[:, t + 1 :]], dim=1))[:, -1]
         torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-4)
 
 

@@ -113,15 +113,31 @@ def test_api_meta_and_the_jobs_form_list_the_plugin(plugin, api):
 
 
 def test_cli_suite_help_lists_the_plugin(plugin_dir, tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), str(ROOT)]),
-           "LAYERSCOPE_HOME": str(tmp_path), "COLUMNS": "200"}
-    out = subprocess.run([sys.executable, "-m", "backend.cli", "suite", "--help"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(plugin_dir), str(ROOT)]),
+        "LAYERSCOPE_HOME": str(tmp_path),
+        "COLUMNS": "200",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "suite", "--help"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
     assert FAMILY in text and TASK in text
-    out = subprocess.run([sys.executable, "-m", "backend.cli", "intervene", "--help"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "intervene", "--help"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert METHOD in " ".join(out.stdout.split())
 
 
@@ -131,17 +147,34 @@ def test_smoke_run_of_the_plugin_family_task_and_method(plugin, tmp_path):
     from worker.pipeline import local_env, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
-    params = TrainParams(family=FAMILY, task=TASK, n_layers=2, d_model=16, max_steps=3, batch_size=8, eval_every=3,
-                         n_eval_sequences=16, train_length=16, curriculum_start=None,
-                         measure=MeasureParams(eval_lengths=[16], n_probe_sequences=24, n_permutations=100,
-                                               n_patch_pairs=4, methods=["mean", METHOD], patch_eval_length=16))
+    params = TrainParams(
+        family=FAMILY,
+        task=TASK,
+        n_layers=2,
+        d_model=16,
+        max_steps=3,
+        batch_size=8,
+        eval_every=3,
+        n_eval_sequences=16,
+        train_length=16,
+        curriculum_start=None,
+        measure=MeasureParams(
+            eval_lengths=[16],
+            n_probe_sequences=24,
+            n_permutations=100,
+            n_patch_pairs=4,
+            methods=["mean", METHOD],
+            patch_eval_length=16,
+        ),
+    )
     run_id = train(params, env)
     with env.session_factory() as s:
         run = s.get(Run, run_id)
         assert (run.family, run.task, run.status) == (FAMILY, TASK, "complete")
         assert {p.layer for p in s.scalars(select(ProbeResult).where(ProbeResult.run_id == run_id))} == {-1, 0, 1}
-        edits = s.scalars(select(InterventionResult).where(InterventionResult.run_id == run_id,
-                                                           InterventionResult.method == METHOD)).all()
+        edits = s.scalars(
+            select(InterventionResult).where(InterventionResult.run_id == run_id, InterventionResult.method == METHOD)
+        ).all()
         assert {e.layer for e in edits} == {0, 1} and all(e.rank_removed == 1 for e in edits)
         sites = {p.site for p in s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id))}
         assert "state" in sites

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dash import dcc, html, no_update
 
+from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash
-from dashboard.all_pages import PAGES
 from dashboard.pages import jobs
 from tests.test_dashboard_pages import FakeApi, walk
 
@@ -43,7 +43,8 @@ def test_every_server_poll_is_guarded_and_shows_its_age() -> None:
                 running = cb.get("running") or {}
                 assert (running.get("running") or {}).get(f"{iid}.disabled") is True, (
                     f"{path}: the poll {iid} → {cb['output']} can start while one is pending: register it with "
-                    f"running=dashboard.poll.guard({iid!r})")
+                    f"running=dashboard.poll.guard({iid!r})"
+                )
                 assert (running.get("runningOff") or {}).get(f"{iid}.disabled") is False
                 assert f"{iid}-done.data" in cb["output"], f"{path}: {iid} does not report its outcome"
                 assert f"{iid}-age" in ids, f"{path}: no age of the last result for {iid}"
@@ -62,6 +63,7 @@ def test_a_failed_poll_keeps_the_last_list_and_says_why() -> None:
     # nothing shown yet: the error is the content
     body, outcome = jobs.poll_jobs(Down(), "all", None, path_for)
     assert body is not no_update and "not reachable" in " ".join(c for c in walk(body) if isinstance(c, str))
+
     # a surprise (not an ApiError) does not stop the polling either
     class Broken(FakeApi):
         def jobs(self, **_):

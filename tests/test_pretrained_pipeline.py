@@ -14,20 +14,22 @@ import torch
 from sqlalchemy import func, select
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, MambaConfig, MambaForCausalLM
 
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from models_store.pretrained import PretrainedLoadError
+from science.training import behaviour
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import METHODS, InterveneParams, MeasureParams, SuiteParams, TrainParams
 from worker.pipeline import intervene, load_run, local_env, train
 from worker.presets import expand_suite
-from science.training import behaviour
 
 EVAL_LENGTHS = [40, 60]
 # (family, transformers config, layers): small enough for a shared 2-core CPU
 CONFIGS = {
-    "transformer": lambda: GPTNeoXForCausalLM(GPTNeoXConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)),
-    "mamba": lambda: MambaForCausalLM(MambaConfig(
-        vocab_size=64, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2)),
+    "transformer": lambda: GPTNeoXForCausalLM(
+        GPTNeoXConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
+    ),
+    "mamba": lambda: MambaForCausalLM(
+        MambaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2)
+    ),
 }
 N_LAYERS = {"transformer": 3, "mamba": 2}
 MEASURE = dict(eval_lengths=EVAL_LENGTHS, n_probe_sequences=24, n_permutations=100, n_patch_pairs=8, pca_k=2)
@@ -138,8 +140,7 @@ def test_checkpoint_loads_back_with_identical_outputs(runs, family, monkeypatch)
     x = task.generate(40, 8, seed=123).tokens
     assert torch.equal(m1(x), m2(x))
     # the loaded model is the trained one: it reproduces the stored behavioural accuracy exactly
-    again = behaviour(m1, task, seed=params.seed, eval_lengths=EVAL_LENGTHS,
-                      n_sequences=params.n_eval_sequences)
+    again = behaviour(m1, task, seed=params.seed, eval_lengths=EVAL_LENGTHS, n_sequences=params.n_eval_sequences)
     with env.session_factory() as s:
         assert again == s.get(Run, run_id).behaviour
 
@@ -150,17 +151,23 @@ def test_follow_up_intervene_job(runs, family, monkeypatch):
     env, out = runs
     run_id, _ = out[family]
     n = N_LAYERS[family]
-    job = InterveneParams(run_id=run_id, methods=["project_out", "leace"], layers=[n - 1],
-                          n_probe_sequences=24, n_permutations=100)
+    job = InterveneParams(
+        run_id=run_id, methods=["project_out", "leace"], layers=[n - 1], n_probe_sequences=24, n_permutations=100
+    )
     with env.session_factory() as s:
-        before = s.scalar(select(func.count()).select_from(InterventionResult)
-                          .where(InterventionResult.run_id == run_id))
+        before = s.scalar(
+            select(func.count()).select_from(InterventionResult).where(InterventionResult.run_id == run_id)
+        )
     assert intervene(job, env) == run_id
     with env.session_factory() as s:
-        rows = s.scalars(select(InterventionResult).where(InterventionResult.run_id == run_id,
-                                                          InterventionResult.config_hash == job.config_hash())).all()
-        after = s.scalar(select(func.count()).select_from(InterventionResult)
-                         .where(InterventionResult.run_id == run_id))
+        rows = s.scalars(
+            select(InterventionResult).where(
+                InterventionResult.run_id == run_id, InterventionResult.config_hash == job.config_hash()
+            )
+        ).all()
+        after = s.scalar(
+            select(func.count()).select_from(InterventionResult).where(InterventionResult.run_id == run_id)
+        )
     # eval lengths default to the ones the run was measured at, not the five of docs/SCIENCE.md#eval-lengths
     expected = {(m, n - 1, L) for m in ("project_out", "leace") for L in EVAL_LENGTHS}
     if family == "mamba":
@@ -221,7 +228,7 @@ def test_cli_suite_with_an_unreachable_hub_prints_one_line(cli_env, capsys):
     assert "Traceback" not in text
     errors = [line for line in out.err.replace("\r", "\n").splitlines() if "error" in line.lower()]
     assert len(errors) == 1, out.err
-    line = errors[0][errors[0].index("layerscope: error: "):]
+    line = errors[0][errors[0].index("layerscope: error: ") :]
     assert "state-spaces/mamba-130m-hf" in line and "could not load" in line
     assert out.err.rstrip().endswith(line.rstrip())
 
@@ -231,8 +238,11 @@ def test_cli_suite_with_an_unreachable_hub_prints_one_line(cli_env, capsys):
 
 def test_pretrained_preset_expansion():
     jobs = expand_suite(SuiteParams(preset="pretrained"))
-    models = {"EleutherAI/pythia-160m": "transformer", "EleutherAI/pythia-410m": "transformer",
-              "state-spaces/mamba-130m-hf": "mamba"}
+    models = {
+        "EleutherAI/pythia-160m": "transformer",
+        "EleutherAI/pythia-410m": "transformer",
+        "state-spaces/mamba-130m-hf": "mamba",
+    }
     assert {(j.pretrained, j.task) for j in jobs} == {(p, t) for p in models for t in ("parity", "s3", "dyck")}
     assert len(jobs) == 9
     for j in jobs:

@@ -224,9 +224,11 @@ def test_token_type_accuracy_per_type():
     g = torch.Generator().manual_seed(1)
     onehot = torch.nn.functional.one_hot(data.labels, task.n_classes).float()
     H = torch.where((types == 1)[..., None], onehot * 4, torch.zeros_like(onehot)) + 0.1 * torch.randn(
-        onehot.shape, generator=g)
-    r = probe_layers({0: H}, data.labels, task.n_classes, seed=0, token_types=types,
-                     type_names=task.token_type_names)[0]
+        onehot.shape, generator=g
+    )
+    r = probe_layers({0: H}, data.labels, task.n_classes, seed=0, token_types=types, type_names=task.token_type_names)[
+        0
+    ]
     assert r.type_accuracy["close"] > 0.98 and r.type_accuracy["open"] < r.type_accuracy["close"] - 0.2
     assert get_task("parity").token_types(data.tokens) is None
 

@@ -6,9 +6,9 @@ import pytest
 
 from science import profiles as P
 
-LATE = {-1: 0.50, 0: 0.52, 1: 0.53, 2: 0.55, 3: 0.99}        # Parity on an LSTM, as claimed
-GRADUAL = {-1: 0.50, 0: 0.62, 1: 0.75, 2: 0.87, 3: 0.99}     # Transformer on Parity
-EARLY = {-1: 0.55, 0: 0.97, 1: 0.98, 2: 0.98, 3: 0.98}       # Transformer on Dyck
+LATE = {-1: 0.50, 0: 0.52, 1: 0.53, 2: 0.55, 3: 0.99}  # Parity on an LSTM, as claimed
+GRADUAL = {-1: 0.50, 0: 0.62, 1: 0.75, 2: 0.87, 3: 0.99}  # Transformer on Parity
+EARLY = {-1: 0.55, 0: 0.97, 1: 0.98, 2: 0.98, 3: 0.98}  # Transformer on Dyck
 FLAT = {-1: 0.50, 0: 0.51, 1: 0.50, 2: 0.52, 3: 0.51}
 
 
@@ -72,8 +72,16 @@ def test_most_damaging_and_decoupling():
     assert P.most_damaging_layer({0: -1.0, 2: -1.0}) == 0
     assert P.most_damaging_layer([]) is None
     d = P.decoupling(LATE, rows, method="leace")
-    assert d == {"best_layer": 3, "near_best_layers": [3], "damaging_layer": 1, "distance": 2, "decoupled": True,
-                 "delta_at_best_pp": -2.0, "delta_near_best_pp": -2.0, "delta_at_damaging_pp": -35.0}
+    assert d == {
+        "best_layer": 3,
+        "near_best_layers": [3],
+        "damaging_layer": 1,
+        "distance": 2,
+        "decoupled": True,
+        "delta_at_best_pp": -2.0,
+        "delta_near_best_pp": -2.0,
+        "delta_at_damaging_pp": -35.0,
+    }
     assert P.decoupling(LATE, rows, method="mean")["decoupled"] is False
     assert P.decoupling(LATE, [])["decoupled"] is None
     # a plateau: layer 1 is as readable as the argmax (within 1 pp) → not decoupled
@@ -85,18 +93,25 @@ def test_most_damaging_and_decoupling():
 
 def test_reversal_pairs_partial_and_full():
     cells = {
-        ("parity", "transformer"): "gradual", ("parity", "lstm"): "late",
-        ("dyck", "transformer"): "early", ("dyck", "lstm"): "gradual",
-        ("s3", "transformer"): "gradual", ("s3", "lstm"): "late",
+        ("parity", "transformer"): "gradual",
+        ("parity", "lstm"): "late",
+        ("dyck", "transformer"): "early",
+        ("dyck", "lstm"): "gradual",
+        ("s3", "transformer"): "gradual",
+        ("s3", "lstm"): "late",
     }
     pairs = P.reversal_pairs(cells)
     got = {(tuple(p["tasks"]), p["kind"]) for p in pairs}
     assert got == {(("dyck", "parity"), "partial"), (("dyck", "s3"), "partial")}
     assert pairs[0]["shared_class"] == ["gradual"] and pairs[0]["families"] == ["lstm", "transformer"]
-    full = P.reversal_pairs([
-        {"task": "a", "family": "x", "profile_class": "late"}, {"task": "a", "family": "y", "profile_class": "early"},
-        {"task": "b", "family": "x", "profile_class": "early"}, {"task": "b", "family": "y", "profile_class": "late"},
-    ])
+    full = P.reversal_pairs(
+        [
+            {"task": "a", "family": "x", "profile_class": "late"},
+            {"task": "a", "family": "y", "profile_class": "early"},
+            {"task": "b", "family": "x", "profile_class": "early"},
+            {"task": "b", "family": "y", "profile_class": "late"},
+        ]
+    )
     assert len(full) == 1 and full[0]["kind"] == "full"
     assert P.reversal_pairs({("a", "x"): "late", ("a", "y"): "late", ("b", "x"): "early", ("b", "y"): "late"}) == []
 
@@ -140,21 +155,24 @@ def test_high_floor_curve_is_late_on_the_gain_above_the_floor():
     assert m["floor"] == 0.45 and m["emb_accuracy"] == 0.735
 
 
-@pytest.mark.parametrize(("curve", "majority", "expected"), [
-    # early: the gain above 0.45 is 95 % reached at block 0 (depth 0.25)
-    ({-1: 0.46, 0: 0.90, 1: 0.91, 2: 0.91, 3: 0.91}, 0.45, "early"),
-    # late: nothing until the last block
-    ({-1: 0.45, 0: 0.46, 1: 0.47, 2: 0.47, 3: 0.95}, 0.45, "late"),
-    # gradual: equal steps
-    ({-1: 0.45, 0: 0.57, 1: 0.70, 2: 0.82, 3: 0.95}, 0.45, "gradual"),
-    # flat: never more than 5 pp above the majority, however the raw values line up
-    ({-1: 0.45, 0: 0.47, 1: 0.48, 2: 0.48, 3: 0.49}, 0.45, "flat"),
-    # near-chance curve that the raw rule called early (0.47 ≥ 0.95 · 0.49): flat now
-    ({-1: 0.47, 0: 0.48, 1: 0.49, 2: 0.49, 3: 0.49}, 0.45, "flat"),
-    # readable at emb already above the majority, blocks add a little at the end: late on the
-    # blocks' gain (emb is the no-computation floor)
-    ({-1: 0.80, 0: 0.80, 1: 0.81, 2: 0.81, 3: 0.90}, 0.40, "late"),
-])
+@pytest.mark.parametrize(
+    ("curve", "majority", "expected"),
+    [
+        # early: the gain above 0.45 is 95 % reached at block 0 (depth 0.25)
+        ({-1: 0.46, 0: 0.90, 1: 0.91, 2: 0.91, 3: 0.91}, 0.45, "early"),
+        # late: nothing until the last block
+        ({-1: 0.45, 0: 0.46, 1: 0.47, 2: 0.47, 3: 0.95}, 0.45, "late"),
+        # gradual: equal steps
+        ({-1: 0.45, 0: 0.57, 1: 0.70, 2: 0.82, 3: 0.95}, 0.45, "gradual"),
+        # flat: never more than 5 pp above the majority, however the raw values line up
+        ({-1: 0.45, 0: 0.47, 1: 0.48, 2: 0.48, 3: 0.49}, 0.45, "flat"),
+        # near-chance curve that the raw rule called early (0.47 ≥ 0.95 · 0.49): flat now
+        ({-1: 0.47, 0: 0.48, 1: 0.49, 2: 0.49, 3: 0.49}, 0.45, "flat"),
+        # readable at emb already above the majority, blocks add a little at the end: late on the
+        # blocks' gain (emb is the no-computation floor)
+        ({-1: 0.80, 0: 0.80, 1: 0.81, 2: 0.81, 3: 0.90}, 0.40, "late"),
+    ],
+)
 def test_hand_made_curves_for_each_class(curve, majority, expected):
     assert P.profile_class(curve, majority) == expected
 
@@ -170,9 +188,11 @@ def test_profile_intervals_are_clipped_to_what_each_metric_can_be():
     from science.profiles import summarise_profiles
 
     # three seeds of a 4-block model: late concentration near 0 and first_95 at the embedding or block 1
-    curves = [{-1: 0.70, 0: 0.98, 1: 0.99, 2: 0.99, 3: 0.995},
-              {-1: 0.70, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
-              {-1: 0.96, 0: 0.97, 1: 0.98, 2: 0.99, 3: 0.99}]
+    curves = [
+        {-1: 0.70, 0: 0.98, 1: 0.99, 2: 0.99, 3: 0.995},
+        {-1: 0.70, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
+        {-1: 0.96, 0: 0.97, 1: 0.98, 2: 0.99, 3: 0.99},
+    ]
     m = summarise_profiles(curves, [0.5, 0.5, 0.5])["metrics"]
     assert m["auc"]["lo"] >= 0.0 and m["auc"]["hi"] <= 1.0
     assert m["first_95"]["lo"] >= -1.0 and m["first_95"]["hi"] <= 3.0

@@ -14,16 +14,19 @@ from science import profiles as P
 CTRL = {-1: 0.70, 0: 0.80, 1: 0.80, 2: 0.80, 3: 0.80}  # a random model already reads 0.8 from block 0
 
 
-@pytest.mark.parametrize("curve,expected", [
-    # learned gain 0, .15, .15, .15, .15 → 95 % reached at block 0 (depth .25)
-    ({-1: 0.70, 0: 0.95, 1: 0.95, 2: 0.95, 3: 0.95}, "early"),
-    # gain only in the last block → late
-    ({-1: 0.70, 0: 0.80, 1: 0.80, 2: 0.81, 3: 0.99}, "late"),
-    # gain builds block by block → gradual
-    ({-1: 0.70, 0: 0.84, 1: 0.88, 2: 0.93, 3: 0.97}, "gradual"),
-    # high raw accuracy everywhere but no more than the control → not above control
-    ({-1: 0.70, 0: 0.81, 1: 0.80, 2: 0.81, 3: 0.80}, P.NOT_ABOVE_CONTROL),
-])
+@pytest.mark.parametrize(
+    "curve,expected",
+    [
+        # learned gain 0, .15, .15, .15, .15 → 95 % reached at block 0 (depth .25)
+        ({-1: 0.70, 0: 0.95, 1: 0.95, 2: 0.95, 3: 0.95}, "early"),
+        # gain only in the last block → late
+        ({-1: 0.70, 0: 0.80, 1: 0.80, 2: 0.81, 3: 0.99}, "late"),
+        # gain builds block by block → gradual
+        ({-1: 0.70, 0: 0.84, 1: 0.88, 2: 0.93, 3: 0.97}, "gradual"),
+        # high raw accuracy everywhere but no more than the control → not above control
+        ({-1: 0.70, 0: 0.81, 1: 0.80, 2: 0.81, 3: 0.80}, P.NOT_ABOVE_CONTROL),
+    ],
+)
 def test_hand_made_curves_get_their_class_against_the_control(curve, expected):
     assert P.control_class(curve, CTRL, margin=0.02) == expected
 
@@ -123,7 +126,10 @@ def test_every_control_metric_is_defined_or_none(curve, control):
 
 
 def test_a_layer_interval_covers_whole_layers():
-    curves = [{-1: 0.5, 0: 0.96, 1: 0.99, 2: 0.99, 3: 0.99}, {-1: 0.5, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
-              {-1: 0.5, 0: 0.97, 1: 0.99, 2: 0.99, 3: 0.99}]
+    curves = [
+        {-1: 0.5, 0: 0.96, 1: 0.99, 2: 0.99, 3: 0.99},
+        {-1: 0.5, 0: 0.90, 1: 0.99, 2: 0.99, 3: 0.99},
+        {-1: 0.5, 0: 0.97, 1: 0.99, 2: 0.99, 3: 0.99},
+    ]
     m = P.summarise_profiles(curves, [0.5] * 3)["metrics"]["first_95"]
     assert m["lo"] == int(m["lo"]) and m["hi"] == int(m["hi"]) and -1 <= m["lo"] <= m["mean"] <= m["hi"] <= 3

@@ -8,12 +8,11 @@ import pytest
 import torch
 
 import worker.pipeline as pipeline
-from science.tasks import get_task
-from science.training import TrainConfig, train_model
 from models_store import ModelConfig, build_model
+from science.tasks import get_task
+from science.training import TrainConfig, recorded_step_budget, step_budget, train_model
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams
-from science.training import recorded_step_budget, step_budget
 from worker.pipeline import load_run, local_env, run_suite
 
 # max_seconds: the runs are made under a wall-clock cap (far from binding here), as the study's are
@@ -27,8 +26,19 @@ def _model():
 
 def test_stop_at_step_is_a_prefix_of_the_same_trajectory():
     task = get_task("parity")
-    cfg = TrainConfig(train_length=10, batch_size=16, lr=3e-3, max_steps=100, eval_every=5, n_eval_sequences=32,
-                      warmup_steps=4, lr_schedule="cosine", early_stop_acc=2.0, grad_clip=None, curriculum_start=None)
+    cfg = TrainConfig(
+        train_length=10,
+        batch_size=16,
+        lr=3e-3,
+        max_steps=100,
+        eval_every=5,
+        n_eval_sequences=32,
+        warmup_steps=4,
+        lr_schedule="cosine",
+        early_stop_acc=2.0,
+        grad_clip=None,
+        curriculum_start=None,
+    )
     short = train_model(_model(), task, cfg, seed=3, stop_at_step=7)
     longer = train_model(_model(), task, cfg, seed=3, stop_at_step=12)
     assert short.steps == 7 and longer.steps == 12
@@ -61,8 +71,7 @@ def test_an_early_stopped_run_is_rebuilt_within_its_budget_not_cut_at_its_step(e
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model",
-                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE), env)
     assert seen[0]["stop_at_step"] == 12 and seen[0]["config"].max_seconds is None
     assert seen[0]["config"].early_stop_acc == 0.99
@@ -105,13 +114,19 @@ def test_weightless_run_is_rebuilt_to_its_recorded_steps_with_the_cap_lifted(env
 def test_rebuild_stops_at_a_time_capped_runs_recorded_step(env, monkeypatch):
     (run_id,) = run_suite(SuiteParams(**ONE), env)
     with env.session_factory() as s:  # a run its wall-clock cap stopped at step 5, weights not kept
-        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 5, "stopped_early": False,
-                             "made_on": "cuda (NVIDIA H200) on gpu-box"})
+        s.query(Run).update(
+            {
+                "checkpoint_id": None,
+                "status": "trained",
+                "steps": 5,
+                "stopped_early": False,
+                "made_on": "cuda (NVIDIA H200) on gpu-box",
+            }
+        )
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model",
-                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE), env)
     assert seen[0]["stop_at_step"] == 5 and seen[0]["config"].max_seconds is None  # the 600 s cap lifted
     with env.session_factory() as s:
@@ -124,8 +139,16 @@ def test_a_second_rebuild_keeps_the_first_record_and_its_budget(env):
     """A rebuild's own seconds were not under the cap: they must not set the next budget."""
     (run_id,) = run_suite(SuiteParams(**ONE), env)
     with env.session_factory() as s:  # first made on a GPU: early stop at step 4 after 100 s of a 600 s cap
-        s.query(Run).update({"checkpoint_id": None, "status": "trained", "steps": 4, "stopped_early": True,
-                             "train_seconds": 100.0, "made_on": "cuda (NVIDIA H200) on gpu-box"})
+        s.query(Run).update(
+            {
+                "checkpoint_id": None,
+                "status": "trained",
+                "steps": 4,
+                "stopped_early": True,
+                "train_seconds": 100.0,
+                "made_on": "cuda (NVIDIA H200) on gpu-box",
+            }
+        )
         s.commit()
     run_suite(SuiteParams(**ONE), env)
     with env.session_factory() as s:
@@ -174,8 +197,7 @@ def test_force_trains_afresh_under_the_runs_own_budget(env, monkeypatch):
         s.commit()
     seen: list[dict] = []
     real = pipeline.train_model
-    monkeypatch.setattr(pipeline, "train_model",
-                        lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
+    monkeypatch.setattr(pipeline, "train_model", lambda *a, **kw: seen.append({**kw, "config": a[2]}) or real(*a, **kw))
     run_suite(SuiteParams(**ONE, force=True), env)
     assert seen[0]["stop_at_step"] is None and seen[0]["config"].max_seconds == 600.0
     with env.session_factory() as s:
@@ -218,5 +240,7 @@ def test_a_suite_under_another_name_gets_its_preset_and_name_in_the_command(env)
     (run_id,) = run_suite(SuiteParams(**ONE, name="smoke-600s"), env)
     with env.session_factory() as s:
         cmd = retrain_command(s.get(Run, run_id))
-    assert cmd == ("`layerscope suite --preset smoke --name smoke-600s --family gru --task parity --seed 0 "
-                   "--max-seconds 600 --rebuild-weights`")
+    assert cmd == (
+        "`layerscope suite --preset smoke --name smoke-600s --family gru --task parity --seed 0 "
+        "--max-seconds 600 --rebuild-weights`"
+    )

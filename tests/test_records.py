@@ -8,8 +8,9 @@ from science.records import BehaviourRecord, MeasureSettingsRecord, PatchingReco
 
 
 def test_a_record_reads_and_compares_like_its_row() -> None:
-    r = PatchingRecord(site="resid_post", layer=0, position=3, eval_length=8, ld_clean=1.0, ld_corrupted=-1.0,
-                       n_pairs=4)
+    r = PatchingRecord(
+        site="resid_post", layer=0, position=3, eval_length=8, ld_clean=1.0, ld_corrupted=-1.0, n_pairs=4
+    )
     row = as_row(r)
     assert r["position"] == 3 and r.get("note") is None and r.get("nope", 1) == 1 and "site" in r
     assert dict(r) == {**r} == row and r == row and row == r
@@ -36,9 +37,20 @@ def test_a_probe_record_is_built_from_the_report_it_stores() -> None:
     from science.probes import ProbeReport
     from science.records import ProbeRecord
 
-    report = ProbeReport(layer=2, accuracy=0.9, majority_baseline=0.5, per_position=[None, 1.0], n_train=8,
-                         n_test=4, converged=True, n_iter=12, grad_max=1e-5, balanced_accuracy=0.85,
-                         control_accuracy=0.6, selectivity=0.3)
+    report = ProbeReport(
+        layer=2,
+        accuracy=0.9,
+        majority_baseline=0.5,
+        per_position=[None, 1.0],
+        n_train=8,
+        n_test=4,
+        converged=True,
+        n_iter=12,
+        grad_max=1e-5,
+        balanced_accuracy=0.85,
+        control_accuracy=0.6,
+        selectivity=0.3,
+    )
     record = ProbeRecord.from_report(report, eval_length=40, config_hash="h")
     columns = {f.name for f in fields(ProbeRecord)} - {"eval_length", "config_hash"}
     assert columns <= set(report.to_row())  # every stored column comes from the report: one place to add one

@@ -53,6 +53,7 @@ def test_report_links_only_the_pngs_written(bundle, tmp_path, monkeypatch):
         Path(files[0]).write_bytes(b"png")
 
     import kaleido  # noqa: F401 - the real module (a stand-in here would stay cached in plotly for later tests)
+
     monkeypatch.setattr(pio, "write_images", write_first_only)
     out = tmp_path / "docs" / "RESULTS.md"
     result = build_report(bundle, out)

@@ -8,14 +8,27 @@ from backend.report import _markdown, budget_lines, preset_of, trained_cells_par
 
 
 def _run(rid, task, family, seed, acc, *, seconds=75.0, stopped=False, max_seconds=75.0):
-    return {"id": rid, "task": task, "family": family, "seed": seed, "heldout_acc": acc, "early_stop_acc": 0.99,
-            "steps": 500, "train_seconds": seconds, "stopped_early": stopped, "pretrained": None,
-            "status": "complete", "train_config": {"max_seconds": max_seconds, "max_steps": 10_000}}
+    return {
+        "id": rid,
+        "task": task,
+        "family": family,
+        "seed": seed,
+        "heldout_acc": acc,
+        "early_stop_acc": 0.99,
+        "steps": 500,
+        "train_seconds": seconds,
+        "stopped_early": stopped,
+        "pretrained": None,
+        "status": "complete",
+        "train_config": {"max_seconds": max_seconds, "max_steps": 10_000},
+    }
 
 
-RUNS = [_run(1, "parity", "lstm", 0, 1.0, seconds=30, stopped=True),
-        _run(2, "parity", "lstm", 1, 1.0, seconds=31, stopped=True),
-        _run(3, "parity", "transformer", 0, 0.47)]
+RUNS = [
+    _run(1, "parity", "lstm", 0, 1.0, seconds=30, stopped=True),
+    _run(2, "parity", "lstm", 1, 1.0, seconds=31, stopped=True),
+    _run(3, "parity", "transformer", 0, 0.47),
+]
 MANIFEST = {"suite": "paper", "devices": ["cpu on box"], "tables": {}, "created_at": "now"}
 
 
@@ -52,12 +65,17 @@ def test_budget_used_is_stated_next_to_the_preset():
     lines = budget_lines(RUNS, preset_of("paper"))
     assert lines[0].startswith("Training budget used: at most 75 s / 10,000 steps per run")
     assert "the preset allows 14400 s / 3,000 steps (the runs were given a different budget" in lines[0]
-    assert lines[1] == ("1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
-                        "(untrained), 0 reached it by the end (trained).")
+    assert lines[1] == (
+        "1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
+        "(untrained), 0 reached it by the end (trained)."
+    )
     # a run that ran to the budget yet ends above the criterion is trained, as the claims read it
     late = budget_lines([*RUNS, _run(4, "dyck", "mamba", 0, 0.993)], preset_of("paper"))
-    assert late[1].startswith("2 of 4 stored runs ran to that budget") and "1 ended below" in late[1] \
+    assert (
+        late[1].startswith("2 of 4 stored runs ran to that budget")
+        and "1 ended below" in late[1]
         and "1 reached it by the end (trained)" in late[1]
+    )
     same = budget_lines([_run(1, "parity", "lstm", 0, 1.0)], preset_of("paper-75s"))  # 75 s / 10,000: its preset
     assert "different budget" not in same[0]
     mixed = budget_lines([*RUNS, _run(4, "s3", "gru", 0, 1.0, max_seconds=240.0)], None)
@@ -65,12 +83,30 @@ def test_budget_used_is_stated_next_to_the_preset():
 
 
 def test_not_enough_data_claim_gets_a_descriptive_paragraph_not_numbers():
-    cells = [{"task": "parity", "family": "lstm", "n": 3, "profile_class": "early", "expected": "late",
-              "late_concentration": {"mean": -0.0001, "lo": -0.001, "hi": 0.002, "n": 3}},
-             {"task": "dyck", "family": "mamba2", "n": 1, "profile_class": "early",
-              "late_concentration": {"mean": 0.03, "lo": None, "hi": None, "n": 1}}]
-    claim = {"id": 1, "title": "t", "verdict": "not enough data", "detail": "short.",
-             "numbers": {"trained_cells": cells, "alpha": 0.05}}
+    cells = [
+        {
+            "task": "parity",
+            "family": "lstm",
+            "n": 3,
+            "profile_class": "early",
+            "expected": "late",
+            "late_concentration": {"mean": -0.0001, "lo": -0.001, "hi": 0.002, "n": 3},
+        },
+        {
+            "task": "dyck",
+            "family": "mamba2",
+            "n": 1,
+            "profile_class": "early",
+            "late_concentration": {"mean": 0.03, "lo": None, "hi": None, "n": 1},
+        },
+    ]
+    claim = {
+        "id": 1,
+        "title": "t",
+        "verdict": "not enough data",
+        "detail": "short.",
+        "numbers": {"trained_cells": cells, "alpha": 0.05},
+    }
     text = _text([claim])
     para = next(line for line in text.splitlines() if line.startswith("**What the trained cells show**"))
     assert "not a verdict" in para
@@ -81,11 +117,21 @@ def test_not_enough_data_claim_gets_a_descriptive_paragraph_not_numbers():
 
 
 def test_each_note_of_a_partial_study_is_its_own_line():
-    manifest = {**MANIFEST, "partial": {"runs_measured": 2, "preset_runs": 60, "runs_remaining": 58,
-                                        "why": "one GPU lease", "notes": ["resumed on a CPU.", "and again"]}}
+    manifest = {
+        **MANIFEST,
+        "partial": {
+            "runs_measured": 2,
+            "preset_runs": 60,
+            "runs_remaining": 58,
+            "why": "one GPU lease",
+            "notes": ["resumed on a CPU.", "and again"],
+        },
+    }
     text = _markdown(manifest, RUNS, {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
-    assert "- partial: 2 of the preset's 60 runs measured, 58 remain; the notes of its exports:\n" \
-           "  - one GPU lease\n  - resumed on a CPU.\n  - and again\n" in text
+    assert (
+        "- partial: 2 of the preset's 60 runs measured, 58 remain; the notes of its exports:\n"
+        "  - one GPU lease\n  - resumed on a CPU.\n  - and again\n" in text
+    )
 
 
 def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
@@ -98,32 +144,52 @@ def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
 def test_rebuilt_runs_show_what_they_recorded_next_to_what_the_rebuild_gave():
     from backend.report import rebuilt_lines
 
-    rebuilt = {**_run(4, "dyck", "transformer", 0, 0.9905, seconds=300.0, stopped=True),
-               "made_on": "cpu on box", "made_with": {"git_commit": "abc", "rebuilt_from": {
-                   "made_on": "cuda (NVIDIA H200) on vm", "steps": 700, "train_seconds": 26.0,
-                   "heldout_acc": 0.9912, "stopped_early": True}}}
+    rebuilt = {
+        **_run(4, "dyck", "transformer", 0, 0.9905, seconds=300.0, stopped=True),
+        "made_on": "cpu on box",
+        "made_with": {
+            "git_commit": "abc",
+            "rebuilt_from": {
+                "made_on": "cuda (NVIDIA H200) on vm",
+                "steps": 700,
+                "train_seconds": 26.0,
+                "heldout_acc": 0.9912,
+                "stopped_early": True,
+            },
+        },
+    }
     assert rebuilt_lines(RUNS) == []  # nothing rebuilt: no section
     lines = rebuilt_lines([*RUNS, rebuilt])
     assert lines[0].startswith("1 run(s) came without weights and had them rebuilt")
-    assert ("| dyck | transformer | 0 | cuda (NVIDIA H200) on vm | 2019 | 700 → 500 | 26 → 300 on cpu on box | "
-            "0.9912 (trained) → 0.9905 (trained) |") in lines
+    assert (
+        "| dyck | transformer | 0 | cuda (NVIDIA H200) on vm | 2019 | 700 → 500 | 26 → 300 on cpu on box | "
+        "0.9912 (trained) → 0.9905 (trained) |"
+    ) in lines
     text = _markdown(MANIFEST, [*RUNS, rebuilt], {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
     assert "had them rebuilt here" in text.split("## Training")[1]
 
 
 def test_the_header_names_the_command_as_it_was_given():
     """It said `-o docs/RESULTS.md` whatever the output was."""
-    text = _markdown(MANIFEST, RUNS, {1, 3}, [], "figures", "figures turned off", "examples/x.zip", {1, 2, 3},
-                     output_name="out/R.md")
+    text = _markdown(
+        MANIFEST, RUNS, {1, 3}, [], "figures", "figures turned off", "examples/x.zip", {1, 2, 3}, output_name="out/R.md"
+    )
     assert "Generated by `layerscope report examples/x.zip -o out/R.md`" in text
 
 
 def test_claims_read_against_controls_say_both_verdicts_and_fragility():
     from backend.report import floor_lines
 
-    claim = {"id": 2, "verdict": "supported", "numbers": {
-        "floor": "random-init control", "majority_floor": {"verdict": "contradicted", "detail": "d", "cells": []},
-        "fragile": True, "fragile_cells": ["transformer × dyck: early under 60 of 81 threshold settings"]}}
+    claim = {
+        "id": 2,
+        "verdict": "supported",
+        "numbers": {
+            "floor": "random-init control",
+            "majority_floor": {"verdict": "contradicted", "detail": "d", "cells": []},
+            "fragile": True,
+            "fragile_cells": ["transformer × dyck: early under 60 of 81 threshold settings"],
+        },
+    }
     text = "\n".join(floor_lines(claim))
     assert "against the random-init controls" in text and "**changed** from contradicted" in text
     assert "Fragile" in text and "60 of 81" in text
@@ -135,10 +201,14 @@ def test_claims_read_against_controls_say_both_verdicts_and_fragility():
 def test_stop_reasons_and_cells_not_learned_are_listed():
     from backend.report import stop_reason_lines
 
-    runs = [{**_run(i, "s3", "mamba", i, 0.6), "stop_reason": "plateau", "best_heldout_acc": 0.61, "best_step": 2000}
-            for i in range(3)]
-    runs += [{**_run(9, "parity", "lstm", 0, 1.0), "stop_reason": "trained"},
-             {**_run(10, "parity", "lstm", 0, 0.5), "control": "init"}]
+    runs = [
+        {**_run(i, "s3", "mamba", i, 0.6), "stop_reason": "plateau", "best_heldout_acc": 0.61, "best_step": 2000}
+        for i in range(3)
+    ]
+    runs += [
+        {**_run(9, "parity", "lstm", 0, 1.0), "stop_reason": "trained"},
+        {**_run(10, "parity", "lstm", 0, 0.5), "control": "init"},
+    ]
     text = "\n".join(stop_reason_lines(runs))
     assert "plateau 3, trained 1" in text
     assert "mamba × s3: not learned by this architecture at this size within 10,000 steps" in text

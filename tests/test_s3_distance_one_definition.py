@@ -34,6 +34,7 @@ def test_the_dashboard_keeps_no_copy_of_the_distance() -> None:
 
 def test_a_family_with_a_missing_layer_gets_no_distance() -> None:
     assert "lstm" in {d["family"] for d in reversal.s3_distances(curve_rows(lengths=(40,)), eval_length=40)}
-    rows = [r for r in curve_rows(lengths=(40,))
-            if not (r["family"] == "lstm" and r["task"] == "s3" and r["layer"] == 1)]
+    rows = [
+        r for r in curve_rows(lengths=(40,)) if not (r["family"] == "lstm" and r["task"] == "s3" and r["layer"] == 1)
+    ]
     assert "lstm" not in {d["family"] for d in reversal.s3_distances(rows, eval_length=40)}

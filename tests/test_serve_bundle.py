@@ -29,9 +29,12 @@ def test_the_shipped_bundle_is_served_read_only(tmp_path, monkeypatch) -> None:
         assert runs["total"] == 60
         claims = c.get("/api/claims", params={"suite": "paper"}).json()
         assert claims[1]["verdict"] == "contradicted"
-        for method, path, body in (("post", "/api/jobs", {"kind": "probe", "params": {"run_id": 1}}),
-                                   ("post", "/api/views", {"title": "t", "page": "/curves", "state": {}}),
-                                   ("delete", "/api/runs/1", None), ("patch", "/api/runs/1", {"notes": "x"})):
+        for method, path, body in (
+            ("post", "/api/jobs", {"kind": "probe", "params": {"run_id": 1}}),
+            ("post", "/api/views", {"title": "t", "page": "/curves", "state": {}}),
+            ("delete", "/api/runs/1", None),
+            ("patch", "/api/runs/1", {"notes": "x"}),
+        ):
             r = getattr(c, method)(path, **({"json": body} if body is not None else {}))
             assert r.status_code == 405 and "read-only" in r.json()["detail"], (method, path)
         assert c.get("/api/runs/1").status_code == 200  # the delete was refused

@@ -13,10 +13,16 @@ from models_store.capture import run_with_states
 from models_store.states import StatefulModel
 
 
-@pytest.mark.parametrize("site,layer,name", [
-    ("resid_post", -1, "embed"), ("resid_pre", 0, "blocks.0.resid_pre"), ("resid_post", 3, "blocks.3.resid_post"),
-    ("state", 2, "blocks.2.state"), ("state:ssm", 1, "blocks.1.state.ssm"),
-])
+@pytest.mark.parametrize(
+    "site,layer,name",
+    [
+        ("resid_post", -1, "embed"),
+        ("resid_pre", 0, "blocks.0.resid_pre"),
+        ("resid_post", 3, "blocks.3.resid_post"),
+        ("state", 2, "blocks.2.state"),
+        ("state:ssm", 1, "blocks.1.state.ssm"),
+    ],
+)
 def test_names_round_trip(site, layer, name):
     assert site_name(site, layer) == name
     assert parse_site(name) == (site, layer)
@@ -34,15 +40,21 @@ def test_block_past_the_last_and_layer_rules():
     with pytest.raises(ValueError, match="only resid_post has -1"):
         site_name("resid_pre", -1)
     assert residual_layer("blocks.0.resid_pre") == -1 and residual_layer("blocks.2.resid_pre") == 1
-    assert all_site_names(2) == ["embed", "blocks.0.resid_pre", "blocks.0.resid_post",
-                                 "blocks.1.resid_pre", "blocks.1.resid_post"]
+    assert all_site_names(2) == [
+        "embed",
+        "blocks.0.resid_pre",
+        "blocks.0.resid_post",
+        "blocks.1.resid_pre",
+        "blocks.1.resid_post",
+    ]
 
 
 @torch.no_grad()
 def test_run_with_cache_residual_names_match_capture():
     torch.manual_seed(0)
-    model = build_model(ModelConfig(family="transformer", vocab_size=3, n_classes=2, n_layers=2, d_model=32,
-                                    start_token=True)).eval()
+    model = build_model(
+        ModelConfig(family="transformer", vocab_size=3, n_classes=2, n_layers=2, d_model=32, start_token=True)
+    ).eval()
     x = torch.randint(0, 3, (2, 7))
     logits, cache = run_with_cache(model, x, ["blocks.1.resid_post", "embed", "blocks.1.resid_pre"])
     ref_logits, ref = run_with_states(model, x)
@@ -70,7 +82,6 @@ def test_run_with_cache_reads_the_mamba_state_at_each_position():
     assert "blocks.0.state.conv" in every and "blocks.1.resid_post" in every
 
 
-
 def test_rest_returns_and_accepts_site_names(api):
     """GET /runs/{id}/patching returns ``site_name`` and filters by names (``at``); probes name their site."""
     from tests.conftest import seed_runs
@@ -79,7 +90,9 @@ def test_rest_returns_and_accepts_site_names(api):
 
     rid = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0,))[0]
     with api.factory() as s:
-        persist.replace_patching_results(s, rid, [r for site in ("resid_pre", "resid_post", "state") for r in _rows(site)])
+        persist.replace_patching_results(
+            s, rid, [r for site in ("resid_pre", "resid_post", "state") for r in _rows(site)]
+        )
     c = api.client
     rows = c.get(f"/api/runs/{rid}/patching").json()
     assert all(r["site_name"] == site_name(r["site"], r["layer"]) for r in rows)
@@ -90,8 +103,9 @@ def test_rest_returns_and_accepts_site_names(api):
     bad = c.get(f"/api/runs/{rid}/patching", params={"at": "blocks.1.hook_resid_post"})
     assert bad.status_code == 422 and "site name" in bad.text
     probes = c.get(f"/api/runs/{rid}/probes").json()
-    assert probes and all(p["site_name"] == ("embed" if p["layer"] == -1 else f"blocks.{p['layer']}.resid_post")
-                          for p in probes)
+    assert probes and all(
+        p["site_name"] == ("embed" if p["layer"] == -1 else f"blocks.{p['layer']}.resid_post") for p in probes
+    )
 
 
 def test_patching_url_state_reads_and_writes_site_names():

@@ -38,8 +38,11 @@ def test_exact_permutation_equals_scipy_exact(seed):
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=9), rng.normal(size=9) + 0.3
     ref = stats.permutation_test(
-        (a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
-        permutation_type="samples", alternative="two-sided", n_resamples=np.inf,
+        (a, b),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        permutation_type="samples",
+        alternative="two-sided",
+        n_resamples=np.inf,
     ).pvalue
     assert paired_permutation_test(a, b, n_perm=10_000) == pytest.approx(ref)
 
@@ -135,7 +138,9 @@ def test_figure_side_interval_uses_the_same_clip() -> None:
     assert fig_t([1.0, 0.76, 1.0])[2] == 1.0
     assert fig_t([0.0, 0.02, 0.3])[1] == 0.0
     assert fig_t([0.4]) == (0.4, 0.4, 0.4)
-    runs = [{"task": "s3", "family": "lstm", "seed": s, "trained": True,
-             "behaviour": {"40": {"token_acc": v}}} for s, v in enumerate((0.02, 0.0, 0.31))]
+    runs = [
+        {"task": "s3", "family": "lstm", "seed": s, "trained": True, "behaviour": {"40": {"token_acc": v}}}
+        for s, v in enumerate((0.02, 0.0, 0.31))
+    ]
     rows = behaviour_rows(runs)
     assert rows and all(r["lo"] >= 0.0 and r["hi"] <= 1.0 for r in rows)

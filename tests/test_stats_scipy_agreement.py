@@ -15,9 +15,16 @@ from science.stats import paired_permutation_test
 
 def scipy_sign_flip(a: np.ndarray, b: np.ndarray, n_perm: int, seed: int) -> float:
     d = np.asarray(a, float) - np.asarray(b, float)
-    return float(st.permutation_test((d,), lambda x, axis: np.abs(x.mean(axis)), permutation_type="samples",
-                                     alternative="greater", n_resamples=n_perm,
-                                     rng=np.random.default_rng(seed)).pvalue)
+    return float(
+        st.permutation_test(
+            (d,),
+            lambda x, axis: np.abs(x.mean(axis)),
+            permutation_type="samples",
+            alternative="greater",
+            n_resamples=n_perm,
+            rng=np.random.default_rng(seed),
+        ).pvalue
+    )
 
 
 @pytest.mark.parametrize("n", [3, 6, 9, 13])

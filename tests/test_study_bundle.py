@@ -7,8 +7,8 @@ from sqlalchemy import func, select
 
 from backend.bundle import export_bundle, imported_suites
 from backend.cli import demo_bundle, main
-from store.models import ProbeResult, Run
 from backend.report import AGREEMENT, build_report
+from store.models import ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
@@ -17,8 +17,9 @@ from worker.pipeline import local_env, run_suite
 def smoke_bundle(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke-bundle")
     env = local_env(f"sqlite:///{tmp / 'made.db'}", tmp / "store", device="cpu")
-    run_suite(SuiteParams(preset="smoke", families=["lstm", "transformer"], tasks=["parity", "dyck"],
-                          name="study"), env)
+    run_suite(
+        SuiteParams(preset="smoke", families=["lstm", "transformer"], tasks=["parity", "dyck"], name="study"), env
+    )
     path = tmp / "study.layerscope.zip"
     with env.session_factory() as s:
         export_bundle(s, "study", path)
@@ -49,7 +50,9 @@ def test_demo_imports_the_study_once(smoke_bundle, tmp_path):
 def test_demo_goes_on_without_a_bundle(tmp_path):
     factory = _fresh(tmp_path)
     assert demo_bundle(factory, tmp_path / "examples" / "none.zip", tmp_path / "store") == (
-        f"no study bundle at {tmp_path / 'examples' / 'none.zip'} (absent); showing the live suite only", None)
+        f"no study bundle at {tmp_path / 'examples' / 'none.zip'} (absent); showing the live suite only",
+        None,
+    )
     empty = tmp_path / "empty.zip"
     empty.write_bytes(b"")
     assert "(empty)" in demo_bundle(factory, empty, tmp_path / "store")[0]
@@ -72,8 +75,11 @@ def test_report_states_each_claim_with_numbers_and_figures(smoke_bundle, tmp_pat
     assert "| parity | lstm |" in text and "- runs: 4 stored;" in text and "4 measured" in text
     assert result["figures_error"] is None, result["figures_error"]
     pngs = sorted((tmp_path / "docs" / "figures").glob("*.png"))
-    assert {p.name for p in pngs} == {"layer_curves_L40.png", "reversal_late_concentration.png",
-                                      "behaviour_by_length.png"}
+    assert {p.name for p in pngs} == {
+        "layer_curves_L40.png",
+        "reversal_late_concentration.png",
+        "behaviour_by_length.png",
+    }
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     assert "](figures/layer_curves_L40.png)" in text
 

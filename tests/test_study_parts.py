@@ -15,15 +15,25 @@ from tests.conftest import seed_runs
 
 
 def _runs(*specs):
-    return [{"config_hash": h, "train_seconds": t, "status": st, "made_on": on, "created_at": at}
-            for h, t, st, on, at in specs]
+    return [
+        {"config_hash": h, "train_seconds": t, "status": st, "made_on": on, "created_at": at}
+        for h, t, st, on, at in specs
+    ]
 
 
 def test_progress_counts_against_the_preset() -> None:
-    runs = _runs(("a", 1.0, "complete", "gpu", "1"), ("b", 2.0, "trained", "gpu", "2"),
-                 ("c", 3.0, "complete", "cpu", "3"))
-    assert P.progress(runs, 5) == {"complete": False, "preset_runs": 5, "runs_stored": 3, "runs_measured": 2,
-                                   "runs_stored_not_measured": 1, "runs_not_started": 2, "runs_remaining": 3}
+    runs = _runs(
+        ("a", 1.0, "complete", "gpu", "1"), ("b", 2.0, "trained", "gpu", "2"), ("c", 3.0, "complete", "cpu", "3")
+    )
+    assert P.progress(runs, 5) == {
+        "complete": False,
+        "preset_runs": 5,
+        "runs_stored": 3,
+        "runs_measured": 2,
+        "runs_stored_not_measured": 1,
+        "runs_not_started": 2,
+        "runs_remaining": 3,
+    }
     assert P.progress(runs[:1] + runs[2:], 2)["complete"] is True
     assert P.progress(runs, None) is None
 
@@ -49,35 +59,52 @@ def test_partial_keeps_the_reasons_and_adds_the_note() -> None:
 
 
 def test_parts_split_runs_by_where_they_were_made() -> None:
-    imported = {"created_at": "2026-11-30", "git_commit": "gpu-commit", "torch": "2.11.0",
-                "runs": [{"config_hash": "a", "train_seconds": 1.0}, {"config_hash": "b", "train_seconds": 2.0}]}
-    runs = _runs(("a", 1.0, "complete", "cuda on h200", "1"),
-                 ("b", 9.5, "complete", "cpu on vm", "5"),  # b came in unmeasured and was trained again here
-                 ("c", 3.0, "complete", "cpu on vm", "4"))
+    imported = {
+        "created_at": "2026-11-30",
+        "git_commit": "gpu-commit",
+        "torch": "2.11.0",
+        "runs": [{"config_hash": "a", "train_seconds": 1.0}, {"config_hash": "b", "train_seconds": 2.0}],
+    }
+    runs = _runs(
+        ("a", 1.0, "complete", "cuda on h200", "1"),
+        ("b", 9.5, "complete", "cpu on vm", "5"),  # b came in unmeasured and was trained again here
+        ("c", 3.0, "complete", "cpu on vm", "4"),
+    )
     out = P.parts(runs, {"git_commit": "cpu-commit", "torch": "2.13.0", "created_at": "2026-12-01"}, imported)
     assert [p["source"] for p in out] == ["made for the export of 2026-11-30", "made for the export of 2026-12-01"]
     assert (out[0]["runs"], out[0]["git_commit"], out[0]["devices"]) == (1, "gpu-commit", ["cuda on h200"])
     assert (out[1]["runs"], out[1]["git_commit"], out[1]["torch"]) == (2, "cpu-commit", "2.13.0")
     assert out[1]["made_between"] == ["4", "5"]
     # a bundle that already has parts keeps them; the new part follows
-    again = P.parts(runs + _runs(("d", 4.0, "complete", "cpu on box", "9")), {"git_commit": "later"},
-                    {**imported, "parts": out, "runs": [{"config_hash": h, "train_seconds": t}
-                                                        for h, t in (("a", 1.0), ("b", 9.5), ("c", 3.0))]})
+    again = P.parts(
+        runs + _runs(("d", 4.0, "complete", "cpu on box", "9")),
+        {"git_commit": "later"},
+        {
+            **imported,
+            "parts": out,
+            "runs": [{"config_hash": h, "train_seconds": t} for h, t in (("a", 1.0), ("b", 9.5), ("c", 3.0))],
+        },
+    )
     assert [p["runs"] for p in again] == [1, 2, 1] and again[-1]["git_commit"] == "later"
 
 
 def test_parts_follow_the_code_recorded_with_each_run() -> None:
     gpu = {"layerscope": "0.1.0", "git_commit": "aaa", "python": "3.12", "torch": "2.11.0", "transformers": "5"}
     cpu = {**gpu, "git_commit": "bbb", "python": "3.11", "torch": "2.13.0"}
-    runs = _runs(("a", 1.0, "complete", "cuda on h200", "1"), ("b", 2.0, "complete", "cuda on h200", "2"),
-                 ("c", 3.0, "complete", "cpu on vm", "3"))
+    runs = _runs(
+        ("a", 1.0, "complete", "cuda on h200", "1"),
+        ("b", 2.0, "complete", "cuda on h200", "2"),
+        ("c", 3.0, "complete", "cpu on vm", "3"),
+    )
     for r, made_with in zip(runs, (gpu, gpu, cpu)):
         r["made_with"] = made_with
     exporter = {**cpu, "git_commit": "ccc", "created_at": "2026-12-01"}
     imported = {"parts": [{"git_commit": "what the old export said", "runs": 3}], "runs": []}
     out = P.parts(runs, exporter, imported)  # every run knows its code: the old parts are not needed
     assert [(p["git_commit"], p["runs"], p["devices"], p["torch"]) for p in out] == [
-        ("aaa", 2, ["cuda on h200"], "2.11.0"), ("bbb", 1, ["cpu on vm"], "2.13.0")]
+        ("aaa", 2, ["cuda on h200"], "2.11.0"),
+        ("bbb", 1, ["cpu on vm"], "2.13.0"),
+    ]
     # a run without a record (made before schema 0004) is put with the exporter's code
     runs.append({**_runs(("d", 4.0, "trained", "cpu on vm", "4"))[0]})
     out = P.parts(runs, exporter, None)
@@ -90,8 +117,7 @@ def test_a_trained_run_records_the_code_that_made_it(tmp_path) -> None:
     from worker.pipeline import local_env, run_suite
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
-    (run_id,) = run_suite(SuiteParams(preset="smoke", families=["gru"], tasks=["parity"], seeds=[0], max_steps=2),
-                          env)
+    (run_id,) = run_suite(SuiteParams(preset="smoke", families=["gru"], tasks=["parity"], seeds=[0], max_steps=2), env)
     with env.session_factory() as s:
         made_with = s.get(Run, run_id).made_with
     assert set(made_with) == set(VERSION_KEYS) and made_with == code_versions()
@@ -123,7 +149,9 @@ def test_reexport_after_resuming_counts_and_names_both_parts(sqlite_url, tmp_pat
     assert m2["progress"]["runs_measured"] == 3 and m2["partial"]["runs_remaining"] == 69
     assert m2["partial"]["notes"] == ["one GPU lease", "resumed on a CPU"]
     assert [(p["runs"], p["devices"]) for p in m2["parts"]] == [
-        (2, ["cuda (NVIDIA H200) on gpu-box"]), (1, ["cpu on vm"])]
+        (2, ["cuda (NVIDIA H200) on gpu-box"]),
+        (1, ["cpu on vm"]),
+    ]
     with zipfile.ZipFile(tmp_path / "second.zip") as z:
         assert json.loads(z.read("manifest.json"))["parts"] == m2["parts"]
 

@@ -16,15 +16,32 @@ def _module():
 
 
 def _run(seed, acc, steps, reason, control=None):
-    return {"task": "parity", "family": "mamba", "seed": seed, "heldout_acc": acc, "early_stop_acc": 0.99,
-            "steps": steps, "train_seconds": steps / 2, "stop_reason": reason, "best_heldout_acc": acc,
-            "best_step": steps, "control": control, "train_config": {"max_steps": 3000}}
+    return {
+        "task": "parity",
+        "family": "mamba",
+        "seed": seed,
+        "heldout_acc": acc,
+        "early_stop_acc": 0.99,
+        "steps": steps,
+        "train_seconds": steps / 2,
+        "stop_reason": reason,
+        "best_heldout_acc": acc,
+        "best_step": steps,
+        "control": control,
+        "train_config": {"max_steps": 3000},
+    }
 
 
 def test_cells_give_trained_medians_and_the_others_stop_reasons():
     m = _module()
-    rows = m.cell_rows([_run(0, 0.995, 800, "trained"), _run(1, 0.992, 1000, "trained"),
-                        _run(2, 0.93, 3000, "budget"), _run(0, 0.5, 0, None, control="init")])
+    rows = m.cell_rows(
+        [
+            _run(0, 0.995, 800, "trained"),
+            _run(1, 0.992, 1000, "trained"),
+            _run(2, 0.93, 3000, "budget"),
+            _run(0, 0.5, 0, None, control="init"),
+        ]
+    )
     (row,) = rows
     assert (row["trained"], row["seeds"], row["steps"], row["seconds"], row["budget"]) == (2, 3, 900, 450, 3000)
     assert row["others"] == ["budget (seed 2: best 0.930 at step 3000)"]

@@ -10,8 +10,8 @@ from backend.cli import main
 from worker import persist
 from worker.params import SuiteParams
 from worker.pipeline import local_env, run_suite
-from worker.suite_settings import SuiteSettingsConflict, stored_with_other_settings
 from worker.presets import expand_suite
+from worker.suite_settings import SuiteSettingsConflict, stored_with_other_settings
 
 CELL = dict(preset="smoke", families=["lstm"], tasks=["parity"])
 
@@ -19,9 +19,21 @@ CELL = dict(preset="smoke", families=["lstm"], tasks=["parity"])
 def _store(env, jobs) -> None:
     with env.session_factory() as s:
         for job in jobs:
-            persist.save_run(s, name=job.name or "r", suite=job.suite, family=job.family, task=job.task, seed=job.seed,
-                             n_layers=job.n_layers, d_model=8, n_params=100, config_hash=job.run_hash(),
-                             train_config=job.run_config(), loss_curve=[], behaviour={})
+            persist.save_run(
+                s,
+                name=job.name or "r",
+                suite=job.suite,
+                family=job.family,
+                task=job.task,
+                seed=job.seed,
+                n_layers=job.n_layers,
+                d_model=8,
+                n_params=100,
+                config_hash=job.run_hash(),
+                train_config=job.run_config(),
+                loss_curve=[],
+                behaviour={},
+            )
 
 
 @pytest.fixture

@@ -50,23 +50,65 @@ def labels_of(task, keys):
 # ---------------------------------------------------------------- hand-written snippets
 SNIPPETS = [
     # brackets in strings don't count
-    ('s = "(" + \'[\' + """{\n"""\n',
-     ["s", "=", "<str>", "+", "<str>", "+", "<str>", "<newline>"], [0] * 8),
+    ('s = "(" + \'[\' + """{\n"""\n', ["s", "=", "<str>", "+", "<str>", "+", "<str>", "<newline>"], [0] * 8),
     # f-strings are one <str>: brackets in replacement fields don't count
-    ('y = (f"{b[(0)]}", f"{x:{w}}")\n',
-     ["y", "=", "(", "<str>", ",", "<str>", ")", "<newline>"], [0, 0, 1, 1, 1, 1, 0, 0]),
+    (
+        'y = (f"{b[(0)]}", f"{x:{w}}")\n',
+        ["y", "=", "(", "<str>", ",", "<str>", ")", "<newline>"],
+        [0, 0, 1, 1, 1, 1, 0, 0],
+    ),
     # a comment holding a bracket, a line break inside brackets
-    ("x = (1  # ) not a close\n     + 2)\n",
-     ["x", "=", "(", "<num>", "+", "<num>", ")", "<newline>"], [0, 0, 1, 1, 1, 1, 0, 0]),
+    (
+        "x = (1  # ) not a close\n     + 2)\n",
+        ["x", "=", "(", "<num>", "+", "<num>", ")", "<newline>"],
+        [0, 0, 1, 1, 1, 1, 0, 0],
+    ),
     # a backslash line continuation
     ("x = 1 + \\\n    2\n", ["x", "=", "<num>", "+", "<num>", "<newline>"], [0] * 6),
     # nested comprehensions
-    ("m = [[(i, j) for j in range(3)] for i in {k: v for k, v in d.items()}]\n",
-     ["m", "=", "[", "[", "(", "i", ",", "j", ")", "for", "j", "in", "range", "(", "<num>", ")",
-      "]", "for", "i", "in", "{", "k", ":", "v", "for", "k", ",", "v", "in", "d", ".", "items",
-      "(", ")", "}", "]", "<newline>"],
-     [0, 0, 1, 2, 3, 3, 3, 3, 2, 2, 2, 2, 2, 3, 3, 2, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-      2, 2, 3, 2, 1, 0, 0]),
+    (
+        "m = [[(i, j) for j in range(3)] for i in {k: v for k, v in d.items()}]\n",
+        [
+            "m",
+            "=",
+            "[",
+            "[",
+            "(",
+            "i",
+            ",",
+            "j",
+            ")",
+            "for",
+            "j",
+            "in",
+            "range",
+            "(",
+            "<num>",
+            ")",
+            "]",
+            "for",
+            "i",
+            "in",
+            "{",
+            "k",
+            ":",
+            "v",
+            "for",
+            "k",
+            ",",
+            "v",
+            "in",
+            "d",
+            ".",
+            "items",
+            "(",
+            ")",
+            "}",
+            "]",
+            "<newline>",
+        ],
+        [0, 0, 1, 2, 3, 3, 3, 3, 2, 2, 2, 2, 2, 3, 3, 2, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 0, 0],
+    ),
 ]
 
 
@@ -80,9 +122,31 @@ def test_snippet_tokens_and_bracket_depths(tiny_task, source, keys, depths):
 def test_indent_depths_and_cap(tmp_path):
     source = "def f(x):\n    if x:\n        return [\n    1]\n    return 0\n"
     keys = lex_source(source)
-    assert keys == ["def", "f", "(", "x", ")", ":", "<newline>", "<indent>", "if", "x", ":",
-                    "<newline>", "<indent>", "return", "[", "<num>", "]", "<newline>", "<dedent>",
-                    "return", "<num>", "<newline>", "<dedent>"]
+    assert keys == [
+        "def",
+        "f",
+        "(",
+        "x",
+        ")",
+        ":",
+        "<newline>",
+        "<indent>",
+        "if",
+        "x",
+        ":",
+        "<newline>",
+        "<indent>",
+        "return",
+        "[",
+        "<num>",
+        "]",
+        "<newline>",
+        "<dedent>",
+        "return",
+        "<num>",
+        "<newline>",
+        "<dedent>",
+    ]
     write(tmp_path, "a.py", source)
     indent = get_task("code_depth", corpus=str(tmp_path), variant="indent", test_fraction=0.01)
     assert labels_of(indent, keys) == [0] * 7 + [1] * 5 + [2] * 6 + [1] * 4 + [0]
@@ -109,10 +173,12 @@ def test_broken_files_are_skipped_and_counted(tmp_path):
 
 
 def _records(tag):
-    return [{"code": f"def {tag}(a):\n    return (a, [a])\n"},
-            {"original_string": f"{tag}_x = {{1: (2)}}\n"},
-            {"code": "x = (\n"},        # untokenisable
-            {"docstring": "no code"}]   # no code field
+    return [
+        {"code": f"def {tag}(a):\n    return (a, [a])\n"},
+        {"original_string": f"{tag}_x = {{1: (2)}}\n"},
+        {"code": "x = (\n"},  # untokenisable
+        {"docstring": "no code"},
+    ]  # no code field
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -160,8 +226,20 @@ def test_split_by_document_and_vocab_from_train_only(tmp_path):
     assert task.corpus.test_ids == (test_name,) and task.corpus.train_ids == (train_name,)
     assert "only_in_train" in task.vocab and "only_in_test" not in task.vocab
     assert task.encode(["only_in_test", "only_in_train", "("]).tolist() == [0, task.vocab.index("only_in_train"), 6]
-    assert task.vocab[:12] == ("<unk>", "<newline>", "<indent>", "<dedent>", "<num>", "<str>",
-                               "(", "[", "{", ")", "]", "}")
+    assert task.vocab[:12] == (
+        "<unk>",
+        "<newline>",
+        "<indent>",
+        "<dedent>",
+        "<num>",
+        "<str>",
+        "(",
+        "[",
+        "{",
+        ")",
+        "]",
+        "}",
+    )
     # a document's split does not depend on max_files
     small = get_task("code_depth", corpus=str(tmp_path), test_fraction=0.5, max_files=1)
     for doc_id in small.corpus.train_ids:
@@ -202,10 +280,10 @@ def test_windows_match_document_depths(stdlib_task, split):
         assert s == 0 or depths[s - 1] == 0  # depth 0 before the window
         assert s >= previous_end.get(d, 0)  # non-overlapping
         previous_end[d] = s + length
-        labels = task.labels_for(task.encode(keys[s:s + length])[None, :])[0].tolist()
-        assert labels == [min(x, task.m) for x in depths[s:s + length]]
+        labels = task.labels_for(task.encode(keys[s : s + length])[None, :])[0].tolist()
+        assert labels == [min(x, task.m) for x in depths[s : s + length]]
     data = task.generate(length, 64, seed=0, split=split)
-    rows = {tuple(task.encode(list(docs[d])[s:s + length]).tolist()) for d, s in windows.tolist()}
+    rows = {tuple(task.encode(list(docs[d])[s : s + length]).tolist()) for d, s in windows.tolist()}
     assert all(tuple(r) in rows for r in data.tokens.tolist())
 
 

@@ -73,17 +73,24 @@ def test_registry_and_metadata():
 
 @pytest.mark.parametrize(
     "name, params, word",
-    [("nope", {}, "nope"), ("dyck", {"k": 0}, "'k'"), ("dyck", {"m": "3"}, "'m'"),
-     ("dyck", {"k": True}, "'k'"), ("dyck", {"target": "width"}, "'target'"),
-     ("dyck", {"kk": 2}, "kk"), ("parity", {"m": 2}, "'m'")],
+    [
+        ("nope", {}, "nope"),
+        ("dyck", {"k": 0}, "'k'"),
+        ("dyck", {"m": "3"}, "'m'"),
+        ("dyck", {"k": True}, "'k'"),
+        ("dyck", {"target": "width"}, "'target'"),
+        ("dyck", {"kk": 2}, "kk"),
+        ("parity", {"m": 2}, "'m'"),
+    ],
 )
 def test_bad_task_or_param_raises_naming_it(name, params, word):
     with pytest.raises(ValueError, match=word):
         get_task(name, **params)
 
 
-@pytest.mark.parametrize("kwargs, word", [({"length": 0}, "length"), ({"n": 0}, "'n'"),
-                                          ({"seed": -1}, "seed"), ({"split": "val"}, "split")])
+@pytest.mark.parametrize(
+    "kwargs, word", [({"length": 0}, "length"), ({"n": 0}, "'n'"), ({"seed": -1}, "seed"), ({"split": "val"}, "split")]
+)
 def test_bad_generate_args_raise(kwargs, word):
     args = {"length": 8, "n": 4, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=word):
@@ -215,6 +222,7 @@ def dyck_ref_labels(k, m, target):
         valid, depths, tops = ref_dyck(toks, k, m)
         assert valid, "corrupted sequence is not a valid Dyck input"
         return tops if target == "top" else depths
+
     return ref
 
 

@@ -60,8 +60,17 @@ def test_meta_lists_the_toy_family_with_its_capabilities(api, toy):
     body = api.client.get("/api/meta").json()
     fams = {f["name"]: f for f in body["families"]}
     assert list(fams)[:5] == ["transformer", "mamba", "mamba2", "lstm", "gru"]
-    assert fams[NAME] == {"name": NAME, "label": toy.label, "kind": "rnn", "has_conv1d": False, "state_parts": [],
-                          "recurrent_state": False, "hf": False, "pretrained": False, "default_lr": 1e-3}
+    assert fams[NAME] == {
+        "name": NAME,
+        "label": toy.label,
+        "kind": "rnn",
+        "has_conv1d": False,
+        "state_parts": [],
+        "recurrent_state": False,
+        "hf": False,
+        "pretrained": False,
+        "default_lr": 1e-3,
+    }
     assert fams["mamba"]["has_conv1d"] and fams["lstm"]["state_parts"] == ["h", "c"]
     assert body["tasks"] == ["parity", "s3", "dyck", "code_depth"]
     assert body["presets"] == ["smoke", "quick", "paper", "pretrained"]
@@ -105,7 +114,9 @@ def test_smoke_suite_trains_probes_and_patches_the_toy_family(toy, tmp_path):
         run = s.get(Run, ids[0])
         assert run.family == NAME and run.status == "complete" and run.checkpoint_id
         probes = s.scalars(select(ProbeResult).where(ProbeResult.run_id == run.id)).all()
-        assert {(p.layer, p.eval_length) for p in probes} == {(layer, L) for layer in range(-1, run.n_layers) for L in (40, 60)}
+        assert {(p.layer, p.eval_length) for p in probes} == {
+            (layer, L) for layer in range(-1, run.n_layers) for L in (40, 60)
+        }
         methods = {r.method for r in s.scalars(select(InterventionResult).where(InterventionResult.run_id == run.id))}
         assert {"project_out", "leace", "mean"} <= methods and "conv1d_removal" not in methods
         sites = {r.site for r in s.scalars(select(PatchingResult).where(PatchingResult.run_id == run.id))}

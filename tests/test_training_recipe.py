@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from models_store import ModelConfig, build_model
-from worker.params import DEFAULT_LR, LEGACY_RECIPE, TrainParams
 from science.tasks import get_task
 from science.training import TrainConfig, curriculum_lengths, make_scheduler, predict, train_model
+from worker.params import DEFAULT_LR, LEGACY_RECIPE, TrainParams
 
 
 def _opt(lr: float = 1e-3) -> torch.optim.Optimizer:
@@ -53,8 +53,17 @@ def test_recipe_fields_are_resolved_and_part_of_the_config_hash():
     assert p.lr == DEFAULT_LR["mamba"] and p.start_token is True
     assert p.grad_clip == 1.0 and p.lr_schedule == "cosine" and p.warmup_steps > 0 and p.curriculum_start == 8
     cfg = p.run_config()
-    for key in ("lr", "warmup_steps", "lr_schedule", "min_lr_ratio", "grad_clip", "curriculum_start",
-                "curriculum_step", "curriculum_threshold", "start_token"):
+    for key in (
+        "lr",
+        "warmup_steps",
+        "lr_schedule",
+        "min_lr_ratio",
+        "grad_clip",
+        "curriculum_start",
+        "curriculum_step",
+        "curriculum_threshold",
+        "start_token",
+    ):
         assert key in cfg
     assert "force" not in cfg
     assert TrainParams(family="mamba", task="parity", force=True).run_hash() == p.run_hash()
@@ -68,12 +77,36 @@ def test_recipe_fields_are_resolved_and_part_of_the_config_hash():
 def test_curriculum_grows_the_length_and_early_stops_only_at_full_length():
     torch.manual_seed(0)
     task = get_task("parity")
-    model = build_model(ModelConfig(family="gru", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=1, param_target=5_000, param_tolerance=0.5))
-    result = train_model(model, task, TrainConfig(train_length=12, batch_size=32, lr=1e-2, max_steps=400,
-                                                  eval_every=10, n_eval_sequences=64, curriculum_start=4,
-                                                  curriculum_step=4, curriculum_threshold=0.9, early_stop_acc=0.6,
-                                                  grad_clip=1.0, warmup_steps=0, lr_schedule="constant"), seed=0)
+    model = build_model(
+        ModelConfig(
+            family="gru",
+            vocab_size=task.vocab_size,
+            n_classes=task.n_classes,
+            n_layers=1,
+            param_target=5_000,
+            param_tolerance=0.5,
+        )
+    )
+    result = train_model(
+        model,
+        task,
+        TrainConfig(
+            train_length=12,
+            batch_size=32,
+            lr=1e-2,
+            max_steps=400,
+            eval_every=10,
+            n_eval_sequences=64,
+            curriculum_start=4,
+            curriculum_step=4,
+            curriculum_threshold=0.9,
+            early_stop_acc=0.6,
+            grad_clip=1.0,
+            warmup_steps=0,
+            lr_schedule="constant",
+        ),
+        seed=0,
+    )
     lengths = [p["length"] for p in result.loss_curve]
     assert lengths == sorted(lengths) and lengths[0] == 4
     evaluated = [p for p in result.loss_curve if p["heldout_token_acc"] is not None]
@@ -95,11 +128,35 @@ def test_all_ones_prefix_classified_right_at_every_position_with_start_token():
     task = get_task("parity")
     length = 6
     torch.manual_seed(0)
-    model = build_model(ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes,
-                                    n_layers=2, param_target=20_000, param_tolerance=0.5, start_token=True))
-    train_model(model, task, TrainConfig(train_length=length, batch_size=64, lr=3e-3, max_steps=1200, eval_every=50,
-                                         n_eval_sequences=256, warmup_steps=50, lr_schedule="cosine", grad_clip=1.0,
-                                         early_stop_acc=1.0, curriculum_start=None), seed=0)
+    model = build_model(
+        ModelConfig(
+            family="transformer",
+            vocab_size=task.vocab_size,
+            n_classes=task.n_classes,
+            n_layers=2,
+            param_target=20_000,
+            param_tolerance=0.5,
+            start_token=True,
+        )
+    )
+    train_model(
+        model,
+        task,
+        TrainConfig(
+            train_length=length,
+            batch_size=64,
+            lr=3e-3,
+            max_steps=1200,
+            eval_every=50,
+            n_eval_sequences=256,
+            warmup_steps=50,
+            lr_schedule="cosine",
+            grad_clip=1.0,
+            early_stop_acc=1.0,
+            curriculum_start=None,
+        ),
+        seed=0,
+    )
     ones = torch.ones(1, length, dtype=torch.long)  # token 1 = a one (parity's vocabulary is {0, 1})
     expected = torch.tensor([(t + 1) % 2 for t in range(length)])  # parity of the prefix 0..t
     per_position = (predict(model, ones)[0] == expected).float()

@@ -9,8 +9,8 @@ import sqlite3
 from sqlalchemy.exc import OperationalError
 
 from tests.test_jobs_runner import env, runner  # noqa: F401 - fixtures
-from worker.queue import submit
 from worker.params import TrainParams
+from worker.queue import submit
 
 
 class FullQueue:

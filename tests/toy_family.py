@@ -58,5 +58,11 @@ def width_problem(cfg: ModelConfig, d: int) -> str | None:
     return "must be even" if d % 2 else None
 
 
-FAMILY = FamilySpec(NAME, "Toy linear recurrence", "rnn", build=LinearRecurrentModel, count_params=count_params,
-                  width_problem=width_problem)
+FAMILY = FamilySpec(
+    NAME,
+    "Toy linear recurrence",
+    "rnn",
+    build=LinearRecurrentModel,
+    count_params=count_params,
+    width_problem=width_problem,
+)

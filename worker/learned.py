@@ -38,8 +38,13 @@ def keep_weights(env: WorkerEnv, session: Session, run_id: int, records: Iterabl
         tensors = probe_tensors(obj) if kind == "probe" else edit_tensors(obj)
         method = "" if kind == "probe" else r.method
         meta = {"kind": kind, "method": method, "layer": r.layer, "eval_length": r.eval_length}
-        rows.append({**{k: meta[k] for k in WEIGHTS_KEY}, "config_hash": r.config_hash,
-                     "artifact_id": store.save(tensors, meta)})
+        rows.append(
+            {
+                **{k: meta[k] for k in WEIGHTS_KEY},
+                "config_hash": r.config_hash,
+                "artifact_id": store.save(tensors, meta),
+            }
+        )
     if rows:
         persist.replace_result_weights(session, run_id, rows)
     return len(rows)
@@ -58,8 +63,9 @@ def learned(run_id: int, env: WorkerEnv, kind: str | None = None, *, tensors: bo
         q = select(ResultWeights).where(ResultWeights.run_id == run_id)
         if kind is not None:
             q = q.where(ResultWeights.kind == kind)
-        found = s.scalars(q.order_by(ResultWeights.kind, ResultWeights.method, ResultWeights.eval_length,
-                                     ResultWeights.layer)).all()
+        found = s.scalars(
+            q.order_by(ResultWeights.kind, ResultWeights.method, ResultWeights.eval_length, ResultWeights.layer)
+        ).all()
         out = [{c: getattr(w, c) for c in (*WEIGHTS_KEY, "artifact_id", "config_hash")} for w in found]
     if tensors:
         for row in out:

@@ -58,6 +58,7 @@ class MeasuredRun:
 
 def clean(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Records or dicts → plain rows with NaN/inf → None (rows store and serialise as JSON)."""
+
     def fix(v: Any) -> Any:
         return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -67,14 +68,26 @@ def clean(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def settings_record(run: MeasuredRun, measure: MeasureParams, layers: list[int] | None = None) -> MeasureSettingsRecord:
     """The ``measure_settings`` record of measuring ``run`` with ``measure`` (fit length = the
     run's ``train_length``; ``layers``: the intervention layers, None = every block)."""
-    return MeasureSettingsRecord(params=measure.model_dump(mode="json"), eval_lengths=list(measure.eval_lengths),
-                                 patch_eval_length=measure.patch_eval_length, fit_length=run.train_length,
-                                 intervention_layers=None if layers is None else sorted(set(layers)))
+    return MeasureSettingsRecord(
+        params=measure.model_dump(mode="json"),
+        eval_lengths=list(measure.eval_lengths),
+        patch_eval_length=measure.patch_eval_length,
+        fit_length=run.train_length,
+        intervention_layers=None if layers is None else sorted(set(layers)),
+    )
 
 
-def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: JobContext | None = None, *,
-                parts: Iterable[str] = PARTS, layers: list[int] | None = None, result_hash: str | None = None,
-                complete: bool = False) -> int:
+def measure_run(
+    run: MeasuredRun,
+    measure: MeasureParams,
+    env: WorkerEnv,
+    ctx: JobContext | None = None,
+    *,
+    parts: Iterable[str] = PARTS,
+    layers: list[int] | None = None,
+    result_hash: str | None = None,
+    complete: bool = False,
+) -> int:
     """Measure ``run`` with ``measure``: the selected ``parts`` (some of :data:`PARTS`), each
     stored as soon as it finishes, pointing at the settings row. Returns the settings row's id.
 
@@ -112,18 +125,27 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
 
     common = dict(model=run.model, task=run.task, run_seed=run.seed, config_hash=h, device=env.device)
     if "probes" in parts:
-        rows = measure_probes(**common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
-                              ctx=span("probes"))
+        rows = measure_probes(
+            **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences, ctx=span("probes")
+        )
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
             keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned
     if "interventions" in parts and (measure.methods or measure.conv1d):
         rows = measure_interventions(
-            **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences,
-            methods=measure.methods, layers=layers, pca_k=measure.pca_k, inlp_max_rounds=measure.inlp_max_rounds,
-            conv1d=measure.conv1d, fit_length=run.train_length, n_permutations=measure.n_permutations,
-            ctx=span("interventions"))
+            **common,
+            eval_lengths=measure.eval_lengths,
+            n_sequences=measure.n_probe_sequences,
+            methods=measure.methods,
+            layers=layers,
+            pca_k=measure.pca_k,
+            inlp_max_rounds=measure.inlp_max_rounds,
+            conv1d=measure.conv1d,
+            fit_length=run.train_length,
+            n_permutations=measure.n_permutations,
+            ctx=span("interventions"),
+        )
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
             persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
@@ -132,16 +154,21 @@ def measure_run(run: MeasuredRun, measure: MeasureParams, env: WorkerEnv, ctx: J
         span("interventions")
     if "patching" in parts:
         try:
-            rows = patching_grid(**common, eval_length=measure.patch_eval_length, positions=measure.patch_positions,
-                                 sites=measure.patch_sites, stride=measure.patch_stride, n_pairs=measure.n_patch_pairs,
-                                 ctx=span("patching"))
+            rows = patching_grid(
+                **common,
+                eval_length=measure.patch_eval_length,
+                positions=measure.patch_positions,
+                sites=measure.patch_sites,
+                stride=measure.patch_stride,
+                n_pairs=measure.n_patch_pairs,
+                ctx=span("patching"),
+            )
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
             ctx.log(f"patching skipped: {exc}")
             rows = []
         sid_now = settings_id()
         with session_scope(env.session_factory) as s:
-            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now,
-                                             commit=not complete)
+            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=not complete)
             if complete:
                 persist.set_run_status(s, run.run_id, "complete")
     elif complete:
@@ -162,9 +189,12 @@ def stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]
     with session_scope(env.session_factory) as s:
         ids: set[int] = set()
         for model in (ProbeResult, InterventionResult, PatchingResult):
-            ids |= {i for i in s.execute(select(model.settings_id).where(model.run_id == run_id,
-                                                                         model.settings_id.is_not(None))
-                                         .distinct()).scalars()}
+            ids |= {
+                i
+                for i in s.execute(
+                    select(model.settings_id).where(model.run_id == run_id, model.settings_id.is_not(None)).distinct()
+                ).scalars()
+            }
         lengths: set[int] = set()
         if ids:
             for got in s.execute(select(MeasureSettings.eval_lengths).where(MeasureSettings.id.in_(ids))).scalars():
@@ -183,13 +213,24 @@ def probe_settings(params: ProbeParams, lengths: list[int]) -> MeasureParams:
 
 def intervene_settings(params: InterveneParams, lengths: list[int]) -> MeasureParams:
     """An intervene job's settings (its ``layers`` go to :func:`measure_run` separately)."""
-    return MeasureParams(eval_lengths=lengths, n_probe_sequences=params.n_probe_sequences, methods=params.methods,
-                         pca_k=params.pca_k, inlp_max_rounds=params.inlp_max_rounds, conv1d=params.conv1d,
-                         n_permutations=params.n_permutations)
+    return MeasureParams(
+        eval_lengths=lengths,
+        n_probe_sequences=params.n_probe_sequences,
+        methods=params.methods,
+        pca_k=params.pca_k,
+        inlp_max_rounds=params.inlp_max_rounds,
+        conv1d=params.conv1d,
+        n_permutations=params.n_permutations,
+    )
 
 
 def patch_settings(params: PatchParams, lengths: list[int]) -> MeasureParams:
     """A patch job's settings (``lengths``: the run's measured eval lengths, for the record)."""
-    return MeasureParams(eval_lengths=lengths, patch_eval_length=params.eval_length,
-                         patch_positions=params.positions, patch_sites=params.sites, patch_stride=params.stride,
-                         n_patch_pairs=params.n_pairs)
+    return MeasureParams(
+        eval_lengths=lengths,
+        patch_eval_length=params.eval_length,
+        patch_positions=params.positions,
+        patch_sites=params.sites,
+        patch_stride=params.stride,
+        n_patch_pairs=params.n_pairs,
+    )

@@ -103,9 +103,19 @@ class Slot:
 class Supervisor:
     """Starts and watches ``n`` worker processes; ``run()`` blocks until they all finished."""
 
-    def __init__(self, n: int, *, name: str | None = None, device: str | None = None, executor: str | None = None,
-                 threads: int | None = None, extra_args: Sequence[str] = (), python: str = sys.executable,
-                 grace_s: float = 120.0, poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        n: int,
+        *,
+        name: str | None = None,
+        device: str | None = None,
+        executor: str | None = None,
+        threads: int | None = None,
+        extra_args: Sequence[str] = (),
+        python: str = sys.executable,
+        grace_s: float = 120.0,
+        poll_s: float = 0.2,
+    ) -> None:
         self.n = n
         self.threads = threads if threads is not None else slot_threads(n)
         self.device, self.executor, self.extra_args = device, executor, list(extra_args)
@@ -114,8 +124,20 @@ class Supervisor:
         self.stopping = False
 
     def command(self, slot: Slot) -> list[str]:
-        cmd = [self.python, "-m", "backend.cli", "worker", "--name", slot.name, "--parent-pid", str(os.getpid()),
-               "--threads", str(self.threads), "--concurrency", "1"]  # 1: LAYERSCOPE_WORKER_CONCURRENCY is inherited
+        cmd = [
+            self.python,
+            "-m",
+            "backend.cli",
+            "worker",
+            "--name",
+            slot.name,
+            "--parent-pid",
+            str(os.getpid()),
+            "--threads",
+            str(self.threads),
+            "--concurrency",
+            "1",
+        ]  # 1: LAYERSCOPE_WORKER_CONCURRENCY is inherited
         if self.device:
             cmd += ["--device", self.device]
         if self.executor:
@@ -163,12 +185,22 @@ class Supervisor:
         uptime = time.monotonic() - slot.started
         slot.fast_failures = slot.fast_failures + 1 if uptime < FAST_FAILURE_S else 0
         if slot.fast_failures >= MAX_FAST_FAILURES:
-            log.error("slot %s exited with status %s %d times in a row within %.0f s of its start: giving up "
-                      "on it", slot.name, rc, slot.fast_failures, FAST_FAILURE_S)
+            log.error(
+                "slot %s exited with status %s %d times in a row within %.0f s of its start: giving up on it",
+                slot.name,
+                rc,
+                slot.fast_failures,
+                FAST_FAILURE_S,
+            )
             slot.returncode = rc if rc > 0 else 1
             return False
-        log.warning("slot %s exited with status %s after %.1f s: starting it again (its job, if any, is "
-                    "re-queued by the reaper)", slot.name, rc, uptime)
+        log.warning(
+            "slot %s exited with status %s after %.1f s: starting it again (its job, if any, is "
+            "re-queued by the reaper)",
+            slot.name,
+            rc,
+            uptime,
+        )
         self._spawn(slot)
         return True
 

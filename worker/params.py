@@ -9,8 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, field_validator, \
-    model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError, core_schema
 
 from layerscope_core.hashing import config_hash
@@ -22,8 +29,8 @@ from layerscope_core.registry import (  # noqa: F401
     PATCH_SITES,
     PRESETS,
     TASKS,
-    family_names,
     families_where,
+    family_names,
     get_family,
 )
 
@@ -91,8 +98,12 @@ PRETRAINED_LR = 1e-4
 # TrainParams overrides that reproduce the recipe before the training-recipe fields existed:
 # constant lr 1e-3, no warm-up, no clipping, no length curriculum, no START token.
 LEGACY_RECIPE: dict[str, Any] = {
-    "lr": 1e-3, "warmup_steps": 0, "lr_schedule": "constant", "grad_clip": None,
-    "curriculum_start": None, "start_token": False,
+    "lr": 1e-3,
+    "warmup_steps": 0,
+    "lr_schedule": "constant",
+    "grad_clip": None,
+    "curriculum_start": None,
+    "start_token": False,
 }
 
 
@@ -125,17 +136,25 @@ class MeasureParams(_Params):
     n_probe_sequences: int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
     pca_k: int = Field(8, ge=1, le=4096, description="k of pca_top_k")
-    inlp_max_rounds: int | None = Field(None, ge=1, le=1000, description="INLP's round budget; None: enough rounds "
-                                        "to remove the whole width, ⌈d_model / (classes − 1)⌉")
+    inlp_max_rounds: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="INLP's round budget; None: enough rounds to remove the whole width, ⌈d_model / (classes − 1)⌉",
+    )
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
     n_permutations: int = Field(2000, ge=100, le=1_000_000)
     patch_positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
         None, description="0-based positions for the patching grid; None = every position 0..L-1"
     )
-    patch_sites: list[PatchSite] = Field(default_factory=lambda: list(PATCH_SITES), min_length=1,
-                                         description="patching sites; 'state' is skipped on the transformer")
-    patch_stride: int = Field(1, ge=1, le=4096, description="with patch_positions None: every stride-th "
-                                                            "position (and the last one)")
+    patch_sites: list[PatchSite] = Field(
+        default_factory=lambda: list(PATCH_SITES),
+        min_length=1,
+        description="patching sites; 'state' is skipped on the transformer",
+    )
+    patch_stride: int = Field(
+        1, ge=1, le=4096, description="with patch_positions None: every stride-th position (and the last one)"
+    )
     patch_eval_length: int = Field(40, ge=4, le=4096)
     n_patch_pairs: int = Field(128, ge=4, le=100_000)
 
@@ -157,31 +176,45 @@ class TrainParams(_Params):
     param_target: int = Field(830_000, ge=1_000, le=10_000_000_000)
     pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
     start_token: bool | None = Field(
-        None, description="prepend a START token inside the model (docs/SCIENCE.md#start-token); "
-                          "None = on for models trained from scratch, off for pretrained ones")
+        None,
+        description="prepend a START token inside the model (docs/SCIENCE.md#start-token); "
+        "None = on for models trained from scratch, off for pretrained ones",
+    )
     train_length: int = Field(40, ge=2, le=4096)
     batch_size: int = Field(64, ge=1, le=4096)
     lr: float | None = Field(
-        None, gt=0, le=1.0, description="peak learning rate; None = the family's entry of DEFAULT_LR "
-                                        "(docs/SCIENCE.md#training-recipe)")
+        None,
+        gt=0,
+        le=1.0,
+        description="peak learning rate; None = the family's entry of DEFAULT_LR (docs/SCIENCE.md#training-recipe)",
+    )
     weight_decay: float = Field(0.01, ge=0, le=1.0)
     max_steps: int = Field(2000, ge=1, le=10_000_000)
     warmup_steps: int = Field(100, ge=0, le=10_000_000, description="linear learning-rate warm-up (steps)")
     lr_schedule: Literal["constant", "cosine"] = Field(
-        "cosine", description="after warm-up: constant, or cosine decay over the remaining max_steps")
+        "cosine", description="after warm-up: constant, or cosine decay over the remaining max_steps"
+    )
     min_lr_ratio: float = Field(0.1, ge=0, le=1.0, description="cosine floor as a fraction of the peak lr")
     grad_clip: float | None = Field(1.0, gt=0, description="max global gradient L2 norm; None = no clipping")
     curriculum_start: int | None = Field(
-        8, ge=2, le=4096, description="length curriculum: first training length; None = train at "
-                                      "train_length from the start")
+        8,
+        ge=2,
+        le=4096,
+        description="length curriculum: first training length; None = train at train_length from the start",
+    )
     curriculum_step: int = Field(4, ge=1, le=4096, description="length added when the threshold is passed")
     curriculum_threshold: float = Field(
-        0.95, gt=0, le=1.0, description="held-out token accuracy at the current length that grows it")
-    force: bool = Field(False, description="train again even if this run is already stored (not part of "
-                                           "the run's config hash)")
-    rebuild_weights: bool = Field(False, description="a stored run whose weights are not here is rebuilt to its "
-                                                     "recorded step budget and measured again even when complete (not "
-                                                     "part of the run's config hash)")
+        0.95, gt=0, le=1.0, description="held-out token accuracy at the current length that grows it"
+    )
+    force: bool = Field(
+        False, description="train again even if this run is already stored (not part of the run's config hash)"
+    )
+    rebuild_weights: bool = Field(
+        False,
+        description="a stored run whose weights are not here is rebuilt to its "
+        "recorded step budget and measured again even when complete (not "
+        "part of the run's config hash)",
+    )
     max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
     early_stop_acc: float = Field(0.99, gt=0, le=1.0)
     eval_every: int = Field(50, ge=1)
@@ -192,19 +225,29 @@ class TrainParams(_Params):
         default_factory=MeasureParams, description="follow-up measurements; None = train only"
     )
     learned_positions: int = Field(
-        0, ge=0, le=65_536, description="transformer only: size of a learned absolute position table added to the "
-                                        "token embedding, rotary kept (docs/SCIENCE.md#positions); 0 = rotary only")
+        0,
+        ge=0,
+        le=65_536,
+        description="transformer only: size of a learned absolute position table added to the "
+        "token embedding, rotary kept (docs/SCIENCE.md#positions); 0 = rotary only",
+    )
     plateau_evals: int | None = Field(
-        None, ge=1, le=100_000, description="stop at a plateau: the held-out accuracy at the current length gained "
-                                            "less than plateau_min_gain over this many evaluations "
-                                            "(docs/SCIENCE.md#plateau); None = off")
+        None,
+        ge=1,
+        le=100_000,
+        description="stop at a plateau: the held-out accuracy at the current length gained "
+        "less than plateau_min_gain over this many evaluations "
+        "(docs/SCIENCE.md#plateau); None = off",
+    )
     plateau_min_gain: float = Field(0.01, gt=0, le=1.0, description="the plateau rule's least gain (fraction)")
     control: Literal["init"] | None = Field(
-        None, description="'init': the random-init control of this run — the same architecture and seed, not "
-                          "trained, measured with the probes only (docs/SCIENCE.md#controls)")
+        None,
+        description="'init': the random-init control of this run — the same architecture and seed, not "
+        "trained, measured with the probes only (docs/SCIENCE.md#controls)",
+    )
 
     @model_validator(mode="after")
-    def _check(self) -> "TrainParams":
+    def _check(self) -> TrainParams:
         tunable = families_where(pretrained=True)
         if self.pretrained and self.family not in tunable:
             raise ValueError(f"pretrained fine-tuning supports family {' or '.join(map(repr, tunable))}")
@@ -251,7 +294,7 @@ class TrainParams(_Params):
 
         return TrainConfig(**{f.name: getattr(self, f.name) for f in fields(TrainConfig)})
 
-    def twin(self, **changes: Any) -> "TrainParams":
+    def twin(self, **changes: Any) -> TrainParams:
         """A copy with ``changes`` applied and validated again (e.g. the ``control="init"`` twin)."""
         return TrainParams.model_validate({**self.model_dump(), **changes})
 
@@ -261,8 +304,12 @@ class TrainParams(_Params):
 
 # TrainParams fields added after the first stored runs, with the default that leaves them out of
 # the run config (and so out of the config hash): a run made before them keeps its hash.
-LATER_FIELDS: dict[str, Any] = {"learned_positions": 0, "plateau_evals": None, "plateau_min_gain": 0.01,
-                                "control": None}
+LATER_FIELDS: dict[str, Any] = {
+    "learned_positions": 0,
+    "plateau_evals": None,
+    "plateau_min_gain": 0.01,
+    "control": None,
+}
 
 
 class ProbeParams(_Params):
@@ -275,7 +322,8 @@ class InterveneParams(_Params):
     run_id: int = Field(ge=1, le=2_147_483_647)
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
     layers: list[Annotated[int, Field(ge=-1, le=4096)]] | None = Field(
-        None, description="None = every block (emb = -1 excluded)")
+        None, description="None = every block (emb = -1 excluded)"
+    )
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     pca_k: int = Field(8, ge=1, le=4096)
     inlp_max_rounds: int | None = Field(None, ge=1, le=1000)
@@ -287,15 +335,19 @@ class InterveneParams(_Params):
 class PatchParams(_Params):
     run_id: int = Field(ge=1, le=2_147_483_647)
     positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
-        None, description="0-based; None = every position 0..L-1 (every stride-th with stride)")
-    sites: list[PatchSite] = Field(default_factory=lambda: list(PATCH_SITES), min_length=1,
-                                   description="patching sites; 'state' is skipped on the transformer")
+        None, description="0-based; None = every position 0..L-1 (every stride-th with stride)"
+    )
+    sites: list[PatchSite] = Field(
+        default_factory=lambda: list(PATCH_SITES),
+        min_length=1,
+        description="patching sites; 'state' is skipped on the transformer",
+    )
     stride: int = Field(1, ge=1, le=4096, description="with positions None: every stride-th position (and the last)")
     eval_length: int = Field(40, ge=4, le=4096)
     n_pairs: int = Field(128, ge=4, le=100_000)
 
     @model_validator(mode="after")
-    def _positions(self) -> "PatchParams":
+    def _positions(self) -> PatchParams:
         bad = [p for p in self.positions or [] if p >= self.eval_length]
         if bad:
             raise ValueError(f"positions {bad} outside 0..{self.eval_length - 1} (eval_length {self.eval_length})")
@@ -308,19 +360,30 @@ class SuiteParams(_Params):
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
     seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
     pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
-        None, min_length=1, max_length=32, description="transformers models (hub names or local folders) to fine-tune "
-        "instead of the preset's models; each one's family is found from its blocks")
+        None,
+        min_length=1,
+        max_length=32,
+        description="transformers models (hub names or local folders) to fine-tune "
+        "instead of the preset's models; each one's family is found from its blocks",
+    )
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
-    force: bool = Field(False, description="re-run runs already stored with the same config hash "
-                                           "(default: skip them and finish the rest)")
-    rebuild_weights: bool = Field(False, description="rebuild, within their recorded step budget, the weights of stored "
-                                                     "runs that have none here (imported without weights), and "
-                                                     "measure them again")
+    force: bool = Field(
+        False,
+        description="re-run runs already stored with the same config hash (default: skip them and finish the rest)",
+    )
+    rebuild_weights: bool = Field(
+        False,
+        description="rebuild, within their recorded step budget, the weights of stored "
+        "runs that have none here (imported without weights), and "
+        "measure them again",
+    )
     controls: bool | Literal["only"] | None = Field(
-        None, description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
-                          "alone; None = the preset's choice")
+        None,
+        description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
+        "alone; None = the preset's choice",
+    )
 
     def config_hash(self) -> str:
         """As ``_Params.config_hash``; ``pretrained`` counts only when set (older suites' hashes stay)."""
@@ -330,7 +393,7 @@ class SuiteParams(_Params):
         return config_hash(d)
 
     @model_validator(mode="after")
-    def _check(self) -> "SuiteParams":
+    def _check(self) -> SuiteParams:
         if self.rebuild_weights and self.force:
             raise ValueError("rebuild_weights: not with force (force trains afresh under the run's own budget)")
         return self

@@ -19,7 +19,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from science.records import MeasureSettingsRecord, as_row, behaviour_json
-from store.models import Base, InterventionResult, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run, utcnow
+from store.models import (
+    Base,
+    InterventionResult,
+    MeasureSettings,
+    PatchingResult,
+    ProbeResult,
+    ResultWeights,
+    Run,
+    utcnow,
+)
 
 _DELETE_CHUNK = 400
 
@@ -84,8 +93,10 @@ def drop_results(session: Session, run_id: int, *, commit: bool = True) -> int:
     the model it replaces must not stay attached to the new one, where a measurement stopped
     half-way would otherwise leave old and new results side by side."""
     try:
-        n = sum(session.execute(delete(model).where(model.run_id == run_id)).rowcount or 0  # type: ignore[attr-defined]
-                for model in (ProbeResult, InterventionResult, PatchingResult))
+        n = sum(
+            session.execute(delete(model).where(model.run_id == run_id)).rowcount or 0  # type: ignore[attr-defined]
+            for model in (ProbeResult, InterventionResult, PatchingResult)
+        )
         session.execute(delete(ResultWeights).where(ResultWeights.run_id == run_id))  # what they learned, too
         _finish(session, commit)
     except BaseException:
@@ -103,11 +114,18 @@ def get_or_create_settings(session: Session, record: MeasureSettingsRecord, *, c
         if dialect in ("sqlite", "postgresql"):
             ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(MeasureSettings).values(**fields)
             session.execute(ins.on_conflict_do_nothing(index_elements=["config_hash"]))
-        elif session.execute(select(MeasureSettings.id).where(  # pragma: no cover - other dialects
-                MeasureSettings.config_hash == record.config_hash)).scalar() is None:
+        elif (
+            session.execute(
+                select(MeasureSettings.id).where(  # pragma: no cover - other dialects
+                    MeasureSettings.config_hash == record.config_hash
+                )
+            ).scalar()
+            is None
+        ):
             session.execute(insert(MeasureSettings).values(**fields))
-        settings_id = session.execute(select(MeasureSettings.id).where(
-            MeasureSettings.config_hash == record.config_hash)).scalar_one()
+        settings_id = session.execute(
+            select(MeasureSettings.id).where(MeasureSettings.config_hash == record.config_hash)
+        ).scalar_one()
         _finish(session, commit)
     except BaseException:
         session.rollback()
@@ -166,15 +184,17 @@ def _replace(
     return len(prepared)
 
 
-def replace_probe_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
-                          settings_id: int | None = None) -> int:
+def replace_probe_results(
+    session: Session, run_id: int, rows: Rows, *, commit: bool = True, settings_id: int | None = None
+) -> int:
     """Replace the run's probe rows that share (eval_length, layer) with ``rows``; return the count.
     ``settings_id``: the ``measure_settings`` row they were made with (set where a row has none)."""
     return _replace(session, ProbeResult, PROBE_KEY, run_id, rows, commit, settings_id)
 
 
-def replace_intervention_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
-                                 settings_id: int | None = None) -> int:
+def replace_intervention_results(
+    session: Session, run_id: int, rows: Rows, *, commit: bool = True, settings_id: int | None = None
+) -> int:
     """Replace the run's intervention rows that share (eval_length, method, layer) with ``rows``."""
     return _replace(session, InterventionResult, INTERVENTION_KEY, run_id, rows, commit, settings_id)
 
@@ -184,8 +204,9 @@ def replace_result_weights(session: Session, run_id: int, rows: Rows, *, commit:
     return _replace(session, ResultWeights, ("kind", "method", "layer", "eval_length"), run_id, rows, commit)
 
 
-def replace_patching_results(session: Session, run_id: int, rows: Rows, *, commit: bool = True,
-                             settings_id: int | None = None) -> int:
+def replace_patching_results(
+    session: Session, run_id: int, rows: Rows, *, commit: bool = True, settings_id: int | None = None
+) -> int:
     """Replace the run's patching rows that share (eval_length, site, layer, position) with ``rows``
     (a row without ``site`` is a ``resid_post`` row, the only site before schema 0002)."""
     rows = [{"site": "resid_post", **as_row(r)} if r.get("site") is None else r for r in rows]

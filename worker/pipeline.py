@@ -16,21 +16,15 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from store.models import Run
-from store.session import session_scope
 from layerscope_core.provenance import code_versions
 from models_store import ModelConfig, build_model
+from science.context import JobContext, SilentContext
+from science.tasks import FileTask, get_task
+from science.training import behaviour, recorded_step_budget, step_budget, train_model, untrained_result
+from store.models import Run
+from store.session import session_scope
 from worker import persist
 from worker.env import WorkerEnv
-from science.context import JobContext, SilentContext
-from worker.params import (
-    InterveneParams,
-    MeasureParams,
-    PatchParams,
-    ProbeParams,
-    SuiteParams,
-    TrainParams,
-)
 from worker.measuring import (
     PARTS,
     MeasuredRun,
@@ -40,11 +34,17 @@ from worker.measuring import (
     probe_settings,
     stored_eval_lengths,
 )
+from worker.params import (
+    InterveneParams,
+    MeasureParams,
+    PatchParams,
+    ProbeParams,
+    SuiteParams,
+    TrainParams,
+)
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.suite_settings import check_one_run_per_seed
-from science.tasks import FileTask, get_task
-from science.training import behaviour, recorded_step_budget, step_budget, train_model, untrained_result
 
 
 class RunNotFound(LookupError):
@@ -61,8 +61,9 @@ def local_env(db_url: str | None = None, store_dir: Path | None = None, device: 
     settings = get_settings()
     url = db_url or settings.resolved_db_url
     init_db(url)
-    return WorkerEnv(make_sessionmaker(make_engine(url)), Path(store_dir or settings.resolved_store_dir),
-                     resolve_device(device))
+    return WorkerEnv(
+        make_sessionmaker(make_engine(url)), Path(store_dir or settings.resolved_store_dir), resolve_device(device)
+    )
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -94,9 +95,16 @@ def _build(params: TrainParams, task) -> torch.nn.Module:
                 f"but the run asks for family {params.family!r}"
             )
         return model
-    cfg = ModelConfig(family=params.family, vocab_size=task.vocab_size, n_classes=task.n_classes,
-                      n_layers=params.n_layers, d_model=params.d_model, param_target=params.param_target,
-                      start_token=bool(params.start_token), learned_positions=params.learned_positions)
+    cfg = ModelConfig(
+        family=params.family,
+        vocab_size=task.vocab_size,
+        n_classes=task.n_classes,
+        n_layers=params.n_layers,
+        d_model=params.d_model,
+        param_target=params.param_target,
+        start_token=bool(params.start_token),
+        learned_positions=params.learned_positions,
+    )
     return build_model(cfg)
 
 
@@ -117,10 +125,19 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
         if run is None:
             return None, "new"
         weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
-        complete = run.status in ("trained", "complete") if params.measure is None else (
-            run.status == "complete" and s.execute(select(ProbeResult.id).where(
-                ProbeResult.run_id == run.id, ProbeResult.config_hash == params.measure.config_hash()
-            ).limit(1)).first() is not None)
+        complete = (
+            run.status in ("trained", "complete")
+            if params.measure is None
+            else (
+                run.status == "complete"
+                and s.execute(
+                    select(ProbeResult.id)
+                    .where(ProbeResult.run_id == run.id, ProbeResult.config_hash == params.measure.config_hash())
+                    .limit(1)
+                ).first()
+                is not None
+            )
+        )
         if complete and (weights or not params.rebuild_weights):
             return run.id, "complete"
         if params.measure is None and run.status not in ("trained", "complete"):
@@ -152,13 +169,26 @@ def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
         if first:
             budget = recorded_step_budget(first, cfg)
             return Rebuild(steps=budget, of={**first, "step_budget": budget})
-        budget = step_budget(run.steps, run.train_seconds, run.stopped_early, int(cfg.get("max_steps") or run.steps),
-                             cfg.get("max_seconds"))
-        return Rebuild(steps=budget, of={
-            "made_on": run.made_on, "made_with": run.made_with, "git_commit": (run.made_with or {}).get("git_commit"),
-            "steps": run.steps, "train_seconds": run.train_seconds, "heldout_acc": run.heldout_acc,
-            "stopped_early": run.stopped_early, "step_budget": budget,
-        })
+        budget = step_budget(
+            run.steps,
+            run.train_seconds,
+            run.stopped_early,
+            int(cfg.get("max_steps") or run.steps),
+            cfg.get("max_seconds"),
+        )
+        return Rebuild(
+            steps=budget,
+            of={
+                "made_on": run.made_on,
+                "made_with": run.made_with,
+                "git_commit": (run.made_with or {}).get("git_commit"),
+                "steps": run.steps,
+                "train_seconds": run.train_seconds,
+                "heldout_acc": run.heldout_acc,
+                "stopped_early": run.stopped_early,
+                "step_budget": budget,
+            },
+        )
 
 
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
@@ -191,54 +221,114 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                 ctx.log(f"run {run_id} ({params.name}) trained before: measuring only")
                 with session_scope(env.session_factory) as s:
                     persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
-                run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.0, 1.0),  # type: ignore[arg-type]
-                                 train_length=params.train_length, parts=measured_parts(params))
+                run_measurements(
+                    run_id,
+                    model,
+                    task,
+                    params.seed,
+                    measure,
+                    env,
+                    ctx.sub(0.0, 1.0),  # type: ignore[arg-type]
+                    train_length=params.train_length,
+                    parts=measured_parts(params),
+                )
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
     if rebuild is not None:
-        ctx.log(f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
-                f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
-                f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})")
+        ctx.log(
+            f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
+            f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
+            f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})"
+        )
     if params.control == "init":  # the random-init control: the same build, never trained
         ctx.progress(0.0, f"random-init control of {params.family} on {params.task}")
-        result = untrained_result(model, task, seed=params.seed, train_length=params.train_length,
-                                  n_eval_sequences=params.n_eval_sequences, device=env.device)
+        result = untrained_result(
+            model,
+            task,
+            seed=params.seed,
+            train_length=params.train_length,
+            n_eval_sequences=params.n_eval_sequences,
+            device=env.device,
+        )
     else:
         ctx.progress(0.0, f"training {params.family} on {params.task}")
         config = params.train_config()
         if rebuild:  # the step budget replaces the wall-clock cap (docs/SCIENCE.md#rebuilding-weights)
             config = dataclasses.replace(config, max_seconds=None)
-        result = train_model(model, task, config, seed=params.seed, stop_at_step=rebuild.steps if rebuild else None,
-                             device=env.device, ctx=ctx.sub(0.0, 0.5 if measure else 0.9))
+        result = train_model(
+            model,
+            task,
+            config,
+            seed=params.seed,
+            stop_at_step=rebuild.steps if rebuild else None,
+            device=env.device,
+            ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
+        )
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
-    behav = behaviour(model, task, seed=params.seed, eval_lengths=eval_lengths,
-                      n_sequences=params.n_eval_sequences, device=env.device)
+    behav = behaviour(
+        model, task, seed=params.seed, eval_lengths=eval_lengths, n_sequences=params.n_eval_sequences, device=env.device
+    )
     run_hash = params.run_hash()
-    checkpoint_id = env.store.save(model, provenance={"run_config": params.run_config(), "config_hash": run_hash,
-                                                      "steps": result.steps})
+    checkpoint_id = env.store.save(
+        model, provenance={"run_config": params.run_config(), "config_hash": run_hash, "steps": result.steps}
+    )
     with session_scope(env.session_factory) as s:  # one transaction: the run and the end of its old results
         run_id = persist.save_run(
-            s, commit=False, name=params.name or f"{params.family}-{params.task}-s{params.seed}", suite=params.suite,
-            family=params.family, task=params.task, seed=params.seed, pretrained=params.pretrained,
-            n_layers=model.n_layers, d_model=model.d_model, n_params=model.n_params,
-            task_params=task.params, model_config=model.config.to_dict(), train_config=params.run_config(),
-            config_hash=run_hash, checkpoint_id=checkpoint_id, status="trained", steps=result.steps,
-            train_seconds=result.seconds, stopped_early=result.stopped_early, loss_curve=result.loss_curve,
-            behaviour=behav, heldout_acc=result.final_heldout_acc, early_stop_acc=params.early_stop_acc,
-            control=params.control, stop_reason=result.stop_reason, best_heldout_acc=result.best_heldout_acc,
-            best_step=result.best_step, made_on=made_on(env.device),
+            s,
+            commit=False,
+            name=params.name or f"{params.family}-{params.task}-s{params.seed}",
+            suite=params.suite,
+            family=params.family,
+            task=params.task,
+            seed=params.seed,
+            pretrained=params.pretrained,
+            n_layers=model.n_layers,
+            d_model=model.d_model,
+            n_params=model.n_params,
+            task_params=task.params,
+            model_config=model.config.to_dict(),
+            train_config=params.run_config(),
+            config_hash=run_hash,
+            checkpoint_id=checkpoint_id,
+            status="trained",
+            steps=result.steps,
+            train_seconds=result.seconds,
+            stopped_early=result.stopped_early,
+            loss_curve=result.loss_curve,
+            behaviour=behav,
+            heldout_acc=result.final_heldout_acc,
+            early_stop_acc=params.early_stop_acc,
+            control=params.control,
+            stop_reason=result.stop_reason,
+            best_heldout_acc=result.best_heldout_acc,
+            best_step=result.best_step,
+            made_on=made_on(env.device),
             made_with={**code_versions(), **({"rebuilt_from": rebuild.of} if rebuild else {})},
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
     if dropped:
         ctx.log(f"run {run_id}: retrained; {dropped} result row(s) of the model it replaces deleted")
-    ctx.log(f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
-            f"held-out acc {result.final_heldout_acc}"
-            + (f" (recorded before the rebuild: {rebuild.of['steps']} steps, held-out acc {rebuild.of['heldout_acc']})"
-               if rebuild else ""))
+    ctx.log(
+        f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
+        f"held-out acc {result.final_heldout_acc}"
+        + (
+            f" (recorded before the rebuild: {rebuild.of['steps']} steps, held-out acc {rebuild.of['heldout_acc']})"
+            if rebuild
+            else ""
+        )
+    )
     if measure:
-        run_measurements(run_id, model, task, params.seed, measure, env, ctx.sub(0.5, 1.0),
-                         train_length=params.train_length, parts=measured_parts(params))
+        run_measurements(
+            run_id,
+            model,
+            task,
+            params.seed,
+            measure,
+            env,
+            ctx.sub(0.5, 1.0),
+            train_length=params.train_length,
+            parts=measured_parts(params),
+        )
     return run_id
 
 
@@ -248,8 +338,18 @@ def measured_parts(params: TrainParams) -> tuple[str, ...]:
     return ("probes",) if params.control else PARTS
 
 
-def run_measurements(run_id: int, model, task, seed: int, measure: MeasureParams, env: WorkerEnv,
-                     ctx: JobContext, *, train_length: int, parts: tuple[str, ...] = PARTS) -> None:
+def run_measurements(
+    run_id: int,
+    model,
+    task,
+    seed: int,
+    measure: MeasureParams,
+    env: WorkerEnv,
+    ctx: JobContext,
+    *,
+    train_length: int,
+    parts: tuple[str, ...] = PARTS,
+) -> None:
     """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
     finishes, then the run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry
     path), with interventions fitted at the run's ``train_length``."""
@@ -291,8 +391,15 @@ def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = 
     ``train_length`` like the suite's."""
     run, trained = _loaded(params.run_id, env)
     lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
-    measure_run(run, intervene_settings(params, lengths), env, ctx, parts=["interventions"], layers=params.layers,
-                result_hash=params.config_hash())
+    measure_run(
+        run,
+        intervene_settings(params, lengths),
+        env,
+        ctx,
+        parts=["interventions"],
+        layers=params.layers,
+        result_hash=params.config_hash(),
+    )
     return params.run_id
 
 

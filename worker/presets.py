@@ -38,10 +38,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         "families": list(FAMILIES),
         "tasks": ["parity", "s3", "dyck"],
         "seeds": [0],
-        "train": {"param_target": 50_000, "max_steps": 12, "batch_size": 32, "eval_every": 6,
-                  "n_eval_sequences": 64, "warmup_steps": 3, "curriculum_start": None},
-        "measure": {"eval_lengths": [40, 60], "n_probe_sequences": 48, "n_permutations": 200,
-                    "n_patch_pairs": 16, "pca_k": 4, "inlp_max_rounds": 3},
+        "train": {
+            "param_target": 50_000,
+            "max_steps": 12,
+            "batch_size": 32,
+            "eval_every": 6,
+            "n_eval_sequences": 64,
+            "warmup_steps": 3,
+            "curriculum_start": None,
+        },
+        "measure": {
+            "eval_lengths": [40, 60],
+            "n_probe_sequences": 48,
+            "n_permutations": 200,
+            "n_patch_pairs": 16,
+            "pca_k": 4,
+            "inlp_max_rounds": 3,
+        },
         # code_depth's 256-token vocabulary alone outgrows 50K parameters (no transformer or
         # mamba2 width fits ±10%); 60K fits all five families.
         "task_train": {"code_depth": {"param_target": 60_000}},
@@ -52,13 +65,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         "seeds": [0],
         # A step budget, not a time budget, so the results do not depend on the machine's load:
         # ~150 steps is where LSTM/GRU solve parity at L=40 (measured: ~19 s at ~170 ms/step).
-        "train": {"max_steps": 150, "eval_every": 25, "n_eval_sequences": 256, "warmup_steps": 15,
-                  "curriculum_start": None},
+        "train": {
+            "max_steps": 150,
+            "eval_every": 25,
+            "n_eval_sequences": 256,
+            "warmup_steps": 15,
+            "curriculum_start": None,
+        },
         # In- and out-of-distribution (40 = train length, 120 = the longest) rather than all five
         # lengths, and 64 held-out sequences: the whole suite fits ~10 minutes on 2 CPU cores
         # (BENCHMARKS.md).
-        "measure": {"eval_lengths": [40, 120], "n_probe_sequences": 64, "n_permutations": 1000,
-                    "n_patch_pairs": 32, "inlp_max_rounds": 5},
+        "measure": {
+            "eval_lengths": [40, 120],
+            "n_probe_sequences": 64,
+            "n_permutations": 1000,
+            "n_patch_pairs": 32,
+            "inlp_max_rounds": 5,
+        },
     },
     "paper": {
         "families": list(FAMILIES),
@@ -72,15 +95,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         # cosine horizon is each run's budget; a plateau (1 pp over 20 evaluations = 1,000 steps)
         # stops a run that no longer learns. max_seconds: a safety limit of 4 h per run, recorded
         # as the stop reason if it ever acts.
-        "train": {"max_steps": 3_000, "max_seconds": 14_400.0, "eval_every": 50, "n_eval_sequences": 500,
-                  "plateau_evals": 20, "plateau_min_gain": 0.01},
+        "train": {
+            "max_steps": 3_000,
+            "max_seconds": 14_400.0,
+            "eval_every": 50,
+            "n_eval_sequences": 500,
+            "plateau_evals": 20,
+            "plateau_min_gain": 0.01,
+        },
         "family_train": {
             # learned absolute positions beside rotary (docs/SCIENCE.md#positions): parity 0.96 at
             # 1,200 steps against 0.62-0.67 at 1,000 with rotary only (stuck at the L 16 stage)
             "transformer": {"learned_positions": 256},
             # the curriculum costs the recurrent models ~300 steps and they need none
-            "lstm": {"curriculum_start": None}, "gru": {"curriculum_start": None},
-            "lstm_stack": {"curriculum_start": None}, "gru_stack": {"curriculum_start": None},
+            "lstm": {"curriculum_start": None},
+            "gru": {"curriculum_start": None},
+            "lstm_stack": {"curriculum_start": None},
+            "gru_stack": {"curriculum_start": None},
         },
         "cell_train": {
             "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 6_000}},
@@ -89,18 +120,25 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "variants": {"lstm_stack": ["parity", "s3"], "gru_stack": ["parity", "s3"]},
         "controls": True,
-        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 500,
-                    "n_permutations": 2000, "n_patch_pairs": 128},
+        "measure": {
+            "eval_lengths": list(EVAL_LENGTHS),
+            "n_probe_sequences": 500,
+            "n_permutations": 2000,
+            "n_patch_pairs": 128,
+        },
     },
     "pretrained": {
         "families": ["transformer", "transformer", "mamba"],
         "pretrained": ["EleutherAI/pythia-160m", "EleutherAI/pythia-410m", "state-spaces/mamba-130m-hf"],
         "tasks": ["parity", "s3", "dyck"],
         "seeds": [0],
-        "train": {"max_steps": 1000, "batch_size": 32, "lr": 1e-4, "eval_every": 50,
-                  "n_eval_sequences": 256},
-        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 300,
-                    "n_permutations": 1000, "n_patch_pairs": 64},
+        "train": {"max_steps": 1000, "batch_size": 32, "lr": 1e-4, "eval_every": 50, "n_eval_sequences": 256},
+        "measure": {
+            "eval_lengths": list(EVAL_LENGTHS),
+            "n_probe_sequences": 300,
+            "n_permutations": 1000,
+            "n_patch_pairs": 64,
+        },
     },
     "paper-75s": {
         "families": list(FAMILIES),
@@ -108,8 +146,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "seeds": [0, 1, 2],
         "train": {"max_steps": 10_000, "max_seconds": 75.0, "eval_every": 50, "n_eval_sequences": 500},
         "controls": False,
-        "measure": {"eval_lengths": list(EVAL_LENGTHS), "n_probe_sequences": 500,
-                    "n_permutations": 2000, "n_patch_pairs": 128},
+        "measure": {
+            "eval_lengths": list(EVAL_LENGTHS),
+            "n_probe_sequences": 500,
+            "n_permutations": 2000,
+            "n_patch_pairs": 128,
+        },
     },
 }
 
@@ -143,8 +185,9 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
         models = [(f, None) for f in family_names() if f in params.families]
     else:
         models = [(f, None) for f in preset["families"]]
-    overrides = {k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds))
-                 if v is not None}
+    overrides = {
+        k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds)) if v is not None
+    }
     cells = [(task, family, pretrained) for task in tasks for family, pretrained in models]
     for family, variant_tasks in preset.get("variants", {}).items():  # e.g. the stacked RNNs on parity and s3
         if params.families is None or family in params.families:
@@ -153,14 +196,26 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     for task, family, pretrained in cells:
         for seed in seeds:
             short = pretrained.rsplit("/", 1)[-1] if pretrained else family
-            out.append(TrainParams(
-                family=family, task=task, seed=seed, pretrained=pretrained, suite=suite_name,
-                name=f"{short}-{task}-s{seed}", measure=MeasureParams(**preset["measure"]),
-                force=params.force, rebuild_weights=params.rebuild_weights,
-                **{**preset["train"], **preset.get("task_train", {}).get(task, {}),
-                   **preset.get("family_train", {}).get(family, {}),
-                   **preset.get("cell_train", {}).get(family, {}).get(task, {}), **overrides},
-            ))
+            out.append(
+                TrainParams(
+                    family=family,
+                    task=task,
+                    seed=seed,
+                    pretrained=pretrained,
+                    suite=suite_name,
+                    name=f"{short}-{task}-s{seed}",
+                    measure=MeasureParams(**preset["measure"]),
+                    force=params.force,
+                    rebuild_weights=params.rebuild_weights,
+                    **{
+                        **preset["train"],
+                        **preset.get("task_train", {}).get(task, {}),
+                        **preset.get("family_train", {}).get(family, {}),
+                        **preset.get("cell_train", {}).get(family, {}).get(task, {}),
+                        **overrides,
+                    },
+                )
+            )
     if not out:
         raise ValueError("the suite's family/task/seed filters leave no run")
     wants = preset.get("controls", False) if params.controls is None else params.controls

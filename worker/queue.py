@@ -9,8 +9,8 @@ step (a lost message is found again from the table; a duplicate one is skipped b
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 import sqlite3
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from threading import Lock
@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from store.config import Settings
 from store import jobs as J
+from store.config import Settings
 from store.models import Job, utcnow
 from store.session import session_scope
 
@@ -137,8 +137,9 @@ class JobQueue:
             raise
         except QUEUE_ERRORS as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
-            raise QueueUnavailable(f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}",
-                                   job_id=int(job_id)) from exc
+            raise QueueUnavailable(
+                f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}", job_id=int(job_id)
+            ) from exc
 
     def dequeue(self) -> int | None:
         """The next job id, or None (a Redis queue blocks up to 1 s; SQLite returns at once)."""
@@ -156,8 +157,9 @@ class JobQueue:
             return {int(t.args[0]) for t in self.huey.pending() if t.args}
         except QUEUE_ERRORS as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
-            raise QueueUnavailable(f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}") \
-                from exc
+            raise QueueUnavailable(
+                f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}"
+            ) from exc
 
     def __len__(self) -> int:
         return int(self.huey.pending_count())
@@ -173,8 +175,15 @@ class JobQueue:
 
 
 def submit(
-    factory: sessionmaker[Session], queue: JobQueue, kind: str, params: BaseModel, *,
-    max_attempts: int = 3, parent_id: int | None = None, priority: int = 0, idempotency_key: str | None = None,
+    factory: sessionmaker[Session],
+    queue: JobQueue,
+    kind: str,
+    params: BaseModel,
+    *,
+    max_attempts: int = 3,
+    parent_id: int | None = None,
+    priority: int = 0,
+    idempotency_key: str | None = None,
 ) -> int:
     """Store a queued job (params already validated), then enqueue its id. Returns the id.
 
@@ -203,8 +212,9 @@ def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
 
     try:
         with session_scope(factory) as s:
-            s.execute(delete(Job).where(Job.id == job_id, Job.state == J.QUEUED, Job.attempt == 0,
-                                        Job.started_at.is_(None)))
+            s.execute(
+                delete(Job).where(Job.id == job_id, Job.state == J.QUEUED, Job.attempt == 0, Job.started_at.is_(None))
+            )
             gone = s.get(Job, job_id) is None
     except Exception:  # the row stays queued and the reaper queues it later
         log.exception("could not withdraw job %s after a failed enqueue; it stays queued", job_id)
@@ -255,8 +265,13 @@ def reap(factory: sessionmaker[Session], queue: JobQueue, stale_after_seconds: f
 
 
 def fan_out_suite(
-    factory: sessionmaker[Session], queue: JobQueue, suite_job_id: int, children: list[BaseModel],
-    worker: str, attempt: int, max_attempts: int,
+    factory: sessionmaker[Session],
+    queue: JobQueue,
+    suite_job_id: int,
+    children: list[BaseModel],
+    worker: str,
+    attempt: int,
+    max_attempts: int,
 ) -> list[int]:
     """Create a suite's child train jobs and finish the suite job in ONE transaction, then
     enqueue the children. A re-run suite job (its worker died after the commit) finds its
@@ -269,13 +284,29 @@ def fan_out_suite(
             ids = existing
         else:
             parent = s.get(Job, suite_job_id)  # a suite a person launched: its runs keep its priority
-            rows = [J.new_job("train", p, parent_id=suite_job_id, max_attempts=max_attempts,
-                              priority=parent.priority if parent is not None else 0) for p in children]
+            rows = [
+                J.new_job(
+                    "train",
+                    p,
+                    parent_id=suite_job_id,
+                    max_attempts=max_attempts,
+                    priority=parent.priority if parent is not None else 0,
+                )
+                for p in children
+            ]
             s.add_all(rows)
             s.flush()
             ids = [r.id for r in rows]
-        owned = J.finish(s, suite_job_id, worker, attempt, J.SUCCEEDED, result={"child_job_ids": ids},
-                         message=f"fanned out {len(ids)} train job(s)", commit=False)
+        owned = J.finish(
+            s,
+            suite_job_id,
+            worker,
+            attempt,
+            J.SUCCEEDED,
+            result={"child_job_ids": ids},
+            message=f"fanned out {len(ids)} train job(s)",
+            commit=False,
+        )
         if not owned:
             s.rollback()
             return []

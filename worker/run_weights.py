@@ -20,13 +20,23 @@ def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
     from worker.presets import expand_suite
 
     try:
-        (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed],
-                                          controls="only" if run.control else False))
+        (job,) = expand_suite(
+            SuiteParams(
+                preset=preset,
+                families=[run.family],
+                tasks=[run.task],
+                seeds=[run.seed],
+                controls="only" if run.control else False,
+            )
+        )
     except ValueError:
         return None
     stored, made = run.train_config or {}, job.run_config()
-    flags = [f"{flag} {stored[key]:g}" for key, flag in _FLAGS.items()
-             if key in stored and stored[key] is not None and stored[key] != made.get(key)]
+    flags = [
+        f"{flag} {stored[key]:g}"
+        for key, flag in _FLAGS.items()
+        if key in stored and stored[key] is not None and stored[key] != made.get(key)
+    ]
     others = sorted(k for k in set(stored) | set(made) if k not in _FLAGS and stored.get(k) != made.get(k))
     return flags, others
 
@@ -56,13 +66,21 @@ def rebuild_params(run: Run):
     from worker.presets import expand_suite
 
     controls = "only" if run.control else False
-    (job,) = expand_suite(SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed],
-                                      controls=controls))
+    (job,) = expand_suite(
+        SuiteParams(preset=preset, families=[run.family], tasks=[run.task], seeds=[run.seed], controls=controls)
+    )
     made = job.run_config()
     overrides = {k: stored[k] for k in _FLAGS if stored.get(k) is not None and stored[k] != made.get(k)}
-    return SuiteParams(preset=preset, name=run.suite if run.suite and run.suite != preset else None,
-                       families=[run.family], tasks=[run.task], seeds=[run.seed], rebuild_weights=True,
-                       controls=controls, **overrides)
+    return SuiteParams(
+        preset=preset,
+        name=run.suite if run.suite and run.suite != preset else None,
+        families=[run.family],
+        tasks=[run.task],
+        seeds=[run.seed],
+        rebuild_weights=True,
+        controls=controls,
+        **overrides,
+    )
 
 
 def retrain_command(run: Run) -> str:
@@ -74,13 +92,17 @@ def retrain_command(run: Run) -> str:
     be read off."""
     found = _preset_of(run)
     if found is None:
-        return ("the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
-                "(CLI: `--rebuild-weights`)")
+        return (
+            "the job that made it, with the same settings (its train_config) and `rebuild_weights: true` "
+            "(CLI: `--rebuild-weights`)"
+        )
     preset, (flags, others) = found
     name = f" --name {run.suite}" if run.suite and run.suite != preset else ""
     only = " --only-controls" if run.control else ""
-    cmd = (f"`layerscope suite --preset {preset}{name} --family {run.family} --task {run.task} --seed {run.seed}"
-           f"{''.join(' ' + f for f in flags)}{only} --rebuild-weights`")
+    cmd = (
+        f"`layerscope suite --preset {preset}{name} --family {run.family} --task {run.task} --seed {run.seed}"
+        f"{''.join(' ' + f for f in flags)}{only} --rebuild-weights`"
+    )
     return cmd + (f" (its train_config also differs from the preset in {', '.join(others)})" if others else "")
 
 
@@ -89,7 +111,9 @@ def missing_weights(run: Run, store_dir: Path | str | None = None) -> str | None
     again), or None when its checkpoint is in ``store_dir`` (not checked when None)."""
     if run.checkpoint_id and (store_dir is None or (Path(store_dir) / run.checkpoint_id).is_dir()):
         return None
-    return (f"run {run.id} has no model weights here (imported from a bundle without weights, or its checkpoint "
-            f"was not kept): rebuild them (same seed, data and schedule; recorded: {run.steps} steps) with "
-            f"{retrain_command(run)} (its results "
-            f"are measured again on the rebuilt model), or import a bundle exported with --weights")
+    return (
+        f"run {run.id} has no model weights here (imported from a bundle without weights, or its checkpoint "
+        f"was not kept): rebuild them (same seed, data and schedule; recorded: {run.steps} steps) with "
+        f"{retrain_command(run)} (its results "
+        f"are measured again on the rebuilt model), or import a bundle exported with --weights"
+    )

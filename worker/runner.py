@@ -30,10 +30,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from store.config import Settings
-from store import jobs as J
-from store.session import make_engine, make_sessionmaker
 from science.context import JobCancelled, JobContext
+from store import jobs as J
+from store.config import Settings
+from store.session import make_engine, make_sessionmaker
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,15 @@ class DBJobContext(JobContext):
     every ``cancel_poll_s``) and raises :class:`JobCancelled` — also when the job was taken
     away from this worker (the reaper re-queued it)."""
 
-    def __init__(self, factory: sessionmaker[Session], job_id: int, worker: str, attempt: int,
-                 log_lines: int = 200, cancel_poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        job_id: int,
+        worker: str,
+        attempt: int,
+        log_lines: int = 200,
+        cancel_poll_s: float = 0.2,
+    ) -> None:
         super().__init__(description=f"job {job_id}", enabled=False)
         self.factory, self.job_id, self.worker, self.attempt = factory, job_id, worker, attempt
         self._lock = threading.Lock()
@@ -283,8 +290,12 @@ class Runner:
             log.exception("job %s failed", job_id)
             text = "".join(traceback.format_exception(exc))
             ctx.log(text)
-            return self._finish(ctx, J.FAILED, error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}",
-                                message=f"failed: {type(exc).__name__}")
+            return self._finish(
+                ctx,
+                J.FAILED,
+                error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}",
+                message=f"failed: {type(exc).__name__}",
+            )
         beat.stop()
         run_id = result.get("run_id") if isinstance(result, dict) else None
         return self._finish(ctx, J.SUCCEEDED, result=_jsonable(result), run_id=run_id)
@@ -318,8 +329,9 @@ class Runner:
             owned = J.heartbeat(s, ctx.job_id, ctx.worker, ctx.attempt, log=ctx.log_text())[0]
             owned = owned and J.finish(s, ctx.job_id, ctx.worker, ctx.attempt, state, **kw)
         if not owned:
-            log.warning("job %s: result %s not recorded, the job was re-queued away from %s",
-                        ctx.job_id, state, self.name)
+            log.warning(
+                "job %s: result %s not recorded, the job was re-queued away from %s", ctx.job_id, state, self.name
+            )
         self.jobs_run += 1
         return state
 
@@ -349,8 +361,11 @@ class Runner:
                 try:
                     self.reap_now()
                 except Exception as exc:  # noqa: BLE001 - the reaper is a safety net: say so and keep consuming
-                    log.warning("reaper failed (%s: %s)", type(exc).__name__,
-                                " ".join(str(getattr(exc, "orig", None) or exc).split())[:300])
+                    log.warning(
+                        "reaper failed (%s: %s)",
+                        type(exc).__name__,
+                        " ".join(str(getattr(exc, "orig", None) or exc).split())[:300],
+                    )
             try:
                 job_id = self.queue.dequeue()
             except Exception as exc:  # noqa: BLE001 - the queue is down (Redis restarting), its file full: back off

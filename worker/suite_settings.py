@@ -24,9 +24,19 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
     if not jobs:
         return []
     with session_scope(factory) as s:
-        rows = s.execute(select(Run.suite, Run.family, Run.task, Run.seed, Run.pretrained, Run.n_layers,
-                                Run.config_hash, Run.train_config, Run.control)
-                         .where(Run.suite.in_({j.suite for j in jobs}))).all()
+        rows = s.execute(
+            select(
+                Run.suite,
+                Run.family,
+                Run.task,
+                Run.seed,
+                Run.pretrained,
+                Run.n_layers,
+                Run.config_hash,
+                Run.train_config,
+                Run.control,
+            ).where(Run.suite.in_({j.suite for j in jobs}))
+        ).all()
     by_key: dict[tuple, list] = {}
     for r in rows:
         by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None, r.control), []).append(r)
@@ -41,8 +51,11 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
         stored = [r for r in stored if job.pretrained or r.n_layers is None or r.n_layers == job.n_layers]
         for r in stored:
             before = r.train_config or {}
-            diffs = tuple((k, before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
-                          if before and before.get(k) != now.get(k))
+            diffs = tuple(
+                (k, before.get(k), now.get(k))
+                for k in sorted(set(before) | set(now))
+                if before and before.get(k) != now.get(k)
+            )
             g = groups.setdefault((job.suite, repr(diffs)), {"suite": job.suite, "count": 0, "diffs": list(diffs)})
             g["count"] += 1
     return list(groups.values())
@@ -76,19 +89,26 @@ def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> No
     the same settings, in another suite (:func:`stored_in_other_suites`)."""
     lines = []
     for g in stored_with_other_settings(jobs, factory):
-        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) \
-            + (f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else "")
-        lines.append(f"{g['count']} run(s) of suite {g['suite']!r} are stored with other settings "
-                     f"({shown or 'settings not recorded'})")
+        shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) + (
+            f", +{len(g['diffs']) - 4} more" if len(g["diffs"]) > 4 else ""
+        )
+        lines.append(
+            f"{g['count']} run(s) of suite {g['suite']!r} are stored with other settings "
+            f"({shown or 'settings not recorded'})"
+        )
     if lines:
-        raise SuiteSettingsConflict("; ".join(lines) + ": a suite holds one run per seed, so pass the same overrides "
-                                    "to resume them, or run these settings under another suite name (--name)")
+        raise SuiteSettingsConflict(
+            "; ".join(lines) + ": a suite holds one run per seed, so pass the same overrides "
+            "to resume them, or run these settings under another suite name (--name)"
+        )
     elsewhere = stored_in_other_suites(jobs, factory)
     if elsewhere:
         shown = ", ".join(f"{n} in suite {name!r}" for name, n in sorted(elsewhere.items()))
-        raise SuiteSettingsConflict(f"{sum(elsewhere.values())} of these runs are stored already with the same "
-                                    f"settings ({shown}): a run is stored once, keyed by its settings, so resume that "
-                                    "suite, or change a setting (e.g. --seed) to make new runs")
+        raise SuiteSettingsConflict(
+            f"{sum(elsewhere.values())} of these runs are stored already with the same "
+            f"settings ({shown}): a run is stored once, keyed by its settings, so resume that "
+            "suite, or change a setting (e.g. --seed) to make new runs"
+        )
 
 
 def _short(v: Any) -> str:

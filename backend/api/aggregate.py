@@ -17,9 +17,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from science import claims
 from science.stats import bounds_for, t_interval
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 
 GroupKey = tuple[str | None, str, str, str | None, int, int]  # suite, task, family, pretrained, n_layers, eval_length
 
@@ -32,8 +32,10 @@ class MixedSuites(ValueError):
     def __init__(self, suites: Sequence[str | None]) -> None:
         self.suites = sorted({s or "" for s in suites})
         names = ", ".join(repr(s) for s in self.suites)
-        super().__init__(f"the matching runs belong to {len(self.suites)} suites ({names}); runs of different "
-                         "suites are never pooled: choose one with ?suite=NAME")
+        super().__init__(
+            f"the matching runs belong to {len(self.suites)} suites ({names}); runs of different "
+            "suites are never pooled: choose one with ?suite=NAME"
+        )
 
 
 def _suite_key(suite: str | None) -> str:
@@ -47,10 +49,22 @@ def _f(v: float | None) -> float | None:
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
     """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
     trained, selectivity, suite, control)."""
-    q = select(Run.id, Run.task, Run.family, Run.pretrained, Run.seed, Run.n_layers, ProbeResult.layer,
-               ProbeResult.eval_length, ProbeResult.accuracy, ProbeResult.majority_baseline,
-               trained_clause().label("trained"), ProbeResult.selectivity, Run.suite,
-               Run.control).join(Run, Run.id == ProbeResult.run_id)
+    q = select(
+        Run.id,
+        Run.task,
+        Run.family,
+        Run.pretrained,
+        Run.seed,
+        Run.n_layers,
+        ProbeResult.layer,
+        ProbeResult.eval_length,
+        ProbeResult.accuracy,
+        ProbeResult.majority_baseline,
+        trained_clause().label("trained"),
+        ProbeResult.selectivity,
+        Run.suite,
+        Run.control,
+    ).join(Run, Run.id == ProbeResult.run_id)
     q = flt.apply(q)
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
@@ -60,27 +74,48 @@ def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | N
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
     groups: dict[tuple, list[tuple[int, int, float, float, bool, float | None]]] = defaultdict(list)
     for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, sel, suite, ctl in probe_table(
-            session, flt, eval_length):  # one point per suite (and controls apart): never pooled
-        groups[(suite, task, family, pretrained, n_layers, L, layer, ctl)].append((run_id, seed, acc, maj, bool(ok), sel))
+        session, flt, eval_length
+    ):  # one point per suite (and controls apart): never pooled
+        groups[(suite, task, family, pretrained, n_layers, L, layer, ctl)].append(
+            (run_id, seed, acc, maj, bool(ok), sel)
+        )
     out = []
     for key in sorted(groups, key=lambda k: (k[1], k[2], k[3] or "", k[4], k[5], _suite_key(k[0]), k[7] or "", k[6])):
         suite, task, family, pretrained, n_layers, L, layer, ctl = key
         members = sorted(groups[key], key=lambda m: (m[1], m[0]))
         mean, lo, hi = t_interval([m[2] for m in members], bounds=bounds_for("accuracy"))
         majs = [m[3] for m in members if m[3] is not None]
-        out.append(dict(
-            suite=suite, task=task, family=family, pretrained=pretrained, eval_length=L, layer=layer,
-            layer_name=layer_name(layer), depth=depth(layer, n_layers), n_layers=n_layers,
-            mean=_f(mean), lo=_f(lo), hi=_f(hi), n=len(members), seeds=[m[1] for m in members],
-            majority_baseline=_f(sum(majs) / len(majs)) if majs else None, run_ids=[m[0] for m in members],
-            untrained_run_ids=[m[0] for m in members if not m[4]],
-            selectivity=_f(sum(sels) / len(sels)) if (sels := [m[5] for m in members if _f(m[5]) is not None]) else None,
-            control=ctl,
-        ))
+        out.append(
+            dict(
+                suite=suite,
+                task=task,
+                family=family,
+                pretrained=pretrained,
+                eval_length=L,
+                layer=layer,
+                layer_name=layer_name(layer),
+                depth=depth(layer, n_layers),
+                n_layers=n_layers,
+                mean=_f(mean),
+                lo=_f(lo),
+                hi=_f(hi),
+                n=len(members),
+                seeds=[m[1] for m in members],
+                majority_baseline=_f(sum(majs) / len(majs)) if majs else None,
+                run_ids=[m[0] for m in members],
+                untrained_run_ids=[m[0] for m in members if not m[4]],
+                selectivity=_f(sum(sels) / len(sels))
+                if (sels := [m[5] for m in members if _f(m[5]) is not None])
+                else None,
+                control=ctl,
+            )
+        )
     return out
 
 
-def control_curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> dict[tuple, dict[int, float]]:
+def control_curves(
+    session: Session, flt: RunFilter, eval_length: Sequence[int] | None
+) -> dict[tuple, dict[int, float]]:
     """(suite, task, family, n_layers, eval_length, seed) → the random-init control's probe curve,
     for the controls of the runs ``flt`` selects (its ``trained`` filter does not apply: a control
     is never trained)."""
@@ -93,23 +128,31 @@ def control_curves(session: Session, flt: RunFilter, eval_length: Sequence[int] 
     return out
 
 
-
 # ----------------------------------------------------------------------------- profiles
 
 DECOUPLING_METHODS = claims.DECOUPLING_METHODS  # the first one present counts
 
 
-def _damage_rows(session: Session, run_ids: Sequence[int], eval_length: Sequence[int] | None) -> dict[tuple[int, int], list[dict]]:
+def _damage_rows(
+    session: Session, run_ids: Sequence[int], eval_length: Sequence[int] | None
+) -> dict[tuple[int, int], list[dict]]:
     """(run_id, eval_length) → intervention rows (layer, method, delta_pp) of the decoupling methods."""
     out: dict[tuple[int, int], list[dict]] = defaultdict(list)
     if not run_ids:
         return out
     ids = sorted(set(run_ids))
     for i in range(0, len(ids), 5000):
-        q = select(InterventionResult.run_id, InterventionResult.eval_length, InterventionResult.method,
-                   InterventionResult.layer, InterventionResult.delta_pp).where(
-            InterventionResult.run_id.in_(ids[i:i + 5000]), InterventionResult.method.in_(DECOUPLING_METHODS),
-            InterventionResult.layer >= -1)
+        q = select(
+            InterventionResult.run_id,
+            InterventionResult.eval_length,
+            InterventionResult.method,
+            InterventionResult.layer,
+            InterventionResult.delta_pp,
+        ).where(
+            InterventionResult.run_id.in_(ids[i : i + 5000]),
+            InterventionResult.method.in_(DECOUPLING_METHODS),
+            InterventionResult.layer >= -1,
+        )
         if eval_length:
             q = q.where(InterventionResult.eval_length.in_(list(eval_length)))
         for rid, L, method, layer, delta in session.execute(q):
@@ -127,7 +170,8 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
     meta: dict[int, tuple] = {}
     trained: dict[int, bool] = {}
     for run_id, task, family, pretrained, seed, n_layers, layer, L, acc, maj, ok, _sel, suite, _c in probe_table(
-            session, flt, eval_length):
+        session, flt, eval_length
+    ):
         trained[run_id] = bool(ok)
         curves[(run_id, L)][layer] = acc
         if maj is not None:
@@ -168,19 +212,35 @@ def profiles(session: Session, flt: RunFilter, eval_length: Sequence[int] | None
         for name, vals in (("damaging_layer", damaging), ("decoupling_distance", dists)):
             mean, lo, hi = t_interval(vals) if vals else (None, None, None)
             metrics[name] = {"mean": _f(mean), "lo": _f(lo), "hi": _f(hi), "n": len(vals)}
-        out.append(dict(
-            suite=suite, task=task, family=family, pretrained=pretrained, eval_length=L, n_layers=n_layers, n=summary["n"],
-            seeds=[seed for seed, _ in members], profile_class=summary["profile_class"],
-            class_counts=summary["class_votes"], metrics=metrics, per_seed=summary["per_seed"],
-            untrained_run_ids=[rid for _, rid in members if not trained[rid]], stability=summary["stability"],
-            against_control=_against_control(cs, [controls.get((suite, task, family, n_layers, L, seed))
-                                                  for seed, _ in members], [seed for seed, _ in members]),
-        ))
+        out.append(
+            dict(
+                suite=suite,
+                task=task,
+                family=family,
+                pretrained=pretrained,
+                eval_length=L,
+                n_layers=n_layers,
+                n=summary["n"],
+                seeds=[seed for seed, _ in members],
+                profile_class=summary["profile_class"],
+                class_counts=summary["class_votes"],
+                metrics=metrics,
+                per_seed=summary["per_seed"],
+                untrained_run_ids=[rid for _, rid in members if not trained[rid]],
+                stability=summary["stability"],
+                against_control=_against_control(
+                    cs,
+                    [controls.get((suite, task, family, n_layers, L, seed)) for seed, _ in members],
+                    [seed for seed, _ in members],
+                ),
+            )
+        )
     return out
 
 
-def _against_control(curves: list[dict[int, float]], ctrls: list[dict[int, float] | None],
-                     seeds: list[int]) -> dict[str, Any] | None:
+def _against_control(
+    curves: list[dict[int, float]], ctrls: list[dict[int, float] | None], seeds: list[int]
+) -> dict[str, Any] | None:
     """``science.profiles.summarise_against_controls`` when every seed has its control (JSON-safe), else None."""
     from science import profiles as P
 
@@ -204,10 +264,25 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             views.append(("control", p["against_control"]["profile_class"], p["against_control"]["metrics"]))
         for floor, cls, metrics in views:
             for name, m in metrics.items():
-                rows.append(dict(suite=p.get("suite"), task=p["task"], family=p["family"], pretrained=p["pretrained"],
-                                 eval_length=p["eval_length"], n_layers=p["n_layers"], profile_class=cls,
-                                 seeds=p["seeds"], untrained_run_ids=p.get("untrained_run_ids") or [], floor=floor,
-                                 metric=name, mean=m["mean"], lo=m["lo"], hi=m["hi"], n=m["n"]))
+                rows.append(
+                    dict(
+                        suite=p.get("suite"),
+                        task=p["task"],
+                        family=p["family"],
+                        pretrained=p["pretrained"],
+                        eval_length=p["eval_length"],
+                        n_layers=p["n_layers"],
+                        profile_class=cls,
+                        seeds=p["seeds"],
+                        untrained_run_ids=p.get("untrained_run_ids") or [],
+                        floor=floor,
+                        metric=name,
+                        mean=m["mean"],
+                        lo=m["lo"],
+                        hi=m["hi"],
+                        n=m["n"],
+                    )
+                )
     return rows
 
 
@@ -220,28 +295,73 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     from science import claims as C
 
     L = C.EVAL_LENGTH
-    run_cols = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.behaviour,
-                Run.heldout_acc, Run.early_stop_acc, Run.stop_reason, Run.best_heldout_acc, Run.steps, Run.train_config]
+    run_cols = [
+        Run.id,
+        Run.task,
+        Run.family,
+        Run.seed,
+        Run.n_layers,
+        Run.pretrained,
+        Run.behaviour,
+        Run.heldout_acc,
+        Run.early_stop_acc,
+        Run.stop_reason,
+        Run.best_heldout_acc,
+        Run.steps,
+        Run.train_config,
+    ]
     runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols, Run.suite)))]
     if len({_suite_key(r["suite"]) for r in runs}) > 1:
         raise MixedSuites([r["suite"] for r in runs])
     for r in runs:
         del r["suite"]
-    probes = [dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
-              for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su, _c in probe_table(session, flt, [L])]
-    controls = [dict(task=task, family=fam, seed=seed, n_layers=n, curve=curve)
-                for (_su, task, fam, n, _L, seed), curve in control_curves(session, flt, [L]).items()]
-    iv_cols = [InterventionResult.run_id, InterventionResult.method, InterventionResult.layer,
-               InterventionResult.eval_length, InterventionResult.delta_pp, InterventionResult.drop_rel_chance,
-               InterventionResult.refit_acc, InterventionResult.refit_majority, InterventionResult.p_value,
-               InterventionResult.p_holm, InterventionResult.significant, InterventionResult.rank_removed,
-               InterventionResult.random_delta_pp]
-    interventions = [dict(r._mapping) for r in session.execute(
-        flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(InterventionResult.eval_length == L))]
-    pcols = [PatchingResult.run_id, PatchingResult.site, PatchingResult.layer, PatchingResult.position,
-             PatchingResult.eval_length, PatchingResult.recovery]
-    patching = [dict(r._mapping) for r in session.execute(
-        flt.apply(select(*pcols).join(Run, Run.id == PatchingResult.run_id)).where(PatchingResult.site == C.STATE_SITE))]
+    probes = [
+        dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
+        for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su, _c in probe_table(session, flt, [L])
+    ]
+    controls = [
+        dict(task=task, family=fam, seed=seed, n_layers=n, curve=curve)
+        for (_su, task, fam, n, _L, seed), curve in control_curves(session, flt, [L]).items()
+    ]
+    iv_cols = [
+        InterventionResult.run_id,
+        InterventionResult.method,
+        InterventionResult.layer,
+        InterventionResult.eval_length,
+        InterventionResult.delta_pp,
+        InterventionResult.drop_rel_chance,
+        InterventionResult.refit_acc,
+        InterventionResult.refit_majority,
+        InterventionResult.p_value,
+        InterventionResult.p_holm,
+        InterventionResult.significant,
+        InterventionResult.rank_removed,
+        InterventionResult.random_delta_pp,
+    ]
+    interventions = [
+        dict(r._mapping)
+        for r in session.execute(
+            flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(
+                InterventionResult.eval_length == L
+            )
+        )
+    ]
+    pcols = [
+        PatchingResult.run_id,
+        PatchingResult.site,
+        PatchingResult.layer,
+        PatchingResult.position,
+        PatchingResult.eval_length,
+        PatchingResult.recovery,
+    ]
+    patching = [
+        dict(r._mapping)
+        for r in session.execute(
+            flt.apply(select(*pcols).join(Run, Run.id == PatchingResult.run_id)).where(
+                PatchingResult.site == C.STATE_SITE
+            )
+        )
+    ]
     return C.evaluate_claims(runs, probes, interventions, patching, controls=controls)
 
 

@@ -27,13 +27,24 @@ RETRY_AFTER_SECONDS = 5
 FULL_BELOW_BYTES = 1 << 20  # a disk with less free space than this counts as full
 
 _CORRUPT = ("database disk image is malformed", "file is not a database", "file is encrypted or is not a database")
-_FULL = ("database or disk is full", "no space left on device", "disk full", "could not extend file",
-         "quota exceeded")
+_FULL = ("database or disk is full", "no space left on device", "disk full", "could not extend file", "quota exceeded")
 _BUSY = ("database is locked", "database table is locked")
-_UNREACHABLE = ("connection refused", "could not connect", "server closed the connection", "connection timed out",
-                "terminating connection", "the database system is starting up", "the database system is shutting down",
-                "connection is closed", "unable to open database file", "no route to host", "name or service not known",
-                "connection reset", "ssl syscall error", "consuming input failed")
+_UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "server closed the connection",
+    "connection timed out",
+    "terminating connection",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "connection is closed",
+    "unable to open database file",
+    "no route to host",
+    "name or service not known",
+    "connection reset",
+    "ssl syscall error",
+    "consuming input failed",
+)
 
 
 @dataclass(frozen=True)
@@ -69,27 +80,48 @@ def classify(exc: BaseException, db_file: Path | None = None) -> DbFailure | Non
 
     ``db_file``: the SQLite file, when the database is one — SQLite reports a disk too full to
     create its WAL files as "disk I/O error"; with the file's disk (nearly) full that is one."""
-    from sqlalchemy.exc import DBAPIError, DisconnectionError, TimeoutError as PoolTimeout
+    from sqlalchemy.exc import DBAPIError, DisconnectionError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     text = _text(exc)
     orig = getattr(exc, "orig", None)
     io_error = "disk i/o error" in text
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or any(s in text for s in _FULL) \
-            or type(orig).__name__ == "DiskFull" or (io_error and _disk_nearly_full(db_file)):
-        return DbFailure(507, "disk_full", "the disk is full: the database cannot write (this change, or the files "
-                                           "it needs to open); nothing was written; free space on the server and "
-                                           "try again")
+    if (
+        isinstance(exc, OSError)
+        and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        or any(s in text for s in _FULL)
+        or type(orig).__name__ == "DiskFull"
+        or (io_error and _disk_nearly_full(db_file))
+    ):
+        return DbFailure(
+            507,
+            "disk_full",
+            "the disk is full: the database cannot write (this change, or the files "
+            "it needs to open); nothing was written; free space on the server and "
+            "try again",
+        )
     if any(s in text for s in _CORRUPT):
-        return DbFailure(503, "corrupt", "the database file is corrupt (database disk image is malformed): stop "
-                                         "the server and restore a backup (<file>.bak-* next to it, made by "
-                                         "`layerscope db upgrade`)")
+        return DbFailure(
+            503,
+            "corrupt",
+            "the database file is corrupt (database disk image is malformed): stop "
+            "the server and restore a backup (<file>.bak-* next to it, made by "
+            "`layerscope db upgrade`)",
+        )
     if io_error:
-        return DbFailure(503, "io_error", "the database's disk failed a read or write (disk I/O error): check the "
-                                          "disk and the server's log; nothing was written")
+        return DbFailure(
+            503,
+            "io_error",
+            "the database's disk failed a read or write (disk I/O error): check the "
+            "disk and the server's log; nothing was written",
+        )
     if any(s in text for s in _BUSY):
         return DbFailure(503, "busy", "the database is busy (locked by another writer); try again shortly")
-    if isinstance(exc, (DisconnectionError, PoolTimeout)) or any(s in text for s in _UNREACHABLE) or (
-            isinstance(exc, DBAPIError) and exc.connection_invalidated):
+    if (
+        isinstance(exc, (DisconnectionError, PoolTimeout))
+        or any(s in text for s in _UNREACHABLE)
+        or (isinstance(exc, DBAPIError) and exc.connection_invalidated)
+    ):
         return DbFailure(503, "unreachable", "the database is unreachable; try again after Retry-After seconds")
     return None
 
@@ -104,8 +136,9 @@ def sqlite_file(url: str) -> Path | None:
 
 def failure_response(failure: DbFailure) -> JSONResponse:
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if failure.retry or failure.status == 507 else {}
-    return JSONResponse(status_code=failure.status, content={"detail": failure.detail, "reason": failure.kind},
-                        headers=headers)
+    return JSONResponse(
+        status_code=failure.status, content={"detail": failure.detail, "reason": failure.kind}, headers=headers
+    )
 
 
 async def on_database_error(request: Request, exc: Exception) -> JSONResponse:
@@ -114,6 +147,11 @@ async def on_database_error(request: Request, exc: Exception) -> JSONResponse:
     failure = classify(exc, sqlite_file(request.app.state.settings.resolved_db_url))
     if failure is None:
         raise exc
-    log.warning("%s %s: %s (%s)", request.method, request.url.path, failure.kind,
-                " ".join(str(getattr(exc, "orig", None) or exc).split())[:200])
+    log.warning(
+        "%s %s: %s (%s)",
+        request.method,
+        request.url.path,
+        failure.kind,
+        " ".join(str(getattr(exc, "orig", None) or exc).split())[:200],
+    )
     return failure_response(failure)

@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api.aggregate import ResultCache
 from backend.api.schemas import ErrorOut
-from store.config import Settings
 from backend.core.security import verify_token
+from store.config import Settings
 from worker.queue import JobQueue
 
 bearer_scheme = HTTPBearer(
@@ -66,16 +66,18 @@ def check_sent_token(request: Request, session: SessionDep) -> None:
     proxy or a framework reads differs, so none is trusted."""
     headers = request.headers.getlist("authorization")
     if len(headers) > 1:
-        raise HTTPException(status.HTTP_400_BAD_REQUEST,
-                            detail=f"{len(headers)} Authorization headers: send exactly one")
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, detail=f"{len(headers)} Authorization headers: send exactly one"
+        )
     if not headers:
         return
     header = headers[0]
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise _unauthorized("malformed Authorization header: send 'Authorization: Bearer <token>' "
-                            "(layerscope token create)")
+        raise _unauthorized(
+            "malformed Authorization header: send 'Authorization: Bearer <token>' (layerscope token create)"
+        )
     if verify_token(session, token) is None:
         raise _unauthorized("invalid or revoked token")
 
@@ -118,8 +120,9 @@ def token_needed(method: str, settings: Settings) -> bool:
     return settings.listens_beyond_loopback
 
 
-UNAUTHORIZED = {401: {"model": ErrorOut,
-                      "description": "a token is needed (or the one sent is malformed, unknown or revoked)"}}
+UNAUTHORIZED = {
+    401: {"model": ErrorOut, "description": "a token is needed (or the one sent is malformed, unknown or revoked)"}
+}
 TOO_LARGE = {
     400: {"model": ErrorOut, "description": "a body that cannot be parsed (not UTF-8 JSON)"},
     413: {"model": ErrorOut, "description": "request body over LAYERSCOPE_MAX_BODY_BYTES"},

@@ -34,8 +34,10 @@ def add_swagger_ui(app: FastAPI, docs_url: str, openapi_url: str) -> None:
     @app.get(docs_url, include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=openapi_url, title=f"{app.title} — Swagger UI",
-            swagger_js_url=f"{assets}/swagger-ui-bundle.js", swagger_css_url=f"{assets}/swagger-ui.css",
+            openapi_url=openapi_url,
+            title=f"{app.title} — Swagger UI",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
             swagger_favicon_url=f"{assets}/favicon-32x32.png",
             swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
         )

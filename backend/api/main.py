@@ -34,9 +34,9 @@ from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, HeavyRouteLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, tasks, views, weights
-from store.config import Settings, get_settings
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from layerscope_core.text import printable
+from store.config import Settings, get_settings
 from store.jobs import JobNotFound, JobStateError
 from store.session import make_engine, make_sessionmaker
 from worker.queue import JobQueue, reap, requeue_orphans
@@ -82,7 +82,9 @@ def _errors_handler(settings: Settings):
             e.pop("url", None)
             ctx = e.get("ctx")
             if ctx:  # exceptions inside ctx are not JSON
-                e["ctx"] = {k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in ctx.items()}
+                e["ctx"] = {
+                    k: (v if isinstance(v, (str, int, float, bool, type(None))) else str(v)) for k, v in ctx.items()
+                }
         return JSONResponse(status_code=422, content={"detail": _safe(jsonable_encoder(errors))})
 
     return on_validation_error
@@ -101,8 +103,9 @@ def allowed_methods(app: FastAPI, scope: dict[str, Any]) -> set[str]:
     mounted at ``/`` do not count."""
     allowed: set[str] = set()
     for route in app.router.routes:
-        if getattr(getattr(route, "endpoint", None), "catch_all", False) or \
-                (isinstance(route, Mount) and route.path in ("", "/")):
+        if getattr(getattr(route, "endpoint", None), "catch_all", False) or (
+            isinstance(route, Mount) and route.path in ("", "/")
+        ):
             continue
         for method in _METHODS:
             if route.matches({**scope, "method": method})[0] == Match.FULL:
@@ -114,8 +117,9 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     """Starlette answers 405 with the methods of the first route on the path only; list them all."""
     if exc.status_code == 405:
         methods = allowed_methods(request.app, request.scope)
-        return JSONResponse({"detail": "Method Not Allowed"}, status_code=405,
-                            headers={"Allow": ", ".join(sorted(methods))})
+        return JSONResponse(
+            {"detail": "Method Not Allowed"}, status_code=405, headers={"Allow": ", ".join(sorted(methods))}
+        )
     return await http_exception_handler(request, exc)
 
 
@@ -171,8 +175,12 @@ def create_app(
         f"Every JSON body is refused with a 422 naming the field when it nests deeper than {MAX_JSON_DEPTH} "
         "arrays/objects, holds a non-finite number (NaN, Infinity, 1e400), or a string that is not valid "
         "Unicode or holds control characters; bodies over LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path.",
-        docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL, lifespan=lifespan,
-        dependencies=[SentTokenCheck], responses=UNAUTHORIZED,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=OPENAPI_URL,
+        lifespan=lifespan,
+        dependencies=[SentTokenCheck],
+        responses=UNAUTHORIZED,
     )
     add_swagger_ui(app, DOCS_URL, OPENAPI_URL)
     security_where_needed(app, settings)
@@ -184,8 +192,18 @@ def create_app(
     from science.tasks import use_task_store
 
     use_task_store(settings.resolved_store_dir / "tasks")  # job params may name its file tasks
-    for router in (health.router, meta.router, runs.router, aggregates.router, jobs.router, views.router,
-                   export.router, suites.router, tasks.router, weights.router):
+    for router in (
+        health.router,
+        meta.router,
+        runs.router,
+        aggregates.router,
+        jobs.router,
+        views.router,
+        export.router,
+        suites.router,
+        tasks.router,
+        weights.router,
+    ):
         app.include_router(router, prefix=API_PREFIX)
 
     app.add_exception_handler(RequestValidationError, _errors_handler(settings))
@@ -206,8 +224,12 @@ def create_app(
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type"], allow_credentials=False, max_age=600,
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type"],
+            allow_credentials=False,
+            max_age=600,
         )
     return app
 

@@ -18,8 +18,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 async def _send_json(send: Send, status: int, body: dict) -> None:
     data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -94,8 +99,11 @@ class JsonBodyChecks:
         self.app, self.prefix = app, prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] != "http" or not scope["path"].startswith(self.prefix)
-                or scope.get("method") not in ("POST", "PUT", "PATCH")):
+        if (
+            scope["type"] != "http"
+            or not scope["path"].startswith(self.prefix)
+            or scope.get("method") not in ("POST", "PUT", "PATCH")
+        ):
             await self.app(scope, receive, send)
             return
         content_type = next((v for k, v in scope.get("headers", []) if k == b"content-type"), b"")
@@ -123,25 +131,29 @@ def dashboard_csp(frame_ancestors: str) -> str:
     # inline styles; some component libraries evaluate code strings: hence 'unsafe-inline' and
     # 'unsafe-eval' for scripts. Everything else is same-origin; images may be data:/blob:
     # (Plotly's PNG/SVG download).
-    return "; ".join([
-        "default-src 'self'",
-        "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: blob:",
-        "font-src 'self' data:",
-        "connect-src 'self'",
-        "worker-src 'self' blob:",
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-        f"frame-ancestors {frame_ancestors}",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self' 'unsafe-inline' 'unsafe-eval'",
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: blob:",
+            "font-src 'self' data:",
+            "connect-src 'self'",
+            "worker-src 'self' blob:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            f"frame-ancestors {frame_ancestors}",
+        ]
+    )
 
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 # Swagger UI loads its bundle from this server (swagger-ui-py) and runs an inline bootstrap script.
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "font-src 'self' data:; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'")
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "font-src 'self' data:; img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
+)
 
 
 class SecurityHeaders:
@@ -192,8 +204,11 @@ AGGREGATE_PATHS = ("/api/curves", "/api/profiles", "/api/claims")
 def is_heavy(path: str) -> bool:
     """Exports, server-side aggregates and suite bundles: the routes that cost seconds over a
     large DB (``/api/suites``, the list, is light)."""
-    return (path.startswith("/api/export/") or path in AGGREGATE_PATHS
-            or (path.startswith("/api/suites/") and path.endswith("/bundle")))
+    return (
+        path.startswith("/api/export/")
+        or path in AGGREGATE_PATHS
+        or (path.startswith("/api/suites/") and path.endswith("/bundle"))
+    )
 
 
 class HeavyRouteLimit:
@@ -211,12 +226,24 @@ class HeavyRouteLimit:
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
-            data = json.dumps({"detail": f"server busy: {self.in_flight} exports/aggregates in progress (the limit, "
-                                         f"LAYERSCOPE_LIMIT_CONCURRENCY / serve --limit-concurrency); retry after "
-                                         f"{self.retry_after} s"}).encode()
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                                    (b"retry-after", str(self.retry_after).encode())]})
+            data = json.dumps(
+                {
+                    "detail": f"server busy: {self.in_flight} exports/aggregates in progress (the limit, "
+                    f"LAYERSCOPE_LIMIT_CONCURRENCY / serve --limit-concurrency); retry after "
+                    f"{self.retry_after} s"
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(data)).encode()),
+                        (b"retry-after", str(self.retry_after).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": data})
             return
         self.in_flight += 1

@@ -10,8 +10,8 @@ from sqlalchemy import Select, String, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
-from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 from science.trained import DEFAULT_CRITERION
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 
 
 class NotFound(LookupError):
@@ -41,8 +41,14 @@ class RunFilter:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, q: Select) -> Select:
-        for col, values in ((Run.task, self.task), (Run.family, self.family), (Run.seed, self.seed),
-                            (Run.suite, self.suite), (Run.pretrained, self.pretrained), (Run.id, self.run_id)):
+        for col, values in (
+            (Run.task, self.task),
+            (Run.family, self.family),
+            (Run.seed, self.seed),
+            (Run.suite, self.suite),
+            (Run.pretrained, self.pretrained),
+            (Run.id, self.run_id),
+        ):
             if values:
                 q = q.where(col.in_(list(values)))
         if self.trained is not None:
@@ -88,8 +94,9 @@ def run_order(sort: str | None) -> list[Any]:
     return [term] if key == "id" else [term, Run.id.desc() if desc else Run.id]
 
 
-def list_runs(session: Session, flt: RunFilter, limit: int | None, offset: int = 0,
-              sort: str | None = None) -> tuple[list[dict], int]:
+def list_runs(
+    session: Session, flt: RunFilter, limit: int | None, offset: int = 0, sort: str | None = None
+) -> tuple[list[dict], int]:
     total = session.execute(flt.apply(select(func.count()).select_from(Run))).scalar_one()
     q = flt.apply(select(*RUN_LIST_COLUMNS)).order_by(*run_order(sort)).offset(offset)
     if limit is not None:
@@ -130,8 +137,10 @@ def require_suites(session: Session, suites: Sequence[str] | None) -> None:
     missing = [name for name in missing if name not in queued]
     if missing:
         here = {n for n in session.execute(select(Run.suite).distinct()).scalars() if n} | queued
-        raise NotFound(f"suite {', '.join(map(repr, missing))} not found; suites here: "
-                       f"{', '.join(map(repr, sorted(here))) or 'none'}")
+        raise NotFound(
+            f"suite {', '.join(map(repr, missing))} not found; suites here: "
+            f"{', '.join(map(repr, sorted(here))) or 'none'}"
+        )
 
 
 def run_n_layers(session: Session, run_id: int) -> int:
@@ -142,8 +151,14 @@ def run_n_layers(session: Session, run_id: int) -> int:
 
 
 def _result_rows(
-    session: Session, model: Any, run_id: int, n_layers: int, order: list, eval_length: Sequence[int] | None,
-    method: Sequence[str] | None = None, where: Sequence[Any] = (),
+    session: Session,
+    model: Any,
+    run_id: int,
+    n_layers: int,
+    order: list,
+    eval_length: Sequence[int] | None,
+    method: Sequence[str] | None = None,
+    where: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
     cols = [c for c in model.__table__.columns if c.key != "id"]
     q = select(*cols).where(model.run_id == run_id, *where)
@@ -173,8 +188,9 @@ def intervention_rows(
     return _result_rows(session, InterventionResult, run_id, n, order, eval_length, method)
 
 
-def patching_rows(session: Session, run_id: int, eval_length: Sequence[int] | None = None,
-                  site: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def patching_rows(
+    session: Session, run_id: int, eval_length: Sequence[int] | None = None, site: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """A run's patching rows (optionally of some eval lengths / sites), by length, site, layer, position."""
     n = run_n_layers(session, run_id)
     order = [PatchingResult.eval_length, PatchingResult.site, PatchingResult.layer, PatchingResult.position]
@@ -186,8 +202,12 @@ RUN_CONTEXT = [Run.task, Run.family, Run.seed, Run.suite, Run.pretrained, Run.n_
 
 
 def results_across_runs(
-    session: Session, model: Any, flt: RunFilter, eval_length: Sequence[int] | None = None,
-    method: Sequence[str] | None = None, columns: Sequence[str] | None = None,
+    session: Session,
+    model: Any,
+    flt: RunFilter,
+    eval_length: Sequence[int] | None = None,
+    method: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Result rows of every run matching ``flt``, each with its run's task/family/seed/... (tidy)."""
     cols = [c for c in model.__table__.columns if c.key != "id" and (columns is None or c.key in columns)]

@@ -88,21 +88,32 @@ class RunOut(BaseModel):
     train_seconds: float
     stopped_early: bool
     behaviour: dict[str, Any] = Field(description='per eval length: {"40": {"token_acc", "last_acc", "n"}}')
-    heldout_acc: float | None = Field(None, description="held-out token accuracy at the training length when training ended, 0..1")
+    heldout_acc: float | None = Field(
+        None, description="held-out token accuracy at the training length when training ended, 0..1"
+    )
     early_stop_acc: float | None = Field(None, description="the early-stop criterion the run was trained for, 0..1")
     made_on: str | None = Field(None, description="device and host the run was made on")
     made_with: dict[str, Any] | None = Field(
-        None, description="the code that trained it: {layerscope, git_commit, git_dirty, python, torch, "
-                          "transformers}, and rebuilt_from (what the run recorded first) for a run whose "
-                          "weights were rebuilt (None: made before this was recorded)")
-    control: str | None = Field(None, description="'init': a random-init control (the same architecture and seed as a "
-                                "trained run of the suite, not trained, probed only; docs/SCIENCE.md#controls); "
-                                "null for every other run")
-    stop_reason: str | None = Field(None, description="why training stopped: trained (criterion) | plateau | budget | "
-                                    "time_limit | rebuild_step (docs/SCIENCE.md#plateau); null for a control or a "
-                                    "run made before this was recorded")
-    best_heldout_acc: float | None = Field(None, description="best held-out token accuracy evaluated at the training "
-                                           "length, 0..1")
+        None,
+        description="the code that trained it: {layerscope, git_commit, git_dirty, python, torch, "
+        "transformers}, and rebuilt_from (what the run recorded first) for a run whose "
+        "weights were rebuilt (None: made before this was recorded)",
+    )
+    control: str | None = Field(
+        None,
+        description="'init': a random-init control (the same architecture and seed as a "
+        "trained run of the suite, not trained, probed only; docs/SCIENCE.md#controls); "
+        "null for every other run",
+    )
+    stop_reason: str | None = Field(
+        None,
+        description="why training stopped: trained (criterion) | plateau | budget | "
+        "time_limit | rebuild_step (docs/SCIENCE.md#plateau); null for a control or a "
+        "run made before this was recorded",
+    )
+    best_heldout_acc: float | None = Field(
+        None, description="best held-out token accuracy evaluated at the training length, 0..1"
+    )
     best_step: int | None = Field(None, description="the step best_heldout_acc was reached at")
     tags: list[str] | None = Field(None, description="a researcher's labels (PATCH /api/runs/{id})")
     notes: str | None = Field(None, description="a researcher's remarks (PATCH /api/runs/{id})")
@@ -134,15 +145,23 @@ class ProbeOut(BaseModel):
     converged: bool
     n_iter: int
     balanced_accuracy: float | None = Field(None, description="mean per-class recall on the held-out sequences, 0..1")
-    control_accuracy: float | None = Field(None, description="the same probe on the control task (Hewitt & Liang "
-                                           "2019: a fixed random label per input-token type), 0..1")
+    control_accuracy: float | None = Field(
+        None,
+        description="the same probe on the control task (Hewitt & Liang "
+        "2019: a fixed random label per input-token type), 0..1",
+    )
     selectivity: float | None = Field(None, description="accuracy − control_accuracy, 0..1 scale")
     type_accuracy: dict[str, float | None] | None = Field(
-        None, description="accuracy per token type where the task's token identity carries the label (dyck: open, "
-                          "close; code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)")
+        None,
+        description="accuracy per token type where the task's token identity carries the label (dyck: open, "
+        "close; code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)",
+    )
     config_hash: str
-    site_name: str | None = Field(None, description="the probed site in TransformerLens's style: embed, "
-                                  "blocks.{layer}.resid_post (layerscope_core.sites)")
+    site_name: str | None = Field(
+        None,
+        description="the probed site in TransformerLens's style: embed, "
+        "blocks.{layer}.resid_post (layerscope_core.sites)",
+    )
 
 
 class InterventionOut(BaseModel):
@@ -167,9 +186,12 @@ class InterventionOut(BaseModel):
     inlp_converged: bool | None = Field(None, description="INLP only: the refit probe reached majority + tolerance")
     inlp_rounds: int | None = Field(None, description="INLP only: rounds used")
     n_fit_sequences: int | None = Field(None, description="sequences the edit was fitted on")
-    random_delta_pp: float | None = Field(None, description="rank-matched random removal: mean delta_pp when "
-                                          "rank_removed random orthonormal directions are removed at this layer "
-                                          "(docs/SCIENCE.md#random-removal)")
+    random_delta_pp: float | None = Field(
+        None,
+        description="rank-matched random removal: mean delta_pp when "
+        "rank_removed random orthonormal directions are removed at this layer "
+        "(docs/SCIENCE.md#random-removal)",
+    )
     random_delta_lo: float | None = Field(None, description="the smallest delta_pp over the random draws")
     random_delta_hi: float | None = Field(None, description="the largest delta_pp over the random draws")
     random_draws: int | None = Field(None, description="random draws behind random_delta_pp")
@@ -195,15 +217,21 @@ class PatchingOut(BaseModel):
     ld_corrupted: float | None
     n_pairs: int
     config_hash: str
-    site_name: str | None = Field(None, description="site and layer in TransformerLens's style: embed, "
-                                  "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)")
+    site_name: str | None = Field(
+        None,
+        description="site and layer in TransformerLens's style: embed, "
+        "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)",
+    )
 
 
 class CurvePoint(BaseModel):
     """Probe accuracy at one layer, aggregated over seeds (mean and 95% t-interval)."""
 
-    suite: str | None = Field(None, description="the suite of every run in this cell: runs of different suites "
-                              "are never pooled (docs/SCIENCE.md#suites)")
+    suite: str | None = Field(
+        None,
+        description="the suite of every run in this cell: runs of different suites "
+        "are never pooled (docs/SCIENCE.md#suites)",
+    )
     task: str
     family: str
     pretrained: str | None = None
@@ -219,12 +247,19 @@ class CurvePoint(BaseModel):
     seeds: list[int]
     majority_baseline: float | None
     run_ids: list[int]
-    untrained_run_ids: list[int] = Field(default_factory=list, description="runs in this point that are not trained "
-                                         "(docs/SCIENCE.md#trained)")
-    selectivity: float | None = Field(None, description="mean probe selectivity over the seeds that store it "
-                                      "(accuracy − control-task accuracy, 0..1 scale)")
-    control: str | None = Field(None, description="'init': the point of the random-init controls of this cell "
-                                "(docs/SCIENCE.md#controls); null: of the runs themselves")
+    untrained_run_ids: list[int] = Field(
+        default_factory=list, description="runs in this point that are not trained (docs/SCIENCE.md#trained)"
+    )
+    selectivity: float | None = Field(
+        None,
+        description="mean probe selectivity over the seeds that store it "
+        "(accuracy − control-task accuracy, 0..1 scale)",
+    )
+    control: str | None = Field(
+        None,
+        description="'init': the point of the random-init controls of this cell "
+        "(docs/SCIENCE.md#controls); null: of the runs themselves",
+    )
 
 
 class MetricCI(BaseModel):
@@ -235,8 +270,11 @@ class MetricCI(BaseModel):
 
 
 class Profile(BaseModel):
-    suite: str | None = Field(None, description="the suite of every run in this cell: runs of different suites "
-                              "are never pooled (docs/SCIENCE.md#suites)")
+    suite: str | None = Field(
+        None,
+        description="the suite of every run in this cell: runs of different suites "
+        "are never pooled (docs/SCIENCE.md#suites)",
+    )
     task: str
     family: str
     pretrained: str | None = None
@@ -248,15 +286,20 @@ class Profile(BaseModel):
     class_counts: dict[str, int] = Field(description="how many seeds fall in each profile class")
     metrics: dict[str, MetricCI]
     per_seed: list[dict[str, Any]]
-    untrained_run_ids: list[int] = Field(default_factory=list, description="seeds' runs that are not trained "
-                                         "(docs/SCIENCE.md#trained)")
+    untrained_run_ids: list[int] = Field(
+        default_factory=list, description="seeds' runs that are not trained (docs/SCIENCE.md#trained)"
+    )
     stability: dict[str, Any] | None = Field(
-        None, description="the class under every rule with its thresholds moved by the documented margins: "
-                          "{class, agree, of, stable, classes} (docs/SCIENCE.md#class-stability)")
+        None,
+        description="the class under every rule with its thresholds moved by the documented margins: "
+        "{class, agree, of, stable, classes} (docs/SCIENCE.md#class-stability)",
+    )
     against_control: dict[str, Any] | None = Field(
-        None, description="the same profile measured against each seed's random-init control (the learned gain): "
-                          "{profile_class, class_votes, margin, stability, metrics, per_seed, control_curve}; "
-                          "null when a seed has no control (docs/SCIENCE.md#controls)")
+        None,
+        description="the same profile measured against each seed's random-init control (the learned gain): "
+        "{profile_class, class_votes, margin, stability, metrics, per_seed, control_curve}; "
+        "null when a seed has no control (docs/SCIENCE.md#controls)",
+    )
 
 
 class Claim(BaseModel):
@@ -310,10 +353,15 @@ class Annotation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tags: list[Annotated[str, StringConstraints(min_length=1, max_length=50, pattern=TEXT_PATTERN)]] | None = Field(
-        None, max_length=32, description="replaces the tags (at most 32, each at most 50 characters)")
-    notes: str | None = Field(None, max_length=10_000, pattern=TEXT_PATTERN,
-                              description='replaces the notes ("" clears them); one paragraph: the text rule of '
-                                          'every string (no control characters, line breaks included)')
+        None, max_length=32, description="replaces the tags (at most 32, each at most 50 characters)"
+    )
+    notes: str | None = Field(
+        None,
+        max_length=10_000,
+        pattern=TEXT_PATTERN,
+        description='replaces the notes ("" clears them); one paragraph: the text rule of '
+        "every string (no control characters, line breaks included)",
+    )
 
 
 class AnnotationOut(BaseModel):
@@ -329,14 +377,23 @@ class Deleted(BaseModel):
 class ViewCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=200, pattern=TEXT_PATTERN,
-                       description="stored as typed (no control characters); escaping is the client's job")
-    page: str = Field(min_length=1, max_length=100, pattern=r"^/[A-Za-z0-9_\-/]*$",
-                      description="the dashboard page path, e.g. /curves")
+    title: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=TEXT_PATTERN,
+        description="stored as typed (no control characters); escaping is the client's job",
+    )
+    page: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^/[A-Za-z0-9_\-/]*$",
+        description="the dashboard page path, e.g. /curves",
+    )
     state: dict[str, Any] = Field(
         default_factory=dict,
         description=f"the page's state (its URL query): at most {MAX_JSON_DEPTH} levels deep in the body, "
-        "finite numbers, strings without control characters")
+        "finite numbers, strings without control characters",
+    )
 
     @field_validator("state")
     @classmethod

@@ -31,8 +31,14 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
     if layers:
         bad = sorted({lay for lay in layers if not -1 <= lay < n_layers})
         if bad:
-            errors.append(_error("layers", f"layers {bad} out of range for run {run.id}'s {n_layers}-layer model "
-                                           f"(-1..{n_layers - 1}; -1 is the embedding output)", layers))
+            errors.append(
+                _error(
+                    "layers",
+                    f"layers {bad} out of range for run {run.id}'s {n_layers}-layer model "
+                    f"(-1..{n_layers - 1}; -1 is the embedding output)",
+                    layers,
+                )
+            )
     table = (run.model_config or {}).get("max_position_embeddings")
     if isinstance(table, int) and table > 0:
         longest = table - START_TOKEN_POSITIONS
@@ -41,6 +47,12 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
             lengths = value if isinstance(value, list) else ([value] if isinstance(value, int) else [])
             bad = sorted({L for L in lengths if longest < L})
             if bad:
-                errors.append(_error(field, f"eval length(s) {bad} longer than run {run.id}'s model takes "
-                                            f"(position table {table}: at most {longest} tokens)", value))
+                errors.append(
+                    _error(
+                        field,
+                        f"eval length(s) {bad} longer than run {run.id}'s model takes "
+                        f"(position table {table}: at most {longest} tokens)",
+                        value,
+                    )
+                )
     return errors

@@ -40,8 +40,9 @@ def check_folders(settings: Settings) -> None:
     """``LAYERSCOPE_HOME`` (and ``LAYERSCOPE_STORE_DIR``) must be folders, or not exist yet."""
     for name, path in (("LAYERSCOPE_HOME", settings.home), ("LAYERSCOPE_STORE_DIR", settings.store_dir)):
         if path is not None and Path(path).exists() and not Path(path).is_dir():
-            raise StartupError(f"{name}={path} is a file, not a folder: point {name} at a folder "
-                               "(it is created when missing)")
+            raise StartupError(
+                f"{name}={path} is a file, not a folder: point {name} at a folder (it is created when missing)"
+            )
 
 
 def check_db_url(url: str) -> None:
@@ -52,12 +53,16 @@ def check_db_url(url: str) -> None:
     try:
         backend = make_url(url).get_backend_name()
     except ArgumentError as exc:
-        raise StartupError(f"LAYERSCOPE_DB_URL {url!r} is not a database URL ({exc}): use "
-                           "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB") from None
+        raise StartupError(
+            f"LAYERSCOPE_DB_URL {url!r} is not a database URL ({exc}): use "
+            "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+        ) from None
     if backend not in SUPPORTED_DATABASES:
-        raise StartupError(f"unsupported database {backend!r} in LAYERSCOPE_DB_URL ({redact(url)}): layerscope "
-                           "stores results in SQLite or PostgreSQL; use sqlite:///PATH or "
-                           "postgresql+psycopg://USER@HOST/DB")
+        raise StartupError(
+            f"unsupported database {backend!r} in LAYERSCOPE_DB_URL ({redact(url)}): layerscope "
+            "stores results in SQLite or PostgreSQL; use sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB"
+        )
 
 
 def explain(exc: BaseException, url: str) -> StartupError:
@@ -69,20 +74,28 @@ def explain(exc: BaseException, url: str) -> StartupError:
     where = redact(url)
     message = _first_line(exc)
     if isinstance(exc, CommandError) or "revision" in message.lower():
-        return StartupError(f"the database {where} is at a schema revision this version of layerscope does not "
-                            f"know ({message}); it was probably made by a newer layerscope: upgrade layerscope, "
-                            "or set LAYERSCOPE_DB_URL to another database")
+        return StartupError(
+            f"the database {where} is at a schema revision this version of layerscope does not "
+            f"know ({message}); it was probably made by a newer layerscope: upgrade layerscope, "
+            "or set LAYERSCOPE_DB_URL to another database"
+        )
     is_sqlite = url.startswith("sqlite")
     if isinstance(exc, DatabaseError) and not isinstance(exc, OperationalError) and is_sqlite:
         path = make_url(url).database
-        return StartupError(f"{path} is not a readable SQLite database ({message}): move it aside (a new one is "
-                            "created on the next start) or restore it from a backup")
+        return StartupError(
+            f"{path} is not a readable SQLite database ({message}): move it aside (a new one is "
+            "created on the next start) or restore it from a backup"
+        )
     if isinstance(exc, OperationalError):
-        return StartupError(f"database not reachable ({where}): {message}; check LAYERSCOPE_DB_URL and that "
-                            "the database server is running")
+        return StartupError(
+            f"database not reachable ({where}): {message}; check LAYERSCOPE_DB_URL and that "
+            "the database server is running"
+        )
     if isinstance(exc, OSError):
-        return StartupError(f"cannot use {getattr(exc, 'filename', None) or where}: "
-                            f"{exc.strerror or message}; check LAYERSCOPE_HOME / LAYERSCOPE_DB_URL")
+        return StartupError(
+            f"cannot use {getattr(exc, 'filename', None) or where}: "
+            f"{exc.strerror or message}; check LAYERSCOPE_HOME / LAYERSCOPE_DB_URL"
+        )
     return StartupError(f"cannot open the database {where}: {type(exc).__name__}: {message}")
 
 
@@ -135,20 +148,30 @@ def check_integrity(settings: Settings, url: str) -> None:
     except sqlite3.OperationalError:  # cannot open it (permissions, a lock): migrating explains that
         return
     except sqlite3.DatabaseError as exc:  # not a database at all (garbage, a wrong header)
-        raise StartupError(f"{path} is not a readable SQLite database ({_first_line(exc)}): move it aside (a new "
-                           "one is created on the next start) or restore it from a backup") from exc
+        raise StartupError(
+            f"{path} is not a readable SQLite database ({_first_line(exc)}): move it aside (a new "
+            "one is created on the next start) or restore it from a backup"
+        ) from exc
     if problems is None:
         logging.getLogger(__name__).warning(
             "integrity check of %s stopped after %.0f s (a large file); serving it unchecked "
-            "(LAYERSCOPE_INTEGRITY_CHECK_SECONDS sets the limit)", path, settings.integrity_check_seconds)
+            "(LAYERSCOPE_INTEGRITY_CHECK_SECONDS sets the limit)",
+            path,
+            settings.integrity_check_seconds,
+        )
         return
     if problems:
         backup = latest_backup(path)
-        restore = (f"restore the backup {backup} (copy it over {path})" if backup else
-                   f"no backup ({path.name}.bak-*) is next to it: restore one of your own, or move the file aside "
-                   "(a new, empty one is created on the next start)")
-        raise StartupError(f"{path} is corrupt (PRAGMA quick_check: {problems[0]}); {restore}; "
-                           "LAYERSCOPE_CHECK_INTEGRITY=0 starts without this check")
+        restore = (
+            f"restore the backup {backup} (copy it over {path})"
+            if backup
+            else f"no backup ({path.name}.bak-*) is next to it: restore one of your own, or move the file aside "
+            "(a new, empty one is created on the next start)"
+        )
+        raise StartupError(
+            f"{path} is corrupt (PRAGMA quick_check: {problems[0]}); {restore}; "
+            "LAYERSCOPE_CHECK_INTEGRITY=0 starts without this check"
+        )
 
 
 def open_database(settings: Settings) -> str:

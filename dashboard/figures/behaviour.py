@@ -48,8 +48,18 @@ def behaviour_rows(runs: Sequence[dict[str, Any]], *, metric: str = "token_acc")
     out = []
     for (task, fam, L), vs in sorted(vals.items()):
         mean, lo, hi = t_interval(vs)
-        out.append({"task": task, "family": fam, "eval_length": L, "mean": mean, "lo": lo, "hi": hi,
-                    "n": len(vs), "seeds": seeds[(task, fam, L)]})
+        out.append(
+            {
+                "task": task,
+                "family": fam,
+                "eval_length": L,
+                "mean": mean,
+                "lo": lo,
+                "hi": hi,
+                "n": len(vs),
+                "seeds": seeds[(task, fam, L)],
+            }
+        )
     return out
 
 
@@ -61,8 +71,13 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
         return empty_figure(f"No behavioural accuracy to draw: all {len(rows)} points have no value")
     metric_label = esc(metric_label)
     tasks = ordered([r["task"] for r in rows], TASKS)
-    fig = make_subplots(rows=1, cols=len(tasks), subplot_titles=[esc(task_label(t)) for t in tasks],
-                        shared_yaxes=True, horizontal_spacing=0.035)
+    fig = make_subplots(
+        rows=1,
+        cols=len(tasks),
+        subplot_titles=[esc(task_label(t)) for t in tasks],
+        shared_yaxes=True,
+        horizontal_spacing=0.035,
+    )
     done = set()
     batch = TraceBatch(fig)
     for ci, task in enumerate(tasks, start=1):
@@ -72,18 +87,37 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
             xs = [r["eval_length"] for r in pts]
             c = family_color(fam)
             label = esc(family_label(fam))
-            batch.add(ci_band(xs, [r.get("lo") for r in pts], [r.get("hi") for r in pts], color=rgba(c, 0.16),
-                                  name=f"{label} 95% CI", legendgroup=fam,
-                                  meta={"kind": "ci", "family": fam, "task": task}), row=1, col=ci)
-            batch.add(go.Scatter(
-                x=xs, y=[r.get("mean") if finite(r.get("mean")) else None for r in pts], mode="lines+markers",
-                name=label, legendgroup=fam,
-                showlegend=fam not in done, line={"color": c, "width": 2.5},
-                marker={"symbol": family_symbol(fam), "size": 8, "color": c},
-                customdata=[[_ci(r), esc_or(r.get("n"), "?")] for r in pts],
-                hovertemplate=f"<b>{label}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
-                              "%{customdata[0]}<br>n = %{customdata[1]} seeds<extra></extra>",
-                meta={"kind": "mean", "family": fam, "task": task}), row=1, col=ci)
+            batch.add(
+                ci_band(
+                    xs,
+                    [r.get("lo") for r in pts],
+                    [r.get("hi") for r in pts],
+                    color=rgba(c, 0.16),
+                    name=f"{label} 95% CI",
+                    legendgroup=fam,
+                    meta={"kind": "ci", "family": fam, "task": task},
+                ),
+                row=1,
+                col=ci,
+            )
+            batch.add(
+                go.Scatter(
+                    x=xs,
+                    y=[r.get("mean") if finite(r.get("mean")) else None for r in pts],
+                    mode="lines+markers",
+                    name=label,
+                    legendgroup=fam,
+                    showlegend=fam not in done,
+                    line={"color": c, "width": 2.5},
+                    marker={"symbol": family_symbol(fam), "size": 8, "color": c},
+                    customdata=[[_ci(r), esc_or(r.get("n"), "?")] for r in pts],
+                    hovertemplate=f"<b>{label}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
+                    "%{customdata[0]}<br>n = %{customdata[1]} seeds<extra></extra>",
+                    meta={"kind": "mean", "family": fam, "task": task},
+                ),
+                row=1,
+                col=ci,
+            )
             done.add(fam)
     batch.flush()
     for ci in range(1, len(tasks) + 1):

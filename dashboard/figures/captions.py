@@ -31,9 +31,20 @@ def add_caption(fig: go.Figure, text: str | None, *, notice: str | None = None) 
     bottom = fig.layout.margin.b if fig.layout.margin.b is not None else 60
     shift = bottom - 6
     for text_, color in lines:  # one annotation per line group: its own colour, no inline styles
-        fig.add_annotation(text=esc(text_).replace("\n", "<br>"), xref="paper", yref="paper", x=0, y=0,
-                           xanchor="left", yanchor="top", yshift=-shift, showarrow=False, align="left",
-                           font={"size": 11, "color": color}, name="caption")
+        fig.add_annotation(
+            text=esc(text_).replace("\n", "<br>"),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=0,
+            xanchor="left",
+            yanchor="top",
+            yshift=-shift,
+            showarrow=False,
+            align="left",
+            font={"size": 11, "color": color},
+            name="caption",
+        )
         shift += 16 * (1 + text_.count("\n"))
     fig.update_layout(margin={"b": shift + 14})
     return fig

@@ -42,8 +42,10 @@ def random_text(row: Mapping[str, Any]) -> str:
     draws = row.get("random_draws")
     k = row.get("rank_removed")
     what = f"{int(k)} random directions" if finite(k) else "as many random directions"
-    return (f"raw Δ {row['delta_raw_pp']:+.1f} pp · removing {what}: {row['random_delta_pp']:+.1f} pp{rng}"
-            + (f" over {int(draws)} draws" if finite(draws) else "")).replace("-", "−")
+    return (
+        f"raw Δ {row['delta_raw_pp']:+.1f} pp · removing {what}: {row['random_delta_pp']:+.1f} pp{rng}"
+        + (f" over {int(draws)} draws" if finite(draws) else "")
+    ).replace("-", "−")
 
 
 def rank_text(row: Mapping[str, Any], d_model: int | None) -> str:
@@ -53,8 +55,10 @@ def rank_text(row: Mapping[str, Any], d_model: int | None) -> str:
         return ""
     text = f"rank {int(row['rank_removed'])} of {int(d_model)} ({100 * share:.0f}% of the width)"
     if row.get("not_selective") or not_selective(row, d_model):  # a heatmap table row carries the flag
-        text += (f" · not selective: INLP removed more than {100 * NOT_SELECTIVE_SHARE:.0f}% of the width "
-                 "(mean ablation, not a concept removal)")
+        text += (
+            f" · not selective: INLP removed more than {100 * NOT_SELECTIVE_SHARE:.0f}% of the width "
+            "(mean ablation, not a concept removal)"
+        )
     return text
 
 

@@ -49,8 +49,10 @@ def note_missing(fig: go.Figure, missing: int, total: int, what: str = "values")
     span = f'<span style="font-size:12px;color:#7b8794">{esc(note)}</span>'
     title = fig.layout.title.text
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 70
-    fig.update_layout(title={"text": f"{title}<br>{span}" if title else span, "x": 0.0, "xanchor": "left"},
-                      margin={"t": max(top, 60) + (18 if title else 0)})
+    fig.update_layout(
+        title={"text": f"{title}<br>{span}" if title else span, "x": 0.0, "xanchor": "left"},
+        margin={"t": max(top, 60) + (18 if title else 0)},
+    )
     return fig
 
 
@@ -64,8 +66,17 @@ def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dict
     }
 
 
-_AXIS = {"showgrid": True, "gridcolor": GRID, "zeroline": False, "linecolor": "#c5cbd3", "showline": True,
-         "ticks": "outside", "tickcolor": "#c5cbd3", "automargin": True, "title": {"font": {"size": 13, "color": AXIS}}}
+_AXIS = {
+    "showgrid": True,
+    "gridcolor": GRID,
+    "zeroline": False,
+    "linecolor": "#c5cbd3",
+    "showline": True,
+    "ticks": "outside",
+    "tickcolor": "#c5cbd3",
+    "automargin": True,
+    "title": {"font": {"size": 13, "color": AXIS}},
+}
 # A small template (cheap to validate, unlike plotly_white): axis and font defaults for every subplot.
 TEMPLATE = {
     "layout": {
@@ -102,8 +113,15 @@ def base_layout(fig: go.Figure, *, title: str | None = None, height: int | None 
 
 def empty_figure(message: str = "No data for this selection", *, height: int = 320) -> go.Figure:
     fig = go.Figure()
-    fig.add_annotation(text=esc(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 15, "color": "#7b8794"})
+    fig.add_annotation(
+        text=esc(message),
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        font={"size": 15, "color": "#7b8794"},
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     base_layout(fig, height=height)
@@ -149,9 +167,18 @@ def t_interval(values: Sequence[float], bounds: tuple[float, float] | None = (0.
     return (mean, mean if lo is None else lo, mean if hi is None else hi)
 
 
-def ci_band(x: Sequence[float], lo: Sequence[float], hi: Sequence[float], *, color: str,
-            name: str, legendgroup: str, meta: dict, xaxis: str | None = None,
-            yaxis: str | None = None) -> go.Scatter:
+def ci_band(
+    x: Sequence[float],
+    lo: Sequence[float],
+    hi: Sequence[float],
+    *,
+    color: str,
+    name: str,
+    legendgroup: str,
+    meta: dict,
+    xaxis: str | None = None,
+    yaxis: str | None = None,
+) -> go.Scatter:
     """A filled polygon (upper edge then the lower edge reversed): the 95% CI band."""
     pts = [(a, b, c) for a, b, c in zip(x, lo, hi, strict=False) if finite(b) and finite(c)]
     xs = [p[0] for p in pts]

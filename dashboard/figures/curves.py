@@ -11,6 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.figures.captions import add_caption
 from dashboard.figures.common import (
     TraceBatch,
     base_layout,
@@ -23,7 +24,6 @@ from dashboard.figures.common import (
     unique,
     untrained_suffix,
 )
-from dashboard.figures.captions import add_caption
 from dashboard.figures.curve_extras import control_label, control_trace, type_trace
 from dashboard.theme import (
     FAMILIES,
@@ -59,20 +59,22 @@ def _line_label(key: tuple[str, int | None, str]) -> str:
 
 
 def _facets(rows: Sequence[dict], tasks: Sequence[str] | None, lengths: Sequence[int] | None):
-    tasks = ordered([r["task"] for r in rows], TASKS) if tasks is None else [
-        t for t in tasks if any(r["task"] == t for r in rows)
-    ]
-    lengths = sorted(unique(int(r["eval_length"]) for r in rows)) if lengths is None else [
-        int(length) for length in lengths if any(int(r["eval_length"]) == int(length) for r in rows)
-    ]
+    tasks = (
+        ordered([r["task"] for r in rows], TASKS)
+        if tasks is None
+        else [t for t in tasks if any(r["task"] == t for r in rows)]
+    )
+    lengths = (
+        sorted(unique(int(r["eval_length"]) for r in rows))
+        if lengths is None
+        else [int(length) for length in lengths if any(int(r["eval_length"]) == int(length) for r in rows)]
+    )
     if len(lengths) > 1:  # rows = tasks, columns = eval lengths side by side (in- vs OOD)
         grid = [[(t, L) for L in lengths] for t in tasks]
         titles = [f"{esc(task_label(t))} · {length_label(L)}" for t in tasks for L in lengths]
     else:
         grid = [[(t, lengths[0] if lengths else None) for t in tasks]]
-        titles = [
-            esc(task_label(t)) + (f" · {length_label(lengths[0])}" if lengths else "") for t in tasks
-        ]
+        titles = [esc(task_label(t)) + (f" · {length_label(lengths[0])}" if lengths else "") for t in tasks]
     return tasks, lengths, grid, titles
 
 
@@ -183,8 +185,14 @@ def layerwise_curves(
                 color = family_color(fam)
                 label = _line_label(key) + untrained_suffix(len(untrained[key]), len(run_ids[key]))
                 group = f"{fam}-{key[1]}-{key[2]}"
-                meta_base = {"family": fam, "task": task, "eval_length": length, "n_layers": key[1],
-                             "pretrained": key[2] or None, "untrained_run_ids": sorted(untrained[key])}
+                meta_base = {
+                    "family": fam,
+                    "task": task,
+                    "eval_length": length,
+                    "n_layers": key[1],
+                    "pretrained": key[2] or None,
+                    "untrained_run_ids": sorted(untrained[key]),
+                }
                 sx: list = []
                 sy: list = []
                 stext: list = []
@@ -200,9 +208,15 @@ def layerwise_curves(
                 if seeds_here:  # every seed of this line in one trace (gaps between seeds): fast with 1,000 runs
                     batch.add(
                         go.Scatter(
-                            x=sx, y=sy, text=stext, mode="lines", connectgaps=False,
+                            x=sx,
+                            y=sy,
+                            text=stext,
+                            mode="lines",
+                            connectgaps=False,
                             line={"color": rgba(color, 0.45), "width": 1},
-                            name=f"{label} seeds", legendgroup=group, showlegend=False,
+                            name=f"{label} seeds",
+                            legendgroup=group,
+                            showlegend=False,
                             hovertemplate=f"{label} · %{{text}}<br>%{{y:.1%}}<extra></extra>",
                             meta={**meta_base, "kind": "seed", "seeds": seeds_here},
                         ),
@@ -211,9 +225,15 @@ def layerwise_curves(
                     )
                 if show_ci:
                     batch.add(
-                        ci_band(xs, [r.get("lo") for r in pts], [r.get("hi") for r in pts],
-                                color=rgba(color, 0.18), name=f"{label} 95% CI", legendgroup=group,
-                                meta={**meta_base, "kind": "ci"}),
+                        ci_band(
+                            xs,
+                            [r.get("lo") for r in pts],
+                            [r.get("hi") for r in pts],
+                            color=rgba(color, 0.18),
+                            name=f"{label} 95% CI",
+                            legendgroup=group,
+                            meta={**meta_base, "kind": "ci"},
+                        ),
                         row=ri,
                         col=ci,
                     )
@@ -241,9 +261,12 @@ def layerwise_curves(
                         mode="lines+markers",
                         opacity=UNTRAINED_OPACITY if n_untrained else 1.0,
                         line={"color": color, "width": 2.5, "dash": "dash" if key[2] else "solid"},
-                        marker={"symbol": symbol, "size": 8 if not key[1] or key[1] <= 12 else 5,
-                                "color": color,
-                                "line": {"width": 1, "color": "white"}},
+                        marker={
+                            "symbol": symbol,
+                            "size": 8 if not key[1] or key[1] <= 12 else 5,
+                            "color": color,
+                            "line": {"width": 1, "color": "white"},
+                        },
                         name=label,
                         legendgroup=group,
                         showlegend=label not in legend_done,
@@ -252,8 +275,12 @@ def layerwise_curves(
                             f"<b>{label}</b> · layer %{{customdata[0]}} (depth %{{customdata[5]}})"
                             "<br>probe accuracy %{y:.1%} [95% CI %{customdata[1]:.1%}, %{customdata[2]:.1%}]"
                             "<br>n = %{customdata[3]} seeds (%{customdata[4]})"
-                            + (f"<br>⚠ {n_untrained} untrained run(s): held-out accuracy below the criterion"
-                               if n_untrained else "") + "<extra></extra>"
+                            + (
+                                f"<br>⚠ {n_untrained} untrained run(s): held-out accuracy below the criterion"
+                                if n_untrained
+                                else ""
+                            )
+                            + "<extra></extra>"
                         ),
                         meta={**meta_base, "kind": "mean"},
                     ),
@@ -265,9 +292,12 @@ def layerwise_curves(
                 if show_selectivity and sel:
                     batch.add(
                         go.Scatter(
-                            x=[p[0] for p in sel], y=[p[1] for p in sel], mode="lines",
+                            x=[p[0] for p in sel],
+                            y=[p[1] for p in sel],
+                            mode="lines",
                             line={"color": color, "width": 1.5, "dash": "dot"},
-                            name=f"{label} selectivity", legendgroup=group,
+                            name=f"{label} selectivity",
+                            legendgroup=group,
                             showlegend=f"{label} selectivity" not in legend_done,
                             hovertemplate=f"<b>{label}</b> selectivity %{{y:.1%}}<extra></extra>",
                             meta={**meta_base, "kind": "selectivity"},
@@ -276,14 +306,27 @@ def layerwise_curves(
                         col=ci,
                     )
                     legend_done.add(f"{label} selectivity")
-            _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_depth, fam_order,
-                          xkey, by_depth, legend_done)
+            _facet_extras(
+                batch,
+                ri,
+                ci,
+                task,
+                length,
+                control_rows,
+                type_rows,
+                multi_depth,
+                fam_order,
+                xkey,
+                by_depth,
+                legend_done,
+            )
             if show_baseline and facet_rows:
                 base_vals = [r["majority_baseline"] for r in facet_rows if finite(r.get("majority_baseline"))]
                 if base_vals:
                     b = sum(base_vals) / len(base_vals)
-                    xs_all = [x for x in (r.get(xkey) if by_depth else int(r["layer"]) for r in facet_rows)
-                              if finite(x)]
+                    xs_all = [
+                        x for x in (r.get(xkey) if by_depth else int(r["layer"]) for r in facet_rows) if finite(x)
+                    ]
                     batch.add(
                         go.Scatter(
                             x=[min(xs_all), max(xs_all)] if xs_all else [],
@@ -306,8 +349,7 @@ def layerwise_curves(
         ticks = list(range(-1, max_layer + 1))
         step = 1 if len(ticks) <= 14 else max(1, len(ticks) // 8)
         shown = [t for t in ticks if t == -1 or (t + 1) % step == 0 or t == max_layer]
-        fig.update_xaxes(tickvals=shown, ticktext=[layer_name(t) for t in shown],
-                         range=[-1.3, max_layer + 0.3])
+        fig.update_xaxes(tickvals=shown, ticktext=[layer_name(t) for t in shown], range=[-1.3, max_layer + 0.3])
     if title:
         fig.update_layout(title={"text": esc(title), "x": 0, "xanchor": "left"})
     batch.flush()
@@ -316,9 +358,11 @@ def layerwise_curves(
     return note_missing(fig, n_missing, len(rows), "points")
 
 
-def _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_depth, fam_order, xkey, by_depth,
-                  legend_done) -> None:
+def _facet_extras(
+    batch, ri, ci, task, length, control_rows, type_rows, multi_depth, fam_order, xkey, by_depth, legend_done
+) -> None:
     """One facet's control lines ("at initialisation") and per-token-type lines."""
+
     def x_of(r):
         return r.get(xkey) if by_depth else int(r["layer"])
 
@@ -333,10 +377,19 @@ def _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_de
         fam = key[0]
         label = control_label(fam)
         pts = sorted(ctrl[key], key=lambda r: int(r["layer"]))
-        batch.add(control_trace(pts, family=fam, color=family_color(fam), x_of=x_of,
-                                legend=label not in legend_done, group=f"{fam}-{key[1]}-{key[2]}",
-                                meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]}),
-                  row=ri, col=ci)
+        batch.add(
+            control_trace(
+                pts,
+                family=fam,
+                color=family_color(fam),
+                x_of=x_of,
+                legend=label not in legend_done,
+                group=f"{fam}-{key[1]}-{key[2]}",
+                meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]},
+            ),
+            row=ri,
+            col=ci,
+        )
         legend_done.add(label)
     types: dict[tuple, list[dict]] = defaultdict(list)
     for r in type_rows:
@@ -347,10 +400,20 @@ def _facet_extras(batch, ri, ci, task, length, control_rows, type_rows, multi_de
         name = _line_label(key)
         label = f"{name} · {esc(tt)} tokens"
         pts = sorted(types[(key, tt)], key=lambda r: int(r["layer"]))
-        batch.add(type_trace(pts, family_name=name, token_type=tt, color=family_color(fam), x_of=x_of,
-                             legend=label not in legend_done, group=f"{fam}-{key[1]}-{key[2]}",
-                             meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]}),
-                  row=ri, col=ci)
+        batch.add(
+            type_trace(
+                pts,
+                family_name=name,
+                token_type=tt,
+                color=family_color(fam),
+                x_of=x_of,
+                legend=label not in legend_done,
+                group=f"{fam}-{key[1]}-{key[2]}",
+                meta={"family": fam, "task": task, "eval_length": length, "n_layers": key[1]},
+            ),
+            row=ri,
+            col=ci,
+        )
         legend_done.add(label)
 
 
@@ -374,8 +437,7 @@ def position_curves(
     if n_missing == len(rows):
         return empty_figure(f"No per-position accuracy to draw: all {len(rows)} points have no value")
     tasks_, lengths, grid, titles = _facets(rows, tasks, eval_lengths)
-    fig = _make_grid(grid, titles, x_title="position t in the sequence",
-                     y_title=f"probe accuracy ({esc(layer_label)})")
+    fig = _make_grid(grid, titles, x_title="position t in the sequence", y_title=f"probe accuracy ({esc(layer_label)})")
     fam_order = ordered([r["family"] for r in rows], FAMILIES)
     legend_done: set[str] = set()
     batch = TraceBatch(fig)
@@ -390,21 +452,35 @@ def position_curves(
                 label = esc(family_label(fam))
                 meta_base = {"family": fam, "task": task, "eval_length": length}
                 if show_ci:
-                    batch.add(ci_band(xs, [r.get("lo") for r in pts], [r.get("hi") for r in pts],
-                                          color=rgba(color, 0.16), name=f"{label} 95% CI",
-                                          legendgroup=fam, meta={**meta_base, "kind": "ci"}),
-                                  row=ri, col=ci)
+                    batch.add(
+                        ci_band(
+                            xs,
+                            [r.get("lo") for r in pts],
+                            [r.get("hi") for r in pts],
+                            color=rgba(color, 0.16),
+                            name=f"{label} 95% CI",
+                            legendgroup=fam,
+                            meta={**meta_base, "kind": "ci"},
+                        ),
+                        row=ri,
+                        col=ci,
+                    )
                 batch.add(
                     go.Scatter(
-                        x=xs, y=[r.get("mean") if finite(r.get("mean")) else None for r in pts], mode="lines",
+                        x=xs,
+                        y=[r.get("mean") if finite(r.get("mean")) else None for r in pts],
+                        mode="lines",
                         line={"color": color, "width": 2, "dash": "solid"},
-                        name=label, legendgroup=fam, showlegend=label not in legend_done,
+                        name=label,
+                        legendgroup=fam,
+                        showlegend=label not in legend_done,
                         customdata=[[esc_or(r.get("n"), "?")] for r in pts],
                         hovertemplate=f"<b>{label}</b> · t = %{{x}}<br>probe accuracy %{{y:.1%}}"
-                                      "<br>n = %{customdata[0]} seeds<extra></extra>",
+                        "<br>n = %{customdata[0]} seeds<extra></extra>",
                         meta={**meta_base, "kind": "mean"},
                     ),
-                    row=ri, col=ci,
+                    row=ri,
+                    col=ci,
                 )
                 legend_done.add(label)
             if show_baseline:
@@ -412,14 +488,21 @@ def position_curves(
                 if base_vals and facet:
                     b = sum(base_vals) / len(base_vals)
                     xs_all = [int(r["position"]) for r in facet]
-                    batch.add(go.Scatter(
-                        x=[min(xs_all), max(xs_all)], y=[b, b], mode="lines",
-                        line={"color": BASELINE_COLOR, "width": 1.5, "dash": "dash"},
-                        name="majority baseline", legendgroup="baseline",
-                        showlegend="baseline" not in legend_done,
-                        hovertemplate=f"majority baseline {b:.1%}<extra></extra>",
-                        meta={"kind": "baseline", "task": task, "eval_length": length, "value": b},
-                    ), row=ri, col=ci)
+                    batch.add(
+                        go.Scatter(
+                            x=[min(xs_all), max(xs_all)],
+                            y=[b, b],
+                            mode="lines",
+                            line={"color": BASELINE_COLOR, "width": 1.5, "dash": "dash"},
+                            name="majority baseline",
+                            legendgroup="baseline",
+                            showlegend="baseline" not in legend_done,
+                            hovertemplate=f"majority baseline {b:.1%}<extra></extra>",
+                            meta={"kind": "baseline", "task": task, "eval_length": length, "value": b},
+                        ),
+                        row=ri,
+                        col=ci,
+                    )
                     legend_done.add("baseline")
             if facet and max(int(r["position"]) for r in facet) > TRAIN_LENGTH:
                 marks.append((ri, ci))
@@ -427,10 +510,18 @@ def position_curves(
     for ri, ci in marks:
         if True:
             if True:
-                fig.add_vline(x=TRAIN_LENGTH + 0.5, line={"color": "#9aa5b1", "dash": "dot", "width": 1},
-                              row=ri, col=ci)
-                fig.add_annotation(x=TRAIN_LENGTH + 0.5, y=0.02, text="train length", showarrow=False,
-                                   xanchor="left", font={"size": 11, "color": "#7b8794"},
-                                   row=ri, col=ci)
+                fig.add_vline(
+                    x=TRAIN_LENGTH + 0.5, line={"color": "#9aa5b1", "dash": "dot", "width": 1}, row=ri, col=ci
+                )
+                fig.add_annotation(
+                    x=TRAIN_LENGTH + 0.5,
+                    y=0.02,
+                    text="train length",
+                    showarrow=False,
+                    xanchor="left",
+                    font={"size": 11, "color": "#7b8794"},
+                    row=ri,
+                    col=ci,
+                )
     fig.update_layout(meta={"figure": "position_curves"})
     return note_missing(fig, n_missing, len(rows), "points")

@@ -34,9 +34,11 @@ def _site(row: dict) -> str:
 def _select(grids: Sequence[dict[str, Any]], eval_length: int | None, site: str | None) -> list[dict[str, Any]]:
     out = []
     for g in grids:
-        rows = [r for r in g.get("rows") or []
-                if (eval_length is None or int(r["eval_length"]) == int(eval_length))
-                and (site is None or _site(r) == site)]
+        rows = [
+            r
+            for r in g.get("rows") or []
+            if (eval_length is None or int(r["eval_length"]) == int(eval_length)) and (site is None or _site(r) == site)
+        ]
         if rows:
             out.append({**g, "rows": rows})
     return out
@@ -67,8 +69,9 @@ def _corrupt_position(rows: Sequence[dict]) -> int | None:
     return ps.pop() if len(ps) == 1 else None
 
 
-def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | None = None,
-                      site: str | None = None) -> go.Figure:
+def patching_heatmaps(
+    grids: Sequence[dict[str, Any]], *, eval_length: int | None = None, site: str | None = None
+) -> go.Figure:
     """One heatmap per grid (layer × position) for one site, sharing one colour scale (recovery
     1 = the clean logit difference fully restored). The corruption position is a dashed line,
     the best cell a star (none when every cell is undefined); undefined cells are gaps whose
@@ -77,8 +80,13 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
     if not grids:
         return empty_figure("No patching results for this selection")
     k = len(grids)
-    fig = make_subplots(rows=1, cols=k, subplot_titles=[run_title(g) for g in grids],
-                        horizontal_spacing=0.06 if k > 1 else 0.0, shared_yaxes=False)
+    fig = make_subplots(
+        rows=1,
+        cols=k,
+        subplot_titles=[run_title(g) for g in grids],
+        horizontal_spacing=0.06 if k > 1 else 0.0,
+        shared_yaxes=False,
+    )
     all_vals = [r["recovery"] for g in grids for r in g["rows"] if finite(r["recovery"])]
     lim = max(1.0, *(abs(v) for v in all_vals)) if all_vals else 1.0
     batch = TraceBatch(fig)
@@ -94,44 +102,87 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
             for p in positions:
                 r = cell.get((ly, p))
                 zr.append(r["recovery"] if r and finite(r["recovery"]) else None)
-                cr.append([_recovery_text(r), r.get("n_pairs", "") if r else "", r.get("n_dropped") or 0 if r else "",
-                           f"{r['ld_clean']:.2f}" if r and finite(r.get("ld_clean")) else "–",
-                           f"{r['ld_corrupted']:.2f}" if r and finite(r.get("ld_corrupted")) else "–"])
+                cr.append(
+                    [
+                        _recovery_text(r),
+                        r.get("n_pairs", "") if r else "",
+                        r.get("n_dropped") or 0 if r else "",
+                        f"{r['ld_clean']:.2f}" if r and finite(r.get("ld_clean")) else "–",
+                        f"{r['ld_corrupted']:.2f}" if r and finite(r.get("ld_corrupted")) else "–",
+                    ]
+                )
             z.append(zr)
             cd.append(cr)
         ylabels = [layer_name(ly) for ly in layers]
-        batch.add(go.Heatmap(
-            z=z, x=positions, y=ylabels, customdata=cd, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
-            showscale=ci == k, xgap=1 if len(positions) < 60 else 0, ygap=2, hoverongaps=False,
-            colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
-            texttemplate="%{z:.0%}" if len(positions) <= 8 else None,
-            hovertemplate="layer %{y} · position %{x}<br>recovery %{customdata[0]}"
-                          "<br>n = %{customdata[1]} pairs (%{customdata[2]} dropped) · LD clean %{customdata[3]}, "
-                          "corrupted %{customdata[4]}<extra></extra>",
-            meta={"kind": "heatmap", "run_id": g.get("run_id"), "layers": len(layers), "positions": len(positions)},
-        ), row=1, col=ci)
+        batch.add(
+            go.Heatmap(
+                z=z,
+                x=positions,
+                y=ylabels,
+                customdata=cd,
+                colorscale="RdBu",
+                zmid=0,
+                zmin=-lim,
+                zmax=lim,
+                showscale=ci == k,
+                xgap=1 if len(positions) < 60 else 0,
+                ygap=2,
+                hoverongaps=False,
+                colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
+                texttemplate="%{z:.0%}" if len(positions) <= 8 else None,
+                hovertemplate="layer %{y} · position %{x}<br>recovery %{customdata[0]}"
+                "<br>n = %{customdata[1]} pairs (%{customdata[2]} dropped) · LD clean %{customdata[3]}, "
+                "corrupted %{customdata[4]}<extra></extra>",
+                meta={"kind": "heatmap", "run_id": g.get("run_id"), "layers": len(layers), "positions": len(positions)},
+            ),
+            row=1,
+            col=ci,
+        )
         finite_rows = [r for r in rows if finite(r["recovery"])]
         if finite_rows:
             best = max(finite_rows, key=lambda r: r["recovery"])
-            batch.add(go.Scatter(
-                x=[int(best["position"])], y=[layer_name(int(best["layer"]))], mode="markers",
-                marker={"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#111", "width": 1.2}},
-                name="best recovery", showlegend=not starred,
-                hovertemplate=f"best: layer {layer_name(int(best['layer']))}, position {int(best['position'])}, "
-                              f"recovery {best['recovery']:.1%}<extra></extra>",
-                meta={"kind": "best", "run_id": g.get("run_id")}), row=1, col=ci)
+            batch.add(
+                go.Scatter(
+                    x=[int(best["position"])],
+                    y=[layer_name(int(best["layer"]))],
+                    mode="markers",
+                    marker={"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#111", "width": 1.2}},
+                    name="best recovery",
+                    showlegend=not starred,
+                    hovertemplate=f"best: layer {layer_name(int(best['layer']))}, position {int(best['position'])}, "
+                    f"recovery {best['recovery']:.1%}<extra></extra>",
+                    meta={"kind": "best", "run_id": g.get("run_id")},
+                ),
+                row=1,
+                col=ci,
+            )
             starred = True
         p_star = _corrupt_position(rows)
         if p_star is not None:
-            batch.add(go.Scatter(
-                x=[p_star, p_star], y=[ylabels[0], ylabels[-1]], mode="lines",
-                line={"color": "#111", "width": 1.5, "dash": "dash"}, name="corrupted token",
-                showlegend=ci == 1, hovertemplate=f"corrupted token at position {p_star}<extra></extra>",
-                meta={"kind": "corruption", "run_id": g.get("run_id"), "position": p_star}), row=1, col=ci)
-        fig.update_yaxes(categoryorder="array", categoryarray=ylabels, showgrid=False, row=1, col=ci,
-                         title_text="layer" if ci == 1 else None)
+            batch.add(
+                go.Scatter(
+                    x=[p_star, p_star],
+                    y=[ylabels[0], ylabels[-1]],
+                    mode="lines",
+                    line={"color": "#111", "width": 1.5, "dash": "dash"},
+                    name="corrupted token",
+                    showlegend=ci == 1,
+                    hovertemplate=f"corrupted token at position {p_star}<extra></extra>",
+                    meta={"kind": "corruption", "run_id": g.get("run_id"), "position": p_star},
+                ),
+                row=1,
+                col=ci,
+            )
+        fig.update_yaxes(
+            categoryorder="array",
+            categoryarray=ylabels,
+            showgrid=False,
+            row=1,
+            col=ci,
+            title_text="layer" if ci == 1 else None,
+        )
         fig.update_xaxes(title_text="patched position (0-based)", showgrid=False, row=1, col=ci)
-    n_layers = max(len({int(r['layer']) for r in g['rows']}) for g in grids)
+    n_layers = max(len({int(r["layer"]) for r in g["rows"]}) for g in grids)
     batch.flush()
     base_layout(fig, height=max(340, 160 + 46 * n_layers))
     fig.update_layout(legend={"y": 1.12}, meta={"figure": "patching", "runs": k, "site": site})
@@ -139,8 +190,9 @@ def patching_heatmaps(grids: Sequence[dict[str, Any]], *, eval_length: int | Non
     return note_missing(fig, n_cells - len(all_vals), n_cells, "cells")
 
 
-def patching_by_position(grids: Sequence[dict[str, Any]], *, layer: int, eval_length: int | None = None,
-                         site: str | None = None) -> go.Figure:
+def patching_by_position(
+    grids: Sequence[dict[str, Any]], *, layer: int, eval_length: int | None = None, site: str | None = None
+) -> go.Figure:
     """Recovery by position at one layer, one line (with its 95% CI band) per run; undefined
     positions are gaps; each run's corruption position a dashed vertical line."""
     grids = [g for g in _select(grids, eval_length, site) if any(int(r["layer"]) == layer for r in g["rows"])]
@@ -153,15 +205,32 @@ def patching_by_position(grids: Sequence[dict[str, Any]], *, layer: int, eval_le
         x = [int(r["position"]) for r in rows]
         y = [r["recovery"] if finite(r["recovery"]) else None for r in rows]
         name = run_title(g)
-        fig.add_trace(ci_band(x, [r.get("recovery_lo") for r in rows], [r.get("recovery_hi") for r in rows],
-                              color=_alpha(color), name=name, legendgroup=str(i),
-                              meta={"kind": "ci", "run_id": g.get("run_id")}))
-        fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines+markers", name=name, legendgroup=str(i), connectgaps=False,
-            line={"color": color, "width": 2}, marker={"size": 5},
-            customdata=[[_recovery_text(r)] for r in rows],
-            hovertemplate="position %{x}<br>recovery %{customdata[0]}<extra>" + name + "</extra>",
-            meta={"kind": "line", "run_id": g.get("run_id")}))
+        fig.add_trace(
+            ci_band(
+                x,
+                [r.get("recovery_lo") for r in rows],
+                [r.get("recovery_hi") for r in rows],
+                color=_alpha(color),
+                name=name,
+                legendgroup=str(i),
+                meta={"kind": "ci", "run_id": g.get("run_id")},
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=name,
+                legendgroup=str(i),
+                connectgaps=False,
+                line={"color": color, "width": 2},
+                marker={"size": 5},
+                customdata=[[_recovery_text(r)] for r in rows],
+                hovertemplate="position %{x}<br>recovery %{customdata[0]}<extra>" + name + "</extra>",
+                meta={"kind": "line", "run_id": g.get("run_id")},
+            )
+        )
         p_star = _corrupt_position(rows)
         if p_star is not None:
             fig.add_vline(x=p_star, line={"color": color, "width": 1.2, "dash": "dash"})
@@ -178,16 +247,29 @@ def _alpha(hex_color: str, a: float = 0.18) -> str:
     return f"rgba({int(h[0:2], 16)}, {int(h[2:4], 16)}, {int(h[4:6], 16)}, {a})"
 
 
-def patching_table(grids: Sequence[dict[str, Any]], *, eval_length: int | None = None,
-                   site: str | None = None) -> list[dict[str, Any]]:
+def patching_table(
+    grids: Sequence[dict[str, Any]], *, eval_length: int | None = None, site: str | None = None
+) -> list[dict[str, Any]]:
     """Flat rows for CSV export (one per run × site × layer × position)."""
     out = []
     for g in _select(grids, eval_length, site):
         for r in g["rows"]:
-            out.append({"run_id": g.get("run_id"), "run": g.get("title"), "site": _site(r), "layer": int(r["layer"]),
-                        "layer_name": layer_name(int(r["layer"])), "position": int(r["position"]),
-                        "eval_length": int(r["eval_length"]), "corrupt_position": r.get("corrupt_position"),
-                        "recovery": r["recovery"], "recovery_lo": r.get("recovery_lo"),
-                        "recovery_hi": r.get("recovery_hi"), "n_pairs": r.get("n_pairs"),
-                        "n_dropped": r.get("n_dropped"), "note": r.get("note")})
+            out.append(
+                {
+                    "run_id": g.get("run_id"),
+                    "run": g.get("title"),
+                    "site": _site(r),
+                    "layer": int(r["layer"]),
+                    "layer_name": layer_name(int(r["layer"])),
+                    "position": int(r["position"]),
+                    "eval_length": int(r["eval_length"]),
+                    "corrupt_position": r.get("corrupt_position"),
+                    "recovery": r["recovery"],
+                    "recovery_lo": r.get("recovery_lo"),
+                    "recovery_hi": r.get("recovery_hi"),
+                    "n_pairs": r.get("n_pairs"),
+                    "n_dropped": r.get("n_dropped"),
+                    "note": r.get("note"),
+                }
+            )
     return out

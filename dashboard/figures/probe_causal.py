@@ -12,6 +12,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.figures.captions import add_caption, mixed_settings
+from dashboard.figures.causal_controls import (
+    NEAR_WORST_TOL_PP,
+    not_selective,
+    random_text,
+    rank_share,
+    rank_text,
+    tied_worst,
+)
 from dashboard.figures.common import (
     TraceBatch,
     base_layout,
@@ -31,31 +40,29 @@ from dashboard.theme import (
     ordered,
     task_label,
 )
-from dashboard.figures.captions import add_caption, mixed_settings
-from dashboard.figures.causal_controls import (
-    NEAR_WORST_TOL_PP,
-    not_selective,
-    random_text,
-    rank_share,
-    rank_text,
-    tied_worst,
-)
 from science.claims import beyond_random
 from science.profiles import NEAR_BEST_TOL
 
 # the settings that must agree for one heatmap to compare its cells (issue 20, item 8)
-PROBE_SETTINGS = (("config_hash", "probe configuration"), ("n_train", "probe training sequences"),
-                  ("n_test", "probe test sequences"))
-EDIT_SETTINGS = (("config_hash", "edit configuration"), ("n_sequences", "edit evaluation sequences"),
-                 ("n_fit_sequences", "edit fit sequences"))
+PROBE_SETTINGS = (
+    ("config_hash", "probe configuration"),
+    ("n_train", "probe training sequences"),
+    ("n_test", "probe test sequences"),
+)
+EDIT_SETTINGS = (
+    ("config_hash", "edit configuration"),
+    ("n_sequences", "edit evaluation sequences"),
+    ("n_fit_sequences", "edit fit sequences"),
+)
 # across runs, counts only: a follow-up job's config_hash includes its run id
 EDIT_SETTINGS_ACROSS_RUNS = EDIT_SETTINGS[1:]
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 
 
-def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
-                       eval_length: int | None = None, d_model: int | None = None) -> list[dict[str, Any]]:
+def probe_causal_table(
+    probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None, d_model: int | None = None
+) -> list[dict[str, Any]]:
     """Tidy rows ``{layer, layer_name, measure, kind, value, unit, p_holm, significant}``:
     the data behind the heatmap (and its CSV). A drop's ``value`` is read beyond its rank-matched
     random removal where stored (``science.claims.beyond_random``: ``delta_pp − random_delta_pp``;
@@ -65,30 +72,65 @@ def probe_causal_table(probes: Sequence[dict], interventions: Sequence[dict], *,
     for p in probes:
         if eval_length is not None and int(p["eval_length"]) != int(eval_length):
             continue
-        rows.append({"layer": int(p["layer"]), "layer_name": layer_name(int(p["layer"])), "measure": "probe",
-                     "kind": "accuracy", "value": p["accuracy"], "unit": "accuracy",
-                     "baseline": p.get("majority_baseline"), "p_holm": None, "significant": None})
+        rows.append(
+            {
+                "layer": int(p["layer"]),
+                "layer_name": layer_name(int(p["layer"])),
+                "measure": "probe",
+                "kind": "accuracy",
+                "value": p["accuracy"],
+                "unit": "accuracy",
+                "baseline": p.get("majority_baseline"),
+                "p_holm": None,
+                "significant": None,
+            }
+        )
     for r in interventions:
         if eval_length is not None and int(r["eval_length"]) != int(eval_length):
             continue
         m = r["method"]
-        common = {"layer": int(r["layer"]), "layer_name": layer_name(int(r["layer"])), "p_holm": r.get("p_holm"),
-                  "significant": r.get("significant")}
+        common = {
+            "layer": int(r["layer"]),
+            "layer_name": layer_name(int(r["layer"])),
+            "p_holm": r.get("p_holm"),
+            "significant": r.get("significant"),
+        }
         br = beyond_random(r)
-        rows.append({**common, "measure": f"drop:{m}", "kind": "drop", "value": br["delta_pp"], "unit": "pp",
-                     "baseline": None, "delta_raw_pp": r.get("delta_pp"),
-                     "beyond_random": br.get("delta_raw_pp") is not None,
-                     **{k: r.get(k) for k in ("random_delta_pp", "random_delta_lo", "random_delta_hi", "random_draws",
-                                              "rank_removed")},
-                     "rank_share": rank_share(r, d_model), "not_selective": not_selective(r, d_model)})
+        rows.append(
+            {
+                **common,
+                "measure": f"drop:{m}",
+                "kind": "drop",
+                "value": br["delta_pp"],
+                "unit": "pp",
+                "baseline": None,
+                "delta_raw_pp": r.get("delta_pp"),
+                "beyond_random": br.get("delta_raw_pp") is not None,
+                **{
+                    k: r.get(k)
+                    for k in ("random_delta_pp", "random_delta_lo", "random_delta_hi", "random_draws", "rank_removed")
+                },
+                "rank_share": rank_share(r, d_model),
+                "not_selective": not_selective(r, d_model),
+            }
+        )
         if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
             from science.claims import edit_removed
 
             rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
-            rows.append({**common, "measure": f"refit:{m}", "kind": "accuracy", "value": r["refit_acc"],
-                         "unit": "accuracy", "baseline": r.get("refit_majority"), "p_holm": None,
-                         "significant": None})
+            rows.append(
+                {
+                    **common,
+                    "measure": f"refit:{m}",
+                    "kind": "accuracy",
+                    "value": r["refit_acc"],
+                    "unit": "accuracy",
+                    "baseline": r.get("refit_majority"),
+                    "p_holm": None,
+                    "significant": None,
+                }
+            )
     return rows
 
 
@@ -105,8 +147,13 @@ def best_probe_layer(probes: Sequence[dict], eval_length: int | None = None) -> 
 def near_best_probe_layers(probes: Sequence[dict], eval_length: int | None = None) -> list[int]:
     """Layers whose probe accuracy is within ``science.profiles.NEAR_BEST_TOL`` of the best (claim 4's
     near-best rule): more than one = a tie, the argmax decided by noise."""
-    ps = [p for p in probes if (eval_length is None or int(p["eval_length"]) == int(eval_length))
-          and int(p["layer"]) >= -1 and finite(p.get("accuracy"))]
+    ps = [
+        p
+        for p in probes
+        if (eval_length is None or int(p["eval_length"]) == int(eval_length))
+        and int(p["layer"]) >= -1
+        and finite(p.get("accuracy"))
+    ]
     if not ps:
         return []
     top = max(float(p["accuracy"]) for p in ps)
@@ -118,9 +165,16 @@ def most_damaging_layer(interventions: Sequence[dict], method: str, eval_length:
     """The layer where ``method`` costs most, among real drops (Δ < 0) that are significant after
     Holm (or whose significance is not stored); None when no drop qualifies: a "+0.0 n.s." cell
     is never called the most damaging."""
-    rs = [r for r in interventions if r["method"] == method and int(r["layer"]) >= -1
-          and (eval_length is None or int(r["eval_length"]) == int(eval_length)) and finite(r.get("delta_pp"))
-          and r["delta_pp"] < 0 and r.get("significant") is not False]
+    rs = [
+        r
+        for r in interventions
+        if r["method"] == method
+        and int(r["layer"]) >= -1
+        and (eval_length is None or int(r["eval_length"]) == int(eval_length))
+        and finite(r.get("delta_pp"))
+        and r["delta_pp"] < 0
+        and r.get("significant") is not False
+    ]
     if not rs:
         return None
     return int(min(rs, key=lambda r: (r["delta_pp"], r["layer"]))["layer"])
@@ -134,9 +188,16 @@ def _measure_label(measure: str) -> str:
     return ("refit · " if kind == "refit" else "Δ ") + esc(method_label(m))
 
 
-def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None,
-                         n_layers: int | None = None, title: str | None = None, d_model: int | None = None,
-                         caption: str | None = None) -> go.Figure:
+def probe_causal_heatmap(
+    probes: Sequence[dict],
+    interventions: Sequence[dict],
+    *,
+    eval_length: int | None = None,
+    n_layers: int | None = None,
+    title: str | None = None,
+    d_model: int | None = None,
+    caption: str | None = None,
+) -> go.Figure:
     """``probes``: ``/api/runs/{id}/probes`` rows; ``interventions``: ``/api/runs/{id}/interventions``
     rows. The causal panel reads each drop beyond its rank-matched random removal where stored
     (hover: the raw Δ and the random interval); ``d_model`` (the run's width) gives each edit's
@@ -160,22 +221,34 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     cell = {(r["layer"], r["measure"]): r for r in table}
     ylabels = [("all layers" if ly == -2 else layer_name(ly)) for ly in layers]
 
-    probe_pts = [{"layer": r["layer"], "accuracy": r["value"], "eval_length": 0}
-                 for r in table if r["measure"] == "probe"]
+    probe_pts = [
+        {"layer": r["layer"], "accuracy": r["value"], "eval_length": 0} for r in table if r["measure"] == "probe"
+    ]
     best = best_probe_layer(probe_pts)
     near = near_best_probe_layers(probe_pts)  # ties: every layer within the near-best tolerance
     damaging: dict[str, int] = {}
     damaging_ties: dict[str, list[int]] = {}
     for c in drop_cols:
         m = c.split(":", 1)[1]
-        eligible = [{"method": m, "layer": r["layer"], "delta_pp": r["value"], "eval_length": 0,
-                     "significant": r.get("significant")}
-                    for r in table if r["measure"] == c and r["layer"] >= -1 and r.get("removed") is not False]
+        eligible = [
+            {
+                "method": m,
+                "layer": r["layer"],
+                "delta_pp": r["value"],
+                "eval_length": 0,
+                "significant": r.get("significant"),
+            }
+            for r in table
+            if r["measure"] == c and r["layer"] >= -1 and r.get("removed") is not False
+        ]
         ly = most_damaging_layer(eligible, m)
         if ly is not None:
             damaging[c] = ly
-            qualifying = {e["layer"]: e["delta_pp"] for e in eligible if finite(e["delta_pp"]) and e["delta_pp"] < 0
-                          and e.get("significant") is not False}
+            qualifying = {
+                e["layer"]: e["delta_pp"]
+                for e in eligible
+                if finite(e["delta_pp"]) and e["delta_pp"] < 0 and e.get("significant") is not False
+            }
             damaging_ties[c] = tied_worst(qualifying, ly)  # ties marked on the causal side as on the probe side
 
     def mark(ly, c) -> str:
@@ -194,12 +267,21 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
                 v = r["value"] if r else None
                 zr.append(v if finite(v) else None)
                 tr.append(mark(ly, c) + fmt(r) if r and finite(v) else "")
-                sig = ("n.s." if r and r.get("significant") is False else
-                       (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else ""))
+                sig = (
+                    "n.s."
+                    if r and r.get("significant") is False
+                    else (f"p_holm = {r['p_holm']:.3g}" if r and finite(r.get("p_holm")) else "")
+                )
                 if r and r.get("removed") is False:
                     sig += " · not removed: the refit probe still reads the variable"
-                extra = "<br>".join(t for t in (random_text(r) if r and r.get("beyond_random") else "",
-                                                rank_text(r, d_model) if r and r["kind"] == "drop" else "") if t)
+                extra = "<br>".join(
+                    t
+                    for t in (
+                        random_text(r) if r and r.get("beyond_random") else "",
+                        rank_text(r, d_model) if r and r["kind"] == "drop" else "",
+                    )
+                    if t
+                )
                 cr.append([_measure_label(c), fmt(r) if r and finite(v) else "–", sig, extra])
             z.append(zr)
             txt.append(tr)
@@ -209,27 +291,59 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
     widths = [max(len(acc_cols), 1), max(len(drop_cols), 1)]
     n_beyond = sum(bool(r.get("beyond_random")) for r in table if r["kind"] == "drop")
     n_drops = sum(r["kind"] == "drop" for r in table)
-    effect = ("behavioural effect — Δ accuracy beyond random removal, where stored (pp)" if n_beyond else
-              "behavioural effect — Δ accuracy (pp)")
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.12,
-                        column_widths=[w / sum(widths) for w in widths],
-                        subplot_titles=["decodability — accuracy", effect])
+    effect = (
+        "behavioural effect — Δ accuracy beyond random removal, where stored (pp)"
+        if n_beyond
+        else "behavioural effect — Δ accuracy (pp)"
+    )
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.12,
+        column_widths=[w / sum(widths) for w in widths],
+        subplot_titles=["decodability — accuracy", effect],
+    )
     batch = TraceBatch(fig)
     if acc_cols:
         z, txt, cd = grid(acc_cols, lambda r: f"{100 * r['value']:.1f}%")
-        batch.add(go.Heatmap(
-            z=z, x=[_measure_label(c) for c in acc_cols], y=ylabels, text=txt, texttemplate="%{text}",
-            customdata=cd, colorscale="Blues", zmin=0, zmax=1, xgap=2, ygap=2, hoverongaps=False,
-            colorbar={"title": {"text": "accuracy"}, "x": fig.layout.xaxis.domain[1] + 0.008, "thickness": 12,
-                      "tickformat": ".0%", "len": 0.9},
-            hovertemplate="layer %{y} · %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
-            meta={"kind": "heatmap", "panel": "accuracy", "columns": acc_cols}), row=1, col=1)
+        batch.add(
+            go.Heatmap(
+                z=z,
+                x=[_measure_label(c) for c in acc_cols],
+                y=ylabels,
+                text=txt,
+                texttemplate="%{text}",
+                customdata=cd,
+                colorscale="Blues",
+                zmin=0,
+                zmax=1,
+                xgap=2,
+                ygap=2,
+                hoverongaps=False,
+                colorbar={
+                    "title": {"text": "accuracy"},
+                    "x": fig.layout.xaxis.domain[1] + 0.008,
+                    "thickness": 12,
+                    "tickformat": ".0%",
+                    "len": 0.9,
+                },
+                hovertemplate="layer %{y} · %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+                meta={"kind": "heatmap", "panel": "accuracy", "columns": acc_cols},
+            ),
+            row=1,
+            col=1,
+        )
     if drop_cols:
         # the colour range follows the targeted edits; mean ablation (a ceiling) may saturate
-        vals = [abs(r["value"]) for r in table if r["kind"] == "drop" and finite(r["value"])
-                and r["measure"] != "drop:mean"]
-        vmax = max(vals + [1.0]) if vals else max([abs(r["value"]) for r in table if r["kind"] == "drop"
-                                                   and finite(r["value"])] + [1.0])
+        vals = [
+            abs(r["value"]) for r in table if r["kind"] == "drop" and finite(r["value"]) and r["measure"] != "drop:mean"
+        ]
+        vmax = (
+            max(vals + [1.0])
+            if vals
+            else max([abs(r["value"]) for r in table if r["kind"] == "drop" and finite(r["value"])] + [1.0])
+        )
 
         def fmt_drop(r):
             s = f"{r['value']:+.1f}"
@@ -242,52 +356,120 @@ def probe_causal_heatmap(probes: Sequence[dict], interventions: Sequence[dict], 
             return s.replace("-", "−")
 
         z, txt, cd = grid(drop_cols, fmt_drop)
-        batch.add(go.Heatmap(
-            z=z, x=[_measure_label(c) for c in drop_cols], y=ylabels, text=txt, texttemplate="%{text}",
-            customdata=cd, colorscale="RdBu", zmid=0, zmin=-vmax, zmax=vmax, xgap=2, ygap=2, hoverongaps=False,
-            colorbar={"title": {"text": "Δ pp<br>beyond<br>random" if n_beyond else "Δ pp"}, "x": 1.01, "thickness": 12, "len": 0.9},
-            hovertemplate=("layer %{y} · %{customdata[0]}<br>Δ accuracy "
-                           + ("beyond random removal " if n_beyond else "")
-                           + "%{customdata[1]} pp<br>%{customdata[2]}<br>%{customdata[3]}<extra></extra>"),
-            meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols}), row=1, col=2)
+        batch.add(
+            go.Heatmap(
+                z=z,
+                x=[_measure_label(c) for c in drop_cols],
+                y=ylabels,
+                text=txt,
+                texttemplate="%{text}",
+                customdata=cd,
+                colorscale="RdBu",
+                zmid=0,
+                zmin=-vmax,
+                zmax=vmax,
+                xgap=2,
+                ygap=2,
+                hoverongaps=False,
+                colorbar={
+                    "title": {"text": "Δ pp<br>beyond<br>random" if n_beyond else "Δ pp"},
+                    "x": 1.01,
+                    "thickness": 12,
+                    "len": 0.9,
+                },
+                hovertemplate=(
+                    "layer %{y} · %{customdata[0]}<br>Δ accuracy "
+                    + ("beyond random removal " if n_beyond else "")
+                    + "%{customdata[1]} pp<br>%{customdata[2]}<br>%{customdata[3]}<extra></extra>"
+                ),
+                meta={"kind": "heatmap", "panel": "drop", "columns": drop_cols},
+            ),
+            row=1,
+            col=2,
+        )
     # ★ best-probe layer and ▼ each intervention's most-damaging layer: outlined cells (+ legend keys)
     if best is not None and acc_cols:
         tied = sorted(set(near) | {best})
         for ly in tied:
             yi = layers.index(ly)
-            fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x", yref="y",
-                          line={"color": "#E69F00", "width": 3})
-        name = (f"★ best-probe layer ({layer_name(best)})" if len(tied) == 1 else
-                f"★ best-probe layers, a tie: {', '.join(layer_name(x) for x in tied)} within {100 * NEAR_BEST_TOL:g} pp")
-        batch.add(go.Scatter(
-            x=[None], y=[None], mode="markers", name=name,
-            marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
-            meta={"kind": "best_probe", "layer": best, "tie": tied if len(tied) > 1 else []}), row=1, col=1)
+            fig.add_shape(
+                type="rect",
+                x0=-0.5,
+                x1=0.5,
+                y0=yi - 0.5,
+                y1=yi + 0.5,
+                xref="x",
+                yref="y",
+                line={"color": "#E69F00", "width": 3},
+            )
+        name = (
+            f"★ best-probe layer ({layer_name(best)})"
+            if len(tied) == 1
+            else f"★ best-probe layers, a tie: {', '.join(layer_name(x) for x in tied)} within {100 * NEAR_BEST_TOL:g} pp"
+        )
+        batch.add(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=name,
+                marker={"symbol": "square-open", "size": 14, "color": "#E69F00", "line": {"width": 3}},
+                meta={"kind": "best_probe", "layer": best, "tie": tied if len(tied) > 1 else []},
+            ),
+            row=1,
+            col=1,
+        )
     for c, ly in damaging.items():
         for tly in damaging_ties.get(c) or [ly]:
             xi, yi = drop_cols.index(c), layers.index(tly)
-            fig.add_shape(type="rect", x0=xi - 0.5, x1=xi + 0.5, y0=yi - 0.5, y1=yi + 0.5, xref="x2", yref="y2",
-                          line={"color": "#111", "width": 2.5})
+            fig.add_shape(
+                type="rect",
+                x0=xi - 0.5,
+                x1=xi + 0.5,
+                y0=yi - 0.5,
+                y1=yi + 0.5,
+                xref="x2",
+                yref="y2",
+                line={"color": "#111", "width": 2.5},
+            )
     if damaging:
-        tie_note = (f"; every layer within {NEAR_WORST_TOL_PP:g} pp of it, a tie"
-                    if any(len(v) > 1 for v in damaging_ties.values()) else "")
-        batch.add(go.Scatter(
-            x=[None], y=[None], mode="markers",
-            name=f"▼ most-damaging layer of each edit (significant drops only{tie_note})",
-            marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
-            meta={"kind": "most_damaging", "layers": dict(damaging),
-                  "ties": {c: v for c, v in damaging_ties.items() if len(v) > 1}}), row=1, col=2)
+        tie_note = (
+            f"; every layer within {NEAR_WORST_TOL_PP:g} pp of it, a tie"
+            if any(len(v) > 1 for v in damaging_ties.values())
+            else ""
+        )
+        batch.add(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=f"▼ most-damaging layer of each edit (significant drops only{tie_note})",
+                marker={"symbol": "square-open", "size": 14, "color": "#111", "line": {"width": 3}},
+                meta={
+                    "kind": "most_damaging",
+                    "layers": dict(damaging),
+                    "ties": {c: v for c, v in damaging_ties.items() if len(v) > 1},
+                },
+            ),
+            row=1,
+            col=2,
+        )
     batch.flush()
     base_layout(fig, title=esc(title) if title else None, height=max(360, 150 + 58 * len(layers)))
-    fig.update_yaxes(title_text="layer", row=1, col=1, categoryorder="array", categoryarray=ylabels,
-                     showgrid=False)
+    fig.update_yaxes(title_text="layer", row=1, col=1, categoryorder="array", categoryarray=ylabels, showgrid=False)
     fig.update_xaxes(showgrid=False, tickangle=-25)
-    fig.update_layout(legend={"y": 1 + 62 / max(200, fig.layout.height - 200), "yanchor": "bottom", "x": 1,
-                              "xanchor": "right"},
-                      margin={"t": 110 if title else 90, "b": 120},
-                      meta={"figure": "probe_causal", "best_probe": best, "n_layers": len(layers),
-                            "beyond_random": n_beyond, "drops": n_drops,
-                            "not_selective": sorted({r["layer"] for r in table if r.get("not_selective")})})
+    fig.update_layout(
+        legend={"y": 1 + 62 / max(200, fig.layout.height - 200), "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        margin={"t": 110 if title else 90, "b": 120},
+        meta={
+            "figure": "probe_causal",
+            "best_probe": best,
+            "n_layers": len(layers),
+            "beyond_random": n_beyond,
+            "drops": n_drops,
+            "not_selective": sorted({r["layer"] for r in table if r.get("not_selective")}),
+        },
+    )
     notice = _settings_notice(probes, interventions, eval_length)
     add_caption(fig, heatmap_caption(caption, probes, interventions, eval_length, n_beyond, n_drops), notice=notice)
     return note_missing(fig, n_missing, len(table), "cells")
@@ -300,15 +482,27 @@ def _at(rows: Sequence[dict], eval_length: int | None) -> list[dict]:
 def _settings_notice(probes: Sequence[dict], interventions: Sequence[dict], eval_length: int | None) -> str | None:
     """The mixed-settings notice: probe rows and edit rows are each checked on their own
     settings (a probe and an edit legitimately use different sequence counts)."""
-    parts = [n for n in (mixed_settings(_at(probes, eval_length), PROBE_SETTINGS),
-                         mixed_settings(_at(interventions, eval_length), EDIT_SETTINGS)) if n]
+    parts = [
+        n
+        for n in (
+            mixed_settings(_at(probes, eval_length), PROBE_SETTINGS),
+            mixed_settings(_at(interventions, eval_length), EDIT_SETTINGS),
+        )
+        if n
+    ]
     if not parts:
         return None
     return " ".join(parts)
 
 
-def heatmap_caption(prefix: str | None, probes: Sequence[dict], interventions: Sequence[dict],
-                    eval_length: int | None, n_beyond: int, n_drops: int) -> str:
+def heatmap_caption(
+    prefix: str | None,
+    probes: Sequence[dict],
+    interventions: Sequence[dict],
+    eval_length: int | None,
+    n_beyond: int,
+    n_drops: int,
+) -> str:
     """What the heatmap shows: the caller's ``prefix`` (run, suite), the length, the probe's and
     the edits' sequence counts, and how many drops are read beyond random removal."""
     ps, es = _at(probes, eval_length), _at(interventions, eval_length)
@@ -328,13 +522,22 @@ def heatmap_caption(prefix: str | None, probes: Sequence[dict], interventions: S
         fit = counts(es, "n_fit_sequences")
         measured.append(f"edits: {ev} sequences" + (f", fitted on {fit}" if fit else ""))
     if n_drops:
-        measured.append(f"{n_beyond} of {n_drops} drops read beyond rank-matched random removal"
-                        if n_beyond else "drops raw (no random-removal control stored)")
+        measured.append(
+            f"{n_beyond} of {n_drops} drops read beyond rank-matched random removal"
+            if n_beyond
+            else "drops raw (no random-removal control stored)"
+        )
     return "\n".join(" · ".join(x) for x in (head, measured) if x)
 
 
-def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], interventions: Sequence[dict], *,
-                      method: str | None = None, eval_length: int = 40) -> list[dict[str, Any]]:
+def decoupling_points(
+    runs: Sequence[dict],
+    probes: Sequence[dict],
+    interventions: Sequence[dict],
+    *,
+    method: str | None = None,
+    eval_length: int = 40,
+) -> list[dict[str, Any]]:
     """One point per run with a probe curve and an edit, judged by claim 4's rule
     (``science.claims.run_decouplings``: the one definition, so this view and /claims agree).
 
@@ -346,10 +549,22 @@ def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], intervention
     from science import claims as C
 
     meta = {int(r["id"]): r for r in runs}
-    rows = C.run_decouplings([{"id": int(r["id"]), "task": r["task"], "family": r["family"], "seed": r.get("seed"),
-                               "pretrained": r.get("pretrained")} for r in runs],
-                             [p for p in probes if int(p["layer"]) >= -1], interventions,
-                             eval_length=eval_length, method=method)
+    rows = C.run_decouplings(
+        [
+            {
+                "id": int(r["id"]),
+                "task": r["task"],
+                "family": r["family"],
+                "seed": r.get("seed"),
+                "pretrained": r.get("pretrained"),
+            }
+            for r in runs
+        ],
+        [p for p in probes if int(p["layer"]) >= -1],
+        interventions,
+        eval_length=eval_length,
+        method=method,
+    )
     out = []
     for d in rows:
         run = meta[int(d["run_id"])]
@@ -358,15 +573,30 @@ def decoupling_points(runs: Sequence[dict], probes: Sequence[dict], intervention
         dmg = d.get("damaging_layer") if removed else None
         dec = bool(d["meaningfully_decoupled"]) if removed else None
         b = int(d["best_layer"])
-        out.append({"run_id": int(d["run_id"]), "run_name": run.get("name", ""), "family": run["family"],
-                    "task": run["task"], "pretrained": run.get("pretrained"), "seed": run.get("seed"),
-                    "trained": run.get("trained"), "n_layers": n, "method": d["method"], "best_layer": b,
-                    "near_best_layers": [int(x) for x in d["near_best_layers"]],
-                    "tie": len(d["near_best_layers"]) > 1, "damage_layer": None if dmg is None else int(dmg),
-                    "best_depth": depth(b, n), "damage_depth": None if dmg is None else depth(int(dmg), n),
-                    "status": "not removed" if not removed else ("decoupled" if dec else "not decoupled"),
-                    "decoupled": dec, "margin_pp": d.get("margin_pp"), "significant": d.get("significant"),
-                    "not_removed_layers": d.get("not_removed_layers", [])})
+        out.append(
+            {
+                "run_id": int(d["run_id"]),
+                "run_name": run.get("name", ""),
+                "family": run["family"],
+                "task": run["task"],
+                "pretrained": run.get("pretrained"),
+                "seed": run.get("seed"),
+                "trained": run.get("trained"),
+                "n_layers": n,
+                "method": d["method"],
+                "best_layer": b,
+                "near_best_layers": [int(x) for x in d["near_best_layers"]],
+                "tie": len(d["near_best_layers"]) > 1,
+                "damage_layer": None if dmg is None else int(dmg),
+                "best_depth": depth(b, n),
+                "damage_depth": None if dmg is None else depth(int(dmg), n),
+                "status": "not removed" if not removed else ("decoupled" if dec else "not decoupled"),
+                "decoupled": dec,
+                "margin_pp": d.get("margin_pp"),
+                "significant": d.get("significant"),
+                "not_removed_layers": d.get("not_removed_layers", []),
+            }
+        )
     return out
 
 
@@ -388,8 +618,10 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
         return empty_figure("No runs with both probes and interventions for this selection", height=300)
     total = len(points)
     # a point without a status (an older caller) is judged from ``decoupled`` alone
-    points = [p if p.get("status") else {**p, "status": {True: "decoupled", False: "not decoupled"}.get(p.get("decoupled"))}
-              for p in points]
+    points = [
+        p if p.get("status") else {**p, "status": {True: "decoupled", False: "not decoupled"}.get(p.get("decoupled"))}
+        for p in points
+    ]
     points = [p for p in points if p.get("best_layer") is not None and p.get("status")]
     if not points:
         return empty_figure(f"No run to place: all {total} have no best-probe layer (no value)", height=300)
@@ -413,8 +645,9 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
             ev = [p for p in pts if p["status"] != "not removed"]
             k = sum(bool(p["decoupled"]) for p in ev)
             nr = len(pts) - len(ev)
-            best = esc(Counter(_layers_text(p.get("near_best_layers") or [p["best_layer"]])
-                               for p in pts).most_common(1)[0][0])
+            best = esc(
+                Counter(_layers_text(p.get("near_best_layers") or [p["best_layer"]]) for p in pts).most_common(1)[0][0]
+            )
             dmg_c = Counter(layer_name(int(p["damage_layer"])) for p in ev if p.get("damage_layer") is not None)
             dmg = esc(dmg_c.most_common(1)[0][0]) if dmg_c else "–"
             # coloured by the count, never by a share: "1 of 1 usable" is not "100% decoupled"
@@ -426,27 +659,49 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
         text.append(tr)
         custom.append(cr)
     max_n = max((len([p for p in points if key(p) == f and p["task"] == t]) for f in fams for t in tasks), default=1)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[esc(task_label(t)) for t in tasks],
-        y=[esc(family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]) for f in fams],
-        text=text, texttemplate="%{text}",
-        customdata=custom, colorscale="Cividis", zmin=0, zmax=max(1, max_n), xgap=3, ygap=3, hoverongaps=False,
-        colorbar={"title": {"text": "runs<br>decoupled"}, "tickformat": "d", "dtick": 1, "thickness": 12},
-        hovertemplate="<b>%{y} · %{x}</b><br>best-probe layer %{customdata[0]}, most-damaging layer "
-                      "%{customdata[1]}<br>%{customdata[2]} decoupled of %{customdata[3]} usable runs "
-                      "(n = %{customdata[5]}); %{customdata[4]} not removed "
-                      "(the refit probe still reads the variable)<extra></extra>",
-        meta={"kind": "decoupling"}))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[esc(task_label(t)) for t in tasks],
+            y=[esc(family_label(f) if f in FAMILIES else f.rstrip("/").split("/")[-1]) for f in fams],
+            text=text,
+            texttemplate="%{text}",
+            customdata=custom,
+            colorscale="Cividis",
+            zmin=0,
+            zmax=max(1, max_n),
+            xgap=3,
+            ygap=3,
+            hoverongaps=False,
+            colorbar={"title": {"text": "runs<br>decoupled"}, "tickformat": "d", "dtick": 1, "thickness": 12},
+            hovertemplate="<b>%{y} · %{x}</b><br>best-probe layer %{customdata[0]}, most-damaging layer "
+            "%{customdata[1]}<br>%{customdata[2]} decoupled of %{customdata[3]} usable runs "
+            "(n = %{customdata[5]}); %{customdata[4]} not removed "
+            "(the refit probe still reads the variable)<extra></extra>",
+            meta={"kind": "decoupling"},
+        )
+    )
     ev = [p for p in points if p["status"] != "not removed"]
     n_dec = sum(bool(p["decoupled"]) for p in ev)
     n_nr = len(points) - len(ev)
     methods = sorted({p.get("method") for p in points if p.get("method")}) or ([method] if method else [])
     edit = ", ".join(esc(method_label(m)) for m in methods)
-    base_layout(fig, height=max(300, 110 + 70 * len(fams)),
-                title=f"{n_dec} of {len(points)} runs decoupled ({len(ev)} usable, {n_nr} not removed) · edit: {edit}")
+    base_layout(
+        fig,
+        height=max(300, 110 + 70 * len(fams)),
+        title=f"{n_dec} of {len(points)} runs decoupled ({len(ev)} usable, {n_nr} not removed) · edit: {edit}",
+    )
     fig.update_yaxes(autorange="reversed", showgrid=False, showline=False, ticks="")
     fig.update_xaxes(side="top", showgrid=False, showline=False, ticks="")
-    fig.update_layout(margin={"t": 90, "l": 110},
-                      meta={"figure": "decoupling", "n": len(points), "evaluated": len(ev), "decoupled": n_dec,
-                            "not_removed": n_nr, "method": methods[0] if len(methods) == 1 else methods})
+    fig.update_layout(
+        margin={"t": 90, "l": 110},
+        meta={
+            "figure": "decoupling",
+            "n": len(points),
+            "evaluated": len(ev),
+            "decoupled": n_dec,
+            "not_removed": n_nr,
+            "method": methods[0] if len(methods) == 1 else methods,
+        },
+    )
     return note_missing(fig, total - len(points), total, "runs")

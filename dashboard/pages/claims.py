@@ -21,12 +21,23 @@ from dashboard.theme import VERDICT_CLASS, family_label, task_label
 KEY = "claims"
 PATH = "/claims"
 LOC = "cl-loc"
-SPEC = PageState([F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
-                  F("compare", "str", None)])  # a second suite: each verdict in both (dashboard/compare.py)
+SPEC = PageState(
+    [
+        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+        F("compare", "str", None),
+    ]
+)  # a second suite: each verdict in both (dashboard/compare.py)
 BINDS = [Bind("suite", "cl-suite"), Bind("compare", "cl-compare")]
 MAX_TABLE_ROWS = 12
-PAGE_NAMES = {"/": "Runs", "/curves": "Curves", "/reversal": "Reversal", "/probe-vs-causal": "Probe vs causal",
-              "/patching": "Patching", "/claims": "Claims", "/jobs": "Jobs"}
+PAGE_NAMES = {
+    "/": "Runs",
+    "/curves": "Curves",
+    "/reversal": "Reversal",
+    "/probe-vs-causal": "Probe vs causal",
+    "/patching": "Patching",
+    "/claims": "Claims",
+    "/jobs": "Jobs",
+}
 
 
 def _num(v: float, key: str = "") -> str:
@@ -59,8 +70,11 @@ def fmt_value(v: Any, key: str = "") -> str:
         return s
     if isinstance(v, dict) and ("p" in v or "p_value" in v):
         p = v.get("p", v.get("p_value"))
-        extra = ", ".join(f"{k}={fmt_value(x, k)}" for k, x in v.items() if k not in ("p", "p_value")
-                          and not isinstance(x, (list, dict)))
+        extra = ", ".join(
+            f"{k}={fmt_value(x, k)}"
+            for k, x in v.items()
+            if k not in ("p", "p_value") and not isinstance(x, (list, dict))
+        )
         return f"p = {fmt_value(p, 'p')}" + (f" ({extra})" if extra else "")
     if isinstance(v, list):
         if all(not isinstance(x, (dict, list)) for x in v):
@@ -79,8 +93,13 @@ def _flatten(r: dict) -> dict:
     """One level of nesting → columns: {"by_length": {"40": {mean…}}} → {"by_length 40": {mean…}}."""
     out = {}
     for k, v in r.items():
-        if isinstance(v, dict) and v and "mean" not in v and "p" not in v and all(
-                not isinstance(x, (list,)) and (not isinstance(x, dict) or "mean" in x) for x in v.values()):
+        if (
+            isinstance(v, dict)
+            and v
+            and "mean" not in v
+            and "p" not in v
+            and all(not isinstance(x, (list,)) and (not isinstance(x, dict) or "mean" in x) for x in v.values())
+        ):
             for k2, x in v.items():
                 out[f"{k} {k2}"] = x
         else:
@@ -94,7 +113,7 @@ def _votes_key(key: str) -> str | None:
     if key == "profile_class":
         return "class_votes"
     if key.startswith("class_") and not key.startswith("class_votes"):
-        return "class_votes_" + key[len("class_"):]
+        return "class_votes_" + key[len("class_") :]
     return None
 
 
@@ -116,8 +135,11 @@ def _table(rows: list[dict], csv_id: dict | None = None) -> html.Div:
     cols: list[str] = []
     for r in rows:
         for k, v in r.items():
-            if k not in cols and not isinstance(v, (list,)) and not (isinstance(v, dict) and "mean" not in v
-                                                                    and "p" not in v):
+            if (
+                k not in cols
+                and not isinstance(v, (list,))
+                and not (isinstance(v, dict) and "mean" not in v and "p" not in v)
+            ):
                 cols.append(k)
     cols = cols[:12]
 
@@ -130,9 +152,13 @@ def _table(rows: list[dict], csv_id: dict | None = None) -> html.Div:
     if len(rows) > MAX_TABLE_ROWS and csv_id is not None:
         # Big tables stay small in the page (the Dash renderer slows down with thousands of
         # cells): the first rows here, every row in a CSV.
-        more = html.Div([html.Span(f"first {MAX_TABLE_ROWS} of {len(rows)} rows · ", className="muted"),
-                         html.Button(f"all {len(rows)} rows as CSV", id=csv_id, className="btn btn-sm", n_clicks=0)],
-                        className="table-more")
+        more = html.Div(
+            [
+                html.Span(f"first {MAX_TABLE_ROWS} of {len(rows)} rows · ", className="muted"),
+                html.Button(f"all {len(rows)} rows as CSV", id=csv_id, className="btn btn-sm", n_clicks=0),
+            ],
+            className="table-more",
+        )
         return html.Div([table, more], className="table-wrap")
     return html.Div(table, className="table-wrap")
 
@@ -145,16 +171,35 @@ def render_numbers(numbers: dict[str, Any], claim_id: Any = None) -> list[Any]:
             facts.extend([html.Dt(_label(key)), html.Dd("none", className="muted")])
         elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
             csv_id = {"type": "claim-csv", "claim": str(claim_id), "key": key}
-            blocks.append(html.Details([html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v, csv_id)],
-                                       open=len(v) <= 6, className="claim-block"))
+            blocks.append(
+                html.Details(
+                    [html.Summary(f"{_label(key)} ({len(v)} rows)"), _table(v, csv_id)],
+                    open=len(v) <= 6,
+                    className="claim-block",
+                )
+            )
         elif isinstance(v, dict) and v and all(isinstance(x, dict) and "mean" not in x for x in v.values()):
             rows = [{"": k, **x} for k, x in v.items()]
             blocks.append(html.Div([html.H4(_label(key)), _table(rows)], className="claim-block"))
-        elif isinstance(v, dict) and v and "mean" not in v and "p" not in v and all(
-                not isinstance(x, (dict, list)) for x in v.values()):
-            blocks.append(html.Div([html.H4(_label(key)), html.Dl(
-                [y for k, x in v.items() for y in (html.Dt(_label(k)), html.Dd(fmt_value(x, k)))], className="facts")],
-                className="claim-block"))
+        elif (
+            isinstance(v, dict)
+            and v
+            and "mean" not in v
+            and "p" not in v
+            and all(not isinstance(x, (dict, list)) for x in v.values())
+        ):
+            blocks.append(
+                html.Div(
+                    [
+                        html.H4(_label(key)),
+                        html.Dl(
+                            [y for k, x in v.items() for y in (html.Dt(_label(k)), html.Dd(fmt_value(x, k)))],
+                            className="facts",
+                        ),
+                    ],
+                    className="claim-block",
+                )
+            )
         else:
             facts.extend([html.Dt(_label(key)), html.Dd(fmt_value(v, key))])
     out = []
@@ -168,8 +213,11 @@ def view_link(url: str, path_for) -> Any:
     parts = urlsplit(url)
     name = PAGE_NAMES.get(parts.path or "/", parts.path)
     q = ", ".join(f"{k}={v}" for k, v in parse_qsl(parts.query))
-    return dcc.Link([html.Span(name, className="link-page"), html.Span(f" {q}" if q else "", className="muted")],
-                    href=path_for(parts.path + (f"?{parts.query}" if parts.query else "")), className="view-chip")
+    return dcc.Link(
+        [html.Span(name, className="link-page"), html.Span(f" {q}" if q else "", className="muted")],
+        href=path_for(parts.path + (f"?{parts.query}" if parts.query else "")),
+        className="view-chip",
+    )
 
 
 def claim_card(c: dict, path_for) -> html.Div:
@@ -179,52 +227,96 @@ def claim_card(c: dict, path_for) -> html.Div:
     rest = {k: v for k, v in numbers.items() if k not in SECTION_KEYS}
     if majority_cells(c):
         rest["cells against the majority rate"] = majority_cells(c)
-    return html.Div([
-        html.Div([
-            html.Span(f"Claim {c.get('id')}", className="claim-id"),
-            html.H2(c.get("title", ""), className="card-title"),
-            html.Span(verdict, className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
-                      **{"data-verdict": verdict}),
-            *header_badges(c),
-        ], className="card-header claim-header"),
-        html.P(c.get("detail", ""), className="claim-detail"),
-        controls_section(c),
-        html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
-        html.Div([html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
-                 className="claim-views"),
-    ], className="card claim-card", id=f"claim-{c.get('id')}")
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.Span(f"Claim {c.get('id')}", className="claim-id"),
+                    html.H2(c.get("title", ""), className="card-title"),
+                    html.Span(
+                        verdict,
+                        className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
+                        **{"data-verdict": verdict},
+                    ),
+                    *header_badges(c),
+                ],
+                className="card-header claim-header",
+            ),
+            html.P(c.get("detail", ""), className="claim-detail"),
+            controls_section(c),
+            html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
+            html.Div(
+                [html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
+                className="claim-views",
+            ),
+        ],
+        className="card claim-card",
+        id=f"claim-{c.get('id')}",
+    )
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     from dashboard.pages.runs import suite_options, suite_placeholder
 
     s = SPEC.decode(search, base)
-    controls = html.Div([
-        field("Suite", dcc.Dropdown(id="cl-suite", options=suite_options(api, s["suite"]), value=s["suite"],
-                                    placeholder=suite_placeholder(api), clearable=True), width="300px"),
-        field("Compare with", dcc.Dropdown(id="cl-compare", options=suite_options(api, s["compare"]),
-                                           value=s["compare"], placeholder="another suite", clearable=True),
-              width="300px", help="each verdict in both suites, changes marked"),
-    ], className="control-grid")
-    body = [partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
-            html.Div(id="cl-compare-body"), dcc.Download(id="cl-compare-download"),
-            dcc.Loading(html.Div(id="cl-body"), type="dot"), dcc.Store(id="cl-trigger", data=1),
-            dcc.Download(id="cl-download")]
-    return page_frame(title="Claims", subtitle="Does this lab's data support the study? Each verdict is computed from "
-                      "the stored results of trained runs only, with at least three trained seeds in every cell it "
-                      "reads; the numbers carry their 95% CIs, n and p-values, and each claim lists the runs it "
-                      "left out.",
-                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+    controls = html.Div(
+        [
+            field(
+                "Suite",
+                dcc.Dropdown(
+                    id="cl-suite",
+                    options=suite_options(api, s["suite"]),
+                    value=s["suite"],
+                    placeholder=suite_placeholder(api),
+                    clearable=True,
+                ),
+                width="300px",
+            ),
+            field(
+                "Compare with",
+                dcc.Dropdown(
+                    id="cl-compare",
+                    options=suite_options(api, s["compare"]),
+                    value=s["compare"],
+                    placeholder="another suite",
+                    clearable=True,
+                ),
+                width="300px",
+                help="each verdict in both suites, changes marked",
+            ),
+        ],
+        className="control-grid",
+    )
+    body = [
+        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
+        html.Div(id="cl-compare-body"),
+        dcc.Download(id="cl-compare-download"),
+        dcc.Loading(html.Div(id="cl-body"), type="dot"),
+        dcc.Store(id="cl-trigger", data=1),
+        dcc.Download(id="cl-download"),
+    ]
+    return page_frame(
+        title="Claims",
+        subtitle="Does this lab's data support the study? Each verdict is computed from "
+        "the stored results of trained runs only, with at least three trained seeds in every cell it "
+        "reads; the numbers carry their 95% CIs, n and p-values, and each claim lists the runs it "
+        "left out.",
+        page_key=KEY,
+        controls=controls,
+        body=body,
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     register_partial_banner(app, api, page_key=KEY, suite_cid="cl-suite", default=default_suite)
-    from dashboard.components import register_save_view
+    from dashboard.components import register_save_view, register_url_sync
 
-    from dashboard.components import register_url_sync
-
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
-                       path_for=path_for)
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
+    )
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
 
     @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
@@ -234,8 +326,13 @@ def register(app, api: ApiClient, path_for) -> None:
         except ApiError as exc:
             return api_alert(exc)
         counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
-        summary = html.Div([html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}")
-                            for k, n in counts.items()], className="claims-summary")
+        summary = html.Div(
+            [
+                html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}")
+                for k, n in counts.items()
+            ],
+            className="claims-summary",
+        )
         return [summary, *[claim_card(c, path_for) for c in claims]]
 
     @app.callback(Output("cl-compare-body", "children"), Input("cl-suite", "value"), Input("cl-compare", "value"))
@@ -248,15 +345,29 @@ def register(app, api: ApiClient, path_for) -> None:
             return api_alert(exc)
         if rows is None:
             return None
-        table = side_by_side_table(rows, [("id", "claim"), ("title", "title"), ("verdict_a", "verdict"),
-                                          ("verdict_b", "verdict")],
-                                   suite_a=suite or default_suite(api) or "", suite_b=other, table_id="cl-compare-table")
-        return html.Div([html.H2("Verdicts in both suites", className="card-title"), table,
-                         html.Button("comparison as CSV", id="cl-compare-csv", className="btn btn-sm", n_clicks=0)],
-                        className="card compare-card")
+        table = side_by_side_table(
+            rows,
+            [("id", "claim"), ("title", "title"), ("verdict_a", "verdict"), ("verdict_b", "verdict")],
+            suite_a=suite or default_suite(api) or "",
+            suite_b=other,
+            table_id="cl-compare-table",
+        )
+        return html.Div(
+            [
+                html.H2("Verdicts in both suites", className="card-title"),
+                table,
+                html.Button("comparison as CSV", id="cl-compare-csv", className="btn btn-sm", n_clicks=0),
+            ],
+            className="card compare-card",
+        )
 
-    @app.callback(Output("cl-compare-download", "data"), Input("cl-compare-csv", "n_clicks"),
-                  State("cl-suite", "value"), State("cl-compare", "value"), prevent_initial_call=True)
+    @app.callback(
+        Output("cl-compare-download", "data"),
+        Input("cl-compare-csv", "n_clicks"),
+        State("cl-suite", "value"),
+        State("cl-compare", "value"),
+        prevent_initial_call=True,
+    )
     def _compare_csv(n, suite, other):
         import pandas as pd
 
@@ -274,8 +385,12 @@ def register(app, api: ApiClient, path_for) -> None:
         df = pd.DataFrame(rows).rename(columns={"verdict_a": f"verdict {a}", "verdict_b": f"verdict {other}"})
         return dcc.send_data_frame(csv_safe(df).to_csv, f"claims-{a}-vs-{other}.csv", index=False)
 
-    @app.callback(Output("cl-download", "data"), Input({"type": "claim-csv", "claim": ALL, "key": ALL}, "n_clicks"),
-                  State("cl-suite", "value"), prevent_initial_call=True)
+    @app.callback(
+        Output("cl-download", "data"),
+        Input({"type": "claim-csv", "claim": ALL, "key": ALL}, "n_clicks"),
+        State("cl-suite", "value"),
+        prevent_initial_call=True,
+    )
     def _csv(_clicks, suite):
         import pandas as pd
 
@@ -285,8 +400,9 @@ def register(app, api: ApiClient, path_for) -> None:
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update
         rows = claim_rows_csv(api.claims(suite=suite or default_suite(api)), trig["claim"], trig["key"])
-        return dcc.send_data_frame(csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv",
-                                   index=False)
+        return dcc.send_data_frame(
+            csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv", index=False
+        )
 
 
 def compare_rows(api: ApiClient, suite: str | None, other: str | None) -> list[dict] | None:
@@ -303,11 +419,17 @@ def claim_rows_csv(claims_list: list[dict], claim_id: str, key: str) -> list[dic
     """The rows of one claim's table, flattened, CIs as text (the CSV behind "all rows")."""
     for c in claims_list:
         if str(c.get("id")) == str(claim_id):
-            rows = (c.get("numbers") or {}).get(key) or (majority_cells(c) if key == "cells against the majority rate"
-                                                         else [])
-            return [{k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v)
-                     for k, v in _flatten(with_class_split(r)).items()}
-                    for r in rows if isinstance(r, dict)]
+            rows = (c.get("numbers") or {}).get(key) or (
+                majority_cells(c) if key == "cells against the majority rate" else []
+            )
+            return [
+                {
+                    k: (fmt_value(v, k) if isinstance(v, (dict, list)) else v)
+                    for k, v in _flatten(with_class_split(r)).items()
+                }
+                for r in rows
+                if isinstance(r, dict)
+            ]
     return []
 
 

@@ -35,8 +35,8 @@ from dashboard.curves_controls import (
     position_caption,
     token_type_rows,
 )
-from dashboard.figures.captions import add_caption
 from dashboard.figures.behaviour import behaviour_rows, length_generalisation
+from dashboard.figures.captions import add_caption
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.pages import PageDef
@@ -48,45 +48,66 @@ KEY = "curves"
 PATH = "/curves"
 LOC = "cv-loc"
 
-SPEC = PageState([
-    F("tasks", "list_str", [], all_tasks, aliases=("task",)),
-    F("families", "list_str", [], family_names, aliases=("family",)),
-    F("lengths", "list_int", [40], aliases=("eval_length", "length"), lo=1),
-    F("x", "str", "layer", ("layer", "depth")),
-    F("view", "str", "layer", ("layer", "position", "behaviour")),
-    F("ci", "bool", True),
-    F("baseline", "bool", True),
-    F("seeds", "bool", False),
-    F("layer", "str", "last"),
-    F("suite", "str", None),
-    F("pretrained", "bool", False),
-    trained_field(),
-    F("selectivity", "bool", False),
-    F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/compare.py)
-    F("controls", "bool", True),  # the random-init controls, dashed ("at initialisation"), where stored
-    F("types", "bool", False),  # probe accuracy per token type (Dyck, code_depth)
-])
+SPEC = PageState(
+    [
+        F("tasks", "list_str", [], all_tasks, aliases=("task",)),
+        F("families", "list_str", [], family_names, aliases=("family",)),
+        F("lengths", "list_int", [40], aliases=("eval_length", "length"), lo=1),
+        F("x", "str", "layer", ("layer", "depth")),
+        F("view", "str", "layer", ("layer", "position", "behaviour")),
+        F("ci", "bool", True),
+        F("baseline", "bool", True),
+        F("seeds", "bool", False),
+        F("layer", "str", "last"),
+        F("suite", "str", None),
+        F("pretrained", "bool", False),
+        trained_field(),
+        F("selectivity", "bool", False),
+        F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/compare.py)
+        F("controls", "bool", True),  # the random-init controls, dashed ("at initialisation"), where stored
+        F("types", "bool", False),  # probe accuracy per token type (Dyck, code_depth)
+    ]
+)
 BINDS = [
-    Bind("tasks", "cv-tasks"), Bind("families", "cv-families"), Bind("lengths", "cv-lengths"),
-    Bind("x", "cv-x"), Bind("view", "cv-view"), Bind("ci", "cv-ci", kind="bool"),
-    Bind("baseline", "cv-baseline", kind="bool"), Bind("seeds", "cv-seeds", kind="bool"),
-    Bind("layer", "cv-layer"), Bind("suite", "cv-suite"), Bind("pretrained", "cv-pretrained", kind="bool"),
-    trained_bind("cv-trained"), Bind("selectivity", "cv-selectivity", kind="bool"), Bind("compare", "cv-compare"),
-    Bind("controls", "cv-controls", kind="bool"), Bind("types", "cv-types", kind="bool"),
+    Bind("tasks", "cv-tasks"),
+    Bind("families", "cv-families"),
+    Bind("lengths", "cv-lengths"),
+    Bind("x", "cv-x"),
+    Bind("view", "cv-view"),
+    Bind("ci", "cv-ci", kind="bool"),
+    Bind("baseline", "cv-baseline", kind="bool"),
+    Bind("seeds", "cv-seeds", kind="bool"),
+    Bind("layer", "cv-layer"),
+    Bind("suite", "cv-suite"),
+    Bind("pretrained", "cv-pretrained", kind="bool"),
+    trained_bind("cv-trained"),
+    Bind("selectivity", "cv-selectivity", kind="bool"),
+    Bind("compare", "cv-compare"),
+    Bind("controls", "cv-controls", kind="bool"),
+    Bind("types", "cv-types", kind="bool"),
 ]
 
 
 # -- data (shared by the figure and its CSV) ---------------------------------------------------
 def _filter(rows: list[dict], state: dict) -> list[dict]:
     tasks, fams, lengths = state["tasks"], state["families"], state["lengths"]
-    return [r for r in rows if (not tasks or r["task"] in tasks) and (not fams or r["family"] in fams)
-            and (not lengths or int(r["eval_length"]) in lengths) and (state["pretrained"] or not r.get("pretrained"))]
+    return [
+        r
+        for r in rows
+        if (not tasks or r["task"] in tasks)
+        and (not fams or r["family"] in fams)
+        and (not lengths or int(r["eval_length"]) in lengths)
+        and (state["pretrained"] or not r.get("pretrained"))
+    ]
 
 
 def curve_rows(api: ApiClient, state: dict) -> list[dict]:
     lengths = state["lengths"]
-    rows = api.curves(suite=state["suite"], eval_length=lengths[0] if len(lengths) == 1 else None,
-                      trained=trained_filter(state["trained"]))
+    rows = api.curves(
+        suite=state["suite"],
+        eval_length=lengths[0] if len(lengths) == 1 else None,
+        trained=trained_filter(state["trained"]),
+    )
     return _filter(one_suite(api, rows, state["suite"]), state)  # runs of different suites never shown together
 
 
@@ -95,8 +116,18 @@ def _runs_of(rows: list[dict]) -> set[int]:
 
 
 # the export's columns each use reads (``fields=``: per_position, the heavy one, only when needed)
-SEED_FIELDS = ("run_id", "task", "family", "pretrained", "seed", "eval_length", "layer", "depth", "n_layers",
-               "accuracy")
+SEED_FIELDS = (
+    "run_id",
+    "task",
+    "family",
+    "pretrained",
+    "seed",
+    "eval_length",
+    "layer",
+    "depth",
+    "n_layers",
+    "accuracy",
+)
 POSITION_FIELDS = (*SEED_FIELDS, "per_position", "majority_baseline")
 TYPE_FIELDS = (*SEED_FIELDS, "type_accuracy")
 
@@ -104,9 +135,16 @@ TYPE_FIELDS = (*SEED_FIELDS, "type_accuracy")
 def probe_export(api: ApiClient, state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
     """Probe rows of every run behind the selection, each tagged with task/family/seed (one
     request to ``/api/export/probes.json``, only the columns in ``fields``)."""
-    return api.export("probes", "json", task=state["tasks"] or None, family=state["families"] or None,
-                      suite=state["suite"], eval_length=state["lengths"] or None, fields=",".join(fields),
-                      trained=trained_filter(state["trained"]))
+    return api.export(
+        "probes",
+        "json",
+        task=state["tasks"] or None,
+        family=state["families"] or None,
+        suite=state["suite"],
+        eval_length=state["lengths"] or None,
+        fields=",".join(fields),
+        trained=trained_filter(state["trained"]),
+    )
 
 
 def seed_rows(api: ApiClient, rows: list[dict], state: dict, fields: tuple[str, ...] = SEED_FIELDS) -> list[dict]:
@@ -139,19 +177,37 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
                 continue
             m, lo, hi = t_interval(vals)
             # per_position[t] is 0-based position t; the figure's x axis counts from 1 (t + 1)
-            out.append({"task": task, "family": fam, "eval_length": L, "position": t + 1, "mean": m, "lo": lo,
-                        "hi": hi, "n": len(vals), "majority_baseline": sum(b) / len(b) if b else None})
+            out.append(
+                {
+                    "task": task,
+                    "family": fam,
+                    "eval_length": L,
+                    "position": t + 1,
+                    "mean": m,
+                    "lo": lo,
+                    "hi": hi,
+                    "n": len(vals),
+                    "majority_baseline": sum(b) / len(b) if b else None,
+                }
+            )
     label = "last layer" if sel == "last" else f"layer {sel}"
     return out, label
 
 
 def behaviour_runs(api: ApiClient, state: dict) -> list[dict]:
     # controls excluded: they have no behaviour of their own and are no "untrained run" of the study
-    runs = one_suite(api, api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]),
-                                       controls="exclude"), state["suite"])
-    return [r for r in runs if (not state["tasks"] or r["task"] in state["tasks"])
-            and (not state["families"] or r["family"] in state["families"])
-            and (state["pretrained"] or not r.get("pretrained"))]
+    runs = one_suite(
+        api,
+        api.all_runs(limit=5000, suite=state["suite"], trained=trained_filter(state["trained"]), controls="exclude"),
+        state["suite"],
+    )
+    return [
+        r
+        for r in runs
+        if (not state["tasks"] or r["task"] in state["tasks"])
+        and (not state["families"] or r["family"] in state["families"])
+        and (state["pretrained"] or not r.get("pretrained"))
+    ]
 
 
 def behaviour_data(api: ApiClient, state: dict) -> list[dict]:
@@ -162,9 +218,11 @@ def untrained_note(n_untrained: int) -> str | None:
     """The page note when the switch is off and the selection includes untrained runs."""
     if not n_untrained:
         return None
-    return (f"This selection includes {n_untrained} untrained run(s) (held-out accuracy below the early-stop "
-            "criterion); their lines are marked \"untrained\" in the legend. Tick \"trained runs only\" to leave "
-            "them out.")
+    return (
+        f"This selection includes {n_untrained} untrained run(s) (held-out accuracy below the early-stop "
+        'criterion); their lines are marked "untrained" in the legend. Tick "trained runs only" to leave '
+        "them out."
+    )
 
 
 def unprobed_note(runs: list[dict], rows: list[dict]) -> str | None:
@@ -185,8 +243,10 @@ def build_figure(api: ApiClient, state: dict):
     view = state["view"]
     if view == "behaviour":
         runs = behaviour_runs(api, state)
-        return (add_caption(length_generalisation(behaviour_rows(runs)), behaviour_caption(runs, state)),
-                untrained_note(sum(r.get("trained") is False for r in runs)))
+        return (
+            add_caption(length_generalisation(behaviour_rows(runs)), behaviour_caption(runs, state)),
+            untrained_note(sum(r.get("trained") is False for r in runs)),
+        )
     stored = behaviour_runs(api, state) if view != "position" else []  # to name the cells with no probe curve
     rows = curve_rows(api, state)
     note = untrained_note(len({rid for r in rows for rid in (r.get("untrained_run_ids") or [])}))
@@ -199,20 +259,35 @@ def build_figure(api: ApiClient, state: dict):
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
     controls = control_curve_rows(api, state, _filter) if state["controls"] else []
     types = token_type_rows(seed_rows(api, rows, state, TYPE_FIELDS)) if state["types"] else []
-    fig = layerwise_curves(rows, x=state["x"], seed_rows=seeds, show_ci=state["ci"], show_baseline=state["baseline"],
-                           show_selectivity=state["selectivity"], tasks=state["tasks"] or None,
-                           eval_lengths=state["lengths"] or None, control_rows=controls, type_rows=types,
-                           caption=curves_caption(rows, state, n_control_points=len(controls),
-                                                  types_shown=bool(types)))
+    fig = layerwise_curves(
+        rows,
+        x=state["x"],
+        seed_rows=seeds,
+        show_ci=state["ci"],
+        show_baseline=state["baseline"],
+        show_selectivity=state["selectivity"],
+        tasks=state["tasks"] or None,
+        eval_lengths=state["lengths"] or None,
+        control_rows=controls,
+        type_rows=types,
+        caption=curves_caption(rows, state, n_control_points=len(controls), types_shown=bool(types)),
+    )
     other = compared_suite(api, state)
     if other:  # the explicit comparison: the second suite's lines over the first's
         from dashboard.compare import overlay_suites
 
         st_b = {**state, "suite": other}
         rows_b = curve_rows(api, st_b)
-        fig_b = layerwise_curves(rows_b, x=state["x"], seed_rows=seed_rows(api, rows_b, st_b) if state["seeds"] else None,
-                                 show_ci=False, show_baseline=False, show_selectivity=state["selectivity"],
-                                 tasks=state["tasks"] or None, eval_lengths=state["lengths"] or None)
+        fig_b = layerwise_curves(
+            rows_b,
+            x=state["x"],
+            seed_rows=seed_rows(api, rows_b, st_b) if state["seeds"] else None,
+            show_ci=False,
+            show_baseline=False,
+            show_selectivity=state["selectivity"],
+            tasks=state["tasks"] or None,
+            eval_lengths=state["lengths"] or None,
+        )
         fig = overlay_suites(fig, fig_b, with_suite(api, state)["suite"] or "", other)
     return fig, note
 
@@ -230,9 +305,27 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     rows = curve_rows(api, state)
     if view == "position":
         return position_rows(api, rows, state)[0]
-    keep = ("suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers", "mean",
-            "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity",
-            "control")
+    keep = (
+        "suite",
+        "task",
+        "family",
+        "pretrained",
+        "eval_length",
+        "layer",
+        "layer_name",
+        "depth",
+        "n_layers",
+        "mean",
+        "lo",
+        "hi",
+        "n",
+        "seeds",
+        "majority_baseline",
+        "run_ids",
+        "untrained_run_ids",
+        "selectivity",
+        "control",
+    )
     if view == "layer" and (other := compared_suite(api, state)):  # both suites' rows, each naming its suite
         rows = rows + curve_rows(api, {**state, "suite": other})
     if state["controls"]:  # the at-initialisation lines' points, marked control = init
@@ -243,65 +336,171 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
 # -- layout ------------------------------------------------------------------------------------
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div([
-        field("Tasks", dcc.Dropdown(id="cv-tasks", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                                    value=s["tasks"], multi=True, placeholder="all tasks"), width="260px"),
-        field("Families", dcc.Dropdown(id="cv-families", options=[{"label": family_label(f), "value": f} for f in family_names()],
-                                       value=s["families"], multi=True, placeholder="all families"), width="300px"),
-        field("Eval lengths", dcc.Checklist(id="cv-lengths", options=[
-            {"label": f"{L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
-            value=s["lengths"], inline=True, className="check"),
-            help="tick several to compare in- and out-of-distribution side by side"),
-        field("x axis", dcc.RadioItems(id="cv-x", options=[{"label": "layer", "value": "layer"},
-                                                           {"label": "normalised depth", "value": "depth"}],
-                                       value=s["x"], inline=True, className="radio")),
-        field("View", dcc.RadioItems(id="cv-view", options=[{"label": "by layer", "value": "layer"},
-                                                            {"label": "by position", "value": "position"},
-                                                            {"label": "behaviour by length", "value": "behaviour"}],
-                                     value=s["view"], inline=True, className="radio")),
-        field("Show", html.Div([checkbox("cv-ci", "95% CI band", s["ci"]),
-                                checkbox("cv-baseline", "majority baseline", s["baseline"]),
-                                checkbox("cv-seeds", "seed traces", s["seeds"]),
-                                checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
-                                checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
-                                checkbox("cv-types", "accuracy per token type", s["types"]),
-                                checkbox("cv-pretrained", "pretrained models", s["pretrained"])], className="checks"),
-              help="pretrained models have 12–24 layers: compare them on the normalised depth axis"),
-        field("Layer (per-position view)", dcc.Dropdown(
-            id="cv-layer", options=[{"label": "last layer", "value": "last"}, {"label": "emb", "value": "emb"}]
-            + [{"label": f"layer {i}", "value": str(i)} for i in range(0, 24)],
-            value=s["layer"], clearable=False), width="170px", id="cv-layer-field"),
-        field("Suite", dcc.Input(id="cv-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
-        field("Compare with", dcc.Input(id="cv-compare", type="text", value=s["compare"] or "", debounce=True,
-                                        placeholder="another suite", className="input"), width="160px",
-              help="overlay a second suite's lines, dash-dotted"),
-        trained_switch("cv-trained", s["trained"]),
-    ], className="control-grid")
+    controls = html.Div(
+        [
+            field(
+                "Tasks",
+                dcc.Dropdown(
+                    id="cv-tasks",
+                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
+                    value=s["tasks"],
+                    multi=True,
+                    placeholder="all tasks",
+                ),
+                width="260px",
+            ),
+            field(
+                "Families",
+                dcc.Dropdown(
+                    id="cv-families",
+                    options=[{"label": family_label(f), "value": f} for f in family_names()],
+                    value=s["families"],
+                    multi=True,
+                    placeholder="all families",
+                ),
+                width="300px",
+            ),
+            field(
+                "Eval lengths",
+                dcc.Checklist(
+                    id="cv-lengths",
+                    options=[{"label": f"{L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
+                    value=s["lengths"],
+                    inline=True,
+                    className="check",
+                ),
+                help="tick several to compare in- and out-of-distribution side by side",
+            ),
+            field(
+                "x axis",
+                dcc.RadioItems(
+                    id="cv-x",
+                    options=[{"label": "layer", "value": "layer"}, {"label": "normalised depth", "value": "depth"}],
+                    value=s["x"],
+                    inline=True,
+                    className="radio",
+                ),
+            ),
+            field(
+                "View",
+                dcc.RadioItems(
+                    id="cv-view",
+                    options=[
+                        {"label": "by layer", "value": "layer"},
+                        {"label": "by position", "value": "position"},
+                        {"label": "behaviour by length", "value": "behaviour"},
+                    ],
+                    value=s["view"],
+                    inline=True,
+                    className="radio",
+                ),
+            ),
+            field(
+                "Show",
+                html.Div(
+                    [
+                        checkbox("cv-ci", "95% CI band", s["ci"]),
+                        checkbox("cv-baseline", "majority baseline", s["baseline"]),
+                        checkbox("cv-seeds", "seed traces", s["seeds"]),
+                        checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
+                        checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
+                        checkbox("cv-types", "accuracy per token type", s["types"]),
+                        checkbox("cv-pretrained", "pretrained models", s["pretrained"]),
+                    ],
+                    className="checks",
+                ),
+                help="pretrained models have 12–24 layers: compare them on the normalised depth axis",
+            ),
+            field(
+                "Layer (per-position view)",
+                dcc.Dropdown(
+                    id="cv-layer",
+                    options=[{"label": "last layer", "value": "last"}, {"label": "emb", "value": "emb"}]
+                    + [{"label": f"layer {i}", "value": str(i)} for i in range(0, 24)],
+                    value=s["layer"],
+                    clearable=False,
+                ),
+                width="170px",
+                id="cv-layer-field",
+            ),
+            field(
+                "Suite",
+                dcc.Input(
+                    id="cv-suite",
+                    type="text",
+                    value=s["suite"] or "",
+                    debounce=True,
+                    placeholder=suite_placeholder(api),
+                    className="input",
+                ),
+                width="160px",
+            ),
+            field(
+                "Compare with",
+                dcc.Input(
+                    id="cv-compare",
+                    type="text",
+                    value=s["compare"] or "",
+                    debounce=True,
+                    placeholder="another suite",
+                    className="input",
+                ),
+                width="160px",
+                help="overlay a second suite's lines, dash-dotted",
+            ),
+            trained_switch("cv-trained", s["trained"]),
+        ],
+        className="control-grid",
+    )
     body = [
         partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="cv-note"),
-        figure_card("cv-graph", title="Layerwise probe accuracy", filename="layerscope-curves",
-                    description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
-                                "band: 95% t-interval; grey dashed: majority-class baseline; dashed in a family's colour: "
-                                "the same architecture and seeds at initialisation (random-init controls, probed "
-                                "only). Per token type (Dyck open/close, code_depth bracket/other) on request; the "
-                                "profile classes use the all-token accuracy. Hover a point for n, seeds."),
+        figure_card(
+            "cv-graph",
+            title="Layerwise probe accuracy",
+            filename="layerscope-curves",
+            description="Linear-probe test accuracy on each layer's frozen states. Lines: mean over seeds; "
+            "band: 95% t-interval; grey dashed: majority-class baseline; dashed in a family's colour: "
+            "the same architecture and seeds at initialisation (random-init controls, probed "
+            "only). Per token type (Dyck open/close, code_depth bracket/other) on request; the "
+            "profile classes use the all-token accuracy. Hover a point for n, seeds.",
+        ),
     ]
-    return page_frame(title="Layerwise curves", subtitle="Where does each architecture make the state linearly readable?",
-                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+    return page_frame(
+        title="Layerwise curves",
+        subtitle="Where does each architecture make the state linearly readable?",
+        page_key=KEY,
+        controls=controls,
+        body=body,
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     register_partial_banner(app, api, page_key=KEY, suite_cid="cv-suite", default=default_suite)
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
-                       path_for=path_for)
-    register_exports(app, gid="cv-graph", filename="layerscope-curves", spec=SPEC, loc_id=LOC,
-                     base_id=f"{KEY}-base", csv_rows=lambda st: csv_rows(api, st))
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
+    )
+    register_exports(
+        app,
+        gid="cv-graph",
+        filename="layerscope-curves",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=f"{KEY}-base",
+        csv_rows=lambda st: csv_rows(api, st),
+    )
 
-    @app.callback(Output("cv-graph", "figure"), Output("cv-note", "children"), Output("cv-layer-field", "style"),
-                  [Input(b.cid, b.prop) for b in BINDS], Input(f"{KEY}-base", "data"))
+    @app.callback(
+        Output("cv-graph", "figure"),
+        Output("cv-note", "children"),
+        Output("cv-layer-field", "style"),
+        [Input(b.cid, b.prop) for b in BINDS],
+        Input(f"{KEY}-base", "data"),
+    )
     def _figure(*values):
         state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
         layer_style = None if state["view"] == "position" else {"display": "none"}

@@ -18,8 +18,17 @@ from dashboard.components import Bind, api_alert, page_frame, register_url_sync
 from dashboard.pages import PageDef, run_actions
 from dashboard.poll import done, failed, guard, poll_components, poll_status, register_age
 from dashboard.state import INT_MAX, F, PageState, parse_int
-from dashboard.theme import (EVAL_LENGTHS, JOB_KINDS, METHODS, PRESETS, TASKS, family_label, family_names, method_label,
-                             task_label)
+from dashboard.theme import (
+    EVAL_LENGTHS,
+    JOB_KINDS,
+    METHODS,
+    PRESETS,
+    TASKS,
+    family_label,
+    family_names,
+    method_label,
+    task_label,
+)
 
 KEY = "jobs"
 PATH = "/jobs"
@@ -33,7 +42,12 @@ ACTIVE = ("queued", "running")
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
 # methods | preset | flag (a checkbox: sent as true only when ticked)
 FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "preset": ("Preset", "preset", ("suite",), "smoke: tiny, minutes · quick: study-sized models, 1 seed · paper: 3 seeds"),
+    "preset": (
+        "Preset",
+        "preset",
+        ("suite",),
+        "smoke: tiny, minutes · quick: study-sized models, 1 seed · paper: 3 seeds",
+    ),
     "family": ("Family", "family", ("train",), ""),
     "task": ("Task", "task", ("train",), ""),
     "families": ("Families", "families", ("suite",), "empty = the preset's"),
@@ -44,24 +58,40 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "n_layers": ("Layers", "int", ("train",), "default 4"),
     "d_model": ("d_model", "int", ("train",), "empty = solved to the parameter target (830K)"),
     "max_steps": ("Max steps", "int", ("train", "suite"), "step budget (suite: empty = the preset's)"),
-    "max_seconds": ("Max seconds", "float", ("train", "suite"),
-                    "wall-clock training budget (suite: empty = the preset's; resume a suite with the budget "
-                    "it was made with, e.g. 75 for the bundled study)"),
+    "max_seconds": (
+        "Max seconds",
+        "float",
+        ("train", "suite"),
+        "wall-clock training budget (suite: empty = the preset's; resume a suite with the budget "
+        "it was made with, e.g. 75 for the bundled study)",
+    ),
     "methods": ("Methods", "methods", ("intervene",), ""),
     "layers": ("Layers", "ints", ("intervene",), "comma-separated; empty = every layer"),
-    "eval_lengths": ("Eval lengths", "ints", ("probe", "intervene"),
-                     f"comma-separated; empty = {', '.join(map(str, EVAL_LENGTHS))}"),
+    "eval_lengths": (
+        "Eval lengths",
+        "ints",
+        ("probe", "intervene"),
+        f"comma-separated; empty = {', '.join(map(str, EVAL_LENGTHS))}",
+    ),
     "eval_length": ("Eval length", "int", ("patch",), "default 40"),
     "positions": ("Positions", "ints", ("patch",), "0-based, comma-separated; empty = the middle position"),
     "n_pairs": ("Pairs", "int", ("patch",), "clean/corrupted pairs (default 128)"),
     "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (default 8)"),
     "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
     "suite": ("Suite", "text", ("train",), "a tag to group runs"),
-    "force": ("Train again", "flag", ("train", "suite"), "re-run runs already stored with these settings "
-                                                         "(default: skip them, finish the rest)"),
-    "rebuild_weights": ("Rebuild weights", "flag", ("suite",),
-                        "runs imported without weights: rebuild them within their recorded step budget and "
-                        "measure them again (unmeasured ones are rebuilt anyway)"),
+    "force": (
+        "Train again",
+        "flag",
+        ("train", "suite"),
+        "re-run runs already stored with these settings (default: skip them, finish the rest)",
+    ),
+    "rebuild_weights": (
+        "Rebuild weights",
+        "flag",
+        ("suite",),
+        "runs imported without weights: rebuild them within their recorded step budget and "
+        "measure them again (unmeasured ones are rebuilt anyway)",
+    ),
     "name": ("Name", "text", ("train", "suite"), "free text"),
 }
 
@@ -71,41 +101,74 @@ def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
     tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too
     methods = [*(meta or {}).get("methods", []), "conv1d_removal"] if meta else METHODS
     if kind == "family":
-        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value="lstm",
-                            clearable=False)
+        return dcc.Dropdown(
+            id=fid,
+            options=[{"label": family_label(f), "value": f} for f in family_names()],
+            value="lstm",
+            clearable=False,
+        )
     if kind == "families":
-        return dcc.Dropdown(id=fid, options=[{"label": family_label(f), "value": f} for f in family_names()], value=[],
-                            multi=True, placeholder="preset's families")
+        return dcc.Dropdown(
+            id=fid,
+            options=[{"label": family_label(f), "value": f} for f in family_names()],
+            value=[],
+            multi=True,
+            placeholder="preset's families",
+        )
     if kind == "task":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value="parity",
-                            clearable=False)
+        return dcc.Dropdown(
+            id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value="parity", clearable=False
+        )
     if kind == "tasks":
-        return dcc.Dropdown(id=fid, options=[{"label": task_label(t), "value": t} for t in tasks], value=[],
-                            multi=True, placeholder="preset's tasks")
+        return dcc.Dropdown(
+            id=fid,
+            options=[{"label": task_label(t), "value": t} for t in tasks],
+            value=[],
+            multi=True,
+            placeholder="preset's tasks",
+        )
     if kind == "methods":
-        return dcc.Checklist(id=fid, options=[{"label": method_label(m), "value": m} for m in methods
-                                              if m != "conv1d_removal"],
-                             value=[m for m in methods if m != "conv1d_removal"], inline=True, className="check")
+        return dcc.Checklist(
+            id=fid,
+            options=[{"label": method_label(m), "value": m} for m in methods if m != "conv1d_removal"],
+            value=[m for m in methods if m != "conv1d_removal"],
+            inline=True,
+            className="check",
+        )
     if kind == "flag":
-        return dcc.Checklist(id=fid, options=[{"label": "yes", "value": "on"}], value=[], inline=True, className="check")
+        return dcc.Checklist(
+            id=fid, options=[{"label": "yes", "value": "on"}], value=[], inline=True, className="check"
+        )
     if kind == "preset":
         return dcc.Dropdown(id=fid, options=[{"label": p, "value": p} for p in PRESETS], value="smoke", clearable=False)
     value = "0" if name == "seed" else ""
-    return dcc.Input(id=fid, type="text", value=value, className="input", debounce=False,
-                     inputMode="numeric" if kind in ("int", "float", "ints") else "text")
+    return dcc.Input(
+        id=fid,
+        type="text",
+        value=value,
+        className="input",
+        debounce=False,
+        inputMode="numeric" if kind in ("int", "float", "ints") else "text",
+    )
 
 
 def form_fields(kind: str, meta: dict | None = None) -> list[Any]:
     """The form's fields; ``meta`` (``GET /api/meta``) supplies the task and method choices."""
     out = []
     for name, (label, widget, kinds, help_) in FIELDS.items():
-        out.append(html.Div([
-            html.Label(label, className="field-label", htmlFor=""),
-            _widget(name, widget, meta),
-            html.Div(help_, className="field-help") if help_ else None,
-            html.Div(id={"type": "jf-msg", "name": name}, className="field-error"),
-        ], id={"type": "jf-wrap", "name": name}, className="field form-field",
-            style=None if kind in kinds else {"display": "none"}))
+        out.append(
+            html.Div(
+                [
+                    html.Label(label, className="field-label", htmlFor=""),
+                    _widget(name, widget, meta),
+                    html.Div(help_, className="field-help") if help_ else None,
+                    html.Div(id={"type": "jf-msg", "name": name}, className="field-error"),
+                ],
+                id={"type": "jf-wrap", "name": name},
+                className="field form-field",
+                style=None if kind in kinds else {"display": "none"},
+            )
+        )
     return out
 
 
@@ -231,8 +294,9 @@ def suite_progress(j: dict) -> tuple[float, str] | None:
         return None
     counts = {k: v for k, v in kids.items() if isinstance(v, int) and v > 0}
     total = sum(counts.values())
-    parts = [f"{counts.get('succeeded', 0)} done"] + [f"{counts[s]} {s}" for s in ("failed", "cancelled", "running",
-                                                                                   "queued") if counts.get(s)]
+    parts = [f"{counts.get('succeeded', 0)} done"] + [
+        f"{counts[s]} {s}" for s in ("failed", "cancelled", "running", "queued") if counts.get(s)
+    ]
     msg = ", ".join(parts) + f" of {total} runs"
     active = counts.get("queued", 0) + counts.get("running", 0)
     # finished children are as far as they will go: with none active the bar is full
@@ -263,31 +327,60 @@ def job_row(j: dict, path_for) -> html.Tr:
             shown = suite_state(j.get("children") or {})
     actions = []
     if state in ACTIVE:
-        actions.append(html.Button("Cancel", id={"type": "job-cancel", "index": j["id"]}, className="btn btn-sm btn-danger",
-                                   n_clicks=0, disabled=bool(j.get("cancel_requested"))))
+        actions.append(
+            html.Button(
+                "Cancel",
+                id={"type": "job-cancel", "index": j["id"]},
+                className="btn btn-sm btn-danger",
+                n_clicks=0,
+                disabled=bool(j.get("cancel_requested")),
+            )
+        )
     if state in ("failed", "cancelled"):
-        actions.append(html.Button("Retry", id={"type": "job-retry", "index": j["id"]}, className="btn btn-sm",
-                                   n_clicks=0))
-    details = html.Details([
-        html.Summary(j.get("message") or ("waiting for a worker" if state == "queued" else state)),
-        html.Pre(json.dumps(j.get("params") or {}, indent=2)),
-        html.Pre(j["error"], className="job-error") if j.get("error") else None,
-        html.Div(f"worker: {j.get('worker') or '–'} · config {str(j.get('config_hash') or '')[:10]}", className="muted"),
-    ])
-    return html.Tr([
-        html.Td(f"#{j['id']}"),
-        html.Td(j.get("kind", "")),
-        html.Td(html.Span(shown + (" (cancelling)" if j.get("cancel_requested") and state in ACTIVE else ""),
-                          className=f"badge state-{shown}", **{"data-state": state})),
-        html.Td(html.Div([html.Div(className=f"progress-bar state-{shown}", style={"width": f"{100 * pct:.0f}%"}),
-                          html.Span(f"{100 * pct:.0f}%", className="progress-label")], className="progress",
-                         title=f"{100 * pct:.1f}%")),
-        html.Td(details, className="job-message"),
-        html.Td(attempt_text(j)),
-        html.Td(dcc.Link(f"run #{j['run_id']}", href=path_for(f"/?run={j['run_id']}")) if j.get("run_id") else ""),
-        html.Td(_ago(j.get("created_at")), title=str(j.get("created_at", ""))),
-        html.Td(html.Div(actions), className="job-actions"),
-    ], className="job-row", id=f"job-{j['id']}", **{"data-state": state})
+        actions.append(
+            html.Button("Retry", id={"type": "job-retry", "index": j["id"]}, className="btn btn-sm", n_clicks=0)
+        )
+    details = html.Details(
+        [
+            html.Summary(j.get("message") or ("waiting for a worker" if state == "queued" else state)),
+            html.Pre(json.dumps(j.get("params") or {}, indent=2)),
+            html.Pre(j["error"], className="job-error") if j.get("error") else None,
+            html.Div(
+                f"worker: {j.get('worker') or '–'} · config {str(j.get('config_hash') or '')[:10]}", className="muted"
+            ),
+        ]
+    )
+    return html.Tr(
+        [
+            html.Td(f"#{j['id']}"),
+            html.Td(j.get("kind", "")),
+            html.Td(
+                html.Span(
+                    shown + (" (cancelling)" if j.get("cancel_requested") and state in ACTIVE else ""),
+                    className=f"badge state-{shown}",
+                    **{"data-state": state},
+                )
+            ),
+            html.Td(
+                html.Div(
+                    [
+                        html.Div(className=f"progress-bar state-{shown}", style={"width": f"{100 * pct:.0f}%"}),
+                        html.Span(f"{100 * pct:.0f}%", className="progress-label"),
+                    ],
+                    className="progress",
+                    title=f"{100 * pct:.1f}%",
+                )
+            ),
+            html.Td(details, className="job-message"),
+            html.Td(attempt_text(j)),
+            html.Td(dcc.Link(f"run #{j['run_id']}", href=path_for(f"/?run={j['run_id']}")) if j.get("run_id") else ""),
+            html.Td(_ago(j.get("created_at")), title=str(j.get("created_at", ""))),
+            html.Td(html.Div(actions), className="job-actions"),
+        ],
+        className="job-row",
+        id=f"job-{j['id']}",
+        **{"data-state": state},
+    )
 
 
 def attempt_text(j: dict) -> str:
@@ -301,20 +394,24 @@ def attempt_text(j: dict) -> str:
 def job_table(jobs: list[dict], total: int, path_for) -> Any:
     if not jobs:
         return html.P("No jobs yet. Launch one with the form.", className="muted")
-    head = html.Thead(html.Tr([html.Th(h) for h in ("job", "kind", "state", "progress", "message", "attempt", "run",
-                                                     "created", "")]))
-    return html.Div([
-        html.Table([head, html.Tbody([job_row(j, path_for) for j in jobs])], className="table jobs-table"),
-        html.Div(f"{len(jobs)} of {total} jobs (newest first)", className="muted") if total > len(jobs) else None,
-    ])
+    head = html.Thead(
+        html.Tr([html.Th(h) for h in ("job", "kind", "state", "progress", "message", "attempt", "run", "created", "")])
+    )
+    return html.Div(
+        [
+            html.Table([head, html.Tbody([job_row(j, path_for) for j in jobs])], className="table jobs-table"),
+            html.Div(f"{len(jobs)} of {total} jobs (newest first)", className="muted") if total > len(jobs) else None,
+        ]
+    )
 
 
 def poll_jobs(api: ApiClient, show: str | None, shown: Any, path_for) -> tuple[Any, dict]:
     """One poll of the job list → (the list, or ``no_update`` to keep the last one; the poll's
     outcome for the age line). ``shown``: when the last good list landed (None: none yet) —
     an error then replaces nothing but says why the list is not newer."""
-    states = list(ACTIVE) if show == "active" else (["succeeded", "failed", "cancelled"] if show == "finished"
-                                                    else None)
+    states = (
+        list(ACTIVE) if show == "active" else (["succeeded", "failed", "cancelled"] if show == "finished" else None)
+    )
     try:
         page = api.jobs(limit=50, state=states)
     except ApiError as exc:
@@ -335,50 +432,100 @@ def _meta(api: ApiClient) -> dict | None:
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    form = html.Div([
-        html.H2("Launch", className="card-title"),
-        dcc.RadioItems(id="jb-kind", options=[{"label": k, "value": k} for k in JOB_KINDS], value=s["kind"],
-                       inline=True, className="radio kind-tabs"),
-        html.Div(form_fields(s["kind"], _meta(api)), className="form-grid", id="jb-form"),
-        html.Div([html.Button("Launch job", id="jb-submit", className="btn btn-primary", n_clicks=0),
-                  html.Div(id="jb-result", className="submit-result")], className="form-actions"),
-    ], className="card form-card")
+    form = html.Div(
+        [
+            html.H2("Launch", className="card-title"),
+            dcc.RadioItems(
+                id="jb-kind",
+                options=[{"label": k, "value": k} for k in JOB_KINDS],
+                value=s["kind"],
+                inline=True,
+                className="radio kind-tabs",
+            ),
+            html.Div(form_fields(s["kind"], _meta(api)), className="form-grid", id="jb-form"),
+            html.Div(
+                [
+                    html.Button("Launch job", id="jb-submit", className="btn btn-primary", n_clicks=0),
+                    html.Div(id="jb-result", className="submit-result"),
+                ],
+                className="form-actions",
+            ),
+        ],
+        className="card form-card",
+    )
     form = html.Div([form, task_upload_card()])
-    jobs = html.Div([
-        html.Div([html.H2("Jobs", className="card-title"),
-                  dcc.RadioItems(id="jb-show", options=[{"label": "all", "value": "all"},
-                                                        {"label": "active", "value": "active"},
-                                                        {"label": "finished", "value": "finished"}],
-                                 value=s["show"], inline=True, className="radio"),
-                  poll_status(POLL)], className="card-header"),
-        html.Div(id="jb-list"),
-        *poll_components(POLL, POLL_MS),
-        dcc.Store(id="jb-refresh", data=0),
-        # this submission's Idempotency-Key: a double click on Launch sends it twice, the API makes
-        # one job; renewed once a job is made
-        dcc.Store(id="jb-key", data=uuid.uuid4().hex),
-        html.Div(id="jb-action-msg"),
-    ], className="card")
-    return page_frame(title="Jobs", subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
-                      "from the queue; progress updates live.", page_key=KEY, controls=None,
-                      body=[html.Div([html.Div([form, run_actions.rebuild_card()]), jobs], className="jobs-layout")],
-                      embed=embed, loc_id=LOC, base=base)
+    jobs = html.Div(
+        [
+            html.Div(
+                [
+                    html.H2("Jobs", className="card-title"),
+                    dcc.RadioItems(
+                        id="jb-show",
+                        options=[
+                            {"label": "all", "value": "all"},
+                            {"label": "active", "value": "active"},
+                            {"label": "finished", "value": "finished"},
+                        ],
+                        value=s["show"],
+                        inline=True,
+                        className="radio",
+                    ),
+                    poll_status(POLL),
+                ],
+                className="card-header",
+            ),
+            html.Div(id="jb-list"),
+            *poll_components(POLL, POLL_MS),
+            dcc.Store(id="jb-refresh", data=0),
+            # this submission's Idempotency-Key: a double click on Launch sends it twice, the API makes
+            # one job; renewed once a job is made
+            dcc.Store(id="jb-key", data=uuid.uuid4().hex),
+            html.Div(id="jb-action-msg"),
+        ],
+        className="card",
+    )
+    return page_frame(
+        title="Jobs",
+        subtitle="Train, probe, intervene, patch — or a whole suite. A worker picks jobs up "
+        "from the queue; progress updates live.",
+        page_key=KEY,
+        controls=None,
+        body=[html.Div([html.Div([form, run_actions.rebuild_card()]), jobs], className="jobs-layout")],
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def task_upload_card() -> html.Div:
     """Your own labelled data as a task: a JSONL / Parquet file and a name, sent to
     ``POST /api/tasks`` (validated there: one message per bad row)."""
-    return html.Div([
-        html.H2("Add a task from a file", className="card-title"),
-        html.P("JSONL or Parquet rows {tokens, labels} — token ids or strings, one label per token, null = not "
-               "probed. Runs of it train and are measured at the file's sequences.", className="field-help"),
-        dcc.Upload(id="jb-task-file", children=html.Div(["Drop a file here or ", html.A("choose one")]),
-                   className="upload-box", multiple=False),
-        html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
-        dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
-        html.Div([html.Button("Add task", id="jb-task-add", className="btn", n_clicks=0),
-                  html.Div(id="jb-task-result", className="submit-result")], className="form-actions"),
-    ], className="card form-card")
+    return html.Div(
+        [
+            html.H2("Add a task from a file", className="card-title"),
+            html.P(
+                "JSONL or Parquet rows {tokens, labels} — token ids or strings, one label per token, null = not "
+                "probed. Runs of it train and are measured at the file's sequences.",
+                className="field-help",
+            ),
+            dcc.Upload(
+                id="jb-task-file",
+                children=html.Div(["Drop a file here or ", html.A("choose one")]),
+                className="upload-box",
+                multiple=False,
+            ),
+            html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
+            dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
+            html.Div(
+                [
+                    html.Button("Add task", id="jb-task-add", className="btn", n_clicks=0),
+                    html.Div(id="jb-task-result", className="submit-result"),
+                ],
+                className="form-actions",
+            ),
+        ],
+        className="card form-card",
+    )
 
 
 def upload_task(api: ApiClient, contents: str | None, filename: str | None, name: str | None) -> html.Div:
@@ -388,48 +535,71 @@ def upload_task(api: ApiClient, contents: str | None, filename: str | None, name
     if not name:
         return html.Div("Give the task a name.", className="alert alert-danger")
     try:
-        task = api.post("/api/tasks", {"name": name, "filename": filename,
-                                       "content_base64": contents.split(",", 1)[-1]})
+        task = api.post(
+            "/api/tasks", {"name": name, "filename": filename, "content_base64": contents.split(",", 1)[-1]}
+        )
     except ApiError as exc:
         if exc.status == 422 and isinstance(exc.detail, list):
-            return html.Div([html.Div(f"Not added ({filename}):"),
-                             *[html.Div(str(d.get("msg", d))) for d in exc.detail[:20]]],
-                            className="alert alert-danger", id="jb-task-errors")
+            return html.Div(
+                [html.Div(f"Not added ({filename}):"), *[html.Div(str(d.get("msg", d))) for d in exc.detail[:20]]],
+                className="alert alert-danger",
+                id="jb-task-errors",
+            )
         return api_alert(exc)
-    return html.Div(f"Task {task['name']} added: {task['n_rows']} rows, lengths {task['lengths'][0]}..{task['lengths'][-1]}, "
-                    f"classes {', '.join(task['class_names'])}. Reload to pick it in the form.",
-                    className="alert alert-success", id="jb-task-added")
+    return html.Div(
+        f"Task {task['name']} added: {task['n_rows']} rows, lengths {task['lengths'][0]}..{task['lengths'][-1]}, "
+        f"classes {', '.join(task['class_names'])}. Reload to pick it in the form.",
+        className="alert alert-success",
+        id="jb-task-added",
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     from dashboard.components import register_save_view
 
-    @app.callback(Output("jb-task-result", "children"), Input("jb-task-add", "n_clicks"),
-                  State("jb-task-file", "contents"), State("jb-task-file", "filename"), State("jb-task-name", "value"),
-                  prevent_initial_call=True)
+    @app.callback(
+        Output("jb-task-result", "children"),
+        Input("jb-task-add", "n_clicks"),
+        State("jb-task-file", "contents"),
+        State("jb-task-file", "filename"),
+        State("jb-task-name", "value"),
+        prevent_initial_call=True,
+    )
     def _add_task(n, contents, filename, name):
         return upload_task(api, contents, filename, name) if n else no_update
 
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base",
-                       path_for=path_for)
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
+    )
     run_actions.register_rebuild_card(app, api)
 
-    @app.callback(Output({"type": "jf-wrap", "name": ALL}, "style"), Input("jb-kind", "value"),
-                  State({"type": "jf-wrap", "name": ALL}, "id"))
+    @app.callback(
+        Output({"type": "jf-wrap", "name": ALL}, "style"),
+        Input("jb-kind", "value"),
+        State({"type": "jf-wrap", "name": ALL}, "id"),
+    )
     def _show_fields(kind, ids):
         if form_values(ids, ids) is None:
             raise PreventUpdate
         return [None if kind in FIELDS[i["name"]][2] else {"display": "none"} for i in ids]
 
-    @app.callback(Output({"type": "jf-msg", "name": ALL}, "children"),
-                  Output({"type": "jf", "name": ALL}, "className"),
-                  Output("jb-result", "children"), Output("jb-refresh", "data"), Output("jb-key", "data"),
-                  Input("jb-submit", "n_clicks"), State("jb-kind", "value"),
-                  State({"type": "jf", "name": ALL}, "value"), State({"type": "jf", "name": ALL}, "id"),
-                  State({"type": "jf", "name": ALL}, "className"), State("jb-refresh", "data"), State("jb-key", "data"),
-                  running=[(Output("jb-submit", "disabled"), True, False)],  # no second click while in flight
-                  prevent_initial_call=True)
+    @app.callback(
+        Output({"type": "jf-msg", "name": ALL}, "children"),
+        Output({"type": "jf", "name": ALL}, "className"),
+        Output("jb-result", "children"),
+        Output("jb-refresh", "data"),
+        Output("jb-key", "data"),
+        Input("jb-submit", "n_clicks"),
+        State("jb-kind", "value"),
+        State({"type": "jf", "name": ALL}, "value"),
+        State({"type": "jf", "name": ALL}, "id"),
+        State({"type": "jf", "name": ALL}, "className"),
+        State("jb-refresh", "data"),
+        State("jb-key", "data"),
+        running=[(Output("jb-submit", "disabled"), True, False)],  # no second click while in flight
+        prevent_initial_call=True,
+    )
     def _submit(n, kind, values, ids, classes, refresh, key):
         form = form_values(ids, values)
         if form is None or kind not in JOB_KINDS or not isinstance(classes, list) or len(classes) != len(form):
@@ -441,9 +611,13 @@ def register(app, api: ApiClient, path_for) -> None:
             return clear, base_cls, no_update, no_update, no_update
         if local := local_errors(kind, form):
             cls = [(c + " is-invalid").strip() if local.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
-            return ([local.get(nm, "") for nm in names], cls,
-                    html.Div("Not launched: check the highlighted fields.", className="alert alert-danger"), no_update,
-                    no_update)
+            return (
+                [local.get(nm, "") for nm in names],
+                cls,
+                html.Div("Not launched: check the highlighted fields.", className="alert alert-danger"),
+                no_update,
+                no_update,
+            )
         params = build_params(kind, form)
         try:
             job = api.create_job(kind, params, idempotency_key=key if is_key(key) else None)
@@ -451,29 +625,52 @@ def register(app, api: ApiClient, path_for) -> None:
             if exc.status == 422:
                 by_field, other = field_errors(exc.detail)
                 msgs = [by_field.get(nm, "") for nm in names]
-                cls = [(c + " is-invalid").strip() if by_field.get(nm) else c for nm, c in zip(names, base_cls, strict=True)]
-                summary = html.Div(["Not launched: check the highlighted fields.",
-                                    *[html.Div(o) for o in other]], className="alert alert-danger")
+                cls = [
+                    (c + " is-invalid").strip() if by_field.get(nm) else c
+                    for nm, c in zip(names, base_cls, strict=True)
+                ]
+                summary = html.Div(
+                    ["Not launched: check the highlighted fields.", *[html.Div(o) for o in other]],
+                    className="alert alert-danger",
+                )
                 return msgs, cls, summary, no_update, no_update
             return clear, base_cls, api_alert(exc), no_update, no_update
-        return clear, base_cls, html.Div([f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
-                                         className="alert alert-success", id="jb-launched"), next_refresh(refresh), \
-            uuid.uuid4().hex
+        return (
+            clear,
+            base_cls,
+            html.Div(
+                [f"Job #{job['id']} ({job['kind']}) is {job['state']}."],
+                className="alert alert-success",
+                id="jb-launched",
+            ),
+            next_refresh(refresh),
+            uuid.uuid4().hex,
+        )
 
     register_age(app, POLL)
 
     # running=guard: no poll starts while one is pending (a slow API never piles polls up);
     # on an error the last list stays and the age line says why it is not newer.
-    @app.callback(Output("jb-list", "children"), Output(f"{POLL}-done", "data"),
-                  Input(POLL, "n_intervals"), Input("jb-refresh", "data"), Input("jb-show", "value"),
-                  State(f"{POLL}-at", "data"), running=guard(POLL))
+    @app.callback(
+        Output("jb-list", "children"),
+        Output(f"{POLL}-done", "data"),
+        Input(POLL, "n_intervals"),
+        Input("jb-refresh", "data"),
+        Input("jb-show", "value"),
+        State(f"{POLL}-at", "data"),
+        running=guard(POLL),
+    )
     def _list(_n, _r, show, shown):
         return poll_jobs(api, SPEC.value("show", show), shown, path_for)
 
-    @app.callback(Output("jb-action-msg", "children"), Output("jb-refresh", "data", allow_duplicate=True),
-                  Input({"type": "job-cancel", "index": ALL}, "n_clicks"),
-                  Input({"type": "job-retry", "index": ALL}, "n_clicks"), State("jb-refresh", "data"),
-                  prevent_initial_call=True)
+    @app.callback(
+        Output("jb-action-msg", "children"),
+        Output("jb-refresh", "data", allow_duplicate=True),
+        Input({"type": "job-cancel", "index": ALL}, "n_clicks"),
+        Input({"type": "job-retry", "index": ALL}, "n_clicks"),
+        State("jb-refresh", "data"),
+        prevent_initial_call=True,
+    )
     def _action(_c, _r, refresh):
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):

@@ -18,8 +18,8 @@ from dashboard.components import (
     figure_card,
     page_frame,
     partial_banner,
-    register_partial_banner,
     register_exports,
+    register_partial_banner,
     register_save_view,
     register_url_sync,
     state_from_controls,
@@ -27,22 +27,25 @@ from dashboard.components import (
     trained_field,
     trained_filter,
     trained_switch,
+)
+from dashboard.components import (
     untrained_banner as run_untrained_banner,
 )
-from dashboard.figures.common import empty_figure
 from dashboard.figures.captions import add_caption
+from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
-from dashboard.patching_captions import patching_caption
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
+from dashboard.patching_captions import patching_caption
 from dashboard.state import F, PageState
-from layerscope_core.sites import parse_site, site_name
 from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
+from layerscope_core.sites import parse_site, site_name
 
 KEY = "patching"
 PATH = "/patching"
 LOC = "pt-loc"
 MAX_SIDE_BY_SIDE = 4
+
 
 class SiteNamedState(PageState):
     """The page's state, with ``at=<site name>`` in TransformerLens's style (``blocks.2.state``,
@@ -69,31 +72,48 @@ class SiteNamedState(PageState):
         return q if not name else q + ("&" if q else "?") + urlencode({"at": name})
 
 
-SPEC = SiteNamedState([
-    F("task", "str", None, all_tasks),
-    F("family", "str", None, family_names),
-    F("runs", "list_int", [], aliases=("run", "run_id"), lo=1),
-    F("length", "int", 40, aliases=("eval_length",), lo=1),
-    F("site", "str", "state", tuple(SITE_LABELS)),
-    F("layer", "int", None, lo=-2),
-    trained_field(),
-    F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
-])
-BINDS = [Bind("task", "pt-task"), Bind("family", "pt-family"), Bind("runs", "pt-runs"), Bind("length", "pt-length"),
-         Bind("site", "pt-site"), Bind("layer", "pt-layer"), trained_bind("pt-trained"), Bind("suite", "pt-suite")]
+SPEC = SiteNamedState(
+    [
+        F("task", "str", None, all_tasks),
+        F("family", "str", None, family_names),
+        F("runs", "list_int", [], aliases=("run", "run_id"), lo=1),
+        F("length", "int", 40, aliases=("eval_length",), lo=1),
+        F("site", "str", "state", tuple(SITE_LABELS)),
+        F("layer", "int", None, lo=-2),
+        trained_field(),
+        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+    ]
+)
+BINDS = [
+    Bind("task", "pt-task"),
+    Bind("family", "pt-family"),
+    Bind("runs", "pt-runs"),
+    Bind("length", "pt-length"),
+    Bind("site", "pt-site"),
+    Bind("layer", "pt-layer"),
+    trained_bind("pt-trained"),
+    Bind("suite", "pt-suite"),
+]
 
 
 def _label(r: dict) -> str:
     mark = " · untrained" if r.get("trained") is False else ""
-    return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
-            f"seed {r['seed']}{mark}")
+    return (
+        f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
+        f"seed {r['seed']}{mark}"
+    )
 
 
 def candidate_runs(api: ApiClient, state: dict) -> list[dict]:
     """Runs offered by the filters; with the "trained runs only" switch on (the default), trained
     runs only. Runs picked explicitly are shown whatever the switch says, and flagged."""
-    return api.runs(task=state["task"], family=state["family"], limit=500, suite=with_suite(api, state)["suite"],
-                    trained=trained_filter(state.get("trained", True)))["items"]
+    return api.runs(
+        task=state["task"],
+        family=state["family"],
+        limit=500,
+        suite=with_suite(api, state)["suite"],
+        trained=trained_filter(state.get("trained", True)),
+    )["items"]
 
 
 def has_site(family: str, site: str | None) -> bool:
@@ -138,10 +158,15 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
 
     def one(rid):
         run = api.run(rid)
-        return {"title": f"#{rid} {run.get('name', '')} ({family_label(run['family'])}, {task_label(run['task'])})",
-                "run_id": rid, "family": run["family"], "trained": run.get("trained"),
-                "heldout_acc": run.get("heldout_acc"), "run": run,
-                "rows": api.run_patching(rid, eval_length=state["length"], site=state["site"])}
+        return {
+            "title": f"#{rid} {run.get('name', '')} ({family_label(run['family'])}, {task_label(run['task'])})",
+            "run_id": rid,
+            "family": run["family"],
+            "trained": run.get("trained"),
+            "heldout_acc": run.get("heldout_acc"),
+            "run": run,
+            "rows": api.run_patching(rid, eval_length=state["length"], site=state["site"]),
+        }
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, ids)), picked
@@ -150,9 +175,19 @@ def grids(api: ApiClient, state: dict) -> tuple[list[dict], bool]:
 def untrained_banner(gs: list[dict]) -> html.Div | None:
     """The shared untrained-run banner (``dashboard.components.untrained_banner``) for each
     untrained run on screen, naming its held-out accuracy; None when every run is trained."""
-    banners = [run_untrained_banner(g.get("run") or {"id": g["run_id"], "name": g["title"], "trained": g.get("trained"),
-                                                     "heldout_acc": g.get("heldout_acc")}, what="patching recoveries")
-               for g in gs]
+    banners = [
+        run_untrained_banner(
+            g.get("run")
+            or {
+                "id": g["run_id"],
+                "name": g["title"],
+                "trained": g.get("trained"),
+                "heldout_acc": g.get("heldout_acc"),
+            },
+            what="patching recoveries",
+        )
+        for g in gs
+    ]
     banners = [b for b in banners if b is not None]
     return html.Div(banners) if banners else None
 
@@ -192,64 +227,169 @@ def run_options(api: ApiClient, task, family, picked, *, trained: bool = True, s
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div([
-        field("Task", dcc.Dropdown(id="pt-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                                   value=s["task"], placeholder="any task"), width="150px"),
-        field("Family", dcc.Dropdown(id="pt-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
-                                     value=s["family"], placeholder="any family"), width="160px"),
-        field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
-              dcc.Dropdown(id="pt-runs", options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"], suite=s["suite"]), value=s["runs"], multi=True,
-                           placeholder="first run of each family"), width="560px"),
-        field("Eval length", dcc.Dropdown(id="pt-length", options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
-                                          value=s["length"], clearable=False), width="120px"),
-        field("Site", dcc.Dropdown(id="pt-site", options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
-                                   value=s["site"], clearable=False), width="250px",
-              help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)"),
-        field("Suite", dcc.Input(id="pt-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
-        trained_switch("pt-trained", s["trained"]),
-        field("Layer (line view)", dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
-              width="140px"),
-    ], className="control-grid")
+    controls = html.Div(
+        [
+            field(
+                "Task",
+                dcc.Dropdown(
+                    id="pt-task",
+                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
+                    value=s["task"],
+                    placeholder="any task",
+                ),
+                width="150px",
+            ),
+            field(
+                "Family",
+                dcc.Dropdown(
+                    id="pt-family",
+                    options=[{"label": family_label(f), "value": f} for f in family_names()],
+                    value=s["family"],
+                    placeholder="any family",
+                ),
+                width="160px",
+            ),
+            field(
+                f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
+                dcc.Dropdown(
+                    id="pt-runs",
+                    options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"], suite=s["suite"]),
+                    value=s["runs"],
+                    multi=True,
+                    placeholder="first run of each family",
+                ),
+                width="560px",
+            ),
+            field(
+                "Eval length",
+                dcc.Dropdown(
+                    id="pt-length",
+                    options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
+                    value=s["length"],
+                    clearable=False,
+                ),
+                width="120px",
+            ),
+            field(
+                "Site",
+                dcc.Dropdown(
+                    id="pt-site",
+                    options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
+                    value=s["site"],
+                    clearable=False,
+                ),
+                width="250px",
+                help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)",
+            ),
+            field(
+                "Suite",
+                dcc.Input(
+                    id="pt-suite",
+                    type="text",
+                    value=s["suite"] or "",
+                    debounce=True,
+                    placeholder=suite_placeholder(api),
+                    className="input",
+                ),
+                width="160px",
+            ),
+            trained_switch("pt-trained", s["trained"]),
+            field(
+                "Layer (line view)",
+                dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
+                width="140px",
+            ),
+        ],
+        className="control-grid",
+    )
     body = [
         partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pt-error"),
         html.Div(id="pt-banner"),
-        figure_card("pt-graph", title="Activation patching: recovery by layer and position",
-                    filename="layerscope-patching",
-                    description="Layer ℓ at position p patched from the clean into the corrupted run; recovery = "
-                                "(LD_patched − LD_corrupted) / (LD_clean − LD_corrupted) of the logit difference at the "
-                                "last position (1 = the clean answer fully restored). Hover for the 95% bootstrap CI.",
-                    extra=[html.Div(id="pt-info", className="card-section")]),
-        figure_card("pt-line", title="Recovery by position at one layer", filename="layerscope-patching-line",
-                    description="One line per run with its 95% bootstrap CI; gaps are undefined cells (too few "
-                                "pairs whose clean and corrupted answers differ); dashed: the corrupted token."),
+        figure_card(
+            "pt-graph",
+            title="Activation patching: recovery by layer and position",
+            filename="layerscope-patching",
+            description="Layer ℓ at position p patched from the clean into the corrupted run; recovery = "
+            "(LD_patched − LD_corrupted) / (LD_clean − LD_corrupted) of the logit difference at the "
+            "last position (1 = the clean answer fully restored). Hover for the 95% bootstrap CI.",
+            extra=[html.Div(id="pt-info", className="card-section")],
+        ),
+        figure_card(
+            "pt-line",
+            title="Recovery by position at one layer",
+            filename="layerscope-patching-line",
+            description="One line per run with its 95% bootstrap CI; gaps are undefined cells (too few "
+            "pairs whose clean and corrupted answers differ); dashed: the corrupted token.",
+        ),
     ]
-    return page_frame(title="Patching", subtitle="Which layer and position carry the information the answer needs?",
-                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+    return page_frame(
+        title="Patching",
+        subtitle="Which layer and position carry the information the answer needs?",
+        page_key=KEY,
+        controls=controls,
+        body=body,
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     base_id = f"{KEY}-base"
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
-                       path_for=path_for)
-    register_exports(app, gid="pt-graph", filename="layerscope-patching", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]))
-    register_exports(app, gid="pt-line", filename="layerscope-patching-line", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: line_rows(grids(api, st)[0], st))
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
+    )
+    register_exports(
+        app,
+        gid="pt-graph",
+        filename="layerscope-patching",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]),
+    )
+    register_exports(
+        app,
+        gid="pt-line",
+        filename="layerscope-patching-line",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=lambda st: line_rows(grids(api, st)[0], st),
+    )
 
     register_partial_banner(app, api, page_key=KEY, suite_cid="pt-suite", default=default_suite)
 
-    @app.callback(Output("pt-runs", "options"), Input("pt-task", "value"), Input("pt-family", "value"),
-                  Input("pt-runs", "value"), Input("pt-trained", "value"), Input("pt-suite", "value"))
+    @app.callback(
+        Output("pt-runs", "options"),
+        Input("pt-task", "value"),
+        Input("pt-family", "value"),
+        Input("pt-runs", "value"),
+        Input("pt-trained", "value"),
+        Input("pt-suite", "value"),
+    )
     def _options(task, family, picked, trained, suite):
-        return run_options(api, SPEC.value("task", task), SPEC.value("family", family), SPEC.value("runs", picked),
-                           trained=bool(trained), suite=SPEC.value("suite", suite) or None)
+        return run_options(
+            api,
+            SPEC.value("task", task),
+            SPEC.value("family", family),
+            SPEC.value("runs", picked),
+            trained=bool(trained),
+            suite=SPEC.value("suite", suite) or None,
+        )
 
-    @app.callback(Output("pt-graph", "figure"), Output("pt-line", "figure"), Output("pt-layer", "options"),
-                  Output("pt-banner", "children"), Output("pt-info", "children"), Output("pt-error", "children"),
-                  [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
+    @app.callback(
+        Output("pt-graph", "figure"),
+        Output("pt-line", "figure"),
+        Output("pt-layer", "options"),
+        Output("pt-banner", "children"),
+        Output("pt-info", "children"),
+        Output("pt-error", "children"),
+        [Input(b.cid, b.prop) for b in BINDS],
+        Input(base_id, "data"),
+    )
     def _figure(*values):
         state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
         try:
@@ -259,21 +399,33 @@ def register(app, api: ApiClient, path_for) -> None:
             return empty, empty, [], None, None, api_alert(exc)
         info = None
         if not picked and gs:
-            info = html.Span("Showing the first run of each family matching the filters; pick runs above to compare.",
-                             className="muted")
+            info = html.Span(
+                "Showing the first run of each family matching the filters; pick runs above to compare.",
+                className="muted",
+            )
         missing = [g["title"] for g in gs if not g["rows"]]
         if missing:
             what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
-            info = html.Span([f"No patching results at this length and site ({what}not measured) for: "
-                              + "; ".join(missing)], className="muted")
+            info = html.Span(
+                [f"No patching results at this length and site ({what}not measured) for: " + "; ".join(missing)],
+                className="muted",
+            )
         layers = sorted({int(r["layer"]) for g in gs for r in g["rows"]})
         layer = default_layer(gs, state["layer"])
-        line = (patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
-                if layer is not None else empty_figure("No patching results for this selection"))
+        line = (
+            patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
+            if layer is not None
+            else empty_figure("No patching results for this selection")
+        )
         caption, notice = patching_caption(gs, state)  # what the figures show (issue 20)
-        return (add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption,
-                            notice=notice), add_caption(line, caption),
-                [{"label": layer_name(ly), "value": ly} for ly in layers], untrained_banner(gs), info, None)
+        return (
+            add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption, notice=notice),
+            add_caption(line, caption),
+            [{"label": layer_name(ly), "value": ly} for ly in layers],
+            untrained_banner(gs),
+            info,
+            None,
+        )
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Patching", layout=layout, register=register)

@@ -16,8 +16,8 @@ from dashboard.components import (
     figure_card,
     page_frame,
     partial_banner,
-    register_partial_banner,
     register_exports,
+    register_partial_banner,
     register_save_view,
     register_url_sync,
     state_from_controls,
@@ -29,16 +29,16 @@ from dashboard.components import (
 )
 from dashboard.figures.captions import add_caption, mixed_settings
 from dashboard.figures.common import empty_figure
-from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.figures.probe_causal import (
+    EDIT_SETTINGS_ACROSS_RUNS,
     decoupling_points,
     decoupling_summary,
     probe_causal_heatmap,
-    EDIT_SETTINGS_ACROSS_RUNS,
     probe_causal_table,
 )
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
+from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, method_label, task_label
 from science import claims as C
@@ -53,42 +53,70 @@ SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
 PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
 # random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the sequence
 # counts say whether the runs were measured alike (the mixed-settings notice)
-EDIT_FIELDS = ("run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
-               "random_delta_pp,n_sequences,n_fit_sequences")
+EDIT_FIELDS = (
+    "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
+    "random_delta_pp,n_sequences,n_fit_sequences"
+)
 SUMMARY_DESCRIPTION = (
     f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
     f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
     f"variable); a run is decoupled when its most damaging layer is not one of the near-best probe layers (a tie "
     f"within {100 * NEAR_BEST_TOL:g} pp is named), costs ≥ {C.DECOUPLING_MARGIN_PP:g} pp more than them and is "
     f"significant after Holm. Edits: {', '.join(method_label(m) for m in C.DECOUPLING_METHODS)} only (the ones "
-    "with a refit probe).")
+    "with a refit probe)."
+)
 
-SPEC = PageState([
-    F("task", "str", None, all_tasks),
-    F("family", "str", None, family_names),
-    F("seed", "int", None, lo=0),
-    F("run", "int", None, lo=1),
-    F("length", "int", 40, aliases=("eval_length",), lo=1),
-    F("method", "str", "auto", SUMMARY_METHODS),
-    trained_field(),
-    F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
-])
-BINDS = [Bind("task", "pc-task"), Bind("family", "pc-family"), Bind("seed", "pc-seed"), Bind("run", "pc-run"),
-         Bind("length", "pc-length"), Bind("method", "pc-method"), trained_bind("pc-trained"), Bind("suite", "pc-suite")]
+SPEC = PageState(
+    [
+        F("task", "str", None, all_tasks),
+        F("family", "str", None, family_names),
+        F("seed", "int", None, lo=0),
+        F("run", "int", None, lo=1),
+        F("length", "int", 40, aliases=("eval_length",), lo=1),
+        F("method", "str", "auto", SUMMARY_METHODS),
+        trained_field(),
+        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+    ]
+)
+BINDS = [
+    Bind("task", "pc-task"),
+    Bind("family", "pc-family"),
+    Bind("seed", "pc-seed"),
+    Bind("run", "pc-run"),
+    Bind("length", "pc-length"),
+    Bind("method", "pc-method"),
+    trained_bind("pc-trained"),
+    Bind("suite", "pc-suite"),
+]
 
 
 def run_options(api: ApiClient, state: dict) -> list[dict]:
     """The runs of one suite (the chosen one, else runs.default_suite) matching the filters."""
-    page = api.runs(task=state["task"], family=state["family"], seed=state["seed"], limit=500,
-                    trained=trained_filter(state.get("trained", True)), suite=with_suite(api, state)["suite"])
+    page = api.runs(
+        task=state["task"],
+        family=state["family"],
+        seed=state["seed"],
+        limit=500,
+        trained=trained_filter(state.get("trained", True)),
+        suite=with_suite(api, state)["suite"],
+    )
     return page["items"]
 
 
 def _run_label(r: dict) -> str:
-    mark = (" · control: at init" if r.get("control") == "init" else
-            f" · control: {r['control']}" if r.get("control") else " · untrained" if r.get("trained") is False else "")
-    return (f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
-            f"seed {r['seed']}{mark}")
+    mark = (
+        " · control: at init"
+        if r.get("control") == "init"
+        else f" · control: {r['control']}"
+        if r.get("control")
+        else " · untrained"
+        if r.get("trained") is False
+        else ""
+    )
+    return (
+        f"#{r['id']} · {r.get('name', '')} · {family_label(r['family'])} · {task_label(r['task'])} · "
+        f"seed {r['seed']}{mark}"
+    )
 
 
 def selected_run(api: ApiClient, state: dict) -> dict | None:
@@ -121,25 +149,42 @@ def summary_points(api: ApiClient, state: dict) -> list[dict]:
 def summary_view(api: ApiClient, state: dict) -> tuple[list[dict], str | None, str]:
     """(points, mixed-settings notice or None, caption) of the cross-run summary."""
     trained = trained_filter(state.get("trained", True))
-    flt = {"task": state["task"], "family": state["family"], "seed": state["seed"], "eval_length": state["length"],
-           "trained": trained, "suite": with_suite(api, state)["suite"]}  # one suite: never pooled
+    flt = {
+        "task": state["task"],
+        "family": state["family"],
+        "seed": state["seed"],
+        "eval_length": state["length"],
+        "trained": trained,
+        "suite": with_suite(api, state)["suite"],
+    }  # one suite: never pooled
     method = None if state["method"] == "auto" else state["method"]
     # only the columns the rule reads (never per_position): one light request each
     probes = api.export("probes", "json", fields=PROBE_FIELDS, **flt)
-    interventions = api.export("interventions", "json", fields=EDIT_FIELDS, **({"method": method} if method else {}),
-                               **flt)
+    interventions = api.export(
+        "interventions", "json", fields=EDIT_FIELDS, **({"method": method} if method else {}), **flt
+    )
     runs: dict[int, dict] = {}
     for p in probes:
         if state["seed"] is not None and p.get("seed") != state["seed"]:
             continue  # the export filters too; kept so a seed never mixes in
-        runs.setdefault(int(p["run_id"]), {"id": int(p["run_id"]), "name": p.get("run_name", ""), "family": p["family"],
-                                           "task": p["task"], "seed": p.get("seed"), "n_layers": p["n_layers"],
-                                           "pretrained": p.get("pretrained")})
+        runs.setdefault(
+            int(p["run_id"]),
+            {
+                "id": int(p["run_id"]),
+                "name": p.get("run_name", ""),
+                "family": p["family"],
+                "task": p["task"],
+                "seed": p.get("seed"),
+                "n_layers": p["n_layers"],
+                "pretrained": p.get("pretrained"),
+            },
+        )
     pts = decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
     edits = [r for r in interventions if int(r["run_id"]) in runs]
     notice = mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)
-    caption = summary_caption(state, n_runs=len(runs), beyond=sum(r.get("random_delta_pp") is not None for r in edits),
-                              n_edits=len(edits))
+    caption = summary_caption(
+        state, n_runs=len(runs), beyond=sum(r.get("random_delta_pp") is not None for r in edits), n_edits=len(edits)
+    )
     return pts, notice, caption
 
 
@@ -169,106 +214,234 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
         if state["run"]:
             return empty_figure(f"Run #{state['run']} not found"), None, None, None
         return empty_figure("No run matches these filters"), None, None, None
-    fig = probe_causal_heatmap(probes, interventions, eval_length=state["length"], n_layers=run["n_layers"],
-                               title=f"#{run['id']} {run.get('name', '')} · L={state['length']}",
-                               d_model=run.get("d_model"), caption=heatmap_prefix(run))
-    info = html.Span([
-        "Run ", dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")), " ",
-        html.Span(run.get("name", ""), className="run-name"),
-        f" · {family_label(run['family'])} · {task_label(run['task'])} · seed {run['seed']} · "
-        f"{run['n_layers']} layers · config {str(run.get('config_hash', ''))[:10]}",
-        "" if state["run"] else " (first run matching the filters; pick another in Run)",
-    ], className="muted")
+    fig = probe_causal_heatmap(
+        probes,
+        interventions,
+        eval_length=state["length"],
+        n_layers=run["n_layers"],
+        title=f"#{run['id']} {run.get('name', '')} · L={state['length']}",
+        d_model=run.get("d_model"),
+        caption=heatmap_prefix(run),
+    )
+    info = html.Span(
+        [
+            "Run ",
+            dcc.Link(f"#{run['id']}", href=path_for(f"/?run={run['id']}")),
+            " ",
+            html.Span(run.get("name", ""), className="run-name"),
+            f" · {family_label(run['family'])} · {task_label(run['task'])} · seed {run['seed']} · "
+            f"{run['n_layers']} layers · config {str(run.get('config_hash', ''))[:10]}",
+            "" if state["run"] else " (first run matching the filters; pick another in Run)",
+        ],
+        className="muted",
+    )
     return fig, info, None, untrained_banner(run, what="probes and edits")
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div([
-        field("Task", dcc.Dropdown(id="pc-task", options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                                   value=s["task"], placeholder="any task"), width="150px"),
-        field("Family", dcc.Dropdown(id="pc-family", options=[{"label": family_label(f), "value": f} for f in family_names()],
-                                     value=s["family"], placeholder="any family"), width="160px"),
-        field("Seed", dcc.Input(id="pc-seed", type="number", min=0, step=1, value=s["seed"], debounce=True,
-                                placeholder="any", className="input"), width="80px"),
-        field("Run", dcc.Dropdown(id="pc-run", options=initial_options(api, s), value=s["run"], placeholder="first matching run"),
-              width="420px"),
-        field("Eval length", dcc.Dropdown(id="pc-length", options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""),
-                                                                    "value": L} for L in EVAL_LENGTHS],
-                                          value=s["length"], clearable=False), width="130px"),
-        field("Summary edit", dcc.Dropdown(id="pc-method", options=[
-            {"label": "auto, as claim 4 (LEACE → INLP → project-out)" if m == "auto" else method_label(m), "value": m}
-            for m in SUMMARY_METHODS],
-                                           value=s["method"], clearable=False), width="250px"),
-        field("Suite", dcc.Input(id="pc-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
-        trained_switch("pc-trained", s["trained"]),
-    ], className="control-grid")
+    controls = html.Div(
+        [
+            field(
+                "Task",
+                dcc.Dropdown(
+                    id="pc-task",
+                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
+                    value=s["task"],
+                    placeholder="any task",
+                ),
+                width="150px",
+            ),
+            field(
+                "Family",
+                dcc.Dropdown(
+                    id="pc-family",
+                    options=[{"label": family_label(f), "value": f} for f in family_names()],
+                    value=s["family"],
+                    placeholder="any family",
+                ),
+                width="160px",
+            ),
+            field(
+                "Seed",
+                dcc.Input(
+                    id="pc-seed",
+                    type="number",
+                    min=0,
+                    step=1,
+                    value=s["seed"],
+                    debounce=True,
+                    placeholder="any",
+                    className="input",
+                ),
+                width="80px",
+            ),
+            field(
+                "Run",
+                dcc.Dropdown(
+                    id="pc-run", options=initial_options(api, s), value=s["run"], placeholder="first matching run"
+                ),
+                width="420px",
+            ),
+            field(
+                "Eval length",
+                dcc.Dropdown(
+                    id="pc-length",
+                    options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
+                    value=s["length"],
+                    clearable=False,
+                ),
+                width="130px",
+            ),
+            field(
+                "Summary edit",
+                dcc.Dropdown(
+                    id="pc-method",
+                    options=[
+                        {
+                            "label": "auto, as claim 4 (LEACE → INLP → project-out)"
+                            if m == "auto"
+                            else method_label(m),
+                            "value": m,
+                        }
+                        for m in SUMMARY_METHODS
+                    ],
+                    value=s["method"],
+                    clearable=False,
+                ),
+                width="250px",
+            ),
+            field(
+                "Suite",
+                dcc.Input(
+                    id="pc-suite",
+                    type="text",
+                    value=s["suite"] or "",
+                    debounce=True,
+                    placeholder=suite_placeholder(api),
+                    className="input",
+                ),
+                width="160px",
+            ),
+            trained_switch("pc-trained", s["trained"]),
+        ],
+        className="control-grid",
+    )
     body = [
         partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pc-error"),
         html.Div(id="pc-banner"),
-        figure_card("pc-heatmap", title="Decodable vs necessary, layer by layer", filename="layerscope-probe-vs-causal",
-                    description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
-                                "refit means the edit left the variable decodable). Right: the behavioural accuracy "
-                                "change of each edit in percentage points beyond removing as many random directions "
-                                "(rank-matched random removal, where stored; hover: the raw change and the random "
-                                "range over its draws; mean ablation and Conv1D removal have none and read raw) "
-                                "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
-                                "width, its rank as a share of the width in hover; 'n.s.' = not significant "
-                                "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
-                                f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
-                                "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
-                                "▼ the layer where each edit costs most among significant drops (every layer within "
-                                f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
-                                "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
-                                "rows were measured with different settings.",
-                    extra=[html.Div(id="pc-run-info", className="card-section")]),
-        figure_card("pc-summary", title="Where probing and causality decouple, across runs",
-                    filename="layerscope-decoupling",
-                    description=SUMMARY_DESCRIPTION),
+        figure_card(
+            "pc-heatmap",
+            title="Decodable vs necessary, layer by layer",
+            filename="layerscope-probe-vs-causal",
+            description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
+            "refit means the edit left the variable decodable). Right: the behavioural accuracy "
+            "change of each edit in percentage points beyond removing as many random directions "
+            "(rank-matched random removal, where stored; hover: the raw change and the random "
+            "range over its draws; mean ablation and Conv1D removal have none and read raw) "
+            "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
+            "width, its rank as a share of the width in hover; 'n.s.' = not significant "
+            "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
+            f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
+            "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
+            "▼ the layer where each edit costs most among significant drops (every layer within "
+            f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
+            "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
+            "rows were measured with different settings.",
+            extra=[html.Div(id="pc-run-info", className="card-section")],
+        ),
+        figure_card(
+            "pc-summary",
+            title="Where probing and causality decouple, across runs",
+            filename="layerscope-decoupling",
+            description=SUMMARY_DESCRIPTION,
+        ),
     ]
-    return page_frame(title="Probe vs causal", subtitle="The most readable layer is not always the causally necessary one.",
-                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+    return page_frame(
+        title="Probe vs causal",
+        subtitle="The most readable layer is not always the causally necessary one.",
+        page_key=KEY,
+        controls=controls,
+        body=body,
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     base_id = f"{KEY}-base"
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
-                       path_for=path_for)
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
+    )
 
     def heat_csv(state):
         run, probes, interventions = heatmap_data(api, state)
-        rows = probe_causal_table(probes, interventions, eval_length=state["length"],
-                                  d_model=run.get("d_model") if run else None)
+        rows = probe_causal_table(
+            probes, interventions, eval_length=state["length"], d_model=run.get("d_model") if run else None
+        )
         return [{"run_id": run["id"] if run else None, "eval_length": state["length"], **r} for r in rows]
 
-    register_exports(app, gid="pc-heatmap", filename="layerscope-probe-vs-causal", spec=SPEC, loc_id=LOC,
-                     base_id=base_id, csv_rows=heat_csv)
-    register_exports(app, gid="pc-summary", filename="layerscope-decoupling", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: summary_points(api, st))
+    register_exports(
+        app,
+        gid="pc-heatmap",
+        filename="layerscope-probe-vs-causal",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=heat_csv,
+    )
+    register_exports(
+        app,
+        gid="pc-summary",
+        filename="layerscope-decoupling",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=lambda st: summary_points(api, st),
+    )
 
     register_partial_banner(app, api, page_key=KEY, suite_cid="pc-suite", default=default_suite)
 
-    @app.callback(Output("pc-run", "options"), Input("pc-task", "value"), Input("pc-family", "value"),
-                  Input("pc-seed", "value"), Input("pc-run", "value"), Input("pc-trained", "value"),
-                  Input("pc-suite", "value"))
+    @app.callback(
+        Output("pc-run", "options"),
+        Input("pc-task", "value"),
+        Input("pc-family", "value"),
+        Input("pc-seed", "value"),
+        Input("pc-run", "value"),
+        Input("pc-trained", "value"),
+        Input("pc-suite", "value"),
+    )
     def _options(task, family, seed, run, trained, suite):
-        return initial_options(api, {"task": SPEC.value("task", task), "family": SPEC.value("family", family),
-                                     "seed": SPEC.value("seed", seed), "run": SPEC.value("run", run),
-                                     "trained": bool(trained), "suite": SPEC.value("suite", suite) or None})
+        return initial_options(
+            api,
+            {
+                "task": SPEC.value("task", task),
+                "family": SPEC.value("family", family),
+                "seed": SPEC.value("seed", seed),
+                "run": SPEC.value("run", run),
+                "trained": bool(trained),
+                "suite": SPEC.value("suite", suite) or None,
+            },
+        )
 
-    @app.callback(Output("pc-heatmap", "figure"), Output("pc-run-info", "children"), Output("pc-error", "children"),
-                  Output("pc-banner", "children"),
-                  [Input(b.cid, b.prop) for b in BINDS if b.name != "method"], Input(base_id, "data"))
+    @app.callback(
+        Output("pc-heatmap", "figure"),
+        Output("pc-run-info", "children"),
+        Output("pc-error", "children"),
+        Output("pc-banner", "children"),
+        [Input(b.cid, b.prop) for b in BINDS if b.name != "method"],
+        Input(base_id, "data"),
+    )
     def _heatmap(*values):
         binds = [b for b in BINDS if b.name != "method"]
         return heatmap_view(api, path_for, state_from_controls(SPEC, binds, values[:-1], values[-1]))
 
-
-    @app.callback(Output("pc-summary", "figure"),
-                  [Input(b.cid, b.prop) for b in BINDS if b.name != "run"], Input(base_id, "data"))
+    @app.callback(
+        Output("pc-summary", "figure"), [Input(b.cid, b.prop) for b in BINDS if b.name != "run"], Input(base_id, "data")
+    )
     def _summary(*values):
         binds = [b for b in BINDS if b.name != "run"]
         state = state_from_controls(SPEC, binds, values[:-1], values[-1])

@@ -8,8 +8,6 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.figures.captions import add_caption
-from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.components import (
     Bind,
     api_alert,
@@ -27,20 +25,22 @@ from dashboard.components import (
     trained_filter,
     trained_switch,
 )
+from dashboard.figures.captions import add_caption
 from dashboard.figures.common import class_with_split, empty_figure, fmt_ci, seeds_disagree
 from dashboard.figures.reversal import (
     METRIC_TITLES,
     find_reversals,
     metric,
+    reversal_matrix,
     row_key,
     row_label,
-    reversal_matrix,
     s3_caveat,
     s3_distance_figure,
     s3_distances,
 )
 from dashboard.pages import PageDef
 from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
+from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.state import F, PageState
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
 
@@ -49,16 +49,24 @@ PATH = "/reversal"
 LOC = "rv-loc"
 METRICS = ("late_concentration", "auc", "best_layer", "first_95")
 
-SPEC = PageState([
-    F("length", "int", 40, aliases=("eval_length",), lo=1),
-    F("metric", "str", "late_concentration", METRICS),
-    F("suite", "str", None),
-    F("pretrained", "bool", False),
-    trained_field(),
-    F("compare", "str", None),  # a second suite: each cell's class in both (dashboard/compare.py)
-])
-BINDS = [Bind("length", "rv-length"), Bind("metric", "rv-metric"), Bind("suite", "rv-suite"),
-         Bind("pretrained", "rv-pretrained", kind="bool"), trained_bind("rv-trained"), Bind("compare", "rv-compare")]
+SPEC = PageState(
+    [
+        F("length", "int", 40, aliases=("eval_length",), lo=1),
+        F("metric", "str", "late_concentration", METRICS),
+        F("suite", "str", None),
+        F("pretrained", "bool", False),
+        trained_field(),
+        F("compare", "str", None),  # a second suite: each cell's class in both (dashboard/compare.py)
+    ]
+)
+BINDS = [
+    Bind("length", "rv-length"),
+    Bind("metric", "rv-metric"),
+    Bind("suite", "rv-suite"),
+    Bind("pretrained", "rv-pretrained", kind="bool"),
+    trained_bind("rv-trained"),
+    Bind("compare", "rv-compare"),
+]
 
 
 def profiles(api: ApiClient, state: dict) -> list[dict]:
@@ -97,10 +105,25 @@ def compare_section(api: ApiClient, state: dict) -> Any:
         return None
     from dashboard.compare import side_by_side_table
 
-    return html.Div([html.H3("Profile class in both suites"), side_by_side_table(
-        rows, [("task", "task"), ("family", "architecture"), ("class_a", "class"), ("class_b", "class"),
-               ("n_a", "seeds"), ("n_b", "seeds")],
-        suite_a=with_suite(api, state)["suite"] or "", suite_b=state["compare"], table_id="rv-compare-table")])
+    return html.Div(
+        [
+            html.H3("Profile class in both suites"),
+            side_by_side_table(
+                rows,
+                [
+                    ("task", "task"),
+                    ("family", "architecture"),
+                    ("class_a", "class"),
+                    ("class_b", "class"),
+                    ("n_a", "seeds"),
+                    ("n_b", "seeds"),
+                ],
+                suite_a=with_suite(api, state)["suite"] or "",
+                suite_b=state["compare"],
+                table_id="rv-compare-table",
+            ),
+        ]
+    )
 
 
 def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
@@ -109,13 +132,20 @@ def matrix_csv(api: ApiClient, state: dict) -> list[dict]:
     changed = {(r["task"], r["family"], r["pretrained"]): r["changed"] for r in compare_rows(api, state) or []}
     sides = [with_suite(api, state)] + ([{**state, "suite": other}] if other else [])
     for p in [p for st in sides for p in profiles(api, st)]:
-        row = {"suite": p.get("suite"), "task": p["task"], "family": p["family"], "pretrained": p.get("pretrained"),
-               "eval_length": p.get("eval_length"), "n": p.get("n"), "seeds": ",".join(map(str, p.get("seeds") or [])),
-               "profile_class": p.get("profile_class"),
-               "seed_classes": class_with_split(p.get("profile_class"), p.get("class_counts")),
-               "seeds_disagree": seeds_disagree(p.get("profile_class"), p.get("class_counts")),
-               "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or [])),
-               **control_csv_columns(p)}
+        row = {
+            "suite": p.get("suite"),
+            "task": p["task"],
+            "family": p["family"],
+            "pretrained": p.get("pretrained"),
+            "eval_length": p.get("eval_length"),
+            "n": p.get("n"),
+            "seeds": ",".join(map(str, p.get("seeds") or [])),
+            "profile_class": p.get("profile_class"),
+            "seed_classes": class_with_split(p.get("profile_class"), p.get("class_counts")),
+            "seeds_disagree": seeds_disagree(p.get("profile_class"), p.get("class_counts")),
+            "untrained_run_ids": ",".join(map(str, p.get("untrained_run_ids") or [])),
+            **control_csv_columns(p),
+        }
         if other:  # the comparison: whether this cell's class differs in the other suite
             row["class_changed"] = changed.get((p["task"], p["family"], p.get("pretrained")))
         for name, m in (p.get("metrics") or {}).items():
@@ -140,19 +170,35 @@ def _cell_text(p: dict | None, metric_name: str) -> str:
     return f"{row_label(row_key(p))} · {task_label(p['task'])}: {cls}{vs}{ci}, n={p.get('n')}{un}"
 
 
-def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, trained_only: bool = True,
-                  metric_name: str = "late_concentration") -> Any:
+def reversal_list(
+    revs: list[dict],
+    profiles: list[dict] | None = None,
+    *,
+    trained_only: bool = True,
+    metric_name: str = "late_concentration",
+) -> Any:
     """Reversal pairs, grouped: one line per (task pair, architecture A, its classes, B's classes),
     each with its four cells' n (seeds) and metric interval; with the "trained runs only" switch
     off, the pairs resting on cells with untrained runs say so."""
     if not revs:
-        return html.P("No reversal at this eval length: no two architectures exchange a profile class between "
-                      "two tasks.", className="muted")
+        return html.P(
+            "No reversal at this eval length: no two architectures exchange a profile class between two tasks.",
+            className="muted",
+        )
     by = {(row_key(p), p["task"]): p for p in profiles or []}
     groups: dict[tuple, list[str]] = {}
     for r in revs:
-        key = (r["task_a"], r["task_b"], r["family_a"], r["a1"], r["a2"], r["b1"], r["b2"], r["kind"],
-               tuple(r.get("shared_class") or ()))
+        key = (
+            r["task_a"],
+            r["task_b"],
+            r["family_a"],
+            r["a1"],
+            r["a2"],
+            r["b1"],
+            r["b2"],
+            r["kind"],
+            tuple(r.get("shared_class") or ()),
+        )
         groups.setdefault(key, []).append(r["family_b"])
     items = []
     n_untrained_pairs = 0
@@ -162,25 +208,48 @@ def reversal_list(revs: list[dict], profiles: list[dict] | None = None, *, train
         untrained = [c for c in cells if c and c.get("untrained_run_ids")]
         n_untrained_pairs += bool(untrained)
         swap = "full swap" if full else f"partial: {', '.join(shared)} changes hands"
-        items.append(html.Li([
-            html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
-            f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
-            # a swap between cells of models that never learned the task is no finding: said, and not styled as one
-            html.Span(f"{swap} — untrained, not a finding" if untrained else swap,
-                      className="badge badge-untrained" if untrained
-                      else "badge badge-swap" if full else "badge badge-flip"),
-            html.Span(f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
-                      className="badge badge-untrained") if untrained else None,
-            html.Ul([html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None]
-                    or None, className="reversal-cells") if by else None,
-        ], className="reversal-untrained" if untrained else None))
+        items.append(
+            html.Li(
+                [
+                    html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
+                    f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
+                    # a swap between cells of models that never learned the task is no finding: said, and not styled as one
+                    html.Span(
+                        f"{swap} — untrained, not a finding" if untrained else swap,
+                        className="badge badge-untrained"
+                        if untrained
+                        else "badge badge-swap"
+                        if full
+                        else "badge badge-flip",
+                    ),
+                    html.Span(
+                        f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
+                        className="badge badge-untrained",
+                    )
+                    if untrained
+                    else None,
+                    html.Ul(
+                        [html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None]
+                        or None,
+                        className="reversal-cells",
+                    )
+                    if by
+                    else None,
+                ],
+                className="reversal-untrained" if untrained else None,
+            )
+        )
     n = len(revs)
     head = f"{n} reversal pair{'s' if n != 1 else ''} (two architectures, two tasks)"
     if trained_only:
         head += ", trained runs only:"
     else:
-        head += (f"; {n_untrained_pairs} of {len(groups)} rest on cells with untrained runs (the 'trained runs only' "
-                 "switch is off):" if n_untrained_pairs else ", all cells trained:")
+        head += (
+            f"; {n_untrained_pairs} of {len(groups)} rest on cells with untrained runs (the 'trained runs only' "
+            "switch is off):"
+            if n_untrained_pairs
+            else ", all cells trained:"
+        )
     return html.Div([html.Div(head, className="muted"), html.Ul(items, className="reversal-list")])
 
 
@@ -200,12 +269,14 @@ def s3_answer(dist: list[dict], claim3: dict | None = None, *, trained_only: boo
         return html.P("Needs curves on S3, Parity and Dyck for at least one family.", className="muted")
     k = sum(d["closer"] == "parity" for d in dist)
     n = len(dist)
-    grouping = ("S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority")
+    grouping = "S3 groups with Parity" if k > n / 2 else "S3 groups with Dyck" if k < n / 2 else "No majority"
     untrained = [d for d in dist if d.get("untrained_run_ids")]
     per_family = ", ".join(
         f"{family_label(d['family'])} {d['to_parity']:.2f} vs {d['to_dyck']:.2f}"
         + (f" (n={d['n']})" if d.get("n") is not None else "")
-        + (" (untrained runs)" if d.get("untrained_run_ids") else "") for d in dist)
+        + (" (untrained runs)" if d.get("untrained_run_ids") else "")
+        for d in dist
+    )
     verdict = (claim3 or {}).get("verdict")
     caveats = []
     if verdict == "not enough data":
@@ -218,14 +289,20 @@ def s3_answer(dist: list[dict], claim3: dict | None = None, *, trained_only: boo
     else:
         caveats.append(html.Strong(f"{grouping}: "))
         lead = ""
-    body = (f"{lead}{': ' if lead else ''}S3's layer profile is closer to Parity's than to Dyck's for {k} of {n} "
-            f"families{', trained runs only' if trained_only else ''} ({per_family}; distances of seed-mean curves, "
-            "no interval).")
+    body = (
+        f"{lead}{': ' if lead else ''}S3's layer profile is closer to Parity's than to Dyck's for {k} of {n} "
+        f"families{', trained runs only' if trained_only else ''} ({per_family}; distances of seed-mean curves, "
+        "no interval)."
+    )
     if untrained:
-        body += (f" {len(untrained)} of {n} families rest on untrained runs "
-                 f"({', '.join(family_label(d['family']) for d in untrained)}): the 'trained runs only' switch is off.")
-    body += " Claim 3 expects Parity: the computational structure (prefix update vs stack), not commutativity, " \
-            "predicts the profile."
+        body += (
+            f" {len(untrained)} of {n} families rest on untrained runs "
+            f"({', '.join(family_label(d['family']) for d in untrained)}): the 'trained runs only' switch is off."
+        )
+    body += (
+        " Claim 3 expects Parity: the computational structure (prefix update vs stack), not commutativity, "
+        "predicts the profile."
+    )
     return html.P([*caveats, body], className="answer")
 
 
@@ -244,65 +321,153 @@ def build(api: ApiClient, state: dict) -> tuple:
     listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
     claim3 = claim_3_verdict(api, state)
     answer = s3_answer(dist, claim3, trained_only=on)
-    return (reversal_matrix(profs, metric_name=state["metric"], reversals=revs, caption=matrix_caption(profs, state)),
-            listing,
-            add_caption(s3_distance_figure(dist, caveat=s3_caveat(claim3)), s3_caption(crv, state)), answer, None)
+    return (
+        reversal_matrix(profs, metric_name=state["metric"], reversals=revs, caption=matrix_caption(profs, state)),
+        listing,
+        add_caption(s3_distance_figure(dist, caveat=s3_caveat(claim3)), s3_caption(crv, state)),
+        answer,
+        None,
+    )
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div([
-        field("Eval length", dcc.Dropdown(id="rv-length", options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""),
-                                                                    "value": L} for L in EVAL_LENGTHS],
-                                          value=s["length"], clearable=False), width="150px"),
-        field("Colour", dcc.Dropdown(id="rv-metric", options=[{"label": METRIC_TITLES[m], "value": m} for m in METRICS],
-                                     value=s["metric"], clearable=False), width="420px"),
-        field("Suite", dcc.Input(id="rv-suite", type="text", value=s["suite"] or "", debounce=True,
-                                 placeholder=suite_placeholder(api), className="input"), width="160px"),
-        field("Include", dcc.Checklist(id="rv-pretrained", options=[{"label": "pretrained models", "value": "on"}],
-                                       value=["on"] if s["pretrained"] else [], className="check")),
-        field("Compare with", dcc.Input(id="rv-compare", type="text", value=s["compare"] or "", debounce=True,
-                                        placeholder="another suite", className="input"), width="160px",
-              help="each cell's class in both suites, changes marked"),
-        trained_switch("rv-trained", s["trained"]),
-    ], className="control-grid")
+    controls = html.Div(
+        [
+            field(
+                "Eval length",
+                dcc.Dropdown(
+                    id="rv-length",
+                    options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
+                    value=s["length"],
+                    clearable=False,
+                ),
+                width="150px",
+            ),
+            field(
+                "Colour",
+                dcc.Dropdown(
+                    id="rv-metric",
+                    options=[{"label": METRIC_TITLES[m], "value": m} for m in METRICS],
+                    value=s["metric"],
+                    clearable=False,
+                ),
+                width="420px",
+            ),
+            field(
+                "Suite",
+                dcc.Input(
+                    id="rv-suite",
+                    type="text",
+                    value=s["suite"] or "",
+                    debounce=True,
+                    placeholder=suite_placeholder(api),
+                    className="input",
+                ),
+                width="160px",
+            ),
+            field(
+                "Include",
+                dcc.Checklist(
+                    id="rv-pretrained",
+                    options=[{"label": "pretrained models", "value": "on"}],
+                    value=["on"] if s["pretrained"] else [],
+                    className="check",
+                ),
+            ),
+            field(
+                "Compare with",
+                dcc.Input(
+                    id="rv-compare",
+                    type="text",
+                    value=s["compare"] or "",
+                    debounce=True,
+                    placeholder="another suite",
+                    className="input",
+                ),
+                width="160px",
+                help="each cell's class in both suites, changes marked",
+            ),
+            trained_switch("rv-trained", s["trained"]),
+        ],
+        className="control-grid",
+    )
     body = [
         partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="rv-error"),
-        figure_card("rv-matrix", title="Profile class by architecture and task", filename="layerscope-reversal",
-                    description="Each cell: the profile class of the seed-mean probe curve, with how many seeds "
-                                "have each class (⚠: most seeds have another class), measured on the gain above the "
-                                "majority "
-                                "baseline (early: 95% of the largest gain reached in the first half of the layers; "
-                                "late: the last block makes ≥ 50% of the gain the blocks make over the embedding "
-                                "probe; flat: never 5 pp above the majority; else gradual), and the selected metric "
-                                "with its 95% CI. Outlined cells take part in a reversal; hatched cells include "
-                                "untrained runs.",
-                    footer=[html.Div(id="rv-compare", className="card-section"),
-                            html.Div(id="rv-reversals", className="card-section")]),
-        figure_card("rv-s3", title="The S3 question: Parity-like or Dyck-like?", filename="layerscope-s3-distance",
-                    description="Distance between S3's normalised layer curve and Parity's / Dyck's "
-                                "(RMS on the normalised depth axis, curves min–max scaled; 0 = the same shape).",
-                    extra=[html.Div(id="rv-s3-answer", className="card-section card-caveat")]),
+        figure_card(
+            "rv-matrix",
+            title="Profile class by architecture and task",
+            filename="layerscope-reversal",
+            description="Each cell: the profile class of the seed-mean probe curve, with how many seeds "
+            "have each class (⚠: most seeds have another class), measured on the gain above the "
+            "majority "
+            "baseline (early: 95% of the largest gain reached in the first half of the layers; "
+            "late: the last block makes ≥ 50% of the gain the blocks make over the embedding "
+            "probe; flat: never 5 pp above the majority; else gradual), and the selected metric "
+            "with its 95% CI. Outlined cells take part in a reversal; hatched cells include "
+            "untrained runs.",
+            footer=[
+                html.Div(id="rv-compare", className="card-section"),
+                html.Div(id="rv-reversals", className="card-section"),
+            ],
+        ),
+        figure_card(
+            "rv-s3",
+            title="The S3 question: Parity-like or Dyck-like?",
+            filename="layerscope-s3-distance",
+            description="Distance between S3's normalised layer curve and Parity's / Dyck's "
+            "(RMS on the normalised depth axis, curves min–max scaled; 0 = the same shape).",
+            extra=[html.Div(id="rv-s3-answer", className="card-section card-caveat")],
+        ),
     ]
-    return page_frame(title="Reversal", subtitle="Does task structure reverse where each architecture encodes the state?",
-                      page_key=KEY, controls=controls, body=body, embed=embed, loc_id=LOC, base=base)
+    return page_frame(
+        title="Reversal",
+        subtitle="Does task structure reverse where each architecture encodes the state?",
+        page_key=KEY,
+        controls=controls,
+        body=body,
+        embed=embed,
+        loc_id=LOC,
+        base=base,
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
     register_partial_banner(app, api, page_key=KEY, suite_cid="rv-suite", default=default_suite)
     base_id = f"{KEY}-base"
     register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id,
-                       path_for=path_for)
-    register_exports(app, gid="rv-matrix", filename="layerscope-reversal", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: matrix_csv(api, st))
-    register_exports(app, gid="rv-s3", filename="layerscope-s3-distance", spec=SPEC, loc_id=LOC, base_id=base_id,
-                     csv_rows=lambda st: s3_distances(curves(api, st), eval_length=st["length"]))
+    register_save_view(
+        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
+    )
+    register_exports(
+        app,
+        gid="rv-matrix",
+        filename="layerscope-reversal",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=lambda st: matrix_csv(api, st),
+    )
+    register_exports(
+        app,
+        gid="rv-s3",
+        filename="layerscope-s3-distance",
+        spec=SPEC,
+        loc_id=LOC,
+        base_id=base_id,
+        csv_rows=lambda st: s3_distances(curves(api, st), eval_length=st["length"]),
+    )
 
-    @app.callback(Output("rv-matrix", "figure"), Output("rv-reversals", "children"), Output("rv-s3", "figure"),
-                  Output("rv-s3-answer", "children"), Output("rv-error", "children"),
-                  [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
+    @app.callback(
+        Output("rv-matrix", "figure"),
+        Output("rv-reversals", "children"),
+        Output("rv-s3", "figure"),
+        Output("rv-s3-answer", "children"),
+        Output("rv-error", "children"),
+        [Input(b.cid, b.prop) for b in BINDS],
+        Input(base_id, "data"),
+    )
     def _figures(*values):
         return build(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
 

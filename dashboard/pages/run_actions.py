@@ -17,21 +17,42 @@ MAX_OVERLAID = 12
 
 def annotation_section(run: dict) -> html.Div:
     """Tags (comma-separated) and notes of the run, saved with PATCH /api/runs/{id}."""
-    return html.Div([
-        html.Div([
-            html.Label("Tags", htmlFor="rn-tags", className="field-label"),
-            dcc.Input(id="rn-tags", type="text", value=", ".join(run.get("tags") or []), debounce=False,
-                      placeholder="comma-separated, e.g. baseline, lr-sweep", className="input"),
-        ], className="field"),
-        html.Div([
-            html.Label("Notes", htmlFor="rn-notes", className="field-label"),
-            dcc.Input(id="rn-notes", type="text", value=run.get("notes") or "", debounce=False,
-                      placeholder="one paragraph", className="input input-wide"),
-        ], className="field"),
-        html.Button("Save tags and notes", id="rn-annotate", className="btn btn-sm", n_clicks=0),
-        html.Span(id="rn-annotate-msg", className="muted"),
-        dcc.Store(id="rn-annotate-run", data=run.get("id")),
-    ], className="run-annotations control-grid")
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.Label("Tags", htmlFor="rn-tags", className="field-label"),
+                    dcc.Input(
+                        id="rn-tags",
+                        type="text",
+                        value=", ".join(run.get("tags") or []),
+                        debounce=False,
+                        placeholder="comma-separated, e.g. baseline, lr-sweep",
+                        className="input",
+                    ),
+                ],
+                className="field",
+            ),
+            html.Div(
+                [
+                    html.Label("Notes", htmlFor="rn-notes", className="field-label"),
+                    dcc.Input(
+                        id="rn-notes",
+                        type="text",
+                        value=run.get("notes") or "",
+                        debounce=False,
+                        placeholder="one paragraph",
+                        className="input input-wide",
+                    ),
+                ],
+                className="field",
+            ),
+            html.Button("Save tags and notes", id="rn-annotate", className="btn btn-sm", n_clicks=0),
+            html.Span(id="rn-annotate-msg", className="muted"),
+            dcc.Store(id="rn-annotate-run", data=run.get("id")),
+        ],
+        className="run-annotations control-grid",
+    )
 
 
 def rebuild_section(run: dict) -> html.Div | None:
@@ -39,14 +60,19 @@ def rebuild_section(run: dict) -> html.Div | None:
     ``layerscope suite … --rebuild-weights``), taken before background suites' jobs."""
     if run.get("checkpoint_id"):
         return None
-    return html.Div([
-        html.Span("No model weights stored for this run (imported without them): probes, edits and patching "
-                  "cannot be measured again until they are rebuilt, within the steps its budget gave it. ",
-                  className="muted"),
-        html.Button("Rebuild weights", id="rn-rebuild", className="btn btn-sm btn-primary", n_clicks=0),
-        html.Span(id="rn-rebuild-msg"),
-        dcc.Store(id="rn-rebuild-run", data=run.get("id")),
-    ], className="alert alert-info run-rebuild")
+    return html.Div(
+        [
+            html.Span(
+                "No model weights stored for this run (imported without them): probes, edits and patching "
+                "cannot be measured again until they are rebuilt, within the steps its budget gave it. ",
+                className="muted",
+            ),
+            html.Button("Rebuild weights", id="rn-rebuild", className="btn btn-sm btn-primary", n_clicks=0),
+            html.Span(id="rn-rebuild-msg"),
+            dcc.Store(id="rn-rebuild-run", data=run.get("id")),
+        ],
+        className="alert alert-info run-rebuild",
+    )
 
 
 def parse_tags(text: str | None) -> list[str]:
@@ -65,12 +91,17 @@ def loss_overlay(runs: list[dict]) -> go.Figure:
         curve = run.get("loss_curve") or []
         fam = run.get("family", "")
         k = seen[fam] = seen.get(fam, -1) + 1
-        fig.add_trace(go.Scatter(
-            x=[p.get("step") for p in curve], y=[p.get("loss") for p in curve], mode="lines",
-            name=esc(f"#{run.get('id')} {run.get('name', '')}"),
-            line={"color": family_color(fam), "dash": dashes[k % len(dashes)], "width": 2},
-            meta={"kind": "loss", "run_id": run.get("id")},
-            hovertemplate=esc(f"#{run.get('id')}") + "<br>step %{x}<br>loss %{y:.4f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[p.get("step") for p in curve],
+                y=[p.get("loss") for p in curve],
+                mode="lines",
+                name=esc(f"#{run.get('id')} {run.get('name', '')}"),
+                line={"color": family_color(fam), "dash": dashes[k % len(dashes)], "width": 2},
+                meta={"kind": "loss", "run_id": run.get("id")},
+                hovertemplate=esc(f"#{run.get('id')}") + "<br>step %{x}<br>loss %{y:.4f}<extra></extra>",
+            )
+        )
     base_layout(fig, height=320)
     fig.update_layout(xaxis_title="training step", yaxis_title="cross-entropy loss (nats)")
     return fig
@@ -85,9 +116,14 @@ def _run_id(raw: Any) -> int | None:
 
 
 def register(app, api: ApiClient) -> None:
-    @app.callback(Output("rn-annotate-msg", "children"), Input("rn-annotate", "n_clicks"),
-                  State("rn-annotate-run", "data"), State("rn-tags", "value"), State("rn-notes", "value"),
-                  prevent_initial_call=True)
+    @app.callback(
+        Output("rn-annotate-msg", "children"),
+        Input("rn-annotate", "n_clicks"),
+        State("rn-annotate-run", "data"),
+        State("rn-tags", "value"),
+        State("rn-notes", "value"),
+        prevent_initial_call=True,
+    )
     def _annotate(n, run_id, tags, notes):
         run_id = _run_id(run_id)
         if not n or run_id is None:
@@ -100,8 +136,13 @@ def register(app, api: ApiClient) -> None:
             return f"not saved: {exc.message}"
         return f"saved ({len(run.get('tags') or [])} tag(s))"
 
-    @app.callback(Output("rn-rebuild-msg", "children"), Output("rn-rebuild", "disabled"),
-                  Input("rn-rebuild", "n_clicks"), State("rn-rebuild-run", "data"), prevent_initial_call=True)
+    @app.callback(
+        Output("rn-rebuild-msg", "children"),
+        Output("rn-rebuild", "disabled"),
+        Input("rn-rebuild", "n_clicks"),
+        State("rn-rebuild-run", "data"),
+        prevent_initial_call=True,
+    )
     def _rebuild(n, run_id):
         run_id = _run_id(run_id)
         if not n or run_id is None:
@@ -110,13 +151,19 @@ def register(app, api: ApiClient) -> None:
             job = api.rebuild_weights(run_id)
         except ApiError as exc:
             return f" not queued: {exc.message}", False
-        return [" queued as job ", dcc.Link(f"#{job['id']}", href=f"/jobs?job={job['id']}"),
-                " (before background suites' jobs)"], True
+        return [
+            " queued as job ",
+            dcc.Link(f"#{job['id']}", href=f"/jobs?job={job['id']}"),
+            " (before background suites' jobs)",
+        ], True
 
     @app.callback(Output("rn-losses", "children"), Input("rn-grid", "selectedRows"))
     def _losses(rows):
-        ids = [i for r in (rows if isinstance(rows, list) else []) if isinstance(r, dict)
-               and (i := _run_id(r.get("id"))) is not None]
+        ids = [
+            i
+            for r in (rows if isinstance(rows, list) else [])
+            if isinstance(r, dict) and (i := _run_id(r.get("id"))) is not None
+        ]
         if len(ids) < 2:
             return None
         try:
@@ -126,10 +173,13 @@ def register(app, api: ApiClient) -> None:
 
             return api_alert(exc)
         more = f" (the first {MAX_OVERLAID} of {len(ids)})" if len(ids) > MAX_OVERLAID else ""
-        return html.Div([
-            html.H2(f"Loss curves of {len(runs)} selected runs{more}", className="card-title"),
-            dcc.Graph(id="rn-losses-graph", figure=loss_overlay(runs), config=graph_config("runs-loss-overlay")),
-        ], className="card")
+        return html.Div(
+            [
+                html.H2(f"Loss curves of {len(runs)} selected runs{more}", className="card-title"),
+                dcc.Graph(id="rn-losses-graph", figure=loss_overlay(runs), config=graph_config("runs-loss-overlay")),
+            ],
+            className="card",
+        )
 
 
 __all__: list[Any] = ["annotation_section", "rebuild_section", "loss_overlay", "register"]
@@ -138,22 +188,36 @@ __all__: list[Any] = ["annotation_section", "rebuild_section", "loss_overlay", "
 def rebuild_card() -> html.Div:
     """The jobs form's "rebuild weights" box: any run stored without weights, by id (the same job
     as the run panel's button and ``layerscope suite … --rebuild-weights``)."""
-    return html.Div([
-        html.H2("Rebuild a run's weights", className="card-title"),
-        html.P("For a run imported without weights (the bundled study's): its own config, within the steps its "
-               "budget gave it, then measured again. Probe, intervene and patch jobs need the weights.",
-               className="muted"),
-        html.Div([
-            dcc.Input(id="jb-rebuild-run", type="number", min=1, step=1, placeholder="run id", className="input"),
-            html.Button("Rebuild weights", id="jb-rebuild", className="btn btn-sm", n_clicks=0),
-        ], className="form-actions"),
-        html.Div(id="jb-rebuild-result", className="submit-result"),
-    ], className="card form-card")
+    return html.Div(
+        [
+            html.H2("Rebuild a run's weights", className="card-title"),
+            html.P(
+                "For a run imported without weights (the bundled study's): its own config, within the steps its "
+                "budget gave it, then measured again. Probe, intervene and patch jobs need the weights.",
+                className="muted",
+            ),
+            html.Div(
+                [
+                    dcc.Input(
+                        id="jb-rebuild-run", type="number", min=1, step=1, placeholder="run id", className="input"
+                    ),
+                    html.Button("Rebuild weights", id="jb-rebuild", className="btn btn-sm", n_clicks=0),
+                ],
+                className="form-actions",
+            ),
+            html.Div(id="jb-rebuild-result", className="submit-result"),
+        ],
+        className="card form-card",
+    )
 
 
 def register_rebuild_card(app, api: ApiClient) -> None:
-    @app.callback(Output("jb-rebuild-result", "children"), Input("jb-rebuild", "n_clicks"),
-                  State("jb-rebuild-run", "value"), prevent_initial_call=True)
+    @app.callback(
+        Output("jb-rebuild-result", "children"),
+        Input("jb-rebuild", "n_clicks"),
+        State("jb-rebuild-run", "value"),
+        prevent_initial_call=True,
+    )
     def _rebuild_by_id(n, run_id):
         if not n:
             return no_update

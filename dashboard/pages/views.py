@@ -20,16 +20,27 @@ def views_table(views: list[dict], path_for) -> Any:
     if not views:
         return html.P("No saved view yet: every page's Save view button makes one.", className="muted")
     head = html.Thead(html.Tr([html.Th(h) for h in ("title", "page", "saved by", "saved", "link", "")]))
-    rows = [html.Tr([
-        html.Td(v.get("title", "")),
-        html.Td(v.get("page", "")),
-        html.Td(v.get("created_by") or "–"),
-        html.Td(str(v.get("created_at", ""))[:16].replace("T", " ")),
-        html.Td(dcc.Link(f"/v/{v['slug']}", href=path_for(f"/v/{v['slug']}"))),
-        html.Td(html.Button("Delete", id={"type": "view-del", "slug": v["slug"]}, className="btn btn-sm", n_clicks=0)),
-    ], **{"data-slug": v["slug"]}) for v in views]
-    return html.Div(html.Table([head, html.Tbody(rows)], className="table table-compact", id="vw-table"),
-                    className="table-wrap")
+    rows = [
+        html.Tr(
+            [
+                html.Td(v.get("title", "")),
+                html.Td(v.get("page", "")),
+                html.Td(v.get("created_by") or "–"),
+                html.Td(str(v.get("created_at", ""))[:16].replace("T", " ")),
+                html.Td(dcc.Link(f"/v/{v['slug']}", href=path_for(f"/v/{v['slug']}"))),
+                html.Td(
+                    html.Button(
+                        "Delete", id={"type": "view-del", "slug": v["slug"]}, className="btn btn-sm", n_clicks=0
+                    )
+                ),
+            ],
+            **{"data-slug": v["slug"]},
+        )
+        for v in views
+    ]
+    return html.Div(
+        html.Table([head, html.Tbody(rows)], className="table table-compact", id="vw-table"), className="table-wrap"
+    )
 
 
 def _listing(api: ApiClient, path_for) -> Any:
@@ -40,20 +51,39 @@ def _listing(api: ApiClient, path_for) -> Any:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    return html.Div([
-        html.Div([html.Div([html.H1("Saved views"), html.P(
-            "Short links to a page and its state, newest first. Deleting one breaks its link for everyone "
-            "(a writer's action: a token where the server needs one).", className="subtitle")],
-            className="page-title")], className="page-header"),
-        html.Div(id="vw-msg"),
-        dcc.Store(id="vw-trigger", data=1),  # the listing loads by callback, like every page's data
-        dcc.Loading(html.Div(id="vw-list", className="card"), type="dot"),
-    ], className="page")
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.Div(
+                        [
+                            html.H1("Saved views"),
+                            html.P(
+                                "Short links to a page and its state, newest first. Deleting one breaks its link for everyone "
+                                "(a writer's action: a token where the server needs one).",
+                                className="subtitle",
+                            ),
+                        ],
+                        className="page-title",
+                    )
+                ],
+                className="page-header",
+            ),
+            html.Div(id="vw-msg"),
+            dcc.Store(id="vw-trigger", data=1),  # the listing loads by callback, like every page's data
+            dcc.Loading(html.Div(id="vw-list", className="card"), type="dot"),
+        ],
+        className="page",
+    )
 
 
 def register(app, api: ApiClient, path_for) -> None:
-    @app.callback(Output("vw-list", "children"), Output("vw-msg", "children"), Input("vw-trigger", "data"),
-                  Input({"type": "view-del", "slug": ALL}, "n_clicks"))
+    @app.callback(
+        Output("vw-list", "children"),
+        Output("vw-msg", "children"),
+        Input("vw-trigger", "data"),
+        Input({"type": "view-del", "slug": ALL}, "n_clicks"),
+    )
     def _list_or_delete(_trigger, clicks):
         trig = ctx.triggered_id
         if not isinstance(trig, dict):  # the page opened: list

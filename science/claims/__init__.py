@@ -89,7 +89,6 @@ Per claim:
   that can be evaluated holds.
 """
 
-
 from __future__ import annotations
 
 from collections import defaultdict
@@ -98,39 +97,47 @@ from typing import Any
 
 from layerscope_core.registry import STACKED_VARIANTS
 from layerscope_core.registry import TASKS as STUDY_TASKS
-from science.claims.common import (
-    Cell,
-    Data,
-    FAMILIES,
-    NOT_ENOUGH,
-    PREFIX_TASKS,
-    SSM,
-    STACK_TASK,
-    _ci,
-    _clean,
-    _curve_cells,
-    _summary,
-    expected_cells,
-)
+from science.claims.behaviour import claim_6
+from science.claims.claim3 import claim_3
 from science.claims.common import (  # noqa: F401 - the rules' constants, re-exported for callers
     CLAIM_TITLES,
     CONTRADICTED,
     DECOUPLING_MARGIN_PP,
     DECOUPLING_METHODS,
     EVAL_LENGTH,
+    FAMILIES,
     MIN_SEEDS,
+    NOT_ENOUGH,
+    PREFIX_TASKS,
     REFIT_TOL,
+    SSM,
+    STACK_TASK,
     STATE_SITE,
     SUPPORTED,
+    Cell,
+    Data,
+    _ci,
+    _clean,
+    _curve_cells,
+    _summary,
+    expected_cells,
 )
-from science.claims.behaviour import claim_6
-from science.claims.claim3 import claim_3
 from science.claims.contrast import CONTRAST, claims_1_2
 from science.claims.conv1d import _conv1d_rows, claim_5
 from science.claims.necessity import beyond_random, claim_4, edit_removed, run_decouplings
 
-__all__ = ["CLAIM_TITLES", "CONTRADICTED", "DECOUPLING_METHODS", "MIN_SEEDS", "NOT_ENOUGH", "SUPPORTED", "beyond_random",
-           "edit_removed", "evaluate_claims", "run_decouplings"]
+__all__ = [
+    "CLAIM_TITLES",
+    "CONTRADICTED",
+    "DECOUPLING_METHODS",
+    "MIN_SEEDS",
+    "NOT_ENOUGH",
+    "SUPPORTED",
+    "beyond_random",
+    "edit_removed",
+    "evaluate_claims",
+    "run_decouplings",
+]
 
 # ----------------------------------------------------------------------------- descriptive
 
@@ -145,8 +152,9 @@ CLAIM_SCOPE: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {  # claim →
 }
 
 
-def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
-                  expected: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def trained_cells(
+    data: Data, tasks: Iterable[str], families: Iterable[str], expected: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """What the trained from-scratch runs of each cell show, whatever their number: the class of
     the seed-mean probe curve at L = EVAL_LENGTH and the late concentration (mean, t-interval,
     n seeds). Descriptive: no seed minimum, no test; never part of a verdict."""
@@ -158,8 +166,14 @@ def trained_cells(data: Data, tasks: Iterable[str], families: Iterable[str],
             continue
         s = _summary(data, rs)
         lc = s["metrics"]["late_concentration"]
-        row = {"task": cell[0], "family": cell[1], "n": s["n"], "profile_class": s["profile_class"],
-               "class_votes": s["class_votes"], "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")}}
+        row = {
+            "task": cell[0],
+            "family": cell[1],
+            "n": s["n"],
+            "profile_class": s["profile_class"],
+            "class_votes": s["class_votes"],
+            "late_concentration": {k: lc[k] for k in ("mean", "lo", "hi", "n")},
+        }
         if expected:
             row["expected"] = expected.get(cell[1])
         out.append(row)
@@ -176,8 +190,11 @@ def trained_conv1d_cells(data: Data) -> list[dict[str, Any]]:
     for rid, row in rows.items():
         if rid in trained and row.get("drop_rel_chance") is not None:
             by_cell[(trained[rid]["task"], trained[rid]["family"])].append(float(row["drop_rel_chance"]))
-    return [{"task": t, "family": f, "n": len(by_cell[(t, f)]), "drop_rel_chance": _ci(by_cell[(t, f)])}
-            for t, f in expected_cells(("s3", "parity", STACK_TASK), SSM) if by_cell.get((t, f))]
+    return [
+        {"task": t, "family": f, "n": len(by_cell[(t, f)]), "drop_rel_chance": _ci(by_cell[(t, f)])}
+        for t, f in expected_cells(("s3", "parity", STACK_TASK), SSM)
+        if by_cell.get((t, f))
+    ]
 
 
 def _describe_when_short(claims: list[dict[str, Any]], data: Data) -> list[dict[str, Any]]:
@@ -186,8 +203,11 @@ def _describe_when_short(claims: list[dict[str, Any]], data: Data) -> list[dict[
         if c["verdict"] == NOT_ENOUGH:
             tasks, fams = CLAIM_SCOPE[c["id"]]
             spec = CONTRAST.get(c["id"])
-            c["numbers"]["trained_cells"] = _clean(trained_conv1d_cells(data) if c["id"] == 5 else
-                                                   trained_cells(data, tasks, fams, spec["expected"] if spec else None))
+            c["numbers"]["trained_cells"] = _clean(
+                trained_conv1d_cells(data)
+                if c["id"] == 5
+                else trained_cells(data, tasks, fams, spec["expected"] if spec else None)
+            )
     return claims
 
 
@@ -216,8 +236,13 @@ def evaluate_claims(
         plain = [*claims_1_2(data), claim_3(data)]
         data.use_controls = True
         for c, p in zip(first, plain):
-            c["numbers"]["majority_floor"] = _clean({"verdict": p["verdict"], "detail": p["detail"],
-                                                     "cells": p["numbers"].get("cells") or p["numbers"].get("families")})
+            c["numbers"]["majority_floor"] = _clean(
+                {
+                    "verdict": p["verdict"],
+                    "detail": p["detail"],
+                    "cells": p["numbers"].get("cells") or p["numbers"].get("families"),
+                }
+            )
     stacked = _claim_1_with_stacked_rnns(runs or [], probes or [], interventions or [], patching or [], controls)
     if stacked is not None:
         first[0]["numbers"]["stacked_rnns"] = stacked
@@ -225,9 +250,13 @@ def evaluate_claims(
     return _describe_when_short(out, data)
 
 
-def _claim_1_with_stacked_rnns(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-                               interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]],
-                               controls: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+def _claim_1_with_stacked_rnns(
+    runs: Sequence[Mapping[str, Any]],
+    probes: Sequence[Mapping[str, Any]],
+    interventions: Sequence[Mapping[str, Any]],
+    patching: Sequence[Mapping[str, Any]],
+    controls: Sequence[Mapping[str, Any]] | None,
+) -> dict[str, Any] | None:
     """Claim 1 again with the plain stacked LSTM/GRU (``lstm_stack``, ``gru_stack``) in the place
     of the residual ones (docs/SCIENCE.md#stacked-rnns): ``{verdict, detail, cells, families}``,
     or None when no stacked run is stored."""
@@ -247,5 +276,11 @@ def _claim_1_with_stacked_rnns(runs: Sequence[Mapping[str, Any]], probes: Sequen
     claim = claims_1_2(Data(relabel(runs), probes, interventions, patching, relabel(controls or [])))[0]
     for row in claim["numbers"].get("cells", []):
         row["family"] = swap.get(row["family"], row["family"])
-    return _clean({"verdict": claim["verdict"], "detail": claim["detail"], "cells": claim["numbers"].get("cells"),
-                   "families": [swap.get(f, f) for f in FAMILIES]})
+    return _clean(
+        {
+            "verdict": claim["verdict"],
+            "detail": claim["detail"],
+            "cells": claim["numbers"].get("cells"),
+            "families": [swap.get(f, f) for f in FAMILIES],
+        }
+    )

@@ -10,8 +10,6 @@ import numpy as np
 
 from science.claims.common import (
     CONTRADICTED,
-    Cell,
-    Data,
     EVAL_LENGTH,
     FALL_PP,
     FAMILIES,
@@ -23,6 +21,8 @@ from science.claims.common import (
     SSM,
     SUPPORTED,
     TRANSFORMER,
+    Cell,
+    Data,
     _ci,
     _claim,
     _finish,
@@ -48,16 +48,24 @@ def claim_6(data: Data) -> dict[str, Any]:
             tab[(r["task"], r["family"])][L].append(float(a))
     read = expected_cells(PREFIX_TASKS, FAMILIES)
     lengths = sorted({L for d in tab.values() for L in d})
-    numbers: dict[str, Any] = {"lengths_used": lengths, "accuracy": [
-        {"task": t, "family": f, "by_length": {str(L): _ci(v, "accuracy") for L, v in sorted(d.items())}}
-        for (t, f), d in sorted(tab.items())]}
+    numbers: dict[str, Any] = {
+        "lengths_used": lengths,
+        "accuracy": [
+            {"task": t, "family": f, "by_length": {str(L): _ci(v, "accuracy") for L, v in sorted(d.items())}}
+            for (t, f), d in sorted(tab.items())
+        ],
+    }
     views = ["/?task=parity", "/?task=s3", "/curves?task=parity&view=behaviour"]
     left = data.left_out_for(PREFIX_TASKS)
     short = data.shortfalls(read, usable) if any(data.stored.get(c) for c in read) else []
     if short:
         numbers["cells_short_of_seeds"] = short
-        return _finish(_claim(6, NOT_ENOUGH, numbers,
-                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
+        return _finish(
+            _claim(
+                6, NOT_ENOUGH, numbers, f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views
+            ),
+            left,
+        )
     sub: dict[str, bool] = {}
     for t in PREFIX_TASKS:
         for f in RECURRENT:
@@ -91,9 +99,19 @@ def claim_6(data: Data) -> dict[str, Any]:
         sub["mamba accuracy falls with length on parity"] = fall <= -FALL_PP and slope < 0
     numbers["sub_claims"] = sub
     if not sub:
-        return _finish(_claim(6, NOT_ENOUGH, numbers, "needs behaviour of trained runs at several eval lengths on "
-                              "parity and s3", views), left)
+        return _finish(
+            _claim(
+                6,
+                NOT_ENOUGH,
+                numbers,
+                "needs behaviour of trained runs at several eval lengths on parity and s3",
+                views,
+            ),
+            left,
+        )
     failed = [k for k, v in sub.items() if not v]
-    detail = (f"Trained runs at lengths {', '.join(map(str, lengths))}: {len(sub) - len(failed)}/{len(sub)} sub-claims hold"
-              + (": fails " + "; ".join(failed) if failed else "."))
+    detail = (
+        f"Trained runs at lengths {', '.join(map(str, lengths))}: {len(sub) - len(failed)}/{len(sub)} sub-claims hold"
+        + (": fails " + "; ".join(failed) if failed else ".")
+    )
     return _finish(_claim(6, CONTRADICTED if failed else SUPPORTED, numbers, detail, views), left)

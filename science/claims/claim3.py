@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from science import profiles as P
 from science.claims.common import (
     CONTRADICTED,
-    Data,
     FAMILIES,
     MATCH_FRACTION,
     MIN_SEEDS,
     NOT_ENOUGH,
     STACK_TASK,
     SUPPORTED,
+    Data,
     _ci,
     _claim,
     _curve_cells,
@@ -35,40 +34,69 @@ def claim_3(data: Data) -> dict[str, Any]:
     fams = [f for f in FAMILIES if f not in gone and all(data.stored.get((t, f)) for t in tasks)]
     any_stored = any(data.stored.get(c) for c in expected_cells(tasks, FAMILIES))
     views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
-    numbers: dict[str, Any] = {"families": [], "match_fraction_required": MATCH_FRACTION,
-                               "floor": "random-init control" if data.use_controls else "majority rate"}
+    numbers: dict[str, Any] = {
+        "families": [],
+        "match_fraction_required": MATCH_FRACTION,
+        "floor": "random-init control" if data.use_controls else "majority rate",
+    }
     if untestable:
         numbers["untestable"] = untestable
     left = data.left_out_for(tasks)
     if not any_stored:
-        return _finish(_claim(3, NOT_ENOUGH, numbers, "needs every family with runs on s3, parity and dyck; none "
-                              "stored", views), left)
+        return _finish(
+            _claim(3, NOT_ENOUGH, numbers, "needs every family with runs on s3, parity and dyck; none stored", views),
+            left,
+        )
     if not fams and untestable:
-        return _finish(_claim(3, NOT_ENOUGH, numbers, "no family can be tested. Untestable here: "
-                              + "; ".join(untestable) + ".", views), left)
+        return _finish(
+            _claim(
+                3,
+                NOT_ENOUGH,
+                numbers,
+                "no family can be tested. Untestable here: " + "; ".join(untestable) + ".",
+                views,
+            ),
+            left,
+        )
     short = data.shortfalls(expected_cells(tasks, [f for f in FAMILIES if f not in gone]), cells)
     if short:
         numbers["cells_short_of_seeds"] = short
-        return _finish(_claim(3, NOT_ENOUGH, numbers,
-                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
+        return _finish(
+            _claim(
+                3, NOT_ENOUGH, numbers, f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views
+            ),
+            left,
+        )
     per_family = []
     for f in fams:
         s3, par, dy = (_summary(data, cells[(t, f)]) for t in tasks)
         d_sp = P.profile_distance(s3["curve"], par["curve"], s3["baseline"], par["baseline"])
         d_sd = P.profile_distance(s3["curve"], dy["curve"], s3["baseline"], dy["baseline"])
-        per_family.append({"family": f, "d_s3_parity": d_sp, "d_s3_dyck": d_sd, "closer_to_parity": d_sp < d_sd,
-                           "class_s3": s3["profile_class"], "class_parity": par["profile_class"],
-                           "class_dyck": dy["profile_class"], "class_votes_s3": s3["class_votes"],
-                           "class_votes_parity": par["class_votes"], "class_votes_dyck": dy["class_votes"]})
+        per_family.append(
+            {
+                "family": f,
+                "d_s3_parity": d_sp,
+                "d_s3_dyck": d_sd,
+                "closer_to_parity": d_sp < d_sd,
+                "class_s3": s3["profile_class"],
+                "class_parity": par["profile_class"],
+                "class_dyck": dy["profile_class"],
+                "class_votes_s3": s3["class_votes"],
+                "class_votes_parity": par["class_votes"],
+                "class_votes_dyck": dy["class_votes"],
+            }
+        )
     numbers["families"] = per_family
     share = sum(r["closer_to_parity"] for r in per_family) / len(per_family)
     numbers["share_closer_to_parity"] = share
     numbers["gap_dyck_minus_parity"] = _ci([r["d_s3_dyck"] - r["d_s3_parity"] for r in per_family])
     numbers["same_class_as_parity"] = sum(r["class_s3"] == r["class_parity"] for r in per_family)
     verdict = SUPPORTED if share >= MATCH_FRACTION else CONTRADICTED
-    detail = (f"S3's normalised layer curve{' (learned gain over the random-init control)' if data.use_controls else ''} "
-              f"is closer to Parity's than to Dyck's in "
-              f"{sum(r['closer_to_parity'] for r in per_family)}/{len(per_family)} families "
-              f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}."
-              + (" Untestable here: " + "; ".join(untestable) + "." if untestable else ""))
+    detail = (
+        f"S3's normalised layer curve{' (learned gain over the random-init control)' if data.use_controls else ''} "
+        f"is closer to Parity's than to Dyck's in "
+        f"{sum(r['closer_to_parity'] for r in per_family)}/{len(per_family)} families "
+        f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}."
+        + (" Untestable here: " + "; ".join(untestable) + "." if untestable else "")
+    )
     return _finish(_claim(3, verdict, numbers, detail, views), left)

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from science import profiles as P
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
 from layerscope_core.registry import TRAIN_LENGTH, families_where
+from science import profiles as P
 from science.stats import ALPHA, bounds_for, t_interval
 from science.trained import is_trained, untrained_reason
 
@@ -77,8 +77,14 @@ def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
 
 
 def _claim(cid: int, verdict: str, numbers: dict[str, Any], detail: str, views: list[str]) -> dict[str, Any]:
-    return {"id": cid, "title": CLAIM_TITLES[cid], "verdict": verdict, "numbers": numbers,
-            "detail": detail, "views": views}
+    return {
+        "id": cid,
+        "title": CLAIM_TITLES[cid],
+        "verdict": verdict,
+        "numbers": numbers,
+        "detail": detail,
+        "views": views,
+    }
 
 
 def _scratch(run: Mapping[str, Any]) -> bool:
@@ -104,9 +110,14 @@ def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIE
 class Data:
     """The inputs, split once: trained runs, their curves, and every stored run by cell."""
 
-    def __init__(self, runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-                 interventions: Sequence[Mapping[str, Any]], patching: Sequence[Mapping[str, Any]],
-                 controls: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        runs: Sequence[Mapping[str, Any]],
+        probes: Sequence[Mapping[str, Any]],
+        interventions: Sequence[Mapping[str, Any]],
+        patching: Sequence[Mapping[str, Any]],
+        controls: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
         self.all_runs = list(runs)
         # random-init control curves: (task, family, seed, n_layers) → curve (docs/SCIENCE.md#controls)
         self.controls: dict[tuple, dict[int, float]] = {}
@@ -120,9 +131,17 @@ class Data:
         self.trained = [r for r in self.all_runs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
         trained_ids = {r["id"] for r in self.trained}
         self.left_out = [
-            {"run_id": r["id"], "task": r.get("task"), "family": r.get("family"), "seed": r.get("seed"),
-             "pretrained": r.get("pretrained"), "reason": untrained_reason(r.get("heldout_acc"), r.get("early_stop_acc"))}
-            for r in self.all_runs if r["id"] not in trained_ids]
+            {
+                "run_id": r["id"],
+                "task": r.get("task"),
+                "family": r.get("family"),
+                "seed": r.get("seed"),
+                "pretrained": r.get("pretrained"),
+                "reason": untrained_reason(r.get("heldout_acc"), r.get("early_stop_acc")),
+            }
+            for r in self.all_runs
+            if r["id"] not in trained_ids
+        ]
         self.curves = _run_curves(self.trained, probes, EVAL_LENGTH)
         self.interventions = list(interventions)
         self.patching = list(patching)
@@ -142,24 +161,32 @@ class Data:
         # architecture at this size within its budget (docs/SCIENCE.md#plateau)
         self.not_learned: dict[Cell, str] = {}
         for cell, rs in self.stored.items():
-            if len(rs) >= MIN_SEEDS and all(r.get("stop_reason") == "plateau" and
-                                            not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in rs):
+            if len(rs) >= MIN_SEEDS and all(
+                r.get("stop_reason") == "plateau" and not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))
+                for r in rs
+            ):
                 budget = max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs)
                 best = [r.get("best_heldout_acc") for r in rs if r.get("best_heldout_acc") is not None]
                 self.not_learned[cell] = (
                     f"{_cell_name(cell)}: not learned by this architecture at this size within {budget:,} steps "
                     f"({len(rs)} of {len(rs)} seeds plateaued"
-                    + (f"; best held-out accuracy {min(best):.3f}–{max(best):.3f}" if best else "") + ")")
-    def shortfalls(self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]],
-                   what: str = "trained seeds") -> list[str]:
+                    + (f"; best held-out accuracy {min(best):.3f}–{max(best):.3f}" if best else "")
+                    + ")"
+                )
+
+    def shortfalls(
+        self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], what: str = "trained seeds"
+    ) -> list[str]:
         """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each cell short of seeds;
         a cell with no stored run at all reads '0 of MIN_SEEDS trained seeds (no runs stored)'."""
         out = []
         for cell in sorted(set(cells)):
             if cell in self.duplicated:
-                out.append(f"{_cell_name(cell)}: more than one run for seed(s) "
-                           f"{', '.join(map(str, self.duplicated[cell]))} (runs made with other settings in the "
-                           "same suite; one suite holds one run per seed — run other settings under another name)")
+                out.append(
+                    f"{_cell_name(cell)}: more than one run for seed(s) "
+                    f"{', '.join(map(str, self.duplicated[cell]))} (runs made with other settings in the "
+                    "same suite; one suite holds one run per seed — run other settings under another name)"
+                )
                 continue
             if not self.stored.get(cell):
                 out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
@@ -170,8 +197,10 @@ class Data:
             k = len({r.get("seed") for r in usable.get(cell, [])})
             if k < MIN_SEEDS:
                 n_un = sum(not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in self.stored[cell])
-                out.append(f"{_cell_name(cell)}: {k} of {MIN_SEEDS} {what}"
-                           + (f" ({n_un} untrained run(s) left out)" if n_un else ""))
+                out.append(
+                    f"{_cell_name(cell)}: {k} of {MIN_SEEDS} {what}"
+                    + (f" ({n_un} untrained run(s) left out)" if n_un else "")
+                )
         return out
 
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
@@ -179,14 +208,19 @@ class Data:
         return [r for r in self.left_out if r["task"] in ts]
 
 
-def _run_curves(runs: Iterable[Mapping[str, Any]], probes: Iterable[Mapping[str, Any]],
-                eval_length: int) -> dict[Any, tuple[dict[int, float], float | None]]:
+def _run_curves(
+    runs: Iterable[Mapping[str, Any]], probes: Iterable[Mapping[str, Any]], eval_length: int
+) -> dict[Any, tuple[dict[int, float], float | None]]:
     """run_id → (curve at eval_length, mean majority baseline); runs with a gapped curve dropped."""
     ids = {r["id"] for r in runs}
     by_run: dict[Any, dict[int, float]] = defaultdict(dict)
     base: dict[Any, list[float]] = defaultdict(list)
     for p in probes:
-        if p.get("run_id") in ids and p.get("eval_length", eval_length) == eval_length and p.get("accuracy") is not None:
+        if (
+            p.get("run_id") in ids
+            and p.get("eval_length", eval_length) == eval_length
+            and p.get("accuracy") is not None
+        ):
             by_run[p["run_id"]][int(p["layer"])] = float(p["accuracy"])
             if p.get("majority_baseline") is not None:
                 base[p["run_id"]].append(float(p["majority_baseline"]))
@@ -247,9 +281,14 @@ def _perm_greater(x: Sequence[float | None], y: Sequence[float | None]) -> dict[
     ya = [v for v in y if v is not None]
     if len(xa) < 2 or len(ya) < 2:
         return None
-    res = _st.permutation_test((np.asarray(xa), np.asarray(ya)), lambda a, b, axis: a.mean(axis) - b.mean(axis),
-                               permutation_type="independent", alternative="greater",
-                               n_resamples=N_PERM, rng=np.random.default_rng(0))
+    res = _st.permutation_test(
+        (np.asarray(xa), np.asarray(ya)),
+        lambda a, b, axis: a.mean(axis) - b.mean(axis),
+        permutation_type="independent",
+        alternative="greater",
+        n_resamples=N_PERM,
+        rng=np.random.default_rng(0),
+    )
     return {"diff": float(np.mean(xa) - np.mean(ya)), "p": float(res.pvalue), "n_x": len(xa), "n_y": len(ya)}
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
 from science import profiles as P
-from science.stats import ALPHA, holm
 from science.claims.common import (
     CONTRADICTED,
-    Data,
     EVAL_LENGTH,
     FAMILIES,
     MATCH_FRACTION,
@@ -21,6 +18,7 @@ from science.claims.common import (
     STACK_TASK,
     SUPPORTED,
     TRANSFORMER,
+    Data,
     _claim,
     _curve_cells,
     _finish,
@@ -28,27 +26,44 @@ from science.claims.common import (
     _summary,
     expected_cells,
 )
+from science.stats import ALPHA, holm
 
 # ----------------------------------------------------------------------------- claims 1 and 2
 
 CONTRAST = {
-    1: {"tasks": PREFIX_TASKS, "expected": {TRANSFORMER: "gradual", **dict.fromkeys(NON_TRANSFORMER, "late")},
-        "metric": "late_concentration", "transformer_higher": False},
-    2: {"tasks": (STACK_TASK,), "expected": {TRANSFORMER: "early", **dict.fromkeys(NON_TRANSFORMER, "gradual")},
-        "metric": "auc", "transformer_higher": True},
+    1: {
+        "tasks": PREFIX_TASKS,
+        "expected": {TRANSFORMER: "gradual", **dict.fromkeys(NON_TRANSFORMER, "late")},
+        "metric": "late_concentration",
+        "transformer_higher": False,
+    },
+    2: {
+        "tasks": (STACK_TASK,),
+        "expected": {TRANSFORMER: "early", **dict.fromkeys(NON_TRANSFORMER, "gradual")},
+        "metric": "auc",
+        "transformer_higher": True,
+    },
 }
 
 
 def _cell_row(task: str, fam: str, s: Mapping[str, Any], expected: str) -> dict[str, Any]:
     m = s["metrics"]
     return {
-        "task": task, "family": fam, "n": s["n"], "seeds": s["seeds"],
-        "profile_class": s["profile_class"], "class_votes": s["class_votes"],
-        "expected": expected, "matches": s["profile_class"] == expected,
-        "floor": s.get("floor", "majority"), "majority_class": s.get("majority_class", s["profile_class"]),
+        "task": task,
+        "family": fam,
+        "n": s["n"],
+        "seeds": s["seeds"],
+        "profile_class": s["profile_class"],
+        "class_votes": s["class_votes"],
+        "expected": expected,
+        "matches": s["profile_class"] == expected,
+        "floor": s.get("floor", "majority"),
+        "majority_class": s.get("majority_class", s["profile_class"]),
         "stability": {k: (s.get("stability") or {}).get(k) for k in ("agree", "of", "stable")},
-        **{k: {kk: m[k][kk] for kk in ("mean", "lo", "hi", "n")}
-           for k in ("late_concentration", "first_95", "auc", "gain_over_majority", "gain_over_emb")},
+        **{
+            k: {kk: m[k][kk] for kk in ("mean", "lo", "hi", "n")}
+            for k in ("late_concentration", "first_95", "auc", "gain_over_majority", "gain_over_emb")
+        },
     }
 
 
@@ -110,58 +125,101 @@ def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any],
     for t in spec["tasks"]:
         # a cell is settled only when each of its stored runs is trained with a curve: one more seed
         # could still move the seed-mean class
-        done = {f: _summary(data, rs)["profile_class"] for (task, f), rs in info["cells"].items()
-                if task == t and f in FAMILIES and (task, f) not in data.duplicated
-                and len({r.get("seed") for r in rs}) >= MIN_SEEDS and len(rs) == len(data.stored.get((task, f), []))}
+        done = {
+            f: _summary(data, rs)["profile_class"]
+            for (task, f), rs in info["cells"].items()
+            if task == t
+            and f in FAMILIES
+            and (task, f) not in data.duplicated
+            and len({r.get("seed") for r in rs}) >= MIN_SEEDS
+            and len(rs) == len(data.stored.get((task, f), []))
+        }
         if TRANSFORMER in done and done[TRANSFORMER] != expected[TRANSFORMER]:
             out.append(f"on {t} the transformer is {done[TRANSFORMER]}, not {expected[TRANSFORMER]}")
             continue
         wrong = sorted(f for f, c in done.items() if f != TRANSFORMER and c != expected[f])
         if n_others - len(wrong) < MATCH_FRACTION * n_others:
-            out.append(f"on {t} {', '.join(f'{f} is {done[f]}' for f in wrong)} where {expected[wrong[0]]} is "
-                       f"expected: at most {n_others - len(wrong)} of {n_others} other families can match "
-                       f"(≥ {MATCH_FRACTION:.0%} needed)")
+            out.append(
+                f"on {t} {', '.join(f'{f} is {done[f]}' for f in wrong)} where {expected[wrong[0]]} is "
+                f"expected: at most {n_others - len(wrong)} of {n_others} other families can match "
+                f"(≥ {MATCH_FRACTION:.0%} needed)"
+            )
     return out
 
 
-def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data,
-                    n_tests: int) -> dict[str, Any]:
+def _contrast_claim(
+    cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data, n_tests: int
+) -> dict[str, Any]:
     tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
     if cid == 1:
         views = [f"/reversal?task={t}" for t in tasks] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in tasks]
     else:
         views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
-    numbers: dict[str, Any] = {"match_fraction_required": MATCH_FRACTION, "alpha": ALPHA, "test_statistic": metric,  # of the contrast test, not the cell table
-                               "floor": "random-init control" if data.use_controls else "majority rate"}
+    numbers: dict[str, Any] = {
+        "match_fraction_required": MATCH_FRACTION,
+        "alpha": ALPHA,
+        "test_statistic": metric,  # of the contrast test, not the cell table
+        "floor": "random-init control" if data.use_controls else "majority rate",
+    }
     if info.get("untestable"):
         numbers["untestable"] = info["untestable"]
     untestable_note = (" Untestable here: " + "; ".join(info["untestable"]) + ".") if info.get("untestable") else ""
     left = data.left_out_for(tasks)
     if not info["usable_tasks"]:
-        return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
-                              (f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
-                               f"{' and '.join(tasks)}; none stored" if not untestable_note else
-                               "no task of this claim can be tested." + untestable_note), views), left)
+        return _finish(
+            _claim(
+                cid,
+                NOT_ENOUGH,
+                {**numbers, "cells": []},
+                (
+                    f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
+                    f"{' and '.join(tasks)}; none stored"
+                    if not untestable_note
+                    else "no task of this claim can be tested." + untestable_note
+                ),
+                views,
+            ),
+            left,
+        )
     if info["short"]:
         numbers["cells_short_of_seeds"] = info["short"]
         ruled_out = _class_condition_ruled_out(spec, info, data)
         if ruled_out:
             numbers["cannot_be_supported"] = ruled_out
-        return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []},
-                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(info["short"])
-                              + (". Whatever the missing cells show, it cannot be supported: " + "; ".join(ruled_out)
-                                 if ruled_out else ""), views), left)
+        return _finish(
+            _claim(
+                cid,
+                NOT_ENOUGH,
+                {**numbers, "cells": []},
+                f"needs ≥ {MIN_SEEDS} trained seeds in every cell: "
+                + "; ".join(info["short"])
+                + (
+                    ". Whatever the missing cells show, it cannot be supported: " + "; ".join(ruled_out)
+                    if ruled_out
+                    else ""
+                ),
+                views,
+            ),
+            left,
+        )
     rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
     numbers["cells"] = rows
     fragile = [r for r in rows if r["stability"]["stable"] is False]
     numbers["fragile"] = bool(fragile)
-    numbers["fragile_cells"] = [f"{r['family']} × {r['task']}: {r['profile_class']} under {r['stability']['agree']} "
-                                f"of {r['stability']['of']} threshold settings" for r in fragile]
+    numbers["fragile_cells"] = [
+        f"{r['family']} × {r['task']}: {r['profile_class']} under {r['stability']['agree']} "
+        f"of {r['stability']['of']} threshold settings"
+        for r in fragile
+    ]
     numbers["class_condition_agreement"] = _class_condition_agreement(spec, info)
     without_controls = [c for c in rows if c["floor"] != "control"]
     if data.use_controls and without_controls:
         numbers["cells_without_controls"] = [f"{r['family']} × {r['task']}" for r in without_controls]
-    key = "test_auc_transformer_gt_other" if spec["transformer_higher"] else "test_late_concentration_other_gt_transformer"
+    key = (
+        "test_auc_transformer_gt_other"
+        if spec["transformer_higher"]
+        else "test_late_concentration_other_gt_transformer"
+    )
     numbers[key] = info.get("tests", {})
     numbers["holm_family_size"] = n_tests
     per_task: dict[str, dict[str, Any]] = {}
@@ -176,28 +234,59 @@ def _contrast_claim(cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], 
             undefined.append(t)
             continue
         stat_ok = test["p_holm"] < ALPHA
-        per_task[t] = {"class_condition": class_ok, "statistic_condition": stat_ok,
-                       "verdict": _contrast_task_verdict(class_ok, stat_ok)}
-        parts.append(f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
-                     f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
-                     f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}"
-                     + (f" (opposite direction: p = {test['p_opposite']:.3g}, unadjusted)"
-                        if test.get("p_opposite") is not None else "") + f" → {per_task[t]['verdict']}"
-                     + ("" if class_ok == stat_ok else
-                        f" (mixed: the {'class' if class_ok else 'statistic'} condition holds, the "
-                        f"{'statistic' if class_ok else 'class'} condition does not)"))
+        per_task[t] = {
+            "class_condition": class_ok,
+            "statistic_condition": stat_ok,
+            "verdict": _contrast_task_verdict(class_ok, stat_ok),
+        }
+        parts.append(
+            f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
+            f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
+            f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}"
+            + (
+                f" (opposite direction: p = {test['p_opposite']:.3g}, unadjusted)"
+                if test.get("p_opposite") is not None
+                else ""
+            )
+            + f" → {per_task[t]['verdict']}"
+            + (
+                ""
+                if class_ok == stat_ok
+                else f" (mixed: the {'class' if class_ok else 'statistic'} condition holds, the "
+                f"{'statistic' if class_ok else 'class'} condition does not)"
+            )
+        )
     if undefined:
-        return _finish(_claim(cid, NOT_ENOUGH, numbers,
-                              f"per-seed {metric} undefined (curves without gain) on {', '.join(undefined)}", views), left)
+        return _finish(
+            _claim(
+                cid,
+                NOT_ENOUGH,
+                numbers,
+                f"per-seed {metric} undefined (curves without gain) on {', '.join(undefined)}",
+                views,
+            ),
+            left,
+        )
     numbers["per_task"] = per_task
     task_verdicts = [v["verdict"] for v in per_task.values()]
-    verdict = (SUPPORTED if all(v == SUPPORTED for v in task_verdicts)
-               else CONTRADICTED if CONTRADICTED in task_verdicts else NOT_ENOUGH)
-    detail = (f"Supported when, on every task, the transformer's class differs as claimed (others ≥ "
-              f"{MATCH_FRACTION:.0%} as expected) and the per-seed {metric} differs in that direction at p < {ALPHA} "
-              f"after Holm over {n_tests} test(s); contradicted when both fail on a task; mixed evidence is not "
-              "enough data. " + "; ".join(parts) + ".")
-    mism = [f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})" for r in rows if not r["matches"]]
+    verdict = (
+        SUPPORTED
+        if all(v == SUPPORTED for v in task_verdicts)
+        else CONTRADICTED
+        if CONTRADICTED in task_verdicts
+        else NOT_ENOUGH
+    )
+    detail = (
+        f"Supported when, on every task, the transformer's class differs as claimed (others ≥ "
+        f"{MATCH_FRACTION:.0%} as expected) and the per-seed {metric} differs in that direction at p < {ALPHA} "
+        f"after Holm over {n_tests} test(s); contradicted when both fail on a task; mixed evidence is not "
+        "enough data. " + "; ".join(parts) + "."
+    )
+    mism = [
+        f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})"
+        for r in rows
+        if not r["matches"]
+    ]
     if mism:
         detail += " Mismatches: " + "; ".join(mism) + "."
     if fragile:

@@ -6,18 +6,16 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-
-from science.stats import ALPHA
 from science.claims.common import (
     CONTRADICTED,
-    Cell,
-    Data,
     EVAL_LENGTH,
     MIN_SEEDS,
     NOT_ENOUGH,
     SSM,
     STACK_TASK,
     SUPPORTED,
+    Cell,
+    Data,
     _ci,
     _claim,
     _finish,
@@ -25,6 +23,7 @@ from science.claims.common import (
     _scratch,
     expected_cells,
 )
+from science.stats import ALPHA
 
 # ----------------------------------------------------------------------------- claim 5
 
@@ -36,8 +35,14 @@ def _conv1d_rows(data: Data) -> dict[Any, Mapping[str, Any]]:
     rows_by_run: dict[Any, Mapping[str, Any]] = {}
     for r in data.interventions:
         run = info.get(r.get("run_id"))
-        if (run is None or r.get("method") != "conv1d_removal" or int(r.get("layer", 0)) != -2
-                or r.get("eval_length", EVAL_LENGTH) != EVAL_LENGTH or run["family"] not in SSM or not _scratch(run)):
+        if (
+            run is None
+            or r.get("method") != "conv1d_removal"
+            or int(r.get("layer", 0)) != -2
+            or r.get("eval_length", EVAL_LENGTH) != EVAL_LENGTH
+            or run["family"] not in SSM
+            or not _scratch(run)
+        ):
             continue
         rows_by_run[run["id"]] = r
     return rows_by_run
@@ -54,18 +59,36 @@ def claim_5(data: Data) -> dict[str, Any]:
     for rid, row in rows_by_run.items():
         if rid in trained_ids and row.get("drop_rel_chance") is not None:
             usable[(info[rid]["task"], info[rid]["family"])].append(info[rid])
-    numbers: dict[str, Any] = {"tasks": {}, "paper_pp": {"s3": -12.6, "parity": -6.8, "dyck": "n.s."},
-                               "test_statistic": "drop_rel_chance"}
-    views = ["/probe-vs-causal?method=conv1d_removal&family=mamba", "/probe-vs-causal?method=conv1d_removal&family=mamba2"]
+    numbers: dict[str, Any] = {
+        "tasks": {},
+        "paper_pp": {"s3": -12.6, "parity": -6.8, "dyck": "n.s."},
+        "test_statistic": "drop_rel_chance",
+    }
+    views = [
+        "/probe-vs-causal?method=conv1d_removal&family=mamba",
+        "/probe-vs-causal?method=conv1d_removal&family=mamba2",
+    ]
     left = [r for r in data.left_out_for(tasks_all) if r["family"] in SSM]
     if len({t for t, _ in read}) < 2:
-        return _finish(_claim(5, NOT_ENOUGH, numbers, "needs conv1d_removal (every layer) results for mamba/mamba2 on "
-                              "at least two of s3, parity, dyck", views), left)
+        return _finish(
+            _claim(
+                5,
+                NOT_ENOUGH,
+                numbers,
+                "needs conv1d_removal (every layer) results for mamba/mamba2 on at least two of s3, parity, dyck",
+                views,
+            ),
+            left,
+        )
     short = data.shortfalls(expected, usable, "trained seeds with conv1d_removal")
     if short:
         numbers["cells_short_of_seeds"] = short
-        return _finish(_claim(5, NOT_ENOUGH, numbers,
-                              f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views), left)
+        return _finish(
+            _claim(
+                5, NOT_ENOUGH, numbers, f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views
+            ),
+            left,
+        )
     vals: dict[str, list[float]] = {}
     for t in tasks_all:
         runs_t = [r for (task, _f), rs in usable.items() if task == t for r in rs]
@@ -73,9 +96,12 @@ def claim_5(data: Data) -> dict[str, Any]:
             continue
         v = [float(rows_by_run[r["id"]]["drop_rel_chance"]) for r in runs_t]
         vals[t] = v
-        numbers["tasks"][t] = {"drop_rel_chance": _ci(v), "n_runs": len(v),
-                               "delta_pp": _ci([rows_by_run[r["id"]].get("delta_pp") for r in runs_t]),
-                               "families": sorted({r["family"] for r in runs_t})}
+        numbers["tasks"][t] = {
+            "drop_rel_chance": _ci(v),
+            "n_runs": len(v),
+            "delta_pp": _ci([rows_by_run[r["id"]].get("delta_pp") for r in runs_t]),
+            "families": sorted({r["family"] for r in runs_t}),
+        }
     conds: dict[str, bool | None] = {}
     tasks = numbers["tasks"]
 

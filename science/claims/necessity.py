@@ -9,23 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from science import profiles as P
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
-from science.stats import wilson_interval
+from science import profiles as P
 from science.claims.common import (
     CONTRADICTED,
-    Cell,
     DECOUPLED_SHARE_MIN,
     DECOUPLING_MARGIN_PP,
     DECOUPLING_METHODS,
-    Data,
     EVAL_LENGTH,
     MIN_SEEDS,
     NOT_ENOUGH,
     REFIT_TOL,
     STATE_SITE,
     SUPPORTED,
+    Cell,
+    Data,
     _ci,
     _claim,
     _f2,
@@ -35,6 +34,7 @@ from science.claims.common import (
     _significance,
     expected_cells,
 )
+from science.stats import wilson_interval
 
 # ----------------------------------------------------------------------------- claim 4
 
@@ -54,17 +54,26 @@ def beyond_random(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**row, "delta_pp": float(row["delta_pp"]) - float(row["random_delta_pp"]), "delta_raw_pp": row["delta_pp"]}
 
 
-def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[Mapping[str, Any]],
-                    method: str) -> dict[str, Any]:
+def _run_decoupling(
+    run: Mapping[str, Any], curve: dict[int, float], rows: list[Mapping[str, Any]], method: str
+) -> dict[str, Any]:
     rows = [beyond_random(r) for r in rows]
     removed = [r for r in rows if _removed(r)]
     not_removed = sorted(int(r["layer"]) for r in rows if not _removed(r))
     near = P.near_best_layers(curve)
-    base = {"run_id": run["id"], "task": run["task"], "family": run["family"], "seed": run.get("seed"),
-            "pretrained": run.get("pretrained"), "method": method, "best_layer": P.best_layer(curve),
-            "near_best_layers": near, "not_removed_layers": not_removed,
-            "removed_layers": sorted(int(r["layer"]) for r in removed),
-            "beyond_random": all(r.get("delta_raw_pp") is not None for r in rows) if rows else None}
+    base = {
+        "run_id": run["id"],
+        "task": run["task"],
+        "family": run["family"],
+        "seed": run.get("seed"),
+        "pretrained": run.get("pretrained"),
+        "method": method,
+        "best_layer": P.best_layer(curve),
+        "near_best_layers": near,
+        "not_removed_layers": not_removed,
+        "removed_layers": sorted(int(r["layer"]) for r in removed),
+        "beyond_random": all(r.get("delta_raw_pp") is not None for r in rows) if rows else None,
+    }
     if not any(int(r["layer"]) in near for r in removed):
         return {**base, "status": "not removed", "meaningfully_decoupled": None}
     d = P.decoupling(curve, removed, method=method)
@@ -74,8 +83,14 @@ def _run_decoupling(run: Mapping[str, Any], curve: dict[int, float], rows: list[
     at_near = d["delta_near_best_pp"] if d["delta_near_best_pp"] is not None else 0.0
     margin = at_near - d["delta_at_damaging_pp"]
     decoupled = bool(d["decoupled"]) and margin >= DECOUPLING_MARGIN_PP and significant is not False
-    return {**base, **d, "margin_pp": margin, "significant": significant, "status": "evaluated",
-            "meaningfully_decoupled": decoupled}
+    return {
+        **base,
+        **d,
+        "margin_pp": margin,
+        "significant": significant,
+        "status": "evaluated",
+        "meaningfully_decoupled": decoupled,
+    }
 
 
 def edit_removed(row: Mapping[str, Any]) -> bool:
@@ -84,9 +99,14 @@ def edit_removed(row: Mapping[str, Any]) -> bool:
     return _removed(row)
 
 
-def run_decouplings(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[str, Any]],
-                    interventions: Sequence[Mapping[str, Any]], *, eval_length: int = EVAL_LENGTH,
-                    method: str | None = None) -> list[dict[str, Any]]:
+def run_decouplings(
+    runs: Sequence[Mapping[str, Any]],
+    probes: Sequence[Mapping[str, Any]],
+    interventions: Sequence[Mapping[str, Any]],
+    *,
+    eval_length: int = EVAL_LENGTH,
+    method: str | None = None,
+) -> list[dict[str, Any]]:
     """Claim 4's per-run rule, for views that show it run by run (the /probe-vs-causal summary).
 
     For each run in ``runs`` (``{id, task, family, seed, pretrained}``; trained or not: the
@@ -102,9 +122,12 @@ def run_decouplings(runs: Sequence[Mapping[str, Any]], probes: Sequence[Mapping[
     """
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in interventions:
-        if r.get("eval_length", eval_length) == eval_length and int(r.get("layer", -2)) >= -1 \
-                and r.get("delta_pp") is not None \
-                and (r.get("method") == method if method else r.get("method") in DECOUPLING_METHODS):
+        if (
+            r.get("eval_length", eval_length) == eval_length
+            and int(r.get("layer", -2)) >= -1
+            and r.get("delta_pp") is not None
+            and (r.get("method") == method if method else r.get("method") in DECOUPLING_METHODS)
+        ):
             by_run[r["run_id"]].append(r)
     curves = _run_curves(runs, probes, eval_length)
     out = []
@@ -137,9 +160,14 @@ def _state_patching(data: Data) -> dict[str, Any] | str:
     per_run: dict[Any, list[float]] = defaultdict(list)
     for p in data.patching:
         run = info.get(p.get("run_id"))
-        if (run is None or p.get("site") != STATE_SITE or p.get("recovery") is None or run.get("n_layers") is None
-                or int(p["layer"]) != int(run["n_layers"]) - 1
-                or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2):
+        if (
+            run is None
+            or p.get("site") != STATE_SITE
+            or p.get("recovery") is None
+            or run.get("n_layers") is None
+            or int(p["layer"]) != int(run["n_layers"]) - 1
+            or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2
+        ):
             continue
         per_run[run["id"]].append(float(p["recovery"]))
     if not per_run:
@@ -165,8 +193,12 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
     per: dict[str, dict[int, dict[Any, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for p in data.patching:
         run = info.get(p.get("run_id"))
-        if (run is None or p.get("site") != STATE_SITE or p.get("recovery") is None
-                or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2):
+        if (
+            run is None
+            or p.get("site") != STATE_SITE
+            or p.get("recovery") is None
+            or int(p["position"]) != int(p.get("eval_length", EVAL_LENGTH)) // 2
+        ):
             continue
         key = f"{run['family']} × {run['task']}" if _scratch(run) else f"{run['pretrained']} × {run['task']}"
         per[key][int(p["layer"])][run["id"]].append(float(p["recovery"]))
@@ -176,23 +208,42 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
         best = max(means, key=lambda layer: float(np.mean(means[layer])))
         last = max(means)
         run_ids = sorted({rid for runs in per[key].values() for rid in runs}, key=str)
-        per_run = [max((layer for layer in per[key] if rid in per[key][layer]),
-                       key=lambda layer, rid=rid: float(np.mean(per[key][layer][rid]))) for rid in run_ids]
-        out.append({"family": key, "best_layer": best, "best_recovery": _ci(means[best]),
-                    "last_layer": last, "last_recovery": _ci(means[last]), "best_layer_per_run": sorted(per_run)})
+        per_run = [
+            max(
+                (layer for layer in per[key] if rid in per[key][layer]),
+                key=lambda layer, rid=rid: float(np.mean(per[key][layer][rid])),
+            )
+            for rid in run_ids
+        ]
+        out.append(
+            {
+                "family": key,
+                "best_layer": best,
+                "best_recovery": _ci(means[best]),
+                "last_layer": last,
+                "last_recovery": _ci(means[last]),
+                "best_layer_per_run": sorted(per_run),
+            }
+        )
     return out
 
 
-STATE_PATCH_NOTE = ("Why the last block can read ~0 in stacked recurrent models: patching one block's state leaves "
-                    "the blocks below it corrupted, and their outputs carry the corrupted information back into the "
-                    "patched block at every later position. Descriptive, not part of the verdict.")
+STATE_PATCH_NOTE = (
+    "Why the last block can read ~0 in stacked recurrent models: patching one block's state leaves "
+    "the blocks below it corrupted, and their outputs carry the corrupted information back into the "
+    "patched block at every later position. Descriptive, not part of the verdict."
+)
 
 
 def claim_4(data: Data) -> dict[str, Any]:
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in data.interventions:
-        if r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH and int(r.get("layer", -2)) >= -1 \
-                and r.get("method") in DECOUPLING_METHODS and r.get("delta_pp") is not None:
+        if (
+            r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH
+            and int(r.get("layer", -2)) >= -1
+            and r.get("method") in DECOUPLING_METHODS
+            and r.get("delta_pp") is not None
+        ):
             by_run[r["run_id"]].append(r)
     per_run = []
     for run in data.trained:
@@ -201,15 +252,19 @@ def claim_4(data: Data) -> dict[str, Any]:
             continue
         methods = {r.get("method") for r in by_run[rid]}
         method = next(m for m in DECOUPLING_METHODS if m in methods)
-        per_run.append(_run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method],
-                                       method))
+        per_run.append(
+            _run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method], method)
+        )
     usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
     for r in per_run:
         if not r["pretrained"]:
             usable[(r["task"], r["family"])].append(r)
     # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
-    short = (data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "trained seeds with probes and edits")
-             if data.stored else [])
+    short = (
+        data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "trained seeds with probes and edits")
+        if data.stored
+        else []
+    )
     groups = {}
     for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
         rows = [r for r in per_run if pick(r)]
@@ -224,8 +279,12 @@ def claim_4(data: Data) -> dict[str, Any]:
         groups[name] = g
     patch = _state_patching(data)
     numbers: dict[str, Any] = {
-        "runs": per_run, "groups": groups, "refit_tolerance": REFIT_TOL, "margin_pp_required": DECOUPLING_MARGIN_PP,
-        "decoupled_share_min": DECOUPLED_SHARE_MIN, "state_patching": patch,
+        "runs": per_run,
+        "groups": groups,
+        "refit_tolerance": REFIT_TOL,
+        "margin_pp_required": DECOUPLING_MARGIN_PP,
+        "decoupled_share_min": DECOUPLED_SHARE_MIN,
+        "state_patching": patch,
         "decoupled_share_scratch": groups.get("scratch", {}).get("share"),
         "decoupled_share_pretrained": groups.get("pretrained", {}).get("share"),
     }
@@ -237,9 +296,16 @@ def claim_4(data: Data) -> dict[str, Any]:
     views = ["/probe-vs-causal", "/patching"]
     left = data.left_out
     if not groups:
-        return _finish(_claim(4, NOT_ENOUGH, numbers,
-                              f"needs trained runs with probe curves and {'/'.join(DECOUPLING_METHODS)} edits at "
-                              f"L={EVAL_LENGTH}", views), left)
+        return _finish(
+            _claim(
+                4,
+                NOT_ENOUGH,
+                numbers,
+                f"needs trained runs with probe curves and {'/'.join(DECOUPLING_METHODS)} edits at L={EVAL_LENGTH}",
+                views,
+            ),
+            left,
+        )
     verdicts = [g["verdict"] for g in groups.values()]
     if SUPPORTED in verdicts:
         verdict = SUPPORTED
@@ -250,20 +316,37 @@ def claim_4(data: Data) -> dict[str, Any]:
     parts = []
     for name, g in groups.items():
         iv = "" if g["share"] is None else f" = {g['share']:.0%} [95% Wilson {g['lo']:.0%}, {g['hi']:.0%}]"
-        parts.append(f"{'from scratch' if name == 'scratch' else 'pretrained'}: {g['decoupled']}/{g['n']} decoupled{iv}, "
-                     f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
-                     + (f" ({g['why']})" if g.get("why") else ""))
-    patch_txt = patch if isinstance(patch, str) else "; ".join(
-        f"{k}: {_f2(v['mean'])}" + (f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else "")
-        + f" (n={v['n']})"
-        for k, v in patch.items() if isinstance(v, dict))
-    detail = (f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
-              f"a group supports the claim when the Wilson interval of its decoupled share is above "
-              f"{DECOUPLED_SHARE_MIN:.0%}. " + "; ".join(parts) + f". State patching at the last block, mid-position: "
-              f"{patch_txt}.")
+        parts.append(
+            f"{'from scratch' if name == 'scratch' else 'pretrained'}: {g['decoupled']}/{g['n']} decoupled{iv}, "
+            f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
+            + (f" ({g['why']})" if g.get("why") else "")
+        )
+    patch_txt = (
+        patch
+        if isinstance(patch, str)
+        else "; ".join(
+            f"{k}: {_f2(v['mean'])}"
+            + (f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else "")
+            + f" (n={v['n']})"
+            for k, v in patch.items()
+            if isinstance(v, dict)
+        )
+    )
+    detail = (
+        f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
+        f"a group supports the claim when the Wilson interval of its decoupled share is above "
+        f"{DECOUPLED_SHARE_MIN:.0%}. " + "; ".join(parts) + f". State patching at the last block, mid-position: "
+        f"{patch_txt}."
+    )
     if by_layer:
-        detail += (" Layer whose state patch at the middle position recovers most: " + "; ".join(
-            f"{b['family']} layer {b['best_layer']} ({_f2(b['best_recovery']['mean'])}, n={b['best_recovery']['n']}; "
-            f"best layer per run: {', '.join(map(str, b['best_layer_per_run']))})"
-            for b in by_layer) + ". " + STATE_PATCH_NOTE)
+        detail += (
+            " Layer whose state patch at the middle position recovers most: "
+            + "; ".join(
+                f"{b['family']} layer {b['best_layer']} ({_f2(b['best_recovery']['mean'])}, n={b['best_recovery']['n']}; "
+                f"best layer per run: {', '.join(map(str, b['best_layer_per_run']))})"
+                for b in by_layer
+            )
+            + ". "
+            + STATE_PATCH_NOTE
+        )
     return _finish(_claim(4, verdict, numbers, detail, views), left)

@@ -23,8 +23,7 @@ from .s3 import S3Task
 from .task_store import TaskStore
 
 TASK_NAMES: tuple[str, ...] = TASKS  # layerscope_core.registry; the classes below
-_REGISTRY: dict[str, type[Task]] = {
-    "parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
+_REGISTRY: dict[str, type[Task]] = {"parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
 # Where file tasks are looked up: callables giving a folder (the settings' store, read when asked,
 # so a test's settings apply; the worker package adds it), and the one folder of the process's
 # current model store (a WorkerEnv's, the API's), replaced, not accumulated, when another is set.
@@ -94,6 +93,20 @@ def get_task(name: str, **params) -> Task:
     raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
 
 
-__all__ = ["TASK_NAMES", "Task", "TaskData", "early_positions", "file_task_names", "get_task", "task_names",
-           "task_stores", "use_task_store", "CodeDepthTask", "DyckTask", "FileTask", "ParityTask", "S3Task",
-           "TaskStore"]
+__all__ = [
+    "TASK_NAMES",
+    "Task",
+    "TaskData",
+    "early_positions",
+    "file_task_names",
+    "get_task",
+    "task_names",
+    "task_stores",
+    "use_task_store",
+    "CodeDepthTask",
+    "DyckTask",
+    "FileTask",
+    "ParityTask",
+    "S3Task",
+    "TaskStore",
+]

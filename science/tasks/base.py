@@ -39,8 +39,7 @@ class TaskData:
                 raise ValueError(f"TaskData.{field} must be a 2-D LongTensor [n, L]")
         if self.tokens.shape != self.labels.shape:
             raise ValueError(
-                f"TaskData: tokens {tuple(self.tokens.shape)} and labels "
-                f"{tuple(self.labels.shape)} differ in shape"
+                f"TaskData: tokens {tuple(self.tokens.shape)} and labels {tuple(self.labels.shape)} differ in shape"
             )
 
     @property
@@ -56,8 +55,10 @@ class TaskData:
     @classmethod
     def from_numpy(cls, tokens: np.ndarray, labels: np.ndarray) -> TaskData:
         """Build from two integer arrays [n, L] (copied to int64 tensors)."""
-        return cls(torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64)),
-                   torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64)))
+        return cls(
+            torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64)),
+            torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64)),
+        )
 
 
 def early_positions(length: int) -> int:

@@ -92,7 +92,8 @@ def _documents(spec: str, skip_tests: bool, skipped: list[str]) -> Iterator[tupl
     if target.is_dir():
         root = target
         candidates = _py_files(root, skip_tests, frozenset()) + sorted(
-            p for p in root.rglob("*") if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
+            p for p in root.rglob("*") if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz"))
+        )
     else:
         root, candidates = target.parent, [target]
     for path in candidates:
@@ -132,7 +133,8 @@ def check_corpus_spec(spec: str) -> None:
     if not path.is_file() or not path.name.endswith((".py", ".jsonl", ".jsonl.gz")):
         raise ValueError(
             f"code_depth: parameter 'corpus' must be 'stdlib', a folder, or an existing "
-            f".py/.jsonl/.jsonl.gz file; got {spec!r}")
+            f".py/.jsonl/.jsonl.gz file; got {spec!r}"
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -160,6 +162,9 @@ def load_corpus(spec: str, max_files: int | None, test_fraction: float, skip_tes
             continue
         split[is_test_document(doc_id, test_fraction)].append((doc_id, keys))
     return Corpus(
-        train=tuple(k for _, k in split[False]), test=tuple(k for _, k in split[True]),
-        train_ids=tuple(i for i, _ in split[False]), test_ids=tuple(i for i, _ in split[True]),
-        skipped=tuple(skipped))
+        train=tuple(k for _, k in split[False]),
+        test=tuple(k for _, k in split[True]),
+        train_ids=tuple(i for i, _ in split[False]),
+        test_ids=tuple(i for i, _ in split[True]),
+        skipped=tuple(skipped),
+    )

@@ -78,9 +78,19 @@ class CodeDepthTask(Task):
     name = "code_depth"
 
     def __init__(self, **params) -> None:
-        p = merge_params(self.name, params, {
-            "m": 10, "variant": "bracket", "vocab_size": 256, "corpus": STDLIB,
-            "max_files": 400, "test_fraction": 0.2, "skip_tests": True})
+        p = merge_params(
+            self.name,
+            params,
+            {
+                "m": 10,
+                "variant": "bracket",
+                "vocab_size": 256,
+                "corpus": STDLIB,
+                "max_files": 400,
+                "test_fraction": 0.2,
+                "skip_tests": True,
+            },
+        )
         self.m = check_int(self.name, "m", p["m"], 1)
         self.variant = check_choice(self.name, "variant", p["variant"], VARIANTS)
         self.vocab_size = check_int(self.name, "vocab_size", p["vocab_size"], len(SPECIAL_KEYS))
@@ -92,9 +102,15 @@ class CodeDepthTask(Task):
         test_fraction = check_fraction(self.name, "test_fraction", p["test_fraction"])
         if not isinstance(p["skip_tests"], bool):
             raise ValueError(f"code_depth: parameter 'skip_tests' must be a bool, got {p['skip_tests']!r}")
-        self.params = {"m": self.m, "variant": self.variant, "vocab_size": self.vocab_size,
-                       "corpus": corpus, "max_files": max_files, "test_fraction": test_fraction,
-                       "skip_tests": p["skip_tests"]}
+        self.params = {
+            "m": self.m,
+            "variant": self.variant,
+            "vocab_size": self.vocab_size,
+            "corpus": corpus,
+            "max_files": max_files,
+            "test_fraction": test_fraction,
+            "skip_tests": p["skip_tests"],
+        }
         self.class_names = tuple(str(d) for d in range(self.m + 1))
         self.n_classes = self.m + 1
         self._vocab: tuple[str, ...] | None = None
@@ -125,8 +141,12 @@ class CodeDepthTask(Task):
     def corpus_info(self) -> dict[str, Any]:
         """Provenance: document counts per split, skipped count, Python version for stdlib."""
         c = self.corpus
-        info = {"train_documents": len(c.train), "test_documents": len(c.test),
-                "skipped_files": len(c.skipped), "vocab_used": len(self.vocab)}
+        info = {
+            "train_documents": len(c.train),
+            "test_documents": len(c.test),
+            "skipped_files": len(c.skipped),
+            "vocab_used": len(self.vocab),
+        }
         if self.params["corpus"] == STDLIB:
             info["python"] = sys.version.split()[0]
         return info
@@ -189,7 +209,7 @@ class CodeDepthTask(Task):
         wins = self.windows(split, length)[rows]
         if len(wins) == 0:
             return np.zeros((0, length), dtype=np.int64)
-        return np.stack([docs[d][s:s + length] for d, s in wins])
+        return np.stack([docs[d][s : s + length] for d, s in wins])
 
     def _check_windows(self, split: str, length: int) -> int:
         count = len(self.windows(split, length))
@@ -259,6 +279,8 @@ class CodeDepthTask(Task):
                 raise ValueError(f"code_depth: no window of length {length} in split {split!r} admits a corruption")
             keep = keep[np.arange(n) % len(keep)]
         keep = keep[:n]
-        return (TaskData.from_numpy(clean[keep], clean_labels[keep]),
-                TaskData.from_numpy(corrupt[keep], corrupt_labels[keep]),
-                torch.from_numpy(pos[keep].astype(np.int64)))
+        return (
+            TaskData.from_numpy(clean[keep], clean_labels[keep]),
+            TaskData.from_numpy(corrupt[keep], corrupt_labels[keep]),
+            torch.from_numpy(pos[keep].astype(np.int64)),
+        )

@@ -31,8 +31,13 @@ CLOSE_BRACKETS = (")", "]", "}")
 SPECIAL_KEYS: tuple[str, ...] = (UNK, NEWLINE, INDENT, DEDENT, NUM, STR) + OPEN_BRACKETS + CLOSE_BRACKETS
 
 _DROP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
-_SIMPLE = {tokenize.NUMBER: NUM, tokenize.STRING: STR, tokenize.NEWLINE: NEWLINE,
-           tokenize.INDENT: INDENT, tokenize.DEDENT: DEDENT}
+_SIMPLE = {
+    tokenize.NUMBER: NUM,
+    tokenize.STRING: STR,
+    tokenize.NEWLINE: NEWLINE,
+    tokenize.INDENT: INDENT,
+    tokenize.DEDENT: DEDENT,
+}
 # 3.12+ f-strings, 3.14+ t-strings; absent names are simply not present on older versions.
 _STR_START = {getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)}
 _STR_END = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}

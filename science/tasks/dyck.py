@@ -219,9 +219,11 @@ class DyckTask(Task):
         clean = np.concatenate(clean_parts)[:n]
         corrupt = np.concatenate(corrupt_parts)[:n]
         pos = np.concatenate(pos_parts)[:n]
-        return (TaskData.from_numpy(clean, self.labels_for(clean)),
-                TaskData.from_numpy(corrupt, self.labels_for(corrupt)),
-                torch.from_numpy(pos))
+        return (
+            TaskData.from_numpy(clean, self.labels_for(clean)),
+            TaskData.from_numpy(corrupt, self.labels_for(corrupt)),
+            torch.from_numpy(pos),
+        )
 
     def _corrupt(self, rng: np.random.Generator, is_open: np.ndarray, types: np.ndarray, q: int):
         """Admissible walks among open patterns [B, L] and their corruptions.

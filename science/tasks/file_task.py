@@ -93,15 +93,22 @@ class TaskFile:
         return n + 1
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": 1, "vocab": None if self.vocab is None else list(self.vocab),
-                "class_names": list(self.class_names),
-                "rows": [{"tokens": list(t), "labels": list(lab)} for t, lab in zip(self.tokens, self.labels)]}
+        return {
+            "format": 1,
+            "vocab": None if self.vocab is None else list(self.vocab),
+            "class_names": list(self.class_names),
+            "rows": [{"tokens": list(t), "labels": list(lab)} for t, lab in zip(self.tokens, self.labels)],
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TaskFile:
         rows = d["rows"]
-        return cls(tuple(tuple(r["tokens"]) for r in rows), tuple(tuple(r["labels"]) for r in rows),
-                   None if d["vocab"] is None else tuple(d["vocab"]), tuple(d["class_names"]))
+        return cls(
+            tuple(tuple(r["tokens"]) for r in rows),
+            tuple(tuple(r["labels"]) for r in rows),
+            None if d["vocab"] is None else tuple(d["vocab"]),
+            tuple(d["class_names"]),
+        )
 
     def canonical_bytes(self) -> bytes:
         """The canonical JSON (sorted keys, no spaces): what ``digest`` hashes and the store keeps."""
@@ -140,8 +147,12 @@ def _align_spans(row: dict, tokenizer: Any) -> tuple[list[str], list[Any]]:
     if not isinstance(text, str) or not isinstance(spans, list):
         raise ValueError("text must be a string and spans a list of [start, end, label]")
     for s in spans:
-        if not (isinstance(s, list) and len(s) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in s[:2])
-                and 0 <= s[0] < s[1] <= len(text)):
+        if not (
+            isinstance(s, list)
+            and len(s) == 3
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in s[:2])
+            and 0 <= s[0] < s[1] <= len(text)
+        ):
             raise ValueError(f"span {s!r} is not [start, end, label] with 0 <= start < end <= {len(text)}")
     enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
     strings = tokenizer.convert_ids_to_tokens(enc["input_ids"])
@@ -201,7 +212,9 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
     else:
         unknown = set(row) - {"tokens", "labels"}
         if unknown or "tokens" not in row or "labels" not in row:
-            raise ValueError("expected exactly the fields tokens and labels" + (f" (unknown {sorted(unknown)})" if unknown else ""))
+            raise ValueError(
+                "expected exactly the fields tokens and labels" + (f" (unknown {sorted(unknown)})" if unknown else "")
+            )
         tokens, labels = row["tokens"], row["labels"]
         if not isinstance(tokens, list) or not isinstance(labels, list):
             raise ValueError("tokens and labels must be lists")
@@ -212,12 +225,16 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
     if len(tokens) > MAX_LENGTH:
         raise ValueError(f"{len(tokens)} tokens; the limit is {MAX_LENGTH}")
     kinds = {type(t) for t in tokens}
-    if not (kinds <= {str} or kinds <= {int}) or any(isinstance(t, int) and (isinstance(t, bool) or t < 0) for t in tokens):
+    if not (kinds <= {str} or kinds <= {int}) or any(
+        isinstance(t, int) and (isinstance(t, bool) or t < 0) for t in tokens
+    ):
         raise ValueError("tokens must all be non-negative integer ids or all strings")
     if any(t == PAD for t in tokens):
         raise ValueError(f"the token {PAD!r} is reserved for padding")
     for t, lab in enumerate(labels):
-        if lab is not None and (isinstance(lab, bool) or not isinstance(lab, (int, str)) or (isinstance(lab, int) and lab < 0)):
+        if lab is not None and (
+            isinstance(lab, bool) or not isinstance(lab, (int, str)) or (isinstance(lab, int) and lab < 0)
+        ):
             raise ValueError(f"label {t} is {lab!r}; expected an integer >= 0, a string or null")
     return tokens, labels
 
@@ -268,8 +285,9 @@ class FileTask(Task):
         self.n_classes = len(file.class_names)
         self.class_names = file.class_names
         self.params = {"sha256": file.digest}
-        self._split = {s: [i for i in range(len(file.tokens)) if (i % 5 == 4) == (s == "test")]
-                       for s in ("train", "test")}
+        self._split = {
+            s: [i for i in range(len(file.tokens)) if (i % 5 == 4) == (s == "test")] for s in ("train", "test")
+        }
 
     @property
     def lengths(self) -> list[int]:
@@ -286,7 +304,7 @@ class FileTask(Task):
         labels = np.full((len(idx), length), IGNORE, dtype=np.int64)
         for r, i in enumerate(idx):
             t, lab = self.file.tokens[i][:length], self.file.labels[i][:length]
-            tokens[r, :len(t)], labels[r, :len(lab)] = t, lab
+            tokens[r, : len(t)], labels[r, : len(lab)] = t, lab
         return TaskData.from_numpy(tokens, labels)
 
     def labels_for(self, tokens: np.ndarray) -> np.ndarray:
@@ -303,7 +321,9 @@ class FileTask(Task):
             idx = rng.permutation(len(pool))[:n]
         return self._rows((pool[int(i)] for i in idx), length)
 
-    def corruption_pairs(self, length: int, n: int, seed: int, split: str = "test") -> tuple[TaskData, TaskData, torch.Tensor]:
+    def corruption_pairs(
+        self, length: int, n: int, seed: int, split: str = "test"
+    ) -> tuple[TaskData, TaskData, torch.Tensor]:
         """n pairs (drawn with replacement) of rows cropped to ``length`` that differ in exactly one
         token and have different non-null labels at position ``length - 1``.
 
@@ -313,8 +333,10 @@ class FileTask(Task):
         check_generate_args(self.name, length, n, seed, split)
         pairs = self._pairs(length)
         if not pairs:
-            raise NoCorruptionPairs(f"task {self.name!r}: no two rows of its file (cropped to {length} tokens) differ in "
-                             "one token with different labels at the last position; it cannot be patched")
+            raise NoCorruptionPairs(
+                f"task {self.name!r}: no two rows of its file (cropped to {length} tokens) differ in "
+                "one token with different labels at the last position; it cannot be patched"
+            )
         rng = np.random.default_rng([seed, length, 7])
         pick = [pairs[int(k)] for k in rng.integers(0, len(pairs), size=n)]
         clean, corr = self._rows((a for a, _, _ in pick), length), self._rows((b for _, b, _ in pick), length)
@@ -322,17 +344,20 @@ class FileTask(Task):
 
     def _pairs(self, length: int, cap: int = 4000) -> list[tuple[int, int, int]]:
         groups: dict[tuple, list[int]] = defaultdict(list)
-        rows = [i for i, t in enumerate(self.file.tokens) if len(t) >= length
-                and self.file.labels[i][length - 1] != IGNORE][:cap]
+        rows = [
+            i for i, t in enumerate(self.file.tokens) if len(t) >= length and self.file.labels[i][length - 1] != IGNORE
+        ][:cap]
         for i in rows:  # rows equal but for position p share the key (p, tokens without p)
             t = self.file.tokens[i][:length]
             for p in range(length):
-                groups[(p, t[:p], t[p + 1:])].append(i)
+                groups[(p, t[:p], t[p + 1 :])].append(i)
         out = []
         for (p, _, _), members in groups.items():
             for a in members:
                 for b in members:
-                    if self.file.tokens[a][p] != self.file.tokens[b][p] and \
-                            self.file.labels[a][length - 1] != self.file.labels[b][length - 1]:
+                    if (
+                        self.file.tokens[a][p] != self.file.tokens[b][p]
+                        and self.file.labels[a][length - 1] != self.file.labels[b][length - 1]
+                    ):
                         out.append((a, b, p))
         return sorted(out)

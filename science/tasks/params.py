@@ -69,4 +69,3 @@ def check_generate_args(task: str, length: Any, n: Any, seed: Any, split: Any) -
     check_int(task, "n", n, 1)
     check_int(task, "seed", seed, 0)
     check_choice(task, "split", split, SPLITS)
-

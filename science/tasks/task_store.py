@@ -79,17 +79,24 @@ class TaskStore:
         digest = file.digest
         taken = self.names().get(name)
         if taken is not None and taken != digest:
-            raise ValueError(f"task name {name!r} is already bound to another file (sha256 {taken[:12]}…); "
-                             "choose another name")
+            raise ValueError(
+                f"task name {name!r} is already bound to another file (sha256 {taken[:12]}…); choose another name"
+            )
         (self.root / "names").mkdir(parents=True, exist_ok=True)
         data_path = self.root / f"{digest}.json"
         if not data_path.is_file():
             _atomic_write(data_path, file.canonical_bytes())
         if taken is None:
             task = FileTask(name, file)
-            record = {"sha256": digest, "added_at": datetime.now(UTC).isoformat(), "source": source,
-                      "n_rows": len(file.tokens), "lengths": task.lengths, "vocab_size": task.vocab_size,
-                      "class_names": list(file.class_names)}
+            record = {
+                "sha256": digest,
+                "added_at": datetime.now(UTC).isoformat(),
+                "source": source,
+                "n_rows": len(file.tokens),
+                "lengths": task.lengths,
+                "vocab_size": task.vocab_size,
+                "class_names": list(file.class_names),
+            }
             _atomic_write(self.root / "names" / f"{name}.json", json.dumps(record, indent=1).encode())
         return digest
 

@@ -22,8 +22,14 @@ from tests.fixtures.seed_results import SeedSummary, seed_database
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = os.environ.get("LAYERSCOPE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 HANG_GUARD_MS = 90_000
 
 
@@ -40,14 +46,16 @@ def layerscope_cmd() -> list[str]:
 
 def server_env(tmp: Path, db_url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "LAYERSCOPE_DB_URL": db_url,
-        "LAYERSCOPE_HOME": str(tmp / "home"),
-        "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp / 'queue.db'}",
-        "LAYERSCOPE_STORE_DIR": str(tmp / "store"),
-        "LAYERSCOPE_DEVICE": "cpu",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "LAYERSCOPE_DB_URL": db_url,
+            "LAYERSCOPE_HOME": str(tmp / "home"),
+            "LAYERSCOPE_QUEUE_URL": f"sqlite:///{tmp / 'queue.db'}",
+            "LAYERSCOPE_STORE_DIR": str(tmp / "store"),
+            "LAYERSCOPE_DEVICE": "cpu",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.pop("LAYERSCOPE_API_URL", None)
     return env
 
@@ -59,8 +67,14 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = server_env(tmp, db_url)
         self.log = open(tmp / "serve.log", "w")  # noqa: SIM115
-        self.proc = subprocess.Popen([*layerscope_cmd(), "serve", "--port", str(self.port)], cwd=ROOT, env=self.env,
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [*layerscope_cmd(), "serve", "--port", str(self.port)],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None:
@@ -155,7 +169,9 @@ def wait_figure(page, gid: str, predicate: str = "true") -> None:
     page.wait_for_function(
         "([gid, pred]) => { const g = document.querySelector('#' + gid + ' .js-plotly-plot');"
         " if (!g || !g.data || !g.data.length) return false; return Function('g', 'return ' + pred)(g); }",
-        arg=[gid, predicate], timeout=HANG_GUARD_MS)
+        arg=[gid, predicate],
+        timeout=HANG_GUARD_MS,
+    )
 
 
 def shot(page, name: str) -> Path:

@@ -22,14 +22,17 @@ def two_suites(tmp_path_factory, chromium_path) -> Iterator[Server]:
 
     tmp = tmp_path_factory.mktemp("compare")
     url = f"sqlite:///{tmp / 'layerscope.db'}"
-    summary = seed_database(url, tasks=("parity", "dyck"), replicas=2, detailed_replicas=1, jobs=False, xss=False,
-                            pretrained=False)
+    summary = seed_database(
+        url, tasks=("parity", "dyck"), replicas=2, detailed_replicas=1, jobs=False, xss=False, pretrained=False
+    )
     engine = make_engine(url)
     with make_sessionmaker(engine)() as s:  # bench-01's Dyck Transformer: at the majority baseline (flat)
-        ids = list(s.execute(select(Run.id).where(Run.suite == "bench-01", Run.task == "dyck",
-                                                  Run.family == "transformer")).scalars())
-        s.execute(update(ProbeResult).where(ProbeResult.run_id.in_(ids))
-                  .values(accuracy=ProbeResult.majority_baseline))
+        ids = list(
+            s.execute(
+                select(Run.id).where(Run.suite == "bench-01", Run.task == "dyck", Run.family == "transformer")
+            ).scalars()
+        )
+        s.execute(update(ProbeResult).where(ProbeResult.run_id.in_(ids)).values(accuracy=ProbeResult.majority_baseline))
         s.commit()
     engine.dispose()
     srv = Server(tmp, url, summary)
@@ -43,8 +46,9 @@ def test_reversal_shows_both_suites_classes_with_the_change_marked(two_suites, p
     page.wait_for_selector("#rv-compare-table")
     heads = page.eval_on_selector_all("#rv-compare-table th", "els => els.map(e => e.textContent)")
     assert "class · synthetic" in heads and "class · bench-01" in heads
-    changed = page.eval_on_selector_all("#rv-compare-table tr.changed",
-                                        "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    changed = page.eval_on_selector_all(
+        "#rv-compare-table tr.changed", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
     assert [c[1:5] for c in changed if c[1] == "Dyck"] and all(c[0] == "≠" for c in changed)
     dyck_t = next(c for c in changed if c[1] == "Dyck" and c[2] == "Transformer")
     assert dyck_t[4] == "flat" and dyck_t[3] != "flat"
@@ -63,9 +67,11 @@ def test_claims_side_by_side_and_curves_overlay(two_suites, page):
     page.goto(two_suites.base + "/curves?suite=synthetic&compare=bench-01&tasks=dyck")
     wait_ready(page)
     wait_figure(page, "cv-graph")
-    dashes = page.evaluate("() => { const g = document.querySelector('#cv-graph .js-plotly-plot'); const o = {};"
-                           " g.data.filter(t => t.meta && t.meta.kind === 'mean').forEach(t => {"
-                           " (o[t.meta.suite] = o[t.meta.suite] || []).push(t.line.dash); }); return o; }")
+    dashes = page.evaluate(
+        "() => { const g = document.querySelector('#cv-graph .js-plotly-plot'); const o = {};"
+        " g.data.filter(t => t.meta && t.meta.kind === 'mean').forEach(t => {"
+        " (o[t.meta.suite] = o[t.meta.suite] || []).push(t.line.dash); }); return o; }"
+    )
     assert set(dashes) == {"synthetic", "bench-01"}
     assert set(dashes["bench-01"]) == {"dashdot"} and "dashdot" not in dashes["synthetic"]
     assert len(dashes["bench-01"]) == len(dashes["synthetic"]) == 5

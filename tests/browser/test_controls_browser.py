@@ -33,8 +33,10 @@ def test_curves_draw_the_at_initialisation_line_per_family(controls_server, page
     page.goto(controls_server.base + "/curves?tasks=dyck&types=1")
     wait_ready(page)
     wait_figure(page, "cv-graph", "g.data.some(t => t.meta && t.meta.kind === 'control')")
-    ctrl = page.evaluate("() => document.querySelector('#cv-graph .js-plotly-plot').data"
-                         ".filter(t => t.meta && t.meta.kind === 'control').map(t => [t.name, t.line.dash])")
+    ctrl = page.evaluate(
+        "() => document.querySelector('#cv-graph .js-plotly-plot').data"
+        ".filter(t => t.meta && t.meta.kind === 'control').map(t => [t.name, t.line.dash])"
+    )
     assert {n for n, _ in ctrl} == {f"{f} at initialisation" for f in LABELS}
     assert {d for _, d in ctrl} == {"dash"}
     legend = page.eval_on_selector_all("#cv-graph .legendtext", "els => els.map(e => e.textContent)")

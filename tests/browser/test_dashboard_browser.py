@@ -25,9 +25,11 @@ PAGES = {
     "claims": ("/claims", ".claim-card"),
     "jobs": ("/jobs", ".jobs-table"),
 }
-MEAN_FAMILIES_JS = ("() => { const g = document.querySelector('#cv-graph .js-plotly-plot');"
-                    " return g.data.filter(t => t.meta && t.meta.kind === 'mean')"
-                    ".map(t => [t.meta.task, t.meta.family, t.meta.eval_length]); }")
+MEAN_FAMILIES_JS = (
+    "() => { const g = document.querySelector('#cv-graph .js-plotly-plot');"
+    " return g.data.filter(t => t.meta && t.meta.kind === 'mean')"
+    ".map(t => [t.meta.task, t.meta.family, t.meta.eval_length]); }"
+)
 
 
 @pytest.mark.parametrize("name", list(PAGES))
@@ -59,7 +61,9 @@ def test_curves_one_trace_per_family(server, page):
         assert sorted(fams) == sorted(FAMILIES)  # exactly one per family in each facet
     legend = page.eval_on_selector_all("#cv-graph .legendtext", "els => els.map(e => e.textContent)")
     assert {"Transformer", "Mamba", "Mamba-2", "LSTM", "GRU", "majority baseline"} <= set(legend)
-    kinds = page.evaluate("() => document.querySelector('#cv-graph .js-plotly-plot').data.map(t => t.meta && t.meta.kind)")
+    kinds = page.evaluate(
+        "() => document.querySelector('#cv-graph .js-plotly-plot').data.map(t => t.meta && t.meta.kind)"
+    )
     assert "ci" in kinds and "baseline" in kinds
 
 
@@ -71,11 +75,15 @@ def test_filter_then_reload_and_back_restore_the_state(server, page):
     page.wait_for_function("() => location.search.includes('x=depth')")
     page.click("#cv-lengths >> text=120")
     page.wait_for_function("() => /lengths=40(,|%2C)120/.test(location.search)")
-    wait_figure(page, "cv-graph", "g.layout.meta.x === 'depth' && g.data.some(t => t.meta && t.meta.eval_length === 120)")
+    wait_figure(
+        page, "cv-graph", "g.layout.meta.x === 'depth' && g.data.some(t => t.meta && t.meta.eval_length === 120)"
+    )
     shot(page, "curves-depth-ood")
     page.reload()
     wait_ready(page)
-    wait_figure(page, "cv-graph", "g.layout.meta.x === 'depth' && g.data.some(t => t.meta && t.meta.eval_length === 120)")
+    wait_figure(
+        page, "cv-graph", "g.layout.meta.x === 'depth' && g.data.some(t => t.meta && t.meta.eval_length === 120)"
+    )
     assert page.is_checked("#cv-x input[value='depth']")
     assert page.eval_on_selector_all("#cv-lengths input:checked", "els => els.map(e => e.value)") == ["40", "120"]
     page.go_back()
@@ -195,8 +203,8 @@ def test_download_csv_and_svg(server, page):
 def test_jobs_form_shows_the_server_message_at_the_field(server, page):
     page.goto(server.base + "/jobs")
     wait_ready(page)
-    seed = "input[id='{\"name\":\"seed\",\"type\":\"jf\"}']"
-    msg = "[id='{\"name\":\"seed\",\"type\":\"jf-msg\"}']"
+    seed = 'input[id=\'{"name":"seed","type":"jf"}\']'
+    msg = '[id=\'{"name":"seed","type":"jf-msg"}\']'
     page.fill(seed, "-5")
     page.click("#jb-submit")
     page.wait_for_selector(msg + ":not(:empty)")
@@ -205,11 +213,11 @@ def test_jobs_form_shows_the_server_message_at_the_field(server, page):
     shot(page, "jobs-validation")
     # a bad run id for a probe job is reported at the run id field too
     page.click("#jb-kind >> text=probe")
-    run_id = "input[id='{\"name\":\"run_id\",\"type\":\"jf\"}']"
+    run_id = 'input[id=\'{"name":"run_id","type":"jf"}\']'
     page.fill(run_id, "999999")
     page.click("#jb-submit")
-    page.wait_for_selector("[id='{\"name\":\"run_id\",\"type\":\"jf-msg\"}']:not(:empty)")
-    assert "not found" in page.inner_text("[id='{\"name\":\"run_id\",\"type\":\"jf-msg\"}']")
+    page.wait_for_selector('[id=\'{"name":"run_id","type":"jf-msg"}\']:not(:empty)')
+    assert "not found" in page.inner_text('[id=\'{"name":"run_id","type":"jf-msg"}\']')
 
 
 def test_jobs_list_shows_progress_and_cancel(server, page):
@@ -231,7 +239,9 @@ def test_runs_grid_has_string_row_ids_and_a_trained_column(server, page):
     page.goto(server.base + "/?size=25")
     wait_ready(page)
     page.wait_for_selector("#rn-grid .ag-row")
-    ids = page.eval_on_selector_all("#rn-grid .ag-center-cols-container .ag-row", "rs => rs.map(r => r.getAttribute('row-id'))")
+    ids = page.eval_on_selector_all(
+        "#rn-grid .ag-center-cols-container .ag-row", "rs => rs.map(r => r.getAttribute('row-id'))"
+    )
     assert ids and all(i and i != "undefined" for i in ids) and len(set(ids)) == len(ids)
     assert not [w for w in warnings if "getRowId" in w or "Duplicate node id" in w], warnings
     cells = page.eval_on_selector_all("#rn-grid .ag-cell[col-id='trained_label']", "cs => cs.map(c => c.textContent)")

@@ -27,8 +27,14 @@ def empty_server(tmp_path_factory, chromium_path):
     init_db(url)
     srv = Server(tmp, url, None)
     log = open(tmp / "worker.log", "w")  # noqa: SIM115
-    worker = subprocess.Popen([*layerscope_cmd(), "worker", "--device", "cpu"], cwd=ROOT, env=srv.env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    worker = subprocess.Popen(
+        [*layerscope_cmd(), "worker", "--device", "cpu"],
+        cwd=ROOT,
+        env=srv.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield srv
     finally:
@@ -43,7 +49,7 @@ def empty_server(tmp_path_factory, chromium_path):
 
 
 def field(name: str) -> str:
-    return f"[id='{{\"name\":\"{name}\",\"type\":\"jf\"}}']"
+    return f'[id=\'{{"name":"{name}","type":"jf"}}\']'
 
 
 def test_job_launched_from_the_form_finishes_and_its_results_appear(empty_server, page):
@@ -79,7 +85,9 @@ def test_job_launched_from_the_form_finishes_and_its_results_appear(empty_server
     page.goto(srv.base + "/curves?tasks=parity&families=lstm&trained=0")
     wait_ready(page)
     wait_figure(page, "cv-graph")
-    fams = page.evaluate("() => document.querySelector('#cv-graph .js-plotly-plot').data"
-                         ".filter(t => t.meta && t.meta.kind === 'mean').map(t => t.meta.family)")
+    fams = page.evaluate(
+        "() => document.querySelector('#cv-graph .js-plotly-plot').data"
+        ".filter(t => t.meta && t.meta.kind === 'mean').map(t => t.meta.family)"
+    )
     assert fams == ["lstm"]
     shot(page, "curves-after-job")

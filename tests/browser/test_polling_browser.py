@@ -44,11 +44,26 @@ class SlowApi:
             self.max_active = max(self.max_active, self.active)
         try:
             time.sleep(self.delay)
-            return {"items": [{"id": 1, "kind": "train", "state": "running", "progress": min(1.0, n / 100),
-                               "message": f"answer {n}", "params": {}, "attempt": 1, "max_attempts": 3,
-                               "run_id": None, "created_at": "2026-06-01T09:00:00+00:00",
-                               "cancel_requested": False}],
-                    "total": 1, "limit": 50, "offset": 0}
+            return {
+                "items": [
+                    {
+                        "id": 1,
+                        "kind": "train",
+                        "state": "running",
+                        "progress": min(1.0, n / 100),
+                        "message": f"answer {n}",
+                        "params": {},
+                        "attempt": 1,
+                        "max_attempts": 3,
+                        "run_id": None,
+                        "created_at": "2026-06-01T09:00:00+00:00",
+                        "cancel_requested": False,
+                    }
+                ],
+                "total": 1,
+                "limit": 50,
+                "offset": 0,
+            }
         finally:
             with self.lock:
                 self.active -= 1
@@ -103,8 +118,10 @@ def test_age_line_survives_a_page_revisit(slow_dashboard, page) -> None:
     page.click("text=Runs")
     page.goto(base + "/jobs")
     wait_ready(page, "#jb-list")
-    page.wait_for_function("() => /answer \\d+/.test(document.querySelector('#jb-list').innerText)",
-                           timeout=30_000)
+    page.wait_for_function("() => /answer \\d+/.test(document.querySelector('#jb-list').innerText)", timeout=30_000)
     first = int(re.search(r"answer (\d+)", page.inner_text("#job-1 summary")).group(1))
-    page.wait_for_function(f"() => {{ const m = /answer (\\d+)/.exec(document.querySelector('#jb-list').innerText);"
-                           f" return m && +m[1] > {first}; }}", timeout=30_000)
+    page.wait_for_function(
+        f"() => {{ const m = /answer (\\d+)/.exec(document.querySelector('#jb-list').innerText);"
+        f" return m && +m[1] > {first}; }}",
+        timeout=30_000,
+    )

@@ -56,20 +56,26 @@ def test_several_runs_loss_curves_overlaid(small, page):
     wait_ready(page)
     page.wait_for_function("() => document.querySelector('#rn-total').textContent.includes('of 3 runs')")
     for i in range(3):
-        page.click(f"#rn-grid .ag-row[row-index='{i}'] .ag-selection-checkbox input, "
-                   f"#rn-grid .ag-row[row-index='{i}'] .ag-checkbox-input")
-    page.wait_for_function("() => { const g = document.querySelector('#rn-losses-graph .js-plotly-plot');"
-                           " return g && g.data && g.data.length === 3; }")
+        page.click(
+            f"#rn-grid .ag-row[row-index='{i}'] .ag-selection-checkbox input, "
+            f"#rn-grid .ag-row[row-index='{i}'] .ag-checkbox-input"
+        )
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#rn-losses-graph .js-plotly-plot');"
+        " return g && g.data && g.data.length === 3; }"
+    )
     ids = page.evaluate("() => document.querySelector('#rn-losses-graph .js-plotly-plot').data.map(t => t.meta.run_id)")
     assert len(set(ids)) == 3
     shot(page, "runs-loss-overlay")
 
 
 def test_saved_views_listed_and_deleted(small, page):
-    made = httpx.post(f"{small.base}/api/views", json={"title": "to go", "page": "/curves", "state": {}},
-                      timeout=30).json()
-    kept = httpx.post(f"{small.base}/api/views", json={"title": "to keep", "page": "/claims", "state": {}},
-                      timeout=30).json()
+    made = httpx.post(
+        f"{small.base}/api/views", json={"title": "to go", "page": "/curves", "state": {}}, timeout=30
+    ).json()
+    kept = httpx.post(
+        f"{small.base}/api/views", json={"title": "to keep", "page": "/claims", "state": {}}, timeout=30
+    ).json()
     page.goto(small.base + "/views")
     wait_ready(page)
     page.wait_for_selector(f"#vw-table tr[data-slug='{made['slug']}']")

@@ -37,8 +37,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 120.0, every: float = 0.1,
-             on_fail: Callable[[], str] | None = None) -> object:
+def wait_for(
+    predicate: Callable[[], object],
+    what: str,
+    timeout: float = 120.0,
+    every: float = 0.1,
+    on_fail: Callable[[], str] | None = None,
+) -> object:
     """Poll ``predicate`` until truthy; fail (with ``on_fail()``'s text) after ``timeout`` s — a
     hang guard, not a performance assertion."""
     deadline = time.monotonic() + timeout
@@ -91,8 +96,9 @@ class Lab:
         log_path = self.tmp / f"{name}.log"
         env = {**os.environ, **self.env, **(extra_env or {})}
         fh = open(log_path, "ab")  # noqa: SIM115 - owned by the process
-        popen = subprocess.Popen([sys.executable, "-m", "backend.cli", *args], cwd=ROOT, env=env,
-                                 stdout=fh, stderr=subprocess.STDOUT)
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", *args], cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT
+        )
         proc = Proc(name, popen, log_path)
         self.procs.append(proc)
         return proc
@@ -137,8 +143,12 @@ def lab_factory(tmp_path: Path, request) -> Iterator[Callable[[str], Lab]]:
     labs: list[Lab] = []
 
     def make(kind: str) -> Lab:
-        env = {**LAB_SETTINGS, "PYTHONPATH": str(ROOT), "LAYERSCOPE_HOME": str(tmp_path / "home"),
-               "LAYERSCOPE_STORE_DIR": str(tmp_path / "store")}
+        env = {
+            **LAB_SETTINGS,
+            "PYTHONPATH": str(ROOT),
+            "LAYERSCOPE_HOME": str(tmp_path / "home"),
+            "LAYERSCOPE_STORE_DIR": str(tmp_path / "store"),
+        }
         if kind == "sqlite":
             env["LAYERSCOPE_DB_URL"] = f"sqlite:///{tmp_path / 'lab.db'}"
             env["LAYERSCOPE_QUEUE_URL"] = f"sqlite:///{tmp_path / 'queue.db'}"
@@ -161,11 +171,16 @@ def job_state(client: httpx.Client, job_id: int) -> dict:
     return client.get(f"/api/jobs/{job_id}").json()
 
 
-def wait_job(lab: Lab, client: httpx.Client, job_id: int, states: tuple[str, ...] = ("succeeded",),
-             timeout: float = 180.0) -> dict:
+def wait_job(
+    lab: Lab, client: httpx.Client, job_id: int, states: tuple[str, ...] = ("succeeded",), timeout: float = 180.0
+) -> dict:
     def done() -> dict | None:
         j = job_state(client, job_id)
         return j if j["state"] in states else None
 
-    return wait_for(done, f"job {job_id} to reach {states}", timeout=timeout,  # type: ignore[return-value]
-                    on_fail=lambda: f"job: {job_state(client, job_id)}\n{lab.logs()}")
+    return wait_for(
+        done,
+        f"job {job_id} to reach {states}",
+        timeout=timeout,  # type: ignore[return-value]
+        on_fail=lambda: f"job: {job_state(client, job_id)}\n{lab.logs()}",
+    )

@@ -23,9 +23,20 @@ def probe_rows(n_layers: int, eval_lengths: list[int], seed: int, family: str, c
             depth = (layer + 1) / n_layers
             late = family in ("lstm", "gru", "mamba", "mamba2")
             acc = 0.5 + 0.5 * (depth**4 if late else depth) - 0.01 * seed - 0.001 * (L - 40)
-            rows.append(dict(layer=layer, eval_length=L, accuracy=acc, majority_baseline=0.5,
-                             per_position=[acc] * 4, n_train=16, n_test=4, converged=True, n_iter=10,
-                             config_hash=config_hash))
+            rows.append(
+                dict(
+                    layer=layer,
+                    eval_length=L,
+                    accuracy=acc,
+                    majority_baseline=0.5,
+                    per_position=[acc] * 4,
+                    n_train=16,
+                    n_test=4,
+                    converged=True,
+                    n_iter=10,
+                    config_hash=config_hash,
+                )
+            )
     return rows
 
 
@@ -57,13 +68,24 @@ def _write(params: Any, env: Any, steps: int) -> int:
     lengths = params.measure.eval_lengths if params.measure else [params.train_length]
     with session_scope(env.session_factory) as s:
         run_id = persist.save_run(
-            s, name=params.name or f"{params.family}-{params.task}-s{params.seed}", suite=params.suite,
-            family=params.family, task=params.task, seed=params.seed, n_layers=params.n_layers,
-            d_model=params.d_model or 16, n_params=1000, train_config=params.run_config(),
-            config_hash=params.run_hash(), steps=steps, loss_curve=[{"step": steps, "loss": 0.1}],
+            s,
+            name=params.name or f"{params.family}-{params.task}-s{params.seed}",
+            suite=params.suite,
+            family=params.family,
+            task=params.task,
+            seed=params.seed,
+            n_layers=params.n_layers,
+            d_model=params.d_model or 16,
+            n_params=1000,
+            train_config=params.run_config(),
+            config_hash=params.run_hash(),
+            steps=steps,
+            loss_curve=[{"step": steps, "loss": 0.1}],
             behaviour={str(L): {"token_acc": 0.9, "last_acc": 0.9, "n": 8} for L in lengths},
-            heldout_acc=0.995, early_stop_acc=0.99,
+            heldout_acc=0.995,
+            early_stop_acc=0.99,
         )
-        persist.replace_probe_results(s, run_id, probe_rows(params.n_layers, lengths, params.seed, params.family,
-                                                            params.config_hash()))
+        persist.replace_probe_results(
+            s, run_id, probe_rows(params.n_layers, lengths, params.seed, params.family, params.config_hash())
+        )
     return run_id

@@ -26,8 +26,13 @@ def execute(kind: str, params: Any, ctx: Any, env: Any) -> dict:
     if kind == "train" and want > 1:
         _rendezvous(want, float(os.environ.get("LAYERSCOPE_FAKE_RENDEZVOUS_S", "120")), ctx, env)
     out = fake_pipeline.execute(kind, params, ctx, env)
-    return {**out, "pid": os.getpid(), "device": env.device, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {
+        **out,
+        "pid": os.getpid(),
+        "device": env.device,
+        "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 def _rendezvous(want: int, patience_s: float, ctx: Any, env: Any) -> None:
@@ -35,8 +40,11 @@ def _rendezvous(want: int, patience_s: float, ctx: Any, env: Any) -> None:
     while True:
         ctx.check_cancelled()
         with env.session_factory() as s:
-            running = s.execute(select(func.count()).select_from(Job)
-                                .where(Job.kind == "train", Job.state.in_((J.RUNNING, J.SUCCEEDED)))).scalar_one()
+            running = s.execute(
+                select(func.count())
+                .select_from(Job)
+                .where(Job.kind == "train", Job.state.in_((J.RUNNING, J.SUCCEEDED)))
+            ).scalar_one()
         if running >= want:
             return
         if time.monotonic() > deadline:

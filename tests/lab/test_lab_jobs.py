@@ -17,8 +17,17 @@ BACKENDS = ["sqlite", "postgres+redis"]
 
 
 def train(max_steps: int = 5, seed: int = 0, family: str = "lstm") -> dict:
-    return {"kind": "train", "params": {"family": family, "task": "parity", "seed": seed, "n_layers": 2,
-                                        "max_steps": max_steps, "measure": {"eval_lengths": [40, 60]}}}
+    return {
+        "kind": "train",
+        "params": {
+            "family": family,
+            "task": "parity",
+            "seed": seed,
+            "n_layers": 2,
+            "max_steps": max_steps,
+            "measure": {"eval_lengths": [40, 60]},
+        },
+    }
 
 
 def db_counts(lab) -> dict[str, int]:
@@ -50,8 +59,9 @@ def test_submit_over_http_runs_on_a_separate_worker(lab_factory, backend) -> Non
         assert len(probes) == 2 * 3 and {p["layer_name"] for p in probes} == {"emb", "0", "1"}
         assert c.get("/api/curves", params={"task": "parity"}).json()
         # a suite fans out into child jobs that the worker runs too
-        suite = c.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "families": ["gru"],
-                                                                      "tasks": ["parity"]}}).json()
+        suite = c.post(
+            "/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "families": ["gru"], "tasks": ["parity"]}}
+        ).json()
         wait_job(lab, c, suite["id"])
         children = c.get("/api/jobs", params={"parent_id": suite["id"]}).json()["items"]
         assert len(children) == 1

@@ -26,8 +26,13 @@ def test_real_smoke_train_survives_a_killed_worker(lab_factory) -> None:
     victim = lab.start_worker("victim", executor=None)
     with lab.client() as c:
         job_id = c.post("/api/jobs", json={"kind": "train", "params": smoke_train_params()}).json()["id"]
-        wait_for(lambda: job_state(c, job_id)["message"].startswith("step"), "training to be under way",
-                 timeout=300, every=0.2, on_fail=lab.logs)
+        wait_for(
+            lambda: job_state(c, job_id)["message"].startswith("step"),
+            "training to be under way",
+            timeout=300,
+            every=0.2,
+            on_fail=lab.logs,
+        )
         victim.kill9()
         lab.start_worker("rescuer", executor=None)
         done = wait_job(lab, c, job_id, timeout=600)

@@ -20,8 +20,16 @@ def test_readers_never_see_database_is_locked(lab_factory) -> None:
     lab.start_api()
     # the worker rewrites its run and probe rows at every step and heartbeats every 0.3 s
     lab.start_worker("writer", LAYERSCOPE_FAKE_STEP_S="0.01", LAYERSCOPE_FAKE_WRITE_EVERY_STEP="1")
-    body = {"kind": "train", "params": {"family": "lstm", "task": "parity", "n_layers": 4, "max_steps": 150,
-                                        "measure": {"eval_lengths": [40, 60, 80, 100, 120]}}}
+    body = {
+        "kind": "train",
+        "params": {
+            "family": "lstm",
+            "task": "parity",
+            "n_layers": 4,
+            "max_steps": 150,
+            "measure": {"eval_lengths": [40, 60, 80, 100, 120]},
+        },
+    }
     with lab.client() as c:
         job_id = c.post("/api/jobs", json=body).json()["id"]
         wait_for(lambda: job_state(c, job_id)["state"] == "running", "the writer to start", on_fail=lab.logs)

@@ -45,40 +45,83 @@ def _json(cache: ResultCache, session: Any, key: tuple, adapter: TypeAdapter, co
     return Response(content=body, media_type="application/json")
 
 
-@router.get("/curves", response_model=list[CurvePoint], responses=UNKNOWN_SUITE,
-            summary="Probe accuracy per layer: mean and 95% t-interval over seeds, one point per suite")
-def get_curves(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-               eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
-               trained: TrainedQ = None, controls: ControlsQ = "exclude") -> Response:
+@router.get(
+    "/curves",
+    response_model=list[CurvePoint],
+    responses=UNKNOWN_SUITE,
+    summary="Probe accuracy per layer: mean and 95% t-interval over seeds, one point per suite",
+)
+def get_curves(
+    session: SessionDep,
+    cache: CacheDep,
+    task: TaskQ = None,
+    family: FamilyQ = None,
+    eval_length: EvalLengthQ = None,
+    suite: SuiteQ = None,
+    pretrained: PretrainedQ = None,
+    trained: TrainedQ = None,
+    controls: ControlsQ = "exclude",
+) -> Response:
     queries.require_suites(session, suite)
-    flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained,
-                            controls=controls)
-    return _json(cache, session, _key("curves", task, family, eval_length, suite, pretrained, trained, controls), CURVES,
-                 lambda: aggregate.curves(session, flt, eval_length))
+    flt = queries.RunFilter(
+        task=task, family=family, suite=suite, pretrained=pretrained, trained=trained, controls=controls
+    )
+    return _json(
+        cache,
+        session,
+        _key("curves", task, family, eval_length, suite, pretrained, trained, controls),
+        CURVES,
+        lambda: aggregate.curves(session, flt, eval_length),
+    )
 
 
-@router.get("/profiles", response_model=list[Profile], responses=UNKNOWN_SUITE,
-            summary="Profile metrics per (suite, task, family, eval length): mean and 95% t-interval over seeds")
-def get_profiles(session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-                 eval_length: EvalLengthQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None,
-                 trained: TrainedQ = None) -> Response:
+@router.get(
+    "/profiles",
+    response_model=list[Profile],
+    responses=UNKNOWN_SUITE,
+    summary="Profile metrics per (suite, task, family, eval length): mean and 95% t-interval over seeds",
+)
+def get_profiles(
+    session: SessionDep,
+    cache: CacheDep,
+    task: TaskQ = None,
+    family: FamilyQ = None,
+    eval_length: EvalLengthQ = None,
+    suite: SuiteQ = None,
+    pretrained: PretrainedQ = None,
+    trained: TrainedQ = None,
+) -> Response:
     queries.require_suites(session, suite)
     flt = queries.RunFilter(task=task, family=family, suite=suite, pretrained=pretrained, trained=trained)
-    return _json(cache, session, _key("profiles", task, family, eval_length, suite, pretrained, trained), PROFILES,
-                 lambda: aggregate.profiles(session, flt, eval_length))
+    return _json(
+        cache,
+        session,
+        _key("profiles", task, family, eval_length, suite, pretrained, trained),
+        PROFILES,
+        lambda: aggregate.profiles(session, flt, eval_length),
+    )
 
 
-@router.get("/claims", response_model=list[Claim],
-            summary="The study's six claims: a verdict from the stored results of one suite",
-            description="The runs read must all belong to one suite: when runs of more than one suite match "
-                        "(no `suite` given, or several), the answer is 422 at `suite`, naming the suites present "
-                        "(docs/SCIENCE.md#suites); an unknown suite is a 404.",
-            responses=UNKNOWN_SUITE)
+@router.get(
+    "/claims",
+    response_model=list[Claim],
+    summary="The study's six claims: a verdict from the stored results of one suite",
+    description="The runs read must all belong to one suite: when runs of more than one suite match "
+    "(no `suite` given, or several), the answer is 422 at `suite`, naming the suites present "
+    "(docs/SCIENCE.md#suites); an unknown suite is a 404.",
+    responses=UNKNOWN_SUITE,
+)
 def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Response:
     queries.require_suites(session, suite)  # 404: no verdicts about a suite that holds no run
     try:
-        return _json(cache, session, _key("claims", suite), CLAIMS,
-                     lambda: aggregate.claims(session, queries.RunFilter(suite=suite)))
+        return _json(
+            cache,
+            session,
+            _key("claims", suite),
+            CLAIMS,
+            lambda: aggregate.claims(session, queries.RunFilter(suite=suite)),
+        )
     except aggregate.MixedSuites as exc:
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", "suite"), "msg": str(exc),
-                                       "input": suite}]) from exc
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "suite"), "msg": str(exc), "input": suite}]
+        ) from exc

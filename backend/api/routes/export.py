@@ -36,12 +36,18 @@ class Format(StrEnum):
     parquet = "parquet"
 
 
-MEDIA = {Format.csv: "text/csv; charset=utf-8", Format.json: "application/json",
-         Format.parquet: "application/vnd.apache.parquet"}
+MEDIA = {
+    Format.csv: "text/csv; charset=utf-8",
+    Format.json: "application/json",
+    Format.parquet: "application/vnd.apache.parquet",
+}
 
 
-RESULT_MODELS = {Resource.probes: ProbeResult, Resource.interventions: InterventionResult,
-                 Resource.patching: PatchingResult}
+RESULT_MODELS = {
+    Resource.probes: ProbeResult,
+    Resource.interventions: InterventionResult,
+    Resource.patching: PatchingResult,
+}
 _CONTEXT_KEYS = {c.key for c in queries.RUN_CONTEXT}
 
 
@@ -64,16 +70,54 @@ def _needed_columns(model: Any, fields: list[str]) -> set[str]:
 COLUMNS: dict[Resource, list[str]] = {
     Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
     **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
-    Resource.curves: ["suite", "task", "family", "pretrained", "eval_length", "layer", "layer_name", "depth", "n_layers",
-                      "mean", "lo", "hi", "n", "seeds", "majority_baseline", "run_ids", "untrained_run_ids", "selectivity",
-                      "control"],
-    Resource.profiles: ["suite", "task", "family", "pretrained", "eval_length", "n_layers", "profile_class", "seeds",
-                        "untrained_run_ids", "floor", "metric", "mean", "lo", "hi", "n"],
+    Resource.curves: [
+        "suite",
+        "task",
+        "family",
+        "pretrained",
+        "eval_length",
+        "layer",
+        "layer_name",
+        "depth",
+        "n_layers",
+        "mean",
+        "lo",
+        "hi",
+        "n",
+        "seeds",
+        "majority_baseline",
+        "run_ids",
+        "untrained_run_ids",
+        "selectivity",
+        "control",
+    ],
+    Resource.profiles: [
+        "suite",
+        "task",
+        "family",
+        "pretrained",
+        "eval_length",
+        "n_layers",
+        "profile_class",
+        "seeds",
+        "untrained_run_ids",
+        "floor",
+        "metric",
+        "mean",
+        "lo",
+        "hi",
+        "n",
+    ],
 }
 
-FieldsQ = Annotated[str | None, Query(
-    max_length=2000, pattern=r"^[A-Za-z0-9_,]*$",
-    description="comma-separated columns to keep, in this order (default: all), e.g. run_id,layer,accuracy")]
+FieldsQ = Annotated[
+    str | None,
+    Query(
+        max_length=2000,
+        pattern=r"^[A-Za-z0-9_,]*$",
+        description="comma-separated columns to keep, in this order (default: all), e.g. run_id,layer,accuracy",
+    ),
+]
 
 
 def parse_fields(resource: Resource, fields: str | None) -> list[str] | None:
@@ -84,24 +128,33 @@ def parse_fields(resource: Resource, fields: str | None) -> list[str] | None:
     allowed = COLUMNS[resource]
     unknown = [f for f in names if f not in allowed]
     if unknown or not names:
-        msg = (f"unknown field(s) {', '.join(map(repr, unknown))} for {resource.value}" if unknown
-               else "name at least one field") + f"; choose from {', '.join(allowed)}"
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", "fields"), "msg": msg,
-                                       "input": fields}])
+        msg = (
+            f"unknown field(s) {', '.join(map(repr, unknown))} for {resource.value}"
+            if unknown
+            else "name at least one field"
+        ) + f"; choose from {', '.join(allowed)}"
+        raise RequestValidationError([{"type": "value_error", "loc": ("query", "fields"), "msg": msg, "input": fields}])
     return names
 
 
-def rows_for(resource: Resource, session: Any, flt: queries.RunFilter, eval_length: list[int] | None,
-             method: list[str] | None, cache: ResultCache | None = None,
-             fields: list[str] | None = None) -> list[dict[str, Any]]:
+def rows_for(
+    resource: Resource,
+    session: Any,
+    flt: queries.RunFilter,
+    eval_length: list[int] | None,
+    method: list[str] | None,
+    cache: ResultCache | None = None,
+    fields: list[str] | None = None,
+) -> list[dict[str, Any]]:
     if resource is Resource.runs:
         return queries.list_runs(session, flt, None)[0]
     if resource in RESULT_MODELS:
         # only the asked-for result columns are read (plus ``layer``, for layer_name and depth)
         model = RESULT_MODELS[resource]
         columns = None if fields is None else _needed_columns(model, fields)
-        return queries.results_across_runs(session, model, flt, eval_length,
-                                           method if resource is Resource.interventions else None, columns)
+        return queries.results_across_runs(
+            session, model, flt, eval_length, method if resource is Resource.interventions else None, columns
+        )
     key = (resource.value, repr(flt), tuple(eval_length or ()))
     if resource is Resource.curves:
         compute = lambda: aggregate.curves(session, flt, eval_length)  # noqa: E731
@@ -137,26 +190,45 @@ def encode(rows: list[dict[str, Any]], fmt: Format) -> bytes:
 @router.get(
     "/{resource}.{fmt}",
     response_class=Response,
-    responses={200: {"content": {MEDIA[Format.csv]: {}, MEDIA[Format.json]: {}, MEDIA[Format.parquet]: {}},
-                     "description": "the rows as a file"},
-               404: {"description": "a named suite is unknown (no run stored, none queued)"}},
+    responses={
+        200: {
+            "content": {MEDIA[Format.csv]: {}, MEDIA[Format.json]: {}, MEDIA[Format.parquet]: {}},
+            "description": "the rows as a file",
+        },
+        404: {"description": "a named suite is unknown (no run stored, none queued)"},
+    },
     summary="Export runs, probes, curves, interventions, patching or profiles as CSV / JSON / Parquet",
 )
 def export(
-    resource: Resource, fmt: Format, session: SessionDep, cache: CacheDep, task: TaskQ = None, family: FamilyQ = None,
-    seed: SeedQ = None, suite: SuiteQ = None, pretrained: PretrainedQ = None, run_id: RunIdQ = None,
-    eval_length: EvalLengthQ = None, method: MethodQ = None, fields: FieldsQ = None, trained: TrainedQ = None,
+    resource: Resource,
+    fmt: Format,
+    session: SessionDep,
+    cache: CacheDep,
+    task: TaskQ = None,
+    family: FamilyQ = None,
+    seed: SeedQ = None,
+    suite: SuiteQ = None,
+    pretrained: PretrainedQ = None,
+    run_id: RunIdQ = None,
+    eval_length: EvalLengthQ = None,
+    method: MethodQ = None,
+    fields: FieldsQ = None,
+    trained: TrainedQ = None,
 ) -> Response:
     columns = parse_fields(resource, fields)
     queries.require_suites(session, suite)  # 404: a typo must not export as an empty file
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id,
-                            trained=trained)
+    flt = queries.RunFilter(
+        task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, run_id=run_id, trained=trained
+    )
     rows = rows_for(resource, session, flt, eval_length, method, cache, columns)
     if columns is not None:
         rows = [{k: r[k] for k in columns} for r in rows]
     body = encode(_finite(rows), fmt)
-    return Response(content=body, media_type=MEDIA[fmt],
-                    headers={"Content-Disposition": f'attachment; filename="{resource.value}.{fmt.value}"'})
+    return Response(
+        content=body,
+        media_type=MEDIA[fmt],
+        headers={"Content-Disposition": f'attachment; filename="{resource.value}.{fmt.value}"'},
+    )
 
 
 def _finite(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

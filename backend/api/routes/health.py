@@ -10,8 +10,12 @@ from backend.api.schemas import ErrorOut, Health
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=Health, summary="Liveness and which DB / queue backs the API",
-            responses={503: {"model": ErrorOut, "description": "the database is not reachable"}})
+@router.get(
+    "/health",
+    response_model=Health,
+    summary="Liveness and which DB / queue backs the API",
+    responses={503: {"model": ErrorOut, "description": "the database is not reachable"}},
+)
 def health(session: SessionDep, queue: QueueDep) -> Health:
     try:
         session.execute(text("SELECT 1"))

@@ -14,12 +14,12 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
-from layerscope_core.text import TEXT_PATTERN
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
+from backend.api.submit_checks import run_param_errors
+from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
 from worker.params import PARAMS_BY_KIND
-from backend.api.submit_checks import run_param_errors
 from worker.queue import QueueUnavailable, submit
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
@@ -41,12 +41,22 @@ JobCreate = Annotated[Union[tuple(JOB_CREATE_MODELS.values())], Field(discrimina
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown job id"}}
 CONFLICT = {409: {"model": ErrorOut, "description": "the job's state does not allow this"}}
 RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
-QUEUE_DOWN_SUBMIT = {503: {"model": ErrorOut, "headers": RETRY_AFTER, "description":
-                           "the job queue is not reachable: nothing was stored, submit again after Retry-After "
-                           "seconds (no duplicate)"}}
-QUEUE_DOWN_RETRY = {503: {"model": ErrorOut, "headers": RETRY_AFTER, "description":
-                          "the job queue is not reachable: the job is queued in the database and reaches the "
-                          "workers when the queue is back (retrying again answers 409)"}}
+QUEUE_DOWN_SUBMIT = {
+    503: {
+        "model": ErrorOut,
+        "headers": RETRY_AFTER,
+        "description": "the job queue is not reachable: nothing was stored, submit again after Retry-After "
+        "seconds (no duplicate)",
+    }
+}
+QUEUE_DOWN_RETRY = {
+    503: {
+        "model": ErrorOut,
+        "headers": RETRY_AFTER,
+        "description": "the job queue is not reachable: the job is queued in the database and reaches the "
+        "workers when the queue is back (retrying again answers 409)",
+    }
+}
 
 
 def _retry_after(settings) -> str:
@@ -56,8 +66,10 @@ def _retry_after(settings) -> str:
 
 def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSONResponse:
     if retry or exc.stored:
-        detail = (f"{exc} — job {exc.job_id} is stored and queued; it reaches the workers when the queue is "
-                  f"back, do not submit it again")
+        detail = (
+            f"{exc} — job {exc.job_id} is stored and queued; it reaches the workers when the queue is "
+            f"back, do not submit it again"
+        )
     else:
         detail = f"{exc} — nothing was stored; submit again in {_retry_after(settings)} s"
     return JSONResponse(status_code=503, content={"detail": detail}, headers={"Retry-After": _retry_after(settings)})
@@ -73,9 +85,16 @@ def _job_for_key(session, key: str, body: Any) -> dict[str, Any] | None:
     if job is None:
         return None
     if job.kind != body.kind:
-        raise RequestValidationError([{"type": "value_error", "loc": ("header", "Idempotency-Key"),
-                                       "msg": f"already used for job {job.id} (a {job.kind} job): send a new key "
-                                              "for a new job", "input": key}])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("header", "Idempotency-Key"),
+                    "msg": f"already used for job {job.id} (a {job.kind} job): send a new key for a new job",
+                    "input": key,
+                }
+            ]
+        )
     return _out(job)
 
 
@@ -96,26 +115,49 @@ def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
     if not parent_ids:
         return {}
     out: dict[int, dict[str, Any]] = {pid: {"children": {}, "children_progress": None} for pid in parent_ids}
-    for pid, state, n in session.execute(select(Job.parent_id, Job.state, func.count())
-                                         .where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id, Job.state)):
+    for pid, state, n in session.execute(
+        select(Job.parent_id, Job.state, func.count())
+        .where(Job.parent_id.in_(parent_ids))
+        .group_by(Job.parent_id, Job.state)
+    ):
         out[pid]["children"][state] = int(n)
-    for pid, prog in session.execute(select(Job.parent_id, func.avg(Job.progress))
-                                     .where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id)):
+    for pid, prog in session.execute(
+        select(Job.parent_id, func.avg(Job.progress)).where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id)
+    ):
         out[pid]["children_progress"] = float(prog) if prog is not None else None
     return out
 
 
-@router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             responses={**TOO_LARGE, **QUEUE_DOWN_SUBMIT,
-                        200: {"model": JobOut, "description": "the job an earlier request with this Idempotency-Key "
-                                                              "made (nothing new was made)"}},
-             summary="Submit a job; its params are validated per kind (422 names the bad field)")
+@router.post(
+    "",
+    response_model=JobOut,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[WriteAuth],
+    responses={
+        **TOO_LARGE,
+        **QUEUE_DOWN_SUBMIT,
+        200: {
+            "model": JobOut,
+            "description": "the job an earlier request with this Idempotency-Key made (nothing new was made)",
+        },
+    },
+    summary="Submit a job; its params are validated per kind (422 names the bad field)",
+)
 def create_job(
-    body: Annotated[JobCreate, Body()], session: SessionDep, factory: FactoryDep, settings: SettingsDep,
-    queue: QueueDep, response: Response,
-    idempotency_key: Annotated[IdempotencyKey | None, Header(
-        alias="Idempotency-Key", description="any unique string per intended job (a UUID): the same key again "
-        "answers the job the first request made (200) instead of making a second one")] = None,
+    body: Annotated[JobCreate, Body()],
+    session: SessionDep,
+    factory: FactoryDep,
+    settings: SettingsDep,
+    queue: QueueDep,
+    response: Response,
+    idempotency_key: Annotated[
+        IdempotencyKey | None,
+        Header(
+            alias="Idempotency-Key",
+            description="any unique string per intended job (a UUID): the same key again "
+            "answers the job the first request made (200) instead of making a second one",
+        ),
+    ] = None,
 ) -> dict:
     if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body)) is not None:
         response.status_code = status.HTTP_200_OK
@@ -129,8 +171,9 @@ def create_job(
         # the checkpoint id only: a worker on another machine may hold the weights in its own store
         why = f"run {run_id} not found" if run is None else missing_weights(run)
         if why:
-            raise RequestValidationError([{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why,
-                                           "input": run_id}])
+            raise RequestValidationError(
+                [{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why, "input": run_id}]
+            )
         if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
             raise RequestValidationError(errors)
     if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
@@ -141,14 +184,30 @@ def create_job(
         try:
             check_one_run_per_seed(expand_suite(params) if body.kind == "suite" else [params], factory)  # type: ignore[arg-type, list-item]
         except ValueError as exc:  # an unexpandable suite, or a SuiteSettingsConflict
-            raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": str(exc),
-                                           "input": params.model_dump(mode="json") if body.kind == "suite"
-                                           else getattr(params, "suite", None)}]) from exc
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": loc,
+                        "msg": str(exc),
+                        "input": params.model_dump(mode="json")
+                        if body.kind == "suite"
+                        else getattr(params, "suite", None),
+                    }
+                ]
+            ) from exc
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
         # a person's job: taken before the queued jobs of background suites (the demo's)
-        job_id = submit(factory, queue, body.kind, params, max_attempts=body.max_attempts or settings.max_attempts,
-                        priority=J.PERSON_PRIORITY, idempotency_key=idempotency_key)
+        job_id = submit(
+            factory,
+            queue,
+            body.kind,
+            params,
+            max_attempts=body.max_attempts or settings.max_attempts,
+            priority=J.PERSON_PRIORITY,
+            idempotency_key=idempotency_key,
+        )
     except QueueUnavailable as exc:
         return _queue_down(exc, settings)  # type: ignore[return-value]
     except IntegrityError:  # a concurrent request with the same key stored its job first
@@ -162,15 +221,15 @@ def create_job(
         return _out(J.get_job(s, job_id))
 
 
-@router.get("", response_model=Page[JobOut],
-            dependencies=[ReadAuth], summary="Jobs, newest first, filtered and paged")
+@router.get("", response_model=Page[JobOut], dependencies=[ReadAuth], summary="Jobs, newest first, filtered and paged")
 def list_jobs(
     session: SessionDep,
     state: Annotated[list[JobState] | None, Query(description="state(s)")] = None,
     kind: Annotated[list[JobKind] | None, Query(description="kind(s)")] = None,
     parent_id: Annotated[int | None, Query(ge=1, le=INT32_MAX, description="a suite job's children")] = None,
     run_id: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
-    limit: Limit = 50, offset: Offset = 0,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> dict:
     q = select(Job)
     if state:
@@ -189,22 +248,37 @@ def list_jobs(
     return {"items": items, "total": int(total), "limit": limit, "offset": offset}
 
 
-@router.get("/{job_id}", response_model=JobDetail, responses=NOT_FOUND, dependencies=[ReadAuth],
-            summary="One job with its log tail (and a suite's children by state)")
-def get_job(job_id: JobIdPath, session: SessionDep,
-            tail: Annotated[int, Query(ge=1, le=10_000, description="log lines")] = 50) -> dict:
+@router.get(
+    "/{job_id}",
+    response_model=JobDetail,
+    responses=NOT_FOUND,
+    dependencies=[ReadAuth],
+    summary="One job with its log tail (and a suite's children by state)",
+)
+def get_job(
+    job_id: JobIdPath, session: SessionDep, tail: Annotated[int, Query(ge=1, le=10_000, description="log lines")] = 50
+) -> dict:
     return _detail(session, J.get_job(session, job_id), tail)
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE},
-             dependencies=[WriteAuth], summary="Cancel: a queued job at once, a running one at its next check")
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobOut,
+    responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE},
+    dependencies=[WriteAuth],
+    summary="Cancel: a queued job at once, a running one at its next check",
+)
 def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
     return _out(J.request_cancel(session, job_id))
 
 
-@router.post("/{job_id}/retry", response_model=JobOut,
-             responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE, **QUEUE_DOWN_RETRY},
-             dependencies=[WriteAuth], summary="Queue a failed or cancelled job again")
+@router.post(
+    "/{job_id}/retry",
+    response_model=JobOut,
+    responses={**NOT_FOUND, **CONFLICT, **TOO_LARGE, **QUEUE_DOWN_RETRY},
+    dependencies=[WriteAuth],
+    summary="Queue a failed or cancelled job again",
+)
 def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict:
     job = J.retry(session, job_id)
     try:
@@ -212,4 +286,3 @@ def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, que
     except QueueUnavailable as exc:
         return _queue_down(exc, settings, retry=True)  # type: ignore[return-value]
     return _out(job)
-

@@ -12,8 +12,11 @@ from layerscope_core import registry
 router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
 
-@router.get("/meta", response_model=Meta, summary="Families (with capabilities), tasks, methods, presets, "
-                                                  "eval lengths and patching sites")
+@router.get(
+    "/meta",
+    response_model=Meta,
+    summary="Families (with capabilities), tasks, methods, presets, eval lengths and patching sites",
+)
 def meta() -> Meta:
     """Read from ``layerscope_core.registry`` at request time: a family registered after start
     (``register_family``) is listed, and so are plugins (entry points) and the file tasks of the

@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from backend import housekeeping
-
 from backend.api import queries
 from backend.api.deps import (
     TOO_LARGE,
@@ -25,13 +24,13 @@ from backend.api.params import (
     FamilyQ,
     Limit,
     MethodQ,
-    PatchSiteQ,
     Offset,
+    PatchSiteQ,
     PretrainedQ,
     RunIdPath,
     RunSortQ,
-    SiteNameQ,
     SeedQ,
+    SiteNameQ,
     SuiteQ,
     TaskQ,
     TrainedQ,
@@ -57,15 +56,36 @@ NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
 
 @router.get("", response_model=Page[RunOut], summary="Runs, filtered and paged (without loss curves)")
 def list_runs(
-    session: SessionDep, task: TaskQ = None, family: FamilyQ = None, seed: SeedQ = None, suite: SuiteQ = None,
-    pretrained: PretrainedQ = None, limit: Limit = 100, offset: Offset = 0, sort: RunSortQ = None,
-    trained: TrainedQ = None, controls: ControlsQ = "include",
-    q: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
-                                   description="search: a substring of name, tags, notes, family, task or suite "
-                                               "(case-insensitive)")] = None,
+    session: SessionDep,
+    task: TaskQ = None,
+    family: FamilyQ = None,
+    seed: SeedQ = None,
+    suite: SuiteQ = None,
+    pretrained: PretrainedQ = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    sort: RunSortQ = None,
+    trained: TrainedQ = None,
+    controls: ControlsQ = "include",
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=r"^[^\x00-\x1f\x7f-\x9f]*$",
+            description="search: a substring of name, tags, notes, family, task or suite (case-insensitive)",
+        ),
+    ] = None,
 ) -> dict:
-    flt = queries.RunFilter(task=task, family=family, seed=seed, suite=suite, pretrained=pretrained, trained=trained,
-                            controls=controls, search=q or None)
+    flt = queries.RunFilter(
+        task=task,
+        family=family,
+        seed=seed,
+        suite=suite,
+        pretrained=pretrained,
+        trained=trained,
+        controls=controls,
+        search=q or None,
+    )
     items, total = queries.list_runs(session, flt, limit, offset, sort)
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
@@ -76,8 +96,13 @@ def get_run(run_id: RunIdPath, session: SessionDep) -> dict:
     return {c.key: getattr(run, c.key) for c in run.__table__.columns}
 
 
-@router.patch("/{run_id}", response_model=RunOut, responses={**NOT_FOUND, **TOO_LARGE}, dependencies=[WriteAuth],
-              summary="Set a run's tags and/or notes")
+@router.patch(
+    "/{run_id}",
+    response_model=RunOut,
+    responses={**NOT_FOUND, **TOO_LARGE},
+    dependencies=[WriteAuth],
+    summary="Set a run's tags and/or notes",
+)
 def annotate_run(run_id: RunIdPath, body: Annotation, session: SessionDep) -> dict:
     try:
         run = housekeeping.annotate_run(session, run_id, tags=body.tags, notes=body.notes)
@@ -86,8 +111,13 @@ def annotate_run(run_id: RunIdPath, body: Annotation, session: SessionDep) -> di
     return queries.run_row(run)
 
 
-@router.delete("/{run_id}", response_model=Deleted, responses=NOT_FOUND, dependencies=[WriteAuth],
-               summary="Delete a run with its probe, intervention and patching rows and its checkpoint")
+@router.delete(
+    "/{run_id}",
+    response_model=Deleted,
+    responses=NOT_FOUND,
+    dependencies=[WriteAuth],
+    summary="Delete a run with its probe, intervention and patching rows and its checkpoint",
+)
 def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) -> dict:
     """One transaction: the rows go, the checkpoint folder is removed after the commit (kept when
     another run names it); jobs keep their row with ``run_id`` null."""
@@ -97,24 +127,44 @@ def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) ->
         raise queries.NotFound(str(exc)) from exc
 
 
-@router.get("/{run_id}/probes", response_model=list[ProbeOut], responses=NOT_FOUND,
-            summary="Probe accuracy per layer and eval length")
+@router.get(
+    "/{run_id}/probes",
+    response_model=list[ProbeOut],
+    responses=NOT_FOUND,
+    summary="Probe accuracy per layer and eval length",
+)
 def run_probes(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None) -> list[dict]:
-    return [{**r, "site_name": site_name("resid_post", r["layer"])} for r in queries.probe_rows(session, run_id, eval_length)]
+    return [
+        {**r, "site_name": site_name("resid_post", r["layer"])}
+        for r in queries.probe_rows(session, run_id, eval_length)
+    ]
 
 
-@router.get("/{run_id}/interventions", response_model=list[InterventionOut], responses=NOT_FOUND,
-            summary="Interventions per layer, method and eval length (with the refit probe)")
+@router.get(
+    "/{run_id}/interventions",
+    response_model=list[InterventionOut],
+    responses=NOT_FOUND,
+    summary="Interventions per layer, method and eval length (with the refit probe)",
+)
 def run_interventions(
     run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None, method: MethodQ = None
 ) -> list[dict]:
     return queries.intervention_rows(session, run_id, eval_length, method)
 
 
-@router.get("/{run_id}/patching", response_model=list[PatchingOut], responses=NOT_FOUND,
-            summary="Activation-patching recovery per site × layer × position")
-def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ = None,
-                 site: PatchSiteQ = None, at: SiteNameQ = None) -> list[dict]:
+@router.get(
+    "/{run_id}/patching",
+    response_model=list[PatchingOut],
+    responses=NOT_FOUND,
+    summary="Activation-patching recovery per site × layer × position",
+)
+def run_patching(
+    run_id: RunIdPath,
+    session: SessionDep,
+    eval_length: EvalLengthQ = None,
+    site: PatchSiteQ = None,
+    at: SiteNameQ = None,
+) -> list[dict]:
     """Rows ordered by eval length, site, layer, position. ``recovery`` is None (with ``note``)
     when too few pairs had a usable clean–corrupted gap; ``corrupt_position`` is the grid's
     corrupted token (0-based). ``site_name`` names each row's site in TransformerLens's style;
@@ -128,18 +178,26 @@ def run_patching(run_id: RunIdPath, session: SessionDep, eval_length: EvalLength
     return out
 
 
-
-
-@router.post("/{run_id}/rebuild-weights", response_model=JobOut, status_code=201, dependencies=[WriteAuth],
-             responses={**NOT_FOUND, **TOO_LARGE, **QUEUE_DOWN_SUBMIT,
-                        409: {"model": ErrorOut, "description": "the run has its weights, or no preset makes it"}},
-             summary="Queue the rebuild of a run's weights (the job `layerscope suite … --rebuild-weights` runs)",
-             description="For a run stored without weights (imported from a bundle without them): a suite job "
-                         "of its preset, its cell and the budget it was made with, with `rebuild_weights`, queued "
-                         "before background suites' jobs. The rebuilt model is measured again "
-                         "(docs/SCIENCE.md#rebuilding-weights).")
-def rebuild_weights(run_id: RunIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep,
-                    queue: QueueDep) -> dict:
+@router.post(
+    "/{run_id}/rebuild-weights",
+    response_model=JobOut,
+    status_code=201,
+    dependencies=[WriteAuth],
+    responses={
+        **NOT_FOUND,
+        **TOO_LARGE,
+        **QUEUE_DOWN_SUBMIT,
+        409: {"model": ErrorOut, "description": "the run has its weights, or no preset makes it"},
+    },
+    summary="Queue the rebuild of a run's weights (the job `layerscope suite … --rebuild-weights` runs)",
+    description="For a run stored without weights (imported from a bundle without them): a suite job "
+    "of its preset, its cell and the budget it was made with, with `rebuild_weights`, queued "
+    "before background suites' jobs. The rebuilt model is measured again "
+    "(docs/SCIENCE.md#rebuilding-weights).",
+)
+def rebuild_weights(
+    run_id: RunIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep, queue: QueueDep
+) -> dict:
     from fastapi import HTTPException
 
     from store import jobs as J
@@ -151,8 +209,11 @@ def rebuild_weights(run_id: RunIdPath, session: SessionDep, factory: FactoryDep,
         raise HTTPException(409, detail=f"run {run_id} has its weights here (checkpoint {run.checkpoint_id})")
     params = rebuild_params(run)
     if params is None:
-        raise HTTPException(409, detail=f"run {run_id}: no preset makes its config; submit the job that made it "
-                                        "with rebuild_weights (POST /api/jobs)")
+        raise HTTPException(
+            409,
+            detail=f"run {run_id}: no preset makes its config; submit the job that made it "
+            "with rebuild_weights (POST /api/jobs)",
+        )
     session.rollback()
     try:
         job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY)

@@ -10,14 +10,14 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from pydantic import BaseModel
 from sqlalchemy import select
 
+from backend import housekeeping, study_parts
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.queries import NotFound
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
-from backend import housekeeping, study_parts
 from backend.bundle import export_bundle, imported_manifest, imported_suites
-from store.models import Run, SuiteNote
 from backend.measured import measured_run_ids
 from science.trained import is_trained
+from store.models import Run, SuiteNote
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
@@ -51,20 +51,36 @@ def _partial_why(manifest: dict | None) -> str | None:
     return "; ".join(str(r) for r in reasons) or None
 
 
-@router.get("", response_model=list[SuiteOut], response_model_exclude_none=True,
-            summary="Suites with their run counts (stored, trained, measured); imported or made here; "
-                    "for a preset suite, its progress against the preset (partial while runs remain)")
+@router.get(
+    "",
+    response_model=list[SuiteOut],
+    response_model_exclude_none=True,
+    summary="Suites with their run counts (stored, trained, measured); imported or made here; "
+    "for a preset suite, its progress against the preset (partial while runs remain)",
+)
 def list_suites(session: SessionDep) -> list[dict]:
-    rows = session.execute(select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash,
-                                  Run.control)
-                           .where(Run.suite.is_not(None)).order_by(Run.suite)).all()
+    rows = session.execute(
+        select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash, Run.control)
+        .where(Run.suite.is_not(None))
+        .order_by(Run.suite)
+    ).all()
     measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
     for suite, rid, acc, crit, status, chash, control in rows:
-        d = out.setdefault(suite, dict(name=suite, n_runs=0, n_trained=0, n_measured=0, n_trained_measured=0,
-                                       n_controls=0, imported=suite in imported))
+        d = out.setdefault(
+            suite,
+            dict(
+                name=suite,
+                n_runs=0,
+                n_trained=0,
+                n_measured=0,
+                n_trained_measured=0,
+                n_controls=0,
+                imported=suite in imported,
+            ),
+        )
         statuses.setdefault(suite, []).append({"status": status, "config_hash": chash, "control": control})
         if control:
             d["n_controls"] += 1
@@ -78,8 +94,9 @@ def list_suites(session: SessionDep) -> list[dict]:
         if suite in notes:
             d.update(tags=notes[suite].tags or None, notes=notes[suite].notes)
         manifest = imported_manifest(session, suite) if d["imported"] else None
-        now = study_parts.progress(statuses[suite], study_parts.preset_run_count(
-            suite, [r["config_hash"] for r in statuses[suite]]))
+        now = study_parts.progress(
+            statuses[suite], study_parts.preset_run_count(suite, [r["config_hash"] for r in statuses[suite]])
+        )
         if now is not None:
             d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=not now["complete"])
         elif manifest and manifest.get("partial"):
@@ -89,10 +106,15 @@ def list_suites(session: SessionDep) -> list[dict]:
     return list(out.values())
 
 
-@router.get("/{name}/bundle", summary="The suite's results bundle (zip: manifest.json + tables/*.json)",
-            responses={200: {"content": {"application/zip": {}}, "description": "the bundle"},
-                       404: {"model": ErrorOut, "description": "no run in this suite"}},
-            response_class=Response)
+@router.get(
+    "/{name}/bundle",
+    summary="The suite's results bundle (zip: manifest.json + tables/*.json)",
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the bundle"},
+        404: {"model": ErrorOut, "description": "no run in this suite"},
+    },
+    response_class=Response,
+)
 def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
     buf = io.BytesIO()
     try:
@@ -100,13 +122,20 @@ def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
     except LookupError as exc:  # names the suites that exist
         raise HTTPException(404, str(exc.args[0])) from exc
     filename = re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".layerscope.zip"
-    return Response(buf.getvalue(), media_type="application/zip",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return Response(
+        buf.getvalue(),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
 
 
-@router.patch("/{name}", response_model=AnnotationOut, dependencies=[WriteAuth],
-              responses={**TOO_LARGE, 404: {"model": ErrorOut, "description": "no run in this suite"}},
-              summary="Set a suite's tags and/or notes")
+@router.patch(
+    "/{name}",
+    response_model=AnnotationOut,
+    dependencies=[WriteAuth],
+    responses={**TOO_LARGE, 404: {"model": ErrorOut, "description": "no run in this suite"}},
+    summary="Set a suite's tags and/or notes",
+)
 def annotate_suite(name: SuiteName, body: Annotation, session: SessionDep) -> dict:
     try:
         row = housekeeping.annotate_suite(session, name, tags=body.tags, notes=body.notes)
@@ -115,10 +144,14 @@ def annotate_suite(name: SuiteName, body: Annotation, session: SessionDep) -> di
     return {"tags": row.tags or [], "notes": row.notes}
 
 
-@router.delete("/{name}", response_model=Deleted, dependencies=[WriteAuth],
-               responses={404: {"model": ErrorOut, "description": "no run in this suite"}},
-               summary="Delete a suite: its runs, their result rows and checkpoints (one transaction)",
-               description="Export it first (GET /api/suites/{name}/bundle) to keep a copy.")
+@router.delete(
+    "/{name}",
+    response_model=Deleted,
+    dependencies=[WriteAuth],
+    responses={404: {"model": ErrorOut, "description": "no run in this suite"}},
+    summary="Delete a suite: its runs, their result rows and checkpoints (one transaction)",
+    description="Export it first (GET /api/suites/{name}/bundle) to keep a copy.",
+)
 def delete_suite(name: SuiteName, session: SessionDep, settings: SettingsDep) -> dict:
     try:
         ids = housekeeping.suite_run_ids(session, name)

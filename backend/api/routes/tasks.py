@@ -45,22 +45,29 @@ def list_tasks(settings: SettingsDep) -> list[TaskOut]:
     return [TaskOut(name=n, **store.info(n)) for n in store.names()]
 
 
-@router.post("", response_model=TaskOut, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             summary="Upload a labelled JSONL / Parquet file as a task",
-             responses={422: {"description": "a bad file (one message per bad row) or a taken name"}})
+@router.post(
+    "",
+    response_model=TaskOut,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[WriteAuth],
+    summary="Upload a labelled JSONL / Parquet file as a task",
+    responses={422: {"description": "a bad file (one message per bad row) or a taken name"}},
+)
 def upload_task(body: TaskUpload, settings: SettingsDep) -> TaskOut:
     from layerscope_core.registry import TASKS
 
     try:
         data = base64.b64decode(body.content_base64, validate=True)
     except (binascii.Error, ValueError):
-        raise HTTPException(422, detail=[{"loc": ["body", "content_base64"], "msg": "not base64",
-                                          "type": "value_error"}]) from None
+        raise HTTPException(
+            422, detail=[{"loc": ["body", "content_base64"], "msg": "not base64", "type": "value_error"}]
+        ) from None
     try:
         file = parse_task_file(body.filename, data=data)
     except TaskFileError as e:
-        raise HTTPException(422, detail=[{"loc": ["body", "content_base64"], "msg": m, "type": "value_error"}
-                                         for m in e.errors]) from None
+        raise HTTPException(
+            422, detail=[{"loc": ["body", "content_base64"], "msg": m, "type": "value_error"} for m in e.errors]
+        ) from None
     store = _store(settings)
     try:
         store.add(file, body.name, source=body.filename, builtin=TASKS)

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, WriteAuth
 from backend.api.queries import NotFound
@@ -47,8 +47,18 @@ def find_saved(session: Session, slug: str) -> SavedView:
 def list_saved(session: Session) -> list[dict]:
     """Every saved view, newest first (the fields of :class:`ViewOut`)."""
     rows = session.execute(select(SavedView).order_by(SavedView.id.desc())).scalars()
-    return [dict(slug=v.slug, url=view_url(v.slug), title=v.title, page=v.page, state=v.state,
-                 created_by=v.created_by, created_at=v.created_at) for v in rows]
+    return [
+        dict(
+            slug=v.slug,
+            url=view_url(v.slug),
+            title=v.title,
+            page=v.page,
+            state=v.state,
+            created_by=v.created_by,
+            created_at=v.created_at,
+        )
+        for v in rows
+    ]
 
 
 def delete_saved(session: Session, slug: str) -> None:
@@ -64,9 +74,14 @@ def _token_name(request: Request, session: Session) -> str | None:
     return row.name if row is not None else None
 
 
-@router.post("", response_model=ViewCreated, status_code=status.HTTP_201_CREATED, dependencies=[WriteAuth],
-             responses={**TOO_LARGE, 503: {"model": ErrorOut, "description": "no free slug (retry)"}},
-             summary="Save a view; returns its slug and short link")
+@router.post(
+    "",
+    response_model=ViewCreated,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[WriteAuth],
+    responses={**TOO_LARGE, 503: {"model": ErrorOut, "description": "no free slug (retry)"}},
+    summary="Save a view; returns its slug and short link",
+)
 def create_view(body: ViewCreate, session: SessionDep, request: Request) -> ViewCreated:
     who = _token_name(request, session)
     for _ in range(5):
@@ -81,22 +96,43 @@ def create_view(body: ViewCreate, session: SessionDep, request: Request) -> View
     raise HTTPException(503, detail="could not allocate a unique slug; try again")
 
 
-@router.get("", response_model=list[ViewOut], dependencies=[ReadAuth],
-            summary="Saved views, newest first, with who saved them (the token's name, where tokens are on)")
+@router.get(
+    "",
+    response_model=list[ViewOut],
+    dependencies=[ReadAuth],
+    summary="Saved views, newest first, with who saved them (the token's name, where tokens are on)",
+)
 def list_views(session: SessionDep) -> list[dict]:
     return list_saved(session)
 
 
-@router.get("/{slug}", response_model=ViewOut, responses={404: {"model": ErrorOut}}, dependencies=[ReadAuth],
-            summary="A saved view by slug")
+@router.get(
+    "/{slug}",
+    response_model=ViewOut,
+    responses={404: {"model": ErrorOut}},
+    dependencies=[ReadAuth],
+    summary="A saved view by slug",
+)
 def get_view(slug: Slug, session: SessionDep) -> ViewOut:
     view = find_saved(session, slug)
-    return ViewOut(slug=view.slug, url=view_url(view.slug), title=view.title, page=view.page, state=view.state,
-                   created_by=view.created_by, created_at=view.created_at)
+    return ViewOut(
+        slug=view.slug,
+        url=view_url(view.slug),
+        title=view.title,
+        page=view.page,
+        state=view.state,
+        created_by=view.created_by,
+        created_at=view.created_at,
+    )
 
 
-@router.delete("/{slug}", response_model=ViewOut, responses={404: {"model": ErrorOut}}, dependencies=[WriteAuth],
-               summary="Delete a saved view (its short link stops working); returns what was deleted")
+@router.delete(
+    "/{slug}",
+    response_model=ViewOut,
+    responses={404: {"model": ErrorOut}},
+    dependencies=[WriteAuth],
+    summary="Delete a saved view (its short link stops working); returns what was deleted",
+)
 def delete_view(slug: Slug, session: SessionDep) -> ViewOut:
     view = get_view(slug, session)
     delete_saved(session, slug)

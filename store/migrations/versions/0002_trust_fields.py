@@ -46,15 +46,21 @@ def upgrade() -> None:
     # the held-out accuracy from the last evaluated point of their loss curve (done in Python,
     # portable across SQLite and PostgreSQL).
     conn = op.get_bind()
-    runs = sa.table("runs", sa.column("id", sa.Integer), sa.column("train_config", sa.JSON),
-                    sa.column("loss_curve", sa.JSON), sa.column("heldout_acc", sa.Float),
-                    sa.column("early_stop_acc", sa.Float))
+    runs = sa.table(
+        "runs",
+        sa.column("id", sa.Integer),
+        sa.column("train_config", sa.JSON),
+        sa.column("loss_curve", sa.JSON),
+        sa.column("heldout_acc", sa.Float),
+        sa.column("early_stop_acc", sa.Float),
+    )
     for rid, train_config, curve in conn.execute(sa.select(runs.c.id, runs.c.train_config, runs.c.loss_curve)):
         accs = [p.get("heldout_token_acc") for p in (curve or []) if isinstance(p, dict)]
         accs = [a for a in accs if a is not None]
         crit = (train_config or {}).get("early_stop_acc", 0.99)
-        conn.execute(sa.update(runs).where(runs.c.id == rid).values(
-            heldout_acc=accs[-1] if accs else None, early_stop_acc=crit))
+        conn.execute(
+            sa.update(runs).where(runs.c.id == rid).values(heldout_acc=accs[-1] if accs else None, early_stop_acc=crit)
+        )
 
 
 def downgrade() -> None:
@@ -65,8 +71,10 @@ def downgrade() -> None:
         batch.drop_column("n_dropped")
         batch.drop_column("corrupt_position")
         batch.drop_column("site")
-    for table, cols in (("intervention_results", ("n_fit_sequences", "inlp_rounds", "inlp_converged")),
-                        ("probe_results", ("selectivity", "control_accuracy", "balanced_accuracy")),
-                        ("runs", ("made_on", "early_stop_acc", "heldout_acc"))):
+    for table, cols in (
+        ("intervention_results", ("n_fit_sequences", "inlp_rounds", "inlp_converged")),
+        ("probe_results", ("selectivity", "control_accuracy", "balanced_accuracy")),
+        ("runs", ("made_on", "early_stop_acc", "heldout_acc")),
+    ):
         for col in cols:
             op.drop_column(table, col)

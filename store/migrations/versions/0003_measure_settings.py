@@ -60,8 +60,13 @@ def upgrade() -> None:
     for table in RESULT_TABLES:
         with op.batch_alter_table(table) as batch:
             batch.add_column(sa.Column("settings_id", sa.Integer(), nullable=True))
-            batch.create_foreign_key(f"fk_{table}_settings_id_measure_settings", "measure_settings",
-                                     ["settings_id"], ["id"], ondelete="SET NULL")
+            batch.create_foreign_key(
+                f"fk_{table}_settings_id_measure_settings",
+                "measure_settings",
+                ["settings_id"],
+                ["id"],
+                ondelete="SET NULL",
+            )
 
 
 def downgrade() -> None:
