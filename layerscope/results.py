@@ -122,6 +122,7 @@ class Results:
         trained: bool | None = None,
         run_id: Many = None,
         search: str | None = None,
+        controls: str = "exclude",
     ) -> queries.RunFilter:
         """The API's filters, checked as the API checks them: an unknown task or family is a
         ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
@@ -143,6 +144,7 @@ class Results:
             run_id=_many(run_id),
             trained=trained,
             search=search,
+            controls=controls,
         )
 
     def _session(self) -> Session:
@@ -176,16 +178,19 @@ class Results:
         trained: bool | None = None,
         search: str | None = None,
         loss_curve: bool = False,
+        controls: str = "exclude",
     ) -> pd.DataFrame:
         """One row per run (``GET /api/runs``'s columns): ``id``, ``name``, ``suite``, ``family``,
         ``task``, ``seed``, ``n_layers``, ``d_model``, ``n_params``, ``steps``, ``train_seconds``,
         ``heldout_acc`` (0..1) and ``early_stop_acc``, ``trained`` (bool), ``behaviour``
         ({eval length: {token_acc, last_acc, n}}), configs, ``tags``, ``notes``, ``made_on`` …
         ``search``: a substring of name, tags, notes, family, task or suite (case-insensitive).
-        ``loss_curve=True`` adds the ``loss_curve`` column (a list of {step, loss, heldout_token_acc})."""
+        ``loss_curve=True`` adds the ``loss_curve`` column (a list of {step, loss, heldout_token_acc}).
+        ``controls``: "exclude" (default) the random-init control runs, "only" them, or "include" them
+        (column ``control``: "init"; docs/SCIENCE.md#controls)."""
         from science.trained import is_trained
 
-        flt = self._filter(suite, family, task, seed, trained, search=search)
+        flt = self._filter(suite, family, task, seed, trained, search=search, controls=controls)
         with self._session() as s:
             items, _ = queries.list_runs(s, flt, None)
             if loss_curve and items:
@@ -250,13 +255,16 @@ class Results:
         trained: bool | None = None,
         eval_length: Many = None,
         run_id: Many = None,
+        controls: str = "exclude",
     ) -> pd.DataFrame:
-        """Linear probes, one row per run × eval length × layer: ``accuracy`` and
+        """Linear probes, one row per run × eval length × layer (``controls``: "exclude" the
+        random-init control runs, "only" them, or "include" them; docs/SCIENCE.md#controls): ``accuracy`` and
         ``majority_baseline`` (0..1), ``balanced_accuracy``, ``control_accuracy`` and
         ``selectivity`` (Hewitt & Liang control task), ``per_position`` (L accuracies),
         ``n_train`` / ``n_test`` (sequences), ``converged``, with the run's ``task``, ``family``,
         ``seed``, ``suite``, ``n_layers``, ``run_name``, and ``layer_name`` / ``depth``."""
-        return self._across(ProbeResult, self._filter(suite, family, task, seed, trained, run_id), eval_length)
+        return self._across(ProbeResult, self._filter(suite, family, task, seed, trained, run_id, controls=controls),
+                            eval_length)
 
     def curves(
         self,

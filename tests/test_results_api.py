@@ -73,8 +73,12 @@ def test_a_bundle_opens_without_a_database_and_reads_its_claim(tmp_path, seeded)
 def test_the_shipped_bundles_claim_2_cells() -> None:
     with lr.open(BUNDLE) as res:
         cells = res.claim_cells(2).set_index("family")
+        # read against the random-init controls: the SSMs' learned gain builds over the blocks, the
+        # recurrent models' is there at once, the Transformer's builds (docs/RESULTS.md)
         assert cells.loc["transformer", "profile_class"] == "gradual"
-        assert (cells.drop(index="transformer")["profile_class"] == "early").all()
+        assert dict(cells["profile_class"]) == {"transformer": "gradual", "mamba": "gradual", "mamba2": "gradual",
+                                                "lstm": "early", "gru": "early"}
+        assert (cells["majority_class"] == "early").sum() == 4  # against the majority rate: all four early
         assert res.claims().set_index("id").loc[2, "verdict"] == "contradicted"
         assert len(res.runs(suite="paper", trained=True)) == 42
 

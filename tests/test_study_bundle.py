@@ -72,7 +72,8 @@ def test_report_states_each_claim_with_numbers_and_figures(smoke_bundle, tmp_pat
         assert f"**This reproduction**: {AGREEMENT[c['verdict']]} (verdict: {c['verdict']})" in text
     assert text.count("**The study**:") == 6
     # "complete" (runs.status) became counts read from the data: stored, trained, measured
-    assert "| parity | lstm |" in text and "- runs: 4 stored;" in text and "4 measured" in text
+    # the suite "study" holds smoke runs: it is read as the smoke preset's (backend.study_parts.suite_preset)
+    assert "| parity | lstm |" in text and "- runs: 4 stored of the preset's 15" in text and "4 measured" in text
     assert result["figures_error"] is None, result["figures_error"]
     pngs = sorted((tmp_path / "docs" / "figures").glob("*.png"))
     assert {p.name for p in pngs} == {
