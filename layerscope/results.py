@@ -263,8 +263,9 @@ class Results:
         ``selectivity`` (Hewitt & Liang control task), ``per_position`` (L accuracies),
         ``n_train`` / ``n_test`` (sequences), ``converged``, with the run's ``task``, ``family``,
         ``seed``, ``suite``, ``n_layers``, ``run_name``, and ``layer_name`` / ``depth``."""
-        return self._across(ProbeResult, self._filter(suite, family, task, seed, trained, run_id, controls=controls),
-                            eval_length)
+        return self._across(
+            ProbeResult, self._filter(suite, family, task, seed, trained, run_id, controls=controls), eval_length
+        )
 
     def curves(
         self,

@@ -76,8 +76,13 @@ def test_the_shipped_bundles_claim_2_cells() -> None:
         # read against the random-init controls: the SSMs' learned gain builds over the blocks, the
         # recurrent models' is there at once, the Transformer's builds (docs/RESULTS.md)
         assert cells.loc["transformer", "profile_class"] == "gradual"
-        assert dict(cells["profile_class"]) == {"transformer": "gradual", "mamba": "gradual", "mamba2": "gradual",
-                                                "lstm": "early", "gru": "early"}
+        assert dict(cells["profile_class"]) == {
+            "transformer": "gradual",
+            "mamba": "gradual",
+            "mamba2": "gradual",
+            "lstm": "early",
+            "gru": "early",
+        }
         assert (cells["majority_class"] == "early").sum() == 4  # against the majority rate: all four early
         assert res.claims().set_index("id").loc[2, "verdict"] == "contradicted"
         assert len(res.runs(suite="paper", trained=True)) == 42
