@@ -392,7 +392,10 @@ def _execute(kind: str, params: Any, settings, factory, device: str | None) -> d
 def suite(
     ctx: typer.Context,
     preset: Annotated[
-        Preset | None, typer.Option(help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper | pretrained")
+        Preset | None,
+        typer.Option(
+            help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper (step budgets, controls) | pretrained | paper-75s (the first study's settings)"
+        ),
     ] = None,
     family: Annotated[
         list[FamilyChoice] | None, typer.Option(help=f"Only these families (repeat the option): {', '.join(FAMILIES)}.")

@@ -1,4 +1,4 @@
-"""What /patching's figures show (issue 20, item 8): the site, length, runs and pairs behind
+"""What /patching's figures show: the site, length, runs and pairs behind
 the recovery heatmaps, and a notice when the runs side by side were patched with different
 settings."""
 

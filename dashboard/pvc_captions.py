@@ -1,4 +1,4 @@
-"""What /probe-vs-causal's figures show, in words (issue 20, item 8): the run and suite behind
+"""What /probe-vs-causal's figures show, in words: the run and suite behind
 the heatmap, the suite, length and edit behind the cross-run summary."""
 
 from __future__ import annotations

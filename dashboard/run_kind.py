@@ -1,4 +1,4 @@
-"""How /'s runs table names a run's kind and why its training stopped (issue 20): a random-init
+"""How /'s runs table names a run's kind and why its training stopped: a random-init
 control (docs/SCIENCE.md#controls) gets its own badge, so no one reads it as a trained model,
 and the stop reason (docs/SCIENCE.md#plateau) is shown beside the trained column."""
 

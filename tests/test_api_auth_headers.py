@@ -1,4 +1,4 @@
-"""Several Authorization headers are a 400 (issue 24): only the first used to be checked, so a
+"""Several Authorization headers are a 400: only the first used to be checked, so a
 valid token followed by a revoked one wrote."""
 
 from __future__ import annotations

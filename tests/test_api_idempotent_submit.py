@@ -1,4 +1,4 @@
-"""Submitting is idempotent (issue 24): the same Idempotency-Key makes one job, however often
+"""Submitting is idempotent: the same Idempotency-Key makes one job, however often
 and however concurrently it is sent; the dashboard's form sends one key per submission and
 disables Launch while a submit is in flight."""
 

@@ -1,4 +1,4 @@
-"""Load shedding (issue 24): beyond LAYERSCOPE_LIMIT_CONCURRENCY heavy requests (exports,
+"""Load shedding: beyond LAYERSCOPE_LIMIT_CONCURRENCY heavy requests (exports,
 aggregates) answer 503 with Retry-After at once, so /api/health stays under 1 s while 150
 exports arrive together. A real uvicorn server in a thread, real concurrent HTTP clients."""
 

@@ -1,4 +1,4 @@
-"""Everything checkable at submit is checked at submit (issue 24): layers and eval lengths
+"""Everything checkable at submit is checked at submit: layers and eval lengths
 against the run's model are a 422 at the field, and nothing is queued."""
 
 from __future__ import annotations

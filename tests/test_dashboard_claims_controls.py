@@ -1,4 +1,4 @@
-"""/claims against the controls (issue 20): the verdict decided against the random-init control
+"""/claims against the controls: the verdict decided against the random-init control
 beside the majority-floor verdict, fragile verdicts with their "k of 81" counts, untestable parts."""
 
 from __future__ import annotations

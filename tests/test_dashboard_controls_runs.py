@@ -1,5 +1,5 @@
 """/: random-init controls listed with their own badge, the stop reason shown, a filter to hide
-controls (issue 20) — page functions against a recording fake API."""
+controls — page functions against a recording fake API."""
 
 from __future__ import annotations
 

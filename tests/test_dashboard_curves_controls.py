@@ -1,4 +1,4 @@
-"""/curves and /reversal pages with controls (issue 20): the at-initialisation rows asked for and
+"""/curves and /reversal pages with controls: the at-initialisation rows asked for and
 drawn by default, the CSV carrying them, every view captioned; against a fake API."""
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
 
 
 def test_a_suite_with_cancelled_runs_says_so():
-    """Issue 24: 13 of 15 children cancelled read "succeeded · 15 of 15 runs done · 13%"."""
+    """13 of 15 children cancelled read "succeeded · 15 of 15 runs done · 13%"."""
     from dashboard.pages import jobs
 
     suite = {

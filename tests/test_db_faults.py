@@ -1,4 +1,4 @@
-"""Database faults (issue 24): a page-corrupted SQLite file is refused at start-up with one line
+"""Database faults: a page-corrupted SQLite file is refused at start-up with one line
 naming it and the backup to restore; at request time a corrupt file, a full disk and an
 unreachable PostgreSQL server answer 503 / 507 with a ``detail`` saying which — never a bare 500."""
 

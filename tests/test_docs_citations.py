@@ -26,7 +26,7 @@ SELF = Path(__file__).resolve()
 # ``SPEC`` is also the name of each dashboard page's URL-state object (``SPEC = PageState(...)``):
 # those uses are code, every other ``SPEC`` is a citation of a document that is not here.
 SPEC_AS_CODE = re.compile(
-    r"\bSPEC\s*=|\bSPEC\.(?:decode|encode|defaults)\b|spec=SPEC\b|\"SPEC\"|import SPEC\b|\bSPEC as\b"
+    r"\bSPEC\s*=|\bSPEC\.(?:decode|encode|defaults|value|from_dict)\b|spec=SPEC\b|\"SPEC\"|import SPEC\b|\bSPEC as\b"
     r"|\(SPEC,|\bSPEC, BINDS\b|\.SPEC\b"
 )
 SPEC_WORD = re.compile(r"\bSPEC\b")

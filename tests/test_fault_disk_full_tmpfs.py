@@ -1,4 +1,4 @@
-"""Disk full for real (issue 24): the results DB on a 4 MB tmpfs, the disk then filled. Writes
+"""Disk full for real: the results DB on a 4 MB tmpfs, the disk then filled. Writes
 answer 507 saying the disk is full, nothing is half-written, reads and /api/health still answer.
 Needs permission to mount a tmpfs (root in a container that allows it): skipped, with the
 reason, where the machine does not allow it."""

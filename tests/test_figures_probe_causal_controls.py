@@ -1,4 +1,4 @@
-"""/probe-vs-causal against its controls (issue 20): drops beyond rank-matched random removal,
+"""/probe-vs-causal against its controls: drops beyond rank-matched random removal,
 INLP rank as a share of the width ("not selective" over half), causal ties, the mixed-settings
 notice, and the decoupling grid coloured by count with n shown."""
 

@@ -1,4 +1,4 @@
-"""/reversal against the controls (issue 20): the control-adjusted class where stored, fragile
+"""/reversal against the controls: the control-adjusted class where stored, fragile
 classes marked, intervals inside the metric's range, the caption."""
 
 from __future__ import annotations

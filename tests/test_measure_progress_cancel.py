@@ -1,4 +1,4 @@
-"""Interventions report progress while they fit their edits (issue 24: a job sat at 0% for ~8 min
+"""Interventions report progress while they fit their edits (a job sat at 0% for ~8 min
 then jumped to 65%) and honour a cancel between fits, not only once the evaluation starts."""
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ def test_params_accept_a_registered_family_only_while_registered(toy):
 
     assert TrainParams(family=NAME, task="parity").lr == toy.default_lr
     unregister_family(NAME)
-    with pytest.raises(ValidationError, match="Input should be 'transformer', 'mamba', 'mamba2', 'lstm' or 'gru'"):
+    with pytest.raises(
+        ValidationError,
+        match="Input should be 'transformer', 'mamba', 'mamba2', 'lstm', 'gru', 'lstm_stack' or 'gru_stack'",
+    ):
         TrainParams(family=NAME, task="parity")
     register_family(toy)
 
@@ -73,7 +76,7 @@ def test_meta_lists_the_toy_family_with_its_capabilities(api, toy):
     }
     assert fams["mamba"]["has_conv1d"] and fams["lstm"]["state_parts"] == ["h", "c"]
     assert body["tasks"] == ["parity", "s3", "dyck", "code_depth"]
-    assert body["presets"] == ["smoke", "quick", "paper", "pretrained"]
+    assert body["presets"] == ["smoke", "quick", "paper", "pretrained", "paper-75s"]
     assert body["eval_lengths"] == [40, 60, 80, 100, 120]
     assert "pca_top_k" in body["methods"] and body["patch_sites"] == ["resid_pre", "resid_post", "state"]
 
@@ -98,7 +101,7 @@ def test_job_form_offers_the_toy_family(toy):
     form = html.Div(form_fields("train"))
     assert _options(form, "family")[-1] == NAME
     assert NAME in _options(html.Div(form_fields("suite")), "families")
-    assert _options(form, "preset") == ["smoke", "quick", "paper", "pretrained"]
+    assert _options(form, "preset") == ["smoke", "quick", "paper", "pretrained", "paper-75s"]
 
 
 @pytest.mark.slow

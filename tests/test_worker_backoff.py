@@ -1,4 +1,4 @@
-"""Disk full / queue down in the worker (issue 24): the worker keeps running, backs off
+"""Disk full / queue down in the worker: the worker keeps running, backs off
 exponentially, and logs one line per back-off — no traceback per second, no exit."""
 
 from __future__ import annotations

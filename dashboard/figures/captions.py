@@ -1,4 +1,4 @@
-"""What a figure shows, in the figure itself (issue 20, item 8): a caption line under the plot
+"""What a figure shows, in the figure itself: a caption line under the plot
 naming the suite and settings behind it, and a notice when one view combines results measured
 with different settings. Kept in the figure (not only in the page) so a PNG, an SVG or an
 embed (``?embed=1``) carries it."""

@@ -1,4 +1,4 @@
-"""The causal side of /probe-vs-causal read against its controls (issue 20): the drop beyond
+"""The causal side of /probe-vs-causal read against its controls: the drop beyond
 rank-matched random removal (docs/SCIENCE.md#random-removal), an edit's rank as a share of the
 width with an INLP that removes more than half of it flagged "not selective"
 (docs/SCIENCE.md#interventions), and ties among the most damaging layers."""

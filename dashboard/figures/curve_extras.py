@@ -1,4 +1,4 @@
-"""Extra lines on the layerwise curves (issue 20): each family's random-init control ("at
+"""Extra lines on the layerwise curves: each family's random-init control ("at
 initialisation", dashed, docs/SCIENCE.md#controls) and the probe accuracy per token type
 (docs/SCIENCE.md#token-types), plus the aggregation of stored probe rows into per-type points.
 

@@ -43,7 +43,7 @@ from dashboard.theme import (
 from science.claims import beyond_random
 from science.profiles import NEAR_BEST_TOL
 
-# the settings that must agree for one heatmap to compare its cells (issue 20, item 8)
+# the settings that must agree for one heatmap to compare its cells
 PROBE_SETTINGS = (
     ("config_hash", "probe configuration"),
     ("n_train", "probe training sequences"),

@@ -417,7 +417,7 @@ def register(app, api: ApiClient, path_for) -> None:
             if layer is not None
             else empty_figure("No patching results for this selection")
         )
-        caption, notice = patching_caption(gs, state)  # what the figures show (issue 20)
+        caption, notice = patching_caption(gs, state)  # what the figures show
         return (
             add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption, notice=notice),
             add_caption(line, caption),

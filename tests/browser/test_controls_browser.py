@@ -1,4 +1,4 @@
-"""Issue 20 in headless Chromium: /curves draws each family's at-initialisation line, / lists
+"""in headless Chromium: /curves draws each family's at-initialisation line, / lists
 controls with their badge and hides them on request, /probe-vs-causal reads drops beyond random
 removal. Screenshots: artifacts/screenshots/controls-*.png (look at them)."""
 
