@@ -165,7 +165,15 @@ def test_api_lists_suites_and_serves_a_bundle(api):
     listed = api.client.get("/api/suites").json()
     # n_complete (runs.status) was replaced by counts read from the data: trained, measured
     assert listed == [
-        {"name": "live", "n_runs": 1, "n_trained": 0, "n_measured": 1, "n_trained_measured": 0, "imported": False}
+        {
+            "name": "live",
+            "n_runs": 1,
+            "n_trained": 0,
+            "n_measured": 1,
+            "n_trained_measured": 0,
+            "n_controls": 0,
+            "imported": False,
+        }
     ]
     r = api.client.get("/api/suites/live/bundle")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"

@@ -123,8 +123,8 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
 
     # the dashboard pages, through the real API
 
+    from dashboard.all_pages import PAGES
     from dashboard.app import render_page
-    from dashboard.pages import PAGES
     from dashboard.pages import runs as runs_page
 
     for page in PAGES:

@@ -530,6 +530,8 @@ def task_upload_card() -> html.Div:
 
 def upload_task(api: ApiClient, contents: str | None, filename: str | None, name: str | None) -> html.Div:
     """Send an upload (``dcc.Upload``'s ``data:...;base64,...`` contents) to ``POST /api/tasks``."""
+    if not all(isinstance(v, (str, type(None))) for v in (contents, filename, name)):
+        return html.Div("Choose one file and give the task a name.", className="alert alert-danger")
     if not contents or not filename:
         return html.Div("Choose a file first.", className="alert alert-danger")
     if not name:

@@ -67,7 +67,7 @@ class SiteNamedState(PageState):
         q = super().encode(state, keep=keep)
         try:
             name = site_name(state.get("site"), state.get("layer")) if state.get("layer") is not None else None
-        except (TypeError, ValueError):  # no layer chosen, or a site without that layer
+        except (TypeError, ValueError, AttributeError):  # no layer or site chosen, or a site without that layer
             name = None
         return q if not name else q + ("&" if q else "?") + urlencode({"at": name})
 
