@@ -36,6 +36,11 @@ class SlowApi:
         self.active = 0
         self.max_active = 0
 
+    def meta(self):  # the jobs form's vocabularies, answered at once (only the job list is slow)
+        from layerscope_core.registry import meta
+
+        return meta()
+
     def jobs(self, **_):
         with self.lock:
             self.calls += 1

@@ -17,6 +17,9 @@ READ_PATHS = ("/api/runs", "/api/jobs", "/api/curves", "/api/profiles", "/api/ex
 
 def test_readers_never_see_database_is_locked(lab_factory) -> None:
     lab = lab_factory("sqlite")
+    # four readers of the heavy routes at once: above the default shedding limit (4), whose 503 is
+    # load shedding, not a lock; this test is about locks
+    lab.env["LAYERSCOPE_LIMIT_CONCURRENCY"] = "16"
     lab.start_api()
     # the worker rewrites its run and probe rows at every step and heartbeats every 0.3 s
     lab.start_worker("writer", LAYERSCOPE_FAKE_STEP_S="0.01", LAYERSCOPE_FAKE_WRITE_EVERY_STEP="1")
