@@ -93,7 +93,9 @@ def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
     with api.factory() as s:
         import_bundle(s, bundle)
         run = s.execute(
-            select(Run).where(Run.suite == "paper", Run.family == "lstm", Run.task == "dyck", Run.seed == 1)
+            select(Run).where(
+                Run.suite == "paper", Run.family == "lstm", Run.task == "dyck", Run.seed == 1, Run.control.is_(None)
+            )
         ).scalar_one()
     r = api.client.post(f"/api/runs/{run.id}/rebuild-weights")
     assert r.status_code == 201, r.text
