@@ -347,12 +347,14 @@ def measure_interventions(
     rows: list[InterventionRecord] = []
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
     done = 0
+    # the fitted mean of each layer: the centre every random removal projects around (once, not per length)
+    centers = {layer: fit_set(n_fit).states[layer].flatten(0, -2).mean(0) for layer in layers}
     for length in eval_lengths:
         data, base = check if (check is not None and length == fit_length) else eval_set(length)
         base_acc = per_sequence_accuracy(base.preds, data.labels)
         chance = majority_rate(data.labels)
         for layer in layers:
-            center = fit_set(n_fit).states[layer].reshape(-1, fit_set(n_fit).states[layer].shape[-1]).mean(0)
+            center = centers[layer]
             random_by_rank: dict[int, dict[str, Any]] = {}
             for method in methods:
                 ctx.check_cancelled()
