@@ -33,7 +33,7 @@ from typing import Annotated, Any
 import typer
 
 from layerscope_core.plugins import method_names
-from layerscope_core.registry import PRESETS, family_names
+from layerscope_core.registry import MEASURE_PARTS, PRESETS, family_names
 
 FAMILIES = family_names()  # the registered families when the CLI is imported (built-ins + plugins)
 
@@ -105,6 +105,7 @@ class CliError(Exception):
 # Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
 FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
+MeasurePartChoice = StrEnum("MeasurePartChoice", {p: p for p in MEASURE_PARTS})  # type: ignore[misc]
 METHOD_NAMES = method_names()  # the built-ins, then the plugins'
 MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
 
@@ -466,6 +467,15 @@ def suite(
     only_controls: Annotated[
         bool, typer.Option("--only-controls", help="Run only the random-init controls of the selected runs.")
     ] = False,
+    measure: Annotated[
+        list[MeasurePartChoice] | None,
+        typer.Option(
+            "--measure",
+            help="Measure only these parts now (repeat: probes | interventions | patching; default all). "
+            "`--measure probes` trains and probes every run first; the same suite without it adds "
+            "the rest later, skipping what is stored.",
+        ),
+    ] = None,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
@@ -493,6 +503,7 @@ def suite(
         max_seconds=max_seconds,
         rebuild_weights=rebuild_weights,
         controls="only" if only_controls else controls,
+        parts=[m.value for m in measure] if measure else None,
         **({"pretrained": pretrained} if pretrained else {}),
     )
     from worker.presets import expand_suite

@@ -169,6 +169,8 @@ BUILTIN_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # every built-in family (n
 # the study's five families, in canonical order (presets, claims, figure order); the stacked RNNs
 # are built in too, but a variant the claims read beside LSTM/GRU (claim 1's architecture check)
 FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
+# The parts of a run's measurement, in the order they are measured (worker.measuring).
+MEASURE_PARTS: tuple[str, ...] = ("probes", "interventions", "patching")
 # a stacked variant → the residual family it stands in for
 STACKED_VARIANTS: dict[str, str] = {"lstm_stack": "lstm", "gru_stack": "gru"}
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from torch import nn
 
+from layerscope_core.registry import MEASURE_PARTS
 from science.context import JobContext, SilentContext
 from science.measure import measure_interventions, measure_probes
 from science.patching import patching_grid
@@ -39,7 +40,7 @@ from worker.params import InterveneParams, MeasureParams, PatchParams, ProbePara
 if TYPE_CHECKING:
     from worker.env import WorkerEnv
 
-PARTS = ("probes", "interventions", "patching")
+PARTS = MEASURE_PARTS  # probes, interventions, patching: in the order measured
 # share of the progress bar per part (the suite's split: probes 0–0.3, interventions –0.85, patching –1)
 _WEIGHT = {"probes": 0.3, "interventions": 0.55, "patching": 0.15}
 

@@ -164,6 +164,9 @@ class MeasureParams(_Params):
         return sorted(set(v))
 
 
+MeasurePart = Literal["probes", "interventions", "patching"]  # = layerscope_core.registry.MEASURE_PARTS
+
+
 class TrainParams(_Params):
     """One run: train (or fine-tune) a model on a task, then measure it."""
 
@@ -214,6 +217,13 @@ class TrainParams(_Params):
         description="a stored run whose weights are not here is rebuilt to its "
         "recorded step budget and measured again even when complete (not "
         "part of the run's config hash)",
+    )
+    parts: list[MeasurePart] | None = Field(
+        None,
+        min_length=1,
+        description="measure only these parts now (None = all: probes, interventions, patching); the "
+        "run is complete once every part is stored, by this job or a later one (not part of the "
+        "run's config hash)",
     )
     max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
     early_stop_acc: float = Field(0.99, gt=0, le=1.0)
@@ -280,7 +290,7 @@ class TrainParams(_Params):
         """The params that define the trained model (measurement settings excluded). Fields added
         after runs were stored (:data:`LATER_FIELDS`) are left out while at their default, so
         every stored run keeps its config hash."""
-        out = self.model_dump(mode="json", exclude={"measure", "name", "suite", "force", "rebuild_weights"})
+        out = self.model_dump(mode="json", exclude={"measure", "name", "suite", "force", "rebuild_weights", "parts"})
         for name, default in LATER_FIELDS.items():
             if out.get(name) == default:
                 out.pop(name)
@@ -379,6 +389,13 @@ class SuiteParams(_Params):
         "runs that have none here (imported without weights), and "
         "measure them again",
     )
+    parts: list[MeasurePart] | None = Field(
+        None,
+        min_length=1,
+        description="measure only these parts of each run now (None = all); e.g. ['probes'] trains "
+        "and probes every run first, and the same suite without parts adds the rest later "
+        "(docs/SCIENCE.md#staged-measurement)",
+    )
     controls: bool | Literal["only"] | None = Field(
         None,
         description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
@@ -386,10 +403,11 @@ class SuiteParams(_Params):
     )
 
     def config_hash(self) -> str:
-        """As ``_Params.config_hash``; ``pretrained`` counts only when set (older suites' hashes stay)."""
+        """As ``_Params.config_hash``; ``pretrained`` and ``parts`` count only when set (older suites' hashes stay)."""
         d = self.model_dump(mode="json")
-        if d.get("pretrained") is None:
-            d.pop("pretrained", None)
+        for later in ("pretrained", "parts"):
+            if d.get(later) is None:
+                d.pop(later, None)
         return config_hash(d)
 
     @model_validator(mode="after")

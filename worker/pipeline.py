@@ -110,39 +110,48 @@ def _build(params: TrainParams, task) -> torch.nn.Module:
 
 def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     """Where this run stands in the results DB: ``(run_id, state)`` with state ``"new"`` (no run
-    with this config hash), ``"complete"`` (trained and measured with these measurement settings;
-    train-only runs: trained), ``"trained"`` (trained, measurements missing or made with other
-    settings; its checkpoint can be measured without training again) or ``"weightless"`` (stored
-    and still to be measured — or complete, when ``params.rebuild_weights`` — but its weights are
-    not here: imported from a bundle without them; they are rebuilt within its recorded step budget,
-    :func:`rebuild_of`)."""
+    with this config hash), ``"complete"`` (trained and measured with these measurement settings
+    — for a staged suite, :attr:`TrainParams.parts`: those parts stored; train-only runs: trained),
+    ``"trained"`` (trained, measurements missing or made with other settings; its checkpoint can be
+    measured without training again) or ``"weightless"`` (stored and still to be measured — or
+    complete, when ``params.rebuild_weights`` — but its weights are not here: imported from a
+    bundle without them; they are rebuilt within its recorded step budget, :func:`rebuild_of`)."""
     from sqlalchemy import select
-
-    from store.models import ProbeResult
 
     with session_scope(env.session_factory) as s:
         run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()
         if run is None:
             return None, "new"
         weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
-        complete = (
-            run.status in ("trained", "complete")
-            if params.measure is None
-            else (
-                run.status == "complete"
-                and s.execute(
-                    select(ProbeResult.id)
-                    .where(ProbeResult.run_id == run.id, ProbeResult.config_hash == params.measure.config_hash())
-                    .limit(1)
-                ).first()
-                is not None
-            )
-        )
+        if params.measure is None:
+            complete = run.status in ("trained", "complete")
+        else:
+            done = stored_parts(s, run.id, params.measure.config_hash())
+            complete = "probes" in done and (run.status == "complete" or set(measured_parts(params)) <= done)
         if complete and (weights or not params.rebuild_weights):
             return run.id, "complete"
         if params.measure is None and run.status not in ("trained", "complete"):
             return run.id, "new"
         return run.id, "trained" if weights else "weightless"
+
+
+def stored_parts(session, run_id: int, measure_hash: str) -> set[str]:
+    """The measurement parts (of :data:`~worker.measuring.PARTS`) stored for ``run_id`` with the
+    measurement settings hashed ``measure_hash``: a part counts once one of its rows is there
+    (each part is written in one transaction, so one row means the whole part)."""
+    from sqlalchemy import select
+
+    from store.models import InterventionResult, PatchingResult, ProbeResult
+
+    tables = {"probes": ProbeResult, "interventions": InterventionResult, "patching": PatchingResult}
+    return {
+        part
+        for part, table in tables.items()
+        if session.execute(
+            select(table.id).where(table.run_id == run_id, table.config_hash == measure_hash).limit(1)
+        ).first()
+        is not None
+    }
 
 
 @dataclass(frozen=True)
@@ -218,19 +227,25 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
                 ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
                 rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
             else:
-                ctx.log(f"run {run_id} ({params.name}) trained before: measuring only")
                 with session_scope(env.session_factory) as s:
+                    done = stored_parts(s, run_id, measure.config_hash())  # type: ignore[arg-type]
                     persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
+                todo = tuple(p for p in measured_parts(params) if p not in done)
+                ctx.log(
+                    f"run {run_id} ({params.name}) trained before: measuring only"
+                    + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")
+                )
                 run_measurements(
-                    run_id,
+                    run_id,  # type: ignore[arg-type]
                     model,
                     task,
                     params.seed,
                     measure,
                     env,
-                    ctx.sub(0.0, 1.0),  # type: ignore[arg-type]
+                    ctx.sub(0.0, 1.0),
                     train_length=params.train_length,
-                    parts=measured_parts(params),
+                    parts=todo,
+                    complete=set(todo) | done >= set(PARTS) or bool(params.control),
                 )
                 return run_id  # type: ignore[return-value]
     model = _build(params, task)
@@ -328,14 +343,18 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             ctx.sub(0.5, 1.0),
             train_length=params.train_length,
             parts=measured_parts(params),
+            complete=set(measured_parts(params)) >= set(PARTS) or bool(params.control),
         )
     return run_id
 
 
 def measured_parts(params: TrainParams) -> tuple[str, ...]:
     """What a suite run measures: a random-init control only the probes (docs/SCIENCE.md#controls),
-    every other run probes, interventions and patching."""
-    return ("probes",) if params.control else PARTS
+    every other run probes, interventions and patching — or the ``params.parts`` of them asked for
+    now (a staged suite, docs/SCIENCE.md#staged-measurement), in that order."""
+    if params.control:
+        return ("probes",)
+    return tuple(p for p in PARTS if params.parts is None or p in params.parts)
 
 
 def run_measurements(
@@ -349,11 +368,13 @@ def run_measurements(
     *,
     train_length: int,
     parts: tuple[str, ...] = PARTS,
+    complete: bool = True,
 ) -> None:
     """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
-    finishes, then the run marked ``complete``: :func:`worker.measuring.measure_run` (the one entry
-    path), with interventions fitted at the run's ``train_length``."""
-    measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=True)
+    finishes, then — when ``complete`` (every part is stored now) — the run marked ``complete``:
+    :func:`worker.measuring.measure_run` (the one entry path), with interventions fitted at the
+    run's ``train_length``."""
+    measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=complete)
 
 
 def load_run(run_id: int, env: WorkerEnv):

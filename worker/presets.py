@@ -192,6 +192,7 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     for family, variant_tasks in preset.get("variants", {}).items():  # e.g. the stacked RNNs on parity and s3
         if params.families is None or family in params.families:
             cells += [(task, family, None) for task in variant_tasks if task in tasks]
+    cells = list(dict.fromkeys(cells))  # a variant also named in --family is one cell, not two
     out = []
     for task, family, pretrained in cells:
         for seed in seeds:
@@ -207,6 +208,7 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
                     measure=MeasureParams(**preset["measure"]),
                     force=params.force,
                     rebuild_weights=params.rebuild_weights,
+                    parts=params.parts,
                     **{
                         **preset["train"],
                         **preset.get("task_train", {}).get(task, {}),
@@ -220,6 +222,10 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
         raise ValueError("the suite's family/task/seed filters leave no run")
     wants = preset.get("controls", False) if params.controls is None else params.controls
     if wants:  # controls first: they are cheap, and every profile is read against them
-        twins = [p.twin(control="init", name=f"{p.name}-init", rebuild_weights=False) for p in out if not p.pretrained]
+        twins = [
+            p.twin(control="init", name=f"{p.name}-init", rebuild_weights=False, parts=None)
+            for p in out
+            if not p.pretrained
+        ]
         out = twins if wants == "only" else twins + out
     return out
