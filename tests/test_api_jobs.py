@@ -31,6 +31,8 @@ def test_submit_stores_queues_and_returns_the_job(api) -> None:
             ["body", "params", "measure", "eval_lengths"],
         ),
         ({"kind": "suite", "params": {"preset": "huge"}}, ["body", "params", "preset"]),
+        ({"kind": "suite", "params": {"preset": "smoke", "parts": ["probez"]}}, ["body", "params", "parts", 0]),
+        ({"kind": "suite", "params": {"preset": "smoke", "parts": []}}, ["body", "params", "parts"]),
         ({"kind": "suite", "params": {"preset": "pretrained", "families": ["lstm"]}}, ["body", "params"]),
         ({"kind": "probe", "params": {"run_id": 0}}, ["body", "params", "run_id"]),
         ({"kind": "probe", "params": {"run_id": 424242}}, ["body", "params", "run_id"]),
@@ -46,6 +48,12 @@ def test_bad_job_is_422_naming_the_field(api, body, loc) -> None:
     assert loc in locs, locs
     assert all(d["msg"] for d in r.json()["detail"])
     assert len(api.queue) == 0
+
+
+def test_a_staged_suite_is_queued_with_its_parts(api) -> None:
+    r = api.client.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "parts": ["probes"]}})
+    assert r.status_code == 201, r.text
+    assert r.json()["params"]["parts"] == ["probes"]
 
 
 def test_not_json_is_422(api) -> None:
