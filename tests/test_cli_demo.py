@@ -127,18 +127,18 @@ def test_demo_on_a_busy_port_says_so_before_starting_anything(tmp_path, monkeypa
     """It started the worker and printed 'Open http://…' before uvicorn failed on the port."""
     import socket
 
-    import backend.cli as cli
+    from backend.cli import main, supervision
     from store.config import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     get_settings.cache_clear()
     started: list[bool] = []
-    monkeypatch.setattr(cli, "_start_worker", lambda *a, **k: started.append(True))
+    monkeypatch.setattr(supervision, "start_worker", lambda *a, **k: started.append(True))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert cli.main(["demo", "--port", str(port), "--preset", "smoke"]) == 1
+        assert main(["demo", "--port", str(port), "--preset", "smoke"]) == 1
     out = capsys.readouterr()
     assert f"cannot listen on 127.0.0.1:{port}" in out.err and "Open" not in out.out and not started
     get_settings.cache_clear()

@@ -12,7 +12,7 @@ import textwrap
 import httpx
 import pytest
 
-from backend import cli
+from backend.cli import supervision
 from tests.conftest import FAKE_EXECUTOR, ROOT
 from tests.lab.conftest import LAB_SETTINGS, free_port, wait_for
 
@@ -32,9 +32,9 @@ def _env(tmp_path) -> dict[str, str]:
 def test_sigterm_interrupts_once_then_is_ignored() -> None:
     before = signal.getsignal(signal.SIGTERM)
     try:
-        signal.signal(signal.SIGTERM, cli._raise_interrupt)
+        signal.signal(signal.SIGTERM, supervision.raise_interrupt)
         with pytest.raises(KeyboardInterrupt):
-            cli._raise_interrupt(signal.SIGTERM, None)
+            supervision.raise_interrupt(signal.SIGTERM, None)
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second one cannot break the release
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -6,7 +6,8 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.bundle import export_bundle, imported_suites
-from backend.cli import demo_bundle, main
+from backend.cli import main
+from backend.cli.demo import demo_bundle
 from backend.report import AGREEMENT, build_report
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams

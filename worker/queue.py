@@ -206,6 +206,27 @@ def submit(
     return job_id
 
 
+def live_suite_job(factory: sessionmaker[Session], params: BaseModel) -> int | None:
+    """The newest suite job with these params (same ``params_hash``) that is queued or running,
+    or that succeeded with no child failed or cancelled; None when there is none (``demo`` then
+    submits the suite)."""
+    from sqlalchemy import select
+
+    with factory() as s:
+        for job in s.execute(
+            select(Job).where(Job.kind == "suite", Job.config_hash == J.params_hash(params)).order_by(Job.id.desc())
+        ).scalars():
+            if job.state in (J.QUEUED, J.RUNNING):
+                return job.id
+            if job.state == J.SUCCEEDED:
+                bad = s.execute(
+                    select(Job.id).where(Job.parent_id == job.id, Job.state.in_((J.FAILED, J.CANCELLED)))
+                ).first()
+                if bad is None:
+                    return job.id
+    return None
+
+
 def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
     """Delete a job that never reached the queue (still queued, never claimed); True if gone."""
     from sqlalchemy import delete

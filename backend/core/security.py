@@ -58,3 +58,8 @@ def revoke_token(session: Session, name_or_id: str) -> int:
         r.revoked = True
     session.commit()
     return len(rows)
+
+
+def list_tokens(session: Session) -> list[ApiToken]:
+    """Every token row (revoked ones too), oldest first; the rows hold hashes, never the tokens."""
+    return list(session.execute(select(ApiToken).order_by(ApiToken.id)).scalars())

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from backend import cli_common as C
+from backend.cli import common as C
 
 views_app = typer.Typer(help="Saved dashboard views.", no_args_is_help=True)
 

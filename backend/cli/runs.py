@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from backend import cli_common as C
+from backend.cli import common as C
 
 runs_app = typer.Typer(help="Read, annotate and delete stored runs.", no_args_is_help=True)
 

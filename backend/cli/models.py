@@ -14,8 +14,8 @@ def export_model(
     output: Annotated[Path, typer.Option("-o", "--output", help="The folder to write (new or empty).")],
 ) -> None:
     """Export a stored run's model as a transformers folder that AutoModel.from_pretrained loads."""
-    from backend.cli_common import session_factory
-    from backend.cli_common import settings as get_settings
+    from backend.cli.common import session_factory
+    from backend.cli.common import settings as get_settings
     from models_store.export import export_transformers
     from worker.pipeline import WorkerEnv, load_run
 
@@ -49,8 +49,8 @@ def capture(
     """Capture named activations of a stored run on held-out sequences of its task (run_with_cache)."""
     from safetensors.torch import save_file
 
-    from backend.cli_common import session_factory
-    from backend.cli_common import settings as get_settings
+    from backend.cli.common import session_factory
+    from backend.cli.common import settings as get_settings
     from layerscope_core.sites import parse_site
     from models_store.cache import run_with_cache
     from worker.pipeline import WorkerEnv, load_run

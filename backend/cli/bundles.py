@@ -1,0 +1,134 @@
+"""Results bundles (one portable file a suite; the format: ``backend/bundle.py``).
+
+layerscope export --suite NAME -o FILE [--weights]   # a suite's results bundle
+layerscope import FILE [--replace]                   # load a bundle; rows already present are kept
+layerscope report BUNDLE -o docs/RESULTS.md          # the study's claims next to this reproduction's
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from backend.cli import common as C
+
+
+def export_cmd(
+    suite: Annotated[str, typer.Option(help="The suite to export (runs.suite).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; docs: backend/bundle.py).")
+    ],
+    weights: Annotated[bool, typer.Option(help="Include the model checkpoints (off: results only).")] = False,
+    note: Annotated[
+        str | None,
+        typer.Option(
+            help="Why the study is partial (kept in the manifest's partial.notes, with earlier exports' notes)."
+        ),
+    ] = None,
+) -> None:
+    """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
+    and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
+    from backend.bundle import export_bundle
+
+    if output.is_dir():
+        raise C.CliError(
+            f"{output} is a folder: -o takes the bundle's file name (e.g. {output / (suite + '.layerscope.zip')})"
+        )
+    settings = C.settings()
+    factory = C.session_factory(settings)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with factory() as s:
+        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir, note=note)
+    n = len(manifest["runs"])
+    included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
+    with_w = (
+        ", with weights"
+        if weights and not missing
+        else f", with weights of {included} of {n} run(s)"
+        if weights and included
+        else ""
+    )
+    typer.echo(
+        f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
+        err=True,
+    )
+    if weights and missing:
+        typer.echo(
+            f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "
+            f"({settings.resolved_store_dir}) to include"
+            + (" — the bundle holds no weights" if not included else "")
+            + " (imported without weights, or trained elsewhere)",
+            err=True,
+        )
+
+
+def import_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle written by `layerscope export`.")],
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Where a run is stored here with the same config but another training (trained "
+            "again, or its weights rebuilt), delete the stored model's results and take the "
+            "bundle's run and rows instead of keeping the stored one.",
+        ),
+    ] = False,
+) -> None:
+    """Load a results bundle into the results DB (SQLite or PostgreSQL). Rows already present
+    are kept, not doubled: importing the same bundle twice changes nothing. Results of two
+    trainings of one config are never mixed (--replace takes the bundle's)."""
+    from backend.bundle import import_bundle
+
+    if not bundle.is_file():
+        raise C.CliError(f"{bundle}: no such file")
+    settings = C.settings()
+    factory = C.session_factory(settings)
+    with factory() as s:
+        out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name, replace=replace)
+    rows = sum(out["rows_added"].values())
+    typer.echo(
+        f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
+        f"{out['runs_present']} run(s) already present"
+        + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
+        + f", into {C.redact(settings.resolved_db_url)}",
+        err=True,
+    )
+    if out["runs_conflicting"]:
+        typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
+
+
+def import_conflicts_line(conflicting: list[dict], bundle: Path) -> str:
+    """One line on the runs an import left out: stored here from another training of their config."""
+    names = ", ".join(c["name"] for c in conflicting[:5]) + (
+        f" and {len(conflicting) - 5} more" if len(conflicting) > 5 else ""
+    )
+    return (
+        f"layerscope: {len(conflicting)} run(s) kept as stored, the bundle's left out: stored here from another "
+        f"training of the same config (steps or held-out accuracy differ): {names}; "
+        f"`layerscope import --replace {bundle}` takes the bundle's"
+    )
+
+
+def report_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A results bundle (`layerscope export`).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path(
+        "docs/RESULTS.md"
+    ),
+    figures_dir: Annotated[
+        Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")
+    ] = None,
+    figures: Annotated[bool, typer.Option(help="Export the figures to PNG (plotly + kaleido + Chromium).")] = True,
+) -> None:
+    """Regenerate the results page from a bundle: each claim of the study next to this
+    reproduction's verdict (agrees / disagrees / cannot tell), numbers with intervals, figures."""
+    from backend.report import build_report
+
+    if not bundle.is_file():
+        raise C.CliError(f"{bundle}: no such file")
+    out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
+    verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
+    typer.echo(f"layerscope: wrote {output} ({verdicts})", err=True)
+    if out["figures_error"]:
+        typer.echo(f"layerscope: PNG figures skipped: {out['figures_error']}", err=True)

@@ -1,0 +1,106 @@
+"""``layerscope probe|intervene|patch RUN_ID``: measure a stored run again in this process (its
+rows of that kind are replaced)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from backend.cli import common as C
+
+RunId = Annotated[int, typer.Argument(min=1, help="A stored run's id.")]
+EvalLengths = Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")]
+Device = Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")]
+
+
+def probe(
+    run_id: RunId,
+    eval_length: EvalLengths = None,
+    n_sequences: Annotated[int, typer.Option(min=20, help="Held-out sequences per eval length.")] = 500,
+    device: Device = None,
+) -> None:
+    """Fit the per-layer probes of a stored run again (replacing its probe rows)."""
+    from worker.params import ProbeParams
+
+    params = ProbeParams(run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences)
+    _run_on_stored("probe", params, run_id, device)
+
+
+def intervene(
+    run_id: RunId,
+    method: Annotated[
+        list[C.MethodChoice] | None,
+        typer.Option(help=f"Methods (repeat; default all): {', '.join(C.METHOD_NAMES)}."),
+    ] = None,
+    layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
+    eval_length: EvalLengths = None,
+    pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
+    conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
+    n_permutations: Annotated[int, typer.Option(min=100)] = 2000,
+    device: Device = None,
+) -> None:
+    """Run the interventions (with the refit probe) on a stored run."""
+    from worker.params import InterveneParams
+
+    kw: dict[str, Any] = dict(
+        run_id=run_id,
+        layers=layer or None,
+        eval_lengths=eval_length or None,
+        pca_k=pca_k,
+        conv1d=conv1d,
+        n_permutations=n_permutations,
+    )
+    if method:
+        kw["methods"] = [m.value for m in method]
+    _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
+
+
+def patch(
+    run_id: RunId,
+    position: Annotated[
+        list[int] | None, typer.Option(help="0-based positions (repeat; default every position).")
+    ] = None,
+    site: Annotated[
+        list[str] | None,
+        typer.Option(help="resid_pre | resid_post | state | state:ssm | state:conv (repeat; default the first three)."),
+    ] = None,
+    stride: Annotated[
+        int, typer.Option(min=1, help="Without --position: every stride-th position (and the last).")
+    ] = 1,
+    eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
+    n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
+    device: Device = None,
+) -> None:
+    """Activation patching (site × layer × position grid) on a stored run."""
+    from worker.params import PatchParams
+
+    kw = {"sites": site} if site else {}
+    params = PatchParams(
+        run_id=run_id, positions=position or None, stride=stride, eval_length=eval_length, n_pairs=n_pairs, **kw
+    )
+    _run_on_stored("patch", params, run_id, device)
+
+
+def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> None:
+    if device is not None:
+        C.check_device(device)
+    settings = C.settings()
+    factory = C.session_factory(settings)
+    _require_run(factory, run_id, settings.resolved_store_dir)
+    C.run_here(kind, params, settings, factory, device)
+    typer.echo(f"layerscope: {kind} results stored for run {run_id}")
+
+
+def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:
+    """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
+    from store.models import Run
+    from worker.run_weights import missing_weights
+
+    with factory() as s:
+        run = s.get(Run, run_id)
+        if run is None:
+            raise C.CliError(f"run {run_id} not found")
+        if why := missing_weights(run, store_dir):
+            raise C.CliError(why)

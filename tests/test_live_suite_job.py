@@ -1,0 +1,44 @@
+"""``worker.queue.live_suite_job``: the suite job ``layerscope demo`` shows instead of submitting
+the same suite again — one under way, or one that succeeded with no child failed or cancelled."""
+
+from __future__ import annotations
+
+from store import jobs as J
+from worker.params import SuiteParams
+from worker.queue import live_suite_job
+
+
+def _add(factory, params, state: str, parent_id: int | None = None) -> int:
+    with factory() as s:
+        job = J.new_job("suite" if parent_id is None else "train", params, parent_id=parent_id)
+        job.state = state
+        s.add(job)
+        s.commit()
+        return job.id
+
+
+def test_none_without_a_suite_job_of_these_params(db_factory) -> None:
+    _, factory = db_factory
+    _add(factory, SuiteParams(preset="smoke"), J.SUCCEEDED)
+    assert live_suite_job(factory, SuiteParams(preset="quick")) is None
+
+
+def test_a_queued_or_running_suite_is_live(db_factory) -> None:
+    _, factory = db_factory
+    params = SuiteParams(preset="quick")
+    _add(factory, params, J.FAILED)
+    running = _add(factory, params, J.RUNNING)
+    assert live_suite_job(factory, params) == running
+
+
+def test_a_succeeded_suite_counts_only_without_failed_or_cancelled_children(db_factory) -> None:
+    _, factory = db_factory
+    params = SuiteParams(preset="quick")
+    clean = _add(factory, params, J.SUCCEEDED)
+    _add(factory, params, J.SUCCEEDED, parent_id=clean)
+    assert live_suite_job(factory, params) == clean
+    newer = _add(factory, params, J.SUCCEEDED)
+    _add(factory, params, J.CANCELLED, parent_id=newer)  # the newer one lost a run: the older one stands
+    assert live_suite_job(factory, params) == clean
+    _add(factory, params, J.FAILED, parent_id=clean)
+    assert live_suite_job(factory, params) is None
