@@ -6,6 +6,12 @@ One dataclass per result table (:class:`ProbeRecord` → ``probe_results``,
 :class:`MeasureSettingsRecord` (a ``measure_settings`` row). Field names are the column names;
 ``to_row()`` gives the plain dict a table insert takes.
 
+These three records are the one definition of their rows: ``store.models`` stores exactly their
+fields (plus the storage keys ``id``, ``run_id``, ``settings_id``), ``backend.api.schemas``
+derives ``ProbeOut`` / ``InterventionOut`` / ``PatchingOut`` from them (a field's
+``metadata["description"]`` is its API description) and the results bundle carries the table's
+columns; tests/test_record_schemas.py fails when one of them gains a field the others lack.
+
 Records stay dict-compatible (``r["layer"]``, ``r.get("note")``, ``dict(r)``, ``{**r}``,
 ``r == {...}``) so notebooks and older callers that treat rows as dicts keep working.
 
@@ -18,10 +24,15 @@ are ints, -1 = ``emb``, -2 = every layer (conv1d removal only).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from layerscope_core.hashing import config_hash
+
+
+def described(description: str, default: Any = MISSING) -> Any:
+    """A dataclass field with its description (what the API schema documents it with)."""
+    return field(default=default, metadata={"description": description})
 
 
 class _Record:
@@ -83,20 +94,29 @@ class ProbeRecord(_Record):
     token there); ``n_train`` / ``n_test`` count sequences; ``n_iter`` optimiser iterations.
     """
 
-    layer: int
-    eval_length: int
-    accuracy: float
-    majority_baseline: float
-    per_position: list[float | None]
-    n_train: int
-    n_test: int
-    converged: bool
-    n_iter: int
-    balanced_accuracy: float | None = None
-    control_accuracy: float | None = None
-    selectivity: float | None = None
-    type_accuracy: dict[str, float | None] | None = None
-    config_hash: str = ""
+    layer: int = described("-1 = emb, 0..n-1 = after block ℓ")
+    eval_length: int = described("sequence length L the probe was evaluated at")
+    accuracy: float = described("held-out token accuracy, 0..1")
+    majority_baseline: float = described("the majority-class rate on the held-out tokens, 0..1")
+    per_position: list[float | None] = described(
+        "L entries: accuracy at the 0-based position t, None: no labelled token"
+    )
+    n_train: int = described("training sequences")
+    n_test: int = described("held-out sequences")
+    converged: bool = described("the optimiser reached its tolerance")
+    n_iter: int = described("optimiser iterations")
+    balanced_accuracy: float | None = described("mean per-class recall on the held-out sequences, 0..1", None)
+    control_accuracy: float | None = described(
+        "the same probe on the control task (Hewitt & Liang 2019: a fixed random label per input-token type), 0..1",
+        None,
+    )
+    selectivity: float | None = described("accuracy − control_accuracy, 0..1 scale", None)
+    type_accuracy: dict[str, float | None] | None = described(
+        "accuracy per token type where the task's token identity carries the label (dyck: open, close; "
+        "code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)",
+        None,
+    )
+    config_hash: str = described("SHA-256 of the params that requested the row", "")
 
     @classmethod
     def from_report(cls, report: Any, *, eval_length: int, config_hash: str) -> ProbeRecord:
@@ -127,30 +147,36 @@ class InterventionRecord(_Record):
     (docs/SCIENCE.md#random-removal); None where the row removes no rank.
     """
 
-    method: str
-    layer: int
-    eval_length: int
-    base_acc: float
-    edited_acc: float
-    delta_pp: float
-    n_sequences: int
-    seed: int
-    k: int | None = None
-    drop_rel_chance: float | None = None
-    refit_acc: float | None = None
-    refit_majority: float | None = None
-    rank_removed: int | None = None
-    inlp_converged: bool | None = None
-    inlp_rounds: int | None = None
-    n_fit_sequences: int | None = None
-    p_value: float | None = None
-    p_holm: float | None = None
-    significant: bool | None = None
-    random_delta_pp: float | None = None
-    random_delta_lo: float | None = None
-    random_delta_hi: float | None = None
-    random_draws: int | None = None
-    config_hash: str = ""
+    method: str = described("project_out | inlp | leace | pca_top_k | mean | conv1d_removal")
+    layer: int = described("-1 = emb, 0..n-1 = block; -2 = every layer (conv1d_removal)")
+    eval_length: int = described("sequence length L the edit was applied at")
+    base_acc: float = described("token accuracy without the edit, 0..1")
+    edited_acc: float = described("token accuracy with the edit, 0..1")
+    delta_pp: float = described("(edited_acc − base_acc) × 100, percentage points")
+    n_sequences: int = described("sequences evaluated")
+    seed: int = described("seed of the evaluation sequences and the permutation test")
+    k: int | None = described("pca_top_k's k; None elsewhere", None)
+    drop_rel_chance: float | None = described(
+        "(base_acc − edited_acc) / (base_acc − chance); None when base ≈ chance", None
+    )
+    refit_acc: float | None = described("a probe refit on the edited states, 0..1", None)
+    refit_majority: float | None = described("the refit probe's majority baseline, 0..1", None)
+    rank_removed: int | None = described("directions the edit removed", None)
+    inlp_converged: bool | None = described("INLP only: the refit probe reached majority + tolerance", None)
+    inlp_rounds: int | None = described("INLP only: rounds used", None)
+    n_fit_sequences: int | None = described("sequences the edit was fitted on", None)
+    p_value: float | None = described("paired permutation test over sequences", None)
+    p_holm: float | None = described("p_value Holm-adjusted across the run's layers", None)
+    significant: bool | None = described("p_holm < 0.05; False = n.s.", None)
+    random_delta_pp: float | None = described(
+        "rank-matched random removal: mean delta_pp when rank_removed random orthonormal directions are "
+        "removed at this layer (docs/SCIENCE.md#random-removal)",
+        None,
+    )
+    random_delta_lo: float | None = described("the smallest delta_pp over the random draws", None)
+    random_delta_hi: float | None = described("the largest delta_pp over the random draws", None)
+    random_draws: int | None = described("random draws behind random_delta_pp", None)
+    config_hash: str = described("SHA-256 of the params that requested the row", "")
 
 
 @dataclass(eq=False)
@@ -162,20 +188,20 @@ class PatchingRecord(_Record):
     ``ld_corrupted``: mean logit differences (logits) over the usable pairs.
     """
 
-    site: str
-    layer: int
-    position: int
-    eval_length: int
-    ld_clean: float
-    ld_corrupted: float
-    n_pairs: int
-    recovery: float | None = None
-    recovery_lo: float | None = None
-    recovery_hi: float | None = None
-    corrupt_position: int | None = None
-    n_dropped: int | None = None
-    note: str | None = None
-    config_hash: str = ""
+    site: str = described("resid_pre | resid_post | state, or state:<part> (docs/SCIENCE.md#activation-patching)")
+    layer: int = described("-1 = emb, 0..n-1 = block ℓ")
+    position: int = described("0-based position of the patch")
+    eval_length: int = described("sequence length L of the grid")
+    ld_clean: float = described("mean logit difference on the clean inputs over the usable pairs")
+    ld_corrupted: float = described("mean logit difference on the corrupted inputs over the usable pairs")
+    n_pairs: int = described("usable pairs (after dropping tiny-gap pairs)")
+    recovery: float | None = described("mean over pairs, 1.0 = full recovery; None (with note) when unusable", None)
+    recovery_lo: float | None = described("bootstrap 95% CI over pairs, low end", None)
+    recovery_hi: float | None = described("bootstrap 95% CI over pairs, high end", None)
+    corrupt_position: int | None = described("0-based position of the changed token", None)
+    n_dropped: int | None = described("pairs dropped: clean–corrupted gap too small", None)
+    note: str | None = described("why recovery is None, when it is", None)
+    config_hash: str = described("SHA-256 of the params that requested the row", "")
 
 
 @dataclass(eq=False)

@@ -9,6 +9,8 @@
   Good 2005, *Permutation, Parametric and Bootstrap Tests*, §3), exact when all 2ⁿ sign patterns
   fit in ``n_perm``, else Monte Carlo with the +1 correction of Phipson & Smyth 2010 ("Permutation
   p-values should never be zero").
+- :func:`permutation_greater` — one-sided two-sample permutation test of ``mean(x) > mean(y)``
+  (``scipy.stats.permutation_test``, independent samples), the claims' test between groups of seeds.
 - :func:`wilson_interval` — Wilson (1927) score interval of a binomial share, via
   ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``.
 - :func:`holm` — Holm 1979 step-down adjustment ("A simple sequentially rejective multiple test
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st
@@ -31,6 +34,7 @@ __all__ = [
     "clip_interval",
     "holm",
     "paired_permutation_test",
+    "permutation_greater",
     "significance_label",
     "t_interval",
     "wilson_interval",
@@ -247,6 +251,42 @@ def paired_permutation_test(
         count += int((t >= thresh).sum())
         done += m
     return float((1 + count) / (1 + n_perm))
+
+
+def permutation_greater(
+    x: Sequence[float | None], y: Sequence[float | None], n_resamples: int = 10_000, seed: int = 0
+) -> dict[str, Any] | None:
+    """One-sided two-sample permutation test of ``mean(x) > mean(y)``: ``scipy.stats.permutation_test``
+    with ``permutation_type="independent"`` (the values pooled and split again into groups of the
+    same sizes), exact when every split fits in ``n_resamples``, else Monte Carlo from
+    ``numpy.random.default_rng(seed)`` with scipy's +1 correction.
+
+    The paired test (:func:`paired_permutation_test`) keeps its own sign-flip sampler: scipy's
+    draws other sign patterns from the same seed, so its Monte Carlo p-values would move every
+    stored intervention p-value (tests/test_stats_scipy_agreement.py); in the exact case the two agree.
+
+    Args:
+        x, y: ``[n_x]``, ``[n_y]`` values (e.g. a per-seed statistic of two groups of cells);
+            None entries are dropped.
+        n_resamples: splits drawn (Monte Carlo) or the cap under which all are enumerated.
+        seed: the Monte Carlo generator's seed.
+
+    Returns:
+        ``{diff: mean(x) − mean(y), p, n_x, n_y}``, or None when either side has fewer than 2 values.
+    """
+    xa = [v for v in x if v is not None]
+    ya = [v for v in y if v is not None]
+    if len(xa) < 2 or len(ya) < 2:
+        return None
+    res = _st.permutation_test(
+        (np.asarray(xa), np.asarray(ya)),
+        lambda a, b, axis: a.mean(axis) - b.mean(axis),
+        permutation_type="independent",
+        alternative="greater",
+        n_resamples=n_resamples,
+        rng=np.random.default_rng(seed),
+    )
+    return {"diff": float(np.mean(xa) - np.mean(ya)), "p": float(res.pvalue), "n_x": len(xa), "n_y": len(ya)}
 
 
 def holm(pvals: Sequence[float | None] | np.ndarray) -> list[float | None]:

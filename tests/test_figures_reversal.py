@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dashboard.figures.reversal import find_reversals, reversal_matrix, s3_distance_figure, s3_distances
 from tests.dashboard_data import FAMILIES, curve_rows, profile_rows
 
@@ -63,3 +65,30 @@ def test_empty_inputs():
     assert reversal_matrix([]).layout.meta == {"empty": True}
     assert s3_distance_figure([]).layout.meta == {"empty": True}
     assert s3_distances(curve_rows(tasks=("parity", "dyck"))) == []
+
+
+def test_s3_distance_is_claim_3s_distance():
+    """The page's distances are science.profiles.profile_distance on the cells' mean curves
+    and majority baselines, the function claim 3 decides with (not a copy that could drift)."""
+    from science.profiles import profile_distance
+
+    rows = curve_rows()
+    for r in rows:  # give S3 a shape of its own, so both distances are non-trivial
+        if r["task"] == "s3":
+            r["mean"] = r["majority_baseline"] + (0.98 - r["majority_baseline"]) * ((r["layer"] + 1) / 4) ** 2
+
+    def curve(fam: str, task: str) -> dict[int, float]:
+        return {r["layer"]: r["mean"] for r in rows if r["family"] == fam and r["task"] == task}
+
+    def base(task: str) -> float:
+        return next(r["majority_baseline"] for r in rows if r["task"] == task)
+
+    dist = s3_distances(rows, eval_length=40)
+    assert dist
+    for d in dist:
+        f = d["family"]
+        want_p = profile_distance(curve(f, "s3"), curve(f, "parity"), base("s3"), base("parity"))
+        want_d = profile_distance(curve(f, "s3"), curve(f, "dyck"), base("s3"), base("dyck"))
+        # equal up to the rounding of the baseline's mean over the layers' rows
+        assert (d["to_parity"], d["to_dyck"]) == pytest.approx((want_p, want_d), rel=1e-12)
+        assert abs(want_p - want_d) > 0.01

@@ -144,3 +144,17 @@ def test_figure_side_interval_uses_the_same_clip() -> None:
     ]
     rows = behaviour_rows(runs)
     assert rows and all(r["lo"] >= 0.0 and r["hi"] <= 1.0 for r in rows)
+
+
+def test_permutation_greater_keeps_the_claims_p_values():
+    """The claims' two-sample test moved from science/claims into science.stats: its p-values on
+    fixed data are the ones the claims computed before the move (exact and Monte Carlo)."""
+    from science.stats import permutation_greater
+
+    # exact: 20 splits of 6 values into 3 + 3, only the observed one has a mean gap ≥ 3
+    assert permutation_greater([3, 4, 5], [1, 2, 0]) == {"diff": 3.0, "p": 0.05, "n_x": 3, "n_y": 3}
+    assert permutation_greater([0.3, None, 0.5, 0.45], [0.1, 0.2])["p"] == pytest.approx(0.1)  # 1 of 10 splits
+    rng = np.random.default_rng(5)
+    x, y = list(rng.normal(0.3, 1, 12)), list(rng.normal(0, 1, 11))  # C(23, 12) > 10,000: Monte Carlo
+    assert permutation_greater(x, y)["p"] == 0.0867913208679132
+    assert permutation_greater([1], [2, 3]) is None and permutation_greater([1, None], [2, 3]) is None

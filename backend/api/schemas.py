@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_type_hints
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, computed_field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    computed_field,
+    create_model,
+    field_validator,
+)
 
 from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
 from layerscope_core.text import TEXT_PATTERN
+from science.records import InterventionRecord, PatchingRecord, ProbeRecord
 
 T = TypeVar("T")
 
@@ -131,97 +142,81 @@ class RunDetail(RunOut):
     loss_curve: list[dict[str, Any]] = Field(description='[{"step", "loss", "heldout_token_acc"}]')
 
 
-class ProbeOut(BaseModel):
-    run_id: int
-    layer: int = Field(description="-1 = emb, 0..n-1 = after block ℓ")
-    layer_name: str
-    depth: float = Field(description="(layer + 1) / n_layers: emb 0, last block 1")
-    eval_length: int
-    accuracy: float
-    majority_baseline: float
-    per_position: list[float | None]
-    n_train: int
-    n_test: int
-    converged: bool
-    n_iter: int
-    balanced_accuracy: float | None = Field(None, description="mean per-class recall on the held-out sequences, 0..1")
-    control_accuracy: float | None = Field(
-        None,
-        description="the same probe on the control task (Hewitt & Liang "
-        "2019: a fixed random label per input-token type), 0..1",
-    )
-    selectivity: float | None = Field(None, description="accuracy − control_accuracy, 0..1 scale")
-    type_accuracy: dict[str, float | None] | None = Field(
-        None,
-        description="accuracy per token type where the task's token identity carries the label (dyck: open, "
-        "close; code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)",
-    )
-    config_hash: str
-    site_name: str | None = Field(
-        None,
-        description="the probed site in TransformerLens's style: embed, "
-        "blocks.{layer}.resid_post (layerscope_core.sites)",
-    )
+def record_schema(
+    name: str, record: type, doc: str, *, extra: dict[str, Any], required: bool = True
+) -> type[BaseModel]:
+    """The API model of a science record (``science.records``): ``run_id``, then every field of
+    the record with its type and ``metadata["description"]``, then ``extra`` (the fields the API
+    adds: ``{name: (type, FieldInfo)}``). The record is the one definition of the row; this
+    schema is derived from it, so a field added there is served here.
+
+    ``required``: every record field is required in the response (the API serves every stored
+    column); the record's defaults are for the science building rows, not for the API.
+
+    Raises:
+        TypeError: ``record`` is not a dataclass, or ``extra`` names one of its fields.
+    """
+    if not dataclasses.is_dataclass(record):
+        raise TypeError(f"{record!r} is not a dataclass record")
+    hints = get_type_hints(record)
+    own: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        default: Any = ... if required or f.default is dataclasses.MISSING else f.default
+        own[f.name] = (hints[f.name], Field(default, description=f.metadata.get("description")))
+    clash = sorted(set(own) & (set(extra) | {"run_id"}))
+    if clash:
+        raise TypeError(f"{name}: {clash} already come from {record.__name__}")
+    return create_model(name, __doc__=doc, run_id=(int, ...), **own, **extra)
 
 
-class InterventionOut(BaseModel):
-    run_id: int
-    method: str
-    layer: int = Field(description="-1 = emb, 0..n-1 = block; -2 = every layer (conv1d_removal)")
-    layer_name: str
-    depth: float | None
-    eval_length: int
-    k: int | None
-    base_acc: float
-    edited_acc: float
-    delta_pp: float
-    drop_rel_chance: float | None
-    refit_acc: float | None
-    refit_majority: float | None
-    rank_removed: int | None
-    p_value: float | None
-    p_holm: float | None
-    significant: bool | None
-    n_sequences: int
-    inlp_converged: bool | None = Field(None, description="INLP only: the refit probe reached majority + tolerance")
-    inlp_rounds: int | None = Field(None, description="INLP only: rounds used")
-    n_fit_sequences: int | None = Field(None, description="sequences the edit was fitted on")
-    random_delta_pp: float | None = Field(
-        None,
-        description="rank-matched random removal: mean delta_pp when "
-        "rank_removed random orthonormal directions are removed at this layer "
-        "(docs/SCIENCE.md#random-removal)",
-    )
-    random_delta_lo: float | None = Field(None, description="the smallest delta_pp over the random draws")
-    random_delta_hi: float | None = Field(None, description="the largest delta_pp over the random draws")
-    random_draws: int | None = Field(None, description="random draws behind random_delta_pp")
-    seed: int
-    config_hash: str
+_LAYER_NAME = (str, Field(description="emb, all (layer −2) or the block index (layerscope_core.layers.layer_name)"))
+_DEPTH = Field(description="(layer + 1) / n_layers: emb 0, last block 1")
 
+ProbeOut = record_schema(
+    "ProbeOut",
+    ProbeRecord,
+    "A linear probe on one layer's states at one eval length (``science.records.ProbeRecord``).",
+    extra={
+        "layer_name": _LAYER_NAME,
+        "depth": (float, _DEPTH),
+        "site_name": (
+            str | None,
+            Field(
+                None,
+                description="the probed site in TransformerLens's style: embed, "
+                "blocks.{layer}.resid_post (layerscope_core.sites)",
+            ),
+        ),
+    },
+)
 
-class PatchingOut(BaseModel):
-    run_id: int
-    layer: int
-    layer_name: str
-    depth: float
-    position: int
-    eval_length: int
-    site: str = "resid_post"
-    corrupt_position: int | None = None
-    n_dropped: int | None = None
-    note: str | None = None
-    recovery: float | None
-    recovery_lo: float | None
-    recovery_hi: float | None
-    ld_clean: float | None
-    ld_corrupted: float | None
-    n_pairs: int
-    config_hash: str
-    site_name: str | None = Field(
-        None,
-        description="site and layer in TransformerLens's style: embed, "
-        "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)",
-    )
+InterventionOut = record_schema(
+    "InterventionOut",
+    InterventionRecord,
+    "One edit (method × layer) at one eval length (``science.records.InterventionRecord``).",
+    extra={
+        "layer_name": _LAYER_NAME,
+        "depth": (float | None, Field(description="(layer + 1) / n_layers; None for layer −2 (every layer)")),
+    },
+)
+
+PatchingOut = record_schema(
+    "PatchingOut",
+    PatchingRecord,
+    "Activation patching at one (site, layer, position) (``science.records.PatchingRecord``).",
+    extra={
+        "layer_name": _LAYER_NAME,
+        "depth": (float, _DEPTH),
+        "site_name": (
+            str | None,
+            Field(
+                None,
+                description="site and layer in TransformerLens's style: embed, "
+                "blocks.{layer}.resid_pre / resid_post / state[.part] (layerscope_core.sites)",
+            ),
+        ),
+    },
+)
 
 
 class CurvePoint(BaseModel):

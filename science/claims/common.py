@@ -9,13 +9,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
 from layerscope_core.registry import TRAIN_LENGTH, families_where
 from science import profiles as P
-from science.stats import ALPHA, bounds_for, t_interval
+from science.stats import ALPHA, bounds_for, permutation_greater, t_interval
 from science.trained import is_trained, untrained_reason
 
 SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not enough data"
@@ -275,21 +274,9 @@ def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _perm_greater(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, Any] | None:
-    """One-sided two-sample permutation test of mean(x) > mean(y) (scipy.stats.permutation_test;
-    exact when every split fits in N_PERM)."""
-    xa = [v for v in x if v is not None]
-    ya = [v for v in y if v is not None]
-    if len(xa) < 2 or len(ya) < 2:
-        return None
-    res = _st.permutation_test(
-        (np.asarray(xa), np.asarray(ya)),
-        lambda a, b, axis: a.mean(axis) - b.mean(axis),
-        permutation_type="independent",
-        alternative="greater",
-        n_resamples=N_PERM,
-        rng=np.random.default_rng(0),
-    )
-    return {"diff": float(np.mean(xa) - np.mean(ya)), "p": float(res.pvalue), "n_x": len(xa), "n_y": len(ya)}
+    """:func:`science.stats.permutation_greater` of ``mean(x) > mean(y)`` over ``N_PERM`` splits,
+    Nones dropped; None when either side has fewer than 2 values."""
+    return permutation_greater(x, y, n_resamples=N_PERM)
 
 
 def _significance(row: Mapping[str, Any]) -> bool | None:
