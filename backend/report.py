@@ -3,7 +3,8 @@ reproduction found.
 
 The bundle is imported into a throwaway SQLite DB and read through the product's own code:
 the verdicts and their numbers come from the claims evaluation behind ``GET /api/claims``
-(``backend.api.aggregate.claims`` → ``science.claims.evaluate_claims``), the figures from the
+(``backend.api.aggregate.claims`` → ``science.claims.evaluate_claims``, in words by
+``backend.claims_text``), the figures from the
 dashboard's figure builders, exported to PNG with plotly + kaleido (which drives the
 installed Chromium, offline). Without kaleido or a browser the report is written without
 figures and says so.

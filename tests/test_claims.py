@@ -7,12 +7,19 @@ import random
 
 import pytest
 
-from science.claims import CONTRADICTED, NOT_ENOUGH, SUPPORTED, evaluate_claims
+from backend.claims_text import present_claims
+from science.claims import CONTRADICTED, NOT_ENOUGH, SUPPORTED
+from science.claims import evaluate_claims as evaluate_data
 
 FAMILIES = ("transformer", "lstm", "gru", "mamba", "mamba2")
 LATE = [0.50, 0.52, 0.53, 0.55, 0.99]
 GRADUAL = [0.50, 0.62, 0.75, 0.87, 0.99]
 EARLY = [0.55, 0.97, 0.98, 0.98, 0.98]
+
+
+def evaluate_claims(*args, **kwargs):
+    """The claims as ``GET /api/claims`` serves them: the science's verdicts and numbers, in words."""
+    return present_claims(evaluate_data(*args, **kwargs))
 
 
 class World:
@@ -362,6 +369,40 @@ def test_classes_and_statistic_both_against_the_claim_contradict_it():
     assert test["p_holm"] > 0.5 and test["p_opposite"] < 0.05  # the seeds point the other way
     assert "opposite direction: p = " in c[2]["detail"]
     assert c[2]["verdict"] == CONTRADICTED, c[2]["detail"]
+
+
+def _strings(x, path=""):
+    """Every string value in a JSON-like tree, with where it is."""
+    if isinstance(x, dict):
+        return [s for k, v in x.items() for s in _strings(v, f"{path}.{k}")]
+    if isinstance(x, list):
+        return [s for v in x for s in _strings(v, path)]
+    return [(path, x)] if isinstance(x, str) else []
+
+
+def test_the_science_returns_data_and_the_presentation_writes_the_words():
+    """science.claims gives verdicts, numbers and the case a verdict came from; the sentences, the
+    titles and the links to the dashboard are backend.claims_text's (what the API serves)."""
+    import copy
+
+    w = supporting_world()
+    victim = next(r for r in w.runs if r["task"] == "parity" and r["family"] == "transformer" and r["seed"] == 2)
+    victim["heldout_acc"] = 0.273
+    data = evaluate_data(w.runs, w.probes, w.interventions, w.patching)
+    assert all(list(c) == ["id", "verdict", "numbers", "why"] and c["why"]["case"] for c in data)
+    short = data[0]["numbers"]["cells_short_of_seeds"]
+    assert {"task": "parity", "family": "transformer", "kind": "short", "k": 2, "of": 3} in [
+        {k: r[k] for k in ("task", "family", "kind", "k", "of") if k in r} for r in short
+    ]
+    # no sentence in the numbers: the strings left are labels, names and the untrained reasons
+    prose = [(p, v) for c in data for p, v in _strings(c["numbers"]) if len(v) > 40 and not p.endswith(".reason")]
+    assert prose == []
+    kept = copy.deepcopy(data)
+    shown = present_claims(data)
+    assert data == kept  # the presentation copies
+    assert all(list(c) == ["id", "title", "verdict", "numbers", "detail", "views"] for c in shown)
+    assert "transformer × parity: 2 of 3 trained seeds (1 untrained run(s) left out)" in shown[0]["detail"]
+    assert shown[0]["numbers"]["cells_short_of_seeds"][0].startswith("transformer × parity: 2 of 3")
 
 
 # -- seeds ------------------------------------------------------------------------------------------

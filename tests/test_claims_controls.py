@@ -3,7 +3,14 @@ budget, and claim 4 read beyond the rank-matched random removal."""
 
 from __future__ import annotations
 
+from backend.claims_text import present_claims
 from science import claims as C
+
+
+def shown_claims(*args, **kwargs):
+    """The claims as ``GET /api/claims`` serves them: the science's verdicts and numbers, in words."""
+    return present_claims(C.evaluate_claims(*args, **kwargs))
+
 
 FAMS = ("transformer", "mamba", "mamba2", "lstm", "gru")
 MAJ = 0.456
@@ -62,8 +69,8 @@ def test_claim_2_against_the_control_and_against_the_majority_side_by_side():
     curves = dict.fromkeys(FAMS, EARLY)
     ctrls = {f: (TF_CTRL if f == "transformer" else CTRL) for f in FAMS}
     runs, probes, controls = _study(curves, ctrls)
-    plain = C.evaluate_claims(runs, probes, [], [])[1]
-    with_c = C.evaluate_claims(runs, probes, [], [], controls=controls)[1]
+    plain = shown_claims(runs, probes, [], [])[1]
+    with_c = shown_claims(runs, probes, [], [], controls=controls)[1]
     # against the majority rate all five are early (no contrast); against the control the others'
     # learned gain builds (0.02, 0.06, 0.065 over blocks) while the transformer's is there at block 0
     assert {r["profile_class"] for r in plain["numbers"]["cells"]} == {"early"}
@@ -74,7 +81,7 @@ def test_claim_2_against_the_control_and_against_the_majority_side_by_side():
     assert with_c["numbers"]["majority_floor"]["verdict"] == plain["verdict"]
     assert with_c["numbers"]["class_condition_agreement"]["dyck"]["of"] == 81
     # probe rows in any order (as a DB returns them) still pair each curve with its control
-    again = C.evaluate_claims(runs, probes[::-1], [], [], controls=controls)[1]
+    again = shown_claims(runs, probes[::-1], [], [], controls=controls)[1]
     assert all(r["floor"] == "control" for r in again["numbers"]["cells"])
     assert isinstance(with_c["numbers"]["fragile"], bool)
 
@@ -83,7 +90,7 @@ def test_a_cell_on_the_95_line_makes_the_verdict_fragile():
     edge = {-1: 0.73, 0: 0.80, 1: 0.958, 2: 0.99, 3: 0.985}  # block 1 just under 95 % of the gain
     curves = {f: (edge if f == "transformer" else EARLY) for f in FAMS}
     runs, probes, _ = _study(curves)
-    claim = C.evaluate_claims(runs, probes, [], [])[1]
+    claim = shown_claims(runs, probes, [], [])[1]
     assert claim["numbers"]["fragile"] is True
     assert any(s.startswith("transformer × dyck") for s in claim["numbers"]["fragile_cells"])
     assert "Fragile" in claim["detail"]
@@ -95,7 +102,7 @@ def test_cells_that_plateaued_are_named_not_learned_and_leave_the_claim():
     for r in runs:
         if r["family"] in ("transformer", "mamba"):
             r.update(heldout_acc=0.6, best_heldout_acc=0.62, stop_reason="plateau")
-    claims = C.evaluate_claims(runs, probes, [], [])
+    claims = shown_claims(runs, probes, [], [])
     c1 = claims[0]
     text = " ".join(c1["numbers"]["untestable"])
     assert "transformer × parity: not learned by this architecture at this size within 3,000 steps" in text
@@ -105,7 +112,7 @@ def test_cells_that_plateaued_are_named_not_learned_and_leave_the_claim():
     for r in runs:
         if r["family"] == "transformer":
             r["stop_reason"] = "budget"
-    c1b = C.evaluate_claims(runs, probes, [], [])[0]
+    c1b = shown_claims(runs, probes, [], [])[0]
     assert not any("transformer" in u for u in c1b["numbers"].get("untestable", []))
     assert any("transformer × parity: 0 of 3" in s for s in c1b["numbers"]["cells_short_of_seeds"])
 
@@ -143,7 +150,7 @@ def test_claim_1_is_also_read_with_the_stacked_rnns():
                     dict(run_id=rid, layer=layer, eval_length=40, accuracy=a - 0.001 * seed, majority_baseline=0.5)
                     for layer, a in curve.items()
                 ]
-    c1 = C.evaluate_claims(runs, probes, [], [])[0]
+    c1 = shown_claims(runs, probes, [], [])[0]
     stacked = c1["numbers"]["stacked_rnns"]
     assert "lstm_stack" in stacked["families"] and "lstm" not in stacked["families"]
     by = {(r["task"], r["family"]): r["profile_class"] for r in stacked["cells"]}
@@ -151,4 +158,4 @@ def test_claim_1_is_also_read_with_the_stacked_rnns():
     # with the residual LSTM/GRU (gradual here) the class condition fails; with the stacked ones it holds
     assert {r["family"]: r["matches"] for r in c1["numbers"]["cells"] if r["task"] == "parity"}["lstm"] is False
     assert all(r["matches"] for r in stacked["cells"])
-    assert "stacked_rnns" not in C.evaluate_claims(runs[:15], probes, [], [])[0]["numbers"]
+    assert "stacked_rnns" not in shown_claims(runs[:15], probes, [], [])[0]["numbers"]

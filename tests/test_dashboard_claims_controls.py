@@ -3,10 +3,17 @@ beside the majority-floor verdict, fragile verdicts with their "k of 81" counts,
 
 from __future__ import annotations
 
+from backend.claims_text import present_claims
 from dashboard.claims_controls import agreement_lines, controls_section, header_badges
 from dashboard.pages import claims
 from science import claims as C
 from tests.test_dashboard_pages import texts, walk
+
+
+def shown_claims(*args, **kwargs):
+    """The claims as ``GET /api/claims`` serves them: the science's verdicts and numbers, in words."""
+    return present_claims(C.evaluate_claims(*args, **kwargs))
+
 
 FAMS = ("transformer", "mamba", "mamba2", "lstm", "gru")
 
@@ -53,7 +60,7 @@ def test_claim_2_shows_both_verdicts_and_fragility_from_the_science():
     runs, probes, controls = _study(
         early, {-1: 0.73, 0: 0.93, 1: 0.93, 2: 0.93, 3: 0.93}, {-1: 0.73, 0: 0.80, 1: 0.80, 2: 0.80, 3: 0.80}
     )
-    claim = C.evaluate_claims(runs, probes, [], [], controls=controls)[1]
+    claim = shown_claims(runs, probes, [], [], controls=controls)[1]
     section = controls_section(claim)
     text = _text(section)
     assert "Decided against the random-init control" in text and "against the majority rate" in text

@@ -291,7 +291,9 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     """``science.claims.evaluate_claims`` on the stored runs (with their trained fields), probes and
-    interventions at its evaluation length, and the ``state``-site patching rows."""
+    interventions at its evaluation length, and the ``state``-site patching rows, in words
+    (``backend.claims_text.present_claims``: title, detail, views)."""
+    from backend.claims_text import present_claims
     from science import claims as C
 
     L = C.EVAL_LENGTH
@@ -362,7 +364,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
             )
         )
     ]
-    return C.evaluate_claims(runs, probes, interventions, patching, controls=controls)
+    return present_claims(C.evaluate_claims(runs, probes, interventions, patching, controls=controls))
 
 
 # ----------------------------------------------------------------------------- caching

@@ -10,8 +10,11 @@ Input: plain lists of dicts as the API serves them — no DB access, numpy/scipy
   "every layer")
 - ``patching``: ``{run_id, site, layer, position, eval_length, recovery, …}``
 
-Output of :func:`evaluate_claims`: one dict per claim ``{id, title, verdict, numbers, detail,
-views}`` with ``verdict`` ∈ {"supported", "contradicted", "not enough data"}.
+Output of :func:`evaluate_claims`: one dict per claim ``{id, verdict, numbers, why}`` with
+``verdict`` ∈ {"supported", "contradicted", "not enough data"}, ``numbers`` every number the
+verdict rests on, and ``why`` the case it came from (``{"case": ..., ...}``, documented per claim
+module). Data only: the title, the sentences (``detail``) and the links to the dashboard's views
+are the presentation's (``backend.claims_text.present_claims``, what ``GET /api/claims`` serves).
 
 Rules shared by every claim (every threshold is a module constant):
 
@@ -100,7 +103,6 @@ from layerscope_core.registry import TASKS as STUDY_TASKS
 from science.claims.behaviour import claim_6
 from science.claims.claim3 import claim_3
 from science.claims.common import (  # noqa: F401 - the rules' constants, re-exported for callers
-    CLAIM_TITLES,
     CONTRADICTED,
     DECOUPLING_MARGIN_PP,
     DECOUPLING_METHODS,
@@ -127,7 +129,6 @@ from science.claims.conv1d import _conv1d_rows, claim_5
 from science.claims.necessity import beyond_random, claim_4, edit_removed, run_decouplings
 
 __all__ = [
-    "CLAIM_TITLES",
     "CONTRADICTED",
     "DECOUPLING_METHODS",
     "MIN_SEEDS",
@@ -223,7 +224,8 @@ def evaluate_claims(
     ``controls``: the random-init control curves ``{task, family, seed, n_layers, curve: {layer:
     accuracy}}`` at ``EVAL_LENGTH``. With them, claims 1–3 read each cell against its seeds'
     controls (``numbers.floor`` "random-init control"; docs/SCIENCE.md#controls) and carry the
-    majority-floor verdict beside it (``numbers.majority_floor``: verdict, cells, detail).
+    majority-floor verdict beside it (``numbers.majority_floor``: verdict, cells, and the whole
+    claim against the majority rate as ``claim``).
 
     Only trained runs (:func:`science.trained.is_trained`) are read; each claim lists the runs it
     left out (``numbers.runs_left_out``) with the reason. A "not enough data" claim also carries
@@ -239,7 +241,7 @@ def evaluate_claims(
             c["numbers"]["majority_floor"] = _clean(
                 {
                     "verdict": p["verdict"],
-                    "detail": p["detail"],
+                    "claim": p,  # the whole claim against the majority rate, for its explanation
                     "cells": p["numbers"].get("cells") or p["numbers"].get("families"),
                 }
             )
@@ -258,8 +260,8 @@ def _claim_1_with_stacked_rnns(
     controls: Sequence[Mapping[str, Any]] | None,
 ) -> dict[str, Any] | None:
     """Claim 1 again with the plain stacked LSTM/GRU (``lstm_stack``, ``gru_stack``) in the place
-    of the residual ones (docs/SCIENCE.md#stacked-rnns): ``{verdict, detail, cells, families}``,
-    or None when no stacked run is stored."""
+    of the residual ones (docs/SCIENCE.md#stacked-rnns): ``{verdict, claim (the whole claim 1 of
+    the stacked runs), cells, families}``, or None when no stacked run is stored."""
     if not any(r.get("family") in STACKED_VARIANTS for r in runs):
         return None
     swap = {v: k for k, v in STACKED_VARIANTS.items()}  # lstm → lstm_stack
@@ -274,12 +276,13 @@ def _claim_1_with_stacked_rnns(
         return out
 
     claim = claims_1_2(Data(relabel(runs), probes, interventions, patching, relabel(controls or [])))[0]
+    explained = _clean(claim)  # a copy as read, under the stacked families' own names
     for row in claim["numbers"].get("cells", []):
         row["family"] = swap.get(row["family"], row["family"])
     return _clean(
         {
             "verdict": claim["verdict"],
-            "detail": claim["detail"],
+            "claim": explained,
             "cells": claim["numbers"].get("cells"),
             "families": [swap.get(f, f) for f in FAMILIES],
         }

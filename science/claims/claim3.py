@@ -9,7 +9,6 @@ from science.claims.common import (
     CONTRADICTED,
     FAMILIES,
     MATCH_FRACTION,
-    MIN_SEEDS,
     NOT_ENOUGH,
     STACK_TASK,
     SUPPORTED,
@@ -26,6 +25,9 @@ from science.claims.common import (
 
 
 def claim_3(data: Data) -> dict[str, Any]:
+    """``why.case``: ``no data`` (no run on these tasks), ``untestable`` (every family has a cell
+    not learned: ``numbers.untestable``), ``short`` (``numbers.cells_short_of_seeds``) or
+    ``evaluated`` (``numbers.families``: the distances per family)."""
     tasks = ("s3", "parity", STACK_TASK)
     # a family with a cell not learned within its budget cannot place S3: it leaves the claim, named
     gone = {f for (t, f) in data.not_learned if t in tasks}
@@ -33,7 +35,6 @@ def claim_3(data: Data) -> dict[str, Any]:
     cells = _curve_cells(data, tasks)
     fams = [f for f in FAMILIES if f not in gone and all(data.stored.get((t, f)) for t in tasks)]
     any_stored = any(data.stored.get(c) for c in expected_cells(tasks, FAMILIES))
-    views = ["/reversal?task=s3", "/curves?task=s3", "/curves?task=parity", "/curves?task=dyck"]
     numbers: dict[str, Any] = {
         "families": [],
         "match_fraction_required": MATCH_FRACTION,
@@ -43,30 +44,13 @@ def claim_3(data: Data) -> dict[str, Any]:
         numbers["untestable"] = untestable
     left = data.left_out_for(tasks)
     if not any_stored:
-        return _finish(
-            _claim(3, NOT_ENOUGH, numbers, "needs every family with runs on s3, parity and dyck; none stored", views),
-            left,
-        )
+        return _finish(_claim(3, NOT_ENOUGH, numbers, {"case": "no data"}), left)
     if not fams and untestable:
-        return _finish(
-            _claim(
-                3,
-                NOT_ENOUGH,
-                numbers,
-                "no family can be tested. Untestable here: " + "; ".join(untestable) + ".",
-                views,
-            ),
-            left,
-        )
+        return _finish(_claim(3, NOT_ENOUGH, numbers, {"case": "untestable"}), left)
     short = data.shortfalls(expected_cells(tasks, [f for f in FAMILIES if f not in gone]), cells)
     if short:
         numbers["cells_short_of_seeds"] = short
-        return _finish(
-            _claim(
-                3, NOT_ENOUGH, numbers, f"needs ≥ {MIN_SEEDS} trained seeds in every cell: " + "; ".join(short), views
-            ),
-            left,
-        )
+        return _finish(_claim(3, NOT_ENOUGH, numbers, {"case": "short"}), left)
     per_family = []
     for f in fams:
         s3, par, dy = (_summary(data, cells[(t, f)]) for t in tasks)
@@ -92,11 +76,4 @@ def claim_3(data: Data) -> dict[str, Any]:
     numbers["gap_dyck_minus_parity"] = _ci([r["d_s3_dyck"] - r["d_s3_parity"] for r in per_family])
     numbers["same_class_as_parity"] = sum(r["class_s3"] == r["class_parity"] for r in per_family)
     verdict = SUPPORTED if share >= MATCH_FRACTION else CONTRADICTED
-    detail = (
-        f"S3's normalised layer curve{' (learned gain over the random-init control)' if data.use_controls else ''} "
-        f"is closer to Parity's than to Dyck's in "
-        f"{sum(r['closer_to_parity'] for r in per_family)}/{len(per_family)} families "
-        f"(need ≥ {MATCH_FRACTION:.0%}); same class as Parity in {numbers['same_class_as_parity']}."
-        + (" Untestable here: " + "; ".join(untestable) + "." if untestable else "")
-    )
-    return _finish(_claim(3, verdict, numbers, detail, views), left)
+    return _finish(_claim(3, verdict, numbers, {"case": "evaluated"}), left)

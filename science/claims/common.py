@@ -1,5 +1,10 @@
 """What every claim shares (docs/SCIENCE.md#claims): the constants of the rules, the inputs split
-once (:class:`Data`), cell summaries against the majority or the control, and small helpers."""
+once (:class:`Data`), cell summaries against the majority or the control, and small helpers.
+
+The claims return data, not prose: each names the case its verdict came from (``why``) and puts
+every number it rests on in ``numbers``; cells short of seeds, cells not learned and the like are
+structured rows (``{task, family, kind, ...}``). The sentences and the links to the dashboard's
+views are written on the presentation side (``backend.claims_text``)."""
 
 from __future__ import annotations
 
@@ -39,15 +44,6 @@ FALL_PP = 5.0
 N_PERM = 10_000
 STATE_SITE = "state"
 
-CLAIM_TITLES = {
-    1: "Prefix-update tasks: recurrent models and SSMs readable only at the last layer, Transformers gradual",
-    2: "Bounded Dyck flips the pattern: Transformers early, recurrent models and SSMs gradual",
-    3: "S3 groups with Parity, not with Dyck: computational structure, not commutativity",
-    4: "The most readable layer is not always the causally necessary one",
-    5: "Conv1D importance is task dependent: S3 > Parity > Dyck (n.s.)",
-    6: "Behaviour: recurrent models length-generalise; recurrent > SSM > Transformer; Mamba fails on Parity",
-}
-
 Cell = tuple[str, str]  # (task, family)
 
 
@@ -75,27 +71,14 @@ def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
     return {"mean": m, "lo": lo, "hi": hi, "n": len(vals)}
 
 
-def _claim(cid: int, verdict: str, numbers: dict[str, Any], detail: str, views: list[str]) -> dict[str, Any]:
-    return {
-        "id": cid,
-        "title": CLAIM_TITLES[cid],
-        "verdict": verdict,
-        "numbers": numbers,
-        "detail": detail,
-        "views": views,
-    }
+def _claim(cid: int, verdict: str, numbers: dict[str, Any], why: dict[str, Any]) -> dict[str, Any]:
+    """A claim's result: ``why`` names the case the verdict came from (``{"case": ..., ...}``, the
+    facts a reader needs beyond ``numbers``)."""
+    return {"id": cid, "verdict": verdict, "numbers": numbers, "why": why}
 
 
 def _scratch(run: Mapping[str, Any]) -> bool:
     return not run.get("pretrained")
-
-
-def _f2(x: float) -> str:
-    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
-
-
-def _cell_name(cell: Cell) -> str:
-    return f"{cell[1]} × {cell[0]}"
 
 
 def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIES) -> list[Cell]:
@@ -104,6 +87,10 @@ def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIE
     cell with no runs at all is counted short rather than skipped."""
     ts, fs = set(tasks), set(families)
     return [(t, f) for t in STUDY_TASKS if t in ts for f in STUDY_FAMILIES if f in fs]
+
+
+def _cell(cell: Cell, kind: str) -> dict[str, Any]:
+    return {"task": cell[0], "family": cell[1], "kind": kind}
 
 
 class Data:
@@ -157,8 +144,9 @@ class Data:
             if dup:
                 self.duplicated[cell] = dup
         # cells whose every stored run stopped at a plateau below the criterion: not learned by this
-        # architecture at this size within its budget (docs/SCIENCE.md#plateau)
-        self.not_learned: dict[Cell, str] = {}
+        # architecture at this size within its budget (docs/SCIENCE.md#plateau): {task, family,
+        # kind "not learned", budget (steps), plateaued (seeds), best: [lo, hi] held-out accuracy or None}
+        self.not_learned: dict[Cell, dict[str, Any]] = {}
         for cell, rs in self.stored.items():
             if len(rs) >= MIN_SEEDS and all(
                 r.get("stop_reason") == "plateau" and not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))
@@ -166,29 +154,28 @@ class Data:
             ):
                 budget = max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs)
                 best = [r.get("best_heldout_acc") for r in rs if r.get("best_heldout_acc") is not None]
-                self.not_learned[cell] = (
-                    f"{_cell_name(cell)}: not learned by this architecture at this size within {budget:,} steps "
-                    f"({len(rs)} of {len(rs)} seeds plateaued"
-                    + (f"; best held-out accuracy {min(best):.3f}–{max(best):.3f}" if best else "")
-                    + ")"
-                )
+                self.not_learned[cell] = {
+                    **_cell(cell, "not learned"),
+                    "budget": budget,
+                    "plateaued": len(rs),
+                    "best": [min(best), max(best)] if best else None,
+                }
 
     def shortfalls(
-        self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], what: str = "trained seeds"
-    ) -> list[str]:
-        """'family × task: k of MIN_SEEDS trained seeds (u untrained)' for each cell short of seeds;
-        a cell with no stored run at all reads '0 of MIN_SEEDS trained seeds (no runs stored)'."""
-        out = []
+        self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], need: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One row ``{task, family, kind, ...}`` per cell short of ``MIN_SEEDS`` usable seeds, by kind:
+        ``duplicated`` (``seeds``: the seeds with more than one run), ``none stored`` (no run at
+        all), ``not learned`` (:attr:`not_learned`), ``short`` (``k`` of ``of`` seeds, ``need``:
+        what a usable seed needs beyond being trained, e.g. "conv1d_removal", ``untrained``: the
+        cell's runs left out as untrained)."""
+        out: list[dict[str, Any]] = []
         for cell in sorted(set(cells)):
             if cell in self.duplicated:
-                out.append(
-                    f"{_cell_name(cell)}: more than one run for seed(s) "
-                    f"{', '.join(map(str, self.duplicated[cell]))} (runs made with other settings in the "
-                    "same suite; one suite holds one run per seed — run other settings under another name)"
-                )
+                out.append({**_cell(cell, "duplicated"), "seeds": self.duplicated[cell]})
                 continue
             if not self.stored.get(cell):
-                out.append(f"{_cell_name(cell)}: 0 of {MIN_SEEDS} trained seeds (no runs stored)")
+                out.append({**_cell(cell, "none stored"), "of": MIN_SEEDS})
                 continue
             if cell in self.not_learned:
                 out.append(self.not_learned[cell])
@@ -196,10 +183,7 @@ class Data:
             k = len({r.get("seed") for r in usable.get(cell, [])})
             if k < MIN_SEEDS:
                 n_un = sum(not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in self.stored[cell])
-                out.append(
-                    f"{_cell_name(cell)}: {k} of {MIN_SEEDS} {what}"
-                    + (f" ({n_un} untrained run(s) left out)" if n_un else "")
-                )
+                out.append({**_cell(cell, "short"), "k": k, "of": MIN_SEEDS, "need": need, "untrained": n_un})
         return out
 
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
@@ -288,19 +272,8 @@ def _significance(row: Mapping[str, Any]) -> bool | None:
     return None
 
 
-def _left_out_note(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return ""
-    shown = "; ".join(f"{r['family']} × {r['task']} seed {r['seed']}: {r['reason']}" for r in rows[:3])
-    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
-    return f" Left out {len(rows)} untrained run(s): {shown}{more}."
-
-
 def _finish(claim: dict[str, Any], left_out: list[dict[str, Any]]) -> dict[str, Any]:
     claim["numbers"]["runs_left_out"] = left_out
     claim["numbers"]["runs_excluded_undertrained"] = len(left_out)
     claim["numbers"]["min_seeds"] = MIN_SEEDS
-    if left_out and not claim["detail"].rstrip().endswith("."):
-        claim["detail"] = claim["detail"].rstrip() + "."
-    claim["detail"] += _left_out_note(left_out)
     return _clean(claim)

@@ -8,7 +8,6 @@ from typing import Any
 from science import profiles as P
 from science.claims.common import (
     CONTRADICTED,
-    EVAL_LENGTH,
     FAMILIES,
     MATCH_FRACTION,
     MIN_SEEDS,
@@ -115,13 +114,15 @@ def _contrast_task_verdict(class_ok: bool, stat_ok: bool) -> str:
     return CONTRADICTED if not (class_ok or stat_ok) else NOT_ENOUGH
 
 
-def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any], data: Data) -> list[str]:
+def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any], data: Data) -> list[dict[str, Any]]:
     """For a contrast claim still short of seeds: the tasks on which the cells that already have
-    their seeds make the class condition fail whatever the others show (the Transformer cell not
-    in its class, or too many other cells not in theirs for ``MATCH_FRACTION`` to be reachable)."""
+    their seeds make the class condition fail whatever the others show. One row per task: the
+    Transformer cell not in its class (``{task, transformer: its class, expected}``), or too many
+    other cells not in theirs for ``MATCH_FRACTION`` to be reachable (``{task, wrong: [{family,
+    class}], expected, can_match, of, needed}``)."""
     expected = spec["expected"]
     n_others = sum(f != TRANSFORMER for f in FAMILIES)
-    out = []
+    out: list[dict[str, Any]] = []
     for t in spec["tasks"]:
         # a cell is settled only when each of its stored runs is trained with a curve: one more seed
         # could still move the seed-mean class
@@ -135,14 +136,19 @@ def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any],
             and len(rs) == len(data.stored.get((task, f), []))
         }
         if TRANSFORMER in done and done[TRANSFORMER] != expected[TRANSFORMER]:
-            out.append(f"on {t} the transformer is {done[TRANSFORMER]}, not {expected[TRANSFORMER]}")
+            out.append({"task": t, "transformer": done[TRANSFORMER], "expected": expected[TRANSFORMER]})
             continue
         wrong = sorted(f for f, c in done.items() if f != TRANSFORMER and c != expected[f])
         if n_others - len(wrong) < MATCH_FRACTION * n_others:
             out.append(
-                f"on {t} {', '.join(f'{f} is {done[f]}' for f in wrong)} where {expected[wrong[0]]} is "
-                f"expected: at most {n_others - len(wrong)} of {n_others} other families can match "
-                f"(≥ {MATCH_FRACTION:.0%} needed)"
+                {
+                    "task": t,
+                    "wrong": [{"family": f, "class": done[f]} for f in wrong],
+                    "expected": expected[wrong[0]],
+                    "can_match": n_others - len(wrong),
+                    "of": n_others,
+                    "needed": MATCH_FRACTION,
+                }
             )
     return out
 
@@ -150,11 +156,11 @@ def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any],
 def _contrast_claim(
     cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data, n_tests: int
 ) -> dict[str, Any]:
+    """One contrast claim from its prepared cells and tests. ``why.case``: ``no data`` (no task
+    with a stored cell), ``short`` (``numbers.cells_short_of_seeds``), ``undefined`` (the per-seed
+    statistic undefined on ``why.tasks``) or ``evaluated`` (``why.tasks``: the tasks read, in
+    order; ``why.test``: the ``numbers`` key of their tests; ``why.expected_transformer``)."""
     tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
-    if cid == 1:
-        views = [f"/reversal?task={t}" for t in tasks] + [f"/curves?task={t}&eval_length={EVAL_LENGTH}" for t in tasks]
-    else:
-        views = [f"/reversal?task={STACK_TASK}", f"/curves?task={STACK_TASK}&eval_length={EVAL_LENGTH}"]
     numbers: dict[str, Any] = {
         "match_fraction_required": MATCH_FRACTION,
         "alpha": ALPHA,
@@ -163,58 +169,35 @@ def _contrast_claim(
     }
     if info.get("untestable"):
         numbers["untestable"] = info["untestable"]
-    untestable_note = (" Untestable here: " + "; ".join(info["untestable"]) + ".") if info.get("untestable") else ""
     left = data.left_out_for(tasks)
     if not info["usable_tasks"]:
         return _finish(
-            _claim(
-                cid,
-                NOT_ENOUGH,
-                {**numbers, "cells": []},
-                (
-                    f"needs trained runs with probe curves at L={EVAL_LENGTH} for every family on "
-                    f"{' and '.join(tasks)}; none stored"
-                    if not untestable_note
-                    else "no task of this claim can be tested." + untestable_note
-                ),
-                views,
-            ),
-            left,
+            _claim(cid, NOT_ENOUGH, {**numbers, "cells": []}, {"case": "no data", "tasks": list(tasks)}), left
         )
     if info["short"]:
         numbers["cells_short_of_seeds"] = info["short"]
         ruled_out = _class_condition_ruled_out(spec, info, data)
         if ruled_out:
             numbers["cannot_be_supported"] = ruled_out
-        return _finish(
-            _claim(
-                cid,
-                NOT_ENOUGH,
-                {**numbers, "cells": []},
-                f"needs ≥ {MIN_SEEDS} trained seeds in every cell: "
-                + "; ".join(info["short"])
-                + (
-                    ". Whatever the missing cells show, it cannot be supported: " + "; ".join(ruled_out)
-                    if ruled_out
-                    else ""
-                ),
-                views,
-            ),
-            left,
-        )
+        return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []}, {"case": "short"}), left)
     rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
     numbers["cells"] = rows
     fragile = [r for r in rows if r["stability"]["stable"] is False]
     numbers["fragile"] = bool(fragile)
     numbers["fragile_cells"] = [
-        f"{r['family']} × {r['task']}: {r['profile_class']} under {r['stability']['agree']} "
-        f"of {r['stability']['of']} threshold settings"
+        {
+            "family": r["family"],
+            "task": r["task"],
+            "profile_class": r["profile_class"],
+            "agree": r["stability"]["agree"],
+            "of": r["stability"]["of"],
+        }
         for r in fragile
     ]
     numbers["class_condition_agreement"] = _class_condition_agreement(spec, info)
     without_controls = [c for c in rows if c["floor"] != "control"]
     if data.use_controls and without_controls:
-        numbers["cells_without_controls"] = [f"{r['family']} × {r['task']}" for r in without_controls]
+        numbers["cells_without_controls"] = [{"family": r["family"], "task": r["task"]} for r in without_controls]
     key = (
         "test_auc_transformer_gt_other"
         if spec["transformer_higher"]
@@ -223,7 +206,7 @@ def _contrast_claim(
     numbers[key] = info.get("tests", {})
     numbers["holm_family_size"] = n_tests
     per_task: dict[str, dict[str, Any]] = {}
-    parts, undefined = [], []
+    undefined = []
     for t in info["usable_tasks"]:
         tf = next((r for r in rows if r["task"] == t and r["family"] == TRANSFORMER), None)
         others = [r for r in rows if r["task"] == t and r["family"] != TRANSFORMER]
@@ -239,34 +222,8 @@ def _contrast_claim(
             "statistic_condition": stat_ok,
             "verdict": _contrast_task_verdict(class_ok, stat_ok),
         }
-        parts.append(
-            f"{t}: transformer {tf['profile_class'] if tf else '—'} (expected {expected[TRANSFORMER]}), "
-            f"{sum(r['matches'] for r in others)}/{len(others)} others as expected; per-seed {metric} "
-            f"difference {test['diff']:+.3f}, Holm p = {test['p_holm']:.3g}"
-            + (
-                f" (opposite direction: p = {test['p_opposite']:.3g}, unadjusted)"
-                if test.get("p_opposite") is not None
-                else ""
-            )
-            + f" → {per_task[t]['verdict']}"
-            + (
-                ""
-                if class_ok == stat_ok
-                else f" (mixed: the {'class' if class_ok else 'statistic'} condition holds, the "
-                f"{'statistic' if class_ok else 'class'} condition does not)"
-            )
-        )
     if undefined:
-        return _finish(
-            _claim(
-                cid,
-                NOT_ENOUGH,
-                numbers,
-                f"per-seed {metric} undefined (curves without gain) on {', '.join(undefined)}",
-                views,
-            ),
-            left,
-        )
+        return _finish(_claim(cid, NOT_ENOUGH, numbers, {"case": "undefined", "tasks": undefined}), left)
     numbers["per_task"] = per_task
     task_verdicts = [v["verdict"] for v in per_task.values()]
     verdict = (
@@ -276,23 +233,8 @@ def _contrast_claim(
         if CONTRADICTED in task_verdicts
         else NOT_ENOUGH
     )
-    detail = (
-        f"Supported when, on every task, the transformer's class differs as claimed (others ≥ "
-        f"{MATCH_FRACTION:.0%} as expected) and the per-seed {metric} differs in that direction at p < {ALPHA} "
-        f"after Holm over {n_tests} test(s); contradicted when both fail on a task; mixed evidence is not "
-        "enough data. " + "; ".join(parts) + "."
-    )
-    mism = [
-        f"{r['family']} on {r['task']}: {r['profile_class']} (expected {r['expected']})"
-        for r in rows
-        if not r["matches"]
-    ]
-    if mism:
-        detail += " Mismatches: " + "; ".join(mism) + "."
-    if fragile:
-        detail += " Fragile: " + "; ".join(numbers["fragile_cells"]) + "."
-    detail += untestable_note
-    return _finish(_claim(cid, verdict, numbers, detail, views), left)
+    why = {"case": "evaluated", "tasks": list(per_task), "test": key, "expected_transformer": expected[TRANSFORMER]}
+    return _finish(_claim(cid, verdict, numbers, why), left)
 
 
 def _class_condition_agreement(spec: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, dict[str, int]]:

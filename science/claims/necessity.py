@@ -27,7 +27,6 @@ from science.claims.common import (
     Data,
     _ci,
     _claim,
-    _f2,
     _finish,
     _run_curves,
     _scratch,
@@ -155,7 +154,9 @@ def _group_verdict(evaluated: list[dict[str, Any]]) -> dict[str, Any]:
     return {"decoupled": k, "n": len(evaluated), "share": share, "lo": lo, "hi": hi, "verdict": verdict}
 
 
-def _state_patching(data: Data) -> dict[str, Any] | str:
+def _state_patching(data: Data) -> dict[str, Any] | None:
+    """State-site patching recovery at the last block, middle position: mean and t-interval over
+    trained runs per group (scratch / pretrained) with their run ids; None when none is stored."""
     info = {r["id"]: r for r in data.trained}
     per_run: dict[Any, list[float]] = defaultdict(list)
     for p in data.patching:
@@ -171,7 +172,7 @@ def _state_patching(data: Data) -> dict[str, Any] | str:
             continue
         per_run[run["id"]].append(float(p["recovery"]))
     if not per_run:
-        return "no state patching stored"
+        return None
     out: dict[str, Any] = {}
     for name, pick in (("scratch", _scratch), ("pretrained", lambda r: not _scratch(r))):
         vals = [float(np.mean(v)) for rid, v in per_run.items() if pick(info[rid])]
@@ -228,14 +229,11 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
     return out
 
 
-STATE_PATCH_NOTE = (
-    "Why the last block can read ~0 in stacked recurrent models: patching one block's state leaves "
-    "the blocks below it corrupted, and their outputs carry the corrupted information back into the "
-    "patched block at every later position. Descriptive, not part of the verdict."
-)
-
-
 def claim_4(data: Data) -> dict[str, Any]:
+    """``why.case``: ``no data`` (no trained run with a curve and an edit of
+    ``DECOUPLING_METHODS``) or ``evaluated`` (``numbers.groups``: per group its decoupled share,
+    Wilson interval and verdict, with ``why`` where the group cannot decide: ``{short: cells
+    short of seeds}`` or ``{evaluable: n, of: MIN_SEEDS}``)."""
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in data.interventions:
         if (
@@ -261,9 +259,7 @@ def claim_4(data: Data) -> dict[str, Any]:
             usable[(r["task"], r["family"])].append(r)
     # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
     short = (
-        data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "trained seeds with probes and edits")
-        if data.stored
-        else []
+        data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "probes and edits") if data.stored else []
     )
     groups = {}
     for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
@@ -273,9 +269,9 @@ def claim_4(data: Data) -> dict[str, Any]:
         g = _group_verdict([r for r in rows if r["status"] == "evaluated"])
         g["not_removed"] = sum(r["status"] == "not removed" for r in rows)
         if name == "scratch" and short:
-            g["verdict"], g["why"] = NOT_ENOUGH, "cells short of seeds: " + "; ".join(short)
+            g["verdict"], g["why"] = NOT_ENOUGH, {"short": short}
         elif name == "pretrained" and g["n"] < MIN_SEEDS:
-            g["verdict"], g["why"] = NOT_ENOUGH, f"{g['n']} of {MIN_SEEDS} evaluable pretrained runs"
+            g["verdict"], g["why"] = NOT_ENOUGH, {"evaluable": g["n"], "of": MIN_SEEDS}
         groups[name] = g
     patch = _state_patching(data)
     numbers: dict[str, Any] = {
@@ -293,19 +289,9 @@ def claim_4(data: Data) -> dict[str, Any]:
         numbers["state_patching_best_layer"] = by_layer
     if short:
         numbers["cells_short_of_seeds"] = short
-    views = ["/probe-vs-causal", "/patching"]
     left = data.left_out
     if not groups:
-        return _finish(
-            _claim(
-                4,
-                NOT_ENOUGH,
-                numbers,
-                f"needs trained runs with probe curves and {'/'.join(DECOUPLING_METHODS)} edits at L={EVAL_LENGTH}",
-                views,
-            ),
-            left,
-        )
+        return _finish(_claim(4, NOT_ENOUGH, numbers, {"case": "no data"}), left)
     verdicts = [g["verdict"] for g in groups.values()]
     if SUPPORTED in verdicts:
         verdict = SUPPORTED
@@ -313,40 +299,4 @@ def claim_4(data: Data) -> dict[str, Any]:
         verdict = CONTRADICTED
     else:
         verdict = NOT_ENOUGH
-    parts = []
-    for name, g in groups.items():
-        iv = "" if g["share"] is None else f" = {g['share']:.0%} [95% Wilson {g['lo']:.0%}, {g['hi']:.0%}]"
-        parts.append(
-            f"{'from scratch' if name == 'scratch' else 'pretrained'}: {g['decoupled']}/{g['n']} decoupled{iv}, "
-            f"{g['not_removed']} run(s) whose edit left the variable readable (not removed) → {g['verdict']}"
-            + (f" ({g['why']})" if g.get("why") else "")
-        )
-    patch_txt = (
-        patch
-        if isinstance(patch, str)
-        else "; ".join(
-            f"{k}: {_f2(v['mean'])}"
-            + (f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else "")
-            + f" (n={v['n']})"
-            for k, v in patch.items()
-            if isinstance(v, dict)
-        )
-    )
-    detail = (
-        f"An edit counts only where its refit probe is within {REFIT_TOL * 100:g} pp of the majority rate; "
-        f"a group supports the claim when the Wilson interval of its decoupled share is above "
-        f"{DECOUPLED_SHARE_MIN:.0%}. " + "; ".join(parts) + f". State patching at the last block, mid-position: "
-        f"{patch_txt}."
-    )
-    if by_layer:
-        detail += (
-            " Layer whose state patch at the middle position recovers most: "
-            + "; ".join(
-                f"{b['family']} layer {b['best_layer']} ({_f2(b['best_recovery']['mean'])}, n={b['best_recovery']['n']}; "
-                f"best layer per run: {', '.join(map(str, b['best_layer_per_run']))})"
-                for b in by_layer
-            )
-            + ". "
-            + STATE_PATCH_NOTE
-        )
-    return _finish(_claim(4, verdict, numbers, detail, views), left)
+    return _finish(_claim(4, verdict, numbers, {"case": "evaluated"}), left)

@@ -1,0 +1,125 @@
+"""The sentences every claim shares: cell names, cells short of seeds or not learned, the runs
+left out, and the ``numbers`` entries that the science gives as rows and the API serves as text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def f2(x: float) -> str:
+    """Two decimals, no negative zero."""
+    return f"{x:.2f}".replace("-0.00", "0.00")
+
+
+def cell_name(row: Mapping[str, Any]) -> str:
+    """``family × task`` of a row with both."""
+    return f"{row['family']} × {row['task']}"
+
+
+def not_learned_text(row: Mapping[str, Any]) -> str:
+    """A cell whose every seed plateaued below the criterion (``science.claims.common.Data.not_learned``)."""
+    best = row.get("best")
+    return (
+        f"{cell_name(row)}: not learned by this architecture at this size within {row['budget']:,} steps "
+        f"({row['plateaued']} of {row['plateaued']} seeds plateaued"
+        + (f"; best held-out accuracy {best[0]:.3f}–{best[1]:.3f}" if best else "")
+        + ")"
+    )
+
+
+def shortfall_text(row: Mapping[str, Any]) -> str:
+    """One cell short of seeds (a row of ``science.claims.common.Data.shortfalls``)."""
+    kind = row["kind"]
+    if kind == "duplicated":
+        return (
+            f"{cell_name(row)}: more than one run for seed(s) {', '.join(map(str, row['seeds']))} (runs made "
+            "with other settings in the same suite; one suite holds one run per seed — run other settings "
+            "under another name)"
+        )
+    if kind == "none stored":
+        return f"{cell_name(row)}: 0 of {row['of']} trained seeds (no runs stored)"
+    if kind == "not learned":
+        return not_learned_text(row)
+    if kind == "short":
+        need = f" with {row['need']}" if row.get("need") else ""
+        untrained = f" ({row['untrained']} untrained run(s) left out)" if row.get("untrained") else ""
+        return f"{cell_name(row)}: {row['k']} of {row['of']} trained seeds{need}{untrained}"
+    raise ValueError(f"unknown shortfall kind {kind!r}")
+
+
+def short_detail(numbers: Mapping[str, Any]) -> str:
+    """The detail of a claim left without a verdict by cells short of seeds."""
+    rows = numbers["cells_short_of_seeds"]
+    return f"needs ≥ {numbers['min_seeds']} trained seeds in every cell: " + "; ".join(map(shortfall_text, rows))
+
+
+def untestable_note(numbers: Mapping[str, Any]) -> str:
+    """`` Untestable here: …`` for the cells not learned a claim leaves out, else ""."""
+    rows = numbers.get("untestable")
+    return (" Untestable here: " + "; ".join(map(not_learned_text, rows)) + ".") if rows else ""
+
+
+def with_left_out(detail: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """``detail`` ending with the untrained runs the claim left out (the first three named)."""
+    if not rows:
+        return detail
+    if not detail.rstrip().endswith("."):
+        detail = detail.rstrip() + "."
+    shown = "; ".join(f"{r['family']} × {r['task']} seed {r['seed']}: {r['reason']}" for r in rows[:3])
+    more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
+    return f"{detail} Left out {len(rows)} untrained run(s): {shown}{more}."
+
+
+def fragile_text(row: Mapping[str, Any]) -> str:
+    return f"{cell_name(row)}: {row['profile_class']} under {row['agree']} of {row['of']} threshold settings"
+
+
+def ruled_out_text(row: Mapping[str, Any]) -> str:
+    """A task on which claim 1 or 2 cannot be supported whatever its missing cells show."""
+    if "transformer" in row:
+        return f"on {row['task']} the transformer is {row['transformer']}, not {row['expected']}"
+    wrong = ", ".join(f"{w['family']} is {w['class']}" for w in row["wrong"])
+    return (
+        f"on {row['task']} {wrong} where {row['expected']} is expected: at most {row['can_match']} of "
+        f"{row['of']} other families can match (≥ {row['needed']:.0%} needed)"
+    )
+
+
+def group_why_text(why: Mapping[str, Any]) -> str:
+    """Why a group of claim 4 cannot decide."""
+    if "short" in why:
+        return "cells short of seeds: " + "; ".join(map(shortfall_text, why["short"]))
+    return f"{why['evaluable']} of {why['of']} evaluable pretrained runs"
+
+
+# numbers key → how each of its rows reads
+ROW_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "cells_short_of_seeds": shortfall_text,
+    "untestable": not_learned_text,
+    "cannot_be_supported": ruled_out_text,
+    "fragile_cells": fragile_text,
+    "cells_without_controls": cell_name,
+}
+
+
+def text_numbers(numbers: Mapping[str, Any], explain: Callable[[Mapping[str, Any]], str]) -> dict[str, Any]:
+    """A claim's ``numbers`` as the API serves them, keys in the same order: the rows of
+    :data:`ROW_TEXT` as sentences, claim 4's group reasons and missing state patching in words, and
+    ``majority_floor`` / ``stacked_rnns`` with the ``detail`` of their claim (``explain``) in the
+    place of the claim."""
+    out: dict[str, Any] = {}
+    for key, v in numbers.items():
+        if key in ROW_TEXT and isinstance(v, list):
+            out[key] = [ROW_TEXT[key](r) for r in v]
+        elif key in ("majority_floor", "stacked_rnns") and isinstance(v, Mapping):
+            out[key] = {("detail" if k == "claim" else k): (explain(x) if k == "claim" else x) for k, x in v.items()}
+        elif key == "groups" and isinstance(v, Mapping):
+            out[key] = {
+                name: {k: (group_why_text(x) if k == "why" else x) for k, x in g.items()} for name, g in v.items()
+            }
+        elif key == "state_patching" and v is None:
+            out[key] = "no state patching stored"
+        else:
+            out[key] = v
+    return out
