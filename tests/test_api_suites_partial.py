@@ -83,7 +83,7 @@ PAPER = {
 
 
 def test_suite_picker_label_says_partial():
-    from dashboard.pages.runs import suite_label
+    from dashboard.suites import suite_label
 
     assert suite_label(PAPER) == "paper — imported, partial: 23 of 60 measured"
     assert (
@@ -98,7 +98,7 @@ def test_suite_picker_label_says_partial():
 
 
 def test_partial_banner_is_one_line_for_the_chosen_suite():
-    from dashboard.components import partial_notice
+    from dashboard.suites import partial_notice
 
     line = partial_notice([PAPER, {"name": "live", "n_runs": 2, "imported": False}], "paper")
     assert line.children == f"Partial study: 23 of the preset's 60 runs measured, 37 remain ({WHY})"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dashboard.compare import claims_side_by_side, classes_side_by_side, overlay_suites, side_by_side_table
+from dashboard.compare import claims_side_by_side, classes_side_by_side, side_by_side_table
+from dashboard.figures.compare import overlay_suites
 from dashboard.pages import claims, curves, reversal
 from tests.conftest import find_component
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from dash import dcc, html, no_update
 
+from dashboard import suites
 from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash, render_page
@@ -408,7 +409,7 @@ def test_probe_vs_causal_data(api):
 
 
 def test_runs_suite_picker_says_imported_or_made_here_and_links_the_bundle(api):
-    labels = {o["value"]: o["label"] for o in runs.suite_options(api)}
+    labels = {o["value"]: o["label"] for o in suites.suite_options(api)}
     assert labels == {"synthetic": "synthetic — made here (45 runs)", "paper": "paper — imported (60 runs)"}
     assert runs.bundle_href("paper") == "/api/suites/paper/bundle"
     assert runs.bundle_href("a b/c") == "/api/suites/a%20b%2Fc/bundle" and runs.bundle_href(None) == ""
@@ -417,7 +418,7 @@ def test_runs_suite_picker_says_imported_or_made_here_and_links_the_bundle(api):
         def suites(self):
             raise ApiError(503, "down")
 
-    assert runs.suite_options(Down(), "kept") == [{"label": "kept", "value": "kept"}]
+    assert suites.suite_options(Down(), "kept") == [{"label": "kept", "value": "kept"}]
 
 
 def test_runs_table_rows_and_detail_escape_names(api):

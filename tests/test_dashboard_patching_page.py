@@ -59,3 +59,28 @@ def test_line_view_csv_keeps_only_its_layer():
     out = patching.line_rows(gs, {"layer": None, "length": 40, "site": "state"})
     assert {r["layer"] for r in out} == {1} and len(out) == 2  # no layer picked: the last one
     assert {r["layer"] for r in patching.line_rows(gs, {"layer": 0, "length": 40, "site": "state"})} == {0}
+
+
+def test_a_state_callback_reads_the_controls_it_is_given():
+    """dashboard.page_callbacks: a page's callback gets the page state read from its controls
+    (those left out by ``without`` are not inputs), under the function's own name."""
+    import pytest
+    from dash import Output
+
+    from dashboard.page_callbacks import Page
+
+    app = RecordingApp()
+    page = Page(app=app, spec=patching.SPEC, binds=patching.BINDS, base_id="patching-base")
+
+    @page.on_state(Output("x", "children"), without=("runs", "layer"))
+    def _show(state):
+        return state
+
+    (registered,) = app.fns
+    assert registered.__name__ == "_show"
+    # task, family, length, site, trained switch, suite; then the saved-view base
+    state = registered("dyck", None, 60, "resid_post", [], "paper", {"layer": 2})
+    assert state["task"] == "dyck" and state["length"] == 60 and state["suite"] == "paper"
+    assert state["trained"] is False and state["layer"] == 2 and state["runs"] == []  # layer from the base
+    with pytest.raises(ValueError, match="no control"):
+        page.on_state(Output("x", "children"), without=("nope",))

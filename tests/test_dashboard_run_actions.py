@@ -3,6 +3,8 @@ runs' loss curves overlaid, and the search box of `/` sent to the API."""
 
 from __future__ import annotations
 
+from dashboard import suites
+from dashboard.figures.runs import loss_overlay
 from dashboard.pages import run_actions, runs
 from tests.conftest import find_component
 
@@ -22,7 +24,7 @@ def _run(i, family, ckpt="a" * 64, tags=None):
 def test_loss_overlay_one_line_per_run_in_its_family_colour() -> None:
     from dashboard.theme import family_color
 
-    fig = run_actions.loss_overlay([_run(1, "lstm"), _run(2, "lstm"), _run(3, "gru")])
+    fig = loss_overlay([_run(1, "lstm"), _run(2, "lstm"), _run(3, "gru")])
     assert [t.meta["run_id"] for t in fig.data] == [1, 2, 3]
     assert fig.data[0].line.color == fig.data[1].line.color == family_color("lstm")
     assert fig.data[0].line.dash != fig.data[1].line.dash  # two runs of one family told apart
@@ -62,6 +64,6 @@ def test_a_suites_tags_show_in_the_suite_picker() -> None:
                 {"name": "quick", "n_runs": 15},
             ]
 
-    opts = runs.suite_options(Api())
+    opts = suites.suite_options(Api())
     assert opts[0]["label"].endswith("· 75 s") and opts[0]["title"] == "the study"
     assert "·" not in opts[1]["label"]

@@ -4,7 +4,8 @@ concrete suite (the only one, else the one with the most recent run), never "all
 
 from __future__ import annotations
 
-from dashboard.pages import claims, curves, reversal, runs
+from dashboard import suites
+from dashboard.pages import claims, curves, reversal
 from tests.conftest import find_component
 
 
@@ -59,15 +60,15 @@ def test_default_suite_is_the_one_with_most_runs() -> None:
         def suites(self):
             return [{"name": "paper", "n_runs": 60, "imported": True}, {"name": "quick", "n_runs": 1}]
 
-    assert runs.default_suite(Demo(latest="quick")) == "paper"
+    assert suites.default_suite(Demo(latest="quick")) == "paper"
 
 
 def test_default_suite_is_the_only_or_the_latest() -> None:
-    assert runs.default_suite(Api(suites=("paper",), latest=None)) == "paper"
-    assert runs.default_suite(Api(latest="quick")) == "quick"
-    assert runs.default_suite(Api(latest="paper")) == "paper"
-    assert runs.default_suite(Api(suites=())) is None
-    assert runs.suite_placeholder(Api()) == "quick (shown by default)"
+    assert suites.default_suite(Api(suites=("paper",), latest=None)) == "paper"
+    assert suites.default_suite(Api(latest="quick")) == "quick"
+    assert suites.default_suite(Api(latest="paper")) == "paper"
+    assert suites.default_suite(Api(suites=())) is None
+    assert suites.suite_placeholder(Api()) == "quick (shown by default)"
 
 
 def test_pages_show_one_suite_when_none_is_chosen() -> None:
@@ -94,7 +95,7 @@ def test_claims_page_placeholder_names_the_default_suite() -> None:
 
 
 def test_suite_label_counts_one_run_in_the_singular() -> None:
-    from dashboard.pages.runs import suite_label
+    from dashboard.suites import suite_label
 
     assert suite_label({"name": "quick", "n_runs": 1}) == "quick — made here (1 run)"
     assert suite_label({"name": "quick", "n_runs": 2, "imported": True}) == "quick — imported (2 runs)"
@@ -106,3 +107,40 @@ def test_claim_numbers_show_an_empty_table_as_none() -> None:
     out = render_numbers({"cells": [], "runs left out": {}, "n": 3})
     dds = [d for dl in out for d in dl.children if type(d).__name__ == "Dd"]
     assert [d.children for d in dds].count("none") == 2
+
+
+def test_a_page_asks_for_the_suites_once_per_render() -> None:
+    """The suite picker, its placeholder, the default suite and the partial-study banner read one
+    ``GET /api/suites`` per request (dashboard.suites); outside a request every call asks again."""
+    from flask import Flask
+
+    from dashboard import suites as service
+    from dashboard.pages import patching, probe_causal, runs
+    from tests.test_dashboard_pages import FakeApi
+
+    class Counting(FakeApi):
+        def __init__(self):
+            super().__init__()
+            self.n_suites = 0
+
+        def suites(self):
+            self.n_suites += 1
+            return super().suites()
+
+        def claims(self, suite=None):
+            return []
+
+    server = Flask(__name__)
+    for page in (claims, curves, reversal, patching, probe_causal, runs):
+        api = Counting()
+        with server.test_request_context("/"):
+            page.layout(search="", base=None, embed=False, api=api, path_for=lambda p: p)
+        assert api.n_suites == 1, f"{page.__name__}: {api.n_suites} GET /api/suites in one render"
+    api = Counting()
+    with server.test_request_context("/"):
+        assert service.default_suite(api) == service.default_suite(api) == "paper"  # the most runs
+    with server.test_request_context("/"):  # the next request asks again: never a stale list
+        service.suite_options(api)
+    assert api.n_suites == 2
+    service.suite_placeholder(api), service.suite_options(api)
+    assert api.n_suites == 4

@@ -6,6 +6,7 @@ row shows no attempt count."""
 from __future__ import annotations
 
 from dashboard.components import trained_field
+from dashboard.figures.runs import loss_figure
 from dashboard.pages import jobs, patching, reversal, runs
 from dashboard.state import PageState
 from tests.conftest import find_component
@@ -115,11 +116,11 @@ def test_loss_figure_says_heldout_is_at_the_curriculum_length():
             {"step": 2, "loss": 0.8, "heldout_token_acc": 0.9, "length": 16},
         ],
     }
-    fig = runs._loss_figure(run)
+    fig = loss_figure(run)
     acc = next(t for t in fig.data if (t.meta or {}).get("kind") == "heldout")
     assert "curriculum length" in acc.name and list(acc.customdata) == [8, 16]
     assert "curriculum length" in fig.layout.yaxis2.title.text
-    plain = runs._loss_figure(
+    plain = loss_figure(
         {
             "family": "gru",
             "train_config": {"train_length": 40},

@@ -11,11 +11,17 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
-from dashboard.components import Bind, api_alert, field, page_frame, partial_banner, register_partial_banner
+from dashboard.components import Bind, api_alert, field, page_frame
 from dashboard.figures.common import class_with_split
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite
 from dashboard.state import F, PageState
+from dashboard.suites import (
+    default_suite,
+    partial_banner,
+    register_partial_banner,
+    suite_options,
+    suite_placeholder,
+)
 from dashboard.theme import VERDICT_CLASS, family_label, task_label
 
 KEY = "claims"
@@ -23,7 +29,7 @@ PATH = "/claims"
 LOC = "cl-loc"
 SPEC = PageState(
     [
-        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+        F("suite", "str", None),  # one suite's runs; none chosen: suites.default_suite
         F("compare", "str", None),
     ]
 )  # a second suite: each verdict in both (dashboard/compare.py)
@@ -256,7 +262,6 @@ def claim_card(c: dict, path_for) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    from dashboard.pages.runs import suite_options, suite_placeholder
 
     s = SPEC.decode(search, base)
     controls = html.Div(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from dash import Input, Output, dcc, html
+from dash import Output, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import (
@@ -17,12 +17,6 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
-    partial_banner,
-    register_exports,
-    register_partial_banner,
-    register_save_view,
-    register_url_sync,
-    state_from_controls,
     trained_bind,
     trained_field,
     trained_filter,
@@ -39,9 +33,16 @@ from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
+from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
 from dashboard.state import F, PageState
+from dashboard.suites import (
+    default_suite,
+    one_suite,
+    partial_banner,
+    suite_placeholder,
+    with_suite,
+)
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
@@ -63,7 +64,7 @@ SPEC = PageState(
         F("pretrained", "bool", False),
         trained_field(),
         F("selectivity", "bool", False),
-        F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/compare.py)
+        F("compare", "str", None),  # a second suite, overlaid dash-dotted (dashboard/figures/compare.py)
         F("controls", "bool", True),  # the random-init controls, dashed ("at initialisation"), where stored
         F("types", "bool", False),  # probe accuracy per token type (Dyck, code_depth)
     ]
@@ -274,7 +275,7 @@ def build_figure(api: ApiClient, state: dict):
     )
     other = compared_suite(api, state)
     if other:  # the explicit comparison: the second suite's lines over the first's
-        from dashboard.compare import overlay_suites
+        from dashboard.figures.compare import overlay_suites
 
         st_b = {**state, "suite": other}
         rows_b = curve_rows(api, st_b)
@@ -478,39 +479,36 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
+def figure_view(api: ApiClient, state: dict) -> tuple:
+    """(the figure, its note or an error alert, the layer control's style: shown for the
+    per-position view only) for ``state``."""
+    layer_style = None if state["view"] == "position" else {"display": "none"}
+    try:
+        fig, note = build_figure(api, state)
+    except ApiError as exc:
+        from dashboard.figures.common import empty_figure
+
+        return empty_figure("Could not load curves"), api_alert(exc), layer_style
+    return fig, (html.Div(note, className="alert alert-info") if note else None), layer_style
+
+
 def register(app, api: ApiClient, path_for) -> None:
-    register_partial_banner(app, api, page_key=KEY, suite_cid="cv-suite", default=default_suite)
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
-    )
-    register_exports(
+    page = register_page(
         app,
-        gid="cv-graph",
-        filename="layerscope-curves",
+        api,
+        path_for,
+        key=KEY,
+        path=PATH,
         spec=SPEC,
+        binds=BINDS,
         loc_id=LOC,
-        base_id=f"{KEY}-base",
-        csv_rows=lambda st: csv_rows(api, st),
+        suite_cid="cv-suite",
+        exports=[Export("cv-graph", "layerscope-curves", lambda st: csv_rows(api, st))],
     )
 
-    @app.callback(
-        Output("cv-graph", "figure"),
-        Output("cv-note", "children"),
-        Output("cv-layer-field", "style"),
-        [Input(b.cid, b.prop) for b in BINDS],
-        Input(f"{KEY}-base", "data"),
-    )
-    def _figure(*values):
-        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
-        layer_style = None if state["view"] == "position" else {"display": "none"}
-        try:
-            fig, note = build_figure(api, state)
-        except ApiError as exc:
-            from dashboard.figures.common import empty_figure
-
-            return empty_figure("Could not load curves"), api_alert(exc), layer_style
-        return fig, (html.Div(note, className="alert alert-info") if note else None), layer_style
+    @page.on_state(Output("cv-graph", "figure"), Output("cv-note", "children"), Output("cv-layer-field", "style"))
+    def _figure(state):
+        return figure_view(api, state)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Layerwise curves", layout=layout, register=register)

@@ -17,12 +17,6 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
-    partial_banner,
-    register_exports,
-    register_partial_banner,
-    register_save_view,
-    register_url_sync,
-    state_from_controls,
     trained_bind,
     trained_field,
     trained_filter,
@@ -34,10 +28,11 @@ from dashboard.components import (
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
+from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.patching_captions import patching_caption
 from dashboard.state import F, PageState
+from dashboard.suites import default_suite, partial_banner, suite_placeholder, with_suite
 from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
 from layerscope_core.sites import parse_site, site_name
 
@@ -81,7 +76,7 @@ SPEC = SiteNamedState(
         F("site", "str", "state", tuple(SITE_LABELS)),
         F("layer", "int", None, lo=-2),
         trained_field(),
-        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+        F("suite", "str", None),  # one suite's runs; none chosen: suites.default_suite
     ]
 )
 BINDS = [
@@ -335,32 +330,65 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
-def register(app, api: ApiClient, path_for) -> None:
-    base_id = f"{KEY}-base"
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
+def figures(api: ApiClient, state: dict) -> tuple:
+    """The page's figures for ``state``: (heatmaps, recovery by position, the layer options, the
+    untrained-runs banner, an info line, an error alert)."""
+    try:
+        gs, picked = grids(api, state)
+    except ApiError as exc:
+        empty = empty_figure("Could not load patching results")
+        return empty, empty, [], None, None, api_alert(exc)
+    info = None
+    if not picked and gs:
+        info = html.Span(
+            "Showing the first run of each family matching the filters; pick runs above to compare.",
+            className="muted",
+        )
+    missing = [g["title"] for g in gs if not g["rows"]]
+    if missing:
+        what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
+        info = html.Span(
+            [f"No patching results at this length and site ({what}not measured) for: " + "; ".join(missing)],
+            className="muted",
+        )
+    layers = sorted({int(r["layer"]) for g in gs for r in g["rows"]})
+    layer = default_layer(gs, state["layer"])
+    line = (
+        patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
+        if layer is not None
+        else empty_figure("No patching results for this selection")
     )
-    register_exports(
-        app,
-        gid="pt-graph",
-        filename="layerscope-patching",
-        spec=SPEC,
-        loc_id=LOC,
-        base_id=base_id,
-        csv_rows=lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]),
-    )
-    register_exports(
-        app,
-        gid="pt-line",
-        filename="layerscope-patching-line",
-        spec=SPEC,
-        loc_id=LOC,
-        base_id=base_id,
-        csv_rows=lambda st: line_rows(grids(api, st)[0], st),
+    caption, notice = patching_caption(gs, state)  # what the figures show
+    return (
+        add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption, notice=notice),
+        add_caption(line, caption),
+        [{"label": layer_name(ly), "value": ly} for ly in layers],
+        untrained_banner(gs),
+        info,
+        None,
     )
 
-    register_partial_banner(app, api, page_key=KEY, suite_cid="pt-suite", default=default_suite)
+
+def register(app, api: ApiClient, path_for) -> None:
+    page = register_page(
+        app,
+        api,
+        path_for,
+        key=KEY,
+        path=PATH,
+        spec=SPEC,
+        binds=BINDS,
+        loc_id=LOC,
+        suite_cid="pt-suite",
+        exports=[
+            Export(
+                "pt-graph",
+                "layerscope-patching",
+                lambda st: patching_table(grids(api, st)[0], eval_length=st["length"], site=st["site"]),
+            ),
+            Export("pt-line", "layerscope-patching-line", lambda st: line_rows(grids(api, st)[0], st)),
+        ],
+    )
 
     @app.callback(
         Output("pt-runs", "options"),
@@ -380,52 +408,16 @@ def register(app, api: ApiClient, path_for) -> None:
             suite=SPEC.value("suite", suite) or None,
         )
 
-    @app.callback(
+    @page.on_state(
         Output("pt-graph", "figure"),
         Output("pt-line", "figure"),
         Output("pt-layer", "options"),
         Output("pt-banner", "children"),
         Output("pt-info", "children"),
         Output("pt-error", "children"),
-        [Input(b.cid, b.prop) for b in BINDS],
-        Input(base_id, "data"),
     )
-    def _figure(*values):
-        state = state_from_controls(SPEC, BINDS, values[:-1], values[-1])
-        try:
-            gs, picked = grids(api, state)
-        except ApiError as exc:
-            empty = empty_figure("Could not load patching results")
-            return empty, empty, [], None, None, api_alert(exc)
-        info = None
-        if not picked and gs:
-            info = html.Span(
-                "Showing the first run of each family matching the filters; pick runs above to compare.",
-                className="muted",
-            )
-        missing = [g["title"] for g in gs if not g["rows"]]
-        if missing:
-            what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
-            info = html.Span(
-                [f"No patching results at this length and site ({what}not measured) for: " + "; ".join(missing)],
-                className="muted",
-            )
-        layers = sorted({int(r["layer"]) for g in gs for r in g["rows"]})
-        layer = default_layer(gs, state["layer"])
-        line = (
-            patching_by_position(gs, layer=layer, eval_length=state["length"], site=state["site"])
-            if layer is not None
-            else empty_figure("No patching results for this selection")
-        )
-        caption, notice = patching_caption(gs, state)  # what the figures show
-        return (
-            add_caption(patching_heatmaps(gs, eval_length=state["length"], site=state["site"]), caption, notice=notice),
-            add_caption(line, caption),
-            [{"label": layer_name(ly), "value": ly} for ly in layers],
-            untrained_banner(gs),
-            info,
-            None,
-        )
+    def _figure(state):
+        return figures(api, state)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Patching", layout=layout, register=register)

@@ -15,12 +15,6 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
-    partial_banner,
-    register_exports,
-    register_partial_banner,
-    register_save_view,
-    register_url_sync,
-    state_from_controls,
     trained_bind,
     trained_field,
     trained_filter,
@@ -36,10 +30,11 @@ from dashboard.figures.probe_causal import (
     probe_causal_heatmap,
     probe_causal_table,
 )
+from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite, suite_placeholder, with_suite
 from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.state import F, PageState
+from dashboard.suites import default_suite, partial_banner, suite_placeholder, with_suite
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, method_label, task_label
 from science import claims as C
 from science.profiles import NEAR_BEST_TOL
@@ -75,7 +70,7 @@ SPEC = PageState(
         F("length", "int", 40, aliases=("eval_length",), lo=1),
         F("method", "str", "auto", SUMMARY_METHODS),
         trained_field(),
-        F("suite", "str", None),  # one suite's runs; none chosen: runs.default_suite
+        F("suite", "str", None),  # one suite's runs; none chosen: suites.default_suite
     ]
 )
 BINDS = [
@@ -91,7 +86,7 @@ BINDS = [
 
 
 def run_options(api: ApiClient, state: dict) -> list[dict]:
-    """The runs of one suite (the chosen one, else runs.default_suite) matching the filters."""
+    """The runs of one suite (the chosen one, else suites.default_suite) matching the filters."""
     page = api.runs(
         task=state["task"],
         family=state["family"],
@@ -370,13 +365,17 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
-def register(app, api: ApiClient, path_for) -> None:
-    base_id = f"{KEY}-base"
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
-    )
+def summary_figure(api: ApiClient, state: dict) -> Any:
+    """The cross-run decoupling summary for ``state`` (every run of the selection, not one)."""
+    try:
+        pts, notice, caption = summary_view(api, state)
+    except ApiError:
+        return empty_figure("Could not load the cross-run summary")
+    fig = decoupling_summary(pts, method=None if state["method"] == "auto" else state["method"])
+    return add_caption(fig, caption, notice=notice) if pts else fig
 
+
+def register(app, api: ApiClient, path_for) -> None:
     def heat_csv(state):
         run, probes, interventions = heatmap_data(api, state)
         rows = probe_causal_table(
@@ -384,26 +383,21 @@ def register(app, api: ApiClient, path_for) -> None:
         )
         return [{"run_id": run["id"] if run else None, "eval_length": state["length"], **r} for r in rows]
 
-    register_exports(
+    page = register_page(
         app,
-        gid="pc-heatmap",
-        filename="layerscope-probe-vs-causal",
+        api,
+        path_for,
+        key=KEY,
+        path=PATH,
         spec=SPEC,
+        binds=BINDS,
         loc_id=LOC,
-        base_id=base_id,
-        csv_rows=heat_csv,
+        suite_cid="pc-suite",
+        exports=[
+            Export("pc-heatmap", "layerscope-probe-vs-causal", heat_csv),
+            Export("pc-summary", "layerscope-decoupling", lambda st: summary_points(api, st)),
+        ],
     )
-    register_exports(
-        app,
-        gid="pc-summary",
-        filename="layerscope-decoupling",
-        spec=SPEC,
-        loc_id=LOC,
-        base_id=base_id,
-        csv_rows=lambda st: summary_points(api, st),
-    )
-
-    register_partial_banner(app, api, page_key=KEY, suite_cid="pc-suite", default=default_suite)
 
     @app.callback(
         Output("pc-run", "options"),
@@ -427,30 +421,19 @@ def register(app, api: ApiClient, path_for) -> None:
             },
         )
 
-    @app.callback(
+    @page.on_state(
         Output("pc-heatmap", "figure"),
         Output("pc-run-info", "children"),
         Output("pc-error", "children"),
         Output("pc-banner", "children"),
-        [Input(b.cid, b.prop) for b in BINDS if b.name != "method"],
-        Input(base_id, "data"),
+        without=("method",),
     )
-    def _heatmap(*values):
-        binds = [b for b in BINDS if b.name != "method"]
-        return heatmap_view(api, path_for, state_from_controls(SPEC, binds, values[:-1], values[-1]))
+    def _heatmap(state):
+        return heatmap_view(api, path_for, state)
 
-    @app.callback(
-        Output("pc-summary", "figure"), [Input(b.cid, b.prop) for b in BINDS if b.name != "run"], Input(base_id, "data")
-    )
-    def _summary(*values):
-        binds = [b for b in BINDS if b.name != "run"]
-        state = state_from_controls(SPEC, binds, values[:-1], values[-1])
-        try:
-            pts, notice, caption = summary_view(api, state)
-        except ApiError:
-            return empty_figure("Could not load the cross-run summary")
-        fig = decoupling_summary(pts, method=None if state["method"] == "auto" else state["method"])
-        return add_caption(fig, caption, notice=notice) if pts else fig
+    @page.on_state(Output("pc-summary", "figure"), without=("run",))
+    def _summary(state):
+        return summary_figure(api, state)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Probe vs causal", layout=layout, register=register)

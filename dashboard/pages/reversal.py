@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Input, Output, dcc, html
+from dash import Output, dcc, html
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import (
@@ -14,12 +14,6 @@ from dashboard.components import (
     field,
     figure_card,
     page_frame,
-    partial_banner,
-    register_exports,
-    register_partial_banner,
-    register_save_view,
-    register_url_sync,
-    state_from_controls,
     trained_bind,
     trained_field,
     trained_filter,
@@ -38,10 +32,17 @@ from dashboard.figures.reversal import (
     s3_distance_figure,
     s3_distances,
 )
+from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
-from dashboard.pages.runs import default_suite, one_suite, suite_placeholder, with_suite
 from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.state import F, PageState
+from dashboard.suites import (
+    default_suite,
+    one_suite,
+    partial_banner,
+    suite_placeholder,
+    with_suite,
+)
 from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
 
 KEY = "reversal"
@@ -433,50 +434,46 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
+def compare_view(api: ApiClient, state: dict) -> Any:
+    """The comparison with a second suite, or an alert when the API cannot answer."""
+    try:
+        return compare_section(api, state)
+    except ApiError as exc:
+        return api_alert(exc)
+
+
 def register(app, api: ApiClient, path_for) -> None:
-    register_partial_banner(app, api, page_key=KEY, suite_cid="rv-suite", default=default_suite)
-    base_id = f"{KEY}-base"
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=base_id)
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=base_id, path_for=path_for
-    )
-    register_exports(
+    page = register_page(
         app,
-        gid="rv-matrix",
-        filename="layerscope-reversal",
+        api,
+        path_for,
+        key=KEY,
+        path=PATH,
         spec=SPEC,
+        binds=BINDS,
         loc_id=LOC,
-        base_id=base_id,
-        csv_rows=lambda st: matrix_csv(api, st),
-    )
-    register_exports(
-        app,
-        gid="rv-s3",
-        filename="layerscope-s3-distance",
-        spec=SPEC,
-        loc_id=LOC,
-        base_id=base_id,
-        csv_rows=lambda st: s3_distances(curves(api, st), eval_length=st["length"]),
+        suite_cid="rv-suite",
+        exports=[
+            Export("rv-matrix", "layerscope-reversal", lambda st: matrix_csv(api, st)),
+            Export(
+                "rv-s3", "layerscope-s3-distance", lambda st: s3_distances(curves(api, st), eval_length=st["length"])
+            ),
+        ],
     )
 
-    @app.callback(
+    @page.on_state(
         Output("rv-matrix", "figure"),
         Output("rv-reversals", "children"),
         Output("rv-s3", "figure"),
         Output("rv-s3-answer", "children"),
         Output("rv-error", "children"),
-        [Input(b.cid, b.prop) for b in BINDS],
-        Input(base_id, "data"),
     )
-    def _figures(*values):
-        return build(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
+    def _figures(state):
+        return build(api, state)
 
-    @app.callback(Output("rv-compare", "children"), [Input(b.cid, b.prop) for b in BINDS], Input(base_id, "data"))
-    def _compare(*values):
-        try:
-            return compare_section(api, state_from_controls(SPEC, BINDS, values[:-1], values[-1]))
-        except ApiError as exc:
-            return api_alert(exc)
+    @page.on_state(Output("rv-compare", "children"))
+    def _compare(state):
+        return compare_view(api, state)
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)

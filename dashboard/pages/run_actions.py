@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.figures.common import base_layout, empty_figure, esc, graph_config
-from dashboard.theme import family_color
+from dashboard.figures.common import graph_config
+from dashboard.figures.runs import loss_overlay
 
 MAX_OVERLAID = 12
 
@@ -77,34 +76,6 @@ def rebuild_section(run: dict) -> html.Div | None:
 
 def parse_tags(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def loss_overlay(runs: list[dict]) -> go.Figure:
-    """The training loss of each run in ``runs`` on one axis (a line per run, its family's colour,
-    a dash style per run within a family)."""
-    if not runs:
-        return empty_figure("No run selected", height=300)
-    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-    seen: dict[str, int] = {}
-    fig = go.Figure()
-    for run in runs:
-        curve = run.get("loss_curve") or []
-        fam = run.get("family", "")
-        k = seen[fam] = seen.get(fam, -1) + 1
-        fig.add_trace(
-            go.Scatter(
-                x=[p.get("step") for p in curve],
-                y=[p.get("loss") for p in curve],
-                mode="lines",
-                name=esc(f"#{run.get('id')} {run.get('name', '')}"),
-                line={"color": family_color(fam), "dash": dashes[k % len(dashes)], "width": 2},
-                meta={"kind": "loss", "run_id": run.get("id")},
-                hovertemplate=esc(f"#{run.get('id')}") + "<br>step %{x}<br>loss %{y:.4f}<extra></extra>",
-            )
-        )
-    base_layout(fig, height=320)
-    fig.update_layout(xaxis_title="training step", yaxis_title="cross-entropy loss (nats)")
-    return fig
 
 
 def _run_id(raw: Any) -> int | None:
@@ -182,7 +153,7 @@ def register(app, api: ApiClient) -> None:
         )
 
 
-__all__: list[Any] = ["annotation_section", "rebuild_section", "loss_overlay", "register"]
+__all__: list[Any] = ["annotation_section", "rebuild_section", "register"]
 
 
 def rebuild_card() -> html.Div:

@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import dash_ag_grid as dag
-import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
@@ -21,11 +20,13 @@ from dashboard.components import (
     register_url_sync,
     state_from_controls,
 )
-from dashboard.figures.common import base_layout, empty_figure, graph_config
+from dashboard.figures.common import graph_config
+from dashboard.figures.runs import loss_figure, run_behaviour_figure
 from dashboard.pages import PageDef, run_actions
 from dashboard.run_kind import CONTROLS_FILTER, control_badge, stop_reason_label
 from dashboard.state import INT_MAX, F, PageState, parse_int
-from dashboard.theme import EVAL_LENGTHS, all_tasks, family_color, family_label, family_names, task_label
+from dashboard.suites import suite_options
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, task_label
 from layerscope_core.provenance import commit_label
 from science.budget import recorded_step_budget
 
@@ -226,90 +227,6 @@ def trained_flag(run: dict) -> html.Div:
         className="alert alert-warning trained-flag trained-no",
         id="rn-trained-flag",
     )
-
-
-def suite_label(suite: dict) -> str:
-    """``paper — imported (60 runs)`` / ``quick — made here (15 runs)``: which suite came from a
-    results bundle and which this installation ran."""
-    from dashboard.components import partial_counts, trained_of_measured
-
-    origin = "imported" if suite.get("imported") else "made here"
-    counts = partial_counts(suite)
-    if counts is not None:  # ``paper — imported, partial: 23 of 60 measured (17 of them trained)``
-        measured, total = counts
-        return (
-            f"{suite['name']} — {origin}, partial: {measured} of {total}"
-            f"{'' if suite.get('preset_runs') is not None else ' runs'} measured{trained_of_measured(suite)}"
-        )
-    n = suite.get("n_runs", 0)
-    return f"{suite['name']} — {origin} ({n} run{'' if n == 1 else 's'})"
-
-
-def suite_options(api: ApiClient, current: str | None = None) -> list[dict]:
-    """The suite picker's options from ``GET /api/suites`` (the current value kept even if the
-    API cannot be reached, so a shared link still filters)."""
-    try:
-        suites = api.suites()
-    except ApiError:
-        suites = []
-    options = [
-        {
-            "label": suite_label(x) + (f" · {', '.join(x['tags'])}" if x.get("tags") else ""),
-            "value": x["name"],
-            **({"title": x["notes"]} if x.get("notes") else {}),
-        }
-        for x in suites
-    ]  # its tags; notes on hover
-    if current and current not in {o["value"] for o in options}:
-        options.append({"label": current, "value": current})
-    return options
-
-
-def default_suite(api: ApiClient) -> str | None:
-    """The suite a page shows when none is chosen: the only one, else the one with the most runs
-    (after ``make demo``: the imported study, not the live quick suite beside it), ties broken by
-    the most recently stored run. Runs of different suites are never pooled
-    (docs/SCIENCE.md#suites). None when no suite exists or the API cannot say."""
-    try:
-        suites = [(x["name"], int(x.get("n_runs") or 0)) for x in api.suites()]
-    except (ApiError, AttributeError, KeyError, TypeError, ValueError):
-        return None
-    if len(suites) <= 1:
-        return suites[0][0] if suites else None
-    most = max(n for _, n in suites)
-    names = [name for name, n in suites if n == most]
-    if len(names) == 1:
-        return names[0]
-    try:
-        latest = api.runs(limit=1, sort="-id", suite=names)["items"]
-    except (ApiError, AttributeError, KeyError, TypeError):
-        latest = []
-    suite = latest[0].get("suite") if latest else None
-    return suite if suite in names else names[0]
-
-
-def with_suite(api: ApiClient, state: dict) -> dict:
-    """``state`` with its suite filled in by :func:`default_suite` when none is chosen."""
-    return state if state.get("suite") else {**state, "suite": default_suite(api)}
-
-
-def one_suite(api: ApiClient, rows: list[dict], chosen: str | None) -> list[dict]:
-    """``rows`` (aggregate items or runs, each naming its ``suite``) of one suite: as they are when
-    a suite was chosen or they hold one suite; else those of :func:`default_suite` (or of the first
-    suite present when that one has none). Pages never show runs of different suites together."""
-    present = {r.get("suite") for r in rows if "suite" in r}
-    if chosen or len(present) <= 1:
-        return rows
-    pick = default_suite(api)
-    if pick not in present:
-        pick = sorted(present, key=lambda x: x or "")[0]
-    return [r for r in rows if r.get("suite") == pick]
-
-
-def suite_placeholder(api: ApiClient) -> str:
-    """A suite control's placeholder: the suite shown when the control is empty."""
-    suite = default_suite(api)
-    return f"{suite} (shown by default)" if suite else "no suite"
 
 
 def bundle_href(suite: str | None) -> str:
@@ -531,87 +448,6 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
-def _loss_figure(run: dict) -> go.Figure:
-    curve = run.get("loss_curve") or []
-    if not curve:
-        return empty_figure("No loss curve stored", height=260)
-    color = family_color(run.get("family", ""))
-    fig = go.Figure(
-        go.Scatter(
-            x=[p.get("step") for p in curve],
-            y=[p.get("loss") for p in curve],
-            mode="lines",
-            line={"color": color, "width": 2},
-            name="training loss",
-            hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>",
-        )
-    )
-    acc = [p for p in curve if p.get("heldout_token_acc") is not None]
-    train_length = (run.get("train_config") or {}).get("train_length") or 40
-    has_len = any(p.get("length") is not None for p in acc)
-    acc_name = "held-out token accuracy at the current curriculum length" if has_len else "held-out token accuracy"
-    if acc:
-        # the training loop measures held-out accuracy at the curriculum's current length (it
-        # stores it as "length" when a curriculum runs), not at the training length
-        lengths = [p.get("length") or train_length for p in acc]
-        fig.add_trace(
-            go.Scatter(
-                x=[p["step"] for p in acc],
-                y=[p["heldout_token_acc"] for p in acc],
-                mode="lines",
-                line={"color": "#52606d", "dash": "dot"},
-                name=acc_name,
-                yaxis="y2",
-                customdata=lengths,
-                hovertemplate="step %{x}<br>held-out accuracy %{y:.1%} at length %{customdata}<extra></extra>",
-                meta={"kind": "heldout", "lengths": lengths},
-            )
-        )
-    base_layout(fig, height=280)
-    fig.update_layout(
-        xaxis_title="training step",
-        yaxis_title="cross-entropy loss (nats)",
-        yaxis2={
-            "overlaying": "y",
-            "side": "right",
-            "range": [0, 1.02],
-            "tickformat": ".0%",
-            "tickvals": [0, 0.25, 0.5, 0.75, 1.0],
-            "title": {
-                "text": "held-out acc. (at curriculum length)" if has_len else f"held-out accuracy (L={train_length})"
-            },
-            "showgrid": False,
-        },
-        margin={"r": 70},
-    )
-    return fig
-
-
-def _behaviour_figure(run: dict) -> go.Figure:
-    beh = run.get("behaviour") or {}
-    lengths = sorted(int(k) for k in beh if str(k).isdigit())
-    if not lengths:
-        return empty_figure("No behavioural results stored", height=260)
-    color = family_color(run.get("family", ""))
-    fig = go.Figure()
-    for key, name, dash in (("token_acc", "every token", "solid"), ("last_acc", "last position", "dot")):
-        fig.add_trace(
-            go.Scatter(
-                x=lengths,
-                y=[(beh[str(L)] or {}).get(key) for L in lengths],
-                mode="lines+markers",
-                name=name,
-                line={"color": color, "dash": dash, "width": 2},
-                hovertemplate=f"L = %{{x}}<br>{name}: %{{y:.1%}}<extra></extra>",
-            )
-        )
-    fig.add_vline(x=40, line={"color": "#9aa5b1", "dash": "dot"})
-    base_layout(fig, height=280)
-    fig.update_layout(xaxis_title="eval length L (train length 40)", yaxis_title="accuracy")
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
-    return fig
-
-
 def rebuilt_fact(first: dict[str, Any], train_config: dict[str, Any]) -> str:
     """What a run whose weights were rebuilt (docs/SCIENCE.md#rebuilding-weights) recorded first."""
     acc = first.get("heldout_acc")
@@ -697,11 +533,11 @@ def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
                 [
                     html.Dl([x for k, v in facts for x in (html.Dt(k), html.Dd(str(v)))], className="facts"),
                     html.Div(
-                        dcc.Graph(figure=_loss_figure(run), config=graph_config(f"run-{run['id']}-loss")),
+                        dcc.Graph(figure=loss_figure(run), config=graph_config(f"run-{run['id']}-loss")),
                         className="detail-fig",
                     ),
                     html.Div(
-                        dcc.Graph(figure=_behaviour_figure(run), config=graph_config(f"run-{run['id']}-behaviour")),
+                        dcc.Graph(figure=run_behaviour_figure(run), config=graph_config(f"run-{run['id']}-behaviour")),
                         className="detail-fig",
                     ),
                 ],

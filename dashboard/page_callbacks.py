@@ -1,0 +1,92 @@
+"""The callbacks a data page registers, stated once: the URL ⇄ controls sync, "Save view", the
+figures' PNG/SVG/CSV exports, the partial-study banner, and callbacks that read the page's state.
+
+/curves, /reversal, /patching and /probe-vs-causal each call :func:`register_page` with what
+differs (their state, controls, suite control and exports), then decorate the functions that
+turn the page's state into its figures with :meth:`Page.on_state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dash import Dash, Input, Output
+
+from dashboard.api_client import ApiClient
+from dashboard.components import Bind, register_exports, register_save_view, register_url_sync, state_from_controls
+from dashboard.state import PageState
+from dashboard.suites import default_suite, register_partial_banner
+
+
+@dataclass(frozen=True)
+class Export:
+    """A figure's export buttons: ``gid`` the ``dcc.Graph`` id, ``filename`` without extension,
+    ``csv_rows(state)`` the rows its CSV holds."""
+
+    gid: str
+    filename: str
+    csv_rows: Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A registered page: what :meth:`on_state` needs to feed a callback the page's state."""
+
+    app: Dash
+    spec: PageState
+    binds: Sequence[Bind]
+    base_id: str
+
+    def on_state(self, *outputs: Output, without: Sequence[str] = ()) -> Callable[[Callable], Callable]:
+        """Register ``fn(state) -> outputs`` as a callback on ``outputs``, fed by every control of
+        the page (but the fields named in ``without``) and the page's base state (a saved view):
+        the controls' values are read into the page state (``state_from_controls``) first.
+        Returns ``fn`` unchanged (callable directly in tests)."""
+        binds = [b for b in self.binds if b.name not in set(without)]
+        unknown = set(without) - {b.name for b in self.binds}
+        if unknown:
+            raise ValueError(f"without names no control of the page: {sorted(unknown)}")
+
+        def decorate(fn: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+            def from_controls(*values: Any) -> Any:
+                return fn(state_from_controls(self.spec, binds, values[:-1], values[-1]))
+
+            from_controls.__name__ = from_controls.__qualname__ = fn.__name__  # the callback is known by fn's name
+            self.app.callback(*outputs, [Input(b.cid, b.prop) for b in binds], Input(self.base_id, "data"))(
+                from_controls
+            )
+            return fn
+
+        return decorate
+
+
+def register_page(
+    app: Dash,
+    api: ApiClient,
+    path_for: Callable[[str], str],
+    *,
+    key: str,
+    path: str,
+    spec: PageState,
+    binds: Sequence[Bind],
+    loc_id: str,
+    suite_cid: str,
+    exports: Sequence[Export] = (),
+) -> Page:
+    """Register what every data page has: the partial-study banner over the suite in
+    ``suite_cid`` (the default suite when none is chosen), the URL ⇄ controls sync on ``loc_id``,
+    "Save view" under ``path``, and each figure's exports. The page's base state is the store
+    ``<key>-base``."""
+    base_id = f"{key}-base"
+    register_partial_banner(app, api, page_key=key, suite_cid=suite_cid, default=default_suite)
+    register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id)
+    register_save_view(
+        app, api, page_key=key, page_path=path, spec=spec, loc_id=loc_id, base_id=base_id, path_for=path_for
+    )
+    for e in exports:
+        register_exports(
+            app, gid=e.gid, filename=e.filename, spec=spec, loc_id=loc_id, base_id=base_id, csv_rows=e.csv_rows
+        )
+    return Page(app=app, spec=spec, binds=binds, base_id=base_id)
