@@ -7,7 +7,16 @@ family also gets its own marker symbol and dash pattern so a figure stays readab
 from __future__ import annotations
 
 from layerscope_core.layers import depth, layer_name  # noqa: F401  (the one definition, docs/SCIENCE.md#layers)
-from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, PRESETS, TASKS, TRAIN_LENGTH, family_names, get_family  # noqa: F401
+from layerscope_core.registry import (  # noqa: F401
+    EVAL_LENGTHS,
+    FAMILIES,
+    MEASURE_PARTS,
+    PRESETS,
+    TASKS,
+    TRAIN_LENGTH,
+    family_names,
+    get_family,
+)
 from layerscope_core.registry import METHODS as EDIT_METHODS
 
 # FAMILIES: the study's families in canonical order (figures order by it; others come after,

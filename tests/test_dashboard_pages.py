@@ -479,6 +479,16 @@ def test_jobs_form_params_and_field_errors(api):
     from worker.params import SuiteParams
 
     assert SuiteParams(**resume).rebuild_weights and not SuiteParams(**resume).force
+    # a staged suite: probes first (every part ticked = the default, sent as nothing; none = a 422)
+    every = ["probes", "interventions", "patching"]
+    assert "parts" not in jobs.build_params("suite", {"preset": "paper", "parts": every})
+    assert jobs.build_params("suite", {"preset": "paper", "parts": ["probes"]})["parts"] == ["probes"]
+    assert jobs.build_params("suite", {"preset": "paper", "parts": ["patching", "probes"]})["parts"] == [
+        "probes",
+        "patching",
+    ]
+    assert jobs.build_params("suite", {"preset": "paper", "parts": []})["parts"] == []
+    assert "parts" not in jobs.build_params("train", {"family": "lstm", "task": "parity", "parts": ["probes"]})
     by_field, other = jobs.field_errors(
         [
             {"loc": ["body", "params", "seed"], "msg": "Input should be greater than or equal to 0"},

@@ -21,6 +21,7 @@ from dashboard.state import INT_MAX, F, PageState, parse_int
 from dashboard.theme import (
     EVAL_LENGTHS,
     JOB_KINDS,
+    MEASURE_PARTS,
     METHODS,
     PRESETS,
     TASKS,
@@ -40,7 +41,8 @@ BINDS = [Bind("kind", "jb-kind"), Bind("show", "jb-show")]
 ACTIVE = ("queued", "running")
 
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
-# methods | preset | flag (a checkbox: sent as true only when ticked)
+# methods | preset | flag (a checkbox: sent as true only when ticked) | parts (the measurement parts:
+# sent only when some are unticked, so a whole suite keeps the server's default)
 FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "preset": (
         "Preset",
@@ -92,6 +94,13 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "runs imported without weights: rebuild them within their recorded step budget and "
         "measure them again (unmeasured ones are rebuilt anyway)",
     ),
+    "parts": (
+        "Measure",
+        "parts",
+        ("suite",),
+        "the parts measured now: probes alone first (minutes a run), then the same suite with "
+        "every part adds the rest without fitting the probes again",
+    ),
     "name": ("Name", "text", ("train", "suite"), "free text"),
 }
 
@@ -134,6 +143,10 @@ def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
             value=[m for m in methods if m != "conv1d_removal"],
             inline=True,
             className="check",
+        )
+    if kind == "parts":
+        return dcc.Checklist(
+            id=fid, options=list(MEASURE_PARTS), value=list(MEASURE_PARTS), inline=True, className="check"
         )
     if kind == "flag":
         return dcc.Checklist(
@@ -187,6 +200,10 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
         if kind not in kinds:
             continue
         v = values.get(name)
+        if widget == "parts":  # all ticked: the default; none: [] and the server's 422 at the field
+            if isinstance(v, list) and set(v) != set(MEASURE_PARTS):
+                params[name] = [p for p in MEASURE_PARTS if p in v]
+            continue
         if v is None or v == "" or v == []:
             continue
         if widget == "flag":
