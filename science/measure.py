@@ -348,7 +348,11 @@ def measure_interventions(
     n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
     done = 0
     # the fitted mean of each layer: the centre every random removal projects around (once, not per length)
-    centers = {layer: fit_set(n_fit).states[layer].flatten(0, -2).mean(0) for layer in layers}
+    # (float64 over the labelled tokens, as fit_edit's own mean: at rank D the random removal is mean ablation)
+    labelled = fit_set(n_fit).data.labels.reshape(-1) >= 0
+    centers = {
+        layer: fit_set(n_fit).states[layer].flatten(0, -2)[labelled].mean(0, dtype=torch.float64) for layer in layers
+    }
     for length in eval_lengths:
         data, base = check if (check is not None and length == fit_length) else eval_set(length)
         base_acc = per_sequence_accuracy(base.preds, data.labels)
