@@ -1,11 +1,13 @@
 """What a job's params can be checked against at submit, before anything is queued: the run it
-names (its model's layers, its position table). A job that could only fail later (a traceback
-in its log minutes after a 201) is a 422 at the field instead.
+names (its model's layers, its position table), the transformers config a run is built from. A
+job that could only fail later (a traceback in its log minutes after a 201) is a 422 at the
+field instead.
 
 Plain functions over a ``store.models.Run`` and the validated params (worker.params)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 # A start token precedes every sequence (models_store: start_token), so a length-L sequence
@@ -56,3 +58,30 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
                     )
                 )
     return errors
+
+
+def from_config_errors(params: Any) -> list[dict[str, Any]]:
+    """FastAPI-style errors at ``from_config`` for a train job built from a transformers config
+    (``TrainParams.from_config``): a local folder must hold a readable config of a supported
+    architecture that makes the run's ``family``; so must a hub name found in this machine's hub
+    cache. A hub name not in the cache is not looked up here (the hub may be unreachable from the
+    API: a request would wait out transformers' retries); the worker reads it, and a bad one fails
+    the job with the same words. Reads configs only (no weights); imports torch only when set."""
+    source = getattr(params, "from_config", None)
+    if not isinstance(source, str):
+        return []
+    from models_store.any_model import PretrainedLoadError, pretrained_family
+
+    local = Path(source).expanduser().is_dir()
+    if not local and (source.startswith((".", "/", "~")) or source.count("/") > 1):
+        return [_error("from_config", f"from_config {source!r}: no such local folder", source)]
+    try:
+        family = pretrained_family(source, "from_config", local_files_only=True)
+    except PretrainedLoadError as e:  # unreadable: in a folder, an error; a hub name: not cached here
+        return [_error("from_config", str(e), source)] if local else []
+    except ValueError as e:  # an unsupported architecture: the message names the model and why
+        return [_error("from_config", str(e), source)]
+    if family != params.family:
+        msg = f"from_config {source!r} builds a {family!r} model, but the run asks for family {params.family!r}"
+        return [_error("from_config", msg, source)]
+    return []

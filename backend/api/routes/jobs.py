@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
-from backend.api.submit_checks import run_param_errors
+from backend.api.submit_checks import from_config_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
@@ -176,6 +176,8 @@ def create_job(
             )
         if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
             raise RequestValidationError(errors)
+    if errors := from_config_errors(params):  # a train job's transformers config: readable, its family
+        raise RequestValidationError(errors)
     if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
         from worker.presets import expand_suite
         from worker.suite_settings import check_one_run_per_seed
