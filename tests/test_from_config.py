@@ -130,10 +130,13 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
     # a hub name this machine has not cached is left to the worker (no hub request at submit)
     hub = api.client.post("/api/jobs", json=_train_job("transformer", "some-lab/not-cached-here"))
     assert hub.status_code == 201, hub.text
-    suite = api.client.post(
-        "/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "from_config": [str(tmp_path / "nowhere")]}}
-    )
-    assert suite.status_code == 422 and "nowhere" in suite.json()["detail"][0]["msg"]
+    bad = {"preset": "smoke", "from_config": [configs["llama"], str(tmp_path / "t5")]}
+    suite = api.client.post("/api/jobs", json={"kind": "suite", "params": bad})
+    assert suite.status_code == 422
+    err = suite.json()["detail"][0]
+    assert err["loc"] == ["body", "params", "from_config", 1] and "encoder-decoder" in err["msg"]
+    ok = {"preset": "smoke", "from_config": [configs["llama"]], "pretrained": ["some-lab/not-cached-here"]}
+    assert api.client.post("/api/jobs", json={"kind": "suite", "params": ok}).status_code == 201
 
 
 # ------------------------------------------------------------------------------ end to end

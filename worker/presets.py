@@ -169,8 +169,10 @@ if tuple(PRESETS) != PRESET_NAMES:  # the registry names the presets; this table
 BUILT_IN_ONLY = ("learned_positions",)
 
 
-def expand_suite(params: SuiteParams) -> list[TrainParams]:
-    """The train jobs of a suite (each also runs its measurements).
+def expand_suite(params: SuiteParams, *, local_files_only: bool | None = None) -> list[TrainParams]:
+    """The train jobs of a suite (each also runs its measurements). ``local_files_only``: read the
+    configs of ``pretrained`` / ``from_config`` hub names from the hub cache only (None: the hub
+    too, unless ``HF_HUB_OFFLINE`` is set).
 
     Raises:
         ValueError: a family/task filter that leaves nothing to run; a ``pretrained`` or
@@ -186,8 +188,9 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
     if params.pretrained or params.from_config:  # any transformers model, its family from its blocks
         from models_store.any_model import pretrained_family
 
-        models = [(pretrained_family(p), p, None) for p in params.pretrained or []]
-        models += [(pretrained_family(c, "from_config"), None, c) for c in params.from_config or []]
+        local = {"local_files_only": local_files_only}
+        models = [(pretrained_family(p, **local), p, None) for p in params.pretrained or []]
+        models += [(pretrained_family(c, "from_config", **local), None, c) for c in params.from_config or []]
         if params.families:
             models = [m for m in models if m[0] in params.families]
     elif "pretrained" in preset:
