@@ -11,7 +11,9 @@ A package adds to layerscope by declaring entry points (``pyproject.toml``)::
 
 They are read once per process, on first use of the registry (``load_plugins``), so the CLI,
 the worker, the API (``GET /api/meta``) and the dashboard (through the API) all list them. The
-entry point's name is the task / method name; a family's is its ``FamilySpec.name``. A plugin
+entry point's name is the task / method name; a family's is its ``FamilySpec.name``. A method
+is fitted exactly as the built-in ones (``science/edit_methods.py``) are: ``fit_edit`` looks it
+up in the registry (``registry.get_method``; ``registry.register_method`` adds one in-process). A plugin
 that fails to load raises ``PluginError`` naming it (nothing is silently skipped).
 Imports only ``layerscope_core``.
 """

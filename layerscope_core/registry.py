@@ -8,7 +8,9 @@ and the model hooks that ``models_store`` calls (build, width grid, closed-form 
 count). This module imports nothing from the project, so the built-in families name their hooks
 as ``"module:attr"`` strings, resolved on first use; a family registered at run time
 (``register_family``) may pass callables directly. Adding a family = one ``register_family``
-call + its model file.
+call + its model file. Intervention methods are objects looked up the same way
+(``get_method``): the built-ins are ``"science.edit_methods:<NAME>"`` strings, a plugin's or a
+``register_method``'d one an object with ``fit``.
 
 >>> spec = get_family("mamba")
 >>> spec.has_conv1d, spec.state_parts
@@ -25,7 +27,6 @@ from importlib.metadata import entry_points
 from typing import Any
 
 TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
-METHODS: tuple[str, ...] = ("project_out", "inlp", "leace", "pca_top_k", "mean")
 PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained", "paper-75s")
 EVAL_LENGTHS: tuple[int, ...] = (40, 60, 80, 100, 120)
 TRAIN_LENGTH = 40  # models train at L=40; longer eval lengths are out of distribution (docs/SCIENCE.md#tasks)
@@ -201,6 +202,73 @@ def unregister_family(name: str) -> None:
     _FAMILIES.pop(name, None)
 
 
+# ----------------------------------------------------------------------------- intervention methods
+# An intervention method is an object with ``name`` and ``fit(X [N, D], y [N], n_classes, **kw)
+# -> science.interventions.Edit`` (``science.interventions.fit_edit`` documents the keywords);
+# ``fit_edit`` looks it up here. The built-ins live in ``science.edit_methods``, named as
+# ``"module:attr"`` strings resolved on first use; plugins and ``register_method`` add objects.
+_METHODS: dict[str, Any] = {
+    name: f"science.edit_methods:{name.upper()}" for name in ("project_out", "inlp", "leace", "pca_top_k", "mean")
+}
+METHODS: tuple[str, ...] = tuple(_METHODS)  # the built-in methods, in canonical order (none can be replaced)
+_RESOLVED_METHODS: dict[str, Any] = {}
+
+
+def register_method(name: str, method: Any, *, replace: bool = False) -> Any:
+    """Add intervention method ``method`` as ``name`` (after the built-ins, in registration order).
+
+    Args:
+        name: the method id stored with intervention results (a lower-case identifier).
+        method: an object with ``fit(X, y, n_classes, **kw)`` returning an ``Edit``, or a
+            ``"module:attr"`` string naming one (imported on first use).
+
+    Raises:
+        ValueError: ``name`` is not a lower-case identifier, is a built-in method, or is
+            registered already (and ``replace`` is False); ``method`` has no callable ``fit``.
+    """
+    if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
+        raise ValueError(f"method name must be a lower-case identifier, got {name!r}")
+    if name in METHODS:
+        raise ValueError(f"method {name!r} is built in and cannot be replaced")
+    if name in _METHODS and not replace:
+        raise ValueError(f"method {name!r} is already registered")
+    if not isinstance(method, str) and not callable(getattr(method, "fit", None)):
+        raise ValueError(f"method {name!r} has no fit(X, y, n_classes, **kw)")
+    _METHODS[name] = method
+    _RESOLVED_METHODS.pop(name, None)
+    return method
+
+
+def unregister_method(name: str) -> None:
+    """Remove a method added by ``register_method`` (no-op if absent).
+
+    Raises:
+        ValueError: ``name`` is a built-in method.
+    """
+    if name in METHODS:
+        raise ValueError(f"method {name!r} is built in and cannot be removed")
+    _METHODS.pop(name, None)
+    _RESOLVED_METHODS.pop(name, None)
+
+
+def get_method(name: str) -> Any:
+    """The method object registered as ``name`` (a ``"module:attr"`` entry imported on first use).
+
+    Raises:
+        ValueError: unknown method (the message lists the registered ones).
+    """
+    _plugins()
+    if not isinstance(name, str) or name not in _METHODS:
+        raise ValueError(f"unknown intervention method {name!r}; expected one of {tuple(_METHODS)}")
+    if name not in _RESOLVED_METHODS:
+        method = _METHODS[name]
+        if isinstance(method, str):
+            module, _, attr = method.partition(":")
+            method = getattr(importlib.import_module(module), attr)
+        _RESOLVED_METHODS[name] = method
+    return _RESOLVED_METHODS[name]
+
+
 def _plugins() -> None:
     """Read the ``layerscope.*`` entry points once (:func:`load_plugins`)."""
     load_plugins()
@@ -261,7 +329,7 @@ def meta() -> dict[str, Any]:
 GROUPS = ("layerscope.tasks", "layerscope.families", "layerscope.methods")
 
 _PLUGIN_TASKS: dict[str, Any] = {}
-_PLUGIN_METHODS: dict[str, Any] = {}
+_PLUGIN_METHODS: list[str] = []
 _PLUGIN_FAMILIES: list[str] = []
 _plugins_loaded = False
 
@@ -293,6 +361,8 @@ def load_plugins(reload: bool = False) -> None:
     registry = sys.modules[__name__]  # this module: the names below are its own
     for name in _PLUGIN_FAMILIES:
         registry.unregister_family(name)
+    for name in _PLUGIN_METHODS:
+        registry.unregister_method(name)
     _PLUGIN_FAMILIES.clear()
     _PLUGIN_TASKS.clear()
     _PLUGIN_METHODS.clear()
@@ -315,9 +385,11 @@ def load_plugins(reload: bool = False) -> None:
         method = _load(ep)
         if ep.name in registry.METHODS:
             raise PluginError(f"plugin method {ep.name!r} ({ep.value}) is named like a built-in method")
-        if not callable(getattr(method, "fit", None)):
-            raise PluginError(f"plugin method {ep.name!r} ({ep.value}) has no fit(X, y, n_classes, **kw)")
-        _PLUGIN_METHODS[ep.name] = method
+        try:
+            registry.register_method(ep.name, method, replace=True)
+        except ValueError as e:
+            raise PluginError(f"plugin method {ep.name!r} ({ep.value}): {e}") from None
+        _PLUGIN_METHODS.append(ep.name)
 
 
 def plugin_tasks() -> dict[str, Any]:
@@ -329,7 +401,7 @@ def plugin_tasks() -> dict[str, Any]:
 def plugin_methods() -> dict[str, Any]:
     """{name: method object} of the ``layerscope.methods`` entry points."""
     load_plugins()
-    return dict(_PLUGIN_METHODS)
+    return {name: get_method(name) for name in _PLUGIN_METHODS}
 
 
 def plugin_families() -> tuple[str, ...]:
@@ -339,8 +411,10 @@ def plugin_families() -> tuple[str, ...]:
 
 
 def method_names() -> tuple[str, ...]:
-    """Every intervention method: the built-ins (``registry.METHODS``), then the plugins'."""
-    return (*METHODS, *plugin_methods())
+    """Every registered intervention method: the built-ins (``METHODS``), then the added ones
+    (plugins', ``register_method``'s), in registration order."""
+    _plugins()
+    return tuple(_METHODS)
 
 
 def task_names() -> tuple[str, ...]:

@@ -258,24 +258,30 @@ def family_of(backbone: PreTrainedModel) -> str:
     return block_family(blocks, model_type)
 
 
-def pretrained_family(name_or_path: str) -> str:
+def pretrained_family(name_or_path: str, role: str = "pretrained model", local_files_only: bool | None = None) -> str:
     """The family of a hub name or local folder from its config alone (the model is built on the
-    ``meta`` device: no weights read or allocated).
+    ``meta`` device: no weights read or allocated). ``role`` names it in errors
+    (``"pretrained model"``, ``"from_config"``); ``local_files_only``: never contact the hub
+    (None: when ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set).
 
     Raises:
         ValueError: the config cannot be read (``models_store.pretrained.PretrainedLoadError``),
-            or the architecture is unsupported (``UnsupportedModel``).
+            or the architecture is unsupported (``UnsupportedModel``); both name ``role`` and the model.
     """
     from transformers import AutoConfig
 
     try:
-        hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=_offline())
+        offline = _offline() if local_files_only is None else local_files_only
+        hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         raise PretrainedLoadError(
-            f"could not read the config of pretrained model {name_or_path!r} "
+            f"could not read the config of {role} {name_or_path!r} "
             f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
         ) from None
-    check_architecture(hf_cfg)
+    try:
+        check_architecture(hf_cfg)
+    except UnsupportedModel as e:
+        raise UnsupportedModel(f"{role} {name_or_path!r}: {e}") from None
     with torch.device("meta"):
         backbone = AutoModel.from_config(hf_cfg)
     return family_of(backbone)

@@ -107,11 +107,12 @@ def load_pretrained(
             weights do not fit the architecture, or the token mapping does not fit its vocabulary.
     """
     name = str(name_or_path)
+    role = "pretrained model" if weights else "model config"  # how errors name it
     local_dir = Path(name).expanduser().is_dir()
     if local_files_only is None:
         local_files_only = _offline()
     if not local_dir and (name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise PretrainedLoadError(f"pretrained model {name!r}: no such local folder")
+        raise PretrainedLoadError(f"{role} {name!r}: no such local folder")
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
     try:
         hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)
@@ -125,14 +126,12 @@ def load_pretrained(
                 else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
             )
         )
-        raise PretrainedLoadError(
-            f"could not load pretrained model {name!r} from the {where}{hint} ({_reason(e)})"
-        ) from None
+        raise PretrainedLoadError(f"could not load {role} {name!r} from the {where}{hint} ({_reason(e)})") from None
     model_type = getattr(hf_cfg, "model_type", None)
     try:
         check_architecture(hf_cfg)
     except UnsupportedModel as e:
-        raise PretrainedLoadError(f"pretrained model {name!r}: {e}") from None
+        raise PretrainedLoadError(f"{role} {name!r}: {e}") from None
     model_vocab = int(hf_cfg.vocab_size)
     if token_map is None:
         token_map = list(range(token_offset, token_offset + task_vocab_size))
@@ -165,7 +164,7 @@ def load_pretrained(
     try:
         family = family_of(backbone)
     except UnsupportedModel as e:
-        raise PretrainedLoadError(f"pretrained model {name!r}: {e}") from None
+        raise PretrainedLoadError(f"{role} {name!r}: {e}") from None
     missing = sorted(info.get("missing_keys", []))
     mismatched = sorted(str(k) for k in info.get("mismatched_keys", []))
     if missing or mismatched:
@@ -179,7 +178,7 @@ def load_pretrained(
     try:  # JSON round trip: the config stored in a checkpoint reads back equal (int dict keys → str)
         hf_dict = json.loads(json.dumps(_finite(hf_dict), allow_nan=False))
     except ValueError as e:
-        raise PretrainedLoadError(f"pretrained model {name!r}: its config is not plain JSON ({e})") from None
+        raise PretrainedLoadError(f"{role} {name!r}: its config is not plain JSON ({e})") from None
     cfg = ModelConfig(
         family=family,
         vocab_size=task_vocab_size,

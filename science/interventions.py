@@ -9,39 +9,13 @@ leading dims and returns the same shape, device and dtype.
 
 Methods
 -------
-``project_out``
-    Orthogonal projection (Euclidean, raw feature space) onto the complement of the span of
-    the probe's class directions ``W/std`` (:meth:`LinearProbe.class_directions`). The softmax
-    is invariant to adding one vector to every row, so only the row *differences* matter: the
-    rows are centred (their mean removed) before an SVD, giving rank ≤ C−1 (1 for a binary
-    probe). The projection is applied **around the fitted mean** μ: ``h' = h − (h−μ) Q Qᵀ``,
-    so the component along the removed span is set to the data mean rather than to 0 — the
-    edited states stay near the distribution the next layer saw; a refit probe (which has an
-    intercept) is unaffected by this choice. With ``probe=None`` a probe is fitted on X.
-``inlp``
-    Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1):
-    fit a probe, add its class directions to the removed span, project, refit, … until the
-    refit probe's accuracy on a held-out 20% of the rows is ≤ majority + ``chance_tol`` or
-    ``max_rounds`` is reached; the final edit is one orthogonal projection onto the complement
-    of the union of all removed directions (their §3.2 intersection of nullspaces), applied
-    around the mean as above. The default budget is :func:`inlp_budget` of the classes *present*
-    in ``y`` — ⌈D / (present − 1)⌉ rounds, enough to remove the whole space, where the probe's
-    noise floor leaves nothing to read (a budget from all C classes stopped code_depth, whose
-    windows hold 4–5 of its 11 depths, at rank ≈ 0.4·D) — so INLP reaches its tolerance unless a
-    smaller budget is asked for.
-    ``info["reached_chance"]`` (stored as ``inlp_converged``), ``info["n_rounds"]`` (projection
-    rounds used, stored as ``inlp_rounds``) and the per-round accuracies are kept.
-``leace``
-    LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form", §3–4),
-    concept-erasure's ``LeaceFitter`` with its defaults (affine, shrinkage, trace
-    constraint) on ``one_hot(y, C)``, fitted in float64. After it no linear classifier
-    beats a constant one on the fitting data.
-``pca_top_k``
-    Remove the top-k principal directions of the centred states (eigenvectors of the
-    covariance), around the mean; default ``k = 8`` (capped at D). Not label-aware: a
-    control for how much damage removing *any* k high-variance directions does.
-``mean``
-    Whole-layer mean ablation: every state replaced by the fitted mean μ (a ceiling; rank D).
+Each method is a registered object (``layerscope_core.registry.get_method``), the built-ins in
+:mod:`science.edit_methods`, whose classes define them: ``project_out`` (the span of the probe's
+centred class directions, around the mean), ``inlp`` (Ravfogel et al. 2020), ``leace``
+(Belrose et al. 2023, concept-erasure), ``pca_top_k`` (a label-blind control) and ``mean``
+(whole-layer mean ablation). :func:`fit_edit` checks the inputs and dispatches by lookup; a
+plugin's method (entry point group ``layerscope.methods``) is fitted through the same call.
+:func:`projection_edit`, :func:`probe_span` and :func:`rank_of` are the pieces they share.
 
 ``rank_removed`` is the rank of ``I − A`` where ``A`` is the linear part of the edit
 (numerical rank, relative tolerance 1e-6).
@@ -55,8 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from layerscope_core.registry import METHODS
-from science.probes import LinearProbe, fit_probe
+from layerscope_core.registry import METHODS, get_method
+from science.probes import LinearProbe
 
 __all__ = [
     "METHODS",
@@ -66,7 +40,10 @@ __all__ = [
     "fit_edit",
     "inlp_budget",
     "n_fit_sequences",
+    "probe_span",
+    "projection_edit",
     "random_removal",
+    "rank_of",
     "span_of_directions",
 ]
 
@@ -81,10 +58,11 @@ class Edit:
     """A fitted edit. ``apply(h [..., D]) -> [..., D]``; see the module docstring.
 
     Attributes:
-        method: one of :data:`METHODS`.
+        method: the registered method's name (:data:`METHODS`, a plugin's, or ``random``).
         rank_removed: dimensions removed (0..D).
         center: ``[D]`` c (the fitted mean, or LEACE's bias).
-        left, right: ``[D, r]`` and ``[r, D]``; None for ``mean``.
+        left, right: ``[D, r]`` and ``[r, D]``; None (both) for a constant edit such as
+            ``mean``, which returns ``center`` everywhere.
         k: ``pca_top_k``'s k, else None.
         info: method details (INLP rounds and accuracies, probe convergence, ...).
     """
@@ -107,7 +85,7 @@ class Edit:
             raise ValueError(f"edit fitted for D={self.d_model}, got states with D={h.shape[-1]}")
         work = h.dtype if h.dtype in (torch.float32, torch.float64) else torch.float32
         c = self.center.to(h.device, work)
-        if self.method == "mean":
+        if self.left is None:  # a constant edit (mean ablation)
             return c.expand(h.shape).to(h.dtype).clone()
         x = h.to(work)
         L = self.left.to(h.device, work)
@@ -120,7 +98,7 @@ class Edit:
         """The linear part ``A [D, D]`` (``h' = A h + const``, acting on column vectors)."""
         D = self.d_model
         eye = torch.eye(D, dtype=torch.float64, device=self.center.device)
-        if self.method == "mean":
+        if self.left is None:
             return torch.zeros_like(eye)
         return eye - self.left.double() @ self.right.double()
 
@@ -143,7 +121,7 @@ def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edi
     G = torch.randn(D, rank, generator=generator, dtype=torch.float64)
     Q, R = torch.linalg.qr(G)
     Q = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)  # Haar-uniform: fix the signs QR leaves free
-    return _projection_edit("random", center.double().cpu(), Q.to(center.device))
+    return projection_edit("random", center.double().cpu(), Q.to(center.device))
 
 
 def inlp_budget(d_model: int, n_classes: int) -> int:
@@ -186,17 +164,22 @@ def span_of_directions(dirs: Tensor, exclude: Tensor | None = None, rtol: float 
     return Vh[keep].T.contiguous()
 
 
-def _probe_span(probe: LinearProbe, exclude: Tensor | None = None) -> Tensor:
+def probe_span(probe: LinearProbe, exclude: Tensor | None = None) -> Tensor:
+    """Orthonormal basis ``[D, r]`` (float64) of the span of ``probe``'s centred class directions
+    (the classes present; r ≤ C−1), orthogonal to ``exclude [D, q]`` (see :func:`span_of_directions`)."""
     dirs = probe.class_directions().double()[probe.classes_present.to(probe.W.device)]
     dirs = dirs - dirs.mean(0, keepdim=True)  # softmax shift invariance: rank ≤ C−1
     return span_of_directions(dirs, exclude)
 
 
-def _projection_edit(method: str, mu: Tensor, Q: Tensor, **kw: Any) -> Edit:
+def projection_edit(method: str, mu: Tensor, Q: Tensor, **kw: Any) -> Edit:
+    """The edit removing the span of ``Q [D, r]`` (orthonormal columns) around ``mu [D]``:
+    ``h' = h − (h − μ) Q Qᵀ``; ``kw`` are further :class:`Edit` fields (``k``, ``info``)."""
     return Edit(method=method, rank_removed=int(Q.shape[1]), center=mu, left=Q, right=Q.T.contiguous(), **kw)
 
 
-def _rank_of(M: Tensor) -> int:
+def rank_of(M: Tensor) -> int:
+    """Numerical rank of ``M`` (singular values above ``RANK_RTOL`` · the largest)."""
     if M.numel() == 0:
         return 0
     s = torch.linalg.svdvals(M.double())
@@ -218,8 +201,12 @@ def fit_edit(
 ) -> Edit:
     """Fit an edit of ``method`` on states ``X [N, D]`` with labels ``y [N]``.
 
+    Every keyword below is passed to the method's ``fit`` (:mod:`science.edit_methods`); each
+    method reads the ones it needs.
+
     Args:
-        method: one of :data:`METHODS`.
+        method: a registered method (``layerscope_core.registry.method_names()``: the built-in
+            :data:`METHODS`, then plugins').
         X: ``[N, D]`` states (one layer, all positions flattened), typically at L=40.
         y: ``[N]`` labels in ``0..n_classes-1``.
         n_classes: C.
@@ -228,31 +215,15 @@ def fit_edit(
         seed: INLP's held-out row split.
         probe: a probe already fitted on these states (``project_out`` and INLP's first
             round reuse it instead of refitting).
-        max_rounds, chance_tol: INLP's stopping rule (see module docstring); ``max_rounds=None``
-            → :func:`inlp_budget` (D, C).
-        probe_kwargs: passed to :func:`fit_probe` for the probes fitted here.
+        max_rounds, chance_tol: INLP's stopping rule (:class:`science.edit_methods.Inlp`);
+            ``max_rounds=None`` → :func:`inlp_budget` (D, classes present).
+        probe_kwargs: passed to :func:`science.probes.fit_probe` for the probes fitted here.
 
     Raises:
         ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes; fewer
             than 2 rows.
     """
-    if method not in METHODS:  # a registered object of a plugin (entry points layerscope.methods), or unknown
-        from layerscope_core.plugins import method_names, plugin_methods
-
-        plugin = plugin_methods().get(method)
-        if plugin is None:
-            raise ValueError(f"unknown intervention method {method!r}; expected one of {method_names()}")
-        return plugin.fit(
-            X,
-            y.reshape(-1).to(X.device).long(),
-            n_classes,
-            k=k,
-            seed=seed,
-            probe=probe,
-            max_rounds=max_rounds,
-            chance_tol=chance_tol,
-            probe_kwargs=probe_kwargs,
-        )
+    fit = get_method(method).fit  # a built-in (science.edit_methods), a plugin's, or a ValueError
     if X.ndim != 2:
         raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
     min_rows = 2  # a covariance (LEACE, PCA) and INLP's train/held-out split both need two rows
@@ -263,81 +234,14 @@ def fit_edit(
     y = y.reshape(-1).to(X.device).long()
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-    N, D = X.shape
-    pk = dict(probe_kwargs or {})
-    mu = X.mean(0, dtype=torch.float64)
-
-    if method == "pca_top_k":
-        kk = DEFAULT_PCA_K if k is None else k
-        if isinstance(kk, bool) or not isinstance(kk, int) or kk < 1 or kk > D:
-            raise ValueError(f"pca_top_k: k must be an int in 1..{D}, got {k!r}")
-        Xc = X - mu.to(X.dtype)
-        cov = (Xc.T @ Xc).double() / max(N - 1, 1)
-        evals, evecs = torch.linalg.eigh(cov)  # ascending
-        Q = evecs[:, -kk:].flip(-1).contiguous()
-        frac = float(evals[-kk:].sum() / evals.clamp_min(0).sum().clamp_min(1e-300))
-        return _projection_edit(method, mu, Q, k=kk, info={"variance_removed": frac})
-
-    if method == "mean":
-        return Edit(method="mean", rank_removed=D, center=mu)
-
-    if method == "leace":
-        from concept_erasure import LeaceFitter
-
-        Z = torch.nn.functional.one_hot(y, n_classes).double()
-        eraser = LeaceFitter.fit(X.double(), Z).eraser
-        left, right = eraser.proj_left.contiguous(), eraser.proj_right.contiguous()
-        center = eraser.bias if eraser.bias is not None else torch.zeros(D, dtype=torch.float64, device=X.device)
-        return Edit(method="leace", rank_removed=_rank_of(left @ right), center=center, left=left, right=right)
-
-    if method == "project_out":
-        if probe is None:
-            probe = fit_probe(X, y, n_classes, **pk)
-        Q = _probe_span(probe)
-        return _projection_edit(method, mu, Q, info={"probe_converged": probe.converged, "probe_n_iter": probe.n_iter})
-
-    # inlp
-    if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
-        max_rounds = inlp_budget(D, int(torch.unique(y).numel()))
-    g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(N, generator=g).to(X.device)
-    n_dev = max(1, N // 5)
-    dev_idx, tr_idx = perm[:n_dev], perm[n_dev:]
-    ytr, ydev = y[tr_idx], y[dev_idx]
-    majority = int(torch.bincount(ytr, minlength=n_classes).argmax())
-    maj_dev = float((ydev == majority).double().mean())
-    Q = torch.zeros(D, 0, dtype=torch.float64, device=X.device)
-    rounds: list[dict[str, Any]] = []
-    reached = False
-    mu_x = mu.to(X.dtype)
-    for r in range(max_rounds + 1):
-        Xe = X if Q.shape[1] == 0 else X - ((X - mu_x) @ Q.to(X.dtype)) @ Q.T.to(X.dtype)
-        if r == 0 and probe is not None:
-            p = probe
-        else:
-            p = fit_probe(Xe[tr_idx], ytr, n_classes, **pk)
-        acc = p.accuracy(Xe[dev_idx], ydev)
-        rounds.append({"rank": int(Q.shape[1]), "dev_accuracy": acc, "converged": p.converged})
-        if acc <= maj_dev + chance_tol:
-            reached = True
-            break
-        if r == max_rounds:
-            break
-        new = _probe_span(p, exclude=Q)
-        if new.shape[1] == 0:
-            break
-        Q = torch.cat([Q, new], dim=1)
-        # re-orthonormalise (guards against drift over many rounds)
-        Q = torch.linalg.qr(Q).Q
-    return _projection_edit(
-        "inlp",
-        mu,
-        Q,
-        info={
-            "rounds": rounds,
-            "reached_chance": reached,
-            "n_rounds": len(rounds) - 1,  # projections made
-            "max_rounds": max_rounds,
-            "dev_majority": maj_dev,
-        },
+    return fit(
+        X,
+        y,
+        n_classes,
+        k=k,
+        seed=seed,
+        probe=probe,
+        max_rounds=max_rounds,
+        chance_tol=chance_tol,
+        probe_kwargs=probe_kwargs,
     )

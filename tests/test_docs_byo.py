@@ -54,7 +54,7 @@ def test_worked_examples_run(tmp_path, monkeypatch, capsys):
                     rc = main(shlex.split(line)[2:])
                     assert rc == 0, (line, capsys.readouterr().err)
                     commands += 1
-    assert commands == 5
+    assert commands == 6
     assert (tmp_path / "tiny-llama-parity" / "config.json").is_file()
     assert (tmp_path / "activations.safetensors").is_file()
     from store.models import PatchingResult, Run
@@ -62,6 +62,9 @@ def test_worked_examples_run(tmp_path, monkeypatch, capsys):
 
     with make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'r.db'}"))() as s:
         runs = {r.suite: r for r in s.scalars(select(Run))}
-        assert set(runs) == {"byo_model", "byo_data"} and all(r.status == "complete" for r in runs.values())
+        assert set(runs) == {"byo_model", "byo_scratch", "byo_data"}
+        assert all(r.status == "complete" for r in runs.values())
         assert runs["byo_model"].pretrained == "tiny-llama" and runs["byo_data"].task == "my_parity"
+        scratch = runs["byo_scratch"]
+        assert scratch.pretrained is None and scratch.train_config["from_config"] == "tiny-llama"
         assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == runs["byo_data"].id)).first()

@@ -178,10 +178,19 @@ class TrainParams(_Params):
     d_model: int | None = Field(None, ge=4, le=8192, description="None = solved to match param_target")
     param_target: int = Field(830_000, ge=1_000, le=10_000_000_000)
     pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
+    from_config: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="hub name or local folder of a transformers config: that architecture built with "
+        "random weights and trained from scratch (its family is found from its blocks; "
+        "n_layers/d_model/param_target do not apply; docs/BRING_YOUR_OWN.md)",
+    )
     start_token: bool | None = Field(
         None,
         description="prepend a START token inside the model (docs/SCIENCE.md#start-token); "
-        "None = on for models trained from scratch, off for pretrained ones",
+        "None = on for the built-in models trained from scratch, off for transformers ones "
+        "(pretrained or from_config)",
     )
     train_length: int = Field(40, ge=2, le=4096)
     batch_size: int = Field(64, ge=1, le=4096)
@@ -261,10 +270,23 @@ class TrainParams(_Params):
         tunable = families_where(pretrained=True)
         if self.pretrained and self.family not in tunable:
             raise ValueError(f"pretrained fine-tuning supports family {' or '.join(map(repr, tunable))}")
+        if self.from_config is not None:
+            if self.pretrained:
+                raise ValueError("from_config: not with pretrained (a run is fine-tuned or trained from scratch)")
+            hf = families_where(hf=True)
+            if self.family not in hf:
+                raise ValueError(
+                    f"from_config: builds a transformers architecture, family {' or '.join(map(repr, hf))} "
+                    f"(the one its blocks make), not {self.family!r}"
+                )
+        hf_model = bool(self.pretrained or self.from_config)  # a transformers model with its own vocabulary
         if self.start_token is None:  # resolved here so the stored config says what was built
-            self.start_token = not self.pretrained
-        elif self.start_token and self.pretrained:
-            raise ValueError("start_token: not supported for pretrained models (their vocabulary has no START id)")
+            self.start_token = not hf_model
+        elif self.start_token and hf_model:
+            raise ValueError(
+                "start_token: not supported for transformers models (pretrained or from_config: "
+                "their vocabulary has no START id)"
+            )
         if self.lr is None:  # resolved here too: the stored config carries the lr actually used
             self.lr = get_family(self.family).default_lr if not self.pretrained else PRETRAINED_LR
         if self.rebuild_weights and self.measure is None:  # it would drop a run's results and measure nothing
@@ -276,8 +298,8 @@ class TrainParams(_Params):
         if self.learned_positions:
             if get_family(self.family).kind != "attention":
                 raise ValueError(f"learned_positions: only for attention families, not {self.family!r}")
-            if self.pretrained:
-                raise ValueError("learned_positions: not for pretrained models")
+            if hf_model:
+                raise ValueError("learned_positions: not for transformers models (pretrained or from_config)")
         if self.control is not None and self.pretrained:
             raise ValueError("control: random-init controls are for models trained from scratch")
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
@@ -319,6 +341,7 @@ LATER_FIELDS: dict[str, Any] = {
     "plateau_evals": None,
     "plateau_min_gain": 0.01,
     "control": None,
+    "from_config": None,
 }
 
 
@@ -376,6 +399,14 @@ class SuiteParams(_Params):
         description="transformers models (hub names or local folders) to fine-tune "
         "instead of the preset's models; each one's family is found from its blocks",
     )
+    from_config: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=32,
+        description="transformers configs (hub names or local folders) whose architectures are built "
+        "with random weights and trained from scratch, instead of (or with pretrained: beside) "
+        "the preset's models; each one's family is found from its blocks",
+    )
     name: str | None = Field(None, max_length=100)
     max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
@@ -403,9 +434,10 @@ class SuiteParams(_Params):
     )
 
     def config_hash(self) -> str:
-        """As ``_Params.config_hash``; ``pretrained`` and ``parts`` count only when set (older suites' hashes stay)."""
+        """As ``_Params.config_hash``; ``pretrained``, ``from_config`` and ``parts`` count only when
+        set (older suites' hashes stay)."""
         d = self.model_dump(mode="json")
-        for later in ("pretrained", "parts"):
+        for later in ("pretrained", "from_config", "parts"):
             if d.get(later) is None:
                 d.pop(later, None)
         return config_hash(d)

@@ -85,14 +85,17 @@ def made_on(device: str) -> str:
 
 def _build(params: TrainParams, task) -> torch.nn.Module:
     torch.manual_seed(params.seed)
-    if params.pretrained:
+    if params.pretrained or params.from_config:  # a transformers model: its weights, or its config alone
         from models_store.pretrained import PretrainedLoadError, load_pretrained
 
-        model = load_pretrained(params.pretrained, n_classes=task.n_classes, task_vocab_size=task.vocab_size)
+        source = params.pretrained or params.from_config
+        model = load_pretrained(
+            source, n_classes=task.n_classes, task_vocab_size=task.vocab_size, weights=not params.from_config
+        )
         if model.config.family != params.family:  # else the run would be stored under the wrong family
+            role = "pretrained model" if params.pretrained else "from_config"
             raise PretrainedLoadError(
-                f"pretrained model {params.pretrained!r} is a {model.config.family!r} model, "
-                f"but the run asks for family {params.family!r}"
+                f"{role} {source!r} is a {model.config.family!r} model, but the run asks for family {params.family!r}"
             )
         return model
     cfg = ModelConfig(

@@ -19,6 +19,10 @@ Every preset's runs use :class:`worker.params.TrainParams`' recipe defaults unle
 ``variants``: more families, each on its own tasks (the stacked RNNs on parity and S3);
 ``controls``: add each run's random-init control (``SuiteParams.controls`` overrides).
 - ``pretrained``: Pythia-160M/410M and Mamba-130M fine-tuned with a token head (one GPU).
+
+Any preset also runs given transformers models instead of its own (``SuiteParams.pretrained``:
+fine-tuned; ``from_config``: the architecture of a config, trained from scratch), each in the
+family its blocks make, without the settings only the built-in models take (``BUILT_IN_ONLY``).
 - ``paper-75s``: the first study's settings (5 families × 4 tasks × 3 seeds, at most 10,000
   steps and 75 s of wall time per run, the Transformer rotary only, no plateau rule), kept so the
   runs of that study (the bundle's suite ``paper`` up to 2026-12) can be rebuilt and given their
@@ -160,49 +164,69 @@ if tuple(PRESETS) != PRESET_NAMES:  # the registry names the presets; this table
     raise RuntimeError(f"worker.presets defines {tuple(PRESETS)}, layerscope_core.registry names {PRESET_NAMES}")
 
 
-def expand_suite(params: SuiteParams) -> list[TrainParams]:
-    """The train jobs of a suite (each also runs its measurements).
+# settings of a preset's family tables that only the built-in models take (a transformers model,
+# pretrained or from_config, of the same family is run without them)
+BUILT_IN_ONLY = ("learned_positions",)
+
+
+def expand_suite(params: SuiteParams, *, local_files_only: bool | None = None) -> list[TrainParams]:
+    """The train jobs of a suite (each also runs its measurements). ``local_files_only``: read the
+    configs of ``pretrained`` / ``from_config`` hub names from the hub cache only (None: the hub
+    too, unless ``HF_HUB_OFFLINE`` is set).
 
     Raises:
-        ValueError: a family/task filter that leaves nothing to run. ``families`` picks from the
-            preset's families for ``pretrained``, from every registered family otherwise.
+        ValueError: a family/task filter that leaves nothing to run; a ``pretrained`` or
+            ``from_config`` model whose config cannot be read or is unsupported. ``families``
+            filters the given models (``pretrained`` / ``from_config``, by the family their
+            blocks make), else the ``pretrained`` preset's models, else every registered family.
     """
     preset = PRESETS[params.preset]
     suite_name = params.name or params.preset
     tasks = params.tasks or preset["tasks"]
     seeds = params.seeds if params.seeds is not None else preset["seeds"]
-    if params.pretrained:  # any transformers model, its family from its blocks
+    # models: (family, pretrained, from_config), one of the last two set for a transformers model
+    if params.pretrained or params.from_config:  # any transformers model, its family from its blocks
         from models_store.any_model import pretrained_family
 
-        models = [(pretrained_family(p), p) for p in params.pretrained]
+        local = {"local_files_only": local_files_only}
+        models = [(pretrained_family(p, **local), p, None) for p in params.pretrained or []]
+        models += [(pretrained_family(c, "from_config", **local), None, c) for c in params.from_config or []]
         if params.families:
-            models = [(f, p) for f, p in models if f in params.families]
+            models = [m for m in models if m[0] in params.families]
     elif "pretrained" in preset:
-        models = list(zip(preset["families"], preset["pretrained"]))
+        models = [(f, p, None) for f, p in zip(preset["families"], preset["pretrained"])]
         if params.families:
-            models = [(f, p) for f, p in models if f in params.families]
+            models = [m for m in models if m[0] in params.families]
     elif params.families:  # any registered family, in registry order (a scratch preset trains any)
-        models = [(f, None) for f in family_names() if f in params.families]
+        models = [(f, None, None) for f in family_names() if f in params.families]
     else:
-        models = [(f, None) for f in preset["families"]]
+        models = [(f, None, None) for f in preset["families"]]
     overrides = {
         k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds)) if v is not None
     }
-    cells = [(task, family, pretrained) for task in tasks for family, pretrained in models]
+    cells = [(task, *model) for task in tasks for model in models]
+    given = bool(params.pretrained or params.from_config)  # given models run instead of the preset's
     for family, variant_tasks in preset.get("variants", {}).items():  # e.g. the stacked RNNs on parity and s3
-        if params.families is None or family in params.families:
-            cells += [(task, family, None) for task in variant_tasks if task in tasks]
+        if not given and (params.families is None or family in params.families):
+            cells += [(task, family, None, None) for task in variant_tasks if task in tasks]
     cells = list(dict.fromkeys(cells))  # a variant also named in --family is one cell, not two
     out = []
-    for task, family, pretrained in cells:
+    for task, family, pretrained, from_config in cells:
         for seed in seeds:
-            short = pretrained.rsplit("/", 1)[-1] if pretrained else family
+            short = (
+                pretrained.rsplit("/", 1)[-1]
+                if pretrained
+                else f"{from_config.rstrip('/').rsplit('/', 1)[-1]}-scratch"
+                if from_config
+                else family
+            )
             out.append(
                 TrainParams(
                     family=family,
                     task=task,
                     seed=seed,
                     pretrained=pretrained,
+                    from_config=from_config,
                     suite=suite_name,
                     name=f"{short}-{task}-s{seed}",
                     measure=MeasureParams(**preset["measure"]),
@@ -210,11 +234,15 @@ def expand_suite(params: SuiteParams) -> list[TrainParams]:
                     rebuild_weights=params.rebuild_weights,
                     parts=params.parts,
                     **{
-                        **preset["train"],
-                        **preset.get("task_train", {}).get(task, {}),
-                        **preset.get("family_train", {}).get(family, {}),
-                        **preset.get("cell_train", {}).get(family, {}).get(task, {}),
-                        **overrides,
+                        k: v
+                        for k, v in {
+                            **preset["train"],
+                            **preset.get("task_train", {}).get(task, {}),
+                            **preset.get("family_train", {}).get(family, {}),
+                            **preset.get("cell_train", {}).get(family, {}).get(task, {}),
+                            **overrides,
+                        }.items()
+                        if not (k in BUILT_IN_ONLY and (pretrained or from_config))
                     },
                 )
             )

@@ -16,7 +16,7 @@ from worker.params import TrainParams
 
 def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -> list[dict[str, Any]]:
     """The runs of ``jobs`` that are not stored under their config hash but whose suite already
-    holds a run of the same family, task, seed and pretrained model (and depth) made with other
+    holds a run of the same family, task, seed and pretrained model or config (and depth) made with other
     settings (a study imported or made with other overrides, e.g. ``--max-seconds 75``). One group
     per suite and set of differing settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}``
     (``diffs`` empty when the stored run has no training config to compare)."""
@@ -39,16 +39,20 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
         ).all()
     by_key: dict[tuple, list] = {}
     for r in rows:
-        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None, r.control), []).append(r)
+        scratch = (r.train_config or {}).get("from_config")  # a transformers config trained from scratch
+        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None, scratch, r.control), []).append(r)
     groups: dict[tuple, dict[str, Any]] = {}
     for job in jobs:
         # a random-init control is the seed's twin, not a second run of it
-        stored = by_key.get((job.suite, job.family, job.task, job.seed, job.pretrained or None, job.control), [])
+        key = (job.suite, job.family, job.task, job.seed, job.pretrained or None, job.from_config, job.control)
+        stored = by_key.get(key, [])
         if any(r.config_hash == job.run_hash() for r in stored):
             continue  # this very run is stored: resumed as usual
         now = job.run_config()
         # a run of another depth is a depth sweep, not a second run of this seed (pretrained depths come from the hub)
-        stored = [r for r in stored if job.pretrained or r.n_layers is None or r.n_layers == job.n_layers]
+        stored = [
+            r for r in stored if job.pretrained or job.from_config or r.n_layers is None or r.n_layers == job.n_layers
+        ]
         for r in stored:
             before = r.train_config or {}
             diffs = tuple(

@@ -1,11 +1,13 @@
 """What a job's params can be checked against at submit, before anything is queued: the run it
-names (its model's layers, its position table). A job that could only fail later (a traceback
-in its log minutes after a 201) is a 422 at the field instead.
+names (its model's layers, its position table), the transformers config a run is built from. A
+job that could only fail later (a traceback in its log minutes after a 201) is a 422 at the
+field instead.
 
 Plain functions over a ``store.models.Run`` and the validated params (worker.params)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 # A start token precedes every sequence (models_store: start_token), so a length-L sequence
@@ -56,3 +58,49 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
                     )
                 )
     return errors
+
+
+def _read_here(source: str, role: str) -> tuple[str | None, str | None]:
+    """``(family, error)`` of a transformers model named in a job, read from this machine only:
+    a local folder, or a hub name in the hub cache. ``(None, None)``: a hub name not cached here,
+    not looked up (the hub may be unreachable from the API, and a request would wait out
+    transformers' retries); the worker reads it, and a bad one fails the job with the same words.
+    Reads configs only (no weights); imports torch."""
+    from models_store.any_model import PretrainedLoadError, pretrained_family
+
+    local = Path(source).expanduser().is_dir()
+    if not local and (source.startswith((".", "/", "~")) or source.count("/") > 1):
+        return None, f"{role} {source!r}: no such local folder"
+    try:
+        return pretrained_family(source, role, local_files_only=True), None
+    except PretrainedLoadError as e:  # unreadable: in a folder, an error; a hub name: not cached here
+        return None, str(e) if local else None
+    except ValueError as e:  # an unsupported architecture: the message names the model and why
+        return None, str(e)
+
+
+def model_source_errors(params: Any) -> tuple[list[dict[str, Any]], bool]:
+    """FastAPI-style errors for the transformers models a train or suite job names, and whether
+    every one was read here (then ``expand_suite(params, local_files_only=True)`` needs no hub).
+
+    - a train job's ``from_config`` (``TrainParams.from_config``): readable (see
+      :func:`_read_here`), a supported architecture, making the run's ``family``;
+    - a suite's ``pretrained`` and ``from_config`` entries: readable and supported (each
+      one's family is found from its blocks), errors at ``(field, index)``.
+    """
+    errors: list[dict[str, Any]] = []
+    read = True
+    source = getattr(params, "from_config", None)
+    if isinstance(source, str):  # a train job
+        family, why = _read_here(source, "from_config")
+        if why is None and family is not None and family != params.family:
+            why = f"from_config {source!r} builds a {family!r} model, but the run asks for family {params.family!r}"
+        return ([_error("from_config", why, source)] if why else []), family is not None
+    for field, role in (("pretrained", "pretrained model"), ("from_config", "from_config")):
+        names = getattr(params, field, None)
+        for i, name in enumerate(names if isinstance(names, list) else []):
+            family, why = _read_here(name, role)
+            read = read and family is not None
+            if why:
+                errors.append({**_error(field, why, name), "loc": ("body", "params", field, i)})
+    return errors, read

@@ -50,6 +50,17 @@ PretrainedOption = Annotated[
         )
     ),
 ]
+FromConfigOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--from-config",
+        help=(
+            "Train these transformers architectures from scratch (hub names or local folders holding a "
+            "config.json; repeat): built from the config with random weights, then trained on the task, "
+            "instead of (or with --pretrained: beside) the preset's families."
+        ),
+    ),
+]
 NameOption = Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")]
 DeviceOption = Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")]
 SubmitOption = Annotated[
@@ -114,6 +125,7 @@ def suite(
     task: TaskOption = None,
     seed: SeedOption = None,
     pretrained: PretrainedOption = None,
+    from_config: FromConfigOption = None,
     name: NameOption = None,
     device: DeviceOption = None,
     submit: SubmitOption = False,
@@ -156,6 +168,7 @@ def suite(
         controls="only" if only_controls else controls,
         parts=[m.value for m in measure] if measure else None,
         **({"pretrained": pretrained} if pretrained else {}),
+        **({"from_config": from_config} if from_config else {}),
     )
     jobs = expand_suite(params)
     settings = C.settings()

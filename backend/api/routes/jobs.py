@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
-from backend.api.submit_checks import run_param_errors
+from backend.api.submit_checks import model_source_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
@@ -176,13 +176,19 @@ def create_job(
             )
         if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
             raise RequestValidationError(errors)
-    if body.kind in ("suite", "train"):  # one run per seed per suite, for a suite and for a single run in one
+    errors, read_here = model_source_errors(params)  # the transformers models it names, read here only
+    if errors:
+        raise RequestValidationError(errors)
+    # one run per seed per suite, for a suite and for a single run in one (a suite naming a hub
+    # model not cached here is checked by its runner, which reads it from the hub)
+    if body.kind == "train" or (body.kind == "suite" and read_here):
         from worker.presets import expand_suite
         from worker.suite_settings import check_one_run_per_seed
 
         loc = ("body", "params") if body.kind == "suite" else ("body", "params", "suite")
         try:
-            check_one_run_per_seed(expand_suite(params) if body.kind == "suite" else [params], factory)  # type: ignore[arg-type, list-item]
+            jobs = expand_suite(params, local_files_only=True) if body.kind == "suite" else [params]  # type: ignore[arg-type]
+            check_one_run_per_seed(jobs, factory)  # type: ignore[arg-type]
         except ValueError as exc:  # an unexpandable suite, or a SuiteSettingsConflict
             raise RequestValidationError(
                 [

@@ -1,0 +1,214 @@
+"""The built-in intervention methods, each a registered object (docs/SCIENCE.md#interventions).
+
+A method is an object with ``name`` and ``fit(X [N, D], y [N], n_classes, **kw) -> Edit``,
+registered in ``layerscope_core.registry`` (``get_method``) exactly as a plugin's method is
+(entry point group ``layerscope.methods``, or ``registry.register_method``);
+:func:`science.interventions.fit_edit` checks the inputs and looks the method up — it holds no
+branch per method. ``fit`` receives X as float ``[N, D]`` with N ≥ 2, ``y`` as int64 ``[N]`` on
+X's device, and the keywords ``k``, ``seed``, ``probe``, ``max_rounds``, ``chance_tol`` and
+``probe_kwargs`` (each method reads the ones it needs; see ``fit_edit``).
+
+Every edit is ``h' = h − ((h − c) Rᵀ) Lᵀ`` (:class:`science.interventions.Edit`) except
+``mean``, which returns ``c`` everywhere. Each method's class documents its definition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from science.interventions import (
+    DEFAULT_PCA_K,
+    INLP_CHANCE_TOL,
+    Edit,
+    inlp_budget,
+    probe_span,
+    projection_edit,
+    rank_of,
+)
+from science.probes import LinearProbe, fit_probe
+
+__all__ = ["INLP", "LEACE", "MEAN", "PCA_TOP_K", "PROJECT_OUT"]
+
+
+def _mean(X: Tensor) -> Tensor:
+    """The fitted mean μ ``[D]`` in float64."""
+    return X.mean(0, dtype=torch.float64)
+
+
+class ProjectOut:
+    """``project_out``: orthogonal projection (Euclidean, raw feature space) onto the complement
+    of the span of the probe's class directions ``W/std`` (:meth:`LinearProbe.class_directions`).
+
+    The softmax is invariant to adding one vector to every row, so only the row *differences*
+    matter: the rows are centred (their mean removed) before an SVD, giving rank ≤ C−1 (1 for a
+    binary probe). The projection is applied **around the fitted mean** μ:
+    ``h' = h − (h−μ) Q Qᵀ``, so the component along the removed span is set to the data mean
+    rather than to 0 — the edited states stay near the distribution the next layer saw; a refit
+    probe (which has an intercept) is unaffected by this choice. With ``probe=None`` a probe is
+    fitted on X (with ``probe_kwargs``).
+    """
+
+    name = "project_out"
+
+    def fit(
+        self,
+        X: Tensor,
+        y: Tensor,
+        n_classes: int,
+        *,
+        probe: LinearProbe | None = None,
+        probe_kwargs: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> Edit:
+        if probe is None:
+            probe = fit_probe(X, y, n_classes, **dict(probe_kwargs or {}))
+        Q = probe_span(probe)
+        info = {"probe_converged": probe.converged, "probe_n_iter": probe.n_iter}
+        return projection_edit(self.name, _mean(X), Q, info=info)
+
+
+class Inlp:
+    """``inlp``: Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1).
+
+    Fit a probe, add its class directions to the removed span, project, refit, … until the
+    refit probe's accuracy on a held-out 20% of the rows (split by ``seed``) is ≤ majority +
+    ``chance_tol`` or ``max_rounds`` is reached; the final edit is one orthogonal projection
+    onto the complement of the union of all removed directions (their §3.2 intersection of
+    nullspaces), applied around the mean as ``project_out``'s. The default budget
+    (``max_rounds=None``) is :func:`inlp_budget` of the classes *present* in ``y`` —
+    ⌈D / (present − 1)⌉ rounds, enough to remove the whole space, where the probe's noise floor
+    leaves nothing to read (a budget from all C classes stopped code_depth, whose windows hold
+    4–5 of its 11 depths, at rank ≈ 0.4·D) — so INLP reaches its tolerance unless a smaller
+    budget is asked for. A given ``probe`` stands in for the first round's.
+    ``info["reached_chance"]`` (stored as ``inlp_converged``), ``info["n_rounds"]`` (projection
+    rounds used, stored as ``inlp_rounds``) and the per-round accuracies are kept.
+    """
+
+    name = "inlp"
+
+    def fit(
+        self,
+        X: Tensor,
+        y: Tensor,
+        n_classes: int,
+        *,
+        seed: int = 0,
+        probe: LinearProbe | None = None,
+        max_rounds: int | None = None,
+        chance_tol: float = INLP_CHANCE_TOL,
+        probe_kwargs: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> Edit:
+        N, D = X.shape
+        pk = dict(probe_kwargs or {})
+        mu = _mean(X)
+        if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
+            max_rounds = inlp_budget(D, int(torch.unique(y).numel()))
+        g = torch.Generator().manual_seed(seed)
+        perm = torch.randperm(N, generator=g).to(X.device)
+        n_dev = max(1, N // 5)
+        dev_idx, tr_idx = perm[:n_dev], perm[n_dev:]
+        ytr, ydev = y[tr_idx], y[dev_idx]
+        majority = int(torch.bincount(ytr, minlength=n_classes).argmax())
+        maj_dev = float((ydev == majority).double().mean())
+        Q = torch.zeros(D, 0, dtype=torch.float64, device=X.device)
+        rounds: list[dict[str, Any]] = []
+        reached = False
+        mu_x = mu.to(X.dtype)
+        for r in range(max_rounds + 1):
+            Xe = X if Q.shape[1] == 0 else X - ((X - mu_x) @ Q.to(X.dtype)) @ Q.T.to(X.dtype)
+            if r == 0 and probe is not None:
+                p = probe
+            else:
+                p = fit_probe(Xe[tr_idx], ytr, n_classes, **pk)
+            acc = p.accuracy(Xe[dev_idx], ydev)
+            rounds.append({"rank": int(Q.shape[1]), "dev_accuracy": acc, "converged": p.converged})
+            if acc <= maj_dev + chance_tol:
+                reached = True
+                break
+            if r == max_rounds:
+                break
+            new = probe_span(p, exclude=Q)
+            if new.shape[1] == 0:
+                break
+            Q = torch.cat([Q, new], dim=1)
+            # re-orthonormalise (guards against drift over many rounds)
+            Q = torch.linalg.qr(Q).Q
+        return projection_edit(
+            self.name,
+            mu,
+            Q,
+            info={
+                "rounds": rounds,
+                "reached_chance": reached,
+                "n_rounds": len(rounds) - 1,  # projections made
+                "max_rounds": max_rounds,
+                "dev_majority": maj_dev,
+            },
+        )
+
+
+class Leace:
+    """``leace``: LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed
+    form", §3–4), concept-erasure's ``LeaceFitter`` with its defaults (affine, shrinkage, trace
+    constraint) on ``one_hot(y, C)``, fitted in float64. After it no linear classifier beats a
+    constant one on the fitting data."""
+
+    name = "leace"
+
+    def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
+        from concept_erasure import LeaceFitter
+
+        D = X.shape[1]
+        Z = torch.nn.functional.one_hot(y, n_classes).double()
+        eraser = LeaceFitter.fit(X.double(), Z).eraser
+        left, right = eraser.proj_left.contiguous(), eraser.proj_right.contiguous()
+        center = eraser.bias if eraser.bias is not None else torch.zeros(D, dtype=torch.float64, device=X.device)
+        return Edit(method=self.name, rank_removed=rank_of(left @ right), center=center, left=left, right=right)
+
+
+class PcaTopK:
+    """``pca_top_k``: remove the top-k principal directions of the centred states (eigenvectors of
+    the covariance), around the mean; default ``k`` = :data:`DEFAULT_PCA_K` (8). Not label-aware:
+    a control for how much damage removing *any* k high-variance directions does.
+    ``info["variance_removed"]`` is the fraction of the total variance along them.
+
+    Raises:
+        ValueError: ``k`` is not an int in 1..D.
+    """
+
+    name = "pca_top_k"
+
+    def fit(self, X: Tensor, y: Tensor, n_classes: int, *, k: int | None = None, **_: Any) -> Edit:
+        N, D = X.shape
+        kk = DEFAULT_PCA_K if k is None else k
+        if isinstance(kk, bool) or not isinstance(kk, int) or kk < 1 or kk > D:
+            raise ValueError(f"pca_top_k: k must be an int in 1..{D}, got {k!r}")
+        mu = _mean(X)
+        Xc = X - mu.to(X.dtype)
+        cov = (Xc.T @ Xc).double() / max(N - 1, 1)
+        evals, evecs = torch.linalg.eigh(cov)  # ascending
+        Q = evecs[:, -kk:].flip(-1).contiguous()
+        frac = float(evals[-kk:].sum() / evals.clamp_min(0).sum().clamp_min(1e-300))
+        return projection_edit(self.name, mu, Q, k=kk, info={"variance_removed": frac})
+
+
+class MeanAblation:
+    """``mean``: whole-layer mean ablation, every state replaced by the fitted mean μ (a ceiling;
+    rank D). Its ``Edit`` has no ``left``/``right``."""
+
+    name = "mean"
+
+    def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
+        return Edit(method=self.name, rank_removed=int(X.shape[1]), center=_mean(X))
+
+
+# the objects the registry names ("science.edit_methods:<NAME>")
+PROJECT_OUT = ProjectOut()
+INLP = Inlp()
+LEACE = Leace()
+PCA_TOP_K = PcaTopK()
+MEAN = MeanAblation()

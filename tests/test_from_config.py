@@ -1,0 +1,187 @@
+"""From scratch, any transformers architecture, from the CLI and the REST API (issue 22): a tiny
+config saved with ``save_pretrained`` to a temp folder (config.json only, no weights, no hub) is
+built with random weights and trained on a task (``TrainParams.from_config``, ``SuiteParams.from_config``,
+``layerscope suite --from-config``); the run's config records it, stored runs keep their config
+hashes, and a config that cannot be read, or makes another family than the run's, is refused at
+submit with one line."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+from pydantic import ValidationError
+from transformers import LlamaConfig, MambaConfig, T5Config
+
+from worker.params import LATER_FIELDS, SuiteParams, TrainParams
+
+TINY_LLAMA = dict(
+    vocab_size=64,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=64,
+)
+
+
+def _no_network(*args, **kwargs):
+    raise AssertionError("tried to reach the network")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket, "getaddrinfo", _no_network)
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory):
+    """{"llama": folder, "mamba": folder}, each holding a config.json only."""
+    root = tmp_path_factory.mktemp("configs")
+    LlamaConfig(**TINY_LLAMA).save_pretrained(root / "tiny-llama")
+    MambaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2).save_pretrained(
+        root / "tiny-mamba"
+    )
+    assert sorted(p.name for p in (root / "tiny-llama").iterdir()) == ["config.json"]
+    return {"llama": str(root / "tiny-llama"), "mamba": str(root / "tiny-mamba")}
+
+
+# ----------------------------------------------------------------------------------- params
+
+
+def test_from_config_is_recorded_and_leaves_stored_hashes_alone(configs):
+    plain = TrainParams(family="transformer", task="parity")
+    assert "from_config" not in plain.run_config() and LATER_FIELDS["from_config"] is None
+    assert TrainParams(family="transformer", task="parity", from_config=None).run_hash() == plain.run_hash()
+    scratch = TrainParams(family="transformer", task="parity", from_config=configs["llama"])
+    assert scratch.run_config()["from_config"] == configs["llama"] and scratch.run_hash() != plain.run_hash()
+    assert scratch.start_token is False and scratch.lr == plain.lr  # no START id; the scratch learning rate
+    suite = SuiteParams(preset="smoke")
+    assert SuiteParams(preset="smoke", from_config=None).config_hash() == suite.config_hash()
+    assert SuiteParams(preset="smoke", from_config=[configs["llama"]]).config_hash() != suite.config_hash()
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"pretrained": "x"}, "not with pretrained"),
+        ({"family": "lstm"}, "not 'lstm'"),
+        ({"start_token": True}, "start_token"),
+        ({"learned_positions": 8}, "learned_positions"),
+        ({"from_config": ""}, "at least 1 character"),
+    ],
+)
+def test_bad_from_config_params_are_refused(configs, changes, words):
+    with pytest.raises(ValidationError, match=words):
+        TrainParams(**{"family": "transformer", "task": "parity", "from_config": configs["llama"], **changes})
+
+
+def test_a_suite_expands_each_config_into_its_family_beside_pretrained(configs, tmp_path):
+    from worker.presets import expand_suite
+
+    jobs = expand_suite(
+        SuiteParams(
+            preset="paper",
+            tasks=["parity"],
+            seeds=[0],
+            pretrained=[configs["llama"]],  # the same architecture fine-tuned (only its config is read here)
+            from_config=[configs["llama"], configs["mamba"]],
+        )
+    )
+    trained = [j for j in jobs if j.control is None]
+    assert [(j.family, j.pretrained, j.from_config, j.name) for j in trained] == [
+        ("transformer", configs["llama"], None, "tiny-llama-parity-s0"),
+        ("transformer", None, configs["llama"], "tiny-llama-scratch-parity-s0"),
+        ("mamba", None, configs["mamba"], "tiny-mamba-scratch-parity-s0"),
+    ]
+    assert all(j.learned_positions == 0 for j in trained)  # the paper preset's built-in Transformer setting
+    scratch = [j for j in trained if j.from_config]
+    assert {j.name for j in jobs if j.control} == {f"{j.name}-init" for j in scratch}  # their random-init controls
+    only = expand_suite(SuiteParams(preset="smoke", tasks=["parity"], seeds=[0], from_config=[configs["llama"]]))
+    assert [j.family for j in only] == ["transformer"]  # instead of the preset's families
+    with pytest.raises(ValueError, match=r"from_config '.*nowhere'"):
+        expand_suite(SuiteParams(preset="smoke", from_config=[str(tmp_path / "nowhere")]))
+
+
+# ---------------------------------------------------------------------------- the REST API
+
+
+def _train_job(family: str, source: str) -> dict:
+    return {"kind": "train", "params": {"family": family, "task": "parity", "from_config": source, "max_steps": 2}}
+
+
+def test_api_checks_the_config_at_submit(api, configs, tmp_path):
+    missing = api.client.post("/api/jobs", json=_train_job("transformer", str(tmp_path / "nowhere")))
+    assert missing.status_code == 422, missing.text
+    err = missing.json()["detail"][0]
+    assert err["loc"] == ["body", "params", "from_config"] and "nowhere" in err["msg"]
+    wrong = api.client.post("/api/jobs", json=_train_job("transformer", configs["mamba"]))
+    assert wrong.status_code == 422
+    assert "builds a 'mamba' model, but the run asks for family 'transformer'" in wrong.json()["detail"][0]["msg"]
+    assert api.client.get("/api/jobs").json()["total"] == 0
+    T5Config(vocab_size=64, d_model=16, num_layers=1, num_heads=2, d_ff=32).save_pretrained(tmp_path / "t5")
+    t5 = api.client.post("/api/jobs", json=_train_job("transformer", str(tmp_path / "t5")))
+    assert t5.status_code == 422 and "encoder-decoder" in t5.json()["detail"][0]["msg"]
+    assert api.client.get("/api/jobs").json()["total"] == 0
+    ok = api.client.post("/api/jobs", json=_train_job("transformer", configs["llama"]))
+    assert ok.status_code == 201, ok.text
+    # a hub name this machine has not cached is left to the worker (no hub request at submit)
+    hub = api.client.post("/api/jobs", json=_train_job("transformer", "some-lab/not-cached-here"))
+    assert hub.status_code == 201, hub.text
+    bad = {"preset": "smoke", "from_config": [configs["llama"], str(tmp_path / "t5")]}
+    suite = api.client.post("/api/jobs", json={"kind": "suite", "params": bad})
+    assert suite.status_code == 422
+    err = suite.json()["detail"][0]
+    assert err["loc"] == ["body", "params", "from_config", 1] and "encoder-decoder" in err["msg"]
+    ok = {"preset": "smoke", "from_config": [configs["llama"]], "pretrained": ["some-lab/not-cached-here"]}
+    assert api.client.post("/api/jobs", json={"kind": "suite", "params": ok}).status_code == 201
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def test_cli_suite_trains_a_config_from_scratch(configs, tmp_path, monkeypatch, capsys):
+    from backend.cli import main
+    from store.config import get_settings
+    from store.models import Run
+    from store.session import make_engine, make_sessionmaker
+
+    db = tmp_path / "r.db"
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'q.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    get_settings.cache_clear()
+    try:
+        args = ["suite", "--preset", "smoke", "--task", "parity", "--device", "cpu", "--max-steps", "2"]
+        rc = main([*args, "--from-config", configs["llama"], "--name", "scratch", "--no-controls"])
+        assert rc == 0, capsys.readouterr().err
+        with make_sessionmaker(make_engine(f"sqlite:///{db}"))() as s:
+            (run,) = s.query(Run).all()
+            assert (run.family, run.pretrained, run.status, run.n_layers) == ("transformer", None, "complete", 2)
+            assert run.train_config["from_config"] == configs["llama"]
+            assert run.model_config["hf_config"]["model_type"] == "llama"
+        capsys.readouterr()
+        assert main([*args, "--from-config", str(tmp_path / "nowhere")]) == 1
+        assert "from_config" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
+
+
+def test_the_pipeline_builds_a_random_init_of_the_config(configs):
+    """Two seeds: two different random inits of the same architecture, neither a checkpoint's."""
+    from science.tasks import get_task
+    from worker.pipeline import _build
+
+    task = get_task("parity")
+    a, b = (
+        _build(TrainParams(family="transformer", task="parity", seed=s, from_config=configs["llama"]), task)
+        for s in (0, 1)
+    )
+    assert a.config.hf_config["model_type"] == "llama" and a.n_layers == 2
+    wa, wb = (next(m.backbone.parameters()) for m in (a, b))
+    assert wa.shape == wb.shape and not torch.equal(wa, wb)
+    with pytest.raises(ValueError, match="is a 'mamba' model, but the run asks for family 'transformer'"):
+        _build(TrainParams(family="transformer", task="parity", from_config=configs["mamba"]), task)

@@ -1,0 +1,188 @@
+"""Every built-in intervention method, fitted on fixed seeded states, gives the numbers the
+if-chain ``fit_edit`` gave before the methods became registered objects (issue 22): the
+expectations below were computed with that implementation (commit 760dafc). Each edit is
+fingerprinted by where it sends fixed probe states (so a sign flip of a removed direction, which
+changes nothing, does not count) plus its rank and its method details."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from science.interventions import fit_edit
+from science.probes import fit_probe
+
+D, C = 6, 3
+
+
+def _states(seed: int = 0, n: int = 600, d: int = D) -> tuple[torch.Tensor, torch.Tensor]:
+    """``X [n, d]`` float32: three class means plus anisotropic noise and an offset; ``y [n]``."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, C, (n,), generator=g)
+    means = 1.2 * torch.randn(C, d, generator=g)
+    X = torch.randn(n, d, generator=g) * torch.linspace(0.5, 2.0, d) + means[y] + 0.7
+    return X.float(), y
+
+
+def _fingerprint(edit) -> tuple[float, float]:
+    """(weighted sum, norm) of the edit applied to fixed float64 probe states ``[5, D]``."""
+    g = torch.Generator().manual_seed(123)
+    d = edit.d_model
+    H = 2.0 * torch.randn(5, d, generator=g, dtype=torch.float64)
+    W = torch.randn(5, d, generator=g, dtype=torch.float64)
+    out = edit.apply(H)
+    return float((out * W).sum()), float(out.norm())
+
+
+def _case(name: str):
+    X, y = _states()
+    wide = torch.randn(600, 9, generator=torch.Generator().manual_seed(1))  # D=9 for the default k=8
+    probe = lambda: fit_probe(X, y, C)  # noqa: E731 - fitted only by the cases that reuse one
+    return {
+        "project_out": lambda: fit_edit("project_out", X, y, C),
+        "project_out_given_probe": lambda: fit_edit("project_out", X, y, C, probe=probe()),
+        "inlp": lambda: fit_edit("inlp", X, y, C, seed=3),
+        "inlp_one_round": lambda: fit_edit("inlp", X, y, C, seed=1, max_rounds=1),
+        "inlp_two_rounds": lambda: fit_edit("inlp", X, y, C, seed=0, max_rounds=2),
+        "inlp_loose_tolerance": lambda: fit_edit("inlp", X, y, C, seed=0, chance_tol=0.4),
+        "inlp_given_probe": lambda: fit_edit("inlp", X, y, C, seed=5, probe=probe()),
+        "inlp_probe_kwargs": lambda: fit_edit("inlp", X, y, C, seed=2, probe_kwargs={"C": 0.1}),
+        "leace": lambda: fit_edit("leace", X, y, C),
+        "pca_top_k": lambda: fit_edit("pca_top_k", X, y, C, k=2),
+        "pca_top_k_default": lambda: fit_edit("pca_top_k", wide, y, C),
+        "mean": lambda: fit_edit("mean", X, y, C),
+    }[name]()
+
+
+# name: (method, rank_removed, k, fingerprint, details) — from the pre-registry implementation
+EXPECTED: dict[str, tuple] = {
+    "project_out": (
+        "project_out",
+        2,
+        None,
+        (-1.132049086679431, 6.363486447529906),
+        {"probe_converged": True, "probe_n_iter": 16},
+    ),
+    "project_out_given_probe": (
+        "project_out",
+        2,
+        None,
+        (-1.132049086679431, 6.363486447529906),
+        {"probe_converged": True, "probe_n_iter": 16},
+    ),
+    "inlp": (
+        "inlp",
+        6,
+        None,
+        (5.251400544860419, 3.1127157278744497),
+        {
+            "reached_chance": True,
+            "n_rounds": 3,
+            "max_rounds": 3,
+            "dev_majority": 0.2833333333333333,
+            "rounds": [
+                (0, True, 0.875),
+                (2, True, 0.6166666666666667),
+                (4, True, 0.4083333333333333),
+                (6, True, 0.2833333333333333),
+            ],
+        },
+    ),
+    "inlp_one_round": (
+        "inlp",
+        2,
+        None,
+        (-1.1326566665500586, 6.35199063897093),
+        {
+            "reached_chance": False,
+            "n_rounds": 1,
+            "max_rounds": 1,
+            "dev_majority": 0.2833333333333333,
+            "rounds": [(0, True, 0.8666666666666667), (2, True, 0.6333333333333333)],
+        },
+    ),
+    "inlp_two_rounds": (
+        "inlp",
+        4,
+        None,
+        (3.2688882615965213, 5.542570481610075),
+        {
+            "reached_chance": False,
+            "n_rounds": 2,
+            "max_rounds": 2,
+            "dev_majority": 0.30833333333333335,
+            "rounds": [(0, True, 0.8666666666666667), (2, True, 0.6416666666666667), (4, True, 0.4083333333333333)],
+        },
+    ),
+    "inlp_loose_tolerance": (
+        "inlp",
+        2,
+        None,
+        (-1.1191553737648767, 6.325902970537666),
+        {
+            "reached_chance": True,
+            "n_rounds": 1,
+            "max_rounds": 3,
+            "dev_majority": 0.30833333333333335,
+            "rounds": [(0, True, 0.8666666666666667), (2, True, 0.6416666666666667)],
+        },
+    ),
+    "inlp_given_probe": (
+        "inlp",
+        6,
+        None,
+        (5.251400544860418, 3.112715727874451),
+        {
+            "reached_chance": True,
+            "n_rounds": 3,
+            "max_rounds": 3,
+            "dev_majority": 0.2833333333333333,
+            "rounds": [
+                (0, True, 0.8916666666666667),
+                (2, True, 0.65),
+                (4, True, 0.5083333333333333),
+                (6, True, 0.2833333333333333),
+            ],
+        },
+    ),
+    "inlp_probe_kwargs": (
+        "inlp",
+        6,
+        None,
+        (5.251400544860417, 3.1127157278744493),
+        {
+            "reached_chance": True,
+            "n_rounds": 3,
+            "max_rounds": 3,
+            "dev_majority": 0.25,
+            "rounds": [(0, True, 0.8833333333333333), (2, True, 0.6416666666666667), (4, True, 0.375), (6, True, 0.25)],
+        },
+    ),
+    "leace": ("leace", 2, None, (0.5685310430519476, 8.224453671237953), {}),
+    "pca_top_k": ("pca_top_k", 2, 2, (1.5126279112724756, 6.955474871994239), {"variance_removed": 0.7196081719256908}),
+    "pca_top_k_default": (
+        "pca_top_k",
+        8,
+        8,
+        (-4.9264924460075505, 5.989283995130598),
+        {"variance_removed": 0.910970200445287},
+    ),
+    "mean": ("mean", 6, None, (5.251400544860421, 3.1127157278744506), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_builtin_method_gives_the_numbers_it_gave_before(name):
+    method, rank, k, (weighted, norm), details = EXPECTED[name]
+    edit = _case(name)
+    assert (edit.method, edit.rank_removed, edit.k) == (method, rank, k)
+    got = _fingerprint(edit)
+    assert got[0] == pytest.approx(weighted, rel=1e-6, abs=1e-9)
+    assert got[1] == pytest.approx(norm, rel=1e-6)
+    for key, want in details.items():
+        have = edit.info[key]
+        if key == "rounds":
+            assert [(r["rank"], r["converged"]) for r in have] == [(r[0], r[1]) for r in want]
+            assert [r["dev_accuracy"] for r in have] == pytest.approx([r[2] for r in want], abs=1e-9)
+        else:
+            assert have == pytest.approx(want, rel=1e-9) if isinstance(want, float) else have == want
