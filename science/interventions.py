@@ -56,6 +56,7 @@ import torch
 from torch import Tensor
 
 from layerscope_core.registry import METHODS
+from science.context import JobContext
 from science.probes import LinearProbe, fit_probe
 
 __all__ = [
@@ -215,6 +216,7 @@ def fit_edit(
     max_rounds: int | None = None,
     chance_tol: float = INLP_CHANCE_TOL,
     probe_kwargs: dict[str, Any] | None = None,
+    ctx: JobContext | None = None,
 ) -> Edit:
     """Fit an edit of ``method`` on states ``X [N, D]`` with labels ``y [N]``.
 
@@ -231,8 +233,12 @@ def fit_edit(
         max_rounds, chance_tol: INLP's stopping rule (see module docstring); ``max_rounds=None``
             → :func:`inlp_budget` (D, C).
         probe_kwargs: passed to :func:`fit_probe` for the probes fitted here.
+        ctx: a job context whose ``check_cancelled`` INLP calls before each round (one INLP
+            fit is ~80 probe fits, ~40 s at d_model 160 on one CPU core: a cancel lands
+            between rounds, not after the whole fit).
 
     Raises:
+        JobCancelled: from ``ctx.check_cancelled`` (INLP only).
         ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes; fewer
             than 2 rows.
     """
@@ -311,6 +317,8 @@ def fit_edit(
     reached = False
     mu_x = mu.to(X.dtype)
     for r in range(max_rounds + 1):
+        if ctx is not None:
+            ctx.check_cancelled()
         Xe = X if Q.shape[1] == 0 else X - ((X - mu_x) @ Q.to(X.dtype)) @ Q.T.to(X.dtype)
         if r == 0 and probe is not None:
             p = probe
