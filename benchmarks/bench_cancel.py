@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delays", default="2,5,10", help="seconds into the INLP fit at which to cancel")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench_cancel_") as folder:
+        return _run(args, Path(folder))
 
+
+def _run(args: argparse.Namespace, tmp: Path) -> int:
     import torch
     from sqlalchemy import func, select
 
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from worker.runner import Runner
 
     torch.set_num_threads(args.threads)
-    tmp = Path(tempfile.mkdtemp(prefix="bench_cancel_"))
+
     settings = Settings(
         _env_file=None,
         home=tmp / "home",

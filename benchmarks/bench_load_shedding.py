@@ -139,10 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limits", default="10000,4", help="--limit-concurrency values (10000 = off)")
     ap.add_argument("--retry", action="store_true", help="shed requests are asked again after Retry-After")
     args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ls-bench-shed-") as folder:
+        return _run(args, Path(folder))
 
+
+def _run(args: argparse.Namespace, tmp: Path) -> int:
     from store.migrate import init_db
 
-    tmp = Path(tempfile.mkdtemp(prefix="ls-bench-shed-"))
     db_url = f"sqlite:///{tmp / 'bench.db'}"
     init_db(db_url)
     counts = load_sqlite(tmp / "bench.db", args.rows)
