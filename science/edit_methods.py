@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from science.context import JobContext
 from science.interventions import (
     DEFAULT_PCA_K,
     INLP_CHANCE_TOL,
@@ -100,6 +101,7 @@ class Inlp:
         max_rounds: int | None = None,
         chance_tol: float = INLP_CHANCE_TOL,
         probe_kwargs: dict[str, Any] | None = None,
+        ctx: JobContext | None = None,
         **_: Any,
     ) -> Edit:
         N, D = X.shape
@@ -119,6 +121,8 @@ class Inlp:
         reached = False
         mu_x = mu.to(X.dtype)
         for r in range(max_rounds + 1):
+            if ctx is not None:  # a cancel lands between rounds, not after the whole fit
+                ctx.check_cancelled()
             Xe = X if Q.shape[1] == 0 else X - ((X - mu_x) @ Q.to(X.dtype)) @ Q.T.to(X.dtype)
             if r == 0 and probe is not None:
                 p = probe

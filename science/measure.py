@@ -94,7 +94,9 @@ def majority_rate(labels: torch.Tensor) -> float:
     return float(torch.bincount(lab).max()) / lab.numel()
 
 
-def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int, config_hash: str) -> list[ProbeRecord]:
+def _probe_rows(
+    captured: Captured, run_seed: int, task: Task, eval_length: int, config_hash: str, ctx: JobContext | None = None
+) -> list[ProbeRecord]:
     tokens = captured.data.tokens
     reports = probe_layers(
         captured.states,
@@ -104,6 +106,7 @@ def _probe_rows(captured: Captured, run_seed: int, task: Task, eval_length: int,
         tokens=tokens,
         token_types=task.token_types(tokens),
         type_names=task.token_type_names,
+        ctx=ctx,  # progress and a cancel check per layer
     )
     return [
         ProbeRecord.from_report(r, eval_length=eval_length, config_hash=config_hash) for _, r in sorted(reports.items())
@@ -134,7 +137,8 @@ def measure_probes(
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
         data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
-        rows += _probe_rows(capture(model, data, device), run_seed, task, length, config_hash)
+        span = ctx.sub(i / len(eval_lengths), (i + 1) / len(eval_lengths))
+        rows += _probe_rows(capture(model, data, device), run_seed, task, length, config_hash, span)
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
     return rows
 
@@ -195,12 +199,14 @@ def random_removal_effect(
     run_seed: int,
     draws: int = N_RANDOM_DRAWS,
     device: torch.device | str = "cpu",
+    ctx: JobContext | None = None,
 ) -> dict[str, Any]:
     """Behavioural change when ``rank`` random orthonormal directions are removed at ``layer``
     (:func:`science.interventions.random_removal`, around ``center`` [D]), over ``draws`` draws
     (one when ``rank`` = D: every draw then removes the whole space, i.e. mean ablation).
 
-    ``base_acc``: per-sequence token accuracy [n] of the unedited model on ``data``.
+    ``base_acc``: per-sequence token accuracy [n] of the unedited model on ``data``; ``ctx``: a
+    cancel is checked before each draw (each is a forward pass over ``data``).
 
     Returns:
         ``{random_delta_pp, random_delta_lo, random_delta_hi, random_draws}``: the mean, min and
@@ -210,6 +216,8 @@ def random_removal_effect(
     g = torch.Generator().manual_seed(data_seed(run_seed, "random_removal", 100_003 * (layer + 1) + rank))
     deltas = []
     for _ in range(n_draws):
+        if ctx is not None:
+            ctx.check_cancelled()
         edit = random_removal(center, rank, g)
         with edit_layer(model, layer, edit.apply):
             edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
@@ -313,6 +321,7 @@ def measure_interventions(
             k=pca_k if method == "pca_top_k" else None,
             seed=run_seed,
             max_rounds=inlp_max_rounds,
+            ctx=ctx,  # INLP checks a cancel before each of its rounds
         )
 
     check: tuple[TaskData, Captured] | None = None  # the eval set at the fit length: the removal check
@@ -369,7 +378,7 @@ def measure_interventions(
                 rank = edit.rank_removed
                 if rank and rank not in random_by_rank:
                     random_by_rank[rank] = random_removal_effect(
-                        model, layer, center, rank, data, base_acc, run_seed, device=device
+                        model, layer, center, rank, data, base_acc, run_seed, device=device, ctx=ctx
                     )
                 rows.append(
                     _effect_row(

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import httpx
 import pytest
@@ -38,6 +39,25 @@ def test_sigterm_interrupts_once_then_is_ignored() -> None:
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second one cannot break the release
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_worker_stops_on_its_first_signal_even_with_sigint_inherited_ignored() -> None:
+    """A worker started by a demo that a script ran in the background inherits SIGINT ignored:
+    it must still stop (and hand its job back) on the demo's SIGINT, then ignore any other."""
+    from worker.packing import stop_on_first_signal
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited from the background shell
+        stop_on_first_signal()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # (the handler runs at once, between bytecodes; this is never reached)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second signal cannot break the release
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 @pytest.mark.timeout(120)

@@ -67,11 +67,13 @@ def configure_threads(threads: int, *, torch_now: bool) -> None:
         torch.set_num_threads(threads)
 
 
-def become_slot(parent_pid: int, poll_s: float = 0.5) -> None:
-    """Run as one slot of a supervisor: the first SIGINT/SIGTERM stops the worker (its job is
-    handed back) and later ones are ignored, so a terminal's Ctrl-C plus the supervisor's
-    forwarded signal cannot interrupt the hand-back; if the supervisor disappears (``kill -9``)
-    the slot stops itself the same way."""
+def stop_on_first_signal() -> None:
+    """The first SIGINT or SIGTERM raises KeyboardInterrupt (the worker hands its job back and
+    exits) and later ones are ignored, so a terminal's Ctrl-C plus the parent's own stop signal
+    (the demo's, a supervisor's) cannot interrupt the hand-back or the exit. Both handlers are
+    set explicitly: a process started in the background by a script inherits SIGINT *ignored*,
+    and a worker of such a demo ignored the demo's SIGINT until it was killed, its job left
+    ``running``. Main thread only (``signal.signal``)."""
 
     def first_signal(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -80,6 +82,12 @@ def become_slot(parent_pid: int, poll_s: float = 0.5) -> None:
 
     signal.signal(signal.SIGINT, first_signal)
     signal.signal(signal.SIGTERM, first_signal)
+
+
+def become_slot(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Run as one slot of a supervisor: :func:`stop_on_first_signal`; if the supervisor
+    disappears (``kill -9``) the slot stops itself the same way."""
+    stop_on_first_signal()
 
     def watch() -> None:
         while os.getppid() == parent_pid:

@@ -10,7 +10,6 @@ POST /api/jobs/{id}/cancel).
 
 from __future__ import annotations
 
-import signal
 from typing import Annotated
 
 import typer
@@ -77,8 +76,8 @@ def worker(
         return supervision.supervise_slots(concurrency, name, device, executor, threads, max_jobs, idle_exit)
     if parent_pid is not None:
         packing.become_slot(parent_pid)
-    else:
-        signal.signal(signal.SIGTERM, supervision.raise_interrupt)  # `docker stop`: release the job like Ctrl-C
+    else:  # Ctrl-C, `docker stop`, the demo stopping: release the job, once
+        packing.stop_on_first_signal()
     if threads is not None:
         packing.configure_threads(threads, torch_now=executor is None)
     runner = Runner(settings, device=device, name=name, executor=load_executor(executor), session_factory=factory)
