@@ -111,7 +111,9 @@ def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edi
     """The rank-matched random control of an edit (docs/SCIENCE.md#random-removal): ``rank``
     orthonormal directions drawn uniformly (QR of a Gaussian ``[D, rank]`` matrix, Mezzadri 2007,
     "How to generate random matrices from the classical compact groups", §5) removed around
-    ``center`` ``[D]`` exactly as the projection edits remove theirs.
+    ``center`` ``[D]`` exactly as the projection edits remove theirs. At ``rank`` = D every draw
+    removes the whole space, which is mean ablation: the constant edit ``center`` is returned
+    (as ``mean`` returns it; a full-rank projection would differ from it by float rounding).
 
     Raises:
         ValueError: ``rank`` outside 1..D.
@@ -119,6 +121,8 @@ def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edi
     D = int(center.shape[-1])
     if not 1 <= rank <= D:
         raise ValueError(f"rank must be in 1..{D}, got {rank}")
+    if rank == D:
+        return Edit(method="random", rank_removed=D, center=center.double())
     G = torch.randn(D, rank, generator=generator, dtype=torch.float64)
     Q, R = torch.linalg.qr(G)
     Q = Q * torch.sign(torch.diagonal(R)).unsqueeze(0)  # Haar-uniform: fix the signs QR leaves free
