@@ -130,7 +130,12 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
             complete = run.status in ("trained", "complete")
         else:
             done = stored_parts(s, run.id, params.measure.config_hash())
-            complete = "probes" in done and (run.status == "complete" or set(measured_parts(params)) <= done)
+            # a whole suite asks for the run's status (set with its last part); a staged one
+            # for the parts it measures (the run stays "trained" until every part is stored)
+            staged = params.parts is not None and not params.control
+            complete = "probes" in done and (
+                run.status == "complete" or (staged and set(measured_parts(params)) <= done)
+            )
         if complete and (weights or not params.rebuild_weights):
             return run.id, "complete"
         if params.measure is None and run.status not in ("trained", "complete"):
