@@ -132,7 +132,7 @@ def no_state_info(runs: list[dict], site: str) -> html.Span | None:
         return None
     families = ", ".join(family_label(f) for f in ordered({r["family"] for r in runs}, family_names()))
     return html.Span(
-        f"None of the {len(runs)} run(s) matching the filters ({families}) has {SITE_LABELS.get(site, site)}: "
+        f"None of the {len(runs)} run(s) matching the filters ({families}) has the site {SITE_LABELS.get(site, site)}: "
         "no recurrent state there. Pick the site resid_post or resid_pre (every family has them).",
         className="muted",
     )
