@@ -179,3 +179,27 @@ def test_probe_vs_causal_says_when_the_linked_run_does_not_exist():
     api.run = missing
     fig, _info, err, _banner = probe_causal.heatmap_view(api, lambda p: p, probe_causal.SPEC.decode("?run=99999"))
     assert err is None and "Run #99999 not found" in str(fig.layout)
+
+
+def test_curves_page_with_no_trained_run_says_so_rather_than_no_results_yet():
+    """A suite whose runs are all stored and probed but none trained (a smoke suite, a first look)
+    showed only "No probe results for this selection yet" with the switch on: it must say the
+    runs are there, untrained, and how to see them."""
+
+    class Api(RecordingApi):
+        def curves(self, **kw):
+            return [] if kw.get("trained") else super().curves(**kw)
+
+        def runs(self, **kw):
+            out = super().runs(**kw)
+            if kw.get("trained"):
+                return {**out, "items": [], "total": 0}
+            return {**out, "items": [{**r, "trained": False} for r in out["items"]]}
+
+    api = Api()
+    n = len(api.runs(task="parity", limit=5000)["items"])
+    _, note = curves.build_figure(api, curves.SPEC.decode("?tasks=parity"))
+    assert note and f"{n} run(s) of this selection are stored but none is trained" in note, note
+    assert 'untick "trained runs only"' in note, note
+    _, note = curves.build_figure(api, curves.SPEC.decode("?tasks=parity&trained=0"))  # switch off: drawn
+    assert not note or "none is trained" not in note
