@@ -16,6 +16,7 @@ from dashboard.components import (
     checkbox,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -226,21 +227,6 @@ def untrained_note(n_untrained: int) -> str | None:
     )
 
 
-def no_trained_note(api: ApiClient, state: dict) -> str | None:
-    """With "trained runs only" on and no curve to draw: the runs of this selection that are
-    stored but untrained (a smoke suite, the quick first look), and how to see them; None when
-    the switch is off or there are none (then nothing is stored: the figure says so)."""
-    if not state.get("trained"):
-        return None
-    n = sum(r.get("trained") is False for r in behaviour_runs(api, {**state, "trained": False}))
-    if not n:
-        return None
-    return (
-        f"{n} run(s) of this selection are stored but none is trained (held-out accuracy below the "
-        'early-stop criterion): untick "trained runs only" to see their curves, marked untrained.'
-    )
-
-
 def unprobed_note(runs: list[dict], rows: list[dict]) -> str | None:
     """The cells (family × task) with runs in this selection but no probe curve: a facet without a
     family's line would otherwise read as if the family were not in the study."""
@@ -271,7 +257,11 @@ def build_figure(api: ApiClient, state: dict):
         fig = position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"])
         return add_caption(fig, position_caption(rows, state, label)), note
     unprobed = unprobed_note(stored, rows)
-    none_trained = no_trained_note(api, state) if not rows else None
+    none_trained = (
+        none_trained_note(behaviour_runs(api, {**state, "trained": False}), "curves")
+        if not rows and state["trained"]
+        else None
+    )
     note = " ".join(n for n in (note, unprobed, none_trained) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
     controls = control_curve_rows(api, state, _filter) if state["controls"] else []

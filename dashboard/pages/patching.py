@@ -16,6 +16,7 @@ from dashboard.components import (
     api_alert,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -359,6 +360,9 @@ def figures(api: ApiClient, state: dict) -> tuple:
         )
     if not gs and not picked and str(state["site"]).startswith("state"):
         info = no_state_info(candidate_runs(api, state), state["site"])
+    if not gs and not picked and info is None and state.get("trained", True):
+        note = none_trained_note(candidate_runs(api, {**state, "trained": False}), "patching grids")
+        info = html.Span(note, className="muted") if note else None
     missing = [g["title"] for g in gs if not g["rows"]]
     if missing:
         what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
