@@ -207,6 +207,19 @@ def is_untrained(run: dict[str, Any] | None) -> bool:
     return bool(run) and run.get("trained") is False
 
 
+def none_trained_note(runs: Sequence[dict[str, Any]], what: str) -> str | None:
+    """With the "trained runs only" switch on and nothing to show: how many runs of the selection
+    (``runs``: ``/api/runs`` records asked for without the trained filter) are stored but
+    untrained, and how to see them; None when there is none (then nothing is stored)."""
+    n = sum(r.get("trained") is False for r in runs)
+    if not n:
+        return None
+    return (
+        f"{n} run(s) of this selection are stored but none is trained (held-out accuracy below the "
+        f'early-stop criterion): untick "trained runs only" to see their {what}, marked untrained.'
+    )
+
+
 def untrained_banner(run: dict[str, Any] | None, *, what: str = "probes, edits and patching") -> html.Div | None:
     """A warning naming the run's held-out accuracy when ``run`` is untrained, else None.
 

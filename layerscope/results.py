@@ -127,12 +127,7 @@ class Results:
         """The API's filters, checked as the API checks them: an unknown task or family is a
         ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
         suites here (a typo must not read as "no results")."""
-        from layerscope_core.registry import TASKS, family_names
-
-        for what, values, allowed in (("task", _many(task), TASKS), ("family", _many(family), family_names())):
-            bad = [v for v in values or [] if v not in allowed]
-            if bad:
-                raise ValueError(f"{what} {', '.join(map(repr, bad))} unknown; one of {', '.join(allowed)}")
+        queries.require_known_names(task=_many(task), family=_many(family))
         if suite is not None:
             with self._session() as s:
                 queries.require_suites(s, _many(suite))

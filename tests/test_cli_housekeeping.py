@@ -58,6 +58,21 @@ def test_runs_list_json_lists_the_shipped_study(cli_env, capsys) -> None:
     assert lines[0].split()[:3] == ["id", "suite", "family"] and len(lines) == 1 + 3
 
 
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--task", "dyk"], "task 'dyk' unknown; one of parity, s3, dyck"),
+        (["--family", "lstmm"], "family 'lstmm' unknown; one of transformer"),
+        (["--suite", "papr"], "suite 'papr' not found; suites here: 's'"),
+    ],
+)
+def test_runs_list_refuses_a_typo_in_one_line_rather_than_listing_nothing(cli_env, capsys, args, said) -> None:
+    seed_runs(factory(cli_env), families=("lstm",), tasks=("parity",), seeds=(0,), suite="s")
+    assert main(["runs", "list", *args]) == 1
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_run_is_tagged_found_shown_and_deleted_with_its_rows_and_checkpoint(cli_env, capsys, monkeypatch) -> None:
     f = factory(cli_env)
     ids = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="t")

@@ -125,3 +125,45 @@ def test_demo_stops_quietly_on_sigterm(tmp_path) -> None:
     assert rc == 0, text
     assert "layerscope: stopped" in text, text  # the worker was stopped (its job handed back) first
     assert "Traceback" not in text and "Exception ignored" not in text, text
+
+
+@pytest.mark.timeout(300)  # a hang guard only
+def test_demo_started_with_sigint_ignored_still_hands_the_running_job_back(tmp_path) -> None:
+    """A demo started in the background of a script (`layerscope demo &`: the shell sets SIGINT
+    to ignored, and children inherit it) must still stop its worker with SIGINT: the running job
+    goes back to the queue at once rather than the worker being killed after 30 s, the job left
+    "running" until the reaper finds it."""
+    port = free_port()
+    log_path = tmp_path / "demo.log"
+    env = {**_env(tmp_path), "LAYERSCOPE_FAKE_STEP_S": "2"}  # a train job stays running
+
+    def as_background_job() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    with open(log_path, "wb") as log:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "backend.cli", "demo", "--preset", "smoke", "--port", str(port)]
+            + ["--executor", FAKE_EXECUTOR],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=as_background_job,
+        )
+        base = f"http://127.0.0.1:{port}"
+
+        def running() -> list:
+            assert demo.poll() is None, log_path.read_text()
+            try:
+                return httpx.get(f"{base}/api/jobs", params={"state": "running"}, timeout=2).json()["items"]
+            except httpx.HTTPError:
+                return []
+
+        try:
+            wait_for(running, "a running train job", timeout=200, on_fail=log_path.read_text)
+        finally:
+            demo.send_signal(signal.SIGTERM)  # `kill %1`
+            rc = demo.wait(60)
+    text = log_path.read_text(errors="replace")
+    assert rc == 0, text
+    assert "released back to the queue (worker stopping)" in text, text

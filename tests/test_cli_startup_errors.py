@@ -133,3 +133,18 @@ def test_control_characters_in_a_cli_name_are_one_line(env, capsys, name) -> Non
 @pytest.mark.parametrize("name", ["a\x00b", "new\nline", "esc\x1b[31m", "c1\x9b"])
 def test_control_characters_in_a_token_name_are_one_line(env, capsys, name) -> None:
     one_line(capsys, main(["token", "create", "--name", name]), "token name", "control characters")
+
+
+@pytest.mark.parametrize("bundle", [False, True])
+def test_serve_on_a_busy_port_is_one_line(env, capsys, bundle) -> None:
+    """As `demo` does: said before uvicorn starts (it printed its log, an ERROR line and exited 3)."""
+    import socket
+    from pathlib import Path
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        extra = [str(Path(__file__).resolve().parents[1] / "examples" / "paper-steps.layerscope.zip")] if bundle else []
+        rc = main(["serve", *extra, "--port", str(port)])
+    one_line(capsys, rc, f"cannot listen on 127.0.0.1:{port}", "--port")

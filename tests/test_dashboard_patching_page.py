@@ -84,3 +84,17 @@ def test_a_state_callback_reads_the_controls_it_is_given():
     assert state["trained"] is False and state["layer"] == 2 and state["runs"] == []  # layer from the base
     with pytest.raises(ValueError, match="no control"):
         page.on_state(Output("x", "children"), without=("nope",))
+
+
+def test_state_site_on_runs_without_a_state_says_why_and_what_to_pick():
+    """A suite whose shown runs are all Transformers (paper-steps so far) opened on the default
+    site, the recurrent state: no run carries one, so the page must say so and name the
+    residual-stream sites, not only "No patching results for this selection"."""
+    api = FakeApi()
+    api.runs_list = [{**r, "family": "transformer"} for r in api.runs_list]
+    fn = _figure_callback(api)
+    heat, line, layer_opts, banner, info, error = fn(None, None, None, 40, "state", None, ["on"], None, None)
+    assert error is None and layer_opts == []
+    said = " ".join(texts(info))
+    assert "no recurrent state" in said and "Transformer" in said, said
+    assert "resid_post" in said, said

@@ -179,3 +179,46 @@ def test_probe_vs_causal_says_when_the_linked_run_does_not_exist():
     api.run = missing
     fig, _info, err, _banner = probe_causal.heatmap_view(api, lambda p: p, probe_causal.SPEC.decode("?run=99999"))
     assert err is None and "Run #99999 not found" in str(fig.layout)
+
+
+class NoneTrainedApi(RecordingApi):
+    """Every run stored and measured, none trained (a smoke suite, the quick first look)."""
+
+    def curves(self, **kw):
+        return [] if kw.get("trained") else super().curves(**kw)
+
+    def profiles(self, **kw):
+        return [] if kw.get("trained") else super().profiles(**kw)
+
+    def runs(self, **kw):
+        out = super().runs(**kw)
+        if kw.get("trained"):
+            return {**out, "items": [], "total": 0}
+        return {**out, "items": [{**r, "trained": False} for r in out["items"]]}
+
+
+def test_curves_page_with_no_trained_run_says_so_rather_than_no_results_yet():
+    """A suite whose runs are all stored and probed but none trained (a smoke suite, a first look)
+    showed only "No probe results for this selection yet" with the switch on: it must say the
+    runs are there, untrained, and how to see them."""
+    api = NoneTrainedApi()
+    n = len(api.runs(task="parity", limit=5000)["items"])
+    _, note = curves.build_figure(api, curves.SPEC.decode("?tasks=parity"))
+    assert note and f"{n} run(s) of this selection are stored but none is trained" in note, note
+    assert 'untick "trained runs only"' in note, note
+    _, note = curves.build_figure(api, curves.SPEC.decode("?tasks=parity&trained=0"))  # switch off: drawn
+    assert not note or "none is trained" not in note
+
+
+def test_reversal_probe_causal_and_patching_with_no_trained_run_say_so():
+    from dashboard.pages import patching
+
+    api = NoneTrainedApi()
+    n = len(api.runs_list)
+    said = f"{n} run(s) of this selection are stored but none is trained"
+    _, listing, *_ = reversal.build(api, reversal.SPEC.decode(""))
+    assert said in " ".join(texts(listing)) and 'untick "trained runs only"' in " ".join(texts(listing))
+    _, info, _, _ = probe_causal.heatmap_view(api, lambda p: p, probe_causal.SPEC.decode(""))
+    assert said in " ".join(texts(info))
+    _, _, _, _, info, _ = patching.figures(api, patching.SPEC.decode("?site=resid_post"))
+    assert said in " ".join(texts(info))

@@ -175,3 +175,21 @@ def test_across_runs_only_the_counts_are_compared():
     assert mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS) is None  # follow-up jobs hash their run id
     edits[1]["n_sequences"] = 64
     assert "edit evaluation sequences 64, 500" in mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)
+
+
+def test_mean_ablation_reads_raw_even_with_a_random_control_stored():
+    """Mean ablation removes the whole width: its stored "random removal" (one draw of D random
+    directions) is mean ablation itself, so beyond it every cell would read 0 — the ceiling hidden
+    and "most damaging" marks on −0.0 (the paper-steps bundle). It reads raw, as the caption says."""
+    edits = [
+        {**r, "random_delta_pp": r["delta_pp"], "random_draws": 1, "rank_removed": 128} if r["method"] == "mean" else r
+        for r in intervention_rows(conv1d=False)
+    ]
+    table = probe_causal_table(probe_rows(), edits)
+    mean1 = next(r for r in table if r["measure"] == "drop:mean" and r["layer"] == 1)
+    assert mean1["value"] == -20.0 and not mean1["beyond_random"]
+    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4)
+    hm = _drop_heatmap(fig)
+    yi, xi = _cell(hm, "1", "drop:mean")
+    assert hm.z[yi][xi] == -20.0
+    assert fig.layout.meta["beyond_random"] == 0

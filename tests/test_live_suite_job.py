@@ -42,3 +42,28 @@ def test_a_succeeded_suite_counts_only_without_failed_or_cancelled_children(db_f
     assert live_suite_job(factory, params) == clean
     _add(factory, params, J.FAILED, parent_id=clean)
     assert live_suite_job(factory, params) is None
+
+
+def test_demo_says_a_suite_still_under_way_goes_on_rather_than_already_ran(db_factory, capsys) -> None:
+    from backend.cli.demo import _submit_unless_ran
+
+    _, factory = db_factory
+    params = SuiteParams(preset="quick")
+    suite = _add(factory, params, J.SUCCEEDED)  # fanned out; its train jobs are what is left
+    for state in (J.SUCCEEDED, J.RUNNING, J.QUEUED):  # a Ctrl-C'd demo: one run done, two to go
+        _add(factory, params, state, parent_id=suite)
+    _submit_unless_ran(params, False, None, factory, None)
+    err = capsys.readouterr().err
+    assert f"the quick suite is under way here (job {suite}: 1 of 3 runs done)" in err, err
+    assert "already ran" not in err, err
+
+
+def test_demo_says_a_finished_suite_already_ran(db_factory, capsys) -> None:
+    from backend.cli.demo import _submit_unless_ran
+
+    _, factory = db_factory
+    params = SuiteParams(preset="quick")
+    suite = _add(factory, params, J.SUCCEEDED)
+    _add(factory, params, J.SUCCEEDED, parent_id=suite)
+    _submit_unless_ran(params, False, None, factory, None)
+    assert f"the quick suite already ran here (job {suite})" in capsys.readouterr().err

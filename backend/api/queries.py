@@ -122,6 +122,21 @@ def queued_suites(session: Session) -> set[str]:
     return names
 
 
+def require_known_names(*, task: Sequence[str] | None = None, family: Sequence[str] | None = None) -> None:
+    """Raise ``ValueError`` naming the allowed values when a task or family filter names none
+    (the registry's, plugins and file tasks included): a typo must not read as "no results".
+
+    Raises:
+        ValueError: e.g. ``task 'dyk' unknown; one of parity, s3, dyck, code_depth``.
+    """
+    from layerscope_core.registry import TASKS, family_names
+
+    for what, values, allowed in (("task", task, TASKS), ("family", family, family_names())):
+        bad = [v for v in values or [] if v not in allowed]
+        if bad:
+            raise ValueError(f"{what} {', '.join(map(repr, bad))} unknown; one of {', '.join(allowed)}")
+
+
 def require_suites(session: Session, suites: Sequence[str] | None) -> None:
     """Raise :class:`NotFound` (naming the suites here) when a named suite has no stored run and was
     never queued: a typo must not read as "no data", and a verdict over no runs would read like an

@@ -82,11 +82,34 @@ def _submit_unless_ran(params, rerun: bool, settings, factory, queue) -> None:
         job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts)
         typer.echo(f"layerscope: submitted the {preset} suite as job {job_id}", err=True)
     else:
-        typer.echo(
-            f"layerscope: the {preset} suite already ran here (job {job_id}); "
-            "showing its results (--rerun to train again)",
-            err=True,
+        done, total = _suite_runs_done(factory, job_id)
+        if total is None or done < total:  # an earlier demo was stopped: its worker goes on with the rest
+            so_far = f": {done} of {total} runs done" if total else ""
+            typer.echo(
+                f"layerscope: the {preset} suite is under way here (job {job_id}{so_far}); the worker goes on with it",
+                err=True,
+            )
+        else:
+            typer.echo(
+                f"layerscope: the {preset} suite already ran here (job {job_id}); "
+                "showing its results (--rerun to train again)",
+                err=True,
+            )
+
+
+def _suite_runs_done(factory, job_id: int) -> tuple[int, int | None]:
+    """(succeeded, all) train jobs of suite job ``job_id``; (0, None) while it is not fanned out yet."""
+    from sqlalchemy import func, select
+
+    from store import jobs as J
+    from store.models import Job
+
+    with factory() as s:
+        states = dict(
+            s.execute(select(Job.state, func.count()).where(Job.parent_id == job_id).group_by(Job.state)).all()
         )
+    total = sum(states.values())
+    return states.get(J.SUCCEEDED, 0), total or None
 
 
 def _serve_beside_worker(settings, factory, queue, device, executor, links: list[str]) -> None:

@@ -39,6 +39,8 @@ def serve(
     from backend.app import create_app
 
     setup_logging()
+    where = settings(host=host, port=port)
+    check_port_free(where.host, where.port)  # one line now, not uvicorn's log and exit status 3
     if bundle is not None:
         from backend.serve_bundle import bundle_app
 
@@ -47,7 +49,7 @@ def serve(
         announce(s)
         uvicorn.run(application, host=s.host, port=s.port, log_level="info", access_log=False)
         return
-    s = settings(host=host, port=port)
+    s = where
     if limit_concurrency is not None:
         s = s.model_copy(update={"limit_concurrency": limit_concurrency})
     application = create_app(s, session_factory(s), dashboard=dashboard)

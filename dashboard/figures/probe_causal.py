@@ -58,6 +58,8 @@ EDIT_SETTINGS = (
 EDIT_SETTINGS_ACROSS_RUNS = EDIT_SETTINGS[1:]
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
+# drops read raw even where a random control is stored (docs/SCIENCE.md#random-removal)
+READ_RAW_METHODS = ("mean",)
 
 
 def probe_causal_table(
@@ -65,7 +67,7 @@ def probe_causal_table(
 ) -> list[dict[str, Any]]:
     """Tidy rows ``{layer, layer_name, measure, kind, value, unit, p_holm, significant}``:
     the data behind the heatmap (and its CSV). A drop's ``value`` is read beyond its rank-matched
-    random removal where stored (``science.claims.beyond_random``: ``delta_pp − random_delta_pp``;
+    random removal where stored, mean ablation's raw (``science.claims.beyond_random``: ``delta_pp − random_delta_pp``;
     ``delta_raw_pp``, ``random_delta_pp/lo/hi``, ``random_draws`` kept beside it); ``rank_share``
     = ``rank_removed / d_model`` and ``not_selective`` (INLP over half the width) when known."""
     rows: list[dict[str, Any]] = []
@@ -95,7 +97,9 @@ def probe_causal_table(
             "p_holm": r.get("p_holm"),
             "significant": r.get("significant"),
         }
-        br = beyond_random(r)
+        # mean ablation removes the whole width: its stored random removal is mean ablation
+        # itself (one draw of D directions), so it reads raw, as the ceiling
+        br = r if m in READ_RAW_METHODS else beyond_random(r)
         rows.append(
             {
                 **common,

@@ -16,6 +16,7 @@ from dashboard.components import (
     checkbox,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -256,7 +257,12 @@ def build_figure(api: ApiClient, state: dict):
         fig = position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"])
         return add_caption(fig, position_caption(rows, state, label)), note
     unprobed = unprobed_note(stored, rows)
-    note = " ".join(n for n in (note, unprobed) if n) or None
+    none_trained = (
+        none_trained_note(behaviour_runs(api, {**state, "trained": False}), "curves")
+        if not rows and state["trained"]
+        else None
+    )
+    note = " ".join(n for n in (note, unprobed, none_trained) if n) or None
     seeds = seed_rows(api, rows, state) if state["seeds"] else None
     controls = control_curve_rows(api, state, _filter) if state["controls"] else []
     types = token_type_rows(seed_rows(api, rows, state, TYPE_FIELDS)) if state["types"] else []

@@ -16,6 +16,7 @@ from dashboard.components import (
     api_alert,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -123,6 +124,19 @@ def has_site(family: str, site: str | None) -> bool:
     except (KeyError, ValueError):
         return True  # a family this dashboard does not know: let its (maybe empty) grid say so
     return bool(parts) and (site == "state" or site.split(":", 1)[1] in parts)
+
+
+def no_state_info(runs: list[dict], site: str) -> html.Span | None:
+    """Why a ``state`` site shows nothing when no run was picked: the runs the filters offer
+    belong to families without that state (the Transformer has none); None without runs."""
+    if not runs:
+        return None
+    families = ", ".join(family_label(f) for f in ordered({r["family"] for r in runs}, family_names()))
+    return html.Span(
+        f"None of the {len(runs)} run(s) matching the filters ({families}) has the site {SITE_LABELS.get(site, site)}: "
+        "no recurrent state there. Pick the site resid_post or resid_pre (every family has them).",
+        className="muted",
+    )
 
 
 def default_run_ids(runs: list[dict], n: int = MAX_SIDE_BY_SIDE, site: str | None = None) -> list[int]:
@@ -344,6 +358,11 @@ def figures(api: ApiClient, state: dict) -> tuple:
             "Showing the first run of each family matching the filters; pick runs above to compare.",
             className="muted",
         )
+    if not gs and not picked and str(state["site"]).startswith("state"):
+        info = no_state_info(candidate_runs(api, state), state["site"])
+    if not gs and not picked and info is None and state.get("trained", True):
+        note = none_trained_note(candidate_runs(api, {**state, "trained": False}), "patching grids")
+        info = html.Span(note, className="muted") if note else None
     missing = [g["title"] for g in gs if not g["rows"]]
     if missing:
         what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""

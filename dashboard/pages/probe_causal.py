@@ -14,6 +14,7 @@ from dashboard.components import (
     api_alert,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -208,7 +209,11 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
     if run is None:
         if state["run"]:
             return empty_figure(f"Run #{state['run']} not found"), None, None, None
-        return empty_figure("No run matches these filters"), None, None, None
+        none_trained = (
+            none_trained_note(run_options(api, {**state, "trained": False}), "heatmaps") if state["trained"] else None
+        )
+        info = html.Span(none_trained, className="muted") if none_trained else None
+        return empty_figure("No run matches these filters"), info, None, None
     fig = probe_causal_heatmap(
         probes,
         interventions,

@@ -13,6 +13,7 @@ from dashboard.components import (
     api_alert,
     field,
     figure_card,
+    none_trained_note,
     page_frame,
     trained_bind,
     trained_field,
@@ -320,6 +321,11 @@ def build(api: ApiClient, state: dict) -> tuple:
     dist = s3_distances(crv, eval_length=state["length"])
     on = bool(state["trained"])
     listing = reversal_list(revs, profs, trained_only=on, metric_name=state["metric"])
+    if not profs and on:  # nothing trained: say the runs are there, untrained
+        note = none_trained_note(
+            api.all_runs(limit=5000, suite=with_suite(api, state)["suite"], controls="exclude"), "profiles"
+        )
+        listing = html.P(note, className="muted") if note else listing
     claim3 = claim_3_verdict(api, state)
     answer = s3_answer(dist, claim3, trained_only=on)
     return (
