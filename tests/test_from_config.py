@@ -1,4 +1,4 @@
-"""From scratch, any transformers architecture, from the CLI and the REST API (issue 22): a tiny
+"""From scratch, any transformers architecture, from the CLI and the REST API: a tiny
 config saved with ``save_pretrained`` to a temp folder (config.json only, no weights, no hub) is
 built with random weights and trained on a task (``TrainParams.from_config``, ``SuiteParams.from_config``,
 ``layerscope suite --from-config``); the run's config records it, stored runs keep their config

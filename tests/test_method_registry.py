@@ -1,4 +1,4 @@
-"""Intervention methods are registered objects (issue 22): the built-ins are looked up in the
+"""Intervention methods are registered objects: the built-ins are looked up in the
 registry exactly as a plugin's or a ``register_method``'d method is, ``fit_edit`` dispatches by
 that lookup, and the lists offered (``GET /api/meta``, the params the CLI and jobs form check)
 come from the registry (tests/test_plugins.py sees a plugin's method in every interface)."""

@@ -1,5 +1,5 @@
 """Every built-in intervention method, fitted on fixed seeded states, gives the numbers the
-if-chain ``fit_edit`` gave before the methods became registered objects (issue 22): the
+if-chain ``fit_edit`` gave before the methods became registered objects: the
 expectations below were computed with that implementation (commit 760dafc). Each edit is
 fingerprinted by where it sends fixed probe states (so a sign flip of a removed direction, which
 changes nothing, does not count) plus its rank and its method details."""
