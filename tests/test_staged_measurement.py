@@ -109,3 +109,15 @@ def test_cli_takes_measure_and_refuses_an_unknown_part(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "probez" in bad.output and "probes" in bad.output
     help_text = CliRunner().invoke(app, ["suite", "--help"], env={"COLUMNS": "200"}).output
     assert "--measure" in help_text
+
+
+def test_cli_says_what_a_staged_suite_left_to_measure(tmp_path, monkeypatch):
+    from backend.cli import app
+
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path))
+    args = ["suite", "--preset", "smoke", "--family", "gru", "--task", "parity", "--seed", "0", "--device", "cpu"]
+    staged = CliRunner().invoke(app, [*args, "--measure", "probes"])
+    assert staged.exit_code == 0, staged.output
+    assert "interventions, patching still to measure: run the same suite without --measure" in staged.output
+    whole = CliRunner().invoke(app, args)
+    assert whole.exit_code == 0 and "still to measure" not in whole.output

@@ -15,6 +15,7 @@ import typer
 
 from backend.cli import common as C
 from backend.cli.tasks import known_tasks, task_names
+from layerscope_core.registry import MEASURE_PARTS
 
 suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note NAME`
 
@@ -184,6 +185,14 @@ def suite(
     )
     out = C.run_here("suite", params, settings, factory, device)
     typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
+    if params.parts:
+        rest = [p for p in MEASURE_PARTS if p not in params.parts]
+        if rest:
+            typer.echo(
+                f"layerscope: measured {', '.join(params.parts)} only; {', '.join(rest)} still to measure: "
+                "run the same suite without --measure",
+                err=True,
+            )
 
 
 def _count_stored(jobs: list, settings, factory) -> int:
