@@ -30,6 +30,8 @@ test: install-dev services browser
 
 # The imported study (examples/paper.layerscope.zip, once) beside the quick suite run live.
 STUDY_BUNDLE ?= examples/paper.layerscope.zip
+# The study made again with step budgets (in progress: docs/RESULTS-paper-steps.md).
+STEPS_BUNDLE ?= examples/paper-steps.layerscope.zip
 
 demo: install
 	layerscope demo --bundle $(STUDY_BUNDLE)
@@ -38,3 +40,4 @@ demo: install
 results:
 	$(PYTHON) -m pip install -e '.[report]'
 	layerscope report $(STUDY_BUNDLE) -o docs/RESULTS.md
+	layerscope report $(STEPS_BUNDLE) -o docs/RESULTS-paper-steps.md
