@@ -36,8 +36,9 @@ STEPS_BUNDLE ?= examples/paper-steps.layerscope.zip
 demo: install
 	layerscope demo --bundle $(STUDY_BUNDLE)
 
-# docs/RESULTS.md (+ docs/figures/*.png) from the study's bundle: the claims, claim by claim.
+# docs/RESULTS.md (+ docs/figures/*.png) from the study's bundle, claim by claim; docs/RESULTS-paper-steps.md
+# (+ docs/figures/paper-steps/) from the paper-steps bundle.
 results:
 	$(PYTHON) -m pip install -e '.[report]'
 	layerscope report $(STUDY_BUNDLE) -o docs/RESULTS.md
-	layerscope report $(STEPS_BUNDLE) -o docs/RESULTS-paper-steps.md
+	layerscope report $(STEPS_BUNDLE) -o docs/RESULTS-paper-steps.md --figures-dir docs/figures/paper-steps
