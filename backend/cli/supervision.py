@@ -102,22 +102,18 @@ def start_worker(settings, device: str | None, executor: str | None = None) -> s
         cmd += ["--device", device]
     if executor:
         cmd += ["--executor", executor]
-    return subprocess.Popen(cmd, env=env, preexec_fn=_worker_child_setup if os.name == "posix" else None)
+    return subprocess.Popen(cmd, env=env, preexec_fn=_worker_child_setup if sys.platform == "linux" else None)
 
 
 def _worker_child_setup() -> None:
-    """In the demo's worker, before it starts: SIGINT back to its default, so Python turns it
-    into KeyboardInterrupt and :func:`stop_worker`'s SIGINT hands the job back even when the demo
-    itself was started with SIGINT ignored (a script's ``layerscope demo &``: the shell ignores it
-    in background jobs, and children inherit that). On Linux, also get SIGTERM when the demo
-    process dies, however it dies (uvicorn re-raises SIGTERM, so the demo's ``finally`` may never
-    run); the worker then hands its job back to the queue."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if sys.platform == "linux":
-        import ctypes
+    """In the demo's worker (Linux): get SIGTERM when the demo process dies, however it dies
+    (uvicorn re-raises SIGTERM, so the demo's ``finally`` may never run); the worker then hands
+    its job back to the queue. SIGINT, which the worker may inherit ignored (a script's
+    ``layerscope demo &``), is set by the worker itself (``worker.packing.stop_on_first_signal``)."""
+    import ctypes
 
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def stop_worker(proc: subprocess.Popen) -> None:
