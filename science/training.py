@@ -6,16 +6,19 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from science import train_checkpoint
 from science.context import JobContext, SilentContext
 from science.records import BehaviourRecord
 from science.seeds import data_seed
 from science.tasks.base import Task, TaskData
+from science.train_checkpoint import LoopState
 
 EVAL_BATCH = 256
 
@@ -41,6 +44,7 @@ class TrainResult:
     best_heldout_acc: float | None = None
     best_step: int | None = None
     stop_length: int | None = None
+    resumed_at: list[int] = field(default_factory=list)
 
 
 def plateaued(accs: list[float], window: int, min_gain: float) -> bool:
@@ -181,6 +185,9 @@ def train_model(
     stop_at_step: int | None = None,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
+    checkpoint: Path | None = None,
+    checkpoint_key: str = "",
+    checkpoint_every: int = 100,
 ) -> TrainResult:
     """Train ``model`` in place on fresh ``task`` sequences every step with ``config`` (the
     recipe, :class:`TrainConfig`; docs/SCIENCE.md#training).
@@ -205,126 +212,189 @@ def train_model(
     run's wall-clock cap gave it with ``max_seconds=None``; the schedule still spans ``max_steps``
     and the data stream is the seed's, so the rebuild retraces the run whatever the machine's speed.
 
+    ``checkpoint`` (a file path, None = off): every ``checkpoint_every`` steps (rounded up to a
+    data block) the whole training state is written there (:mod:`science.train_checkpoint`), and a
+    call that finds a checkpoint of the same run (same ``checkpoint_key``, seed, config and
+    ``stop_at_step``) continues from it to the weights an uninterrupted run reaches
+    (docs/SCIENCE.md#resuming-training). The file is deleted when the run ends.
+
     Raises:
-        science.context.JobCancelled: a cancel was requested (checked every step).
+        science.context.JobCancelled: a cancel was requested (checked every step; the last
+            checkpoint stays, so the run resumes from it).
         FloatingPointError: the loss became NaN/inf.
+        science.train_checkpoint.CheckpointMismatch: ``checkpoint`` holds another run's state.
     """
     c = config or TrainConfig()
-    train_length, batch_size, max_steps, max_seconds = c.train_length, c.batch_size, c.max_steps, c.max_seconds
-    early_stop_acc, eval_every, n_eval_sequences = c.early_stop_acc, c.eval_every, c.n_eval_sequences
-    curriculum_threshold, plateau_evals, plateau_min_gain = c.curriculum_threshold, c.plateau_evals, c.plateau_min_gain
     ctx = ctx or SilentContext()
     torch.manual_seed(data_seed(seed, "train", -1))  # init-independent randomness (dropout etc.)
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
     sched = make_scheduler(
-        opt, max_steps=max_steps, warmup_steps=c.warmup_steps, lr_schedule=c.lr_schedule, min_lr_ratio=c.min_lr_ratio
+        opt, max_steps=c.max_steps, warmup_steps=c.warmup_steps, lr_schedule=c.lr_schedule, min_lr_ratio=c.min_lr_ratio
     )
-    lengths = curriculum_lengths(train_length, c.curriculum_start, c.curriculum_step)
-    stage = 0
-    heldouts: dict[int, TaskData] = {}
-
-    def heldout(length: int) -> TaskData:
-        if length not in heldouts:  # the full length keeps the seed it always had
-            index = 0 if length == train_length else length
-            heldouts[length] = task.generate(length, n_eval_sequences, data_seed(seed, "heldout", index), split="test")
-        return heldouts[length]
-
-    heldout(train_length)
-    curve: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    stopped_early = False
+    stream = _DataStream(task, c, seed)  # before a checkpoint restores the RNG, as in an unbroken run
+    ident = train_checkpoint.identity(checkpoint_key, seed, c, stop_at_step)
+    loop = train_checkpoint.load(checkpoint, ident, model, opt, sched) if checkpoint else None
+    if loop is None:
+        loop = LoopState()
+    else:
+        loop.resumed_at.append(loop.step)
+        ctx.log(f"resumed from the checkpoint at step {loop.step} ({loop.seconds:.0f} s trained before)")
+    block = stream.block
+    every = max(block, -(-checkpoint_every // block) * block)  # a multiple of the data block
+    start = time.perf_counter() - loop.seconds
     stop_reason = "budget"
-    step = 0
-    acc: float | None = None
-    acc_length = -1
-    at_length: list[float] = []  # evaluations at the current length (plateau rule)
-    best: tuple[float, int] | None = None  # (accuracy, step) at the full length
-    # Sequences are generated in blocks of batches: one generator call per block, not per step.
-    block = max(1, min(eval_every, 50))
-    buffer: TaskData | None = None
-    buffer_length = -1
-    for step in range(1, max_steps + 1):
+    for step in range(loop.step + 1, c.max_steps + 1):
         ctx.check_cancelled()
-        length = lengths[stage]
-        j = (step - 1) % block
-        if j == 0 or buffer_length != length:
-            # Without a curriculum the stream is the one it always was: one seed per block.
-            index = (step - 1) // block if length == train_length else 1_000_000 * length + step
-            buffer = task.generate(length, batch_size * block, data_seed(seed, "train", index), split="train")
-            buffer_length = length
-        assert buffer is not None
-        x = buffer.tokens[j * batch_size : (j + 1) * batch_size].to(device)  # (B, L)
-        y = buffer.labels[j * batch_size : (j + 1) * batch_size].to(device)  # (B, L)
-        model.train()
-        logits = model(x)  # (B, L, C)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if c.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        loss_value = float(loss.detach())
+        length = stream.lengths[loop.stage]
+        loss_value = _train_step(model, opt, sched, c, stream.batch(step, length), device)
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"training loss became {loss_value} at step {step}")
         elapsed = time.perf_counter() - start
-        timed_out = max_seconds is not None and elapsed >= max_seconds
+        timed_out = c.max_seconds is not None and elapsed >= c.max_seconds
         at_limit = timed_out or step == stop_at_step
         if at_limit:
             stop_reason = "time_limit" if timed_out else "rebuild_step"
         point: dict[str, Any] = {"step": step, "loss": loss_value, "heldout_token_acc": None}
-        if len(lengths) > 1:
+        if len(stream.lengths) > 1:
             point["length"] = length
             point["lr"] = opt.param_groups[0]["lr"]
-        if step % eval_every == 0 or step == max_steps or at_limit:
-            acc, acc_length = token_accuracy(model, heldout(length), device)["token_acc"], length
-            point["heldout_token_acc"] = acc
-            ctx.progress(
-                min(
-                    1.0,
-                    max(
-                        step / min(max_steps, stop_at_step or max_steps), elapsed / max_seconds if max_seconds else 0.0
-                    ),
-                ),
-                f"step {step} length {length} loss {loss_value:.3f} held-out acc {acc:.3f}",
-            )
-            at_length.append(acc)
-            if length == train_length:
-                if best is None or acc > best[0]:
-                    best = (acc, step)
-                if acc >= early_stop_acc:
-                    stopped_early, stop_reason = True, "trained"
-            elif acc >= curriculum_threshold:
-                stage += 1
-                at_length = []
-                ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {lengths[stage]}")
-            if not stopped_early and plateau_evals and plateaued(at_length, plateau_evals, plateau_min_gain):
-                stop_reason = "plateau"
-                ctx.log(
-                    f"step {step}: plateau at length {length} (best of the last {plateau_evals} evaluations "
-                    f"within {plateau_min_gain:.3f} of the best before them)"
-                )
-        curve.append(point)
-        if stopped_early or at_limit or stop_reason == "plateau":
+        loop.step = step
+        if step % c.eval_every == 0 or step == c.max_steps or at_limit:
+            stop_reason = _evaluate(model, stream, loop, point, c, device, ctx, elapsed, stop_at_step) or stop_reason
+        loop.curve.append(point)
+        if stop_reason in ("trained", "plateau") or at_limit:
             break
-    stop_length = lengths[stage]
-    if acc_length != train_length:  # ended inside the curriculum: judge at the full length
-        acc = token_accuracy(model, heldout(train_length), device)["token_acc"]
+        if checkpoint is not None and step % every == 0 and step < c.max_steps:
+            loop.seconds = time.perf_counter() - start
+            train_checkpoint.save(checkpoint, ident, model, opt, sched, loop)
+    return _finish(model, stream, loop, c, device, stop_reason, time.perf_counter() - start, checkpoint)
+
+
+class _DataStream:
+    """The seed's training sequences and held-out sets. Sequences come in blocks of batches (one
+    generator call per block, not per step); without a curriculum the stream is one seed per block."""
+
+    def __init__(self, task: Task, c: TrainConfig, seed: int) -> None:
+        self.task, self.c, self.seed = task, c, seed
+        self.lengths = curriculum_lengths(c.train_length, c.curriculum_start, c.curriculum_step)
+        self.block = max(1, min(c.eval_every, 50))
+        self._buffer: TaskData | None = None
+        self._buffer_length = -1
+        self._heldouts: dict[int, TaskData] = {}
+        self.heldout(c.train_length)
+
+    def heldout(self, length: int) -> TaskData:
+        """The held-out set at ``length`` (``n_eval_sequences`` sequences, the test split)."""
+        if length not in self._heldouts:  # the full length keeps the seed it always had
+            index = 0 if length == self.c.train_length else length
+            self._heldouts[length] = self.task.generate(
+                length, self.c.n_eval_sequences, data_seed(self.seed, "heldout", index), split="test"
+            )
+        return self._heldouts[length]
+
+    def batch(self, step: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step ``step``'s (tokens, labels), each [batch, length]."""
+        bs = self.c.batch_size
+        j = (step - 1) % self.block
+        if j == 0 or self._buffer_length != length:
+            index = (step - 1) // self.block if length == self.c.train_length else 1_000_000 * length + step
+            self._buffer = self.task.generate(
+                length, bs * self.block, data_seed(self.seed, "train", index), split="train"
+            )
+            self._buffer_length = length
+        assert self._buffer is not None
+        return self._buffer.tokens[j * bs : (j + 1) * bs], self._buffer.labels[j * bs : (j + 1) * bs]
+
+
+def _train_step(model: nn.Module, opt, sched, c: TrainConfig, batch, device) -> float:
+    """One AdamW step on ``batch`` = (tokens, labels), each [batch, L]; the loss (float)."""
+    x, y = (t.to(device) for t in batch)  # (B, L)
+    model.train()
+    logits = model(x)  # (B, L, C)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if c.grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return float(loss.detach())
+
+
+def _evaluate(
+    model: nn.Module,
+    stream: _DataStream,
+    loop: LoopState,
+    point: dict[str, Any],
+    c: TrainConfig,
+    device,
+    ctx: JobContext,
+    elapsed: float,
+    stop_at_step: int | None,
+) -> str | None:
+    """Evaluate at the current length, move the curriculum on, and say whether to stop:
+    "trained", "plateau" or None. Updates ``loop`` and ``point`` in place."""
+    step, length = loop.step, stream.lengths[loop.stage]
+    acc = token_accuracy(model, stream.heldout(length), device)["token_acc"]
+    loop.acc, loop.acc_length = acc, length
+    point["heldout_token_acc"] = acc
+    horizon = min(c.max_steps, stop_at_step or c.max_steps)
+    ctx.progress(
+        min(1.0, max(step / horizon, elapsed / c.max_seconds if c.max_seconds else 0.0)),
+        f"step {step} length {length} loss {point['loss']:.3f} held-out acc {acc:.3f}",
+    )
+    loop.at_length.append(acc)
+    reason = None
+    if length == c.train_length:
+        if loop.best is None or acc > loop.best[0]:
+            loop.best = (acc, step)
+        if acc >= c.early_stop_acc:
+            reason = "trained"
+    elif acc >= c.curriculum_threshold:
+        loop.stage += 1
+        loop.at_length = []
+        ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {stream.lengths[loop.stage]}")
+    if reason is None and c.plateau_evals and plateaued(loop.at_length, c.plateau_evals, c.plateau_min_gain):
+        reason = "plateau"
+        ctx.log(
+            f"step {step}: plateau at length {length} (best of the last {c.plateau_evals} evaluations "
+            f"within {c.plateau_min_gain:.3f} of the best before them)"
+        )
+    return reason
+
+
+def _finish(
+    model: nn.Module,
+    stream: _DataStream,
+    loop: LoopState,
+    c: TrainConfig,
+    device,
+    stop_reason: str,
+    seconds: float,
+    checkpoint: Path | None,
+) -> TrainResult:
+    """The :class:`TrainResult`, judged at the full length; the checkpoint file removed."""
+    acc, best = loop.acc, loop.best
+    if loop.acc_length != c.train_length:  # ended inside the curriculum: judge at the full length
+        acc = token_accuracy(model, stream.heldout(c.train_length), device)["token_acc"]
         if best is None or acc > best[0]:
-            best = (acc, step)
+            best = (acc, loop.step)
     model.eval()
+    if checkpoint is not None:
+        checkpoint.unlink(missing_ok=True)
     return TrainResult(
-        steps=step,
-        seconds=time.perf_counter() - start,
-        stopped_early=stopped_early,
-        loss_curve=curve,
+        steps=loop.step,
+        seconds=seconds,
+        stopped_early=stop_reason == "trained",
+        loss_curve=loop.curve,
         final_heldout_acc=acc,
         stop_reason=stop_reason,
         best_heldout_acc=None if best is None else best[0],
         best_step=None if best is None else best[1],
-        stop_length=stop_length,
+        stop_length=stream.lengths[loop.stage],
+        resumed_at=list(loop.resumed_at),
     )
 
 

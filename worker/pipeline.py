@@ -278,6 +278,9 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
         config = params.train_config()
         if rebuild:  # the step budget replaces the wall-clock cap (docs/SCIENCE.md#rebuilding-weights)
             config = dataclasses.replace(config, max_seconds=None)
+        resume_file = training_checkpoint(params, env)
+        if params.force:  # trains afresh: a killed earlier attempt's state is not resumed
+            resume_file.unlink(missing_ok=True)
         result = train_model(
             model,
             task,
@@ -286,6 +289,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             stop_at_step=rebuild.steps if rebuild else None,
             device=env.device,
             ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
+            checkpoint=resume_file,
+            checkpoint_key=params.run_hash(),
         )
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
     behav = behaviour(
@@ -326,7 +331,11 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             best_heldout_acc=result.best_heldout_acc,
             best_step=result.best_step,
             made_on=made_on(env.device),
-            made_with={**code_versions(), **({"rebuilt_from": rebuild.of} if rebuild else {})},
+            made_with={
+                **code_versions(),
+                **({"rebuilt_from": rebuild.of} if rebuild else {}),
+                **({"resumed_at_steps": result.resumed_at} if result.resumed_at else {}),
+            },
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
     if dropped:
@@ -354,6 +363,12 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             complete=set(measured_parts(params)) >= set(PARTS) or bool(params.control),
         )
     return run_id
+
+
+def training_checkpoint(params: TrainParams, env: WorkerEnv) -> Path:
+    """Where run ``params`` keeps its mid-run training state (docs/SCIENCE.md#resuming-training):
+    ``<store>/training/<run hash>.pt``, so the same run started again by any worker resumes it."""
+    return Path(env.store_dir) / "training" / f"{params.run_hash()}.pt"
 
 
 def measured_parts(params: TrainParams) -> tuple[str, ...]:

@@ -1,0 +1,122 @@
+"""Mid-run training checkpoints (docs/SCIENCE.md#resuming-training): a long run keeps going from
+where a killed process left it, to the same weights as a run that never stopped.
+
+A checkpoint holds the weights, AdamW's moments, the learning-rate schedule, torch's RNG state and
+the loop's own state (step, curriculum stage, evaluations so far, best accuracy, seconds spent).
+It is written only at the end of a data block (``step % block == 0``), where the next step draws a
+fresh block of sequences from the seed's stream, so the resumed run sees the very sequences the
+uninterrupted one would. The file is written beside its final name and renamed over it (atomic):
+a kill mid-write leaves the previous checkpoint, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+FORMAT = 1
+
+
+@dataclass
+class LoopState:
+    """The training loop's state after ``step`` steps (what :func:`science.training.train_model`
+    needs besides the weights, optimizer and schedule to continue bit for bit).
+
+    Attributes:
+        step: steps done.
+        stage: index into the curriculum lengths.
+        curve: the loss curve so far (one dict per step).
+        at_length: held-out accuracies (0..1) at the current length since the run reached it.
+        best: (accuracy, step) of the best evaluation at the full length, or None.
+        acc, acc_length: the last evaluation's accuracy and the length it was taken at (-1: none).
+        seconds: wall-clock seconds spent training before this point (summed over resumptions).
+        resumed_at: the steps this run was resumed at, oldest first.
+    """
+
+    step: int = 0
+    stage: int = 0
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    at_length: list[float] = field(default_factory=list)
+    best: tuple[float, int] | None = None
+    acc: float | None = None
+    acc_length: int = -1
+    seconds: float = 0.0
+    resumed_at: list[int] = field(default_factory=list)
+
+
+def identity(key: str, seed: int, config: Any, stop_at_step: int | None) -> str:
+    """A digest of what makes two trainings the same run: the caller's ``key`` (e.g. the run's
+    config hash), the seed, every field of the training config and a rebuild's stop step. A
+    checkpoint is resumed only by a run with the same identity."""
+    blob = json.dumps(
+        {"key": key, "seed": seed, "config": asdict(config), "stop_at_step": stop_at_step}, sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def save(
+    path: Path,
+    ident: str,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+    loop: LoopState,
+) -> None:
+    """Write a checkpoint to ``path`` atomically (a temporary file renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "format": FORMAT,
+        "identity": ident,
+        "model": model.state_dict(),
+        "opt": opt.state_dict(),
+        "sched": None if sched is None else sched.state_dict(),
+        "rng": torch.get_rng_state(),
+        "loop": asdict(loop),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint file exists at the path but belongs to another run (another identity or format)."""
+
+
+def load(
+    path: Path,
+    ident: str,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: Any,
+) -> LoopState | None:
+    """Restore ``model``, ``opt``, ``sched`` and torch's RNG from ``path``; the loop state, or
+    None when there is no checkpoint.
+
+    Raises:
+        CheckpointMismatch: the file is another run's checkpoint or of another format.
+        RuntimeError, pickle.UnpicklingError, EOFError: the file cannot be read (torch.load).
+    """
+    if not path.exists():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("format") != FORMAT or state.get("identity") != ident:
+        raise CheckpointMismatch(f"{path}: a checkpoint of another run (identity {str(state.get('identity'))[:12]})")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    if sched is not None:
+        sched.load_state_dict(state["sched"])
+    torch.set_rng_state(state["rng"])
+    loop = LoopState(**state["loop"])
+    if loop.best is not None:
+        loop.best = (float(loop.best[0]), int(loop.best[1]))
+    return loop

@@ -1,0 +1,140 @@
+"""Mid-run training checkpoints (science/train_checkpoint.py, docs/SCIENCE.md#resuming-training):
+a run killed part-way and resumed from its checkpoint ends with the weights, loss curve and stop of
+a run that never stopped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models_store import ModelConfig, build_model
+from science.context import JobCancelled, SilentContext
+from science.tasks import get_task
+from science.train_checkpoint import CheckpointMismatch
+from science.training import TrainConfig, train_model
+
+# A curriculum that moves (threshold 0.55), evaluations every 25 steps, data blocks of 25.
+CONFIG = TrainConfig(
+    train_length=16,
+    batch_size=16,
+    max_steps=160,
+    eval_every=25,
+    n_eval_sequences=64,
+    warmup_steps=10,
+    curriculum_start=8,
+    curriculum_step=4,
+    curriculum_threshold=0.55,
+)
+
+
+class CancelAt(SilentContext):
+    """Cancels at the ``n``-th step (a kill between two steps, as far as the loop can tell)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.seen, self.lines = n, 0, []
+
+    def check_cancelled(self) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise JobCancelled("killed")
+
+    def log(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def fresh_model(task):
+    torch.manual_seed(0)
+    return build_model(
+        ModelConfig(family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes, d_model=24, n_layers=2)
+    )
+
+
+def test_resumed_run_equals_unbroken_run(tmp_path):
+    task = get_task("parity")
+    unbroken = fresh_model(task)
+    want = train_model(unbroken, task, CONFIG, seed=1)
+    assert any("length" in p for p in want.loss_curve), "the curriculum must be exercised"
+
+    ckpt = tmp_path / "run.pt"
+    first = fresh_model(task)
+    with pytest.raises(JobCancelled):
+        train_model(first, task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=50, ctx=CancelAt(123))
+    assert ckpt.exists()  # written at step 100, the last multiple of 50 before the kill at 123
+
+    ctx = CancelAt(10**9)
+    resumed_model = fresh_model(task)
+    got = train_model(resumed_model, task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=50, ctx=ctx)
+    assert got.resumed_at == [100]
+    assert any("resumed from the checkpoint at step 100" in line for line in ctx.lines)
+    for name, tensor in unbroken.state_dict().items():
+        assert torch.equal(tensor, resumed_model.state_dict()[name]), name
+    assert got.loss_curve == want.loss_curve
+    assert (got.steps, got.stop_reason, got.final_heldout_acc, got.best_step, got.stop_length) == (
+        want.steps,
+        want.stop_reason,
+        want.final_heldout_acc,
+        want.best_step,
+        want.stop_length,
+    )
+    assert not ckpt.exists()  # removed when the run ends
+
+
+def test_checkpoint_every_rounds_up_to_a_data_block(tmp_path):
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):  # checkpoint_every 30 → every 50 (two blocks of 25)
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=30, ctx=CancelAt(74))
+    got = train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, ctx=CancelAt(10**9))
+    assert got.resumed_at == [50]
+
+
+def test_another_runs_checkpoint_is_refused(tmp_path):
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25, ctx=CancelAt(30))
+    with pytest.raises(CheckpointMismatch, match="another run"):
+        train_model(fresh_model(task), task, CONFIG, seed=2, checkpoint=ckpt)
+    with pytest.raises(CheckpointMismatch):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_key="other-run-hash")
+    assert ckpt.exists()  # refused, not overwritten
+
+
+def test_no_checkpoint_no_file(tmp_path):
+    task = get_task("parity")
+    train_model(fresh_model(task), task, CONFIG, seed=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_train_job_resumes_from_the_store(tmp_path):
+    """The worker keeps the state under ``<store>/training/<run hash>.pt``; the same job run again
+    resumes there, records where, and stores the weights an unbroken job stores (lr 1e-4: the
+    criterion is not reached before the kill)."""
+    from worker.params import TrainParams
+    from worker.pipeline import local_env, load_run, train, training_checkpoint
+
+    params = TrainParams(
+        family="gru", task="parity", seed=0, n_layers=2, d_model=16, train_length=12, batch_size=16,
+        max_steps=150, eval_every=25, n_eval_sequences=64, warmup_steps=5, curriculum_start=None,
+        early_stop_acc=1.0, lr=1e-4,
+    )  # fmt: skip
+    killed = local_env(f"sqlite:///{tmp_path / 'a.db'}", tmp_path / "a", device="cpu")
+    with pytest.raises(JobCancelled):
+        train(params, killed, ctx=CancelAt(130))
+    assert training_checkpoint(params, killed).exists()
+    run_id = train(params, killed)
+    assert not training_checkpoint(params, killed).exists()
+
+    unbroken = local_env(f"sqlite:///{tmp_path / 'b.db'}", tmp_path / "b", device="cpu")
+    other_id = train(params, unbroken)
+    (_, _, got), (_, _, want) = load_run(run_id, killed), load_run(other_id, unbroken)
+    for name, tensor in want.state_dict().items():
+        assert torch.equal(tensor, got.state_dict()[name]), name
+    from store.models import Run
+
+    with killed.session_factory() as s, unbroken.session_factory() as t:
+        a, b = s.get(Run, run_id), t.get(Run, other_id)
+        assert a.made_with["resumed_at_steps"] == [100]
+        assert "resumed_at_steps" not in b.made_with
+        assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
