@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dashboard.app import render_page
-from dashboard.figures.reversal import s3_caveat, s3_distance_figure, s3_distances
+from dashboard.figures.s3_distance import s3_caveat, s3_distance_figure, s3_distances
 from dashboard.pages import reversal
 from tests.dashboard_data import curve_rows, profile_rows
 

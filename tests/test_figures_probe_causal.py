@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
+from dashboard.figures.decoupling import decoupling_points, decoupling_summary
 from dashboard.figures.patching import patching_heatmaps, patching_table
-from dashboard.figures.probe_causal import (
-    best_probe_layer,
-    decoupling_points,
-    decoupling_summary,
-    most_damaging_layer,
-    probe_causal_heatmap,
-    probe_causal_table,
-)
+from dashboard.figures.probe_causal import probe_causal_heatmap
+from dashboard.figures.probe_causal_table import best_probe_layer, most_damaging_layer, probe_causal_table
 from tests.dashboard_data import intervention_rows, patching_rows, probe_rows
 
 

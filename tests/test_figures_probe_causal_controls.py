@@ -5,7 +5,9 @@ notice, and the decoupling grid coloured by count with n shown."""
 from __future__ import annotations
 
 from dashboard.figures.causal_controls import NOT_SELECTIVE_SHARE, rank_share, tied_worst
-from dashboard.figures.probe_causal import decoupling_summary, probe_causal_heatmap, probe_causal_table
+from dashboard.figures.decoupling import decoupling_summary
+from dashboard.figures.probe_causal import probe_causal_heatmap
+from dashboard.figures.probe_causal_table import probe_causal_table
 from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from tests.dashboard_data import intervention_rows, probe_rows
 
@@ -169,7 +171,7 @@ def test_captions_name_run_suite_and_summary_scope():
 
 def test_across_runs_only_the_counts_are_compared():
     from dashboard.figures.captions import mixed_settings
-    from dashboard.figures.probe_causal import EDIT_SETTINGS_ACROSS_RUNS
+    from dashboard.figures.probe_causal_table import EDIT_SETTINGS_ACROSS_RUNS
 
     edits = [{"run_id": i, "config_hash": f"job-{i}", "n_sequences": 500, "n_fit_sequences": 1000} for i in (1, 2)]
     assert mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS) is None  # follow-up jobs hash their run id

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.figures.reversal import find_reversals, reversal_matrix, s3_distance_figure, s3_distances
+from dashboard.figures.reversal import find_reversals, reversal_matrix
+from dashboard.figures.s3_distance import s3_distance_figure, s3_distances
 from tests.dashboard_data import FAMILIES, curve_rows, profile_rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.figures import reversal
+from dashboard.figures import reversal, s3_distance
 from science import profiles as P
 from tests.dashboard_data import curve_rows
 
@@ -17,7 +17,7 @@ def _curve(rows: list[dict], family: str, task: str) -> tuple[dict[int, float], 
 
 def test_s3_distances_are_claim_3s_profile_distance() -> None:
     rows = curve_rows(lengths=(40,))
-    dist = reversal.s3_distances(rows, eval_length=40)
+    dist = s3_distance.s3_distances(rows, eval_length=40)
     assert dist
     for d in dist:
         s3, b3 = _curve(rows, d["family"], "s3")
@@ -28,13 +28,14 @@ def test_s3_distances_are_claim_3s_profile_distance() -> None:
 
 
 def test_the_dashboard_keeps_no_copy_of_the_distance() -> None:
-    assert not hasattr(reversal, "_normalised_curve") and not hasattr(reversal, "_interp")
-    assert reversal.profile_distance is P.profile_distance
+    for module in (reversal, s3_distance):
+        assert not hasattr(module, "_normalised_curve") and not hasattr(module, "_interp")
+    assert s3_distance.profile_distance is P.profile_distance
 
 
 def test_a_family_with_a_missing_layer_gets_no_distance() -> None:
-    assert "lstm" in {d["family"] for d in reversal.s3_distances(curve_rows(lengths=(40,)), eval_length=40)}
+    assert "lstm" in {d["family"] for d in s3_distance.s3_distances(curve_rows(lengths=(40,)), eval_length=40)}
     rows = [
         r for r in curve_rows(lengths=(40,)) if not (r["family"] == "lstm" and r["task"] == "s3" and r["layer"] == 1)
     ]
-    assert "lstm" not in {d["family"] for d in reversal.s3_distances(rows, eval_length=40)}
+    assert "lstm" not in {d["family"] for d in s3_distance.s3_distances(rows, eval_length=40)}

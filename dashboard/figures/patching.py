@@ -92,87 +92,14 @@ def patching_heatmaps(
     batch = TraceBatch(fig)
     starred = False
     for ci, g in enumerate(grids, start=1):
-        rows = g["rows"]
-        layers = sorted({int(r["layer"]) for r in rows})
-        positions = sorted({int(r["position"]) for r in rows})
-        cell = {(int(r["layer"]), int(r["position"])): r for r in rows}
-        z, cd = [], []
-        for ly in layers:
-            zr, cr = [], []
-            for p in positions:
-                r = cell.get((ly, p))
-                zr.append(r["recovery"] if r and finite(r["recovery"]) else None)
-                cr.append(
-                    [
-                        _recovery_text(r),
-                        r.get("n_pairs", "") if r else "",
-                        r.get("n_dropped") or 0 if r else "",
-                        f"{r['ld_clean']:.2f}" if r and finite(r.get("ld_clean")) else "–",
-                        f"{r['ld_corrupted']:.2f}" if r and finite(r.get("ld_corrupted")) else "–",
-                    ]
-                )
-            z.append(zr)
-            cd.append(cr)
+        layers = sorted({int(r["layer"]) for r in g["rows"]})
         ylabels = [layer_name(ly) for ly in layers]
-        batch.add(
-            go.Heatmap(
-                z=z,
-                x=positions,
-                y=ylabels,
-                customdata=cd,
-                colorscale="RdBu",
-                zmid=0,
-                zmin=-lim,
-                zmax=lim,
-                showscale=ci == k,
-                xgap=1 if len(positions) < 60 else 0,
-                ygap=2,
-                hoverongaps=False,
-                colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
-                texttemplate="%{z:.0%}" if len(positions) <= 8 else None,
-                hovertemplate="layer %{y} · position %{x}<br>recovery %{customdata[0]}"
-                "<br>n = %{customdata[1]} pairs (%{customdata[2]} dropped) · LD clean %{customdata[3]}, "
-                "corrupted %{customdata[4]}<extra></extra>",
-                meta={"kind": "heatmap", "run_id": g.get("run_id"), "layers": len(layers), "positions": len(positions)},
-            ),
-            row=1,
-            col=ci,
-        )
-        finite_rows = [r for r in rows if finite(r["recovery"])]
-        if finite_rows:
-            best = max(finite_rows, key=lambda r: r["recovery"])
-            batch.add(
-                go.Scatter(
-                    x=[int(best["position"])],
-                    y=[layer_name(int(best["layer"]))],
-                    mode="markers",
-                    marker={"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#111", "width": 1.2}},
-                    name="best recovery",
-                    showlegend=not starred,
-                    hovertemplate=f"best: layer {layer_name(int(best['layer']))}, position {int(best['position'])}, "
-                    f"recovery {best['recovery']:.1%}<extra></extra>",
-                    meta={"kind": "best", "run_id": g.get("run_id")},
-                ),
-                row=1,
-                col=ci,
-            )
+        batch.add(_run_heatmap(g, layers, lim=lim, show_scale=ci == k), row=1, col=ci)
+        if star := _best_star(g, show_legend=not starred):
+            batch.add(star, row=1, col=ci)
             starred = True
-        p_star = _corrupt_position(rows)
-        if p_star is not None:
-            batch.add(
-                go.Scatter(
-                    x=[p_star, p_star],
-                    y=[ylabels[0], ylabels[-1]],
-                    mode="lines",
-                    line={"color": "#111", "width": 1.5, "dash": "dash"},
-                    name="corrupted token",
-                    showlegend=ci == 1,
-                    hovertemplate=f"corrupted token at position {p_star}<extra></extra>",
-                    meta={"kind": "corruption", "run_id": g.get("run_id"), "position": p_star},
-                ),
-                row=1,
-                col=ci,
-            )
+        if line := _corruption_line(g, ylabels, show_legend=ci == 1):
+            batch.add(line, row=1, col=ci)
         fig.update_yaxes(
             categoryorder="array",
             categoryarray=ylabels,
@@ -188,6 +115,86 @@ def patching_heatmaps(
     fig.update_layout(legend={"y": 1.12}, meta={"figure": "patching", "runs": k, "site": site})
     n_cells = sum(len(g["rows"]) for g in grids)
     return note_missing(fig, n_cells - len(all_vals), n_cells, "cells")
+
+
+def _recovery(r: dict | None) -> float | None:
+    """A cell's colour value: its recovery, None (a gap) where undefined or not measured."""
+    return r["recovery"] if r and finite(r["recovery"]) else None
+
+
+def _cell_hover(r: dict | None) -> list[str]:
+    """A cell's hover data: recovery (with CI or why undefined), pairs used and dropped, and the
+    clean and corrupted logit differences."""
+    return [
+        _recovery_text(r),
+        r.get("n_pairs", "") if r else "",
+        r.get("n_dropped") or 0 if r else "",
+        f"{r['ld_clean']:.2f}" if r and finite(r.get("ld_clean")) else "–",
+        f"{r['ld_corrupted']:.2f}" if r and finite(r.get("ld_corrupted")) else "–",
+    ]
+
+
+def _run_heatmap(g: dict[str, Any], layers: list[int], *, lim: float, show_scale: bool) -> go.Heatmap:
+    """One run's layer × position recovery (gaps where undefined), on the shared ±``lim`` scale."""
+    rows = g["rows"]
+    positions = sorted({int(r["position"]) for r in rows})
+    cell = {(int(r["layer"]), int(r["position"])): r for r in rows}
+    return go.Heatmap(
+        z=[[_recovery(cell.get((ly, p))) for p in positions] for ly in layers],
+        x=positions,
+        y=[layer_name(ly) for ly in layers],
+        customdata=[[_cell_hover(cell.get((ly, p))) for p in positions] for ly in layers],
+        colorscale="RdBu",
+        zmid=0,
+        zmin=-lim,
+        zmax=lim,
+        showscale=show_scale,
+        xgap=1 if len(positions) < 60 else 0,
+        ygap=2,
+        hoverongaps=False,
+        colorbar={"title": {"text": "recovery"}, "thickness": 12, "tickformat": ".0%"},
+        texttemplate="%{z:.0%}" if len(positions) <= 8 else None,
+        hovertemplate="layer %{y} · position %{x}<br>recovery %{customdata[0]}"
+        "<br>n = %{customdata[1]} pairs (%{customdata[2]} dropped) · LD clean %{customdata[3]}, "
+        "corrupted %{customdata[4]}<extra></extra>",
+        meta={"kind": "heatmap", "run_id": g.get("run_id"), "layers": len(layers), "positions": len(positions)},
+    )
+
+
+def _best_star(g: dict[str, Any], *, show_legend: bool) -> go.Scatter | None:
+    """A star on the run's best-recovery cell; None when every cell is undefined."""
+    finite_rows = [r for r in g["rows"] if finite(r["recovery"])]
+    if not finite_rows:
+        return None
+    best = max(finite_rows, key=lambda r: r["recovery"])
+    return go.Scatter(
+        x=[int(best["position"])],
+        y=[layer_name(int(best["layer"]))],
+        mode="markers",
+        marker={"symbol": "star", "size": 15, "color": "#F0E442", "line": {"color": "#111", "width": 1.2}},
+        name="best recovery",
+        showlegend=show_legend,
+        hovertemplate=f"best: layer {layer_name(int(best['layer']))}, position {int(best['position'])}, "
+        f"recovery {best['recovery']:.1%}<extra></extra>",
+        meta={"kind": "best", "run_id": g.get("run_id")},
+    )
+
+
+def _corruption_line(g: dict[str, Any], ylabels: list[str], *, show_legend: bool) -> go.Scatter | None:
+    """A dashed vertical line at the corrupted token's position; None when the rows disagree on it."""
+    p_star = _corrupt_position(g["rows"])
+    if p_star is None:
+        return None
+    return go.Scatter(
+        x=[p_star, p_star],
+        y=[ylabels[0], ylabels[-1]],
+        mode="lines",
+        line={"color": "#111", "width": 1.5, "dash": "dash"},
+        name="corrupted token",
+        showlegend=show_legend,
+        hovertemplate=f"corrupted token at position {p_star}<extra></extra>",
+        meta={"kind": "corruption", "run_id": g.get("run_id"), "position": p_star},
+    )
 
 
 def patching_by_position(

@@ -24,13 +24,9 @@ from dashboard.components import (
 )
 from dashboard.figures.captions import add_caption, mixed_settings
 from dashboard.figures.common import empty_figure
-from dashboard.figures.probe_causal import (
-    EDIT_SETTINGS_ACROSS_RUNS,
-    decoupling_points,
-    decoupling_summary,
-    probe_causal_heatmap,
-    probe_causal_table,
-)
+from dashboard.figures.decoupling import decoupling_points, decoupling_summary
+from dashboard.figures.probe_causal import probe_causal_heatmap
+from dashboard.figures.probe_causal_table import EDIT_SETTINGS_ACROSS_RUNS, probe_causal_table
 from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.pvc_captions import heatmap_prefix, summary_caption

@@ -22,17 +22,9 @@ from dashboard.components import (
 )
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import class_with_split, empty_figure, fmt_ci, seeds_disagree
-from dashboard.figures.reversal import (
-    METRIC_TITLES,
-    find_reversals,
-    metric,
-    reversal_matrix,
-    row_key,
-    row_label,
-    s3_caveat,
-    s3_distance_figure,
-    s3_distances,
-)
+from dashboard.figures.reversal import METRIC_TITLES, find_reversals, metric, reversal_matrix
+from dashboard.figures.rows import row_key, row_label
+from dashboard.figures.s3_distance import s3_caveat, s3_distance_figure, s3_distances
 from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
