@@ -1,9 +1,9 @@
-"""The callbacks a data page registers, stated once: the URL ⇄ controls sync, "Save view", the
+"""The callbacks a page registers, stated once: the URL ⇄ controls sync, "Save view", the
 figures' PNG/SVG/CSV exports, the partial-study banner, and callbacks that read the page's state.
 
-/curves, /reversal, /patching and /probe-vs-causal each call :func:`register_page` with what
-differs (their state, controls, suite control and exports), then decorate the functions that
-turn the page's state into its figures with :meth:`Page.on_state`.
+Every page with a state (all but /views) calls :func:`register_page` with what differs (its
+state, controls, suite control and exports); /curves, /reversal, /patching and /probe-vs-causal
+then decorate the functions that turn the page's state into its figures with :meth:`Page.on_state`.
 """
 
 from __future__ import annotations
@@ -72,19 +72,22 @@ def register_page(
     spec: PageState,
     binds: Sequence[Bind],
     loc_id: str,
-    suite_cid: str,
+    suite_cid: str | None = None,
     exports: Sequence[Export] = (),
+    reset: dict[str, Any] | None = None,
 ) -> Page:
-    """Register what every data page has: the partial-study banner over the suite in
-    ``suite_cid`` (the default suite when none is chosen), the URL ⇄ controls sync on ``loc_id``,
-    "Save view" under ``path``, and each figure's exports. The page's base state is the store
-    ``<key>-base``."""
+    """Register what every page with a state has: the URL ⇄ controls sync on ``loc_id``
+    (``reset``: fields set back when another control changes) and "Save view" under ``path``;
+    on a page of one suite's aggregates, the partial-study banner over the suite in ``suite_cid``
+    (the default suite when none is chosen); and each figure's exports. The page's base state is
+    the store ``<key>-base``."""
     base_id = f"{key}-base"
-    register_partial_banner(app, api, page_key=key, suite_cid=suite_cid, default=default_suite)
-    register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id)
+    register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id, reset=reset)
     register_save_view(
         app, api, page_key=key, page_path=path, spec=spec, loc_id=loc_id, base_id=base_id, path_for=path_for
     )
+    if suite_cid is not None:
+        register_partial_banner(app, api, page_key=key, suite_cid=suite_cid, default=default_suite)
     for e in exports:
         register_exports(
             app, gid=e.gid, filename=e.filename, spec=spec, loc_id=loc_id, base_id=base_id, csv_rows=e.csv_rows

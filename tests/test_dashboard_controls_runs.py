@@ -38,7 +38,7 @@ CONTROL = {
 
 
 def test_a_control_row_carries_its_badge_and_no_stop_reason_of_training():
-    row, ctrl = runs._row(RUN), runs._row(CONTROL)
+    row, ctrl = runs.table_row(RUN), runs.table_row(CONTROL)
     assert ctrl["control_badge"] == "control: at init" and row["control_badge"] == ""
     assert ctrl["stop_reason_label"] == "not trained"
     assert row["stop_reason_label"] == "trained (criterion)"

@@ -422,7 +422,7 @@ def test_runs_suite_picker_says_imported_or_made_here_and_links_the_bundle(api):
 
 
 def test_runs_table_rows_and_detail_escape_names(api):
-    row = runs._row(api.runs_list[2])
+    row = runs.table_row(api.runs_list[2])
     assert row["name"] == XSS and row["acc_40"] == 0.9 and row["acc_max"] == 0.7
     detail = runs.run_detail(api, 3, path_for)
     assert XSS in texts(detail)

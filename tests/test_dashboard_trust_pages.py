@@ -83,15 +83,15 @@ def test_runs_page_trained_column_flag_and_string_row_ids():
         "heldout_acc": 0.47,
         "early_stop_acc": 0.99,
     }
-    row = runs._row(run)
+    row = runs.table_row(run)
     assert row["row_id"] == "12" and isinstance(row["row_id"], str) and row["trained_label"] == "untrained"
-    assert runs._row({**run, "trained": True})["trained_label"] == "trained"
+    assert runs.table_row({**run, "trained": True})["trained_label"] == "trained"
     flag = _texts(runs.trained_flag(run))
     assert flag.startswith("Untrained") and "47.0%" in flag and "99%" in flag
     assert _texts(runs.trained_flag({**run, "trained": True, "heldout_acc": 0.995})).startswith("Trained")
     # where and by which code each run was made: a study made in parts mixes machines
     assert {"made_on", "commit"} <= {c["field"] for c in runs.COLUMNS}
-    made = runs._row({**run, "made_on": "cpu on vm", "made_with": {"git_commit": "57e4b4fb07baeaa5"}})
+    made = runs.table_row({**run, "made_on": "cpu on vm", "made_with": {"git_commit": "57e4b4fb07baeaa5"}})
     assert (made["made_on"], made["commit"]) == ("cpu on vm", "57e4b4f") and row["commit"] == ""
 
 

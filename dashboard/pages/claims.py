@@ -11,17 +11,13 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
-from dashboard.components import Bind, api_alert, field, page_frame
+from dashboard.components import Bind, api_alert
+from dashboard.controls import control_grid, suite_dropdown, suite_page
 from dashboard.figures.common import class_with_split
+from dashboard.page_callbacks import register_page
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.suites import (
-    default_suite,
-    partial_banner,
-    register_partial_banner,
-    suite_options,
-    suite_placeholder,
-)
+from dashboard.suites import default_suite, suite_placeholder
 from dashboard.theme import VERDICT_CLASS, family_label, task_label
 
 KEY = "claims"
@@ -262,51 +258,34 @@ def claim_card(c: dict, path_for) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-
     s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Suite",
-                dcc.Dropdown(
-                    id="cl-suite",
-                    options=suite_options(api, s["suite"]),
-                    value=s["suite"],
-                    placeholder=suite_placeholder(api),
-                    clearable=True,
-                ),
-                width="300px",
-            ),
-            field(
-                "Compare with",
-                dcc.Dropdown(
-                    id="cl-compare",
-                    options=suite_options(api, s["compare"]),
-                    value=s["compare"],
-                    placeholder="another suite",
-                    clearable=True,
-                ),
-                width="300px",
-                help="each verdict in both suites, changes marked",
-            ),
-        ],
-        className="control-grid",
+    controls = control_grid(
+        suite_dropdown(api, "cl-suite", s["suite"], placeholder=suite_placeholder(api)),
+        suite_dropdown(
+            api,
+            "cl-compare",
+            s["compare"],
+            label="Compare with",
+            placeholder="another suite",
+            help="each verdict in both suites, changes marked",
+        ),
     )
     body = [
-        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="cl-compare-body"),
         dcc.Download(id="cl-compare-download"),
         dcc.Loading(html.Div(id="cl-body"), type="dot"),
         dcc.Store(id="cl-trigger", data=1),
         dcc.Download(id="cl-download"),
     ]
-    return page_frame(
+    return suite_page(
+        api,
+        s["suite"],
+        key=KEY,
         title="Claims",
         subtitle="Does this lab's data support the study? Each verdict is computed from "
         "the stored results of trained runs only, with at least three trained seeds in every cell it "
         "reads; the numbers carry their 95% CIs, n and p-values, and each claim lists the runs it "
         "left out.",
-        page_key=KEY,
         controls=controls,
         body=body,
         embed=embed,
@@ -315,80 +294,78 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
-def register(app, api: ApiClient, path_for) -> None:
-    register_partial_banner(app, api, page_key=KEY, suite_cid="cl-suite", default=default_suite)
-    from dashboard.components import register_save_view, register_url_sync
-
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
+def claims_body(api: ApiClient, suite: str | None, path_for) -> Any:
+    """The verdicts' tally and a card per claim, for ``suite`` (the default suite when none)."""
+    try:
+        claims = api.claims(suite=suite or default_suite(api))  # one suite: never pooled
+    except ApiError as exc:
+        return api_alert(exc)
+    counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
+    summary = html.Div(
+        [html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}") for k, n in counts.items()],
+        className="claims-summary",
     )
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base")
+    return [summary, *[claim_card(c, path_for) for c in claims]]
+
+
+def compare_card(api: ApiClient, suite: str | None, other: str | None) -> Any:
+    """Each verdict in both suites, with its CSV button; None when no comparison is chosen."""
+    from dashboard.compare import side_by_side_table
+
+    try:
+        rows = compare_rows(api, suite, other)
+    except ApiError as exc:
+        return api_alert(exc)
+    if rows is None:
+        return None
+    table = side_by_side_table(
+        rows,
+        [("id", "claim"), ("title", "title"), ("verdict_a", "verdict"), ("verdict_b", "verdict")],
+        suite_a=suite or default_suite(api) or "",
+        suite_b=other,
+        table_id="cl-compare-table",
+    )
+    return html.Div(
+        [
+            html.H2("Verdicts in both suites", className="card-title"),
+            table,
+            html.Button("comparison as CSV", id="cl-compare-csv", className="btn btn-sm", n_clicks=0),
+        ],
+        className="card compare-card",
+    )
+
+
+def compare_csv(api: ApiClient, suite: Any, other: Any) -> Any:
+    """The comparison as ``claims-<a>-vs-<b>.csv``; ``no_update`` when there is nothing to send."""
+    import pandas as pd
+
+    from dashboard.components import csv_safe
+
+    if not isinstance(suite, (str, type(None))) or not isinstance(other, str):
+        return no_update  # a tampered request: no suite names to compare
+    try:
+        rows = compare_rows(api, suite, other)
+    except ApiError:
+        return no_update  # a suite gone since the page was drawn: nothing to download
+    if not rows:
+        return no_update
+    a = suite or default_suite(api)
+    df = pd.DataFrame(rows).rename(columns={"verdict_a": f"verdict {a}", "verdict_b": f"verdict {other}"})
+    return dcc.send_data_frame(csv_safe(df).to_csv, f"claims-{a}-vs-{other}.csv", index=False)
+
+
+def register(app, api: ApiClient, path_for) -> None:
+    register_page(app, api, path_for, key=KEY, path=PATH, spec=SPEC, binds=BINDS, loc_id=LOC, suite_cid="cl-suite")
+    register_claims(app, api, path_for)
+    register_compare(app, api)
+
+
+def register_claims(app, api: ApiClient, path_for) -> None:
+    """The claims of the chosen suite, and the CSV of any claim's table ("all rows as CSV")."""
 
     @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
     def _claims(_, suite):
-        try:
-            claims = api.claims(suite=suite or default_suite(api))  # one suite: never pooled
-        except ApiError as exc:
-            return api_alert(exc)
-        counts = {k: sum(c.get("verdict") == k for c in claims) for k in VERDICT_CLASS}
-        summary = html.Div(
-            [
-                html.Span([html.Strong(str(n)), f" {k}"], className=f"badge {VERDICT_CLASS[k]}")
-                for k, n in counts.items()
-            ],
-            className="claims-summary",
-        )
-        return [summary, *[claim_card(c, path_for) for c in claims]]
-
-    @app.callback(Output("cl-compare-body", "children"), Input("cl-suite", "value"), Input("cl-compare", "value"))
-    def _compare(suite, other):
-        from dashboard.compare import side_by_side_table
-
-        try:
-            rows = compare_rows(api, suite, other)
-        except ApiError as exc:
-            return api_alert(exc)
-        if rows is None:
-            return None
-        table = side_by_side_table(
-            rows,
-            [("id", "claim"), ("title", "title"), ("verdict_a", "verdict"), ("verdict_b", "verdict")],
-            suite_a=suite or default_suite(api) or "",
-            suite_b=other,
-            table_id="cl-compare-table",
-        )
-        return html.Div(
-            [
-                html.H2("Verdicts in both suites", className="card-title"),
-                table,
-                html.Button("comparison as CSV", id="cl-compare-csv", className="btn btn-sm", n_clicks=0),
-            ],
-            className="card compare-card",
-        )
-
-    @app.callback(
-        Output("cl-compare-download", "data"),
-        Input("cl-compare-csv", "n_clicks"),
-        State("cl-suite", "value"),
-        State("cl-compare", "value"),
-        prevent_initial_call=True,
-    )
-    def _compare_csv(n, suite, other):
-        import pandas as pd
-
-        from dashboard.components import csv_safe
-
-        if not n or not isinstance(suite, (str, type(None))) or not isinstance(other, str):
-            return no_update  # a tampered request: no suite names to compare
-        try:
-            rows = compare_rows(api, suite, other)
-        except ApiError:
-            return no_update  # a suite gone since the page was drawn: nothing to download
-        if not rows:
-            return no_update
-        a = suite or default_suite(api)
-        df = pd.DataFrame(rows).rename(columns={"verdict_a": f"verdict {a}", "verdict_b": f"verdict {other}"})
-        return dcc.send_data_frame(csv_safe(df).to_csv, f"claims-{a}-vs-{other}.csv", index=False)
+        return claims_body(api, suite, path_for)
 
     @app.callback(
         Output("cl-download", "data"),
@@ -408,6 +385,24 @@ def register(app, api: ApiClient, path_for) -> None:
         return dcc.send_data_frame(
             csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv", index=False
         )
+
+
+def register_compare(app, api: ApiClient) -> None:
+    """The verdicts in both suites when a second one is chosen, and their CSV."""
+
+    @app.callback(Output("cl-compare-body", "children"), Input("cl-suite", "value"), Input("cl-compare", "value"))
+    def _compare(suite, other):
+        return compare_card(api, suite, other)
+
+    @app.callback(
+        Output("cl-compare-download", "data"),
+        Input("cl-compare-csv", "n_clicks"),
+        State("cl-suite", "value"),
+        State("cl-compare", "value"),
+        prevent_initial_call=True,
+    )
+    def _compare_csv(n, suite, other):
+        return compare_csv(api, suite, other) if n else no_update
 
 
 def compare_rows(api: ApiClient, suite: str | None, other: str | None) -> list[dict] | None:

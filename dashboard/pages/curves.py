@@ -17,11 +17,21 @@ from dashboard.components import (
     field,
     figure_card,
     none_trained_note,
-    page_frame,
     trained_bind,
     trained_field,
     trained_filter,
     trained_switch,
+)
+from dashboard.controls import (
+    TRAIN_LENGTH,
+    choice,
+    compare_input,
+    control_grid,
+    family_picker,
+    radio,
+    suite_input,
+    suite_page,
+    task_picker,
 )
 from dashboard.curves_controls import (
     behaviour_caption,
@@ -37,13 +47,7 @@ from dashboard.figures.curves import layerwise_curves, position_curves
 from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
-from dashboard.suites import (
-    default_suite,
-    one_suite,
-    partial_banner,
-    suite_placeholder,
-    with_suite,
-)
+from dashboard.suites import one_suite, with_suite
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
@@ -341,126 +345,55 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
 
 
 # -- layout ------------------------------------------------------------------------------------
+VIEWS = (("layer", "by layer"), ("position", "by position"), ("behaviour", "behaviour by length"))
+LAYERS = (("last", "last layer"), ("emb", "emb"), *((str(i), f"layer {i}") for i in range(0, 24)))
+
+
+def show_checks(s: dict) -> html.Div:
+    """The Show checkboxes: what the figure draws besides the seed-mean lines."""
+    checks = html.Div(
+        [
+            checkbox("cv-ci", "95% CI band", s["ci"]),
+            checkbox("cv-baseline", "majority baseline", s["baseline"]),
+            checkbox("cv-seeds", "seed traces", s["seeds"]),
+            checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
+            checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
+            checkbox("cv-types", "accuracy per token type", s["types"]),
+            checkbox("cv-pretrained", "pretrained models", s["pretrained"]),
+        ],
+        className="checks",
+    )
+    return field("Show", checks, help="pretrained models have 12–24 layers: compare them on the normalised depth axis")
+
+
+def controls(s: dict, api: ApiClient) -> html.Div:
+    """The selection (tasks, families, lengths, suites), the view and axis, what to show."""
+    lengths = dcc.Checklist(
+        id="cv-lengths",
+        options=[{"label": f"{L}" + (" (train)" if L == TRAIN_LENGTH else ""), "value": L} for L in EVAL_LENGTHS],
+        value=s["lengths"],
+        inline=True,
+        className="check",
+    )
+    return control_grid(
+        task_picker("cv-tasks", s["tasks"], multi=True, label="Tasks", placeholder="all tasks", width="260px"),
+        family_picker(
+            "cv-families", s["families"], multi=True, label="Families", placeholder="all families", width="300px"
+        ),
+        field("Eval lengths", lengths, help="tick several to compare in- and out-of-distribution side by side"),
+        field("x axis", radio("cv-x", (("layer", "layer"), ("depth", "normalised depth")), s["x"])),
+        field("View", radio("cv-view", VIEWS, s["view"])),
+        show_checks(s),
+        choice("Layer (per-position view)", "cv-layer", LAYERS, s["layer"], width="170px", field_id="cv-layer-field"),
+        suite_input(api, "cv-suite", s["suite"]),
+        compare_input("cv-compare", s["compare"], help="overlay a second suite's lines, dash-dotted"),
+        trained_switch("cv-trained", s["trained"]),
+    )
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Tasks",
-                dcc.Dropdown(
-                    id="cv-tasks",
-                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                    value=s["tasks"],
-                    multi=True,
-                    placeholder="all tasks",
-                ),
-                width="260px",
-            ),
-            field(
-                "Families",
-                dcc.Dropdown(
-                    id="cv-families",
-                    options=[{"label": family_label(f), "value": f} for f in family_names()],
-                    value=s["families"],
-                    multi=True,
-                    placeholder="all families",
-                ),
-                width="300px",
-            ),
-            field(
-                "Eval lengths",
-                dcc.Checklist(
-                    id="cv-lengths",
-                    options=[{"label": f"{L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
-                    value=s["lengths"],
-                    inline=True,
-                    className="check",
-                ),
-                help="tick several to compare in- and out-of-distribution side by side",
-            ),
-            field(
-                "x axis",
-                dcc.RadioItems(
-                    id="cv-x",
-                    options=[{"label": "layer", "value": "layer"}, {"label": "normalised depth", "value": "depth"}],
-                    value=s["x"],
-                    inline=True,
-                    className="radio",
-                ),
-            ),
-            field(
-                "View",
-                dcc.RadioItems(
-                    id="cv-view",
-                    options=[
-                        {"label": "by layer", "value": "layer"},
-                        {"label": "by position", "value": "position"},
-                        {"label": "behaviour by length", "value": "behaviour"},
-                    ],
-                    value=s["view"],
-                    inline=True,
-                    className="radio",
-                ),
-            ),
-            field(
-                "Show",
-                html.Div(
-                    [
-                        checkbox("cv-ci", "95% CI band", s["ci"]),
-                        checkbox("cv-baseline", "majority baseline", s["baseline"]),
-                        checkbox("cv-seeds", "seed traces", s["seeds"]),
-                        checkbox("cv-selectivity", "selectivity (vs control task)", s["selectivity"]),
-                        checkbox("cv-controls", "at initialisation (random-init controls)", s["controls"]),
-                        checkbox("cv-types", "accuracy per token type", s["types"]),
-                        checkbox("cv-pretrained", "pretrained models", s["pretrained"]),
-                    ],
-                    className="checks",
-                ),
-                help="pretrained models have 12–24 layers: compare them on the normalised depth axis",
-            ),
-            field(
-                "Layer (per-position view)",
-                dcc.Dropdown(
-                    id="cv-layer",
-                    options=[{"label": "last layer", "value": "last"}, {"label": "emb", "value": "emb"}]
-                    + [{"label": f"layer {i}", "value": str(i)} for i in range(0, 24)],
-                    value=s["layer"],
-                    clearable=False,
-                ),
-                width="170px",
-                id="cv-layer-field",
-            ),
-            field(
-                "Suite",
-                dcc.Input(
-                    id="cv-suite",
-                    type="text",
-                    value=s["suite"] or "",
-                    debounce=True,
-                    placeholder=suite_placeholder(api),
-                    className="input",
-                ),
-                width="160px",
-            ),
-            field(
-                "Compare with",
-                dcc.Input(
-                    id="cv-compare",
-                    type="text",
-                    value=s["compare"] or "",
-                    debounce=True,
-                    placeholder="another suite",
-                    className="input",
-                ),
-                width="160px",
-                help="overlay a second suite's lines, dash-dotted",
-            ),
-            trained_switch("cv-trained", s["trained"]),
-        ],
-        className="control-grid",
-    )
     body = [
-        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="cv-note"),
         figure_card(
             "cv-graph",
@@ -473,11 +406,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             "profile classes use the all-token accuracy. Hover a point for n, seeds.",
         ),
     ]
-    return page_frame(
+    return suite_page(
+        api,
+        s["suite"],
+        key=KEY,
         title="Layerwise curves",
         subtitle="Where does each architecture make the state linearly readable?",
-        page_key=KEY,
-        controls=controls,
+        controls=controls(s, api),
         body=body,
         embed=embed,
         loc_id=LOC,

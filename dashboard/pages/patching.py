@@ -17,7 +17,6 @@ from dashboard.components import (
     field,
     figure_card,
     none_trained_note,
-    page_frame,
     trained_bind,
     trained_field,
     trained_filter,
@@ -26,6 +25,15 @@ from dashboard.components import (
 from dashboard.components import (
     untrained_banner as run_untrained_banner,
 )
+from dashboard.controls import (
+    choice,
+    control_grid,
+    family_picker,
+    length_dropdown,
+    suite_input,
+    suite_page,
+    task_picker,
+)
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
@@ -33,8 +41,8 @@ from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.patching_captions import patching_caption
 from dashboard.state import F, PageState
-from dashboard.suites import default_suite, partial_banner, suite_placeholder, with_suite
-from dashboard.theme import EVAL_LENGTHS, TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
+from dashboard.suites import with_suite
+from dashboard.theme import TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
 from layerscope_core.sites import parse_site, site_name
 
 KEY = "patching"
@@ -234,85 +242,38 @@ def run_options(api: ApiClient, task, family, picked, *, trained: bool = True, s
     return [{**o, "disabled": full and o["value"] not in (picked or [])} for o in opts]
 
 
+def controls(s: dict, api: ApiClient) -> html.Div:
+    """The runs (by filters, or up to four picked), eval length, site, suite; the line view's layer."""
+    runs = dcc.Dropdown(
+        id="pt-runs",
+        options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"], suite=s["suite"]),
+        value=s["runs"],
+        multi=True,
+        placeholder="first run of each family",
+    )
+    layer = dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer")
+    return control_grid(
+        task_picker("pt-task", s["task"], width="150px"),
+        family_picker("pt-family", s["family"], width="160px"),
+        field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)", runs, width="560px"),
+        length_dropdown("pt-length", s["length"], width="120px", mark_train=False),
+        choice(
+            "Site",
+            "pt-site",
+            list(SITE_LABELS.items()),
+            s["site"],
+            width="250px",
+            help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)",
+        ),
+        suite_input(api, "pt-suite", s["suite"]),
+        trained_switch("pt-trained", s["trained"]),
+        field("Layer (line view)", layer, width="140px"),
+    )
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Task",
-                dcc.Dropdown(
-                    id="pt-task",
-                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                    value=s["task"],
-                    placeholder="any task",
-                ),
-                width="150px",
-            ),
-            field(
-                "Family",
-                dcc.Dropdown(
-                    id="pt-family",
-                    options=[{"label": family_label(f), "value": f} for f in family_names()],
-                    value=s["family"],
-                    placeholder="any family",
-                ),
-                width="160px",
-            ),
-            field(
-                f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)",
-                dcc.Dropdown(
-                    id="pt-runs",
-                    options=run_options(api, s["task"], s["family"], s["runs"], trained=s["trained"], suite=s["suite"]),
-                    value=s["runs"],
-                    multi=True,
-                    placeholder="first run of each family",
-                ),
-                width="560px",
-            ),
-            field(
-                "Eval length",
-                dcc.Dropdown(
-                    id="pt-length",
-                    options=[{"label": f"L={L}", "value": L} for L in EVAL_LENGTHS],
-                    value=s["length"],
-                    clearable=False,
-                ),
-                width="120px",
-            ),
-            field(
-                "Site",
-                dcc.Dropdown(
-                    id="pt-site",
-                    options=[{"label": v, "value": k} for k, v in SITE_LABELS.items()],
-                    value=s["site"],
-                    clearable=False,
-                ),
-                width="250px",
-                help="state: the recurrent state a layer carries from t to t+1 (none in the transformer)",
-            ),
-            field(
-                "Suite",
-                dcc.Input(
-                    id="pt-suite",
-                    type="text",
-                    value=s["suite"] or "",
-                    debounce=True,
-                    placeholder=suite_placeholder(api),
-                    className="input",
-                ),
-                width="160px",
-            ),
-            trained_switch("pt-trained", s["trained"]),
-            field(
-                "Layer (line view)",
-                dcc.Dropdown(id="pt-layer", options=[], value=s["layer"], placeholder="last layer"),
-                width="140px",
-            ),
-        ],
-        className="control-grid",
-    )
     body = [
-        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pt-error"),
         html.Div(id="pt-banner"),
         figure_card(
@@ -332,11 +293,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             "pairs whose clean and corrupted answers differ); dashed: the corrupted token.",
         ),
     ]
-    return page_frame(
+    return suite_page(
+        api,
+        s["suite"],
+        key=KEY,
         title="Patching",
         subtitle="Which layer and position carry the information the answer needs?",
-        page_key=KEY,
-        controls=controls,
+        controls=controls(s, api),
         body=body,
         embed=embed,
         loc_id=LOC,

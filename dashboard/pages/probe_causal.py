@@ -15,12 +15,21 @@ from dashboard.components import (
     field,
     figure_card,
     none_trained_note,
-    page_frame,
     trained_bind,
     trained_field,
     trained_filter,
     trained_switch,
     untrained_banner,
+)
+from dashboard.controls import (
+    choice,
+    control_grid,
+    family_picker,
+    length_dropdown,
+    seed_input,
+    suite_input,
+    suite_page,
+    task_picker,
 )
 from dashboard.figures.captions import add_caption, mixed_settings
 from dashboard.figures.common import empty_figure
@@ -31,8 +40,8 @@ from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.state import F, PageState
-from dashboard.suites import default_suite, partial_banner, suite_placeholder, with_suite
-from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, method_label, task_label
+from dashboard.suites import with_suite
+from dashboard.theme import all_tasks, family_label, family_names, method_label, task_label
 from science import claims as C
 from science.profiles import NEAR_BEST_TOL
 
@@ -234,117 +243,53 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
     return fig, info, None, untrained_banner(run, what="probes and edits")
 
 
+def controls(s: dict, api: ApiClient) -> html.Div:
+    """The run (by filters, or picked), its eval length, the summary's edit, the suite."""
+    methods = [
+        (m, "auto, as claim 4 (LEACE → INLP → project-out)" if m == "auto" else method_label(m))
+        for m in SUMMARY_METHODS
+    ]
+    run = dcc.Dropdown(id="pc-run", options=initial_options(api, s), value=s["run"], placeholder="first matching run")
+    return control_grid(
+        task_picker("pc-task", s["task"], width="150px"),
+        family_picker("pc-family", s["family"], width="160px"),
+        seed_input("pc-seed", s["seed"], width="80px"),
+        field("Run", run, width="420px"),
+        length_dropdown("pc-length", s["length"], width="130px"),
+        choice("Summary edit", "pc-method", methods, s["method"], width="250px"),
+        suite_input(api, "pc-suite", s["suite"]),
+        trained_switch("pc-trained", s["trained"]),
+    )
+
+
+HEATMAP_DESCRIPTION = (
+    "Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
+    "refit means the edit left the variable decodable). Right: the behavioural accuracy "
+    "change of each edit in percentage points beyond removing as many random directions "
+    "(rank-matched random removal, where stored; hover: the raw change and the random "
+    "range over its draws; mean ablation and Conv1D removal have none and read raw) "
+    "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
+    "width, its rank as a share of the width in hover; 'n.s.' = not significant "
+    "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
+    f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
+    "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
+    "▼ the layer where each edit costs most among significant drops (every layer within "
+    f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
+    "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
+    "rows were measured with different settings."
+)
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Task",
-                dcc.Dropdown(
-                    id="pc-task",
-                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                    value=s["task"],
-                    placeholder="any task",
-                ),
-                width="150px",
-            ),
-            field(
-                "Family",
-                dcc.Dropdown(
-                    id="pc-family",
-                    options=[{"label": family_label(f), "value": f} for f in family_names()],
-                    value=s["family"],
-                    placeholder="any family",
-                ),
-                width="160px",
-            ),
-            field(
-                "Seed",
-                dcc.Input(
-                    id="pc-seed",
-                    type="number",
-                    min=0,
-                    step=1,
-                    value=s["seed"],
-                    debounce=True,
-                    placeholder="any",
-                    className="input",
-                ),
-                width="80px",
-            ),
-            field(
-                "Run",
-                dcc.Dropdown(
-                    id="pc-run", options=initial_options(api, s), value=s["run"], placeholder="first matching run"
-                ),
-                width="420px",
-            ),
-            field(
-                "Eval length",
-                dcc.Dropdown(
-                    id="pc-length",
-                    options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
-                    value=s["length"],
-                    clearable=False,
-                ),
-                width="130px",
-            ),
-            field(
-                "Summary edit",
-                dcc.Dropdown(
-                    id="pc-method",
-                    options=[
-                        {
-                            "label": "auto, as claim 4 (LEACE → INLP → project-out)"
-                            if m == "auto"
-                            else method_label(m),
-                            "value": m,
-                        }
-                        for m in SUMMARY_METHODS
-                    ],
-                    value=s["method"],
-                    clearable=False,
-                ),
-                width="250px",
-            ),
-            field(
-                "Suite",
-                dcc.Input(
-                    id="pc-suite",
-                    type="text",
-                    value=s["suite"] or "",
-                    debounce=True,
-                    placeholder=suite_placeholder(api),
-                    className="input",
-                ),
-                width="160px",
-            ),
-            trained_switch("pc-trained", s["trained"]),
-        ],
-        className="control-grid",
-    )
     body = [
-        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="pc-error"),
         html.Div(id="pc-banner"),
         figure_card(
             "pc-heatmap",
             title="Decodable vs necessary, layer by layer",
             filename="layerscope-probe-vs-causal",
-            description="Left: probe accuracy and the accuracy of a probe refit on the edited states (a high "
-            "refit means the edit left the variable decodable). Right: the behavioural accuracy "
-            "change of each edit in percentage points beyond removing as many random directions "
-            "(rank-matched random removal, where stored; hover: the raw change and the random "
-            "range over its draws; mean ablation and Conv1D removal have none and read raw) "
-            "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
-            "width, its rank as a share of the width in hover; 'n.s.' = not significant "
-            "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
-            f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
-            "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
-            "▼ the layer where each edit costs most among significant drops (every layer within "
-            f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
-            "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "
-            "rows were measured with different settings.",
+            description=HEATMAP_DESCRIPTION,
             extra=[html.Div(id="pc-run-info", className="card-section")],
         ),
         figure_card(
@@ -354,11 +299,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             description=SUMMARY_DESCRIPTION,
         ),
     ]
-    return page_frame(
+    return suite_page(
+        api,
+        s["suite"],
+        key=KEY,
         title="Probe vs causal",
         subtitle="The most readable layer is not always the causally necessary one.",
-        page_key=KEY,
-        controls=controls,
+        controls=controls(s, api),
         body=body,
         embed=embed,
         loc_id=LOC,

@@ -14,12 +14,12 @@ from dashboard.components import (
     field,
     figure_card,
     none_trained_note,
-    page_frame,
     trained_bind,
     trained_field,
     trained_filter,
     trained_switch,
 )
+from dashboard.controls import choice, compare_input, control_grid, length_dropdown, suite_input, suite_page
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import class_with_split, empty_figure, fmt_ci, seeds_disagree
 from dashboard.figures.reversal import METRIC_TITLES, find_reversals, metric, reversal_matrix
@@ -29,14 +29,8 @@ from dashboard.page_callbacks import Export, register_page
 from dashboard.pages import PageDef
 from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.state import F, PageState
-from dashboard.suites import (
-    default_suite,
-    one_suite,
-    partial_banner,
-    suite_placeholder,
-    with_suite,
-)
-from dashboard.theme import EVAL_LENGTHS, FAMILIES, TASKS, family_label, ordered, task_label
+from dashboard.suites import one_suite, with_suite
+from dashboard.theme import FAMILIES, TASKS, family_label, ordered, task_label
 
 KEY = "reversal"
 PATH = "/reversal"
@@ -164,6 +158,70 @@ def _cell_text(p: dict | None, metric_name: str) -> str:
     return f"{row_label(row_key(p))} · {task_label(p['task'])}: {cls}{vs}{ci}, n={p.get('n')}{un}"
 
 
+def group_reversals(revs: list[dict]) -> dict[tuple, list[str]]:
+    """Reversal pairs grouped by (task A, task B, architecture A, A's classes, B's classes, kind,
+    shared class) → the architectures B that share them."""
+    groups: dict[tuple, list[str]] = {}
+    for r in revs:
+        key = (
+            r["task_a"],
+            r["task_b"],
+            r["family_a"],
+            r["a1"],
+            r["a2"],
+            r["b1"],
+            r["b2"],
+            r["kind"],
+            tuple(r.get("shared_class") or ()),
+        )
+        groups.setdefault(key, []).append(r["family_b"])
+    return groups
+
+
+def _group_item(key: tuple, fbs: list[str], by: dict, metric_name: str) -> tuple[html.Li, bool]:
+    """(the list line of one group, whether it rests on cells with untrained runs): a swap between
+    cells of models that never learned the task is no finding — said, and not styled as one."""
+    ta, tb, fa, a1, a2, b1, b2, kind, shared = key
+    full = kind == "full"
+    cells = [by.get((f, t)) for f in (fa, *fbs) for t in (ta, tb)]
+    untrained = [c for c in cells if c and c.get("untrained_run_ids")]
+    swap = "full swap" if full else f"partial: {', '.join(shared)} changes hands"
+    badge = "badge badge-untrained" if untrained else "badge badge-swap" if full else "badge badge-flip"
+    item = html.Li(
+        [
+            html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
+            f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
+            html.Span(f"{swap} — untrained, not a finding" if untrained else swap, className=badge),
+            html.Span(
+                f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
+                className="badge badge-untrained",
+            )
+            if untrained
+            else None,
+            html.Ul(
+                [html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None] or None,
+                className="reversal-cells",
+            )
+            if by
+            else None,
+        ],
+        className="reversal-untrained" if untrained else None,
+    )
+    return item, bool(untrained)
+
+
+def _list_head(n: int, n_untrained_groups: int, n_groups: int, *, trained_only: bool) -> str:
+    head = f"{n} reversal pair{'s' if n != 1 else ''} (two architectures, two tasks)"
+    if trained_only:
+        return head + ", trained runs only:"
+    if n_untrained_groups:
+        return head + (
+            f"; {n_untrained_groups} of {n_groups} rest on cells with untrained runs (the 'trained runs only' "
+            "switch is off):"
+        )
+    return head + ", all cells trained:"
+
+
 def reversal_list(
     revs: list[dict],
     profiles: list[dict] | None = None,
@@ -180,71 +238,11 @@ def reversal_list(
             className="muted",
         )
     by = {(row_key(p), p["task"]): p for p in profiles or []}
-    groups: dict[tuple, list[str]] = {}
-    for r in revs:
-        key = (
-            r["task_a"],
-            r["task_b"],
-            r["family_a"],
-            r["a1"],
-            r["a2"],
-            r["b1"],
-            r["b2"],
-            r["kind"],
-            tuple(r.get("shared_class") or ()),
-        )
-        groups.setdefault(key, []).append(r["family_b"])
-    items = []
-    n_untrained_pairs = 0
-    for (ta, tb, fa, a1, a2, b1, b2, kind, shared), fbs in groups.items():
-        full = kind == "full"
-        cells = [by.get((f, t)) for f in (fa, *fbs) for t in (ta, tb)]
-        untrained = [c for c in cells if c and c.get("untrained_run_ids")]
-        n_untrained_pairs += bool(untrained)
-        swap = "full swap" if full else f"partial: {', '.join(shared)} changes hands"
-        items.append(
-            html.Li(
-                [
-                    html.Strong(f"{task_label(ta)} ↔ {task_label(tb)}: "),
-                    f"{row_label(fa)} ({a1} → {a2}) vs {', '.join(row_label(f) for f in fbs)} ({b1} → {b2})",
-                    # a swap between cells of models that never learned the task is no finding: said, and not styled as one
-                    html.Span(
-                        f"{swap} — untrained, not a finding" if untrained else swap,
-                        className="badge badge-untrained"
-                        if untrained
-                        else "badge badge-swap"
-                        if full
-                        else "badge badge-flip",
-                    ),
-                    html.Span(
-                        f"rests on untrained runs in {len(untrained)} of {len(cells)} cells",
-                        className="badge badge-untrained",
-                    )
-                    if untrained
-                    else None,
-                    html.Ul(
-                        [html.Li(_cell_text(c, metric_name), className="muted") for c in cells if c is not None]
-                        or None,
-                        className="reversal-cells",
-                    )
-                    if by
-                    else None,
-                ],
-                className="reversal-untrained" if untrained else None,
-            )
-        )
-    n = len(revs)
-    head = f"{n} reversal pair{'s' if n != 1 else ''} (two architectures, two tasks)"
-    if trained_only:
-        head += ", trained runs only:"
-    else:
-        head += (
-            f"; {n_untrained_pairs} of {len(groups)} rest on cells with untrained runs (the 'trained runs only' "
-            "switch is off):"
-            if n_untrained_pairs
-            else ", all cells trained:"
-        )
-    return html.Div([html.Div(head, className="muted"), html.Ul(items, className="reversal-list")])
+    groups = group_reversals(revs)
+    lines = [_group_item(key, fbs, by, metric_name) for key, fbs in groups.items()]
+    n_untrained = sum(untrained for _, untrained in lines)
+    head = _list_head(len(revs), n_untrained, len(groups), trained_only=trained_only)
+    return html.Div([html.Div(head, className="muted"), html.Ul([li for li, _ in lines], className="reversal-list")])
 
 
 def claim_3_verdict(api: ApiClient, state: dict) -> dict | None:
@@ -329,70 +327,27 @@ def build(api: ApiClient, state: dict) -> tuple:
     )
 
 
+def controls(s: dict, api: ApiClient) -> html.Div:
+    """Eval length, the matrix's colour, the suite (and one to compare), pretrained models, trained runs."""
+    pretrained = dcc.Checklist(
+        id="rv-pretrained",
+        options=[{"label": "pretrained models", "value": "on"}],
+        value=["on"] if s["pretrained"] else [],
+        className="check",
+    )
+    return control_grid(
+        length_dropdown("rv-length", s["length"], width="150px"),
+        choice("Colour", "rv-metric", [(m, METRIC_TITLES[m]) for m in METRICS], s["metric"], width="420px"),
+        suite_input(api, "rv-suite", s["suite"]),
+        field("Include", pretrained),
+        compare_input("rv-compare", s["compare"], help="each cell's class in both suites, changes marked"),
+        trained_switch("rv-trained", s["trained"]),
+    )
+
+
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
     s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Eval length",
-                dcc.Dropdown(
-                    id="rv-length",
-                    options=[{"label": f"L={L}" + (" (train)" if L == 40 else ""), "value": L} for L in EVAL_LENGTHS],
-                    value=s["length"],
-                    clearable=False,
-                ),
-                width="150px",
-            ),
-            field(
-                "Colour",
-                dcc.Dropdown(
-                    id="rv-metric",
-                    options=[{"label": METRIC_TITLES[m], "value": m} for m in METRICS],
-                    value=s["metric"],
-                    clearable=False,
-                ),
-                width="420px",
-            ),
-            field(
-                "Suite",
-                dcc.Input(
-                    id="rv-suite",
-                    type="text",
-                    value=s["suite"] or "",
-                    debounce=True,
-                    placeholder=suite_placeholder(api),
-                    className="input",
-                ),
-                width="160px",
-            ),
-            field(
-                "Include",
-                dcc.Checklist(
-                    id="rv-pretrained",
-                    options=[{"label": "pretrained models", "value": "on"}],
-                    value=["on"] if s["pretrained"] else [],
-                    className="check",
-                ),
-            ),
-            field(
-                "Compare with",
-                dcc.Input(
-                    id="rv-compare",
-                    type="text",
-                    value=s["compare"] or "",
-                    debounce=True,
-                    placeholder="another suite",
-                    className="input",
-                ),
-                width="160px",
-                help="each cell's class in both suites, changes marked",
-            ),
-            trained_switch("rv-trained", s["trained"]),
-        ],
-        className="control-grid",
-    )
     body = [
-        partial_banner(api, s["suite"] or default_suite(api), page_key=KEY),
         html.Div(id="rv-error"),
         figure_card(
             "rv-matrix",
@@ -420,11 +375,13 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
             extra=[html.Div(id="rv-s3-answer", className="card-section card-caveat")],
         ),
     ]
-    return page_frame(
+    return suite_page(
+        api,
+        s["suite"],
+        key=KEY,
         title="Reversal",
         subtitle="Does task structure reverse where each architecture encodes the state?",
-        page_key=KEY,
-        controls=controls,
+        controls=controls(s, api),
         body=body,
         embed=embed,
         loc_id=LOC,

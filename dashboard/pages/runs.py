@@ -1,5 +1,9 @@
 """/ — the runs table: server-side filtering and pagination (dash-ag-grid shows one page),
-a run's details (loss curve, behaviour by length) and links into the other views."""
+a run's details (loss curve, behaviour by length) and links into the other views.
+
+The page's parts: the filters, the pager and the selection's actions (here); the table's columns,
+rows and fetching (``dashboard.runs_table``); the run panel (``pages/run_detail``) and its actions
+(``pages/run_actions``)."""
 
 from __future__ import annotations
 
@@ -7,50 +11,36 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-import dash_ag_grid as dag
 from dash import Input, Output, State, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
-from dashboard.components import (
-    Bind,
-    api_alert,
-    field,
-    page_frame,
-    register_save_view,
-    register_url_sync,
-    state_from_controls,
-)
-from dashboard.figures.common import graph_config
+from dashboard.components import Bind, api_alert, field, page_frame, state_from_controls
+from dashboard.controls import choice, control_grid, family_picker, seed_input, suite_dropdown, task_picker
 from dashboard.figures.runs import loss_figure, run_behaviour_figure
+from dashboard.page_callbacks import register_page
 from dashboard.pages import PageDef, run_actions
-from dashboard.run_kind import CONTROLS_FILTER, control_badge, stop_reason_label
-from dashboard.state import INT_MAX, F, PageState, parse_int
-from dashboard.suites import suite_options
-from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, task_label
-from layerscope_core.provenance import commit_label
-from science.budget import recorded_step_budget
+from dashboard.pages.run_detail import rebuilt_fact, run_detail, trained_flag
+from dashboard.run_kind import CONTROLS_FILTER
+from dashboard.runs_table import (
+    COLUMNS,
+    PAGE_SIZES,
+    SORTS,
+    bundle_href,
+    fetch_clamped_page,
+    fetch_page,
+    grid_rows,
+    pager_text,
+    run_filters,
+    runs_grid,
+    table_row,
+    trained_label,
+)
+from dashboard.state import INT_MAX, F, PageState
+from dashboard.theme import EVAL_LENGTHS, all_tasks, family_names
 
 KEY = "runs"
 PATH = "/"
 LOC = "rn-loc"
-PAGE_SIZES = (25, 50, 100, 200)
-# ``GET /api/runs?sort=``: the server sorts, so the order holds across pages
-SORTS = tuple(
-    (f"{d}{col}", f"{label} {arrow}")
-    for col, label in (
-        ("id", "id"),
-        ("name", "name"),
-        ("family", "family"),
-        ("task", "task"),
-        ("seed", "seed"),
-        ("n_params", "params"),
-        ("steps", "steps"),
-        ("train_seconds", "train time"),
-        ("created_at", "created"),
-    )
-    for d, arrow in (("", "↑"), ("-", "↓"))
-)
-
 SPEC = PageState(
     [
         F("task", "list_str", [], all_tasks),
@@ -78,322 +68,39 @@ BINDS = [
     Bind("run", "rn-run", prop="data"),
 ]  # the run last: _load reads the others
 
-PCT = {"function": "params.value == null ? '' : (100 * params.value).toFixed(1) + '%'"}
-COLUMNS = [
-    {"field": "id", "headerName": "id", "width": 80, "pinned": "left"},
-    {"field": "name", "headerName": "name", "minWidth": 200, "flex": 2, "tooltipField": "name"},
-    {"field": "suite", "headerName": "suite", "width": 120},
-    {"field": "tags_label", "headerName": "tags", "width": 150, "tooltipField": "notes"},
-    {"field": "family_label", "headerName": "family", "width": 120},
-    {"field": "task_label", "headerName": "task", "width": 110},
-    {"field": "seed", "headerName": "seed", "width": 80},
-    {"field": "n_layers", "headerName": "layers", "width": 90},
-    {"field": "d_model", "headerName": "d_model", "width": 100},
-    {
-        "field": "n_params",
-        "headerName": "params",
-        "valueFormatter": {"function": "params.value == null ? '' : (params.value / 1000).toFixed(0) + 'K'"},
-        "width": 100,
-    },
-    {"field": "steps", "headerName": "steps", "width": 90},
-    {
-        "field": "control_badge",
-        "headerName": "control",
-        "width": 140,
-        "headerTooltip": "a random-init control: the same architecture and seed as a trained run, not trained, probed "
-        "only (docs/SCIENCE.md#controls)",
-        "cellClassRules": {"cell-control": "params.value != null && params.value != ''"},
-    },
-    {
-        "field": "stop_reason_label",
-        "headerName": "stopped",
-        "width": 150,
-        "headerTooltip": "why training stopped: trained (criterion reached), plateau (no gain over the last evaluations), "
-        "budget (still improving when its steps ran out), time limit (docs/SCIENCE.md#plateau)",
-    },
-    {
-        "field": "trained_label",
-        "headerName": "trained",
-        "width": 110,
-        "headerTooltip": "held-out token accuracy at the training length reached the run's early-stop criterion",
-        "cellClassRules": {"cell-untrained": "params.value == 'untrained'"},
-    },
-    {
-        "field": "heldout_acc",
-        "headerName": "held-out",
-        "valueFormatter": PCT,
-        "width": 105,
-        "headerTooltip": "held-out token accuracy at the training length when training ended",
-    },
-    {
-        "field": "acc_40",
-        "headerName": "acc L=40",
-        "valueFormatter": PCT,
-        "width": 110,
-        "headerTooltip": "token accuracy at the training length",
-    },
-    {
-        "field": "acc_max",
-        "headerName": "acc longest L",
-        "valueFormatter": PCT,
-        "width": 130,
-        "headerTooltip": "token accuracy at the longest eval length (out of distribution)",
-    },
-    {"field": "pretrained", "headerName": "pretrained", "width": 140},
-    {
-        "field": "made_on",
-        "headerName": "made on",
-        "width": 170,
-        "tooltipField": "made_on",
-        "headerTooltip": "device and host the run was trained on (a study made in parts mixes them)",
-    },
-    {
-        "field": "commit",
-        "headerName": "commit",
-        "width": 100,
-        "headerTooltip": "git commit of the code that trained the run (empty: not recorded)",
-    },
-    {"field": "created_at", "headerName": "created", "width": 170},
-]
+
+def filters(s: dict, api: ApiClient) -> html.Div:
+    """The filters (task, family, seed, suite, search, controls) and the table's page size and order."""
+    search = dcc.Input(
+        id="rn-q",
+        type="search",
+        value=s["q"] or "",
+        debounce=True,
+        placeholder="name, tags, notes, family, task",
+        className="input",
+    )
+    return control_grid(
+        task_picker("rn-task", s["task"], multi=True, width="240px"),
+        family_picker("rn-family", s["family"], multi=True, width="280px"),
+        seed_input("rn-seed", s["seed"], width="90px"),
+        suite_dropdown(api, "rn-suite", s["suite"], placeholder="any suite"),
+        field("Search", search, width="260px"),
+        choice("Rows per page", "rn-size", [(n, str(n)) for n in PAGE_SIZES], s["size"], width="120px"),
+        choice("Sort by", "rn-sort", SORTS, s["sort"] or "id", width="190px"),
+        choice(
+            "Controls",
+            "rn-controls",
+            CONTROLS_FILTER,
+            s["controls"],
+            width="190px",
+            help="random-init controls: untrained models of the same architecture and seed",
+        ),
+    )
 
 
-def _row(run: dict) -> dict:
-    beh = run.get("behaviour") or {}
-    lengths = sorted(int(k) for k in beh if str(k).isdigit())
-    return {
-        **{
-            k: run.get(k)
-            for k in (
-                "id",
-                "name",
-                "suite",
-                "family",
-                "task",
-                "seed",
-                "n_layers",
-                "d_model",
-                "n_params",
-                "steps",
-                "pretrained",
-                "made_on",
-            )
-        },
-        "commit": commit_label(run.get("made_with"), 7),
-        "tags_label": ", ".join(run.get("tags") or []),
-        "notes": run.get("notes"),
-        "row_id": str(run.get("id")),  # getRowId must return a string (AG Grid warns otherwise)
-        "trained_label": trained_label(run),
-        "control_badge": control_badge(run),
-        "stop_reason_label": stop_reason_label(run),
-        "heldout_acc": run.get("heldout_acc"),
-        "family_label": family_label(run.get("family", "")),
-        "task_label": task_label(run.get("task", "")),
-        "acc_40": (beh.get("40") or {}).get("token_acc"),
-        "acc_max": (beh.get(str(lengths[-1])) or {}).get("token_acc") if lengths else None,
-        "created_at": str(run.get("created_at", ""))[:19].replace("T", " "),
-    }
-
-
-def trained_label(run: dict) -> str:
-    """``trained`` / ``untrained`` from the API's computed ``trained`` field; ``–`` when absent."""
-    t = run.get("trained")
-    return "–" if t is None else ("trained" if t else "untrained")
-
-
-def trained_flag(run: dict) -> html.Div:
-    """The run panel's verdict line: trained or not, naming held-out accuracy and the criterion."""
-    from science.trained import DEFAULT_CRITERION
-
-    if run.get("control"):  # a random-init control is untrained by design: say what it is for
-        return html.Div(
-            f"{control_badge(run)}: the same architecture and seed as a trained run of the suite, "
-            "not trained, probed only. Its curves are the floor the trained runs are measured against "
-            "(docs/SCIENCE.md#controls).",
-            className="alert alert-info trained-flag control-flag",
-            id="rn-trained-flag",
-        )
-    acc, crit = run.get("heldout_acc"), run.get("early_stop_acc")
-    crit = DEFAULT_CRITERION if crit is None else crit
-    acc_txt = "no held-out accuracy stored" if acc is None else f"held-out token accuracy {100 * acc:.1f}%"
-    if run.get("trained"):
-        return html.Div(
-            f"Trained: {acc_txt} at the training length ≥ criterion {100 * crit:.0f}%.",
-            className="trained-flag trained-yes",
-            id="rn-trained-flag",
-        )
+def pager(s: dict) -> html.Div:
+    """‹ Prev, the page number, Next ›, and how many runs match."""
     return html.Div(
-        f"Untrained: {acc_txt} at the training length < criterion {100 * crit:.0f}%. Its probes, "
-        "edits and patching describe a model that has not learned the task.",
-        className="alert alert-warning trained-flag trained-no",
-        id="rn-trained-flag",
-    )
-
-
-def bundle_href(suite: str | None) -> str:
-    from urllib.parse import quote
-
-    return f"/api/suites/{quote(suite, safe='')}/bundle" if suite else ""
-
-
-def fetch_page(api: ApiClient, state: dict) -> dict:
-    size = state["size"] if state["size"] in PAGE_SIZES else 50
-    page = max(1, state["page"] or 1)
-    return api.runs(
-        task=state["task"] or None,
-        family=state["family"] or None,
-        seed=state["seed"],
-        suite=state["suite"] or None,
-        limit=size,
-        offset=(page - 1) * size,
-        sort=state["sort"] or None,
-        q=state.get("q") or None,
-        controls=state.get("controls") or "include",
-    )
-
-
-def grid_rows(rows: Any) -> list[dict]:
-    """The grid's selected rows that carry a run id, a known task and family (the grid sends
-    what it was given; a tampered request may send anything)."""
-    out = []
-    for r in rows if isinstance(rows, list) else []:
-        rid = parse_int(r.get("id")) if isinstance(r, dict) else None
-        if rid is not None and rid >= 1 and r.get("task") in all_tasks() and r.get("family") in family_names():
-            out.append({**r, "id": rid})
-    return out
-
-
-def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
-    """(the page of runs, its number): a page past the last one shows the last one (a link to
-    ``?page=2`` after runs were deleted, a typed page number)."""
-    page = fetch_page(api, state)
-    p = max(1, state["page"] or 1)
-    n_pages = max(1, -(-page["total"] // page["limit"]))
-    if p > n_pages:
-        p = n_pages
-        page = fetch_page(api, {**state, "page": p})
-    return page, p
-
-
-def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    s = SPEC.decode(search, base)
-    controls = html.Div(
-        [
-            field(
-                "Task",
-                dcc.Dropdown(
-                    id="rn-task",
-                    options=[{"label": task_label(t), "value": t} for t in all_tasks()],
-                    value=s["task"],
-                    multi=True,
-                    placeholder="any task",
-                ),
-                width="240px",
-            ),
-            field(
-                "Family",
-                dcc.Dropdown(
-                    id="rn-family",
-                    options=[{"label": family_label(f), "value": f} for f in family_names()],
-                    value=s["family"],
-                    multi=True,
-                    placeholder="any family",
-                ),
-                width="280px",
-            ),
-            field(
-                "Seed",
-                dcc.Input(
-                    id="rn-seed",
-                    type="number",
-                    min=0,
-                    step=1,
-                    value=s["seed"],
-                    debounce=True,
-                    placeholder="any",
-                    className="input",
-                ),
-                width="90px",
-            ),
-            field(
-                "Suite",
-                dcc.Dropdown(
-                    id="rn-suite",
-                    options=suite_options(api, s["suite"]),
-                    value=s["suite"],
-                    placeholder="any suite",
-                    clearable=True,
-                ),
-                width="300px",
-            ),
-            field(
-                "Search",
-                dcc.Input(
-                    id="rn-q",
-                    type="search",
-                    value=s["q"] or "",
-                    debounce=True,
-                    placeholder="name, tags, notes, family, task",
-                    className="input",
-                ),
-                width="260px",
-            ),
-            field(
-                "Rows per page",
-                dcc.Dropdown(
-                    id="rn-size",
-                    options=[{"label": str(n), "value": n} for n in PAGE_SIZES],
-                    value=s["size"],
-                    clearable=False,
-                ),
-                width="120px",
-            ),
-            field(
-                "Sort by",
-                dcc.Dropdown(
-                    id="rn-sort",
-                    options=[{"label": label, "value": v} for v, label in SORTS],
-                    value=s["sort"] or "id",
-                    clearable=False,
-                ),
-                width="190px",
-            ),
-            field(
-                "Controls",
-                dcc.Dropdown(
-                    id="rn-controls",
-                    options=[{"label": label, "value": v} for v, label in CONTROLS_FILTER],
-                    value=s["controls"],
-                    clearable=False,
-                ),
-                width="190px",
-                help="random-init controls: untrained models of the same architecture and seed",
-            ),
-        ],
-        className="control-grid",
-    )
-    grid = dag.AgGrid(
-        id="rn-grid",
-        columnDefs=COLUMNS,
-        rowData=[],
-        defaultColDef={"sortable": False, "resizable": True, "suppressHeaderMenuButton": True},
-        dashGridOptions={
-            "rowSelection": {
-                "mode": "multiRow",
-                "checkboxes": True,
-                "headerCheckbox": False,
-                "enableClickSelection": True,
-            },
-            "tooltipShowDelay": 300,
-            "animateRows": False,
-            "suppressCellFocus": True,
-            "rowHeight": 34,
-            "headerHeight": 38,
-        },
-        getRowId="params.data.row_id",  # a string field of the row (see _row)
-        style={"height": "560px", "width": "100%"},
-        className="ag-theme-quartz",
-    )
-    pager = html.Div(
         [
             html.Button("‹ Prev", id="rn-prev", className="btn btn-sm", n_clicks=0),
             html.Span("Page", className="muted"),
@@ -406,7 +113,11 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         ],
         className="pager",
     )
-    actions = html.Div(
+
+
+def selection_actions(s: dict, path_for) -> html.Div:
+    """What the selected runs open (the other views), the CSV of every matching run, the suite's bundle."""
+    return html.Div(
         [
             html.Span("Selected runs:", className="muted"),
             dcc.Link("Probe vs causal", id="rn-open-pvc", href=path_for("/probe-vs-causal"), className="btn btn-sm"),
@@ -427,11 +138,15 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         ],
         className="selection-actions",
     )
+
+
+def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
+    s = SPEC.decode(search, base)
     body = [
         html.Div(id="rn-error"),
         dcc.Store(id="rn-run", data=s["run"]),
-        html.Div([pager, actions], className="grid-bar"),
-        html.Div(grid, className="card grid-card"),
+        html.Div([pager(s), selection_actions(s, path_for)], className="grid-bar"),
+        html.Div(runs_grid(), className="card grid-card"),
         html.Div(id="rn-losses"),
         html.Div(id="rn-detail"),
     ]
@@ -440,7 +155,7 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
         subtitle="Every run in the results DB, trained or not (the trained column says "
         "which reached its criterion). Filter on the server; pick rows to open them in the other views.",
         page_key=KEY,
-        controls=controls,
+        controls=filters(s, api),
         body=body,
         embed=embed,
         loc_id=LOC,
@@ -448,158 +163,46 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
     )
 
 
-def rebuilt_fact(first: dict[str, Any], train_config: dict[str, Any]) -> str:
-    """What a run whose weights were rebuilt (docs/SCIENCE.md#rebuilding-weights) recorded first."""
-    acc = first.get("heldout_acc")
-    return (
-        f"here, within the {recorded_step_budget(first, train_config)} steps its budget gave it; first made on "
-        f"{first.get('made_on') or 'unknown'}: {first.get('steps')} steps in {float(first.get('train_seconds') or 0):.0f} s, "
-        f"held-out acc {'–' if acc is None else f'{acc:.4f}'}"
+def selection_links(rows: list[dict], run_id: int | None) -> tuple[str, str, str]:
+    """(probe vs causal, patching, curves) paths for the selected rows (``grid_rows``), else the
+    run in the panel: the first row's run, up to four runs side by side, the rows' tasks and families."""
+    ids = [r["id"] for r in rows] or ([run_id] if run_id else [])
+    first = rows[0] if rows else None
+    pvc = "/probe-vs-causal" + (f"?run={ids[0]}" if ids else "")
+    if first:
+        pvc = "/probe-vs-causal?" + urlencode({"task": first["task"], "family": first["family"], "run": first["id"]})
+    patching = "/patching" + ("?" + urlencode({"runs": ",".join(str(i) for i in ids[:4])}, safe=",") if ids else "")
+    tasks = sorted({r["task"] for r in rows})
+    fams = sorted({r["family"] for r in rows})
+    curves = "/curves" + (
+        "?" + urlencode({"tasks": ",".join(tasks), "families": ",".join(fams)}, safe=",") if rows else ""
     )
+    return pvc, patching, curves
 
 
-def run_detail(api: ApiClient, run_id: int, path_for) -> Any:
-    try:
-        run = api.run(run_id)
-    except ApiError as exc:
-        return api_alert(exc)
-    q = {"task": run["task"], "family": run["family"], "seed": run["seed"], "run": run["id"]}
-    cfg = {
-        "task_params": run.get("task_params"),
-        "model_config": run.get("model_config"),
-        "train_config": run.get("train_config"),
-    }
-    facts = [
-        ("family", family_label(run["family"])),
-        ("task", task_label(run["task"])),
-        ("seed", run["seed"]),
-        ("layers", run["n_layers"]),
-        ("d_model", run["d_model"]),
-        ("parameters", f"{run['n_params']:,}"),
-        ("steps", run.get("steps")),
-        ("stopped early", "yes" if run.get("stopped_early") else "no"),
-        ("stop reason", stop_reason_label(run)),
-        ("train time", f"{run.get('train_seconds', 0):.0f} s"),
-        ("suite", run.get("suite") or "–"),
-        ("pretrained", run.get("pretrained") or "–"),
-        ("config hash", (run.get("config_hash") or "")[:12]),
-        ("checkpoint", run.get("checkpoint_id") or "–"),
-        ("made on", f"{run.get('made_on') or 'unknown'}, commit {commit_label(run.get('made_with'), 7) or 'unknown'}"),
-    ]
-    if first := (run.get("made_with") or {}).get("rebuilt_from"):
-        facts.append(("weights rebuilt", rebuilt_fact(first, run.get("train_config") or {})))
-    return html.Div(
-        [
-            html.Div(
-                [
-                    html.H2(
-                        [
-                            "Run ",
-                            html.Span(f"#{run['id']}", className="muted"),
-                            " ",
-                            html.Span(run.get("name", ""), className="run-name"),
-                        ],
-                        className="card-title",
-                    ),
-                    html.Div(
-                        [
-                            dcc.Link(
-                                "Layerwise curves",
-                                href=path_for(
-                                    "/curves?" + urlencode({"tasks": run["task"], "families": run["family"]})
-                                ),
-                                className="btn btn-sm",
-                            ),
-                            dcc.Link(
-                                "Probe vs causal",
-                                href=path_for("/probe-vs-causal?" + urlencode(q)),
-                                className="btn btn-sm",
-                            ),
-                            dcc.Link(
-                                "Patching",
-                                href=path_for("/patching?" + urlencode({"runs": run["id"]})),
-                                className="btn btn-sm",
-                            ),
-                        ],
-                        className="export-buttons",
-                    ),
-                ],
-                className="card-header",
-            ),
-            trained_flag(run),
-            run_actions.rebuild_section(run),
-            run_actions.annotation_section(run),
-            html.Div(
-                [
-                    html.Dl([x for k, v in facts for x in (html.Dt(k), html.Dd(str(v)))], className="facts"),
-                    html.Div(
-                        dcc.Graph(figure=loss_figure(run), config=graph_config(f"run-{run['id']}-loss")),
-                        className="detail-fig",
-                    ),
-                    html.Div(
-                        dcc.Graph(figure=run_behaviour_figure(run), config=graph_config(f"run-{run['id']}-behaviour")),
-                        className="detail-fig",
-                    ),
-                ],
-                className="detail-grid",
-            ),
-            html.Details([html.Summary("Configuration (JSON)"), html.Pre(json.dumps(cfg, indent=2, default=str))]),
-            learned_weights(api, run["id"]),
-        ],
-        className="card",
-        id="rn-detail-card",
-    )
+def export_csv(api: ApiClient, state: dict) -> dict:
+    """Every run matching the filters (not one page) as ``layerscope-runs.csv``."""
+    import pandas as pd
 
+    from dashboard.components import csv_safe
 
-def learned_weights(api: ApiClient, run_id: int) -> html.Details:
-    """What the run's probes and edits learned: one download link per kept safetensors
-    file (probe weights and class directions; an edit's removed directions)."""
-    try:
-        rows = api.run_weights(run_id)
-    except ApiError as exc:
-        return html.Details([html.Summary("Probe weights and removed directions"), api_alert(exc)])
-    if not rows:
-        body: Any = html.P(
-            "None kept for this run (measured before they were stored, or imported without them).", className="muted"
-        )
-    else:
-        body = html.Table(
-            [
-                html.Thead(html.Tr([html.Th(h) for h in ("kind", "method", "layer", "eval length", "file")])),
-                html.Tbody(
-                    [
-                        html.Tr(
-                            [
-                                html.Td(w["kind"]),
-                                html.Td(w["method"] or "–"),
-                                html.Td("emb" if w["layer"] == -1 else str(w["layer"])),
-                                html.Td(str(w["eval_length"])),
-                                html.Td(
-                                    html.A(
-                                        f"{w['artifact_id'][:12]}….safetensors",
-                                        href=f"/api/artifacts/{w['artifact_id']}",
-                                        download=f"{w['kind']}-{w['method'] or 'probe'}-L{w['eval_length']}-"
-                                        f"layer{w['layer']}.safetensors",
-                                    )
-                                ),
-                            ]
-                        )
-                        for w in rows
-                    ]
-                ),
-            ],
-            className="weights-table",
-            id="rn-weights",
-        )
-    return html.Details([html.Summary(f"Probe weights and removed directions ({len(rows)} safetensors files)"), body])
+    runs = api.all_runs(limit=100_000, **run_filters(state))
+    df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
+    return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
 
 
 def register(app, api: ApiClient, path_for) -> None:
-    register_url_sync(app, spec=SPEC, binds=BINDS, loc_id=LOC, base_id=f"{KEY}-base", reset={"page": 1, "run": None})
-    register_save_view(
-        app, api, page_key=KEY, page_path=PATH, spec=SPEC, loc_id=LOC, base_id=f"{KEY}-base", path_for=path_for
+    register_page(
+        app, api, path_for, key=KEY, path=PATH, spec=SPEC, binds=BINDS, loc_id=LOC, reset={"page": 1, "run": None}
     )
     run_actions.register(app, api)
+    register_table(app, api)
+    register_downloads(app, api)
+    register_selection(app, api, path_for)
+
+
+def register_table(app, api: ApiClient) -> None:
+    """The table's page for the filters (clamped to the last page), and the pager's buttons."""
 
     @app.callback(
         Output("rn-grid", "rowData"),
@@ -619,51 +222,16 @@ def register(app, api: ApiClient, path_for) -> None:
             page, p = fetch_clamped_page(api, state)
         except ApiError as exc:
             return [], "", "", api_alert(exc), True, True, no_update
-        total, size = page["total"], page["limit"]
-        n_pages = max(1, -(-total // size))
-        first = (p - 1) * size + 1 if total else 0
-        last = min(total, p * size)
+        total_text, pages_text, n_pages = pager_text(page["total"], page["limit"], p)
         return (
-            [_row(r) for r in page["items"]],
-            f"{first:,}–{last:,} of {total:,} runs",
-            f"of {n_pages:,}",
+            [table_row(r) for r in page["items"]],
+            total_text,
+            pages_text,
             None,
             p <= 1,
             p >= n_pages,
             no_update if p == state["page"] else p,
         )
-
-    @app.callback(
-        Output("rn-export-download", "data"),
-        Input("rn-export", "n_clicks"),
-        State(LOC, "search"),
-        State(f"{KEY}-base", "data"),
-        prevent_initial_call=True,
-    )
-    def _export(n, search, base):
-        import pandas as pd
-
-        from dashboard.components import csv_safe
-
-        state = SPEC.decode(search, base)
-        runs = api.all_runs(
-            limit=100_000,
-            task=state["task"] or None,
-            family=state["family"] or None,
-            seed=state["seed"],
-            suite=state["suite"] or None,
-            q=state.get("q") or None,
-            controls=state.get("controls") or "include",
-        )
-        df = pd.DataFrame(
-            [{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs]
-        )
-        return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
-
-    @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
-    def _bundle(suite):
-        suite = SPEC.value("suite", suite)
-        return bundle_href(suite), (None if suite else {"display": "none"})
 
     @app.callback(
         Output("rn-page", "value", allow_duplicate=True),
@@ -677,6 +245,29 @@ def register(app, api: ApiClient, path_for) -> None:
 
         page = SPEC.from_dict({"page": page})["page"] or 1  # a hand-typed or tampered value: clamped
         return max(1, page - 1) if ctx.triggered_id == "rn-prev" else min(page + 1, INT_MAX)
+
+
+def register_downloads(app, api: ApiClient) -> None:
+    """The CSV of every matching run, and the suite bundle's link (shown when a suite is chosen)."""
+
+    @app.callback(
+        Output("rn-export-download", "data"),
+        Input("rn-export", "n_clicks"),
+        State(LOC, "search"),
+        State(f"{KEY}-base", "data"),
+        prevent_initial_call=True,
+    )
+    def _export(n, search, base):
+        return export_csv(api, SPEC.decode(search, base))
+
+    @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
+    def _bundle(suite):
+        suite = SPEC.value("suite", suite)
+        return bundle_href(suite), (None if suite else {"display": "none"})
+
+
+def register_selection(app, api: ApiClient, path_for) -> None:
+    """A picked row opens its run in the panel; the selection sets the links into the other views."""
 
     @app.callback(
         Output("rn-run", "data", allow_duplicate=True),
@@ -708,23 +299,28 @@ def register(app, api: ApiClient, path_for) -> None:
         Input("rn-run", "data"),
     )
     def _links(rows, run_id):
-        rows = grid_rows(rows)
-        run_id = SPEC.value("run", run_id)
-        ids = [r["id"] for r in rows] or ([run_id] if run_id else [])
-        first = rows[0] if rows else None
-        pvc = "/probe-vs-causal" + (f"?run={ids[0]}" if ids else "")
-        if first:
-            pvc = "/probe-vs-causal?" + urlencode(
-                {"task": first["task"], "family": first["family"], "run": first["id"]}
-            )
-        patching = "/patching" + ("?" + urlencode({"runs": ",".join(str(i) for i in ids[:4])}, safe=",") if ids else "")
-        tasks = sorted({r["task"] for r in rows})
-        fams = sorted({r["family"] for r in rows})
-        curves = "/curves" + (
-            "?" + urlencode({"tasks": ",".join(tasks), "families": ",".join(fams)}, safe=",") if rows else ""
-        )
-        return path_for(pvc), path_for(patching), path_for(curves)
+        return tuple(path_for(p) for p in selection_links(grid_rows(rows), SPEC.value("run", run_id)))
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Runs", layout=layout, register=register)
-__all__ = ["PAGE", "EVAL_LENGTHS"]
+# the table's and the run panel's names, kept importable from the page (tests, callers)
+__all__ = [
+    "BINDS",
+    "COLUMNS",
+    "EVAL_LENGTHS",
+    "PAGE",
+    "PAGE_SIZES",
+    "SORTS",
+    "SPEC",
+    "bundle_href",
+    "fetch_clamped_page",
+    "fetch_page",
+    "grid_rows",
+    "loss_figure",
+    "rebuilt_fact",
+    "run_behaviour_figure",
+    "run_detail",
+    "table_row",
+    "trained_flag",
+    "trained_label",
+]
