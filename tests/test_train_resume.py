@@ -112,7 +112,7 @@ def test_a_killed_train_job_resumes_from_the_store(tmp_path):
     resumes there, records where, and stores the weights an unbroken job stores (lr 1e-4: the
     criterion is not reached before the kill)."""
     from worker.params import TrainParams
-    from worker.pipeline import local_env, load_run, train, training_checkpoint
+    from worker.pipeline import load_run, local_env, train, training_checkpoint
 
     params = TrainParams(
         family="gru", task="parity", seed=0, n_layers=2, d_model=16, train_length=12, batch_size=16,
