@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerscope_core.registry import family_names, get_family
-from models_store import ModelConfig, build_model, fast_scan
+from models_store import ModelConfig, build_model, fast_scan, fast_scan_cpu
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# Training step, batch {args.batch}, L {args.length}, AdamW, {args.threads} threads, "
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; fast kernels: "
-        f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan.fast_scan_cpu.load_error()) + ')'}"
+        f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan_cpu.load_error()) + ')'}"
     )
     print()
     base_min = min(times["transformer"])
