@@ -117,82 +117,86 @@ def generate(rows: int, seed: int = 0):
             for family in FAMILIES:
                 for s in SEEDS:
                     run_id += 1
-                    late = family != "transformer"
-                    runs.append(
-                        (
-                            run_id,
-                            f"{family}-{task}-s{s}",
-                            f"bench-{suite:04d}",
-                            family,
-                            task,
-                            s,
-                            None,
-                            N_LAYERS,
-                            128,
-                            830_000,
-                            "{}",
-                            "{}",
-                            "{}",
-                            uuid.uuid4().hex,
-                            None,
-                            "complete",
-                            1000,
-                            60.0,
-                            False,
-                            "[]",
-                            json.dumps({str(L): {"token_acc": 0.9} for L in EVAL_LENGTHS}),
-                            now,
-                        )
-                    )
-                    for L in EVAL_LENGTHS:
-                        for layer in range(-1, N_LAYERS):
-                            probe_id += 1
-                            d = (layer + 1) / N_LAYERS
-                            acc = 0.5 + 0.45 * (d**6 if late else d) + rng.gauss(0, 0.01)
-                            probes.append(
-                                (
-                                    probe_id,
-                                    run_id,
-                                    layer,
-                                    L,
-                                    acc,
-                                    0.5,
-                                    rng.choice(pools[L]),
-                                    400,
-                                    100,
-                                    True,
-                                    50,
-                                    "bench",
-                                )
-                            )
-                    for layer in range(N_LAYERS):
-                        iv_id += 1
-                        delta = -rng.random() * 30
-                        ivs.append(
-                            (
-                                iv_id,
-                                run_id,
-                                "project_out",
-                                layer,
-                                40,
-                                None,
-                                0.9,
-                                0.9 + delta / 100,
-                                delta,
-                                0.3,
-                                0.6,
-                                0.5,
-                                1,
-                                0.01,
-                                0.05,
-                                True,
-                                400,
-                                s,
-                                "bench",
-                            )
-                        )
+                    runs.append(run_row(run_id, f"bench-{suite:04d}", family, task, s, now))
+                    probes += probe_rows(rng, pools, run_id, probe_id + 1, late=family != "transformer")
+                    probe_id = probes[-1][0]
+                    ivs += intervention_rows(rng, run_id, iv_id + 1, s)
+                    iv_id = ivs[-1][0]
         suite += 1
         yield runs, probes, ivs
+
+
+def run_row(run_id: int, suite: str, family: str, task: str, seed: int, now: str) -> tuple:
+    """A complete run of 12 layers (``RUN_COLS``)."""
+    return (
+        run_id,
+        f"{family}-{task}-s{seed}",
+        suite,
+        family,
+        task,
+        seed,
+        None,
+        N_LAYERS,
+        128,
+        830_000,
+        "{}",
+        "{}",
+        "{}",
+        uuid.uuid4().hex,
+        None,
+        "complete",
+        1000,
+        60.0,
+        False,
+        "[]",
+        json.dumps({str(L): {"token_acc": 0.9} for L in EVAL_LENGTHS}),
+        now,
+    )
+
+
+def probe_rows(rng: random.Random, pools: dict[int, list[str]], run_id: int, first_id: int, late: bool) -> list[tuple]:
+    """A run's probe rows (``PROBE_COLS``), emb + 12 layers at every eval length, ids from
+    ``first_id``: accuracy rising with depth, late (depth⁶) when ``late``."""
+    out = []
+    for L in EVAL_LENGTHS:
+        for layer in range(-1, N_LAYERS):
+            d = (layer + 1) / N_LAYERS
+            acc = 0.5 + 0.45 * (d**6 if late else d) + rng.gauss(0, 0.01)
+            out.append(
+                (first_id + len(out), run_id, layer, L, acc, 0.5, rng.choice(pools[L]), 400, 100, True, 50, "bench")
+            )
+    return out
+
+
+def intervention_rows(rng: random.Random, run_id: int, first_id: int, seed: int) -> list[tuple]:
+    """A run's project_out rows at L=40 (``IV_COLS``), one per block, ids from ``first_id``."""
+    out = []
+    for layer in range(N_LAYERS):
+        delta = -rng.random() * 30
+        out.append(
+            (
+                first_id + layer,
+                run_id,
+                "project_out",
+                layer,
+                40,
+                None,
+                0.9,
+                0.9 + delta / 100,
+                delta,
+                0.3,
+                0.6,
+                0.5,
+                1,
+                0.01,
+                0.05,
+                True,
+                400,
+                seed,
+                "bench",
+            )
+        )
+    return out
 
 
 def load_sqlite(path: Path, rows: int) -> dict:

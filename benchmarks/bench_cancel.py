@@ -20,6 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,23 +41,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, tmp: Path) -> int:
     import torch
-    from sqlalchemy import func, select
-
-    import science.interventions as interventions
-    from science.interventions import fit_edit, n_fit_sequences
-    from science.measure import capture
-    from science.seeds import data_seed
-    from store import jobs as J
-    from store.config import Settings
-    from store.migrate import init_db
-    from store.models import InterventionResult, Job
-    from store.session import make_engine, make_sessionmaker
-    from worker.params import InterveneParams, TrainParams
-    from worker.pipeline import load_run
-    from worker.queue import JobQueue, submit
-    from worker.runner import Runner
 
     torch.set_num_threads(args.threads)
+    factory, queue, runner = _worker(tmp)
+    run_id = _trained_run(factory, queue, runner, args)
+    _time_one_inlp_fit(runner, run_id, args)
+    print("| cancel at (s into INLP) | flag → row cancelled (s) | probe fits after the flag | rows stored |")
+    print("|---:|---:|---:|---:|")
+    with _counted_probe_fits() as fits:
+        for delay in [float(d) for d in args.delays.split(",")]:
+            print(_cancel_once(factory, queue, runner, run_id, delay, fits))
+    return 0
+
+
+def _worker(tmp: Path):
+    """(session factory, queue, job runner) over a fresh SQLite database and queue in ``tmp``."""
+    from store.config import Settings
+    from store.migrate import init_db
+    from store.session import make_engine, make_sessionmaker
+    from worker.queue import JobQueue
+    from worker.runner import Runner
 
     settings = Settings(
         _env_file=None,
@@ -69,13 +74,29 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     factory = make_sessionmaker(make_engine(settings.resolved_db_url))
     queue = JobQueue.from_settings(settings)
     runner = Runner(settings, device="cpu", name="bench", session_factory=factory, queue=queue)
+    return factory, queue, runner
+
+
+def _trained_run(factory, queue, runner, args: argparse.Namespace) -> int:
+    """The id of a run of the default-sized model trained for one step (its weights stored)."""
+    from store.models import Job
+    from worker.params import TrainParams
+    from worker.queue import submit
+
     train = TrainParams(family=args.family, task=args.task, max_steps=1, measure=None)
     train_id = submit(factory, queue, "train", train)
     assert runner.run_one(train_id) == "succeeded"
     with factory() as s:
-        run_id = s.get(Job, train_id).run_id
+        return s.get(Job, train_id).run_id
 
-    # one uninterrupted INLP fit on the job's own fit states: what a cancel used to wait for
+
+def _time_one_inlp_fit(runner, run_id: int, args: argparse.Namespace) -> None:
+    """Print the time of one uninterrupted INLP fit on the job's own fit states: what a cancel used to wait for."""
+    from science.interventions import fit_edit, n_fit_sequences
+    from science.measure import capture
+    from science.seeds import data_seed
+    from worker.pipeline import load_run
+
     params, task, model = load_run(run_id, runner.env)
     n_fit = n_fit_sequences(model.d_model, params.train_length, 500)
     cap = capture(model, task.generate(params.train_length, n_fit, data_seed(0, "intervene_fit"), split="test"))
@@ -89,51 +110,73 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         f"parameters; one INLP fit at layer 0 ({n_fit} sequences): {full.info['n_rounds']} rounds, {whole:.1f} s"
     )
 
+
+@contextmanager
+def _counted_probe_fits() -> Iterator[list[float]]:
+    """The times of the probe fits INLP makes (``fit_probe`` where its rounds call it, counted)."""
+    import science.edit_methods as edit_methods
+
     fits: list[float] = []
-    real_fit = interventions.fit_probe
+    real_fit = edit_methods.fit_probe
 
     def counted(*a, **k):
         fits.append(time.monotonic())
         return real_fit(*a, **k)
 
-    interventions.fit_probe = counted
-    print("| cancel at (s into INLP) | flag → row cancelled (s) | probe fits after the flag | rows stored |")
-    print("|---:|---:|---:|---:|")
-    for delay in [float(d) for d in args.delays.split(",")]:
-        fits.clear()
-        job_id = submit(
-            factory, queue, "intervene", InterveneParams(run_id=run_id, methods=["inlp"], layers=[0], eval_lengths=[40])
-        )
-        out: dict[str, float] = {}
+    edit_methods.fit_probe = counted
+    try:
+        yield fits
+    finally:
+        edit_methods.fit_probe = real_fit
 
-        def api(job_id: int = job_id, delay: float = delay, out: dict[str, float] = out) -> None:
-            while True:  # as a dashboard would: read the row until it says the fit began
-                with factory() as s:
-                    if (s.get(Job, job_id).message or "").startswith("fitting inlp"):
-                        break
-                time.sleep(0.05)
-            time.sleep(delay)
-            with factory() as s:
-                J.request_cancel(s, job_id)
-            out["flag"] = time.monotonic()
-            while True:
-                with factory() as s:
-                    if s.get(Job, job_id).state == J.CANCELLED:
-                        out["done"] = time.monotonic()
-                        return
-                time.sleep(0.01)
 
-        watcher = threading.Thread(target=api, daemon=True)
-        watcher.start()
-        state = runner.run_one(job_id)
-        watcher.join(60)
-        after = sum(t > out["flag"] for t in fits)
+def _cancel_when_fitting(factory, job_id: int, delay: float, out: dict[str, float]) -> None:
+    """Play the API: wait until the job's message says the INLP fit began, wait ``delay``, set the
+    cancel flag, then poll every 10 ms until the row says cancelled (``out``: "flag", "done")."""
+    from store import jobs as J
+    from store.models import Job
+
+    while True:  # as a dashboard would: read the row until it says the fit began
         with factory() as s:
-            rows = s.scalar(select(func.count()).select_from(InterventionResult))
-        assert state == J.CANCELLED, state
-        print(f"| {delay:g} | {out['done'] - out['flag']:.2f} | {after} | {rows} |")
-    interventions.fit_probe = real_fit
-    return 0
+            if (s.get(Job, job_id).message or "").startswith("fitting inlp"):
+                break
+        time.sleep(0.05)
+    time.sleep(delay)
+    with factory() as s:
+        J.request_cancel(s, job_id)
+    out["flag"] = time.monotonic()
+    while True:
+        with factory() as s:
+            if s.get(Job, job_id).state == J.CANCELLED:
+                out["done"] = time.monotonic()
+                return
+        time.sleep(0.01)
+
+
+def _cancel_once(factory, queue, runner, run_id: int, delay: float, fits: list[float]) -> str:
+    """The measured section: an intervene job (INLP at layer 0, L 40) run by the job runner while a
+    second thread cancels it ``delay`` s into the fit. Returns the table row."""
+    from sqlalchemy import func, select
+
+    from store import jobs as J
+    from store.models import InterventionResult
+    from worker.params import InterveneParams
+    from worker.queue import submit
+
+    fits.clear()
+    job_id = submit(
+        factory, queue, "intervene", InterveneParams(run_id=run_id, methods=["inlp"], layers=[0], eval_lengths=[40])
+    )
+    out: dict[str, float] = {}
+    watcher = threading.Thread(target=_cancel_when_fitting, args=(factory, job_id, delay, out), daemon=True)
+    watcher.start()
+    state = runner.run_one(job_id)
+    watcher.join(60)
+    after = sum(t > out["flag"] for t in fits)
+    with factory() as s:
+        rows = s.scalar(select(func.count()).select_from(InterventionResult))
+    assert state == J.CANCELLED, state
+    return f"| {delay:g} | {out['done'] - out['flag']:.2f} | {after} | {rows} |"
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import platform
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -90,7 +91,29 @@ def _fmt_s(x: float) -> str:
     return f"{x:.2f}"
 
 
-def main(argv: list[str] | None = None) -> int:
+HEADER = (
+    "| L | layer | N train | ours acc | ours s | ours conv (iter) | sk100 acc | sk100 s | sk100 conv (iter) "
+    "| sk-conv acc | sk-conv s | sk-conv conv (iter) | optimum acc | Δ ours−sk-conv pp | Δ ours−opt pp "
+    "| Δ sk-conv−opt pp |"
+)
+NCOL = HEADER.count("|") - 1
+
+
+@dataclass
+class Totals:
+    """Seconds per fitter summed over the probes, the largest accuracy gaps (pp), convergence."""
+
+    ours: float = 0.0
+    sk100: float = 0.0
+    ours_c: float = 0.0  # ours, on the probes that have the converged sklearn reference
+    skc: float = 0.0
+    max_diff: float = 0.0  # ours vs converged sklearn
+    max_opt: float = 0.0  # ours vs the optimum
+    max_sk_opt: float = 0.0  # converged sklearn vs the optimum
+    all_conv: bool = True
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", choices=["model", "synthetic"], default="model")
     ap.add_argument("--family", default="transformer")
@@ -121,13 +144,119 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch and sklearn (threadpoolctl) threads")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--md", default=None, help="append the result table to this Markdown file")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def _timed_sklearn(Xtr: torch.Tensor, ytr: torch.Tensor, Xte: torch.Tensor, yte: torch.Tensor, max_iter: int) -> dict:
+    t = time.perf_counter()
+    r = sklearn_probe(Xtr, ytr, Xte, yte, max_iter=max_iter)
+    r["s"] = time.perf_counter() - t
+    return r
+
+
+def _cell(r: dict | None) -> tuple[str, str, str]:
+    if r is None:
+        return "–", "–", "–"
+    return f"{r['accuracy']:.4f}", _fmt_s(r["s"]), f"{r['converged']} ({r['n_iter']})"
+
+
+def probe_row(
+    args: argparse.Namespace,
+    L: int,
+    layer: int,
+    H: torch.Tensor,
+    labels: torch.Tensor,
+    split: tuple[torch.Tensor, torch.Tensor],
+    n_classes: int,
+    tot: Totals,
+) -> str:
+    """The measured section for one (length, layer): ours timed, sklearn at max_iter 100 and (at
+    the converged lengths) at ``--sk-max-iter`` timed, the optimum untimed; adds to ``tot`` and
+    returns the table row."""
+    conv_lengths = args.lengths[:1] if args.converged_lengths is None else args.converged_lengths
+    tr, te = split
+    D = H.shape[-1]
+    Xtr, ytr = H[tr].reshape(-1, D).contiguous(), labels[tr].reshape(-1)
+    Xte, yte = H[te].reshape(-1, D).contiguous(), labels[te].reshape(-1)
+    t = time.perf_counter()
+    p = fit_probe(Xtr, ytr, n_classes)
+    acc = p.accuracy(Xte, yte)
+    t_ours = time.perf_counter() - t
+    tot.ours += t_ours
+    tot.all_conv &= p.converged
+    r100 = None
+    if not args.skip_sklearn_default:
+        r100 = _timed_sklearn(Xtr, ytr, Xte, yte, 100)
+        tot.sk100 += r100["s"]
+    rc = None
+    if L in conv_lengths:
+        rc = _timed_sklearn(Xtr, ytr, Xte, yte, args.sk_max_iter)
+        tot.skc += rc["s"]
+        tot.ours_c += t_ours
+    # the optimum of the shared objective: ours in float64 at tol 1e-8 (not timed)
+    opt = acc_opt = None
+    d_opt = float("nan")
+    if args.optimum_lengths is None or L in args.optimum_lengths:
+        opt = fit_probe(Xtr.double(), ytr, n_classes, tol=1e-8, max_iter=5000)
+        acc_opt = opt.accuracy(Xte.double(), yte)
+        d_opt = (acc - acc_opt) * 100
+        tot.max_opt = max(tot.max_opt, abs(d_opt))
+    diff = d_sk_opt = float("nan")
+    if rc is not None:
+        diff = (acc - rc["accuracy"]) * 100
+        tot.max_diff = max(tot.max_diff, abs(diff))
+        if acc_opt is not None:
+            d_sk_opt = (rc["accuracy"] - acc_opt) * 100
+            tot.max_sk_opt = max(tot.max_sk_opt, abs(d_sk_opt))
+    return (
+        f"| {L} | {layer} | {len(ytr)} | {acc:.4f} | {_fmt_s(t_ours)} | {p.converged} ({p.n_iter}) | "
+        + " | ".join(_cell(r100))
+        + " | "
+        + " | ".join(_cell(rc))
+        + (" | –" if opt is None else f" | {acc_opt:.4f}{'' if opt.converged else ' (unconv.)'}")
+        + f" | {diff:+.2f} | {d_opt:+.2f} | {d_sk_opt:+.2f} |"
+    ).replace("+nan", "–")
+
+
+def summary_lines(args: argparse.Namespace, desc: str, n_rows: int, t_capture: float, tot: Totals) -> list[str]:
+    conv_lengths = args.lengths[:1] if args.converged_lengths is None else args.converged_lengths
+    summary = [
+        f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
+        f"{n_rows} probes; capture {t_capture:.1f} s",
+        f"- ours total: {tot.ours:.1f} s; all converged: {tot.all_conv}; "
+        f"max |Δ test accuracy| vs the optimum (ours, float64, tol 1e-8"
+        f"{'' if args.optimum_lengths is None else f', at L={args.optimum_lengths}'}): **{tot.max_opt:.2f} pp**",
+    ]
+    if not args.skip_sklearn_default:
+        summary.append(f"- sklearn lbfgs max_iter=100 total: {tot.sk100:.1f} s → **ratio {tot.sk100 / tot.ours:.1f}×**")
+    if tot.skc > 0:
+        summary.append(
+            f"- sklearn lbfgs max_iter={args.sk_max_iter} at L={conv_lengths}: {tot.skc:.1f} s vs ours "
+            f"{tot.ours_c:.1f} s on the same probes → **ratio {tot.skc / tot.ours_c:.1f}×**; "
+            f"max |Δ test accuracy| ours vs this converged reference: **{tot.max_diff:.2f} pp** "
+            f"(the reference itself vs the optimum: {tot.max_sk_opt:.2f} pp)"
+        )
+    return summary
+
+
+def append_markdown(
+    args: argparse.Namespace, argv: list[str] | None, desc: str, summary: list[str], rows: list[str]
+) -> None:
+    cmd = "python -m benchmarks.bench_probes " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    with open(args.md, "a") as f:
+        f.write(
+            f"\n### {desc}\n\n```\n{cmd}\n```\n\nMachine: {platform.machine()}, "
+            f"{os.cpu_count()} CPUs visible, torch {torch.__version__}, {args.threads} threads.\n\n"
+        )
+        f.write("\n".join(summary) + "\n\n" + HEADER + "\n|" + "---|" * NCOL + "\n" + "\n".join(rows) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     from threadpoolctl import threadpool_limits  # sklearn's OpenMP/BLAS pools: same thread count
 
     threadpool_limits(args.threads)
-    conv_lengths = args.lengths[:1] if args.converged_lengths is None else args.converged_lengths
     t0 = time.perf_counter()
     if args.source == "model":
         kw = {"target": args.dyck_target} if args.dyck_target else {}
@@ -136,109 +265,26 @@ def main(argv: list[str] | None = None) -> int:
         data, n_classes, desc = synthetic_states(args.n_seq, args.lengths, args.d, args.classes, args.seed)
     t_capture = time.perf_counter() - t0
 
-    rows = []
-    header = (
-        "| L | layer | N train | ours acc | ours s | ours conv (iter) | sk100 acc | sk100 s | sk100 conv (iter) "
-        "| sk-conv acc | sk-conv s | sk-conv conv (iter) | optimum acc | Δ ours−sk-conv pp | Δ ours−opt pp "
-        "| Δ sk-conv−opt pp |"
-    )
-    ncol = header.count("|") - 1
     print(desc, f"(capture {t_capture:.1f} s)")
-    print(header)
-    print("|" + "---|" * ncol)
+    print(HEADER)
+    print("|" + "---|" * NCOL)
     # warm-up (first-call library initialisation), not timed
     wx, wy = torch.randn(200, 8), torch.randint(0, 2, (200,))
     fit_probe(wx, wy, 2)
     sklearn_probe(wx, wy, wx, wy)
-    tot = {"ours": 0.0, "sk100": 0.0, "ours_c": 0.0, "skc": 0.0}
-    max_diff = max_opt = max_sk_opt = 0.0
-    all_conv = True
+    tot = Totals()
+    rows = []
     for L in args.lengths:
         states, labels = data[L]
-        n = labels.shape[0]
-        tr, te = split_sequences(n, 0.2, args.seed)
+        split = split_sequences(labels.shape[0], 0.2, args.seed)
         for layer in args.layers if args.layers else sorted(states):
-            H = states[layer]
-            D = H.shape[-1]
-            Xtr, ytr = H[tr].reshape(-1, D).contiguous(), labels[tr].reshape(-1)
-            Xte, yte = H[te].reshape(-1, D).contiguous(), labels[te].reshape(-1)
-            t = time.perf_counter()
-            p = fit_probe(Xtr, ytr, n_classes)
-            acc = p.accuracy(Xte, yte)
-            t_ours = time.perf_counter() - t
-            tot["ours"] += t_ours
-            all_conv &= p.converged
-            r100 = None
-            if not args.skip_sklearn_default:
-                t = time.perf_counter()
-                r100 = sklearn_probe(Xtr, ytr, Xte, yte, max_iter=100)
-                r100["s"] = time.perf_counter() - t
-                tot["sk100"] += r100["s"]
-            rc = None
-            if L in conv_lengths:
-                t = time.perf_counter()
-                rc = sklearn_probe(Xtr, ytr, Xte, yte, max_iter=args.sk_max_iter)
-                rc["s"] = time.perf_counter() - t
-                tot["skc"] += rc["s"]
-                tot["ours_c"] += t_ours
-            # the optimum of the shared objective: ours in float64 at tol 1e-8 (not timed)
-            opt = acc_opt = None
-            d_opt = float("nan")
-            if args.optimum_lengths is None or L in args.optimum_lengths:
-                opt = fit_probe(Xtr.double(), ytr, n_classes, tol=1e-8, max_iter=5000)
-                acc_opt = opt.accuracy(Xte.double(), yte)
-                d_opt = (acc - acc_opt) * 100
-                max_opt = max(max_opt, abs(d_opt))
-            diff = d_sk_opt = float("nan")
-            if rc is not None:
-                diff = (acc - rc["accuracy"]) * 100
-                max_diff = max(max_diff, abs(diff))
-                if acc_opt is not None:
-                    d_sk_opt = (rc["accuracy"] - acc_opt) * 100
-                    max_sk_opt = max(max_sk_opt, abs(d_sk_opt))
-
-            def cell(r: dict | None) -> tuple[str, str, str]:
-                if r is None:
-                    return "–", "–", "–"
-                return f"{r['accuracy']:.4f}", _fmt_s(r["s"]), f"{r['converged']} ({r['n_iter']})"
-
-            line = (
-                f"| {L} | {layer} | {len(ytr)} | {acc:.4f} | {_fmt_s(t_ours)} | {p.converged} ({p.n_iter}) | "
-                + " | ".join(cell(r100))
-                + " | "
-                + " | ".join(cell(rc))
-                + (" | –" if opt is None else f" | {acc_opt:.4f}{'' if opt.converged else ' (unconv.)'}")
-                + f" | {diff:+.2f} | {d_opt:+.2f} | {d_sk_opt:+.2f} |"
-            ).replace("+nan", "–")
+            line = probe_row(args, L, layer, states[layer], labels, split, n_classes, tot)
             print(line, flush=True)
             rows.append(line)
-    summary = [
-        f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
-        f"{len(rows)} probes; capture {t_capture:.1f} s",
-        f"- ours total: {tot['ours']:.1f} s; all converged: {all_conv}; "
-        f"max |Δ test accuracy| vs the optimum (ours, float64, tol 1e-8"
-        f"{'' if args.optimum_lengths is None else f', at L={args.optimum_lengths}'}): **{max_opt:.2f} pp**",
-    ]
-    if not args.skip_sklearn_default:
-        summary.append(
-            f"- sklearn lbfgs max_iter=100 total: {tot['sk100']:.1f} s → **ratio {tot['sk100'] / tot['ours']:.1f}×**"
-        )
-    if tot["skc"] > 0:
-        summary.append(
-            f"- sklearn lbfgs max_iter={args.sk_max_iter} at L={conv_lengths}: {tot['skc']:.1f} s vs ours "
-            f"{tot['ours_c']:.1f} s on the same probes → **ratio {tot['skc'] / tot['ours_c']:.1f}×**; "
-            f"max |Δ test accuracy| ours vs this converged reference: **{max_diff:.2f} pp** "
-            f"(the reference itself vs the optimum: {max_sk_opt:.2f} pp)"
-        )
+    summary = summary_lines(args, desc, len(rows), t_capture, tot)
     print("\n".join(summary))
     if args.md:
-        cmd = "python -m benchmarks.bench_probes " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-        with open(args.md, "a") as f:
-            f.write(
-                f"\n### {desc}\n\n```\n{cmd}\n```\n\nMachine: {platform.machine()}, "
-                f"{os.cpu_count()} CPUs visible, torch {torch.__version__}, {args.threads} threads.\n\n"
-            )
-            f.write("\n".join(summary) + "\n\n" + header + "\n|" + "---|" * ncol + "\n" + "\n".join(rows) + "\n")
+        append_markdown(args, argv, desc, summary, rows)
     return 0
 
 

@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerscope_core.registry import family_names, get_family
-from models_store import ModelConfig, build_model, fast_scan
+from models_store import ModelConfig, build_model, fast_scan, fast_scan_cpu
 
 FAMILIES = family_names()
 VOCAB, CLASSES = 16, 6
@@ -70,7 +70,7 @@ def make_step(model: torch.nn.Module, batch: int, length: int, seed: int) -> Cal
     return step
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of " + ",".join(FAMILIES))
     ap.add_argument("--steps", type=int, default=20, help="timed steps per variant (median reported)")
@@ -93,16 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         help="extra Mamba variants at these widths, e.g. 168,176 "
         "(GEMM-friendly multiples of 8, still within ±10%% of the parameter target)",
     )
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    return ap
 
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
-    unknown = sorted(set(families) - set(FAMILIES))
-    if unknown:
-        ap.error(f"unknown families {unknown}")
-    if "transformer" not in families:
-        families.insert(0, "transformer")  # the baseline of every ratio
 
+def build_variants(args: argparse.Namespace, families: list[str]) -> dict[str, tuple[torch.nn.Module, int]]:
+    """Variant name → (model, timed steps): every family as built (or forced fast), the extra Mamba
+    widths, and transformers' own SSM paths unless ``--no-hf``."""
     variants: dict[str, tuple[torch.nn.Module, int]] = {}
     for fam in families:
         ssm = get_family(fam).kind == "ssm"  # the Mamba mixers: fast CPU scan vs transformers' own
@@ -113,12 +109,16 @@ def main(argv: list[str] | None = None) -> int:
                 variants[f"mamba (d={d})"] = (make_model(fam, True if args.fast else None, d_model=d), args.steps)
         if ssm and not args.no_hf:
             variants[f"{fam}[hf]"] = (make_model(fam, False), args.slow_steps if fam == "mamba" else args.steps)
+    return variants
 
-    steps = {
-        name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in enumerate(variants.items())
-    }
+
+def time_steps(
+    variants: dict[str, tuple[torch.nn.Module, int]], steps: dict[str, Callable[[], float]], warmup: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """The measured section: warm-up, then the variants' steps round-robin. Returns the wall and
+    CPU seconds of each timed step, by variant."""
     for name, step in steps.items():
-        for _ in range(args.warmup if not name.startswith("mamba[hf]") else 1):
+        for _ in range(warmup if not name.startswith("mamba[hf]") else 1):
             step()
     times: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
@@ -129,14 +129,22 @@ def main(argv: list[str] | None = None) -> int:
                 step()
                 times[name].append(time.perf_counter() - t0)
                 cpu[name].append(time.process_time() - c0)
+    return times, cpu
 
+
+def print_table(
+    args: argparse.Namespace,
+    variants: dict[str, tuple[torch.nn.Module, int]],
+    times: dict[str, list[float]],
+    cpu: dict[str, list[float]],
+) -> None:
     base = statistics.median(times["transformer"])
     base_cpu = statistics.median(cpu["transformer"])
     print(
         f"# Training step, batch {args.batch}, L {args.length}, AdamW, {args.threads} threads, "
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; fast kernels: "
-        f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan.fast_scan_cpu.load_error()) + ')'}"
+        f"{'yes' if fast_scan.kernel_available() else 'no (' + str(fast_scan_cpu.load_error()) + ')'}"
     )
     print()
     base_min = min(times["transformer"])
@@ -159,20 +167,45 @@ def main(argv: list[str] | None = None) -> int:
         "stretch wall time unevenly, so the ratio of the fastest steps (min) and of CPU time "
         "(all threads of this process, medians) are shown too."
     )
+
+
+def print_profile(name: str, step: Callable[[], float]) -> None:
+    """torch.profiler's top ops (self CPU time) over 5 steps of one variant."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            step()
+    print()
+    print(f"## torch.profiler, 5 steps of {name} (self CPU time)")
+    print()
+    print("```")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
+    print("```")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        ap.error(f"unknown families {unknown}")
+    if "transformer" not in families:
+        families.insert(0, "transformer")  # the baseline of every ratio
+
+    variants = build_variants(args, families)
+    steps = {
+        name: make_step(model, args.batch, args.length, seed=i) for i, (name, (model, _)) in enumerate(variants.items())
+    }
+    times, cpu = time_steps(variants, steps, args.warmup)
+    print_table(args, variants, times, cpu)
     if args.profile:
         if args.profile not in steps:
             ap.error(f"--profile: no variant {args.profile!r} in {list(steps)}")
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(5):
-                steps[args.profile]()
-        print()
-        print(f"## torch.profiler, 5 steps of {args.profile} (self CPU time)")
-        print()
-        print("```")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
-        print("```")
+        print_profile(args.profile, steps[args.profile])
     return 0
 
 

@@ -26,8 +26,10 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 from transformers import AutoConfig, AutoModel
 
 from models_store.any_model import (
@@ -43,7 +45,6 @@ from models_store.base import LayerwiseModel
 from models_store.config import ModelConfig
 
 DEFAULT_TOKEN_OFFSET = 2
-_TRUE = {"1", "true", "yes", "on"}
 
 
 def _finite(value: object) -> object:
@@ -108,9 +109,37 @@ def load_pretrained(
     """
     name = str(name_or_path)
     role = "pretrained model" if weights else "model config"  # how errors name it
-    local_dir = Path(name).expanduser().is_dir()
     if local_files_only is None:
         local_files_only = _offline()
+    hf_cfg = _read_config(name, role, local_files_only=local_files_only, revision=revision)
+    token_map = _task_token_map(token_map, token_offset, task_vocab_size, int(hf_cfg.vocab_size), name)
+    backbone, info = _backbone(name, hf_cfg, weights, seed, local_files_only=local_files_only, revision=revision)
+    family = _checked_family(backbone, info, role, name, getattr(hf_cfg, "model_type", None))
+    cfg = ModelConfig(
+        family=family,
+        vocab_size=task_vocab_size,
+        n_classes=n_classes,
+        n_layers=int(hf_cfg.num_hidden_layers),
+        d_model=int(hf_cfg.hidden_size),
+        pretrained=name,
+        hf_config=_stored_hf_config(backbone, role, name),
+        token_map=token_map,
+    )
+    if seed is None:
+        model = AnyHFModel(cfg, backbone)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AnyHFModel(cfg, backbone)
+    cfg.n_params = model.n_params
+    return model.train()
+
+
+def _read_config(name: str, role: str, *, local_files_only: bool, revision: str | None) -> Any:
+    """The transformers config of ``name`` (a local folder, or a hub name from the hub or its cache),
+    checked to be an architecture with a block list. Raises ``PretrainedLoadError`` naming where
+    it looked and why it failed."""
+    local_dir = Path(name).expanduser().is_dir()
     if not local_dir and (name.startswith((".", "/", "~")) or name.count("/") > 1):
         raise PretrainedLoadError(f"{role} {name!r}: no such local folder")
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
@@ -127,12 +156,18 @@ def load_pretrained(
             )
         )
         raise PretrainedLoadError(f"could not load {role} {name!r} from the {where}{hint} ({_reason(e)})") from None
-    model_type = getattr(hf_cfg, "model_type", None)
     try:
         check_architecture(hf_cfg)
     except UnsupportedModel as e:
         raise PretrainedLoadError(f"{role} {name!r}: {e}") from None
-    model_vocab = int(hf_cfg.vocab_size)
+    return hf_cfg
+
+
+def _task_token_map(
+    token_map: list[int] | None, token_offset: int, task_vocab_size: int, model_vocab: int, name: str
+) -> list[int]:
+    """Task id → model id (default: ``token_offset + i``), checked: distinct, one per task token,
+    inside the model's vocabulary of ``model_vocab`` ids."""
     if token_map is None:
         token_map = list(range(token_offset, token_offset + task_vocab_size))
     token_map = [int(t) for t in token_map]
@@ -142,25 +177,35 @@ def load_pretrained(
         raise PretrainedLoadError(
             f"token map ids {min(token_map)}..{max(token_map)} fall outside {name!r}'s vocabulary of {model_vocab}"
         )
+    return token_map
+
+
+def _backbone(
+    name: str, hf_cfg: Any, weights: bool, seed: int | None, *, local_files_only: bool, revision: str | None
+) -> tuple[nn.Module, dict[str, Any]]:
+    """(the backbone, transformers' loading info): the checkpoint's weights in float32, or with
+    ``weights=False`` the architecture of ``hf_cfg`` randomly initialised (under ``seed`` when given)."""
     if not weights:
         with torch.random.fork_rng(devices=[], enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(seed)
-            backbone, info = backbone_from_config(hf_cfg), {}
-    else:
-        try:
-            backbone, info = AutoModel.from_pretrained(
-                name,
-                config=hf_cfg,
-                local_files_only=local_files_only,
-                revision=revision,
-                dtype=torch.float32,
-                output_loading_info=True,
-            )
-        except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
-            raise PretrainedLoadError(
-                f"could not load the weights of pretrained model {name!r} ({_reason(e)})"
-            ) from None
+            return backbone_from_config(hf_cfg), {}
+    try:
+        return AutoModel.from_pretrained(
+            name,
+            config=hf_cfg,
+            local_files_only=local_files_only,
+            revision=revision,
+            dtype=torch.float32,
+            output_loading_info=True,
+        )
+    except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
+        raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
+
+
+def _checked_family(backbone: nn.Module, info: dict[str, Any], role: str, name: str, model_type: str | None) -> str:
+    """The family the backbone's blocks make; raises when it has none, or when the checkpoint's
+    weights did not fill the architecture (missing or mismatched keys)."""
     try:
         family = family_of(backbone)
     except UnsupportedModel as e:
@@ -172,28 +217,16 @@ def load_pretrained(
             f"pretrained model {name!r}: weights do not fit the {model_type} architecture "
             f"(missing {missing[:5]}, mismatched {mismatched[:5]})"
         )
+    return family
+
+
+def _stored_hf_config(backbone: nn.Module, role: str, name: str) -> dict[str, Any]:
+    """The backbone's transformers config as stored in ``ModelConfig.hf_config``: no cache, float32,
+    plain JSON (±inf → ±max float; a JSON round trip, so a checkpoint's config reads back equal)."""
     hf_dict = backbone.config.to_dict()
     hf_dict["use_cache"] = False
     hf_dict["dtype"] = "float32"
     try:  # JSON round trip: the config stored in a checkpoint reads back equal (int dict keys → str)
-        hf_dict = json.loads(json.dumps(_finite(hf_dict), allow_nan=False))
+        return json.loads(json.dumps(_finite(hf_dict), allow_nan=False))
     except ValueError as e:
         raise PretrainedLoadError(f"{role} {name!r}: its config is not plain JSON ({e})") from None
-    cfg = ModelConfig(
-        family=family,
-        vocab_size=task_vocab_size,
-        n_classes=n_classes,
-        n_layers=int(hf_cfg.num_hidden_layers),
-        d_model=int(hf_cfg.hidden_size),
-        pretrained=name,
-        hf_config=hf_dict,
-        token_map=token_map,
-    )
-    if seed is None:
-        model = AnyHFModel(cfg, backbone)
-    else:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = AnyHFModel(cfg, backbone)
-    cfg.n_params = model.n_params
-    return model.train()

@@ -101,82 +101,127 @@ def measure_run(
         ValueError: an unknown part (and what the science functions raise: bad layers, positions).
     """
     ctx = ctx or SilentContext()
+    parts = _ordered_parts(parts)
+    m = _Measurement(run, measure, env, ctx, parts, layers, result_hash or measure.config_hash())
+    if "probes" in parts:
+        m.probes()
+    if "interventions" in parts:
+        m.interventions()
+    if "patching" in parts:
+        m.patching(complete)
+    elif complete:
+        m.mark_complete()
+    ctx.progress(1.0, "measured")
+    return m.settings_id()
+
+
+def _ordered_parts(parts: Iterable[str]) -> list[str]:
+    """``parts`` checked against :data:`PARTS` and put in their order. Raises ValueError on an unknown one."""
     wanted = set(parts)
     unknown = wanted - set(PARTS)
     if unknown:
         raise ValueError(f"unknown measurement parts {sorted(unknown)}; expected some of {list(PARTS)}")
-    parts = [p for p in PARTS if p in wanted]
-    h = result_hash or measure.config_hash()
-    sid: int | None = None
+    return [p for p in PARTS if p in wanted]
 
-    def settings_id() -> int:  # written with the first results: a measurement that fails first leaves no row
-        nonlocal sid
-        if sid is None:
-            with session_scope(env.session_factory) as s:
-                sid = persist.get_or_create_settings(s, settings_record(run, measure, layers))
-        return sid
 
-    total = sum(_WEIGHT[p] for p in parts) or 1.0
-    start = 0.0
+class _Measurement:
+    """One :func:`measure_run` call: each part measured and stored, the settings row written with
+    the first results (a measurement that fails first leaves no row), and the progress bar split
+    between the parts by :data:`_WEIGHT`."""
 
-    def span(part: str) -> JobContext:
-        nonlocal start
-        lo, start = start, start + _WEIGHT[part] / total
-        return ctx.sub(lo, min(1.0, start))
-
-    common = dict(model=run.model, task=run.task, run_seed=run.seed, config_hash=h, device=env.device)
-    if "probes" in parts:
-        rows = measure_probes(
-            **common, eval_lengths=measure.eval_lengths, n_sequences=measure.n_probe_sequences, ctx=span("probes")
+    def __init__(
+        self,
+        run: MeasuredRun,
+        measure: MeasureParams,
+        env: WorkerEnv,
+        ctx: JobContext,
+        parts: list[str],
+        layers: list[int] | None,
+        result_hash: str,
+    ) -> None:
+        self.run, self.measure, self.env, self.ctx, self.layers = run, measure, env, ctx, layers
+        self.common = dict(
+            model=run.model, task=run.task, run_seed=run.seed, config_hash=result_hash, device=env.device
         )
-        sid_now = settings_id()
-        with session_scope(env.session_factory) as s:
-            persist.replace_probe_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(env, s, run.run_id, rows, "probe")  # and what each probe learned
-    if "interventions" in parts and (measure.methods or measure.conv1d):
+        self._sid: int | None = None
+        self._total = sum(_WEIGHT[p] for p in parts) or 1.0
+        self._start = 0.0
+
+    def settings_id(self) -> int:
+        if self._sid is None:
+            with session_scope(self.env.session_factory) as s:
+                self._sid = persist.get_or_create_settings(s, settings_record(self.run, self.measure, self.layers))
+        return self._sid
+
+    def span(self, part: str) -> JobContext:
+        """The progress context of ``part``, the next slice of the bar."""
+        lo, self._start = self._start, self._start + _WEIGHT[part] / self._total
+        return self.ctx.sub(lo, min(1.0, self._start))
+
+    def probes(self) -> None:
+        measure = self.measure
+        rows = measure_probes(
+            **self.common,
+            eval_lengths=measure.eval_lengths,
+            n_sequences=measure.n_probe_sequences,
+            ctx=self.span("probes"),
+        )
+        sid_now = self.settings_id()
+        with session_scope(self.env.session_factory) as s:
+            persist.replace_probe_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(self.env, s, self.run.run_id, rows, "probe")  # and what each probe learned
+
+    def interventions(self) -> None:
+        """The interventions, when ``measure.methods`` or ``measure.conv1d`` asks for some (else only
+        their share of the progress bar passes)."""
+        measure = self.measure
+        if not (measure.methods or measure.conv1d):
+            self.span("interventions")
+            return
         rows = measure_interventions(
-            **common,
+            **self.common,
             eval_lengths=measure.eval_lengths,
             n_sequences=measure.n_probe_sequences,
             methods=measure.methods,
-            layers=layers,
+            layers=self.layers,
             pca_k=measure.pca_k,
             inlp_max_rounds=measure.inlp_max_rounds,
             conv1d=measure.conv1d,
-            fit_length=run.train_length,
+            fit_length=self.run.train_length,
             n_permutations=measure.n_permutations,
-            ctx=span("interventions"),
+            ctx=self.span("interventions"),
         )
-        sid_now = settings_id()
-        with session_scope(env.session_factory) as s:
-            persist.replace_intervention_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(env, s, run.run_id, rows, "edit")  # and the directions each edit removed
-    elif "interventions" in parts:
-        span("interventions")
-    if "patching" in parts:
+        sid_now = self.settings_id()
+        with session_scope(self.env.session_factory) as s:
+            persist.replace_intervention_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
+            keep_weights(self.env, s, self.run.run_id, rows, "edit")  # and the directions each edit removed
+
+    def patching(self, complete: bool) -> None:
+        """The patching grid (none for a file task without one-token pairs); ``complete``: mark the
+        run complete in the same write."""
+        measure = self.measure
         try:
             rows = patching_grid(
-                **common,
+                **self.common,
                 eval_length=measure.patch_eval_length,
                 positions=measure.patch_positions,
                 sites=measure.patch_sites,
                 stride=measure.patch_stride,
                 n_pairs=measure.n_patch_pairs,
-                ctx=span("patching"),
+                ctx=self.span("patching"),
             )
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
-            ctx.log(f"patching skipped: {exc}")
+            self.ctx.log(f"patching skipped: {exc}")
             rows = []
-        sid_now = settings_id()
-        with session_scope(env.session_factory) as s:
-            persist.replace_patching_results(s, run.run_id, clean(rows), settings_id=sid_now, commit=not complete)
+        sid_now = self.settings_id()
+        with session_scope(self.env.session_factory) as s:
+            persist.replace_patching_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=not complete)
             if complete:
-                persist.set_run_status(s, run.run_id, "complete")
-    elif complete:
-        with session_scope(env.session_factory) as s:
-            persist.set_run_status(s, run.run_id, "complete")
-    ctx.progress(1.0, "measured")
-    return settings_id()
+                persist.set_run_status(s, self.run.run_id, "complete")
+
+    def mark_complete(self) -> None:
+        with session_scope(self.env.session_factory) as s:
+            persist.set_run_status(s, self.run.run_id, "complete")
 
 
 # --- job params → MeasureParams -------------------------------------------------------------

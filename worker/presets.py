@@ -181,10 +181,29 @@ def expand_suite(params: SuiteParams, *, local_files_only: bool | None = None) -
             blocks make), else the ``pretrained`` preset's models, else every registered family.
     """
     preset = PRESETS[params.preset]
-    suite_name = params.name or params.preset
     tasks = params.tasks or preset["tasks"]
     seeds = params.seeds if params.seeds is not None else preset["seeds"]
-    # models: (family, pretrained, from_config), one of the last two set for a transformers model
+    models = _models(params, preset, local_files_only)
+    overrides = {
+        k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds)) if v is not None
+    }
+    out = [
+        _train_params(params, preset, cell, seed, overrides)
+        for cell in _cells(params, preset, tasks, models)
+        for seed in seeds
+    ]
+    if not out:
+        raise ValueError("the suite's family/task/seed filters leave no run")
+    return _with_controls(params, preset, out)
+
+
+# a model of a suite: (family, pretrained, from_config), one of the last two set for a transformers model
+_Model = tuple[str, str | None, str | None]
+
+
+def _models(params: SuiteParams, preset: dict[str, Any], local_files_only: bool | None) -> list[_Model]:
+    """The suite's models: the given transformers models (their family from their blocks), else the
+    ``pretrained`` preset's, else the families asked for or the preset's; filtered by ``families``."""
     if params.pretrained or params.from_config:  # any transformers model, its family from its blocks
         from models_store.any_model import pretrained_family
 
@@ -201,53 +220,66 @@ def expand_suite(params: SuiteParams, *, local_files_only: bool | None = None) -
         models = [(f, None, None) for f in family_names() if f in params.families]
     else:
         models = [(f, None, None) for f in preset["families"]]
-    overrides = {
-        k: v for k, v in (("max_steps", params.max_steps), ("max_seconds", params.max_seconds)) if v is not None
-    }
+    return models
+
+
+def _cells(
+    params: SuiteParams, preset: dict[str, Any], tasks: list[str], models: list[_Model]
+) -> list[tuple[str, str, str | None, str | None]]:
+    """(task, family, pretrained, from_config) of every cell: each task × model, then the preset's
+    variants on their tasks (not beside given models), each cell once."""
     cells = [(task, *model) for task in tasks for model in models]
     given = bool(params.pretrained or params.from_config)  # given models run instead of the preset's
     for family, variant_tasks in preset.get("variants", {}).items():  # e.g. the stacked RNNs on parity and s3
         if not given and (params.families is None or family in params.families):
             cells += [(task, family, None, None) for task in variant_tasks if task in tasks]
-    cells = list(dict.fromkeys(cells))  # a variant also named in --family is one cell, not two
-    out = []
-    for task, family, pretrained, from_config in cells:
-        for seed in seeds:
-            short = (
-                pretrained.rsplit("/", 1)[-1]
-                if pretrained
-                else f"{from_config.rstrip('/').rsplit('/', 1)[-1]}-scratch"
-                if from_config
-                else family
-            )
-            out.append(
-                TrainParams(
-                    family=family,
-                    task=task,
-                    seed=seed,
-                    pretrained=pretrained,
-                    from_config=from_config,
-                    suite=suite_name,
-                    name=f"{short}-{task}-s{seed}",
-                    measure=MeasureParams(**preset["measure"]),
-                    force=params.force,
-                    rebuild_weights=params.rebuild_weights,
-                    parts=params.parts,
-                    **{
-                        k: v
-                        for k, v in {
-                            **preset["train"],
-                            **preset.get("task_train", {}).get(task, {}),
-                            **preset.get("family_train", {}).get(family, {}),
-                            **preset.get("cell_train", {}).get(family, {}).get(task, {}),
-                            **overrides,
-                        }.items()
-                        if not (k in BUILT_IN_ONLY and (pretrained or from_config))
-                    },
-                )
-            )
-    if not out:
-        raise ValueError("the suite's family/task/seed filters leave no run")
+    return list(dict.fromkeys(cells))  # a variant also named in --family is one cell, not two
+
+
+def _train_params(
+    params: SuiteParams,
+    preset: dict[str, Any],
+    cell: tuple[str, str, str | None, str | None],
+    seed: int,
+    overrides: dict[str, Any],
+) -> TrainParams:
+    """The train job of one cell and seed: the preset's training settings (``train``, then
+    ``task_train``, ``family_train``, ``cell_train``, then the suite's ``overrides``), without
+    :data:`BUILT_IN_ONLY` for a transformers model."""
+    task, family, pretrained, from_config = cell
+    short = (
+        pretrained.rsplit("/", 1)[-1]
+        if pretrained
+        else f"{from_config.rstrip('/').rsplit('/', 1)[-1]}-scratch"
+        if from_config
+        else family
+    )
+    settings = {
+        **preset["train"],
+        **preset.get("task_train", {}).get(task, {}),
+        **preset.get("family_train", {}).get(family, {}),
+        **preset.get("cell_train", {}).get(family, {}).get(task, {}),
+        **overrides,
+    }
+    return TrainParams(
+        family=family,
+        task=task,
+        seed=seed,
+        pretrained=pretrained,
+        from_config=from_config,
+        suite=params.name or params.preset,
+        name=f"{short}-{task}-s{seed}",
+        measure=MeasureParams(**preset["measure"]),
+        force=params.force,
+        rebuild_weights=params.rebuild_weights,
+        parts=params.parts,
+        **{k: v for k, v in settings.items() if not (k in BUILT_IN_ONLY and (pretrained or from_config))},
+    )
+
+
+def _with_controls(params: SuiteParams, preset: dict[str, Any], out: list[TrainParams]) -> list[TrainParams]:
+    """``out`` with each scratch run's random-init control first, when the suite or preset asks
+    for controls (``"only"``: the controls alone)."""
     wants = preset.get("controls", False) if params.controls is None else params.controls
     if wants:  # controls first: they are cheap, and every profile is read against them
         twins = [
