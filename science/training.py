@@ -190,33 +190,23 @@ def train_model(
     checkpoint_every: int = 100,
 ) -> TrainResult:
     """Train ``model`` in place on fresh ``task`` sequences every step with ``config`` (the
-    recipe, :class:`TrainConfig`; docs/SCIENCE.md#training).
-
-    AdamW at peak ``lr``; ``warmup_steps`` of linear warm-up, then ``lr_schedule`` (constant, or
-    cosine to ``min_lr_ratio`` × lr at ``max_steps``); gradients clipped to global L2 norm
-    ``grad_clip``; a length curriculum from ``curriculum_start`` growing by ``curriculum_step``
-    whenever held-out token accuracy at the current length reaches ``curriculum_threshold``, up to
-    ``train_length``.
+    recipe, :class:`TrainConfig`: AdamW, warm-up then cosine, clipping, a length curriculum;
+    docs/SCIENCE.md#training).
 
     Stops at ``max_steps`` (``stop_reason`` "budget"), after ``max_seconds`` of wall time
-    (seconds; a safety cap, "time_limit"), as soon as the held-out token accuracy at
-    ``train_length`` (the full length: never during the curriculum) reaches ``early_stop_acc``
-    ("trained"), or, with ``plateau_evals`` = K set, when the accuracy at the current length has
-    gained less than ``plateau_min_gain`` over its last K evaluations (:func:`plateaued`;
-    "plateau", at the full length or at a curriculum stage that stopped growing).
+    ("time_limit", a safety cap), when the held-out token accuracy at ``train_length`` (never
+    during the curriculum) reaches ``early_stop_acc`` ("trained"), or, with ``plateau_evals``
+    set, on a plateau at the current length (:func:`plateaued`, "plateau").
     ``final_heldout_acc`` is always at ``train_length``; ``best_heldout_acc`` / ``best_step`` are
-    the best evaluation at ``train_length`` (the final one included).
+    the best evaluation there (the final one included).
 
-    ``stop_at_step`` (None = off) also stops after that step, evaluating there: the rebuild of a
-    stored run's weights (docs/SCIENCE.md#rebuilding-weights), which passes the step budget the
-    run's wall-clock cap gave it with ``max_seconds=None``; the schedule still spans ``max_steps``
-    and the data stream is the seed's, so the rebuild retraces the run whatever the machine's speed.
+    ``stop_at_step`` (None = off) also stops after that step: the rebuild of a stored run's
+    weights within its step budget (docs/SCIENCE.md#rebuilding-weights).
 
-    ``checkpoint`` (a file path, None = off): every ``checkpoint_every`` steps (rounded up to a
-    data block) the whole training state is written there (:mod:`science.train_checkpoint`), and a
-    call that finds a checkpoint of the same run (same ``checkpoint_key``, seed, config and
-    ``stop_at_step``) continues from it to the weights an uninterrupted run reaches
-    (docs/SCIENCE.md#resuming-training). The file is deleted when the run ends.
+    ``checkpoint`` (a path, None = off): the training state is written there every
+    ``checkpoint_every`` steps (rounded up to a data block), and a call finding the same run's
+    checkpoint (``checkpoint_key``, seed, config, ``stop_at_step``) resumes it to the weights of an
+    unbroken run; the file is removed at the end (docs/SCIENCE.md#resuming-training).
 
     Raises:
         science.context.JobCancelled: a cancel was requested (checked every step; the last

@@ -215,57 +215,93 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     config hash and measured with the same measurement settings is returned as it is; one
     stored but not (or differently) measured is measured from its checkpoint, not trained again;
     one stored without usable weights has them rebuilt within its recorded step budget (:class:`Rebuild`)
-    and is then measured. ``params.force`` trains afresh under the run's own budget."""
+    and is then measured; one whose training was killed part-way resumes from its last training
+    checkpoint (:func:`training_checkpoint`). ``params.force`` trains afresh under the run's own budget."""
     ctx = ctx or SilentContext()
     task = get_task(params.task, **params.task_params)
-    measure = params.measure
     rebuild: Rebuild | None = None
     if not params.force:
-        run_id, state = stored_state(params, env)
-        if state == "complete":
-            ctx.log(f"run {run_id} ({params.name}) already stored with this config: skipped (force to re-run)")
-            ctx.progress(1.0, "already stored")
-            return run_id  # type: ignore[return-value]
-        if state == "weightless":
-            rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
-        if state == "trained" and measure is not None:
-            try:
-                _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
-            except (RunNotFound, FileNotFoundError, KeyError, OSError, ValueError, RuntimeError) as exc:
-                ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
-                rebuild = rebuild_of(run_id, env)  # type: ignore[arg-type]
-            else:
-                with session_scope(env.session_factory) as s:
-                    done = stored_parts(s, run_id, measure.config_hash())  # type: ignore[arg-type]
-                    persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
-                todo = tuple(p for p in measured_parts(params) if p not in done)
-                ctx.log(
-                    f"run {run_id} ({params.name}) trained before: measuring only"
-                    + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")
-                )
-                run_measurements(
-                    run_id,  # type: ignore[arg-type]
-                    model,
-                    task,
-                    params.seed,
-                    measure,
-                    env,
-                    ctx.sub(0.0, 1.0),
-                    train_length=params.train_length,
-                    parts=todo,
-                    complete=set(todo) | done >= set(PARTS) or bool(params.control),
-                )
-                return run_id  # type: ignore[return-value]
+        done, rebuild = _stored_run(params, task, env, ctx)
+        if done is not None:
+            return done
     model = _build(params, task)
-    if rebuild is not None:
-        ctx.log(
-            f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
-            f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
-            f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})"
+    result = _train_or_init(params, task, model, rebuild, env, ctx)
+    run_id = _store_run(params, task, model, result, rebuild, env, ctx)
+    if params.measure:
+        run_measurements(
+            run_id,
+            model,
+            task,
+            params.seed,
+            params.measure,
+            env,
+            ctx.sub(0.5, 1.0),
+            train_length=params.train_length,
+            parts=measured_parts(params),
+            complete=set(measured_parts(params)) >= set(PARTS) or bool(params.control),
         )
+    return run_id
+
+
+def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> tuple[int | None, Rebuild | None]:
+    """What is stored of run ``params`` already: (its id, None) when nothing is left to do — it
+    was complete, or it was trained and its missing parts are measured now — else (None, the
+    :class:`Rebuild` of a run stored without usable weights, or None: train it)."""
+    measure = params.measure
+    run_id, state = stored_state(params, env)
+    if state == "complete":
+        ctx.log(f"run {run_id} ({params.name}) already stored with this config: skipped (force to re-run)")
+        ctx.progress(1.0, "already stored")
+        return run_id, None
+    if state == "weightless":
+        return None, _rebuilding(run_id, params, env, ctx)  # type: ignore[arg-type]
+    if state != "trained" or measure is None:
+        return None, None
+    try:
+        _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
+    except (RunNotFound, FileNotFoundError, KeyError, OSError, ValueError, RuntimeError) as exc:
+        ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
+        return None, _rebuilding(run_id, params, env, ctx)  # type: ignore[arg-type]
+    with session_scope(env.session_factory) as s:
+        done = stored_parts(s, run_id, measure.config_hash())  # type: ignore[arg-type]
+        persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
+    todo = tuple(p for p in measured_parts(params) if p not in done)
+    ctx.log(
+        f"run {run_id} ({params.name}) trained before: measuring only"
+        + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")
+    )
+    run_measurements(
+        run_id,  # type: ignore[arg-type]
+        model,
+        task,
+        params.seed,
+        measure,
+        env,
+        ctx.sub(0.0, 1.0),
+        train_length=params.train_length,
+        parts=todo,
+        complete=set(todo) | done >= set(PARTS) or bool(params.control),
+    )
+    return run_id, None
+
+
+def _rebuilding(run_id: int, params: TrainParams, env: WorkerEnv, ctx: JobContext) -> Rebuild:
+    """The :class:`Rebuild` of stored run ``run_id``, said in the job's log."""
+    rebuild = rebuild_of(run_id, env)
+    ctx.log(
+        f"run {run_id} ({params.name}): no weights here; rebuilding them within the "
+        f"{rebuild.steps} steps its budget gave it (recorded: {rebuild.of['steps']} steps, "
+        f"{'early stop' if rebuild.of['stopped_early'] else 'stopped by its budget'})"
+    )
+    return rebuild
+
+
+def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, env: WorkerEnv, ctx: JobContext):
+    """Train ``model`` in place (resuming its training checkpoint, or within a rebuild's step
+    budget), or — for a random-init control — evaluate it untrained. Returns the ``TrainResult``."""
     if params.control == "init":  # the random-init control: the same build, never trained
         ctx.progress(0.0, f"random-init control of {params.family} on {params.task}")
-        result = untrained_result(
+        return untrained_result(
             model,
             task,
             seed=params.seed,
@@ -273,25 +309,30 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             n_eval_sequences=params.n_eval_sequences,
             device=env.device,
         )
-    else:
-        ctx.progress(0.0, f"training {params.family} on {params.task}")
-        config = params.train_config()
-        if rebuild:  # the step budget replaces the wall-clock cap (docs/SCIENCE.md#rebuilding-weights)
-            config = dataclasses.replace(config, max_seconds=None)
-        resume_file = training_checkpoint(params, env)
-        if params.force:  # trains afresh: a killed earlier attempt's state is not resumed
-            resume_file.unlink(missing_ok=True)
-        result = train_model(
-            model,
-            task,
-            config,
-            seed=params.seed,
-            stop_at_step=rebuild.steps if rebuild else None,
-            device=env.device,
-            ctx=ctx.sub(0.0, 0.5 if measure else 0.9),
-            checkpoint=resume_file,
-            checkpoint_key=params.run_hash(),
-        )
+    ctx.progress(0.0, f"training {params.family} on {params.task}")
+    config = params.train_config()
+    if rebuild:  # the step budget replaces the wall-clock cap (docs/SCIENCE.md#rebuilding-weights)
+        config = dataclasses.replace(config, max_seconds=None)
+    resume_file = training_checkpoint(params, env)
+    if params.force:  # trains afresh: a killed earlier attempt's state is not resumed
+        resume_file.unlink(missing_ok=True)
+    return train_model(
+        model,
+        task,
+        config,
+        seed=params.seed,
+        stop_at_step=rebuild.steps if rebuild else None,
+        device=env.device,
+        ctx=ctx.sub(0.0, 0.5 if params.measure else 0.9),
+        checkpoint=resume_file,
+        checkpoint_key=params.run_hash(),
+    )
+
+
+def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None, env: WorkerEnv, ctx) -> int:
+    """Evaluate the behaviour, save the weights and store the run (one transaction with the
+    deletion of the rows of a model it replaces). Returns the run id."""
+    measure = params.measure
     eval_lengths = measure.eval_lengths if measure else [params.train_length]
     behav = behaviour(
         model, task, seed=params.seed, eval_lengths=eval_lengths, n_sequences=params.n_eval_sequences, device=env.device
@@ -349,19 +390,6 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
             else ""
         )
     )
-    if measure:
-        run_measurements(
-            run_id,
-            model,
-            task,
-            params.seed,
-            measure,
-            env,
-            ctx.sub(0.5, 1.0),
-            train_length=params.train_length,
-            parts=measured_parts(params),
-            complete=set(measured_parts(params)) >= set(PARTS) or bool(params.control),
-        )
     return run_id
 
 
