@@ -69,7 +69,12 @@ def save(
     sched: Any,
     loop: LoopState,
 ) -> None:
-    """Write a checkpoint to ``path`` atomically (a temporary file renamed over it)."""
+    """Write a checkpoint to ``path`` atomically (a temporary file renamed over it).
+
+    Raises:
+        OSError: the file cannot be written (e.g. the disk is full); the previous checkpoint
+            stays as it was and the temporary file is removed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "format": FORMAT,
@@ -81,11 +86,15 @@ def save(
         "loop": asdict(loop),
     }
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        torch.save(state, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # disk full, a kill mid-write: no partial file left beside the last checkpoint
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class CheckpointMismatch(ValueError):

@@ -138,3 +138,25 @@ def test_a_killed_train_job_resumes_from_the_store(tmp_path):
         assert a.made_with["resumed_at_steps"] == [100]
         assert "resumed_at_steps" not in b.made_with
         assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
+
+
+def test_a_failed_write_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    """Disk full while writing: the error reaches the caller, the previous checkpoint is intact
+    and no temporary file is left."""
+    from science import train_checkpoint
+
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25, ctx=CancelAt(30))
+    before = ckpt.read_bytes()
+
+    def full(obj, fh):
+        fh.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train_checkpoint.torch, "save", full)
+    with pytest.raises(OSError, match="No space left"):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25)
+    assert ckpt.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
