@@ -233,20 +233,17 @@ class _Interventions:
     def fit_set(self, n: int) -> Captured:
         """The fit data of n sequences at the fit length, captured once."""
         if n not in self._fits:
-            seed = (
-                data_seed(self.run_seed, "intervene_fit")
-                if n == self.n_fit
-                else data_seed(self.run_seed, "intervene_fit", n)
+            index = 0 if n == self.n_fit else n  # the first fit set keeps the seed it always had
+            data = self.task.generate(
+                self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test"
             )
-            data = self.task.generate(self.fit_length, n, seed, split="test")
             self._fits[n] = capture(self.model, data, self.device, layers=self.layers)
         return self._fits[n]
 
     def eval_set(self, length: int) -> tuple[TaskData, Captured]:
         """The held-out eval data at ``length`` and its captured states."""
-        data = self.task.generate(
-            length, self.n_sequences, data_seed(self.run_seed, "intervene_eval", length), split="test"
-        )
+        seed = data_seed(self.run_seed, "intervene_eval", length)
+        data = self.task.generate(length, self.n_sequences, seed, split="test")
         return data, capture(self.model, data, self.device, layers=self.layers)
 
     def refit(self, edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
