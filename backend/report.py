@@ -73,7 +73,8 @@ def build_report(
     """
     from backend.api.aggregate import claims as claims_of
     from backend.api.queries import RunFilter
-    from backend.bundle import import_bundle, read_bundle
+    from backend.bundle import read_bundle
+    from backend.bundle_import import import_bundle
     from backend.measured import measured_run_ids
     from store.migrate import init_db
     from store.models import Run

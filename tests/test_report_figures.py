@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.bundle import export_bundle
+from backend.bundle_export import export_bundle
 from backend.report import build_report
 from store.migrate import init_db
 from store.session import make_engine, make_sessionmaker
