@@ -68,7 +68,7 @@ class _RunImport:
         self.replaced: list[int] = []
         self.conflicting: list[dict[str, Any]] = []
 
-    def run(self, session: Session, row: dict[str, Any], checkpoint_id: str | None, replace: bool) -> None:
+    def import_run(self, session: Session, row: dict[str, Any], checkpoint_id: str | None, replace: bool) -> None:
         """One of the bundle's runs: present (the same model), left out (another model, no
         ``replace``), replacing the stored one, or added; ``checkpoint_id``: its weights as the
         store here will hold them (None: not loadable here for follow-up jobs)."""
@@ -199,7 +199,7 @@ def import_bundle(
     runs = _RunImport()
     try:
         for row in tables["runs"]:
-            runs.run(session, row, checkpoint_here(row), replace)
+            runs.import_run(session, row, checkpoint_here(row), replace)
         settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
         rows_added = _import_results(session, tables, runs.id_map, settings_map)
         if runs.added or runs.replaced or any(rows_added.values()):
