@@ -12,8 +12,6 @@ from torch import Tensor
 from science.probes.linear import LinearProbe, fit_probe
 from science.probes.splits import control_labels, sequence_strata, split_sequences
 
-__all__ = ["ProbeReport", "probe_layers", "type_accuracies"]
-
 
 @dataclass
 class ProbeReport:

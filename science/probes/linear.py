@@ -36,8 +36,6 @@ from torch import Tensor
 
 from science.probes.solver import DEFAULT_TOL, HISTORY_SIZE, SolverResult, minimise, whitening
 
-__all__ = ["NOISE_RTOL", "DEFAULT_C", "DEFAULT_TOL", "DEFAULT_MAX_ITER", "HISTORY_SIZE", "LinearProbe", "fit_probe"]
-
 NOISE_RTOL = 1e-5
 DEFAULT_C = 1.0
 DEFAULT_MAX_ITER = 500

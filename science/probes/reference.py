@@ -9,9 +9,8 @@ from typing import Any
 
 from torch import Tensor
 
-from science.probes.linear import DEFAULT_C, DEFAULT_TOL
-
-__all__ = ["sklearn_probe"]
+from science.probes.linear import DEFAULT_C
+from science.probes.solver import DEFAULT_TOL
 
 
 def sklearn_probe(

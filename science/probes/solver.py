@@ -26,8 +26,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["DEFAULT_TOL", "HISTORY_SIZE", "SolverResult", "whitening", "minimise"]
-
 DEFAULT_TOL = 1e-4
 HISTORY_SIZE = 10
 

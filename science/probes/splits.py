@@ -7,8 +7,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["CONTROL_BUCKET", "split_sequences", "sequence_strata", "control_labels"]
-
 
 def split_sequences(
     n: int, test_frac: float = 0.2, seed: int = 0, strata: Tensor | None = None

@@ -12,8 +12,6 @@ import numpy as np
 from science.profiles.curve import normalise_keys, profile_class, profile_metrics
 from science.profiles.rule import DEFAULT_RULE, FLAT_MARGIN, MIN_GAIN, NOT_ABOVE_CONTROL, ClassRule
 
-__all__ = ["CONTROL_SD_MULT", "learned_gain", "control_margin", "control_class", "control_metrics"]
-
 CONTROL_SD_MULT = 3.0  # control margin = this many control-seed standard deviations (at least MIN_GAIN)
 
 

@@ -12,26 +12,6 @@ import numpy as np
 from layerscope_core.layers import depth  # the one definition (docs/SCIENCE.md#normalised-depth)
 from science.profiles.rule import DEFAULT_RULE, MIN_GAIN, PEAK_FRACTION, ClassRule
 
-__all__ = [
-    "METRIC_NAMES",
-    "LAYER_INDEX_METRICS",
-    "layer_key",
-    "normalise_keys",
-    "n_blocks",
-    "floor_of",
-    "best_layer",
-    "first_95",
-    "computation_floor",
-    "late_concentration",
-    "normalised_curve",
-    "auc",
-    "curve_defect",
-    "profile_class",
-    "profile_metrics",
-    "profile_distance",
-    "mean_curve",
-]
-
 METRIC_NAMES = (
     "best_layer",
     "first_95",

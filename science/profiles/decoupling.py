@@ -10,8 +10,6 @@ import numpy as np
 
 from science.profiles.curve import best_layer, layer_key, normalise_keys
 
-__all__ = ["NEAR_BEST_TOL", "most_damaging_layer", "near_best_layers", "decoupling"]
-
 NEAR_BEST_TOL = 0.01
 
 

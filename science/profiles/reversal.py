@@ -7,8 +7,6 @@ from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any
 
-__all__ = ["reversal_pairs"]
-
 
 def reversal_pairs(classes: Mapping[tuple[str, str], str] | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pairs of tasks on which two architectures swap profile classes.

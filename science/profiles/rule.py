@@ -9,21 +9,6 @@ from dataclasses import dataclass, fields, replace
 from itertools import product
 from typing import Any
 
-__all__ = [
-    "PEAK_FRACTION",
-    "EARLY_DEPTH",
-    "LATE_SHARE",
-    "MIN_GAIN",
-    "FLAT_MARGIN",
-    "NOT_ABOVE_CONTROL",
-    "CLASSES",
-    "ClassRule",
-    "DEFAULT_RULE",
-    "STABILITY_MARGINS",
-    "rules_within_margin",
-    "class_stability",
-]
-
 PEAK_FRACTION = 0.95
 EARLY_DEPTH = 0.5
 LATE_SHARE = 0.5

@@ -26,8 +26,6 @@ from science.profiles.curve import (
 from science.profiles.rule import FLAT_MARGIN, class_stability
 from science.stats import bounds_for, t_interval
 
-__all__ = ["summarise_profiles", "summarise_against_controls"]
-
 
 def _interval_metrics(per_seed: Sequence[Mapping[str, Any]], n_layers: int, confidence: float) -> dict[str, Any]:
     metrics = {}
