@@ -1,5 +1,5 @@
 """A results bundle opened as a database of its own: a temporary SQLite file, migrated to the
-newest schema and filled by :func:`backend.bundle.import_bundle`.
+newest schema and filled by :func:`backend.bundle_import.import_bundle`.
 
 Used by ``layerscope.results.open("study.layerscope.zip")`` and ``layerscope serve
 study.layerscope.zip``: a bundle can be read without creating or touching a results database.
@@ -17,7 +17,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.bundle import BundleError, import_bundle
+from backend.bundle import BundleError
+from backend.bundle_import import import_bundle
 from store.migrate import init_db
 from store.session import make_engine, make_sessionmaker
 

@@ -14,8 +14,9 @@ import torch
 from torch import nn
 
 from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
-from models_store.capture import edit_layer, run_with_states
+from models_store.capture import edit_layer
 from models_store.conv1d import remove_conv1d
+from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import JobContext, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.probes import probe_layers
@@ -24,7 +25,6 @@ from science.seeds import data_seed
 from science.stats import holm, paired_permutation_test
 from science.tasks.base import Task, TaskData
 
-CAPTURE_BATCH = 256
 ALL_LAYERS = -2  # conv1d_removal in every layer
 ALPHA = 0.05
 # Removal that removes (docs/SCIENCE.md#fit-size): LEACE and INLP are refitted on twice as many
@@ -36,62 +36,6 @@ MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
 N_RANDOM_DRAWS = 5
 FIT_SHARE = 0.5  # share of an intervention job's progress bar given to fitting the edits
-
-
-@dataclass
-class Captured:
-    """Logits-derived predictions and the residual stream of every layer for a data set.
-
-    preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb.
-    """
-
-    data: TaskData
-    preds: torch.Tensor
-    states: dict[int, torch.Tensor]
-
-
-@torch.no_grad()
-def capture(
-    model: nn.Module, data: TaskData, device: torch.device | str = "cpu", layers: list[int] | None = None
-) -> Captured:
-    """Run ``model`` once over ``data`` (batched) and keep every layer's states.
-
-    ONE forward pass per batch: states come from forward hooks (``run_with_states``).
-    """
-    model.eval()
-    preds, chunks = [], {}
-    for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
-        logits, states = run_with_states(model, data.tokens[i : i + CAPTURE_BATCH].to(device), layers=layers)
-        preds.append(logits.argmax(-1).cpu())  # (B, L)
-        for layer, h in states.items():
-            chunks.setdefault(layer, []).append(h.detach().float().cpu())  # (B, L, D)
-    return Captured(data, torch.cat(preds), {k: torch.cat(v) for k, v in chunks.items()})
-
-
-@torch.no_grad()
-def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Argmax predictions [n, L] for tokens [n, L], batched."""
-    model.eval()
-    return torch.cat(
-        [
-            model(tokens[i : i + CAPTURE_BATCH].to(device)).argmax(-1).cpu()
-            for i in range(0, tokens.shape[0], CAPTURE_BATCH)
-        ]
-    )
-
-
-def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Token accuracy of each sequence: [n, L] × [n, L] → [n] in 0..1 (labels < 0, a file task's
-    null labels, are not scored; a sequence without any scored label counts 0)."""
-    seen = labels >= 0
-    return ((preds == labels) & seen).float().sum(dim=1) / seen.sum(dim=1).clamp(min=1)
-
-
-def majority_rate(labels: torch.Tensor) -> float:
-    """Share of the most frequent class among all positions (the chance level we report against)."""
-    lab = labels.reshape(-1)
-    lab = lab[lab >= 0]  # a file task's null labels are not scored
-    return float(torch.bincount(lab).max()) / lab.numel()
 
 
 def _probe_rows(
@@ -243,6 +187,226 @@ def _apply_holm(rows: list[InterventionRecord]) -> None:
             r.significant = bool(p < ALPHA)
 
 
+@dataclass
+class _Fitted:
+    """The edits of every (method, layer), the sequences each was fitted on, the refit probes
+    (accuracy, majority) already measured at the fit length, and the eval set at the fit length
+    that the removal check captured (None when no method needed it)."""
+
+    edits: dict[tuple[str, int], Edit]
+    fit_sizes: dict[tuple[str, int], int]
+    refits: dict[tuple[str, int], tuple[float, float]]
+    check: tuple[TaskData, Captured] | None
+
+
+class _Progress:
+    """The measuring half of an intervention job's progress bar (the fits take :data:`FIT_SHARE`)."""
+
+    def __init__(self, ctx: JobContext, n_units: int) -> None:
+        self.ctx, self.n_units, self.done = ctx, n_units, 0
+
+    def step(self, message: str) -> None:
+        self.done += 1
+        self.ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * self.done / self.n_units, message)
+
+
+@dataclass
+class _Interventions:
+    """What one :func:`measure_interventions` call shares: the model and task, the seeded fit and
+    eval data (each fit set captured once), the edits' fits and the probes refit on edited states."""
+
+    model: nn.Module
+    task: Task
+    run_seed: int
+    layers: list[int]
+    fit_length: int
+    n_sequences: int
+    pca_k: int
+    inlp_max_rounds: int | None
+    device: torch.device | str
+    ctx: JobContext
+
+    def __post_init__(self) -> None:
+        self.n_fit = n_fit_sequences(_width(self.model, self.task, self.device), self.fit_length, self.n_sequences)
+        self._fits: dict[int, Captured] = {}
+
+    def fit_set(self, n: int) -> Captured:
+        """The fit data of n sequences at the fit length, captured once."""
+        if n not in self._fits:
+            index = 0 if n == self.n_fit else n  # the first fit set keeps the seed it always had
+            data = self.task.generate(
+                self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test"
+            )
+            self._fits[n] = capture(self.model, data, self.device, layers=self.layers)
+        return self._fits[n]
+
+    def eval_set(self, length: int) -> tuple[TaskData, Captured]:
+        """The held-out eval data at ``length`` and its captured states."""
+        seed = data_seed(self.run_seed, "intervene_eval", length)
+        data = self.task.generate(length, self.n_sequences, seed, split="test")
+        return data, capture(self.model, data, self.device, layers=self.layers)
+
+    def refit(self, edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
+        """(accuracy, majority baseline) of a probe refit on ``states`` at ``layer`` edited by ``edit``."""
+        edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
+        report = probe_layers(
+            {layer: edited_states},
+            states.data.labels,
+            self.task.n_classes,
+            seed=data_seed(self.run_seed, "split", length),
+        )[layer]
+        return report.accuracy, report.majority_baseline
+
+    def fitted(self, method: str, layer: int, n: int) -> Edit:
+        """``method``'s edit of ``layer`` fitted on the labelled tokens of the n-sequence fit set."""
+        x = self.fit_set(n).states[layer].reshape(-1, self.fit_set(n).states[layer].shape[-1])  # (n·L, D)
+        y = self.fit_set(n).data.labels.reshape(-1)
+        x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
+        return fit_edit(
+            method,
+            x,
+            y,
+            self.task.n_classes,
+            k=self.pca_k if method == "pca_top_k" else None,
+            seed=self.run_seed,
+            max_rounds=self.inlp_max_rounds,
+            ctx=self.ctx,  # INLP checks a cancel before each of its rounds
+        )
+
+    def fit_edits(self, methods: list[str]) -> _Fitted:
+        """Every (method, layer)'s edit; LEACE and INLP refitted on twice as many sequences, at most
+        :data:`MAX_FIT_DOUBLINGS` times, while their refit probe at the fit length reads more than
+        :data:`REMOVAL_TOL` above the majority rate (docs/SCIENCE.md#fit-size)."""
+        ctx = self.ctx
+        out = _Fitted(edits={}, fit_sizes={}, refits={}, check=None)
+        # Fitting the edits (INLP most of all) can take minutes: it reports progress per layer ×
+        # method as its share of the job, so a job never sits at 0% while it works.
+        n_fits, n_fitted = max(1, len(self.layers) * len(methods)), 0
+        ctx.progress(0.0, f"capturing {self.n_fit} fit sequences at L={self.fit_length}")
+        for layer in self.layers:
+            for method in methods:
+                ctx.check_cancelled()
+                ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
+                n = self.n_fit
+                edit = self.fitted(method, layer, n)
+                if method in REMOVAL_METHODS:
+                    out.check = out.check or self.eval_set(self.fit_length)
+                    for _ in range(MAX_FIT_DOUBLINGS):
+                        acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
+                        if acc - maj <= REMOVAL_TOL:
+                            break
+                        n *= 2
+                        ctx.log(
+                            f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences"
+                        )
+                        edit = self.fitted(method, layer, n)
+                        out.refits.pop((method, layer))
+                out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
+                n_fitted += 1
+        return out
+
+    def centers(self) -> dict[int, torch.Tensor]:
+        """The fitted mean ``[D]`` of each layer: the centre every random removal projects around
+        (once, not per length; float64 over the labelled tokens, as fit_edit's own mean: at rank D
+        the random removal is mean ablation)."""
+        fit = self.fit_set(self.n_fit)
+        labelled = fit.data.labels.reshape(-1) >= 0
+        return {layer: fit.states[layer].flatten(0, -2)[labelled].mean(0, dtype=torch.float64) for layer in self.layers}
+
+    def edit_rows(
+        self,
+        fitted: _Fitted,
+        methods: list[str],
+        data: TaskData,
+        base: Captured,
+        length: int,
+        *,
+        centers: dict[int, torch.Tensor],
+        n_permutations: int,
+        config_hash: str,
+        progress: _Progress,
+    ) -> list[InterventionRecord]:
+        """One row per (layer, method) of the fitted edits applied to the eval set ``data`` at
+        ``length`` (``base``: its unedited capture), each with its rank-matched random removal."""
+        model, ctx = self.model, self.ctx
+        base_acc = per_sequence_accuracy(base.preds, data.labels)
+        chance = majority_rate(data.labels)
+        rows: list[InterventionRecord] = []
+        for layer in self.layers:
+            random_by_rank: dict[int, dict[str, Any]] = {}
+            for method in methods:
+                ctx.check_cancelled()
+                edit = fitted.edits[(method, layer)]
+                with edit_layer(model, layer, edit.apply):
+                    edited = per_sequence_accuracy(predictions(model, data.tokens, self.device), data.labels)
+                known = fitted.refits.get((method, layer)) if length == self.fit_length else None
+                rank = edit.rank_removed
+                if rank and rank not in random_by_rank:
+                    random_by_rank[rank] = random_removal_effect(
+                        model, layer, centers[layer], rank, data, base_acc, self.run_seed, device=self.device, ctx=ctx
+                    )
+                rows.append(
+                    _effect_row(
+                        method,
+                        layer,
+                        length,
+                        base_acc,
+                        edited,
+                        chance,
+                        known or self.refit(edit, layer, base, length),
+                        rank,
+                        self.pca_k if method == "pca_top_k" else None,
+                        n_permutations,
+                        self.run_seed,
+                        config_hash,
+                        edit.info,
+                        fitted.fit_sizes[(method, layer)],
+                        random_by_rank.get(rank),
+                    )
+                )
+                rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker
+                progress.step(f"{method} at layer {layer}, L={length}")
+        return rows
+
+    def conv1d_rows(
+        self, data: TaskData, base: Captured, length: int, *, n_permutations: int, config_hash: str, progress: _Progress
+    ) -> list[InterventionRecord]:
+        """``conv1d_removal`` of every layer (stored as layer −2; its refit probe reads the last
+        layer) and of each layer alone, on the eval set ``data`` at ``length``."""
+        model, n_layers = self.model, self.model.n_layers
+        base_acc = per_sequence_accuracy(base.preds, data.labels)
+        chance = majority_rate(data.labels)
+        split_seed = data_seed(self.run_seed, "split", length)
+        rows: list[InterventionRecord] = []
+        for layer in [ALL_LAYERS, *range(n_layers)]:
+            self.ctx.check_cancelled()
+            read = n_layers - 1 if layer == ALL_LAYERS else layer
+            with remove_conv1d(model, layer=None if layer == ALL_LAYERS else layer):
+                edited_cap = capture(model, data, self.device, layers=[read])
+            edited = per_sequence_accuracy(edited_cap.preds, data.labels)
+            report = probe_layers({read: edited_cap.states[read]}, data.labels, self.task.n_classes, seed=split_seed)[
+                read
+            ]
+            rows.append(
+                _effect_row(
+                    "conv1d_removal",
+                    layer,
+                    length,
+                    base_acc,
+                    edited,
+                    chance,
+                    (report.accuracy, report.majority_baseline),
+                    None,
+                    None,
+                    n_permutations,
+                    self.run_seed,
+                    config_hash,
+                )
+            )
+            progress.step(f"conv1d removal at layer {layer}, L={length}")
+        return rows
+
+
 def measure_interventions(
     model: nn.Module,
     task: Task,
@@ -282,6 +446,9 @@ def measure_interventions(
     row stores whether it reached its tolerance and the rounds used. Mamba families also get ``conv1d_removal`` (every layer,
     stored as layer -2, and each layer alone); its refit probe reads the edited layer
     (the last layer for "every layer").
+
+    Raises:
+        ValueError: a layer outside ``-1..n_layers-1``.
     """
     ctx = ctx or SilentContext()
     n_layers = model.n_layers
@@ -289,150 +456,29 @@ def measure_interventions(
     bad = [lay for lay in layers if not -1 <= lay < n_layers]
     if bad:
         raise ValueError(f"layers {bad} out of range for a {n_layers}-layer model (-1..{n_layers - 1})")
-    n_fit = n_fit_sequences(_width(model, task, device), fit_length, n_sequences)
-    fits: dict[int, Captured] = {}
-
-    def fit_set(n: int) -> Captured:  # the fit data of n sequences, captured once
-        if n not in fits:
-            seed = data_seed(run_seed, "intervene_fit") if n == n_fit else data_seed(run_seed, "intervene_fit", n)
-            fits[n] = capture(model, task.generate(fit_length, n, seed, split="test"), device, layers=layers)
-        return fits[n]
-
-    def eval_set(length: int) -> tuple[TaskData, Captured]:
-        data = task.generate(length, n_sequences, data_seed(run_seed, "intervene_eval", length), split="test")
-        return data, capture(model, data, device, layers=layers)
-
-    def refit(edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
-        edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
-        report = probe_layers(
-            {layer: edited_states}, states.data.labels, task.n_classes, seed=data_seed(run_seed, "split", length)
-        )[layer]
-        return report.accuracy, report.majority_baseline
-
-    def fitted(method: str, layer: int, n: int) -> Edit:
-        x = fit_set(n).states[layer].reshape(-1, fit_set(n).states[layer].shape[-1])  # (n·L, D)
-        y = fit_set(n).data.labels.reshape(-1)
-        x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
-        return fit_edit(
-            method,
-            x,
-            y,
-            task.n_classes,
-            k=pca_k if method == "pca_top_k" else None,
-            seed=run_seed,
-            max_rounds=inlp_max_rounds,
-            ctx=ctx,  # INLP checks a cancel before each of its rounds
-        )
-
-    check: tuple[TaskData, Captured] | None = None  # the eval set at the fit length: the removal check
-    edits: dict[tuple[str, int], Edit] = {}
-    fit_sizes: dict[tuple[str, int], int] = {}
-    refits: dict[tuple[str, int], tuple[float, float]] = {}  # at the fit length, reused by its eval
-    # Fitting the edits (INLP most of all) can take minutes: it reports progress per layer ×
-    # method as its share of the job, so a job never sits at 0% while it works.
-    n_fits, n_fitted = max(1, len(layers) * len(methods)), 0
-    ctx.progress(0.0, f"capturing {n_fit} fit sequences at L={fit_length}")
-    for layer in layers:
-        for method in methods:
-            ctx.check_cancelled()
-            ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
-            n = n_fit
-            edit = fitted(method, layer, n)
-            if method in REMOVAL_METHODS:
-                check = check or eval_set(fit_length)
-                for _ in range(MAX_FIT_DOUBLINGS):
-                    acc, maj = refits[(method, layer)] = refit(edit, layer, check[1], fit_length)
-                    if acc - maj <= REMOVAL_TOL:
-                        break
-                    n *= 2
-                    ctx.log(
-                        f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences"
-                    )
-                    edit = fitted(method, layer, n)
-                    refits.pop((method, layer))
-            edits[(method, layer)], fit_sizes[(method, layer)] = edit, n
-            n_fitted += 1
+    run = _Interventions(
+        model,
+        task,
+        run_seed=run_seed,
+        layers=layers,
+        fit_length=fit_length,
+        n_sequences=n_sequences,
+        pca_k=pca_k,
+        inlp_max_rounds=inlp_max_rounds,
+        device=device,
+        ctx=ctx,
+    )
+    fitted = run.fit_edits(methods)
     has_conv = conv1d and _has_conv1d(model)
+    progress = _Progress(ctx, len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0)))
+    centers = run.centers()
     rows: list[InterventionRecord] = []
-    n_units = len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0))
-    done = 0
-    # the fitted mean of each layer: the centre every random removal projects around (once, not per length)
-    # (float64 over the labelled tokens, as fit_edit's own mean: at rank D the random removal is mean ablation)
-    labelled = fit_set(n_fit).data.labels.reshape(-1) >= 0
-    centers = {
-        layer: fit_set(n_fit).states[layer].flatten(0, -2)[labelled].mean(0, dtype=torch.float64) for layer in layers
-    }
+    common = {"n_permutations": n_permutations, "config_hash": config_hash, "progress": progress}
     for length in eval_lengths:
-        data, base = check if (check is not None and length == fit_length) else eval_set(length)
-        base_acc = per_sequence_accuracy(base.preds, data.labels)
-        chance = majority_rate(data.labels)
-        for layer in layers:
-            center = centers[layer]
-            random_by_rank: dict[int, dict[str, Any]] = {}
-            for method in methods:
-                ctx.check_cancelled()
-                edit = edits[(method, layer)]
-                with edit_layer(model, layer, edit.apply):
-                    edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
-                known = refits.get((method, layer)) if length == fit_length else None
-                rank = edit.rank_removed
-                if rank and rank not in random_by_rank:
-                    random_by_rank[rank] = random_removal_effect(
-                        model, layer, center, rank, data, base_acc, run_seed, device=device, ctx=ctx
-                    )
-                rows.append(
-                    _effect_row(
-                        method,
-                        layer,
-                        length,
-                        base_acc,
-                        edited,
-                        chance,
-                        known or refit(edit, layer, base, length),
-                        rank,
-                        pca_k if method == "pca_top_k" else None,
-                        n_permutations,
-                        run_seed,
-                        config_hash,
-                        edit.info,
-                        fit_sizes[(method, layer)],
-                        random_by_rank.get(rank),
-                    )
-                )
-                rows[-1].edit = edit  # not a column: the fitted edit, its directions kept by the worker
-                done += 1
-                ctx.progress(FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"{method} at layer {layer}, L={length}")
-        split_seed = data_seed(run_seed, "split", length)
+        data, base = fitted.check if (fitted.check is not None and length == fit_length) else run.eval_set(length)
+        rows += run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
         if has_conv:
-            for layer in [ALL_LAYERS, *range(n_layers)]:
-                ctx.check_cancelled()
-                read = n_layers - 1 if layer == ALL_LAYERS else layer
-                with remove_conv1d(model, layer=None if layer == ALL_LAYERS else layer):
-                    edited_cap = capture(model, data, device, layers=[read])
-                edited = per_sequence_accuracy(edited_cap.preds, data.labels)
-                report = probe_layers({read: edited_cap.states[read]}, data.labels, task.n_classes, seed=split_seed)[
-                    read
-                ]
-                rows.append(
-                    _effect_row(
-                        "conv1d_removal",
-                        layer,
-                        length,
-                        base_acc,
-                        edited,
-                        chance,
-                        (report.accuracy, report.majority_baseline),
-                        None,
-                        None,
-                        n_permutations,
-                        run_seed,
-                        config_hash,
-                    )
-                )
-                done += 1
-                ctx.progress(
-                    FIT_SHARE + (1 - FIT_SHARE) * done / n_units, f"conv1d removal at layer {layer}, L={length}"
-                )
+            rows += run.conv1d_rows(data, base, length, **common)
     _apply_holm(rows)
     return rows
 

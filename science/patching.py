@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -316,6 +317,56 @@ def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[st
 
 
 @torch.no_grad()
+def _batched_logit_differences(
+    model: nn.Module,
+    clean: TaskData,
+    corrupted: TaskData,
+    cells: list[Cell],
+    batch_size: int,
+    device: torch.device | str,
+    ctx: JobContext,
+) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
+    """:func:`cell_logit_differences` over every pair, ``batch_size`` pairs per forward:
+    LD_clean [n], LD_corrupted [n] and LD_patched [n] per cell."""
+    n_pairs = clean.tokens.shape[0]
+    ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
+    for i in range(0, n_pairs, batch_size):
+        ctx.check_cancelled()
+        c, x = clean.tokens[i : i + batch_size].to(device), corrupted.tokens[i : i + batch_size].to(device)
+        labels = (clean.labels[i : i + batch_size, -1], corrupted.labels[i : i + batch_size, -1])
+        sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
+        a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
+        ld_c.append(a)
+        ld_x.append(b)
+        for cell, v in res.items():
+            ld_p[cell].append(v)
+        sub.progress(1.0, f"patching pairs {i}..{min(n_pairs, i + batch_size) - 1}")
+    return np.concatenate(ld_c), np.concatenate(ld_x), {cell: np.concatenate(v) for cell, v in ld_p.items()}
+
+
+def _pairs_summary(ld_clean: np.ndarray, ld_corr: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """(mask [n] of the usable pairs, the fields every row of the grid shares: ``n_pairs``
+    (usable), ``n_dropped``, the mean ``ld_clean`` / ``ld_corrupted`` and the ``note`` saying why
+    recovery is None when fewer than ``MIN_PAIRS`` pairs are usable)."""
+    keep, thr = usable_pairs(ld_clean, ld_corr)
+    n_use = int(keep.sum())
+    note = None
+    if n_use < MIN_PAIRS:
+        note = (
+            f"only {n_use} of {len(keep)} pairs have |LD_clean − LD_corrupted| ≥ {thr:.3g} logits "
+            f"({REL_GAP:.0%} of the median |LD_clean|); need {MIN_PAIRS}"
+        )
+    sel = keep if n_use else np.ones_like(keep)
+    return keep, {
+        "n_pairs": n_use,
+        "n_dropped": int(len(keep) - n_use),
+        "ld_clean": float(ld_clean[sel].mean()),
+        "ld_corrupted": float(ld_corr[sel].mean()),
+        "note": note,
+    }
+
+
+@torch.no_grad()
 def patching_grid(
     model: nn.Module,
     task: Task,
@@ -364,48 +415,16 @@ def patching_grid(
     n = model.n_layers
     wanted = {(k, j, t) for s in site_list for _, (k, j, _) in _site_layers(s, n) for t in pos}
     cells = sorted(wanted, key=lambda c: (c[1], c[2], c[0]))
-    ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
-    for i in range(0, n_pairs, batch_size):
-        ctx.check_cancelled()
-        c, x = clean.tokens[i : i + batch_size].to(device), corrupted.tokens[i : i + batch_size].to(device)
-        labels = (clean.labels[i : i + batch_size, -1], corrupted.labels[i : i + batch_size, -1])
-        sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
-        a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
-        ld_c.append(a)
-        ld_x.append(b)
-        for cell, v in res.items():
-            ld_p[cell].append(v)
-        sub.progress(1.0, f"patching pairs {i}..{min(n_pairs, i + batch_size) - 1}")
-    ld_clean, ld_corr = np.concatenate(ld_c), np.concatenate(ld_x)
-    keep, thr = usable_pairs(ld_clean, ld_corr)
-    n_use = int(keep.sum())
-    note = None
-    if n_use < MIN_PAIRS:
-        note = (
-            f"only {n_use} of {len(keep)} pairs have |LD_clean − LD_corrupted| ≥ {thr:.3g} logits "
-            f"({REL_GAP:.0%} of the median |LD_clean|); need {MIN_PAIRS}"
-        )
-    sel = keep if n_use else np.ones_like(keep)
-    base = {
-        "eval_length": eval_length,
-        "corrupt_position": p_star,
-        "n_pairs": n_use,
-        "n_dropped": int(len(keep) - n_use),
-        "ld_clean": float(ld_clean[sel].mean()),
-        "ld_corrupted": float(ld_corr[sel].mean()),
-        "config_hash": config_hash,
-        "note": note,
-    }
+    ld_clean, ld_corr, ld_p = _batched_logit_differences(model, clean, corrupted, cells, batch_size, device, ctx)
+    keep, shared = _pairs_summary(ld_clean, ld_corr)
+    base = {"eval_length": eval_length, "corrupt_position": p_star, **shared, "config_hash": config_hash}
     rows: list[PatchingRecord] = []
     for site in site_list:
         for layer, (k, j, _) in _site_layers(site, n):
             for t in pos:
-                if note is None:
-                    rec, lo, hi = recovery_ci(
-                        np.concatenate(ld_p[(k, j, t)])[keep], ld_clean[keep], ld_corr[keep], seed=run_seed
-                    )
-                else:
-                    rec = lo = hi = None
+                rec = lo = hi = None
+                if shared["note"] is None:
+                    rec, lo, hi = recovery_ci(ld_p[(k, j, t)][keep], ld_clean[keep], ld_corr[keep], seed=run_seed)
                 rows.append(
                     PatchingRecord(
                         **base, site=site, layer=layer, position=t, recovery=rec, recovery_lo=lo, recovery_hi=hi

@@ -85,7 +85,7 @@ def test_deletes_need_a_token_beyond_loopback(db_factory, make_settings) -> None
 def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
     from pathlib import Path
 
-    from backend.bundle import import_bundle
+    from backend.bundle_import import import_bundle
     from store import jobs as J
     from store.models import Job
 

@@ -10,7 +10,9 @@ import zipfile
 import pytest
 from sqlalchemy import func, select
 
-from backend.bundle import BundleError, export_bundle, import_bundle, imported_suites, read_bundle
+from backend.bundle import BundleError, imported_suites, read_bundle
+from backend.bundle_export import export_bundle
+from backend.bundle_import import import_bundle
 from store.migrate import init_db
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from store.session import make_engine, make_sessionmaker

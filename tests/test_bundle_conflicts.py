@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from backend.bundle import export_bundle, import_bundle
+from backend.bundle_export import export_bundle
+from backend.bundle_import import import_bundle
 from backend.cli import main
 from store.migrate import init_db
 from store.models import ProbeResult, Run

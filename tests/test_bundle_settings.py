@@ -10,7 +10,8 @@ import zipfile
 
 from sqlalchemy import func, select
 
-from backend.bundle import export_bundle, import_bundle
+from backend.bundle_export import export_bundle
+from backend.bundle_import import import_bundle
 from science.records import MeasureSettingsRecord
 from store.migrate import init_db
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult

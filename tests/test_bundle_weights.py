@@ -8,7 +8,9 @@ import zipfile
 
 import pytest
 
-from backend.bundle import export_bundle, import_bundle, read_bundle
+from backend.bundle import read_bundle
+from backend.bundle_export import export_bundle
+from backend.bundle_import import import_bundle
 from store.migrate import init_db
 from store.models import Run
 from store.session import make_engine, make_sessionmaker

@@ -200,7 +200,7 @@ def test_aggregates_keep_controls_apart_and_read_profiles_against_them(control_e
 
 
 def test_suites_and_bundles_count_controls_apart(control_env, tmp_path):
-    from backend.bundle import export_bundle
+    from backend.bundle_export import export_bundle
     from backend.study_parts import progress
 
     env, _ = control_env

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from backend.bundle import import_bundle, read_bundle
+from backend.bundle import read_bundle
+from backend.bundle_import import import_bundle
 from backend.study_parts import preset_run_count
 from store.migrate import init_db
 from store.models import ProbeResult, Run

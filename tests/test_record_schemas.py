@@ -101,15 +101,15 @@ def test_the_api_serves_the_record_with_its_types_and_descriptions(record, table
 
 @pytest.mark.parametrize(("record", "table", "schema"), CASES, ids=IDS)
 def test_the_bundle_carries_every_field_of_the_record(record, table, schema) -> None:
-    from backend.bundle import _for_table, _row
+    from backend.bundle import for_table, table_row
 
     hints = typing.get_type_hints(record)
     sample = {"int": 1, "float": 0.5, "bool": True, "str": "x", "list": [0.5], "dict": {"a": 0.5}}
     values = {name: sample[base_type(tp).__name__] for name, tp in hints.items()}
     obj = table(id=7, run_id=3, settings_id=None, **values)
-    exported = _row(obj)
+    exported = table_row(obj)
     assert set(exported) == record_fields(record) | STORAGE_ONLY
-    imported = _for_table(table, exported)
+    imported = for_table(table, exported)
     assert set(imported) == record_fields(record) | STORAGE_ONLY - {"id"}
     assert record(**{k: imported[k] for k in record_fields(record)}) == values
 

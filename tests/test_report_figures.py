@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.bundle import export_bundle
+from backend.bundle_export import export_bundle
 from backend.report import build_report
 from store.migrate import init_db
 from store.session import make_engine, make_sessionmaker
@@ -69,7 +69,7 @@ def test_a_missing_chrome_is_named_as_such_not_as_a_missing_kaleido(monkeypatch,
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    from backend.report import CHROME_MISSING, write_pngs
+    from backend.report_figures import CHROME_MISSING, write_pngs
 
     def no_chrome(*args, **kw):  # kaleido's own words when it finds no browser
         raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n\nEither download and install Chrome")

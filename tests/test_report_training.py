@@ -4,7 +4,9 @@ and the descriptive paragraph beside a "not enough data" claim. Plain data in, t
 
 from __future__ import annotations
 
-from backend.report import _markdown, budget_lines, preset_of, trained_cells_paragraph
+from backend.report import _markdown
+from backend.report_claims import trained_cells_paragraph
+from backend.report_training import budget_lines, preset_of
 
 
 def _run(rid, task, family, seed, acc, *, seconds=75.0, stopped=False, max_seconds=75.0):
@@ -135,14 +137,14 @@ def test_each_note_of_a_partial_study_is_its_own_line():
 
 
 def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
-    from backend.report import trained_cells_paragraph
+    from backend.report_claims import trained_cells_paragraph
 
     assert "a Conv1D removal of every layer" in trained_cells_paragraph([], conv1d=True)[0]
     assert "a probe curve" in trained_cells_paragraph([])[0]
 
 
 def test_rebuilt_runs_show_what_they_recorded_next_to_what_the_rebuild_gave():
-    from backend.report import rebuilt_lines
+    from backend.report_training import rebuilt_lines
 
     rebuilt = {
         **_run(4, "dyck", "transformer", 0, 0.9905, seconds=300.0, stopped=True),
@@ -178,7 +180,7 @@ def test_the_header_names_the_command_as_it_was_given():
 
 
 def test_claims_read_against_controls_say_both_verdicts_and_fragility():
-    from backend.report import floor_lines
+    from backend.report_claims import floor_lines
 
     claim = {
         "id": 2,
@@ -199,7 +201,7 @@ def test_claims_read_against_controls_say_both_verdicts_and_fragility():
 
 
 def test_stop_reasons_and_cells_not_learned_are_listed():
-    from backend.report import stop_reason_lines
+    from backend.report_training import stop_reason_lines
 
     runs = [
         {**_run(i, "s3", "mamba", i, 0.6), "stop_reason": "plateau", "best_heldout_acc": 0.61, "best_step": 2000}

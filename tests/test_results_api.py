@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import layerscope.results as lr
-from backend.bundle import BundleError, export_bundle
+from backend.bundle import BundleError
+from backend.bundle_export import export_bundle
 from tests.conftest import seed_runs
 
 BUNDLE = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"

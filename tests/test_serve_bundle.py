@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from backend.bundle import export_bundle
+from backend.bundle_export import export_bundle
 from backend.cli import main
 from backend.serve_bundle import bundle_app
 from store.config import get_settings

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from backend.bundle import export_bundle, imported_suites
+from backend.bundle import imported_suites
+from backend.bundle_export import export_bundle
 from backend.cli import main
 from backend.cli.demo import demo_bundle
 from backend.report import AGREEMENT, build_report
@@ -102,7 +103,7 @@ def test_weights_travel_only_when_asked_and_load_after_import(smoke_bundle, tmp_
         assert not [n for n in z.namelist() if n.startswith("weights/")]
     env = local_env(f"sqlite:///{tmp_path / 'w.db'}", tmp_path / "store", device="cpu")
     with env.session_factory() as s:
-        from backend.bundle import import_bundle
+        from backend.bundle_import import import_bundle
 
         import_bundle(s, smoke_bundle.parent / "with-weights.zip", store_dir=env.store_dir)
         run_id = s.execute(select(Run.id).where(Run.checkpoint_id.is_not(None)).limit(1)).scalar_one()

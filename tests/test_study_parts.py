@@ -7,7 +7,8 @@ import zipfile
 from pathlib import Path
 
 from backend import study_parts as P
-from backend.bundle import export_bundle, import_bundle
+from backend.bundle_export import export_bundle
+from backend.bundle_import import import_bundle
 from store.migrate import init_db
 from store.models import Run
 from store.session import make_engine, make_sessionmaker

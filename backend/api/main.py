@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -127,6 +127,85 @@ async def _conflict(request: Request, exc: JobStateError) -> JSONResponse:
     return JSONResponse(status_code=409, content={"detail": str(exc)})
 
 
+DESCRIPTION = (
+    "Layerwise probes, interventions and activation patching of sequence models on "
+    "state-tracking tasks: runs, results, server-side aggregates over seeds, jobs, saved views, export.\n\n"
+    f"Every JSON body is refused with a 422 naming the field when it nests deeper than {MAX_JSON_DEPTH} "
+    "arrays/objects, holds a non-finite number (NaN, Infinity, 1e400), or a string that is not valid "
+    "Unicode or holds control characters; bodies over LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path."
+)
+ROUTERS = (
+    health.router,
+    meta.router,
+    runs.router,
+    aggregates.router,
+    jobs.router,
+    views.router,
+    export.router,
+    suites.router,
+    tasks.router,
+    weights.router,
+)  # each included under API_PREFIX
+
+
+def _lifespan(
+    settings: Settings, session_factory: sessionmaker[Session], queue: JobQueue, engine: Any, background: bool
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Start-up and shut-down: with ``background``, re-enqueue the queued jobs missing from the
+    queue and run the reaper until shut-down; dispose of ``engine`` (the app's own, else None)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if background:
+            # Restarting the API loses no queued job: re-enqueue the ones missing from the queue.
+            await run_in_threadpool(requeue_orphans, session_factory, queue)
+            task = asyncio.create_task(_reaper_loop(settings, session_factory, queue))
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if engine is not None:
+                engine.dispose()
+
+    return lifespan
+
+
+def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
+    """422 with JSON-safe details, 405 with every allowed method, 404 for unknown ids, 409 for a
+    job state that forbids the request, 503 / 507 for the database (``db_errors``)."""
+    app.add_exception_handler(RequestValidationError, _errors_handler(settings))
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(JobNotFound, _not_found)
+    app.add_exception_handler(JobStateError, _conflict)
+    # A corrupt file, a full disk, an unreachable server: 503 / 507 saying which (db_errors).
+    app.add_exception_handler(SQLAlchemyError, on_database_error)
+    app.add_exception_handler(OSError, on_database_error)
+
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Outermost last: CORS answers preflights; security headers on everything; the body limit
+    (every path, the mounted dashboard too) before the heavy-route limit and the JSON body
+    checks (/api)."""
+    app.add_middleware(JsonBodyChecks, prefix=API_PREFIX)
+    app.add_middleware(HeavyRouteLimit, limit=settings.limit_concurrency)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type"],
+            allow_credentials=False,
+            max_age=600,
+        )
+
+
 def create_app(
     settings: Settings | None = None,
     session_factory: sessionmaker[Session] | None = None,
@@ -149,36 +228,14 @@ def create_app(
         engine = make_engine(settings.resolved_db_url)
         session_factory = make_sessionmaker(engine)
     queue = queue or JobQueue.from_settings(settings)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = None
-        if background:
-            # Restarting the API loses no queued job: re-enqueue the ones missing from the queue.
-            await run_in_threadpool(requeue_orphans, session_factory, queue)
-            task = asyncio.create_task(_reaper_loop(settings, session_factory, queue))
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            if engine is not None:
-                engine.dispose()
-
     app = FastAPI(
         title="layerscope API",
         version=__version__,
-        description="Layerwise probes, interventions and activation patching of sequence models on "
-        "state-tracking tasks: runs, results, server-side aggregates over seeds, jobs, saved views, export.\n\n"
-        f"Every JSON body is refused with a 422 naming the field when it nests deeper than {MAX_JSON_DEPTH} "
-        "arrays/objects, holds a non-finite number (NaN, Infinity, 1e400), or a string that is not valid "
-        "Unicode or holds control characters; bodies over LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path.",
+        description=DESCRIPTION,
         docs_url=None,
         redoc_url=None,
         openapi_url=OPENAPI_URL,
-        lifespan=lifespan,
+        lifespan=_lifespan(settings, session_factory, queue, engine, background),
         dependencies=[SentTokenCheck],
         responses=UNAUTHORIZED,
     )
@@ -192,45 +249,10 @@ def create_app(
     from science.tasks import use_task_store
 
     use_task_store(settings.resolved_store_dir / "tasks")  # job params may name its file tasks
-    for router in (
-        health.router,
-        meta.router,
-        runs.router,
-        aggregates.router,
-        jobs.router,
-        views.router,
-        export.router,
-        suites.router,
-        tasks.router,
-        weights.router,
-    ):
+    for router in ROUTERS:
         app.include_router(router, prefix=API_PREFIX)
-
-    app.add_exception_handler(RequestValidationError, _errors_handler(settings))
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(NotFound, _not_found)
-    app.add_exception_handler(JobNotFound, _not_found)
-    app.add_exception_handler(JobStateError, _conflict)
-    # A corrupt file, a full disk, an unreachable server: 503 / 507 saying which (db_errors).
-    app.add_exception_handler(SQLAlchemyError, on_database_error)
-    app.add_exception_handler(OSError, on_database_error)
-
-    # Outermost last: CORS answers preflights; security headers on everything; the body limit
-    # (every path, the mounted dashboard too) before the heavy-route limit and the JSON body
-    # checks (/api).
-    app.add_middleware(JsonBodyChecks, prefix=API_PREFIX)
-    app.add_middleware(HeavyRouteLimit, limit=settings.limit_concurrency)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type"],
-            allow_credentials=False,
-            max_age=600,
-        )
+    _add_error_handlers(app, settings)
+    _add_middleware(app, settings)
     return app
 
 

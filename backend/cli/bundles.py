@@ -30,7 +30,7 @@ def export_cmd(
 ) -> None:
     """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
-    from backend.bundle import export_bundle
+    from backend.bundle_export import export_bundle
 
     if output.is_dir():
         raise C.CliError(
@@ -79,7 +79,7 @@ def import_cmd(
     """Load a results bundle into the results DB (SQLite or PostgreSQL). Rows already present
     are kept, not doubled: importing the same bundle twice changes nothing. Results of two
     trainings of one config are never mixed (--replace takes the bundle's)."""
-    from backend.bundle import import_bundle
+    from backend.bundle_import import import_bundle
 
     if not bundle.is_file():
         raise C.CliError(f"{bundle}: no such file")

@@ -141,7 +141,8 @@ def _serve_beside_worker(settings, factory, queue, device, executor, links: list
 def demo_bundle(factory, path: Path, store_dir: Path) -> tuple[str, str | None]:
     """Import the demo's study bundle once; a missing or empty file is reported, not fatal.
     Returns the line to print and the study's suite name (None when nothing is there)."""
-    from backend.bundle import BundleError, import_bundle
+    from backend.bundle import BundleError
+    from backend.bundle_import import import_bundle
 
     if not path.is_file() or path.stat().st_size == 0:
         return (

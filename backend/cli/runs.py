@@ -173,7 +173,7 @@ def suite_delete(
 ) -> None:
     """Delete a suite: every run in it, their result rows and checkpoints (one transaction). A
     bundle export is offered first (--export FILE writes one without asking)."""
-    from backend.bundle import export_bundle
+    from backend.bundle_export import export_bundle
     from backend.housekeeping import delete_runs, deletion_counts, suite_run_ids
 
     s_ = C.settings()

@@ -153,13 +153,58 @@ def _class_condition_ruled_out(spec: Mapping[str, Any], info: Mapping[str, Any],
     return out
 
 
+def _fragility(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``fragile`` (a cell's class flips within the stability margins) and the cells that do."""
+    fragile = [r for r in rows if r["stability"]["stable"] is False]
+    return {
+        "fragile": bool(fragile),
+        "fragile_cells": [
+            {
+                "family": r["family"],
+                "task": r["task"],
+                "profile_class": r["profile_class"],
+                "agree": r["stability"]["agree"],
+                "of": r["stability"]["of"],
+            }
+            for r in fragile
+        ],
+    }
+
+
+def _task_conditions(
+    info: Mapping[str, Any], rows: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per task read: the class condition, the statistic condition and the task's verdict
+    (:func:`_contrast_task_verdict`); and the tasks whose per-seed statistic is undefined (no test)."""
+    per_task: dict[str, dict[str, Any]] = {}
+    undefined = []
+    for t in info["usable_tasks"]:
+        tf = next((r for r in rows if r["task"] == t and r["family"] == TRANSFORMER), None)
+        others = [r for r in rows if r["task"] == t and r["family"] != TRANSFORMER]
+        share = sum(r["matches"] for r in others) / len(others) if others else 0.0
+        class_ok = bool(tf and tf["matches"] and share >= MATCH_FRACTION)
+        test = info.get("tests", {}).get(t)
+        if test is None:
+            undefined.append(t)
+            continue
+        stat_ok = test["p_holm"] < ALPHA
+        per_task[t] = {
+            "class_condition": class_ok,
+            "statistic_condition": stat_ok,
+            "verdict": _contrast_task_verdict(class_ok, stat_ok),
+        }
+    return per_task, undefined
+
+
 def _contrast_claim(
     cid: int, spec: Mapping[str, Any], info: Mapping[str, Any], data: Data, n_tests: int
 ) -> dict[str, Any]:
     """One contrast claim from its prepared cells and tests. ``why.case``: ``no data`` (no task
     with a stored cell), ``short`` (``numbers.cells_short_of_seeds``), ``undefined`` (the per-seed
     statistic undefined on ``why.tasks``) or ``evaluated`` (``why.tasks``: the tasks read, in
-    order; ``why.test``: the ``numbers`` key of their tests; ``why.expected_transformer``)."""
+    order; ``why.test``: the ``numbers`` key of their tests; ``why.expected_transformer``).
+    Supported when every task read supports it, contradicted when one contradicts it, else not
+    enough data."""
     tasks, expected, metric = spec["tasks"], spec["expected"], spec["metric"]
     numbers: dict[str, Any] = {
         "match_fraction_required": MATCH_FRACTION,
@@ -182,18 +227,7 @@ def _contrast_claim(
         return _finish(_claim(cid, NOT_ENOUGH, {**numbers, "cells": []}, {"case": "short"}), left)
     rows = [_cell_row(t, f, s, expected[f]) for (t, f), s in sorted(info["summaries"].items())]
     numbers["cells"] = rows
-    fragile = [r for r in rows if r["stability"]["stable"] is False]
-    numbers["fragile"] = bool(fragile)
-    numbers["fragile_cells"] = [
-        {
-            "family": r["family"],
-            "task": r["task"],
-            "profile_class": r["profile_class"],
-            "agree": r["stability"]["agree"],
-            "of": r["stability"]["of"],
-        }
-        for r in fragile
-    ]
+    numbers.update(_fragility(rows))
     numbers["class_condition_agreement"] = _class_condition_agreement(spec, info)
     without_controls = [c for c in rows if c["floor"] != "control"]
     if data.use_controls and without_controls:
@@ -205,23 +239,7 @@ def _contrast_claim(
     )
     numbers[key] = info.get("tests", {})
     numbers["holm_family_size"] = n_tests
-    per_task: dict[str, dict[str, Any]] = {}
-    undefined = []
-    for t in info["usable_tasks"]:
-        tf = next((r for r in rows if r["task"] == t and r["family"] == TRANSFORMER), None)
-        others = [r for r in rows if r["task"] == t and r["family"] != TRANSFORMER]
-        share = sum(r["matches"] for r in others) / len(others) if others else 0.0
-        class_ok = bool(tf and tf["matches"] and share >= MATCH_FRACTION)
-        test = info.get("tests", {}).get(t)
-        if test is None:
-            undefined.append(t)
-            continue
-        stat_ok = test["p_holm"] < ALPHA
-        per_task[t] = {
-            "class_condition": class_ok,
-            "statistic_condition": stat_ok,
-            "verdict": _contrast_task_verdict(class_ok, stat_ok),
-        }
+    per_task, undefined = _task_conditions(info, rows)
     if undefined:
         return _finish(_claim(cid, NOT_ENOUGH, numbers, {"case": "undefined", "tasks": undefined}), left)
     numbers["per_task"] = per_task

@@ -128,6 +128,62 @@ def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _check_run(params: Any, session) -> None:
+    """A job on a stored run (``params.run_id``) that could only fail is not queued: a 422 when
+    the run is unknown, has no weights, or cannot take the layers / eval lengths asked for."""
+    run_id = getattr(params, "run_id", None)
+    if run_id is None:
+        return
+    from worker.run_weights import missing_weights
+
+    run = session.get(Run, run_id)
+    # the checkpoint id only: a worker on another machine may hold the weights in its own store
+    why = f"run {run_id} not found" if run is None else missing_weights(run)
+    if why:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why, "input": run_id}]
+        )
+    if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
+        raise RequestValidationError(errors)
+
+
+def _check_one_run_per_seed(body: Any, factory) -> None:
+    """One run per seed per suite, for a suite and for a single run in one: a 422 naming the
+    conflict (or why the suite cannot be expanded)."""
+    from worker.presets import expand_suite
+    from worker.suite_settings import check_one_run_per_seed
+
+    params = body.params
+    loc = ("body", "params") if body.kind == "suite" else ("body", "params", "suite")
+    try:
+        jobs = expand_suite(params, local_files_only=True) if body.kind == "suite" else [params]
+        check_one_run_per_seed(jobs, factory)
+    except ValueError as exc:  # an unexpandable suite, or a SuiteSettingsConflict
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": loc,
+                    "msg": str(exc),
+                    "input": params.model_dump(mode="json") if body.kind == "suite" else getattr(params, "suite", None),
+                }
+            ]
+        ) from exc
+
+
+def _check_submission(body: Any, session, factory) -> None:
+    """What a job needs before it is stored, each a 422 naming the field: its run
+    (:func:`_check_run`), the transformers models it names that are read here, and one run per
+    seed per suite (a suite naming a hub model not cached here is checked by its runner, which
+    reads it from the hub)."""
+    _check_run(body.params, session)
+    errors, read_here = model_source_errors(body.params)  # the transformers models it names, read here only
+    if errors:
+        raise RequestValidationError(errors)
+    if body.kind == "train" or (body.kind == "suite" and read_here):
+        _check_one_run_per_seed(body, factory)
+
+
 @router.post(
     "",
     response_model=JobOut,
@@ -162,46 +218,7 @@ def create_job(
     if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body)) is not None:
         response.status_code = status.HTTP_200_OK
         return earlier
-    params = body.params
-    run_id = getattr(params, "run_id", None)
-    if run_id is not None:
-        from worker.run_weights import missing_weights
-
-        run = session.get(Run, run_id)  # a job that could only fail is not queued
-        # the checkpoint id only: a worker on another machine may hold the weights in its own store
-        why = f"run {run_id} not found" if run is None else missing_weights(run)
-        if why:
-            raise RequestValidationError(
-                [{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why, "input": run_id}]
-            )
-        if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
-            raise RequestValidationError(errors)
-    errors, read_here = model_source_errors(params)  # the transformers models it names, read here only
-    if errors:
-        raise RequestValidationError(errors)
-    # one run per seed per suite, for a suite and for a single run in one (a suite naming a hub
-    # model not cached here is checked by its runner, which reads it from the hub)
-    if body.kind == "train" or (body.kind == "suite" and read_here):
-        from worker.presets import expand_suite
-        from worker.suite_settings import check_one_run_per_seed
-
-        loc = ("body", "params") if body.kind == "suite" else ("body", "params", "suite")
-        try:
-            jobs = expand_suite(params, local_files_only=True) if body.kind == "suite" else [params]  # type: ignore[arg-type]
-            check_one_run_per_seed(jobs, factory)  # type: ignore[arg-type]
-        except ValueError as exc:  # an unexpandable suite, or a SuiteSettingsConflict
-            raise RequestValidationError(
-                [
-                    {
-                        "type": "value_error",
-                        "loc": loc,
-                        "msg": str(exc),
-                        "input": params.model_dump(mode="json")
-                        if body.kind == "suite"
-                        else getattr(params, "suite", None),
-                    }
-                ]
-            ) from exc
+    _check_submission(body, session, factory)
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
         # a person's job: taken before the queued jobs of background suites (the demo's)
@@ -209,7 +226,7 @@ def create_job(
             factory,
             queue,
             body.kind,
-            params,
+            body.params,
             max_attempts=body.max_attempts or settings.max_attempts,
             priority=J.PERSON_PRIORITY,
             idempotency_key=idempotency_key,

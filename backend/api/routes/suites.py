@@ -14,7 +14,8 @@ from backend import housekeeping, study_parts
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.queries import NotFound
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
-from backend.bundle import export_bundle, imported_manifest, imported_suites
+from backend.bundle import imported_manifest, imported_suites
+from backend.bundle_export import export_bundle
 from backend.measured import measured_run_ids
 from science.trained import is_trained
 from store.models import Run, SuiteNote

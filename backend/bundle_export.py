@@ -1,0 +1,250 @@
+"""Writing a results bundle (the format: ``backend.bundle``): a suite's rows of every table, its
+manifest with the provenance of the code that made and exported it, its layer profiles, and
+optionally the checkpoints, the probe weights / removed directions and the file tasks."""
+
+from __future__ import annotations
+
+import io
+import json
+import platform
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.bundle import (
+    FORMAT,
+    FORMAT_VERSION,
+    RESULT_TABLES,
+    imported_manifest,
+    jsonable,
+    suite_names,
+    table_row,
+)
+from layerscope_core.provenance import code_versions
+from store.models import MeasureSettings, Run
+
+__all__ = ["PROVENANCE_KEYS", "CARRIED_KEYS", "collect", "manifest_for", "with_provenance", "export_bundle"]
+
+
+def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
+    """A suite's rows per table (every column). Raises LookupError: no run in ``suite``."""
+    runs = list(session.execute(select(Run).where(Run.suite == suite).order_by(Run.id)).scalars())
+    if not runs:
+        known = ", ".join(suite_names(session)) or "none"
+        raise LookupError(f"suite {suite!r} has no runs (suites here: {known})")
+    ids = [r.id for r in runs]
+    tables: dict[str, list[dict[str, Any]]] = {"runs": [table_row(r) for r in runs]}
+    for model in RESULT_TABLES:
+        rows = session.execute(select(model).where(model.run_id.in_(ids)).order_by(model.id)).scalars()
+        tables[model.__tablename__] = [table_row(r) for r in rows]
+    settings_ids = sorted(
+        {
+            r["settings_id"]
+            for model in RESULT_TABLES
+            for r in tables[model.__tablename__]
+            if r.get("settings_id") is not None
+        }
+    )
+    settings = (
+        session.execute(
+            select(MeasureSettings).where(MeasureSettings.id.in_(settings_ids)).order_by(MeasureSettings.id)
+        ).scalars()
+        if settings_ids
+        else []
+    )
+    tables[MeasureSettings.__tablename__] = [table_row(r) for r in settings]
+    return tables
+
+
+def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
+    """The suite's layer profiles exactly as ``GET /api/profiles?suite=`` serves them."""
+    from backend.api.aggregate import profiles
+    from backend.api.queries import RunFilter
+
+    return profiles(session, RunFilter(suite=[suite]))
+
+
+def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool) -> dict[str, Any]:
+    """The manifest of a bundle of ``tables`` (the fields in ``backend.bundle``'s docstring), before provenance."""
+    runs = tables["runs"]
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "suite": suite,
+        "created_at": datetime.now(UTC).isoformat(),
+        **code_versions(),  # layerscope, git_commit, git_dirty, python, torch, transformers
+        "exported_on": platform.node() or None,
+        "devices": sorted({r.get("made_on") or "unknown" for r in runs}),
+        "wall_time_s": round(sum(float(r.get("train_seconds") or 0.0) for r in runs), 3),
+        # first and last run stored (UTC): the study's elapsed time, measurements and parallelism included
+        "made_between": [min(stamps), max(stamps)]
+        if (stamps := [r["created_at"] for r in runs if r.get("created_at")])
+        else None,
+        "runs": [
+            {
+                k: r.get(k)
+                for k in (
+                    "config_hash",
+                    "name",
+                    "family",
+                    "task",
+                    "seed",
+                    "status",
+                    "made_on",
+                    "train_seconds",
+                    "heldout_acc",
+                )
+            }
+            for r in runs
+        ],
+        "tables": {
+            name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []} for name, rows in tables.items()
+        },
+        "weights": weights,
+    }
+
+
+PROVENANCE_KEYS = (
+    "layerscope",
+    "git_commit",
+    "git_dirty",
+    "python",
+    "torch",
+    "transformers",
+    "exported_on",
+    "created_at",
+)
+CARRIED_KEYS = ("edits_after_export",)  # top-level keys of an imported manifest that a re-export keeps on top
+
+
+def with_provenance(
+    manifest: dict[str, Any],
+    imported: dict[str, Any] | None,
+    runs: list[dict[str, Any]] | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """The exporter's versions under ``exported_with``; for an imported suite, the versions of
+    the bundle its runs came from stay on top, with that manifest as ``imported_manifest``.
+    With the suite's run rows, ``parts`` says where each part of the study was made and, for a
+    preset suite, ``progress`` / ``partial`` how far it has come (backend/study_parts.py; the
+    imported ``partial`` block's reasons are kept and ``note`` is added to them). ``notes``: the
+    notes of every export of the suite, ``note`` last, kept after the study is complete."""
+    from backend import study_parts
+
+    out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
+    # every export's note, kept once the study is complete too (``partial`` goes then)
+    before = (imported or {}).get("partial") or {}  # a bundle made before ``notes``: its partial block's
+    notes = [
+        *((imported or {}).get("notes") or [*([before["why"]] if before.get("why") else []), *before.get("notes", [])]),
+        *([note] if note else []),
+    ]
+    if notes:
+        out["notes"] = notes
+    if imported:
+        for k in PROVENANCE_KEYS:
+            if k != "created_at" and k in imported:
+                out[k] = imported[k]
+        for k in CARRIED_KEYS:
+            if imported.get(k) is not None:
+                out[k] = imported[k]
+        out["imported_manifest"] = imported
+    if runs is None:  # no rows to count: keep what the imported bundle said
+        if imported and "partial" in imported:
+            out["partial"] = imported["partial"]
+        return out
+    out["parts"] = study_parts.parts(runs, manifest, imported)
+    now = study_parts.progress(
+        runs, study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs])
+    )
+    if now is not None:
+        out["progress"] = now
+    partial = study_parts.partial_block(now, imported, note)
+    if partial is not None:
+        out["partial"] = partial
+    return out
+
+
+def export_bundle(
+    session: Session,
+    suite: str,
+    out: Path | io.BytesIO,
+    *,
+    weights: bool = False,
+    store_dir: Path | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
+    ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
+
+    Raises:
+        LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``.
+    """
+    if weights and store_dir is None:
+        raise ValueError("weights=True needs the model store's directory")
+    tables = collect(session, suite)
+    checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
+    manifest = manifest_for(tables, suite, weights)
+    if weights:
+        missing = len(tables["runs"]) - len(checkpoints)
+        manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
+    manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("manifest.json", json.dumps(manifest, indent=2))
+        for name, rows in tables.items():
+            z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))
+        z.writestr(
+            "tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"), default=jsonable)
+        )
+        for ckpt, folder in checkpoints.items():
+            for f in sorted(folder.rglob("*")):
+                if f.is_file():
+                    z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
+        _write_learned_and_tasks(z, tables, store_dir)
+    return manifest
+
+
+def _write_learned_and_tasks(
+    z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None
+) -> None:
+    """The probe weights / removed directions the suite's rows name
+    (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
+    file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
+    import elsewhere reads the same data."""
+    from models_store.artifacts import ArtifactStore
+    from science.tasks import get_task
+    from science.tasks.file_task import FileTask
+
+    if store_dir is not None:
+        store = ArtifactStore(store_dir)
+        for aid in sorted({r["artifact_id"] for r in tables.get("result_weights", [])}):
+            if store.path(aid).is_file():
+                z.write(store.path(aid), f"artifacts/{aid}.safetensors")
+    names: dict[str, str] = {}
+    for r in tables["runs"]:
+        sha = (r.get("task_params") or {}).get("sha256")
+        if sha and r["task"] not in names:
+            try:
+                task = get_task(r["task"], sha256=sha)
+            except ValueError:  # the file task is not in this store (imported without it): nothing to carry
+                continue
+            if isinstance(task, FileTask):
+                names[r["task"]] = sha
+                z.writestr(f"tasks/{sha}.json", task.file.canonical_bytes())
+    if names:
+        z.writestr("tasks/names.json", json.dumps(names, sort_keys=True))
+
+
+def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> dict[str, Path]:
+    """checkpoint id → its folder in the model store, for the runs whose checkpoint is there
+    (with files in it)."""
+    out: dict[str, Path] = {}
+    for r in runs:
+        ckpt = r.get("checkpoint_id")
+        folder = Path(store_dir) / str(ckpt) if ckpt and store_dir is not None else None
+        if folder is not None and folder.is_dir() and any(f.is_file() for f in folder.rglob("*")):
+            out[str(ckpt)] = folder
+    return out

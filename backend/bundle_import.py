@@ -1,0 +1,269 @@
+"""Loading a results bundle into the results DB (the format: ``backend.bundle``) without
+duplicating rows already present, in one transaction; its checkpoints, probe weights / removed
+directions and file tasks into the model store."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from backend.bundle import (
+    ARTIFACT_NAME,
+    IMPORT_JOB_KIND,
+    RESULT_TABLES,
+    WEIGHT_NAME,
+    BundleError,
+    column_default,
+    for_table,
+    read_bundle,
+    unique_keys,
+)
+from store.models import Job, MeasureSettings, ResultWeights, Run
+
+__all__ = ["same_training", "import_bundle"]
+
+
+def _close(a: Any, b: Any) -> bool:
+    return a is None and b is None or (a is not None and b is not None and abs(float(a) - float(b)) < 1e-9)
+
+
+def same_training(run: Run, row: dict[str, Any]) -> bool:
+    """Whether a stored run and a bundle's run of the same config hash are the same model: the
+    same training record (steps, seconds, held-out accuracy). A run trained again or rebuilt
+    elsewhere (docs/SCIENCE.md#rebuilding-weights) is another model under the same hash."""
+    return (
+        run.steps == row.get("steps")
+        and _close(run.train_seconds, row.get("train_seconds"))
+        and _close(run.heldout_acc, row.get("heldout_acc"))
+    )
+
+
+def _conflict(stored: Run, row: dict[str, Any]) -> dict[str, Any]:
+    """A ``runs_conflicting`` entry: the stored run and the bundle's, side by side."""
+    return {
+        "name": stored.name,
+        "config_hash": stored.config_hash,
+        "stored": {"steps": stored.steps, "heldout_acc": stored.heldout_acc, "made_on": stored.made_on},
+        "bundle": {
+            "steps": row.get("steps"),
+            "heldout_acc": row.get("heldout_acc"),
+            "made_on": row.get("made_on"),
+        },
+    }
+
+
+class _RunImport:
+    """The bundle's runs against the stored ones (see :func:`import_bundle`): ``id_map`` (bundle
+    run id → id here) and the counts the import reports."""
+
+    def __init__(self) -> None:
+        self.id_map: dict[int, int] = {}
+        self.added = self.present = 0
+        self.replaced: list[int] = []
+        self.conflicting: list[dict[str, Any]] = []
+
+    def import_run(self, session: Session, row: dict[str, Any], checkpoint_id: str | None, replace: bool) -> None:
+        """One of the bundle's runs: present (the same model), left out (another model, no
+        ``replace``), replacing the stored one, or added; ``checkpoint_id``: its weights as the
+        store here will hold them (None: not loadable here for follow-up jobs)."""
+        fields = for_table(Run, row)
+        fields["checkpoint_id"] = checkpoint_id
+        stored = session.execute(select(Run).where(Run.config_hash == row["config_hash"])).scalar()
+        if stored is not None and same_training(stored, row):
+            if stored.checkpoint_id is None and fields["checkpoint_id"]:
+                stored.checkpoint_id = fields["checkpoint_id"]
+            self.id_map[row["id"]] = stored.id
+            self.present += 1
+        elif stored is not None and not replace:
+            self.conflicting.append(_conflict(stored, row))
+        elif stored is not None:  # replace: the stored model's results go, the bundle's run takes its row
+            for model in RESULT_TABLES:
+                session.execute(delete(model).where(model.run_id == stored.id))
+            for key, value in fields.items():
+                if key != "id":
+                    setattr(stored, key, value)
+            self.id_map[row["id"]] = stored.id
+            self.replaced.append(stored.id)
+        else:
+            run = Run(**fields)
+            session.add(run)
+            session.flush()
+            self.id_map[row["id"]] = run.id
+            self.added += 1
+
+
+def _import_results(
+    session: Session, tables: dict[str, list[dict[str, Any]]], id_map: dict[int, int], settings_map: dict[int, int]
+) -> dict[str, int]:
+    """The result rows of the imported runs whose unique key is not stored yet (no commit);
+    returns the rows added per table (``result_weights`` only where the bundle has some)."""
+    rows_added: dict[str, int] = {}
+    for model in RESULT_TABLES:
+        key = unique_keys(model)
+        rows = [r for r in tables[model.__tablename__] if r.get("run_id") in id_map]
+        target_ids = sorted({id_map[r["run_id"]] for r in rows})
+        have = set()
+        if target_ids:
+            cols = [getattr(model, k) for k in key]
+            have = {tuple(t) for t in session.execute(select(*cols).where(model.run_id.in_(target_ids)))}
+        new = []
+        for r in rows:
+            fields = for_table(
+                model, {**r, "run_id": id_map[r["run_id"]], "settings_id": settings_map.get(r.get("settings_id"))}
+            )
+            k = tuple(fields.get(c, column_default(model, c)) for c in key)
+            if k not in have:
+                have.add(k)
+                new.append(model(**fields))
+        session.add_all(new)
+        if model is not ResultWeights or rows:  # result_weights counted only where a bundle has them
+            rows_added[model.__tablename__] = len(new)
+    return rows_added
+
+
+def _import_job(manifest: dict[str, Any], source: str | None, added: int) -> Job:
+    """The finished ``import`` jobs row that records an import (the suite picker reads it; its
+    manifest is the provenance of a later re-export, ``imported_manifest``)."""
+    from worker.params import config_hash
+
+    return Job(
+        kind=IMPORT_JOB_KIND,
+        state="succeeded",
+        params={
+            "suite": manifest.get("suite"),
+            "source": source,
+            "manifest_created_at": manifest.get("created_at"),
+            "devices": manifest.get("devices"),
+            "git_commit": manifest.get("git_commit"),
+        },
+        config_hash=config_hash({k: manifest.get(k) for k in ("suite", "created_at", "git_commit")}),
+        message=f"imported {added} run(s) of suite {manifest.get('suite')!r}",
+        progress=1.0,
+        result={"manifest": manifest},  # provenance for a later re-export (imported_manifest)
+        finished_at=datetime.now(UTC),
+    )
+
+
+def _store_weights(weights: dict[str, bytes], store_dir: Path) -> None:
+    """The bundle's checkpoint files into the model store (a file already there is kept)."""
+    for name, blob in weights.items():
+        if not WEIGHT_NAME.fullmatch(name):  # only weights/<checkpoint id>/<file>: no path escapes
+            continue
+        target = Path(store_dir) / name.removeprefix("weights/")
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob)
+
+
+def import_bundle(
+    session: Session,
+    path: Path | io.BytesIO,
+    *,
+    store_dir: Path | None = None,
+    source: str | None = None,
+    replace: bool = False,
+) -> dict[str, Any]:
+    """Load a bundle into the results DB without duplicating rows already present; one
+    transaction. A run stored here with the same config hash but another training record (trained
+    again, or its weights rebuilt, here or where the bundle was made) is another model: its rows
+    are never mixed with the bundle's. It is kept, and the bundle's run and rows left out
+    (``runs_conflicting``), unless ``replace``: then its results are deleted and the bundle's run
+    and rows take its place (``runs_replaced``). A stored run that is the bundle's model but has
+    no weights gets the bundle's, when the bundle carries them.
+
+    Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
+    (one ``{name, config_hash, stored, bundle}`` per run left out), ``rows_added`` (per table),
+    ``settings_added``.
+
+    Raises:
+        BundleError: see :func:`backend.bundle.read_bundle`.
+    """
+    manifest, tables = read_bundle(path)
+    weights = manifest.pop("_weights")
+    learned = manifest.pop("_learned", {})
+    if store_dir is not None:  # content-addressed files first: a refused task name leaves the DB untouched
+        _store_learned_and_tasks(learned, Path(store_dir))
+
+    def checkpoint_here(row: dict[str, Any]) -> str | None:  # its weights are in the bundle and go to the store
+        ckpt = row.get("checkpoint_id")
+        return (
+            ckpt if ckpt and store_dir is not None and any(n.startswith(f"weights/{ckpt}/") for n in weights) else None
+        )
+
+    runs = _RunImport()
+    try:
+        for row in tables["runs"]:
+            runs.import_run(session, row, checkpoint_here(row), replace)
+        settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
+        rows_added = _import_results(session, tables, runs.id_map, settings_map)
+        if runs.added or runs.replaced or any(rows_added.values()):
+            session.add(_import_job(manifest, source, runs.added))
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    if store_dir is not None:
+        _store_weights(weights, Path(store_dir))
+    return {
+        "suite": manifest.get("suite"),
+        "runs_added": runs.added,
+        "runs_present": runs.present,
+        "runs_replaced": len(runs.replaced),
+        "runs_conflicting": runs.conflicting,
+        "rows_added": rows_added,
+        "settings_added": settings_added,
+    }
+
+
+def _store_learned_and_tasks(learned: dict[str, bytes], store_dir: Path) -> None:
+    """Put a bundle's artifacts and file tasks into the model store (checked against their hashes;
+    a task name already bound here to other data is refused, as ``layerscope task add`` does)."""
+    import hashlib
+
+    from models_store.artifacts import ArtifactStore
+    from science.tasks.file_task import TaskFile
+    from science.tasks.task_store import TaskStore
+
+    arts = ArtifactStore(store_dir)
+    for name, blob in learned.items():
+        m = ARTIFACT_NAME.fullmatch(name)
+        if m and hashlib.sha256(blob).hexdigest() == m.group(1) and not arts.path(m.group(1)).is_file():
+            arts.dir.mkdir(parents=True, exist_ok=True)
+            arts.path(m.group(1)).write_bytes(blob)
+    names = json.loads(learned["tasks/names.json"]) if "tasks/names.json" in learned else {}
+    tasks = TaskStore(store_dir / "tasks")
+    for task_name, sha in names.items():
+        blob = learned.get(f"tasks/{sha}.json")
+        if blob is None:
+            continue
+        file = TaskFile.from_json(json.loads(blob))
+        if file.digest != sha:
+            raise BundleError(f"the bundle's task {task_name!r} is damaged (its data hashes otherwise)")
+        tasks.add(file, task_name, source="bundle")
+
+
+def _import_settings(session: Session, rows: list[dict[str, Any]]) -> tuple[dict[int, int], int]:
+    """Get-or-create the bundle's ``measure_settings`` rows by ``config_hash`` (no commit);
+    returns (bundle id → id here, rows added)."""
+    out: dict[int, int] = {}
+    added = 0
+    for row in rows:
+        if row.get("id") is None or not row.get("config_hash"):
+            continue
+        existing = session.execute(
+            select(MeasureSettings.id).where(MeasureSettings.config_hash == row["config_hash"])
+        ).scalar()
+        if existing is None:
+            obj = MeasureSettings(**for_table(MeasureSettings, row))
+            session.add(obj)
+            session.flush()
+            existing = obj.id
+            added += 1
+        out[row["id"]] = existing
+    return out, added

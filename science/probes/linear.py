@@ -1,0 +1,222 @@
+"""The probe: multinomial logistic regression on standardised features (docs/SCIENCE.md#probes).
+
+The model and objective are scikit-learn's ``LogisticRegression(C=1.0)`` on
+``StandardScaler``-ed features, so accuracies agree with the reference to a fraction of a pp:
+
+    minimise  (1/N) Σ_i CE(W x̃_i + b, y_i)  +  (λ/2) ‖W‖²_F ,   λ = 1 / (C · N)
+
+where ``x̃ = (x − mean) / std`` (population std, ddof 0), ``W [C, D]``, ``b [C]`` unpenalised.
+
+**Noise floor.** A feature whose standard deviation is at most ``NOISE_RTOL`` (1e-5, about 100×
+float32's machine epsilon) times its scale — ``max(rms of the feature, median rms of the
+layer's features)`` — varies by rounding only and carries no signal: its standardised value is 0
+(``std = inf``), so the probe cannot read it. ``StandardScaler`` instead divides such a feature
+by its tiny std and blows rounding noise up to unit variance: after a full-rank removal
+(``pca_top_k`` with k = D) the states are constant to float32 noise, and a refit probe read the
+"variable" from that noise well above the majority rate. Exactly constant features behave as
+in ``StandardScaler`` (they are 0 after centring). This is exactly sklearn's
+``C Σ_i CE_i + ½‖W‖²`` divided by ``C·N`` (the scaled form sklearn 1.9 itself minimises:
+``l2_reg_strength = 1/(C·sw_sum)`` in ``sklearn/linear_model/_logistic.py``).
+With two classes sklearn fits one binomial vector ``w``; the two-row multinomial optimum has
+``W₁ = −W₀ = w/2`` and penalty ``‖w‖²/4``, so for a two-class problem we use ``λ = 2/(C·N)``
+and the minimisers coincide (``W₁ − W₀ = w``).
+
+The solver (full-batch L-BFGS in whitened coordinates) and its convergence test are
+:mod:`science.probes.solver`'s. Device-agnostic: everything runs where the input tensors are
+(CPU or CUDA).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from science.probes.solver import DEFAULT_TOL, HISTORY_SIZE, SolverResult, minimise, whitening
+
+NOISE_RTOL = 1e-5
+DEFAULT_C = 1.0
+DEFAULT_MAX_ITER = 500
+
+
+@dataclass
+class LinearProbe:
+    """A fitted multinomial logistic-regression probe.
+
+    Attributes:
+        W: ``[C, D]`` weights on standardised features (rows of absent classes are 0).
+        b: ``[C]`` intercepts (``-inf`` for classes absent from the training labels).
+        mean, std: ``[D]`` standardisation fitted on the training features.
+        n_classes: C.
+        classes_present: ``[C]`` bool, classes seen in the training labels.
+        converged: ``max|∇| ≤ tol`` reached (see :mod:`science.probes.solver`).
+        n_iter: L-BFGS iterations used; ``n_evals`` function evaluations.
+        grad_max: final ``max|∇|`` of the standardised objective.
+        C, tol, max_iter: the settings used.
+    """
+
+    W: Tensor
+    b: Tensor
+    mean: Tensor
+    std: Tensor
+    n_classes: int
+    classes_present: Tensor
+    converged: bool
+    n_iter: int
+    n_evals: int = 0
+    grad_max: float = 0.0
+    C: float = DEFAULT_C
+    tol: float = DEFAULT_TOL
+    max_iter: int = DEFAULT_MAX_ITER
+
+    def logits(self, X: Tensor) -> Tensor:
+        """``X [..., D]`` (raw features) → logits ``[..., C]`` (float32 or X's float dtype)."""
+        dt = X.dtype if X.is_floating_point() else torch.float32
+        Xs = (X.to(dt) - self.mean.to(X.device, dt)) / self.std.to(X.device, dt)
+        return Xs @ self.W.to(X.device, dt).T + self.b.to(X.device, dt)
+
+    def predict(self, X: Tensor) -> Tensor:
+        """``X [..., D]`` → predicted class ``[...]`` (long)."""
+        return self.logits(X).argmax(-1)
+
+    def accuracy(self, X: Tensor, y: Tensor) -> float:
+        """Fraction (0..1) of ``y [...]`` predicted correctly from ``X [..., D]``."""
+        y = y.to(X.device)
+        return float((self.predict(X) == y).double().mean())
+
+    def class_directions(self) -> Tensor:
+        """The weight rows mapped back to raw (unstandardised) feature space, ``[C, D]``.
+
+        ``logits = W (x − mean)/std + b = (W / std) x + const``, so row c is ``W[c] / std``:
+        the direction in raw space along which class c's logit grows.
+        """
+        return self.W / self.std
+
+    def raw_intercept(self) -> Tensor:
+        """``[C]`` intercept in raw space: ``b − (W/std) · mean``."""
+        return self.b - self.class_directions() @ self.mean
+
+    def to(self, device: torch.device | str) -> LinearProbe:
+        """A copy with every tensor on ``device``."""
+        kw = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for k in ("W", "b", "mean", "std", "classes_present"):
+            kw[k] = kw[k].to(device)
+        return LinearProbe(**kw)
+
+
+def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
+    if X.ndim != 2:
+        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
+    y = y.reshape(-1).to(X.device).long()
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+    if X.shape[0] == 0:
+        raise ValueError("cannot fit a probe on 0 samples")
+    if n_classes < 1:
+        raise ValueError(f"n_classes must be ≥ 1, got {n_classes}")
+    if int(y.min()) < 0 or int(y.max()) >= n_classes:
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
+    if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
+        X = X.float()  # half-precision sums over N tokens are too coarse for the gradient test
+    return X, y
+
+
+@dataclass
+class _Standardised:
+    """The features standardised as ``StandardScaler`` does (ddof 0), with the noise floor."""
+
+    mean: Tensor  # [D] float64
+    std: Tensor  # [D] float64; inf where the feature varies by rounding only
+    cov: Tensor  # [D, D] float64 covariance of the centred raw features
+    X: Tensor  # [N, D] standardised features, in the input's dtype
+
+
+def _standardise(X: Tensor) -> _Standardised:
+    """``X [N, D]`` standardised; a feature whose std is at most ``NOISE_RTOL`` × its scale gets
+    ``std = inf`` (standardised value 0; module docstring)."""
+    dt = X.dtype
+    N = X.shape[0]
+    mean64 = X.mean(0, dtype=torch.float64)
+    Xc = X - mean64.to(dt)
+    cov = (Xc.T @ Xc).double() / N  # [D, D]
+    var = cov.diagonal().clamp_min(0.0)
+    std = var.sqrt()
+    rms = (var + mean64 * mean64).sqrt()  # [D] raw root-mean-square of each feature
+    scale = torch.maximum(rms, rms.median())
+    std64 = torch.where(std > NOISE_RTOL * scale, std, torch.full_like(std, math.inf))
+    return _Standardised(mean=mean64, std=std64, cov=cov, X=Xc / std64.to(dt))
+
+
+def fit_probe(
+    X: Tensor,
+    y: Tensor,
+    n_classes: int,
+    *,
+    C: float = DEFAULT_C,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = DEFAULT_MAX_ITER,
+    history_size: int = HISTORY_SIZE,
+    precondition: bool = True,
+) -> LinearProbe:
+    """Fit a multinomial logistic-regression probe on standardised ``X``.
+
+    Args:
+        X: ``[N, D]`` raw features (float32/64; half precision and integers are cast to float32).
+        y: ``[N]`` labels in ``0..n_classes-1``.
+        n_classes: C; classes absent from ``y`` get a zero weight row and ``b = -inf``.
+        C: inverse L2 strength, sklearn's meaning (``λ = 1/(C·N)``, doubled for 2 classes).
+        tol: convergence tolerance on ``max|∇|`` (sklearn's lbfgs ``gtol``).
+        max_iter: L-BFGS iteration budget.
+        history_size: L-BFGS memory (sklearn/scipy default 10).
+        precondition: optimise in whitened coordinates (default; :mod:`science.probes.solver`).
+            ``False`` runs plain L-BFGS on the standardised problem (for comparison).
+
+    Returns:
+        A :class:`LinearProbe`; check ``.converged`` (never silently unconverged).
+
+    Raises:
+        ValueError: on shape mismatch, empty data, labels outside ``0..n_classes-1``.
+    """
+    X, y = _check_xy(X, y, n_classes)
+    if C <= 0:
+        raise ValueError(f"C must be > 0, got {C}")
+    if max_iter < 0:
+        raise ValueError(f"max_iter must be ≥ 0, got {max_iter}")
+    dev, dt = X.device, X.dtype
+    N, D = X.shape
+    st = _standardise(X)
+    counts = torch.bincount(y, minlength=n_classes)
+    present = counts > 0
+    cls = present.nonzero().flatten()  # [K]
+    K = int(cls.numel())
+    W_full = torch.zeros(n_classes, D, dtype=torch.float64, device=dev)
+    b_full = torch.full((n_classes,), -math.inf, dtype=torch.float64, device=dev)
+    if K == 1:  # one class seen: the probe predicts it; nothing to optimise
+        fit = SolverResult(
+            W=torch.zeros(1, D, dtype=torch.float64, device=dev), b=torch.zeros(1, dtype=torch.float64, device=dev)
+        )
+    else:
+        remap = torch.full((n_classes,), -1, dtype=torch.long, device=dev)
+        remap[cls] = torch.arange(K, device=dev)
+        lam = (2.0 if K == 2 else 1.0) / (C * N)
+        M = whitening(st.cov, st.std, lam) if precondition else torch.eye(D, dtype=torch.float64, device=dev)
+        fit = minimise(st.X, remap[y], counts[cls], lam, M, tol=tol, max_iter=max_iter, history_size=history_size)
+    W_full[cls] = fit.W
+    b_full[cls] = fit.b
+    return LinearProbe(
+        W=W_full.to(dt),
+        b=b_full.to(dt),
+        mean=st.mean.to(dt),
+        std=st.std.to(dt),
+        n_classes=n_classes,
+        classes_present=present,
+        converged=fit.converged,
+        n_iter=fit.n_iter,
+        n_evals=fit.n_evals,
+        grad_max=fit.grad_max,
+        C=C,
+        tol=tol,
+        max_iter=max_iter,
+    )

@@ -1,0 +1,175 @@
+"""The probe's solver: full-batch L-BFGS on the standardised objective of
+:mod:`science.probes.linear`, in whitened coordinates (docs/SCIENCE.md#probes).
+
+Solver: ``torch.optim.LBFGS`` with a strong-Wolfe line search (Nocedal & Wright 2006,
+*Numerical Optimization*, Alg. 7.4–7.5 and 3.5–3.6) in **whitened coordinates**: a change of variables
+``W = W_z · Λ_e^{-1/2} Vᵀ`` with ``V Λ Vᵀ`` the covariance of the standardised features and
+``Λ_e = max(Λ, λ, 1e-10·Λ_max)`` (a floor at the penalty strength keeps the map invertible). This is
+preconditioning only: the objective, its unique minimiser and the convergence test are those
+of the standardised problem. Correlated residual-stream features make the standardised
+problem ill-conditioned (sklearn's lbfgs hits ``max_iter`` on such states); in whitened
+coordinates the curvature is within a small factor of the identity and L-BFGS needs tens of
+iterations. The large matrix products run in the features' dtype (float32 by default); the
+loss, the softmax and the optimiser's state are float64.
+
+Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
+standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
+checked on a final evaluation at the returned parameters. A probe that stops at ``max_iter``
+reports ``converged=False`` with its ``n_iter`` and ``grad_max``; nothing is silent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+DEFAULT_TOL = 1e-4
+HISTORY_SIZE = 10
+
+# (loss, gradient in W [K, D], gradient in b [K], W [K, D]) of the standardised objective at θ
+Objective = Callable[[Tensor], tuple[Tensor, Tensor, Tensor, Tensor]]
+
+
+@dataclass
+class SolverResult:
+    """The minimiser over the K classes present: ``W [K, D]`` and ``b [K]`` (float64, standardised
+    coordinates), whether ``max|∇| ≤ tol`` was reached, the L-BFGS iterations and function
+    evaluations used, and the final ``max|∇|``. The defaults describe a problem with nothing to
+    optimise (one class)."""
+
+    W: Tensor
+    b: Tensor
+    converged: bool = True
+    n_iter: int = 0
+    n_evals: int = 0
+    grad_max: float = 0.0
+
+
+class _Converged(Exception):
+    """Raised by the closure at the first evaluated point that meets the criterion."""
+
+
+def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
+    """The preconditioner ``M = Λ_e^{-1/2} Vᵀ`` ``[D, D]`` (float64; ``W = W_z @ M``) from the
+    raw covariance ``cov [D, D]`` and the standardisation ``std [D]`` (inf: a feature at the noise
+    floor), with the eigenvalues of the standardised covariance floored at ``lam`` (and at
+    ``1e-10`` × the largest)."""
+    corr = torch.nan_to_num(cov / torch.outer(std, std), nan=0.0)
+    evals, evecs = torch.linalg.eigh(corr)
+    floor = max(lam, 1e-10 * float(evals.max().clamp_min(1e-30)))
+    lam_e = evals.clamp_min(floor)
+    return (evecs * lam_e.rsqrt()).T  # [D, D]: W = W_z @ M
+
+
+def _objective(Xs: Tensor, Y: Tensor, M: Tensor, lam: float) -> Objective:
+    """The standardised objective and its gradient at ``θ = [vec(W_z), b]`` (module docstring):
+    ``Xs [N, D]`` standardised features, ``Y [N, K]`` one-hot targets (float64)."""
+    N, D = Xs.shape
+    K = Y.shape[1]
+    dt = Xs.dtype
+
+    def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        Wz = th[: K * D].view(K, D)
+        b = th[K * D :]
+        W = Wz @ M  # [K, D] float64
+        logits = (Xs @ W.to(dt).T).double().add_(b)  # [N, K]
+        lse = torch.logsumexp(logits, 1, keepdim=True)  # [N, 1]
+        logits.sub_(lse)  # log-probabilities
+        loss = -(logits * Y).sum() / N + 0.5 * lam * (W * W).sum()
+        R = logits.exp_().sub_(Y).div_(N)  # residuals P − Y, scaled: [N, K]
+        g_std = (R.to(dt).T @ Xs).double() + lam * W  # [K, D]
+        g_b = R.sum(0)
+        return loss, g_std, g_b, W
+
+    return evaluate
+
+
+def _run_lbfgs(
+    theta: Tensor, closure: Callable[[], Tensor], max_iter: int, history_size: int
+) -> tuple[bool, torch.optim.LBFGS]:
+    """Step L-BFGS on ``theta`` until the closure raises :class:`_Converged` (→ True), the
+    iteration budget is spent, or torch's stall test (``tolerance_change``) has ended a step
+    early twice (→ False); also returns the optimiser (its state counts the iterations).
+
+    Stopping: torch's gradient test is off (tolerance_grad=0; it would test the whitened
+    gradient, not the standardised one). The closure raises _Converged at the first
+    evaluated point — an iterate or a line-search trial point, where LBFGS leaves the
+    parameters when the closure raises — whose standardised gradient meets the criterion.
+    torch's stall tests (tolerance_change) end a step() early; one restart is tried.
+    """
+    opt = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=max(max_iter, 1),
+        history_size=history_size,
+        tolerance_grad=0.0,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
+    )
+    early_stops = 0
+    try:
+        closure()
+        while True:
+            done = int(opt.state[theta].get("n_iter", 0))
+            if done >= max_iter or early_stops >= 2:
+                break
+            group = opt.param_groups[0]
+            group["max_iter"] = max_iter - done
+            group["max_eval"] = int((max_iter - done) * 1.25) + 25
+            opt.step(closure)
+            ran = int(opt.state[theta].get("n_iter", 0)) - done
+            early_stops = early_stops + 1 if ran < max_iter - done else early_stops
+    except _Converged:
+        return True, opt
+    return False, opt
+
+
+def minimise(
+    Xs: Tensor, y: Tensor, counts: Tensor, lam: float, M: Tensor, *, tol: float, max_iter: int, history_size: int
+) -> SolverResult:
+    """Minimise the standardised objective over K ≥ 2 classes.
+
+    Args:
+        Xs: ``[N, D]`` standardised features (float32/64).
+        y: ``[N]`` labels in ``0..K-1``; ``counts``: ``[K]`` how often each occurs (the intercepts
+            start at the centred log prior).
+        lam: the L2 strength λ.
+        M: ``[D, D]`` float64 preconditioner (:func:`whitening`, or the identity).
+        tol, max_iter, history_size: as :func:`science.probes.fit_probe`.
+    """
+    dev = Xs.device
+    N, D = Xs.shape
+    K = int(counts.numel())
+    MT = M.T.contiguous()
+    prior = counts.double() / N
+    theta = torch.zeros(K * D + K, dtype=torch.float64, device=dev)
+    theta[K * D :] = prior.log() - prior.log().mean()
+    theta.requires_grad_(True)
+    Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
+    Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
+    evaluate = _objective(Xs, Y, M, lam)
+    last: dict[str, float] = {}
+    # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
+    # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.
+    F = 1.0 / tol if tol > 0 else 1e8
+
+    def closure() -> Tensor:
+        with torch.no_grad():
+            loss, g_std, g_b, _ = evaluate(theta)
+            theta.grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
+            last["gmax"] = max(float(g_std.abs().max()), float(g_b.abs().max()))
+            last["evals"] = last.get("evals", 0) + 1
+        if last["gmax"] <= tol:
+            raise _Converged
+        return loss * F
+
+    converged, opt = _run_lbfgs(theta, closure, max_iter, history_size)
+    n_iter = int(opt.state[theta].get("n_iter", 0)) if opt.state else 0
+    with torch.no_grad():
+        th = theta.detach()
+        W = th[: K * D].view(K, D) @ M
+        b = th[K * D :]
+    return SolverResult(W, b, converged, n_iter, int(last["evals"]), last["gmax"])
