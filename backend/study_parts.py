@@ -1,5 +1,5 @@
 """How far a preset study has come, and which part of it was made where (the bundle manifest's
-``progress``, ``partial`` and ``parts`` blocks; backend/bundle.py writes them).
+``progress``, ``partial`` and ``parts`` blocks; backend/bundle_export.py writes them).
 
 A study made in parts — one GPU lease, then resumed on a CPU, then on another machine — is one
 suite whose runs come from several places and several commits. Each export says:
