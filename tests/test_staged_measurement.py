@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from layerscope_core.registry import MEASURE_PARTS
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.params import MeasurePart, SuiteParams, TrainParams
-from worker.pipeline import measured_parts, stored_state
 from worker.presets import expand_suite
+from worker.stored_runs import measured_parts, stored_state
 
 
 def test_the_part_names_are_one_list():

@@ -9,7 +9,6 @@ a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from layerscope_core.provenance import code_versions
 from models_store import ModelConfig, build_model
 from science.context import JobContext, SilentContext
 from science.tasks import FileTask, get_task
-from science.training import behaviour, recorded_step_budget, step_budget, train_model, untrained_result
+from science.training import behaviour, train_model, untrained_result
 from store.models import Run
 from store.session import session_scope
 from worker import persist
@@ -44,6 +43,7 @@ from worker.params import (
 )
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
+from worker.stored_runs import Rebuild, measured_parts, rebuild_of, stored_parts, stored_state
 from worker.suite_settings import check_one_run_per_seed
 
 
@@ -109,103 +109,6 @@ def _build(params: TrainParams, task) -> torch.nn.Module:
         learned_positions=params.learned_positions,
     )
     return build_model(cfg)
-
-
-def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
-    """Where this run stands in the results DB: ``(run_id, state)`` with state ``"new"`` (no run
-    with this config hash), ``"complete"`` (trained and measured with these measurement settings
-    — for a staged suite, :attr:`TrainParams.parts`: those parts stored; train-only runs: trained),
-    ``"trained"`` (trained, measurements missing or made with other settings; its checkpoint can be
-    measured without training again) or ``"weightless"`` (stored and still to be measured — or
-    complete, when ``params.rebuild_weights`` — but its weights are not here: imported from a
-    bundle without them; they are rebuilt within its recorded step budget, :func:`rebuild_of`)."""
-    from sqlalchemy import select
-
-    with session_scope(env.session_factory) as s:
-        run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()
-        if run is None:
-            return None, "new"
-        weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
-        if params.measure is None:
-            complete = run.status in ("trained", "complete")
-        else:
-            done = stored_parts(s, run.id, params.measure.config_hash())
-            # a whole suite asks for the run's status (set with its last part); a staged one
-            # for the parts it measures (the run stays "trained" until every part is stored)
-            staged = params.parts is not None and not params.control
-            complete = "probes" in done and (
-                run.status == "complete" or (staged and set(measured_parts(params)) <= done)
-            )
-        if complete and (weights or not params.rebuild_weights):
-            return run.id, "complete"
-        if params.measure is None and run.status not in ("trained", "complete"):
-            return run.id, "new"
-        return run.id, "trained" if weights else "weightless"
-
-
-def stored_parts(session, run_id: int, measure_hash: str) -> set[str]:
-    """The measurement parts (of :data:`~worker.measuring.PARTS`) stored for ``run_id`` with the
-    measurement settings hashed ``measure_hash``: a part counts once one of its rows is there
-    (each part is written in one transaction, so one row means the whole part)."""
-    from sqlalchemy import select
-
-    from store.models import InterventionResult, PatchingResult, ProbeResult
-
-    tables = {"probes": ProbeResult, "interventions": InterventionResult, "patching": PatchingResult}
-    return {
-        part
-        for part, table in tables.items()
-        if session.execute(
-            select(table.id).where(table.run_id == run_id, table.config_hash == measure_hash).limit(1)
-        ).first()
-        is not None
-    }
-
-
-@dataclass(frozen=True)
-class Rebuild:
-    """A stored run whose weights are trained again with its own config, the wall-clock cap
-    replaced by the step budget that cap gave on the machine that made the run (``steps``), so the
-    same seed, data stream, schedule and early stop give the run it recorded whatever this
-    machine's speed (docs/SCIENCE.md#rebuilding-weights). ``of`` is what the run recorded before
-    (``made_on``, ``git_commit``, ``steps``, ``train_seconds``, ``heldout_acc``, ``stopped_early``),
-    kept in the rebuilt run's ``made_with["rebuilt_from"]``."""
-
-    steps: int
-    of: dict[str, Any]
-
-
-def rebuild_of(run_id: int, env: WorkerEnv) -> Rebuild:
-    """The :class:`Rebuild` of stored run ``run_id``: from its recorded training, or, for a run
-    rebuilt before, from what it recorded first (a rebuild's own seconds were not under the cap)."""
-    with session_scope(env.session_factory) as s:
-        run = s.get(Run, run_id)
-        assert run is not None
-        first = (run.made_with or {}).get("rebuilt_from")
-        cfg = run.train_config or {}
-        if first:
-            budget = recorded_step_budget(first, cfg)
-            return Rebuild(steps=budget, of={**first, "step_budget": budget})
-        budget = step_budget(
-            run.steps,
-            run.train_seconds,
-            run.stopped_early,
-            int(cfg.get("max_steps") or run.steps),
-            cfg.get("max_seconds"),
-        )
-        return Rebuild(
-            steps=budget,
-            of={
-                "made_on": run.made_on,
-                "made_with": run.made_with,
-                "git_commit": (run.made_with or {}).get("git_commit"),
-                "steps": run.steps,
-                "train_seconds": run.train_seconds,
-                "heldout_acc": run.heldout_acc,
-                "stopped_early": run.stopped_early,
-                "step_budget": budget,
-            },
-        )
 
 
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
@@ -397,15 +300,6 @@ def training_checkpoint(params: TrainParams, env: WorkerEnv) -> Path:
     """Where run ``params`` keeps its mid-run training state (docs/SCIENCE.md#resuming-training):
     ``<store>/training/<run hash>.pt``, so the same run started again by any worker resumes it."""
     return Path(env.store_dir) / "training" / f"{params.run_hash()}.pt"
-
-
-def measured_parts(params: TrainParams) -> tuple[str, ...]:
-    """What a suite run measures: a random-init control only the probes (docs/SCIENCE.md#controls),
-    every other run probes, interventions and patching — or the ``params.parts`` of them asked for
-    now (a staged suite, docs/SCIENCE.md#staged-measurement), in that order."""
-    if params.control:
-        return ("probes",)
-    return tuple(p for p in PARTS if params.parts is None or p in params.parts)
 
 
 def run_measurements(

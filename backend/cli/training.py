@@ -197,7 +197,8 @@ def suite(
 
 def _count_stored(jobs: list, settings, factory) -> int:
     """How many of a suite's runs are already stored complete (those a resumed suite skips)."""
-    from worker.pipeline import WorkerEnv, stored_state
+    from worker.env import WorkerEnv
+    from worker.stored_runs import stored_state
 
     env = WorkerEnv(factory, settings.resolved_store_dir)
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
