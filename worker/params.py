@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -264,6 +265,17 @@ class TrainParams(_Params):
         description="'init': the random-init control of this run — the same architecture and seed, not "
         "trained, measured with the probes only (docs/SCIENCE.md#controls)",
     )
+
+    @field_validator("task_params", mode="after")
+    @classmethod
+    def _task_builds(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """The task must build with these parameters (names, types, bounds): a 422 at
+        ``task_params``, checked before anything is stored or queued."""
+        if "task" in info.data:  # absent when the task name itself failed validation
+            from science.tasks import get_task
+
+            get_task(info.data["task"], **v)
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> TrainParams:

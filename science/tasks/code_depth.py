@@ -38,7 +38,16 @@ import torch
 from .base import Task, TaskData, early_positions
 from .code_corpus import STDLIB, Corpus, check_corpus_spec, load_corpus
 from .code_lexer import CLOSE_BRACKETS, DEDENT, INDENT, NEWLINE, OPEN_BRACKETS, SPECIAL_KEYS, UNK
-from .params import check_choice, check_fraction, check_generate_args, check_int, merge_params
+from .params import (
+    MAX_CLASSES,
+    MAX_FILES,
+    MAX_VOCAB,
+    check_choice,
+    check_fraction,
+    check_generate_args,
+    check_int,
+    merge_params,
+)
 
 VARIANTS = ("bracket", "indent")
 _CORRUPTION_STREAM = 0xC0DE
@@ -91,14 +100,14 @@ class CodeDepthTask(Task):
                 "skip_tests": True,
             },
         )
-        self.m = check_int(self.name, "m", p["m"], 1)
+        self.m = check_int(self.name, "m", p["m"], 1, MAX_CLASSES - 1)
         self.variant = check_choice(self.name, "variant", p["variant"], VARIANTS)
-        self.vocab_size = check_int(self.name, "vocab_size", p["vocab_size"], len(SPECIAL_KEYS))
+        self.vocab_size = check_int(self.name, "vocab_size", p["vocab_size"], len(SPECIAL_KEYS), MAX_VOCAB)
         if not isinstance(p["corpus"], (str, os.PathLike)):
             raise ValueError(f"code_depth: parameter 'corpus' must be 'stdlib' or a path, got {p['corpus']!r}")
         corpus = os.fspath(p["corpus"])
         check_corpus_spec(corpus)
-        max_files = None if p["max_files"] is None else check_int(self.name, "max_files", p["max_files"], 1)
+        max_files = None if p["max_files"] is None else check_int(self.name, "max_files", p["max_files"], 1, MAX_FILES)
         test_fraction = check_fraction(self.name, "test_fraction", p["test_fraction"])
         if not isinstance(p["skip_tests"], bool):
             raise ValueError(f"code_depth: parameter 'skip_tests' must be a bool, got {p['skip_tests']!r}")

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .base import Task, TaskData, early_positions
-from .params import check_choice, check_generate_args, check_int, merge_params
+from .params import MAX_CLASSES, MAX_VOCAB, check_choice, check_generate_args, check_int, merge_params
 
 TARGETS = ("top", "depth")
 _CORRUPTION_STREAM = 0xD1_C4
@@ -115,7 +115,7 @@ def simulate(tokens: np.ndarray, k: int, m: int) -> tuple[np.ndarray, np.ndarray
 class DyckTask(Task):
     """Dyck-k with depth bound m.
 
-    Parameters: ``k`` (types, default 2, >= 1), ``m`` (depth bound, default 10, >= 1),
+    Parameters: ``k`` (types, default 2, 1..1023), ``m`` (depth bound, default 10, 1..1023),
     ``target`` (``"top"`` default, or ``"depth"``).
     Classes: target top → ``("type0", ..., "type{k-1}", "empty")``; depth → ``("0", ..., "m")``.
     """
@@ -124,8 +124,8 @@ class DyckTask(Task):
 
     def __init__(self, **params) -> None:
         p = merge_params(self.name, params, {"k": 2, "m": 10, "target": "top"})
-        self.k = check_int(self.name, "k", p["k"], 1)
-        self.m = check_int(self.name, "m", p["m"], 1)
+        self.k = check_int(self.name, "k", p["k"], 1, min(MAX_VOCAB // 2, MAX_CLASSES - 1))
+        self.m = check_int(self.name, "m", p["m"], 1, MAX_CLASSES - 1)
         self.target = check_choice(self.name, "target", p["target"], TARGETS)
         self.params = {"k": self.k, "m": self.m, "target": self.target}
         self.vocab_size = 2 * self.k

@@ -11,15 +11,24 @@ from typing import Any
 
 SPLITS = ("train", "test")
 
+# Upper bounds of the built-in tasks' size parameters. A label set or alphabet past these is no
+# state-tracking task a layerwise probe can read, and the unbounded values made the process that
+# checks a job (the API's) build a billion class names before the worker ever saw it.
+MAX_CLASSES = 1024  # labels per position (Dyck's depth bound m, code_depth's m)
+MAX_VOCAB = 65_536  # token ids (Dyck's 2k, code_depth's vocab_size)
+MAX_FILES = 1_000_000  # code_depth corpus files
 
-def check_int(task: str, name: str, value: Any, minimum: int) -> int:
-    """Return ``value`` if it is an int (not a bool) ``>= minimum``.
+
+def check_int(task: str, name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) ``>= minimum`` (and ``<= maximum`` if given).
 
     Raises:
         ValueError: naming ``task`` and ``name`` otherwise.
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{task}: parameter {name!r} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{task}: parameter {name!r} must be an integer <= {maximum}, got {value!r}")
     return int(value)
 
 
