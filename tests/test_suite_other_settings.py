@@ -102,3 +102,42 @@ def test_a_run_stored_in_another_suite_is_not_moved_out_of_it(env):
         from store.models import Run
 
         assert {r.suite for r in s.query(Run)} == {"smoke"}
+
+
+def test_a_new_seed_with_other_settings_is_refused_and_with_the_same_accepted(env):
+    """The fresh user's case: a suite holding seed 0 at the preset's budget took seed 6 at
+    --max-steps 2, and /api/curves pooled the two recipes. A new seed joins a cell only trained as
+    the cell's other seeds were (docs/SCIENCE.md#suites)."""
+    _store(env, expand_suite(SuiteParams(**CELL, seeds=[0])))
+    other = expand_suite(SuiteParams(**CELL, seeds=[6], max_steps=2))
+    (group,) = stored_with_other_settings(other, env.session_factory)
+    assert group["count"] == len(other) and ("max_steps", expand_suite(SuiteParams(**CELL))[0].max_steps, 2) in [
+        tuple(d) for d in group["diffs"]
+    ]
+    assert all(k != "seed" for k, _, _ in group["diffs"])  # the seed is not a setting
+    assert stored_with_other_settings(expand_suite(SuiteParams(**CELL, seeds=[6, 7])), env.session_factory) == []
+    with pytest.raises(SuiteSettingsConflict, match="other settings"):
+        run_suite(SuiteParams(**CELL, seeds=[6], max_steps=2), env)
+
+
+def test_the_api_refuses_a_new_seed_with_other_settings(api):
+    """POST /api/jobs: the same rule, a 422 naming the differing setting, no job stored."""
+    from sqlalchemy import func, select
+
+    from store.models import Job
+
+    with api.factory() as s:
+        for job in expand_suite(SuiteParams(**CELL, seeds=[0])):
+            persist.save_run(
+                s, name="r", suite=job.suite, family=job.family, task=job.task, seed=job.seed,
+                n_layers=job.n_layers, d_model=8, n_params=100, config_hash=job.run_hash(),
+                train_config=job.run_config(), loss_curve=[], behaviour={},
+            )  # fmt: skip
+    body = {"kind": "suite", "params": {**CELL, "seeds": [7], "max_steps": 3, "name": "smoke"}}
+    r = api.client.post("/api/jobs", json=body)
+    assert r.status_code == 422, r.text
+    assert "max_steps" in r.text and "other settings" in r.text
+    with api.factory() as s:
+        assert s.execute(select(func.count()).select_from(Job)).scalar_one() == 0
+    body["params"]["max_steps"] = expand_suite(SuiteParams(**CELL))[0].max_steps
+    assert api.client.post("/api/jobs", json=body).status_code == 201  # trained as seed 0 was: accepted

@@ -16,10 +16,12 @@ from worker.params import TrainParams
 
 def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -> list[dict[str, Any]]:
     """The runs of ``jobs`` that are not stored under their config hash but whose suite already
-    holds a run of the same family, task, seed and pretrained model or config (and depth) made with other
-    settings (a study imported or made with other overrides, e.g. ``--max-seconds 75``). One group
-    per suite and set of differing settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}``
-    (``diffs`` empty when the stored run has no training config to compare)."""
+    holds a run of the same cell — family, task, pretrained model or config (and depth), any seed —
+    made with other settings (a study imported or made with other overrides, e.g. ``--max-seconds
+    75``): a new seed must be trained as the cell's other seeds were, or the seed statistics would
+    pool two recipes. The seed itself is not a setting. One group per suite and set of differing
+    settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}`` (``diffs`` empty when the
+    stored run has no training config to compare)."""
     jobs = [j for j in jobs if j.suite]
     if not jobs:
         return []
@@ -40,28 +42,33 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
     by_key: dict[tuple, list] = {}
     for r in rows:
         scratch = (r.train_config or {}).get("from_config")  # a transformers config trained from scratch
-        by_key.setdefault((r.suite, r.family, r.task, r.seed, r.pretrained or None, scratch, r.control), []).append(r)
+        by_key.setdefault((r.suite, r.family, r.task, r.pretrained or None, scratch, r.control), []).append(r)
     groups: dict[tuple, dict[str, Any]] = {}
     for job in jobs:
         # a random-init control is the seed's twin, not a second run of it
-        key = (job.suite, job.family, job.task, job.seed, job.pretrained or None, job.from_config, job.control)
+        key = (job.suite, job.family, job.task, job.pretrained or None, job.from_config, job.control)
         stored = by_key.get(key, [])
         if any(r.config_hash == job.run_hash() for r in stored):
             continue  # this very run is stored: resumed as usual
-        now = job.run_config()
+        now = {k: v for k, v in job.run_config().items() if k != "seed"}
         # a run of another depth is a depth sweep, not a second run of this seed (pretrained depths come from the hub)
         stored = [
             r for r in stored if job.pretrained or job.from_config or r.n_layers is None or r.n_layers == job.n_layers
         ]
         for r in stored:
-            before = r.train_config or {}
+            before = {k: v for k, v in (r.train_config or {}).items() if k != "seed"}
+            if not before and r.seed != job.seed:
+                continue  # another seed with no recorded settings: nothing to compare
             diffs = tuple(
                 (k, before.get(k), now.get(k))
                 for k in sorted(set(before) | set(now))
                 if before and before.get(k) != now.get(k)
             )
+            if before and not diffs:
+                continue  # another seed trained as this one will be
             g = groups.setdefault((job.suite, repr(diffs)), {"suite": job.suite, "count": 0, "diffs": list(diffs)})
             g["count"] += 1
+            break  # one conflict per run asked for
     return list(groups.values())
 
 
