@@ -65,5 +65,41 @@ def test_demo_says_a_finished_suite_already_ran(db_factory, capsys) -> None:
     params = SuiteParams(preset="quick")
     suite = _add(factory, params, J.SUCCEEDED)
     _add(factory, params, J.SUCCEEDED, parent_id=suite)
+    _store_run(factory, "quick")
     _submit_unless_ran(params, False, None, factory, None)
     assert f"the quick suite already ran here (job {suite})" in capsys.readouterr().err
+
+
+def _store_run(factory, suite: str) -> None:
+    from worker import persist
+
+    with factory() as s:
+        persist.save_run(
+            s, name="r", suite=suite, family="gru", task="parity", seed=0, n_layers=2, d_model=8,
+            n_params=100, config_hash=f"h-{suite}", train_config={}, loss_curve=[], behaviour={},
+        )  # fmt: skip
+
+
+def test_demo_runs_a_finished_suite_again_when_its_runs_were_deleted(db_factory, capsys, monkeypatch) -> None:
+    """Fresh user: after `suite delete quick`, `demo` said "already ran here" and trained nothing."""
+    import worker.queue
+    from backend.cli.demo import _submit_unless_ran
+
+    _, factory = db_factory
+    params = SuiteParams(preset="quick")
+    suite = _add(factory, params, J.SUCCEEDED)
+    _add(factory, params, J.SUCCEEDED, parent_id=suite)  # finished; no run of suite 'quick' stored now
+    submitted = []
+    monkeypatch.setattr(worker.queue, "submit", lambda f, q, kind, p, **kw: submitted.append((kind, p)) or 99)
+    settings = type("Settings", (), {"max_attempts": 3})()
+    _submit_unless_ran(params, False, settings, factory, None)
+    assert submitted == [("suite", params)]
+    assert "submitted the quick suite as job 99" in capsys.readouterr().err
+
+
+def test_demo_rerun_trains_again() -> None:
+    """`demo --rerun` submits the suite with force: stored runs are trained afresh, not skipped."""
+    from backend.cli.demo import live_params
+
+    assert live_params("quick", rerun=True).force is True
+    assert live_params("quick", rerun=False).force is False

@@ -33,7 +33,6 @@ def demo(
     """Serve the dashboard on a trained study (--bundle, imported once), start a local worker
     beside it, and run the quick preset live as its own suite: results appear as they land.
     Ctrl-C stops everything."""
-    from worker.params import SuiteParams
     from worker.queue import JobQueue
 
     C.setup_logging()
@@ -47,7 +46,7 @@ def demo(
     if bundle is not None:
         line, study = demo_bundle(factory, bundle, settings.resolved_store_dir)
         typer.echo(f"layerscope: {line}", err=True)
-    params = SuiteParams(preset=preset.value)
+    params = live_params(preset.value, rerun)
     _submit_unless_ran(params, rerun, settings, factory, queue)
     links = [f"\n  Open {settings.resolved_api_url}/   (jobs: {settings.resolved_api_url}/jobs)\n"]
     if study:
@@ -60,6 +59,14 @@ def demo(
     _serve_beside_worker(settings, factory, queue, device, executor, links)
 
 
+def live_params(preset: str, rerun: bool):
+    """The demo's live suite: the preset as its own suite; ``rerun`` trains every run again
+    (``force``: a run already stored is trained afresh, not skipped)."""
+    from worker.params import SuiteParams
+
+    return SuiteParams(preset=preset, force=rerun)
+
+
 def _submit_unless_ran(params, rerun: bool, settings, factory, queue) -> None:
     """Submit the demo's live suite, unless it ran here already (or is under way) and ``rerun`` is
     off, or stored runs of its cells were made with other settings (said, not doubled)."""
@@ -67,6 +74,8 @@ def _submit_unless_ran(params, rerun: bool, settings, factory, queue) -> None:
 
     preset = params.preset
     job_id = None if rerun else live_suite_job(factory, params)
+    if job_id is not None and _suite_deleted(factory, job_id, params):
+        job_id = None  # it ran, then its runs were deleted (`suite delete`): run it again
     conflict = None
     if job_id is None:
         from worker.presets import expand_suite
@@ -95,6 +104,20 @@ def _submit_unless_ran(params, rerun: bool, settings, factory, queue) -> None:
                 "showing its results (--rerun to train again)",
                 err=True,
             )
+
+
+def _suite_deleted(factory, job_id: int, params) -> bool:
+    """Whether suite job ``job_id`` finished every run but its suite holds none now."""
+    from sqlalchemy import func, select
+
+    from store.models import Run
+
+    done, total = _suite_runs_done(factory, job_id)
+    if total is None or done < total:
+        return False
+    with factory() as s:
+        stored = s.execute(select(func.count()).select_from(Run).where(Run.suite == (params.name or params.preset)))
+        return stored.scalar_one() == 0
 
 
 def _suite_runs_done(factory, job_id: int) -> tuple[int, int | None]:
