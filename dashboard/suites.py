@@ -203,15 +203,19 @@ def with_suite(api: ApiClient, state: dict) -> dict:
 
 def one_suite(api: ApiClient, rows: list[dict], chosen: str | None) -> list[dict]:
     """``rows`` (aggregate items or runs, each naming its ``suite``) of one suite: as they are when
-    a suite was chosen or they hold one suite; else those of :func:`default_suite` (or of the first
-    suite present when that one has none). Pages never show runs of different suites together."""
-    present = {r.get("suite") for r in rows if "suite" in r}
-    if chosen or len(present) <= 1:
+    a suite was chosen; else those of :func:`default_suite` — the suite the picker names as shown
+    by default, even when it has none of these rows (then the page says why it is empty rather than
+    drawing another suite under its name). Only when no default can be had (the API cannot say)
+    the rows of one suite present. Pages never show runs of different suites together."""
+    if chosen:
         return rows
     pick = default_suite(api)
-    if pick not in present:
+    present = {r.get("suite") for r in rows if "suite" in r}
+    if pick is None:
+        if len(present) <= 1:
+            return rows
         pick = sorted(present, key=lambda x: x or "")[0]
-    return [r for r in rows if r.get("suite") == pick]
+    return [r for r in rows if r.get("suite", pick) == pick]
 
 
 def suite_placeholder(api: ApiClient) -> str:

@@ -38,3 +38,17 @@ def test_patching_reads_one_suite() -> None:
     patching.candidate_runs(api, patching.SPEC.decode(""))
     patching.run_options(api, None, None, [], suite="quick")
     assert api.asked == [("runs", "paper"), ("runs", "quick")]
+
+
+def test_an_empty_default_suite_is_shown_empty_not_replaced_by_another() -> None:
+    """Fresh user: the default suite ('paper', most runs) had no trained runs; /curves named it in
+    the picker but drew 'quick' under it. The rows shown are the default suite's, even none."""
+    from dashboard.suites import one_suite, suite_placeholder
+
+    api = Api()
+    only_quick = [{"suite": "quick", "layer": 0}, {"suite": "quick", "layer": 1}]
+    assert suite_placeholder(api) == "paper (shown by default)"
+    assert one_suite(api, only_quick, None) == []
+    both = [*only_quick, {"suite": "paper", "layer": 0}]
+    assert one_suite(api, both, None) == [{"suite": "paper", "layer": 0}]
+    assert one_suite(api, only_quick, "quick") == only_quick  # a chosen suite: as asked
