@@ -15,6 +15,9 @@ class ControlsApi(FakeApi):
         super().__init__()
         self.curve_calls: list[dict] = []
 
+    def suites(self):  # one suite: the default one, whose rows these are
+        return super().suites()[:1]
+
     def curves(self, **kw):
         self.curve_calls.append(kw)
         rows = [{**r, "suite": "synthetic"} for r in curve_rows(lengths=(40, 120))]

@@ -21,6 +21,9 @@ class RecordingApi(FakeApi):
         self.calls: list[tuple[str, dict]] = []
         self.run_record = run_record
 
+    def suites(self):  # one suite, the default: its rows are the ones these tests read
+        return super().suites()[:1]
+
     def curves(self, **kw):
         self.calls.append(("curves", kw))
         return super().curves(**kw)
