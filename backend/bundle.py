@@ -30,11 +30,14 @@ Format (``format_version`` 1) — a zip archive:
   (derived from the probe rows, for readers without layerscope; not imported).
 - ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
 
-Import maps runs by ``config_hash`` (the unique key of a run): a run already present keeps its
+Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
+the run's, storable text and numbers); a bad one refuses the bundle as a whole, before anything is
+written. Import maps runs by ``config_hash`` (the unique key of a run): a run already present keeps its
 row and id; settings rows likewise by their ``config_hash`` (get-or-create), and each result
 row's ``settings_id`` is mapped to the id here (NULL when the bundle lacks that settings row);
 result rows are inserted only where their unique key (run, eval length, …) is not present yet.
-Importing the same bundle twice therefore changes nothing.
+Importing the same bundle twice therefore changes nothing. A stored run of another training
+(``backend.bundle_import.training_differences``) keeps its rows unless the import replaces it.
 
 This module is the format (its constants, reading a bundle, the rows as they travel) and the
 import records; writing one is ``backend.bundle_export``, loading one ``backend.bundle_import``.
@@ -54,6 +57,7 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
+from backend.bundle_checks import check_tables
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 
 __all__ = [
@@ -143,8 +147,12 @@ def column_default(model: Any, column: str) -> Any:
 def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """The manifest and the tables of a bundle.
 
+    The tables are checked (``backend.bundle_checks``): a bundle with a row of the wrong type,
+    out of range, or not consistent with its run is refused as a whole.
+
     Raises:
-        BundleError: not a zip, no manifest, another format or a newer format version.
+        BundleError: not a zip, no manifest, another format or a newer format version, or a
+            table with a bad row (the first named: file, row, field, why).
     """
     try:
         z = zipfile.ZipFile(path)
@@ -155,17 +163,22 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
             manifest = json.loads(z.read("manifest.json"))
         except (KeyError, json.JSONDecodeError) as exc:
             raise BundleError(f"{path}: no readable manifest.json") from exc
-        if manifest.get("format") != FORMAT:
-            raise BundleError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            got = manifest.get("format") if isinstance(manifest, dict) else manifest
+            raise BundleError(f"{path}: format {got!r}, expected {FORMAT!r}")
         if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
             raise BundleError(
                 f"{path}: format version {manifest.get('format_version')} is newer than this "
                 f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope"
             )
-        tables = {}
-        for model in (Run, *RESULT_TABLES, MeasureSettings):  # no measure_settings before schema 0003
-            name = f"tables/{model.__tablename__}.json"
-            tables[model.__tablename__] = json.loads(z.read(name)) if name in z.namelist() else []
+        names = [m.__tablename__ for m in (Run, *RESULT_TABLES, MeasureSettings)]
+        # no measure_settings before schema 0003 (nor result_weights before 0008): no rows
+        raw = {t: z.read(f"tables/{t}.json") for t in names if f"tables/{t}.json" in z.namelist()}
+        tables = {t: _rows(path, t, raw.get(t, b"[]")) for t in names}
+        problems = check_tables(manifest, raw, tables)  # before anything is read from it
+        if problems:
+            more = len(problems) - 1
+            raise _refused(path, problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
         weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
         learned = {n: z.read(n) for n in z.namelist() if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)}
         if "tasks/names.json" in z.namelist():
@@ -173,6 +186,25 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
     manifest["_weights"] = weights
     manifest["_learned"] = learned
     return manifest, tables
+
+
+def _refused(path: Path | io.BytesIO, why: str) -> BundleError:
+    return BundleError(f"{path}: refused as a whole, nothing imported: {why}")
+
+
+def _rows(path: Path | io.BytesIO, table: str, raw: bytes) -> list[Any]:
+    """The rows of ``tables/<table>.json``.
+
+    Raises:
+        BundleError: not JSON, or not a list.
+    """
+    try:
+        rows = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise _refused(path, f"tables/{table}.json is not JSON ({exc})") from None
+    if not isinstance(rows, list):
+        raise _refused(path, f"tables/{table}.json is not a list of rows")
+    return rows
 
 
 def suite_names(session: Session) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session
 
 from backend.bundle import (
@@ -26,26 +27,55 @@ from backend.bundle import (
 )
 from store.models import Job, MeasureSettings, ResultWeights, Run
 
-__all__ = ["same_training", "import_bundle"]
+__all__ = ["same_training", "training_differences", "import_bundle"]
 
 
 def _close(a: Any, b: Any) -> bool:
     return a is None and b is None or (a is not None and b is not None and abs(float(a) - float(b)) < 1e-9)
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal JSON values, numbers to 1e-9 (a loss curve as stored here and as the bundle has it)."""
+    number = (int, float)
+    if isinstance(a, number) and isinstance(b, number) and not isinstance(a, bool) and not isinstance(b, bool):
+        return _close(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def training_differences(run: Run, row: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What differs between a stored run's training and a bundle's run of the same config hash:
+    ``{field: (stored, bundle)}`` over ``checkpoint_id`` (the weights' hash, compared where both
+    record one), ``steps``, ``heldout_acc`` and ``loss_curve``; empty: the same training.
+
+    ``train_seconds`` and ``made_with`` are not compared: a run resumed from its checkpoint, or
+    its weights rebuilt, on the same device ends bit for bit as the unbroken run
+    (docs/SCIENCE.md#resuming-training), with other seconds and ``made_with.resumed_at_steps``."""
+    out: dict[str, tuple[Any, Any]] = {}
+    if run.checkpoint_id and row.get("checkpoint_id") and run.checkpoint_id != row["checkpoint_id"]:
+        out["checkpoint_id"] = (run.checkpoint_id, row["checkpoint_id"])
+    if run.steps != row.get("steps"):
+        out["steps"] = (run.steps, row.get("steps"))
+    if not _close(run.heldout_acc, row.get("heldout_acc")):
+        out["heldout_acc"] = (run.heldout_acc, row.get("heldout_acc"))
+    if not _same_json(run.loss_curve or [], row.get("loss_curve") or []):
+        out["loss_curve"] = (len(run.loss_curve or []), len(row.get("loss_curve") or []))
+    return out
+
+
 def same_training(run: Run, row: dict[str, Any]) -> bool:
-    """Whether a stored run and a bundle's run of the same config hash are the same model: the
-    same training record (steps, seconds, held-out accuracy). A run trained again or rebuilt
-    elsewhere (docs/SCIENCE.md#rebuilding-weights) is another model under the same hash."""
-    return (
-        run.steps == row.get("steps")
-        and _close(run.train_seconds, row.get("train_seconds"))
-        and _close(run.heldout_acc, row.get("heldout_acc"))
-    )
+    """Whether a stored run and a bundle's run of the same config hash are the same model: no
+    :func:`training_differences`. A run trained again or rebuilt elsewhere
+    (docs/SCIENCE.md#rebuilding-weights) is another model under the same hash."""
+    return not training_differences(run, row)
 
 
-def _conflict(stored: Run, row: dict[str, Any]) -> dict[str, Any]:
-    """A ``runs_conflicting`` entry: the stored run and the bundle's, side by side."""
+def _conflict(stored: Run, row: dict[str, Any], differs: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """A ``runs_conflicting`` entry: the stored run and the bundle's, side by side, and what
+    differs (``{field: (stored, bundle)}``; ``loss_curve``: the curves' lengths)."""
     return {
         "name": stored.name,
         "config_hash": stored.config_hash,
@@ -55,6 +85,7 @@ def _conflict(stored: Run, row: dict[str, Any]) -> dict[str, Any]:
             "heldout_acc": row.get("heldout_acc"),
             "made_on": row.get("made_on"),
         },
+        "differs": differs,
     }
 
 
@@ -75,13 +106,14 @@ class _RunImport:
         fields = for_table(Run, row)
         fields["checkpoint_id"] = checkpoint_id
         stored = session.execute(select(Run).where(Run.config_hash == row["config_hash"])).scalar()
-        if stored is not None and same_training(stored, row):
+        differs = training_differences(stored, row) if stored is not None else {}
+        if stored is not None and not differs:
             if stored.checkpoint_id is None and fields["checkpoint_id"]:
                 stored.checkpoint_id = fields["checkpoint_id"]
             self.id_map[row["id"]] = stored.id
             self.present += 1
         elif stored is not None and not replace:
-            self.conflicting.append(_conflict(stored, row))
+            self.conflicting.append(_conflict(stored, row, differs))
         elif stored is not None:  # replace: the stored model's results go, the bundle's run takes its row
             for model in RESULT_TABLES:
                 session.execute(delete(model).where(model.run_id == stored.id))
@@ -170,16 +202,17 @@ def import_bundle(
     replace: bool = False,
 ) -> dict[str, Any]:
     """Load a bundle into the results DB without duplicating rows already present; one
-    transaction. A run stored here with the same config hash but another training record (trained
-    again, or its weights rebuilt, here or where the bundle was made) is another model: its rows
+    transaction. A run stored here with the same config hash but another training
+    (:func:`training_differences`: trained again, or its weights rebuilt on another device, here or
+    where the bundle was made) is another model: its rows
     are never mixed with the bundle's. It is kept, and the bundle's run and rows left out
     (``runs_conflicting``), unless ``replace``: then its results are deleted and the bundle's run
     and rows take its place (``runs_replaced``). A stored run that is the bundle's model but has
     no weights gets the bundle's, when the bundle carries them.
 
     Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
-    (one ``{name, config_hash, stored, bundle}`` per run left out), ``rows_added`` (per table),
-    ``settings_added``.
+    (one ``{name, config_hash, stored, bundle, differs}`` per run left out), ``rows_added`` (per
+    table), ``settings_added``.
 
     Raises:
         BundleError: see :func:`backend.bundle.read_bundle`.
@@ -205,6 +238,12 @@ def import_bundle(
         if runs.added or runs.replaced or any(rows_added.values()):
             session.add(_import_job(manifest, source, runs.added))
         session.commit()
+    except (IntegrityError, DataError) as exc:  # a row the checks let through and the database does not
+        session.rollback()
+        why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
+        raise BundleError(
+            f"{source or path}: refused as a whole, nothing imported: the database refused a row ({why})"
+        ) from exc
     except BaseException:
         session.rollback()
         raise

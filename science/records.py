@@ -29,10 +29,22 @@ from typing import Any
 
 from layerscope_core.hashing import config_hash
 
+ACC = (0.0, 1.0)
+"""The range of an accuracy, a rate or a p-value."""
+PP = (-100.0, 100.0)
+"""The range of a difference of two accuracies in percentage points."""
+COUNT = (0, None)
+"""A count: at least 0, no upper bound."""
+LENGTH = (1, None)
+"""A sequence length: at least 1."""
 
-def described(description: str, default: Any = MISSING) -> Any:
-    """A dataclass field with its description (what the API schema documents it with)."""
-    return field(default=default, metadata={"description": description})
+
+def described(description: str, default: Any = MISSING, *, bounds: tuple[Any, Any] | None = None) -> Any:
+    """A dataclass field with its description (what the API schema documents it with) and, where
+    its meaning has one, its range ``bounds = (lo, hi)`` (either None: open; for a list or a dict,
+    of each number in it), which an imported results bundle is checked against
+    (``backend.bundle_checks``)."""
+    return field(default=default, metadata={"description": description, "bounds": bounds})
 
 
 class _Record:
@@ -95,26 +107,30 @@ class ProbeRecord(_Record):
     """
 
     layer: int = described("-1 = emb, 0..n-1 = after block ℓ")
-    eval_length: int = described("sequence length L the probe was evaluated at")
-    accuracy: float = described("held-out token accuracy, 0..1")
-    majority_baseline: float = described("the majority-class rate on the held-out tokens, 0..1")
+    eval_length: int = described("sequence length L the probe was evaluated at", bounds=LENGTH)
+    accuracy: float = described("held-out token accuracy, 0..1", bounds=ACC)
+    majority_baseline: float = described("the majority-class rate on the held-out tokens, 0..1", bounds=ACC)
     per_position: list[float | None] = described(
-        "L entries: accuracy at the 0-based position t, None: no labelled token"
+        "L entries: accuracy at the 0-based position t, None: no labelled token", bounds=ACC
     )
-    n_train: int = described("training sequences")
-    n_test: int = described("held-out sequences")
+    n_train: int = described("training sequences", bounds=COUNT)
+    n_test: int = described("held-out sequences", bounds=COUNT)
     converged: bool = described("the optimiser reached its tolerance")
-    n_iter: int = described("optimiser iterations")
-    balanced_accuracy: float | None = described("mean per-class recall on the held-out sequences, 0..1", None)
+    n_iter: int = described("optimiser iterations", bounds=COUNT)
+    balanced_accuracy: float | None = described(
+        "mean per-class recall on the held-out sequences, 0..1", None, bounds=ACC
+    )
     control_accuracy: float | None = described(
         "the same probe on the control task (Hewitt & Liang 2019: a fixed random label per input-token type), 0..1",
         None,
+        bounds=ACC,
     )
-    selectivity: float | None = described("accuracy − control_accuracy, 0..1 scale", None)
+    selectivity: float | None = described("accuracy − control_accuracy, 0..1 scale", None, bounds=(-1.0, 1.0))
     type_accuracy: dict[str, float | None] | None = described(
         "accuracy per token type where the task's token identity carries the label (dyck: open, close; "
         "code_depth: bracket, other), 0..1 (docs/SCIENCE.md#token-types)",
         None,
+        bounds=ACC,
     )
     config_hash: str = described("SHA-256 of the params that requested the row", "")
 
@@ -149,33 +165,34 @@ class InterventionRecord(_Record):
 
     method: str = described("project_out | inlp | leace | pca_top_k | mean | conv1d_removal")
     layer: int = described("-1 = emb, 0..n-1 = block; -2 = every layer (conv1d_removal)")
-    eval_length: int = described("sequence length L the edit was applied at")
-    base_acc: float = described("token accuracy without the edit, 0..1")
-    edited_acc: float = described("token accuracy with the edit, 0..1")
-    delta_pp: float = described("(edited_acc − base_acc) × 100, percentage points")
-    n_sequences: int = described("sequences evaluated")
-    seed: int = described("seed of the evaluation sequences and the permutation test")
-    k: int | None = described("pca_top_k's k; None elsewhere", None)
+    eval_length: int = described("sequence length L the edit was applied at", bounds=LENGTH)
+    base_acc: float = described("token accuracy without the edit, 0..1", bounds=ACC)
+    edited_acc: float = described("token accuracy with the edit, 0..1", bounds=ACC)
+    delta_pp: float = described("(edited_acc − base_acc) × 100, percentage points", bounds=PP)
+    n_sequences: int = described("sequences evaluated", bounds=COUNT)
+    seed: int = described("seed of the evaluation sequences and the permutation test", bounds=COUNT)
+    k: int | None = described("pca_top_k's k; None elsewhere", None, bounds=(1, None))
     drop_rel_chance: float | None = described(
         "(base_acc − edited_acc) / (base_acc − chance); None when base ≈ chance", None
     )
-    refit_acc: float | None = described("a probe refit on the edited states, 0..1", None)
-    refit_majority: float | None = described("the refit probe's majority baseline, 0..1", None)
-    rank_removed: int | None = described("directions the edit removed", None)
+    refit_acc: float | None = described("a probe refit on the edited states, 0..1", None, bounds=ACC)
+    refit_majority: float | None = described("the refit probe's majority baseline, 0..1", None, bounds=ACC)
+    rank_removed: int | None = described("directions the edit removed", None, bounds=COUNT)
     inlp_converged: bool | None = described("INLP only: the refit probe reached majority + tolerance", None)
-    inlp_rounds: int | None = described("INLP only: rounds used", None)
-    n_fit_sequences: int | None = described("sequences the edit was fitted on", None)
-    p_value: float | None = described("paired permutation test over sequences", None)
-    p_holm: float | None = described("p_value Holm-adjusted across the run's layers", None)
+    inlp_rounds: int | None = described("INLP only: rounds used", None, bounds=COUNT)
+    n_fit_sequences: int | None = described("sequences the edit was fitted on", None, bounds=COUNT)
+    p_value: float | None = described("paired permutation test over sequences", None, bounds=ACC)
+    p_holm: float | None = described("p_value Holm-adjusted across the run's layers", None, bounds=ACC)
     significant: bool | None = described("p_holm < 0.05; False = n.s.", None)
     random_delta_pp: float | None = described(
         "rank-matched random removal: mean delta_pp when rank_removed random orthonormal directions are "
         "removed at this layer (docs/SCIENCE.md#random-removal)",
         None,
+        bounds=PP,
     )
-    random_delta_lo: float | None = described("the smallest delta_pp over the random draws", None)
-    random_delta_hi: float | None = described("the largest delta_pp over the random draws", None)
-    random_draws: int | None = described("random draws behind random_delta_pp", None)
+    random_delta_lo: float | None = described("the smallest delta_pp over the random draws", None, bounds=PP)
+    random_delta_hi: float | None = described("the largest delta_pp over the random draws", None, bounds=PP)
+    random_draws: int | None = described("random draws behind random_delta_pp", None, bounds=COUNT)
     config_hash: str = described("SHA-256 of the params that requested the row", "")
 
 
@@ -190,16 +207,16 @@ class PatchingRecord(_Record):
 
     site: str = described("resid_pre | resid_post | state, or state:<part> (docs/SCIENCE.md#activation-patching)")
     layer: int = described("-1 = emb, 0..n-1 = block ℓ")
-    position: int = described("0-based position of the patch")
-    eval_length: int = described("sequence length L of the grid")
+    position: int = described("0-based position of the patch", bounds=COUNT)
+    eval_length: int = described("sequence length L of the grid", bounds=LENGTH)
     ld_clean: float = described("mean logit difference on the clean inputs over the usable pairs")
     ld_corrupted: float = described("mean logit difference on the corrupted inputs over the usable pairs")
-    n_pairs: int = described("usable pairs (after dropping tiny-gap pairs)")
+    n_pairs: int = described("usable pairs (after dropping tiny-gap pairs)", bounds=COUNT)
     recovery: float | None = described("mean over pairs, 1.0 = full recovery; None (with note) when unusable", None)
     recovery_lo: float | None = described("bootstrap 95% CI over pairs, low end", None)
     recovery_hi: float | None = described("bootstrap 95% CI over pairs, high end", None)
-    corrupt_position: int | None = described("0-based position of the changed token", None)
-    n_dropped: int | None = described("pairs dropped: clean–corrupted gap too small", None)
+    corrupt_position: int | None = described("0-based position of the changed token", None, bounds=COUNT)
+    n_dropped: int | None = described("pairs dropped: clean–corrupted gap too small", None, bounds=COUNT)
     note: str | None = described("why recovery is None, when it is", None)
     config_hash: str = described("SHA-256 of the params that requested the row", "")
 
@@ -209,9 +226,9 @@ class BehaviourRecord(_Record):
     """Behavioural accuracy at one eval length (a value of ``runs.behaviour``, keyed by str(L)):
     ``token_acc`` over every token and ``last_acc`` at the last position (0..1), ``n`` sequences."""
 
-    token_acc: float
-    last_acc: float
-    n: int
+    token_acc: float = described("token accuracy over every token, 0..1", bounds=ACC)
+    last_acc: float = described("accuracy at the last position, 0..1", bounds=ACC)
+    n: int = described("sequences", bounds=COUNT)
 
 
 @dataclass(eq=False)

@@ -92,3 +92,106 @@ def test_cli_import_names_the_conflict_and_the_replace_command(two_trainings, tm
     assert main(["import", "--replace", str(path)]) == 0
     assert "1 replaced by the bundle's" in capsys.readouterr().err
     get_settings.cache_clear()
+
+
+# --- what "the same training" is: the weights' hash, steps, held-out accuracy and loss curve ----------------------
+
+
+@pytest.fixture
+def stored_study(tmp_path):
+    """A DB holding a study whose runs record their weights' hash, and its own export."""
+    here = _factory(f"sqlite:///{tmp_path / 'here.db'}")
+    seed_runs(here, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="study")
+    with here() as s:
+        for run in s.execute(select(Run)).scalars():
+            run.checkpoint_id, run.train_seconds = f"{run.seed:064x}", 75.05
+            run.steps, run.heldout_acc = 1000, 0.26015624
+            run.loss_curve = [{"step": 100, "loss": 0.5, "heldout_token_acc": 0.26015624}]
+        s.commit()
+    path = tmp_path / "study.zip"
+    with here() as s:
+        export_bundle(s, "study", path)
+    return here, path
+
+
+def _with_run(src, dst, **changes):
+    """``src`` with its first run changed (``changes``: column → value, or a function of the row)."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        for entry in z.namelist():
+            data = z.read(entry)
+            if entry == "tables/runs.json":
+                rows = json.loads(data)
+                for k, v in changes.items():
+                    rows[0][k] = v(rows[0]) if callable(v) else v
+                data = json.dumps(rows).encode()
+            out.writestr(entry, data)
+    return dst
+
+
+def _cli_import(tmp_path, monkeypatch, capsys, path) -> str:
+    """``layerscope import PATH`` into ``here.db`` (exit 0); its stderr."""
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'here.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    from store.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["import", str(path)]) == 0
+    finally:
+        get_settings.cache_clear()
+    return capsys.readouterr().err
+
+
+def test_a_resumed_run_with_the_same_weights_is_the_same_training(stored_study, tmp_path, monkeypatch, capsys):
+    """A fresh user imported the export of a run killed at step 306 and resumed (bit for bit the
+    unbroken run: docs/SCIENCE.md#resuming-training) into a home holding the unbroken run; import
+    called it "another training (steps or held-out accuracy differ)", though neither differed."""
+    here, path = stored_study
+    resumed = _with_run(
+        path,
+        tmp_path / "resumed.zip",
+        train_seconds=108.2,
+        made_with=lambda r: {**(r["made_with"] or {}), "resumed_at_steps": [306]},
+    )
+    with here() as s:
+        out = import_bundle(s, resumed)
+    assert out["runs_present"] == 2 and out["runs_conflicting"] == [] and not any(out["rows_added"].values())
+    err = _cli_import(tmp_path, monkeypatch, capsys, resumed)
+    assert "2 run(s) already present" in err and "kept as stored" not in err
+
+
+@pytest.mark.parametrize(
+    ("changes", "differs", "said"),
+    [
+        ({"steps": 1200}, {"steps": (1000, 1200)}, "differs in steps: 1000 here, 1200 in the bundle)"),
+        (
+            {"heldout_acc": 0.3},
+            {"heldout_acc": (0.26015624, 0.3)},
+            "differs in held-out accuracy: 0.260156 here, 0.3 in the bundle)",
+        ),
+        (
+            {"checkpoint_id": "ab" * 32},
+            {"checkpoint_id": (f"{0:064x}", "ab" * 32)},
+            "differs in weights: checkpoint 000000000000 here, abababababab in the bundle)",
+        ),
+        (
+            {"loss_curve": [{"step": 100, "loss": 0.51, "heldout_token_acc": 0.26015624}]},
+            {"loss_curve": (1, 1)},
+            "differs in loss curve)",
+        ),
+    ],
+    ids=["steps", "held-out accuracy", "weights", "loss curve"],
+)
+def test_the_refusal_says_which_field_differs(stored_study, tmp_path, monkeypatch, capsys, changes, differs, said):
+    here, path = stored_study
+    other = _with_run(path, tmp_path / "other.zip", **changes)
+    with here() as s:
+        out = import_bundle(s, other)
+    (c,) = out["runs_conflicting"]
+    assert c["differs"] == differs and out["runs_present"] == 1
+    err = _cli_import(tmp_path, monkeypatch, capsys, other)
+    assert f"stored here from another training of the same config: {c['name']} ({said}" in err
+    assert "steps or held-out accuracy differ" not in err

@@ -99,15 +99,39 @@ def import_cmd(
         typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
 
 
+_DIFFERS = {
+    "checkpoint_id": "weights",
+    "steps": "steps",
+    "heldout_acc": "held-out accuracy",
+    "loss_curve": "loss curve",
+}
+
+
+def _differs_text(differs: dict) -> str:
+    """``steps: 1000 here, 1200 in the bundle; loss curve`` (``bundle_import.training_differences``)."""
+    parts = []
+    for field, (here, there) in differs.items():
+        label = _DIFFERS.get(field, field)
+        if field == "checkpoint_id":
+            here, there = f"checkpoint {str(here)[:12]}", str(there)[:12]
+        here, there = (f"{v:.6g}" if isinstance(v, float) else v for v in (here, there))
+        if field == "loss_curve" and here == there:
+            parts.append(label)
+        else:
+            parts.append(f"{label}: {here}{' points' if field == 'loss_curve' else ''} here, {there} in the bundle")
+    return "; ".join(parts)
+
+
 def import_conflicts_line(conflicting: list[dict], bundle: Path) -> str:
-    """One line on the runs an import left out: stored here from another training of their config."""
-    names = ", ".join(c["name"] for c in conflicting[:5]) + (
-        f" and {len(conflicting) - 5} more" if len(conflicting) > 5 else ""
-    )
+    """One line on the runs an import left out: stored here from another training of their config,
+    each with what differs."""
+    runs = ", ".join(
+        c["name"] + (f" (differs in {_differs_text(c['differs'])})" if c.get("differs") else "")
+        for c in conflicting[:5]
+    ) + (f" and {len(conflicting) - 5} more" if len(conflicting) > 5 else "")
     return (
         f"layerscope: {len(conflicting)} run(s) kept as stored, the bundle's left out: stored here from another "
-        f"training of the same config (steps or held-out accuracy differ): {names}; "
-        f"`layerscope import --replace {bundle}` takes the bundle's"
+        f"training of the same config: {runs}; `layerscope import --replace {bundle}` takes the bundle's"
     )
 
 

@@ -1,0 +1,327 @@
+"""The checks a results bundle's rows pass before any of them is read into a database
+(``backend.bundle.read_bundle``: ``layerscope import``, ``report``, ``serve BUNDLE`` and
+``layerscope.results.open`` all read through it). A bundle that fails one is refused as a whole,
+in one line naming the file, the row, the field and why: nothing is written.
+
+- **Types**: every table is validated, strictly (no ``"1"`` for 1, no ``true`` for 1), against the
+  definition of its rows: ``runs`` against the API's run (``backend.api.schemas.RunDetail``), the
+  result tables and the settings rows against their records in ``science.records``.
+- **Ranges**: the ``bounds`` of the records' fields (accuracies and p-values 0..1, percentage
+  points ±100, counts ≥ 0, lengths ≥ 1) and :data:`RUN_BOUNDS` for a run's columns.
+- **Consistency a database cannot enforce**: run ids and config hashes unique; every result row
+  belongs to one of the bundle's runs, at a layer that run has (``-1..n_layers-1``; ``-2`` only
+  for ``conv1d_removal``; a patching site that has the layer, ``layerscope_core.sites``);
+  positions inside their eval length; checkpoint and artifact ids 64 hex characters.
+- **Storable text and numbers**: a name column (``String``: suite, name, family, task, site, …)
+  and each tag follows the text rule of ``layerscope_core.text`` (no control characters: a suite
+  named so could never be queried) and fits its column; no string anywhere is invalid Unicode,
+  no number anywhere is NaN or infinite, nothing nests too deep (``layerscope_core.json_checks``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
+from sqlalchemy import Float, Integer, String
+
+from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
+from layerscope_core.layers import ALL_LAYERS, EMB
+from layerscope_core.sites import site_name
+from layerscope_core.text import text_problem
+from science.records import (
+    ACC,
+    COUNT,
+    LENGTH,
+    BehaviourRecord,
+    InterventionRecord,
+    MeasureSettingsRecord,
+    PatchingRecord,
+    ProbeRecord,
+)
+from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
+
+__all__ = ["RUN_BOUNDS", "check_tables"]
+
+RUN_BOUNDS: dict[str, tuple[Any, Any]] = {
+    "n_layers": (1, None),  # a model has at least one block
+    "d_model": (1, None),
+    "n_params": COUNT,
+    "seed": COUNT,
+    "steps": COUNT,
+    "train_seconds": (0.0, None),
+    "heldout_acc": ACC,
+    "early_stop_acc": ACC,
+    "best_heldout_acc": ACC,
+    "best_step": COUNT,
+}
+"""The range of a run's columns (``store.models.Run``; a run has no record in ``science.records``)."""
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ESCAPE = re.compile(rb"\\[bfnrt]|\\u00[0-9a-fA-F]{2}|\\u[dD][89a-fA-F]")  # a control character or a surrogate
+_C1 = re.compile(rb"\xc2[\x80-\x9f]")  # U+0080..U+009F in UTF-8
+# a number past a float (1e400) where it ends (a hex hash ends with a quote)
+_BIG_NUMBER = re.compile(rb"[eE]\+?[0-9]{3,}(?=[,\]}\s])")
+_PAIR = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_CONV1D = "conv1d_removal"  # the one edit whose layer may be -2 (every layer)
+_MAX_SHOWN = 60  # characters of a bad value shown in the message
+_SETTINGS_BOUNDS = {"eval_lengths": LENGTH, "patch_eval_length": LENGTH, "fit_length": LENGTH}
+
+
+class _ResultWeightsRow(BaseModel):
+    """A ``result_weights`` row (no science record: what a probe or an edit learned)."""
+
+    id: int
+    run_id: int
+    kind: Literal["probe", "edit"]
+    method: str = ""
+    layer: int
+    eval_length: int
+    artifact_id: str
+    config_hash: str
+
+
+def _row_model(record: type, table: Any, **storage: Any) -> type[BaseModel]:
+    """A bundle row of ``table``: the record's fields, then ``storage`` (the keys the record has
+    not). A field a bundle of an older schema lacks takes the record's default, else its
+    column's (as the import does); with neither it is required."""
+    hints = get_type_hints(record)
+    own: dict[str, Any] = {}
+    for f in fields(record):
+        if not f.init or f.name in storage:  # derived (MeasureSettingsRecord.config_hash), or a key
+            continue
+        column = table.__table__.columns.get(f.name)
+        default = f.default
+        if default is MISSING and column is not None and column.server_default is not None:
+            default = column.server_default.arg
+        own[f.name] = (hints[f.name], ... if default is MISSING else default)
+    return create_model(f"{record.__name__}Row", **own, **storage)
+
+
+@cache
+def _row_types() -> dict[str, TypeAdapter]:
+    """table → the validator of its rows (a list). A run has no record: its row is the API's."""
+    from backend.api.schemas import RunDetail
+
+    result = {"id": (int, ...), "run_id": (int, ...), "settings_id": (int | None, None)}
+    return {
+        Run.__tablename__: TypeAdapter(list[RunDetail]),
+        MeasureSettings.__tablename__: TypeAdapter(
+            list[_row_model(MeasureSettingsRecord, MeasureSettings, id=(int, ...), config_hash=(str, ...))]
+        ),
+        ProbeResult.__tablename__: TypeAdapter(list[_row_model(ProbeRecord, ProbeResult, **result)]),
+        InterventionResult.__tablename__: TypeAdapter(
+            list[_row_model(InterventionRecord, InterventionResult, **result)]
+        ),
+        PatchingResult.__tablename__: TypeAdapter(list[_row_model(PatchingRecord, PatchingResult, **result)]),
+        ResultWeights.__tablename__: TypeAdapter(list[_ResultWeightsRow]),
+    }
+
+
+def _bounds(record: type) -> dict[str, tuple[Any, Any]]:
+    return {f.name: f.metadata["bounds"] for f in fields(record) if f.metadata.get("bounds")}
+
+
+_TABLES: dict[str, tuple[Any, dict[str, tuple[Any, Any]]]] = {  # table → (SQLAlchemy model, bounds)
+    Run.__tablename__: (Run, RUN_BOUNDS),
+    MeasureSettings.__tablename__: (MeasureSettings, _SETTINGS_BOUNDS),
+    ProbeResult.__tablename__: (ProbeResult, _bounds(ProbeRecord)),
+    InterventionResult.__tablename__: (InterventionResult, _bounds(InterventionRecord)),
+    PatchingResult.__tablename__: (PatchingResult, _bounds(PatchingRecord)),
+    ResultWeights.__tablename__: (ResultWeights, {"eval_length": LENGTH}),
+}
+_BEHAVIOUR_BOUNDS = _bounds(BehaviourRecord)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
+
+
+class _Problems:
+    """The problems found, each ``tables/<table>.json: <table>[i] (id N).field = value: why``."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def add(self, table: str, rows: list[Any], loc: tuple[Any, ...], why: str, value: Any = MISSING) -> None:
+        where = f"tables/{table}.json"
+        if loc and isinstance(loc[0], int):
+            i, loc = loc[0], loc[1:]
+            row = rows[i] if 0 <= i < len(rows) else None
+            rid = row.get("id") if isinstance(row, dict) and isinstance(row.get("id"), int) else None
+            where += f": {table}[{i}]" + (f" (id {rid})" if rid is not None else "")
+        if loc:
+            where += "." + ".".join(str(p) for p in loc) if ": " in where else ": " + ".".join(str(p) for p in loc)
+        self.found.append(f"{where}{'' if value is MISSING else ' = ' + _shown(value)}: {why}")
+
+
+def _within(value: Any, bounds: tuple[Any, Any]) -> bool:
+    """Every number in ``value`` (a number, or a list / dict of them; None skipped) within ``bounds``."""
+    lo, hi = bounds
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    for v in items:
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if number and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            return False
+    return True
+
+
+def _span(bounds: tuple[Any, Any]) -> str:
+    lo, hi = bounds
+    return f"must be at least {lo}" if hi is None else f"must be within {lo}..{hi}"
+
+
+def _check_types(table: str, raw: bytes, rows: list[Any], problems: _Problems) -> None:
+    try:
+        _row_types()[table].validate_json(raw, strict=True)
+    except ValidationError as exc:
+        for e in exc.errors(include_url=False):
+            if e["type"] == "json_invalid":  # a lone surrogate escape (json.loads read it: named already)
+                continue
+            value = MISSING if e["type"] == "missing" else e.get("input", MISSING)
+            problems.add(table, rows, tuple(e["loc"]), e["msg"].removeprefix("Value error, "), value)
+
+
+def _may_hold_bad_values(raw: bytes) -> bool:
+    """Whether the JSON file ``raw`` may hold a control character, a lone surrogate, a number
+    that is not finite or nesting deeper than a row may (then :func:`value_errors` looks row by
+    row). Byte scans only: each needs in the file an escape (``\\n``, ``\\u0007``,
+    ``\\ud800``; json.dumps escapes other non-ASCII text as ``\\uXXXX``, which needs no look),
+    U+007F..U+009F as such, ``NaN`` / ``Infinity``, a number with a 3-digit exponent, or brackets
+    nested that deep."""
+    if (b"\\" in raw and _ESCAPE.search(raw)) or b"\x7f" in raw or (b"\xc2" in raw and _C1.search(raw)):
+        return True
+    if b"NaN" in raw or b"Infinity" in raw:
+        return True
+    if _BIG_NUMBER.search(raw):
+        return True
+    # strings kept (a bracket in one only makes this look): innermost pairs peeled a level a pass
+    brackets = raw.translate(None, _NOT_BRACKETS)
+    for _ in range(MAX_JSON_DEPTH + 1):  # the file's list, then a row
+        brackets = _PAIR.sub(b"", brackets)
+    return bool(brackets)
+
+
+def _check_storable(table: str, rows: list[dict[str, Any]], raw: bytes, problems: _Problems) -> None:
+    """The text rule on name columns and tags, column lengths, integers a database column holds,
+    ranges (``bounds``), and anywhere: valid Unicode, finite numbers, no deep nesting (looked
+    for row by row only where :func:`_may_hold_bad_values`)."""
+    model, bounds = _TABLES[table]
+    names = {c.key: c.type.length for c in model.__table__.columns if isinstance(c.type, String)}
+    integers = [c.key for c in model.__table__.columns if isinstance(c.type, Integer)]
+    floats = [c.key for c in model.__table__.columns if isinstance(c.type, Float)]
+    suspect = _may_hold_bad_values(raw)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):  # the type check names it
+            continue
+        for e in value_errors(row, prefix=(i,)) if suspect else ():
+            column = e["loc"][1] if len(e["loc"]) > 1 else None
+            if e["type"] != "string_control_character" or column in names or column == "tags":
+                value = row.get(column, MISSING) if len(e["loc"]) == 2 else MISSING
+                problems.add(table, rows, e["loc"], e["msg"], value)
+        for column, length in names.items():
+            v = row.get(column)
+            if isinstance(v, str) and length is not None and len(v) > length:
+                problems.add(table, rows, (i, column), f"longer than its column takes ({len(v)} > {length} characters)")
+        for column in integers + floats:
+            v = row.get(column)
+            if isinstance(v, int) and not -(2**63) <= v < 2**63:
+                problems.add(table, rows, (i, column), "too large for a database integer (64 bits)", v)
+        for column in () if suspect else floats:  # "1111…(309 digits).0": no exponent, not suspect
+            v = row.get(column)
+            if isinstance(v, float) and not math.isfinite(v):
+                problems.add(table, rows, (i, column), "must be a finite number", v)
+        for column, span in bounds.items():
+            if row.get(column) is not None and not _within(row[column], span):
+                problems.add(table, rows, (i, column), _span(span), row[column])
+
+
+def _layer_problem(layer: int, run: dict[str, Any], *, every: bool) -> str | None:
+    """Why ``layer`` is no layer of ``run`` (None: it is one); ``every``: -2 (every layer) allowed."""
+    n = run["n_layers"]
+    if EMB <= layer < n or (every and layer == ALL_LAYERS):
+        return None
+    every_text = ", -2 (every layer)" if every else ""
+    return f"not a layer of run {run['id']} ({n} blocks): -1 (emb){every_text} or a block 0..{n - 1}"
+
+
+def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, dict[str, Any]]:
+    """Unique ids and config hashes, checkpoint ids, behaviour ranges; returns id → run."""
+    by_id: dict[int, dict[str, Any]] = {}
+    hashes: dict[str, int] = {}
+    for i, run in enumerate(rows):
+        if run["id"] in by_id:
+            problems.add("runs", rows, (i, "id"), "another run of the bundle has this id", run["id"])
+        if run["config_hash"] in hashes:
+            why = f"runs[{hashes[run['config_hash']]}] has this config hash too (a run's unique key)"
+            problems.add("runs", rows, (i, "config_hash"), why, run["config_hash"])
+        by_id.setdefault(run["id"], run)
+        hashes.setdefault(run["config_hash"], i)
+        if run.get("checkpoint_id") is not None and not _HEX64.fullmatch(run["checkpoint_id"]):
+            problems.add(
+                "runs", rows, (i, "checkpoint_id"), "not a checkpoint id (64 hex characters)", run["checkpoint_id"]
+            )
+        for length, entry in (run.get("behaviour") or {}).items():
+            if not isinstance(entry, dict):
+                problems.add("runs", rows, (i, "behaviour", length), "must be an object", entry)
+                continue
+            for key, span in _BEHAVIOUR_BOUNDS.items():
+                if entry.get(key) is not None and not _within(entry[key], span):
+                    problems.add("runs", rows, (i, "behaviour", length, key), _span(span), entry[key])
+    return by_id
+
+
+def _check_results(
+    table: str, rows: list[dict[str, Any]], runs: dict[int, dict[str, Any]], problems: _Problems
+) -> None:
+    """Each row's run, layer, site and positions against the run it belongs to."""
+    for i, row in enumerate(rows):
+        run = runs.get(row["run_id"])
+        if run is None:
+            problems.add(table, rows, (i, "run_id"), "no run of the bundle has this id", row["run_id"])
+            continue
+        every = row.get("method") == _CONV1D  # -2: every layer, conv1d removal only
+        why = _layer_problem(row["layer"], run, every=every)
+        if why is None and table == PatchingResult.__tablename__:
+            try:
+                site_name(row.get("site", "resid_post"), row["layer"])
+            except ValueError as exc:
+                why = str(exc)
+        if why is not None:
+            problems.add(table, rows, (i, "layer"), why, row["layer"])
+        for column in ("position", "corrupt_position"):
+            if isinstance(row.get(column), int) and row[column] >= row["eval_length"]:
+                why = (
+                    f"past the end of its eval length {row['eval_length']} (positions are 0..{row['eval_length'] - 1})"
+                )
+                problems.add(table, rows, (i, column), why, row[column])
+        if table == ResultWeights.__tablename__ and not _HEX64.fullmatch(row["artifact_id"]):
+            problems.add(table, rows, (i, "artifact_id"), "not an artifact id (64 hex characters)", row["artifact_id"])
+
+
+def check_tables(manifest: dict[str, Any], raw: dict[str, bytes], tables: dict[str, list[Any]]) -> list[str]:
+    """The problems of a bundle's tables (``raw``: the JSON files as read, ``tables``: them
+    parsed; both by table name), each naming its file, row, field and why; ``[]``: none.
+    The checks across rows run only once every row has its types."""
+    problems = _Problems()
+    suite = manifest.get("suite")
+    problem = text_problem(suite) if isinstance(suite, str) else None
+    if suite is not None and (not isinstance(suite, str) or problem):
+        problems.found.append(
+            f"manifest.json: suite = {_shown(suite)}: {problem[1] if problem else 'must be a string'}"
+        )
+    for table, rows in tables.items():
+        if table in _TABLES and table in raw:
+            _check_storable(table, rows, raw[table], problems)
+            _check_types(table, raw[table], rows, problems)
+    if not problems.found:
+        runs = _check_runs(tables[Run.__tablename__], problems)
+        for model in (ProbeResult, InterventionResult, PatchingResult, ResultWeights):
+            _check_results(model.__tablename__, tables.get(model.__tablename__, []), runs, problems)
+    return problems.found
