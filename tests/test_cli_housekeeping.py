@@ -168,3 +168,23 @@ def test_debug_prints_the_traceback(cli_env, capsys, monkeypatch) -> None:
     monkeypatch.setenv("LAYERSCOPE_DEBUG", "1")
     assert main(["runs", "show", "999"]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["runs", "note", "{rid}", "a\nb"], "notes 'a\\u000ab': must not contain control characters (found U+000A"),
+        (["runs", "tag", "{rid}", "bad\x07tag"], "tag 'bad\\u0007tag': must not contain control characters"),
+        (["suite", "note", "t", "two\nlines"], "notes 'two\\u000alines': must not contain control characters"),
+        (["suite", "tag", "t", "ok", "x\ty"], "tag 'x\\u0009y': must not contain control characters"),
+    ],
+)
+def test_runs_and_suite_notes_and_tags_follow_the_apis_text_rule(cli_env, args, said) -> None:
+    from tests.cli_one_line import assert_one_line_error
+
+    f = factory(cli_env)
+    rid = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="t")[0]
+    assert_one_line_error([a.replace("{rid}", str(rid)) for a in args], said)
+    with f() as s:  # nothing stored
+        run = s.get(Run, rid)
+        assert not run.tags and not run.notes

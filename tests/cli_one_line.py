@@ -1,0 +1,24 @@
+"""Run the console entry point (``backend.cli.main``: the one-line error handling) under typer's
+CliRunner isolation, and check that a refusal is one line with no traceback."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from backend.cli import main
+
+
+def run_cli(args: list[str], input: str | None = None) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``layerscope ARGS``."""
+    with CliRunner().isolation(input=input) as (out, err, _):
+        rc = main(args)
+        return rc, out.getvalue().decode(), err.getvalue().decode()
+
+
+def assert_one_line_error(args: list[str], said: str, rc: int = 1) -> str:
+    """``layerscope ARGS`` exits ``rc`` with one ``layerscope: error:`` line holding ``said``."""
+    got, out, err = run_cli(args)
+    assert "Traceback" not in out + err, err
+    assert got == rc and said in err and len(err.strip().splitlines()) == 1, (got, err)
+    assert err.startswith("layerscope: error: ")
+    return err
