@@ -16,9 +16,11 @@ def run_cli(args: list[str], input: str | None = None) -> tuple[int, str, str]:
 
 
 def assert_one_line_error(args: list[str], said: str, rc: int = 1) -> str:
-    """``layerscope ARGS`` exits ``rc`` with one ``layerscope: error:`` line holding ``said``."""
+    """``layerscope ARGS`` exits ``rc`` with no traceback and one ``layerscope: error:`` line
+    holding ``said`` (progress lines before it, \\r-separated, are allowed); that line."""
     got, out, err = run_cli(args)
     assert "Traceback" not in out + err, err
-    assert got == rc and said in err and len(err.strip().splitlines()) == 1, (got, err)
-    assert err.startswith("layerscope: error: ")
-    return err
+    errors = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("layerscope: error: ")]
+    assert got == rc and len(errors) == 1 and said in errors[0], (got, err)
+    assert err.rstrip().endswith(errors[0])  # the last thing said
+    return errors[0]
