@@ -188,3 +188,17 @@ def test_runs_and_suite_notes_and_tags_follow_the_apis_text_rule(cli_env, args, 
     with f() as s:  # nothing stored
         run = s.get(Run, rid)
         assert not run.tags and not run.notes
+
+
+def test_token_list_json_never_shows_a_token(cli_env) -> None:
+    from tests.cli_one_line import run_cli
+
+    assert run_cli(["token", "create", "--name", "ci"])[0] == 0
+    token = run_cli(["token", "create", "--name", "bot"])[1].strip()
+    assert run_cli(["token", "revoke", "ci"])[0] == 0
+    rc, out, err = run_cli(["token", "list", "--json"])
+    rows = json.loads(out)
+    assert rc == 0 and [(r["name"], r["revoked"]) for r in rows] == [("ci", True), ("bot", False)], err
+    assert set(rows[0]) == {"id", "name", "created_at", "revoked"} and token not in out
+    rc, out, _ = run_cli(["token", "list"])
+    assert rc == 0 and out.splitlines()[1].endswith("\tactive") and "bot" in out
