@@ -6,26 +6,13 @@ from __future__ import annotations
 import base64
 import json
 
-import pytest
-
+from tests import test_file_task
 from tests.cli_one_line import run_cli
 from tests.test_file_task import parity_rows, write_jsonl
 
+cli_env = test_file_task.cli_env  # the fixture: a temp home, DB, queue and model store
+
 SHORT = {"tokens": [0, 1, 1], "labels": [0, 1]}
-
-
-@pytest.fixture
-def cli_env(tmp_path, monkeypatch):
-    from store.config import get_settings
-
-    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
-    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
-    monkeypatch.delenv("LAYERSCOPE_DEBUG", raising=False)
-    get_settings.cache_clear()
-    yield tmp_path
-    get_settings.cache_clear()
 
 
 def broken_file(path, n_bad: int = 8):
