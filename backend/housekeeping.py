@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from layerscope_core.text import printable, text_problem
 from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, SuiteNote
 
 MAX_TAGS = 32
@@ -47,6 +48,24 @@ def clean_tags(tags: Sequence[str]) -> list[str]:
     return out
 
 
+def _check_text(field: str, value: str) -> None:
+    """The API's text rule for the CLI too (the API's schema already refuses these with a 422)."""
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(f"{field} '{printable(value)[:60]}': {problem[1]}")
+
+
+def _check_annotation(tags: Sequence[str] | None, add: Sequence[str], notes: str | None) -> None:
+    """The tags being set or added and the notes, before anything changes (stored tags are not
+    checked again: they stay removable)."""
+    for t in [*(tags or ()), *add]:
+        _check_text("tag", str(t))
+    if notes is not None:
+        if len(notes) > MAX_NOTES_LENGTH:
+            raise ValueError(f"notes: longer than {MAX_NOTES_LENGTH} characters")
+        _check_text("notes", notes)
+
+
 def annotate_run(
     session: Session,
     run_id: int,
@@ -61,12 +80,11 @@ def annotate_run(
     run = session.get(Run, run_id)
     if run is None:
         raise NotFoundError(f"run {run_id} not found")
+    _check_annotation(tags, add, notes)
     current = list(tags) if tags is not None else list(run.tags or [])
     current = [t for t in clean_tags([*current, *add]) if t not in {r.strip() for r in remove}]
     run.tags = current or None
     if notes is not None:
-        if len(notes) > MAX_NOTES_LENGTH:
-            raise ValueError(f"notes: longer than {MAX_NOTES_LENGTH} characters")
         run.notes = notes or None
     session.commit()
     return run
@@ -88,12 +106,11 @@ def annotate_suite(
     """As :func:`annotate_run`, for a suite (one that holds a run). Commits."""
     if not suite_exists(session, name):
         raise NotFoundError(f"suite {name!r} not found")
+    _check_annotation(tags, add, notes)
     row = session.get(SuiteNote, name) or SuiteNote(name=name)
     current = list(tags) if tags is not None else list(row.tags or [])
     row.tags = [t for t in clean_tags([*current, *add]) if t not in {r.strip() for r in remove}] or None
     if notes is not None:
-        if len(notes) > MAX_NOTES_LENGTH:
-            raise ValueError(f"notes: longer than {MAX_NOTES_LENGTH} characters")
         row.notes = notes or None
     session.add(row)
     session.commit()

@@ -25,6 +25,7 @@ from dash import (  # noqa: F401
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.figures.common import graph_config
 from dashboard.state import F, PageState, global_flags
+from layerscope_core.csv_cells import csv_text
 from science.trained import DEFAULT_CRITERION, untrained_reason
 
 log = logging.getLogger(__name__)
@@ -378,13 +379,10 @@ def register_save_view(
         )
 
 
-def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """Defuse spreadsheet formula injection in text cells (user-typed run names)."""
-    df = df.copy()
-    for c in df.columns:
-        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c]):
-            df[c] = df[c].map(lambda v: "'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v)
-    return df
+def send_csv(df: pd.DataFrame, filename: str) -> dict:
+    """``df`` as a CSV download (``dcc.Download`` data) through the one CSV writer, which defuses
+    spreadsheet formulas in text cells (user-typed run names, tags, notes)."""
+    return dcc.send_string(csv_text(df), filename)
 
 
 def register_exports(
@@ -431,4 +429,4 @@ def register_exports(
         state = spec.decode(search, base)
         rows = csv_rows(state)
         df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-        return dcc.send_data_frame(csv_safe(df).to_csv, f"{filename}.csv", index=False)
+        return send_csv(df, f"{filename}.csv")

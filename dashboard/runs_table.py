@@ -11,7 +11,7 @@ import dash_ag_grid as dag
 
 from dashboard.api_client import ApiClient
 from dashboard.run_kind import control_badge, stop_reason_label
-from dashboard.state import parse_int
+from dashboard.state import INT_MAX, parse_int
 from dashboard.theme import all_tasks, family_label, family_names, task_label
 from layerscope_core.provenance import commit_label
 
@@ -198,18 +198,30 @@ def run_filters(state: dict) -> dict[str, Any]:
     }
 
 
+def page_size(state: dict) -> int:
+    """The page state's page size: one of :data:`PAGE_SIZES`, else 50."""
+    return state["size"] if state["size"] in PAGE_SIZES else 50
+
+
+def page_number(state: dict) -> int:
+    """The page state's page number, at least 1 and at most the last page whose offset the API
+    takes (``offset`` <= 2**31 - 1: ``?page=50000000`` asks for no offset past it)."""
+    size = page_size(state)
+    return min(max(1, state["page"] or 1), INT_MAX // size + 1)
+
+
 def fetch_page(api: ApiClient, state: dict) -> dict:
-    """One page of runs for the page state (its size one of :data:`PAGE_SIZES`, else 50)."""
-    size = state["size"] if state["size"] in PAGE_SIZES else 50
-    page = max(1, state["page"] or 1)
-    return api.runs(**run_filters(state), limit=size, offset=(page - 1) * size, sort=state["sort"] or None)
+    """One page of runs for the page state (see :func:`page_size`, :func:`page_number`)."""
+    size = page_size(state)
+    offset = (page_number(state) - 1) * size
+    return api.runs(**run_filters(state), limit=size, offset=offset, sort=state["sort"] or None)
 
 
 def fetch_clamped_page(api: ApiClient, state: dict) -> tuple[dict, int]:
     """(the page of runs, its number): a page past the last one shows the last one (a link to
-    ``?page=2`` after runs were deleted, a typed page number)."""
+    ``?page=2`` after runs were deleted, a typed page number, ``?page=50000000``)."""
     page = fetch_page(api, state)
-    p = max(1, state["page"] or 1)
+    p = page_number(state)
     n_pages = max(1, -(-page["total"] // page["limit"]))
     if p > n_pages:
         p = n_pages

@@ -62,8 +62,12 @@ def open(source: str | Path) -> Results:
     bundle into a temporary SQLite database (removed on :meth:`Results.close` or at exit); a URL
     is opened as it is, migrated to the newest schema first (as ``layerscope serve`` does).
 
+    A SQLite URL must name an existing file (``~`` is the home folder): a mistyped path is
+    refused rather than opened as a new, empty database whose every frame is empty.
+
     Raises:
         backend.bundle.BundleError: the file is not a layerscope bundle (or is missing).
+        FileNotFoundError: a SQLite URL names no existing file.
         backend.core.startup.StartupError: the database cannot be opened.
     """
     text = str(source)
@@ -77,12 +81,31 @@ def open(source: str | Path) -> Results:
     from store.session import make_engine, make_sessionmaker
 
     check_db_url(text)
+    text = _existing_sqlite(text)
     try:
         init_db(text)
     except Exception as exc:  # one line naming the URL
         raise explain(exc, text) from exc
     engine = make_engine(text)
     return Results(make_sessionmaker(engine), source=text, closer=engine.dispose)
+
+
+def _existing_sqlite(url: str) -> str:
+    """``url`` with ``~`` in a SQLite path expanded; FileNotFoundError when the file is not there.
+    Other databases (and in-memory SQLite) are returned as they are."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    db = u.database or ""
+    if u.get_backend_name() != "sqlite" or db in ("", ":memory:") or db.startswith("file:"):
+        return url
+    path = Path(db).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{url}: no such file ({path.absolute()}); lr.open reads an existing results database and "
+            "never creates one (check the path; `layerscope db upgrade` or a suite makes one)"
+        )
+    return u.set(database=str(path)).render_as_string(hide_password=False)
 
 
 class Results:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,8 +99,36 @@ def save(
         raise
 
 
-class CheckpointMismatch(ValueError):
+# How to get past a checkpoint that cannot be resumed; every such error ends with it.
+AFRESH_HINT = "delete the file, or train with force (`--force`), to start the run afresh"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file exists at the path but cannot be resumed (the message names the file and
+    how to start afresh: :data:`AFRESH_HINT`)."""
+
+
+class CheckpointMismatch(CheckpointError):
     """A checkpoint file exists at the path but belongs to another run (another identity or format)."""
+
+
+class CheckpointUnreadable(CheckpointError):
+    """A checkpoint file exists at the path but cannot be read (truncated by a kill or a full
+    disk before the atomic write existed, copied half, not a checkpoint at all)."""
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The checkpoint's dict, or :class:`CheckpointUnreadable`."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]  # torch's first sentence
+        raise CheckpointUnreadable(
+            f"training checkpoint {path} cannot be read ({reason[:160]}); {AFRESH_HINT}"
+        ) from exc
+    if not isinstance(state, dict):
+        raise CheckpointUnreadable(f"training checkpoint {path} is not a checkpoint; {AFRESH_HINT}")
+    return state
 
 
 def load(
@@ -113,13 +143,15 @@ def load(
 
     Raises:
         CheckpointMismatch: the file is another run's checkpoint or of another format.
-        RuntimeError, pickle.UnpicklingError, EOFError: the file cannot be read (torch.load).
+        CheckpointUnreadable: the file cannot be read (a truncated or foreign file).
     """
     if not path.exists():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _read(path)
     if state.get("format") != FORMAT or state.get("identity") != ident:
-        raise CheckpointMismatch(f"{path}: a checkpoint of another run (identity {str(state.get('identity'))[:12]})")
+        raise CheckpointMismatch(
+            f"{path}: a checkpoint of another run (identity {str(state.get('identity'))[:12]}); {AFRESH_HINT}"
+        )
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
     if sched is not None:

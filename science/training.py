@@ -213,6 +213,7 @@ def train_model(
             checkpoint stays, so the run resumes from it).
         FloatingPointError: the loss became NaN/inf.
         science.train_checkpoint.CheckpointMismatch: ``checkpoint`` holds another run's state.
+        science.train_checkpoint.CheckpointUnreadable: ``checkpoint`` cannot be read (truncated).
     """
     c = config or TrainConfig()
     ctx = ctx or SilentContext()

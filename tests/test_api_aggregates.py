@@ -223,3 +223,22 @@ def test_the_cache_sees_a_run_trained_again(seeded) -> None:
         persist.drop_results(s, seeded.run_ids[0])
     with seeded.factory() as s:
         assert cache.fingerprint(s) != before
+
+
+def test_csv_export_defuses_spreadsheet_formulas_owasp(seeded) -> None:
+    """A text cell starting with = + - @ tab or CR gets a leading single quote (OWASP CSV
+    injection); JSON and Parquet keep the value as stored, numbers are untouched."""
+    from store.models import Run
+
+    rid = seeded.run_ids[0]
+    note = '=HYPERLINK("http://x","y")'
+    with seeded.factory() as s:
+        run = s.get(Run, rid)
+        run.notes, run.name = note, "@SUM(1)"
+        s.commit()
+    csv = pd.read_csv(io.StringIO(seeded.client.get("/api/export/runs.csv").text), keep_default_na=False)
+    row = csv[csv["id"] == rid].iloc[0]
+    assert row["notes"] == "'" + note and row["name"] == "'@SUM(1)"
+    assert (csv["seed"] >= 0).all()  # numbers stay numbers
+    rows = seeded.client.get("/api/export/runs.json").json()
+    assert next(r for r in rows if r["id"] == rid)["notes"] == note

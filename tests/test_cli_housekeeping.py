@@ -168,3 +168,37 @@ def test_debug_prints_the_traceback(cli_env, capsys, monkeypatch) -> None:
     monkeypatch.setenv("LAYERSCOPE_DEBUG", "1")
     assert main(["runs", "show", "999"]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["runs", "note", "{rid}", "a\nb"], "notes 'a\\u000ab': must not contain control characters (found U+000A"),
+        (["runs", "tag", "{rid}", "bad\x07tag"], "tag 'bad\\u0007tag': must not contain control characters"),
+        (["suite", "note", "t", "two\nlines"], "notes 'two\\u000alines': must not contain control characters"),
+        (["suite", "tag", "t", "ok", "x\ty"], "tag 'x\\u0009y': must not contain control characters"),
+    ],
+)
+def test_runs_and_suite_notes_and_tags_follow_the_apis_text_rule(cli_env, args, said) -> None:
+    from tests.cli_one_line import assert_one_line_error
+
+    f = factory(cli_env)
+    rid = seed_runs(f, families=("lstm",), tasks=("parity",), seeds=(0,), suite="t")[0]
+    assert_one_line_error([a.replace("{rid}", str(rid)) for a in args], said)
+    with f() as s:  # nothing stored
+        run = s.get(Run, rid)
+        assert not run.tags and not run.notes
+
+
+def test_token_list_json_never_shows_a_token(cli_env) -> None:
+    from tests.cli_one_line import run_cli
+
+    assert run_cli(["token", "create", "--name", "ci"])[0] == 0
+    token = run_cli(["token", "create", "--name", "bot"])[1].strip()
+    assert run_cli(["token", "revoke", "ci"])[0] == 0
+    rc, out, err = run_cli(["token", "list", "--json"])
+    rows = json.loads(out)
+    assert rc == 0 and [(r["name"], r["revoked"]) for r in rows] == [("ci", True), ("bot", False)], err
+    assert set(rows[0]) == {"id", "name", "created_at", "revoked"} and token not in out
+    rc, out, _ = run_cli(["token", "list"])
+    assert rc == 0 and out.splitlines()[1].endswith("\tactive") and "bot" in out

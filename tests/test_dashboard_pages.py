@@ -11,8 +11,9 @@ from dashboard import suites
 from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiError
 from dashboard.app import create_dash, render_page
-from dashboard.components import Bind, csv_safe, sync_step
+from dashboard.components import Bind, sync_step
 from dashboard.pages import claims, curves, jobs, probe_causal, reversal, runs
+from layerscope_core.csv_cells import csv_safe
 from tests.dashboard_data import FAMILIES, curve_rows, intervention_rows, patching_rows, probe_rows, profile_rows
 
 XSS = "<script>alert(1)</script>"
@@ -514,6 +515,20 @@ def test_csv_defuses_formulas():
 
     df = csv_safe(pd.DataFrame({"name": ["=cmd()", "ok", "-x"], "v": [-1.0, 2.0, 3.0]}))
     assert list(df["name"]) == ["'=cmd()", "ok", "'-x"] and list(df["v"]) == [-1.0, 2.0, 3.0]
+
+
+def test_runs_csv_download_defuses_formulas_in_every_text_cell():
+    import io
+
+    import pandas as pd
+
+    api = FakeApi()
+    api.runs_list[0] = {**api.runs_list[0], "notes": "\t=cmd()", "name": "\r+1", "tags": ["@SUM(1)"]}
+    sent = runs.export_csv(api, runs.SPEC.decode("", {}))
+    assert sent["filename"] == "layerscope-runs.csv"
+    df = pd.read_csv(io.StringIO(sent["content"]), keep_default_na=False)
+    first = df[df["id"] == api.runs_list[0]["id"]].iloc[0]
+    assert first["notes"] == "'\t=cmd()" and first["name"] == "'\r+1" and first["tags"] == '["@SUM(1)"]'
 
 
 def test_bind_bool_roundtrip():

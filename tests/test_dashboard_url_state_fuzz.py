@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dashboard.all_pages import PAGES
+from dashboard.api_client import ApiError
 from dashboard.app import render_page
 from dashboard.pages import jobs, runs
 from dashboard.state import INT_MAX, INT_MIN, F, parse_int
@@ -143,6 +144,24 @@ def test_a_page_past_the_end_shows_the_last_page() -> None:
     assert p == 1 and len(page["items"]) == 45 and page["offset"] == 0
     state = runs.SPEC.decode("?page=99999999999999999999999&size=25")
     page, p = runs.fetch_clamped_page(api, state)
+    assert p == 2 and [r["id"] for r in page["items"]] == list(range(26, 46))
+
+
+class OffsetCheckingApi(FakeApi):
+    """The API's own bound: ``offset`` above 2**31 - 1 is a 422."""
+
+    def runs(self, *, offset=0, **kw):
+        if offset > INT_MAX:
+            raise ApiError(422, "offset: Input should be less than or equal to 2147483647")
+        return super().runs(offset=offset, **kw)
+
+
+def test_a_huge_page_number_shows_the_last_page_not_an_api_error() -> None:
+    api = OffsetCheckingApi()  # 45 runs
+    for search in ("?page=50000000", "?page=99999999999999999999", "?page=50000000&size=200"):
+        page, p = runs.fetch_clamped_page(api, runs.SPEC.decode(search))
+        assert p == 1 and len(page["items"]) == 45 and page["offset"] == 0
+    page, p = runs.fetch_clamped_page(api, runs.SPEC.decode("?page=50000000&size=25"))
     assert p == 2 and [r["id"] for r in page["items"]] == list(range(26, 46))
 
 

@@ -157,3 +157,26 @@ def test_cli_capture_writes_named_sites(cli_env, tmp_path, capsys):
     assert got["blocks.0.state.h"].shape == (4, 16, 16) and got["tokens"].shape == (4, 16)
     assert main(["capture", str(run_id), "--site", "blocks.0.hook_resid", "-o", str(out)]) == 2
     assert "site name" in capsys.readouterr().err
+
+
+def test_cli_capture_refuses_a_missing_folder_and_a_huge_capture_in_one_line(cli_env, tmp_path, monkeypatch):
+    """``-o`` into a folder that does not exist, and sizes within the options' ranges whose capture
+    would hold tens of GB (100,000 × 4,096): one line each, before anything large is allocated."""
+    import models_store.cache
+    from tests.cli_one_line import assert_one_line_error
+
+    monkeypatch.delenv("LAYERSCOPE_DEBUG", raising=False)
+    run_id = _train(cli_env, "gru", 16)
+    missing = tmp_path / "nonexistent-dir" / "x.st"
+    err = assert_one_line_error(["capture", str(run_id), "--site", "embed", "-o", str(missing)], "does not exist", rc=2)
+    assert str(missing.parent) in err and not missing.parent.exists()
+
+    batches: list[int] = []
+    real = models_store.cache.run_with_cache
+    monkeypatch.setattr(models_store.cache, "run_with_cache", lambda m, x, s: batches.append(len(x)) or real(m, x, s))
+    big = ["capture", str(run_id), "--site", "embed", "--n-sequences", "100000", "--length", "4096"]
+    err = assert_one_line_error(
+        [*big, "-o", str(tmp_path / "big.st")], "a capture of 100,000 sequences of length 4,096"
+    )
+    assert "GB, over the 4 GiB one capture may hold" in err and "--n-sequences" in err
+    assert batches == [1] and not (tmp_path / "big.st").exists()  # only one sequence was ever run

@@ -34,6 +34,7 @@ PACKAGES = set(ALLOWED)
 
 # the modules outside its own package the dashboard may import: pure math and labels (DESIGN.md)
 DASHBOARD_MAY_IMPORT: set[str] = {
+    "layerscope_core.csv_cells",  # the one CSV writer (formula-safe cells), shared with the API
     "layerscope_core.layers",
     "layerscope_core.plugins",  # entry points read by name; a plugin's own modules load on first use
     "layerscope_core.provenance",

@@ -98,6 +98,21 @@ def test_not_a_bundle_is_a_bundle_error(tmp_path) -> None:
         lr.open(bad)
 
 
+def test_a_mistyped_database_path_is_refused_not_created(seeded, tmp_path, monkeypatch) -> None:
+    """``lr.open("sqlite:///<typo>")`` once made a new empty database and every frame was empty."""
+    typo = tmp_path / "layerscop.db"
+    for url in (f"sqlite:///{typo}", "sqlite:///no-such-results.db", "sqlite:///~/no-such-dir/layerscope.db"):
+        with pytest.raises(FileNotFoundError, match="no such file") as got:
+            lr.open(url)
+        assert "layerscope db upgrade" in str(got.value)
+    assert not typo.exists() and not (tmp_path / "layerscop.db.migrate.lock").exists()
+    assert not Path("no-such-results.db").exists()
+    real = Path(seeded.settings.resolved_db_url.removeprefix("sqlite:///"))
+    monkeypatch.setenv("HOME", str(real.parent))
+    with lr.open(f"sqlite:///~/{real.name}") as res:  # ~ is the home folder, as the docstring shows
+        assert len(res.runs()) > 0
+
+
 def test_unknown_filters_are_errors_not_empty_frames(seeded) -> None:
     with lr.open(seeded.settings.resolved_db_url) as res:
         with pytest.raises(ValueError, match="family 'rnn' unknown; one of transformer"):

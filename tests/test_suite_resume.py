@@ -149,3 +149,31 @@ def test_submitted_suite_skips_runs_already_stored(db_factory, count_training):
         train_jobs = list(s.execute(select(Job).where(Job.kind == "train")).scalars())
         assert len(train_jobs) == 4 and {j.state for j in train_jobs} == {"succeeded"}
         assert s.scalar(select(func.count()).select_from(Run)) == 2
+
+
+def test_cli_suite_on_a_corrupt_training_checkpoint_names_the_file_and_force(tmp_path, monkeypatch):
+    """A training checkpoint truncated by a kill -9 (``<store>/training/<hash>.pt``): one line
+    naming the file and --force, the same on a retry; --force then trains afresh."""
+    from store.config import get_settings
+    from tests.cli_one_line import assert_one_line_error, run_cli
+    from worker.presets import expand_suite
+
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'c.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.delenv("LAYERSCOPE_DEBUG", raising=False)
+    get_settings.cache_clear()
+    (job,) = expand_suite(
+        SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], seeds=[0], max_steps=2, controls=False)
+    )
+    ckpt = tmp_path / "store" / "training" / f"{job.run_hash()}.pt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"PK\x03\x04 cut short by a kill -9")
+    args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--seed", "0"]
+    args += ["--max-steps", "2", "--no-controls", "--device", "cpu", "--name", "trunc-test"]
+    for _ in range(2):
+        err = assert_one_line_error(args, f"training checkpoint {ckpt} cannot be read (")
+        assert "delete the file, or train with force (`--force`), to start the run afresh" in err
+    rc, _, err = run_cli([*args, "--force"])
+    assert rc == 0 and not ckpt.exists(), err
+    get_settings.cache_clear()

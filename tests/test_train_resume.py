@@ -10,7 +10,7 @@ import torch
 from models_store import ModelConfig, build_model
 from science.context import JobCancelled, SilentContext
 from science.tasks import get_task
-from science.train_checkpoint import CheckpointMismatch
+from science.train_checkpoint import CheckpointMismatch, CheckpointUnreadable
 from science.training import TrainConfig, train_model
 
 # A curriculum that moves (threshold 0.55), evaluations every 25 steps, data blocks of 25.
@@ -94,8 +94,9 @@ def test_another_runs_checkpoint_is_refused(tmp_path):
     ckpt = tmp_path / "run.pt"
     with pytest.raises(JobCancelled):
         train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25, ctx=CancelAt(30))
-    with pytest.raises(CheckpointMismatch, match="another run"):
+    with pytest.raises(CheckpointMismatch, match="another run") as got:
         train_model(fresh_model(task), task, CONFIG, seed=2, checkpoint=ckpt)
+    assert str(ckpt) in str(got.value) and "delete the file, or train with force (`--force`)" in str(got.value)
     with pytest.raises(CheckpointMismatch):
         train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_key="other-run-hash")
     assert ckpt.exists()  # refused, not overwritten
@@ -160,3 +161,41 @@ def test_a_failed_write_keeps_the_last_checkpoint(tmp_path, monkeypatch):
         train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25)
     assert ckpt.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_an_unreadable_checkpoint_names_the_file_and_how_to_start_afresh(tmp_path, damage):
+    """A checkpoint cut short (a kill -9 before the atomic write, a full disk, a half copy) is a
+    CheckpointUnreadable (a ValueError: the CLI prints it in one line) naming the file and
+    ``--force`` / deleting it, every time, not torch's zip error; the file is left as it is."""
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, checkpoint_every=25, ctx=CancelAt(30))
+    data = ckpt.read_bytes()
+    ckpt.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"not a checkpoint" * 10, "empty": b""}[damage])
+    before = ckpt.read_bytes()
+    for _ in range(2):
+        with pytest.raises(CheckpointUnreadable) as got:
+            train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt)
+        msg = str(got.value)
+        assert msg.startswith(f"training checkpoint {ckpt} cannot be read (") and "\n" not in msg
+        assert msg.endswith("delete the file, or train with force (`--force`), to start the run afresh")
+    assert isinstance(got.value, ValueError) and ckpt.read_bytes() == before
+
+
+def test_the_documented_checkpoint_steps_hold(tmp_path):
+    """docs/SCIENCE.md#resuming-training: 100 steps rounded up to whole data blocks, so the smoke
+    preset's 6-step blocks (eval_every 6) checkpoint at 102, 204, …, not at 100, 200."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "SCIENCE.md").read_text()
+    section = doc[doc.index('id="resuming-training"') :][:1500]
+    assert "checkpoints at steps 102, 204, 306" in " ".join(section.split())
+    task = get_task("parity")
+    c = TrainConfig(train_length=8, batch_size=8, max_steps=150, eval_every=6, n_eval_sequences=16, warmup_steps=5)
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, c, seed=1, checkpoint=ckpt, ctx=CancelAt(110))
+    got = train_model(fresh_model(task), task, c, seed=1, checkpoint=ckpt, ctx=CancelAt(10**9))
+    assert got.resumed_at == [102]

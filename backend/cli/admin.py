@@ -2,7 +2,7 @@
 
 layerscope token create --name NAME     # printed once; stored as SHA-256 only
 layerscope token revoke NAME_OR_ID
-layerscope token list
+layerscope token list [--json]
 layerscope db upgrade                   # a SQLite file is backed up first
 """
 
@@ -44,13 +44,23 @@ def token_revoke(name_or_id: Annotated[str, typer.Argument(help="Token name or i
 
 
 @token_app.command("list")
-def token_list() -> None:
+def token_list(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON on stdout (id, name, created_at, revoked; for scripts).")
+    ] = False,
+) -> None:
     """List tokens (names and ids; never the tokens)."""
     from backend.core.security import list_tokens
 
     with C.session_factory()() as s:
-        for t in list_tokens(s):
-            typer.echo(f"{t.id}\t{t.name}\t{t.created_at:%Y-%m-%d %H:%M}\t{'revoked' if t.revoked else 'active'}")
+        rows = [{"id": t.id, "name": t.name, "created_at": t.created_at, "revoked": t.revoked} for t in list_tokens(s)]
+    if as_json:
+        C.echo_json(rows)
+        return
+    for t in rows:
+        typer.echo(
+            f"{t['id']}\t{t['name']}\t{t['created_at']:%Y-%m-%d %H:%M}\t{'revoked' if t['revoked'] else 'active'}"
+        )
 
 
 @db_app.command("upgrade")

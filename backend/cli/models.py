@@ -46,7 +46,9 @@ def capture(
         int | None, typer.Option(min=1, max=4096, help="Sequence length (default: the run's train length).")
     ] = None,
 ) -> None:
-    """Capture named activations of a stored run on held-out sequences of its task (run_with_cache)."""
+    """Capture named activations of a stored run on held-out sequences of its task (run_with_cache).
+    A capture that would hold more than 4 GiB is refused before anything large is allocated."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     from backend.cli.common import session_factory
@@ -60,14 +62,42 @@ def capture(
             parse_site(name)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="'--site'") from None
+    if not output.parent.is_dir():
+        raise typer.BadParameter(f"folder {output.parent} does not exist (create it first)", param_hint="'-o'")
     settings = get_settings()
     env = WorkerEnv(session_factory(settings), settings.resolved_store_dir, "cpu")
     params, task, model = load_run(run_id, env)
-    data = task.generate(length or params.train_length, n_sequences, seed=0, split="test")
-    _, cache = run_with_cache(model, data.tokens, site)
-    tensors = {k: v.contiguous() for k, v in cache.items()}
-    save_file({**tensors, "tokens": data.tokens.contiguous(), "labels": data.labels.contiguous()}, str(output))
+    length = length or params.train_length
+
+    def held_out(n: int) -> dict:
+        """The capture of ``n`` held-out sequences: the sites' tensors, tokens and labels."""
+        data = task.generate(length, n, seed=0, split="test")
+        _, cache = run_with_cache(model, data.tokens, site)
+        return {**{k: v.contiguous() for k, v in cache.items()}, "tokens": data.tokens, "labels": data.labels}
+
+    _check_capture_size(held_out(1), n_sequences, length, site, run_id)  # one sequence's size, times n
+    captured = held_out(n_sequences)
+    tensors = {k: v for k, v in captured.items() if k not in ("tokens", "labels")}
+    try:
+        save_file({k: v.contiguous() for k, v in captured.items()}, str(output))
+    except SafetensorError as exc:  # a full disk, no write permission: one line, not the Rust error's traceback
+        raise OSError(f"cannot write {output}: {exc}") from exc
     typer.echo(
         f"layerscope: {', '.join(f'{k} {tuple(v.shape)}' for k, v in tensors.items())} of run {run_id} "
         f"written to {output}"
     )
+
+
+CAPTURE_LIMIT_BYTES = 4 * 2**30  # what one capture may hold (its tensors, tokens and labels)
+
+
+def _check_capture_size(one_sequence: dict, n: int, length: int, sites: list[str], run_id: int) -> None:
+    """Refuse a capture over :data:`CAPTURE_LIMIT_BYTES` before generating its data: every tensor
+    grows with the number of sequences, so ``n`` times the size of one sequence's capture."""
+    total = n * sum(t.numel() * t.element_size() for t in one_sequence.values())
+    if total > CAPTURE_LIMIT_BYTES:
+        raise ValueError(
+            f"a capture of {n:,} sequences of length {length:,} at {', '.join(sites)} of run {run_id} would "
+            f"hold {total / 1e9:,.1f} GB, over the {CAPTURE_LIMIT_BYTES / 2**30:.0f} GiB one capture may hold; "
+            "capture fewer sequences (--n-sequences) or shorter ones (--length), in several files if need be"
+        )

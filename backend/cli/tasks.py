@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from backend.cli import common as C
+
 task_app = typer.Typer(help="Tasks defined by your own labelled file (JSONL / Parquet).", no_args_is_help=True)
 
 
@@ -21,8 +23,8 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
     Raises:
         TaskFileError / ValueError: a bad file (every bad row named) or a taken / bad name.
     """
+    from backend.task_files import parse_naming_every_bad_row
     from layerscope_core.registry import TASKS
-    from science.tasks.file_task import parse_task_file
     from science.tasks.task_store import TaskStore
     from worker import settings_task_store
 
@@ -37,7 +39,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
                 f"tokenizer {tokenizer!r} could not be loaded ({type(e).__name__}: "
                 f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})"
             ) from None
-    file = parse_task_file(path, tokenizer=tok, data=data)
+    file = parse_naming_every_bad_row(path, tokenizer=tok, data=data)
     store = TaskStore(settings_task_store())
     store.add(file, name, source=Path(path).name, builtin=TASKS)
     return store.info(name)
@@ -69,15 +71,23 @@ def add(
 
 
 @task_app.command("list")
-def list_tasks() -> None:
+def list_tasks(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON on stdout (a list of the tasks' records, for scripts).")
+    ] = False,
+) -> None:
     """The file tasks of the model store."""
     from science.tasks.task_store import TaskStore
     from worker import settings_task_store
 
     store = TaskStore(settings_task_store())
-    for name, sha in store.names().items():
-        rec = store.info(name)
-        typer.echo(f"{name}\t{rec['n_rows']} rows\tlengths {rec['lengths'][0]}..{rec['lengths'][-1]}\t{sha[:12]}")
+    records = [{"name": name, **store.info(name)} for name in store.names()]
+    if as_json:
+        C.echo_json(records)
+        return
+    for rec in records:
+        lengths = f"lengths {rec['lengths'][0]}..{rec['lengths'][-1]}"
+        typer.echo(f"{rec['name']}\t{rec['n_rows']} rows\t{lengths}\t{rec['sha256'][:12]}")
 
 
 def task_names() -> tuple[str, ...]:

@@ -339,7 +339,7 @@ def compare_csv(api: ApiClient, suite: Any, other: Any) -> Any:
     """The comparison as ``claims-<a>-vs-<b>.csv``; ``no_update`` when there is nothing to send."""
     import pandas as pd
 
-    from dashboard.components import csv_safe
+    from dashboard.components import send_csv
 
     if not isinstance(suite, (str, type(None))) or not isinstance(other, str):
         return no_update  # a tampered request: no suite names to compare
@@ -351,7 +351,7 @@ def compare_csv(api: ApiClient, suite: Any, other: Any) -> Any:
         return no_update
     a = suite or default_suite(api)
     df = pd.DataFrame(rows).rename(columns={"verdict_a": f"verdict {a}", "verdict_b": f"verdict {other}"})
-    return dcc.send_data_frame(csv_safe(df).to_csv, f"claims-{a}-vs-{other}.csv", index=False)
+    return send_csv(df, f"claims-{a}-vs-{other}.csv")
 
 
 def register(app, api: ApiClient, path_for) -> None:
@@ -376,15 +376,13 @@ def register_claims(app, api: ApiClient, path_for) -> None:
     def _csv(_clicks, suite):
         import pandas as pd
 
-        from dashboard.components import csv_safe
+        from dashboard.components import send_csv
 
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not (ctx.triggered and ctx.triggered[0].get("value")):
             return no_update
         rows = claim_rows_csv(api.claims(suite=suite or default_suite(api)), trig["claim"], trig["key"])
-        return dcc.send_data_frame(
-            csv_safe(pd.DataFrame(rows)).to_csv, f"claim-{trig['claim']}-{trig['key']}.csv", index=False
-        )
+        return send_csv(pd.DataFrame(rows), f"claim-{trig['claim']}-{trig['key']}.csv")
 
 
 def register_compare(app, api: ApiClient) -> None:

@@ -184,11 +184,11 @@ def export_csv(api: ApiClient, state: dict) -> dict:
     """Every run matching the filters (not one page) as ``layerscope-runs.csv``."""
     import pandas as pd
 
-    from dashboard.components import csv_safe
+    from dashboard.components import send_csv
 
     runs = api.all_runs(limit=100_000, **run_filters(state))
     df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
-    return dcc.send_data_frame(csv_safe(df).to_csv, "layerscope-runs.csv", index=False)
+    return send_csv(df, "layerscope-runs.csv")
 
 
 def register(app, api: ApiClient, path_for) -> None:

@@ -16,6 +16,7 @@ from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
+from layerscope_core.csv_cells import csv_text
 from store.models import InterventionResult, PatchingResult, ProbeResult
 
 router = APIRouter(prefix="/export", tags=["export"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
@@ -179,7 +180,7 @@ def encode(rows: list[dict[str, Any]], fmt: Format) -> bytes:
         if pd.api.types.is_datetime64_any_dtype(df[col]):
             df[col] = df[col].map(lambda t: t.isoformat() if pd.notna(t) else None)
     if fmt is Format.csv:
-        return _nested_to_json(df).to_csv(index=False).encode()
+        return csv_text(_nested_to_json(df)).encode()
     buf = io.BytesIO()
     # Parquet keeps numbers typed; nested values (per_position, seeds, state) as JSON text so
     # every row has one schema.

@@ -11,7 +11,8 @@ from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SettingsDep, WriteAuth
-from science.tasks.file_task import TaskFileError, parse_task_file
+from backend.task_files import parse_naming_every_bad_row
+from science.tasks.file_task import TaskFileError
 from science.tasks.task_store import TaskStore
 
 router = APIRouter(prefix="/tasks", tags=["tasks"], responses=UNAUTHORIZED)
@@ -63,7 +64,7 @@ def upload_task(body: TaskUpload, settings: SettingsDep) -> TaskOut:
             422, detail=[{"loc": ["body", "content_base64"], "msg": "not base64", "type": "value_error"}]
         ) from None
     try:
-        file = parse_task_file(body.filename, data=data)
+        file = parse_naming_every_bad_row(body.filename, data=data)
     except TaskFileError as e:
         raise HTTPException(
             422, detail=[{"loc": ["body", "content_base64"], "msg": m, "type": "value_error"} for m in e.errors]
