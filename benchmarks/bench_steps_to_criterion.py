@@ -63,24 +63,14 @@ def run_cell(params_json: dict[str, Any], device: str) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from models_store import ModelConfig, build_model
+    from models_store import build_model
     from science.tasks import get_task
     from science.training import train_model
 
     p = TrainParams(**params_json)
     task = get_task(p.task, **p.task_params)
     torch.manual_seed(p.seed)
-    model = build_model(
-        ModelConfig(
-            family=p.family,
-            vocab_size=task.vocab_size,
-            n_classes=task.n_classes,
-            n_layers=p.n_layers,
-            d_model=p.d_model,
-            param_target=p.param_target,
-            start_token=bool(p.start_token),
-        )
-    )
+    model = build_model(p.scratch_config(task))
     r = train_model(model, task, p.train_config(), seed=p.seed, device=device)
     full = [
         pt

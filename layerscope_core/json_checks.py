@@ -116,6 +116,21 @@ def value_errors(doc: Any, prefix: Loc = ("body",), max_depth: int = MAX_JSON_DE
     return errors[:MAX_ERRORS]
 
 
+def encoding_error(raw: bytes) -> str | None:
+    """Why the raw body is not text in the encoding JSON parsing reads it in (UTF-8, or UTF-16/32
+    told by its first bytes), or None. Escaped lone surrogates (``"\\ud800"``) are text here:
+    the text rule refuses them at their field."""
+    encoding = json.detect_encoding(raw)
+    try:
+        raw.decode(encoding, "surrogatepass")  # as json.loads decodes bytes
+    except UnicodeDecodeError as e:
+        return (
+            f"request body: not valid {encoding.upper()} (bytes {raw[e.start : e.end]!r} at offset {e.start}); "
+            "send the JSON encoded as UTF-8"
+        )
+    return None
+
+
 def body_errors(raw: bytes) -> list[dict[str, Any]]:
     """All of the above for a raw JSON body; ``[]`` for a fine body or one that is not JSON
     (the framework's parser reports that)."""

@@ -308,6 +308,15 @@ def families_where(names: tuple[str, ...] | None = None, **capabilities: Any) ->
     return tuple(n for n in pool if all(getattr(get_family(n), k) == v for k, v in capabilities.items()))
 
 
+def patch_sites_of(family: str, sites: Any) -> tuple[list[str], list[str]]:
+    """(the sites of ``sites`` family ``family`` has, the ones it has not, each in order):
+    ``state`` needs a recurrent state (``FamilySpec.state_parts``), ``state:ssm`` /
+    ``state:conv`` that part of it. Site names are not checked here."""
+    parts = get_family(family).state_parts
+    keep = [s for s in sites if not s.startswith("state") or (parts and (s == "state" or s.split(":")[1] in parts))]
+    return keep, [s for s in sites if s not in keep]
+
+
 def meta() -> dict[str, Any]:
     """Every vocabulary as JSON-safe data (the body of ``GET /api/meta``)."""
     return {

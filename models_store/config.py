@@ -28,6 +28,12 @@ from typing import Any
 from layerscope_core.registry import FAMILIES, families_where, family_names, get_family  # noqa: F401
 
 MAX_WIDTH = 16_384  # upper end of the width search
+# Most parameters a model trained from scratch may have (``param_target``, or the count at an
+# explicit ``d_model``): AdamW trains a model with 16 bytes a parameter (weights, gradients, two
+# moments: 16 GB here) before activations, what one large GPU holds. The study's models (~830K,
+# docs/SCIENCE.md#parameter-budget) and the pretrained preset's largest (Pythia-410M, read from
+# the hub and not bound by this) stay far within it.
+MAX_PARAMS = 1_000_000_000
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
@@ -112,6 +118,8 @@ class ModelConfig:
         _check_int("n_classes", self.n_classes, 2)
         _check_int("n_layers", self.n_layers, 1)
         _check_int("param_target", self.param_target, 1)
+        if self.param_target > MAX_PARAMS:
+            raise ValueError(f"param_target must be at most {MAX_PARAMS:,} (MAX_PARAMS), got {self.param_target:,}")
         if not (isinstance(self.param_tolerance, (int, float)) and 0 < self.param_tolerance < 1):
             raise ValueError(f"param_tolerance must be in (0, 1), got {self.param_tolerance!r}")
         _check_int("d_state", self.d_state, 1)
@@ -139,8 +147,14 @@ class ModelConfig:
                 problem = width_problem(self, self.d_model)
                 if problem:
                     raise ValueError(f"d_model={self.d_model} is invalid for {self.family}: {problem}")
+                n = count_params(self, self.d_model)
+                if n > MAX_PARAMS:
+                    raise ValueError(
+                        f"d_model={self.d_model} makes a {self.n_layers}-layer {self.family} of {n:,} parameters, "
+                        f"over the limit of {MAX_PARAMS:,} (MAX_PARAMS)"
+                    )
                 if self.n_params is None:
-                    self.n_params = count_params(self, self.d_model)
+                    self.n_params = n
         if self.n_params is not None:
             _check_int("n_params", self.n_params, 1)
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layerscope_core.registry import ALL_PATCH_SITES, PATCH_SITES, get_family
+from layerscope_core.registry import ALL_PATCH_SITES, PATCH_SITES, patch_sites_of
 from models_store.capture import edit_layer, patch_positions, run_with_states
 from models_store.states import StatefulModel, stateful
 from science.context import JobContext, SilentContext
@@ -57,7 +57,6 @@ REL_GAP = 0.1  # a pair is usable when |LD_clean − LD_corr| ≥ REL_GAP · med
 ABS_GAP = 1e-6  # logits: floor of that threshold (a run whose LD_clean is ~0 everywhere)
 MIN_PAIRS = 8  # fewer usable pairs → recovery None
 SITES = PATCH_SITES
-STATE_SITES = tuple(s for s in ALL_PATCH_SITES if s.startswith("state"))
 ALL_SITES = ALL_PATCH_SITES
 MAX_DRAW_ROUNDS = 64
 
@@ -311,9 +310,7 @@ def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[st
     bad = [s for s in sites if s not in ALL_SITES]
     if bad:
         raise ValueError(f"unknown patching sites {bad}; expected some of {list(ALL_SITES)}")
-    parts = get_family(model.config.family).state_parts
-    keep = [s for s in sites if s not in STATE_SITES or (parts and (s == "state" or s.split(":")[1] in parts))]
-    return keep, [s for s in sites if s not in keep]
+    return patch_sites_of(model.config.family, sites)
 
 
 @torch.no_grad()

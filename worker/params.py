@@ -11,15 +11,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError, core_schema
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 from layerscope_core.hashing import config_hash
 from layerscope_core.registry import (  # noqa: F401
@@ -33,7 +35,9 @@ from layerscope_core.registry import (  # noqa: F401
     families_where,
     family_names,
     get_family,
+    patch_sites_of,
 )
+from models_store.config import MAX_PARAMS
 
 
 class OneOf:
@@ -79,8 +83,29 @@ def _method_names() -> tuple[str, ...]:
 
 
 Method = Annotated[str, OneOf(_method_names)]
+
+
+def _int_only(value: Any) -> Any:
+    """JSON ``true`` and ``"1"`` are not integers (pydantic's lax mode would read both as 1)."""
+    if isinstance(value, (bool, str)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+def _number_only(value: Any) -> Any:
+    """JSON ``true`` and ``"0.5"`` are not numbers (pydantic's lax mode would read them as 1.0 and 0.5)."""
+    if isinstance(value, (bool, str)):
+        raise PydanticCustomError("float_type", "Input should be a valid number")
+    return value
+
+
+# Every integer and float field of the params: a JSON number, not a boolean or a string.
+Int = Annotated[int, BeforeValidator(_int_only)]
+Float = Annotated[float, BeforeValidator(_number_only)]
+MAX_SEED = 2**31 - 1
+Seed = Annotated[Int, Field(ge=0, le=MAX_SEED)]
 PresetName = Annotated[str, OneOf(lambda: PRESETS)]
-EvalLength = Annotated[int, Field(ge=2, le=4096)]
+EvalLength = Annotated[Int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
 # transformer, "state:ssm" / "state:conv" (one part of Mamba's state) on the LSTM / GRU too
 PatchSite = Annotated[str, OneOf(lambda: ALL_PATCH_SITES)]
@@ -106,6 +131,13 @@ LEGACY_RECIPE: dict[str, Any] = {
     "curriculum_start": None,
     "start_token": False,
 }
+
+
+def _field_error(loc: tuple[str | int, ...], msg: str, value: Any) -> ValidationError:
+    """An error at ``loc`` within the params, to raise from a model validator: the API's 422 and
+    the CLI's one line then name that field, not the params as a whole."""
+    details = [InitErrorDetails(type=PydanticCustomError("value_error", msg), loc=loc, input=value)]
+    return ValidationError.from_exception_data("params", details)
 
 
 class _Params(BaseModel):
@@ -134,30 +166,30 @@ class MeasureParams(_Params):
     """What to measure on a trained run (probes, interventions, patching)."""
 
     eval_lengths: list[EvalLength] = Field(default_factory=lambda: list(EVAL_LENGTHS), min_length=1, max_length=32)
-    n_probe_sequences: int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
+    n_probe_sequences: Int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
-    pca_k: int = Field(8, ge=1, le=4096, description="k of pca_top_k")
-    inlp_max_rounds: int | None = Field(
+    pca_k: Int = Field(8, ge=1, le=4096, description="k of pca_top_k")
+    inlp_max_rounds: Int | None = Field(
         None,
         ge=1,
         le=1000,
         description="INLP's round budget; None: enough rounds to remove the whole width, ⌈d_model / (classes − 1)⌉",
     )
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
-    n_permutations: int = Field(2000, ge=100, le=1_000_000)
-    patch_positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
+    n_permutations: Int = Field(2000, ge=100, le=1_000_000)
+    patch_positions: list[Annotated[Int, Field(ge=0, le=4095)]] | None = Field(
         None, description="0-based positions for the patching grid; None = every position 0..L-1"
     )
     patch_sites: list[PatchSite] = Field(
         default_factory=lambda: list(PATCH_SITES),
         min_length=1,
-        description="patching sites; 'state' is skipped on the transformer",
+        description="patching sites; 'state' is skipped on the transformer (asked for alone: a 422)",
     )
-    patch_stride: int = Field(
+    patch_stride: Int = Field(
         1, ge=1, le=4096, description="with patch_positions None: every stride-th position (and the last one)"
     )
-    patch_eval_length: int = Field(40, ge=4, le=4096)
-    n_patch_pairs: int = Field(128, ge=4, le=100_000)
+    patch_eval_length: Int = Field(40, ge=4, le=4096)
+    n_patch_pairs: Int = Field(128, ge=4, le=100_000)
 
     @field_validator("eval_lengths")
     @classmethod
@@ -173,11 +205,17 @@ class TrainParams(_Params):
 
     family: Family
     task: TaskName
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: Seed = 0
     task_params: dict[str, Any] = Field(default_factory=dict)
-    n_layers: int = Field(4, ge=1, le=64)
-    d_model: int | None = Field(None, ge=4, le=8192, description="None = solved to match param_target")
-    param_target: int = Field(830_000, ge=1_000, le=10_000_000_000)
+    n_layers: Int = Field(4, ge=1, le=64)
+    d_model: Int | None = Field(None, ge=4, le=8192, description="None = solved to match param_target")
+    param_target: Int = Field(
+        830_000,
+        ge=1_000,
+        le=MAX_PARAMS,
+        description="parameter budget the width is solved to (±10%); a model with an explicit d_model may "
+        f"have at most {MAX_PARAMS:,} parameters too (models_store.config.MAX_PARAMS)",
+    )
     pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
     from_config: str | None = Field(
         None,
@@ -193,30 +231,30 @@ class TrainParams(_Params):
         "None = on for the built-in models trained from scratch, off for transformers ones "
         "(pretrained or from_config)",
     )
-    train_length: int = Field(40, ge=2, le=4096)
-    batch_size: int = Field(64, ge=1, le=4096)
-    lr: float | None = Field(
+    train_length: Int = Field(40, ge=2, le=4096)
+    batch_size: Int = Field(64, ge=1, le=4096)
+    lr: Float | None = Field(
         None,
         gt=0,
         le=1.0,
         description="peak learning rate; None = the family's entry of DEFAULT_LR (docs/SCIENCE.md#training-recipe)",
     )
-    weight_decay: float = Field(0.01, ge=0, le=1.0)
-    max_steps: int = Field(2000, ge=1, le=10_000_000)
-    warmup_steps: int = Field(100, ge=0, le=10_000_000, description="linear learning-rate warm-up (steps)")
+    weight_decay: Float = Field(0.01, ge=0, le=1.0)
+    max_steps: Int = Field(2000, ge=1, le=10_000_000)
+    warmup_steps: Int = Field(100, ge=0, le=10_000_000, description="linear learning-rate warm-up (steps)")
     lr_schedule: Literal["constant", "cosine"] = Field(
         "cosine", description="after warm-up: constant, or cosine decay over the remaining max_steps"
     )
-    min_lr_ratio: float = Field(0.1, ge=0, le=1.0, description="cosine floor as a fraction of the peak lr")
-    grad_clip: float | None = Field(1.0, gt=0, description="max global gradient L2 norm; None = no clipping")
-    curriculum_start: int | None = Field(
+    min_lr_ratio: Float = Field(0.1, ge=0, le=1.0, description="cosine floor as a fraction of the peak lr")
+    grad_clip: Float | None = Field(1.0, gt=0, description="max global gradient L2 norm; None = no clipping")
+    curriculum_start: Int | None = Field(
         8,
         ge=2,
         le=4096,
         description="length curriculum: first training length; None = train at train_length from the start",
     )
-    curriculum_step: int = Field(4, ge=1, le=4096, description="length added when the threshold is passed")
-    curriculum_threshold: float = Field(
+    curriculum_step: Int = Field(4, ge=1, le=4096, description="length added when the threshold is passed")
+    curriculum_threshold: Float = Field(
         0.95, gt=0, le=1.0, description="held-out token accuracy at the current length that grows it"
     )
     force: bool = Field(
@@ -235,23 +273,25 @@ class TrainParams(_Params):
         "run is complete once every part is stored, by this job or a later one (not part of the "
         "run's config hash)",
     )
-    max_seconds: float | None = Field(None, gt=0, description="wall-clock training budget (s)")
-    early_stop_acc: float = Field(0.99, gt=0, le=1.0)
-    eval_every: int = Field(50, ge=1)
-    n_eval_sequences: int = Field(500, ge=10, le=100_000)
+    max_seconds: Float | None = Field(None, gt=0, description="wall-clock training budget (s)")
+    early_stop_acc: Float = Field(0.99, gt=0, le=1.0)
+    eval_every: Int = Field(50, ge=1, le=10_000_000, description="held-out evaluation every this many steps")
+    n_eval_sequences: Int = Field(500, ge=10, le=100_000)
     suite: str | None = Field(None, max_length=100)
     name: str | None = Field(None, max_length=200)
     measure: MeasureParams | None = Field(
-        default_factory=MeasureParams, description="follow-up measurements; None = train only"
+        default_factory=MeasureParams,
+        description="the measurements after training; left out: every measurement at MeasureParams' "
+        "defaults; null = train only",
     )
-    learned_positions: int = Field(
+    learned_positions: Int = Field(
         0,
         ge=0,
         le=65_536,
         description="transformer only: size of a learned absolute position table added to the "
         "token embedding, rotary kept (docs/SCIENCE.md#positions); 0 = rotary only",
     )
-    plateau_evals: int | None = Field(
+    plateau_evals: Int | None = Field(
         None,
         ge=1,
         le=100_000,
@@ -259,7 +299,7 @@ class TrainParams(_Params):
         "less than plateau_min_gain over this many evaluations "
         "(docs/SCIENCE.md#plateau); None = off",
     )
-    plateau_min_gain: float = Field(0.01, gt=0, le=1.0, description="the plateau rule's least gain (fraction)")
+    plateau_min_gain: Float = Field(0.01, gt=0, le=1.0, description="the plateau rule's least gain (fraction)")
     control: Literal["init"] | None = Field(
         None,
         description="'init': the random-init control of this run — the same architecture and seed, not "
@@ -317,8 +357,75 @@ class TrainParams(_Params):
         from science.tasks import get_task  # a bad task parameter is a 422 at submission, not a failed job
         from worker.file_tasks import fit_file_task
 
-        fit_file_task(self, get_task(self.task, **self.task_params))  # a file task: the file's lengths
+        task = get_task(self.task, **self.task_params)
+        fit_file_task(self, task)  # a file task: the file's lengths
+        self._check_model(task)
         return self
+
+    def _check_model(self, task: Any) -> None:
+        """What would fail the job after training started, each an error at its field: a width off
+        the family's grid, or a parameter target no width meets (``d_model`` / ``param_target``,
+        the model built from scratch exactly as the worker builds it); a learned position table
+        shorter than the longest sequence (``learned_positions``); a ``pca_k`` wider than the
+        model (``measure.pca_k``); patching sites the family has none of (``measure.patch_sites``)."""
+        width: int | None = None
+        if not (self.pretrained or self.from_config):  # a transformers model's width is read by the worker
+            field = "d_model" if self.d_model is not None else "param_target"
+            try:
+                width = self.scratch_config(task).d_model
+            except ValueError as exc:
+                raise _field_error((field,), str(exc), getattr(self, field)) from None
+        m = self.measure
+        lengths = {"train_length": self.train_length}
+        if m is not None:
+            lengths |= {"measure.eval_lengths": max(m.eval_lengths), "measure.patch_eval_length": m.patch_eval_length}
+        longest = max(lengths, key=lengths.__getitem__)
+        needed = lengths[longest] + int(bool(self.start_token))
+        if self.learned_positions and self.learned_positions < needed:
+            raise _field_error(
+                ("learned_positions",),
+                f"learned_positions {self.learned_positions} is shorter than this run's longest sequence "
+                f"({longest} {lengths[longest]}{' + the START token' if self.start_token else ''}: {needed} "
+                f"positions); at least {needed}",
+                self.learned_positions,
+            )
+        if m is None:
+            return
+        if width is not None and "pca_top_k" in m.methods and m.pca_k > width:
+            raise _field_error(
+                ("measure", "pca_k"),
+                f"pca_k {m.pca_k} is wider than the model (d_model {width}); at most {width}",
+                m.pca_k,
+            )
+        sites, skipped = patch_sites_of(self.family, m.patch_sites)
+        if not sites:
+            raise _field_error(
+                ("measure", "patch_sites"),
+                f"patching sites {skipped}: {self.family} has no such state; its sites are "
+                f"{patch_sites_of(self.family, ALL_PATCH_SITES)[0]}",
+                m.patch_sites,
+            )
+
+    def scratch_config(self, task: Any) -> Any:
+        """The :class:`models_store.config.ModelConfig` of this run's model built from scratch
+        (not pretrained / from_config) for ``task``: the width solved to ``param_target`` unless
+        ``d_model`` is set.
+
+        Raises:
+            ValueError: a width off the family's grid, a target no width meets, a model over
+                ``MAX_PARAMS``."""
+        from models_store.config import ModelConfig
+
+        return ModelConfig(
+            family=self.family,
+            vocab_size=task.vocab_size,
+            n_classes=task.n_classes,
+            n_layers=self.n_layers,
+            d_model=self.d_model,
+            param_target=self.param_target,
+            start_token=bool(self.start_token),
+            learned_positions=self.learned_positions,
+        )
 
     def run_config(self) -> dict[str, Any]:
         """The params that define the trained model (measurement settings excluded). Fields added
@@ -358,38 +465,38 @@ LATER_FIELDS: dict[str, Any] = {
 
 
 class ProbeParams(_Params):
-    run_id: int = Field(ge=1, le=2_147_483_647)
+    run_id: Int = Field(ge=1, le=2_147_483_647)
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
-    n_probe_sequences: int = Field(500, ge=20, le=100_000)
+    n_probe_sequences: Int = Field(500, ge=20, le=100_000)
 
 
 class InterveneParams(_Params):
-    run_id: int = Field(ge=1, le=2_147_483_647)
+    run_id: Int = Field(ge=1, le=2_147_483_647)
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
-    layers: list[Annotated[int, Field(ge=-1, le=4096)]] | None = Field(
+    layers: list[Annotated[Int, Field(ge=-1, le=4096)]] | None = Field(
         None, description="None = every block (emb = -1 excluded)"
     )
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
-    pca_k: int = Field(8, ge=1, le=4096)
-    inlp_max_rounds: int | None = Field(None, ge=1, le=1000)
+    pca_k: Int = Field(8, ge=1, le=4096)
+    inlp_max_rounds: Int | None = Field(None, ge=1, le=1000)
     conv1d: bool = True
-    n_probe_sequences: int = Field(500, ge=20, le=100_000)
-    n_permutations: int = Field(2000, ge=100, le=1_000_000)
+    n_probe_sequences: Int = Field(500, ge=20, le=100_000)
+    n_permutations: Int = Field(2000, ge=100, le=1_000_000)
 
 
 class PatchParams(_Params):
-    run_id: int = Field(ge=1, le=2_147_483_647)
-    positions: list[Annotated[int, Field(ge=0, le=4095)]] | None = Field(
+    run_id: Int = Field(ge=1, le=2_147_483_647)
+    positions: list[Annotated[Int, Field(ge=0, le=4095)]] | None = Field(
         None, description="0-based; None = every position 0..L-1 (every stride-th with stride)"
     )
     sites: list[PatchSite] = Field(
         default_factory=lambda: list(PATCH_SITES),
         min_length=1,
-        description="patching sites; 'state' is skipped on the transformer",
+        description="patching sites; 'state' is skipped on the transformer (asked for alone: a 422)",
     )
-    stride: int = Field(1, ge=1, le=4096, description="with positions None: every stride-th position (and the last)")
-    eval_length: int = Field(40, ge=4, le=4096)
-    n_pairs: int = Field(128, ge=4, le=100_000)
+    stride: Int = Field(1, ge=1, le=4096, description="with positions None: every stride-th position (and the last)")
+    eval_length: Int = Field(40, ge=4, le=4096)
+    n_pairs: Int = Field(128, ge=4, le=100_000)
 
     @model_validator(mode="after")
     def _positions(self) -> PatchParams:
@@ -403,7 +510,7 @@ class SuiteParams(_Params):
     preset: PresetName
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
-    seeds: list[int] | None = Field(None, min_length=1, description="None = the preset's seeds")
+    seeds: list[Seed] | None = Field(None, min_length=1, description="None = the preset's seeds")
     pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
         None,
         min_length=1,
@@ -420,8 +527,8 @@ class SuiteParams(_Params):
         "the preset's models; each one's family is found from its blocks",
     )
     name: str | None = Field(None, max_length=100)
-    max_steps: int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
-    max_seconds: float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
+    max_steps: Int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
+    max_seconds: Float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
     force: bool = Field(
         False,
         description="re-run runs already stored with the same config hash (default: skip them and finish the rest)",

@@ -16,7 +16,7 @@ import torch
 from pydantic import BaseModel
 
 from layerscope_core.provenance import code_versions
-from models_store import ModelConfig, build_model
+from models_store import build_model
 from science.context import JobContext, SilentContext
 from science.tasks import FileTask, get_task
 from science.training import behaviour, train_model, untrained_result
@@ -98,17 +98,7 @@ def _build(params: TrainParams, task) -> torch.nn.Module:
                 f"{role} {source!r} is a {model.config.family!r} model, but the run asks for family {params.family!r}"
             )
         return model
-    cfg = ModelConfig(
-        family=params.family,
-        vocab_size=task.vocab_size,
-        n_classes=task.n_classes,
-        n_layers=params.n_layers,
-        d_model=params.d_model,
-        param_target=params.param_target,
-        start_token=bool(params.start_token),
-        learned_positions=params.learned_positions,
-    )
-    return build_model(cfg)
+    return build_model(params.scratch_config(task))
 
 
 def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:

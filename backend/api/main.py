@@ -132,7 +132,8 @@ DESCRIPTION = (
     "state-tracking tasks: runs, results, server-side aggregates over seeds, jobs, saved views, export.\n\n"
     f"Every JSON body is refused with a 422 naming the field when it nests deeper than {MAX_JSON_DEPTH} "
     "arrays/objects, holds a non-finite number (NaN, Infinity, 1e400), or a string that is not valid "
-    "Unicode or holds control characters; bodies over LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path."
+    "Unicode or holds control characters; a body that is not UTF-8 text is a 400; bodies over "
+    "LAYERSCOPE_MAX_BODY_BYTES are a 413 on every path."
 )
 ROUTERS = (
     health.router,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from layerscope_core.json_checks import body_errors
+from layerscope_core.json_checks import body_errors, encoding_error
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -91,7 +91,8 @@ class BodySizeLimit:
 class JsonBodyChecks:
     """422 for a JSON body under ``prefix`` that nests too deep, holds a non-finite number, or
     a string that breaks the text rule (:mod:`layerscope_core.json_checks`), before any route
-    parses or stores it; each error names the field (``loc``) like FastAPI's.
+    parses or stores it; each error names the field (``loc``) like FastAPI's. A body that is not
+    text at all (invalid UTF-8) is a 400 saying so.
 
     Runs inside :class:`BodySizeLimit`, so the body it buffers is bounded."""
 
@@ -119,6 +120,9 @@ class JsonBodyChecks:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and (why := encoding_error(body)):  # not text: no field to name, the body as a whole
+            await _send_json(send, 400, {"detail": why})
+            return
         errors = body_errors(body) if body else []
         if errors:
             await _send_json(send, 422, {"detail": [{**e, "loc": list(e["loc"])} for e in errors]})

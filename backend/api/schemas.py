@@ -307,7 +307,9 @@ class Claim(BaseModel):
 
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-JobKind = Literal["train", "probe", "intervene", "patch", "suite"]
+# the kinds POST /api/jobs takes (worker.params.PARAMS_BY_KIND), and "import": the finished job
+# row each bundle import records (backend.bundle.IMPORT_JOB_KIND), listed and filtered alike
+JobKind = Literal["train", "probe", "intervene", "patch", "suite", "import"]
 
 
 class JobOut(BaseModel):

@@ -23,11 +23,16 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
     """FastAPI-style errors (``loc`` at the field) for ``params`` that do not fit ``run``.
 
     - ``layers``: each in -1..n_layers-1 (-1 is the embedding output);
-    - ``eval_lengths`` / ``eval_length``: within the model's position table, when it has one
-      (``model_config.max_position_embeddings``: the transformer);
+    - ``eval_lengths`` / ``eval_length``: within the model's position tables, when it has them
+      (an attention family's rotary table ``model_config.max_position_embeddings``, and its
+      learned one, ``model_config.learned_positions``; a recurrent model has none);
+    - ``pca_k`` (with ``pca_top_k`` among the ``methods``): at most the run's ``d_model``;
+    - ``methods``: none at all measures nothing, unless Conv1D removal runs (``conv1d`` on a
+      family with a Conv1D);
+    - ``sites``: at least one the run's family has (``state`` needs a recurrent state);
     - ``positions`` against ``eval_length`` is checked by ``PatchParams`` itself.
     """
-    errors: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = [*_width_errors(params, run), *_site_errors(params, run)]
     n_layers = int(run.n_layers)
     layers = getattr(params, "layers", None)
     if layers:
@@ -41,9 +46,9 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
                     layers,
                 )
             )
-    table = (run.model_config or {}).get("max_position_embeddings")
-    if isinstance(table, int) and table > 0:
-        longest = table - START_TOKEN_POSITIONS
+    table = _position_table(run)
+    if table is not None:
+        longest = table[0] - START_TOKEN_POSITIONS
         for field in ("eval_lengths", "eval_length"):
             value = getattr(params, field, None)
             lengths = value if isinstance(value, list) else ([value] if isinstance(value, int) else [])
@@ -53,11 +58,75 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
                     _error(
                         field,
                         f"eval length(s) {bad} longer than run {run.id}'s model takes "
-                        f"(position table {table}: at most {longest} tokens)",
+                        f"({table[1]} {table[0]}: at most {longest} tokens)",
                         value,
                     )
                 )
     return errors
+
+
+def _family(run: Any) -> Any:
+    """The registry's spec of ``run``'s family, or None for a family not registered here (a
+    plugin's run imported from elsewhere: not checked)."""
+    from layerscope_core.registry import get_family
+
+    try:
+        return get_family(run.family)
+    except ValueError:
+        return None
+
+
+def _position_table(run: Any) -> tuple[int, str] | None:
+    """(size, what it is) of the shortest position table of ``run``'s model, or None: an
+    attention family's rotary table, and its learned one when set (a recurrent model has none)."""
+    spec = _family(run)
+    if spec is not None and spec.kind != "attention":
+        return None
+    config = run.model_config or {}
+    tables = [
+        (size, name)
+        for size, name in (
+            (config.get("max_position_embeddings"), "position table"),
+            (config.get("learned_positions"), "learned position table"),
+        )
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0
+    ]
+    return min(tables) if tables else None
+
+
+def _width_errors(params: Any, run: Any) -> list[dict[str, Any]]:
+    """An intervene job's ``pca_k`` wider than the run's model (pca_top_k removes at most
+    d_model directions), and one that would measure nothing (no methods, no Conv1D removal)."""
+    methods = getattr(params, "methods", None)
+    if methods is None:
+        return []
+    errors: list[dict[str, Any]] = []
+    width = int(run.d_model)
+    if "pca_top_k" in methods and params.pca_k > width:
+        msg = f"pca_k {params.pca_k} is wider than run {run.id}'s model (d_model {width}); at most {width}"
+        errors.append(_error("pca_k", msg, params.pca_k))
+    spec = _family(run)
+    if not methods and spec is not None and not (params.conv1d and spec.has_conv1d):
+        why = "conv1d is off" if spec.has_conv1d else f"{run.family} has no Conv1D to remove"
+        errors.append(_error("methods", f"no methods and {why}: nothing to measure on run {run.id}", methods))
+    return errors
+
+
+def _site_errors(params: Any, run: Any) -> list[dict[str, Any]]:
+    """Patching ``sites`` of which ``run``'s family has none (the job would fail on them)."""
+    sites = getattr(params, "sites", None)
+    if not sites or _family(run) is None:
+        return []
+    from layerscope_core.registry import ALL_PATCH_SITES, patch_sites_of
+
+    keep, skipped = patch_sites_of(run.family, sites)
+    if keep:
+        return []
+    msg = (
+        f"patching sites {skipped}: run {run.id} is a {run.family} model, which has no such state; "
+        f"its sites are {patch_sites_of(run.family, ALL_PATCH_SITES)[0]}"
+    )
+    return [_error("sites", msg, sites)]
 
 
 def _read_here(source: str, role: str) -> tuple[str | None, str | None]:
@@ -83,19 +152,20 @@ def model_source_errors(params: Any) -> tuple[list[dict[str, Any]], bool]:
     """FastAPI-style errors for the transformers models a train or suite job names, and whether
     every one was read here (then ``expand_suite(params, local_files_only=True)`` needs no hub).
 
-    - a train job's ``from_config`` (``TrainParams.from_config``): readable (see
+    - a train job's ``from_config`` or ``pretrained`` (``TrainParams``): readable (see
       :func:`_read_here`), a supported architecture, making the run's ``family``;
     - a suite's ``pretrained`` and ``from_config`` entries: readable and supported (each
       one's family is found from its blocks), errors at ``(field, index)``.
     """
     errors: list[dict[str, Any]] = []
     read = True
-    source = getattr(params, "from_config", None)
-    if isinstance(source, str):  # a train job
-        family, why = _read_here(source, "from_config")
-        if why is None and family is not None and family != params.family:
-            why = f"from_config {source!r} builds a {family!r} model, but the run asks for family {params.family!r}"
-        return ([_error("from_config", why, source)] if why else []), family is not None
+    for field, role, makes in (("from_config", "from_config", "builds"), ("pretrained", "pretrained model", "is")):
+        source = getattr(params, field, None)
+        if isinstance(source, str):  # a train job (one of the two at most)
+            family, why = _read_here(source, role)
+            if why is None and family is not None and family != params.family:
+                why = f"{role} {source!r} {makes} a {family!r} model, but the run asks for family {params.family!r}"
+            return ([_error(field, why, source)] if why else []), family is not None
     for field, role in (("pretrained", "pretrained model"), ("from_config", "from_config")):
         names = getattr(params, field, None)
         for i, name in enumerate(names if isinstance(names, list) else []):

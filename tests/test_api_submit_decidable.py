@@ -1,0 +1,235 @@
+"""Every job parameter that could only fail in the worker is a 422 at its field at submit, and
+nothing is stored: widths off a family's grid, models no worker holds, a missing pretrained
+folder, a learned position table shorter than the run's sequences, values checked against the
+named run (pca_k, patching sites, methods), and the loose inputs of a fresh user's report
+(suite seeds, booleans as numbers, a body that is not UTF-8, the ``import`` job kind)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+from sqlalchemy import update
+
+from models_store.config import MAX_PARAMS, ModelConfig
+from store.models import Job, Run
+from tests.conftest import seed_runs
+from tests.test_api_input_kinds import assert_422_at, counts, post_raw
+from worker.params import MeasureParams, TrainParams
+
+TRANSFORMER = {"family": "transformer", "task": "parity", "max_steps": 2}
+
+
+def _run(api, family: str, d_model: int, model_config: dict | None = None) -> int:
+    """A stored run of ``family`` with weights (a checkpoint id) and width ``d_model``."""
+    run_id = seed_runs(api.factory, families=(family,), tasks=("parity",), seeds=(0,), n_layers=4)[0]
+    with api.factory() as s:
+        s.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(checkpoint_id="c" * 64, d_model=d_model, model_config=model_config or {})
+        )
+        s.commit()
+    return run_id
+
+
+def _refused(api, kind: str, params: dict, loc: list, *words: str) -> dict:
+    """POST the job: a 422 whose first error is at ``loc`` and says ``words``; nothing stored."""
+    before = counts(api)
+    r = api.client.post("/api/jobs", json={"kind": kind, "params": params})
+    assert_422_at(api, r, loc)
+    err = next(e for e in r.json()["detail"] if e["loc"][: len(loc)] == loc)
+    for w in words:
+        assert w in err["msg"], (w, err)
+    assert "pydantic.dev" not in err["msg"] and "\n" not in err["msg"], err  # one line, not a dump
+    assert counts(api) == before  # no job row
+    return err
+
+
+def _accepted(api, kind: str, params: dict) -> dict:
+    r = api.client.post("/api/jobs", json={"kind": kind, "params": params})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+# ----------------------------------------------------------------------------- the model a train job builds
+
+
+@pytest.mark.parametrize(
+    "d_model, words",
+    [(7, ("d_model=7", "multiple of n_heads=4")), (16, ("d_model=16", "rotary dims", "must be even and >= 2"))],
+)
+def test_transformer_width_off_the_grid_is_422_at_d_model(api, d_model, words) -> None:
+    _refused(api, "train", {**TRANSFORMER, "d_model": d_model}, ["body", "params", "d_model"], *words)
+    _accepted(api, "train", {**TRANSFORMER, "d_model": 32})
+
+
+def test_models_no_worker_holds_are_422(api) -> None:
+    _refused(api, "train", {**TRANSFORMER, "param_target": 10**10}, ["body", "params", "param_target"], f"{MAX_PARAMS}")
+    _refused(
+        api,
+        "train",
+        {**TRANSFORMER, "n_layers": 64, "d_model": 8192},
+        ["body", "params", "d_model"],
+        "over the limit of 1,000,000,000",
+    )
+    _refused(  # a target no width of the grid meets: the worker's "no width within ±10%", at submit
+        api, "train", {**TRANSFORMER, "param_target": 1000}, ["body", "params", "param_target"], "within ±10%"
+    )
+
+
+def test_the_model_bound_leaves_the_presets_far_within() -> None:
+    from worker.presets import PRESETS
+
+    with pytest.raises(ValueError, match="at most"):
+        ModelConfig(family="lstm", vocab_size=2, n_classes=2, param_target=MAX_PARAMS + 1)
+    targets = [830_000]  # TrainParams' default, the study's budget
+    for preset in PRESETS.values():
+        targets.append(preset.get("train", {}).get("param_target", 830_000))
+        for table in (preset.get("task_train", {}), *preset.get("family_train", {}).values()):
+            targets += [v["param_target"] for v in table.values() if isinstance(v, dict) and "param_target" in v]
+    assert max(targets) * 1000 <= MAX_PARAMS
+
+
+def test_a_missing_pretrained_folder_in_a_train_job_is_422(api) -> None:
+    err = _refused(
+        api,
+        "train",
+        {**TRANSFORMER, "pretrained": "/nonexistent/model"},
+        ["body", "params", "pretrained"],
+        "no such local folder",
+    )
+    assert err["input"] == "/nonexistent/model"
+
+
+@pytest.mark.parametrize(
+    "extra, longest",
+    [
+        ({"learned_positions": 10, "measure": None}, "train_length 40 + the START token: 41"),
+        ({"learned_positions": 10}, "measure.eval_lengths 120"),  # the default measurement's longest
+        ({"learned_positions": 50, "measure": {"eval_lengths": [40, 120]}}, "121 positions"),
+        ({"learned_positions": 60, "measure": {"eval_lengths": [40], "patch_eval_length": 80}}, "patch_eval_length"),
+    ],
+)
+def test_a_learned_position_table_shorter_than_the_sequences_is_422(api, extra, longest) -> None:
+    _refused(api, "train", {**TRANSFORMER, **extra}, ["body", "params", "learned_positions"], longest)
+
+
+def test_a_learned_position_table_that_fits_is_accepted(api) -> None:
+    _accepted(api, "train", {**TRANSFORMER, "learned_positions": 121, "measure": {"eval_lengths": [40, 120]}})
+
+
+def test_a_train_jobs_measurement_is_checked_against_its_model(api) -> None:
+    _refused(
+        api,
+        "train",
+        {**TRANSFORMER, "d_model": 32, "measure": {"pca_k": 64}},
+        ["body", "params", "measure", "pca_k"],
+        "d_model 32",
+    )
+    _refused(
+        api,
+        "train",
+        {**TRANSFORMER, "measure": {"patch_sites": ["state"]}},
+        ["body", "params", "measure", "patch_sites"],
+        "transformer has no such state",
+    )
+    _accepted(api, "train", {**TRANSFORMER, "d_model": 32, "measure": {"pca_k": 64, "methods": ["mean"]}})
+
+
+def test_field_errors_are_one_line_in_the_cli_too() -> None:
+    """The same checks hold wherever the params are built (the CLI prints loc: msg)."""
+    with pytest.raises(ValidationError) as e:
+        TrainParams(family="transformer", task="parity", d_model=7)
+    assert [err["loc"] for err in e.value.errors()] == [("d_model",)]
+    assert not e.value.errors()[0]["msg"].startswith("Value error")
+
+
+# ----------------------------------------------------------------------------- checked against the named run
+
+
+def test_pca_k_wider_than_the_run_is_422(api) -> None:
+    run_id = _run(api, "lstm", 39)
+    _refused(api, "intervene", {"run_id": run_id, "pca_k": 4000}, ["body", "params", "pca_k"], "d_model 39")
+    _accepted(api, "intervene", {"run_id": run_id, "pca_k": 4000, "methods": ["mean"]})  # pca_top_k not run
+    _accepted(api, "intervene", {"run_id": run_id, "pca_k": 39})
+
+
+def test_state_patching_on_a_transformer_is_422(api) -> None:
+    run_id = _run(api, "transformer", 32, {"max_position_embeddings": 512})
+    _refused(api, "patch", {"run_id": run_id, "sites": ["state"]}, ["body", "params", "sites"], "no such state")
+    _accepted(api, "patch", {"run_id": run_id, "sites": ["state", "resid_post"]})  # the state site skipped
+    lstm = _run(api, "lstm", 39)
+    _refused(api, "patch", {"run_id": lstm, "sites": ["state:ssm"]}, ["body", "params", "sites"], "lstm")
+    _accepted(api, "patch", {"run_id": lstm, "sites": ["state"]})
+
+
+def test_an_intervene_job_with_nothing_to_measure_is_422(api) -> None:
+    run_id = _run(api, "lstm", 39)
+    _refused(api, "intervene", {"run_id": run_id, "methods": []}, ["body", "params", "methods"], "nothing to measure")
+
+
+def test_position_tables_are_the_runs_own(api) -> None:
+    """A recurrent model has no position table; a learned one bounds a transformer's lengths."""
+    gru = _run(api, "gru", 39, {"max_position_embeddings": 2048})
+    _accepted(api, "probe", {"run_id": gru, "eval_lengths": [3000]})
+    learned = _run(api, "transformer", 32, {"max_position_embeddings": 2048, "learned_positions": 61})
+    _refused(api, "probe", {"run_id": learned, "eval_lengths": [40, 80]}, ["body", "params", "eval_lengths"], "learned")
+    _accepted(api, "probe", {"run_id": learned, "eval_lengths": [40, 60]})
+
+
+# ----------------------------------------------------------------------------- loose inputs
+
+
+def test_negative_suite_seeds_are_422_at_the_seed(api) -> None:
+    _refused(api, "suite", {"preset": "smoke", "seeds": [-5]}, ["body", "params", "seeds", 0], "greater than")
+    _refused(api, "suite", {"preset": "smoke", "seeds": [0, 2**31]}, ["body", "params", "seeds", 1], "less than")
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("seed", True), ("seed", "1"), ("max_steps", False), ("lr", True), ("max_seconds", "60")],
+)
+def test_booleans_and_strings_are_not_numbers(api, field, value) -> None:
+    _refused(api, "train", {**TRANSFORMER, field: value}, ["body", "params", field], "valid")
+
+
+def test_booleans_are_not_numbers_in_lists_or_other_kinds(api) -> None:
+    _refused(api, "suite", {"preset": "smoke", "seeds": [0, True]}, ["body", "params", "seeds", 1], "integer")
+    _refused(api, "probe", {"run_id": True}, ["body", "params", "run_id"], "integer")
+    _refused(api, "train", {**TRANSFORMER, "eval_every": 10**12}, ["body", "params", "eval_every"], "less than")
+
+
+def test_a_body_that_is_not_utf8_is_400_naming_the_body(api) -> None:
+    before = counts(api)
+    raw = b'{"kind":"train","params":{"family":"gru","task":"parity","name":"\xff"}}'
+    r = post_raw(api, "/api/jobs", raw)
+    assert r.status_code == 400, r.text
+    assert "request body" in r.json()["detail"] and "UTF-8" in r.json()["detail"]
+    assert counts(api) == before
+    escaped = post_raw(api, "/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","name":"\\ud800"}}')
+    assert_422_at(api, escaped, ["body", "params", "name"])  # an escaped lone surrogate: still at its field
+
+
+def test_import_jobs_are_listed_and_filtered(api) -> None:
+    from typing import get_args
+
+    from backend.api.schemas import JobKind
+    from backend.bundle import IMPORT_JOB_KIND
+
+    assert IMPORT_JOB_KIND in get_args(JobKind)
+    with api.factory() as s:
+        s.add(Job(kind=IMPORT_JOB_KIND, state="succeeded", params={"suite": "x"}, config_hash="0" * 64))
+        s.commit()
+    r = api.client.get("/api/jobs", params={"kind": "import"})
+    assert r.status_code == 200, r.text
+    assert [j["kind"] for j in r.json()["items"]] == ["import"]
+
+
+def test_a_left_out_measure_measures_everything_and_null_trains_only(api) -> None:
+    """What the schema says is what a train job does."""
+    full = _accepted(api, "train", TRANSFORMER)["params"]["measure"]
+    assert full == MeasureParams().model_dump(mode="json")
+    assert _accepted(api, "train", {**TRANSFORMER, "seed": 1, "measure": None})["params"]["measure"] is None
+    schema = api.client.get("/api/openapi.json").json()["components"]["schemas"]["TrainParams"]
+    description = schema["properties"]["measure"]["description"]
+    assert "left out: every measurement" in description and "null = train only" in description
