@@ -63,6 +63,8 @@ def test_probe_vs_causal_reads_drops_beyond_random_removal(controls_server, page
     page.goto(controls_server.base + "/probe-vs-causal?run=1")
     wait_ready(page)
     wait_figure(page, "pc-heatmap", "g.layout.meta && g.layout.meta.beyond_random > 0")
+    # the figure's data lands before its SVG text is drawn: under load the text came a moment later
+    page.wait_for_function("() => document.querySelector('#pc-heatmap').innerText.includes('n.sel.')")
     text = page.inner_text("#pc-heatmap")
     assert "beyond random removal" in text and "n.sel." in text
     shot(page, "controls-probe-vs-causal")
