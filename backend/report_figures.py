@@ -38,6 +38,34 @@ CHROME_MISSING = (
 )
 
 
+PNG_WIDTH, PNG_HEIGHT = 1100, 520  # px, before the 2× scale
+TITLE_PX, FACET_TITLE_PX = 44, 36  # the figure title's band and the facet titles' above the plots
+LEGEND_ENTRY_PX = 175  # a horizontal legend entry's width at the report's font, measured on the PNGs
+LEGEND_ROW_PX = 24
+
+
+def room_for_legend(fig: Any) -> Any:
+    """A copy of ``fig`` whose horizontal legend, when it wraps to several rows at the report's
+    fixed width (the paper-steps study's eight families), sits in its own band under the title: the
+    legend pushed its rows up over the title. Below a title of ``TITLE_PX``, ``LEGEND_ROW_PX`` per
+    row, then the facet titles; a legend of one row is left where it is."""
+    import math
+
+    import plotly.graph_objects as go
+
+    out = go.Figure(fig)
+    entries = {t.name for t in out.data if t.name and t.showlegend is not False}
+    rows = math.ceil(len(entries) * LEGEND_ENTRY_PX / PNG_WIDTH) if entries else 1
+    if rows > 1 and out.layout.legend.orientation == "h":
+        band = rows * LEGEND_ROW_PX
+        out.update_layout(
+            title={"yref": "container", "y": 1 - 8 / PNG_HEIGHT, "yanchor": "top"},
+            legend={"yref": "container", "y": 1 - TITLE_PX / PNG_HEIGHT, "yanchor": "top"},
+            margin={"t": TITLE_PX + band + FACET_TITLE_PX},
+        )
+    return out
+
+
 def write_pngs(figs: dict[str, Any], folder: Path) -> str | None:
     """Write each figure as PNG (plotly + kaleido, 2× scale). Returns None, or why not (also when
     some files were not written)."""
@@ -56,7 +84,13 @@ def export_pngs(figs: dict[str, Any], folder: Path) -> tuple[str | None, set[str
 
         folder.mkdir(parents=True, exist_ok=True)
         names = list(figs)
-        pio.write_images([figs[n] for n in names], [folder / n for n in names], width=1100, height=520, scale=2)
+        pio.write_images(
+            [room_for_legend(figs[n]) for n in names],
+            [folder / n for n in names],
+            width=PNG_WIDTH,
+            height=PNG_HEIGHT,
+            scale=2,
+        )
     except Exception as exc:  # noqa: BLE001 - no kaleido or no browser: the report goes on without PNGs
         log.warning("figures not exported: %s", exc)
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")

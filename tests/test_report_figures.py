@@ -76,3 +76,21 @@ def test_a_missing_chrome_is_named_as_such_not_as_a_missing_kaleido(monkeypatch,
 
     monkeypatch.setattr(pio, "write_images", no_chrome)
     assert write_pngs({"a.png": go.Figure()}, tmp_path) == CHROME_MISSING
+
+
+def test_a_legend_that_wraps_gets_room_above_the_plot_and_the_figure_is_not_changed():
+    """The paper-steps curves (eight families) wrapped their legend to a second row over the title
+    at the report's PNG width; the PNG copy gets one legend row of top margin per extra row."""
+    import plotly.graph_objects as go
+
+    from backend.report_figures import LEGEND_ROW_PX, room_for_legend  # noqa: F401 - the row height named in the test
+
+    def fig(n):
+        f = go.Figure([go.Scatter(name=f"family {i}", x=[0], y=[0]) for i in range(n)])
+        return f.update_layout(legend={"orientation": "h"}, margin={"t": 90})
+
+    many, few = fig(8), fig(3)
+    wrapped = room_for_legend(many).layout
+    assert wrapped.legend.yref == "container" and wrapped.margin.t > 90 + LEGEND_ROW_PX
+    assert room_for_legend(few).layout.margin.t == 90
+    assert many.layout.margin.t == 90  # the caller's figure is left as it was
