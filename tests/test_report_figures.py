@@ -83,7 +83,7 @@ def test_a_legend_that_wraps_gets_room_above_the_plot_and_the_figure_is_not_chan
     at the report's PNG width; the PNG copy gets one legend row of top margin per extra row."""
     import plotly.graph_objects as go
 
-    from backend.report_figures import LEGEND_ROW_PX, room_for_legend  # noqa: F401 - the row height named in the test
+    from backend.report_figures import LEGEND_ROW_PX, room_for_legend
 
     def fig(n):
         f = go.Figure([go.Scatter(name=f"family {i}", x=[0], y=[0]) for i in range(n)])
