@@ -73,7 +73,8 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
 
 
 def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
-    """How the runs' training ended (``stop_reason``), and the cells whose every seed plateaued."""
+    """How the runs' training ended (``stop_reason``), the cells whose every seed plateaued and
+    those whose every seed ran out of its step budget while still improving."""
     reasons: dict[str, int] = defaultdict(int)
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
@@ -100,6 +101,14 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
             f"- {fam} × {task}: not learned by this architecture at this size within {budget:,} steps "
             f"(every seed plateaued; best held-out accuracy {best})."
         )
+    for (task, fam), rs in sorted(by_cell.items()):
+        if len(rs) >= 3 and all(r.get("stop_reason") == "budget" for r in rs):
+            best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in rs)
+            budget = max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs)
+            out.append(
+                f"- {fam} × {task}: stopped by its {budget:,}-step budget while still improving (every seed; "
+                f"best held-out accuracy {best}): not enough data, more steps would decide."
+            )
     n_ctrl = sum(bool(r.get("control")) for r in runs)
     if n_ctrl:
         out.append(f"{n_ctrl} random-init control run(s) stored beside them (docs/SCIENCE.md#controls).")

@@ -428,6 +428,25 @@ def test_untrained_seed_counts_against_the_cell_and_is_listed():
     assert c[2]["verdict"] == SUPPORTED  # dyck cells untouched
 
 
+def test_budget_stopped_runs_are_named_as_needing_more_steps():
+    """A cell whose untrained runs ran out of their step budget while still improving reads "not
+    enough data" as before (docs/SCIENCE.md#plateau), and says so: more steps would decide."""
+    w = supporting_world()
+    cell = [r for r in w.runs if r["task"] == "parity" and r["family"] == "transformer"]
+    for r, best in zip(cell, (0.36, 0.38, 0.37)):
+        r.update(heldout_acc=best, stop_reason="budget", best_heldout_acc=best, train_config={"max_steps": 6000})
+    cell[0]["stop_reason"] = "trained"  # an untrained run without the budget reason is not counted
+    c = w.claims()
+    assert c[1]["verdict"] == NOT_ENOUGH
+    assert (
+        "transformer × parity: 0 of 3 trained seeds (3 untrained run(s) left out: 2 stopped by the "
+        "6,000-step budget while still improving, best held-out accuracy 0.370–0.380, more steps would decide)"
+    ) in c[1]["detail"]
+    shorts = evaluate_data(w.runs, w.probes, w.interventions, w.patching)[0]["numbers"]["cells_short_of_seeds"]
+    row = next(r for r in shorts if (r["task"], r["family"]) == ("parity", "transformer"))
+    assert (row["budget_stopped"], row["budget"], row["budget_best"]) == (2, 6000, [0.37, 0.38])
+
+
 def test_runs_without_heldout_accuracy_are_not_read():
     w = supporting_world()
     for run in w.runs:

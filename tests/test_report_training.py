@@ -211,8 +211,14 @@ def test_stop_reasons_and_cells_not_learned_are_listed():
         {**_run(9, "parity", "lstm", 0, 1.0), "stop_reason": "trained"},
         {**_run(10, "parity", "lstm", 0, 0.5), "control": "init"},
     ]
+    runs += [
+        {**_run(20 + i, "s3", "transformer", i, 0.4), "stop_reason": "budget", "best_heldout_acc": 0.4, "best_step": 6}
+        for i in range(3)
+    ]
     text = "\n".join(stop_reason_lines(runs))
-    assert "plateau 3, trained 1" in text
+    assert "budget 3, plateau 3, trained 1" in text
     assert "mamba × s3: not learned by this architecture at this size within 10,000 steps" in text
+    assert "transformer × s3: stopped by its 10,000-step budget while still improving" in text
+    assert "more steps would decide" in text and "mamba × s3: stopped" not in text
     assert "1 random-init control run(s)" in text
     assert stop_reason_lines([_run(1, "parity", "lstm", 0, 1.0)]) == []  # made before stop reasons were recorded

@@ -43,9 +43,27 @@ def shortfall_text(row: Mapping[str, Any]) -> str:
         return not_learned_text(row)
     if kind == "short":
         need = f" with {row['need']}" if row.get("need") else ""
-        untrained = f" ({row['untrained']} untrained run(s) left out)" if row.get("untrained") else ""
+        untrained = (
+            f" ({row['untrained']} untrained run(s) left out{_budget_text(row)})" if row.get("untrained") else ""
+        )
         return f"{cell_name(row)}: {row['k']} of {row['of']} trained seeds{need}{untrained}"
     raise ValueError(f"unknown shortfall kind {kind!r}")
+
+
+def _budget_text(row: Mapping[str, Any]) -> str:
+    """``: k stopped by the N-step budget while still improving …`` for a shortfall row whose
+    untrained runs include budget-stopped ones (the rule reads them as not enough data: more
+    steps would decide, docs/SCIENCE.md#plateau), else ""."""
+    n = row.get("budget_stopped")
+    if not n:
+        return ""
+    best = row.get("budget_best")
+    acc = (f"{best[0]:.3f}" if best[0] == best[1] else f"{best[0]:.3f}–{best[1]:.3f}") if best else None
+    return (
+        f": {n} stopped by the {row['budget']:,}-step budget while still improving"
+        + (f", best held-out accuracy {acc}" if acc else "")
+        + ", more steps would decide"
+    )
 
 
 def short_detail(numbers: Mapping[str, Any]) -> str:

@@ -168,7 +168,8 @@ class Data:
         ``duplicated`` (``seeds``: the seeds with more than one run), ``none stored`` (no run at
         all), ``not learned`` (:attr:`not_learned`), ``short`` (``k`` of ``of`` seeds, ``need``:
         what a usable seed needs beyond being trained, e.g. "conv1d_removal", ``untrained``: the
-        cell's runs left out as untrained)."""
+        cell's runs left out as untrained; with ``budget_stopped``, ``budget``, ``budget_best`` when
+        some of those were stopped by their step budget while still improving)."""
         out: list[dict[str, Any]] = []
         for cell in sorted(set(cells)):
             if cell in self.duplicated:
@@ -182,13 +183,32 @@ class Data:
                 continue
             k = len({r.get("seed") for r in usable.get(cell, [])})
             if k < MIN_SEEDS:
-                n_un = sum(not is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in self.stored[cell])
-                out.append({**_cell(cell, "short"), "k": k, "of": MIN_SEEDS, "need": need, "untrained": n_un})
+                untrained = [
+                    r for r in self.stored[cell] if not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))
+                ]
+                row = {**_cell(cell, "short"), "k": k, "of": MIN_SEEDS, "need": need, "untrained": len(untrained)}
+                out.append({**row, **_budget_stopped(untrained)})
         return out
 
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
         ts = set(tasks)
         return [r for r in self.left_out if r["task"] in ts]
+
+
+def _budget_stopped(untrained: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Of a cell's untrained runs, those its step budget stopped while still improving
+    (``stop_reason`` "budget": more steps would decide, docs/SCIENCE.md#plateau):
+    ``budget_stopped`` (runs), ``budget`` (their largest ``max_steps``) and ``budget_best``
+    ([lo, hi] best held-out accuracy, or None); {} when there are none."""
+    rs = [r for r in untrained if r.get("stop_reason") == "budget"]
+    if not rs:
+        return {}
+    best = [float(r["best_heldout_acc"]) for r in rs if r.get("best_heldout_acc") is not None]
+    return {
+        "budget_stopped": len(rs),
+        "budget": max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs),
+        "budget_best": [min(best), max(best)] if best else None,
+    }
 
 
 def _run_curves(
