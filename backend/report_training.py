@@ -59,16 +59,19 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
 
     train = p.get("train") or {}
     trained = preset_run_count(suite, hashes) or 0
-    total = len(expand_suite(SuiteParams(preset=name)))
+    jobs = expand_suite(SuiteParams(preset=name))
     return {
         "name": name,
         "families": list(dict.fromkeys(p["families"])),
         "tasks": list(p["tasks"]),
         "seeds": list(p["seeds"]),
         "runs": trained,
-        "controls": total - trained,
+        "controls": len(jobs) - trained,
         "max_steps": train.get("max_steps"),
         "max_seconds": train.get("max_seconds"),
+        # (family, task) → (max_seconds, max_steps): each cell's own budget (the preset's per-cell
+        # overrides, docs/SCIENCE.md#budgets)
+        "cell_budgets": {(j.family, j.task): (j.max_seconds, j.max_steps) for j in jobs},
     }
 
 
@@ -128,8 +131,7 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
     many runs ended at it without reaching the early-stop criterion."""
     used: dict[tuple[Any, Any], int] = defaultdict(int)
     for r in runs:
-        cfg = r.get("train_config") or {}
-        used[(cfg.get("max_seconds"), cfg.get("max_steps"))] += 1
+        used[_budget(r)] += 1
     if not used:
         return []
     if len(used) == 1:
@@ -141,11 +143,25 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
         )
     if preset is not None:
         line += f"; the preset allows {_limit(preset['max_seconds'], preset['max_steps'])}"
-        if any(sec != preset["max_seconds"] or steps != preset["max_steps"] for sec, steps in used):
+        cells = preset.get("cell_budgets") or {}
+        if any(s != preset["max_steps"] for _, s in cells.values()):
+            line += " by default, more for some cells (docs/SCIENCE.md#budgets)"
+        default = (preset["max_seconds"], preset["max_steps"])
+        if any(_budget(r) != cells.get((r.get("family"), r.get("task")), default) for r in runs):
             line += " (the runs were given a different budget than the preset's)"
     from science.trained import is_trained
 
-    capped = [r for r in runs if r.get("stopped_early") is False]
+    # ran to the budget: the stop reason where recorded (a plateau also ends without the early
+    # stop, docs/SCIENCE.md#plateau), else no early stop (runs made before stop reasons)
+    capped = [
+        r
+        for r in runs
+        if (
+            r.get("stop_reason") in ("budget", "time_limit")
+            if r.get("stop_reason")
+            else r.get("stopped_early") is False
+        )
+    ]
     n_rebuilt = sum(bool((r.get("made_with") or {}).get("rebuilt_from")) for r in runs)
     if n_rebuilt:
         line += (
@@ -161,6 +177,11 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
             "(trained)."
         )
     return out
+
+
+def _budget(run: dict[str, Any]) -> tuple[Any, Any]:
+    cfg = run.get("train_config") or {}
+    return cfg.get("max_seconds"), cfg.get("max_steps")
 
 
 def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:

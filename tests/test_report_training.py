@@ -66,7 +66,8 @@ def test_training_table_uses_the_preset_seeds_and_lists_cells_never_started():
 def test_budget_used_is_stated_next_to_the_preset():
     lines = budget_lines(RUNS, preset_of("paper"))
     assert lines[0].startswith("Training budget used: at most 75 s / 10,000 steps per run")
-    assert "the preset allows 14400 s / 3,000 steps (the runs were given a different budget" in lines[0]
+    assert "the preset allows 14400 s / 3,000 steps by default, more for some cells" in lines[0]
+    assert "(the runs were given a different budget" in lines[0]
     assert lines[1] == (
         "1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
         "(untrained), 0 reached it by the end (trained)."
@@ -82,6 +83,30 @@ def test_budget_used_is_stated_next_to_the_preset():
     assert "different budget" not in same[0]
     mixed = budget_lines([*RUNS, _run(4, "s3", "gru", 0, 1.0, max_seconds=240.0)], None)
     assert "75 s / 10,000 steps (3 runs)" in mixed[0] and "240 s / 10,000 steps (1 runs)" in mixed[0]
+
+
+def test_per_cell_budgets_are_the_presets_and_a_plateau_is_not_a_budget_stop():
+    """The paper preset gives some cells more steps (cell_train): runs given exactly their cell's
+    budget are not "a different budget than the preset's"; a run stopped at a plateau ended
+    without the early stop but did not run to its budget (found by an independent recomputation)."""
+
+    def paper_run(rid, task, family, steps, reason, acc):
+        return {
+            **_run(rid, task, family, 0, acc, stopped=reason == "trained"),
+            "train_config": {"max_seconds": 14_400.0, "max_steps": steps},
+            "stop_reason": reason,
+        }
+
+    runs = [
+        paper_run(1, "s3", "transformer", 6_000, "budget", 0.37),
+        paper_run(2, "parity", "mamba2", 5_000, "plateau", 0.985),
+        paper_run(3, "parity", "lstm", 3_000, "trained", 1.0),
+    ]
+    lines = budget_lines(runs, preset_of("paper"))
+    assert "more for some cells" in lines[0] and "different budget" not in lines[0]
+    assert lines[1].startswith("1 of 3 stored runs ran to that budget without stopping early: 1 ended below")
+    wrong = budget_lines([paper_run(4, "parity", "lstm", 6_000, "trained", 1.0)], preset_of("paper"))
+    assert "(the runs were given a different budget than the preset's)" in wrong[0]
 
 
 def test_not_enough_data_claim_gets_a_descriptive_paragraph_not_numbers():

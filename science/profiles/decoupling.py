@@ -80,7 +80,8 @@ def decoupling(
 
     Returns:
         ``{best_layer, near_best_layers, damaging_layer, distance (layers), decoupled (bool),
-        delta_at_best_pp (mean delta at the best layer), delta_near_best_pp (most negative delta
+        delta_at_best_pp (mean ``delta_pp`` of the rows given, at the best layer: claim 4 gives the
+        drop beyond random removal, ``science.claims.necessity.beyond_random``), delta_near_best_pp (most negative delta
         over the near-best layers), delta_at_damaging_pp}``; the intervention fields are None
         without intervention data.
     """
