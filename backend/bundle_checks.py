@@ -16,6 +16,8 @@ in one line naming the file, the row, the field and why: nothing is written.
   and each tag follows the text rule of ``layerscope_core.text`` (no control characters: a suite
   named so could never be queried) and fits its column; no string anywhere is invalid Unicode,
   no number anywhere is NaN or infinite, nothing nests too deep (``layerscope_core.json_checks``).
+  The manifest's ``suite`` and each run's follow the suite-name rule of
+  ``layerscope_core.suite_names`` (a name that is a URL path segment and a file name as it stands).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from sqlalchemy import Float, Integer, String
 from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
 from layerscope_core.layers import ALL_LAYERS, EMB
 from layerscope_core.sites import site_name
-from layerscope_core.text import text_problem
+from layerscope_core.suite_names import suite_name_problem
 from science.records import (
     ACC,
     COUNT,
@@ -252,7 +254,7 @@ def _layer_problem(layer: int, run: dict[str, Any], *, every: bool) -> str | Non
 
 
 def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, dict[str, Any]]:
-    """Unique ids and config hashes, checkpoint ids, behaviour ranges; returns id → run."""
+    """Unique ids and config hashes, suite names, checkpoint ids, behaviour ranges; returns id → run."""
     by_id: dict[int, dict[str, Any]] = {}
     hashes: dict[str, int] = {}
     for i, run in enumerate(rows):
@@ -263,6 +265,8 @@ def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, di
             problems.add("runs", rows, (i, "config_hash"), why, run["config_hash"])
         by_id.setdefault(run["id"], run)
         hashes.setdefault(run["config_hash"], i)
+        if isinstance(run.get("suite"), str) and (why := suite_name_problem(run["suite"])):
+            problems.add("runs", rows, (i, "suite"), why, run["suite"])
         if run.get("checkpoint_id") is not None and not _HEX64.fullmatch(run["checkpoint_id"]):
             problems.add(
                 "runs", rows, (i, "checkpoint_id"), "not a checkpoint id (64 hex characters)", run["checkpoint_id"]
@@ -311,11 +315,9 @@ def check_tables(manifest: dict[str, Any], raw: dict[str, bytes], tables: dict[s
     The checks across rows run only once every row has its types."""
     problems = _Problems()
     suite = manifest.get("suite")
-    problem = text_problem(suite) if isinstance(suite, str) else None
-    if suite is not None and (not isinstance(suite, str) or problem):
-        problems.found.append(
-            f"manifest.json: suite = {_shown(suite)}: {problem[1] if problem else 'must be a string'}"
-        )
+    why = suite_name_problem(suite) if isinstance(suite, str) else "must be a string"
+    if suite is not None and why:
+        problems.found.append(f"manifest.json: suite = {_shown(suite)}: {why}")
     for table, rows in tables.items():
         if table in _TABLES and table in raw:
             _check_storable(table, rows, raw[table], problems)

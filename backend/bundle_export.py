@@ -24,6 +24,7 @@ from backend.bundle import (
     suite_names,
     table_row,
 )
+from backend.housekeeping import unknown_suite
 from layerscope_core.provenance import code_versions
 from store.models import MeasureSettings, Run
 
@@ -31,11 +32,12 @@ __all__ = ["PROVENANCE_KEYS", "CARRIED_KEYS", "collect", "manifest_for", "with_p
 
 
 def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
-    """A suite's rows per table (every column). Raises LookupError: no run in ``suite``."""
+    """A suite's rows per table (every column). Raises LookupError: no run in ``suite``
+    (``housekeeping.SuiteNameError``, a ValueError, when its name breaks the suite-name rule)."""
     runs = list(session.execute(select(Run).where(Run.suite == suite).order_by(Run.id)).scalars())
     if not runs:
         known = ", ".join(suite_names(session)) or "none"
-        raise LookupError(f"suite {suite!r} has no runs (suites here: {known})")
+        raise unknown_suite(suite, f"has no runs (suites here: {known})")
     ids = [r.id for r in runs]
     tables: dict[str, list[dict[str, Any]]] = {"runs": [table_row(r) for r in runs]}
     for model in RESULT_TABLES:
@@ -181,7 +183,8 @@ def export_bundle(
     ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
 
     Raises:
-        LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``.
+        LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``, or no run
+        in ``suite`` and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
     """
     if weights and store_dir is None:
         raise ValueError("weights=True needs the model store's directory")

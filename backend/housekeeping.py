@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from layerscope_core.suite_names import suite_name_problem
 from layerscope_core.text import printable, text_problem
 from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, SuiteNote
 
@@ -29,6 +30,20 @@ MAX_NOTES_LENGTH = 10_000
 
 class NotFoundError(LookupError):
     """An unknown run id or suite name."""
+
+
+class SuiteNameError(ValueError):
+    """A suite looked up by a name that breaks the suite-name rule (``layerscope_core.suite_names``)
+    and that no stored suite has: no suite could ever be found under it."""
+
+
+def unknown_suite(name: str, found: str = "not found") -> NotFoundError | SuiteNameError:
+    """The error for a suite that holds no run: a :class:`SuiteNameError` saying why when the name
+    breaks the rule, else a :class:`NotFoundError` (``found``: what follows the name)."""
+    why = suite_name_problem(name)
+    if why:
+        return SuiteNameError(f"suite {printable(name)!r}: the name {why}")
+    return NotFoundError(f"suite {name!r} {found}")
 
 
 def clean_tags(tags: Sequence[str]) -> list[str]:
@@ -105,7 +120,7 @@ def annotate_suite(
 ) -> SuiteNote:
     """As :func:`annotate_run`, for a suite (one that holds a run). Commits."""
     if not suite_exists(session, name):
-        raise NotFoundError(f"suite {name!r} not found")
+        raise unknown_suite(name)
     _check_annotation(tags, add, notes)
     row = session.get(SuiteNote, name) or SuiteNote(name=name)
     current = list(tags) if tags is not None else list(row.tags or [])
@@ -120,7 +135,7 @@ def annotate_suite(
 def suite_run_ids(session: Session, name: str) -> list[int]:
     ids = list(session.execute(select(Run.id).where(Run.suite == name).order_by(Run.id)).scalars())
     if not ids:
-        raise NotFoundError(f"suite {name!r} not found")
+        raise unknown_suite(name)
     return ids
 
 

@@ -66,7 +66,7 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "n_pairs": ("Pairs", "int", ("patch",), "clean/corrupted pairs (default 128)"),
     "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (default 8)"),
     "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
-    "suite": ("Suite", "text", ("train",), "a tag to group runs"),
+    "suite": ("Suite", "text", ("train",), "a tag to group runs: letters, digits, . _ -"),
     "force": (
         "Train again",
         "flag",
@@ -87,7 +87,7 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "the parts measured now: probes alone first (minutes a run), then the same suite with "
         "every part adds the rest without fitting the probes again",
     ),
-    "name": ("Name", "text", ("train", "suite"), "free text"),
+    "name": ("Name", "text", ("train", "suite"), "a run's: free text; a suite's: letters, digits, . _ -"),
 }
 
 

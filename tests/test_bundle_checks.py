@@ -218,6 +218,12 @@ BAD = [
         "runs[0] (id {id}).suite = 'evil\\n\\x07suite': must not contain control characters (found U+000A",
     ),
     (
+        "suite name no URL or file name can hold",
+        "runs",
+        _set("suite", "a/b"),
+        "runs[0] (id {id}).suite = 'a/b': holds '/': a suite name is 1–100 ASCII letters",
+    ),
+    (
         "tag with control characters",
         "runs",
         _set("tags", ["ok", "bad\x07tag"]),
@@ -332,6 +338,25 @@ def test_a_conv1d_removal_of_every_layer_and_an_older_bundle_import(exported, ta
     with target() as s:
         out = import_bundle(s, tmp_path / "older2.zip")
     assert out["runs_added"] == 2 and out["rows_added"]["intervention_results"] > 0
+
+
+@pytest.mark.parametrize(
+    ("suite", "expected"),
+    [("a/b", "holds '/'"), ("..", "starts with '.'"), (" paper", "holds ' '"), (7, "must be a string")],
+)
+def test_a_manifest_suite_name_breaking_the_rule_is_refused(exported, target, tmp_path, suite, expected) -> None:
+    """The name the import job records and the suite picker shows: a URL path segment and a file name."""
+    path = tmp_path / "bad.zip"
+    with zipfile.ZipFile(exported) as z, zipfile.ZipFile(path, "w") as out:
+        for entry in z.namelist():
+            data = z.read(entry)
+            if entry == "manifest.json":
+                data = json.dumps({**json.loads(data), "suite": suite}).encode()
+            out.writestr(entry, data)
+    before = _counts(target)
+    with target() as s, pytest.raises(BundleError, match=rf"manifest.json: suite = .*: {expected}"):
+        import_bundle(s, path, store_dir=tmp_path / "store")
+    assert _counts(target) == before and not (tmp_path / "store").exists()
 
 
 @pytest.mark.parametrize("name", ["paper.layerscope.zip", "paper-steps.layerscope.zip"])

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,6 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 from layerscope_core.hashing import config_hash
 from layerscope_core.registry import ALL_PATCH_SITES, PRESETS, family_names
+from layerscope_core.suite_names import SUITE_NAME_PATTERN, check_suite_name
 
 
 class OneOf:
@@ -92,6 +94,9 @@ EvalLength = Annotated[Int, Field(ge=2, le=4096)]
 # activation-patching sites (docs/SCIENCE.md#activation-patching); "state" is skipped on the
 # transformer, "state:ssm" / "state:conv" (one part of Mamba's state) on the LSTM / GRU too
 PatchSite = Annotated[str, OneOf(lambda: ALL_PATCH_SITES)]
+# a suite's name (layerscope_core.suite_names): the error names the character or the length, the
+# schema documents the pattern
+SuiteName = Annotated[str, AfterValidator(check_suite_name), Field(json_schema_extra={"pattern": SUITE_NAME_PATTERN})]
 
 
 def _field_error(loc: tuple[str | int, ...], msg: str, value: Any) -> ValidationError:

@@ -40,6 +40,7 @@ from worker.param_types import (
     PatchSite,
     PresetName,
     Seed,
+    SuiteName,
     TaskName,
     _field_error,
     _Params,
@@ -182,7 +183,7 @@ class TrainParams(_Params):
     early_stop_acc: Float = Field(0.99, gt=0, le=1.0)
     eval_every: Int = Field(50, ge=1, le=10_000_000, description="held-out evaluation every this many steps")
     n_eval_sequences: Int = Field(500, ge=10, le=100_000)
-    suite: str | None = Field(None, max_length=100)
+    suite: SuiteName | None = Field(None, description="the suite the run belongs to (docs/SCIENCE.md#suites)")
     name: str | None = Field(None, max_length=200)
     measure: MeasureParams | None = Field(
         default_factory=MeasureParams,
@@ -431,7 +432,7 @@ class SuiteParams(_Params):
         "with random weights and trained from scratch, instead of (or with pretrained: beside) "
         "the preset's models; each one's family is found from its blocks",
     )
-    name: str | None = Field(None, max_length=100)
+    name: SuiteName | None = Field(None, description="the suite's name, stored with its runs; None = the preset's")
     max_steps: Int | None = Field(None, ge=1, le=10_000_000, description="override the preset's step cap")
     max_seconds: Float | None = Field(None, gt=0, description="override the preset's per-run time budget (s)")
     force: bool = Field(

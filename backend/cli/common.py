@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from layerscope_core.plugins import method_names
 from layerscope_core.registry import MEASURE_PARTS, PRESETS, family_names
+from layerscope_core.suite_names import suite_name_problem
 
 try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
     from typer._click import exceptions as click_exceptions
@@ -42,6 +43,15 @@ FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore
 MeasurePartChoice = StrEnum("MeasurePartChoice", {p: p for p in MEASURE_PARTS})  # type: ignore[misc]
 METHOD_NAMES = method_names()  # the built-ins, then the plugins'
 MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
+
+
+def new_suite_name(value: str | None) -> str | None:
+    """A ``--name`` for the runs of a suite, checked against the suite-name rule
+    (``layerscope_core.suite_names``) before anything is trained or queued."""
+    why = suite_name_problem(value) if value is not None else None
+    if why:
+        raise typer.BadParameter(f"{value!r} {why}", param_hint="'--name'")
+    return value
 
 
 def settings(**overrides: Any):

@@ -62,7 +62,14 @@ FromConfigOption = Annotated[
         ),
     ),
 ]
-NameOption = Annotated[str | None, typer.Option(help="Suite name stored with the runs (default: the preset).")]
+NameOption = Annotated[
+    str | None,
+    typer.Option(
+        callback=C.new_suite_name,
+        help="Suite name stored with the runs (default: the preset): 1–100 ASCII letters, digits, '.', '_' "
+        "and '-', starting with a letter or a digit.",
+    ),
+]
 DeviceOption = Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")]
 SubmitOption = Annotated[
     bool,

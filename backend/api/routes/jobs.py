@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from fastapi import APIRouter, Body, Header, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
@@ -78,24 +78,52 @@ def _queue_down(exc: QueueUnavailable, settings, *, retry: bool = False) -> JSON
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=TEXT_PATTERN)]
 
 
-def _job_for_key(session, key: str, body: Any) -> dict[str, Any] | None:
-    """The job made by an earlier request with Idempotency-Key ``key`` (None: none yet); a 422
-    when that job is of another kind (the key was reused for a different submission)."""
+def _job_for_key(session, key: str, body: Any, settings) -> dict[str, Any] | None:
+    """The job made by an earlier request with Idempotency-Key ``key`` (None: none yet); a 422 at
+    the header when that request was another (draft-ietf-httpapi-idempotency-key-header: a key
+    reused with a different payload), naming what differs."""
     job = session.scalar(select(Job).where(Job.idempotency_key == key))
     if job is None:
         return None
-    if job.kind != body.kind:
+    differs = _differences(job, body, settings)
+    if differs:
         raise RequestValidationError(
             [
                 {
                     "type": "value_error",
                     "loc": ("header", "Idempotency-Key"),
-                    "msg": f"already used for job {job.id} (a {job.kind} job): send a new key for a new job",
+                    "msg": f"already used for job {job.id}, made by a request with another {differs}: "
+                    "send a new key for a new job (the same key answers only the same request)",
                     "input": key,
                 }
             ]
         )
     return _out(job)
+
+
+def _differences(job: Job, body: Any, settings) -> str:
+    """What of ``body`` differs from the request that made ``job`` ("" when nothing): its kind, or
+    the validated params that differ and max_attempts (the body's, or the default it stood for)."""
+    if job.kind != body.kind:
+        return f"kind (a {job.kind} job)"
+    sent = body.params.model_dump(mode="json")
+    stored = _stored_params(job, sent)
+    out = [f"params.{k}" for k in sorted(sent.keys() | stored.keys()) if sent.get(k) != stored.get(k)]
+    if (body.max_attempts or settings.max_attempts) != job.max_attempts:
+        out.append("max_attempts")
+    return ", ".join(out)
+
+
+def _stored_params(job: Job, sent: dict[str, Any]) -> dict[str, Any]:
+    """A job's params as the request's are compared with them: as stored (the validated params'
+    JSON), or validated again when that differs, so a job stored before a parameter existed reads
+    with its default."""
+    if job.params == sent:
+        return job.params
+    try:
+        return PARAMS_BY_KIND[job.kind].model_validate(job.params).model_dump(mode="json")
+    except (KeyError, ValidationError):  # params no kind of today takes: not the request's
+        return job.params
 
 
 def _out(job: Job) -> dict[str, Any]:
@@ -210,12 +238,13 @@ def create_job(
         IdempotencyKey | None,
         Header(
             alias="Idempotency-Key",
-            description="any unique string per intended job (a UUID): the same key again "
-            "answers the job the first request made (200) instead of making a second one",
+            description="any unique string per intended job (a UUID): the same key with the same "
+            "request again answers the job the first request made (200) instead of making a second "
+            "one; with another request (kind, params or max_attempts) it is a 422",
         ),
     ] = None,
 ) -> dict:
-    if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body)) is not None:
+    if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body, settings)) is not None:
         response.status_code = status.HTTP_200_OK
         return earlier
     _check_submission(body, session, factory)
@@ -235,7 +264,7 @@ def create_job(
         return _queue_down(exc, settings)  # type: ignore[return-value]
     except IntegrityError:  # a concurrent request with the same key stored its job first
         with factory() as s:
-            earlier = _job_for_key(s, idempotency_key, body) if idempotency_key else None
+            earlier = _job_for_key(s, idempotency_key, body, settings) if idempotency_key else None
         if earlier is None:
             raise
         response.status_code = status.HTTP_200_OK

@@ -7,6 +7,7 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Response
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from sqlalchemy import select
 
@@ -22,7 +23,20 @@ from store.models import Run, SuiteNote
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
-SuiteName = Annotated[str, Path(min_length=1, max_length=100, description="runs.suite")]
+SuiteName = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=100,
+        description="runs.suite; a name no stored suite has that breaks the suite-name rule "
+        "(layerscope_core.suite_names) is a 422 saying why",
+    ),
+]
+
+
+def _bad_name(name: str, exc: housekeeping.SuiteNameError) -> RequestValidationError:
+    """A 422 at the path's ``name``: no suite can be named so (and none stored is)."""
+    return RequestValidationError([{"type": "value_error", "loc": ("path", "name"), "msg": str(exc), "input": name}])
 
 
 class SuiteOut(BaseModel):
@@ -120,6 +134,8 @@ def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
     buf = io.BytesIO()
     try:
         export_bundle(session, name, buf)
+    except housekeeping.SuiteNameError as exc:
+        raise _bad_name(name, exc) from exc
     except LookupError as exc:  # names the suites that exist
         raise HTTPException(404, str(exc.args[0])) from exc
     filename = re.sub(r"[^A-Za-z0-9._-]+", "_", name) + ".layerscope.zip"
@@ -140,6 +156,8 @@ def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
 def annotate_suite(name: SuiteName, body: Annotation, session: SessionDep) -> dict:
     try:
         row = housekeeping.annotate_suite(session, name, tags=body.tags, notes=body.notes)
+    except housekeeping.SuiteNameError as exc:
+        raise _bad_name(name, exc) from exc
     except housekeeping.NotFoundError as exc:
         raise NotFound(str(exc)) from exc
     return {"tags": row.tags or [], "notes": row.notes}
@@ -157,5 +175,7 @@ def delete_suite(name: SuiteName, session: SessionDep, settings: SettingsDep) ->
     try:
         ids = housekeeping.suite_run_ids(session, name)
         return housekeeping.delete_runs(session, ids, settings.resolved_store_dir, suite=name)
+    except housekeeping.SuiteNameError as exc:
+        raise _bad_name(name, exc) from exc
     except housekeeping.NotFoundError as exc:
         raise NotFound(str(exc)) from exc
