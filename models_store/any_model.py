@@ -258,15 +258,14 @@ def family_of(backbone: PreTrainedModel) -> str:
     return block_family(blocks, model_type)
 
 
-def pretrained_family(name_or_path: str, role: str = "pretrained model", local_files_only: bool | None = None) -> str:
-    """The family of a hub name or local folder from its config alone (the model is built on the
-    ``meta`` device: no weights read or allocated). ``role`` names it in errors
-    (``"pretrained model"``, ``"from_config"``); ``local_files_only``: never contact the hub
-    (None: when ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set).
+def read_config(name_or_path: str, role: str = "pretrained model", local_files_only: bool | None = None) -> Any:
+    """The transformers config of a hub name or local folder, checked by :func:`check_architecture`.
+    ``role`` names it in errors (``"pretrained model"``, ``"from_config"``); ``local_files_only``:
+    never contact the hub (None: when ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set).
 
     Raises:
-        ValueError: the config cannot be read (``models_store.pretrained.PretrainedLoadError``),
-            or the architecture is unsupported (``UnsupportedModel``); both name ``role`` and the model.
+        PretrainedLoadError: the config cannot be read; UnsupportedModel: its architecture is
+            unsupported. Both name ``role`` and the model.
     """
     from transformers import AutoConfig
 
@@ -282,6 +281,30 @@ def pretrained_family(name_or_path: str, role: str = "pretrained model", local_f
         check_architecture(hf_cfg)
     except UnsupportedModel as e:
         raise UnsupportedModel(f"{role} {name_or_path!r}: {e}") from None
+    return hf_cfg
+
+
+def meta_backbone(hf_cfg: PreTrainedConfig) -> PreTrainedModel:
+    """The base model of ``hf_cfg`` on the ``meta`` device: its modules and parameter shapes, no
+    weights read or allocated."""
     with torch.device("meta"):
-        backbone = AutoModel.from_config(hf_cfg)
-    return family_of(backbone)
+        return AutoModel.from_config(hf_cfg)
+
+
+def pretrained_family(name_or_path: str, role: str = "pretrained model", local_files_only: bool | None = None) -> str:
+    """The family of a hub name or local folder from its config alone (:func:`read_config`, the
+    blocks of :func:`meta_backbone`), checked to be causal on a one-block random copy
+    (``models_store.causal.config_causal_problem``; no weights read).
+
+    Raises:
+        ValueError: the config cannot be read (``PretrainedLoadError``), or the architecture is
+            unsupported or not causal (``UnsupportedModel``); each names ``role`` and the model.
+    """
+    from models_store.causal import config_causal_problem
+
+    hf_cfg = read_config(name_or_path, role, local_files_only)
+    family = family_of(meta_backbone(hf_cfg))
+    why = config_causal_problem(hf_cfg)
+    if why:
+        raise UnsupportedModel(f"{role} {name_or_path!r}: {why}")
+    return family

@@ -9,7 +9,8 @@ token-classification head on the backbone's final norm. The result is an
 config's layer count, found in the loaded model (docs/SCIENCE.md#layers: emb, then one layer
 per block); capture / edits / patching / checkpoints work unchanged, and a checkpoint rebuilds
 from the stored transformers config without the hub. An architecture without such a block list
-(or an encoder-decoder) is refused with one line naming its model type and what is missing.
+(or an encoder-decoder) is refused with one line naming its model type and what is missing, and
+so is one that is not causal (a bidirectional encoder: ``models_store.causal``, one forward pass).
 
 Task tokens → model vocabulary (documented choice): task token i is fed to the backbone as
 vocabulary id ``token_offset + i`` (default offset 2). Pythia and the ``state-spaces/mamba-*-hf``
@@ -42,6 +43,7 @@ from models_store.any_model import (
     family_of,
 )
 from models_store.base import LayerwiseModel
+from models_store.causal import causal_problem
 from models_store.config import ModelConfig
 
 DEFAULT_TOKEN_OFFSET = 2
@@ -104,7 +106,8 @@ def load_pretrained(
 
     Raises:
         PretrainedLoadError (a ValueError): the model cannot be found or reached, its
-            architecture is unsupported (one line: the model type and what is missing), its
+            architecture is unsupported (one line: the model type and what is missing) or not
+            causal (its output at a position changes with later tokens), its
             weights do not fit the architecture, or the token mapping does not fit its vocabulary.
     """
     name = str(name_or_path)
@@ -115,6 +118,8 @@ def load_pretrained(
     token_map = _task_token_map(token_map, token_offset, task_vocab_size, int(hf_cfg.vocab_size), name)
     backbone, info = _backbone(name, hf_cfg, weights, seed, local_files_only=local_files_only, revision=revision)
     family = _checked_family(backbone, info, role, name, getattr(hf_cfg, "model_type", None))
+    if why := causal_problem(backbone):  # before any training: a bidirectional encoder reads later tokens
+        raise PretrainedLoadError(f"{role} {name!r}: {why}")
     cfg = ModelConfig(
         family=family,
         vocab_size=task_vocab_size,

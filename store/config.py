@@ -57,6 +57,12 @@ class Settings(BaseSettings):
     worker_poll_seconds: float = Field(0.2, description="Idle poll interval of a worker on SQLite queues")
     reap_every_seconds: float = Field(10.0, description="How often the API and workers run the reaper")
     log_tail_lines: int = Field(200, description="Lines of a job's log kept in the jobs table")
+    max_job_memory_gib: float = Field(
+        16.0,
+        gt=0,
+        description="A job whose estimated peak memory (worker.memory: training activations and "
+        "AdamW state, every layer's captured states) is over this many GiB is refused at submit",
+    )
     # Start-up: a SQLite file is checked with PRAGMA quick_check (a corrupt one is refused)
     check_integrity: bool = Field(True, description="Run PRAGMA quick_check on a SQLite DB at start-up")
     integrity_check_seconds: float = Field(

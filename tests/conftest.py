@@ -195,6 +195,34 @@ def api(db_factory):
         yield SimpleNamespace(client=client, settings=settings, factory=factory, queue=queue, app=app)
 
 
+def _no_network(*args, **kwargs):
+    raise AssertionError("tried to reach the network")
+
+
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """No Hugging Face hub: ``HF_HUB_OFFLINE`` set, and any network lookup fails the test."""
+    import socket
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket, "getaddrinfo", _no_network)
+
+
+@pytest.fixture
+def cli_home(tmp_path, monkeypatch) -> Iterator[Path]:
+    """The CLI's settings under ``tmp_path`` (``home/``, ``cli.db``, ``queue.db``, ``store/``), the
+    settings cache cleared before and after; yields ``tmp_path``."""
+    from store.config import get_settings
+
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'queue.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
+    get_settings.cache_clear()
+    yield tmp_path
+    get_settings.cache_clear()
+
+
 def seed_runs(
     factory,
     families=("lstm", "transformer"),

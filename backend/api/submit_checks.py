@@ -174,3 +174,29 @@ def model_source_errors(params: Any) -> tuple[list[dict[str, Any]], bool]:
             if why:
                 errors.append({**_error(field, why, name), "loc": ("body", "params", field, i)})
     return errors, read
+
+
+def memory_errors(params: Any, limit: int, *, run: Any = None, jobs: list[Any] | None = None) -> list[dict[str, Any]]:
+    """FastAPI-style errors for a job whose estimated peak memory (``worker.memory``) is over
+    ``limit`` bytes, each naming the estimate and the limit:
+
+    - a probe / intervene / patch job on ``run``, or a train job: at the field to lower
+      (``batch_size``, ``measure.n_probe_sequences``, ``n_pairs``, …, or the model's own field);
+    - a suite (``jobs``: its train jobs, ``expand_suite``): at the ``pretrained`` / ``from_config``
+      entry of the run's model, else at ``params``, each message naming the run and the field.
+    """
+    from worker.memory import run_job_problems, suite_problems, train_job_problems
+
+    if jobs is None:
+        problems = run_job_problems(params, run, limit) if run is not None else train_job_problems(params, limit)
+        return [{**_error("", msg, value), "loc": ("body", "params", *loc)} for loc, msg, value in problems]
+    errors = []
+    for job, (loc, msg, value) in suite_problems(jobs, limit):
+        where: tuple[str | int, ...] = ()
+        for field in ("pretrained", "from_config"):
+            source, names = getattr(job, field), getattr(params, field) or []
+            if source in names:
+                where = (field, names.index(source))
+        field_name = ".".join(map(str, loc))
+        errors.append({**_error("", f"run {job.name}: {field_name}: {msg}", value), "loc": ("body", "params", *where)})
+    return errors

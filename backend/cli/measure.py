@@ -88,14 +88,17 @@ def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> N
         C.check_device(device)
     settings = C.settings()
     factory = C.session_factory(settings)
-    _require_run(factory, run_id, settings.resolved_store_dir)
+    _require_run(factory, run_id, settings.resolved_store_dir, params, settings)
     C.run_here(kind, params, settings, factory, device)
     typer.echo(f"layerscope: {kind} results stored for run {run_id}")
 
 
-def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:
-    """The run exists and its weights are here to load. Raises CliError (one line) otherwise."""
+def _require_run(factory, run_id: int, store_dir: Path | None = None, params: Any = None, settings=None) -> None:
+    """The run exists, its weights are here to load, and (with ``params`` and ``settings``) the
+    job's estimated peak memory is within ``settings.max_job_memory_gib`` (``worker.memory``).
+    Raises CliError (one line) otherwise."""
     from store.models import Run
+    from worker.memory import limit_bytes, one_line, run_job_problems
     from worker.run_weights import missing_weights
 
     with factory() as s:
@@ -104,3 +107,5 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None) -> None:
             raise C.CliError(f"run {run_id} not found")
         if why := missing_weights(run, store_dir):
             raise C.CliError(why)
+        if params is not None and (over := run_job_problems(params, run, limit_bytes(settings))):
+            raise C.CliError(one_line(over))

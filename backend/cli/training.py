@@ -180,6 +180,7 @@ def suite(
     )
     jobs = expand_suite(params)
     settings = C.settings()
+    _refuse_over_memory(jobs, settings)  # before the database is opened: nothing written or queued
     factory = C.session_factory(settings)
     _refuse_other_settings(jobs, factory)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
@@ -209,6 +210,18 @@ def _count_stored(jobs: list, settings, factory) -> int:
 
     env = WorkerEnv(factory, settings.resolved_store_dir)
     return sum(stored_state(j, env)[1] == "complete" for j in jobs)
+
+
+def _refuse_over_memory(jobs: list, settings) -> None:
+    """Refuse, in one line, a suite with a run whose estimated peak memory is over
+    ``settings.max_job_memory_gib`` (``worker.memory``): the first such run and how many more."""
+    from worker.memory import limit_bytes, one_line, suite_problems
+
+    over = suite_problems(jobs, limit_bytes(settings))
+    if over:
+        job, problem = over[0]
+        more = len({j.name for j, _ in over}) - 1
+        raise C.CliError(one_line([problem], job.name) + (f" (and {more} more run(s))" if more else ""))
 
 
 def _refuse_other_settings(jobs: list, factory) -> None:

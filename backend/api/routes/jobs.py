@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
-from backend.api.submit_checks import model_source_errors, run_param_errors
+from backend.api.submit_checks import memory_errors, model_source_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
@@ -156,9 +156,10 @@ def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _check_run(params: Any, session) -> None:
+def _check_run(params: Any, session, limit: int) -> None:
     """A job on a stored run (``params.run_id``) that could only fail is not queued: a 422 when
-    the run is unknown, has no weights, or cannot take the layers / eval lengths asked for."""
+    the run is unknown, has no weights, cannot take the layers / eval lengths asked for, or its
+    captured states would not fit in ``limit`` bytes."""
     run_id = getattr(params, "run_id", None)
     if run_id is None:
         return
@@ -173,11 +174,14 @@ def _check_run(params: Any, session) -> None:
         )
     if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
         raise RequestValidationError(errors)
+    if errors := memory_errors(params, limit, run=run):
+        raise RequestValidationError(errors)
 
 
-def _check_one_run_per_seed(body: Any, factory) -> None:
-    """One run per seed per suite, for a suite and for a single run in one: a 422 naming the
-    conflict (or why the suite cannot be expanded)."""
+def _check_runs(body: Any, factory, limit: int) -> None:
+    """The runs of a train or suite job: one run per seed per suite (for a suite, and for a single
+    run in one), each run's estimated peak memory within ``limit`` bytes; a 422 naming the
+    conflict, the runs over the limit, or why the suite cannot be expanded."""
     from worker.presets import expand_suite
     from worker.suite_settings import check_one_run_per_seed
 
@@ -197,19 +201,25 @@ def _check_one_run_per_seed(body: Any, factory) -> None:
                 }
             ]
         ) from exc
+    if errors := memory_errors(params, limit, jobs=jobs if body.kind == "suite" else None):
+        raise RequestValidationError(errors)
 
 
-def _check_submission(body: Any, session, factory) -> None:
+def _check_submission(body: Any, session, factory, settings) -> None:
     """What a job needs before it is stored, each a 422 naming the field: its run
-    (:func:`_check_run`), the transformers models it names that are read here, and one run per
-    seed per suite (a suite naming a hub model not cached here is checked by its runner, which
-    reads it from the hub)."""
-    _check_run(body.params, session)
+    (:func:`_check_run`), the transformers models it names that are read here, one run per
+    seed per suite, and a peak memory within ``settings.max_job_memory_gib`` (``worker.memory``;
+    a suite naming a hub model not cached here is checked by its runner, which reads it from the
+    hub, for one run per seed)."""
+    from worker.memory import limit_bytes
+
+    limit = limit_bytes(settings)
+    _check_run(body.params, session, limit)
     errors, read_here = model_source_errors(body.params)  # the transformers models it names, read here only
     if errors:
         raise RequestValidationError(errors)
     if body.kind == "train" or (body.kind == "suite" and read_here):
-        _check_one_run_per_seed(body, factory)
+        _check_runs(body, factory, limit)
 
 
 @router.post(
@@ -247,7 +257,7 @@ def create_job(
     if idempotency_key is not None and (earlier := _job_for_key(session, idempotency_key, body, settings)) is not None:
         response.status_code = status.HTTP_200_OK
         return earlier
-    _check_submission(body, session, factory)
+    _check_submission(body, session, factory, settings)
     session.rollback()  # end the read above: the job is written (and read back) on a fresh transaction
     try:
         # a person's job: taken before the queued jobs of background suites (the demo's)
