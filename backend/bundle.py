@@ -29,6 +29,10 @@ Format (``format_version`` 1) — a zip archive:
 - ``tables/profiles.json``: the suite's layer profiles as ``GET /api/profiles`` serves them
   (derived from the probe rows, for readers without layerscope; not imported).
 - ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
+- ``training/<run hash>.pt`` + ``training/<run hash>.json``: the mid-run training state of the
+  suite's runs in flight and the note naming each run, only with ``in_flight=True`` (the
+  manifest's ``in_flight`` lists them with their step); import puts them into the model store's
+  ``training/`` folder, where the same suite resumes them (docs/SCIENCE.md#resuming-training).
 
 Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
 the run's, storable text and numbers); a bad one refuses the bundle as a whole, before anything is
@@ -59,6 +63,7 @@ from sqlalchemy.orm import Session
 
 from backend.bundle_checks import check_tables
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
+from worker.in_flight import TRAINING_NAME
 
 __all__ = [
     "FORMAT",
@@ -181,10 +186,12 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
             raise _refused(path, problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
         weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
         learned = {n: z.read(n) for n in z.namelist() if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)}
+        training = {n: z.read(n) for n in z.namelist() if TRAINING_NAME.fullmatch(n)}
         if "tasks/names.json" in z.namelist():
             learned["tasks/names.json"] = z.read("tasks/names.json")
     manifest["_weights"] = weights
     manifest["_learned"] = learned
+    manifest["_training"] = training
     return manifest, tables
 
 

@@ -178,22 +178,32 @@ def export_bundle(
     weights: bool = False,
     store_dir: Path | None = None,
     note: str | None = None,
+    in_flight: bool = False,
 ) -> dict[str, Any]:
     """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
     ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
+    ``in_flight``: also the mid-run training checkpoints of the suite's runs not stored yet
+    (``training/<run hash>.pt`` + its note; the manifest's ``in_flight`` lists them with their
+    step), so the suite resumes them where the bundle is imported.
 
     Raises:
-        LookupError: no run in ``suite``; ValueError: ``weights`` without ``store_dir``, or no run
+        LookupError: no run in ``suite``; ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run
         in ``suite`` and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
     """
-    if weights and store_dir is None:
-        raise ValueError("weights=True needs the model store's directory")
+    if (weights or in_flight) and store_dir is None:
+        raise ValueError("weights and in_flight need the model store's directory")
     tables = collect(session, suite)
     checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
+    training = _in_flight(tables["runs"], suite, store_dir) if in_flight else {}
     manifest = manifest_for(tables, suite, weights)
     if weights:
         missing = len(tables["runs"]) - len(checkpoints)
         manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
+    if in_flight:
+        keys = ("name", "family", "task", "seed")
+        manifest["in_flight"] = [
+            {"config_hash": h, **{k: t["note"].get(k) for k in keys}, "step": t["step"]} for h, t in training.items()
+        ]
     manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
@@ -202,6 +212,9 @@ def export_bundle(
         z.writestr(
             "tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"), default=jsonable)
         )
+        for h, t in training.items():
+            z.write(t["checkpoint"], f"training/{h}.pt")
+            z.writestr(f"training/{h}.json", json.dumps(t["note"], sort_keys=True))
         for ckpt, folder in checkpoints.items():
             for f in sorted(folder.rglob("*")):
                 if f.is_file():
@@ -251,3 +264,31 @@ def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> d
         if folder is not None and folder.is_dir() and any(f.is_file() for f in folder.rglob("*")):
             out[str(ckpt)] = folder
     return out
+
+
+def _in_flight(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -> dict[str, dict[str, Any]]:
+    """run hash → ``{checkpoint, note, step}`` of the suite's runs in flight (``worker.in_flight``):
+    the checkpoints noted with the suite, or among its preset's runs, that are not stored yet. A
+    checkpoint without a note gets one from its preset job."""
+    from backend.study_parts import suite_preset
+    from worker import in_flight
+    from worker.params import SuiteParams
+    from worker.presets import expand_suite
+
+    stored = [r["config_hash"] for r in runs if r.get("config_hash")]
+    preset = suite_preset(suite, stored)
+    jobs = {j.run_hash(): j for j in expand_suite(SuiteParams(preset=preset, name=suite))} if preset else {}
+    found = in_flight.suite_checkpoints(Path(str(store_dir)), suite, jobs, stored)
+    for h, t in found.items():
+        if t["note"] is None:
+            j = jobs[h]
+            t["note"] = {
+                "suite": suite,
+                "config_hash": h,
+                "name": j.name,
+                "family": j.family,
+                "task": j.task,
+                "seed": j.seed,
+            }
+        t["step"] = in_flight.checkpoint_step(t["checkpoint"])
+    return found

@@ -193,6 +193,27 @@ def _store_weights(weights: dict[str, bytes], store_dir: Path) -> None:
             target.write_bytes(blob)
 
 
+def _store_training(session: Session, training: dict[str, bytes], store_dir: Path) -> int:
+    """The bundle's in-flight training states into ``<store>/training/`` (docs/SCIENCE.md#resuming-training):
+    a state already there (perhaps further along) is kept, and none is written for a run stored
+    here (its training is over). Returns how many checkpoints were written."""
+    from worker.in_flight import TRAINING_NAME
+
+    stored = set(session.scalars(select(Run.config_hash)))
+    written = 0
+    for name, blob in sorted(training.items()):
+        m = TRAINING_NAME.fullmatch(name)
+        target = Path(store_dir) / name
+        if m is None or m.group(1) in stored or target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(target)  # whole or not at all: a resumed run never reads half a state
+        written += m.group(2) == "pt"
+    return written
+
+
 def import_bundle(
     session: Session,
     path: Path | io.BytesIO,
@@ -212,7 +233,8 @@ def import_bundle(
 
     Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
     (one ``{name, config_hash, stored, bundle, differs}`` per run left out), ``rows_added`` (per
-    table), ``settings_added``.
+    table), ``settings_added``, ``in_flight_restored`` (training states of runs in flight put
+    into the store, with ``store_dir``).
 
     Raises:
         BundleError: see :func:`backend.bundle.read_bundle`.
@@ -220,6 +242,7 @@ def import_bundle(
     manifest, tables = read_bundle(path)
     weights = manifest.pop("_weights")
     learned = manifest.pop("_learned", {})
+    training = manifest.pop("_training", {})
     if store_dir is not None:  # content-addressed files first: a refused task name leaves the DB untouched
         _store_learned_and_tasks(learned, Path(store_dir))
 
@@ -249,6 +272,7 @@ def import_bundle(
         raise
     if store_dir is not None:
         _store_weights(weights, Path(store_dir))
+    restored = _store_training(session, training, Path(store_dir)) if store_dir is not None else 0
     return {
         "suite": manifest.get("suite"),
         "runs_added": runs.added,
@@ -257,6 +281,7 @@ def import_bundle(
         "runs_conflicting": runs.conflicting,
         "rows_added": rows_added,
         "settings_added": settings_added,
+        "in_flight_restored": restored,
     }
 
 

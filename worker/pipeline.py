@@ -22,7 +22,7 @@ from science.tasks import FileTask, get_task
 from science.training import behaviour, train_model, untrained_result
 from store.models import Run
 from store.session import session_scope
-from worker import persist
+from worker import in_flight, persist
 from worker.env import WorkerEnv
 from worker.measuring import (
     PARTS,
@@ -209,7 +209,8 @@ def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, en
     resume_file = training_checkpoint(params, env)
     if params.force:  # trains afresh: a killed earlier attempt's state is not resumed
         resume_file.unlink(missing_ok=True)
-    return train_model(
+    in_flight.write_note(resume_file, params)  # names the suite of the state (export --in-flight)
+    result = train_model(
         model,
         task,
         config,
@@ -220,6 +221,8 @@ def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, en
         checkpoint=resume_file,
         checkpoint_key=params.run_hash(),
     )
+    in_flight.remove_note(resume_file)  # train_model removed the checkpoint itself
+    return result
 
 
 def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None, env: WorkerEnv, ctx) -> int:

@@ -1,6 +1,6 @@
 """Results bundles (one portable file a suite; the format: ``backend/bundle.py``).
 
-layerscope export --suite NAME -o FILE [--weights]   # a suite's results bundle
+layerscope export --suite NAME -o FILE [--weights] [--in-flight]   # a suite's results bundle
 layerscope import FILE [--replace]                   # load a bundle; rows already present are kept
 layerscope report BUNDLE -o docs/RESULTS.md          # the study's claims next to this reproduction's
 """
@@ -27,6 +27,14 @@ def export_cmd(
             help="Why the study is partial (kept in the manifest's partial.notes, with earlier exports' notes)."
         ),
     ] = None,
+    in_flight: Annotated[
+        bool,
+        typer.Option(
+            "--in-flight",
+            help="Include the mid-run training state of the suite's runs still training (about 12 bytes a "
+            "parameter each), so that the suite, run again where the bundle is imported, resumes them.",
+        ),
+    ] = False,
 ) -> None:
     """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
@@ -40,7 +48,9 @@ def export_cmd(
     factory = C.session_factory(settings)
     output.parent.mkdir(parents=True, exist_ok=True)
     with factory() as s:
-        manifest = export_bundle(s, suite, output, weights=weights, store_dir=settings.resolved_store_dir, note=note)
+        manifest = export_bundle(
+            s, suite, output, weights=weights, store_dir=settings.resolved_store_dir, note=note, in_flight=in_flight
+        )
     n = len(manifest["runs"])
     included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
     with_w = (
@@ -50,6 +60,11 @@ def export_cmd(
         if weights and included
         else ""
     )
+    if in_flight:
+        flying = manifest["in_flight"]
+        with_w += f", the training state of {len(flying)} run(s) in flight" + (
+            " (" + ", ".join(f"{f['name']} at step {f['step']}" for f in flying) + ")" if flying else ""
+        )
     typer.echo(
         f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
         err=True,
@@ -92,6 +107,11 @@ def import_cmd(
         f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
         f"{out['runs_present']} run(s) already present"
         + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
+        + (
+            f", the training state of {out['in_flight_restored']} run(s) in flight restored (the same suite resumes them)"
+            if out.get("in_flight_restored")
+            else ""
+        )
         + f", into {C.redact(settings.resolved_db_url)}",
         err=True,
     )
