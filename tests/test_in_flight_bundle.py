@@ -7,32 +7,18 @@ from __future__ import annotations
 import zipfile
 
 import pytest
-import torch
 
 from backend.bundle_export import export_bundle
 from backend.bundle_import import import_bundle
-from science.context import JobCancelled, SilentContext
-from store.models import Run
+from science.context import JobCancelled
+from tests.resume_helpers import CancelAt, assert_resumed_equals_unbroken
 from worker.params import TrainParams
-from worker.pipeline import load_run, local_env, train, training_checkpoint
+from worker.pipeline import local_env, train, training_checkpoint
 
 SMALL = dict(
     family="gru", task="parity", n_layers=2, d_model=16, train_length=12, batch_size=16, max_steps=150,
     eval_every=25, n_eval_sequences=64, warmup_steps=5, curriculum_start=None, early_stop_acc=1.0, lr=1e-4,
 )  # fmt: skip
-
-
-class CancelAt(SilentContext):
-    """Cancels at the ``n``-th cancel check (a kill between two steps, as far as the loop can tell)."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n, self.seen = n, 0
-
-    def check_cancelled(self) -> None:
-        self.seen += 1
-        if self.seen == self.n:
-            raise JobCancelled("killed")
 
 
 def _env(tmp_path, name):
@@ -71,13 +57,7 @@ def test_a_killed_run_resumes_on_another_machine_from_the_bundle(tmp_path):
 
     unbroken = _env(tmp_path, "unbroken")
     want_id = train(flying, unbroken)
-    (_, _, got), (_, _, want) = load_run(run_id, there), load_run(want_id, unbroken)
-    for name, tensor in want.state_dict().items():
-        assert torch.equal(tensor, got.state_dict()[name]), name
-    with there.session_factory() as s, unbroken.session_factory() as t:
-        a, b = s.get(Run, run_id), t.get(Run, want_id)
-        assert a.made_with["resumed_at_steps"] == [100]
-        assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
+    assert_resumed_equals_unbroken(there, run_id, unbroken, want_id, at=[100])
 
 
 def test_without_the_option_no_state_travels_and_a_stored_run_takes_none(tmp_path):

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from models_store import ModelConfig, build_model
-from science.context import JobCancelled, SilentContext
+from science.context import JobCancelled
 from science.tasks import get_task
 from science.train_checkpoint import CheckpointMismatch, CheckpointUnreadable
 from science.training import TrainConfig, train_model
+from tests.resume_helpers import CancelAt, assert_resumed_equals_unbroken
 
 # A curriculum that moves (threshold 0.55), evaluations every 25 steps, data blocks of 25.
 CONFIG = TrainConfig(
@@ -25,22 +26,6 @@ CONFIG = TrainConfig(
     curriculum_step=4,
     curriculum_threshold=0.55,
 )
-
-
-class CancelAt(SilentContext):
-    """Cancels at the ``n``-th step (a kill between two steps, as far as the loop can tell)."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n, self.seen, self.lines = n, 0, []
-
-    def check_cancelled(self) -> None:
-        self.seen += 1
-        if self.seen == self.n:
-            raise JobCancelled("killed")
-
-    def log(self, line: str) -> None:
-        self.lines.append(line)
 
 
 def fresh_model(task):
@@ -113,7 +98,7 @@ def test_a_killed_train_job_resumes_from_the_store(tmp_path):
     resumes there, records where, and stores the weights an unbroken job stores (lr 1e-4: the
     criterion is not reached before the kill)."""
     from worker.params import TrainParams
-    from worker.pipeline import load_run, local_env, train, training_checkpoint
+    from worker.pipeline import local_env, train, training_checkpoint
 
     params = TrainParams(
         family="gru", task="parity", seed=0, n_layers=2, d_model=16, train_length=12, batch_size=16,
@@ -129,16 +114,7 @@ def test_a_killed_train_job_resumes_from_the_store(tmp_path):
 
     unbroken = local_env(f"sqlite:///{tmp_path / 'b.db'}", tmp_path / "b", device="cpu")
     other_id = train(params, unbroken)
-    (_, _, got), (_, _, want) = load_run(run_id, killed), load_run(other_id, unbroken)
-    for name, tensor in want.state_dict().items():
-        assert torch.equal(tensor, got.state_dict()[name]), name
-    from store.models import Run
-
-    with killed.session_factory() as s, unbroken.session_factory() as t:
-        a, b = s.get(Run, run_id), t.get(Run, other_id)
-        assert a.made_with["resumed_at_steps"] == [100]
-        assert "resumed_at_steps" not in b.made_with
-        assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
+    assert_resumed_equals_unbroken(killed, run_id, unbroken, other_id, at=[100])
 
 
 def test_a_failed_write_keeps_the_last_checkpoint(tmp_path, monkeypatch):

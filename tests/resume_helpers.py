@@ -1,0 +1,40 @@
+"""Shared by the resume tests (tests/test_train_resume.py, tests/test_in_flight_bundle.py): a kill
+between two training steps, and the check that a resumed run is the run that never stopped."""
+
+from __future__ import annotations
+
+import torch
+
+from science.context import JobCancelled, SilentContext
+
+
+class CancelAt(SilentContext):
+    """Cancels at the ``n``-th step (a kill between two steps, as far as the loop can tell)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.seen, self.lines = n, 0, []
+
+    def check_cancelled(self) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            raise JobCancelled("killed")
+
+    def log(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def assert_resumed_equals_unbroken(resumed_env, resumed_id: int, unbroken_env, unbroken_id: int, at: list[int]) -> None:
+    """The stored runs are the same model: equal weights, steps, held-out accuracy and loss curve;
+    the resumed one records the steps it resumed at (``at``), the unbroken one none."""
+    from store.models import Run
+    from worker.pipeline import load_run
+
+    (_, _, got), (_, _, want) = load_run(resumed_id, resumed_env), load_run(unbroken_id, unbroken_env)
+    for name, tensor in want.state_dict().items():
+        assert torch.equal(tensor, got.state_dict()[name]), name
+    with resumed_env.session_factory() as s, unbroken_env.session_factory() as t:
+        a, b = s.get(Run, resumed_id), t.get(Run, unbroken_id)
+        assert a.made_with["resumed_at_steps"] == at
+        assert "resumed_at_steps" not in b.made_with
+        assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
