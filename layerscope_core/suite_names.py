@@ -19,6 +19,7 @@ Web-free: the job parameters (worker.params), the API, the CLI and the bundle ch
 from __future__ import annotations
 
 import re
+import unicodedata
 
 MAX_SUITE_NAME = 100  # runs.suite and suite_notes.name are String(100)
 # For pydantic / OpenAPI ``pattern``: so the schema documents the rule too.
@@ -55,4 +56,7 @@ def check_suite_name(name: str) -> str:
 
 def _shown(c: str) -> str:
     """A character as a message shows it: ``'/'``, ``' '``, ``U+000A`` (a control character)."""
-    return repr(c) if c.isprintable() else f"U+{ord(c):04X}"
+    if c.isprintable():
+        return repr(c)
+    kind = " (control characters are refused)" if unicodedata.category(c) == "Cc" else ""
+    return f"U+{ord(c):04X}{kind}"
