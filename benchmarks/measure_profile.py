@@ -7,7 +7,7 @@ Parts (cumulative seconds of these functions, which do not nest in one another):
 fitting the edits (``science.interventions.fit_edit``: INLP's rounds, LEACE, PCA, …), the
 rank-matched random removals (``science.measure.random_removal_effect``), the probes refit on
 edited states (``science.probes.probe_layers``) and capturing the fit data
-(``science.measure.capture``). The rest is the edited models' forward passes and bookkeeping.
+(``science.captured.capture``). The rest is the edited models' forward passes and bookkeeping.
 Each part is printed as its share of the whole call measured in the same run.
 """
 
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PARTS = {
     "fit the edits (fit_edit)": ("interventions.py", "fit_edit"),
     "random removal draws (random_removal_effect)": ("measure.py", "random_removal_effect"),
-    "refit probes (probe_layers)": ("probes.py", "probe_layers"),
-    "capture fit/eval states (capture)": ("measure.py", "capture"),
+    "refit probes (probe_layers)": ("layerwise.py", "probe_layers"),
+    "capture fit/eval states (capture)": ("captured.py", "capture"),
 }
 
 

@@ -71,6 +71,26 @@ class ProjectOut:
         return projection_edit(self.name, _mean(X), Q, info=info)
 
 
+class _SplitRows:
+    """INLP's training and held-out rows of ``X [N, D]``, split and centred once; ``edited(Q)``
+    removes the span of ``Q [D, r]`` around the mean ``mu`` from both parts,
+    ``X − ((X − μ) Q) Qᵀ`` in X's dtype. Each round used to project, centre and copy the whole X
+    and split it after; a row's matrix product does not depend on the other rows in the BLAS
+    kernels measured (MKL, one thread), so the numbers are the same bit for bit
+    (``benchmarks/bench_inlp.py`` checks them)."""
+
+    def __init__(self, X: Tensor, mu: Tensor, tr_idx: Tensor, dev_idx: Tensor) -> None:
+        centred = X - mu
+        self.parts = [(X[idx], centred[idx]) for idx in (tr_idx, dev_idx)]
+
+    def edited(self, Q: Tensor) -> list[Tensor]:
+        """``[train rows, held-out rows]`` with span(Q) removed (the rows themselves when r = 0)."""
+        if Q.shape[1] == 0:
+            return [x for x, _ in self.parts]
+        Qx, QTx = Q.to(self.parts[0][0].dtype), Q.T.to(self.parts[0][0].dtype)
+        return [x - (xc @ Qx) @ QTx for x, xc in self.parts]
+
+
 class Inlp:
     """``inlp``: Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1).
 
@@ -119,16 +139,16 @@ class Inlp:
         Q = torch.zeros(D, 0, dtype=torch.float64, device=X.device)
         rounds: list[dict[str, Any]] = []
         reached = False
-        mu_x = mu.to(X.dtype)
+        parts = _SplitRows(X, mu.to(X.dtype), tr_idx, dev_idx)
         for r in range(max_rounds + 1):
             if ctx is not None:  # a cancel lands between rounds, not after the whole fit
                 ctx.check_cancelled()
-            Xe = X if Q.shape[1] == 0 else X - ((X - mu_x) @ Q.to(X.dtype)) @ Q.T.to(X.dtype)
+            Xe_tr, Xe_dev = parts.edited(Q)
             if r == 0 and probe is not None:
                 p = probe
             else:
-                p = fit_probe(Xe[tr_idx], ytr, n_classes, **pk)
-            acc = p.accuracy(Xe[dev_idx], ydev)
+                p = fit_probe(Xe_tr, ytr, n_classes, **pk)
+            acc = p.accuracy(Xe_dev, ydev)
             rounds.append({"rank": int(Q.shape[1]), "dev_accuracy": acc, "converged": p.converged})
             if acc <= maj_dev + chance_tol:
                 reached = True
