@@ -281,14 +281,6 @@ def _in_flight(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -
     found = in_flight.suite_checkpoints(Path(str(store_dir)), suite, jobs, stored)
     for h, t in found.items():
         if t["note"] is None:
-            j = jobs[h]
-            t["note"] = {
-                "suite": suite,
-                "config_hash": h,
-                "name": j.name,
-                "family": j.family,
-                "task": j.task,
-                "seed": j.seed,
-            }
+            t["note"] = in_flight.note_of(jobs[h], h)  # the preset's job runs with the suite's name
         t["step"] = in_flight.checkpoint_step(t["checkpoint"])
     return found

@@ -131,6 +131,19 @@ def _read(path: Path) -> dict[str, Any]:
     return state
 
 
+def saved_step(path: Path) -> int:
+    """The step the checkpoint at ``path`` was written at.
+
+    Raises:
+        CheckpointUnreadable: the file cannot be read or is not a checkpoint.
+    """
+    state = _read(path)
+    try:
+        return int(state["loop"]["step"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointUnreadable(f"training checkpoint {path} is not a checkpoint; {AFRESH_HINT}") from exc
+
+
 def load(
     path: Path,
     ident: str,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TRAINING_NAME", "note_path", "write_note", "remove_note", "suite_checkpoints", "checkpoint_step"]
+__all__ = ["TRAINING_NAME", "note_of", "note_path", "write_note", "remove_note", "suite_checkpoints", "checkpoint_step"]
 
 # a training state's name inside a bundle (and inside the store's training folder): no path escapes
 TRAINING_NAME = re.compile(r"training/([0-9a-f]{64})\.(pt|json)")
@@ -27,11 +27,16 @@ def note_path(checkpoint: Path) -> Path:
     return checkpoint.with_suffix(".json")
 
 
+def note_of(params: Any, config_hash: str) -> dict[str, Any]:
+    """The note of run ``params`` (a :class:`worker.params.TrainParams`): its suite, name,
+    family, task, seed and config hash."""
+    return {**{k: getattr(params, k) for k in ("suite", "name", "family", "task", "seed")}, "config_hash": config_hash}
+
+
 def write_note(checkpoint: Path, params: Any) -> None:
     """Write the note naming the run whose state ``checkpoint`` will hold (``params``: its
     :class:`worker.params.TrainParams`)."""
-    note = {k: getattr(params, k) for k in ("suite", "name", "family", "task", "seed")}
-    note["config_hash"] = checkpoint.stem
+    note = note_of(params, checkpoint.stem)
     path = note_path(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -52,13 +57,13 @@ def _read_note(path: Path) -> dict[str, Any] | None:
 
 
 def checkpoint_step(path: Path) -> int | None:
-    """The step a training checkpoint was written at; None when it cannot be read."""
-    import torch  # here: the bundle reader imports this module for its name pattern alone
+    """The step a training checkpoint was written at; None when it cannot be read (resuming it
+    names the file and why)."""
+    from science import train_checkpoint  # here: the bundle reader imports this module for its name pattern alone
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        return int(state["loop"]["step"])
-    except Exception:  # noqa: BLE001 - any unreadable file reads as "step unknown"; resuming reports why
+        return train_checkpoint.saved_step(path)
+    except train_checkpoint.CheckpointUnreadable:
         return None
 
 
