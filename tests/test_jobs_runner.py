@@ -110,6 +110,32 @@ def test_invalid_stored_params_fail_the_job(env) -> None:
     assert "family" in job(factory, job_id).error
 
 
+def test_the_heartbeat_runs_while_the_params_are_validated(env, monkeypatch) -> None:
+    """A worker's first job validates its params and loads the executor (plugins' entry points,
+    torch) right after the claim: seconds on a loaded machine. The heartbeat must already run, or
+    the reaper takes a live job away (CI, 2026-12-03: a job failed after three such attempts)."""
+    settings, factory, queue = env
+    job_id = submit(factory, queue, "train", train_params())
+    beat_seen: list[bool] = []
+    validate = Runner._validate
+
+    def slow_validate(kind, raw):
+        deadline = time.monotonic() + 20  # a hang guard: a beat comes every 0.05 s when it runs
+        while time.monotonic() < deadline:
+            j = job(factory, job_id)
+            if j.heartbeat_at > j.started_at:
+                beat_seen.append(True)
+                break
+            time.sleep(0.02)
+        else:
+            beat_seen.append(False)
+        return validate(kind, raw)
+
+    monkeypatch.setattr(Runner, "_validate", staticmethod(slow_validate))
+    assert runner(env).run_one(job_id) == "succeeded"
+    assert beat_seen == [True]
+
+
 def test_cancel_a_running_job(env) -> None:
     settings, factory, queue = env
     started = threading.Event()

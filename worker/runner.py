@@ -266,39 +266,45 @@ class Runner:
             raise
 
     def _run_claimed(self, ctx: DBJobContext, kind: str, raw_params: dict, max_attempts: int) -> str:
-        job_id = ctx.job_id
+        # The heartbeat starts at the claim, before the params are validated and the executor is
+        # loaded: a first job's imports (plugins' entry points, torch) take seconds on a loaded
+        # machine, and a job must not look lost to the reaper meanwhile.
+        beat = Heartbeat(ctx, interval=min(self.settings.heartbeat_seconds, 1.0))
+        beat.start()
+        try:
+            outcome = self._outcome(ctx, kind, raw_params, max_attempts)
+        finally:
+            beat.stop()
+        if isinstance(outcome, str):  # a suite job: fanned out (or failed) by _run_suite itself
+            return outcome
+        state, fields = outcome
+        return self._finish(ctx, state, **fields)
+
+    def _outcome(
+        self, ctx: DBJobContext, kind: str, raw_params: dict, max_attempts: int
+    ) -> str | tuple[str, dict[str, Any]]:
+        """Validate and run a claimed job: its final state and the fields to record with it."""
         try:
             params = self._validate(kind, raw_params)
         except (ValidationError, ValueError) as exc:
-            return self._finish(ctx, J.FAILED, error=f"invalid params for {kind!r}: {exc}")
+            return J.FAILED, dict(error=f"invalid params for {kind!r}: {exc}")
         if kind == "suite":
             return self._run_suite(ctx, params, max_attempts)
-        beat = Heartbeat(ctx, interval=min(self.settings.heartbeat_seconds, 1.0))
-        beat.start()
         try:
             ctx.progress(0.0, f"{kind} started on {self.name}")
             result = self.executor(kind, params, ctx, self.env) or {}
         except JobCancelled as exc:
-            beat.stop()
             ctx.log(str(exc))
-            return self._finish(ctx, J.CANCELLED, message="cancelled")
-        except (KeyboardInterrupt, SystemExit):
-            beat.stop()
-            raise
+            return J.CANCELLED, dict(message="cancelled")
         except Exception as exc:  # recorded on the job (error text + log tail) and logged
-            beat.stop()
-            log.exception("job %s failed", job_id)
+            log.exception("job %s failed", ctx.job_id)
             text = "".join(traceback.format_exception(exc))
             ctx.log(text)
-            return self._finish(
-                ctx,
-                J.FAILED,
-                error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}",
-                message=f"failed: {type(exc).__name__}",
+            return J.FAILED, dict(
+                error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}", message=f"failed: {type(exc).__name__}"
             )
-        beat.stop()
         run_id = result.get("run_id") if isinstance(result, dict) else None
-        return self._finish(ctx, J.SUCCEEDED, result=_jsonable(result), run_id=run_id)
+        return J.SUCCEEDED, dict(result=_jsonable(result), run_id=run_id)
 
     @staticmethod
     def _validate(kind: str, raw: dict) -> BaseModel:
