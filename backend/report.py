@@ -76,6 +76,7 @@ def build_report(
     from backend.bundle import read_bundle
     from backend.bundle_import import import_bundle
     from backend.measured import measured_run_ids
+    from science.trained import is_trained
     from store.migrate import init_db
     from store.models import Run
     from store.session import make_engine, make_sessionmaker
@@ -94,7 +95,10 @@ def build_report(
                 import_bundle(s, bundle)
                 claims = claims_of(s, RunFilter(suite=[suite]))
                 runs = [
-                    {c.key: getattr(r, c.key) for c in Run.__table__.columns}
+                    {
+                        **{c.key: getattr(r, c.key) for c in Run.__table__.columns},
+                        "trained": is_trained(r.heldout_acc, r.early_stop_acc),  # as the API's run records
+                    }
                     for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)
                 ]
                 measured = measured_run_ids(s, [r["id"] for r in runs])

@@ -38,10 +38,17 @@ CHROME_MISSING = (
 )
 
 
-PNG_WIDTH, PNG_HEIGHT = 1100, 520  # px, before the 2× scale
+PNG_WIDTH, PNG_HEIGHT = 1100, 520  # px, before the 2× scale; a figure that asks for more height gets it
 TITLE_PX, FACET_TITLE_PX = 44, 36  # the figure title's band and the facet titles' above the plots
 LEGEND_ENTRY_PX = 175  # a horizontal legend entry's width at the report's font, measured on the PNGs
 LEGEND_ROW_PX = 24
+
+
+def png_height(fig: Any) -> int:
+    """The PNG's height in layout px: ``PNG_HEIGHT``, or the figure's own height when it asks for
+    more (the reversal matrix sizes itself to its rows × text lines; squeezed into 520 px its
+    seven rows' lines were drawn over each other in the paper-steps report)."""
+    return max(PNG_HEIGHT, int(fig.layout.height or 0))
 
 
 def room_for_legend(fig: Any) -> Any:
@@ -57,10 +64,10 @@ def room_for_legend(fig: Any) -> Any:
     entries = {t.name for t in out.data if t.name and t.showlegend is not False}
     rows = math.ceil(len(entries) * LEGEND_ENTRY_PX / PNG_WIDTH) if entries else 1
     if rows > 1 and out.layout.legend.orientation == "h":
-        band = rows * LEGEND_ROW_PX
+        band, height = rows * LEGEND_ROW_PX, png_height(out)
         out.update_layout(
-            title={"yref": "container", "y": 1 - 8 / PNG_HEIGHT, "yanchor": "top"},
-            legend={"yref": "container", "y": 1 - TITLE_PX / PNG_HEIGHT, "yanchor": "top"},
+            title={"yref": "container", "y": 1 - 8 / height, "yanchor": "top"},
+            legend={"yref": "container", "y": 1 - TITLE_PX / height, "yanchor": "top"},
             margin={"t": TITLE_PX + band + FACET_TITLE_PX},
         )
     return out
@@ -88,7 +95,7 @@ def export_pngs(figs: dict[str, Any], folder: Path) -> tuple[str | None, set[str
             [room_for_legend(figs[n]) for n in names],
             [folder / n for n in names],
             width=PNG_WIDTH,
-            height=PNG_HEIGHT,
+            height=[png_height(figs[n]) for n in names],
             scale=2,
         )
     except Exception as exc:  # noqa: BLE001 - no kaleido or no browser: the report goes on without PNGs

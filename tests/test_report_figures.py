@@ -94,3 +94,63 @@ def test_a_legend_that_wraps_gets_room_above_the_plot_and_the_figure_is_not_chan
     assert wrapped.legend.yref == "container" and wrapped.margin.t > 90 + LEGEND_ROW_PX
     assert room_for_legend(few).layout.margin.t == 90
     assert many.layout.margin.t == 90  # the caller's figure is left as it was
+
+
+def test_behaviour_leaves_the_random_init_controls_out_and_marks_lines_with_untrained_runs():
+    """The paper-steps report drew LSTM × parity at 75 %: the seeds' random-init controls (chance,
+    0.5) were averaged into the trained runs (1.0). Controls are no run of the study; a line that
+    includes untrained runs says so in the legend and is drawn dashed."""
+    from dashboard.figures.behaviour import behaviour_rows, length_generalisation
+
+    def run(family, seed, acc, *, trained=True, control=None):
+        beh = {"40": {"token_acc": acc}, "60": {"token_acc": acc}}
+        return {
+            "task": "parity",
+            "family": family,
+            "seed": seed,
+            "trained": trained,
+            "control": control,
+            "behaviour": beh,
+        }
+
+    runs = [
+        run("lstm", 0, 1.0),
+        run("lstm", 1, 1.0),
+        run("lstm", 0, 0.5, trained=False, control="init"),
+        run("lstm", 1, 0.5, trained=False, control="init"),
+        run("transformer", 0, 0.99),
+        run("transformer", 1, 0.40, trained=False),
+    ]
+    rows = {(r["family"], r["eval_length"]): r for r in behaviour_rows(runs)}
+    assert rows["lstm", 40]["mean"] == 1.0 and rows["lstm", 40]["n"] == 2 and rows["lstm", 40]["untrained"] == 0
+    assert rows["transformer", 40]["n"] == 2 and rows["transformer", 40]["untrained"] == 1
+    fig = length_generalisation(list(rows.values()))
+    means = {t.meta["family"]: t for t in fig.data if (t.meta or {}).get("kind") == "mean"}
+    assert means["transformer"].name.endswith("(untrained: 1 of 2)") and means["transformer"].line.dash == "dash"
+    assert "untrained" not in means["lstm"].name and means["lstm"].line.dash == "solid"
+
+
+def test_a_figure_taller_than_the_png_default_is_exported_at_its_own_height():
+    """The reversal matrix sizes itself to its rows × lines of text; squeezed into the default
+    520 px its seven rows' text was drawn over each other in the paper-steps report."""
+    import plotly.graph_objects as go
+
+    from backend.report_figures import PNG_HEIGHT, png_height
+    from dashboard.figures.reversal import reversal_matrix
+
+    fams = ("transformer", "mamba", "mamba2", "lstm", "gru", "lstm_stack", "gru_stack")
+    profiles = [
+        {"task": "parity", "family": f, "profile_class": "early", "class_counts": {"early": 3}, "n": 3}
+        | {"late_concentration": 0.1, "late_concentration_lo": 0.0, "late_concentration_hi": 0.2}
+        for f in fams
+    ]
+    matrix = reversal_matrix(profiles)
+    assert png_height(matrix) == matrix.layout.height > PNG_HEIGHT
+    assert png_height(go.Figure().update_layout(height=300)) == PNG_HEIGHT
+
+
+def test_a_registered_family_row_is_named_by_its_label():
+    from dashboard.figures.rows import row_label
+
+    assert row_label("gru_stack") == "GRU (stacked)" and row_label("lstm") == "LSTM"
+    assert row_label("/models/tiny-gpt2/") == "tiny-gpt2"

@@ -20,7 +20,9 @@ from dashboard.figures.common import (
     finite,
     note_missing,
     t_interval,
+    untrained_suffix,
 )
+from dashboard.figures.curve_lines import UNTRAINED_OPACITY
 from dashboard.theme import (
     FAMILIES,
     TASKS,
@@ -35,16 +37,25 @@ from dashboard.theme import (
 
 
 def behaviour_rows(runs: Sequence[dict[str, Any]], *, metric: str = "token_acc") -> list[dict[str, Any]]:
-    """Aggregate runs' ``behaviour`` ({"40": {"token_acc": …}}) over seeds per (task, family, L)."""
+    """Aggregate runs' ``behaviour`` ({"40": {"token_acc": …}}) over seeds per (task, family, L).
+
+    Random-init controls (``control`` set) are left out: they are no run of the study, and their
+    chance-level accuracy averaged into a trained cell's halves it (the paper-steps report drew
+    LSTM × parity at 75 % this way). A row counts its runs marked ``trained: false``
+    (``untrained``), so the figure can say which lines include them."""
     vals: dict[tuple, list[float]] = defaultdict(list)
     seeds: dict[tuple, list] = defaultdict(list)
+    untrained: dict[tuple, int] = defaultdict(int)
     for run in runs:
+        if run.get("control"):
+            continue
         for L, b in (run.get("behaviour") or {}).items():
             v = (b or {}).get(metric)
             if finite(v):
                 key = (run["task"], run["family"], int(L))
                 vals[key].append(float(v))
                 seeds[key].append(run.get("seed"))
+                untrained[key] += run.get("trained") is False
     out = []
     for (task, fam, L), vs in sorted(vals.items()):
         mean, lo, hi = t_interval(vs)
@@ -57,6 +68,7 @@ def behaviour_rows(runs: Sequence[dict[str, Any]], *, metric: str = "token_acc")
                 "lo": lo,
                 "hi": hi,
                 "n": len(vs),
+                "untrained": untrained[(task, fam, L)],
                 "seeds": seeds[(task, fam, L)],
             }
         )
@@ -80,6 +92,7 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
     )
     done = set()
     batch = TraceBatch(fig)
+    legend_of = _legend_labels(rows)
     for ci, task in enumerate(tasks, start=1):
         facet = [r for r in rows if r["task"] == task]
         for fam in ordered([r["family"] for r in facet], FAMILIES):
@@ -87,6 +100,7 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
             xs = [r["eval_length"] for r in pts]
             c = family_color(fam)
             label = esc(family_label(fam))
+            n_untrained = max(int(r.get("untrained") or 0) for r in pts)
             batch.add(
                 ci_band(
                     xs,
@@ -105,10 +119,11 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
                     x=xs,
                     y=[r.get("mean") if finite(r.get("mean")) else None for r in pts],
                     mode="lines+markers",
-                    name=label,
+                    name=legend_of[fam],
                     legendgroup=fam,
                     showlegend=fam not in done,
-                    line={"color": c, "width": 2.5},
+                    opacity=UNTRAINED_OPACITY if n_untrained else 1.0,
+                    line={"color": c, "width": 2.5, "dash": "dash" if n_untrained else "solid"},
                     marker={"symbol": family_symbol(fam), "size": 8, "color": c},
                     customdata=[[_ci(r), esc_or(r.get("n"), "?")] for r in pts],
                     hovertemplate=f"<b>{label}</b> · L = %{{x}}<br>{metric_label} %{{y:.1%}} "
@@ -128,6 +143,21 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
     fig.update_xaxes(title_text="eval length L (train length 40, dotted)")
     fig.update_layout(meta={"figure": "length_generalisation"})
     return note_missing(fig, n_missing, len(rows), "points")
+
+
+def _legend_labels(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """A family's legend label, with " (untrained: k of n)" over its tasks' runs (each task's
+    count read at its shortest eval length) when any is untrained, as the layer curves do."""
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["eval_length"]):
+        first.setdefault((r["task"], r["family"]), r)
+    out: dict[str, str] = {}
+    for fam in {r["family"] for r in rows}:
+        cells = [r for (_, f), r in first.items() if f == fam]
+        n_untrained = sum(int(r.get("untrained") or 0) for r in cells)
+        n_total = sum(int(r.get("n") or 0) for r in cells)
+        out[fam] = esc(family_label(fam)) + untrained_suffix(n_untrained, n_total)
+    return out
 
 
 def _ci(r: dict[str, Any]) -> str:

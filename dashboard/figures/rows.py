@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dashboard.figures.common import esc
-from dashboard.theme import FAMILIES, family_label
+from dashboard.theme import FAMILIES, family_label, family_names
 
 
 def row_key(p: dict[str, Any]) -> str:
@@ -16,8 +16,10 @@ def row_key(p: dict[str, Any]) -> str:
 
 
 def row_label(key: str) -> str:
-    """A matrix row's label, escaped (a pretrained model's name is user text)."""
-    return esc(family_label(key) if key in FAMILIES else key.rstrip("/").split("/")[-1])
+    """A matrix row's label, escaped (a pretrained model's name is user text): a registered
+    family's label ("GRU (stacked)", as the legends of the line figures say), else the model's
+    folder or hub name."""
+    return esc(family_label(key) if key in family_names() else key.rstrip("/").split("/")[-1])
 
 
 def row_order(keys: Iterable[str]) -> list[str]:
