@@ -30,8 +30,12 @@ Format (``format_version`` 1) — a zip archive:
   (derived from the probe rows, for readers without layerscope; not imported).
 - ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
 - ``training/<run hash>.pt`` + ``training/<run hash>.json``: the mid-run training state of the
-  suite's runs in flight and the note naming each run, only with ``in_flight=True`` (the
-  manifest's ``in_flight`` lists them with their step); import puts them into the model store's
+  suite's runs in flight and the note naming each run (with the ``layerscope suite`` command that
+  resumes it, ``resume``), only with ``in_flight=True`` (the manifest's ``in_flight`` lists them:
+  ``config_hash``, ``name``, ``family``, ``task``, ``seed``, ``step``, ``resume`` and ``files``,
+  each file's ``size`` and ``sha256``; bundles written before ``files`` have none to check); such a
+  bundle may hold 0 runs (a suite whose first runs are still training). Import checks each file
+  against ``files`` (a mismatch refuses the bundle) and puts the states into the model store's
   ``training/`` folder, where the same suite resumes them (docs/SCIENCE.md#resuming-training).
 
 Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
@@ -54,6 +58,7 @@ import json
 import math
 import re
 import zipfile
+import zlib
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +66,7 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
-from backend.bundle_checks import check_tables
+from backend.bundle_checks import check_in_flight, check_tables
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker.in_flight import TRAINING_NAME
 
@@ -182,11 +187,16 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
         tables = {t: _rows(path, t, raw.get(t, b"[]")) for t in names}
         problems = check_tables(manifest, raw, tables)  # before anything is read from it
         if problems:
-            more = len(problems) - 1
-            raise _refused(path, problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
-        weights = {n: z.read(n) for n in z.namelist() if n.startswith("weights/") and not n.endswith("/")}
-        learned = {n: z.read(n) for n in z.namelist() if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)}
-        training = {n: z.read(n) for n in z.namelist() if TRAINING_NAME.fullmatch(n)}
+            raise _refused_for(path, problems)
+        names = z.namelist()
+        weights = _entries(z, path, [n for n in names if n.startswith("weights/") and not n.endswith("/")])
+        learned = _entries(z, path, [n for n in names if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)])
+        training = _entries(z, path, [n for n in names if TRAINING_NAME.fullmatch(n)])
+        problems = check_in_flight(
+            manifest, training
+        )  # a cut-short state refuses the bundle before anything is written
+        if problems:
+            raise _refused_for(path, problems)
         if "tasks/names.json" in z.namelist():
             learned["tasks/names.json"] = z.read("tasks/names.json")
     manifest["_weights"] = weights
@@ -195,8 +205,30 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
     return manifest, tables
 
 
+def _entries(z: zipfile.ZipFile, path: Path | io.BytesIO, names: list[str]) -> dict[str, bytes]:
+    """The bytes of the zip entries ``names``.
+
+    Raises:
+        BundleError: an entry whose stored bytes are damaged (its CRC-32 or compressed data),
+            named.
+    """
+    out = {}
+    for name in names:
+        try:
+            out[name] = z.read(name)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            raise _refused(path, f"{name} is damaged in the zip ({exc})") from None
+    return out
+
+
 def _refused(path: Path | io.BytesIO, why: str) -> BundleError:
     return BundleError(f"{path}: refused as a whole, nothing imported: {why}")
+
+
+def _refused_for(path: Path | io.BytesIO, problems: list[str]) -> BundleError:
+    """The refusal naming the first of ``problems`` and how many more there are."""
+    more = len(problems) - 1
+    return _refused(path, problems[0] + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""))
 
 
 def _rows(path: Path | io.BytesIO, table: str, raw: bytes) -> list[Any]:

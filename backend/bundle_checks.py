@@ -18,10 +18,14 @@ in one line naming the file, the row, the field and why: nothing is written.
   no number anywhere is NaN or infinite, nothing nests too deep (``layerscope_core.json_checks``).
   The manifest's ``suite`` and each run's follow the suite-name rule of
   ``layerscope_core.suite_names`` (a name that is a URL path segment and a file name as it stands).
+- **Training states in flight** (``training/<run hash>.pt`` + ``.json``, :func:`check_in_flight`):
+  each file as the manifest's ``in_flight`` entry records it (size and sha256; a bundle written
+  before the records has none to check), each checkpoint with its note, each note a JSON object.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import MISSING, fields
@@ -47,7 +51,7 @@ from science.records import (
 )
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 
-__all__ = ["RUN_BOUNDS", "check_tables"]
+__all__ = ["RUN_BOUNDS", "check_tables", "check_in_flight"]
 
 RUN_BOUNDS: dict[str, tuple[Any, Any]] = {
     "n_layers": (1, None),  # a model has at least one block
@@ -327,3 +331,66 @@ def check_tables(manifest: dict[str, Any], raw: dict[str, bytes], tables: dict[s
         for model in (ProbeResult, InterventionResult, PatchingResult, ResultWeights):
             _check_results(model.__tablename__, tables.get(model.__tablename__, []), runs, problems)
     return problems.found
+
+
+def check_in_flight(manifest: dict[str, Any], training: dict[str, bytes]) -> list[str]:
+    """The problems of a bundle's training states in flight (``training``: zip entry name → its
+    bytes, the names ``worker.in_flight.TRAINING_NAME`` matches), each naming its file; ``[]``: none.
+    Where the manifest's ``in_flight`` entries record ``files`` (name → ``{"size", "sha256"}``),
+    each such file must be in the bundle with that size and sha256, and no other state file may
+    be; a bundle written before the records is checked for pairs and notes only."""
+    from worker.in_flight import TRAINING_NAME, file_record
+
+    entries = manifest.get("in_flight", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return ["manifest.json: in_flight must be a list of objects"]
+    recorded: dict[str, Any] = {}
+    for i, entry in enumerate(e for e in entries if "files" in e):
+        files = entry["files"]
+        if not isinstance(files, dict):
+            return [f"manifest.json: in_flight[{i}].files must be an object"]
+        recorded.update(files)
+    problems = []
+    for name, want in recorded.items():
+        if not TRAINING_NAME.fullmatch(name) or not _is_record(want):
+            problems.append(
+                f"manifest.json: in_flight files entry {name[:100]!r} is not a state file's size and sha256"
+            )
+        elif name not in training:
+            problems.append(f"{name} is listed in the manifest's in_flight but not in the bundle")
+        elif (got := file_record(training[name])) != want:
+            problems.append(
+                f"{name} is damaged: {got['size']} bytes with sha256 {got['sha256'][:16]}…, where the manifest "
+                f"records {want['size']} bytes with sha256 {want['sha256'][:16]}… (a truncated or corrupted copy: "
+                "export the bundle again)"
+            )
+    for name, blob in sorted(training.items()):
+        h, kind = TRAINING_NAME.fullmatch(name).groups()  # type: ignore[union-attr]
+        other = f"training/{h}.{'json' if kind == 'pt' else 'pt'}"
+        if recorded and name not in recorded:
+            problems.append(f"{name} is in the bundle but not in the manifest's in_flight")
+        elif other not in training:
+            problems.append(f"{name} is in the bundle without its {other}")
+        elif kind == "json" and not isinstance(_json_object(blob), dict):
+            problems.append(f"{name} is not a JSON object (the note naming the run in flight)")
+    return problems
+
+
+def _is_record(value: Any) -> bool:
+    """Whether ``value`` is a state file's record: ``{"size": bytes ≥ 0, "sha256": 64 hex}``."""
+    return (
+        isinstance(value, dict)
+        and set(value) == {"size", "sha256"}
+        and type(value["size"]) is int
+        and value["size"] >= 0
+        and isinstance(value["sha256"], str)
+        and _HEX64.fullmatch(value["sha256"]) is not None
+    )
+
+
+def _json_object(blob: bytes) -> Any:
+    """``blob`` parsed as JSON, or None when it is not JSON."""
+    try:
+        return json.loads(blob)
+    except (ValueError, RecursionError):  # not JSON (a UnicodeDecodeError is a ValueError): not a note
+        return None

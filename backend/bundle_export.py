@@ -26,18 +26,23 @@ from backend.bundle import (
 )
 from backend.housekeeping import unknown_suite
 from layerscope_core.provenance import code_versions
+from layerscope_core.suite_names import suite_name_problem
 from store.models import MeasureSettings, Run
 
 __all__ = ["PROVENANCE_KEYS", "CARRIED_KEYS", "collect", "manifest_for", "with_provenance", "export_bundle"]
 
 
-def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
-    """A suite's rows per table (every column). Raises LookupError: no run in ``suite``
-    (``housekeeping.SuiteNameError``, a ValueError, when its name breaks the suite-name rule)."""
+def collect(session: Session, suite: str, *, empty: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """A suite's rows per table (every column). ``empty``: a suite with no run stored yields
+    empty tables (its runs in flight may still travel) instead of the error.
+
+    Raises:
+        LookupError: no run in ``suite`` (without ``empty``); ``housekeeping.SuiteNameError`` (a
+            ValueError): no run in ``suite`` and a name that breaks the suite-name rule.
+    """
     runs = list(session.execute(select(Run).where(Run.suite == suite).order_by(Run.id)).scalars())
-    if not runs:
-        known = ", ".join(suite_names(session)) or "none"
-        raise unknown_suite(suite, f"has no runs (suites here: {known})")
+    if not runs and (not empty or suite_name_problem(suite)):
+        raise _no_runs(session, suite, "has no runs")
     ids = [r.id for r in runs]
     tables: dict[str, list[dict[str, Any]]] = {"runs": [table_row(r) for r in runs]}
     for model in RESULT_TABLES:
@@ -60,6 +65,11 @@ def collect(session: Session, suite: str) -> dict[str, list[dict[str, Any]]]:
     )
     tables[MeasureSettings.__tablename__] = [table_row(r) for r in settings]
     return tables
+
+
+def _no_runs(session: Session, suite: str, found: str) -> LookupError | ValueError:
+    """The refusal of a suite with nothing to export (``found``: what it lacks), naming the suites here."""
+    return unknown_suite(suite, f"{found} (suites here: {', '.join(suite_names(session)) or 'none'})")
 
 
 def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
@@ -184,43 +194,65 @@ def export_bundle(
     ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
     ``in_flight``: also the mid-run training checkpoints of the suite's runs not stored yet
     (``training/<run hash>.pt`` + its note; the manifest's ``in_flight`` lists them with their
-    step), so the suite resumes them where the bundle is imported.
+    step and each file's size and sha256), so the suite resumes them where the bundle is imported;
+    a suite with no run stored yet is exported then too (0 runs) when it has a run in flight.
 
     Raises:
-        LookupError: no run in ``suite``; ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run
-        in ``suite`` and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
+        LookupError: no run in ``suite`` (with ``in_flight``: none stored and none in flight);
+        ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
+        and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
     """
     if (weights or in_flight) and store_dir is None:
         raise ValueError("weights and in_flight need the model store's directory")
-    tables = collect(session, suite)
+    tables = collect(session, suite, empty=in_flight)
     checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
     training = _in_flight(tables["runs"], suite, store_dir) if in_flight else {}
+    if not tables["runs"] and not training:
+        raise _no_runs(session, suite, "has no runs and none in flight")
     manifest = manifest_for(tables, suite, weights)
     if weights:
         missing = len(tables["runs"]) - len(checkpoints)
         manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
-    if in_flight:
-        keys = ("name", "family", "task", "seed")
-        manifest["in_flight"] = [
-            {"config_hash": h, **{k: t["note"].get(k) for k in keys}, "step": t["step"]} for h, t in training.items()
-        ]
-    manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        if in_flight:  # first: the manifest records what was written (a running worker may replace a state)
+            manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
+        manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
             z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))
         z.writestr(
             "tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"), default=jsonable)
         )
-        for h, t in training.items():
-            z.write(t["checkpoint"], f"training/{h}.pt")
-            z.writestr(f"training/{h}.json", json.dumps(t["note"], sort_keys=True))
         for ckpt, folder in checkpoints.items():
             for f in sorted(folder.rglob("*")):
                 if f.is_file():
                     z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
         _write_learned_and_tasks(z, tables, store_dir)
     return manifest
+
+
+def _write_state(z: zipfile.ZipFile, run_hash: str, state: dict[str, Any]) -> dict[str, Any]:
+    """Write one state in flight (``{checkpoint, note}`` of :func:`_in_flight`) into ``z``; its
+    manifest entry: the run (``config_hash``, ``name``, ``family``, ``task``, ``seed``), its
+    ``step`` (None: unreadable), its ``resume`` command (None: not known) and ``files``: the
+    entry name → ``{"size": bytes, "sha256": hex}`` of each file as written (the bytes read once:
+    the worker may replace the checkpoint meanwhile)."""
+    from worker import in_flight
+
+    name = f"training/{run_hash}"
+    with open(state["checkpoint"], "rb") as src:
+        with z.open(f"{name}.pt", "w", force_zip64=True) as dst:  # zip64: a state may pass 2 GiB
+            pt = in_flight.copy_recorded(src, dst)
+        step = in_flight.checkpoint_step(state["checkpoint"], src)
+    note = json.dumps(state["note"], sort_keys=True).encode()
+    z.writestr(f"{name}.json", note)
+    return {
+        "config_hash": run_hash,
+        **{k: state["note"].get(k) for k in ("name", "family", "task", "seed")},
+        "step": step,
+        "resume": state["note"].get("resume"),
+        "files": {f"{name}.pt": pt, f"{name}.json": in_flight.file_record(note)},
+    }
 
 
 def _write_learned_and_tasks(
@@ -267,9 +299,10 @@ def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> d
 
 
 def _in_flight(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -> dict[str, dict[str, Any]]:
-    """run hash → ``{checkpoint, note, step}`` of the suite's runs in flight (``worker.in_flight``):
+    """run hash → ``{checkpoint, note}`` of the suite's runs in flight (``worker.in_flight``):
     the checkpoints noted with the suite, or among its preset's runs, that are not stored yet. A
-    checkpoint without a note gets one from its preset job."""
+    checkpoint of a preset job without a note, or with one written before notes named the resume
+    command, gets its preset job's note."""
     from backend.study_parts import suite_preset
     from worker import in_flight
     from worker.params import SuiteParams
@@ -280,7 +313,6 @@ def _in_flight(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -
     jobs = {j.run_hash(): j for j in expand_suite(SuiteParams(preset=preset, name=suite))} if preset else {}
     found = in_flight.suite_checkpoints(Path(str(store_dir)), suite, jobs, stored)
     for h, t in found.items():
-        if t["note"] is None:
+        if h in jobs and (t["note"] is None or "resume" not in t["note"]):  # no note, or one from before resume
             t["note"] = in_flight.note_of(jobs[h], h)  # the preset's job runs with the suite's name
-        t["step"] = in_flight.checkpoint_step(t["checkpoint"])
     return found

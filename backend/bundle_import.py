@@ -193,25 +193,55 @@ def _store_weights(weights: dict[str, bytes], store_dir: Path) -> None:
             target.write_bytes(blob)
 
 
-def _store_training(session: Session, training: dict[str, bytes], store_dir: Path) -> int:
-    """The bundle's in-flight training states into ``<store>/training/`` (docs/SCIENCE.md#resuming-training):
-    a state already there (perhaps further along) is kept, and none is written for a run stored
-    here (its training is over). Returns how many checkpoints were written."""
+def _store_training(
+    session: Session, training: dict[str, bytes], entries: list[dict[str, Any]], store_dir: Path | None
+) -> list[dict[str, Any]]:
+    """The bundle's in-flight training states (checked by ``read_bundle``) into
+    ``<store>/training/`` (docs/SCIENCE.md#resuming-training): each checkpoint whole or not at
+    all; a state already there (perhaps further along) is kept, and none is written for a run
+    stored here (its training is over), nor anywhere without ``store_dir``.
+
+    Returns one entry per state: ``config_hash``, ``name``, ``step`` (None: unknown), ``resume``
+    (the ``layerscope suite`` command that resumes it; None: its note records none), ``checked``
+    (its files matched the size and sha256 the manifest records; False: the bundle records none),
+    ``restored`` (bool) and ``why_not`` (None when restored)."""
     from worker.in_flight import TRAINING_NAME
 
     stored = set(session.scalars(select(Run.config_hash)))
-    written = 0
-    for name, blob in sorted(training.items()):
-        m = TRAINING_NAME.fullmatch(name)
-        target = Path(store_dir) / name
-        if m is None or m.group(1) in stored or target.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(blob)
-        tmp.replace(target)  # whole or not at all: a resumed run never reads half a state
-        written += m.group(2) == "pt"
-    return written
+    by_hash = {e.get("config_hash"): e for e in entries}
+    out = []
+    for h in sorted({m.group(1) for n in training if (m := TRAINING_NAME.fullmatch(n))}):
+        note = json.loads(training[f"training/{h}.json"])  # read_bundle checked it is a JSON object
+        entry = by_hash.get(h, {})
+        target = Path(store_dir or ".") / "training" / f"{h}.pt"
+        why_not = (
+            "no model store to put it in"
+            if store_dir is None
+            else "its run is stored here (its training is over)"
+            if h in stored
+            else "a training state of this run is here already (kept)"
+            if target.exists()
+            else None
+        )
+        if why_not is None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            for name, path in ((f"training/{h}.json", target.with_suffix(".json")), (f"training/{h}.pt", target)):
+                if not path.exists():  # the note first: a note without its checkpoint is never resumed
+                    tmp = path.with_name(path.name + ".tmp")
+                    tmp.write_bytes(training[name])
+                    tmp.replace(path)  # whole or not at all: a resumed run never reads half a state
+        out.append(
+            {
+                "config_hash": h,
+                "name": note.get("name", entry.get("name")),
+                "step": entry.get("step"),
+                "resume": note.get("resume"),
+                "checked": "files" in entry,
+                "restored": why_not is None,
+                "why_not": why_not,
+            }
+        )
+    return out
 
 
 def import_bundle(
@@ -233,11 +263,13 @@ def import_bundle(
 
     Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
     (one ``{name, config_hash, stored, bundle, differs}`` per run left out), ``rows_added`` (per
-    table), ``settings_added``, ``in_flight_restored`` (training states of runs in flight put
-    into the store, with ``store_dir``).
+    table), ``settings_added``, ``in_flight_restored`` (how many training states of runs in
+    flight were put into the store, with ``store_dir``), ``in_flight_states`` (one per state in
+    the bundle, restored or not and why, with the command that resumes it: :func:`_store_training`).
 
     Raises:
-        BundleError: see :func:`backend.bundle.read_bundle`.
+        BundleError: see :func:`backend.bundle.read_bundle` (a training state in flight whose
+            size or sha256 is not the manifest's refuses the bundle before anything is written).
     """
     manifest, tables = read_bundle(path)
     weights = manifest.pop("_weights")
@@ -272,7 +304,7 @@ def import_bundle(
         raise
     if store_dir is not None:
         _store_weights(weights, Path(store_dir))
-    restored = _store_training(session, training, Path(store_dir)) if store_dir is not None else 0
+    states = _store_training(session, training, manifest.get("in_flight") or [], store_dir)
     return {
         "suite": manifest.get("suite"),
         "runs_added": runs.added,
@@ -281,7 +313,8 @@ def import_bundle(
         "runs_conflicting": runs.conflicting,
         "rows_added": rows_added,
         "settings_added": settings_added,
-        "in_flight_restored": restored,
+        "in_flight_restored": sum(st["restored"] for st in states),
+        "in_flight_states": states,
     }
 
 

@@ -18,7 +18,7 @@ import pickle
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import nn
@@ -117,11 +117,14 @@ class CheckpointUnreadable(CheckpointError):
     disk before the atomic write existed, copied half, not a checkpoint at all)."""
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """The checkpoint's dict, or :class:`CheckpointUnreadable`."""
+def _read(path: Path, file: BinaryIO | None = None) -> dict[str, Any]:
+    """The checkpoint's dict (read from ``file``, ``path`` open, when given), or :class:`CheckpointUnreadable`."""
+    if file is not None:
+        file.seek(0)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        state = torch.load(path if file is None else file, map_location="cpu", weights_only=True)
+    # IndexError: torch's weights-only unpickler on bytes that are no pickle (it pops an empty stack)
+    except (RuntimeError, EOFError, ValueError, IndexError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]  # torch's first sentence
         raise CheckpointUnreadable(
             f"training checkpoint {path} cannot be read ({reason[:160]}); {AFRESH_HINT}"
@@ -131,13 +134,14 @@ def _read(path: Path) -> dict[str, Any]:
     return state
 
 
-def saved_step(path: Path) -> int:
-    """The step the checkpoint at ``path`` was written at.
+def saved_step(path: Path, file: BinaryIO | None = None) -> int:
+    """The step the checkpoint at ``path`` was written at (``file``: ``path`` already open, read
+    from its start: the step of those very bytes, should the file be replaced meanwhile).
 
     Raises:
         CheckpointUnreadable: the file cannot be read or is not a checkpoint.
     """
-    state = _read(path)
+    state = _read(path, file)
     try:
         return int(state["loop"]["step"])
     except (KeyError, TypeError, ValueError) as exc:

@@ -1,7 +1,10 @@
-"""Shared by the resume tests (tests/test_train_resume.py, tests/test_in_flight_bundle.py): a kill
-between two training steps, and the check that a resumed run is the run that never stopped."""
+"""Shared by the resume tests (tests/test_train_resume.py, tests/test_in_flight_*.py): a kill
+between two training steps, the check that a resumed run is the run that never stopped, a
+machine of its own for the CLI, and a training state left as a killed run leaves one."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 
@@ -38,3 +41,33 @@ def assert_resumed_equals_unbroken(resumed_env, resumed_id: int, unbroken_env, u
         assert a.made_with["resumed_at_steps"] == at
         assert "resumed_at_steps" not in b.made_with
         assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
+
+
+def use_machine(monkeypatch, root):
+    """The CLI's settings pointed at a machine of its own under ``root`` (home, results DB, queue,
+    model store); its :class:`worker.env.WorkerEnv` on the CPU."""
+    from store.config import get_settings
+    from worker.pipeline import local_env
+
+    for var, value in (
+        ("LAYERSCOPE_HOME", root / "home"),
+        ("LAYERSCOPE_DB_URL", f"sqlite:///{root / 'results.db'}"),
+        ("LAYERSCOPE_QUEUE_URL", f"sqlite:///{root / 'queue.db'}"),
+        ("LAYERSCOPE_STORE_DIR", root / "store"),
+    ):
+        monkeypatch.setenv(var, str(value))
+    get_settings.cache_clear()
+    return local_env(device="cpu")
+
+
+def fake_state(env, params, blob: bytes = b"a training state") -> Path:
+    """A training state of run ``params`` left in ``env``'s store as a killed run leaves one (the
+    checkpoint file, here ``blob``, and its note): for what reads the files without resuming them."""
+    from worker import in_flight
+    from worker.pipeline import training_checkpoint
+
+    ckpt = training_checkpoint(params, env)
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.write_bytes(blob)
+    in_flight.write_note(ckpt, params)
+    return ckpt

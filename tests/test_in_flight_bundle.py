@@ -11,7 +11,8 @@ import pytest
 from backend.bundle_export import export_bundle
 from backend.bundle_import import import_bundle
 from science.context import JobCancelled
-from tests.resume_helpers import CancelAt, assert_resumed_equals_unbroken
+from tests.cli_one_line import assert_one_line_error, run_cli
+from tests.resume_helpers import CancelAt, assert_resumed_equals_unbroken, fake_state, use_machine
 from worker.params import TrainParams
 from worker.pipeline import local_env, train, training_checkpoint
 
@@ -40,9 +41,11 @@ def test_a_killed_run_resumes_on_another_machine_from_the_bundle(tmp_path):
     with here.session_factory() as s:
         manifest = export_bundle(s, "moving", bundle, store_dir=here.store_dir, in_flight=True)
     h = flying.run_hash()
-    assert manifest["in_flight"] == [
-        {"config_hash": h, "name": "gru-parity-s0", "family": "gru", "task": "parity", "seed": 0, "step": 100}
-    ]  # another suite's state stays home
+    (entry,) = manifest["in_flight"]  # another suite's state stays home
+    assert {k: entry[k] for k in ("config_hash", "name", "family", "task", "seed", "step", "resume")} == {
+        "config_hash": h, "name": "gru-parity-s0", "family": "gru", "task": "parity", "seed": 0, "step": 100,
+        "resume": None,  # a run of no preset: no suite command makes it again
+    }  # fmt: skip
     with zipfile.ZipFile(bundle) as z:
         assert sorted(n for n in z.namelist() if n.startswith("training/")) == [
             f"training/{h}.json",
@@ -118,3 +121,33 @@ def test_checkpoints_are_found_by_note_or_by_the_presets_hashes(tmp_path):
     assert sorted(found) == [noted, preset]
     assert found[noted]["note"] == {"suite": "s"} and found[preset]["note"] is None
     assert in_flight.checkpoint_step(folder / f"{noted}.pt") is None  # not a checkpoint: step unknown
+    (folder / f"{noted}.pt").write_bytes(b"a training state")  # bytes torch's unpickler fails on otherwise
+    with open(folder / f"{noted}.pt", "rb") as file:
+        assert (
+            in_flight.checkpoint_step(folder / f"{noted}.pt")
+            is None
+            is in_flight.checkpoint_step(folder / f"{noted}.pt", file)
+        )
+
+
+def test_a_suite_with_no_run_stored_yet_exports_its_runs_in_flight(tmp_path, monkeypatch):
+    """The first run of a suite killed before it was stored: ``export --in-flight`` writes a bundle
+    of 0 runs and its state (without the option, or with nothing in flight, the refusal stays),
+    and the import restores the state."""
+    here = use_machine(monkeypatch, tmp_path / "here")
+    flying = TrainParams(**SMALL, seed=0, suite="fresh", name="gru-parity-s0")
+    state = fake_state(here, flying).read_bytes()
+    bundle = tmp_path / "fresh.layerscope.zip"
+    assert_one_line_error(["export", "--suite", "fresh", "-o", str(bundle)], "suite 'fresh' has no runs")
+    assert_one_line_error(
+        ["export", "--suite", "empty", "-o", str(bundle), "--in-flight"], "suite 'empty' has no runs and none in flight"
+    )
+    rc, _, err = run_cli(["export", "--suite", "fresh", "-o", str(bundle), "--in-flight"])
+    assert rc == 0, err
+    assert "0 run(s) of suite 'fresh', the training state of 1 run(s) in flight (gru-parity-s0" in err
+
+    there = use_machine(monkeypatch, tmp_path / "there")
+    rc, _, err = run_cli(["import", str(bundle)])
+    assert rc == 0, err
+    assert "0 run(s) and 0 result row(s) added" in err and "training state of 1 run(s) in flight restored" in err
+    assert training_checkpoint(flying, there).read_bytes() == state

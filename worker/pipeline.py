@@ -209,7 +209,10 @@ def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, en
     resume_file = training_checkpoint(params, env)
     if params.force:  # trains afresh: a killed earlier attempt's state is not resumed
         resume_file.unlink(missing_ok=True)
-    in_flight.write_note(resume_file, params)  # names the suite of the state (export --in-flight)
+    for other in in_flight.other_states(env.store_dir, params):  # this run made with other settings: left unused
+        ctx.log(in_flight.other_state_warning(params, other))
+    # the note names the suite of the state and the command that resumes it (export --in-flight)
+    in_flight.write_note(resume_file, params)
     result = train_model(
         model,
         task,

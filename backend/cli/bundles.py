@@ -63,7 +63,9 @@ def export_cmd(
     if in_flight:
         flying = manifest["in_flight"]
         with_w += f", the training state of {len(flying)} run(s) in flight" + (
-            " (" + ", ".join(f"{f['name']} at step {f['step']}" for f in flying) + ")" if flying else ""
+            " (" + ", ".join(f"{f['name']} at step {'?' if f['step'] is None else f['step']}" for f in flying) + ")"
+            if flying
+            else ""
         )
     typer.echo(
         f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
@@ -115,8 +117,27 @@ def import_cmd(
         + f", into {C.redact(settings.resolved_db_url)}",
         err=True,
     )
+    for state in out["in_flight_states"]:
+        typer.echo(in_flight_line(state), err=True)
     if out["runs_conflicting"]:
         typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
+
+
+def in_flight_line(state: dict) -> str:
+    """One line on a training state in flight the import restored (with the command that resumes
+    it) or left out (and why): an entry of ``import_bundle``'s ``in_flight_states``."""
+    name = state["name"] or state["config_hash"][:12]
+    if not state["restored"]:
+        return f"layerscope: in flight: not restored: {name}: {state['why_not']}"
+    checked = "size and sha256 checked" if state["checked"] else "not checked (the bundle records no size or sha256)"
+    step = f"step {state['step']}" if state["step"] is not None else "step unknown"
+    resume = (
+        f"resume it with `{state['resume']}`"
+        if state["resume"]
+        else f"its note (training/{state['config_hash']}.json) records no suite command that makes it again: "
+        "run its suite with the settings it was started with to resume it"
+    )
+    return f"layerscope: in flight: restored {name} ({step}; {checked}): {resume}"
 
 
 _DIFFERS = {
