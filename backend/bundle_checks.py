@@ -39,6 +39,7 @@ from layerscope_core.json_checks import MAX_JSON_DEPTH, value_errors
 from layerscope_core.layers import ALL_LAYERS, EMB
 from layerscope_core.sites import site_name
 from layerscope_core.suite_names import suite_name_problem
+from layerscope_core.text import readable_error
 from science.records import (
     ACC,
     COUNT,
@@ -191,7 +192,7 @@ def _check_types(table: str, raw: bytes, rows: list[Any], problems: _Problems) -
             if e["type"] == "json_invalid":  # a lone surrogate escape (json.loads read it: named already)
                 continue
             value = MISSING if e["type"] == "missing" else e.get("input", MISSING)
-            problems.add(table, rows, tuple(e["loc"]), e["msg"].removeprefix("Value error, "), value)
+            problems.add(table, rows, tuple(e["loc"]), readable_error(e["msg"]), value)
 
 
 def _may_hold_bad_values(raw: bytes) -> bool:

@@ -5,7 +5,8 @@ encoded as UTF-8 and so cannot be stored or sent back) and has no control charac
 category Cc: U+0000–U+001F, U+007F–U+009F). NUL is refused by PostgreSQL text columns; the
 others have no place in a one-line name and make logs and labels misleading.
 
-Web-free: the API, the job parameters (worker.params) and the CLI share it.
+Web-free: the API, the job parameters (worker.params) and the CLI share it, and
+:func:`readable_error`, how they show a validation message to a person.
 """
 
 from __future__ import annotations
@@ -35,3 +36,14 @@ def text_problem(s: str) -> tuple[str, str] | None:
 def printable(s: str) -> str:
     """``s`` made safe to echo in an error message (surrogates and control characters escaped)."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
+
+
+VALIDATOR_PREFIX = "Value error, "
+"""What pydantic puts before the message of a ``ValueError`` raised in a validator."""
+
+
+def readable_error(msg: str) -> str:
+    """A pydantic error message as a person reads it: without pydantic's ``"Value error, "``
+    before a validator's own words (the error's ``type``, ``value_error``, says as much). For
+    the CLI's one line, the API's 422 ``msg`` and a bundle's problems."""
+    return msg.removeprefix(VALIDATOR_PREFIX)

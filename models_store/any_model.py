@@ -30,6 +30,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+from layerscope_core.model_sources import missing_folder_problem
 from models_store.config import ModelConfig
 from models_store.hf_model import HFLayerwiseModel
 
@@ -264,11 +265,14 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
     never contact the hub (None: when ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` is set).
 
     Raises:
-        PretrainedLoadError: the config cannot be read; UnsupportedModel: its architecture is
+        PretrainedLoadError: the config cannot be read (a path with no folder there: "no such
+            local folder", ``layerscope_core.model_sources``); UnsupportedModel: its architecture is
             unsupported. Both name ``role`` and the model.
     """
     from transformers import AutoConfig
 
+    if why := missing_folder_problem(name_or_path):  # a path: not looked up on the hub
+        raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     try:
         offline = _offline() if local_files_only is None else local_files_only
         hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline)

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel
 
+from layerscope_core.model_sources import missing_folder_problem
 from models_store.any_model import (
     AnyHFModel,
     PretrainedLoadError,
@@ -144,9 +145,9 @@ def _read_config(name: str, role: str, *, local_files_only: bool, revision: str 
     """The transformers config of ``name`` (a local folder, or a hub name from the hub or its cache),
     checked to be an architecture with a block list. Raises ``PretrainedLoadError`` naming where
     it looked and why it failed."""
+    if why := missing_folder_problem(name):
+        raise PretrainedLoadError(f"{role} {name!r}: {why}")
     local_dir = Path(name).expanduser().is_dir()
-    if not local_dir and (name.startswith((".", "/", "~")) or name.count("/") > 1):
-        raise PretrainedLoadError(f"{role} {name!r}: no such local folder")
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
     try:
         hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)

@@ -33,6 +33,18 @@ def test_same_key_makes_one_job(api) -> None:
     assert _total(api) == 3
 
 
+@pytest.mark.parametrize("keys", [("k-1", "k-2"), ("k-1", "k-1"), ("k-1", "k-2", "k-3")])
+def test_several_keys_are_400_like_several_authorization_headers(api, keys) -> None:
+    """Several Idempotency-Key headers silently used the first: which one a proxy or a framework
+    reads differs, so none is trusted (as with Authorization, backend.api.deps.one_header)."""
+    r = api.client.post("/api/jobs", json=TRAIN, headers=[("Idempotency-Key", k) for k in keys])
+    assert r.status_code == 400 and r.json()["detail"] == f"{len(keys)} Idempotency-Key headers: send exactly one"
+    assert _total(api) == 0 and not api.queue.pending_ids()
+    lower = [("Idempotency-Key", keys[0]), ("idempotency-key", keys[-1])]  # header names have no case
+    assert api.client.post("/api/jobs", json=TRAIN, headers=lower).status_code == 400
+    assert api.client.post("/api/jobs", json=TRAIN, headers={"Idempotency-Key": keys[0]}).status_code == 201
+
+
 def test_concurrent_double_click_makes_one_job(api) -> None:
     h = {"Idempotency-Key": "feedfacefeedfacefeedfacefeedface"}
     answers = []

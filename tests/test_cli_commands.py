@@ -216,3 +216,17 @@ def test_export_to_a_folder_names_a_file_instead(cli_env, capsys) -> None:
         "is a folder",
         str(cli_env / "s.layerscope.zip"),
     )
+
+
+@pytest.mark.parametrize(
+    "run_ids, said",
+    [([2], "layerscope: stored run id 2\n"), ([2, 5], "layerscope: stored run ids 2, 5\n"), ([], "stored no run")],
+)
+def test_a_suite_says_its_run_ids_as_ids(cli_env, capsys, monkeypatch, run_ids, said) -> None:
+    """It said "stored run(s) 2", which reads like a count of 2."""
+    import backend.cli.common as C
+
+    monkeypatch.setattr(C, "run_here", lambda *args, **kwargs: {"run_ids": run_ids})
+    assert main(["suite", "--preset", "smoke", "--family", "gru", "--task", "parity", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    assert said in out and "run(s)" not in out, out

@@ -111,6 +111,31 @@ def test_suite_routes_refuse_a_name_no_suite_can_have_and_reach_every_stored_one
         assert set(s.execute(select(Run.suite)).scalars()) == {"v1.2_run-3"}
 
 
+def test_a_name_holding_a_slash_reaches_every_suite_route(api) -> None:
+    """``/api/suites/a%2Fb/bundle`` was a 404 (the server decodes %2F before routing, so no
+    ``{name}`` route matched): a 422 naming the rule, as for every other name it breaks; a suite
+    stored under such a name before the rule is reachable like any stored one."""
+    c = api.client
+    for quoted, why in (("a%2Fb", "holds '/'"), ("a/b", "holds '/'"), ("a%2F..%2Fb", "holds '/'"), ("a%0Ab", "U+000A")):
+        for r in (
+            c.get(f"/api/suites/{quoted}/bundle"),
+            c.patch(f"/api/suites/{quoted}", json={"tags": ["x"]}),
+            c.delete(f"/api/suites/{quoted}"),
+        ):
+            assert r.status_code == 422, (quoted, r.request.method, r.text)
+            (error,) = r.json()["detail"]
+            assert error["loc"] == ["path", "name"] and why in error["msg"], error
+    assert c.get("/api/suites/x/bundle/bundle").status_code == 422  # suite 'x/bundle'
+    for r in (c.patch("/api/suites/x/bundle", json={"tags": ["x"]}), c.delete("/api/suites/x/bundle")):
+        assert r.status_code == 405 and r.headers["allow"] == "GET", r.text  # the bundle's path, not a suite's
+    seed_runs(api.factory, families=("gru",), tasks=("parity",), seeds=(0,), suite="old/one")  # before the rule
+    assert c.get(bundle_href("old/one")).status_code == 200  # the dashboard's link: /api/suites/old%2Fone/bundle
+    assert c.patch("/api/suites/old%2Fone", json={"tags": ["x"]}).json()["tags"] == ["x"]
+    assert c.delete("/api/suites/old%2Fone").status_code == 200
+    with api.factory() as s:
+        assert not set(s.execute(select(Run.suite)).scalars())
+
+
 # -- the CLI -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "why"), [b for b in BAD if b[0]])  # "" is click's own "requires an argument"
 @pytest.mark.usefixtures("cli_env")

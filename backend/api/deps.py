@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -59,19 +59,36 @@ def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+def one_header(request: Request, name: str) -> str | None:
+    """The value of header ``name`` (any case), sent at most once; None when not sent.
+
+    Raises:
+        HTTPException: 400 "N {name} headers: send exactly one" when sent several times: which
+            one a proxy or a framework reads differs, so none is trusted."""
+    values = request.headers.getlist(name)
+    if len(values) > 1:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"{len(values)} {name} headers: send exactly one")
+    return values[0] if values else None
+
+
+def single_header(name: str) -> Callable[[Request], None]:
+    """A dependency refusing several ``name`` headers with :func:`one_header`'s 400 (the
+    route reads the header as a parameter of its own, documented there)."""
+
+    def check(request: Request) -> None:
+        one_header(request, name)
+
+    return check
+
+
 def check_sent_token(request: Request, session: SessionDep) -> None:
     """Every route: an Authorization header, when sent, must carry a valid token — even where
     none is needed (loopback), so a typo in a client's token shows at once rather than the day
-    the server moves to the lab network. Several Authorization headers are a 400: which one a
-    proxy or a framework reads differs, so none is trusted."""
-    headers = request.headers.getlist("authorization")
-    if len(headers) > 1:
-        raise HTTPException(
-            status.HTTP_400_BAD_REQUEST, detail=f"{len(headers)} Authorization headers: send exactly one"
-        )
-    if not headers:
+    the server moves to the lab network. Several Authorization headers are a 400
+    (:func:`one_header`)."""
+    header = one_header(request, "Authorization")
+    if header is None:
         return
-    header = headers[0]
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
@@ -110,6 +127,7 @@ def require_read(settings: SettingsDep, session: SessionDep, credentials: Creden
 WriteAuth = Depends(require_write)
 ReadAuth = Depends(require_read)
 SentTokenCheck = Depends(check_sent_token)
+OneIdempotencyKey = Depends(single_header("Idempotency-Key"))
 
 
 def token_needed(method: str, settings: Settings) -> bool:

@@ -35,7 +35,7 @@ from backend.api.middleware import BodySizeLimit, HeavyRouteLimit, JsonBodyCheck
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, tasks, views, weights
 from layerscope_core.json_checks import MAX_JSON_DEPTH
-from layerscope_core.text import printable
+from layerscope_core.text import printable, readable_error
 from store.config import Settings, get_settings
 from store.jobs import JobNotFound, JobStateError
 from store.session import make_engine, make_sessionmaker
@@ -80,6 +80,8 @@ def _errors_handler(settings: Settings):
         errors = [_normalise_loc(e) for e in exc.errors()]
         for e in errors:
             e.pop("url", None)
+            if isinstance(e.get("msg"), str):  # for people: no "Value error, " (``type`` still says it)
+                e["msg"] = readable_error(e["msg"])
             ctx = e.get("ctx")
             if ctx:  # exceptions inside ctx are not JSON
                 e["ctx"] = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from layerscope_core.model_sources import missing_folder_problem
+
 # A start token precedes every sequence (models_store: start_token), so a length-L sequence
 # takes L + 1 positions of the transformer's rotary table.
 START_TOKEN_POSITIONS = 1
@@ -137,9 +139,9 @@ def _read_here(source: str, role: str) -> tuple[str | None, str | None]:
     Reads configs only (no weights); imports torch."""
     from models_store.any_model import PretrainedLoadError, pretrained_family
 
+    if why := missing_folder_problem(source):
+        return None, f"{role} {source!r}: {why}"
     local = Path(source).expanduser().is_dir()
-    if not local and (source.startswith((".", "/", "~")) or source.count("/") > 1):
-        return None, f"{role} {source!r}: no such local folder"
     try:
         return pretrained_family(source, role, local_files_only=True), None
     except PretrainedLoadError as e:  # unreadable: in a folder, an error; a hub name: not cached here

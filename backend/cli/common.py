@@ -20,6 +20,7 @@ from typing import Any
 import typer
 from sqlalchemy.orm import Session, sessionmaker
 
+from layerscope_core.model_sources import missing_folder_problem
 from layerscope_core.plugins import method_names
 from layerscope_core.registry import MEASURE_PARTS, PRESETS, family_names
 from layerscope_core.suite_names import suite_name_problem
@@ -51,6 +52,19 @@ def new_suite_name(value: str | None) -> str | None:
     why = suite_name_problem(value) if value is not None else None
     if why:
         raise typer.BadParameter(f"{value!r} {why}", param_hint="'--name'")
+    return value
+
+
+def model_sources(ctx: typer.Context, param: Any, value: list[str] | None) -> list[str] | None:
+    """``--pretrained`` / ``--from-config`` values (hub names or local folders), a path-like one
+    (``./m``, ``/m``, ``~/m``, ``a/b/c``: ``layerscope_core.model_sources``) refused at once when
+    no such folder is here, before anything heavy is imported or the hub is tried: the API's words.
+
+    Raises:
+        typer.BadParameter: the first such value, "'./m': no such local folder"."""
+    for source in value or []:
+        if why := missing_folder_problem(source):
+            raise typer.BadParameter(f"{source!r}: {why}", ctx=ctx, param=param)
     return value
 
 

@@ -17,6 +17,7 @@ import typer
 from backend.cli import admin, bundles, demo, jobs, measure, models, runs, serve, tasks, training, views
 from backend.cli.common import CliError
 from backend.cli.common import click_exceptions as _cx
+from backend.cli.validation import validation_message
 
 app = typer.Typer(
     name="layerscope",
@@ -87,15 +88,6 @@ def _err(message: str) -> None:
     typer.echo(f"layerscope: error: {message}", err=True)
 
 
-def _validation_message(exc: Any) -> str:
-    parts = []
-    for e in exc.errors():
-        loc = ".".join(str(p) for p in e.get("loc", ()))
-        msg = str(e.get("msg")).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
-        parts.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(parts)
-
-
 def _negative_number(exc: Any, argv: list[str] | None) -> str | None:
     """The argument click read as an unknown option that is a negative number meant as a value
     (``intervene -3``), or None."""
@@ -146,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         _err(exc.format_message())
         return exc.exit_code
     except ValidationError as exc:
-        _err(_validation_message(exc))
+        _err(validation_message(exc))  # named by the options typed (backend.cli.validation)
         return 2
     except StartupError as exc:
         _err(str(exc))

@@ -44,17 +44,19 @@ SeedOption = Annotated[list[int] | None, typer.Option(help="These seeds instead 
 PretrainedOption = Annotated[
     list[str] | None,
     typer.Option(
+        callback=C.model_sources,
         help=(
             "Fine-tune these transformers models (hub names or local folders; repeat) instead of the preset's "
             "families: any architecture with a block list (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral, Mamba, "
             "Mamba-2, Falcon-Mamba, ...)."
-        )
+        ),
     ),
 ]
 FromConfigOption = Annotated[
     list[str] | None,
     typer.Option(
         "--from-config",
+        callback=C.model_sources,
         help=(
             "Train these transformers architectures from scratch (hub names or local folders holding a "
             "config.json; repeat): built from the config with random weights, then trained on the task, "
@@ -192,7 +194,7 @@ def suite(
         err=True,
     )
     out = C.run_here("suite", params, settings, factory, device)
-    typer.echo(f"layerscope: stored run(s) {', '.join(map(str, out.get('run_ids', [])))}")
+    typer.echo(f"layerscope: {stored_runs(out.get('run_ids', []))}")
     if params.parts:
         rest = [p for p in MEASURE_PARTS if p not in params.parts]
         if rest:
@@ -201,6 +203,14 @@ def suite(
                 "run the same suite without --measure",
                 err=True,
             )
+
+
+def stored_runs(run_ids: list[int]) -> str:
+    """What a suite stored, its run ids said as ids (not read as a count): "stored run id 2",
+    "stored run ids 2, 5", "stored no run"."""
+    if not run_ids:
+        return "stored no run"
+    return f"stored run id{'s' if len(run_ids) > 1 else ''} {', '.join(map(str, run_ids))}"
 
 
 def _count_stored(jobs: list, settings, factory) -> int:

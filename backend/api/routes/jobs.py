@@ -12,7 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from backend.api.deps import TOO_LARGE, UNAUTHORIZED, FactoryDep, QueueDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.deps import (
+    TOO_LARGE,
+    UNAUTHORIZED,
+    FactoryDep,
+    OneIdempotencyKey,
+    QueueDep,
+    ReadAuth,
+    SessionDep,
+    SettingsDep,
+    WriteAuth,
+)
 from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
 from backend.api.submit_checks import memory_errors, model_source_errors, run_param_errors
@@ -226,9 +236,13 @@ def _check_submission(body: Any, session, factory, settings) -> None:
     "",
     response_model=JobOut,
     status_code=status.HTTP_201_CREATED,
-    dependencies=[WriteAuth],
+    dependencies=[WriteAuth, OneIdempotencyKey],  # several Idempotency-Key headers: a 400
     responses={
         **TOO_LARGE,
+        400: {
+            "model": ErrorOut,
+            "description": "a body that cannot be parsed (not UTF-8 JSON), or several Idempotency-Key headers",
+        },
         **QUEUE_DOWN_SUBMIT,
         200: {
             "model": JobOut,
@@ -250,7 +264,8 @@ def create_job(
             alias="Idempotency-Key",
             description="any unique string per intended job (a UUID): the same key with the same "
             "request again answers the job the first request made (200) instead of making a second "
-            "one; with another request (kind, params or max_attempts) it is a 422",
+            "one; with another request (kind, params or max_attempts) it is a 422; sent more than "
+            "once, a 400",
         ),
     ] = None,
 ) -> dict:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from sqlalchemy import select
+from starlette.convertors import Convertor, register_url_convertor
 
 from backend import housekeeping, study_parts
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
@@ -22,6 +23,27 @@ from science.trained import is_trained
 from store.models import Run, SuiteNote
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
+
+
+class SuiteNameConvertor(Convertor[str]):
+    """A suite's name in the path (``{name:suite}``), any characters, ``/`` included — except a
+    path ending in ``/bundle``, which is the bundle route's (``PATCH …/x/bundle`` stays a 405,
+    not a suite named ``x/bundle``). The server decodes ``%2F`` before routing, so ``a%2Fb``
+    reaches the routes as ``a/b``: the suite-name rule, which forbids ``/``, answers it with a 422
+    saying so, as for every name it breaks (a suite stored under such a name before the rule stays
+    reachable), not a 404 for a path no route has. ``{name}`` (``[^/]+``) missed every such name;
+    ``{name:path}`` (``.*``) would take ``…/x/bundle`` for PATCH and DELETE, and misses a newline."""
+
+    regex = r"(?:(?!/bundle$)[\s\S])+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("suite", SuiteNameConvertor())  # before the routes below are made
 
 SuiteName = Annotated[
     str,
@@ -122,7 +144,7 @@ def list_suites(session: SessionDep) -> list[dict]:
 
 
 @router.get(
-    "/{name}/bundle",
+    "/{name:suite}/bundle",
     summary="The suite's results bundle (zip: manifest.json + tables/*.json)",
     responses={
         200: {"content": {"application/zip": {}}, "description": "the bundle"},
@@ -147,7 +169,7 @@ def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
 
 
 @router.patch(
-    "/{name}",
+    "/{name:suite}",
     response_model=AnnotationOut,
     dependencies=[WriteAuth],
     responses={**TOO_LARGE, 404: {"model": ErrorOut, "description": "no run in this suite"}},
@@ -164,7 +186,7 @@ def annotate_suite(name: SuiteName, body: Annotation, session: SessionDep) -> di
 
 
 @router.delete(
-    "/{name}",
+    "/{name:suite}",
     response_model=Deleted,
     dependencies=[WriteAuth],
     responses={404: {"model": ErrorOut, "description": "no run in this suite"}},

@@ -1,0 +1,50 @@
+"""A path-like model source with no folder there (``--pretrained ./missing``) is "no such local
+folder" at once, in the CLI as in the API — not looked up on the hub as a model id, which failed
+after ~10 s in the hub client's words ("Repo id must use alphanumeric chars ...")."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli_one_line import assert_one_line_error
+
+PATHS = ["./missing", "../missing", "/no/such/layerscope-model", "~/no-such-layerscope-model", "runs/a/b"]
+
+
+@pytest.mark.parametrize("source", PATHS)
+@pytest.mark.parametrize("option", ["--pretrained", "--from-config"])
+@pytest.mark.usefixtures("cli_home", "hub_offline")
+def test_the_cli_refuses_a_missing_folder_before_any_lookup(monkeypatch, option, source) -> None:
+    import models_store.any_model as any_model
+
+    def looked_up(*args, **kwargs):
+        raise AssertionError(f"{source!r} was looked up as a model")
+
+    monkeypatch.setattr(any_model, "read_config", looked_up)
+    monkeypatch.setattr(any_model, "pretrained_family", looked_up)
+    line = assert_one_line_error(["suite", "--preset", "smoke", option, source], "no such local folder", rc=2)
+    assert f"'{option}'" in line and repr(source) in line, line
+
+
+@pytest.mark.parametrize("source", PATHS)
+def test_the_model_readers_say_the_same(source) -> None:
+    """What a worker reads (``read_config``, for suites expanded there) words it as the API does."""
+    from models_store.any_model import PretrainedLoadError, read_config
+
+    with pytest.raises(PretrainedLoadError, match=f"from_config '{source}': no such local folder"):
+        read_config(source, "from_config", local_files_only=True)
+
+
+def test_the_rule(tmp_path, monkeypatch) -> None:
+    from layerscope_core.model_sources import NO_SUCH_FOLDER, missing_folder_problem, names_a_path
+
+    for hub_name in ("gpt2", "EleutherAI/pythia-70m", "state-spaces/mamba-130m-hf"):
+        assert not names_a_path(hub_name) and missing_folder_problem(hub_name) is None
+    for path in PATHS:
+        assert names_a_path(path) and missing_folder_problem(path) == NO_SUCH_FOLDER
+    (tmp_path / "model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for here in ("./model", str(tmp_path / "model"), "./model/"):
+        assert missing_folder_problem(here) is None  # a folder here: read from it
+    (tmp_path / "file").write_text("not a folder")
+    assert missing_folder_problem("./file") == NO_SUCH_FOLDER
