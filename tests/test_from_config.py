@@ -164,8 +164,10 @@ def test_cli_suite_trains_a_config_from_scratch(configs, tmp_path, monkeypatch, 
             assert run.train_config["from_config"] == configs["llama"]
             assert run.model_config["hf_config"]["model_type"] == "llama"
         capsys.readouterr()
-        assert main([*args, "--from-config", str(tmp_path / "nowhere")]) == 1
-        assert "from_config" in capsys.readouterr().err
+        # a missing folder is refused as the option's bad value (exit 2, as click's usage errors),
+        # before torch or the hub is asked
+        assert main([*args, "--from-config", str(tmp_path / "nowhere")]) == 2
+        assert "'--from-config'" in (err := capsys.readouterr().err) and "no such local folder" in err
     finally:
         get_settings.cache_clear()
 
