@@ -12,6 +12,8 @@ Web-free: the API, the job parameters (worker.params) and the CLI share it, and
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 # For pydantic / OpenAPI ``pattern``: so the schema documents the rule too.
 TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
@@ -47,3 +49,20 @@ def readable_error(msg: str) -> str:
     before a validator's own words (the error's ``type``, ``value_error``, says as much). For
     the CLI's one line, the API's 422 ``msg`` and a bundle's problems."""
     return msg.removeprefix(VALIDATOR_PREFIX)
+
+
+def validation_line(
+    exc: Any,
+    where: Callable[[tuple[Any, ...]], str] = lambda loc: ".".join(map(str, loc)),
+    bare: Callable[[str], str] = lambda msg: msg,
+) -> str:
+    """``exc`` (a pydantic ``ValidationError``) as one line: ``where(loc): message`` per error,
+    ``; `` between them, each message through :func:`readable_error`; ``bare`` words a model-level
+    error (no ``loc``). The CLI names its options with ``where``; a failed job's stored error uses
+    the field paths."""
+    parts = []
+    for e in exc.errors(include_url=False):
+        loc = tuple(e.get("loc", ()))
+        msg = readable_error(str(e.get("msg")))
+        parts.append(f"{where(loc)}: {msg}" if loc else bare(msg))
+    return "; ".join(parts)

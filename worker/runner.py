@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
+from layerscope_core.text import validation_line
 from science.context import JobCancelled, JobContext
 from store import jobs as J
 from store.config import Settings
@@ -286,7 +287,9 @@ class Runner:
         """Validate and run a claimed job: its final state and the fields to record with it."""
         try:
             params = self._validate(kind, raw_params)
-        except (ValidationError, ValueError) as exc:
+        except ValidationError as exc:  # one line naming each field, as the CLI and the API word it
+            return J.FAILED, dict(error=f"invalid params for {kind!r}: {validation_line(exc)}")
+        except ValueError as exc:
             return J.FAILED, dict(error=f"invalid params for {kind!r}: {exc}")
         if kind == "suite":
             return self._run_suite(ctx, params, max_attempts)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from layerscope_core.text import readable_error
+from layerscope_core.text import validation_line
 
 # The option each field of a params model is set from, per model that a command builds from its
 # options (measure.probe / intervene / patch, training.suite; tests/test_cli_option_names.py
@@ -83,9 +83,4 @@ def validation_message(exc: Any) -> str:
     """``exc`` (a pydantic ``ValidationError``) as one line: ``where: message`` per error, ``; ``
     between them, without pydantic's "Value error, " (``readable_error``)."""
     options = OPTION_OF.get(getattr(exc, "title", ""), {})
-    parts = []
-    for e in exc.errors(include_url=False):
-        loc = tuple(e.get("loc", ()))
-        msg = readable_error(str(e.get("msg")))
-        parts.append(f"{where(loc, options)}: {msg}" if loc else _message(msg, options))
-    return "; ".join(parts)
+    return validation_line(exc, where=lambda loc: where(loc, options), bare=lambda msg: _message(msg, options))
