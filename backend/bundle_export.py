@@ -170,7 +170,9 @@ def with_provenance(
         return out
     out["parts"] = study_parts.parts(runs, manifest, imported)
     now = study_parts.progress(
-        runs, study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs])
+        runs,
+        study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs]),
+        in_flight=len(manifest.get("in_flight") or []),
     )
     if now is not None:
         out["progress"] = now

@@ -153,7 +153,16 @@ def _bundle_section(
     expected = preset["runs"] if preset else None
     stored = f"{len(runs)} stored" + (f" of the preset's {expected}" if expected else "")
     if expected and len(runs) < expected:
-        stored += f" ({expected - len(runs)} never started)"
+        # a run whose training state travels in the bundle (export --in-flight) has started
+        flying = min(len(manifest.get("in_flight") or []), expected - len(runs))
+        never = expected - len(runs) - flying
+        stored += (
+            " ("
+            + ", ".join(
+                x for x in (f"{flying} in flight" if flying else "", f"{never} never started" if never else "") if x
+            )
+            + ")"
+        )
     counts = defaultdict(int)
     for c in claims:
         counts[AGREEMENT.get(c["verdict"], c["verdict"])] += 1

@@ -63,9 +63,11 @@ def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> 
     return None if preset is None else len(expand_suite(SuiteParams(preset=preset, controls=False)))
 
 
-def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, Any] | None:
+def progress(runs: list[dict[str, Any]], preset_runs: int | None, in_flight: int = 0) -> dict[str, Any] | None:
     """Counts of ``runs`` (rows with ``status``) against the preset's ``preset_runs``; random-init
-    control runs (``control`` set) are counted apart (``controls_stored``)."""
+    control runs (``control`` set) are counted apart (``controls_stored``). ``in_flight``: runs not
+    stored whose training state the bundle carries (``export --in-flight``): started, so not
+    counted as ``runs_not_started`` (``runs_in_flight``)."""
     if preset_runs is None:
         return None
     controls = [r for r in runs if r.get("control")]
@@ -77,7 +79,8 @@ def progress(runs: list[dict[str, Any]], preset_runs: int | None) -> dict[str, A
         "runs_stored": len(runs),
         "runs_measured": measured,
         "runs_stored_not_measured": len(runs) - measured,
-        "runs_not_started": max(preset_runs - len(runs), 0),
+        **({"runs_in_flight": in_flight} if in_flight else {}),
+        "runs_not_started": max(preset_runs - len(runs) - in_flight, 0),
         "runs_remaining": max(preset_runs - measured, 0),
         **({"controls_stored": len(controls)} if controls else {}),
     }

@@ -206,3 +206,21 @@ def test_the_first_study_is_read_as_the_preset_that_made_it() -> None:
     assert P.preset_run_count("paper", hashes) == 60
     assert P.suite_preset("paper", ["not-a-hash"]) == "paper"  # nothing matches: the preset it is named after
     assert P.suite_preset("mine", []) is None
+
+
+def test_a_run_in_flight_counts_as_started() -> None:
+    """A run whose training state travels in the bundle (export --in-flight) is no run 'never
+    started' (the paper-steps bundle of 2026-12-03 said '1 never started' of its run in flight)."""
+    from backend.report import _bundle_section
+
+    runs = _runs(("a", 1.0, "complete", "cpu", "1"), ("b", 2.0, "trained", "cpu", "2"))
+    now = P.progress(runs, 4, in_flight=1)
+    assert (now["runs_in_flight"], now["runs_not_started"], now["runs_remaining"]) == (1, 1, 3)
+    assert "runs_in_flight" not in P.progress(runs, 4)
+    for r in runs:
+        r.update(id=r.get("id", r["config_hash"]), control=None, heldout_acc=1.0, early_stop_acc=0.99)
+    manifest = {"suite": "s", "in_flight": [{"run_hash": "h"}]}
+    lines = _bundle_section(manifest, runs, set(), [], "b.zip", "out.md", {"runs": 4})
+    assert any("2 stored of the preset's 4 (1 in flight, 1 never started)" in line for line in lines)
+    lines = _bundle_section({"suite": "s", "in_flight": [{}, {}]}, runs, set(), [], "b.zip", "out.md", {"runs": 4})
+    assert any("2 stored of the preset's 4 (2 in flight)" in line for line in lines)
