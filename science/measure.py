@@ -21,6 +21,7 @@ from science.context import JobContext, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
+from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
 from science.stats import holm, paired_permutation_test
 from science.tasks.base import Task, TaskData
@@ -225,6 +226,7 @@ class _Interventions:
     inlp_max_rounds: int | None
     device: torch.device | str
     ctx: JobContext
+    resume: ResumeFolder | None = None
 
     def __post_init__(self) -> None:
         self.n_fit = n_fit_sequences(_width(self.model, self.task, self.device), self.fit_length, self.n_sequences)
@@ -287,6 +289,14 @@ class _Interventions:
             for method in methods:
                 ctx.check_cancelled()
                 ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
+                piece = f"fit-{method}-{layer}"
+                done = self.resume.load(piece) if self.resume else None
+                if done is not None:  # fitted before a kill
+                    out.edits[(method, layer)], out.fit_sizes[(method, layer)], refit = done
+                    if refit is not None:
+                        out.refits[(method, layer)] = refit
+                    n_fitted += 1
+                    continue
                 n = self.n_fit
                 edit = self.fitted(method, layer, n)
                 if method in REMOVAL_METHODS:
@@ -302,6 +312,8 @@ class _Interventions:
                         edit = self.fitted(method, layer, n)
                         out.refits.pop((method, layer))
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
+                if self.resume:
+                    self.resume.save(piece, (edit, n, out.refits.get((method, layer))))
                 n_fitted += 1
         return out
 
@@ -424,8 +436,14 @@ def measure_interventions(
     config_hash: str = "",
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
+    resume: ResumeFolder | None = None,
 ) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
+
+    ``resume``: a folder for this call's finished pieces (each edit's fit, each eval length's
+    rows; :class:`science.resume_folder.ResumeFolder`): a call with the same model, settings and
+    folder after a killed one reads them back instead of computing them again, and returns the
+    rows an unbroken call returns. The caller names a folder per weights and settings and clears it.
 
     ``fit_length``: sequence length of the fit data. The pipeline always passes the run's
     ``train_length`` (``worker.measuring.measure_run``, both the suite and the job path); the
@@ -467,6 +485,7 @@ def measure_interventions(
         inlp_max_rounds=inlp_max_rounds,
         device=device,
         ctx=ctx,
+        resume=resume,
     )
     fitted = run.fit_edits(methods)
     has_conv = conv1d and _has_conv1d(model)
@@ -475,10 +494,17 @@ def measure_interventions(
     rows: list[InterventionRecord] = []
     common = {"n_permutations": n_permutations, "config_hash": config_hash, "progress": progress}
     for length in eval_lengths:
+        done = resume.load(f"rows-L{length}") if resume else None
+        if done is not None:  # measured before a kill: its rows, before Holm (applied over all below)
+            rows += done
+            continue
         data, base = fitted.check if (fitted.check is not None and length == fit_length) else run.eval_set(length)
-        rows += run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
+        part = run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
         if has_conv:
-            rows += run.conv1d_rows(data, base, length, **common)
+            part += run.conv1d_rows(data, base, length, **common)
+        if resume:
+            resume.save(f"rows-L{length}", part)
+        rows += part
     _apply_holm(rows)
     return rows
 

@@ -3,6 +3,9 @@ without it measures the rest, skipping the parts already stored (docs/SCIENCE.md
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -83,9 +86,13 @@ def test_probes_first_leaves_the_run_trained_with_probe_rows_only(staged_env):
     assert stored_state(whole, env) == (run_id, "trained")  # the whole suite measures the rest
 
 
-def test_the_whole_suite_then_adds_the_rest_and_keeps_the_probes(staged_env):
+def test_the_whole_suite_then_adds_the_rest_and_keeps_the_probes(staged_env, monkeypatch):
+    from science.resume_folder import ResumeFolder
     from worker.pipeline import run_suite
 
+    cleared: list[list[str]] = []
+    real_clear = ResumeFolder.clear
+    monkeypatch.setattr(ResumeFolder, "clear", lambda f: cleared.append(sorted(os.listdir(f.path))) or real_clear(f))
     env, run_id, params = staged_env
     probes_before = _rows(env, run_id)["probes"]
     with env.session_factory() as s:
@@ -94,6 +101,10 @@ def test_the_whole_suite_then_adds_the_rest_and_keeps_the_probes(staged_env):
     rows = _rows(env, run_id)
     assert rows["probes"] == probes_before  # stored before: not fitted again
     assert rows["interventions"] and rows["patching"]
+    # the interventions' pieces kept for a resume (science/resume_folder.py) go once they are stored
+    measuring = Path(env.store_dir) / "measuring"
+    assert len(cleared) == 1 and "rows-L40.pt" in cleared[0] and any(n.startswith("fit-") for n in cleared[0])
+    assert measuring.is_dir() and not any(measuring.iterdir())
     with env.session_factory() as s:
         run = s.get(Run, run_id)
         assert run.status == "complete" and run.steps == steps_before  # measured, not trained again

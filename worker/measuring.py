@@ -16,9 +16,12 @@ it; result rows keep ``config_hash`` = the hash of the params that requested the
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -29,6 +32,7 @@ from science.context import JobContext, SilentContext
 from science.measure import measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.records import MeasureSettingsRecord
+from science.resume_folder import ResumeFolder, weights_digest
 from science.tasks.base import Task
 from science.tasks.file_task import NoCorruptionPairs
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
@@ -190,11 +194,28 @@ class _Measurement:
             fit_length=self.run.train_length,
             n_permutations=measure.n_permutations,
             ctx=self.span("interventions"),
+            resume=(resume := self.resume_folder("interventions")),
         )
         sid_now = self.settings_id()
         with session_scope(self.env.session_factory) as s:
             persist.replace_intervention_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
             keep_weights(self.env, s, self.run.run_id, rows, "edit")  # and the directions each edit removed
+        resume.clear()  # stored: its pieces are done with
+
+    def resume_folder(self, part: str) -> ResumeFolder:
+        """``<store>/measuring/<part>-<hash>``: the finished pieces of ``part`` on these weights
+        with these settings (a killed process resumes from them; docs/SCIENCE.md#staged-measurement)."""
+        key = json.dumps(
+            [
+                self.run.run_id,
+                weights_digest(self.run.model),
+                self.common["config_hash"],
+                self.layers,
+                self.run.train_length,
+            ]
+        )
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return ResumeFolder(Path(self.env.store_dir) / "measuring" / f"{part}-{digest}")
 
     def patching(self, complete: bool) -> None:
         """The patching grid (none for a file task without one-token pairs); ``complete``: mark the
