@@ -28,7 +28,8 @@ Format (``format_version`` 1) — a zip archive:
   ``settings_id`` NULL.
 - ``tables/profiles.json``: the suite's layer profiles as ``GET /api/profiles`` serves them
   (derived from the probe rows, for readers without layerscope; not imported).
-- ``weights/<checkpoint_id>/…``: the checkpoint files, only with ``weights=True``.
+- ``weights/<checkpoint_id>/…``: the checkpoint files, with ``weights=True`` (and those of the runs
+  whose measurement travels in flight, below).
 - ``training/<run hash>.pt`` + ``training/<run hash>.json``: the mid-run training state of the
   suite's runs in flight and the note naming each run (with the ``layerscope suite`` command that
   resumes it, ``resume``), only with ``in_flight=True`` (the manifest's ``in_flight`` lists them:
@@ -37,6 +38,14 @@ Format (``format_version`` 1) — a zip archive:
   bundle may hold 0 runs (a suite whose first runs are still training). Import checks each file
   against ``files`` (a mismatch refuses the bundle) and puts the states into the model store's
   ``training/`` folder, where the same suite resumes them (docs/SCIENCE.md#resuming-training).
+- ``measuring/<part>-<hash>/<piece>.pt`` + ``note.json``: the finished pieces of the suite's
+  measurements not stored yet (``worker.in_flight_measuring``), only with ``in_flight=True``; the
+  manifest's ``measuring`` lists each folder (``folder``, the run's ``config_hash``, ``name``,
+  ``family``, ``task``, ``seed``, ``part``, ``pieces``, ``weights``: the checkpoint carried with it
+  under ``weights/``, since pieces resume only on the weights they were measured on, and
+  ``files`` with each file's ``size`` and ``sha256``, checked at import). Import puts them into
+  the store's ``measuring/`` folder, where the same suite resumes each measurement at its next
+  piece (docs/SCIENCE.md#staged-measurement).
 
 Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
 the run's, storable text and numbers); a bad one refuses the bundle as a whole, before anything is
@@ -66,9 +75,10 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
-from backend.bundle_checks import check_in_flight, check_tables
+from backend.bundle_checks import check_in_flight, check_measuring, check_tables
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker.in_flight import TRAINING_NAME
+from worker.in_flight_measuring import MEASURING_NAME
 
 __all__ = [
     "FORMAT",
@@ -192,9 +202,9 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
         weights = _entries(z, path, [n for n in names if n.startswith("weights/") and not n.endswith("/")])
         learned = _entries(z, path, [n for n in names if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)])
         training = _entries(z, path, [n for n in names if TRAINING_NAME.fullmatch(n)])
-        problems = check_in_flight(
-            manifest, training
-        )  # a cut-short state refuses the bundle before anything is written
+        measuring = _entries(z, path, [n for n in names if MEASURING_NAME.fullmatch(n)])
+        # a cut-short state or piece refuses the bundle before anything is written
+        problems = check_in_flight(manifest, training) + check_measuring(manifest, measuring)
         if problems:
             raise _refused_for(path, problems)
         if "tasks/names.json" in z.namelist():
@@ -202,6 +212,7 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
     manifest["_weights"] = weights
     manifest["_learned"] = learned
     manifest["_training"] = training
+    manifest["_measuring"] = measuring
     return manifest, tables
 
 

@@ -340,31 +340,11 @@ def check_in_flight(manifest: dict[str, Any], training: dict[str, bytes]) -> lis
     Where the manifest's ``in_flight`` entries record ``files`` (name → ``{"size", "sha256"}``),
     each such file must be in the bundle with that size and sha256, and no other state file may
     be; a bundle written before the records is checked for pairs and notes only."""
-    from worker.in_flight import TRAINING_NAME, file_record
+    from worker.in_flight import TRAINING_NAME
 
-    entries = manifest.get("in_flight", [])
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        return ["manifest.json: in_flight must be a list of objects"]
-    recorded: dict[str, Any] = {}
-    for i, entry in enumerate(e for e in entries if "files" in e):
-        files = entry["files"]
-        if not isinstance(files, dict):
-            return [f"manifest.json: in_flight[{i}].files must be an object"]
-        recorded.update(files)
-    problems = []
-    for name, want in recorded.items():
-        if not TRAINING_NAME.fullmatch(name) or not _is_record(want):
-            problems.append(
-                f"manifest.json: in_flight files entry {name[:100]!r} is not a state file's size and sha256"
-            )
-        elif name not in training:
-            problems.append(f"{name} is listed in the manifest's in_flight but not in the bundle")
-        elif (got := file_record(training[name])) != want:
-            problems.append(
-                f"{name} is damaged: {got['size']} bytes with sha256 {got['sha256'][:16]}…, where the manifest "
-                f"records {want['size']} bytes with sha256 {want['sha256'][:16]}… (a truncated or corrupted copy: "
-                "export the bundle again)"
-            )
+    recorded, problems = _recorded_files(manifest, "in_flight", training, TRAINING_NAME, "a state file")
+    if recorded is None:
+        return problems
     for name, blob in sorted(training.items()):
         h, kind = TRAINING_NAME.fullmatch(name).groups()  # type: ignore[union-attr]
         other = f"training/{h}.{'json' if kind == 'pt' else 'pt'}"
@@ -375,6 +355,60 @@ def check_in_flight(manifest: dict[str, Any], training: dict[str, bytes]) -> lis
         elif kind == "json" and not isinstance(_json_object(blob), dict):
             problems.append(f"{name} is not a JSON object (the note naming the run in flight)")
     return problems
+
+
+def check_measuring(manifest: dict[str, Any], measuring: dict[str, bytes]) -> list[str]:
+    """The problems of a bundle's measurements in flight (``measuring``: zip entry name → its
+    bytes, the names ``worker.in_flight_measuring.MEASURING_NAME`` matches), each naming its file;
+    ``[]``: none. Every such file must be listed in the manifest's ``measuring`` entries with its
+    size and sha256, and every folder must hold its note, a JSON object."""
+    from worker.in_flight_measuring import MEASURING_NAME, NOTE_NAME
+
+    recorded, problems = _recorded_files(manifest, "measuring", measuring, MEASURING_NAME, "a measuring file")
+    if recorded is None:
+        return problems
+    folders = {MEASURING_NAME.fullmatch(n).group(1) for n in measuring}  # type: ignore[union-attr]
+    for name in sorted(measuring):
+        if name not in recorded:
+            problems.append(f"{name} is in the bundle but not in the manifest's measuring")
+    for folder in sorted(folders):
+        note = measuring.get(f"measuring/{folder}/{NOTE_NAME}")
+        if note is None or not isinstance(_json_object(note), dict):
+            problems.append(f"measuring/{folder}/{NOTE_NAME} is missing or not a JSON object (the note naming the run)")
+    return problems
+
+
+def _recorded_files(
+    manifest: dict[str, Any], key: str, blobs: dict[str, bytes], pattern: re.Pattern[str], what: str
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The ``files`` records (entry name → ``{"size", "sha256"}``) of the manifest's ``key``
+    entries, and the problems of ``blobs`` against them: a record that is not one, a file listed
+    but absent, a file whose size or sha256 differs. ``(None, [problem])`` when ``key`` is not a
+    list of objects with ``files`` objects."""
+    from worker.in_flight import file_record
+
+    entries = manifest.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return None, [f"manifest.json: {key} must be a list of objects"]
+    recorded: dict[str, Any] = {}
+    for i, entry in enumerate(e for e in entries if "files" in e):
+        files = entry["files"]
+        if not isinstance(files, dict):
+            return None, [f"manifest.json: {key}[{i}].files must be an object"]
+        recorded.update(files)
+    problems = []
+    for name, want in recorded.items():
+        if not pattern.fullmatch(name) or not _is_record(want):
+            problems.append(f"manifest.json: {key} files entry {name[:100]!r} is not {what}'s size and sha256")
+        elif name not in blobs:
+            problems.append(f"{name} is listed in the manifest's {key} but not in the bundle")
+        elif (got := file_record(blobs[name])) != want:
+            problems.append(
+                f"{name} is damaged: {got['size']} bytes with sha256 {got['sha256'][:16]}…, where the manifest "
+                f"records {want['size']} bytes with sha256 {want['sha256'][:16]}… (a truncated or corrupted copy: "
+                "export the bundle again)"
+            )
+    return recorded, problems
 
 
 def _is_record(value: Any) -> bool:

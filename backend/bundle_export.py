@@ -209,6 +209,9 @@ def export_bundle(
     tables = collect(session, suite, empty=in_flight)
     checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
     training = _in_flight(tables["runs"], suite, store_dir) if in_flight else {}
+    measuring = _measuring(tables["runs"], suite, store_dir) if in_flight else {}
+    # a measurement in flight resumes only on the weights it was measured on: they travel with it
+    checkpoints |= _checkpoint_folders([m["run"] for m in measuring.values()], store_dir)
     if not tables["runs"] and not training:
         raise _no_runs(session, suite, "has no runs and none in flight")
     manifest = manifest_for(tables, suite, weights)
@@ -218,6 +221,7 @@ def export_bundle(
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         if in_flight:  # first: the manifest records what was written (a running worker may replace a state)
             manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
+            manifest["measuring"] = [_write_measuring(z, name, m) for name, m in measuring.items()]
         manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
@@ -255,6 +259,31 @@ def _write_state(z: zipfile.ZipFile, run_hash: str, state: dict[str, Any]) -> di
         "resume": state["note"].get("resume"),
         "files": {f"{name}.pt": pt, f"{name}.json": in_flight.file_record(note)},
     }
+
+
+def _write_measuring(z: zipfile.ZipFile, name: str, folder: dict[str, Any]) -> dict[str, Any]:
+    """Write one measurement in flight (``worker.in_flight_measuring.suite_folders``' value, with
+    its ``run`` row) into ``z`` as ``measuring/<name>/…``; its manifest entry
+    (``in_flight_measuring.manifest_entry`` + ``weights``: the checkpoint id carried with it, or
+    None when the run has none here: the pieces are then of no use where the bundle goes)."""
+    from worker import in_flight_measuring
+
+    files = {}
+    for file in [in_flight_measuring.NOTE_NAME, *folder["pieces"]]:
+        blob = (folder["path"] / file).read_bytes()  # once: the record is of the very bytes written
+        files[f"{in_flight_measuring.FOLDER}/{name}/{file}"] = blob
+        z.writestr(f"{in_flight_measuring.FOLDER}/{name}/{file}", blob)
+    return {**in_flight_measuring.manifest_entry(name, folder, files), "weights": folder["run"].get("checkpoint_id")}
+
+
+def _measuring(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -> dict[str, dict[str, Any]]:
+    """folder name → ``{path, note, pieces, run}`` of the suite's measurements in flight whose run
+    is among ``runs`` (the rows exported)."""
+    from worker import in_flight_measuring
+
+    by_hash = {r.get("config_hash"): r for r in runs}
+    found = in_flight_measuring.suite_folders(Path(str(store_dir)), suite)
+    return {n: {**f, "run": by_hash[h]} for n, f in found.items() if (h := f["note"].get("config_hash")) in by_hash}
 
 
 def _write_learned_and_tasks(

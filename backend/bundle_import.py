@@ -25,7 +25,9 @@ from backend.bundle import (
     read_bundle,
     unique_keys,
 )
-from store.models import Job, MeasureSettings, ResultWeights, Run
+from layerscope_core.atomic_file import write_atomic
+from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
+from worker import in_flight_measuring
 
 __all__ = ["same_training", "training_differences", "import_bundle"]
 
@@ -227,9 +229,7 @@ def _store_training(
             target.parent.mkdir(parents=True, exist_ok=True)
             for name, path in ((f"training/{h}.json", target.with_suffix(".json")), (f"training/{h}.pt", target)):
                 if not path.exists():  # the note first: a note without its checkpoint is never resumed
-                    tmp = path.with_name(path.name + ".tmp")
-                    tmp.write_bytes(training[name])
-                    tmp.replace(path)  # whole or not at all: a resumed run never reads half a state
+                    write_atomic(path, training[name])  # a resumed run never reads half a state
         out.append(
             {
                 "config_hash": h,
@@ -265,7 +265,9 @@ def import_bundle(
     (one ``{name, config_hash, stored, bundle, differs}`` per run left out), ``rows_added`` (per
     table), ``settings_added``, ``in_flight_restored`` (how many training states of runs in
     flight were put into the store, with ``store_dir``), ``in_flight_states`` (one per state in
-    the bundle, restored or not and why, with the command that resumes it: :func:`_store_training`).
+    the bundle, restored or not and why, with the command that resumes it: :func:`_store_training`),
+    ``measuring_restored`` and ``measuring_states`` (the same for the measurements in flight:
+    ``worker.in_flight_measuring.restore``).
 
     Raises:
         BundleError: see :func:`backend.bundle.read_bundle` (a training state in flight whose
@@ -275,6 +277,7 @@ def import_bundle(
     weights = manifest.pop("_weights")
     learned = manifest.pop("_learned", {})
     training = manifest.pop("_training", {})
+    measuring = manifest.pop("_measuring", {})
     if store_dir is not None:  # content-addressed files first: a refused task name leaves the DB untouched
         _store_learned_and_tasks(learned, Path(store_dir))
 
@@ -305,6 +308,7 @@ def import_bundle(
     if store_dir is not None:
         _store_weights(weights, Path(store_dir))
     states = _store_training(session, training, manifest.get("in_flight") or [], store_dir)
+    measurements = in_flight_measuring.restore(measuring, store_dir, lambda note: _part_stored(session, note))
     return {
         "suite": manifest.get("suite"),
         "runs_added": runs.added,
@@ -315,7 +319,22 @@ def import_bundle(
         "settings_added": settings_added,
         "in_flight_restored": sum(st["restored"] for st in states),
         "in_flight_states": states,
+        "measuring_restored": sum(m["restored"] for m in measurements),
+        "measuring_states": measurements,
     }
+
+
+def _part_stored(session: Session, note: dict[str, Any]) -> bool:
+    """Whether the run a measuring folder's ``note`` names is stored here with rows of its part."""
+    table = {"probes": ProbeResult, "interventions": InterventionResult, "patching": PatchingResult}.get(
+        note.get("part")
+    )
+    run_id = session.scalar(select(Run.id).where(Run.config_hash == note.get("config_hash")))
+    return (
+        table is not None
+        and run_id is not None
+        and session.scalar(select(table.id).where(table.run_id == run_id).limit(1)) is not None
+    )
 
 
 def _store_learned_and_tasks(learned: dict[str, bytes], store_dir: Path) -> None:

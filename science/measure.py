@@ -7,7 +7,7 @@ Every function returns typed records (``science.records``: :class:`ProbeRecord`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -292,9 +292,9 @@ class _Interventions:
                 piece = f"fit-{method}-{layer}"
                 done = self.resume.load(piece) if self.resume else None
                 if done is not None:  # fitted before a kill
-                    out.edits[(method, layer)], out.fit_sizes[(method, layer)], refit = done
-                    if refit is not None:
-                        out.refits[(method, layer)] = refit
+                    out.edits[(method, layer)], out.fit_sizes[(method, layer)] = Edit(**done["edit"]), done["n"]
+                    if done["refit"] is not None:
+                        out.refits[(method, layer)] = tuple(done["refit"])
                     n_fitted += 1
                     continue
                 n = self.n_fit
@@ -313,7 +313,10 @@ class _Interventions:
                         out.refits.pop((method, layer))
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
                 if self.resume:
-                    self.resume.save(piece, (edit, n, out.refits.get((method, layer))))
+                    refit = out.refits.get((method, layer))
+                    self.resume.save(
+                        piece, {"edit": asdict(edit), "n": n, "refit": None if refit is None else list(refit)}
+                    )
                 n_fitted += 1
         return out
 
@@ -496,14 +499,14 @@ def measure_interventions(
     for length in eval_lengths:
         done = resume.load(f"rows-L{length}") if resume else None
         if done is not None:  # measured before a kill: its rows, before Holm (applied over all below)
-            rows += done
+            rows += [InterventionRecord(**row) for row in done]
             continue
         data, base = fitted.check if (fitted.check is not None and length == fit_length) else run.eval_set(length)
         part = run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
         if has_conv:
             part += run.conv1d_rows(data, base, length, **common)
         if resume:
-            resume.save(f"rows-L{length}", part)
+            resume.save(f"rows-L{length}", [r.to_row() for r in part])
         rows += part
     _apply_holm(rows)
     return rows

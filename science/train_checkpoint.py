@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,8 @@ from typing import Any, BinaryIO
 
 import torch
 from torch import nn
+
+from layerscope_core.atomic_file import atomic_file
 
 FORMAT = 1
 
@@ -87,16 +88,8 @@ def save(
         "rng": torch.get_rng_state(),
         "loop": asdict(loop),
     }
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # disk full, a kill mid-write: no partial file left beside the last checkpoint
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as fh:  # disk full, a kill mid-write: the last checkpoint stays whole
+        torch.save(state, fh)
 
 
 # How to get past a checkpoint that cannot be resumed; every such error ends with it.

@@ -21,6 +21,7 @@ from backend.bundle_import import import_bundle
 from backend.cli import main
 from store.models import Base
 from tests.conftest import seed_runs
+from tests.lab.conftest import free_port
 from tests.test_bundle import _factory
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -375,7 +376,10 @@ def test_the_shipped_steps_bundle_imports(tmp_path) -> None:
     assert out["rows_added"]["probe_results"] == len(tables["probe_results"])
 
 
-@pytest.mark.parametrize("command", [["import"], ["report", "-o", "{tmp}/RESULTS.md", "--no-figures"], ["serve"]])
+# serve on a free port: the default 8050 may be taken on the machine (the port is checked first)
+@pytest.mark.parametrize(
+    "command", [["import"], ["report", "-o", "{tmp}/RESULTS.md", "--no-figures"], ["serve", "--port", "{port}"]]
+)
 def test_cli_refuses_a_bad_bundle_in_one_line(exported, tmp_path, monkeypatch, capsys, command) -> None:
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
@@ -383,7 +387,7 @@ def test_cli_refuses_a_bad_bundle_in_one_line(exported, tmp_path, monkeypatch, c
 
     get_settings.cache_clear()
     path = edited(exported, tmp_path / "badrows.zip", "probe_results", _set("accuracy", "abc"))
-    argv = [command[0], str(path), *(a.format(tmp=tmp_path) for a in command[1:])]
+    argv = [command[0], str(path), *(a.format(tmp=tmp_path, port=free_port()) for a in command[1:])]
     try:
         assert main(argv) == 1
     finally:

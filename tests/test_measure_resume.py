@@ -79,3 +79,24 @@ def test_the_folder_is_named_by_the_weights() -> None:
     _, a = _model(seed=0)
     _, b = _model(seed=1)
     assert weights_digest(a) == weights_digest(_model(seed=0)[1]) != weights_digest(b)
+
+
+def test_a_piece_that_is_not_plain_data_is_neither_kept_nor_read_back(tmp_path) -> None:
+    """Pieces travel in bundles and are read with ``weights_only=True``: unpickling an object
+    from someone else's file would run code. A piece of an older layerscope (a pickled ``Edit``)
+    is measured again."""
+    import torch
+
+    from science.interventions import Edit
+
+    folder = ResumeFolder(tmp_path / "pieces")
+    edit = Edit(method="mean", rank_removed=4, center=torch.zeros(4))
+    folder.save("fit-mean-0", edit)
+    assert not (folder.path / "fit-mean-0.pt").exists()
+    folder.path.mkdir(parents=True, exist_ok=True)
+    torch.save((edit, 40, None), folder.path / "fit-mean-1.pt")  # as the first version kept them
+    assert folder.load("fit-mean-1") is None and not (folder.path / "fit-mean-1.pt").exists()
+    folder.save("fit-mean-2", {"edit": dataclasses.asdict(edit), "n": 40, "refit": None})
+    assert Edit(**folder.load("fit-mean-2")["edit"]).rank_removed == 4
+    with pytest.raises(ValueError, match="not a measurement piece name"):
+        folder.save("../escape", {})

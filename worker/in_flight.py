@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from layerscope_core.atomic_file import write_atomic
+
 __all__ = [
     "TRAINING_NAME",
     "note_of",
@@ -67,9 +69,7 @@ def write_note(checkpoint: Path, params: Any) -> None:
     note = note_of(params, checkpoint.stem)
     path = note_path(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(note, sort_keys=True))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(note, sort_keys=True).encode())
 
 
 def remove_note(checkpoint: Path) -> None:

@@ -37,7 +37,7 @@ from science.tasks.base import Task
 from science.tasks.file_task import NoCorruptionPairs
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
-from worker import persist
+from worker import in_flight_measuring, persist
 from worker.learned import keep_weights
 from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
@@ -204,18 +204,25 @@ class _Measurement:
 
     def resume_folder(self, part: str) -> ResumeFolder:
         """``<store>/measuring/<part>-<hash>``: the finished pieces of ``part`` on these weights
-        with these settings (a killed process resumes from them; docs/SCIENCE.md#staged-measurement)."""
+        with these settings (a killed process resumes from them; docs/SCIENCE.md#staged-measurement).
+        The hash is of the weights, the settings, the layers, the fit length, the task and the seed,
+        not of the DB's run id: a folder carried in a bundle (``export --in-flight``, with the run's
+        weights) is found again where the run was imported under another id. Its note names the run
+        (:func:`worker.in_flight_measuring.note_of`) so that an export finds the folders of a suite."""
         key = json.dumps(
             [
-                self.run.run_id,
                 weights_digest(self.run.model),
                 self.common["config_hash"],
                 self.layers,
                 self.run.train_length,
+                self.run.task.name,
+                self.run.seed,
             ]
         )
         digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        return ResumeFolder(Path(self.env.store_dir) / "measuring" / f"{part}-{digest}")
+        with session_scope(self.env.session_factory) as s:
+            note = in_flight_measuring.note_of(s.get(Run, self.run.run_id), part, self.common["config_hash"])
+        return ResumeFolder(Path(self.env.store_dir) / in_flight_measuring.FOLDER / f"{part}-{digest}", note)
 
     def patching(self, complete: bool) -> None:
         """The patching grid (none for a file task without one-token pairs); ``complete``: mark the

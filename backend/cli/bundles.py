@@ -32,7 +32,8 @@ def export_cmd(
         typer.Option(
             "--in-flight",
             help="Include the mid-run training state of the suite's runs still training (about 12 bytes a "
-            "parameter each), so that the suite, run again where the bundle is imported, resumes them.",
+            "parameter each), and the finished pieces of its measurements not stored yet with their runs' weights, "
+            "so that the suite, run again where the bundle is imported, resumes them.",
         ),
     ] = False,
 ) -> None:
@@ -67,6 +68,11 @@ def export_cmd(
             if flying
             else ""
         )
+        measuring = manifest["measuring"]
+        if measuring:
+            with_w += f", the finished pieces of {len(measuring)} measurement(s) in flight with their weights (" + (
+                ", ".join(f"{m['name']}'s {m['part']}: {m['pieces']}" for m in measuring) + ")"
+            )
     typer.echo(
         f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
         err=True,
@@ -119,8 +125,19 @@ def import_cmd(
     )
     for state in out["in_flight_states"]:
         typer.echo(in_flight_line(state), err=True)
+    for m in out["measuring_states"]:
+        typer.echo(measuring_line(m), err=True)
     if out["runs_conflicting"]:
         typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
+
+
+def measuring_line(m: dict) -> str:
+    """One line on a measurement in flight the import restored or left out (and why): an entry of
+    ``import_bundle``'s ``measuring_states``."""
+    what = f"{m['name'] or m['folder']}'s {m['part'] or 'measurement'} ({m['pieces']} finished pieces)"
+    if not m["restored"]:
+        return f"layerscope: measuring: not restored: {what}: {m['why_not']}"
+    return f"layerscope: measuring: restored {what}: the same suite resumes it at its next piece"
 
 
 def in_flight_line(state: dict) -> str:

@@ -16,23 +16,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+
+from layerscope_core.atomic_file import write_atomic
 
 from .file_task import FileTask, TaskFile
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class TaskStore:
@@ -85,7 +77,7 @@ class TaskStore:
         (self.root / "names").mkdir(parents=True, exist_ok=True)
         data_path = self.root / f"{digest}.json"
         if not data_path.is_file():
-            _atomic_write(data_path, file.canonical_bytes())
+            write_atomic(data_path, file.canonical_bytes())
         if taken is None:
             task = FileTask(name, file)
             record = {
@@ -97,7 +89,7 @@ class TaskStore:
                 "vocab_size": task.vocab_size,
                 "class_names": list(file.class_names),
             }
-            _atomic_write(self.root / "names" / f"{name}.json", json.dumps(record, indent=1).encode())
+            write_atomic(self.root / "names" / f"{name}.json", json.dumps(record, indent=1).encode())
         return digest
 
     def load(self, name: str, sha256: str | None = None) -> FileTask:
