@@ -98,7 +98,9 @@ def test_the_pieces_and_their_weights_travel_and_resume_to_the_unbroken_rows(exp
     assert fits == []  # every edit was read back: fitted on the first machine
     with there.session_factory() as s:
         run = s.scalars(select(Run).where(Run.suite == "smoke")).one()
-        assert run.id != 1 and run.status == "complete" and "rebuilt_from" not in (run.made_with or {})  # the carried weights
+        assert (
+            run.id != 1 and run.status == "complete" and "rebuilt_from" not in (run.made_with or {})
+        )  # the carried weights
     assert not any((there.store_dir / "measuring").iterdir())  # stored: its pieces are done with
 
     monkeypatch.undo()
