@@ -172,7 +172,8 @@ def budget_lines(runs: list[dict[str, Any]], preset: dict[str, Any] | None) -> l
     if capped:  # ran to the budget (no early stop); "trained" reads the held-out accuracy at the end
         late = sum(is_trained(r.get("heldout_acc"), r.get("early_stop_acc")) for r in capped)
         out.append(
-            f"{len(capped)} of {len(runs)} stored runs ran to that budget without stopping early: "
+            f"{len(capped)} of {len(runs)} stored runs were stopped by that budget (stop reason budget, or no early "
+            "stop where a run records no reason; a run that had plateaued counts as plateau, at its last step too): "
             f"{len(capped) - late} ended below the criterion (untrained), {late} reached it by the end "
             "(trained)."
         )

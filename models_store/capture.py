@@ -23,7 +23,7 @@ from models_store.base import LayerwiseModel
 EditFn = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _hidden(output: object) -> torch.Tensor:
+def hidden_state(output: object) -> torch.Tensor:
     """The hidden-state tensor of a hooked module's output (tensor or tuple/list head)."""
     if isinstance(output, torch.Tensor):
         return output
@@ -75,7 +75,7 @@ def run_with_states(
 
     def make_hook(layer: int):
         def hook(module: nn.Module, args: tuple, output: object) -> None:
-            h = _hidden(output)[:, model.n_prefix :]  # h: (B, L, D), real positions only
+            h = hidden_state(output)[:, model.n_prefix :]  # h: (B, L, D), real positions only
             states[layer] = h.detach() if detach else h
 
         return hook
@@ -91,6 +91,79 @@ def run_with_states(
     if missing:
         raise RuntimeError(f"layers {missing} produced no output during the forward pass")
     return logits, {layer: states[layer] for layer in wanted}
+
+
+def module_outputs(model: LayerwiseModel, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[int, object]]:
+    """Logits and the output of every hook module (layers -1..n-1) exactly as each returned it
+    (tensor or tuple, START prefix included), from ONE forward pass: what
+    :func:`start_at_layer` replays.
+
+    Args:
+        tokens: LongTensor [B, L].
+
+    Returns:
+        (logits [B, L, C], {layer: output}) for layers -1..n_layers-1.
+    """
+    outputs: dict[int, object] = {}
+    handles = []
+
+    def make_hook(layer: int):
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            outputs[layer] = output
+
+        return hook
+
+    try:
+        for layer in model.layers:
+            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
+        logits = model(tokens)  # (B, L, C)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return logits, outputs
+
+
+@contextmanager
+def start_at_layer(model: LayerwiseModel, layer: int, outputs: Mapping[int, object]) -> Iterator[LayerwiseModel]:
+    """Inside the block a forward pass computes only the blocks after ``layer`` and the head: the
+    hook modules of layers -1..``layer`` are not run but return their ``outputs`` (recorded by
+    :func:`module_outputs` on the same tokens), as TransformerLens's ``start_at_layer`` starts a
+    forward from a cached residual stream. Edits on ``layer`` (:func:`edit_layer`) still apply:
+    forward hooks run on the returned output. An edit at layer ℓ cannot change what layers ≤ ℓ
+    compute, so the logits are those of the full forward pass, bit for bit (the same modules on
+    the same inputs), for a fraction of its cost: the blocks before the edit are the work saved.
+
+    The modules read none of their inputs meanwhile: ``outputs`` must come from the very tokens
+    (and batch) of the forward pass inside the block.
+
+    Raises:
+        ValueError: ``layer`` outside -1..n_layers-1, or ``outputs`` without one of those layers.
+    """
+    model.hook_module(layer)  # validates the id
+    missing = [k for k in range(-1, layer + 1) if k not in outputs]
+    if missing:
+        raise ValueError(f"start_at_layer({layer}) needs the recorded outputs of layers {missing}")
+    saved: list[tuple[nn.Module, object]] = []
+    try:
+        for k in range(-1, layer + 1):
+            module = model.hook_module(k)
+            saved.append((module, module.__dict__.get("forward")))
+            module.forward = _replay(outputs[k], fresh=k == layer)  # type: ignore[method-assign]
+        yield model
+    finally:
+        for module, own in saved:
+            if own is None:
+                del module.forward
+            else:
+                module.forward = own  # type: ignore[method-assign]
+
+
+def _replay(output: object, fresh: bool) -> Callable[..., object]:
+    """A forward that returns ``output`` whatever its inputs; ``fresh``: a copy of its hidden state
+    each call (the output the later blocks compute from, whatever they do in place)."""
+    if not fresh:
+        return lambda *args, **kwargs: output
+    return lambda *args, **kwargs: _replace_hidden(output, hidden_state(output).clone())
 
 
 @contextmanager
@@ -112,7 +185,7 @@ def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[La
 
     def make_hook(layer: int, fn: EditFn):
         def hook(module: nn.Module, args: tuple, output: object) -> object:
-            full = _hidden(output)  # full: (B, P+L, D), P = the START prefix, never edited
+            full = hidden_state(output)  # full: (B, P+L, D), P = the START prefix, never edited
             h = full[:, p:]  # h: (B, L, D)
             new = fn(h)
             if not isinstance(new, torch.Tensor) or new.shape != h.shape:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models_store.capture import run_with_states
+from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer
 from science.tasks.base import TaskData
 
 __all__ = ["CAPTURE_BATCH", "Captured", "capture", "predictions", "per_sequence_accuracy", "majority_rate"]
@@ -21,42 +21,72 @@ CAPTURE_BATCH = 256
 class Captured:
     """Logits-derived predictions and the residual stream of every layer for a data set.
 
-    preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb.
+    preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb; ``outputs``: with
+    ``capture(keep_outputs=True)``, per batch of :data:`CAPTURE_BATCH` sequences the output of
+    every hook module as it returned it (on the model's device), what
+    ``predictions(start=…)`` replays.
     """
 
     data: TaskData
     preds: torch.Tensor
     states: dict[int, torch.Tensor]
+    outputs: list[dict[int, object]] | None = None
 
 
 @torch.no_grad()
 def capture(
-    model: nn.Module, data: TaskData, device: torch.device | str = "cpu", layers: list[int] | None = None
+    model: nn.Module,
+    data: TaskData,
+    device: torch.device | str = "cpu",
+    layers: list[int] | None = None,
+    keep_outputs: bool = False,
 ) -> Captured:
-    """Run ``model`` once over ``data`` (batched) and keep every layer's states.
+    """Run ``model`` once over ``data`` (batched) and keep every layer's states (``layers``;
+    None = all), and with ``keep_outputs`` every hook module's whole output too.
 
-    ONE forward pass per batch: states come from forward hooks (``run_with_states``).
+    ONE forward pass per batch: states come from forward hooks (``run_with_states``, or
+    ``module_outputs`` with ``keep_outputs``: the same hooks, the same states).
     """
     model.eval()
-    preds, chunks = [], {}
+    preds, chunks, kept = [], {}, []
     for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
-        logits, states = run_with_states(model, data.tokens[i : i + CAPTURE_BATCH].to(device), layers=layers)
+        tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
+        if keep_outputs:
+            logits, outputs = module_outputs(model, tokens)
+            kept.append(outputs)
+            wanted = model.layers if layers is None else sorted(set(layers))
+            states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
+        else:
+            logits, states = run_with_states(model, tokens, layers=layers)
         preds.append(logits.argmax(-1).cpu())  # (B, L)
         for layer, h in states.items():
             chunks.setdefault(layer, []).append(h.detach().float().cpu())  # (B, L, D)
-    return Captured(data, torch.cat(preds), {k: torch.cat(v) for k, v in chunks.items()})
+    return Captured(
+        data, torch.cat(preds), {k: torch.cat(v) for k, v in chunks.items()}, kept if keep_outputs else None
+    )
 
 
 @torch.no_grad()
-def predictions(model: nn.Module, tokens: torch.Tensor, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Argmax predictions [n, L] for tokens [n, L], batched."""
+def predictions(
+    model: nn.Module,
+    tokens: torch.Tensor,
+    device: torch.device | str = "cpu",
+    start: tuple[int, list[dict[int, object]]] | None = None,
+) -> torch.Tensor:
+    """Argmax predictions [n, L] for tokens [n, L], batched. ``start = (layer, outputs)``: each
+    batch's forward pass starts after ``layer`` from ``outputs`` (a ``Captured.outputs`` of these
+    tokens; ``models_store.capture.start_at_layer``): the same predictions when the only edit is at
+    ``layer`` or later, without computing the blocks before it."""
     model.eval()
-    return torch.cat(
-        [
-            model(tokens[i : i + CAPTURE_BATCH].to(device)).argmax(-1).cpu()
-            for i in range(0, tokens.shape[0], CAPTURE_BATCH)
-        ]
-    )
+    preds = []
+    for n, i in enumerate(range(0, tokens.shape[0], CAPTURE_BATCH)):
+        batch = tokens[i : i + CAPTURE_BATCH].to(device)
+        if start is None:
+            preds.append(model(batch).argmax(-1).cpu())
+        else:
+            with start_at_layer(model, start[0], start[1][n]):
+                preds.append(model(batch).argmax(-1).cpu())
+    return torch.cat(preds)
 
 
 def per_sequence_accuracy(preds: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -145,13 +145,16 @@ def random_removal_effect(
     draws: int = N_RANDOM_DRAWS,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
+    start: list[dict[int, object]] | None = None,
 ) -> dict[str, Any]:
     """Behavioural change when ``rank`` random orthonormal directions are removed at ``layer``
     (:func:`science.interventions.random_removal`, around ``center`` [D]), over ``draws`` draws
     (one when ``rank`` = D: every draw then removes the whole space, i.e. mean ablation).
 
     ``base_acc``: per-sequence token accuracy [n] of the unedited model on ``data``; ``ctx``: a
-    cancel is checked before each draw (each is a forward pass over ``data``).
+    cancel is checked before each draw (each is a forward pass over ``data``); ``start``: the
+    ``Captured.outputs`` of ``data.tokens``, from which each draw's forward starts at ``layer``
+    (the same predictions, without running the blocks before it again).
 
     Returns:
         ``{random_delta_pp, random_delta_lo, random_delta_hi, random_draws}``: the mean, min and
@@ -165,7 +168,9 @@ def random_removal_effect(
             ctx.check_cancelled()
         edit = random_removal(center, rank, g)
         with edit_layer(model, layer, edit.apply):
-            edited = per_sequence_accuracy(predictions(model, data.tokens, device), data.labels)
+            edited = per_sequence_accuracy(
+                predictions(model, data.tokens, device, None if start is None else (layer, start)), data.labels
+            )
         deltas.append(float((edited - base_acc).mean()) * 100.0)
     return {
         "random_delta_pp": sum(deltas) / len(deltas),
@@ -246,7 +251,8 @@ class _Interventions:
         """The held-out eval data at ``length`` and its captured states."""
         seed = data_seed(self.run_seed, "intervene_eval", length)
         data = self.task.generate(length, self.n_sequences, seed, split="test")
-        return data, capture(self.model, data, self.device, layers=self.layers)
+        # every module's output kept: each edited forward starts at its layer (predictions(start=…))
+        return data, capture(self.model, data, self.device, layers=self.layers, keep_outputs=True)
 
     def refit(self, edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
         """(accuracy, majority baseline) of a probe refit on ``states`` at ``layer`` edited by ``edit``."""
@@ -348,17 +354,28 @@ class _Interventions:
         chance = majority_rate(data.labels)
         rows: list[InterventionRecord] = []
         for layer in self.layers:
+            # the blocks before the edit are not run again: their outputs are kept in the base capture
+            start = None if base.outputs is None else (layer, base.outputs)
             random_by_rank: dict[int, dict[str, Any]] = {}
             for method in methods:
                 ctx.check_cancelled()
                 edit = fitted.edits[(method, layer)]
                 with edit_layer(model, layer, edit.apply):
-                    edited = per_sequence_accuracy(predictions(model, data.tokens, self.device), data.labels)
+                    edited = per_sequence_accuracy(predictions(model, data.tokens, self.device, start), data.labels)
                 known = fitted.refits.get((method, layer)) if length == self.fit_length else None
                 rank = edit.rank_removed
                 if rank and rank not in random_by_rank:
                     random_by_rank[rank] = random_removal_effect(
-                        model, layer, centers[layer], rank, data, base_acc, self.run_seed, device=self.device, ctx=ctx
+                        model,
+                        layer,
+                        centers[layer],
+                        rank,
+                        data,
+                        base_acc,
+                        self.run_seed,
+                        device=self.device,
+                        ctx=ctx,
+                        start=None if start is None else start[1],
                     )
                 rows.append(
                     _effect_row(

@@ -69,13 +69,14 @@ def test_budget_used_is_stated_next_to_the_preset():
     assert "the preset allows 14400 s / 3,000 steps by default, more for some cells" in lines[0]
     assert "(the runs were given a different budget" in lines[0]
     assert lines[1] == (
-        "1 of 3 stored runs ran to that budget without stopping early: 1 ended below the criterion "
-        "(untrained), 0 reached it by the end (trained)."
+        "1 of 3 stored runs were stopped by that budget (stop reason budget, or no early stop where a run "
+        "records no reason; a run that had plateaued counts as plateau, at its last step too): 1 ended below "
+        "the criterion (untrained), 0 reached it by the end (trained)."
     )
     # a run that ran to the budget yet ends above the criterion is trained, as the claims read it
     late = budget_lines([*RUNS, _run(4, "dyck", "mamba", 0, 0.993)], preset_of("paper"))
     assert (
-        late[1].startswith("2 of 4 stored runs ran to that budget")
+        late[1].startswith("2 of 4 stored runs were stopped by that budget")
         and "1 ended below" in late[1]
         and "1 reached it by the end (trained)" in late[1]
     )
@@ -104,7 +105,7 @@ def test_per_cell_budgets_are_the_presets_and_a_plateau_is_not_a_budget_stop():
     ]
     lines = budget_lines(runs, preset_of("paper"))
     assert "more for some cells" in lines[0] and "different budget" not in lines[0]
-    assert lines[1].startswith("1 of 3 stored runs ran to that budget without stopping early: 1 ended below")
+    assert lines[1].startswith("1 of 3 stored runs were stopped by that budget") and "1 ended below" in lines[1]
     wrong = budget_lines([paper_run(4, "parity", "lstm", 6_000, "trained", 1.0)], preset_of("paper"))
     assert "(the runs were given a different budget than the preset's)" in wrong[0]
 
