@@ -516,7 +516,11 @@ def measure_interventions(
     for length in eval_lengths:
         done = resume.load(f"rows-L{length}") if resume else None
         if done is not None:  # measured before a kill: its rows, before Holm (applied over all below)
-            rows += [InterventionRecord(**row) for row in done]
+            for plain in done:
+                row = InterventionRecord(**plain)
+                if (row.method, row.layer) in fitted.edits:  # the fitted edit, as edit_rows attaches it
+                    row.edit = fitted.edits[(row.method, row.layer)]
+                rows.append(row)
             continue
         data, base = fitted.check if (fitted.check is not None and length == fit_length) else run.eval_set(length)
         part = run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)

@@ -51,6 +51,11 @@ def _measure(resume=None, ctx=None):
     )
 
 
+def _edit_matrix(row):
+    edit = getattr(row, "edit", None)
+    return None if edit is None else (edit.method, edit.rank_removed, edit.center.tolist())
+
+
 def _plain(rows):
     return [dataclasses.asdict(r) for r in rows]
 
@@ -59,7 +64,8 @@ def _plain(rows):
 def test_a_killed_measurement_resumes_to_the_rows_of_an_unbroken_one(tmp_path, monkeypatch, killed_at) -> None:
     import science.measure as measure
 
-    unbroken = _plain(_measure())
+    unbroken_rows = _measure()
+    unbroken = _plain(unbroken_rows)
     folder = ResumeFolder(tmp_path / "pieces")
     with pytest.raises(KeyboardInterrupt):
         _measure(resume=folder, ctx=KilledAt(killed_at))
@@ -68,8 +74,12 @@ def test_a_killed_measurement_resumes_to_the_rows_of_an_unbroken_one(tmp_path, m
     fits: list[str] = []
     real_fit = measure.fit_edit
     monkeypatch.setattr(measure, "fit_edit", lambda method, *a, **k: fits.append(method) or real_fit(method, *a, **k))
-    resumed = _plain(_measure(resume=folder))
+    resumed_rows = _measure(resume=folder)
+    resumed = _plain(resumed_rows)
     assert resumed == unbroken
+    # each row keeps its fitted edit (the worker stores the directions it removed), read back too
+    unbroken_edits = [_edit_matrix(r) for r in unbroken_rows]
+    assert [_edit_matrix(r) for r in resumed_rows] == unbroken_edits and any(e is not None for e in unbroken_edits)
     assert "fit-mean-0.pt" in done and fits.count("mean") == 0  # the finished fits were not redone
     if killed_at == "L=16":
         assert fits == [] and "rows-L12.pt" in done  # every fit and the first length were read back
