@@ -37,6 +37,10 @@ MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
 N_RANDOM_DRAWS = 5
 FIT_SHARE = 0.5  # share of an intervention job's progress bar given to fitting the edits
+# Module outputs an eval set keeps for start_at_layer, at most (float32 bytes): a paper-sized run
+# keeps ~0.15 GB at L = 120; a 24-layer pretrained model at d_model 1024 would keep ~6 GB, so it
+# runs every block again instead (the same rows, more time).
+KEEP_OUTPUTS_MAX_BYTES = 2 * 1024**3
 
 
 def _probe_rows(
@@ -251,8 +255,11 @@ class _Interventions:
         """The held-out eval data at ``length`` and its captured states."""
         seed = data_seed(self.run_seed, "intervene_eval", length)
         data = self.task.generate(length, self.n_sequences, seed, split="test")
-        # every module's output kept: each edited forward starts at its layer (predictions(start=…))
-        return data, capture(self.model, data, self.device, layers=self.layers, keep_outputs=True)
+        # every module's output kept, where it fits: each edited forward starts at its layer (predictions(start=…))
+        n_modules = len(getattr(self.model, "layers", ())) or 1
+        kept = self.n_sequences * (length + 1) * _width(self.model, self.task, self.device) * n_modules * 4
+        keep = hasattr(self.model, "hook_module") and kept <= KEEP_OUTPUTS_MAX_BYTES
+        return data, capture(self.model, data, self.device, layers=self.layers, keep_outputs=keep)
 
     def refit(self, edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
         """(accuracy, majority baseline) of a probe refit on ``states`` at ``layer`` edited by ``edit``."""

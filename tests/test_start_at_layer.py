@@ -94,7 +94,12 @@ def test_the_intervention_rows_are_those_of_full_forward_passes(family, monkeypa
         )
         return [dataclasses.asdict(r) for r in out]
 
-    started = rows()
+    kept: list[bool] = []
     real_capture = measure.capture
-    monkeypatch.setattr(measure, "capture", lambda *a, **k: real_capture(*a, **{**k, "keep_outputs": False}))
+    monkeypatch.setattr(measure, "capture", lambda *a, **k: kept.append(k.get("keep_outputs")) or real_capture(*a, **k))
+    started = rows()
+    assert True in kept  # the eval sets kept their outputs: the edited forwards started at their layers
+    kept.clear()
+    monkeypatch.setattr(measure, "KEEP_OUTPUTS_MAX_BYTES", 0)  # too big to keep: every block runs again
     assert rows() == started
+    assert True not in kept
