@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.claims_text.common import f2
+
 __all__ = ["MAX_LIST", "numbers_lines", "floor_lines", "trained_cells_paragraph"]
 
 
@@ -91,15 +93,11 @@ def floor_lines(claim: dict[str, Any]) -> list[str]:
     return [*out, ""] if out else []
 
 
-def _f2(x: float) -> str:
-    return f"{x:.2f}".replace("-0.00", "0.00")  # no negative zero in prose
-
-
 def _iv(v: dict[str, Any]) -> str:
     if v.get("mean") is None:
         return "no value"
-    ci = f" [{_f2(v['lo'])}, {_f2(v['hi'])}]" if v.get("lo") is not None else " (one seed: no interval)"
-    return f"{_f2(v['mean'])}{ci}, n = {v['n']}"
+    ci = f" [{f2(v['lo'])}, {f2(v['hi'])}]" if v.get("lo") is not None else " (one seed: no interval)"
+    return f"{f2(v['mean'])}{ci}, n = {v['n']}"
 
 
 def trained_cells_paragraph(cells: list[dict[str, Any]], *, conv1d: bool = False) -> list[str]:
