@@ -221,7 +221,8 @@ def export_bundle(
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         if in_flight:  # first: the manifest records what was written (a running worker may replace a state)
             manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
-            manifest["measuring"] = [_write_measuring(z, name, m) for name, m in measuring.items()]
+            written = (_write_measuring(z, name, m) for name, m in measuring.items())
+            manifest["measuring"] = [entry for entry in written if entry is not None]
         manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
@@ -261,18 +262,23 @@ def _write_state(z: zipfile.ZipFile, run_hash: str, state: dict[str, Any]) -> di
     }
 
 
-def _write_measuring(z: zipfile.ZipFile, name: str, folder: dict[str, Any]) -> dict[str, Any]:
+def _write_measuring(z: zipfile.ZipFile, name: str, folder: dict[str, Any]) -> dict[str, Any] | None:
     """Write one measurement in flight (``worker.in_flight_measuring.suite_folders``' value, with
     its ``run`` row) into ``z`` as ``measuring/<name>/…``; its manifest entry
     (``in_flight_measuring.manifest_entry`` + ``weights``: the checkpoint id carried with it, or
-    None when the run has none here: the pieces are then of no use where the bundle goes)."""
+    None when the run has none here: the pieces are then of no use where the bundle goes). None,
+    and nothing written, when the folder went meanwhile (a running worker stored that part)."""
     from worker import in_flight_measuring
 
     files = {}
-    for file in [in_flight_measuring.NOTE_NAME, *folder["pieces"]]:
-        blob = (folder["path"] / file).read_bytes()  # once: the record is of the very bytes written
-        files[f"{in_flight_measuring.FOLDER}/{name}/{file}"] = blob
-        z.writestr(f"{in_flight_measuring.FOLDER}/{name}/{file}", blob)
+    try:
+        for file in [in_flight_measuring.NOTE_NAME, *folder["pieces"]]:
+            # read once, all before writing: the record is of the very bytes written
+            files[f"{in_flight_measuring.FOLDER}/{name}/{file}"] = (folder["path"] / file).read_bytes()
+    except FileNotFoundError:
+        return None
+    for entry, blob in files.items():
+        z.writestr(entry, blob)
     return {**in_flight_measuring.manifest_entry(name, folder, files), "weights": folder["run"].get("checkpoint_id")}
 
 

@@ -164,3 +164,23 @@ def test_a_damaged_or_unlisted_piece_refuses_the_bundle_and_writes_nothing(expor
         with there.session_factory() as s:
             assert s.scalars(select(Run)).all() == []
         assert not (there.store_dir / "measuring").exists()
+
+
+def test_a_folder_stored_meanwhile_is_left_out_whole(exported, tmp_path, monkeypatch):
+    """A worker that stores the part between the export's listing and its reading removes the
+    folder: the export leaves that measurement out, rather than fail or write half of it."""
+    from worker import in_flight_measuring
+
+    _, here, _, _ = exported
+    real = in_flight_measuring.suite_folders
+    monkeypatch.setattr(
+        in_flight_measuring,
+        "suite_folders",
+        lambda store_dir, suite: {n: {**f, "path": tmp_path / "gone"} for n, f in real(store_dir, suite).items()},
+    )
+    out = tmp_path / "meanwhile.zip"
+    with here.session_factory() as s:
+        manifest = export_bundle(s, "smoke", out, store_dir=here.store_dir, in_flight=True)
+    assert manifest["measuring"] == []
+    with zipfile.ZipFile(out) as z:
+        assert not [n for n in z.namelist() if n.startswith("measuring/")]
