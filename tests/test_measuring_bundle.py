@@ -184,3 +184,33 @@ def test_a_folder_stored_meanwhile_is_left_out_whole(exported, tmp_path, monkeyp
     assert manifest["measuring"] == []
     with zipfile.ZipFile(out) as z:
         assert not [n for n in z.namelist() if n.startswith("measuring/")]
+
+
+def test_the_cli_says_what_travelled_and_what_was_restored(exported, tmp_path, monkeypatch):
+    from tests.cli_one_line import run_cli
+    from tests.resume_helpers import use_machine
+
+    tmp, here, _, manifest = exported
+    (entry,) = manifest["measuring"]
+    for var, value in (("LAYERSCOPE_DB_URL", f"sqlite:///{tmp / 'here.db'}"), ("LAYERSCOPE_STORE_DIR", here.store_dir)):
+        monkeypatch.setenv(var, str(value))
+    from store.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        out = tmp_path / "cli.zip"
+        rc, _, err = run_cli(["export", "--suite", "smoke", "-o", str(out), "--in-flight"])
+        assert (
+            rc == 0
+            and f"the finished pieces of 1 measurement(s) in flight with their weights (gru-parity-s0's interventions: {entry['pieces']})"
+            in err
+        )
+        use_machine(monkeypatch, tmp_path / "there")
+        rc, _, err = run_cli(["import", str(out)])
+        assert rc == 0
+        assert (
+            f"layerscope: measuring: restored gru-parity-s0's interventions ({entry['pieces']} finished pieces): "
+            "the same suite resumes it at its next piece"
+        ) in err
+    finally:
+        get_settings.cache_clear()
