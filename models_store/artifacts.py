@@ -10,7 +10,9 @@ the same weights always get the same id and a worker on another machine writes t
   directions removed, ``right`` of ``h' = h − ((h − c) Rᵀ) Lᵀ``) and ``left`` [D, r]; the
   ``mean`` ablation has no directions (it replaces the whole state).
 
-Metadata (strings) name the kind, method or layer. Every tensor is float32, CPU, contiguous;
+Metadata (one sorted JSON string under the key ``layerscope``, so that the bytes are the same
+each time) name the kind, method and layer, and a probe's eval length (an edit is one fit
+applied at every eval length: one file). Every tensor is float32, CPU, contiguous;
 non-finite intercepts (classes absent from training) are kept as they are (safetensors stores
 IEEE floats).
 """
@@ -18,15 +20,17 @@ IEEE floats).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
+
+from layerscope_core.atomic_file import write_atomic
 
 _ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -73,21 +77,20 @@ class ArtifactStore:
             raise ValueError(f"artifact id must be 64 lowercase hex characters, got {artifact_id!r}")
         return self.dir / f"{artifact_id}.safetensors"
 
-    def save(self, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> str:
-        """Write ``tensors`` (and string ``metadata``) once; returns the id (SHA-256 of the bytes)."""
-        data = st_save(
-            {k: _t(v) for k, v in tensors.items()}, metadata={k: str(v) for k, v in (metadata or {}).items()}
+    def save(self, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> str:
+        """Write ``tensors`` (and ``metadata``, kept as one sorted JSON string under the key
+        ``layerscope``) once; returns the id (SHA-256 of the bytes). The same tensors and metadata
+        always give the same bytes, so the same id: safetensors writes a metadata dict in hash-map
+        order, which differed from one call to the next."""
+        meta = (
+            {"layerscope": json.dumps({k: str(v) for k, v in metadata.items()}, sort_keys=True)} if metadata else None
         )
+        data = st_save({k: _t(v) for k, v in tensors.items()}, metadata=meta)
         artifact_id = hashlib.sha256(data).hexdigest()
         path = self.path(artifact_id)
         if not path.is_file():
             self.dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.dir / f".tmp-{uuid.uuid4().hex}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_atomic(path, data)
         return artifact_id
 
     def read_bytes(self, artifact_id: str) -> bytes:

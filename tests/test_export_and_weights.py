@@ -6,6 +6,7 @@ Python API, listed and downloadable over REST; ``layerscope export-model`` write
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 
 import pytest
 import torch
@@ -89,6 +90,21 @@ def test_weights_kept_returned_listed_and_downloadable(cli_env):
     assert client.get("/api/artifacts/" + "0" * 64).status_code == 404
     assert client.get("/api/artifacts/nothex").status_code == 422
     assert client.get("/api/runs/999/weights").status_code == 404
+
+
+def test_an_edit_is_kept_once_for_every_eval_length_it_was_applied_at(cli_env):
+    """An edit is fitted once (at the fit length) and applied at every eval length: its tensors are
+    one artifact, not one per length (a paper run's 100 edit rows kept 4.4 MB as 100 files, five
+    copies of each); each length keeps its row. A probe is fitted per length: one artifact each."""
+    from worker.learned import learned
+
+    run_id = _train(cli_env, "gru", 16, MEASURE.model_copy(update={"eval_lengths": [16, 20]}))
+    rows = learned(run_id, cli_env, tensors=False)
+    edits, probes = defaultdict(set), defaultdict(set)
+    for r in rows:
+        (edits if r["kind"] == "edit" else probes)[(r["method"], r["layer"])].add((r["eval_length"], r["artifact_id"]))
+    assert edits and all(len(v) == 2 and len({a for _, a in v}) == 1 for v in edits.values())
+    assert probes and all(len(v) == 2 and len({a for _, a in v}) == 2 for v in probes.values())
 
 
 @pytest.mark.parametrize("family,d_model", [("transformer", 32), ("mamba2", 16)])

@@ -38,11 +38,14 @@ def keep_weights(env: WorkerEnv, session: Session, run_id: int, records: Iterabl
         tensors = probe_tensors(obj) if kind == "probe" else edit_tensors(obj)
         method = "" if kind == "probe" else r.method
         meta = {"kind": kind, "method": method, "layer": r.layer, "eval_length": r.eval_length}
+        # an edit is fitted once and applied at every eval length: one artifact for all its rows
+        # (its length in the file would make five copies of the same tensors); a probe is per length
+        own = meta if kind == "probe" else {k: v for k, v in meta.items() if k != "eval_length"}
         rows.append(
             {
                 **{k: meta[k] for k in WEIGHTS_KEY},
                 "config_hash": r.config_hash,
-                "artifact_id": store.save(tensors, meta),
+                "artifact_id": store.save(tensors, own),
             }
         )
     if rows:
