@@ -70,39 +70,29 @@ def run_with_states(
         ValueError: a layer id outside -1..n_layers-1.
     """
     wanted = _resolve_layers(model, layers)
-    states: dict[int, torch.Tensor] = {}
-    handles = []
-
-    def make_hook(layer: int):
-        def hook(module: nn.Module, args: tuple, output: object) -> None:
-            h = hidden_state(output)[:, model.n_prefix :]  # h: (B, L, D), real positions only
-            states[layer] = h.detach() if detach else h
-
-        return hook
-
-    try:
-        for layer in wanted:
-            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
-        logits = model(tokens)  # (B, L, C)
-    finally:
-        for handle in handles:
-            handle.remove()
+    logits, outputs = module_outputs(model, tokens, wanted)
+    states = {}
+    for layer, output in outputs.items():
+        h = hidden_state(output)[:, model.n_prefix :]  # h: (B, L, D), real positions only
+        states[layer] = h.detach() if detach else h
     missing = [layer for layer in wanted if layer not in states]
     if missing:
         raise RuntimeError(f"layers {missing} produced no output during the forward pass")
     return logits, {layer: states[layer] for layer in wanted}
 
 
-def module_outputs(model: LayerwiseModel, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[int, object]]:
-    """Logits and the output of every hook module (layers -1..n-1) exactly as each returned it
-    (tensor or tuple, START prefix included), from ONE forward pass: what
-    :func:`start_at_layer` replays.
+def module_outputs(
+    model: LayerwiseModel, tokens: torch.Tensor, layers: Iterable[int] | None = None
+) -> tuple[torch.Tensor, dict[int, object]]:
+    """Logits and the output of the hook modules of ``layers`` (None: every layer, -1..n-1)
+    exactly as each returned it (tensor or tuple, START prefix included), from ONE forward pass:
+    what :func:`run_with_states` reads states from and :func:`start_at_layer` replays.
 
     Args:
         tokens: LongTensor [B, L].
 
     Returns:
-        (logits [B, L, C], {layer: output}) for layers -1..n_layers-1.
+        (logits [B, L, C], {layer: output}) for the layers that produced an output.
     """
     outputs: dict[int, object] = {}
     handles = []
@@ -114,7 +104,7 @@ def module_outputs(model: LayerwiseModel, tokens: torch.Tensor) -> tuple[torch.T
         return hook
 
     try:
-        for layer in model.layers:
+        for layer in model.layers if layers is None else layers:
             handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
         logits = model(tokens)  # (B, L, C)
     finally:
