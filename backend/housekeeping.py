@@ -199,3 +199,63 @@ def delete_runs(
     for _, aside in moved:
         shutil.rmtree(aside, ignore_errors=True)
     return {"deleted": counts, "checkpoints": len(moved)}
+
+
+def move_runs(
+    session: Session,
+    suite: str,
+    to: str,
+    *,
+    families: Sequence[str] = (),
+    tasks: Sequence[str] = (),
+    seeds: Sequence[int] = (),
+) -> list[Run]:
+    """Move a suite's runs (those of the given families, tasks and seeds; every one when none is
+    given), their random-init controls among them, to the suite ``to``, with their result rows
+    (keyed by run id, so they follow). One UPDATE, committed; returns the moved runs.
+
+    Why: a suite holds one run per seed in each cell (docs/SCIENCE.md#suites). When a preset's
+    cell is revised before new runs (a longer step budget, docs/SCIENCE.md#budgets), the cell's
+    superseded runs leave the suite for a suite of their own — kept, exportable, still
+    comparable — and the suite resumed under the revised preset trains the cell afresh.
+
+    Raises:
+        NotFoundError / SuiteNameError: ``suite`` holds no run (:func:`unknown_suite`).
+        ValueError: ``to`` breaks the suite-name rule or equals ``suite``; no run matches the
+            filters; ``to`` already holds a run of the same cell and seed (family, task, model,
+            depth, control): one run per seed.
+    """
+    if not suite_exists(session, suite):
+        raise unknown_suite(suite)
+    why = suite_name_problem(to)
+    if why:
+        raise ValueError(f"--to {printable(to)!r}: the name {why}")
+    if to == suite:
+        raise ValueError(f"--to {to!r}: the runs are in that suite already")
+    q = select(Run).where(Run.suite == suite)
+    if families:
+        q = q.where(Run.family.in_(list(families)))
+    if tasks:
+        q = q.where(Run.task.in_(list(tasks)))
+    if seeds:
+        q = q.where(Run.seed.in_(list(seeds)))
+    runs = list(session.execute(q.order_by(Run.id)).scalars())
+    if not runs:
+        raise ValueError(f"suite {suite!r} has no run of the given families, tasks and seeds")
+
+    def key(r: Run) -> tuple:
+        return (r.family, r.task, r.seed, r.pretrained, r.n_layers, r.control)
+
+    there = {key(r): r.id for r in session.execute(select(Run).where(Run.suite == to)).scalars()}
+    clash = [r for r in runs if key(r) in there]
+    if clash:
+        names = ", ".join(f"{r.id} ({r.name})" for r in clash[:5]) + (" …" if len(clash) > 5 else "")
+        raise ValueError(
+            f"--to {to!r}: that suite already holds a run of the same cell and seed as run {names} "
+            "(a suite holds one run per seed)"
+        )
+    session.execute(update(Run).where(Run.id.in_([r.id for r in runs])).values(suite=to))
+    session.commit()
+    for r in runs:
+        session.refresh(r)
+    return runs

@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from layerscope_core.provenance import commit_label
+from science.claims.common import not_learned_cell
 
 __all__ = [
     "version_lines",
@@ -92,17 +93,20 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
         + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
         + "."
     ]
-    flat = [
-        (cell, rs)
-        for cell, rs in sorted(by_cell.items())
-        if len(rs) >= 3 and all(r.get("stop_reason") == "plateau" for r in rs)
-    ]
-    for (task, fam), rs in flat:
-        best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in rs)
-        budget = max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs)
+    for (task, fam), rs in sorted(by_cell.items()):
+        row = not_learned_cell(rs)
+        if row is None:
+            continue
+        best = ", ".join(
+            f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}"
+            for r in rs
+            if r.get("stop_reason") == "plateau"
+        )
+        who = "this architecture" if not row["trained"] else "every seed of this architecture"
+        how = "every seed plateaued" if not row["trained"] else f"{row['trained']} trained, the others plateaued"
         out.append(
-            f"- {fam} × {task}: not learned by this architecture at this size within {budget:,} steps "
-            f"(every seed plateaued; best held-out accuracy {best})."
+            f"- {fam} × {task}: not learned by {who} at this size within {row['budget']:,} steps "
+            f"({how}; best held-out accuracy {best})."
         )
     for (task, fam), rs in sorted(by_cell.items()):
         if len(rs) >= 3 and all(r.get("stop_reason") == "budget" for r in rs):

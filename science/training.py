@@ -47,16 +47,31 @@ class TrainResult:
     resumed_at: list[int] = field(default_factory=list)
 
 
-def plateaued(accs: list[float], window: int, min_gain: float) -> bool:
+def plateaued(
+    accs: list[float],
+    window: int,
+    min_gain: float,
+    *,
+    target: float | None = None,
+    gap_share: float | None = None,
+) -> bool:
     """Whether a run has plateaued at one training length (docs/SCIENCE.md#plateau).
 
     ``accs``: the held-out token accuracies (0..1) evaluated at the current length since the run
     reached it, oldest first. Plateau: at least ``window + 1`` evaluations, and the best of the
-    last ``window`` beats the best before them by less than ``min_gain`` (a fraction: 0.01 = 1 pp).
+    last ``window`` beats the best before them by less than the least gain: ``min_gain`` (a
+    fraction: 0.01 = 1 pp), or with ``gap_share`` and ``target`` (the accuracy that ends the stage:
+    the criterion at the full length, the curriculum threshold before it) the smaller of
+    ``min_gain`` and ``gap_share`` × (``target`` − best before them): a run close to its target
+    has less left to gain, so it must close a share of the gap, not a fixed step.
     """
     if window < 1 or len(accs) <= window:
         return False
-    return max(accs[-window:]) - max(accs[:-window]) < min_gain
+    before = max(accs[:-window])
+    need = min_gain
+    if gap_share is not None and target is not None:
+        need = min(min_gain, gap_share * max(target - before, 0.0))
+    return max(accs[-window:]) - before < need
 
 
 @torch.no_grad()
@@ -154,6 +169,8 @@ class TrainConfig:
         grad_clip: global gradient L2 norm clip, None = off.
         curriculum_start, curriculum_step, curriculum_threshold: the length curriculum (None = off).
         plateau_evals, plateau_min_gain: the plateau stop (:func:`plateaued`; None = off).
+        plateau_gap_share: the least gain as a share of the gap left to the stage's target
+            (:func:`plateaued`; None = ``plateau_min_gain`` alone).
     """
 
     train_length: int = 40
@@ -174,6 +191,7 @@ class TrainConfig:
     curriculum_threshold: float = 0.95
     plateau_evals: int | None = None
     plateau_min_gain: float = 0.01
+    plateau_gap_share: float | None = None
 
 
 def train_model(
@@ -347,11 +365,19 @@ def _evaluate(
         loop.stage += 1
         loop.at_length = []
         ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {stream.lengths[loop.stage]}")
-    if reason is None and c.plateau_evals and plateaued(loop.at_length, c.plateau_evals, c.plateau_min_gain):
+    target = c.early_stop_acc if length == c.train_length else c.curriculum_threshold
+    if (
+        reason is None
+        and c.plateau_evals
+        and plateaued(loop.at_length, c.plateau_evals, c.plateau_min_gain, target=target, gap_share=c.plateau_gap_share)
+    ):
         reason = "plateau"
+        rule = f"{c.plateau_min_gain:.3f}" + (
+            f" or {c.plateau_gap_share:g} of the gap to {target:g}" if c.plateau_gap_share is not None else ""
+        )
         ctx.log(
             f"step {step}: plateau at length {length} (best of the last {c.plateau_evals} evaluations "
-            f"within {c.plateau_min_gain:.3f} of the best before them)"
+            f"gained less than {rule} over the best before them)"
         )
     return reason
 

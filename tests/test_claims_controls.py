@@ -117,6 +117,33 @@ def test_cells_that_plateaued_are_named_not_learned_and_leave_the_claim():
     assert any("transformer × parity: 0 of 3" in s for s in c1b["numbers"]["cells_short_of_seeds"])
 
 
+def test_a_cell_some_of_whose_seeds_plateaued_is_not_learned_by_every_seed():
+    """Revision 2 of the rule (fixed before its runs): one seed trained, two plateaued below the
+    criterion, none stopped by its budget: more steps cannot give the cell three trained seeds, so
+    it leaves the claim like a cell not learned, named; with a budget-stopped seed it stays short."""
+    curves = dict.fromkeys(FAMS, EARLY)
+    runs, probes, _ = _study(curves, task="parity")
+    for r in runs:
+        if r["family"] == "mamba2" and r["seed"] > 0:
+            r.update(heldout_acc=0.985, best_heldout_acc=0.986, stop_reason="plateau")
+    # runs made before revision 2 (no plateau_gap_share) are not judged by it: the cell is short
+    before = shown_claims(runs, probes, [], [])[0]
+    assert not any("mamba2" in u for u in before["numbers"].get("untestable", []))
+    assert any("mamba2 × parity: 1 of 3" in s for s in before["numbers"]["cells_short_of_seeds"])
+    for r in runs:
+        if r["family"] == "mamba2":
+            r["train_config"] = {**r["train_config"], "plateau_gap_share": 0.2}
+    c1 = shown_claims(runs, probes, [], [])[0]
+    text = " ".join(c1["numbers"]["untestable"])
+    assert "mamba2 × parity: not learned by every seed of this architecture at this size within 3,000 steps" in text
+    assert "2 of 3 seeds plateaued, 1 trained" in text and "0.986–0.986" in text
+    assert not any("mamba2 × parity" in s for s in c1["numbers"].get("cells_short_of_seeds", []))
+    runs[[r["family"] for r in runs].index("mamba2") + 2]["stop_reason"] = "budget"  # seed 2 ran out instead
+    c1b = shown_claims(runs, probes, [], [])[0]
+    assert not any("mamba2" in u for u in c1b["numbers"].get("untestable", []))
+    assert any("mamba2 × parity: 1 of 3" in s for s in c1b["numbers"]["cells_short_of_seeds"])
+
+
 def test_claim_4_reads_drops_beyond_random_removal():
     row = {"layer": 2, "method": "leace", "delta_pp": -30.0, "random_delta_pp": -25.0}
     assert C.beyond_random(row)["delta_pp"] == -5.0 and C.beyond_random(row)["delta_raw_pp"] == -30.0

@@ -123,6 +123,42 @@ def test_suite_delete_exports_first_then_removes_every_run(cli_env, capsys) -> N
         assert s.scalar(select(func.count()).select_from(Run).where(Run.suite == "a")) == 2
 
 
+def test_suite_move_takes_a_cells_runs_and_their_rows_to_another_suite(cli_env, capsys) -> None:
+    """A revised cell's superseded runs leave the suite (docs/SCIENCE.md#budgets): with their
+    result rows, the other cells stay; a clash (one run per seed) or a bad name moves nothing."""
+    f = factory(cli_env)
+    s3 = seed_runs(f, families=("lstm", "gru"), tasks=("s3",), seeds=(0, 1), suite="study")
+    seed_runs(f, families=("lstm",), tasks=("dyck",), seeds=(0,), suite="study")
+    with f() as s:
+        probes = s.scalar(select(func.count()).select_from(ProbeResult).where(ProbeResult.run_id.in_(s3[:2])))
+    assert probes > 0
+    assert main(["suite", "move", "study", "--to", "study-s3-6k", "--task", "s3", "--family", "lstm"]) == 0
+    out = capsys.readouterr().out
+    assert "moved 2 run(s)" in out and "lstm × s3" in out and "'study-s3-6k'" in out
+    with f() as s:
+        moved = dict(s.execute(select(Run.id, Run.suite)).all())
+        assert {moved[i] for i in s3[:2]} == {"study-s3-6k"} and {moved[i] for i in s3[2:]} == {"study"}
+        assert sum(v == "study" for v in moved.values()) == 3
+        assert s.scalar(select(func.count()).select_from(ProbeResult).where(ProbeResult.run_id.in_(s3[:2]))) == probes
+    assert main(["runs", "list", "--suite", "study-s3-6k", "--json"]) == 0
+    assert {r["suite"] for r in json.loads(capsys.readouterr().out)} == {"study-s3-6k"}
+    # refused in one line, nothing moved: a clash with a run of the same cell and seed, a bad name,
+    # no run matching, the same suite, an unknown one
+    seed_runs(f, families=("gru",), tasks=("s3",), seeds=(0,), suite="other")
+    for args, said in [
+        (["study", "--to", "other", "--family", "gru"], "already holds a run of the same cell and seed"),
+        (["study", "--to", "bad name"], "the name holds"),
+        (["study", "--to", "x", "--task", "parity"], "has no run of the given families, tasks and seeds"),
+        (["study", "--to", "study"], "in that suite already"),
+        (["nope", "--to", "x"], "suite 'nope' not found"),
+    ]:
+        assert main(["suite", "move", *args]) == 1
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+    with f() as s:
+        assert s.scalar(select(func.count()).select_from(Run).where(Run.suite == "study")) == 3
+
+
 def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     f = factory(cli_env)
     with f() as s:

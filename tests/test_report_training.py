@@ -91,16 +91,16 @@ def test_per_cell_budgets_are_the_presets_and_a_plateau_is_not_a_budget_stop():
     budget are not "a different budget than the preset's"; a run stopped at a plateau ended
     without the early stop but did not run to its budget (found by an independent recomputation)."""
 
-    def paper_run(rid, task, family, steps, reason, acc):
+    def paper_run(rid, task, family, steps, reason, acc, seconds=14_400.0):
         return {
             **_run(rid, task, family, 0, acc, stopped=reason == "trained"),
-            "train_config": {"max_seconds": 14_400.0, "max_steps": steps},
+            "train_config": {"max_seconds": seconds, "max_steps": steps},
             "stop_reason": reason,
         }
 
-    runs = [
-        paper_run(1, "s3", "transformer", 6_000, "budget", 0.37),
-        paper_run(2, "parity", "mamba2", 5_000, "plateau", 0.985),
+    runs = [  # revision 2's cells: longer budgets with a 48 h safety cap
+        paper_run(1, "s3", "transformer", 40_000, "budget", 0.37, seconds=172_800.0),
+        paper_run(2, "parity", "mamba2", 8_000, "plateau", 0.985, seconds=172_800.0),
         paper_run(3, "parity", "lstm", 3_000, "trained", 1.0),
     ]
     lines = budget_lines(runs, preset_of("paper"))
@@ -242,6 +242,19 @@ def test_stop_reasons_and_cells_not_learned_are_listed():
         for i in range(3)
     ]
     text = "\n".join(stop_reason_lines(runs))
+    mixed = [  # revision 2: one seed trained, two plateaued below the criterion
+        {**_run(30, "parity", "mamba2", 0, 0.995), "stop_reason": "trained"},
+        *[
+            {**_run(31 + i, "parity", "mamba2", 1 + i, 0.985), "stop_reason": "plateau", "best_heldout_acc": 0.986}
+            for i in range(2)
+        ],
+    ]
+    assert "mamba2 × parity" not in "\n".join(stop_reason_lines(mixed))  # made before revision 2
+    for r in mixed:
+        r["train_config"] = {**(r.get("train_config") or {}), "plateau_gap_share": 0.2}
+    mixed_text = "\n".join(stop_reason_lines(mixed))
+    assert "mamba2 × parity: not learned by every seed of this architecture" in mixed_text
+    assert "1 trained, the others plateaued" in mixed_text
     assert "budget 3, plateau 3, trained 1" in text
     assert "mamba × s3: not learned by this architecture at this size within 10,000 steps" in text
     assert "transformer × s3: stopped by its 10,000-step budget while still improving" in text

@@ -206,6 +206,14 @@ class TrainParams(_Params):
         "(docs/SCIENCE.md#plateau); None = off",
     )
     plateau_min_gain: Float = Field(0.01, gt=0, le=1.0, description="the plateau rule's least gain (fraction)")
+    plateau_gap_share: Float | None = Field(
+        None,
+        gt=0,
+        le=1.0,
+        description="the plateau rule's least gain as a share of the gap left to the stage's target "
+        "(the criterion at the full length, the curriculum threshold before it), capped at "
+        "plateau_min_gain (docs/SCIENCE.md#plateau); None = plateau_min_gain alone",
+    )
     control: Literal["init"] | None = Field(
         None,
         description="'init': the random-init control of this run — the same architecture and seed, not "
@@ -365,6 +373,7 @@ LATER_FIELDS: dict[str, Any] = {
     "learned_positions": 0,
     "plateau_evals": None,
     "plateau_min_gain": 0.01,
+    "plateau_gap_share": None,
     "control": None,
     "from_config": None,
 }

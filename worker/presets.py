@@ -37,6 +37,11 @@ from layerscope_core.registry import PRESETS as PRESET_NAMES
 from layerscope_core.registry import family_names
 from worker.params import EVAL_LENGTHS, FAMILIES, TASKS, MeasureParams, SuiteParams, TrainParams
 
+# The plateau rule of the paper preset's revised cells (revision 2, docs/SCIENCE.md#plateau): the
+# least gain over 20 evaluations is the smaller of 1 pp and a fifth of the gap left to the target,
+# and the 4 h safety cap becomes 48 h (the longer budgets outlast it on a 2-core CPU).
+REVISED_PLATEAU: dict[str, Any] = {"plateau_gap_share": 0.2, "max_seconds": 172_800.0}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
         "families": list(FAMILIES),
@@ -117,10 +122,20 @@ PRESETS: dict[str, dict[str, Any]] = {
             "lstm_stack": {"curriculum_start": None},
             "gru_stack": {"curriculum_start": None},
         },
+        # Revision 2 (2026-12-03, fixed before its runs; docs/SCIENCE.md#budgets): the S3 cells of
+        # the Transformer, Mamba and Mamba-2 got 6,000 steps and ran out of them inside the
+        # curriculum (L 12, L 32, L 20-24); their budgets are set from those curves, with a safety
+        # cap of 48 h (a 20,000-step Mamba run is ~5 h on a 2-core CPU). Mamba-2 x parity: two seeds
+        # stopped as plateau at 0.985-0.986 under the fixed 1 pp rule; the revised cells judge a
+        # plateau by the share of the gap left to the target (REVISED_PLATEAU), which never stops a
+        # run the 1 pp rule would not, so every other cell would have trained as it did.
         "cell_train": {
-            "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 6_000}},
-            "mamba": {"s3": {"max_steps": 6_000}},
-            "mamba2": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 6_000}},
+            "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 40_000, **REVISED_PLATEAU}},
+            "mamba": {"s3": {"max_steps": 20_000, **REVISED_PLATEAU}},
+            "mamba2": {
+                "parity": {"max_steps": 8_000, **REVISED_PLATEAU},
+                "s3": {"max_steps": 25_000, **REVISED_PLATEAU},
+            },
         },
         "variants": {"lstm_stack": ["parity", "s3"], "gru_stack": ["parity", "s3"]},
         "controls": True,

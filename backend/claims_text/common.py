@@ -18,11 +18,15 @@ def cell_name(row: Mapping[str, Any]) -> str:
 
 
 def not_learned_text(row: Mapping[str, Any]) -> str:
-    """A cell whose every seed plateaued below the criterion (``science.claims.common.Data.not_learned``)."""
+    """A cell not learned within its budget (``science.claims.common.not_learned_cell``): every
+    seed plateaued below the criterion, or some trained and the rest plateaued."""
     best = row.get("best")
+    trained = int(row.get("trained") or 0)
+    n = row["plateaued"] + trained
+    who = "this architecture" if not trained else "every seed of this architecture"
+    seeds = f"{row['plateaued']} of {n} seeds plateaued" + (f", {trained} trained" if trained else "")
     return (
-        f"{cell_name(row)}: not learned by this architecture at this size within {row['budget']:,} steps "
-        f"({row['plateaued']} of {row['plateaued']} seeds plateaued"
+        f"{cell_name(row)}: not learned by {who} at this size within {row['budget']:,} steps ({seeds}"
         + (f"; best held-out accuracy {best[0]:.3f}–{best[1]:.3f}" if best else "")
         + ")"
     )

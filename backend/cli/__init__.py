@@ -9,7 +9,7 @@
     layerscope import FILE                     # load a bundle; rows already present are kept
     layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
     layerscope probe|intervene|patch RUN_ID                                        (measure.py)
-    layerscope runs|suite delete|tag|note …    # read, annotate, delete stored results  (runs.py)
+    layerscope runs|suite delete|tag|note|move … # read, annotate, delete, move stored results (runs.py)
     layerscope jobs list|cancel|logs                                               (jobs.py)
     layerscope views list|delete               # saved dashboard views             (views.py)
     layerscope token create --name NAME                                            (admin.py)

@@ -1,4 +1,4 @@
-"""``layerscope runs …`` (list, show, tag, note, delete) and ``layerscope suite delete|tag|note``.
+"""``layerscope runs …`` (list, show, tag, note, delete) and ``layerscope suite delete|tag|note|move``.
 
 layerscope runs list [--suite S] [--family F] [--task T] [--seed N] [--trained/--untrained]
                      [--search TEXT] [--json]
@@ -7,6 +7,7 @@ layerscope runs tag ID TAG... [--remove]      layerscope runs note ID TEXT
 layerscope runs delete ID... [--yes]
 layerscope suite delete NAME [--export FILE | --no-export] [--yes]
 layerscope suite tag NAME TAG... [--remove]   layerscope suite note NAME TEXT
+layerscope suite move NAME --to OTHER [--family F] [--task T] [--seed N]
 """
 
 from __future__ import annotations
@@ -220,7 +221,30 @@ def suite_note(
     typer.echo(f"layerscope: suite {name!r} notes {'set' if text else 'cleared'}")
 
 
+def suite_move(
+    name: Annotated[str, typer.Argument(help="The suite the runs are in (runs.suite).")],
+    to: Annotated[str, typer.Option("--to", help="The suite they move to (new or existing).")],
+    family: Annotated[list[str] | None, typer.Option(help="Only these families (repeat).")] = None,
+    task: Annotated[list[str] | None, typer.Option(help="Only these tasks (repeat).")] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Only these seeds (repeat).")] = None,
+) -> None:
+    """Move runs (with their result rows and random-init controls) to another suite: the
+    superseded runs of a cell whose preset budget was revised keep a suite of their own, and the
+    suite resumed under the revised preset trains the cell afresh (docs/SCIENCE.md#budgets)."""
+    from backend.housekeeping import move_runs
+
+    with C.session_factory()() as s:
+        moved = move_runs(s, name, to, families=family or (), tasks=task or (), seeds=seed or ())
+        n_ctrl = sum(bool(r.control) for r in moved)
+        cells = sorted({f"{r.family} × {r.task}" for r in moved})
+    typer.echo(
+        f"layerscope: moved {len(moved)} run(s) ({n_ctrl} of them random-init controls; {', '.join(cells)}) "
+        f"from suite {name!r} to {to!r}"
+    )
+
+
 def register_suite_commands(suite_app: typer.Typer) -> None:
     suite_app.command("delete")(suite_delete)
     suite_app.command("tag")(suite_tag)
     suite_app.command("note")(suite_note)
+    suite_app.command("move")(suite_move)

@@ -4,7 +4,7 @@ process, or enqueue it for the workers with ``--submit``.
     layerscope suite --preset quick [--submit]
     layerscope suite --preset paper --force    # re-run runs already stored (default: skip them)
 
-``suite delete|tag|note NAME`` are registered on the same group by ``backend.cli.runs``.
+``suite delete|tag|note|move NAME`` are registered on the same group by ``backend.cli.runs``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from backend.cli import common as C
 from backend.cli.tasks import known_tasks, task_names
 from layerscope_core.registry import MEASURE_PARTS
 
-suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note NAME`
+suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note|move NAME`
 
 # The options of `suite`, named here so the command reads as its steps.
 PresetOption = Annotated[
@@ -149,7 +149,7 @@ def suite(
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
-    `layerscope suite delete|tag|note NAME` deletes or annotates a stored suite."""
+    `layerscope suite delete|tag|note|move NAME` deletes, annotates or moves runs of a stored suite."""
     from worker.params import SuiteParams
     from worker.presets import expand_suite
 

@@ -143,23 +143,13 @@ class Data:
             dup = sorted({k[0] for k in keys if keys.count(k) > 1}, key=str)
             if dup:
                 self.duplicated[cell] = dup
-        # cells whose every stored run stopped at a plateau below the criterion: not learned by this
-        # architecture at this size within its budget (docs/SCIENCE.md#plateau): {task, family,
-        # kind "not learned", budget (steps), plateaued (seeds), best: [lo, hi] held-out accuracy or None}
+        # cells that more steps cannot bring to MIN_SEEDS trained seeds: not learned by this
+        # architecture at this size within its budget (docs/SCIENCE.md#plateau)
         self.not_learned: dict[Cell, dict[str, Any]] = {}
         for cell, rs in self.stored.items():
-            if len(rs) >= MIN_SEEDS and all(
-                r.get("stop_reason") == "plateau" and not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))
-                for r in rs
-            ):
-                budget = max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs)
-                best = [r.get("best_heldout_acc") for r in rs if r.get("best_heldout_acc") is not None]
-                self.not_learned[cell] = {
-                    **_cell(cell, "not learned"),
-                    "budget": budget,
-                    "plateaued": len(rs),
-                    "best": [min(best), max(best)] if best else None,
-                }
+            row = not_learned_cell(rs)
+            if row is not None:
+                self.not_learned[cell] = {**_cell(cell, "not learned"), **row}
 
     def shortfalls(
         self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], need: str | None = None
@@ -193,6 +183,35 @@ class Data:
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
         ts = set(tasks)
         return [r for r in self.left_out if r["task"] in ts]
+
+
+def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Whether a cell's stored runs (from scratch, one per seed) make it *not learned* within its
+    budget (docs/SCIENCE.md#plateau): at least ``MIN_SEEDS`` runs, fewer than ``MIN_SEEDS`` of them
+    trained, and every untrained one stopped at a plateau below the criterion — no run that more
+    steps could still bring to it (``budget``) and no seed missing. With every seed plateaued the
+    cell is not learned by the architecture; with some trained, not learned by every seed: the
+    cell cannot reach the trained seeds the statistics need, so the claims treat it the same way.
+    That second case is revision 2 of the rule, fixed before the runs it judges: it reads only
+    cells whose every run was trained under revision 2 (``train_config.plateau_gap_share`` set).
+
+    Returns None, or ``{budget (steps), plateaued (seeds), trained (seeds), best: [lo, hi] best
+    held-out accuracy of the plateaued seeds, or None}``."""
+    untrained = [r for r in runs if not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
+    trained = len(runs) - len(untrained)
+    if len(runs) < MIN_SEEDS or not untrained or trained >= MIN_SEEDS:
+        return None
+    if any(r.get("stop_reason") != "plateau" for r in untrained):
+        return None
+    if trained and not all((r.get("train_config") or {}).get("plateau_gap_share") for r in runs):
+        return None  # revision 2 judges the runs trained under it only, not those seen before it
+    best = [float(r["best_heldout_acc"]) for r in untrained if r.get("best_heldout_acc") is not None]
+    return {
+        "budget": max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in runs),
+        "plateaued": len(untrained),
+        "trained": trained,
+        "best": [min(best), max(best)] if best else None,
+    }
 
 
 def _budget_stopped(untrained: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
