@@ -28,8 +28,41 @@ from backend.housekeeping import unknown_suite
 from layerscope_core.provenance import code_versions
 from layerscope_core.suite_names import suite_name_problem
 from store.models import MeasureSettings, Run
+from worker.persist import REMEASURING
 
-__all__ = ["PROVENANCE_KEYS", "CARRIED_KEYS", "collect", "manifest_for", "with_provenance", "export_bundle"]
+__all__ = [
+    "PROVENANCE_KEYS",
+    "CARRIED_KEYS",
+    "RunsBeingRebuilt",
+    "collect",
+    "manifest_for",
+    "with_provenance",
+    "export_bundle",
+]
+
+
+class RunsBeingRebuilt(ValueError):
+    """The suite has runs trained again (rebuilt, or ``--force``) whose rows of the model they
+    replace were deleted and whose own measurements are not all stored yet (status
+    ``remeasuring``, ``worker.persist.REMEASURING``): a bundle now would hold them without their
+    results. ``runs``: their ``(id, name)``."""
+
+    def __init__(self, suite: str, runs: list[tuple[int | None, str]]) -> None:
+        self.suite, self.runs = suite, runs
+        names = ", ".join(f"{name} (run {rid})" for rid, name in runs[:5]) + (
+            f" and {len(runs) - 5} more" if len(runs) > 5 else ""
+        )
+        super().__init__(
+            f"suite {suite!r}: {len(runs)} run(s) being rebuilt, the results of the model each replaces "
+            f"deleted and its own not all stored yet: {names}; wait for the rebuild to finish (one stopped "
+            "part-way finishes when its suite runs again)"
+        )
+
+
+def being_rebuilt(runs: list[dict[str, Any]]) -> list[tuple[int | None, str]]:
+    """``(id, name)`` of the runs (table rows, or the manifest's entries: no id) whose status is
+    ``remeasuring`` (:class:`RunsBeingRebuilt`)."""
+    return [(r.get("id"), r.get("name") or f"run {r.get('id')}") for r in runs if r.get("status") == REMEASURING]
 
 
 def collect(session: Session, suite: str, *, empty: bool = False) -> dict[str, list[dict[str, Any]]]:
@@ -191,6 +224,7 @@ def export_bundle(
     store_dir: Path | None = None,
     note: str | None = None,
     in_flight: bool = False,
+    allow_partial: bool = False,
 ) -> dict[str, Any]:
     """Write ``suite``'s bundle to ``out`` (a path or a binary buffer). Returns the manifest.
     ``note``: a sentence for the manifest's ``partial.notes`` (why a partial study is partial).
@@ -198,8 +232,11 @@ def export_bundle(
     (``training/<run hash>.pt`` + its note; the manifest's ``in_flight`` lists them with their
     step and each file's size and sha256), so the suite resumes them where the bundle is imported;
     a suite with no run stored yet is exported then too (0 runs) when it has a run in flight.
+    ``allow_partial``: export runs being rebuilt too (status ``remeasuring``: their old results
+    deleted, their own not all stored), refused otherwise (docs/SCIENCE.md#rebuilding-weights).
 
     Raises:
+        RunsBeingRebuilt (a ValueError): runs being rebuilt, without ``allow_partial``;
         LookupError: no run in ``suite`` (with ``in_flight``: none stored and none in flight);
         ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
         and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
@@ -207,6 +244,8 @@ def export_bundle(
     if (weights or in_flight) and store_dir is None:
         raise ValueError("weights and in_flight need the model store's directory")
     tables = collect(session, suite, empty=in_flight)
+    if not allow_partial and (rebuilding := being_rebuilt(tables["runs"])):
+        raise RunsBeingRebuilt(suite, rebuilding)
     checkpoints = _checkpoint_folders(tables["runs"], store_dir) if weights else {}
     training = _in_flight(tables["runs"], suite, store_dir) if in_flight else {}
     measuring = _measuring(tables["runs"], suite, store_dir) if in_flight else {}

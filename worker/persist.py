@@ -213,6 +213,13 @@ def replace_patching_results(
     return _replace(session, PatchingResult, PATCHING_KEY, run_id, rows, commit, settings_id)
 
 
+# ``runs.status`` of a run trained again (rebuilt, or ``--force``) whose rows of the model it
+# replaces were deleted with it, while its job's measurements are not stored again: written in
+# the transaction that drops the rows, back to ``trained`` (or ``complete``) once they are. An
+# export refuses such a run (docs/SCIENCE.md#rebuilding-weights): not all of its results are there.
+REMEASURING = "remeasuring"
+
+
 def set_run_status(session: Session, run_id: int, status: str, *, commit: bool = True) -> None:
     """Set ``runs.status`` (``trained`` → ``complete`` once every measurement is stored)."""
     from sqlalchemy import update
@@ -225,3 +232,17 @@ def set_run_status(session: Session, run_id: int, status: str, *, commit: bool =
     except BaseException:
         session.rollback()
         raise
+
+
+def end_remeasuring(session: Session, run_id: int, *, commit: bool = True) -> bool:
+    """A run still :data:`REMEASURING` after its job's measurements are stored is ``trained``
+    again (a complete one was set ``complete`` with its last write); True when it was."""
+    from sqlalchemy import update
+
+    try:
+        res = session.execute(update(Run).where(Run.id == run_id, Run.status == REMEASURING).values(status="trained"))
+        _finish(session, commit)
+    except BaseException:
+        session.rollback()
+        raise
+    return bool(res.rowcount)  # type: ignore[attr-defined]

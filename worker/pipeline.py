@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel
+from sqlalchemy import select
 
 from layerscope_core.provenance import code_versions
 from models_store import build_model
@@ -157,7 +158,8 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> t
         return None, _rebuilding(run_id, params, env, ctx)  # type: ignore[arg-type]
     with session_scope(env.session_factory) as s:
         done = stored_parts(s, run_id, measure.config_hash())  # type: ignore[arg-type]
-        persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
+        if s.get(Run, run_id).status != persist.REMEASURING:  # a retrained run's mark stays until it is measured
+            persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
     todo = tuple(p for p in measured_parts(params) if p not in done)
     ctx.log(
         f"run {run_id} ({params.name}) trained before: measuring only"
@@ -241,6 +243,7 @@ def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None
         model, provenance={"run_config": params.run_config(), "config_hash": run_hash, "steps": result.steps}
     )
     with session_scope(env.session_factory) as s:  # one transaction: the run and the end of its old results
+        before = s.execute(select(Run.status).where(Run.config_hash == run_hash)).scalar()
         run_id = persist.save_run(
             s,
             commit=False,
@@ -278,8 +281,14 @@ def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None
             },
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go
+        # marked until it is measured again (run_measurements); a rebuild of a rebuild cut short keeps it
+        if measure is not None and (dropped or before == persist.REMEASURING):
+            persist.set_run_status(s, run_id, persist.REMEASURING, commit=False)
     if dropped:
-        ctx.log(f"run {run_id}: retrained; {dropped} result row(s) of the model it replaces deleted")
+        ctx.log(
+            f"run {run_id}: retrained; {dropped} result row(s) of the model it replaces deleted"
+            + (f" (status {persist.REMEASURING!r} until it is measured again)" if measure is not None else "")
+        )
     ctx.log(
         f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
         f"held-out acc {result.final_heldout_acc}"
@@ -314,8 +323,11 @@ def run_measurements(
     """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
     finishes, then — when ``complete`` (every part is stored now) — the run marked ``complete``:
     :func:`worker.measuring.measure_run` (the one entry path), with interventions fitted at the
-    run's ``train_length``."""
+    run's ``train_length``. A run retrained with its old rows deleted (``persist.REMEASURING``)
+    is ``trained`` again once its ``parts`` are stored, not before."""
     measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=complete)
+    with session_scope(env.session_factory) as s:
+        persist.end_remeasuring(s, run_id)
 
 
 def load_run(run_id: int, env: WorkerEnv):

@@ -14,12 +14,14 @@ from store.session import session_scope
 from worker.env import WorkerEnv
 from worker.measuring import PARTS
 from worker.params import TrainParams
+from worker.persist import REMEASURING
 
 
 def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
     """Where this run stands in the results DB: ``(run_id, state)`` with state ``"new"`` (no run
     with this config hash), ``"complete"`` (trained and measured with these measurement settings
-    — for a staged suite, :attr:`TrainParams.parts`: those parts stored; train-only runs: trained),
+    — for a staged suite, :attr:`TrainParams.parts`: those parts stored, and not marked
+    ``persist.REMEASURING``; train-only runs: trained),
     ``"trained"`` (trained, measurements missing or made with other settings; its checkpoint can be
     measured without training again) or ``"weightless"`` (stored and still to be measured — or
     complete, when ``params.rebuild_weights`` — but its weights are not here: imported from a
@@ -32,18 +34,19 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
             return None, "new"
         weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
         if params.measure is None:
-            complete = run.status in ("trained", "complete")
+            complete = run.status in ("trained", "complete", REMEASURING)
         else:
             done = stored_parts(s, run.id, params.measure.config_hash())
             # a whole suite asks for the run's status (set with its last part); a staged one
             # for the parts it measures (the run stays "trained" until every part is stored)
-            staged = params.parts is not None and not params.control
+            # (a retrained run marked REMEASURING: its parts stored, the mark is not cleared yet)
+            staged = params.parts is not None and not params.control and run.status != REMEASURING
             complete = "probes" in done and (
                 run.status == "complete" or (staged and set(measured_parts(params)) <= done)
             )
         if complete and (weights or not params.rebuild_weights):
             return run.id, "complete"
-        if params.measure is None and run.status not in ("trained", "complete"):
+        if params.measure is None and run.status not in ("trained", "complete", REMEASURING):
             return run.id, "new"
         return run.id, "trained" if weights else "weightless"
 

@@ -1,6 +1,6 @@
 """Results bundles (one portable file a suite; the format: ``backend/bundle.py``).
 
-layerscope export --suite NAME -o FILE [--weights] [--in-flight]   # a suite's results bundle
+layerscope export --suite NAME -o FILE [--weights] [--in-flight] [--allow-partial]   # a suite's results bundle
 layerscope import FILE [--replace]                   # load a bundle; rows already present are kept
 layerscope report BUNDLE -o docs/RESULTS.md          # the study's claims next to this reproduction's
 """
@@ -36,10 +36,19 @@ def export_cmd(
             "so that the suite, run again where the bundle is imported, resumes them.",
         ),
     ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Export even while runs of the suite are being rebuilt (status remeasuring: the results of the "
+            "model each replaces deleted, its own not all stored yet); they go without those results. "
+            "Refused otherwise.",
+        ),
+    ] = False,
 ) -> None:
     """Write a suite's results bundle: runs, behaviour, probes, interventions, patching, profiles
     and a manifest (versions, commit, config hashes, devices, wall time) in one portable file."""
-    from backend.bundle_export import export_bundle
+    from backend.bundle_export import RunsBeingRebuilt, being_rebuilt, export_bundle
 
     if output.is_dir():
         raise C.CliError(
@@ -49,9 +58,19 @@ def export_cmd(
     factory = C.session_factory(settings)
     output.parent.mkdir(parents=True, exist_ok=True)
     with factory() as s:
-        manifest = export_bundle(
-            s, suite, output, weights=weights, store_dir=settings.resolved_store_dir, note=note, in_flight=in_flight
-        )
+        try:
+            manifest = export_bundle(
+                s,
+                suite,
+                output,
+                weights=weights,
+                store_dir=settings.resolved_store_dir,
+                note=note,
+                in_flight=in_flight,
+                allow_partial=allow_partial,
+            )
+        except RunsBeingRebuilt as exc:  # refused before the file is opened: nothing written
+            raise C.CliError(f"{exc}; or pass --allow-partial to export them without their results") from exc
     n = len(manifest["runs"])
     included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
     with_w = (
@@ -77,6 +96,12 @@ def export_cmd(
         f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
         err=True,
     )
+    if rebuilding := being_rebuilt(manifest["runs"]):
+        typer.echo(
+            f"layerscope: warning: {len(rebuilding)} run(s) exported while being rebuilt, without all their results "
+            f"(--allow-partial): {', '.join(name for _, name in rebuilding)}",
+            err=True,
+        )
     if weights and missing:
         typer.echo(
             f"layerscope: warning: {missing} of {n} run(s) have no checkpoint in the model store "

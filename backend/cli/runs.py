@@ -188,7 +188,8 @@ def suite_delete(
             except typer.Abort:
                 export = None
         if export is not None:
-            export_bundle(s, name, export, store_dir=s_.resolved_store_dir)
+            # a copy of what is there before it goes: runs being rebuilt too, as they stand
+            export_bundle(s, name, export, store_dir=s_.resolved_store_dir, allow_partial=True)
             typer.echo(f"layerscope: wrote {export} ({len(ids)} run(s) of suite {name!r})", err=True)
         counts = deletion_counts(s, ids)
         C.confirm(f"Delete suite {name!r}: {_rows(counts)}, and their checkpoints?", yes)

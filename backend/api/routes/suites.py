@@ -6,7 +6,7 @@ import io
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -17,7 +17,7 @@ from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, Sett
 from backend.api.queries import NotFound
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
 from backend.bundle import imported_manifest, imported_suites
-from backend.bundle_export import export_bundle
+from backend.bundle_export import RunsBeingRebuilt, export_bundle
 from backend.measured import measured_run_ids
 from science.trained import is_trained
 from store.models import Run, SuiteNote
@@ -149,13 +149,22 @@ def list_suites(session: SessionDep) -> list[dict]:
     responses={
         200: {"content": {"application/zip": {}}, "description": "the bundle"},
         404: {"model": ErrorOut, "description": "no run in this suite"},
+        409: {"model": ErrorOut, "description": "runs of the suite are being rebuilt (without allow_partial)"},
     },
     response_class=Response,
 )
-def suite_bundle(name: SuiteName, session: SessionDep) -> Response:
+def suite_bundle(
+    name: SuiteName,
+    session: SessionDep,
+    allow_partial: Annotated[
+        bool, Query(description="Export runs being rebuilt too (status remeasuring), without all their results.")
+    ] = False,
+) -> Response:
     buf = io.BytesIO()
     try:
-        export_bundle(session, name, buf)
+        export_bundle(session, name, buf, allow_partial=allow_partial)
+    except RunsBeingRebuilt as exc:  # their old results deleted, their own not all stored yet
+        raise HTTPException(409, str(exc)) from exc
     except housekeeping.SuiteNameError as exc:
         raise _bad_name(name, exc) from exc
     except LookupError as exc:  # names the suites that exist
