@@ -54,3 +54,19 @@ def test_the_shipped_bundle_has_a_row_per_cell():
     _, tables = m.read_bundle(ROOT / "examples" / "paper.layerscope.zip")
     rows = m.cell_rows(tables["runs"])
     assert len(rows) == 20 and all(r["seeds"] == 3 for r in rows)
+
+
+def test_rows_of_two_suites_stay_apart_and_name_their_suite():
+    """A study and the cells a preset revision superseded (paper-steps-rev1): one row per suite."""
+    m = _module()
+    old = {**_run(0, 0.8, 6000, "budget"), "suite": "rev1", "train_config": {"max_steps": 6000}}
+    new = {**_run(0, 0.995, 9000, "trained"), "suite": "study", "train_config": {"max_steps": 20000}}
+    rows = m.cell_rows([old, new])
+    assert [(r["suite"], r["budget"], r["trained"]) for r in rows] == [("rev1", 6000, 0), ("study", 20000, 1)]
+    text = m.markdown(rows)
+    assert "| task | family | suite | step budget |" in text
+    assert (
+        "| parity | mamba | rev1 | 6,000 | 0/1 |" in text
+        and "| parity | mamba | study | 20,000 | 1/1 | 9,000 |" in text
+    )
+    assert "suite" not in m.markdown(m.cell_rows([new])).splitlines()[0]  # one suite: no column
