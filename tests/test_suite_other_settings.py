@@ -53,6 +53,24 @@ def test_runs_stored_with_other_overrides_are_named(env):
     assert stored_with_other_settings(made, env.session_factory) == []  # the same overrides: resumed as usual
 
 
+def test_a_revised_cells_runs_moved_out_make_room_for_the_revision(env):
+    """A preset cell revised before new runs (docs/SCIENCE.md#budgets): its stored runs conflict
+    with the revision until ``suite move`` takes them to a suite of their own; the suite's other
+    cells stay, and the moved runs stay stored under the new name."""
+    from backend.housekeeping import move_runs
+
+    old = expand_suite(SuiteParams(**CELL, max_steps=6))
+    other_cell = expand_suite(SuiteParams(preset="smoke", families=["gru"], tasks=["parity"]))
+    _store(env, old + other_cell)
+    revised = expand_suite(SuiteParams(**CELL, max_steps=20))
+    assert stored_with_other_settings(revised, env.session_factory)  # refused while they are there
+    with env.session_factory() as s:
+        moved = move_runs(s, "smoke", "smoke-rev1", families=["lstm"], tasks=["parity"])
+    assert {r.config_hash for r in moved} == {j.run_hash() for j in old}
+    assert stored_with_other_settings(revised, env.session_factory) == []
+    assert stored_with_other_settings(other_cell, env.session_factory) == []  # still in its suite, as made
+
+
 def test_a_depth_sweep_or_another_pretrained_model_is_not_a_second_run_of_a_seed(env):
     made = expand_suite(SuiteParams(**CELL))
     _store(env, made)
