@@ -181,9 +181,32 @@ def runs_grid() -> dag.AgGrid:
     )
 
 
-def bundle_href(suite: str | None) -> str:
-    """The suite's results bundle (``GET /api/suites/{name}/bundle``); empty without a suite."""
-    return f"/api/suites/{quote(suite, safe='')}/bundle" if suite else ""
+def bundle_href(suite: str | None, *, allow_partial: bool = False) -> str:
+    """The suite's results bundle (``GET /api/suites/{name}/bundle``); empty without a suite.
+    ``allow_partial`` asks for it while runs are being rebuilt (the route answers 409 otherwise)."""
+    if not suite:
+        return ""
+    return f"/api/suites/{quote(suite, safe='')}/bundle" + ("?allow_partial=true" if allow_partial else "")
+
+
+BUNDLE_LABEL = "Download suite bundle"
+BUNDLE_TITLE = "The suite's results bundle (layerscope import FILE loads it elsewhere)"
+
+
+def bundle_link(suite: str | None, listed: list[dict]) -> tuple[str, str, str]:
+    """(href, label, title) of the suite bundle's link, given ``GET /api/suites``'s rows. While
+    runs of the suite are being rebuilt (``n_rebuilding``: their old results deleted, their own not
+    all stored), a plain link would get a 409; the link then asks for the partial bundle and says so."""
+    n = next((int(r.get("n_rebuilding") or 0) for r in listed if r.get("name") == suite), 0)
+    if not suite or not n:
+        return bundle_href(suite), BUNDLE_LABEL, BUNDLE_TITLE
+    runs = "1 run is" if n == 1 else f"{n} runs are"
+    return (
+        bundle_href(suite, allow_partial=True),
+        f"{BUNDLE_LABEL} (partial: {runs} being rebuilt)",
+        f"{runs[0].upper()}{runs[1:]} being rebuilt: the bundle holds them without all their results. "
+        "Wait for the rebuild to finish for a complete one.",
+    )
 
 
 def run_filters(state: dict) -> dict[str, Any]:

@@ -415,6 +415,13 @@ def test_runs_suite_picker_says_imported_or_made_here_and_links_the_bundle(api):
     assert labels == {"synthetic": "synthetic — made here (45 runs)", "paper": "paper — imported (60 runs)"}
     assert runs.bundle_href("paper") == "/api/suites/paper/bundle"
     assert runs.bundle_href("a b/c") == "/api/suites/a%20b%2Fc/bundle" and runs.bundle_href(None) == ""
+    # while runs are being rebuilt the plain link would get a 409: it asks for the partial bundle and says so
+    listed = [{"name": "paper", "n_rebuilding": 2}, {"name": "synthetic"}]
+    href, label, title = runs.bundle_link("paper", listed)
+    assert href == "/api/suites/paper/bundle?allow_partial=true"
+    assert label == "Download suite bundle (partial: 2 runs are being rebuilt)" and "without all their results" in title
+    assert runs.bundle_link("synthetic", listed)[:2] == ("/api/suites/synthetic/bundle", "Download suite bundle")
+    assert runs.bundle_link(None, listed)[0] == ""
 
     class Down(FakeApi):
         def suites(self):

@@ -6,6 +6,7 @@ that window held the run without probes, and the claims read "not enough data" f
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 
@@ -124,3 +125,22 @@ def test_the_api_bundle_is_refused_with_409_unless_allow_partial(api):
     assert f"(run {first})" in refused.json()["detail"]
     partial = api.client.get("/api/suites/t/bundle", params={"allow_partial": True})
     assert partial.status_code == 200 and partial.headers["content-type"] == "application/zip"
+
+
+def test_the_api_counts_runs_being_rebuilt_and_serves_their_bundle_only_when_asked_partial(api):
+    from tests.conftest import seed_runs
+
+    _, second = seed_runs(api.factory, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="rb")
+    assert "n_rebuilding" not in api.client.get("/api/suites").json()[0]  # absent when none
+    with api.factory() as s:
+        s.get(Run, second).status = REMEASURING
+        s.commit()
+    (listed,) = api.client.get("/api/suites").json()
+    assert listed["n_rebuilding"] == 1 and listed["n_runs"] == 2
+    refused = api.client.get("/api/suites/rb/bundle")
+    assert refused.status_code == 409 and "lstm-parity-s1" in refused.json()["detail"]
+    partial = api.client.get("/api/suites/rb/bundle", params={"allow_partial": "true"})
+    assert partial.status_code == 200 and partial.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(partial.content)) as z:
+        statuses = {r["name"]: r["status"] for r in json.loads(z.read("manifest.json"))["runs"]}
+    assert statuses == {"lstm-parity-s0": "trained", "lstm-parity-s1": REMEASURING}  # as seed_runs stores it

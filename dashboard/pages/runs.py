@@ -22,10 +22,13 @@ from dashboard.pages import PageDef, run_actions
 from dashboard.pages.run_detail import rebuilt_fact, run_detail, trained_flag
 from dashboard.run_kind import CONTROLS_FILTER
 from dashboard.runs_table import (
+    BUNDLE_LABEL,
+    BUNDLE_TITLE,
     COLUMNS,
     PAGE_SIZES,
     SORTS,
     bundle_href,
+    bundle_link,
     fetch_clamped_page,
     fetch_page,
     grid_rows,
@@ -128,11 +131,11 @@ def selection_actions(s: dict, path_for) -> html.Div:
             html.Button("Export CSV (all matching)", id="rn-export", className="btn btn-sm", n_clicks=0),
             dcc.Download(id="rn-export-download"),
             html.A(
-                "Download suite bundle",
+                BUNDLE_LABEL,
                 id="rn-bundle",
                 href=bundle_href(s["suite"]),
                 className="btn btn-sm",
-                title="The suite's results bundle (layerscope import FILE loads it elsewhere)",
+                title=BUNDLE_TITLE,
                 style=None if s["suite"] else {"display": "none"},
             ),
         ],
@@ -260,10 +263,20 @@ def register_downloads(app, api: ApiClient) -> None:
     def _export(n, search, base):
         return export_csv(api, SPEC.decode(search, base))
 
-    @app.callback(Output("rn-bundle", "href"), Output("rn-bundle", "style"), Input("rn-suite", "value"))
+    @app.callback(
+        Output("rn-bundle", "href"),
+        Output("rn-bundle", "children"),
+        Output("rn-bundle", "title"),
+        Output("rn-bundle", "style"),
+        Input("rn-suite", "value"),
+    )
     def _bundle(suite):
         suite = SPEC.value("suite", suite)
-        return bundle_href(suite), (None if suite else {"display": "none"})
+        try:
+            listed = api.suites() if suite else []
+        except ApiError:  # the API down: the plain link, whose own answer says why
+            listed = []
+        return (*bundle_link(suite, listed), None if suite else {"display": "none"})
 
 
 def register_selection(app, api: ApiClient, path_for) -> None:
@@ -313,6 +326,7 @@ __all__ = [
     "SORTS",
     "SPEC",
     "bundle_href",
+    "bundle_link",
     "fetch_clamped_page",
     "fetch_page",
     "grid_rows",

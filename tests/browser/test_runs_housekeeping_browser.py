@@ -7,9 +7,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from store.models import Run
+from store.session import make_engine, make_sessionmaker
 from tests.browser.conftest import Server, shot, wait_ready
 from tests.fixtures.seed_results import seed_database
+from worker.persist import REMEASURING
 
 pytestmark = pytest.mark.browser
 
@@ -92,3 +96,24 @@ def test_rebuild_from_the_jobs_form_says_why_not_for_a_run_with_weights(small, p
     page.fill("#jb-rebuild-run", "99999")
     page.click("#jb-rebuild")
     page.wait_for_function("() => document.querySelector('#jb-rebuild-result').textContent.includes('not found')")
+
+
+def test_the_bundle_link_asks_for_a_partial_bundle_while_a_run_is_rebuilt(small, page):
+    # a run of the suite marked as a worker marks a rebuilt run until its measurements are stored
+    with make_sessionmaker(make_engine(small.db_url))() as s:
+        run = s.scalars(select(Run).where(Run.suite == "synthetic", Run.family == "lstm")).first()
+        run.status = REMEASURING
+        s.commit()
+    page.goto(small.base + "/?suite=synthetic")
+    wait_ready(page)
+    page.wait_for_function("() => document.querySelector('#rn-bundle').textContent.includes('being rebuilt')")
+    link = page.locator("#rn-bundle")
+    assert link.text_content() == "Download suite bundle (partial: 1 run is being rebuilt)"
+    href = link.get_attribute("href")
+    assert href == "/api/suites/synthetic/bundle?allow_partial=true"
+    assert (
+        httpx.get(small.base + "/api/suites/synthetic/bundle", timeout=60).status_code == 409
+    )  # the plain link's answer
+    r = httpx.get(small.base + href, timeout=60)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    shot(page, "runs-bundle-partial")

@@ -21,6 +21,7 @@ from backend.bundle_export import RunsBeingRebuilt, export_bundle
 from backend.measured import measured_run_ids
 from science.trained import is_trained
 from store.models import Run, SuiteNote
+from worker.persist import REMEASURING
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 
@@ -79,6 +80,10 @@ class SuiteOut(BaseModel):
     partial_why: str | None = None  # the imported manifest's partial ``why`` and ``notes``, if any
     tags: list[str] | None = None  # a researcher's labels (PATCH /api/suites/{name}); absent when none
     notes: str | None = None  # a researcher's remarks
+    # Runs (controls included) being rebuilt now (status ``remeasuring``): their old results are
+    # deleted and their own not all stored, so the bundle route answers 409 without allow_partial.
+    # Absent when none.
+    n_rebuilding: int | None = None
 
 
 def _partial_why(manifest: dict | None) -> str | None:
@@ -119,6 +124,8 @@ def list_suites(session: SessionDep) -> list[dict]:
             ),
         )
         statuses.setdefault(suite, []).append({"status": status, "config_hash": chash, "control": control})
+        if status == REMEASURING:
+            d["n_rebuilding"] = d.get("n_rebuilding", 0) + 1
         if control:
             d["n_controls"] += 1
             continue
