@@ -82,11 +82,8 @@ class ArtifactStore:
         ``layerscope``) once; returns the id (SHA-256 of the bytes). The same tensors and metadata
         always give the same bytes, so the same id: safetensors writes a metadata dict in hash-map
         order, which differed from one call to the next."""
-        meta = (
-            {"layerscope": json.dumps({k: str(v) for k, v in metadata.items()}, sort_keys=True)} if metadata else None
-        )
-        data = st_save({k: _t(v) for k, v in tensors.items()}, metadata=meta)
-        artifact_id = hashlib.sha256(data).hexdigest()
+        data = encode(tensors, metadata)
+        artifact_id = id_of(data)
         path = self.path(artifact_id)
         if not path.is_file():
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -103,10 +100,55 @@ class ArtifactStore:
         if not path.is_file():
             raise FileNotFoundError(f"artifact {artifact_id} not found in {self.dir}")
         data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != artifact_id:
+        if id_of(data) != artifact_id:
             raise ValueError(f"artifact {artifact_id} is damaged: its bytes hash otherwise")
         return data
 
     def load(self, artifact_id: str) -> dict[str, torch.Tensor]:
         """The stored tensors, by name (see ``read_bytes`` for the errors)."""
         return st_load(self.read_bytes(artifact_id))
+
+    def metadata(self, artifact_id: str) -> dict[str, str]:
+        """The stored metadata as one flat dict of strings: the ``layerscope`` JSON string of
+        files written since the metadata was made deterministic, or the flat string dict of older
+        files (written before, in hash-map order). Errors as ``read_bytes``."""
+        return read_metadata(self.read_bytes(artifact_id))
+
+    def delete(self, artifact_id: str) -> bool:
+        """Remove the file of ``artifact_id``; False when there was none. The caller checks that
+        no result row refers to it (``backend.artifact_rekey``)."""
+        try:
+            self.path(artifact_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def encode(tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> bytes:
+    """The safetensors bytes ``ArtifactStore.save`` writes (their SHA-256 is the id)."""
+    meta = {"layerscope": json.dumps({k: str(v) for k, v in metadata.items()}, sort_keys=True)} if metadata else None
+    return st_save({k: _t(v) for k, v in tensors.items()}, metadata=meta)
+
+
+def id_of(data: bytes) -> str:
+    """An artifact's id: the SHA-256 of its bytes, 64 lowercase hex characters."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_metadata(data: bytes) -> dict[str, str]:
+    """The metadata of safetensors ``data`` (see ``ArtifactStore.metadata``): the header is an
+    8-byte little-endian length and that many bytes of JSON, whose ``__metadata__`` holds it.
+
+    Raises:
+        ValueError: bytes that are no safetensors header.
+    """
+    if len(data) < 8:
+        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
+    n = int.from_bytes(data[:8], "little")
+    try:
+        meta = json.loads(data[8 : 8 + n]).get("__metadata__") or {}
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a safetensors file: its header is not JSON ({exc})") from exc
+    if "layerscope" in meta:
+        return json.loads(meta["layerscope"])
+    return dict(meta)

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 WEIGHTS_KEY = ("kind", "method", "layer", "eval_length")
 
 
+def artifact_metadata(kind: str, method: str, layer: int, eval_length: int) -> dict[str, Any]:
+    """The metadata an artifact of a ``result_weights`` row is written with. An edit is fitted
+    once and applied at every eval length: one artifact for all its rows (its length in the file
+    would make five copies of the same tensors); a probe is fitted per length."""
+    meta = {"kind": kind, "method": method, "layer": layer}
+    return meta if kind != "probe" else {**meta, "eval_length": eval_length}
+
+
 def keep_weights(env: WorkerEnv, session: Session, run_id: int, records: Iterable[Any], kind: str) -> int:
     """Write the artifacts of ``records`` (probe records carrying ``.probe``, intervention records
     carrying ``.edit``) and replace their ``result_weights`` rows; returns the rows written.
@@ -37,15 +45,12 @@ def keep_weights(env: WorkerEnv, session: Session, run_id: int, records: Iterabl
             continue
         tensors = probe_tensors(obj) if kind == "probe" else edit_tensors(obj)
         method = "" if kind == "probe" else r.method
-        meta = {"kind": kind, "method": method, "layer": r.layer, "eval_length": r.eval_length}
-        # an edit is fitted once and applied at every eval length: one artifact for all its rows
-        # (its length in the file would make five copies of the same tensors); a probe is per length
-        own = meta if kind == "probe" else {k: v for k, v in meta.items() if k != "eval_length"}
+        key = {"kind": kind, "method": method, "layer": r.layer, "eval_length": r.eval_length}
         rows.append(
             {
-                **{k: meta[k] for k in WEIGHTS_KEY},
+                **key,
                 "config_hash": r.config_hash,
-                "artifact_id": store.save(tensors, own),
+                "artifact_id": store.save(tensors, artifact_metadata(**key)),
             }
         )
     if rows:

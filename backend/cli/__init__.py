@@ -13,7 +13,7 @@
     layerscope jobs list|cancel|logs                                               (jobs.py)
     layerscope views list|delete               # saved dashboard views             (views.py)
     layerscope token create --name NAME                                            (admin.py)
-    layerscope db upgrade                                                          (admin.py)
+    layerscope db upgrade | rekey-artifacts                                        (admin.py)
     layerscope task add FILE --name NAME      # your own labelled tokens (JSONL / Parquet) as a task  (tasks.py)
     layerscope export-model RUN_ID -o DIR      # a run's model as a folder transformers' AutoModel loads  (models.py)
     layerscope capture RUN_ID --site blocks.1.resid_post -o FILE   # named activations (run_with_cache)

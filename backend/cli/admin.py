@@ -4,6 +4,7 @@ layerscope token create --name NAME     # printed once; stored as SHA-256 only
 layerscope token revoke NAME_OR_ID
 layerscope token list [--json]
 layerscope db upgrade                   # a SQLite file is backed up first
+layerscope db rekey-artifacts [--dry-run]   # kept weights written before their bytes were deterministic
 """
 
 from __future__ import annotations
@@ -95,3 +96,33 @@ def db_upgrade() -> None:
             raise explain(exc, url) from exc
         raise C.CliError(f"{explain(exc, url)}; the database is unchanged, and a backup is at {backup}") from exc
     typer.echo(f"layerscope: {shown} at revision {rev}" + (f" (was {was})" if was else ""))
+
+
+@db_app.command("rekey-artifacts")
+def db_rekey_artifacts(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would change; write and delete nothing.")
+    ] = False,
+) -> None:
+    """Write kept weights (probe weights, removed directions) stored before their bytes were
+    deterministic again as they are written now, and delete the old files no result row names:
+    an edit applied at five eval lengths was five files, one now. Numbers do not change; later
+    bundles of the suite carry one file per edit (backend/artifact_rekey.py)."""
+    from backend.artifact_rekey import rekey_artifacts
+    from models_store.artifacts import ArtifactStore
+
+    settings = C.settings()
+    store = ArtifactStore(settings.resolved_store_dir)
+    with C.session_factory()() as s:
+        try:
+            r = rekey_artifacts(s, store, dry_run=dry_run)
+        except ValueError as exc:  # a damaged file: nothing was changed
+            raise C.CliError(f"{exc}; nothing was changed") from exc
+    verb = "would re-key" if dry_run else "re-keyed"
+    typer.echo(
+        f"layerscope: {verb} {r.rows_rekeyed} of {r.rows} kept-weight row(s): {r.files_before} file(s) named "
+        f"before, {r.files_after} after"
+        + ("" if dry_run else f"; {len(r.removed)} old file(s) removed ({r.bytes_removed / 1e6:.1f} MB)")
+        + (f"; {len(r.missing)} file(s) named but not in this store, left as they are" if r.missing else ""),
+        err=True,
+    )
