@@ -360,7 +360,9 @@ def test_a_manifest_suite_name_breaking_the_rule_is_refused(exported, target, tm
     assert _counts(target) == before and not (tmp_path / "store").exists()
 
 
-@pytest.mark.parametrize("name", ["paper.layerscope.zip", "paper-steps.layerscope.zip"])
+@pytest.mark.parametrize(
+    "name", ["paper.layerscope.zip", "paper-steps.layerscope.zip", "paper-steps-rev1.layerscope.zip"]
+)
 def test_the_shipped_bundles_pass_the_checks(name) -> None:
     manifest, tables = read_bundle(EXAMPLES / name)  # read_bundle runs every check
     assert tables["runs"] and manifest["suite"] in name
@@ -374,6 +376,29 @@ def test_the_shipped_steps_bundle_imports(tmp_path) -> None:
     _, tables = read_bundle(EXAMPLES / "paper-steps.layerscope.zip")
     assert out["runs_added"] == len(tables["runs"]) and out["runs_conflicting"] == []
     assert out["rows_added"]["probe_results"] == len(tables["probe_results"])
+
+
+def test_the_superseded_cells_bundle_holds_revision_1s_runs_beside_the_steps_study(tmp_path) -> None:
+    """paper-steps-rev1: the cells revision 2 of the paper preset retrains (docs/SCIENCE.md#budgets),
+    moved out of paper-steps with their controls; it imports into the same database as paper-steps
+    without a clash, each run keeping its suite."""
+    manifest, tables = read_bundle(EXAMPLES / "paper-steps-rev1.layerscope.zip")
+    runs = tables["runs"]
+    trained = [r for r in runs if not r.get("control")]
+    assert manifest["suite"] == "paper-steps-rev1" and {r["suite"] for r in runs} == {"paper-steps-rev1"}
+    cells = {(r["family"], r["task"]) for r in trained}
+    assert cells == {("transformer", "s3"), ("mamba", "s3"), ("mamba2", "s3"), ("mamba2", "parity")}
+    assert len(trained) == 12 and len(runs) == 24  # 3 seeds each, with their random-init controls
+    s3 = [r for r in trained if r["task"] == "s3"]
+    assert {r["train_config"]["max_steps"] for r in s3} == {6_000}
+    assert all(not r["train_config"].get("plateau_gap_share") for r in trained)  # revision 1's rule
+    factory = _factory(f"sqlite:///{tmp_path / 'r.db'}")
+    _, steps = read_bundle(EXAMPLES / "paper-steps.layerscope.zip")
+    with factory() as s:
+        b = import_bundle(s, EXAMPLES / "paper-steps-rev1.layerscope.zip", store_dir=tmp_path / "store")
+        a = import_bundle(s, EXAMPLES / "paper-steps.layerscope.zip", store_dir=tmp_path / "store")
+    assert b["runs_added"] == 24 and b["runs_conflicting"] == []
+    assert a["runs_added"] == len(steps["runs"]) and a["runs_conflicting"] == []
 
 
 # serve on a free port: the default 8050 may be taken on the machine (the port is checked first)
