@@ -60,11 +60,11 @@ def rekey_artifacts(session: Session, store: ArtifactStore, *, dry_run: bool = F
             new_ids[w.id] = w.artifact_id
             continue
         meta = artifact_metadata(w.kind, w.method, w.layer, w.eval_length)
-        new_ids[w.id] = id_of(encode(tensors, meta))
+        # save writes the file (once) before a row names it; a dry run only hashes the bytes
+        new_ids[w.id] = id_of(encode(tensors, meta)) if dry_run else store.save(tensors, meta)
         if new_ids[w.id] != w.artifact_id:
             report.rows_rekeyed += 1
             if not dry_run:
-                store.save(tensors, meta)  # the file is there before a row names it
                 w.artifact_id = new_ids[w.id]
     report.files_after = len(set(new_ids.values()))
     if dry_run:
