@@ -11,7 +11,11 @@
 # "--max-seconds 90" to bound each run's training on a short lease), RESUME_BUNDLE (a results
 # bundle imported first, e.g. examples/paper.layerscope.zip with SUITE_ARGS="--max-seconds 75":
 # only its missing runs are trained; a suite is resumed with the overrides it was made with,
-# other settings go under another SUITE_NAME).
+# other settings go under another SUITE_NAME), EXPORT_ARGS (more `layerscope export` options, e.g.
+# "--in-flight" to bring back the training state of runs the deadline stopped, so that a CPU resumes
+# them), PARTIAL_EVERY (seconds between safety exports, default 120). A bundle larger than PART_MB
+# (default 15) is split into NAME.bundle.part-aa, -ab, …
+# (a lease returns files of at most 16 MiB): `cat NAME.bundle.part-* > NAME.bundle` joins them.
 set -u
 phase=${1:-study}
 budget=${2:-480}
@@ -53,7 +57,9 @@ fi
 name=${SUITE_NAME:-paper}
 device=${DEVICE:-cuda}
 log "study: $slots slots, deadline ${budget}s"
-cli worker --device "$device" --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
+# python3 itself, not the `cli` function: a function in the background is a subshell, and a
+# SIGTERM to it would leave the worker running on, its job neither handed back nor saved
+python3 -m backend.cli worker --device "$device" --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
 wpid=$!
 if [ -n "${RESUME_BUNDLE:-}" ]; then
   cli import "$RESUME_BUNDLE" || { log "import of $RESUME_BUNDLE FAILED"; exit 1; }
@@ -70,14 +76,23 @@ runs = dict(c.execute("select status, count(*) from runs group by status").fetch
 print("train jobs", jobs, "| runs", runs, flush=True)
 EOF
 }
+# A lease returns files of at most 16 MiB: split a larger bundle into parts (old parts removed first).
+split_large() {
+  rm -f "$1".part-*
+  if [ -f "$1" ] && [ "$(stat -c %s "$1")" -gt $(( ${PART_MB:-15} * 1048576 )) ]; then
+    split -b "${PART_MB:-15}m" "$1" "$1.part-" && rm -f "$1" && log "split $(basename "$1") into $(ls "$1".part-* | wc -l) parts"
+  fi
+}
 last_export=0
 while kill -0 "$wpid" 2>/dev/null && [ "$(elapsed)" -lt "$budget" ]; do
   sleep 15
   progress
   done_jobs=$(python3 -c "import sqlite3;c=sqlite3.connect('$LAYERSCOPE_HOME/layerscope.db',timeout=30);print(c.execute(\"select count(*) from jobs where state in ('queued','running')\").fetchone()[0])")
   [ "$done_jobs" = 0 ] && { log "every job finished"; break; }
-  if [ $(( $(elapsed) - last_export )) -ge 120 ]; then
-    cli export --suite "$name" -o "$OUT/$name.bundle.partial" >/dev/null 2>&1 && last_export=$(elapsed)
+  if [ $(( $(elapsed) - last_export )) -ge "${PARTIAL_EVERY:-120}" ]; then
+    # shellcheck disable=SC2086
+    cli export --suite "$name" -o "$OUT/$name.bundle.partial" ${EXPORT_ARGS:-} >/dev/null 2>&1 && last_export=$(elapsed) \
+      && split_large "$OUT/$name.bundle.partial"
   fi
 done
 log "stopping workers"
@@ -85,6 +100,8 @@ kill -TERM "$wpid" 2>/dev/null
 for _ in $(seq 1 20); do kill -0 "$wpid" 2>/dev/null || break; sleep 1; done
 kill -KILL "$wpid" 2>/dev/null
 progress
-cli export --suite "$name" -o "$OUT/$name.bundle" && rm -f "$OUT/$name.bundle.partial"
+# shellcheck disable=SC2086
+cli export --suite "$name" -o "$OUT/$name.bundle" ${EXPORT_ARGS:-} && rm -f "$OUT/$name.bundle.partial"* \
+  && split_large "$OUT/$name.bundle"
 tail -c 200000 "$OUT/worker.log" > "$OUT/worker.tail.log"; rm -f "$OUT/worker.log"
 log "study done"

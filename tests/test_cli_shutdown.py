@@ -44,18 +44,50 @@ def test_sigterm_interrupts_once_then_is_ignored() -> None:
 def test_a_worker_stops_on_its_first_signal_even_with_sigint_inherited_ignored() -> None:
     """A worker started by a demo that a script ran in the background inherits SIGINT ignored:
     it must still stop (and hand its job back) on the demo's SIGINT, then ignore any other."""
-    from worker.packing import stop_on_first_signal
+    from worker import packing
 
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited from the background shell
-        stop_on_first_signal()
+        packing.stop_on_first_signal()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)  # (the handler runs at once, between bytecodes; this is never reached)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second signal cannot break the release
     finally:
+        packing.STOP_REQUESTED.clear()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_a_stop_signal_swallowed_by_a_finalizer_still_stops_the_job(monkeypatch) -> None:
+    """CI saw the demo's SIGINT land while SQLAlchemy's weakref callback ran: CPython printed
+    "Exception ignored … KeyboardInterrupt" and the worker went on running jobs with later
+    signals ignored. The signal's flag must make the job's next step raise it again."""
+    from worker import packing
+    from worker.runner import DBJobContext
+
+    unraisable: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(u.exc_value))
+
+    class SignalledWhileFinalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs here, between bytecodes of the finalizer
+                pass
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        packing.stop_on_first_signal()
+        obj = SignalledWhileFinalized()
+        del obj  # no KeyboardInterrupt reaches this frame: the finalizer swallowed it
+        assert [type(e) for e in unraisable] == [KeyboardInterrupt]
+        ctx = DBJobContext(None, job_id=1, worker="w", attempt=1)  # type: ignore[arg-type]
+        with pytest.raises(KeyboardInterrupt):
+            ctx.check_cancelled()  # the job's next step: handed back, not run to the end
+    finally:
+        packing.STOP_REQUESTED.clear()
         for sig, handler in before.items():
             signal.signal(sig, handler)
 

@@ -67,19 +67,39 @@ def configure_threads(threads: int, *, torch_now: bool) -> None:
         torch.set_num_threads(threads)
 
 
+# Set by the first stop signal. The KeyboardInterrupt the handler raises is lost when the signal
+# lands while a finalizer or a weakref callback runs (CPython prints "Exception ignored in …" and
+# goes on; seen in CI inside SQLAlchemy's ``_collection_gced``): the worker then kept running
+# with every later signal ignored. The flag survives that; :func:`raise_if_stopping` re-raises.
+STOP_REQUESTED = threading.Event()
+
+
+def raise_if_stopping() -> None:
+    """Raise KeyboardInterrupt if a stop signal arrived (called between steps and between jobs).
+
+    Raises:
+        KeyboardInterrupt: after :func:`stop_on_first_signal`'s handler ran."""
+    if STOP_REQUESTED.is_set():
+        raise KeyboardInterrupt("stop signal received")
+
+
 def stop_on_first_signal() -> None:
     """The first SIGINT or SIGTERM raises KeyboardInterrupt (the worker hands its job back and
     exits) and later ones are ignored, so a terminal's Ctrl-C plus the parent's own stop signal
     (the demo's, a supervisor's) cannot interrupt the hand-back or the exit. Both handlers are
     set explicitly: a process started in the background by a script inherits SIGINT *ignored*,
     and a worker of such a demo ignored the demo's SIGINT until it was killed, its job left
-    ``running``. Main thread only (``signal.signal``)."""
+    ``running``. The signal also sets :data:`STOP_REQUESTED`, so a KeyboardInterrupt swallowed
+    by a finalizer is raised again at the next :func:`raise_if_stopping`. Main thread only
+    (``signal.signal``)."""
 
     def first_signal(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        STOP_REQUESTED.set()
         raise KeyboardInterrupt
 
+    STOP_REQUESTED.clear()
     signal.signal(signal.SIGINT, first_signal)
     signal.signal(signal.SIGTERM, first_signal)
 

@@ -35,6 +35,7 @@ from science.context import JobCancelled, JobContext
 from store import jobs as J
 from store.config import Settings
 from store.session import make_engine, make_sessionmaker
+from worker.packing import raise_if_stopping
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class DBJobContext(JobContext):
         log.info("job %s: %s", self.job_id, line)
 
     def check_cancelled(self) -> None:
+        raise_if_stopping()  # a stop signal whose KeyboardInterrupt a finalizer swallowed
         now = time.monotonic()
         if not (self._cancel or self._lost) and now - self._last_cancel_check >= self._cancel_poll_s:
             self._last_cancel_check = now
@@ -364,6 +366,7 @@ class Runner:
         idle_since = time.monotonic()
         log.info("worker %s consuming %s queue %r", self.name, self.queue.kind, self.settings.queue_name)
         while not self.stop_event.is_set():
+            raise_if_stopping()
             now = time.monotonic()
             if now - last_reap >= self.settings.reap_every_seconds:
                 last_reap = now
