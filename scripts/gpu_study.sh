@@ -13,8 +13,8 @@
 # only its missing runs are trained; a suite is resumed with the overrides it was made with,
 # other settings go under another SUITE_NAME), EXPORT_ARGS (more `layerscope export` options, e.g.
 # "--in-flight" to bring back the training state of runs the deadline stopped, so that a CPU resumes
-# them), PARTIAL_EVERY (seconds between safety exports, default 120). A bundle larger than PART_MB
-# (default 15) is split into NAME.bundle.part-aa, -ab, …
+# them), PARTIAL_EVERY (seconds between safety exports, default 120), WORKER_ARGS (more `layerscope
+# worker` options). A bundle larger than PART_KB (default 15360, 15 MiB) is split into NAME.bundle.part-aa, -ab, …
 # (a lease returns files of at most 16 MiB): `cat NAME.bundle.part-* > NAME.bundle` joins them.
 set -u
 phase=${1:-study}
@@ -59,7 +59,8 @@ device=${DEVICE:-cuda}
 log "study: $slots slots, deadline ${budget}s"
 # python3 itself, not the `cli` function: a function in the background is a subshell, and a
 # SIGTERM to it would leave the worker running on, its job neither handed back nor saved
-python3 -m backend.cli worker --device "$device" --concurrency "$slots" >"$OUT/worker.log" 2>&1 &
+# shellcheck disable=SC2086
+python3 -m backend.cli worker --device "$device" --concurrency "$slots" ${WORKER_ARGS:-} >"$OUT/worker.log" 2>&1 &
 wpid=$!
 if [ -n "${RESUME_BUNDLE:-}" ]; then
   cli import "$RESUME_BUNDLE" || { log "import of $RESUME_BUNDLE FAILED"; exit 1; }
@@ -79,8 +80,8 @@ EOF
 # A lease returns files of at most 16 MiB: split a larger bundle into parts (old parts removed first).
 split_large() {
   rm -f "$1".part-*
-  if [ -f "$1" ] && [ "$(stat -c %s "$1")" -gt $(( ${PART_MB:-15} * 1048576 )) ]; then
-    split -b "${PART_MB:-15}m" "$1" "$1.part-" && rm -f "$1" && log "split $(basename "$1") into $(ls "$1".part-* | wc -l) parts"
+  if [ -f "$1" ] && [ "$(stat -c %s "$1")" -gt $(( ${PART_KB:-15360} * 1024 )) ]; then
+    split -b "${PART_KB:-15360}k" "$1" "$1.part-" && rm -f "$1" && log "split $(basename "$1") into $(ls "$1".part-* | wc -l) parts"
   fi
 }
 last_export=0
