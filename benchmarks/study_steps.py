@@ -7,15 +7,19 @@ names its suite.
 
 Per (task, family): for the seeds that reached 99 % held-out token accuracy at L = 40, the
 median steps and training seconds to it; for the others, why training stopped (``plateau``,
-``budget``, ``time_limit``) with the best held-out accuracy and its step. Random-init control
-runs are left out (they are not trained). Reads the bundle only (no database).
+``budget``, ``time_limit``) with the best held-out accuracy and its step; runs still training
+when the bundle was written (``export --in-flight``) as "in flight" with the step their state
+was saved at. Random-init control runs are left out (they are not trained). Reads the bundle only
+(no database).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -26,24 +30,53 @@ from backend.bundle import read_bundle
 from science.trained import is_trained
 
 
-def cell_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (task, family) with the trained seeds' median steps/seconds and the others' stops."""
+def in_flight_runs(bundle: Path) -> list[dict[str, Any]]:
+    """The runs a bundle carries in flight (``manifest["in_flight"]``), each as ``{task, family,
+    suite, seed, step, max_steps}`` read from its state's note (``training/<hash>.json``)."""
+    with zipfile.ZipFile(bundle) as z:
+        manifest = json.loads(z.read("manifest.json"))
+        out = []
+        for entry in manifest.get("in_flight") or []:
+            note_name = next(n for n in entry["files"] if n.endswith(".json"))
+            note = json.loads(z.read(note_name))
+            out.append(
+                {
+                    "task": note["task"],
+                    "family": note["family"],
+                    "suite": note.get("suite") or manifest.get("suite") or "",
+                    "seed": note["seed"],
+                    "step": entry.get("step"),
+                    "max_steps": int((note.get("run_config") or {}).get("max_steps") or 0),
+                }
+            )
+    return out
+
+
+def cell_rows(runs: list[dict[str, Any]], flying: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """One row per (task, family, suite) with the trained seeds' median steps/seconds, the others'
+    stops, and the runs in flight (``flying``: :func:`in_flight_runs`)."""
     cells: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         if not r.get("control"):
             cells[(r["task"], r["family"], r.get("suite") or "")].append(r)
+    in_flight: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for f in flying:
+        in_flight[(f["task"], f["family"], f["suite"])].append(f)
     out = []
-    for (task, fam, suite), rs in sorted(cells.items()):
+    for key in sorted(cells.keys() | in_flight.keys()):
+        task, fam, suite = key
+        rs, fl = cells.get(key, []), sorted(in_flight.get(key, []), key=lambda f: f["seed"])
         done = [r for r in rs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
         rest = [r for r in rs if r not in done]
+        budgets = [int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs] + [f["max_steps"] for f in fl]
         out.append(
             {
                 "task": task,
                 "family": fam,
                 "suite": suite,
-                "seeds": len(rs),
+                "seeds": len(rs) + len(fl),
                 "trained": len(done),
-                "budget": max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs),
+                "budget": max(budgets),
                 "steps": statistics.median(r["steps"] for r in done) if done else None,
                 "seconds": statistics.median(r["train_seconds"] for r in done) if done else None,
                 "others": [
@@ -52,7 +85,8 @@ def cell_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     + (f" at step {r['best_step']}" if r.get("best_step") else "")
                     + ")"
                     for r in rest
-                ],
+                ]
+                + [f"in flight (seed {f['seed']} at step {f['step'] if f['step'] is not None else '?'})" for f in fl],
             }
         )
     return out
@@ -82,7 +116,7 @@ def main() -> None:
     ap.add_argument("bundles", type=Path, nargs="+")
     a = ap.parse_args()
     runs = [r for b in a.bundles for r in read_bundle(b)[1]["runs"]]
-    print(markdown(cell_rows(runs)))
+    print(markdown(cell_rows(runs, [f for b in a.bundles for f in in_flight_runs(b)])))
 
 
 if __name__ == "__main__":

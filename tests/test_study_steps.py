@@ -70,3 +70,31 @@ def test_rows_of_two_suites_stay_apart_and_name_their_suite():
         and "| parity | mamba | study | 20,000 | 1/1 | 9,000 |" in text
     )
     assert "suite" not in m.markdown(m.cell_rows([new])).splitlines()[0]  # one suite: no column
+
+
+def test_runs_in_flight_are_read_from_the_bundle_and_listed_in_their_cell(tmp_path) -> None:
+    """A bundle written with `export --in-flight` carries runs still training: their cell lists
+    them with the step their state was saved at, and a cell of only such runs still has a row."""
+    import json
+    import zipfile
+
+    m = _module()
+    note = {"task": "parity", "family": "mamba", "seed": 2, "suite": "study", "run_config": {"max_steps": 20000}}
+    manifest = {
+        "suite": "study",
+        "in_flight": [{"step": 7300, "files": {"training/h.pt": {}, "training/h.json": {}}}],
+    }
+    bundle = tmp_path / "b.zip"
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("manifest.json", json.dumps(manifest))
+        z.writestr("training/h.json", json.dumps(note))
+    flying = m.in_flight_runs(bundle)
+    assert flying == [
+        {"task": "parity", "family": "mamba", "suite": "study", "seed": 2, "step": 7300, "max_steps": 20000}
+    ]
+    stored = {**_run(0, 0.995, 9000, "trained"), "suite": "study", "train_config": {"max_steps": 20000}}
+    (row,) = m.cell_rows([stored], flying)
+    assert (row["seeds"], row["trained"], row["budget"]) == (2, 1, 20000)
+    assert row["others"] == ["in flight (seed 2 at step 7300)"]
+    (only,) = m.cell_rows([], flying)
+    assert (only["seeds"], only["trained"], only["steps"]) == (1, 0, None)
