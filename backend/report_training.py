@@ -104,6 +104,8 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
         )
         who = "this architecture" if not row["trained"] else "every seed of this architecture"
         how = "every seed plateaued" if not row["trained"] else f"{row['trained']} trained, the others plateaued"
+        if row["stages"]:
+            how += " at the " + "/".join(f"L {n}" for n in row["stages"]) + " curriculum stage"
         out.append(
             f"- {fam} × {task}: not learned by {who} at this size within {row['budget']:,} steps "
             f"({how}; best held-out accuracy {best})."

@@ -41,6 +41,9 @@ class LoopState:
         acc, acc_length: the last evaluation's accuracy and the length it was taken at (-1: none).
         seconds: wall-clock seconds spent training before this point (summed over resumptions).
         resumed_at: the steps this run was resumed at, oldest first.
+        devices: ``[step, where]`` for each attempt: the step it started at and where it ran
+            (e.g. ``"cuda (NVIDIA H200) on host"``), oldest first; a checkpoint written before this
+            field existed has none for its earlier attempts.
     """
 
     step: int = 0
@@ -52,6 +55,7 @@ class LoopState:
     acc_length: int = -1
     seconds: float = 0.0
     resumed_at: list[int] = field(default_factory=list)
+    devices: list[list[Any]] = field(default_factory=list)
 
 
 def identity(key: str, seed: int, config: Any, stop_at_step: int | None) -> str:

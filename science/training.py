@@ -33,7 +33,8 @@ class TrainResult:
     """What a training run did. ``stop_reason``: one of :data:`STOP_REASONS`;
     ``best_heldout_acc`` (0..1) and ``best_step``: the best held-out token accuracy evaluated at
     the full training length and the step it was reached at; ``stop_length``: the training
-    length when it stopped (below ``train_length`` when a curriculum stage plateaued)."""
+    length when it stopped (below ``train_length`` when a curriculum stage plateaued);
+    ``resumed_at``: the steps it was resumed at; ``devices``: ``[step, where]`` per attempt."""
 
     steps: int
     seconds: float
@@ -45,6 +46,7 @@ class TrainResult:
     best_step: int | None = None
     stop_length: int | None = None
     resumed_at: list[int] = field(default_factory=list)
+    devices: list[list[Any]] = field(default_factory=list)
 
 
 def plateaued(
@@ -206,6 +208,7 @@ def train_model(
     checkpoint: Path | None = None,
     checkpoint_key: str = "",
     checkpoint_every: int = 100,
+    where: str | None = None,
 ) -> TrainResult:
     """Train ``model`` in place on fresh ``task`` sequences every step with ``config`` (the
     recipe, :class:`TrainConfig`: AdamW, warm-up then cosine, clipping, a length curriculum;
@@ -225,6 +228,8 @@ def train_model(
     ``checkpoint_every`` steps (rounded up to a data block), and a call finding the same run's
     checkpoint (``checkpoint_key``, seed, config, ``stop_at_step``) resumes it to the weights of an
     unbroken run; the file is removed at the end (docs/SCIENCE.md#resuming-training).
+    ``where`` (default ``str(device)``) names this attempt's machine in ``TrainResult.devices``:
+    a run resumed elsewhere (a GPU lease, then a CPU) records each part.
 
     Raises:
         science.context.JobCancelled: a cancel was requested (checked every step; the last
@@ -249,6 +254,7 @@ def train_model(
     else:
         loop.resumed_at.append(loop.step)
         ctx.log(f"resumed from the checkpoint at step {loop.step} ({loop.seconds:.0f} s trained before)")
+    loop.devices.append([loop.step, where or str(device)])
     block = stream.block
     every = max(block, -(-checkpoint_every // block) * block)  # a multiple of the data block
     start = time.perf_counter() - loop.seconds
@@ -412,6 +418,7 @@ def _finish(
         best_step=None if best is None else best[1],
         stop_length=stream.lengths[loop.stage],
         resumed_at=list(loop.resumed_at),
+        devices=[list(d) for d in loop.devices],
     )
 
 

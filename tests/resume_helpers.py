@@ -39,7 +39,9 @@ def assert_resumed_equals_unbroken(resumed_env, resumed_id: int, unbroken_env, u
     with resumed_env.session_factory() as s, unbroken_env.session_factory() as t:
         a, b = s.get(Run, resumed_id), t.get(Run, unbroken_id)
         assert a.made_with["resumed_at_steps"] == at
-        assert "resumed_at_steps" not in b.made_with
+        assert [t["from_step"] for t in a.made_with["trained_on"]] == [0, *at]  # where each attempt ran
+        assert all(t["device"].startswith("cpu on ") for t in a.made_with["trained_on"])
+        assert "resumed_at_steps" not in b.made_with and "trained_on" not in b.made_with
         assert (a.steps, a.heldout_acc, a.loss_curve) == (b.steps, b.heldout_acc, b.loss_curve)
 
 

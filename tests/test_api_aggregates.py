@@ -242,3 +242,33 @@ def test_csv_export_defuses_spreadsheet_formulas_owasp(seeded) -> None:
     assert (csv["seed"] >= 0).all()  # numbers stay numbers
     rows = seeded.client.get("/api/export/runs.json").json()
     assert next(r for r in rows if r["id"] == rid)["notes"] == note
+
+
+def test_claims_name_the_curriculum_stage_a_cell_not_learned_stopped_at(api) -> None:
+    """GET /api/claims reads the stage from the loss curves of plateaued runs only (the aggregate
+    does not load every curve): "… plateaued at steps 4,700–6,200, at the L 12 curriculum stage"."""
+    from sqlalchemy import update
+
+    from store.models import Run
+
+    ids = seed_runs(api.factory, families=("lstm", "transformer"), tasks=("parity",), suite="nl")
+    with api.factory() as s:
+        for run_id, steps in zip(ids[3:], (4700, 5900, 6200), strict=True):  # the transformer's three seeds
+            s.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(
+                    heldout_acc=0.36,
+                    best_heldout_acc=0.36,
+                    stop_reason="plateau",
+                    steps=steps,
+                    train_config={"max_steps": 40000, "train_length": 40},
+                    loss_curve=[{"step": 1, "loss": 1.0, "length": 8}, {"step": steps, "loss": 0.4, "length": 12}],
+                )
+            )
+        s.commit()
+    claim_1 = api.client.get("/api/claims", params={"suite": "nl"}).json()[0]
+    assert (
+        "transformer × parity: not learned by this architecture at this size within 40,000 steps "
+        "(3 of 3 seeds plateaued at steps 4,700–6,200, at the L 12 curriculum stage" in claim_1["detail"]
+    )

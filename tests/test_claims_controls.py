@@ -117,6 +117,30 @@ def test_cells_that_plateaued_are_named_not_learned_and_leave_the_claim():
     assert any("transformer × parity: 0 of 3" in s for s in c1b["numbers"]["cells_short_of_seeds"])
 
 
+def test_a_cell_stopped_early_in_its_curriculum_says_where_it_stopped():
+    """Transformer × S3 of the paper-steps study: a 40,000-step budget, every seed stopped at a
+    plateau of the L 12 curriculum stage after 4,700–6,200 steps. "Within 40,000 steps" alone read as
+    if the budget had been used; the sentence gives the steps and the stage."""
+    curves = dict.fromkeys(FAMS, EARLY)
+    runs, probes, _ = _study(curves, task="parity")
+    for r, steps in zip([r for r in runs if r["family"] == "transformer"], (4700, 5900, 6200), strict=True):
+        r.update(
+            heldout_acc=0.36,
+            best_heldout_acc=0.36,
+            stop_reason="plateau",
+            steps=steps,
+            train_config={"max_steps": 40000, "train_length": 40},
+            loss_curve=[{"step": 1, "length": 8}, {"step": steps, "length": 12}],
+        )
+    text = " ".join(shown_claims(runs, probes, [], [])[0]["numbers"]["untestable"])
+    assert (
+        "transformer × parity: not learned by this architecture at this size within 40,000 steps "
+        "(3 of 3 seeds plateaued at steps 4,700–6,200, at the L 12 curriculum stage;" in text
+    )
+    assert C.stop_length({"stop_length": 20, "loss_curve": [{"length": 12}]}) == 20  # given beats the curve
+    assert C.stop_length({"loss_curve": [{"step": 1}]}) is None
+
+
 def test_a_cell_some_of_whose_seeds_plateaued_is_not_learned_by_every_seed():
     """Revision 2 of the rule (fixed before its runs): one seed trained, two plateaued below the
     criterion, none stopped by its budget: more steps cannot give the cell three trained seeds, so
@@ -136,7 +160,7 @@ def test_a_cell_some_of_whose_seeds_plateaued_is_not_learned_by_every_seed():
     c1 = shown_claims(runs, probes, [], [])[0]
     text = " ".join(c1["numbers"]["untestable"])
     assert "mamba2 × parity: not learned by every seed of this architecture at this size within 3,000 steps" in text
-    assert "2 of 3 seeds plateaued, 1 trained" in text and "0.986–0.986" in text
+    assert "2 of 3 seeds plateaued at step 3,000, 1 trained" in text and "0.986–0.986" in text
     assert not any("mamba2 × parity" in s for s in c1["numbers"].get("cells_short_of_seeds", []))
     runs[[r["family"] for r in runs].index("mamba2") + 2]["stop_reason"] = "budget"  # seed 2 ran out instead
     c1b = shown_claims(runs, probes, [], [])[0]

@@ -65,6 +65,31 @@ def test_resumed_run_equals_unbroken_run(tmp_path):
     assert not ckpt.exists()  # removed when the run ends
 
 
+def test_a_run_resumed_elsewhere_records_where_each_attempt_ran(tmp_path):
+    """A GPU lease's first steps, then a CPU's: ``devices`` keeps both, with the steps they began at."""
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, where="lease", ctx=CancelAt(123))
+    got = train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, where="desk", ctx=CancelAt(10**9))
+    assert got.devices == [[0, "lease"], [100, "desk"]]
+    assert train_model(fresh_model(task), task, CONFIG, seed=1).devices == [[0, "cpu"]]  # default: the device
+
+
+def test_a_checkpoint_from_before_devices_were_recorded_still_resumes(tmp_path):
+    """The in-flight states of the paper-steps study were written without ``devices``: they resume,
+    and only the attempts from then on are recorded."""
+    task = get_task("parity")
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(JobCancelled):
+        train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, ctx=CancelAt(123))
+    state = torch.load(ckpt, weights_only=True)
+    del state["loop"]["devices"]
+    torch.save(state, ckpt)
+    got = train_model(fresh_model(task), task, CONFIG, seed=1, checkpoint=ckpt, where="desk", ctx=CancelAt(10**9))
+    assert (got.resumed_at, got.devices) == ([100], [[100, "desk"]])
+
+
 def test_checkpoint_every_rounds_up_to_a_data_block(tmp_path):
     task = get_task("parity")
     ckpt = tmp_path / "run.pt"

@@ -84,6 +84,13 @@ def made_on(device: str) -> str:
     return f"{where} on {platform.node() or 'unknown host'}"[:200]
 
 
+def trained_on(devices: list[list[Any]]) -> list[dict[str, Any]]:
+    """``made_with.trained_on`` of a resumed run: ``[{"from_step", "device"}]`` per attempt, oldest
+    first. A first entry after step 0 means the earlier attempts ran before attempts were recorded
+    (their device is not known to the run)."""
+    return [{"from_step": int(step), "device": str(where)} for step, where in devices]
+
+
 def _build(params: TrainParams, task) -> torch.nn.Module:
     torch.manual_seed(params.seed)
     if params.pretrained or params.from_config:  # a transformers model: its weights, or its config alone
@@ -225,6 +232,7 @@ def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, en
         ctx=ctx.sub(0.0, 0.5 if params.measure else 0.9),
         checkpoint=resume_file,
         checkpoint_key=params.run_hash(),
+        where=made_on(env.device),
     )
     in_flight.remove_note(resume_file)  # train_model removed the checkpoint itself
     return result
@@ -278,6 +286,8 @@ def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None
                 **code_versions(),
                 **({"rebuilt_from": rebuild.of} if rebuild else {}),
                 **({"resumed_at_steps": result.resumed_at} if result.resumed_at else {}),
+                # where each attempt ran, when it was resumed: a GPU lease's steps, then a CPU's
+                **({"trained_on": trained_on(result.devices)} if result.resumed_at else {}),
             },
         )
         dropped = persist.drop_results(s, run_id, commit=False)  # a retrained run: its old model's rows go

@@ -24,12 +24,25 @@ def not_learned_text(row: Mapping[str, Any]) -> str:
     trained = int(row.get("trained") or 0)
     n = row["plateaued"] + trained
     who = "this architecture" if not trained else "every seed of this architecture"
-    seeds = f"{row['plateaued']} of {n} seeds plateaued" + (f", {trained} trained" if trained else "")
+    seeds = (
+        f"{row['plateaued']} of {n} seeds plateaued" + _where_stopped(row) + (f", {trained} trained" if trained else "")
+    )
     return (
         f"{cell_name(row)}: not learned by {who} at this size within {row['budget']:,} steps ({seeds}"
         + (f"; best held-out accuracy {best[0]:.3f}–{best[1]:.3f}" if best else "")
         + ")"
     )
+
+
+def _where_stopped(row: Mapping[str, Any]) -> str:
+    """`` at step 4,700–6,200, at the L 12 curriculum stage`` (rows from before these fields: "")."""
+    stopped, stages = row.get("stopped"), row.get("stages") or []
+    if not stopped:
+        return ""
+    at = f" at step {stopped[0]:,}" if stopped[0] == stopped[1] else f" at steps {stopped[0]:,}–{stopped[1]:,}"
+    if stages:
+        at += ", at the " + "/".join(f"L {n}" for n in stages) + " curriculum stage" + ("s" if len(stages) > 1 else "")
+    return at
 
 
 def shortfall_text(row: Mapping[str, Any]) -> str:

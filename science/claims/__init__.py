@@ -123,6 +123,7 @@ from science.claims.common import (  # noqa: F401 - the rules' constants, re-exp
     _curve_cells,
     _summary,
     expected_cells,
+    stop_length,
 )
 from science.claims.contrast import CONTRAST, claims_1_2
 from science.claims.conv1d import _conv1d_rows, claim_5
@@ -138,6 +139,7 @@ __all__ = [
     "edit_removed",
     "evaluate_claims",
     "run_decouplings",
+    "stop_length",
 ]
 
 # ----------------------------------------------------------------------------- descriptive

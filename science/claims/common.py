@@ -196,7 +196,10 @@ def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     cells whose every run was trained under revision 2 (``train_config.plateau_gap_share`` set).
 
     Returns None, or ``{budget (steps), plateaued (seeds), trained (seeds), best: [lo, hi] best
-    held-out accuracy of the plateaued seeds, or None}``."""
+    held-out accuracy of the plateaued seeds, or None, stopped: [lo, hi] steps the plateaued seeds
+    stopped at, stages: the curriculum lengths below the training length they stopped at, sorted
+    ([] when all stopped at the full length)}``: a cell stopped at step 5,000 of a 40,000-step
+    budget must not read as if it had used the budget."""
     untrained = [r for r in runs if not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
     trained = len(runs) - len(untrained)
     if len(runs) < MIN_SEEDS or not untrained or trained >= MIN_SEEDS:
@@ -206,12 +209,33 @@ def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
     if trained and not all((r.get("train_config") or {}).get("plateau_gap_share") for r in runs):
         return None  # revision 2 judges the runs trained under it only, not those seen before it
     best = [float(r["best_heldout_acc"]) for r in untrained if r.get("best_heldout_acc") is not None]
+    steps = [int(r.get("steps") or 0) for r in untrained]
+    stages = {
+        length
+        for r in untrained
+        if (length := stop_length(r)) is not None
+        and length < int((r.get("train_config") or {}).get("train_length") or 0)
+    }
     return {
         "budget": max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in runs),
         "plateaued": len(untrained),
         "trained": trained,
         "best": [min(best), max(best)] if best else None,
+        "stopped": [min(steps), max(steps)],
+        "stages": sorted(stages),
     }
+
+
+def stop_length(run: Mapping[str, Any]) -> int | None:
+    """The training length a run stopped at: its ``stop_length`` where given, else the last
+    ``length`` of its loss curve (a curriculum stage below the training length when that stage
+    plateaued); None when neither is there."""
+    if run.get("stop_length") is not None:
+        return int(run["stop_length"])
+    for point in reversed(run.get("loss_curve") or []):
+        if point.get("length") is not None:
+            return int(point["length"])
+    return None
 
 
 def _budget_stopped(untrained: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
