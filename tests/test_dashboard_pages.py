@@ -564,3 +564,21 @@ def test_rebuilt_fact_names_the_first_machine_and_the_step_budget() -> None:
         "here, within the 2019 steps its budget gave it; first made on cuda (NVIDIA H200) on vm: "
         "700 steps in 26 s, held-out acc 0.9912"
     )
+
+
+def test_a_run_resumed_on_another_machine_says_where_each_attempt_trained() -> None:
+    from dashboard.pages.run_detail import run_facts, trained_on_fact
+
+    lease_then_desk = [
+        {"from_step": 0, "device": "cuda (NVIDIA H200) on gpu"},
+        {"from_step": 7400, "device": "cpu on vm"},
+    ]
+    assert trained_on_fact(lease_then_desk) == "from step 0: cuda (NVIDIA H200) on gpu; from step 7,400: cpu on vm"
+    # begun before attempts were recorded: the first steps' machine is not known, and it says so
+    assert trained_on_fact(lease_then_desk[1:]) == "steps 0–7,399: not recorded; from step 7,400: cpu on vm"
+    run = {
+        "family": "mamba", "task": "s3", "seed": 0, "n_layers": 4, "d_model": 176, "n_params": 855014,
+        "made_with": {"resumed_at_steps": [7400], "trained_on": lease_then_desk[1:]},
+    }  # fmt: skip
+    assert ("trained on", "steps 0–7,399: not recorded; from step 7,400: cpu on vm") in run_facts(run)
+    assert "trained on" not in dict(run_facts({**run, "made_with": {}}))

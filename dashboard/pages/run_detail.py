@@ -81,7 +81,20 @@ def run_facts(run: dict) -> list[tuple[str, Any]]:
     ]
     if first := (run.get("made_with") or {}).get("rebuilt_from"):
         facts.append(("weights rebuilt", rebuilt_fact(first, run.get("train_config") or {})))
+    if attempts := (run.get("made_with") or {}).get("trained_on"):
+        facts.append(("trained on", trained_on_fact(attempts)))
     return facts
+
+
+def trained_on_fact(attempts: list[dict[str, Any]]) -> str:
+    """Where each attempt of a resumed run trained (``made_with.trained_on``), e.g. "steps 0–7,399:
+    not recorded; from step 7,400: cpu on vm" for a run a GPU lease began before attempts were
+    recorded (docs/SCIENCE.md#resuming-training)."""
+    parts = []
+    if attempts and attempts[0]["from_step"] > 0:
+        parts.append(f"steps 0–{attempts[0]['from_step'] - 1:,}: not recorded")
+    parts += [f"from step {a['from_step']:,}: {a['device']}" for a in attempts]
+    return "; ".join(parts)
 
 
 def _header(run: dict, path_for) -> html.Div:
