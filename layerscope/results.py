@@ -150,9 +150,9 @@ class Results:
         """The API's filters, checked as the API checks them: an unknown task or family is a
         ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
         suites here (a typo must not read as "no results")."""
-        queries.require_known_names(task=_many(task), family=_many(family))
-        if suite is not None:
-            with self._session() as s:
+        with self._session() as s:
+            queries.require_known_names(task=_many(task), family=_many(family), session=s)
+            if suite is not None:
                 queries.require_suites(s, _many(suite))
         return queries.RunFilter(
             task=_many(task),

@@ -109,6 +109,12 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
 
     client, api = _client()
     assert "byo" in client.get("/api/meta").json()["tasks"]
+    # the CLI's and the notebook API's task filters take the file task as the REST API does
+    assert main(["runs", "list", "--task", "byo", "--json"]) == 0
+    assert {r["task"] for r in json.loads(capsys.readouterr().out)} == {"byo"}
+    import layerscope.results as lr
+
+    assert set(lr.open(f"sqlite:///{tmp_path / 'lab' / 'results.db'}").probes(task="byo")["task"]) == {"byo"}
     runs = {r["family"]: r for r in api.runs(task=["byo"], suite=["byo_suite"])["items"]}
     assert set(runs) == {"transformer", "mamba2"}
     assert {r["pretrained"] for r in runs.values()} == {str(tmp_path / "tiny-llama"), str(tmp_path / "tiny-mamba2")}
@@ -145,6 +151,12 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
     assert "byo" in client2.get("/api/meta").json()["tasks"]
     again = {r["family"]: r for r in api2.runs(task=["byo"])["items"]}
     assert set(again) == {"transformer", "mamba2"}
+    # read straight from the bundle on a machine whose store has no such task: known from its runs
+    _use(monkeypatch, tmp_path / "reader")
+    assert set(lr.open(bundle).probes(task="byo")["task"]) == {"byo"}
+    with pytest.raises(ValueError, match="task 'byoo' unknown; one of parity"):
+        lr.open(bundle).probes(task="byoo")
+    _use(monkeypatch, tmp_path / "elsewhere")
     w2 = api2.run_weights(again["transformer"]["id"])
     assert {w["artifact_id"] for w in w2} == {w["artifact_id"] for w in api.run_weights(runs["transformer"]["id"])}
     assert client2.get(f"/api/artifacts/{w2[0]['artifact_id']}").status_code == 200

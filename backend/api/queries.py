@@ -122,16 +122,28 @@ def queued_suites(session: Session) -> set[str]:
     return names
 
 
-def require_known_names(*, task: Sequence[str] | None = None, family: Sequence[str] | None = None) -> None:
-    """Raise ``ValueError`` naming the allowed values when a task or family filter names none
-    (the registry's, plugins and file tasks included): a typo must not read as "no results".
+def require_known_names(
+    *,
+    task: Sequence[str] | None = None,
+    family: Sequence[str] | None = None,
+    session: Session | None = None,
+) -> None:
+    """Raise ``ValueError`` naming the allowed values when a task or family filter names none: a
+    typo must not read as "no results". Allowed tasks: every task a run may name here (built-in,
+    plugin and the settings' file tasks, as ``GET /api/runs`` allows) and, with ``session``, every
+    task of a stored run (a file task that came in a bundle).
 
     Raises:
         ValueError: e.g. ``task 'dyk' unknown; one of parity, s3, dyck, code_depth``.
     """
-    from layerscope_core.registry import TASKS, family_names
+    import worker  # noqa: F401  (makes the settings' file tasks known)
+    from layerscope_core.registry import family_names
+    from science.tasks import task_names
 
-    for what, values, allowed in (("task", task, TASKS), ("family", family, family_names())):
+    tasks = list(task_names())
+    if task and session is not None and any(t not in tasks for t in task):
+        tasks += sorted(t for t in session.execute(select(Run.task).distinct()).scalars() if t not in tasks)
+    for what, values, allowed in (("task", task, tasks), ("family", family, family_names())):
         bad = [v for v in values or [] if v not in allowed]
         if bad:
             raise ValueError(f"{what} {', '.join(map(repr, bad))} unknown; one of {', '.join(allowed)}")

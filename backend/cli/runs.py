@@ -44,9 +44,9 @@ def runs_list(
     from backend.api import queries
     from science.trained import is_trained
 
-    queries.require_known_names(task=task, family=family)  # a typo is an error, not "0 run(s)"
     flt = queries.RunFilter(suite=suite, family=family, task=task, seed=seed, trained=trained, search=search)
     with C.session_factory()() as s:
+        queries.require_known_names(task=task, family=family, session=s)  # a typo is an error, not "0 run(s)"
         queries.require_suites(s, suite)
         items, _ = queries.list_runs(s, flt, None)
     for r in items:
