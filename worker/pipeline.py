@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from layerscope_core.provenance import code_versions
 from models_store import build_model
+from models_store.positions import check_positions
 from science.context import JobContext, SilentContext
 from science.tasks import FileTask, get_task
 from science.training import behaviour, train_model, untrained_result
@@ -91,6 +92,25 @@ def trained_on(devices: list[list[Any]]) -> list[dict[str, Any]]:
     return [{"from_step": int(step), "device": str(where)} for step, where in devices]
 
 
+def _run_lengths(params: TrainParams) -> dict[str, int]:
+    """Every sequence length a run will feed its model: training, then behaviour and measurement
+    at the measurement's lengths."""
+    lengths = {"train_length": params.train_length}
+    if params.measure is not None:
+        lengths["measure.eval_lengths"] = max(params.measure.eval_lengths)
+        lengths["measure.patch_eval_length"] = params.measure.patch_eval_length
+    return lengths
+
+
+def _who(params: TrainParams) -> str:
+    """How a position-table error names the model."""
+    if params.pretrained or params.from_config:
+        return (
+            f"{'pretrained model' if params.pretrained else 'model config'} {params.pretrained or params.from_config!r}"
+        )
+    return f"this {params.family} model"
+
+
 def _build(params: TrainParams, task) -> torch.nn.Module:
     torch.manual_seed(params.seed)
     if params.pretrained or params.from_config:  # a transformers model: its weights, or its config alone
@@ -126,6 +146,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
         if done is not None:
             return done
     model = _build(params, task)
+    check_positions(model, _run_lengths(params), params.start_token, _who(params))  # before any training
     result = _train_or_init(params, task, model, rebuild, env, ctx)
     run_id = _store_run(params, task, model, result, rebuild, env, ctx)
     if params.measure:
@@ -357,14 +378,18 @@ def load_run(run_id: int, env: WorkerEnv):
     return params, task, model
 
 
-def _loaded(run_id: int, env: WorkerEnv) -> tuple[MeasuredRun, TrainParams]:
+def _loaded(run_id: int, env: WorkerEnv, lengths: list[int] | None = None) -> tuple[MeasuredRun, TrainParams]:
+    """The stored run ready to measure; ``lengths``: the eval lengths the job asks for, checked
+    against the model's learned position table first (a clear error, not an index error mid-job)."""
     params, task, model = load_run(run_id, env)
+    if lengths:
+        check_positions(model, {"eval_length": max(lengths)}, params.start_token, f"run {run_id}'s model")
     return MeasuredRun(run_id, params.seed, params.train_length, task, model), params
 
 
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     """A probe job: :func:`measure_run` with the probes only (eval lengths default to the run's)."""
-    run, trained = _loaded(params.run_id, env)
+    run, trained = _loaded(params.run_id, env, params.eval_lengths)
     lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
     measure_run(run, probe_settings(params, lengths), env, ctx, parts=["probes"], result_hash=params.config_hash())
     return params.run_id
@@ -373,7 +398,7 @@ def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) ->
 def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
     """An intervene job: :func:`measure_run` with the interventions only, fitted at the run's
     ``train_length`` like the suite's."""
-    run, trained = _loaded(params.run_id, env)
+    run, trained = _loaded(params.run_id, env, params.eval_lengths)
     lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
     measure_run(
         run,
@@ -393,6 +418,7 @@ def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
     if "eval_length" not in params.model_fields_set and isinstance(run.task, FileTask):
         params = params.model_copy(update={"eval_length": run.task.max_length})  # the file's sequences
+    check_positions(run.model, {"eval_length": params.eval_length}, trained.start_token, f"run {params.run_id}'s model")
     measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
 
