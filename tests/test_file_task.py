@@ -255,6 +255,30 @@ def test_follow_up_patch_job_uses_the_files_length(tmp_path):
         assert set(lengths) == {L} and s.scalar(select(func.count()).select_from(PatchingResult)) == 2 * L
 
 
+def test_a_probe_past_the_files_longest_row_is_refused_before_measuring(tmp_path):
+    """Rows end at the file's longest: a probe at a longer eval length would measure padding and
+    store numbers that look real (a new user's probe at 40 on a file of 20-token rows)."""
+    from store.models import ProbeResult
+    from worker.params import PatchParams, ProbeParams, TrainParams
+    from worker.pipeline import local_env, patch, probe, train
+
+    env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+    TaskStore(tmp_path / "store" / "tasks").add(
+        parse_task_file(write_jsonl(tmp_path / "p.jsonl", parity_rows())), "par"
+    )
+    params = dict(n_layers=1, d_model=8, max_steps=2, batch_size=8, eval_every=2, n_eval_sequences=16, measure=None)
+    run_id = train(TrainParams(family="gru", task="par", **params), env)
+    with pytest.raises(
+        ValueError, match=rf"eval length {L + 20}: task 'par' is a file task whose rows have {L} tokens"
+    ):
+        probe(ProbeParams(run_id=run_id, eval_lengths=[L, L + 20]), env)
+    with pytest.raises(ValueError, match="its eval lengths are at most"):
+        patch(PatchParams(run_id=run_id, eval_length=L + 1, n_pairs=4, sites=["resid_post"]), env)
+    with env.session_factory() as s:
+        assert not s.scalars(select(ProbeResult.id).where(ProbeResult.run_id == run_id)).all()  # nothing stored
+    assert probe(ProbeParams(run_id=run_id, eval_lengths=[L]), env) == run_id  # the file's own length: measured
+
+
 def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
     from store.models import PatchingResult, ProbeResult, Run
     from worker.params import MeasureParams, TrainParams

@@ -383,8 +383,24 @@ def _loaded(run_id: int, env: WorkerEnv, lengths: list[int] | None = None) -> tu
     against the model's learned position table first (a clear error, not an index error mid-job)."""
     params, task, model = load_run(run_id, env)
     if lengths:
+        check_file_lengths(task, lengths)
         check_positions(model, {"eval_length": max(lengths)}, params.start_token, f"run {run_id}'s model")
     return MeasuredRun(run_id, params.seed, params.train_length, task, model), params
+
+
+def check_file_lengths(task, lengths: list[int]) -> None:
+    """A file task's rows end at its longest row: a longer eval length would measure padding (null
+    labels, the same row drawn again), numbers that look real and mean nothing.
+
+    Raises:
+        ValueError: a length above the file's longest row, naming the task and its lengths.
+    """
+    if isinstance(task, FileTask) and (over := [n for n in lengths if n > task.max_length]):
+        raise ValueError(
+            f"eval length {', '.join(map(str, over))}: task {task.name!r} is a file task whose rows have "
+            f"{', '.join(map(str, task.lengths))} tokens; its eval lengths are at most {task.max_length} "
+            "(the file's sequences, or prefixes of them)"
+        )
 
 
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
@@ -418,6 +434,7 @@ def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
     if "eval_length" not in params.model_fields_set and isinstance(run.task, FileTask):
         params = params.model_copy(update={"eval_length": run.task.max_length})  # the file's sequences
+    check_file_lengths(run.task, [params.eval_length])
     check_positions(run.model, {"eval_length": params.eval_length}, trained.start_token, f"run {params.run_id}'s model")
     measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
