@@ -76,3 +76,15 @@ def test_ordinal(n, word) -> None:
     from backend.cli.validation import ordinal
 
     assert ordinal(n) == word
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["suite", "--preset", "smoke", "--family", "grux"], "Invalid value for '--family': 'grux' is not one of"),
+        (["suite", "--preset", "smokey"], "Invalid value for '--preset': 'smokey' is not one of 'smoke'"),
+    ],
+)
+def test_an_option_checked_by_a_validator_says_so_without_pydantics_prefix(args, said) -> None:
+    line = assert_one_line_error(args, said, rc=2)
+    assert "Value error" not in line

@@ -18,6 +18,7 @@ from backend.cli import admin, bundles, demo, jobs, measure, models, runs, serve
 from backend.cli.common import CliError
 from backend.cli.common import click_exceptions as _cx
 from backend.cli.validation import validation_message
+from layerscope_core.text import VALIDATOR_PREFIX
 
 app = typer.Typer(
     name="layerscope",
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     except _cx.UsageError as exc:  # includes BadParameter / MissingParameter
-        _err(" ".join(exc.format_message().split()))
+        # an option typed by a pydantic validator carries pydantic's "Value error, " inside click's words
+        _err(" ".join(exc.format_message().split()).replace(f": {VALIDATOR_PREFIX}", ": "))
         return 2
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted")
