@@ -88,6 +88,10 @@ def test_a_run_is_tagged_found_shown_and_deleted_with_its_rows_and_checkpoint(cl
     assert main(["runs", "show", str(ids[0]), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["notes"] == "lr too high?" and shown["result_rows"]["probe_results"] > 0
+    assert main(["runs", "show", str(ids[0])]) == 0  # the text view: why it stopped, what it was built from
+    text = {line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.splitlines() if line.split()}
+    assert {"stop_reason", "best_heldout_acc", "from_config", "control"} <= text.keys()
+    assert text["stop_reason"] == str(shown["stop_reason"] or "-")
     assert main(["runs", "tag", str(ids[0]), "keep", "--remove"]) == 0
 
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))

@@ -77,6 +77,8 @@ def runs_show(
     if as_json:
         C.echo_json(row)
         return
+    row["from_config"] = (row.get("train_config") or {}).get("from_config")  # a transformers config trained anew
+    row["control"] = row.get("control")
     for key in (
         "id",
         "name",
@@ -84,7 +86,9 @@ def runs_show(
         "family",
         "task",
         "seed",
+        "control",
         "pretrained",
+        "from_config",
         "n_layers",
         "d_model",
         "n_params",
@@ -93,6 +97,9 @@ def runs_show(
         "heldout_acc",
         "early_stop_acc",
         "stopped_early",
+        "stop_reason",
+        "best_heldout_acc",
+        "best_step",
         "checkpoint_id",
         "made_on",
         "tags",
