@@ -186,6 +186,14 @@ def test_cli_capture_refuses_a_missing_folder_and_a_huge_capture_in_one_line(cli
     missing = tmp_path / "nonexistent-dir" / "x.st"
     err = assert_one_line_error(["capture", str(run_id), "--site", "embed", "-o", str(missing)], "does not exist", rc=2)
     assert str(missing.parent) in err and not missing.parent.exists()
+    calls: list[int] = []
+    real_capture = models_store.cache.run_with_cache
+    monkeypatch.setattr(models_store.cache, "run_with_cache", lambda m, x, s: calls.append(1) or real_capture(m, x, s))
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    err = assert_one_line_error(["capture", str(run_id), "--site", "embed", "-o", str(folder)], "is a folder", rc=2)
+    assert calls == [] and list(folder.iterdir()) == []  # refused before capturing anything
+    monkeypatch.setattr(models_store.cache, "run_with_cache", real_capture)
 
     batches: list[int] = []
     real = models_store.cache.run_with_cache

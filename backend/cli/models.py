@@ -64,6 +64,11 @@ def capture(
             raise typer.BadParameter(str(e), param_hint="'--site'") from None
     if not output.parent.is_dir():
         raise typer.BadParameter(f"folder {output.parent} does not exist (create it first)", param_hint="'-o'")
+    if output.is_dir():  # before the capture, not after it
+        raise typer.BadParameter(
+            f"{output} is a folder: -o takes the file to write (e.g. {output / 'states.safetensors'})",
+            param_hint="'-o'",
+        )
     settings = get_settings()
     env = WorkerEnv(session_factory(settings), settings.resolved_store_dir, "cpu")
     params, task, model = load_run(run_id, env)
