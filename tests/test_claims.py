@@ -674,3 +674,28 @@ def test_a_claim_short_of_seeds_says_when_its_complete_cells_already_rule_it_out
     for seed in (0, 1, 2):
         w2.run("parity", "lstm", seed, EARLY)
     assert "cannot_be_supported" not in w2.claims()[1]["numbers"]
+
+
+def test_a_cell_not_learned_neither_counts_in_nor_holds_back_claims_4_to_6():
+    """docs/SCIENCE.md#plateau, fixed before the runs: claims 4–6 read trained runs only; a cell not
+    learned (Transformer × S3 of the paper-steps study: every seed at a plateau) adds nothing to them
+    and is named as untestable — it does not make them wait for seeds that more steps cannot give."""
+    w = supporting_world()
+    for r in w.runs:
+        if (r["task"], r["family"]) == ("s3", "transformer"):
+            r.update(
+                heldout_acc=0.36,
+                best_heldout_acc=0.36,
+                stop_reason="plateau",
+                steps=5000,
+                train_config={"max_steps": 40000},
+            )
+    c = w.claims()
+    for cid in (4, 5, 6):
+        assert c[cid]["verdict"] == SUPPORTED, (cid, c[cid]["detail"])
+    for cid in (4, 6):  # claim 5 reads the SSMs only
+        (named,) = c[cid]["numbers"]["untestable"]  # served as text, as claims 1–3 serve theirs
+        assert named.startswith("transformer × s3: not learned")
+        assert "Untestable here: transformer × s3: not learned by this architecture" in c[cid]["detail"]
+    assert "recurrent > ssm > transformer on s3" not in c[6]["numbers"]["sub_claims"]  # no Transformer to order
+    assert "recurrent > ssm > transformer on parity" in c[6]["numbers"]["sub_claims"]

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backend.claims_text.common import short_detail
+from backend.claims_text.common import short_detail, with_untestable
 
 
 def behaviour_detail(claim: Mapping[str, Any]) -> str:
+    return with_untestable(_behaviour_detail(claim), claim["numbers"])
+
+
+def _behaviour_detail(claim: Mapping[str, Any]) -> str:
     n, case = claim["numbers"], claim["why"]["case"]
     if case == "short":
         return short_detail(n)

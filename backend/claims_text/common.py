@@ -95,6 +95,15 @@ def untestable_note(numbers: Mapping[str, Any]) -> str:
     return (" Untestable here: " + "; ".join(map(not_learned_text, rows)) + ".") if rows else ""
 
 
+def with_untestable(detail: str, numbers: Mapping[str, Any]) -> str:
+    """``detail`` then, where a claim left cells not learned out, its `` Untestable here: …`` note
+    (a sentence of its own)."""
+    note = untestable_note(numbers)
+    if not note:
+        return detail
+    return (detail if detail.rstrip().endswith(".") else detail.rstrip() + ".") + note
+
+
 def with_left_out(detail: str, rows: Sequence[Mapping[str, Any]]) -> str:
     """``detail`` ending with the untrained runs the claim left out (the first three named)."""
     if not rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backend.claims_text.common import short_detail
+from backend.claims_text.common import short_detail, with_untestable
 
 
 def _task_part(task: str, c: Mapping[str, Any]) -> str:
@@ -14,6 +14,10 @@ def _task_part(task: str, c: Mapping[str, Any]) -> str:
 
 
 def conv1d_detail(claim: Mapping[str, Any]) -> str:
+    return with_untestable(_conv1d_detail(claim), claim["numbers"])
+
+
+def _conv1d_detail(claim: Mapping[str, Any]) -> str:
     n, case = claim["numbers"], claim["why"]["case"]
     if case == "no data":
         return "needs conv1d_removal (every layer) results for mamba/mamba2 on at least two of s3, parity, dyck"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backend.claims_text.common import f2, group_why_text
+from backend.claims_text.common import f2, group_why_text, with_untestable
 from science.claims.common import DECOUPLING_METHODS, EVAL_LENGTH
 
 STATE_PATCH_NOTE = (
@@ -29,6 +29,10 @@ def _interval(v: Mapping[str, Any]) -> str:
 
 
 def necessity_detail(claim: Mapping[str, Any]) -> str:
+    return with_untestable(_necessity_detail(claim), claim["numbers"])
+
+
+def _necessity_detail(claim: Mapping[str, Any]) -> str:
     n = claim["numbers"]
     if claim["why"]["case"] == "no data":
         return f"needs trained runs with probe curves and {'/'.join(DECOUPLING_METHODS)} edits at L={EVAL_LENGTH}"

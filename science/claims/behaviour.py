@@ -42,7 +42,7 @@ def claim_6(data: Data) -> dict[str, Any]:
             continue
         accs = {int(L): v.get("token_acc") for L, v in (r.get("behaviour") or {}).items() if isinstance(v, Mapping)}
         accs = {L: a for L, a in accs.items() if a is not None}
-        if not accs:
+        if not accs or not data.learned((r["task"], r["family"])):
             continue
         usable[(r["task"], r["family"])].append(r)
         for L, a in accs.items():
@@ -57,7 +57,9 @@ def claim_6(data: Data) -> dict[str, Any]:
         ],
     }
     left = data.left_out_for(PREFIX_TASKS)
-    short = data.shortfalls(read, usable) if any(data.stored.get(c) for c in read) else []
+    short, untestable = data.trained_read(read, usable) if any(data.stored.get(c) for c in read) else ([], [])
+    if untestable:
+        numbers["untestable"] = untestable
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(6, NOT_ENOUGH, numbers, {"case": "short"}), left)

@@ -180,6 +180,20 @@ class Data:
                 out.append({**row, **_budget_stopped(untrained)})
         return out
 
+    def trained_read(
+        self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], need: str | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """For claims 4–6, which read trained runs only: (``cells_short_of_seeds`` that block the
+        verdict, ``untestable`` cells not learned). A cell not learned adds nothing to these claims
+        and does not hold them back (docs/SCIENCE.md#plateau); its trained seeds, if any, are left
+        out too (:meth:`learned`)."""
+        rows = self.shortfalls(cells, usable, need)
+        return [r for r in rows if r["kind"] != "not learned"], [r for r in rows if r["kind"] == "not learned"]
+
+    def learned(self, cell: Cell) -> bool:
+        """Whether ``cell`` is not one of :attr:`not_learned` (its runs count in claims 4–6)."""
+        return cell not in self.not_learned
+
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
         ts = set(tasks)
         return [r for r in self.left_out if r["task"] in ts]

@@ -59,7 +59,8 @@ def claim_5(data: Data) -> dict[str, Any]:
     expected = expected_cells(tasks_all, SSM)
     usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
     for rid, row in rows_by_run.items():
-        if rid in trained_ids and row.get("drop_rel_chance") is not None:
+        cell = (info[rid]["task"], info[rid]["family"])
+        if rid in trained_ids and row.get("drop_rel_chance") is not None and data.learned(cell):
             usable[(info[rid]["task"], info[rid]["family"])].append(info[rid])
     numbers: dict[str, Any] = {
         "tasks": {},
@@ -69,7 +70,9 @@ def claim_5(data: Data) -> dict[str, Any]:
     left = [r for r in data.left_out_for(tasks_all) if r["family"] in SSM]
     if len({t for t, _ in read}) < 2:
         return _finish(_claim(5, NOT_ENOUGH, numbers, {"case": "no data"}), left)
-    short = data.shortfalls(expected, usable, "conv1d_removal")
+    short, untestable = data.trained_read(expected, usable, "conv1d_removal")
+    if untestable:
+        numbers["untestable"] = untestable
     if short:
         numbers["cells_short_of_seeds"] = short
         return _finish(_claim(5, NOT_ENOUGH, numbers, {"case": "short"}), left)

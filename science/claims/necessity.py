@@ -254,12 +254,15 @@ def claim_4(data: Data) -> dict[str, Any]:
             _run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method], method)
         )
     usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    per_run = [r for r in per_run if r["pretrained"] or data.learned((r["task"], r["family"]))]
     for r in per_run:
         if not r["pretrained"]:
             usable[(r["task"], r["family"])].append(r)
     # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
-    short = (
-        data.shortfalls(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "probes and edits") if data.stored else []
+    short, untestable = (
+        data.trained_read(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "probes and edits")
+        if data.stored
+        else ([], [])
     )
     groups = {}
     for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
@@ -289,6 +292,8 @@ def claim_4(data: Data) -> dict[str, Any]:
         numbers["state_patching_best_layer"] = by_layer
     if short:
         numbers["cells_short_of_seeds"] = short
+    if untestable:
+        numbers["untestable"] = untestable
     left = data.left_out
     if not groups:
         return _finish(_claim(4, NOT_ENOUGH, numbers, {"case": "no data"}), left)
