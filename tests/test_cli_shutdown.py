@@ -82,12 +82,13 @@ def test_a_stop_signal_swallowed_by_a_finalizer_still_stops_the_job(monkeypatch)
         packing.stop_on_first_signal()
         obj = SignalledWhileFinalized()
         del obj  # no KeyboardInterrupt reaches this frame: the finalizer swallowed it
-        assert [type(e) for e in unraisable] == [KeyboardInterrupt]
+        assert unraisable == [] and packing.STOP_REQUESTED.is_set()  # expected, so not printed as "Exception ignored"
         ctx = DBJobContext(None, job_id=1, worker="w", attempt=1)  # type: ignore[arg-type]
         with pytest.raises(KeyboardInterrupt):
             ctx.check_cancelled()  # the job's next step: handed back, not run to the end
     finally:
         packing.STOP_REQUESTED.clear()
+        sys.unraisablehook = sys.__unraisablehook__
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
@@ -185,11 +186,14 @@ def test_demo_started_with_sigint_ignored_still_hands_the_running_job_back(tmp_p
         base = f"http://127.0.0.1:{port}"
 
         def running() -> list:
+            # a train job (its steps check for the stop), not the suite job that fans them out: one
+            # stopped mid-fan-out may finish it, leaving nothing running to hand back
             assert demo.poll() is None, log_path.read_text()
             try:
-                return httpx.get(f"{base}/api/jobs", params={"state": "running"}, timeout=2).json()["items"]
+                items = httpx.get(f"{base}/api/jobs", params={"state": "running"}, timeout=2).json()["items"]
             except httpx.HTTPError:
                 return []
+            return [j for j in items if j["kind"] == "train"]
 
         try:
             wait_for(running, "a running train job", timeout=200, on_fail=log_path.read_text)

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,16 @@ def stop_on_first_signal() -> None:
         raise KeyboardInterrupt
 
     STOP_REQUESTED.clear()
+    previous_hook = sys.unraisablehook
+
+    def quiet_swallowed_stop(unraisable: Any) -> None:
+        # the stop signal's KeyboardInterrupt lost in a finalizer is expected and handled by the
+        # flag: no "Exception ignored … Traceback" in the log; anything else is reported as before
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and STOP_REQUESTED.is_set():
+            return
+        previous_hook(unraisable)
+
+    sys.unraisablehook = quiet_swallowed_stop
     signal.signal(signal.SIGINT, first_signal)
     signal.signal(signal.SIGTERM, first_signal)
 
