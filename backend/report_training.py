@@ -8,6 +8,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from backend.claims_text.common import stages_text
 from layerscope_core.provenance import commit_label
 from science.claims.common import not_learned_cell
 
@@ -105,7 +106,7 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
         who = "this architecture" if not row["trained"] else "every seed of this architecture"
         how = "every seed plateaued" if not row["trained"] else f"{row['trained']} trained, the others plateaued"
         if row["stages"]:
-            how += " at the " + "/".join(f"L {n}" for n in row["stages"]) + " curriculum stage"
+            how += " " + stages_text(row["stages"])
         out.append(
             f"- {fam} × {task}: not learned by {who} at this size within {row['budget']:,} steps "
             f"({how}; best held-out accuracy {best})."

@@ -41,8 +41,13 @@ def _where_stopped(row: Mapping[str, Any]) -> str:
         return ""
     at = f" at step {stopped[0]:,}" if stopped[0] == stopped[1] else f" at steps {stopped[0]:,}–{stopped[1]:,}"
     if stages:
-        at += ", at the " + "/".join(f"L {n}" for n in stages) + " curriculum stage" + ("s" if len(stages) > 1 else "")
+        at += ", " + stages_text(stages)
     return at
+
+
+def stages_text(stages: Sequence[int]) -> str:
+    """``at the L 12 curriculum stage`` / ``at the L 28/L 32 curriculum stages``."""
+    return "at the " + "/".join(f"L {n}" for n in stages) + " curriculum stage" + ("s" if len(stages) > 1 else "")
 
 
 def shortfall_text(row: Mapping[str, Any]) -> str:
