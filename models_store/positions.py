@@ -1,10 +1,15 @@
 """How many positions a model's learned absolute position table holds (GPT-2's ``wpe``, OPT's
 ``embed_positions``, our Transformer's ``learned_positions``): a longer sequence would index past it
 ("index out of range in self" deep inside the forward pass), so the worker checks the run's
-longest sequence against it before training or measuring."""
+longest sequence against it before training or measuring. The API answers the same question at
+submit from a run's stored config (:func:`stored_position_limit`): the same model, built on the meta
+device, read by the same function."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from torch import nn
 
 # names of learned absolute position tables in transformers' models and ours (models_store.families)
@@ -44,3 +49,27 @@ def check_positions(model: nn.Module, lengths: dict[str, int], start_token: bool
             f"({longest} {lengths[longest]}{' + the START token' if start_token else ''}) needs {needed}: "
             f"use a shorter {longest} or a model with a longer table"
         )
+
+
+def stored_position_limit(model_config: dict[str, Any]) -> int | None:
+    """:func:`learned_position_limit` of the model a run's stored config describes (``runs.model_config``,
+    ``ModelConfig.to_dict()``; a pretrained run's transformers config in its ``hf_config``), built on
+    the meta device: no memory, no weights, a few milliseconds for a paper-sized model. None where
+    there is no table, and where the config builds no model here (a plugin family not registered on
+    this machine, a config from another version): the worker then checks the built model itself.
+
+    A rotary table (``max_position_embeddings`` of a rotary model) is not a limit: rotary angles
+    are computed for any position."""
+    from models_store.any_model import backbone_from_config, hf_config_from_dict
+    from models_store.config import ModelConfig
+    from models_store.families import build_model
+
+    try:
+        cfg = ModelConfig.from_dict(dict(model_config))
+        with torch.device("meta"):
+            # a pretrained run's table is in its transformers backbone (the wrapper around it runs
+            # a forward pass when built, which the meta device cannot)
+            model = backbone_from_config(hf_config_from_dict(cfg.hf_config)) if cfg.pretrained else build_model(cfg)
+    except (ValueError, TypeError, KeyError):
+        return None
+    return learned_position_limit(model)

@@ -9,13 +9,21 @@ from store.models import Run
 from tests.conftest import seed_runs
 
 
+def _learned_table_config(positions: int) -> dict:
+    """A transformer's stored config (ModelConfig.to_dict()) with a learned position table."""
+    from models_store import ModelConfig
+
+    cfg = ModelConfig(
+        family="transformer", vocab_size=4, n_classes=2, d_model=32, n_layers=4, learned_positions=positions
+    )
+    return cfg.to_dict()
+
+
 def _with_weights(api) -> int:
     run_id = seed_runs(api.factory, families=("transformer",), tasks=("parity",), seeds=(0,), n_layers=4)[0]
     with api.factory() as s:
         s.execute(
-            update(Run)
-            .where(Run.id == run_id)
-            .values(checkpoint_id="c" * 64, model_config={"max_position_embeddings": 512})
+            update(Run).where(Run.id == run_id).values(checkpoint_id="c" * 64, model_config=_learned_table_config(512))
         )
         s.commit()
     return run_id

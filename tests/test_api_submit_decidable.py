@@ -168,13 +168,42 @@ def test_an_intervene_job_with_nothing_to_measure_is_422(api) -> None:
     _refused(api, "intervene", {"run_id": run_id, "methods": []}, ["body", "params", "methods"], "nothing to measure")
 
 
+def _stored_config(family: str, d_model: int, **fields) -> dict:
+    """The model_config a worker stores for a scratch run (ModelConfig.to_dict())."""
+    from models_store import ModelConfig
+
+    return ModelConfig(family=family, vocab_size=4, n_classes=2, d_model=d_model, n_layers=2, **fields).to_dict()
+
+
 def test_position_tables_are_the_runs_own(api) -> None:
-    """A recurrent model has no position table; a learned one bounds a transformer's lengths."""
-    gru = _run(api, "gru", 39, {"max_position_embeddings": 2048})
+    """A recurrent or rotary model has no position table (rotary angles exist at any position);
+    a learned one bounds a transformer's lengths."""
+    gru = _run(api, "gru", 32, _stored_config("gru", 32))
     _accepted(api, "probe", {"run_id": gru, "eval_lengths": [3000]})
-    learned = _run(api, "transformer", 32, {"max_position_embeddings": 2048, "learned_positions": 61})
+    rotary = _run(api, "transformer", 32, _stored_config("transformer", 32, max_position_embeddings=512))
+    _accepted(api, "probe", {"run_id": rotary, "eval_lengths": [40, 1000]})
+    learned = _run(api, "transformer", 32, _stored_config("transformer", 32, learned_positions=61))
     _refused(api, "probe", {"run_id": learned, "eval_lengths": [40, 80]}, ["body", "params", "eval_lengths"], "learned")
     _accepted(api, "probe", {"run_id": learned, "eval_lengths": [40, 60]})
+
+
+def test_a_pretrained_gpt2s_table_is_read_at_submit_as_the_worker_reads_it(api, tmp_path, monkeypatch) -> None:
+    """GPT-2 keeps its table size as ``n_positions``: the 422 and the worker's check read the same
+    model (the bug: the API looked for ``max_position_embeddings`` only and let the job through)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from models_store.positions import learned_position_limit
+    from models_store.pretrained import load_pretrained
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=2, n_head=2)).save_pretrained(
+        tmp_path / "gpt2-p32"
+    )
+    model = load_pretrained(tmp_path / "gpt2-p32", n_classes=2, task_vocab_size=4)
+    assert learned_position_limit(model) == 32
+    run_id = _run(api, "transformer", 16, model.config.to_dict())
+    _refused(api, "probe", {"run_id": run_id, "eval_lengths": [31, 32]}, ["body", "params", "eval_lengths"], "[32]")
+    _accepted(api, "probe", {"run_id": run_id, "eval_lengths": [31]})  # 31 + the START token = 32
 
 
 # ----------------------------------------------------------------------------- loose inputs

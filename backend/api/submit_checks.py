@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from layerscope_core.model_sources import missing_folder_problem
+from models_store.positions import stored_position_limit
 
 # A start token precedes every sequence (models_store: start_token), so a length-L sequence
-# takes L + 1 positions of the transformer's rotary table.
+# takes L + 1 positions of a learned position table.
 START_TOKEN_POSITIONS = 1
 
 
@@ -25,9 +26,9 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
     """FastAPI-style errors (``loc`` at the field) for ``params`` that do not fit ``run``.
 
     - ``layers``: each in -1..n_layers-1 (-1 is the embedding output);
-    - ``eval_lengths`` / ``eval_length``: within the model's position tables, when it has them
-      (an attention family's rotary table ``model_config.max_position_embeddings``, and its
-      learned one, ``model_config.learned_positions``; a recurrent model has none);
+    - ``eval_lengths`` / ``eval_length``: within the model's learned absolute position table,
+      when it has one (``learned_positions`` of ours, GPT-2's ``n_positions``, OPT's table; rotary
+      and recurrent models have none): the table the worker checks before measuring;
     - ``pca_k`` (with ``pca_top_k`` among the ``methods``): at most the run's ``d_model``;
     - ``methods``: none at all measures nothing, unless Conv1D removal runs (``conv1d`` on a
       family with a Conv1D);
@@ -79,21 +80,11 @@ def _family(run: Any) -> Any:
 
 
 def _position_table(run: Any) -> tuple[int, str] | None:
-    """(size, what it is) of the shortest position table of ``run``'s model, or None: an
-    attention family's rotary table, and its learned one when set (a recurrent model has none)."""
-    spec = _family(run)
-    if spec is not None and spec.kind != "attention":
-        return None
-    config = run.model_config or {}
-    tables = [
-        (size, name)
-        for size, name in (
-            (config.get("max_position_embeddings"), "position table"),
-            (config.get("learned_positions"), "learned position table"),
-        )
-        if isinstance(size, int) and not isinstance(size, bool) and size > 0
-    ]
-    return min(tables) if tables else None
+    """(size, what it is) of ``run``'s learned absolute position table, or None: read from the
+    model its stored config builds, as the worker reads the built model (models_store.positions);
+    rotary and recurrent models have none."""
+    limit = stored_position_limit(run.model_config or {})
+    return None if limit is None else (limit, "learned position table")
 
 
 def _width_errors(params: Any, run: Any) -> list[dict[str, Any]]:
