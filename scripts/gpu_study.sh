@@ -8,7 +8,8 @@
 # installed into /tmp/site first). Environment: OUT (output folder, default ./gpu-out),
 # SLOTS (worker slots on the GPU, default: CPU cores - 1), SUITE_NAME (default paper), PRESET
 # (default paper), DEVICE (default cuda), SUITE_ARGS (more `layerscope suite` options, e.g.
-# "--max-seconds 90" to bound each run's training on a short lease), RESUME_BUNDLE (a results
+# "--max-seconds 90" to bound each run's training on a short lease; several selections separated by ';'
+# are submitted one after the other, e.g. "--task code_depth; --task s3 --family lstm"), RESUME_BUNDLE (a results
 # bundle imported first, e.g. examples/paper.layerscope.zip with SUITE_ARGS="--max-seconds 75":
 # only its missing runs are trained; a suite is resumed with the overrides it was made with,
 # other settings go under another SUITE_NAME), EXPORT_ARGS (more `layerscope export` options, e.g.
@@ -65,9 +66,15 @@ wpid=$!
 if [ -n "${RESUME_BUNDLE:-}" ]; then
   cli import "$RESUME_BUNDLE" || { log "import of $RESUME_BUNDLE FAILED"; exit 1; }
 fi
-# shellcheck disable=SC2086
-cli suite --preset "${PRESET:-paper}" --name "$name" --submit ${SUITE_ARGS:-} 2>&1 | tail -3
-[ "${PIPESTATUS[0]}" = 0 ] || { log "suite not submitted"; kill -TERM "$wpid"; exit 1; }
+# SUITE_ARGS may hold several selections separated by ';', submitted in that order (the queue's order):
+# e.g. "--task code_depth; --task s3 --family lstm" selects those cells and no cross product of them
+IFS=';' read -ra selections <<< "${SUITE_ARGS:-}"
+[ "${#selections[@]}" -gt 0 ] || selections=("")
+for selection in "${selections[@]}"; do
+  # shellcheck disable=SC2086
+  cli suite --preset "${PRESET:-paper}" --name "$name" --submit $selection 2>&1 | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || { log "suite not submitted: $selection"; kill -TERM "$wpid"; exit 1; }
+done
 progress() {
   python3 - "$LAYERSCOPE_HOME/layerscope.db" <<'EOF'
 import sqlite3, sys

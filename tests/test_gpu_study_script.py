@@ -15,7 +15,12 @@ import pytest
 from tests.conftest import FAKE_EXECUTOR, ROOT
 
 
-def _lease(tmp_path: Path, step_s: float, deadline_s: int) -> Path:
+def _lease(
+    tmp_path: Path,
+    step_s: float,
+    deadline_s: int,
+    selections: str = "--task parity --family lstm --family gru --no-controls",
+) -> Path:
     """Run the script's study phase on the smoke preset; returns its OUT folder."""
     out = tmp_path / "out"
     env = {
@@ -28,7 +33,7 @@ def _lease(tmp_path: Path, step_s: float, deadline_s: int) -> Path:
         "PRESET": "smoke",
         "SLOTS": "2",
         "SUITE_NAME": "lease",
-        "SUITE_ARGS": "--task parity --family lstm --family gru --no-controls",
+        "SUITE_ARGS": selections,
         "WORKER_ARGS": f"--executor {FAKE_EXECUTOR}",
         "PART_KB": "1",
         "PARTIAL_EVERY": "100000",
@@ -52,7 +57,11 @@ def test_at_the_deadline_the_lease_script_hands_every_running_job_back(tmp_path)
 
 @pytest.mark.timeout(300)  # a hang guard only
 def test_a_bundle_larger_than_a_part_comes_back_in_parts_that_join(tmp_path) -> None:
-    out = _lease(tmp_path, step_s=0.01, deadline_s=240)  # the suite finishes: the loop ends early
+    # two selections, not their cross product: parity × lstm and s3 × gru, not parity × gru
+    selections = "--task parity --family lstm --no-controls; --task s3 --family gru --no-controls"
+    out = _lease(
+        tmp_path, step_s=0.01, deadline_s=240, selections=selections
+    )  # the suite finishes: the loop ends early
     parts = sorted(out.glob("lease.bundle.part-*"))
     assert len(parts) >= 2, sorted(p.name for p in out.iterdir())
     assert not (out / "lease.bundle").exists()  # only the parts come back
@@ -61,3 +70,6 @@ def test_a_bundle_larger_than_a_part_comes_back_in_parts_that_join(tmp_path) -> 
     joined.write_bytes(b"".join(p.read_bytes() for p in parts))
     with zipfile.ZipFile(joined) as z:
         assert z.testzip() is None and "manifest.json" in z.namelist()
+    with sqlite3.connect(tmp_path / "home" / "layerscope.db") as db:
+        cells = {tuple(r) for r in db.execute("select family, task from runs where control is null")}
+    assert cells == {("lstm", "parity"), ("gru", "s3")}, cells
