@@ -86,6 +86,10 @@ def measure_probes(
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
         data = task.generate(length, n_sequences, data_seed(run_seed, "probe", length), split="test")
+        if data.n < n_sequences:  # a file task's held-out rows are all there are: say so, once a length
+            ctx.log(
+                f"probes at L={length}: task {task.name!r} has {data.n} held-out sequences; measured on {data.n}, not {n_sequences}"
+            )
         span = ctx.sub(i / len(eval_lengths), (i + 1) / len(eval_lengths))
         rows += _probe_rows(capture(model, data, device), run_seed, task, length, config_hash, span)
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")

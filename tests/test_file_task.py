@@ -70,7 +70,7 @@ def test_bad_rows_are_each_named(tmp_path):
     msg = str(err.value)
     assert err.value.errors == [
         "row 3: 3 tokens but 2 labels",
-        "row 6: label 1 is -3; expected an integer >= 0, a string or null",
+        "row 6: the label at position 1 (counting from 0) is -3; expected an integer >= 0, a string or null",
         "row 8: tokens must all be non-negative integer ids or all strings",
         "row 10: expected exactly the fields tokens and labels (unknown ['tokenz'])",
     ]
@@ -331,5 +331,71 @@ def test_jobs_page_upload_sends_the_file_to_the_api(api, tmp_path):
     rows[0]["labels"] = [5.5] * L
     bad = base64.b64encode(write_jsonl(tmp_path / "b.jsonl", rows).read_bytes()).decode()
     msg = str(upload_task(client, f"data:;base64,{bad}", "b.jsonl", "bad_one"))
-    assert "jb-task-errors" in msg and "row 1: label 0 is 5.5" in msg
+    assert "jb-task-errors" in msg and "row 1: the label at position 0 (counting from 0) is 5.5" in msg
     assert "Choose a file first" in str(upload_task(client, None, None, "x"))
+
+
+def test_an_api_job_past_the_files_longest_row_is_422_at_the_field(api, tmp_path):
+    """The worker's refusal above, said at submit: a 422 at ``eval_lengths`` / ``eval_length``
+    naming the file's lengths, and nothing queued; the file's own length is accepted."""
+    import base64
+
+    from sqlalchemy import update
+
+    from store.models import Run
+    from tests.conftest import seed_runs
+
+    content = base64.b64encode(write_jsonl(tmp_path / "p.jsonl", parity_rows(10)).read_bytes()).decode()
+    r = api.client.post("/api/tasks", json={"name": "mine", "filename": "p.jsonl", "content_base64": content})
+    assert r.status_code == 201, r.text
+    run_id = seed_runs(api.factory, families=("gru",), tasks=("parity",), seeds=(0,), n_layers=2)[0]
+    with api.factory() as s:
+        s.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(task="mine", task_params={"sha256": r.json()["sha256"]}, checkpoint_id="c" * 64)
+        )
+        s.commit()
+    total = api.client.get("/api/jobs").json()["total"]
+    for kind, params, field in (
+        ("probe", {"eval_lengths": [L, L + 20]}, "eval_lengths"),
+        ("patch", {"eval_length": L + 1}, "eval_length"),
+    ):
+        r = api.client.post("/api/jobs", json={"kind": kind, "params": {"run_id": run_id, **params}})
+        assert r.status_code == 422, (kind, r.text)
+        err = r.json()["detail"][0]
+        assert err["loc"] == ["body", "params", field] and f"rows have {L} tokens" in err["msg"], err
+    assert api.client.get("/api/jobs").json()["total"] == total  # nothing queued
+    ok = api.client.post("/api/jobs", json={"kind": "probe", "params": {"run_id": run_id, "eval_lengths": [L]}})
+    assert ok.status_code == 201, ok.text
+
+
+def test_a_probe_asking_for_more_sequences_than_the_file_holds_says_how_many_it_measured(tmp_path):
+    """A file task's held-out rows are all there are: the log says the probe measured on them, not
+    on the number asked for, and the stored rows count them (the probe's own train and test split)."""
+    from science.context import SilentContext
+    from store.models import ProbeResult
+    from worker.params import ProbeParams, TrainParams
+    from worker.pipeline import local_env, probe, train
+
+    class Logged(SilentContext):
+        lines: list[str] = []
+
+        def log(self, line: str) -> None:
+            self.lines.append(line)
+
+    env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
+    TaskStore(tmp_path / "store" / "tasks").add(
+        parse_task_file(write_jsonl(tmp_path / "p.jsonl", parity_rows())), "par"
+    )
+    params = dict(n_layers=1, d_model=8, max_steps=2, batch_size=8, eval_every=2, n_eval_sequences=16, measure=None)
+    run_id = train(TrainParams(family="gru", task="par", **params), env)
+    ctx = Logged()
+    probe(ProbeParams(run_id=run_id, eval_lengths=[L], n_probe_sequences=1000), env, ctx)
+    held_out = len(parse_task_file(tmp_path / "p.jsonl").tokens) // 5  # every fifth row is held out
+    assert [x for x in ctx.lines if "held-out sequences" in x] == [
+        f"probes at L={L}: task 'par' has {held_out} held-out sequences; measured on {held_out}, not 1000"
+    ]
+    with env.session_factory() as s:
+        rows = s.execute(select(ProbeResult.n_train, ProbeResult.n_test).where(ProbeResult.run_id == run_id)).all()
+    assert rows and {a + b for a, b in rows} == {held_out}

@@ -389,18 +389,14 @@ def _loaded(run_id: int, env: WorkerEnv, lengths: list[int] | None = None) -> tu
 
 
 def check_file_lengths(task, lengths: list[int]) -> None:
-    """A file task's rows end at its longest row: a longer eval length would measure padding (null
-    labels, the same row drawn again), numbers that look real and mean nothing.
+    """Refuse eval lengths past a file task's longest row (``FileTask.eval_length_problem``; the
+    API's submit checks say the same as a 422).
 
     Raises:
         ValueError: a length above the file's longest row, naming the task and its lengths.
     """
-    if isinstance(task, FileTask) and (over := [n for n in lengths if n > task.max_length]):
-        raise ValueError(
-            f"eval length {', '.join(map(str, over))}: task {task.name!r} is a file task whose rows have "
-            f"{', '.join(map(str, task.lengths))} tokens; its eval lengths are at most {task.max_length} "
-            "(the file's sequences, or prefixes of them)"
-        )
+    if isinstance(task, FileTask) and (why := task.eval_length_problem(lengths)):
+        raise ValueError(why)
 
 
 def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:

@@ -28,14 +28,15 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
     - ``layers``: each in -1..n_layers-1 (-1 is the embedding output);
     - ``eval_lengths`` / ``eval_length``: within the model's learned absolute position table,
       when it has one (``learned_positions`` of ours, GPT-2's ``n_positions``, OPT's table; rotary
-      and recurrent models have none): the table the worker checks before measuring;
+      and recurrent models have none), and within a file task's longest row
+      (``FileTask.eval_length_problem``): what the worker checks before measuring;
     - ``pca_k`` (with ``pca_top_k`` among the ``methods``): at most the run's ``d_model``;
     - ``methods``: none at all measures nothing, unless Conv1D removal runs (``conv1d`` on a
       family with a Conv1D);
     - ``sites``: at least one the run's family has (``state`` needs a recurrent state);
     - ``positions`` against ``eval_length`` is checked by ``PatchParams`` itself.
     """
-    errors: list[dict[str, Any]] = [*_width_errors(params, run), *_site_errors(params, run)]
+    errors: list[dict[str, Any]] = [*_width_errors(params, run), *_site_errors(params, run), *_file_errors(params, run)]
     n_layers = int(run.n_layers)
     layers = getattr(params, "layers", None)
     if layers:
@@ -52,9 +53,7 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
     table = _position_table(run)
     if table is not None:
         longest = table[0] - START_TOKEN_POSITIONS
-        for field in ("eval_lengths", "eval_length"):
-            value = getattr(params, field, None)
-            lengths = value if isinstance(value, list) else ([value] if isinstance(value, int) else [])
+        for field, value, lengths in _eval_lengths(params):
             bad = sorted({L for L in lengths if longest < L})
             if bad:
                 errors.append(
@@ -66,6 +65,38 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
                     )
                 )
     return errors
+
+
+def _eval_lengths(params: Any) -> list[tuple[str, Any, list[int]]]:
+    """(field, value, lengths) of the job's eval-length fields it sets (``eval_lengths``, ``eval_length``)."""
+    out = []
+    for field in ("eval_lengths", "eval_length"):
+        value = getattr(params, field, None)
+        lengths = value if isinstance(value, list) else ([value] if isinstance(value, int) else [])
+        if lengths:
+            out.append((field, value, lengths))
+    return out
+
+
+def _file_errors(params: Any, run: Any) -> list[dict[str, Any]]:
+    """Eval lengths past the longest row of ``run``'s file task (``FileTask.eval_length_problem``,
+    the worker's own check); a task that is not a file task here, or whose file changed, is left to
+    the worker."""
+    from science.tasks import FileTask, file_task_names, get_task
+
+    if run.task not in file_task_names() or not _eval_lengths(params):
+        return []
+    try:
+        task = get_task(run.task, **(run.task_params or {}))
+    except ValueError:  # the stored file no longer matches the run's sha256: the worker says so
+        return []
+    if not isinstance(task, FileTask):
+        return []
+    return [
+        _error(field, why, value)
+        for field, value, lengths in _eval_lengths(params)
+        if (why := task.eval_length_problem(lengths))
+    ]
 
 
 def _family(run: Any) -> Any:

@@ -235,7 +235,10 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
         if lab is not None and (
             isinstance(lab, bool) or not isinstance(lab, (int, str)) or (isinstance(lab, int) and lab < 0)
         ):
-            raise ValueError(f"label {t} is {lab!r}; expected an integer >= 0, a string or null")
+            # rows and lines count from 1 (as editors do), positions from 0 (as eval and patching positions do): say so
+            raise ValueError(
+                f"the label at position {t} (counting from 0) is {lab!r}; expected an integer >= 0, a string or null"
+            )
     return tokens, labels
 
 
@@ -297,6 +300,19 @@ class FileTask(Task):
     @property
     def max_length(self) -> int:
         return max(self.lengths)
+
+    def eval_length_problem(self, lengths: Iterable[int]) -> str | None:
+        """Why ``lengths`` cannot be this task's eval lengths, or None: the rows end at the file's
+        longest row, and a longer length would measure padding (null labels, the same row drawn
+        again), numbers that look real and mean nothing."""
+        over = sorted({n for n in lengths if n > self.max_length})
+        if not over:
+            return None
+        return (
+            f"eval length {', '.join(map(str, over))}: task {self.name!r} is a file task whose rows have "
+            f"{', '.join(map(str, self.lengths))} tokens; its eval lengths are at most {self.max_length} "
+            "(the file's sequences, or prefixes of them)"
+        )
 
     def _rows(self, idx: Iterable[int], length: int) -> TaskData:
         idx = list(idx)
