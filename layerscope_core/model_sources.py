@@ -12,10 +12,17 @@ checks and the model loaders (``models_store``) share it.
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
 NO_SUCH_FOLDER = "no such local folder"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def hub_offline() -> bool:
+    """Whether the hub is off (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` set true), read now."""
+    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 def names_a_path(source: str) -> bool:
@@ -31,3 +38,23 @@ def missing_folder_problem(source: str) -> str | None:
     if names_a_path(source) and not Path(source).expanduser().is_dir():
         return NO_SUCH_FOLDER
     return None
+
+
+def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
+    """A line to print before ``source`` is looked up on the hub, or None (a folder here, a path,
+    or the hub off): a bare name that is no folder here goes to the hub, which can retry for about
+    30 s before it fails offline; the line says why the wait, and names the folders here whose names
+    are close to it (a mistyped local folder is the usual cause)."""
+    if names_a_path(source) or Path(source).expanduser().is_dir() or hub_offline():
+        return None
+    here = here or Path.cwd()
+    try:
+        folders = [p.name for p in here.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError:
+        folders = []
+    close = difflib.get_close_matches(source, folders, n=3, cutoff=0.75)
+    hint = f" (a folder here is named {', '.join(repr('./' + c) for c in close)})" if close else ""
+    return (
+        f"{source!r} is not a folder here{hint}: looking it up on the Hugging Face hub "
+        "(HF_HUB_OFFLINE=1 uses local folders only)"
+    )

@@ -21,7 +21,6 @@ dict (``build_from_hf_config``) without the hub.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any
 
@@ -30,20 +29,13 @@ from torch import nn
 from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from layerscope_core.model_sources import missing_folder_problem
+from layerscope_core.model_sources import hub_offline, missing_folder_problem
 from models_store.config import ModelConfig
 from models_store.hf_model import HFLayerwiseModel
-
-_TRUE = ("1", "true", "yes", "on")
 
 
 class PretrainedLoadError(ValueError):
     """A pretrained model could not be loaded (not found, unreachable, or unsupported)."""
-
-
-def _offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE read now (not at import time)."""
-    return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
 ATTENTION_NAMES = ("self_attn", "attn", "attention", "self_attention")
@@ -274,7 +266,7 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
     if why := missing_folder_problem(name_or_path):  # a path: not looked up on the hub
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     try:
-        offline = _offline() if local_files_only is None else local_files_only
+        offline = hub_offline() if local_files_only is None else local_files_only
         hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         raise PretrainedLoadError(

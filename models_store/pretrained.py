@@ -33,12 +33,11 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel
 
-from layerscope_core.model_sources import missing_folder_problem
+from layerscope_core.model_sources import hub_offline, missing_folder_problem
 from models_store.any_model import (
     AnyHFModel,
     PretrainedLoadError,
     UnsupportedModel,
-    _offline,
     backbone_from_config,
     check_architecture,
     family_of,
@@ -114,7 +113,7 @@ def load_pretrained(
     name = str(name_or_path)
     role = "pretrained model" if weights else "model config"  # how errors name it
     if local_files_only is None:
-        local_files_only = _offline()
+        local_files_only = hub_offline()
     hf_cfg = _read_config(name, role, local_files_only=local_files_only, revision=revision)
     token_map = _task_token_map(token_map, token_offset, task_vocab_size, int(hf_cfg.vocab_size), name)
     backbone, info = _backbone(name, hf_cfg, weights, seed, local_files_only=local_files_only, revision=revision)

@@ -48,3 +48,37 @@ def test_the_rule(tmp_path, monkeypatch) -> None:
         assert missing_folder_problem(here) is None  # a folder here: read from it
     (tmp_path / "file").write_text("not a folder")
     assert missing_folder_problem("./file") == NO_SUCH_FOLDER
+
+
+def test_a_bare_name_that_is_no_folder_here_says_why_the_hub_is_tried_and_names_close_folders(tmp_path, monkeypatch):
+    """A mistyped local folder (``tiny-gpt2`` for ``./tiny_gpt2``) is a valid hub name: the hub is
+    tried, and may retry for ~30 s offline. The CLI says so first, naming the folder meant."""
+    import models_store.any_model as any_model
+    from layerscope_core.model_sources import hub_lookup_notice
+    from tests.cli_one_line import run_cli
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    (tmp_path / "tiny_gpt2").mkdir()
+    notice = hub_lookup_notice("tiny-gpt2", tmp_path)
+    assert notice is not None and "is not a folder here (a folder here is named './tiny_gpt2')" in notice
+    assert "HF_HUB_OFFLINE=1" in notice and "hub" in hub_lookup_notice("gpt2", tmp_path)  # no close folder: no hint
+    assert "folder here is named" not in hub_lookup_notice("gpt2", tmp_path)
+    assert hub_lookup_notice(str(tmp_path / "tiny_gpt2")) is None  # a folder: no lookup
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_lookup_notice("tiny-gpt2", tmp_path) is None  # the hub off: it fails at once anyway
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+
+    def hub_fails(*args, **kwargs):  # the hub's answer, without the network
+        raise any_model.PretrainedLoadError("pretrained model 'tiny-gpt2' not found on the hub")
+
+    monkeypatch.setattr(any_model, "read_config", hub_fails)
+    monkeypatch.setattr(any_model, "pretrained_family", hub_fails)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    rc, _, err = run_cli(["suite", "--preset", "smoke", "--task", "parity", "--pretrained", "tiny-gpt2"])
+    assert rc != 0 and "Traceback" not in err, err
+    said = err.splitlines()
+    assert said[0].startswith("layerscope: 'tiny-gpt2' is not a folder here (a folder here is named './tiny_gpt2')"), (
+        err
+    )

@@ -20,7 +20,7 @@ from typing import Any
 import typer
 from sqlalchemy.orm import Session, sessionmaker
 
-from layerscope_core.model_sources import missing_folder_problem
+from layerscope_core.model_sources import hub_lookup_notice, missing_folder_problem
 from layerscope_core.plugins import method_names
 from layerscope_core.registry import MEASURE_PARTS, PRESETS, family_names
 from layerscope_core.suite_names import suite_name_problem
@@ -65,6 +65,9 @@ def model_sources(ctx: typer.Context, param: Any, value: list[str] | None) -> li
     for source in value or []:
         if why := missing_folder_problem(source):
             raise typer.BadParameter(f"{source!r}: {why}", ctx=ctx, param=param)
+    for source in value or []:
+        if notice := hub_lookup_notice(source):  # the hub may retry for ~30 s: say why the wait
+            typer.echo(f"layerscope: {notice}", err=True)
     return value
 
 
