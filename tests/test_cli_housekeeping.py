@@ -127,6 +127,21 @@ def test_suite_delete_exports_first_then_removes_every_run(cli_env, capsys) -> N
         assert s.scalar(select(func.count()).select_from(Run).where(Run.suite == "a")) == 2
 
 
+def test_export_says_which_folders_it_made_and_a_refused_one_leaves_none(cli_env, capsys) -> None:
+    """-o a/b/x.zip makes a and b (a study's layout) and says so, so that a mistyped path is seen;
+    an export refused (no such suite) leaves no empty folders behind."""
+    seed_runs(factory(cli_env), families=("lstm",), tasks=("parity",), seeds=(0,), suite="s")
+    capsys.readouterr()
+    assert main(["export", "--suite", "nope", "-o", str(cli_env / "n" / "m" / "x.zip")]) == 1
+    assert not (cli_env / "n").exists()
+    assert main(["export", "--suite", "s", "-o", str(cli_env / "a" / "b" / "x.zip")]) == 0
+    err = capsys.readouterr().err
+    assert (cli_env / "a" / "b" / "x.zip").is_file()
+    assert err.strip().endswith(f"; made the folder(s) {cli_env / 'a'}, {cli_env / 'a' / 'b'}"), err
+    assert main(["export", "--suite", "s", "-o", str(cli_env / "a" / "b" / "y.zip")]) == 0
+    assert "made the folder" not in capsys.readouterr().err  # they are there now
+
+
 def test_suite_move_takes_a_cells_runs_and_their_rows_to_another_suite(cli_env, capsys) -> None:
     """A revised cell's superseded runs leave the suite (docs/SCIENCE.md#budgets): with their
     result rows, the other cells stay; a clash (one run per seed) or a bad name moves nothing."""

@@ -15,6 +15,13 @@ import typer
 from backend.cli import common as C
 
 
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders an export made (innermost first) where they are still empty."""
+    for folder in folders:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
 def export_cmd(
     suite: Annotated[str, typer.Option(help="The suite to export (runs.suite).")],
     output: Annotated[
@@ -56,9 +63,11 @@ def export_cmd(
         )
     settings = C.settings()
     factory = C.session_factory(settings)
+    # the folders -o names are made, and said (a mistyped path is seen at once, not found later)
+    made = [] if output.parent.exists() else [p for p in (output.parent, *output.parent.parents) if not p.exists()]
     output.parent.mkdir(parents=True, exist_ok=True)
-    with factory() as s:
-        try:
+    try:
+        with factory() as s:
             manifest = export_bundle(
                 s,
                 suite,
@@ -69,8 +78,12 @@ def export_cmd(
                 in_flight=in_flight,
                 allow_partial=allow_partial,
             )
-        except RunsBeingRebuilt as exc:  # refused before the file is opened: nothing written
-            raise C.CliError(f"{exc}; or pass --allow-partial to export them without their results") from exc
+    except RunsBeingRebuilt as exc:  # refused before the file is opened: nothing written
+        _remove_empty(made)
+        raise C.CliError(f"{exc}; or pass --allow-partial to export them without their results") from exc
+    except BaseException:
+        _remove_empty(made)  # a refused export leaves no folders it made
+        raise
     n = len(manifest["runs"])
     included, missing = manifest.get("weights_included", 0), manifest.get("weights_missing", 0)
     with_w = (
@@ -93,7 +106,8 @@ def export_cmd(
                 ", ".join(f"{m['name']}'s {m['part']}: {m['pieces']}" for m in measuring) + ")"
             )
     typer.echo(
-        f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)",
+        f"layerscope: wrote {output} ({n} run(s) of suite {suite!r}{with_w}, {output.stat().st_size / 1e6:.2f} MB)"
+        + (f"; made the folder(s) {', '.join(str(m) for m in reversed(made))}" if made else ""),
         err=True,
     )
     if rebuilding := being_rebuilt(manifest["runs"]):
