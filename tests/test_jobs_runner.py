@@ -314,6 +314,22 @@ def test_keyboard_interrupt_releases_the_job(env) -> None:
     assert queue.pending_ids() == {job_id}
 
 
+def test_a_released_job_is_taken_again_before_the_jobs_queued_behind_it(env) -> None:
+    """Ctrl-C on the demo: the interrupted run goes on first when the worker comes back, not after
+    every run queued behind it (a new user's report: "the interrupted run is pushed to the back")."""
+    settings, factory, queue = env
+
+    def interrupted(kind, params, ctx, env):
+        raise KeyboardInterrupt
+
+    first = submit(factory, queue, "train", train_params())
+    behind = [submit(factory, queue, "train", train_params(seed=s)) for s in (1, 2)]
+    assert queue.dequeue() == first  # the worker takes it, then is stopped
+    with pytest.raises(KeyboardInterrupt):
+        runner(env, executor=interrupted).run_one(first)
+    assert [queue.dequeue() for _ in range(3)] == [first, *behind]
+
+
 def test_db_context_raises_job_cancelled(env) -> None:
     from worker.runner import DBJobContext
 

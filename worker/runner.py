@@ -39,6 +39,8 @@ from worker.packing import raise_if_stopping
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
 
 log = logging.getLogger(__name__)
+# a job handed back by a stopping worker is queued this far above its stored priority (0 or 10)
+RELEASED_AHEAD = 1
 
 Executor = Callable[[str, BaseModel, JobContext, Any], dict]
 
@@ -351,7 +353,9 @@ class Runner:
             released = J.release(s, ctx.job_id, ctx.worker, ctx.attempt)
             priority = J.priorities(s, [ctx.job_id]).get(ctx.job_id, 0)
         if released:
-            self.queue.enqueue(ctx.job_id, priority)
+            # one above its peers: the interrupted run (its checkpoint on disk) is taken again before
+            # the runs queued behind it, not after them (a Redis queue, first in first out, cannot)
+            self.queue.enqueue(ctx.job_id, priority + RELEASED_AHEAD)
             log.warning("job %s released back to the queue (worker stopping)", ctx.job_id)
 
     # -- the loop ------------------------------------------------------------------------------
