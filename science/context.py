@@ -38,6 +38,10 @@ class JobContext:
     def check_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if a cancel was requested (never, on the console)."""
 
+    def attach_run(self, run_id: int) -> None:
+        """Name the stored run this work is about, once its row exists (the job runner records
+        it on the job at once, so a job measuring a run links to it before it ends)."""
+
     def sub(self, start: float, end: float) -> SubContext:
         """A view mapping 0..1 onto ``start..end`` of this context."""
         return SubContext(self, start, end)
@@ -60,6 +64,9 @@ class SubContext:
 
     def check_cancelled(self) -> None:
         self.parent.check_cancelled()
+
+    def attach_run(self, run_id: int) -> None:
+        self.parent.attach_run(run_id)
 
     def sub(self, start: float, end: float) -> SubContext:
         return SubContext(self, start, end)

@@ -193,6 +193,31 @@ def test_progress_is_written_while_running(env) -> None:
     assert seen == [(0.25, "a quarter")]
 
 
+def test_a_job_links_to_its_run_while_it_is_still_running(env) -> None:
+    """Found by a fresh-clone demo: jobs showed run "-" while their run was already listed."""
+    settings, factory, queue = env
+    with factory() as s:
+        run = Run(
+            name="r", suite="s", family="lstm", task="parity", seed=0, n_layers=2, d_model=8, n_params=1, config_hash="h" * 64
+        )
+        s.add(run)
+        s.commit()
+        stored_id = run.id
+    seen = []
+
+    def measuring(kind, params, ctx, env):
+        ctx.attach_run(stored_id)  # the pipeline does this once the run row exists
+        time.sleep(0.3)  # > heartbeat interval
+        with factory() as s:
+            seen.append(s.get(Job, job_id).run_id)
+        return {}
+
+    job_id = submit(factory, queue, "train", train_params())
+    runner(env, executor=measuring).run_one(job_id)
+    assert seen == [stored_id]
+    assert job(factory, job_id).run_id == stored_id  # kept when the result names no run
+
+
 def test_reaper_requeues_a_stale_job_and_fails_it_when_attempts_run_out(env) -> None:
     settings, factory, queue = env
     job_id = submit(factory, queue, "train", train_params())

@@ -149,6 +149,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     check_positions(model, _run_lengths(params), params.start_token, _who(params))  # before any training
     result = _train_or_init(params, task, model, rebuild, env, ctx)
     run_id = _store_run(params, task, model, result, rebuild, env, ctx)
+    ctx.attach_run(run_id)
     if params.measure:
         run_measurements(
             run_id,
@@ -189,6 +190,7 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> t
         if s.get(Run, run_id).status != persist.REMEASURING:  # a retrained run's mark stays until it is measured
             persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
     todo = tuple(p for p in measured_parts(params) if p not in done)
+    ctx.attach_run(run_id)  # type: ignore[arg-type]
     ctx.log(
         f"run {run_id} ({params.name}) trained before: measuring only"
         + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")

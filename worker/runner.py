@@ -96,6 +96,12 @@ class DBJobContext(JobContext):
         self._lost = False
         self._cancel_poll_s = cancel_poll_s
         self._last_cancel_check = 0.0
+        self._run_id: int | None = None
+
+    def attach_run(self, run_id: int) -> None:
+        with self._lock:
+            self._run_id = int(run_id)
+            self._dirty = True
 
     def progress(self, fraction: float, message: str = "") -> None:
         with self._lock:
@@ -130,6 +136,8 @@ class DBJobContext(JobContext):
         with self._lock:
             if self._dirty:
                 fields = dict(progress=self._fraction, message=self.message[:2000], log="\n".join(self._log))
+                if self._run_id is not None:
+                    fields["run_id"] = self._run_id
                 self._dirty = False
         with self.factory() as s:
             owned, cancel = J.heartbeat(s, self.job_id, self.worker, self.attempt, **fields)
@@ -297,6 +305,8 @@ class Runner:
             return J.FAILED, dict(error=f"invalid params for {kind!r}: {exc}")
         if kind == "suite":
             return self._run_suite(ctx, params, max_attempts)
+        if (run_id := getattr(params, "run_id", None)) is not None:
+            ctx.attach_run(run_id)  # a job on a stored run links to it while it runs
         try:
             ctx.progress(0.0, f"{kind} started on {self.name}")
             result = self.executor(kind, params, ctx, self.env) or {}
