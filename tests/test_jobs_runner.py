@@ -198,7 +198,15 @@ def test_a_job_links_to_its_run_while_it_is_still_running(env) -> None:
     settings, factory, queue = env
     with factory() as s:
         run = Run(
-            name="r", suite="s", family="lstm", task="parity", seed=0, n_layers=2, d_model=8, n_params=1, config_hash="h" * 64
+            name="r",
+            suite="s",
+            family="lstm",
+            task="parity",
+            seed=0,
+            n_layers=2,
+            d_model=8,
+            n_params=1,
+            config_hash="h" * 64,
         )
         s.add(run)
         s.commit()
