@@ -28,13 +28,14 @@ lint: install-dev
 test: install-dev services browser
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-# The imported study (examples/paper.layerscope.zip, once) beside the quick suite run live.
+# The first study (75 s budgets: docs/RESULTS.md).
 STUDY_BUNDLE ?= examples/paper.layerscope.zip
-# The study made again with step budgets (in progress: docs/RESULTS-paper-steps.md).
+# The study made again with step budgets (docs/RESULTS-paper-steps.md).
 STEPS_BUNDLE ?= examples/paper-steps.layerscope.zip
 
+# Both studies (each imported once) beside the quick suite run live.
 demo: install
-	layerscope demo --bundle $(STUDY_BUNDLE)
+	layerscope demo --bundle $(STEPS_BUNDLE) --bundle $(STUDY_BUNDLE)
 
 # docs/RESULTS.md (+ docs/figures/*.png) from the study's bundle, claim by claim; docs/RESULTS-paper-steps.md
 # (+ docs/figures/paper-steps/) from the paper-steps bundle.

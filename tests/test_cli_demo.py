@@ -102,6 +102,10 @@ def test_demo_serves_runs_a_suite_and_stops_cleanly(tmp_path) -> None:
             str(port2),
             "--executor",
             FAKE_EXECUTOR,
+            "--bundle",
+            str(tmp_path / "first.zip"),
+            "--bundle",
+            str(tmp_path / "second.zip"),
         ],
         cwd=ROOT,
         env=env,
@@ -117,7 +121,10 @@ def test_demo_serves_runs_a_suite_and_stops_cleanly(tmp_path) -> None:
 
     try:
         wait_for(up2, "the second demo", on_fail=lambda: (tmp_path / "demo2.log").read_text())
-        assert "already ran here" in (tmp_path / "demo2.log").read_text()
+        said = (tmp_path / "demo2.log").read_text()
+        assert "already ran here" in said
+        for name in ("first.zip", "second.zip"):  # --bundle repeats: each is looked for
+            assert f"no study bundle at {tmp_path / name} (absent)" in said
     finally:
         again.send_signal(signal.SIGINT)
         assert again.wait(60) == 0

@@ -23,14 +23,15 @@ def demo(
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
     bundle: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
-            help="A results bundle to show at once (imported once; `make demo` passes examples/paper.layerscope.zip)."
+            help="A results bundle to show at once (imported once; repeat for several: `make demo` passes "
+            "examples/paper-steps.layerscope.zip and examples/paper.layerscope.zip)."
         ),
     ] = None,
     executor: Annotated[str | None, typer.Option(hidden=True, help="module:function for the worker (tests).")] = None,
 ) -> None:
-    """Serve the dashboard on a trained study (--bundle, imported once), start a local worker
+    """Serve the dashboard on trained studies (--bundle, each imported once), start a local worker
     beside it, and run the quick preset live as its own suite: results appear as they land.
     Ctrl-C stops everything."""
     from worker.queue import JobQueue
@@ -42,20 +43,19 @@ def demo(
     check_port_free(settings.host, settings.port)  # before the worker starts and the links are printed
     factory = C.session_factory(settings)
     queue = JobQueue.from_settings(settings)
-    study = None
-    if bundle is not None:
-        line, study = demo_bundle(factory, bundle, settings.resolved_store_dir)
+    studies = []
+    for path in bundle or []:
+        line, study = demo_bundle(factory, path, settings.resolved_store_dir)
         typer.echo(f"layerscope: {line}", err=True)
+        studies += [study] if study else []
     params = live_params(preset.value, rerun)
     _submit_unless_ran(params, rerun, settings, factory, queue)
     links = [f"\n  Open {settings.resolved_api_url}/   (jobs: {settings.resolved_api_url}/jobs)\n"]
-    if study:
+    if studies:
         from urllib.parse import quote
 
-        links.append(
-            f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}   "
-            f"the live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n"
-        )
+        links += [f"  The imported study: {settings.resolved_api_url}/?suite={quote(study)}\n" for study in studies]
+        links.append(f"  The live suite: {settings.resolved_api_url}/?suite={quote(params.name or preset.value)}\n")
     _serve_beside_worker(settings, factory, queue, device, executor, links)
 
 
