@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from layerscope_core.hashing import config_hash
@@ -119,6 +119,25 @@ def heartbeat(session: Session, job_id: int, worker: str, attempt: int, **fields
     cancel = bool(session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar())
     session.commit()
     return owned, cancel
+
+
+def children_summary(session: Session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Per parent (suite) job: ``{"children": {state: count}, "children_progress": mean or None}``
+    (one query each)."""
+    if not parent_ids:
+        return {}
+    out: dict[int, dict[str, Any]] = {pid: {"children": {}, "children_progress": None} for pid in parent_ids}
+    for pid, state, n in session.execute(
+        select(Job.parent_id, Job.state, func.count())
+        .where(Job.parent_id.in_(parent_ids))
+        .group_by(Job.parent_id, Job.state)
+    ):
+        out[pid]["children"][state] = int(n)
+    for pid, prog in session.execute(
+        select(Job.parent_id, func.avg(Job.progress)).where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id)
+    ):
+        out[pid]["children_progress"] = float(prog) if prog is not None else None
+    return out
 
 
 def cancel_flag(session: Session, job_id: int) -> bool:

@@ -201,6 +201,30 @@ def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     assert main(["jobs", "list", "--state", "bogus"]) == 2
 
 
+def test_jobs_list_shows_a_suite_by_its_runs(cli_env, capsys) -> None:
+    """A suite job succeeds once it has queued its train jobs: the list says how many are done."""
+    f = factory(cli_env)
+    with f() as s:
+        suite = Job(kind="suite", state="succeeded", config_hash="s", params={}, progress=1.0, message="succeeded")
+        s.add(suite)
+        s.flush()
+        s.add_all(
+            [
+                Job(kind="train", state=state, config_hash=str(i), params={}, parent_id=suite.id, progress=p)
+                for i, (state, p) in enumerate([("succeeded", 1.0), ("running", 0.5), ("queued", 0.0)])
+            ]
+        )
+        s.commit()
+        suite_id = suite.id
+    assert main(["jobs", "list", "--kind", "suite"]) == 0
+    out = capsys.readouterr().out
+    assert "1/3 runs done (1 queued, 1 running)" in out and "0.5" in out
+    assert main(["jobs", "list", "--kind", "suite", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["id"] == suite_id and row["children"] == {"succeeded": 1, "running": 1, "queued": 1}
+    assert row["message"] == "succeeded" and row["children_progress"] == 0.5  # JSON keeps the job's own fields
+
+
 def test_views_list_and_delete(cli_env, capsys) -> None:
     f = factory(cli_env)
     with f() as s:

@@ -112,6 +112,21 @@ def _row(job) -> dict:
     }
 
 
+def _suite_columns(row: dict) -> dict:
+    """A suite job's progress and message as its train jobs stand (the suite job itself is done
+    as soon as it has queued them)."""
+    counts = row["children"]
+    total = sum(counts.values())
+    if not total:
+        return {}
+    done = counts.get("succeeded", 0)
+    rest = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()) if state != "succeeded")
+    return {
+        "progress": row["children_progress"],
+        "message": f"{done}/{total} runs done" + (f" ({rest})" if rest else ""),
+    }
+
+
 @jobs_app.command("list")
 def jobs_list(
     state: Annotated[
@@ -126,7 +141,7 @@ def jobs_list(
     """Jobs, newest first."""
     from sqlalchemy import select
 
-    from store.jobs import STATES
+    from store.jobs import STATES, children_summary
     from store.models import Job
 
     bad = [s for s in state or [] if s not in STATES]
@@ -139,6 +154,12 @@ def jobs_list(
         q = q.where(Job.kind.in_(kind))
     with C.session_factory()() as s:
         rows = [_row(j) for j in s.execute(q.order_by(Job.id.desc()).limit(limit)).scalars()]
+        kids = children_summary(s, [r["id"] for r in rows if r["kind"] == "suite"])
+    for r in rows:
+        if r["id"] in kids:  # a suite "succeeds" once fanned out: its runs are its children
+            r.update(kids[r["id"]])
+            if not as_json:
+                r.update(_suite_columns(r))
     if as_json:
         C.echo_json(rows)
         return

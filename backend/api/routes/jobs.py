@@ -144,26 +144,8 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:
     d = _out(job)
     lines = (job.log or "").splitlines()
     d["log_tail"] = "\n".join(lines[-tail_lines:])
-    d.update(_children(session, [job.id]).get(job.id, {"children": {}, "children_progress": None}))
+    d.update(J.children_summary(session, [job.id]).get(job.id, {"children": {}, "children_progress": None}))
     return d
-
-
-def _children(session, parent_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Per parent job: its children counted by state, and their mean progress (one query each)."""
-    if not parent_ids:
-        return {}
-    out: dict[int, dict[str, Any]] = {pid: {"children": {}, "children_progress": None} for pid in parent_ids}
-    for pid, state, n in session.execute(
-        select(Job.parent_id, Job.state, func.count())
-        .where(Job.parent_id.in_(parent_ids))
-        .group_by(Job.parent_id, Job.state)
-    ):
-        out[pid]["children"][state] = int(n)
-    for pid, prog in session.execute(
-        select(Job.parent_id, func.avg(Job.progress)).where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id)
-    ):
-        out[pid]["children_progress"] = float(prog) if prog is not None else None
-    return out
 
 
 def _check_run(params: Any, session, limit: int) -> None:
@@ -319,7 +301,7 @@ def list_jobs(
         q = q.where(Job.run_id == run_id)
     total = session.execute(select(func.count()).select_from(q.subquery())).scalar_one()
     items = [_out(j) for j in session.execute(q.order_by(Job.id.desc()).limit(limit).offset(offset)).scalars()]
-    kids = _children(session, [j["id"] for j in items if j["kind"] == "suite"])
+    kids = J.children_summary(session, [j["id"] for j in items if j["kind"] == "suite"])
     for j in items:
         j.update(kids.get(j["id"], {}))
     return {"items": items, "total": int(total), "limit": limit, "offset": offset}
