@@ -43,7 +43,7 @@ def _necessity_detail(claim: Mapping[str, Any]) -> str:
         else "; ".join(f"{k}: {_interval(v)} (n={v['n']})" for k, v in patch.items() if isinstance(v, dict))
     )
     detail = (
-        f"An edit counts only where its refit probe is within {n['refit_tolerance'] * 100:g} pp of the majority "
+        f"An edit counts only where its refit probe reads at most {n['refit_tolerance'] * 100:g} pp above the majority "
         f"rate; a group supports the claim when the Wilson interval of its decoupled share is above "
         f"{n['decoupled_share_min']:.0%}. "
         + "; ".join(_group_part(name, g) for name, g in n["groups"].items())

@@ -37,7 +37,7 @@ FAMILIES = (TRANSFORMER, *NON_TRANSFORMER)
 MATCH_FRACTION = 0.75
 DECOUPLING_METHODS = ("leace", "inlp", "project_out")
 DECOUPLING_MARGIN_PP = 5.0
-REFIT_TOL = 0.02  # refit probe within 2 pp of the majority rate = the variable was removed
+REFIT_TOL = 0.02  # refit probe at most 2 pp above the majority rate (one-sided) = the variable was removed
 DECOUPLED_SHARE_MIN = 0.10  # decoupling must be more than a one-in-ten fluke
 PERFECT_ACC = 0.99
 FALL_PP = 5.0
