@@ -144,7 +144,7 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:
     d = _out(job)
     lines = (job.log or "").splitlines()
     d["log_tail"] = "\n".join(lines[-tail_lines:])
-    d.update(J.children_summary(session, [job.id]).get(job.id, {"children": {}, "children_progress": None}))
+    d.update(J.children_summary(session, [job.id])[job.id])  # every id asked for has an entry
     return d
 
 
