@@ -253,6 +253,7 @@ def _claim_section(c: dict[str, Any], fig_rel: str, fig_error: str | None, writt
     ]
     numbers = dict(c.get("numbers") or {})
     numbers.pop("majority_floor", None)  # said in words above
+    numbers.pop("without_controls", None)
     numbers.pop("stacked_rnns", None)
     described = numbers.pop("trained_cells", None)
     if described is not None:

@@ -64,11 +64,55 @@ def numbers_lines(numbers: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+# claim 4's readings without its controls (science.claims.necessity.WITHOUT_CONTROLS), in words
+WITHOUT_CONTROLS_WORDS = {
+    "raw drops": "drops read raw (not beyond random removal)",
+    "no removal rule": "every edit counted, removed or not",
+    "neither": "neither control",
+}
+
+
+# claims whose measurements no control of docs/SCIENCE.md#controls or #random-removal reads against
+NO_CONTROL = {
+    5: "Conv1D removal is no projection, so it has no rank-matched random removal; the claim reads no probe",
+    6: "behaviour (token accuracy by eval length) reads no probe and no edit",
+}
+
+
+def _group_counts(groups: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{'from scratch' if name == 'scratch' else name} {g.get('decoupled')}/{g.get('n')} decoupled"
+        for name, g in groups.items()
+    )
+
+
+def without_controls_line(claim: dict[str, Any]) -> str | None:
+    """Claim 4: its verdict beside the same rule without the rank-matched random removal, without
+    the removal rule, and without both (``numbers.without_controls``), each with its counts."""
+    n = claim.get("numbers") or {}
+    readings, groups = n.get("without_controls"), n.get("groups") or {}
+    if not readings:
+        return None
+    parts = []
+    for name, r in readings.items():
+        same = "the same" if r["verdict"] == claim["verdict"] else "**changed**"
+        parts.append(f"{WITHOUT_CONTROLS_WORDS.get(name, name)}: {r['verdict']} ({_group_counts(r['groups'])}; {same})")
+    return (
+        f"**With and without controls**: decided on drops beyond rank-matched random removal, counting "
+        f"only edits that removed the variable: {claim['verdict']} ({_group_counts(groups)}); " + "; ".join(parts) + "."
+    )
+
+
 def floor_lines(claim: dict[str, Any]) -> list[str]:
-    """For claims 1–3: which floor decided the verdict, the verdict against the other one beside
-    it (and whether it changed), and the fragile classes it reads (docs/SCIENCE.md#controls)."""
+    """Which floor decided the verdict of claims 1–3, the verdict against the other one beside
+    it (and whether it changed), and the fragile classes it reads (docs/SCIENCE.md#controls);
+    for claim 4, its verdict beside the readings without its controls."""
     n = claim.get("numbers") or {}
     out = []
+    if (line := without_controls_line(claim)) is not None:
+        out.append(line)
+    if claim.get("id") in NO_CONTROL:
+        out.append(f"**With and without controls**: no control applies: {NO_CONTROL[claim['id']]}.")
     alt = n.get("majority_floor")
     if alt:
         changed = "the same verdict" if alt["verdict"] == claim["verdict"] else f"**changed** from {alt['verdict']}"

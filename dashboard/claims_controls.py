@@ -1,5 +1,6 @@
 """/claims' issue-20 section: the verdict decided against the random-init controls beside the
-majority-floor verdict, fragile verdicts with their threshold-agreement counts, and the parts
+majority-floor verdict (claims 1–3), claim 4's verdict beside its readings without the random
+removal and the removal rule, fragile verdicts with their threshold-agreement counts, and the parts
 a claim could not test (docs/SCIENCE.md#controls, #class-stability, #plateau). Reads only the
 claim's ``numbers``; a claim without these keys gets no section."""
 
@@ -12,7 +13,21 @@ from dash import html
 from dashboard.theme import VERDICT_CLASS, task_label
 
 # the ``numbers`` keys this section shows (the generic numbers list leaves them out)
-SECTION_KEYS = ("floor", "majority_floor", "fragile", "fragile_cells", "class_condition_agreement", "untestable")
+SECTION_KEYS = (
+    "floor",
+    "majority_floor",
+    "without_controls",
+    "fragile",
+    "fragile_cells",
+    "class_condition_agreement",
+    "untestable",
+)
+# claim 4's readings without its controls (science.claims.necessity.WITHOUT_CONTROLS)
+READING_LABELS = {
+    "raw drops": "drops read raw",
+    "no removal rule": "every edit counted",
+    "neither": "neither control",
+}
 
 
 def _badge(verdict: str, prefix: str = "") -> html.Span:
@@ -77,6 +92,18 @@ def controls_section(claim: dict[str, Any]) -> html.Div | None:
         elif floor != "majority rate":
             decided.append(html.Span(" · no majority-floor verdict stored", className="muted"))
         rows.append(html.Div(decided, className="verdict-pair", **{"data-floor": str(floor)}))
+    readings = n.get("without_controls") if isinstance(n.get("without_controls"), dict) else None
+    if readings:
+        pair: list[Any] = [
+            html.Span("Decided beyond random removal of the same rank, on edits that removed: ", className="muted"),
+            _badge(verdict),
+        ]
+        for name, r in readings.items():
+            if isinstance(r, dict) and r.get("verdict"):
+                pair += [html.Span(f" · {READING_LABELS.get(name, name)}: ", className="muted"), _badge(r["verdict"])]
+        if any(isinstance(r, dict) and r.get("verdict") != verdict for r in readings.values()):
+            pair.append(html.Span(" — the controls change this verdict", className="controls-change"))
+        rows.append(html.Div(pair, className="verdict-pair", **{"data-floor": "random removal"}))
     if "fragile" in n:
         cells = [c for c in (n.get("fragile_cells") or []) if isinstance(c, str)]
         agree = agreement_lines(n.get("class_condition_agreement"))

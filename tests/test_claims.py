@@ -497,6 +497,27 @@ def test_claim_4_edit_that_leaves_the_variable_readable_is_not_damage():
     assert all(6 in r["not_removed_layers"] and not r["meaningfully_decoupled"] for r in runs)
 
 
+def test_claim_4_is_also_read_without_its_controls():
+    """Beside the verdict, the same rule with the drops read raw and with every edit counted:
+    a damage that random removal of the same rank also causes, or an edit that left the variable
+    readable, decides only the reading without that control."""
+    # layer 6's edit costs 81 pp, and removing as many random directions there costs 80 pp
+    w = _pretrained_world(40, 40)
+    for row in w.interventions:
+        row["random_delta_pp"] = -80.0 if row["layer"] == 6 else -0.5
+    c = w.claims()[4]
+    wc = c["numbers"]["without_controls"]
+    assert c["verdict"] == CONTRADICTED and c["numbers"]["groups"]["pretrained"]["decoupled"] == 0
+    assert wc["raw drops"]["verdict"] == SUPPORTED and wc["raw drops"]["groups"]["pretrained"]["decoupled"] == 40
+    assert wc["no removal rule"]["verdict"] == CONTRADICTED and wc["neither"]["verdict"] == SUPPORTED
+    # layer 6's edit leaves the variable readable: only the reading without the removal rule counts it
+    readable = _pretrained_world(40, 40, refit_acc=0.9).claims()[4]
+    wr = readable["numbers"]["without_controls"]
+    assert readable["verdict"] != SUPPORTED and readable["numbers"]["groups"]["pretrained"]["not_removed"] == 0
+    assert wr["no removal rule"]["verdict"] == SUPPORTED and wr["raw drops"]["verdict"] == readable["verdict"]
+    assert wr["no removal rule"]["groups"]["pretrained"]["n"] == 40
+
+
 def test_claim_4_without_state_patching_says_so():
     c = _pretrained_world(4, 4).claims()[4]
     assert c["numbers"]["state_patching"] == "no state patching stored"

@@ -112,3 +112,24 @@ def test_no_section_for_claims_without_control_numbers_and_stable_is_said():
     assert agreement_lines({"s3": {"agree": 81, "of": 81}}) == [
         "S3: the class condition comes out the same under 81 of 81 threshold settings"
     ]
+
+
+def test_claim_4_section_shows_its_verdict_beside_the_readings_without_controls():
+    claim = {
+        "id": 4,
+        "verdict": "contradicted",
+        "numbers": {
+            "without_controls": {
+                "raw drops": {"verdict": "contradicted", "groups": {}},
+                "no removal rule": {"verdict": "not enough data", "groups": {}},
+            }
+        },
+    }
+    section = controls_section(claim)
+    text = _text(section)
+    assert "Decided beyond random removal of the same rank" in text and "every edit counted" in text
+    badges = [c.children for c in walk(section) if "badge" in str(getattr(c, "className", "") or "")]
+    assert badges == ["contradicted", "contradicted", "not enough data"]
+    assert "the controls change this verdict" in text
+    claim["numbers"]["without_controls"]["no removal rule"]["verdict"] = "contradicted"
+    assert "the controls change this verdict" not in _text(controls_section(claim))

@@ -223,7 +223,33 @@ def test_claims_read_against_controls_say_both_verdicts_and_fragility():
     assert "Fragile" in text and "60 of 81" in text
     plain = "\n".join(floor_lines({"id": 1, "verdict": "supported", "numbers": {"floor": "majority rate"}}))
     assert "no random-init controls are stored" in plain
-    assert floor_lines({"id": 5, "verdict": "supported", "numbers": {}}) == []
+    assert floor_lines({"id": 5, "verdict": "supported", "numbers": {}})[0].startswith(
+        "**With and without controls**: no control applies: Conv1D removal is no projection"
+    )
+    assert floor_lines({"id": 3, "verdict": "supported", "numbers": {}}) == []
+
+
+def test_claim_4_is_reported_beside_its_readings_without_controls():
+    from backend.report_claims import floor_lines
+
+    def group(k, n):
+        return {"scratch": {"decoupled": k, "n": n, "not_removed": 0, "verdict": "x"}}
+
+    claim = {
+        "id": 4,
+        "verdict": "contradicted",
+        "numbers": {
+            "groups": group(0, 42),
+            "without_controls": {
+                "raw drops": {"verdict": "contradicted", "groups": group(0, 42)},
+                "no removal rule": {"verdict": "not enough data", "groups": group(1, 51)},
+            },
+        },
+    }
+    text = floor_lines(claim)[0]
+    assert "counting only edits that removed the variable: contradicted (from scratch 0/42 decoupled)" in text
+    assert "drops read raw (not beyond random removal): contradicted (from scratch 0/42 decoupled; the same)" in text
+    assert "every edit counted, removed or not: not enough data (from scratch 1/51 decoupled; **changed**)" in text
 
 
 def test_stop_reasons_and_cells_not_learned_are_listed():

@@ -54,10 +54,20 @@ def beyond_random(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _run_decoupling(
-    run: Mapping[str, Any], curve: dict[int, float], rows: list[Mapping[str, Any]], method: str
+    run: Mapping[str, Any],
+    curve: dict[int, float],
+    rows: list[Mapping[str, Any]],
+    method: str,
+    *,
+    random_control: bool = True,
+    removal_rule: bool = True,
 ) -> dict[str, Any]:
-    rows = [beyond_random(r) for r in rows]
-    removed = [r for r in rows if _removed(r)]
+    """One run's claim-4 row. ``random_control`` False reads the drops raw (not beyond random
+    removal of the same rank); ``removal_rule`` False counts every edit, removed or not: the
+    readings without the controls, side by side with the verdict (``numbers.without_controls``)."""
+    if random_control:
+        rows = [beyond_random(r) for r in rows]
+    removed = [r for r in rows if _removed(r) or not removal_rule]
     not_removed = sorted(int(r["layer"]) for r in rows if not _removed(r))
     near = P.near_best_layers(curve)
     base = {
@@ -71,7 +81,7 @@ def _run_decoupling(
         "near_best_layers": near,
         "not_removed_layers": not_removed,
         "removed_layers": sorted(int(r["layer"]) for r in removed),
-        "beyond_random": all(r.get("delta_raw_pp") is not None for r in rows) if rows else None,
+        "beyond_random": (random_control and all(r.get("delta_raw_pp") is not None for r in rows)) if rows else None,
     }
     if not any(int(r["layer"]) in near for r in removed):
         return {**base, "status": "not removed", "meaningfully_decoupled": None}
@@ -229,20 +239,20 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
     return out
 
 
-def claim_4(data: Data) -> dict[str, Any]:
-    """``why.case``: ``no data`` (no trained run with a curve and an edit of
-    ``DECOUPLING_METHODS``) or ``evaluated`` (``numbers.groups``: per group its decoupled share,
-    Wilson interval and verdict, with ``why`` where the group cannot decide: ``{short: cells
-    short of seeds}`` or ``{evaluable: n, of: MIN_SEEDS}``)."""
-    by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in data.interventions:
-        if (
-            r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH
-            and int(r.get("layer", -2)) >= -1
-            and r.get("method") in DECOUPLING_METHODS
-            and r.get("delta_pp") is not None
-        ):
-            by_run[r["run_id"]].append(r)
+# the readings without claim 4's controls, shown beside its verdict (docs/SCIENCE.md#claims)
+WITHOUT_CONTROLS = {
+    "raw drops": {"random_control": False},
+    "no removal rule": {"removal_rule": False},
+    "neither": {"random_control": False, "removal_rule": False},
+}
+
+
+def _decoupling_rows(
+    data: Data, by_run: Mapping[Any, list[Mapping[str, Any]]], **reading: bool
+) -> list[dict[str, Any]]:
+    """Claim 4's per-run rows of the trained runs with a curve and edits (the first of
+    :data:`DECOUPLING_METHODS` each has), left-out cells dropped; ``reading``: see
+    :func:`_run_decoupling`."""
     per_run = []
     for run in data.trained:
         rid = run["id"]
@@ -250,20 +260,15 @@ def claim_4(data: Data) -> dict[str, Any]:
             continue
         methods = {r.get("method") for r in by_run[rid]}
         method = next(m for m in DECOUPLING_METHODS if m in methods)
-        per_run.append(
-            _run_decoupling(run, data.curves[rid][0], [r for r in by_run[rid] if r["method"] == method], method)
-        )
-    usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
-    per_run = [r for r in per_run if r["pretrained"] or data.learned((r["task"], r["family"]))]
-    for r in per_run:
-        if not r["pretrained"]:
-            usable[(r["task"], r["family"])].append(r)
-    # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
-    short, untestable = (
-        data.trained_read(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "probes and edits")
-        if data.stored
-        else ([], [])
-    )
+        rows = [r for r in by_run[rid] if r["method"] == method]
+        per_run.append(_run_decoupling(run, data.curves[rid][0], rows, method, **reading))
+    return [r for r in per_run if r["pretrained"] or data.learned((r["task"], r["family"]))]
+
+
+def _groups(per_run: list[dict[str, Any]], short: list[Any]) -> dict[str, dict[str, Any]]:
+    """Per group (from scratch, pretrained): the decoupled share, its Wilson interval and verdict;
+    "not enough data" with ``why`` when cells are ``short`` of seeds (from scratch) or fewer than
+    ``MIN_SEEDS`` runs are evaluable (pretrained)."""
     groups = {}
     for name, pick in (("scratch", lambda r: not r["pretrained"]), ("pretrained", lambda r: bool(r["pretrained"]))):
         rows = [r for r in per_run if pick(r)]
@@ -276,6 +281,51 @@ def claim_4(data: Data) -> dict[str, Any]:
         elif name == "pretrained" and g["n"] < MIN_SEEDS:
             g["verdict"], g["why"] = NOT_ENOUGH, {"evaluable": g["n"], "of": MIN_SEEDS}
         groups[name] = g
+    return groups
+
+
+def _overall(groups: Mapping[str, Mapping[str, Any]]) -> str:
+    verdicts = [g["verdict"] for g in groups.values()]
+    if not verdicts:
+        return NOT_ENOUGH
+    if SUPPORTED in verdicts:
+        return SUPPORTED
+    return CONTRADICTED if all(v == CONTRADICTED for v in verdicts) else NOT_ENOUGH
+
+
+def claim_4(data: Data) -> dict[str, Any]:
+    """``why.case``: ``no data`` (no trained run with a curve and an edit of
+    ``DECOUPLING_METHODS``) or ``evaluated`` (``numbers.groups``: per group its decoupled share,
+    Wilson interval and verdict, with ``why`` where the group cannot decide: ``{short: cells
+    short of seeds}`` or ``{evaluable: n, of: MIN_SEEDS}``). ``numbers.without_controls``: the
+    same rule with the drops read raw, with every edit counted (no removal rule), and with
+    neither; per reading ``{verdict, groups: {name: {decoupled, n, not_removed, verdict}}}``."""
+    by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in data.interventions:
+        if (
+            r.get("eval_length", EVAL_LENGTH) == EVAL_LENGTH
+            and int(r.get("layer", -2)) >= -1
+            and r.get("method") in DECOUPLING_METHODS
+            and r.get("delta_pp") is not None
+        ):
+            by_run[r["run_id"]].append(r)
+    per_run = _decoupling_rows(data, by_run)
+    usable: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in per_run:
+        if not r["pretrained"]:
+            usable[(r["task"], r["family"])].append(r)
+    # the from-scratch group reads every family × task of the study (a pretrained-only suite has none)
+    short, untestable = (
+        data.trained_read(expected_cells(STUDY_TASKS, STUDY_FAMILIES), usable, "probes and edits")
+        if data.stored
+        else ([], [])
+    )
+    groups = _groups(per_run, short)
+    without = {}
+    for name, reading in WITHOUT_CONTROLS.items():
+        alt = _groups(_decoupling_rows(data, by_run, **reading), short)
+        keep = ("decoupled", "n", "not_removed", "verdict")
+        without[name] = {"verdict": _overall(alt), "groups": {g: {k: v[k] for k in keep} for g, v in alt.items()}}
     patch = _state_patching(data)
     numbers: dict[str, Any] = {
         "runs": per_run,
@@ -297,11 +347,5 @@ def claim_4(data: Data) -> dict[str, Any]:
     left = data.left_out
     if not groups:
         return _finish(_claim(4, NOT_ENOUGH, numbers, {"case": "no data"}), left)
-    verdicts = [g["verdict"] for g in groups.values()]
-    if SUPPORTED in verdicts:
-        verdict = SUPPORTED
-    elif all(v == CONTRADICTED for v in verdicts):
-        verdict = CONTRADICTED
-    else:
-        verdict = NOT_ENOUGH
-    return _finish(_claim(4, verdict, numbers, {"case": "evaluated"}), left)
+    numbers["without_controls"] = without
+    return _finish(_claim(4, _overall(groups), numbers, {"case": "evaluated"}), left)
