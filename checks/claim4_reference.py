@@ -8,7 +8,11 @@ its printout with the "## Claim 4" section of docs/RESULTS-<suite>.md, line by l
 
 Besides the rule it prints: runs whose verdict would change under the other reading of "within
 2 pp of the majority rate" (|refit - majority| <= 2 pp instead of refit - majority <= 2 pp),
-values on a threshold's boundary, and a recomputation of the stored Holm adjustment."""
+values on a threshold's boundary, and a recomputation of the stored Holm adjustment. Last, the
+same rule read without each control (docs/SCIENCE.md, "Beside the verdict, never deciding it"):
+drops read raw (delta_pp, not delta_pp - random_delta_pp), every edit counted whether or not its
+refit probe shows it removed the variable, and neither; per group k/n, not_removed, Wilson interval
+and group verdict, and a line in the form of the report's "**With and without controls**" line."""
 
 import json
 import sys
@@ -148,8 +152,10 @@ def near(a, b, tol):
     return a >= b - tol - EPS
 
 
-def evaluate(r, two_sided=False):
-    """the claim-4 record of one trained run, None when it has no probe curve or no edit."""
+def evaluate(r, two_sided=False, raw=False, all_edits=False):
+    """the claim-4 record of one trained run, None when it has no probe curve or no edit.
+    raw: damage is delta_pp itself (no rank-matched random removal subtracted);
+    all_edits: every edit counts as having removed the variable (no REFIT_TOL rule)."""
     c = curve.get(r["id"])
     method = next((m for m in METHODS if rows.get((r["id"], m))), None)
     if not c or method is None:
@@ -161,10 +167,14 @@ def evaluate(r, two_sided=False):
     er = rows[(r["id"], method)]
 
     def removed(e):
+        if all_edits:
+            return True
         d = e["refit_acc"] - e["refit_majority"]
         return (abs(d) if two_sided else d) <= REFIT_TOL + EPS
 
     def beyond(e):  # the drop beyond rank-matched random removal
+        if raw:
+            return e["delta_pp"]
         return e["delta_pp"] - (e["random_delta_pp"] if e["random_delta_pp"] is not None else 0.0)
 
     rem = {layer: beyond(e) for layer, e in er.items() if removed(e)}
@@ -214,7 +224,7 @@ def wilson(k, n, z=1.959963984540054):
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def run_claim(two_sided=False):
+def run_claim(two_sided=False, raw=False, all_edits=False):
     left_out, per_run = [], []
     seeds_ok = defaultdict(int)
     for r in sorted(study_runs, key=lambda r: r["id"]):
@@ -223,7 +233,7 @@ def run_claim(two_sided=False):
             continue
         if not r.get("pretrained") and cell_of(r) in not_learned:
             continue  # a not-learned cell adds nothing, its trained seeds neither
-        rec = evaluate(r, two_sided)
+        rec = evaluate(r, two_sided, raw=raw, all_edits=all_edits)
         if rec is None:
             continue
         rec["group"] = "pretrained" if r.get("pretrained") else "scratch"
@@ -351,3 +361,31 @@ if __name__ == "__main__":
             f"  groups.{g}: n {v['n']} decoupled {v['decoupled']} not_removed {v['not_removed']} "
             f"Wilson [{g3(v['lo'])}, {g3(v['hi'])}]"
         )
+
+    # ------------------------------------------------------------ the rule without each control
+    print("\n== without controls (beside the verdict, never deciding it; numbers.without_controls)")
+    readings = (
+        ("decided", "drops beyond rank-matched random removal, counting only edits that removed the variable", {}),
+        ("raw drops", "drops read raw (not beyond random removal)", dict(raw=True)),
+        ("no removal rule", "every edit counted, removed or not", dict(all_edits=True)),
+        ("neither", "neither control", dict(raw=True, all_edits=True)),
+    )
+    group_name = {"scratch": "from scratch", "pretrained": "pretrained"}
+    report_parts = []
+    for name, words, kw in readings:
+        alt = res if not kw else run_claim(**kw)
+        print(f"- {name}: verdict {alt['verdict']}" + ("" if not kw else f" (decided: {res['verdict']})"))
+        for g, v in alt["groups"].items():
+            print(
+                f"  - {g}: decoupled k {v['decoupled']}, evaluated n {v['n']}, not_removed {v['not_removed']}, "
+                f"Wilson 95% [{g3(v['lo'])}, {g3(v['hi'])}], group verdict {v['verdict']}"
+            )
+        dec = [x for x in alt["runs"] if x.get("meaningfully_decoupled")]
+        print(
+            "  - meaningfully decoupled runs: "
+            + (", ".join(f"{x['run_id']} ({x['family']} x {x['task']} seed {x['seed']})" for x in dec) or "none")
+        )
+        ks = "; ".join(f"{group_name[g]} {v['decoupled']}/{v['n']} decoupled" for g, v in alt["groups"].items())
+        same = "" if not kw else ("; the same" if alt["verdict"] == res["verdict"] else "; **changed**")
+        report_parts.append(f"{words}: {alt['verdict']} ({ks}{same})")
+    print("- in the report's form: decided on " + "; ".join(report_parts) + ".")
