@@ -64,14 +64,6 @@ def numbers_lines(numbers: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-# claim 4's readings without its controls (science.claims.necessity.WITHOUT_CONTROLS), in words
-WITHOUT_CONTROLS_WORDS = {
-    "raw drops": "drops read raw (not beyond random removal)",
-    "no removal rule": "every edit counted, removed or not",
-    "neither": "neither control",
-}
-
-
 # claims whose measurements no control of docs/SCIENCE.md#controls or #random-removal reads against
 NO_CONTROL = {
     5: "Conv1D removal is no projection, so it has no rank-matched random removal; the claim reads no probe",
@@ -96,7 +88,7 @@ def without_controls_line(claim: dict[str, Any]) -> str | None:
     parts = []
     for name, r in readings.items():
         same = "the same" if r["verdict"] == claim["verdict"] else "**changed**"
-        parts.append(f"{WITHOUT_CONTROLS_WORDS.get(name, name)}: {r['verdict']} ({_group_counts(r['groups'])}; {same})")
+        parts.append(f"{r.get('label', name)}: {r['verdict']} ({_group_counts(r['groups'])}; {same})")
     return (
         f"**With and without controls**: decided on drops beyond rank-matched random removal, counting "
         f"only edits that removed the variable: {claim['verdict']} ({_group_counts(groups)}); " + "; ".join(parts) + "."

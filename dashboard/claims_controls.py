@@ -22,12 +22,6 @@ SECTION_KEYS = (
     "class_condition_agreement",
     "untestable",
 )
-# claim 4's readings without its controls (science.claims.necessity.WITHOUT_CONTROLS)
-READING_LABELS = {
-    "raw drops": "drops read raw",
-    "no removal rule": "every edit counted",
-    "neither": "neither control",
-}
 
 
 def _badge(verdict: str, prefix: str = "") -> html.Span:
@@ -100,7 +94,7 @@ def controls_section(claim: dict[str, Any]) -> html.Div | None:
         ]
         for name, r in readings.items():
             if isinstance(r, dict) and r.get("verdict"):
-                pair += [html.Span(f" · {READING_LABELS.get(name, name)}: ", className="muted"), _badge(r["verdict"])]
+                pair += [html.Span(f" · {r.get('label', name)}: ", className="muted"), _badge(r["verdict"])]
         if any(isinstance(r, dict) and r.get("verdict") != verdict for r in readings.values()):
             pair.append(html.Span(" — the controls change this verdict", className="controls-change"))
         rows.append(html.Div(pair, className="verdict-pair", **{"data-floor": "random removal"}))

@@ -120,8 +120,8 @@ def test_claim_4_section_shows_its_verdict_beside_the_readings_without_controls(
         "verdict": "contradicted",
         "numbers": {
             "without_controls": {
-                "raw drops": {"verdict": "contradicted", "groups": {}},
-                "no removal rule": {"verdict": "not enough data", "groups": {}},
+                "raw drops": {"label": "drops read raw", "verdict": "contradicted", "groups": {}},
+                "no removal rule": {"label": "every edit counted", "verdict": "not enough data", "groups": {}},
             }
         },
     }

@@ -241,8 +241,16 @@ def test_claim_4_is_reported_beside_its_readings_without_controls():
         "numbers": {
             "groups": group(0, 42),
             "without_controls": {
-                "raw drops": {"verdict": "contradicted", "groups": group(0, 42)},
-                "no removal rule": {"verdict": "not enough data", "groups": group(1, 51)},
+                "raw drops": {
+                    "label": "drops read raw (not beyond random removal)",
+                    "verdict": "contradicted",
+                    "groups": group(0, 42),
+                },
+                "no removal rule": {
+                    "label": "every edit counted, removed or not",
+                    "verdict": "not enough data",
+                    "groups": group(1, 51),
+                },
             },
         },
     }

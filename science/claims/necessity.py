@@ -240,10 +240,11 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
 
 
 # the readings without claim 4's controls, shown beside its verdict (docs/SCIENCE.md#claims)
+# name → (the switches of _run_decoupling, how a page says it)
 WITHOUT_CONTROLS = {
-    "raw drops": {"random_control": False},
-    "no removal rule": {"removal_rule": False},
-    "neither": {"random_control": False, "removal_rule": False},
+    "raw drops": ({"random_control": False}, "drops read raw (not beyond random removal)"),
+    "no removal rule": ({"removal_rule": False}, "every edit counted, removed or not"),
+    "neither": ({"random_control": False, "removal_rule": False}, "neither control"),
 }
 
 
@@ -293,13 +294,30 @@ def _overall(groups: Mapping[str, Mapping[str, Any]]) -> str:
     return CONTRADICTED if all(v == CONTRADICTED for v in verdicts) else NOT_ENOUGH
 
 
+def _without_controls(
+    data: Data, by_run: Mapping[Any, list[Mapping[str, Any]]], short: list[Any]
+) -> dict[str, dict[str, Any]]:
+    """Per reading of :data:`WITHOUT_CONTROLS`: ``{label, verdict, groups: {name: {decoupled, n,
+    not_removed, verdict}}}``."""
+    keep = ("decoupled", "n", "not_removed", "verdict")
+    out = {}
+    for name, (switches, label) in WITHOUT_CONTROLS.items():
+        alt = _groups(_decoupling_rows(data, by_run, **switches), short)
+        out[name] = {
+            "label": label,
+            "verdict": _overall(alt),
+            "groups": {g: {k: v[k] for k in keep} for g, v in alt.items()},
+        }
+    return out
+
+
 def claim_4(data: Data) -> dict[str, Any]:
     """``why.case``: ``no data`` (no trained run with a curve and an edit of
     ``DECOUPLING_METHODS``) or ``evaluated`` (``numbers.groups``: per group its decoupled share,
     Wilson interval and verdict, with ``why`` where the group cannot decide: ``{short: cells
     short of seeds}`` or ``{evaluable: n, of: MIN_SEEDS}``). ``numbers.without_controls``: the
     same rule with the drops read raw, with every edit counted (no removal rule), and with
-    neither; per reading ``{verdict, groups: {name: {decoupled, n, not_removed, verdict}}}``."""
+    neither; per reading ``{label, verdict, groups: {name: {decoupled, n, not_removed, verdict}}}``."""
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in data.interventions:
         if (
@@ -321,11 +339,6 @@ def claim_4(data: Data) -> dict[str, Any]:
         else ([], [])
     )
     groups = _groups(per_run, short)
-    without = {}
-    for name, reading in WITHOUT_CONTROLS.items():
-        alt = _groups(_decoupling_rows(data, by_run, **reading), short)
-        keep = ("decoupled", "n", "not_removed", "verdict")
-        without[name] = {"verdict": _overall(alt), "groups": {g: {k: v[k] for k in keep} for g, v in alt.items()}}
     patch = _state_patching(data)
     numbers: dict[str, Any] = {
         "runs": per_run,
@@ -347,5 +360,5 @@ def claim_4(data: Data) -> dict[str, Any]:
     left = data.left_out
     if not groups:
         return _finish(_claim(4, NOT_ENOUGH, numbers, {"case": "no data"}), left)
-    numbers["without_controls"] = without
+    numbers["without_controls"] = _without_controls(data, by_run, short)
     return _finish(_claim(4, _overall(groups), numbers, {"case": "evaluated"}), left)
