@@ -516,6 +516,10 @@ def test_claim_4_is_also_read_without_its_controls():
     assert readable["verdict"] != SUPPORTED and readable["numbers"]["groups"]["pretrained"]["not_removed"] == 0
     assert wr["no removal rule"]["verdict"] == SUPPORTED and wr["raw drops"]["verdict"] == readable["verdict"]
     assert wr["no removal rule"]["groups"]["pretrained"]["n"] == 40
+    # each reading is named in words by the presentation, not by the science
+    assert wc["raw drops"]["label"] == "drops read raw (not beyond random removal)"
+    data = evaluate_data(w.runs, w.probes, w.interventions, w.patching)
+    assert all("label" not in r for r in data[3]["numbers"]["without_controls"].values())
 
 
 def test_claim_4_without_state_patching_says_so():

@@ -142,6 +142,14 @@ def group_why_text(why: Mapping[str, Any]) -> str:
     return f"{why['evaluable']} of {why['of']} evaluable pretrained runs"
 
 
+# claim 4's readings without its controls (science.claims.necessity.WITHOUT_CONTROLS), in words
+WITHOUT_CONTROLS_LABELS = {
+    "raw drops": "drops read raw (not beyond random removal)",
+    "no removal rule": "every edit counted, removed or not",
+    "neither": "neither control",
+}
+
+
 # numbers key → how each of its rows reads
 ROW_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "cells_short_of_seeds": shortfall_text,
@@ -154,7 +162,8 @@ ROW_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {
 
 def text_numbers(numbers: Mapping[str, Any], explain: Callable[[Mapping[str, Any]], str]) -> dict[str, Any]:
     """A claim's ``numbers`` as the API serves them, keys in the same order: the rows of
-    :data:`ROW_TEXT` as sentences, claim 4's group reasons and missing state patching in words, and
+    :data:`ROW_TEXT` as sentences, claim 4's group reasons, its readings without controls (a
+    ``label`` each) and missing state patching in words, and
     ``majority_floor`` / ``stacked_rnns`` with the ``detail`` of their claim (``explain``) in the
     place of the claim."""
     out: dict[str, Any] = {}
@@ -167,6 +176,8 @@ def text_numbers(numbers: Mapping[str, Any], explain: Callable[[Mapping[str, Any
             out[key] = {
                 name: {k: (group_why_text(x) if k == "why" else x) for k, x in g.items()} for name, g in v.items()
             }
+        elif key == "without_controls" and isinstance(v, Mapping):
+            out[key] = {name: {"label": WITHOUT_CONTROLS_LABELS.get(name, name), **r} for name, r in v.items()}
         elif key == "state_patching" and v is None:
             out[key] = "no state patching stored"
         else:

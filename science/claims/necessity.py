@@ -239,12 +239,12 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
     return out
 
 
-# the readings without claim 4's controls, shown beside its verdict (docs/SCIENCE.md#claims)
-# name → (the switches of _run_decoupling, how a page says it)
+# the readings without claim 4's controls, shown beside its verdict (docs/SCIENCE.md#claims);
+# name → the switches of _run_decoupling (backend.claims_text says each in words)
 WITHOUT_CONTROLS = {
-    "raw drops": ({"random_control": False}, "drops read raw (not beyond random removal)"),
-    "no removal rule": ({"removal_rule": False}, "every edit counted, removed or not"),
-    "neither": ({"random_control": False, "removal_rule": False}, "neither control"),
+    "raw drops": {"random_control": False},
+    "no removal rule": {"removal_rule": False},
+    "neither": {"random_control": False, "removal_rule": False},
 }
 
 
@@ -297,14 +297,13 @@ def _overall(groups: Mapping[str, Mapping[str, Any]]) -> str:
 def _without_controls(
     data: Data, by_run: Mapping[Any, list[Mapping[str, Any]]], short: list[Any]
 ) -> dict[str, dict[str, Any]]:
-    """Per reading of :data:`WITHOUT_CONTROLS`: ``{label, verdict, groups: {name: {decoupled, n,
+    """Per reading of :data:`WITHOUT_CONTROLS`: ``{verdict, groups: {name: {decoupled, n,
     not_removed, verdict}}}``."""
     keep = ("decoupled", "n", "not_removed", "verdict")
     out = {}
-    for name, (switches, label) in WITHOUT_CONTROLS.items():
+    for name, switches in WITHOUT_CONTROLS.items():
         alt = _groups(_decoupling_rows(data, by_run, **switches), short)
         out[name] = {
-            "label": label,
             "verdict": _overall(alt),
             "groups": {g: {k: v[k] for k in keep} for g, v in alt.items()},
         }
@@ -317,7 +316,7 @@ def claim_4(data: Data) -> dict[str, Any]:
     Wilson interval and verdict, with ``why`` where the group cannot decide: ``{short: cells
     short of seeds}`` or ``{evaluable: n, of: MIN_SEEDS}``). ``numbers.without_controls``: the
     same rule with the drops read raw, with every edit counted (no removal rule), and with
-    neither; per reading ``{label, verdict, groups: {name: {decoupled, n, not_removed, verdict}}}``."""
+    neither; per reading ``{verdict, groups: {name: {decoupled, n, not_removed, verdict}}}``."""
     by_run: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in data.interventions:
         if (
