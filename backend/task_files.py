@@ -36,7 +36,7 @@ def parse_naming_every_bad_row(path: str | Path, tokenizer: Any = None, data: by
         if not bad_lines or len(bad_lines) != len(e.errors):
             raise
         first = e
-    text = (Path(path).read_bytes() if data is None else data).decode("utf-8", errors="replace")
+    text = (Path(path).read_bytes() if data is None else data).decode("utf-8-sig")  # strict: the parse above decoded it
     lines = text.splitlines()
     for n in bad_lines:
         lines[n - 1] = _PLACEHOLDER

@@ -72,7 +72,7 @@ def test_bad_rows_are_each_named(tmp_path):
         "row 3: 3 tokens but 2 labels",
         "row 6: the label at position 1 (counting from 0) is -3; expected an integer >= 0, a string or null",
         "row 8: tokens must all be non-negative integer ids or all strings",
-        "row 10: expected exactly the fields tokens and labels (unknown ['tokenz'])",
+        "row 10: expected exactly the fields tokens and labels (unknown ['tokenz']; missing ['tokens'])",
     ]
     assert "4 problem(s)" in msg
     (tmp_path / "broken.jsonl").write_text('{"tokens": [1]}\nnot json\n')
@@ -80,6 +80,35 @@ def test_bad_rows_are_each_named(tmp_path):
         parse_task_file(tmp_path / "broken.jsonl")
     with pytest.raises(TaskFileError, match="1 value"):
         parse_task_file(write_jsonl(tmp_path / "one.jsonl", [{"tokens": [1, 2], "labels": [0, 0]}] * 12))
+
+
+def test_a_file_not_utf8_is_refused_and_a_bom_is_read_past(tmp_path):
+    """Two Latin-1 tokens once became the same replacement character (one token, two labels)."""
+    rows = [json.dumps({"tokens": ["\u00e9", "\u00e8", "a"], "labels": [0, 1, 0]}, ensure_ascii=False)] * 10
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes("\n".join(rows).encode("latin-1"))
+    with pytest.raises(TaskFileError) as err:
+        parse_task_file(latin)
+    at = rows[0].encode("latin-1").index(b"\xe9")  # the first byte that is not UTF-8, counted from 0
+    assert err.value.errors == [f"line 1: not valid UTF-8 (byte {at} counting from 0: invalid continuation byte)"]
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes("\n".join(rows).encode("utf-8-sig"))
+    f = parse_task_file(bom)
+    assert f.vocab == ("a", "\u00e8", "\u00e9") and f.tokens[0] == (2, 1, 0)
+
+
+def test_a_token_id_past_the_vocabulary_limit_is_refused_at_its_row(tmp_path):
+    """A huge id was accepted, then every model failed on a parameter count it could not meet."""
+    from science.tasks.params import MAX_VOCAB
+
+    rows = parity_rows(10)
+    rows[3] = {"tokens": [0, 10**12], "labels": [0, 1]}
+    rows[4] = {"tokens": [0, MAX_VOCAB - 2], "labels": [0, 1]}  # the largest id allowed
+    with pytest.raises(TaskFileError) as err:
+        parse_task_file(write_jsonl(tmp_path / "huge.jsonl", rows))
+    assert err.value.errors == [f"row 4: token id {10**12} is over the limit: ids run from 0 to {MAX_VOCAB - 2}"]
+    del rows[3]
+    assert parse_task_file(write_jsonl(tmp_path / "edge.jsonl", rows)).vocab_size == MAX_VOCAB
 
 
 def test_string_tokens_and_labels_from_parquet(tmp_path):

@@ -12,7 +12,9 @@ Row formats (one per row, all rows alike):
 
 Validation collects one message per bad row (``TaskFileError``: "row 12: 5 tokens but 4
 labels", ...); limits: ``MAX_FILE_BYTES``, ``MAX_ROWS``, ``MAX_LENGTH`` tokens a row, at least
-``MIN_ROWS`` rows, at least two label values.
+``MIN_ROWS`` rows, at least two label values, token ids below ``MAX_VOCAB - 1`` (the next id is
+the padding token). The file is UTF-8 (a byte-order mark is read past); other bytes are refused,
+never replaced (two tokens would become one).
 
 The parsed file has one canonical JSON form (``canonical_bytes``) and is named by its SHA-256
 (``digest``), so a worker on another machine reads the same data from a shared store. Token
@@ -45,7 +47,7 @@ import numpy as np
 import torch
 
 from .base import Task, TaskData
-from .params import check_generate_args
+from .params import MAX_VOCAB, check_generate_args
 
 IGNORE = -100  # the label of a position that is not probed (torch's cross_entropy ignore_index)
 MAX_FILE_BYTES = 64 * 2**20
@@ -128,8 +130,14 @@ def _read_rows(path: Path, data: bytes) -> list[Any]:
             return pq.read_table(io.BytesIO(data)).to_pylist()
         except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on a broken file
             raise TaskFileError(str(path), [f"not a readable Parquet file ({type(e).__name__}: {e})"]) from None
+    try:
+        # strict: a replaced byte would merge distinct tokens into one; a BOM (a common editor's save) is read past
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise TaskFileError(str(path), [f"line {line}: not valid UTF-8 (byte {e.start} counting from 0: {e.reason})"]) from None
     rows, errors = [], []
-    for i, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+    for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -211,10 +219,11 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
         tokens, labels = _align_spans(row, tokenizer)
     else:
         unknown = set(row) - {"tokens", "labels"}
-        if unknown or "tokens" not in row or "labels" not in row:
-            raise ValueError(
-                "expected exactly the fields tokens and labels" + (f" (unknown {sorted(unknown)})" if unknown else "")
-            )
+        missing = [f for f in ("tokens", "labels") if f not in row]
+        if unknown or missing:
+            said = [f"unknown {sorted(unknown)}"] if unknown else []
+            said += [f"missing {missing}"] if missing else []
+            raise ValueError(f"expected exactly the fields tokens and labels ({'; '.join(said)})")
         tokens, labels = row["tokens"], row["labels"]
         if not isinstance(tokens, list) or not isinstance(labels, list):
             raise ValueError("tokens and labels must be lists")
@@ -229,6 +238,8 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
         isinstance(t, int) and (isinstance(t, bool) or t < 0) for t in tokens
     ):
         raise ValueError("tokens must all be non-negative integer ids or all strings")
+    if kinds <= {int} and (top := max(tokens)) >= MAX_VOCAB - 1:  # the id after the largest is the padding token
+        raise ValueError(f"token id {top} is over the limit: ids run from 0 to {MAX_VOCAB - 2}")
     if any(t == PAD for t in tokens):
         raise ValueError(f"the token {PAD!r} is reserved for padding")
     for t, lab in enumerate(labels):
@@ -267,6 +278,8 @@ def _canonical(path: str, seqs: list[tuple[list[Any], list[Any]]]) -> TaskFile:
     token_id: dict[Any, int] | None = None
     if token_kinds == {str}:
         vocab = tuple(sorted({t for toks, _ in seqs for t in toks}))
+        if len(vocab) > MAX_VOCAB - 1:
+            raise TaskFileError(path, [f"{len(vocab)} distinct token strings; the limit is {MAX_VOCAB - 1}"])
         token_id = {t: i for i, t in enumerate(vocab)}
     tokens = tuple(tuple(token_id[t] if token_id else t for t in toks) for toks, _ in seqs)
     labels = tuple(tuple(IGNORE if lab is None else label_id[lab] for lab in labs) for _, labs in seqs)
