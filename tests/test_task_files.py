@@ -65,7 +65,10 @@ def test_a_file_that_is_only_broken_lines_or_only_bad_rows_reads_as_before(cli_e
     assert rc == 1 and "1 problem(s)" in err and "line 4: not JSON" in err
     (cli_env / "both.jsonl").write_text('{"tokens": [1]}\nnot json\n')  # the row the first line makes, too
     rc, _, err = run_cli(["task", "add", str(cli_env / "both.jsonl"), "--name", "t"])
-    assert "2 problem(s)\n  row 1: expected exactly the fields tokens and labels (missing ['labels'])\n  line 2: not JSON" in err
+    assert (
+        "2 problem(s)\n  row 1: expected exactly the fields tokens and labels (missing ['labels'])\n  line 2: not JSON"
+        in err
+    )
 
 
 def test_task_list_json(cli_env) -> None:

@@ -135,7 +135,9 @@ def _read_rows(path: Path, data: bytes) -> list[Any]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise TaskFileError(str(path), [f"line {line}: not valid UTF-8 (byte {e.start} counting from 0: {e.reason})"]) from None
+        raise TaskFileError(
+            str(path), [f"line {line}: not valid UTF-8 (byte {e.start} counting from 0: {e.reason})"]
+        ) from None
     rows, errors = [], []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
