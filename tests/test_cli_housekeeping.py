@@ -52,6 +52,17 @@ def test_runs_list_json_lists_the_shipped_study(cli_env, capsys) -> None:
     assert main(["runs", "list", "--suite", "paper", "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)
     assert len(runs) == 60 and {r["suite"] for r in runs} == {"paper"}
+    assert all(r["control"] is None for r in runs)
+    # the random-init controls are left out by default, and the listing says how many
+    assert main(["runs", "list", "--suite", "paper", "--controls", "only", "--json"]) == 0
+    controls = json.loads(capsys.readouterr().out)
+    assert controls and all(r["control"] == "init" for r in controls)
+    assert main(["runs", "list", "--suite", "paper", "--search", "init"]) == 0
+    err = capsys.readouterr().err
+    assert f"0 run(s) ({len(controls)} random-init control(s) matching left out: --controls include)" in err
+    assert main(["runs", "list", "--suite", "paper", "--controls", "include", "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert sorted(r["id"] for r in both) == sorted(r["id"] for r in runs + controls)
     assert sum(r["trained"] for r in runs) == 42
     assert main(["runs", "list", "--suite", "paper", "--task", "dyck", "--family", "gru", "--trained"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

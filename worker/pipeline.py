@@ -261,6 +261,11 @@ def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, en
     return result
 
 
+def _acc(x: float | None) -> str:
+    """A held-out accuracy as a log line says it (4 decimals, as the run pages; "-" when none)."""
+    return "-" if x is None else f"{x:.4f}"
+
+
 def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None, env: WorkerEnv, ctx) -> int:
     """Evaluate the behaviour, save the weights and store the run (one transaction with the
     deletion of the rows of a model it replaces). Returns the run id."""
@@ -324,9 +329,9 @@ def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None
         )
     ctx.log(
         f"run {run_id}: {result.steps} steps in {result.seconds:.1f} s, "
-        f"held-out acc {result.final_heldout_acc}"
+        f"held-out acc {_acc(result.final_heldout_acc)}"
         + (
-            f" (recorded before the rebuild: {rebuild.of['steps']} steps, held-out acc {rebuild.of['heldout_acc']})"
+            f" (recorded before the rebuild: {rebuild.of['steps']} steps, held-out acc {_acc(rebuild.of['heldout_acc'])})"
             if rebuild
             else ""
         )

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import Path, Query
 from pydantic import AfterValidator, StringConstraints
 
+from backend.api.queries import ControlsMode
 from layerscope_core.registry import ALL_PATCH_SITES, FAMILIES, METHODS, TASKS, family_names
 from layerscope_core.text import TEXT_PATTERN
 
@@ -118,7 +119,7 @@ TrainedQ = Annotated[
     ),
 ]
 ControlsQ = Annotated[
-    Literal["exclude", "include", "only"],
+    ControlsMode,
     Query(
         description="random-init control runs (docs/SCIENCE.md#controls): exclude them, include them beside the runs, "
         "or only them"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Select, String, cast, func, or_, select
 from sqlalchemy.orm import Session
@@ -25,6 +25,11 @@ def trained_clause() -> Any:
     return Run.heldout_acc.is_not(None) & (Run.heldout_acc >= criterion - 1e-9)
 
 
+# which random-init control runs a run listing holds (docs/SCIENCE.md#controls): GET /api/runs and
+# `layerscope runs list --controls`
+ControlsMode = Literal["exclude", "include", "only"]
+
+
 @dataclass
 class RunFilter:
     task: Sequence[str] | None = None
@@ -36,7 +41,7 @@ class RunFilter:
     trained: bool | None = None  # True: trained runs only; False: untrained only; None: all
     # random-init controls (docs/SCIENCE.md#controls): "exclude" (what every aggregate and verdict
     # reads), "only", or "include"
-    controls: str = "exclude"
+    controls: ControlsMode = "exclude"
     search: str | None = None  # a case-insensitive substring of name, tags, notes, family, task or suite
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -1,7 +1,7 @@
 """``layerscope runs …`` (list, show, tag, note, delete) and ``layerscope suite delete|tag|note|move``.
 
 layerscope runs list [--suite S] [--family F] [--task T] [--seed N] [--trained/--untrained]
-                     [--search TEXT] [--json]
+                     [--controls exclude|include|only] [--search TEXT] [--json]
 layerscope runs show ID [--json]
 layerscope runs tag ID TAG... [--remove]      layerscope runs note ID TEXT
 layerscope runs delete ID... [--yes]
@@ -12,14 +12,18 @@ layerscope suite move NAME --to OTHER [--family F] [--task T] [--seed N]
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
+from backend.api.queries import ControlsMode
 from backend.cli import common as C
 
 runs_app = typer.Typer(help="Read, annotate and delete stored runs.", no_args_is_help=True)
+
+ControlsChoice = StrEnum("ControlsChoice", {c: c for c in get_args(ControlsMode)})  # type: ignore[misc]
 
 LIST_COLUMNS = ["id", "suite", "family", "task", "seed", "n_params", "steps", "heldout_acc", "trained", "tags", "name"]
 
@@ -37,25 +41,38 @@ def runs_list(
             help="Only runs that reached their early-stop criterion / only the others (default: all).",
         ),
     ] = None,
+    controls: Annotated[
+        ControlsChoice,
+        typer.Option(
+            help="The random-init control runs (the same model at initialisation): left out (what every "
+            "verdict reads; the count left out is said), listed beside the runs, or listed alone."
+        ),
+    ] = ControlsChoice.exclude,
     search: Annotated[str | None, typer.Option(help="A substring of name, tags, notes, family, task or suite.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (a list of runs, for scripts).")] = False,
 ) -> None:
-    """List stored runs (the filters of GET /api/runs)."""
+    """List stored runs (the filters of GET /api/runs; controls left out unless --controls says)."""
     from backend.api import queries
     from science.trained import is_trained
 
-    flt = queries.RunFilter(suite=suite, family=family, task=task, seed=seed, trained=trained, search=search)
+    def flt(mode: str) -> queries.RunFilter:
+        return queries.RunFilter(
+            suite=suite, family=family, task=task, seed=seed, trained=trained, controls=mode, search=search
+        )
+
     with C.session_factory()() as s:
         queries.require_known_names(task=task, family=family, session=s)  # a typo is an error, not "0 run(s)"
         queries.require_suites(s, suite)
-        items, _ = queries.list_runs(s, flt, None)
+        items, _ = queries.list_runs(s, flt(controls.value), None)
+        hidden = queries.list_runs(s, flt("only"), 0)[1] if controls == ControlsChoice.exclude else 0
     for r in items:
         r["trained"] = bool(is_trained(r["heldout_acc"], r["early_stop_acc"]))
     if as_json:
         C.echo_json(items)
         return
     C.echo_table(items, LIST_COLUMNS)
-    typer.echo(f"layerscope: {len(items)} run(s)", err=True)
+    left_out = f" ({hidden} random-init control(s) matching left out: --controls include)" if hidden else ""
+    typer.echo(f"layerscope: {len(items)} run(s){left_out}", err=True)
 
 
 @runs_app.command("show")
