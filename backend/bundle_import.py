@@ -161,9 +161,10 @@ def _import_results(
     return rows_added
 
 
-def _import_job(manifest: dict[str, Any], source: str | None, added: int) -> Job:
+def _import_job(manifest: dict[str, Any], source: str | None, added: int, started: datetime) -> Job:
     """The finished ``import`` jobs row that records an import (the suite picker reads it; its
-    manifest is the provenance of a later re-export, ``imported_manifest``)."""
+    manifest is the provenance of a later re-export, ``imported_manifest``): created and started
+    when the import began, finished now (the row's default creation time came after its end)."""
     from worker.params import config_hash
 
     return Job(
@@ -180,6 +181,8 @@ def _import_job(manifest: dict[str, Any], source: str | None, added: int) -> Job
         message=f"imported {added} run(s) of suite {manifest.get('suite')!r}",
         progress=1.0,
         result={"manifest": manifest},  # provenance for a later re-export (imported_manifest)
+        created_at=started,
+        started_at=started,
         finished_at=datetime.now(UTC),
     )
 
@@ -273,6 +276,7 @@ def import_bundle(
         BundleError: see :func:`backend.bundle.read_bundle` (a training state in flight whose
             size or sha256 is not the manifest's refuses the bundle before anything is written).
     """
+    started = datetime.now(UTC)
     manifest, tables = read_bundle(path)
     weights = manifest.pop("_weights")
     learned = manifest.pop("_learned", {})
@@ -294,7 +298,7 @@ def import_bundle(
         settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
         rows_added = _import_results(session, tables, runs.id_map, settings_map)
         if runs.added or runs.replaced or any(rows_added.values()):
-            session.add(_import_job(manifest, source, runs.added))
+            session.add(_import_job(manifest, source, runs.added, started))
         session.commit()
     except (IntegrityError, DataError) as exc:  # a row the checks let through and the database does not
         session.rollback()

@@ -14,7 +14,7 @@ from backend.bundle import BundleError, imported_suites, read_bundle
 from backend.bundle_export import export_bundle
 from backend.bundle_import import import_bundle
 from store.migrate import init_db
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 from store.session import make_engine, make_sessionmaker
 from tests.conftest import seed_runs
 
@@ -69,6 +69,9 @@ def _check_import(factory, path, expected):
     with factory() as s:
         first = import_bundle(s, path, source="study.zip")
     assert first["runs_added"] == 2 and first["runs_present"] == 0
+    with factory() as s:  # the import's job row: created and started before it finished
+        job = s.execute(select(Job).where(Job.kind == "import")).scalar_one()
+        assert job.created_at == job.started_at and job.started_at <= job.finished_at
     after_first = _counts(factory)
     assert after_first == expected
     with factory() as s:

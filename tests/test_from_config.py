@@ -103,6 +103,10 @@ def test_a_suite_expands_each_config_into_its_family_beside_pretrained(configs, 
     assert [j.family for j in only] == ["transformer"]  # instead of the preset's families
     with pytest.raises(ValueError, match=r"from_config '.*nowhere'"):
         expand_suite(SuiteParams(preset="smoke", from_config=[str(tmp_path / "nowhere")]))
+    # a family filter none of the given models builds says what each builds (it said only "no run")
+    with pytest.raises(ValueError) as err:
+        expand_suite(SuiteParams(preset="smoke", tasks=["parity"], families=["lstm"], from_config=[configs["mamba"]]))
+    assert str(err.value) == f"family 'lstm' leaves none of the given models: {configs['mamba']} builds 'mamba'"
 
 
 # ---------------------------------------------------------------------------- the REST API

@@ -226,7 +226,13 @@ def _models(params: SuiteParams, preset: dict[str, Any], local_files_only: bool 
         models = [(pretrained_family(p, **local), p, None) for p in params.pretrained or []]
         models += [(pretrained_family(c, "from_config", **local), None, c) for c in params.from_config or []]
         if params.families:
-            models = [m for m in models if m[0] in params.families]
+            kept = [m for m in models if m[0] in params.families]
+            if not kept:  # say what each given model builds, not only that nothing is left
+                built = ", ".join(f"{p or c} builds {f!r}" for f, p, c in models)
+                raise ValueError(
+                    f"family {' or '.join(map(repr, params.families))} leaves none of the given models: {built}"
+                )
+            models = kept
     elif "pretrained" in preset:
         models = [(f, p, None) for f, p in zip(preset["families"], preset["pretrained"])]
         if params.families:
