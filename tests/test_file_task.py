@@ -186,7 +186,7 @@ def test_task_add_then_a_suite_measures_every_layer(cli_env, capsys, tmp_path):
     path = write_jsonl(tmp_path / "parity200.jsonl", parity_rows())
     assert main(["task", "add", str(path), "--name", "my_parity"]) == 0
     out = capsys.readouterr().out
-    assert "task my_parity: 200 rows, lengths 24..24" in out and "sha256" in out
+    assert "task my_parity: 200 rows, lengths 24..24, 2 token ids (and the padding token)" in out and "sha256" in out
     assert "my_parity" in task_names()
     assert main(["task", "list"]) == 0 and "my_parity\t200 rows" in capsys.readouterr().out
     # a bad file: one line per bad row, exit 1, nothing stored
@@ -196,6 +196,8 @@ def test_task_add_then_a_suite_measures_every_layer(cli_env, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "row 4: 24 tokens but 23 labels" in err and "Traceback" not in err
     assert "bad" not in task_names()
+    assert main(["task", "add", str(tmp_path), "--name", "folder"]) == 1
+    assert "a folder, not a file" in capsys.readouterr().err
 
     rc = main(["suite", "--preset", "smoke", "--task", "my_parity", "--family", "gru", "--device", "cpu"])
     assert rc == 0, capsys.readouterr()

@@ -65,7 +65,7 @@ def add(
     rec = add_task_file(file, name, tokenizer)
     typer.echo(
         f"task {name}: {rec['n_rows']} rows, lengths {rec['lengths'][0]}..{rec['lengths'][-1]}, "
-        f"{rec['vocab_size']} token ids, classes {rec['class_names']}; sha256 {rec['sha256']}"
+        f"{rec['vocab_size'] - 1} token ids (and the padding token), classes {rec['class_names']}; sha256 {rec['sha256']}"
     )
     typer.echo(f"use it: layerscope suite --preset smoke --task {name}")
 

@@ -189,7 +189,7 @@ def parse_task_file(path: str | Path, tokenizer: Any = None, data: bytes | None 
     path = Path(path)
     if data is None:
         if not path.is_file():
-            raise TaskFileError(str(path), ["no such file"])
+            raise TaskFileError(str(path), ["a folder, not a file" if path.is_dir() else "no such file"])
         if path.stat().st_size > MAX_FILE_BYTES:
             raise TaskFileError(str(path), [f"{path.stat().st_size} bytes; the limit is {MAX_FILE_BYTES}"])
         data = path.read_bytes()
