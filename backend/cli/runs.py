@@ -64,7 +64,8 @@ def runs_list(
         queries.require_known_names(task=task, family=family, session=s)  # a typo is an error, not "0 run(s)"
         queries.require_suites(s, suite)
         items, _ = queries.list_runs(s, flt(controls.value), None)
-        hidden = queries.list_runs(s, flt("only"), 0)[1] if controls == ControlsChoice.exclude else 0
+        # the count left out is said on the text view only (the JSON list is for scripts)
+        hidden = queries.list_runs(s, flt("only"), 0)[1] if controls == ControlsChoice.exclude and not as_json else 0
     for r in items:
         r["trained"] = bool(is_trained(r["heldout_acc"], r["early_stop_acc"]))
     if as_json:
