@@ -196,8 +196,8 @@ def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
     """The runs whose weights were rebuilt (``made_with.rebuilt_from``,
     docs/SCIENCE.md#rebuilding-weights): what each recorded before next to what the rebuild
     gave, one table row per run; [] when none was rebuilt."""
+    from science.budget import recorded_step_budget
     from science.trained import is_trained
-    from science.training import recorded_step_budget
 
     rebuilt = sorted(
         (r for r in runs if (r.get("made_with") or {}).get("rebuilt_from")),

@@ -9,8 +9,9 @@ import torch
 
 import worker.pipeline as pipeline
 from models_store import ModelConfig, build_model
+from science.budget import recorded_step_budget, step_budget
 from science.tasks import get_task
-from science.training import TrainConfig, recorded_step_budget, step_budget, train_model
+from science.training import TrainConfig, train_model
 from store.models import ProbeResult, Run
 from worker.params import SuiteParams
 from worker.pipeline import load_run, local_env, run_suite

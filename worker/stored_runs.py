@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from science.training import recorded_step_budget, step_budget
+from science.budget import recorded_step_budget, step_budget
 from store.models import Run
 from store.session import session_scope
 from worker.env import WorkerEnv

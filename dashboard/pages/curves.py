@@ -316,31 +316,11 @@ def csv_rows(api: ApiClient, state: dict) -> list[dict]:
     rows = curve_rows(api, state)
     if view == "position":
         return position_rows(api, rows, state)[0]
-    keep = (
-        "suite",
-        "task",
-        "family",
-        "pretrained",
-        "eval_length",
-        "layer",
-        "layer_name",
-        "depth",
-        "n_layers",
-        "mean",
-        "lo",
-        "hi",
-        "n",
-        "seeds",
-        "majority_baseline",
-        "run_ids",
-        "untrained_run_ids",
-        "selectivity",
-        "control",
-    )
     if view == "layer" and (other := compared_suite(api, state)):  # both suites' rows, each naming its suite
         rows = rows + curve_rows(api, {**state, "suite": other})
     if state["controls"]:  # the at-initialisation lines' points, marked control = init
         rows = rows + control_curve_rows(api, state, _filter)
+    keep = dict.fromkeys(k for r in rows for k in r)  # the columns /api/curves serves, in its order (its schema)
     return [{k: (",".join(map(str, r[k])) if isinstance(r.get(k), list) else r.get(k)) for k in keep} for r in rows]
 
 

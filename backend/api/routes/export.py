@@ -16,6 +16,7 @@ from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
 from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
+from backend.api.schemas import CurvePoint
 from layerscope_core.csv_cells import csv_text
 from store.models import InterventionResult, PatchingResult, ProbeResult
 
@@ -71,27 +72,7 @@ def _needed_columns(model: Any, fields: list[str]) -> set[str]:
 COLUMNS: dict[Resource, list[str]] = {
     Resource.runs: [c.key for c in queries.RUN_LIST_COLUMNS],
     **{r: _result_columns(m) for r, m in RESULT_MODELS.items()},
-    Resource.curves: [
-        "suite",
-        "task",
-        "family",
-        "pretrained",
-        "eval_length",
-        "layer",
-        "layer_name",
-        "depth",
-        "n_layers",
-        "mean",
-        "lo",
-        "hi",
-        "n",
-        "seeds",
-        "majority_baseline",
-        "run_ids",
-        "untrained_run_ids",
-        "selectivity",
-        "control",
-    ],
+    Resource.curves: list(CurvePoint.model_fields),  # the rows /api/curves serves, in its field order
     Resource.profiles: [
         "suite",
         "task",
