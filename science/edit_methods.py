@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from science.context import JobContext
+from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference
 from science.interventions import (
     DEFAULT_PCA_K,
     INLP_CHANCE_TOL,
@@ -71,26 +72,6 @@ class ProjectOut:
         return projection_edit(self.name, _mean(X), Q, info=info)
 
 
-class _SplitRows:
-    """INLP's training and held-out rows of ``X [N, D]``, split and centred once; ``edited(Q)``
-    removes the span of ``Q [D, r]`` around the mean ``mu`` from both parts,
-    ``X − ((X − μ) Q) Qᵀ`` in X's dtype. Each round used to project, centre and copy the whole X
-    and split it after; a row's matrix product does not depend on the other rows in the BLAS
-    kernels measured (MKL, one thread), so the numbers are the same bit for bit
-    (``benchmarks/bench_inlp.py`` checks them)."""
-
-    def __init__(self, X: Tensor, mu: Tensor, tr_idx: Tensor, dev_idx: Tensor) -> None:
-        centred = X - mu
-        self.parts = [(X[idx], centred[idx]) for idx in (tr_idx, dev_idx)]
-
-    def edited(self, Q: Tensor) -> list[Tensor]:
-        """``[train rows, held-out rows]`` with span(Q) removed (the rows themselves when r = 0)."""
-        if Q.shape[1] == 0:
-            return [x for x, _ in self.parts]
-        Qx, QTx = Q.to(self.parts[0][0].dtype), Q.T.to(self.parts[0][0].dtype)
-        return [x - (xc @ Qx) @ QTx for x, xc in self.parts]
-
-
 class Inlp:
     """``inlp``: Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1).
 
@@ -106,9 +87,17 @@ class Inlp:
     budget is asked for. A given ``probe`` stands in for the first round's.
     ``info["reached_chance"]`` (stored as ``inlp_converged``), ``info["n_rounds"]`` (projection
     rounds used, stored as ``inlp_rounds``) and the per-round accuracies are kept.
+
+    The rounds are incremental (:func:`science.inlp.inlp_directions`: the rows standardised once,
+    the projection, mean and covariance updated per round, each probe warm-started from the last);
+    ``Inlp(from_scratch=True)`` runs Alg. 1 as written (:func:`science.inlp.inlp_directions_reference`),
+    the reference they agree with within the solver's tolerance.
     """
 
     name = "inlp"
+
+    def __init__(self, *, from_scratch: bool = False) -> None:
+        self.from_scratch = from_scratch  # the reference rounds (science.inlp), for tests and benchmarks
 
     def fit(
         self,
@@ -125,7 +114,6 @@ class Inlp:
         **_: Any,
     ) -> Edit:
         N, D = X.shape
-        pk = dict(probe_kwargs or {})
         mu = _mean(X)
         if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
             max_rounds = inlp_budget(D, int(torch.unique(y).numel()))
@@ -133,44 +121,32 @@ class Inlp:
         perm = torch.randperm(N, generator=g).to(X.device)
         n_dev = max(1, N // 5)
         dev_idx, tr_idx = perm[:n_dev], perm[n_dev:]
-        ytr, ydev = y[tr_idx], y[dev_idx]
-        majority = int(torch.bincount(ytr, minlength=n_classes).argmax())
-        maj_dev = float((ydev == majority).double().mean())
-        Q = torch.zeros(D, 0, dtype=torch.float64, device=X.device)
-        rounds: list[dict[str, Any]] = []
-        reached = False
-        parts = _SplitRows(X, mu.to(X.dtype), tr_idx, dev_idx)
-        for r in range(max_rounds + 1):
-            if ctx is not None:  # a cancel lands between rounds, not after the whole fit
-                ctx.check_cancelled()
-            Xe_tr, Xe_dev = parts.edited(Q)
-            if r == 0 and probe is not None:
-                p = probe
-            else:
-                p = fit_probe(Xe_tr, ytr, n_classes, **pk)
-            acc = p.accuracy(Xe_dev, ydev)
-            rounds.append({"rank": int(Q.shape[1]), "dev_accuracy": acc, "converged": p.converged})
-            if acc <= maj_dev + chance_tol:
-                reached = True
-                break
-            if r == max_rounds:
-                break
-            new = probe_span(p, exclude=Q)
-            if new.shape[1] == 0:
-                break
-            Q = torch.cat([Q, new], dim=1)
-            # re-orthonormalise (guards against drift over many rounds)
-            Q = torch.linalg.qr(Q).Q
+        majority = int(torch.bincount(y[tr_idx], minlength=n_classes).argmax())
+        setup = InlpSetup(
+            X=X,
+            y=y,
+            n_classes=n_classes,
+            mu=mu,
+            tr_idx=tr_idx,
+            dev_idx=dev_idx,
+            maj_dev=float((y[dev_idx] == majority).double().mean()),
+            max_rounds=max_rounds,
+            chance_tol=chance_tol,
+            probe=probe,
+            probe_kwargs=dict(probe_kwargs or {}),
+            ctx=ctx,
+        )
+        out = (inlp_directions_reference if self.from_scratch else inlp_directions)(setup)
         return projection_edit(
             self.name,
             mu,
-            Q,
+            out.Q,
             info={
-                "rounds": rounds,
-                "reached_chance": reached,
-                "n_rounds": len(rounds) - 1,  # projections made
+                "rounds": out.rounds,
+                "reached_chance": out.reached,
+                "n_rounds": len(out.rounds) - 1,  # projections made
                 "max_rounds": max_rounds,
-                "dev_majority": maj_dev,
+                "dev_majority": setup.maj_dev,
             },
         )
 

@@ -1,8 +1,9 @@
 """The probe's and INLP's fast paths give the numbers of the paths they replaced: the two-class
 log-sum-exp written out (``science.probes.solver._row_logsumexp``) against
-``torch.logsumexp``, and INLP's rows split and centred once (``science.edit_methods._SplitRows``)
-against projecting the whole X each round and splitting it after (the code before, commit 7f0ee46).
-``benchmarks/bench_inlp.py`` compares the old and new code on a trained model's states."""
+``torch.logsumexp``, and the from-scratch INLP reference's rows split and centred once
+(``science.inlp._SplitRows``) against projecting the whole X each round and splitting it after
+(the code before, commit 7f0ee46). The incremental INLP against the reference:
+``tests/test_inlp_incremental.py``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import math
 import pytest
 import torch
 
-from science import edit_methods
-from science.interventions import fit_edit
+from science import inlp
+from science.edit_methods import Inlp
 from science.probes import fit_probe, solver
 
 
@@ -72,9 +73,10 @@ class _WholeX:
 @pytest.mark.parametrize(("c", "kw"), [(2, {}), (4, {}), (2, {"max_rounds": 3}), (4, {"chance_tol": 0.1})])
 def test_inlp_equals_projecting_the_whole_x_each_round(monkeypatch, c, kw):
     X, y = _states(1500, 12, c, torch.float64, seed=c)
-    fast = fit_edit("inlp", X, y, c, seed=2, **kw)
-    monkeypatch.setattr(edit_methods, "_SplitRows", _WholeX)
-    ref = fit_edit("inlp", X, y, c, seed=2, **kw)
+    reference = Inlp(from_scratch=True)
+    fast = reference.fit(X, y, c, seed=2, **kw)
+    monkeypatch.setattr(inlp, "_SplitRows", _WholeX)
+    ref = reference.fit(X, y, c, seed=2, **kw)
     assert fast.info["n_rounds"] >= 1
     assert fast.info == ref.info  # rounds, held-out accuracies, convergence flags, stop
     assert fast.rank_removed == ref.rank_removed
@@ -85,7 +87,7 @@ def test_inlp_equals_projecting_the_whole_x_each_round(monkeypatch, c, kw):
 def test_split_rows_without_directions_are_the_rows_themselves():
     X, _ = _states(100, 6, 2, torch.float32)
     tr, dev = torch.arange(20, 100), torch.arange(20)
-    parts = edit_methods._SplitRows(X, X.mean(0), tr, dev)
+    parts = inlp._SplitRows(X, X.mean(0), tr, dev)
     out = parts.edited(torch.zeros(6, 0, dtype=torch.float64))
     assert torch.equal(out[0], X[tr]) and torch.equal(out[1], X[dev])
     Q = torch.linalg.qr(torch.randn(6, 2, dtype=torch.float64)).Q

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from science.probes.linear import LinearProbe, fit_probe
+from science.probes.design import Design
+from science.probes.linear import LinearProbe, fit_design, standardised
 from science.probes.splits import control_labels, sequence_strata, split_sequences
 
 
@@ -74,11 +75,17 @@ def _score(probe: LinearProbe, H: Tensor, y: Tensor, n_classes: int) -> tuple[Te
     return correct, m, acc, (sum(recalls) / len(recalls)) if recalls else None
 
 
-def _fit_on(H: Tensor, labels: Tensor, tr: Tensor, n_classes: int, fit_kwargs: dict[str, Any]) -> LinearProbe:
-    """A probe fitted on the labelled positions of the training sequences ``tr`` of ``H [n, L, D]``."""
+def _design_on(H: Tensor, labels: Tensor, tr: Tensor) -> Design:
+    """The standardised design of the labelled positions of the training sequences ``tr`` of
+    ``H [n, L, D]``: shared by the probe and its control twin (the control task labels the same
+    positions)."""
+    return standardised(H[tr][labels[tr] >= 0])  # X: [N_train_tokens, D]
+
+
+def _fit_on(d: Design, labels: Tensor, tr: Tensor, n_classes: int, fit_kwargs: dict[str, Any]) -> LinearProbe:
+    """A probe fitted on ``d``, the labelled positions of the training sequences ``tr``."""
     ytr = labels[tr]  # [n_tr, L]
-    mtr = ytr >= 0
-    return fit_probe(H[tr][mtr], ytr[mtr], n_classes, **fit_kwargs)  # X: [N_train_tokens, D]
+    return fit_design(d, ytr[ytr >= 0], n_classes, **fit_kwargs)
 
 
 def _majority_rate(labels: Tensor, tr: Tensor, te: Tensor, n_classes: int) -> float:
@@ -113,7 +120,8 @@ def _probe_layer(
     dev = H.device
     lab = labels.to(dev)
     tr, te = split[0].to(dev), split[1].to(dev)
-    probe = _fit_on(H, lab, tr, n_classes, fit_kwargs)
+    design = _design_on(H, lab, tr)
+    probe = _fit_on(design, lab, tr, n_classes, fit_kwargs)
     correct, mte, acc, bal = _score(probe, H[te], lab[te], n_classes)
     by_type = None
     if token_types is not None:
@@ -121,7 +129,9 @@ def _probe_layer(
     control = None
     if ctrl is not None:
         c_lab = ctrl.to(dev)
-        control = _score(_fit_on(H, c_lab, tr, n_classes, fit_kwargs), H[te], c_lab[te], n_classes)[2]
+        if not torch.equal(c_lab >= 0, lab >= 0):
+            raise ValueError("control labels must label the positions the real labels do")
+        control = _score(_fit_on(design, c_lab, tr, n_classes, fit_kwargs), H[te], c_lab[te], n_classes)[2]
     return ProbeReport(
         layer=layer,
         accuracy=acc,

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from science.probes.design import NOISE_RTOL, Design, standardise
 from science.probes.solver import DEFAULT_TOL, HISTORY_SIZE, SolverResult, minimise, whitening
 
-NOISE_RTOL = 1e-5
+__all__ = ["NOISE_RTOL", "LinearProbe", "fit_design", "fit_probe", "standardised"]
 DEFAULT_C = 1.0
 DEFAULT_MAX_ITER = 500
 
@@ -106,47 +107,41 @@ class LinearProbe:
         return LinearProbe(**kw)
 
 
-def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
-    if X.ndim != 2:
-        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
-    y = y.reshape(-1).to(X.device).long()
-    if y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-    if X.shape[0] == 0:
+def _check_labels(y: Tensor, n_rows: int, n_classes: int, device: torch.device) -> Tensor:
+    y = y.reshape(-1).to(device).long()
+    if y.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but y has {y.shape[0]} labels")
+    if n_rows == 0:
         raise ValueError("cannot fit a probe on 0 samples")
     if n_classes < 1:
         raise ValueError(f"n_classes must be ≥ 1, got {n_classes}")
     if int(y.min()) < 0 or int(y.max()) >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
+    return y
+
+
+def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
+    if X.ndim != 2:
+        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
+    y = _check_labels(y, X.shape[0], n_classes, X.device)
     if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
         X = X.float()  # half-precision sums over N tokens are too coarse for the gradient test
     return X, y
 
 
-@dataclass
-class _Standardised:
-    """The features standardised as ``StandardScaler`` does (ddof 0), with the noise floor."""
+def standardised(X: Tensor) -> Design:
+    """The :class:`~science.probes.design.Design` :func:`fit_probe` fits on ``X [N, D]`` (half
+    precision and integers cast to float32): compute it once to fit a probe and its control-task
+    twin on the same rows with :func:`fit_design`.
 
-    mean: Tensor  # [D] float64
-    std: Tensor  # [D] float64; inf where the feature varies by rounding only
-    cov: Tensor  # [D, D] float64 covariance of the centred raw features
-    X: Tensor  # [N, D] standardised features, in the input's dtype
-
-
-def _standardise(X: Tensor) -> _Standardised:
-    """``X [N, D]`` standardised; a feature whose std is at most ``NOISE_RTOL`` × its scale gets
-    ``std = inf`` (standardised value 0; module docstring)."""
-    dt = X.dtype
-    N = X.shape[0]
-    mean64 = X.mean(0, dtype=torch.float64)
-    Xc = X - mean64.to(dt)
-    cov = (Xc.T @ Xc).double() / N  # [D, D]
-    var = cov.diagonal().clamp_min(0.0)
-    std = var.sqrt()
-    rms = (var + mean64 * mean64).sqrt()  # [D] raw root-mean-square of each feature
-    scale = torch.maximum(rms, rms.median())
-    std64 = torch.where(std > NOISE_RTOL * scale, std, torch.full_like(std, math.inf))
-    return _Standardised(mean=mean64, std=std64, cov=cov, X=Xc / std64.to(dt))
+    Raises:
+        ValueError: ``X`` is not ``[N, D]``.
+    """
+    if X.ndim != 2:
+        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
+    if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
+        X = X.float()
+    return standardise(X)
 
 
 def fit_probe(
@@ -180,13 +175,45 @@ def fit_probe(
         ValueError: on shape mismatch, empty data, labels outside ``0..n_classes-1``.
     """
     X, y = _check_xy(X, y, n_classes)
+    return fit_design(
+        standardise(X),
+        y,
+        n_classes,
+        C=C,
+        tol=tol,
+        max_iter=max_iter,
+        history_size=history_size,
+        precondition=precondition,
+    )
+
+
+def fit_design(
+    d: Design,
+    y: Tensor,
+    n_classes: int,
+    *,
+    C: float = DEFAULT_C,
+    tol: float = DEFAULT_TOL,
+    max_iter: int = DEFAULT_MAX_ITER,
+    history_size: int = HISTORY_SIZE,
+    precondition: bool = True,
+    init: LinearProbe | None = None,
+) -> LinearProbe:
+    """:func:`fit_probe` on a design computed once (:func:`standardised`, or INLP's
+    :func:`science.probes.design.projected`); ``y [N]`` labels of its rows. ``init``: a probe
+    whose solution, mapped onto this design's features, starts the solver (INLP's previous
+    round) instead of ``W = 0`` and the log prior; the minimiser is the same.
+
+    Raises:
+        ValueError: as :func:`fit_probe`.
+    """
+    y = _check_labels(y, d.n, n_classes, d.Xt.device)
     if C <= 0:
         raise ValueError(f"C must be > 0, got {C}")
     if max_iter < 0:
         raise ValueError(f"max_iter must be ≥ 0, got {max_iter}")
-    dev, dt = X.device, X.dtype
-    N, D = X.shape
-    st = _standardise(X)
+    dev, dt = d.Xt.device, d.Xt.dtype
+    N, D = d.n, int(d.Xt.shape[0])
     counts = torch.bincount(y, minlength=n_classes)
     present = counts > 0
     cls = present.nonzero().flatten()  # [K]
@@ -201,15 +228,18 @@ def fit_probe(
         remap = torch.full((n_classes,), -1, dtype=torch.long, device=dev)
         remap[cls] = torch.arange(K, device=dev)
         lam = (2.0 if K == 2 else 1.0) / (C * N)
-        M = whitening(st.cov, st.std, lam) if precondition else torch.eye(D, dtype=torch.float64, device=dev)
-        fit = minimise(st.X, remap[y], counts[cls], lam, M, tol=tol, max_iter=max_iter, history_size=history_size)
+        M = whitening(d.cov, d.std, lam) if precondition else torch.eye(D, dtype=torch.float64, device=dev)
+        start = None if init is None else _warm_start(init, d, cls)
+        fit = minimise(
+            d, remap[y], counts[cls], lam, M, tol=tol, max_iter=max_iter, history_size=history_size, init=start
+        )
     W_full[cls] = fit.W
     b_full[cls] = fit.b
     return LinearProbe(
         W=W_full.to(dt),
         b=b_full.to(dt),
-        mean=st.mean.to(dt),
-        std=st.std.to(dt),
+        mean=d.mean.to(dt),
+        std=d.std.to(dt),
         n_classes=n_classes,
         classes_present=present,
         converged=fit.converged,
@@ -220,3 +250,17 @@ def fit_probe(
         tol=tol,
         max_iter=max_iter,
     )
+
+
+def _warm_start(p: LinearProbe, d: Design, cls: Tensor) -> tuple[Tensor, Tensor] | None:
+    """``p``'s solution on ``d``'s standardised features ``(W [K, D], b [K])``, float64: the same
+    raw-space weights seen through ``d``'s projection and rescaled by its std; None when ``p``
+    lacks one of the classes present."""
+    if not bool(p.classes_present.to(cls.device)[cls].all()):
+        return None
+    V = p.class_directions().double()[cls].nan_to_num(0.0)  # raw-space weights [K, D]
+    Vp = V if d.P is None else V @ d.P
+    W = (Vp * d.std).nan_to_num(0.0, posinf=0.0, neginf=0.0)  # inf std: the feature is not read
+    if float(Vp.norm()) <= 1e-8 * float(V.norm()):  # INLP removed all of it: only the intercepts carry over
+        W = torch.zeros_like(W)
+    return W, p.b.double()[cls]

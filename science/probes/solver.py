@@ -3,14 +3,20 @@
 
 Solver: ``torch.optim.LBFGS`` with a strong-Wolfe line search (Nocedal & Wright 2006,
 *Numerical Optimization*, Alg. 7.4–7.5 and 3.5–3.6) in **whitened coordinates**: a change of variables
-``W = W_z · Λ_e^{-1/2} Vᵀ`` with ``V Λ Vᵀ`` the covariance of the standardised features and
-``Λ_e = max(Λ, λ, 1e-10·Λ_max)`` (a floor at the penalty strength keeps the map invertible). This is
+``W = W_z · L⁻¹`` with ``L Lᵀ = Σ̃ + λ_e I`` the Cholesky factor of the covariance ``Σ̃`` of the
+standardised features, shifted by ``λ_e = max(λ, 1e-10·max diag Σ̃)`` (the shift at the penalty
+strength keeps the map invertible; :func:`whitening`). This is
 preconditioning only: the objective, its unique minimiser and the convergence test are those
 of the standardised problem. Correlated residual-stream features make the standardised
 problem ill-conditioned (sklearn's lbfgs hits ``max_iter`` on such states); in whitened
 coordinates the curvature is within a small factor of the identity and L-BFGS needs tens of
 iterations. The large matrix products run in the features' dtype (float32 by default); the
 loss, the softmax and the optimiser's state are float64.
+
+Fused evaluation (measurement version 2): the objective reads the rows centred once and stored
+transposed (:class:`science.probes.design.Design`); standardisation and INLP's projection act
+on the ``[K, D]`` weights, so one evaluation is two products on contiguous rows — logits
+``V·Xᵀ`` and gradient ``R·X`` — and no standardised copy of the states is made.
 
 Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
 standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
@@ -26,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from science.probes.design import Design
 
 DEFAULT_TOL = 1e-4
 HISTORY_SIZE = 10
@@ -54,15 +62,17 @@ class _Converged(Exception):
 
 
 def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
-    """The preconditioner ``M = Λ_e^{-1/2} Vᵀ`` ``[D, D]`` (float64; ``W = W_z @ M``) from the
-    raw covariance ``cov [D, D]`` and the standardisation ``std [D]`` (inf: a feature at the noise
-    floor), with the eigenvalues of the standardised covariance floored at ``lam`` (and at
-    ``1e-10`` × the largest)."""
+    """The preconditioner ``M = L⁻¹`` ``[D, D]`` (float64, lower triangular; ``W = W_z @ M``) with
+    ``L Lᵀ = Σ̃ + λ_e I`` the Cholesky factor of the standardised covariance ``Σ̃`` (from the raw
+    covariance ``cov [D, D]`` and the standardisation ``std [D]``, inf: a feature at the noise
+    floor) shifted by ``λ_e = max(lam, 1e-10 × its largest diagonal entry)``. A Cholesky
+    factorisation costs a third of an eigendecomposition's ``D³`` and INLP needs one a round."""
     corr = torch.nan_to_num(cov / torch.outer(std, std), nan=0.0)
-    evals, evecs = torch.linalg.eigh(corr)
-    floor = max(lam, 1e-10 * float(evals.max().clamp_min(1e-30)))
-    lam_e = evals.clamp_min(floor)
-    return (evecs * lam_e.rsqrt()).T  # [D, D]: W = W_z @ M
+    D = corr.shape[0]
+    floor = max(lam, 1e-10 * float(corr.diagonal().max().clamp_min(1e-30)))
+    eye = torch.eye(D, dtype=corr.dtype, device=corr.device)
+    chol = torch.linalg.cholesky(corr + floor * eye)
+    return torch.linalg.solve_triangular(chol, eye, upper=False)  # [D, D]: W = W_z @ M
 
 
 def _row_logsumexp(logits: Tensor) -> Tensor:
@@ -79,24 +89,32 @@ def _row_logsumexp(logits: Tensor) -> Tensor:
     return total.log_().add_(maxes)
 
 
-def _objective(Xs: Tensor, Y: Tensor, M: Tensor, lam: float) -> Objective:
-    """The standardised objective and its gradient at ``θ = [vec(W_z), b]`` (module docstring):
-    ``Xs [N, D]`` standardised features, ``Y [N, K]`` one-hot targets (float64)."""
-    N, D = Xs.shape
+def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
+    """The standardised objective and its gradient at ``θ = [vec(W_z), b]`` (module docstring),
+    fused: the features are ``d.Xt`` (``[D, N]``, centred, transposed) read twice per evaluation,
+    once for the logits ``V·Xᵀ`` and once for the gradient ``R·X``, each a product on contiguous
+    rows; standardisation (and INLP's projection) act on the ``[K, D]`` weights only
+    (:meth:`Design.raw_weights`). ``Y [N, K]``: one-hot targets (float64)."""
+    Xt = d.Xt
+    D, N = Xt.shape
     K = Y.shape[1]
-    dt = Xs.dtype
+    dt = Xt.dtype
+    Yt = Y.T.contiguous()  # [K, N]
+    inv_std = 1.0 / d.std  # 0 where a feature is at the noise floor
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         Wz = th[: K * D].view(K, D)
         b = th[K * D :]
-        W = Wz @ M  # [K, D] float64
-        logits = (Xs @ W.to(dt).T).double().add_(b)  # [N, K]
-        lse = _row_logsumexp(logits)  # [N, 1]
-        logits.sub_(lse)  # log-probabilities
-        loss = -(logits * Y).sum() / N + 0.5 * lam * (W * W).sum()
-        R = logits.exp_().sub_(Y).div_(N)  # residuals P − Y, scaled: [N, K]
-        g_std = (R.to(dt).T @ Xs).double() + lam * W  # [K, D]
-        g_b = R.sum(0)
+        W = Wz @ M  # [K, D] float64, standardised coordinates
+        logits = (d.raw_weights(W).to(dt) @ Xt).double().add_(b.unsqueeze(1))  # [K, N]
+        logits.sub_(_row_logsumexp(logits.T).T)  # log-probabilities
+        loss = -(logits * Yt).sum() / N + 0.5 * lam * (W * W).sum()
+        R = logits.exp_().sub_(Yt).div_(N)  # residuals P − Y, scaled: [K, N]
+        G = (R.to(dt) @ Xt.T).double()  # [K, D]: ∂/∂V on the centred rows
+        if d.P is not None:
+            G = G @ d.P
+        g_std = G.mul_(inv_std).add_(W, alpha=lam)  # [K, D]: ∂/∂W
+        g_b = R.sum(1)
         return loss, g_std, g_b, W
 
     return evaluate
@@ -143,29 +161,46 @@ def _run_lbfgs(
 
 
 def minimise(
-    Xs: Tensor, y: Tensor, counts: Tensor, lam: float, M: Tensor, *, tol: float, max_iter: int, history_size: int
+    d: Design,
+    y: Tensor,
+    counts: Tensor,
+    lam: float,
+    M: Tensor,
+    *,
+    tol: float,
+    max_iter: int,
+    history_size: int,
+    init: tuple[Tensor, Tensor] | None = None,
 ) -> SolverResult:
     """Minimise the standardised objective over K ≥ 2 classes.
 
     Args:
-        Xs: ``[N, D]`` standardised features (float32/64).
+        d: the :class:`Design` (``N`` rows, ``D`` features).
         y: ``[N]`` labels in ``0..K-1``; ``counts``: ``[K]`` how often each occurs (the intercepts
             start at the centred log prior).
         lam: the L2 strength λ.
         M: ``[D, D]`` float64 preconditioner (:func:`whitening`, or the identity).
         tol, max_iter, history_size: as :func:`science.probes.fit_probe`.
+        init: a warm start ``(W [K, D], b [K])`` in standardised coordinates (float64), instead
+            of ``W = 0`` and the log prior.
     """
-    dev = Xs.device
-    N, D = Xs.shape
+    dev = d.Xt.device
+    D, N = d.Xt.shape
     K = int(counts.numel())
     MT = M.T.contiguous()
     prior = counts.double() / N
     theta = torch.zeros(K * D + K, dtype=torch.float64, device=dev)
-    theta[K * D :] = prior.log() - prior.log().mean()
+    if init is None:
+        theta[K * D :] = prior.log() - prior.log().mean()
+    else:
+        W0, b0 = init
+        if bool(W0.any()):  # W = W_z M, so W_z = W M⁻¹
+            theta[: K * D] = torch.linalg.solve(MT, W0.T).T.reshape(-1)
+        theta[K * D :] = b0
     theta.requires_grad_(True)
     Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
     Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
-    evaluate = _objective(Xs, Y, M, lam)
+    evaluate = _objective(d, Y, M, lam)
     last: dict[str, float] = {}
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
     # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.

@@ -1,0 +1,89 @@
+"""A probe's standardised design, computed once and shared (docs/SCIENCE.md#probes).
+
+The probe reads ``x̃ = (x − mean) / std``. Standardising is folded into the weights rather than
+materialised: the objective (:mod:`science.probes.solver`) reads the rows centred once, stored
+transposed (``[D, N]``, contiguous), and applies ``1/std`` (and, for INLP, a projection ``P``)
+to the ``[K, D]`` weights. The transposed layout makes both products of an evaluation,
+``V·Xᵀ`` (logits) and ``R·X`` (gradient), read contiguous rows: ``R·X`` on the ``[N, D]`` layout
+read the states at 2–4 GB/s of this CPU's 22 (BENCHMARKS.md, "Lab scale").
+
+One :class:`Design` serves a probe and its control-task twin (same rows, other labels), and
+INLP's rounds (:func:`projected`: the same rows seen through ``P = I − QQᵀ``, with the mean and
+covariance of the edited rows derived from the unedited ones, not recomputed from the rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+NOISE_RTOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Design:
+    """Features ready for the probe's objective.
+
+    Attributes:
+        Xt: ``[D, N]`` the rows minus ``centre``, transposed and contiguous, in the input's float
+            dtype (float32 by default).
+        centre: ``[D]`` float64, what the rows were centred at (their mean).
+        mean: ``[D]`` float64, the mean of the features the probe reads (``centre`` unless projected).
+        cov: ``[D, D]`` float64 population covariance (ddof 0) of those features.
+        std: ``[D]`` float64 standard deviation; ``inf`` where a feature varies by rounding only.
+        P: ``[D, D]`` float64 projection the features are seen through (INLP), None = identity.
+    """
+
+    Xt: Tensor
+    centre: Tensor
+    mean: Tensor
+    cov: Tensor
+    std: Tensor
+    P: Tensor | None = None
+
+    @property
+    def n(self) -> int:
+        """N, the number of rows."""
+        return int(self.Xt.shape[1])
+
+    def centred(self, X: Tensor) -> Tensor:
+        """Other rows ``X [M, D]`` minus this design's ``centre``, in ``Xt``'s dtype (held-out rows)."""
+        return X.to(self.Xt.dtype) - self.centre.to(self.Xt.dtype)
+
+    def raw_weights(self, W: Tensor) -> Tensor:
+        """``W [K, D]`` on standardised features → ``V [K, D]`` on the centred rows:
+        ``x̃ Wᵀ = (x − centre) Vᵀ`` with ``V = (W / std) P``."""
+        V = W / self.std
+        return V if self.P is None else V @ self.P
+
+
+def noise_floor_std(mean: Tensor, cov: Tensor) -> Tensor:
+    """``[D]`` float64 std from the covariance's diagonal, ``inf`` where it is at most
+    :data:`NOISE_RTOL` × ``max(rms of the feature, median rms of the layer's features)``
+    (:mod:`science.probes.linear`)."""
+    var = cov.diagonal().clamp_min(0.0)
+    std = var.sqrt()
+    rms = (var + mean * mean).sqrt()  # [D] raw root-mean-square of each feature
+    scale = torch.maximum(rms, rms.median())
+    return torch.where(std > NOISE_RTOL * scale, std, torch.full_like(std, math.inf))
+
+
+def standardise(X: Tensor) -> Design:
+    """The design of ``X [N, D]`` (float32/64): one pass for the mean, one transposed centred copy,
+    one ``[D, N]·[N, D]`` product for the covariance."""
+    N, D = X.shape
+    mean64 = X.mean(0, dtype=torch.float64)
+    Xt = torch.empty(D, N, dtype=X.dtype, device=X.device)
+    torch.sub(X.T, mean64.to(X.dtype).unsqueeze(1), out=Xt)  # centred and transposed in one pass
+    cov = (Xt @ Xt.T).double() / N
+    return Design(Xt=Xt, centre=mean64, mean=mean64, cov=cov, std=noise_floor_std(mean64, cov))
+
+
+def projected(base: Design, P: Tensor, mean: Tensor, cov: Tensor) -> Design:
+    """``base``'s rows seen through the projection ``P [D, D]``: the features
+    ``x − (x − μ) Q Qᵀ`` of INLP (``P = I − QQᵀ``), whose ``mean`` ``[D]`` and ``cov`` ``[D, D]``
+    (``P C P``) the caller keeps up to date; no row is read."""
+    return Design(Xt=base.Xt, centre=base.centre, mean=mean, cov=cov, std=noise_floor_std(mean, cov), P=P)
