@@ -18,7 +18,10 @@ times, one thread: one probe (``fit_probe`` on INLP's 80 % training rows), one I
 draws at INLP's rank), and with ``--layer-call`` one layer's whole intervention measurement at
 L = 40 with the paper preset's settings (``measure_interventions``: 5 methods, the fit-size
 rule, the random draws, the refits, the permutation tests). Printed: wall and CPU seconds
-(medians), new / old, and every output compared: ``identical`` (bit for bit) or the largest
+(medians), new / old, each version's probe and INLP fit against its floor measured in the same
+process (``benchmarks/floors.py``: the minimal computation's FLOPs and bytes at this CPU's
+measured matmul rate and memory bandwidth, for the L-BFGS evaluations that version made; INLP's
+is the incremental algorithm's), and every output compared: ``identical`` (bit for bit) or the largest
 absolute difference. Ratios, not seconds, carry across machines and loads. ``--threads``
 sets the timed processes' torch threads, and ``OMP_WAIT_POLICY`` passes through to them (see
 BENCHMARKS.md for what two spinning OpenMP threads cost on a shared 2-core machine).
@@ -136,17 +139,36 @@ def worker(inputs: Path, out: Path, layer_call: bool, max_rounds: int | None = N
     from science.interventions import fit_edit
     from science.probes import fit_probe
 
+    sys.path.append(str(ROOT))  # benchmarks.floors; science stays the PYTHONPATH tree's
+    from benchmarks.floors import counting_fits, design_floor, inlp_floor, machine_rates
+
     blob = torch.load(inputs, weights_only=False)
     X, y, C = blob["X"], blob["y"], blob["n_classes"]
     fit_probe(X[:2000], y[:2000], C)  # warm-up: the first fit of a process pays one-off start-up costs
     times: dict[str, dict[str, float]] = {}
     outs: dict[str, Any] = {}
+    rates = machine_rates()
     perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))
-    tr = perm[max(1, X.shape[0] // 5) :]
-    times["probe"], p = _timed(lambda: fit_probe(X[tr], y[tr], C))
+    n_dev = max(1, X.shape[0] // 5)
+    tr = perm[n_dev:]
+    N, D = X[tr].shape
+    with counting_fits() as probe_fits:
+        times["probe"], p = _timed(lambda: fit_probe(X[tr], y[tr], C))
     outs["probe"] = {"W": p.W, "b": p.b, "n_iter": p.n_iter, "converged": p.converged}
-    times["inlp"], inlp = _timed(lambda: fit_edit("inlp", X, y, C, seed=0, max_rounds=max_rounds))
+    with counting_fits() as inlp_fits:
+        times["inlp"], inlp = _timed(lambda: fit_edit("inlp", X, y, C, seed=0, max_rounds=max_rounds))
     outs["inlp"] = _edit_out(inlp)
+    later = machine_rates()  # the better of before and after: load slows the floor as little as it can
+    rates.gflops, rates.gbps = max(rates.gflops, later.gflops), max(rates.gbps, later.gbps)
+    k = int(torch.unique(y).numel())
+    floors = {
+        "probe": design_floor(N, D, rates) + probe_fits.eval_floor(rates),
+        "inlp": inlp_floor(inlp_fits, N, n_dev, D, k, rates),
+        "inlp_evals": inlp_fits.evals,
+        "probe_evals": probe_fits.evals,
+        "gflops": rates.gflops,
+        "gbps": rates.gbps,
+    }
     times["leace"], leace = _timed(lambda: fit_edit("leace", X, y, C))
     outs["leace"] = _edit_out(leace)
     parts: dict[str, float] = {}
@@ -170,7 +192,7 @@ def worker(inputs: Path, out: Path, layer_call: bool, max_rounds: int | None = N
             stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, cumulative, callers)}
             for label, (file, func) in LAYER_PARTS.items():
                 parts[label] = sum(v[3] for (f, _, fn), v in stats.items() if f.endswith(file) and fn == func)
-    torch.save({"times": times, "outs": outs, "parts": parts}, out)
+    torch.save({"times": times, "outs": outs, "parts": parts, "floors": floors}, out)
 
 
 def _layer_call(model: Any, blob: dict[str, Any]) -> list[dict[str, Any]]:
@@ -286,6 +308,18 @@ def _report(blob: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> None
             f"| {part} | {o['wall']:.2f} | {n['wall']:.2f} | {n['wall'] / o['wall']:.2f} | {o['cpu']:.2f} | "
             f"{n['cpu']:.2f} | {n['cpu'] / o['cpu']:.2f} | {same} |"
         )
+    print(
+        "\n| fit | version | CPU s (median) | L-BFGS evaluations | floor s | CPU / floor |\n|---|---|---:|---:|---:|---:|"
+    )
+    for part in ("probe", "inlp"):
+        for t in TREES:
+            f = runs[t][0]["floors"]
+            cpu = statistics.median(r["times"][part]["cpu"] for r in runs[t])
+            print(f"| {part} | {t} | {cpu:.2f} | {f[part + '_evals']} | {f[part]:.3f} | **{cpu / f[part]:.2f}** |")
+    f = runs["new"][0]["floors"]
+    print(
+        f"\nrates measured in the new code's process: {f['gflops']:.0f} GFLOP/s fp32 matmul, {f['gbps']:.1f} GB/s read"
+    )
     if "layer" in old:
         for a, b in zip(old["layer"], new["layer"]):
             moved = [k for k in a if _diff(a[k], b.get(k)) != 0.0]

@@ -11,7 +11,9 @@ split by sequence, every position), with
   (the accuracy reference; slow, so by default only at the first length).
 
 It prints one row per (length, layer) and the totals: time ratio (sklearn / ours), largest
-test-accuracy difference in pp against the converged reference, and convergence flags.
+test-accuracy difference in pp against the converged reference, convergence flags, and our fits'
+CPU seconds against their floor measured in the same run (``benchmarks/floors.py``: the minimal
+computation's FLOPs and bytes at this CPU's measured matmul rate and memory bandwidth).
 ``--md PATH`` appends the table and the exact command to a Markdown file.
 
     python -m benchmarks.bench_probes --family transformer --task s3 --n-seq 500 \
@@ -26,11 +28,12 @@ import platform
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from benchmarks.floors import FitCounter, Rates, counting_fits, design_floor, machine_rates
 from science.probes import fit_probe, sklearn_probe, split_sequences
 
 
@@ -111,6 +114,12 @@ class Totals:
     max_opt: float = 0.0  # ours vs the optimum
     max_sk_opt: float = 0.0  # converged sklearn vs the optimum
     all_conv: bool = True
+    ours_cpu: float = 0.0  # CPU seconds of our fits alone (what the floor is compared with)
+    counted: list[tuple[int, int, FitCounter]] = field(default_factory=list)  # (N, D, its fits) per probe
+
+    def floor(self, rates: Rates) -> float:
+        """The floor of our fits (``benchmarks/floors.py``): a design and the evaluations, each probe."""
+        return sum(design_floor(n, d, rates) + c.eval_floor(rates) for n, d, c in self.counted)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -178,8 +187,11 @@ def probe_row(
     D = H.shape[-1]
     Xtr, ytr = H[tr].reshape(-1, D).contiguous(), labels[tr].reshape(-1)
     Xte, yte = H[te].reshape(-1, D).contiguous(), labels[te].reshape(-1)
-    t = time.perf_counter()
-    p = fit_probe(Xtr, ytr, n_classes)
+    t, cpu = time.perf_counter(), time.process_time()
+    with counting_fits() as fits:
+        p = fit_probe(Xtr, ytr, n_classes)
+    tot.ours_cpu += time.process_time() - cpu
+    tot.counted.append((Xtr.shape[0], D, fits))
     acc = p.accuracy(Xte, yte)
     t_ours = time.perf_counter() - t
     tot.ours += t_ours
@@ -218,14 +230,21 @@ def probe_row(
     ).replace("+nan", "–")
 
 
-def summary_lines(args: argparse.Namespace, desc: str, n_rows: int, t_capture: float, tot: Totals) -> list[str]:
+def summary_lines(
+    args: argparse.Namespace, desc: str, n_rows: int, t_capture: float, tot: Totals, rates: Rates
+) -> list[str]:
     conv_lengths = args.lengths[:1] if args.converged_lengths is None else args.converged_lengths
+    floor = tot.floor(rates)
+    evals = sum(c.evals for _, _, c in tot.counted)
     summary = [
         f"- states: {desc}; {args.n_seq} sequences per length, lengths {args.lengths}, "
         f"{n_rows} probes; capture {t_capture:.1f} s",
         f"- ours total: {tot.ours:.1f} s; all converged: {tot.all_conv}; "
         f"max |Δ test accuracy| vs the optimum (ours, float64, tol 1e-8"
         f"{'' if args.optimum_lengths is None else f', at L={args.optimum_lengths}'}): **{tot.max_opt:.2f} pp**",
+        f"- ours against the floor (benchmarks/floors.py: {rates.gflops:.0f} GFLOP/s, {rates.gbps:.1f} GB/s "
+        f"measured in this run; {evals} L-BFGS evaluations): {tot.ours_cpu:.2f} CPU s vs {floor:.2f} s → "
+        f"**{tot.ours_cpu / floor:.2f}× the floor**",
     ]
     if not args.skip_sklearn_default:
         summary.append(f"- sklearn lbfgs max_iter=100 total: {tot.sk100:.1f} s → **ratio {tot.sk100 / tot.ours:.1f}×**")
@@ -272,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     wx, wy = torch.randn(200, 8), torch.randint(0, 2, (200,))
     fit_probe(wx, wy, 2)
     sklearn_probe(wx, wy, wx, wy)
+    rates = machine_rates()
     tot = Totals()
     rows = []
     for L in args.lengths:
@@ -281,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             line = probe_row(args, L, layer, states[layer], labels, split, n_classes, tot)
             print(line, flush=True)
             rows.append(line)
-    summary = summary_lines(args, desc, len(rows), t_capture, tot)
+    later = machine_rates()  # the better of before and after: load slows the floor as little as it can
+    rates = Rates(max(rates.gflops, later.gflops), max(rates.gbps, later.gbps))
+    summary = summary_lines(args, desc, len(rows), t_capture, tot, rates)
     print("\n".join(summary))
     if args.md:
         append_markdown(args, argv, desc, summary, rows)

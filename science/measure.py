@@ -154,6 +154,7 @@ def random_removal_effect(
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
     start: list[dict[int, object]] | None = None,
+    full_rank: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Behavioural change when ``rank`` random orthonormal directions are removed at ``layer``
     (:func:`science.interventions.random_removal`, around ``center`` [D]), over ``draws`` draws
@@ -162,7 +163,9 @@ def random_removal_effect(
     ``base_acc``: per-sequence token accuracy [n] of the unedited model on ``data``; ``ctx``: a
     cancel is checked before each draw (each is a forward pass over ``data``); ``start``: the
     ``Captured.outputs`` of ``data.tokens``, from which each draw's forward starts at ``layer``
-    (the same predictions, without running the blocks before it again).
+    (the same predictions, without running the blocks before it again); ``full_rank``: the
+    per-sequence accuracy [n] under mean ablation around ``center``, when already measured — the
+    rank-D draw is that edit (:func:`science.interventions.random_removal`), so it is not run again.
 
     Returns:
         ``{random_delta_pp, random_delta_lo, random_delta_hi, random_draws}``: the mean, min and
@@ -175,6 +178,9 @@ def random_removal_effect(
         if ctx is not None:
             ctx.check_cancelled()
         edit = random_removal(center, rank, g)
+        if edit.left is None and full_rank is not None:
+            deltas.append(float((full_rank - base_acc).mean()) * 100.0)
+            continue
         with edit_layer(model, layer, edit.apply):
             edited = per_sequence_accuracy(
                 predictions(model, data.tokens, device, None if start is None else (layer, start)), data.labels
@@ -186,6 +192,25 @@ def random_removal_effect(
         "random_delta_hi": max(deltas),
         "random_draws": n_draws,
     }
+
+
+def _removes_whole_space(edit: Edit, center: torch.Tensor) -> bool:
+    """Whether ``edit`` is mean ablation around ``center`` [D]: the constant edit the rank-D random
+    draw also is (bit for bit the same edit, so the same predictions)."""
+    return (
+        edit.left is None
+        and edit.rank_removed >= center.shape[-1]
+        and torch.equal(edit.center.double().to(center.device), center)
+    )
+
+
+def _mean_ablation_accuracy(
+    model: nn.Module, layer: int, center: torch.Tensor, data: TaskData, device: torch.device | str, start: Any
+) -> torch.Tensor:
+    """Per-sequence accuracy [n] with every state at ``layer`` replaced by ``center`` [D]."""
+    edit = random_removal(center, int(center.shape[-1]), torch.Generator())  # rank D: no draw made
+    with edit_layer(model, layer, edit.apply):
+        return per_sequence_accuracy(predictions(model, data.tokens, device, start), data.labels)
 
 
 def _apply_holm(rows: list[InterventionRecord]) -> None:
@@ -368,13 +393,22 @@ class _Interventions:
             # the blocks before the edit are not run again: their outputs are kept in the base capture
             start = None if base.outputs is None else (layer, base.outputs)
             random_by_rank: dict[int, dict[str, Any]] = {}
+            full_rank: torch.Tensor | None = None  # per-sequence accuracy under mean ablation
             for method in methods:
                 ctx.check_cancelled()
                 edit = fitted.edits[(method, layer)]
-                with edit_layer(model, layer, edit.apply):
-                    edited = per_sequence_accuracy(predictions(model, data.tokens, self.device, start), data.labels)
+                whole = _removes_whole_space(edit, centers[layer])
+                if whole and full_rank is not None:  # mean ablation, already measured as the rank-D draw
+                    edited = full_rank
+                else:
+                    with edit_layer(model, layer, edit.apply):
+                        edited = per_sequence_accuracy(predictions(model, data.tokens, self.device, start), data.labels)
+                    full_rank = edited if whole else full_rank
                 known = fitted.refits.get((method, layer)) if length == self.fit_length else None
                 rank = edit.rank_removed
+                if rank >= centers[layer].shape[-1] and rank not in random_by_rank and full_rank is None:
+                    # the rank-D draw is mean ablation: measured once, shared with the `mean` row
+                    full_rank = _mean_ablation_accuracy(model, layer, centers[layer], data, self.device, start)
                 if rank and rank not in random_by_rank:
                     random_by_rank[rank] = random_removal_effect(
                         model,
@@ -387,6 +421,7 @@ class _Interventions:
                         device=self.device,
                         ctx=ctx,
                         start=None if start is None else start[1],
+                        full_rank=full_rank,
                     )
                 rows.append(
                     _effect_row(

@@ -2,7 +2,13 @@
 if-chain ``fit_edit`` gave before the methods became registered objects: the
 expectations below were computed with that implementation (commit 760dafc). Each edit is
 fingerprinted by where it sends fixed probe states (so a sign flip of a removed direction, which
-changes nothing, does not count) plus its rank and its method details."""
+changes nothing, does not count) plus its rank and its method details.
+
+Measurement version 2 (docs/SCIENCE.md#solver-tolerance) changed the probe's solver (fused
+objective, Cholesky whitening) and INLP's rounds (incremental): a probe's direction is fixed only
+to its gradient tolerance, so the methods that fit a probe (``project_out``, ``inlp``) are held to
+``SOLVER_RTOL`` on the fingerprint (they moved by ≤ 1.5e-4); ranks, round accuracies and
+convergence flags are unchanged, and LEACE, PCA and mean keep their digits."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from science.interventions import fit_edit
 from science.probes import fit_probe
 
 D, C = 6, 3
+SOLVER_RTOL = 1e-3  # a probe-fitted direction, to its solver's tolerance (version 2 vs 1: ≤ 1.5e-4)
 
 
 def _states(seed: int = 0, n: int = 600, d: int = D) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,7 +68,7 @@ def _case(name: str):
 
 
 # name: (method, rank_removed, k, fingerprint, details) — from the pre-registry implementation
-# (commit 760dafc, float64 states; today's code gives the same digits)
+# (commit 760dafc, float64 states; today's code gives the same digits, the probe-fitted ones to SOLVER_RTOL)
 EXPECTED: dict[str, tuple] = {
     "project_out": (
         "project_out",
@@ -184,8 +191,9 @@ def test_every_builtin_method_gives_the_numbers_it_gave_before(name):
     edit = _case(name)
     assert (edit.method, edit.rank_removed, edit.k) == (method, rank, k)
     got = _fingerprint(edit)
-    assert got[0] == pytest.approx(weighted, rel=1e-6, abs=1e-9)
-    assert got[1] == pytest.approx(norm, rel=1e-6)
+    rtol = SOLVER_RTOL if method in ("project_out", "inlp") else 1e-6
+    assert got[0] == pytest.approx(weighted, rel=rtol, abs=1e-9)
+    assert got[1] == pytest.approx(norm, rel=rtol)
     for key, want in details.items():
         have = edit.info[key]
         if key == "rounds":
