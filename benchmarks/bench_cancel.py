@@ -113,21 +113,21 @@ def _time_one_inlp_fit(runner, run_id: int, args: argparse.Namespace) -> None:
 
 @contextmanager
 def _counted_probe_fits() -> Iterator[list[float]]:
-    """The times of the probe fits INLP makes (``fit_probe`` where its rounds call it, counted)."""
-    import science.edit_methods as edit_methods
+    """The times of the probe fits INLP makes (``fit_design`` where its rounds call it, counted)."""
+    import science.inlp as inlp
 
     fits: list[float] = []
-    real_fit = edit_methods.fit_probe
+    real_fit = inlp.fit_design
 
     def counted(*a, **k):
         fits.append(time.monotonic())
         return real_fit(*a, **k)
 
-    edit_methods.fit_probe = counted
+    inlp.fit_design = counted
     try:
         yield fits
     finally:
-        edit_methods.fit_probe = real_fit
+        inlp.fit_design = real_fit
 
 
 def _cancel_when_fitting(factory, job_id: int, delay: float, out: dict[str, float]) -> None:

@@ -1,8 +1,8 @@
 """The floor of a probe fit and of an INLP fit, measured on this machine in the same run.
 
 A floor is the time the minimal computation would take at this CPU's rates, measured here
-(:func:`machine_rates`, one thread, best of several tries so that load slows it as little as
-it slows the timed code):
+(:func:`machine_rates`, one thread, in CPU seconds — as the fits are timed — and best of several
+tries, so that other processes on a loaded machine, which stretch wall time, count on neither side):
 
 - ``gflops``: fp32 matrix-product rate, a 1024³ ``torch.mm``;
 - ``gbps``: memory read rate, ``torch.sum`` over a 256 MiB float32 tensor (out of cache).
@@ -55,12 +55,12 @@ def machine_rates(tries: int = 7) -> Rates:
     big.sum()
     mm, rd = float("inf"), float("inf")
     for _ in range(tries):
-        t = time.perf_counter()
+        t = time.process_time()
         torch.mm(a, b)
-        mm = min(mm, time.perf_counter() - t)
-        t = time.perf_counter()
+        mm = min(mm, time.process_time() - t)
+        t = time.process_time()
         big.sum()
-        rd = min(rd, time.perf_counter() - t)
+        rd = min(rd, time.process_time() - t)
     return Rates(gflops=2 * 1024**3 / mm / 1e9, gbps=big.numel() * 4 / rd / 1e9)
 
 

@@ -15,7 +15,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-import science.edit_methods as edit_methods  # INLP's rounds live there
+import science.inlp as inlp  # INLP's rounds live there; each fits its probe with fit_design
 from science.measure import FIT_SHARE
 from store import jobs as J
 from store.models import InterventionResult, Job, MeasureSettings
@@ -48,7 +48,7 @@ def test_cancel_during_inlp_stops_at_the_next_round_and_stores_nothing(env, monk
 
     fits: list[float] = []  # when each probe fit started
     flagged: list[float] = []
-    real_fit = edit_methods.fit_probe
+    real_fit = inlp.fit_design
 
     def fit_then_cancel(*args, **kwargs):
         fits.append(time.monotonic())
@@ -62,7 +62,7 @@ def test_cancel_during_inlp_stops_at_the_next_round_and_stores_nothing(env, monk
             time.sleep(_poll_interval() + 0.1)
         return probe
 
-    monkeypatch.setattr(edit_methods, "fit_probe", fit_then_cancel)
+    monkeypatch.setattr(inlp, "fit_design", fit_then_cancel)
     assert runner.run_one(job_id) == "cancelled"
     ended = time.monotonic()
     assert len(fits) == FLAG_AT_FIT, f"{len(fits) - FLAG_AT_FIT} INLP round(s) ran after the cancel flag"

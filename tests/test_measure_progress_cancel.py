@@ -73,13 +73,13 @@ def _states(n: int = 400, d: int = 12, seed: int = 0):
 
 def test_inlp_checks_a_cancel_before_every_round(monkeypatch) -> None:
     """One INLP fit is many probe fits (~80 at d_model 160): a cancel lands between rounds."""
-    import science.edit_methods as edit_methods  # INLP's rounds live there
+    import science.inlp as inlp  # INLP's rounds live there; each fits its probe with fit_design
     import science.interventions as interventions
 
     X, y = _states()
     fits = []
-    real = edit_methods.fit_probe
-    monkeypatch.setattr(edit_methods, "fit_probe", lambda *a, **k: fits.append(1) or real(*a, **k))
+    real = inlp.fit_design
+    monkeypatch.setattr(inlp, "fit_design", lambda *a, **k: fits.append(1) or real(*a, **k))
     full = interventions.fit_edit("inlp", X, y, 3, seed=0, ctx=Recorder())
     assert full.info["n_rounds"] >= 2 and len(fits) == full.info["n_rounds"] + 1  # needs several rounds
     fits.clear()

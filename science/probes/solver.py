@@ -26,7 +26,6 @@ reports ``converged=False`` with its ``n_iter`` and ``grad_max``; nothing is sil
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,20 +74,6 @@ def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
     return torch.linalg.solve_triangular(chol, eye, upper=False)  # [D, D]: W = W_z @ M
 
 
-def _row_logsumexp(logits: Tensor) -> Tensor:
-    """``log Σ_k exp(logits[:, k])`` as ``[N, 1]``: ``torch.logsumexp(logits, 1, keepdim=True)``,
-    bit for bit. With two classes it is written out (torch's max, shift, exp, sum, log and add, in
-    its order: the sum of two terms is the same in any order), because torch's reduction over a
-    last dimension of size 2 takes most of the time of the objective's elementwise work."""
-    if logits.shape[1] != 2:
-        return torch.logsumexp(logits, 1, keepdim=True)
-    a, b = logits[:, :1], logits[:, 1:]
-    maxes = torch.maximum(a, b)
-    maxes.masked_fill_(maxes.abs() == math.inf, 0.0)
-    total = (a - maxes).exp_().add_((b - maxes).exp_())
-    return total.log_().add_(maxes)
-
-
 def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     """The standardised objective and its gradient at ``θ = [vec(W_z), b]`` (module docstring),
     fused: the features are ``d.Xt`` (``[D, N]``, centred, transposed) read twice per evaluation,
@@ -107,9 +92,9 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
         b = th[K * D :]
         W = Wz @ M  # [K, D] float64, standardised coordinates
         logits = (d.raw_weights(W).to(dt) @ Xt).double().add_(b.unsqueeze(1))  # [K, N]
-        logits.sub_(_row_logsumexp(logits.T).T)  # log-probabilities
-        loss = -(logits * Yt).sum() / N + 0.5 * lam * (W * W).sum()
-        R = logits.exp_().sub_(Yt).div_(N)  # residuals P − Y, scaled: [K, N]
+        logp = torch.log_softmax(logits, 0)  # one pass over the classes of each row
+        loss = -(logp * Yt).sum() / N + 0.5 * lam * (W * W).sum()
+        R = logp.exp_().sub_(Yt).div_(N)  # residuals P − Y, scaled: [K, N]
         G = (R.to(dt) @ Xt.T).double()  # [K, D]: ∂/∂V on the centred rows
         if d.P is not None:
             G = G @ d.P
