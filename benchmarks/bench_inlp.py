@@ -235,7 +235,7 @@ def _diff(a: Any, b: Any) -> float:
         return max((_diff(a[k], b.get(k)) for k in a), default=0.0) if a.keys() == b.keys() else math.inf
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return max((_diff(x, z) for x, z in zip(a, b)), default=0.0) if len(a) == len(b) else math.inf
-    if isinstance(a, float) and isinstance(b, float):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return 0.0 if a == b or (math.isnan(a) and math.isnan(b)) else abs(a - b)
     return 0.0 if a == b else math.inf
 
