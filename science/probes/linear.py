@@ -120,13 +120,13 @@ def _check_labels(y: Tensor, n_rows: int, n_classes: int, device: torch.device) 
     return y
 
 
-def _check_xy(X: Tensor, y: Tensor, n_classes: int) -> tuple[Tensor, Tensor]:
+def _features(X: Tensor) -> Tensor:
+    """``X`` checked to be ``[N, D]``; half precision and integers as float32."""
     if X.ndim != 2:
         raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
-    y = _check_labels(y, X.shape[0], n_classes, X.device)
     if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
         X = X.float()  # half-precision sums over N tokens are too coarse for the gradient test
-    return X, y
+    return X
 
 
 def standardised(X: Tensor) -> Design:
@@ -137,11 +137,7 @@ def standardised(X: Tensor) -> Design:
     Raises:
         ValueError: ``X`` is not ``[N, D]``.
     """
-    if X.ndim != 2:
-        raise ValueError(f"X must be [N, D], got shape {tuple(X.shape)}")
-    if not X.is_floating_point() or X.dtype in (torch.float16, torch.bfloat16):
-        X = X.float()
-    return standardise(X)
+    return standardise(_features(X))
 
 
 def fit_probe(
@@ -174,7 +170,8 @@ def fit_probe(
     Raises:
         ValueError: on shape mismatch, empty data, labels outside ``0..n_classes-1``.
     """
-    X, y = _check_xy(X, y, n_classes)
+    X = _features(X)
+    y = _check_labels(y, X.shape[0], n_classes, X.device)
     return fit_design(
         standardise(X),
         y,
