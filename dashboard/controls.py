@@ -15,9 +15,7 @@ from dash import dcc, html
 from dashboard.api_client import ApiClient
 from dashboard.components import field, page_frame
 from dashboard.suites import default_suite, partial_banner, suite_options, suite_placeholder
-from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, task_label
-
-TRAIN_LENGTH = 40  # the study's training length: marked "(train)" in the length pickers
+from dashboard.theme import all_tasks, family_label, family_names, task_label
 
 
 def control_grid(*fields: Any) -> html.Div:
@@ -90,11 +88,9 @@ def suite_dropdown(
     return field(label, picker, width="300px", help=help)
 
 
-def length_dropdown(cid: str, value: int, *, width: str, mark_train: bool = True) -> html.Div:
-    """One eval length (``L=40 (train)``, ``L=80``, …)."""
-    options = [
-        {"label": f"L={L}" + (" (train)" if mark_train and L == TRAIN_LENGTH else ""), "value": L} for L in EVAL_LENGTHS
-    ]
+def length_dropdown(cid: str, value: int, *, options: list[dict], width: str) -> html.Div:
+    """One eval length of those in ``options`` (``dashboard.lengths.length_options``: the
+    suite's, ``L=40 (train)``, ``L=80``, …)."""
     return choice("Eval length", cid, options, value, width=width)
 
 

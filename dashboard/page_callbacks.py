@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dash import Dash, Input, Output
+from dash import Dash, Input, Output, State, no_update
 
 from dashboard.api_client import ApiClient
 from dashboard.components import Bind, register_exports, register_save_view, register_url_sync, state_from_controls
@@ -38,6 +38,7 @@ class Page:
     spec: PageState
     binds: Sequence[Bind]
     base_id: str
+    resolve: Callable[[dict[str, Any]], dict[str, Any]] = lambda state: state
 
     def on_state(self, *outputs: Output, without: Sequence[str] = ()) -> Callable[[Callable], Callable]:
         """Register ``fn(state) -> outputs`` as a callback on ``outputs``, fed by every control of
@@ -51,7 +52,7 @@ class Page:
 
         def decorate(fn: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
             def from_controls(*values: Any) -> Any:
-                return fn(state_from_controls(self.spec, binds, values[:-1], values[-1]))
+                return fn(self.resolve(state_from_controls(self.spec, binds, values[:-1], values[-1])))
 
             from_controls.__name__ = from_controls.__qualname__ = fn.__name__  # the callback is known by fn's name
             self.app.callback(*outputs, [Input(b.cid, b.prop) for b in binds], Input(self.base_id, "data"))(
@@ -75,12 +76,16 @@ def register_page(
     suite_cid: str | None = None,
     exports: Sequence[Export] = (),
     reset: dict[str, Any] | None = None,
+    lengths: LengthControl | None = None,
 ) -> Page:
     """Register what every page with a state has: the URL ⇄ controls sync on ``loc_id``
     (``reset``: fields set back when another control changes) and "Save view" under ``path``;
     on a page of one suite's aggregates, the partial-study banner over the suite in ``suite_cid``
     (the default suite when none is chosen); and each figure's exports. The page's base state is
-    the store ``<key>-base``."""
+    the store ``<key>-base``. ``lengths``: the page's eval-length control, whose options follow the
+    suite in ``suite_cid`` and whose field every callback and export reads resolved to a length
+    the suite was measured at (``dashboard.lengths``)."""
+    resolve = lengths.resolve if lengths is not None else (lambda state: state)
     base_id = f"{key}-base"
     register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id, reset=reset)
     register_save_view(
@@ -90,6 +95,43 @@ def register_page(
         register_partial_banner(app, api, page_key=key, suite_cid=suite_cid, default=default_suite)
     for e in exports:
         register_exports(
-            app, gid=e.gid, filename=e.filename, spec=spec, loc_id=loc_id, base_id=base_id, csv_rows=e.csv_rows
+            app,
+            gid=e.gid,
+            filename=e.filename,
+            spec=spec,
+            loc_id=loc_id,
+            base_id=base_id,
+            csv_rows=lambda st, rows=e.csv_rows: rows(resolve(st)),
         )
-    return Page(app=app, spec=spec, binds=binds, base_id=base_id)
+    if lengths is not None and suite_cid is not None:
+        register_length_options(app, lengths, suite_cid=suite_cid, spec=spec)
+    return Page(app=app, spec=spec, binds=binds, base_id=base_id, resolve=resolve)
+
+
+@dataclass(frozen=True)
+class LengthControl:
+    """A page's eval-length control: ``cid`` the control, ``key`` its state field,
+    ``options(suite)`` its options for a suite, ``resolve(state)`` the state with the field set to
+    lengths the suite was measured at (``dashboard.lengths``)."""
+
+    cid: str
+    key: str
+    options: Callable[[str | None], list[dict[str, Any]]]
+    resolve: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def register_length_options(app: Dash, lengths: LengthControl, *, suite_cid: str, spec: PageState) -> None:
+    """Another suite typed: the length control offers that suite's lengths, its value one of them."""
+
+    @app.callback(
+        Output(lengths.cid, "options"),
+        Output(lengths.cid, "value", allow_duplicate=True),
+        Input(suite_cid, "value"),
+        State(lengths.cid, "value"),
+        prevent_initial_call=True,
+    )
+    def _length_options(suite, current):
+        suite = spec.value("suite", suite) or None
+        value = spec.value(lengths.key, current)
+        new = lengths.resolve({"suite": suite, lengths.key: value})[lengths.key]
+        return lengths.options(suite), (no_update if new == value else new)

@@ -23,7 +23,6 @@ from dashboard.components import (
     trained_switch,
 )
 from dashboard.controls import (
-    TRAIN_LENGTH,
     choice,
     compare_input,
     control_grid,
@@ -44,11 +43,12 @@ from dashboard.figures.behaviour import behaviour_rows, length_generalisation
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import t_interval
 from dashboard.figures.curves import layerwise_curves, position_curves
-from dashboard.page_callbacks import Export, register_page
+from dashboard.lengths import length_options, resolve_lengths
+from dashboard.page_callbacks import Export, LengthControl, register_page
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
 from dashboard.suites import one_suite, with_suite
-from dashboard.theme import EVAL_LENGTHS, all_tasks, family_label, family_names, layer_name, task_label
+from dashboard.theme import all_tasks, family_label, family_names, layer_name, task_label
 
 KEY = "curves"
 PATH = "/curves"
@@ -350,7 +350,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
     """The selection (tasks, families, lengths, suites), the view and axis, what to show."""
     lengths = dcc.Checklist(
         id="cv-lengths",
-        options=[{"label": f"{L}" + (" (train)" if L == TRAIN_LENGTH else ""), "value": L} for L in EVAL_LENGTHS],
+        options=length_options(api, s["suite"], prefix=""),
         value=s["lengths"],
         inline=True,
         className="check",
@@ -372,7 +372,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    s = SPEC.decode(search, base)
+    s = resolve_lengths(api, SPEC.decode(search, base))
     body = [
         html.Div(id="cv-note"),
         figure_card(
@@ -425,6 +425,12 @@ def register(app, api: ApiClient, path_for) -> None:
         loc_id=LOC,
         suite_cid="cv-suite",
         exports=[Export("cv-graph", "layerscope-curves", lambda st: csv_rows(api, st))],
+        lengths=LengthControl(
+            "cv-lengths",
+            "lengths",
+            lambda suite: length_options(api, suite, prefix=""),
+            lambda st: resolve_lengths(api, st),
+        ),
     )
 
     @page.on_state(Output("cv-graph", "figure"), Output("cv-note", "children"), Output("cv-layer-field", "style"))

@@ -37,7 +37,8 @@ from dashboard.controls import (
 from dashboard.figures.captions import add_caption
 from dashboard.figures.common import empty_figure
 from dashboard.figures.patching import SITE_LABELS, patching_by_position, patching_heatmaps, patching_table
-from dashboard.page_callbacks import Export, register_page
+from dashboard.lengths import length_options, resolve_length
+from dashboard.page_callbacks import Export, LengthControl, register_page
 from dashboard.pages import PageDef
 from dashboard.patching_captions import patching_caption
 from dashboard.state import F, PageState
@@ -145,6 +146,21 @@ def no_state_info(runs: list[dict], site: str) -> html.Span | None:
         "no recurrent state there. Pick the site resid_post or resid_pre (every family has them).",
         className="muted",
     )
+
+
+def missing_reason(api: ApiClient, grid: dict, state: dict) -> str:
+    """Why a run's grid is empty at the page's length and site: its family has no recurrent
+    state, or it was patched at other lengths (a file task's rows' length) or sites only, or it
+    was never patched."""
+    site = state["site"]
+    if not has_site(grid["family"], site):
+        return f"{family_label(grid['family'])} has no recurrent state"
+    rows = api.run_patching(grid["run_id"], site=site)
+    if rows:
+        lengths = sorted({int(r["eval_length"]) for r in rows})
+        return "patched at " + ", ".join(f"L={L}" for L in lengths) + " only"
+    sites = sorted({str(r["site"]) for r in api.run_patching(grid["run_id"])})
+    return f"patched at the site(s) {', '.join(sites)} only" if sites else "not patched (no patching results stored)"
 
 
 def default_run_ids(runs: list[dict], n: int = MAX_SIDE_BY_SIDE, site: str | None = None) -> list[int]:
@@ -256,7 +272,9 @@ def controls(s: dict, api: ApiClient) -> html.Div:
         task_picker("pt-task", s["task"], width="150px"),
         family_picker("pt-family", s["family"], width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)", runs, width="560px"),
-        length_dropdown("pt-length", s["length"], width="120px", mark_train=False),
+        length_dropdown(
+            "pt-length", s["length"], options=length_options(api, s["suite"], mark_train=False, kind="patch"), width="120px"
+        ),
         choice(
             "Site",
             "pt-site",
@@ -272,7 +290,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    s = SPEC.decode(search, base)
+    s = resolve_length(api, SPEC.decode(search, base), kind="patch")
     body = [
         html.Div(id="pt-error"),
         html.Div(id="pt-banner"),
@@ -326,11 +344,10 @@ def figures(api: ApiClient, state: dict) -> tuple:
     if not gs and not picked and info is None and state.get("trained", True):
         note = none_trained_note(candidate_runs(api, {**state, "trained": False}), "patching grids")
         info = html.Span(note, className="muted") if note else None
-    missing = [g["title"] for g in gs if not g["rows"]]
+    missing = [f"{g['title']}: {missing_reason(api, g, state)}" for g in gs if not g["rows"]]
     if missing:
-        what = "no recurrent state (transformer) or " if str(state["site"]).startswith("state") else ""
         info = html.Span(
-            [f"No patching results at this length and site ({what}not measured) for: " + "; ".join(missing)],
+            [f"No patching results at L={state['length']}, site {state['site']} for " + "; ".join(missing)],
             className="muted",
         )
     layers = sorted({int(r["layer"]) for g in gs for r in g["rows"]})
@@ -362,6 +379,12 @@ def register(app, api: ApiClient, path_for) -> None:
         binds=BINDS,
         loc_id=LOC,
         suite_cid="pt-suite",
+        lengths=LengthControl(
+            "pt-length",
+            "length",
+            lambda suite: length_options(api, suite, mark_train=False, kind="patch"),
+            lambda st: resolve_length(api, st, kind="patch"),
+        ),
         exports=[
             Export(
                 "pt-graph",

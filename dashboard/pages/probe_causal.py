@@ -36,7 +36,8 @@ from dashboard.figures.common import empty_figure
 from dashboard.figures.decoupling import decoupling_points, decoupling_summary
 from dashboard.figures.probe_causal import probe_causal_heatmap
 from dashboard.figures.probe_causal_table import EDIT_SETTINGS_ACROSS_RUNS, probe_causal_table
-from dashboard.page_callbacks import Export, register_page
+from dashboard.lengths import length_options, resolve_length
+from dashboard.page_callbacks import Export, LengthControl, register_page
 from dashboard.pages import PageDef
 from dashboard.pvc_captions import heatmap_prefix, summary_caption
 from dashboard.state import F, PageState
@@ -255,7 +256,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
         family_picker("pc-family", s["family"], width="160px"),
         seed_input("pc-seed", s["seed"], width="80px"),
         field("Run", run, width="420px"),
-        length_dropdown("pc-length", s["length"], width="130px"),
+        length_dropdown("pc-length", s["length"], options=length_options(api, s["suite"]), width="130px"),
         choice("Summary edit", "pc-method", methods, s["method"], width="250px"),
         suite_input(api, "pc-suite", s["suite"]),
         trained_switch("pc-trained", s["trained"]),
@@ -281,7 +282,7 @@ HEATMAP_DESCRIPTION = (
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    s = SPEC.decode(search, base)
+    s = resolve_length(api, SPEC.decode(search, base))
     body = [
         html.Div(id="pc-error"),
         html.Div(id="pc-banner"),
@@ -341,6 +342,12 @@ def register(app, api: ApiClient, path_for) -> None:
         binds=BINDS,
         loc_id=LOC,
         suite_cid="pc-suite",
+        lengths=LengthControl(
+            "pc-length",
+            "length",
+            lambda suite: length_options(api, suite),
+            lambda st: resolve_length(api, st),
+        ),
         exports=[
             Export("pc-heatmap", "layerscope-probe-vs-causal", heat_csv),
             Export("pc-summary", "layerscope-decoupling", lambda st: summary_points(api, st)),

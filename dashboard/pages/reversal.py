@@ -25,7 +25,8 @@ from dashboard.figures.common import class_with_split, empty_figure, fmt_ci, see
 from dashboard.figures.reversal import METRIC_TITLES, find_reversals, metric, reversal_matrix
 from dashboard.figures.rows import row_key, row_label
 from dashboard.figures.s3_distance import s3_caveat, s3_distance_figure, s3_distances
-from dashboard.page_callbacks import Export, register_page
+from dashboard.lengths import length_options, resolve_length
+from dashboard.page_callbacks import Export, LengthControl, register_page
 from dashboard.pages import PageDef
 from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.state import F, PageState
@@ -336,7 +337,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
         className="check",
     )
     return control_grid(
-        length_dropdown("rv-length", s["length"], width="150px"),
+        length_dropdown("rv-length", s["length"], options=length_options(api, s["suite"]), width="150px"),
         choice("Colour", "rv-metric", [(m, METRIC_TITLES[m]) for m in METRICS], s["metric"], width="420px"),
         suite_input(api, "rv-suite", s["suite"]),
         field("Include", pretrained),
@@ -346,7 +347,7 @@ def controls(s: dict, api: ApiClient) -> html.Div:
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
-    s = SPEC.decode(search, base)
+    s = resolve_length(api, SPEC.decode(search, base))
     body = [
         html.Div(id="rv-error"),
         figure_card(
@@ -408,6 +409,12 @@ def register(app, api: ApiClient, path_for) -> None:
         binds=BINDS,
         loc_id=LOC,
         suite_cid="rv-suite",
+        lengths=LengthControl(
+            "rv-length",
+            "length",
+            lambda suite: length_options(api, suite),
+            lambda st: resolve_length(api, st),
+        ),
         exports=[
             Export("rv-matrix", "layerscope-reversal", lambda st: matrix_csv(api, st)),
             Export(

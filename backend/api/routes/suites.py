@@ -20,7 +20,7 @@ from backend.bundle import imported_manifest, imported_suites
 from backend.bundle_export import RunsBeingRebuilt, export_bundle
 from backend.measured import measured_run_ids
 from science.trained import is_trained
-from store.models import Run, SuiteNote
+from store.models import MeasureSettings, ProbeResult, Run, SuiteNote
 from worker.persist import REMEASURING
 
 router = APIRouter(prefix="/suites", tags=["suites"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
@@ -84,6 +84,11 @@ class SuiteOut(BaseModel):
     # deleted and their own not all stored, so the bundle route answers 409 without allow_partial.
     # Absent when none.
     n_rebuilding: int | None = None
+    # The eval lengths the suite's runs were probed at (ascending; a file task's is its rows'
+    # length), and the lengths its runs trained at: the dashboard's length pickers offer these.
+    eval_lengths: list[int] = []
+    train_lengths: list[int] = []
+    patch_lengths: list[int] = []  # the lengths its patching grids were measured at (recorded settings)
 
 
 def _partial_why(manifest: dict | None) -> str | None:
@@ -91,6 +96,25 @@ def _partial_why(manifest: dict | None) -> str | None:
     reasons = [block["why"]] if block.get("why") else []
     reasons += [n for n in block.get("notes") or [] if n and n not in reasons]
     return "; ".join(str(r) for r in reasons) or None
+
+
+def _measured_lengths(session: SessionDep) -> dict[str, tuple[list[int], list[int]]]:
+    """Each suite's (probed eval lengths, patching lengths), ascending: one DISTINCT over the probe
+    rows and the settings they were measured with (whose ``patch_eval_length`` is the patching
+    grid's length; the patching table itself is far larger)."""
+    rows = session.execute(
+        select(Run.suite, ProbeResult.eval_length, MeasureSettings.patch_eval_length)
+        .join(ProbeResult, ProbeResult.run_id == Run.id)
+        .outerjoin(MeasureSettings, MeasureSettings.id == ProbeResult.settings_id)
+        .distinct()
+    ).all()
+    probed: dict[str, set[int]] = {}
+    patched: dict[str, set[int]] = {}
+    for suite, length, patch in rows:
+        probed.setdefault(suite, set()).add(int(length))
+        if patch is not None:
+            patched.setdefault(suite, set()).add(int(patch))
+    return {k: (sorted(v), sorted(patched.get(k, ()))) for k, v in probed.items()}
 
 
 @router.get(
@@ -102,15 +126,25 @@ def _partial_why(manifest: dict | None) -> str | None:
 )
 def list_suites(session: SessionDep) -> list[dict]:
     rows = session.execute(
-        select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash, Run.control)
+        select(
+            Run.suite,
+            Run.id,
+            Run.heldout_acc,
+            Run.early_stop_acc,
+            Run.status,
+            Run.config_hash,
+            Run.control,
+            Run.train_config,
+        )
         .where(Run.suite.is_not(None))
         .order_by(Run.suite)
     ).all()
+    lengths = _measured_lengths(session)
     measured = measured_run_ids(session, [r.id for r in rows])
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
-    for suite, rid, acc, crit, status, chash, control in rows:
+    for suite, rid, acc, crit, status, chash, control, train_config in rows:
         d = out.setdefault(
             suite,
             dict(
@@ -121,8 +155,14 @@ def list_suites(session: SessionDep) -> list[dict]:
                 n_trained_measured=0,
                 n_controls=0,
                 imported=suite in imported,
+                eval_lengths=lengths.get(suite, ([], []))[0],
+                patch_lengths=lengths.get(suite, ([], []))[1],
+                train_lengths=[],
             ),
         )
+        train_length = (train_config or {}).get("train_length")
+        if isinstance(train_length, int) and train_length not in d["train_lengths"]:
+            d["train_lengths"] = sorted([*d["train_lengths"], train_length])
         statuses.setdefault(suite, []).append({"status": status, "config_hash": chash, "control": control})
         if status == REMEASURING:
             d["n_rebuilding"] = d.get("n_rebuilding", 0) + 1
