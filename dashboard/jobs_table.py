@@ -54,27 +54,16 @@ def suite_progress(j: dict) -> tuple[float, str] | None:
     return pct, msg
 
 
-def suite_state(kids: dict) -> str:
-    """The badge of a fanned-out suite: running while runs are queued or running, else failed /
-    cancelled when any run was, else succeeded (its own state stays "succeeded" once it fanned out)."""
-    if kids.get("queued") or kids.get("running"):
-        return "running"
-    for state in ("failed", "cancelled"):
-        if kids.get(state):
-            return state
-    return "succeeded"
-
-
 def job_row(j: dict, path_for) -> html.Tr:
-    state = j.get("state", "")
+    # the badge: the API's state (a fanned-out suite reads its runs'); the row's own state
+    # (``job_state``) decides the actions (cancel, retry)
+    shown = j.get("state", "")
+    state = j.get("job_state") or shown
     pct = max(0.0, min(1.0, float(j.get("progress") or 0.0)))
-    shown = state  # the badge; ``state`` itself decides the actions (cancel, retry)
     fanned = suite_progress(j)
     if fanned is not None:  # the suite's runs, not its fan-out, say how far it is
         pct = max(0.0, min(1.0, fanned[0]))
         j = {**j, "message": fanned[1]}
-        if state == "succeeded":  # fanned out: its runs say what state it is in
-            shown = suite_state(j.get("children") or {})
     actions = []
     if state in ACTIVE:
         actions.append(

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from layerscope_core.hashing import config_hash
 from store.models import Job, utcnow
@@ -138,6 +138,40 @@ def children_summary(session: Session, parent_ids: list[int]) -> dict[int, dict[
     ):
         out[pid]["children_progress"] = float(prog) if prog is not None else None
     return out
+
+
+def suite_state(own: str, children: dict[str, int] | None) -> str:
+    """The state a job reads everywhere (API, CLI, dashboard): its own, except for a suite job that
+    has fanned out (its own state is then ``succeeded``): ``running`` while any of its runs is
+    queued or running, else ``failed`` / ``cancelled`` when any run was, else ``succeeded``."""
+    kids = children or {}
+    if own != SUCCEEDED or not any(kids.values()):
+        return own
+    if kids.get(QUEUED) or kids.get(RUNNING):
+        return RUNNING
+    return next((s for s in (FAILED, CANCELLED) if kids.get(s)), SUCCEEDED)
+
+
+def state_filter(states: Iterable[str]) -> ColumnElement[bool]:
+    """A WHERE clause keeping the jobs whose :func:`suite_state` is one of ``states`` (a fanned-out
+    suite job by its runs' states), so ``--state running`` lists a suite whose runs still run."""
+    child = aliased(Job)
+
+    def kids_in(*ss: str) -> ColumnElement[bool]:
+        return exists().where(child.parent_id == Job.id, child.state.in_(ss))
+
+    fanned = and_(Job.kind == "suite", Job.state == SUCCEEDED)
+    by_state = {
+        RUNNING: or_(Job.state == RUNNING, and_(fanned, kids_in(QUEUED, RUNNING))),
+        SUCCEEDED: and_(
+            Job.state == SUCCEEDED, or_(Job.kind != "suite", ~kids_in(QUEUED, RUNNING, FAILED, CANCELLED))
+        ),
+        FAILED: or_(Job.state == FAILED, and_(fanned, ~kids_in(QUEUED, RUNNING), kids_in(FAILED))),
+        CANCELLED: or_(
+            Job.state == CANCELLED, and_(fanned, ~kids_in(QUEUED, RUNNING, FAILED), kids_in(CANCELLED))
+        ),
+    }
+    return or_(*(by_state.get(s, Job.state == s) for s in states))
 
 
 def cancel_flag(session: Session, job_id: int) -> bool:

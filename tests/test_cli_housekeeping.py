@@ -234,6 +234,12 @@ def test_jobs_list_shows_a_suite_by_its_runs(cli_env, capsys) -> None:
     (row,) = json.loads(capsys.readouterr().out)
     assert row["id"] == suite_id and row["children"] == {"succeeded": 1, "running": 1, "queued": 1}
     assert row["message"] == "succeeded" and row["children_progress"] == 0.5  # JSON keeps the job's own fields
+    # one state everywhere: its runs still run, so it reads running, and --state running finds it
+    assert row["state"] == "running" and row["job_state"] == "succeeded"
+    assert main(["jobs", "list", "--state", "running", "--kind", "suite", "--json"]) == 0
+    assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [suite_id]
+    assert main(["jobs", "list", "--state", "succeeded", "--kind", "suite", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_views_list_and_delete(cli_env, capsys) -> None:

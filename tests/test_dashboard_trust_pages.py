@@ -206,6 +206,14 @@ def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
     assert curves.unprobed_note(runs_[:1], rows) is None
 
 
+def _as_api(job: dict) -> dict:
+    """A job dict as ``GET /api/jobs`` returns it: ``state`` read through ``store.jobs.suite_state``,
+    the row's own in ``job_state``."""
+    from store.jobs import suite_state
+
+    return {**job, "job_state": job["state"], "state": suite_state(job["state"], job.get("children"))}
+
+
 def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
     from dashboard.pages import jobs
 
@@ -220,15 +228,15 @@ def test_a_fanned_out_suite_job_shows_how_far_its_runs_are():
         "children_progress": 0.25,
     }
     assert jobs.suite_progress(suite) == (0.25, "3 done, 2 running, 10 queued of 15 runs")
-    row = _texts(jobs.job_row(suite, lambda p: p))
+    row = _texts(jobs.job_row(_as_api(suite), lambda p: p))
     assert "3 done, 2 running" in row and "25%" in row and "running" in row and "succeeded" not in row
     done = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 1.0}
-    text = _texts(jobs.job_row(done, lambda p: p))
+    text = _texts(jobs.job_row(_as_api(done), lambda p: p))
     assert "14 done, 1 failed of 15 runs" in text and "failed" in text.split("14 done")[0]  # the badge
     assert jobs.suite_progress({"kind": "train", "children": None}) is None
     # one child failed half-way (progress stays below 1), nothing left to run: not "running", the bar full
     ended = {**suite, "children": {"succeeded": 14, "failed": 1}, "children_progress": 0.96}
-    assert "running" not in _texts(jobs.job_row(ended, lambda p: p))
+    assert "running" not in _texts(jobs.job_row(_as_api(ended), lambda p: p))
     assert jobs.suite_progress(ended)[0] == 1.0
 
 
@@ -247,11 +255,8 @@ def test_a_suite_with_cancelled_runs_says_so():
         "children_progress": 0.13,
     }
     assert jobs.suite_progress(suite) == (1.0, "2 done, 13 cancelled of 15 runs")
-    text = _texts(jobs.job_row(suite, lambda p: p))
+    text = _texts(jobs.job_row(_as_api(suite), lambda p: p))
     assert "succeeded" not in text and "cancelled" in text.split("2 done")[0]
-    assert (
-        jobs.suite_state({"succeeded": 3}) == "succeeded" and jobs.suite_state({"queued": 1, "failed": 2}) == "running"
-    )
 
 
 def test_the_jobs_list_counts_a_suite_jobs_children(api):
@@ -267,3 +272,17 @@ def test_the_jobs_list_counts_a_suite_jobs_children(api):
         s.commit()
     (suite,) = [j for j in api.client.get("/api/jobs").json()["items"] if j["kind"] == "suite"]
     assert suite["children"] == {"queued": 2} and suite["children_progress"] == 0.0
+    # fanned out (its own state succeeded) while its runs wait: running in the list, the filter and the detail
+    with api.factory() as s:
+        s.get(J.Job, sid).state = J.SUCCEEDED
+        s.commit()
+    running = api.client.get("/api/jobs", params={"state": "running", "kind": "suite"}).json()["items"]
+    assert [(j["id"], j["state"], j["job_state"]) for j in running] == [(sid, "running", "succeeded")]
+    assert api.client.get("/api/jobs", params={"state": "succeeded", "kind": "suite"}).json()["items"] == []
+    assert api.client.get(f"/api/jobs/{sid}").json()["state"] == "running"
+    with api.factory() as s:  # every run done, one failed: failed everywhere
+        for job in s.query(J.Job).filter(J.Job.parent_id == sid):
+            job.state = J.FAILED if job.id % 2 else J.SUCCEEDED
+        s.commit()
+    failed = api.client.get("/api/jobs", params={"state": "failed", "kind": "suite"}).json()["items"]
+    assert [j["state"] for j in failed] == ["failed"]

@@ -317,7 +317,13 @@ class JobOut(BaseModel):
 
     id: int
     kind: str
-    state: JobState
+    state: JobState = Field(
+        description="the job's state; a suite job that has fanned out reads its runs' (running while any "
+        "is queued or running, then failed / cancelled when any was, else succeeded: store.jobs.suite_state)"
+    )
+    job_state: JobState | None = Field(
+        None, description="the job row's own state (a suite job: succeeded once fanned out); what cancel and retry act on"
+    )
     params: dict[str, Any]
     config_hash: str
     parent_id: int | None

@@ -141,7 +141,7 @@ def jobs_list(
     """Jobs, newest first."""
     from sqlalchemy import select
 
-    from store.jobs import STATES, children_summary
+    from store.jobs import STATES, children_summary, state_filter, suite_state
     from store.models import Job
 
     bad = [s for s in state or [] if s not in STATES]
@@ -149,7 +149,7 @@ def jobs_list(
         raise typer.BadParameter(f"{', '.join(bad)}: not one of {', '.join(STATES)}", param_hint="'--state'")
     q = select(Job)
     if state:
-        q = q.where(Job.state.in_(state))
+        q = q.where(state_filter(state))  # a suite job by its runs' states, as the API and /jobs read it
     if kind:
         q = q.where(Job.kind.in_(kind))
     with C.session_factory()() as s:
@@ -158,6 +158,7 @@ def jobs_list(
     for r in rows:
         if r["id"] in kids:  # a suite "succeeds" once fanned out: its runs are its children
             r.update(kids[r["id"]])
+            r["job_state"], r["state"] = r["state"], suite_state(r["state"], r["children"])
             if not as_json:
                 r.update(_suite_columns(r))
     if as_json:

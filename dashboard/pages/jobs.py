@@ -27,7 +27,7 @@ from dashboard.jobs_form import (
     next_refresh,
     submit_job,
 )
-from dashboard.jobs_table import ACTIVE, attempt_text, job_row, job_table, poll_jobs, suite_progress, suite_state
+from dashboard.jobs_table import ACTIVE, attempt_text, job_row, job_table, poll_jobs, suite_progress
 from dashboard.page_callbacks import register_page
 from dashboard.pages import PageDef, run_actions
 from dashboard.poll import guard, poll_components, poll_status, register_age
@@ -240,6 +240,5 @@ __all__ = [
     "next_refresh",
     "poll_jobs",
     "suite_progress",
-    "suite_state",
     "upload_task",
 ]

@@ -145,7 +145,13 @@ def _detail(session, job: Job, tail_lines: int) -> dict[str, Any]:
     lines = (job.log or "").splitlines()
     d["log_tail"] = "\n".join(lines[-tail_lines:])
     d.update(J.children_summary(session, [job.id])[job.id])  # every id asked for has an entry
-    return d
+    return _with_suite_state(d)
+
+
+def _with_suite_state(d: dict[str, Any]) -> dict[str, Any]:
+    """A job's dict with ``state`` as every page and the CLI read it (``store.jobs.suite_state``)
+    and its row's own state in ``job_state``."""
+    return {**d, "job_state": d["state"], "state": J.suite_state(d["state"], d.get("children"))}
 
 
 def _check_run(params: Any, session, limit: int) -> None:
@@ -292,7 +298,7 @@ def list_jobs(
 ) -> dict:
     q = select(Job)
     if state:
-        q = q.where(Job.state.in_(state))
+        q = q.where(J.state_filter(state))
     if kind:
         q = q.where(Job.kind.in_(kind))
     if parent_id is not None:
@@ -302,8 +308,7 @@ def list_jobs(
     total = session.execute(select(func.count()).select_from(q.subquery())).scalar_one()
     items = [_out(j) for j in session.execute(q.order_by(Job.id.desc()).limit(limit).offset(offset)).scalars()]
     kids = J.children_summary(session, [j["id"] for j in items if j["kind"] == "suite"])
-    for j in items:
-        j.update(kids.get(j["id"], {}))
+    items = [_with_suite_state({**j, **kids.get(j["id"], {})}) for j in items]
     return {"items": items, "total": int(total), "limit": limit, "offset": offset}
 
 
