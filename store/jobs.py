@@ -163,13 +163,9 @@ def state_filter(states: Iterable[str]) -> ColumnElement[bool]:
     fanned = and_(Job.kind == "suite", Job.state == SUCCEEDED)
     by_state = {
         RUNNING: or_(Job.state == RUNNING, and_(fanned, kids_in(QUEUED, RUNNING))),
-        SUCCEEDED: and_(
-            Job.state == SUCCEEDED, or_(Job.kind != "suite", ~kids_in(QUEUED, RUNNING, FAILED, CANCELLED))
-        ),
+        SUCCEEDED: and_(Job.state == SUCCEEDED, or_(Job.kind != "suite", ~kids_in(QUEUED, RUNNING, FAILED, CANCELLED))),
         FAILED: or_(Job.state == FAILED, and_(fanned, ~kids_in(QUEUED, RUNNING), kids_in(FAILED))),
-        CANCELLED: or_(
-            Job.state == CANCELLED, and_(fanned, ~kids_in(QUEUED, RUNNING, FAILED), kids_in(CANCELLED))
-        ),
+        CANCELLED: or_(Job.state == CANCELLED, and_(fanned, ~kids_in(QUEUED, RUNNING, FAILED), kids_in(CANCELLED))),
     }
     return or_(*(by_state.get(s, Job.state == s) for s in states))
 

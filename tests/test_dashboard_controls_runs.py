@@ -54,18 +54,18 @@ def test_the_grid_has_the_control_and_stop_columns_with_a_badge_style():
     assert "cell-control" in cols["control_badge"]["cellClassRules"]
 
 
-def test_the_controls_filter_is_sent_to_the_server_and_defaults_to_include():
+def test_the_controls_filter_is_sent_to_the_server_and_defaults_to_exclude():
     class Recorder:
         def runs(self, **kw):
             self.kw = kw
             return {"items": [], "total": 0, "limit": kw["limit"], "offset": kw["offset"]}
 
     api = Recorder()
-    runs.fetch_page(api, runs.SPEC.decode("?controls=exclude", {}))
-    assert api.kw["controls"] == "exclude"
-    runs.fetch_page(api, runs.SPEC.decode("", {}))
+    runs.fetch_page(api, runs.SPEC.decode("?controls=include", {}))
     assert api.kw["controls"] == "include"
-    assert runs.SPEC.decode("?controls=bogus", {})["controls"] == "include"  # not a choice: the default
+    runs.fetch_page(api, runs.SPEC.decode("", {}))  # as the CLI and every other page: controls left out
+    assert api.kw["controls"] == "exclude"
+    assert runs.SPEC.decode("?controls=bogus", {})["controls"] == "exclude"  # not a choice: the default
     from typing import get_args
 
     from backend.api.params import ControlsQ
@@ -77,3 +77,16 @@ def test_a_control_run_panel_says_what_it_is_not_untrained():
     flag = runs.trained_flag(CONTROL)
     assert "control: at init" in flag.children and "Untrained" not in flag.children
     assert "Untrained" in runs.trained_flag({**RUN, "trained": False, "heldout_acc": 0.5}).children
+
+
+def test_the_runs_page_says_how_many_controls_it_leaves_out():
+    class Counter:
+        def runs(self, **kw):
+            self.kw = kw
+            return {"items": [], "total": 7 if kw["controls"] == "only" else 0, "limit": 1, "offset": 0}
+
+    api = Counter()
+    state = runs.SPEC.decode("?suite=paper", {})
+    assert runs.controls_left_out(api, state) == " · 7 random-init control(s) left out (Controls: runs and controls)"
+    assert api.kw["suite"] == "paper" and api.kw["controls"] == "only"
+    assert runs.controls_left_out(api, {**state, "controls": "include"}) == ""

@@ -322,7 +322,8 @@ class JobOut(BaseModel):
         "is queued or running, then failed / cancelled when any was, else succeeded: store.jobs.suite_state)"
     )
     job_state: JobState | None = Field(
-        None, description="the job row's own state (a suite job: succeeded once fanned out); what cancel and retry act on"
+        None,
+        description="the job row's own state (a suite job: succeeded once fanned out); what cancel and retry act on",
     )
     params: dict[str, Any]
     config_hash: str

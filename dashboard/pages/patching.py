@@ -273,7 +273,10 @@ def controls(s: dict, api: ApiClient) -> html.Div:
         family_picker("pt-family", s["family"], width="160px"),
         field(f"Runs (up to {MAX_SIDE_BY_SIDE}, side by side)", runs, width="560px"),
         length_dropdown(
-            "pt-length", s["length"], options=length_options(api, s["suite"], mark_train=False, kind="patch"), width="120px"
+            "pt-length",
+            s["length"],
+            options=length_options(api, s["suite"], mark_train=False, kind="patch"),
+            width="120px",
         ),
         choice(
             "Site",

@@ -39,6 +39,7 @@ from dashboard.runs_table import (
     trained_label,
 )
 from dashboard.state import INT_MAX, F, PageState
+from dashboard.suites import suite_placeholder, with_suite
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_names
 
 KEY = "runs"
@@ -55,7 +56,8 @@ SPEC = PageState(
         F("sort", "str", "id", tuple(v for v, _ in SORTS)),
         F("run", "int", None, aliases=("run_id",), lo=1),
         F("q", "str", None),  # search: name, tags, notes, family, task, suite (GET /api/runs?q=)
-        F("controls", "str", "include", tuple(v for v, _ in CONTROLS_FILTER)),  # random-init controls listed or not
+        # random-init controls listed or not: left out by default, as every other page and the CLI do
+        F("controls", "str", "exclude", tuple(v for v, _ in CONTROLS_FILTER)),
     ]
 )
 BINDS = [
@@ -86,7 +88,7 @@ def filters(s: dict, api: ApiClient) -> html.Div:
         task_picker("rn-task", s["task"], multi=True, width="240px"),
         family_picker("rn-family", s["family"], multi=True, width="280px"),
         seed_input("rn-seed", s["seed"], width="90px"),
-        suite_dropdown(api, "rn-suite", s["suite"], placeholder="any suite"),
+        suite_dropdown(api, "rn-suite", s["suite"], placeholder=suite_placeholder(api)),
         field("Search", search, width="260px"),
         choice("Rows per page", "rn-size", [(n, str(n)) for n in PAGE_SIZES], s["size"], width="120px"),
         choice("Sort by", "rn-sort", SORTS, s["sort"] or "id", width="190px"),
@@ -189,7 +191,7 @@ def export_csv(api: ApiClient, state: dict) -> dict:
 
     from dashboard.components import send_csv
 
-    runs = api.all_runs(limit=100_000, **run_filters(state))
+    runs = api.all_runs(limit=100_000, **run_filters(with_suite(api, state)))
     df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
     return send_csv(df, "layerscope-runs.csv")
 
@@ -202,6 +204,15 @@ def register(app, api: ApiClient, path_for) -> None:
     register_table(app, api)
     register_downloads(app, api)
     register_selection(app, api, path_for)
+
+
+def controls_left_out(api: ApiClient, state: dict) -> str:
+    """`` · 7 random-init controls left out (Controls: runs and controls)`` when the controls filter
+    hides some matching the other filters; ``""`` otherwise."""
+    if state.get("controls") != "exclude":
+        return ""
+    hidden = api.runs(**{**run_filters(state), "controls": "only"}, limit=1)["total"]
+    return f" · {hidden:,} random-init control(s) left out (Controls: runs and controls)" if hidden else ""
 
 
 def register_table(app, api: ApiClient) -> None:
@@ -222,10 +233,11 @@ def register_table(app, api: ApiClient) -> None:
     def _load(*values):
         state = state_from_controls(SPEC, BINDS[:-1], values[:-1], values[-1])
         try:
-            page, p = fetch_clamped_page(api, state)
+            page, p = fetch_clamped_page(api, with_suite(api, state))
+            total_text, pages_text, n_pages = pager_text(page["total"], page["limit"], p)
+            total_text += controls_left_out(api, with_suite(api, state))
         except ApiError as exc:
             return [], "", "", api_alert(exc), True, True, no_update
-        total_text, pages_text, n_pages = pager_text(page["total"], page["limit"], p)
         return (
             [table_row(r) for r in page["items"]],
             total_text,
