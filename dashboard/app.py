@@ -18,6 +18,7 @@ from dashboard.all_pages import PAGES
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import alert
 from dashboard.pages import PageDef
+from dashboard.read_only import disable_writes, read_only_banner
 from dashboard.state import embed_figure, is_embed
 
 log = logging.getLogger(__name__)
@@ -122,25 +123,35 @@ def _strip_view_page(page: str | None) -> str:
     return p if p == "/" else p.rstrip("/")
 
 
-def _refresh_tasks(api: ApiClient) -> None:
-    """The API's task list (file tasks included) for the pickers and URL state; a client without
-    ``meta`` (a test's fake) or an unreachable API keeps the last list."""
+def _refresh_tasks(api: ApiClient) -> dict:
+    """``GET /api/meta`` ({} for a client without ``meta``, a test's fake, or an unreachable API);
+    its task list (file tasks included) kept for the pickers and URL state (else the last list)."""
     from dashboard.theme import remember_tasks
 
     meta = getattr(api, "meta", None)
     if meta is None:
-        return
+        return {}
     try:
-        remember_tasks(meta().get("tasks", []))
+        got = meta()
     except ApiError:
-        return
+        return {}
+    remember_tasks(got.get("tasks", []))
+    return got if isinstance(got, dict) else {}
 
 
 def render_page(path: str, search: str | None, *, api: ApiClient, path_for) -> tuple[object, str]:
-    """The router as a plain function: (page body, active nav path) for ``path``."""
+    """The router as a plain function: (page body, active nav path) for ``path``; on a read-only
+    server (``GET /api/meta``'s ``read_only``) the body says so first, its write controls disabled."""
+    why = _refresh_tasks(api).get("read_only")
+    body, active = _render_page(path, search, api=api, path_for=path_for)
+    if why and not is_embed(search):
+        body = html.Div([read_only_banner(why), disable_writes(body, why)])
+    return body, active
+
+
+def _render_page(path: str, search: str | None, *, api: ApiClient, path_for) -> tuple[object, str]:
     by_path: dict[str, PageDef] = {p.path: p for p in PAGES}
     embed = is_embed(search)
-    _refresh_tasks(api)
     if path.startswith("/v/"):
         slug = path[3:]
         try:

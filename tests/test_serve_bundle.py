@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 from fastapi.testclient import TestClient
 
 from backend.bundle_export import export_bundle
@@ -59,3 +60,49 @@ def test_serve_a_missing_bundle_is_one_line(tmp_path, capsys) -> None:
     assert main(["serve", str(tmp_path / "nope.zip")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope.zip: no such file" in err[0]
+
+
+def _find(node, cid):
+    """The component with id ``cid`` in a Dash tree (None when absent)."""
+    stack = [node]
+    while stack:
+        c = stack.pop()
+        if getattr(c, "id", None) == cid:
+            return c
+        kids = getattr(c, "children", None)
+        stack.extend(kids if isinstance(kids, (list, tuple)) else [kids] if kids is not None else [])
+    return None
+
+
+def test_a_read_only_server_says_so_on_every_page_and_disables_writes(tmp_path, db_factory) -> None:
+    """Launch, Save view and the task upload are disabled up front, not live until pressed."""
+    from dashboard.api_client import ApiClient
+    from dashboard.app import render_page
+
+    _, factory = db_factory
+    seed_runs(factory, families=("lstm",), tasks=("dyck",), seeds=(0,), suite="mine")
+    path = tmp_path / "mine.layerscope.zip"
+    with factory() as s:
+        export_bundle(s, "mine", path)
+    _, app = bundle_app(path)
+    with TestClient(app) as c:
+        assert "mine.layerscope.zip" in c.get("/api/meta").json()["read_only"]
+
+        def handler(request: httpx.Request) -> httpx.Response:  # the dashboard's client, answered by the app
+            r = c.request(request.method, str(request.url), content=request.content, headers=request.headers)
+            return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+        api = ApiClient("http://testserver", transport=httpx.MockTransport(handler))
+        for page, writes in (
+            ("/jobs", ("jb-submit", "jb-task-add", "jb-task-file")),
+            ("/curves", ("curves-save-open",)),
+        ):
+            body, _ = render_page(page, "", api=api, path_for=lambda p: p)
+            banner = _find(body, "read-only-banner")
+            assert banner is not None and "mine.layerscope.zip" in banner.children, page
+            for cid in writes:
+                assert _find(body, cid).disabled is True, (page, cid)
+
+
+def test_a_server_that_writes_shows_no_read_only_line(api) -> None:
+    assert api.client.get("/api/meta").json().get("read_only") is None

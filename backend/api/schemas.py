@@ -72,6 +72,9 @@ class Meta(BaseModel):
     train_length: int
     patch_sites: list[str] = Field(description="default patching sites")
     all_patch_sites: list[str]
+    read_only: str | None = Field(
+        None, description="why this server refuses every write (`layerscope serve BUNDLE.zip`); absent otherwise"
+    )
 
 
 class RunOut(BaseModel):

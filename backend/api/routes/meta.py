@@ -3,7 +3,7 @@ presets, eval lengths, patching sites), so clients build their pickers from one 
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth
 from backend.api.schemas import Meta
@@ -17,10 +17,12 @@ router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZE
     response_model=Meta,
     summary="Families (with capabilities), tasks, methods, presets, eval lengths and patching sites",
 )
-def meta() -> Meta:
+def meta(request: Request) -> Meta:
     """Read from ``layerscope_core.registry`` at request time: a family registered after start
     (``register_family``) is listed, and so are plugins (entry points) and the file tasks of the
-    model store (``layerscope task add``)."""
+    model store (``layerscope task add``). ``read_only``: why a server over a bundle refuses writes,
+    so the dashboard says so and disables what would write."""
     from science.tasks import task_names  # create_app registered the settings' task store
 
-    return Meta(**{**registry.meta(), "tasks": list(task_names())})
+    read_only = getattr(request.app.state, "read_only", None)
+    return Meta(**{**registry.meta(), "tasks": list(task_names()), "read_only": read_only})
