@@ -1,68 +1,47 @@
-"""Your own labelled data as a task, from /jobs: the upload card and the call that sends the file
-to ``POST /api/tasks`` (validated there: one message per bad row)."""
+"""Your own labelled data as a task, from /jobs: the upload card. The browser sends the file itself
+(``assets/task_upload.js``: a multipart ``POST /api/tasks/upload`` with a progress bar), not a
+Dash callback, whose JSON body carried the file base64-encoded and was refused past ~730 KB; so the
+page takes what ``layerscope task add`` takes (``MAX_FILE_BYTES``, 64 MiB). The API validates the
+file (one message per bad row); the page says in one line why a file is refused, its limit included."""
 
 from __future__ import annotations
 
-from dash import dcc, html
+from dash import html
 
-from dashboard.api_client import ApiClient, ApiError
-from dashboard.components import api_alert
+# the API route the browser posts to, and the largest file it takes (science.tasks.file_task)
+UPLOAD_URL = "/api/tasks/upload"
+MAX_FILE_BYTES = 64 * 2**20
 
 
 def task_upload_card() -> html.Div:
-    """Your own labelled data as a task: a JSONL / Parquet file and a name, sent to
-    ``POST /api/tasks`` (validated there: one message per bad row)."""
+    """The file, the task's name, Add task, the progress bar and the outcome's line (written by
+    ``assets/task_upload.js``; ``data-url`` and ``data-max-bytes`` tell it where and how much)."""
     return html.Div(
         [
             html.H2("Add a task from a file", className="card-title"),
             html.P(
                 "JSONL or Parquet rows {tokens, labels} — token ids or strings, one label per token, null = not "
-                "probed. Runs of it train and are measured at the file's sequences.",
+                f"probed; up to {MAX_FILE_BYTES // 2**20} MiB. Runs of it train and are measured at the file's "
+                "sequences.",
                 className="field-help",
             ),
-            dcc.Upload(
-                id="jb-task-file",
-                children=html.Div(["Drop a file here or ", html.A("choose one")]),
-                className="upload-box",
-                multiple=False,
-            ),
+            html.Label("File", className="field-label", htmlFor="jb-task-file"),
+            html.Input(id="jb-task-file", type="file", accept=".jsonl,.json,.parquet,.pq", className="input"),
             html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
-            dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
+            html.Input(id="jb-task-name", type="text", className="input", placeholder="my_task"),
             html.Div(
                 [
-                    html.Button("Add task", id="jb-task-add", className="btn", n_clicks=0),
-                    html.Div(id="jb-task-result", className="submit-result"),
+                    html.Button(
+                        "Add task",
+                        id="jb-task-add",
+                        className="btn",
+                        **{"data-url": UPLOAD_URL, "data-max-bytes": str(MAX_FILE_BYTES)},
+                    ),
+                    html.Progress(id="jb-task-progress", max="100", value="0", style={"display": "none"}),
+                    html.Div(id="jb-task-result", className="submit-result", role="status"),
                 ],
                 className="form-actions",
             ),
         ],
         className="card form-card",
-    )
-
-
-def upload_task(api: ApiClient, contents: str | None, filename: str | None, name: str | None) -> html.Div:
-    """Send an upload (``dcc.Upload``'s ``data:...;base64,...`` contents) to ``POST /api/tasks``."""
-    if not all(isinstance(v, (str, type(None))) for v in (contents, filename, name)):
-        return html.Div("Choose one file and give the task a name.", className="alert alert-danger")
-    if not contents or not filename:
-        return html.Div("Choose a file first.", className="alert alert-danger")
-    if not name:
-        return html.Div("Give the task a name.", className="alert alert-danger")
-    try:
-        task = api.post(
-            "/api/tasks", {"name": name, "filename": filename, "content_base64": contents.split(",", 1)[-1]}
-        )
-    except ApiError as exc:
-        if exc.status == 422 and isinstance(exc.detail, list):
-            return html.Div(
-                [html.Div(f"Not added ({filename}):"), *[html.Div(str(d.get("msg", d))) for d in exc.detail[:20]]],
-                className="alert alert-danger",
-                id="jb-task-errors",
-            )
-        return api_alert(exc)
-    return html.Div(
-        f"Task {task['name']} added: {task['n_rows']} rows, lengths {task['lengths'][0]}..{task['lengths'][-1]}, "
-        f"classes {', '.join(task['class_names'])}. Reload to pick it in the form.",
-        className="alert alert-success",
-        id="jb-task-added",
     )

@@ -342,28 +342,40 @@ def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
         assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id)).first() is None
 
 
-def test_jobs_page_upload_sends_the_file_to_the_api(api, tmp_path):
-    import base64
+def test_the_multipart_upload_takes_the_file_streamed_and_says_why_it_refuses(api, tmp_path):
+    """POST /api/tasks/upload (the jobs page's upload, sent by the browser): a multipart file past
+    the API's JSON body limit is taken; a bad row is named at ``file``; a Content-Length over the
+    file limit is a 413 naming it, before the body is read."""
+    from science.tasks.file_task import MAX_FILE_BYTES
+    from store.config import Settings
 
-    import httpx
+    rows = parity_rows(10) * 600  # ~1.5 MB: past the 1 MB body limit the JSON route lives under
+    data = write_jsonl(tmp_path / "p.jsonl", rows).read_bytes()
+    assert len(data) > Settings.model_fields["max_body_bytes"].default
+    r = api.client.post("/api/tasks/upload", data={"name": "from_page"}, files={"file": ("p.jsonl", data)})
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "from_page" and r.json()["n_rows"] == len(rows)
+    bad_rows = parity_rows(10)
+    bad_rows[0]["labels"] = [5.5] * L
+    bad = write_jsonl(tmp_path / "b.jsonl", bad_rows).read_bytes()
+    r = api.client.post("/api/tasks/upload", data={"name": "bad_one"}, files={"file": ("b.jsonl", bad)})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "file"]
+    assert "row 1: the label at position 0 (counting from 0) is 5.5" in r.json()["detail"][0]["msg"]
+    too_big = api.client.post(
+        "/api/tasks/upload",
+        content=b"x",
+        headers={"content-type": "multipart/form-data; boundary=b", "content-length": str(MAX_FILE_BYTES + 2**17)},
+    )
+    assert too_big.status_code == 413 and "a task file may be up to 64 MiB" in too_big.json()["detail"]
+    assert [t["name"] for t in api.client.get("/api/tasks").json()] == ["from_page"]
 
-    from dashboard.api_client import ApiClient
-    from dashboard.pages.jobs import upload_task
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        r = api.client.request(request.method, str(request.url), content=request.content, headers=request.headers)
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+def test_the_pages_upload_limit_is_the_clis():
+    from dashboard.task_upload import MAX_FILE_BYTES as PAGE
+    from science.tasks.file_task import MAX_FILE_BYTES
 
-    client = ApiClient("http://testserver", transport=httpx.MockTransport(handler))
-    data = base64.b64encode(write_jsonl(tmp_path / "p.jsonl", parity_rows(10)).read_bytes()).decode()
-    ok = str(upload_task(client, f"data:application/octet-stream;base64,{data}", "p.jsonl", "from_page"))
-    assert "jb-task-added" in ok and "Task from_page added: 20 rows" in ok
-    rows = parity_rows(10)
-    rows[0]["labels"] = [5.5] * L
-    bad = base64.b64encode(write_jsonl(tmp_path / "b.jsonl", rows).read_bytes()).decode()
-    msg = str(upload_task(client, f"data:;base64,{bad}", "b.jsonl", "bad_one"))
-    assert "jb-task-errors" in msg and "row 1: the label at position 0 (counting from 0) is 5.5" in msg
-    assert "Choose a file first" in str(upload_task(client, None, None, "x"))
+    assert PAGE == MAX_FILE_BYTES
 
 
 def test_an_api_job_past_the_files_longest_row_is_422_at_the_field(api, tmp_path):

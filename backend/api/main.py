@@ -34,6 +34,7 @@ from backend.api.docs import add_swagger_ui, security_where_needed
 from backend.api.middleware import BodySizeLimit, HeavyRouteLimit, JsonBodyChecks, SecurityHeaders
 from backend.api.queries import NotFound
 from backend.api.routes import aggregates, export, health, jobs, meta, runs, suites, tasks, views, weights
+from backend.api.routes.tasks import STREAMED_UPLOADS
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from layerscope_core.text import printable, readable_error
 from store.config import Settings, get_settings
@@ -196,7 +197,7 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     checks (/api)."""
     app.add_middleware(JsonBodyChecks, prefix=API_PREFIX)
     app.add_middleware(HeavyRouteLimit, limit=settings.limit_concurrency)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, streamed=STREAMED_UPLOADS)
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors, docs_paths=(DOCS_URL,))
     if settings.cors_origins:
         app.add_middleware(

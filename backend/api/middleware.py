@@ -50,25 +50,33 @@ class BodySizeLimit:
     (chunked) body is refused as soon as it passes the limit. A body within it is buffered and
     replayed to the app."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, prefix: str = "/") -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, prefix: str = "/", streamed: dict[str, tuple[int, str]] | None = None
+    ) -> None:
         self.app, self.max_bytes, self.prefix = app, max_bytes, prefix
+        # paths whose route streams its body (a file upload, spooled to disk): (their own limit,
+        # what it is for the 413's text); a body with a Content-Length within it is not buffered
+        self.streamed = streamed or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
             await self.app(scope, receive, send)
             return
-        detail = f"request body larger than {self.max_bytes} bytes"
+        limit, what = self.streamed.get(scope["path"].rstrip("/"), (self.max_bytes, ""))
+        detail = f"request body larger than {limit} bytes{what}"
+        length = None
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_bytes
+                    length = int(value)
                 except ValueError:
                     await _send_json(send, 400, {"detail": "invalid Content-Length header"})
                     return
-                if too_big:
+                if length > limit:
                     await _send_json(send, 413, {"detail": detail})
                     return
-        if scope.get("method") not in ("POST", "PUT", "PATCH"):
+        # the server holds a body to its Content-Length: a streamed route's body passes unbuffered
+        if scope.get("method") not in ("POST", "PUT", "PATCH") or (length is not None and what):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -79,7 +87,7 @@ class BodySizeLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > limit:
                 await _send_json(send, 413, {"detail": detail})
                 return
             chunks.append(chunk)

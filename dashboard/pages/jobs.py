@@ -32,7 +32,7 @@ from dashboard.page_callbacks import register_page
 from dashboard.pages import PageDef, run_actions
 from dashboard.poll import guard, poll_components, poll_status, register_age
 from dashboard.state import INT_MAX, F, PageState, parse_int
-from dashboard.task_upload import task_upload_card, upload_task
+from dashboard.task_upload import task_upload_card
 from dashboard.theme import JOB_KINDS
 
 KEY = "jobs"
@@ -111,25 +111,9 @@ def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient
 
 def register(app, api: ApiClient, path_for) -> None:
     register_page(app, api, path_for, key=KEY, path=PATH, spec=SPEC, binds=BINDS, loc_id=LOC)
-    register_task_upload(app, api)
     run_actions.register_rebuild_card(app, api)
     register_form(app, api)
     register_list(app, api, path_for)
-
-
-def register_task_upload(app, api: ApiClient) -> None:
-    """Add task: the chosen file and name sent to ``POST /api/tasks``."""
-
-    @app.callback(
-        Output("jb-task-result", "children"),
-        Input("jb-task-add", "n_clicks"),
-        State("jb-task-file", "contents"),
-        State("jb-task-file", "filename"),
-        State("jb-task-name", "value"),
-        prevent_initial_call=True,
-    )
-    def _add_task(n, contents, filename, name):
-        return upload_task(api, contents, filename, name) if n else no_update
 
 
 def register_form(app, api: ApiClient) -> None:
@@ -240,5 +224,4 @@ __all__ = [
     "next_refresh",
     "poll_jobs",
     "suite_progress",
-    "upload_task",
 ]

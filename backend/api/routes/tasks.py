@@ -1,21 +1,30 @@
-"""File-defined tasks over HTTP: ``GET /api/tasks`` lists them, ``POST /api/tasks`` uploads one
-(the jobs page's upload). The file is validated as ``layerscope task add`` does and stored by
-content hash in the model store, where every worker sharing the store reads it."""
+"""File-defined tasks over HTTP: ``GET /api/tasks`` lists them; ``POST /api/tasks/upload`` takes
+one as a multipart upload (the jobs page's, streamed to a spooled file, up to the CLI's limit,
+``MAX_FILE_BYTES``) and ``POST /api/tasks`` as base64 in JSON (within the API's body limit). The file
+is validated as ``layerscope task add`` does and stored by content hash in the model store, where
+every worker sharing the store reads it."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SettingsDep, WriteAuth
 from backend.task_files import parse_naming_every_bad_row
-from science.tasks.file_task import TaskFileError
+from science.tasks.file_task import MAX_FILE_BYTES, TaskFileError
 from science.tasks.task_store import TaskStore
 
 router = APIRouter(prefix="/tasks", tags=["tasks"], responses=UNAUTHORIZED)
+
+UPLOAD_PATH = "/api/tasks/upload"
+LIMIT_TEXT = f"a task file may be up to {MAX_FILE_BYTES // 2**20} MiB"
+# the body limit of the upload route (the file plus its multipart framing and the name), streamed
+# rather than buffered by ``BodySizeLimit`` (backend/api/main.py)
+STREAMED_UPLOADS = {UPLOAD_PATH: (MAX_FILE_BYTES + 2**16, f" ({LIMIT_TEXT})")}
 
 
 class TaskUpload(BaseModel):
@@ -55,23 +64,55 @@ def list_tasks(settings: SettingsDep) -> list[TaskOut]:
     responses={422: {"description": "a bad file (one message per bad row) or a taken name"}},
 )
 def upload_task(body: TaskUpload, settings: SettingsDep) -> TaskOut:
-    from layerscope_core.registry import TASKS
-
     try:
         data = base64.b64decode(body.content_base64, validate=True)
     except (binascii.Error, ValueError):
         raise HTTPException(
             422, detail=[{"loc": ["body", "content_base64"], "msg": "not base64", "type": "value_error"}]
         ) from None
+    return _add_task(body.name, body.filename, data, settings, field="content_base64")
+
+
+@router.post(
+    "/upload",
+    response_model=TaskOut,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[WriteAuth],
+    summary=f"Upload a labelled JSONL / Parquet file as a task (multipart, streamed; {LIMIT_TEXT})",
+    responses={
+        413: {"description": f"the file is over the limit ({LIMIT_TEXT})"},
+        422: {"description": "a bad file (one message per bad row) or a taken name"},
+    },
+)
+def upload_task_file(
+    name: Annotated[
+        str, Form(max_length=64, description="the task's name (lower-case letter, then letters, digits, _)")
+    ],
+    file: Annotated[UploadFile, File(description="the JSONL / Parquet file; .parquet reads Parquet, else JSONL")],
+    settings: SettingsDep,
+) -> TaskOut:
+    """The browser's upload (the jobs page): the file arrives spooled to disk by the multipart
+    parser, is read once within ``MAX_FILE_BYTES`` and validated as ``layerscope task add`` does."""
+    data = file.file.read(MAX_FILE_BYTES + 1)
+    filename = (file.filename or "upload.jsonl")[:200]
+    if len(data) > MAX_FILE_BYTES:
+        raise HTTPException(413, detail=f"{filename}: over {MAX_FILE_BYTES:,} bytes; {LIMIT_TEXT}")
+    return _add_task(name, filename, data, settings, field="file")
+
+
+def _add_task(name: str, filename: str, data: bytes, settings, *, field: str) -> TaskOut:
+    """Validate ``data`` (every bad row named, at ``body.<field>``) and store it as task ``name``."""
+    from layerscope_core.registry import TASKS
+
     try:
-        file = parse_naming_every_bad_row(body.filename, data=data)
+        file = parse_naming_every_bad_row(filename, data=data)
     except TaskFileError as e:
         raise HTTPException(
-            422, detail=[{"loc": ["body", "content_base64"], "msg": m, "type": "value_error"} for m in e.errors]
+            422, detail=[{"loc": ["body", field], "msg": m, "type": "value_error"} for m in e.errors]
         ) from None
     store = _store(settings)
     try:
-        store.add(file, body.name, source=body.filename, builtin=TASKS)
+        store.add(file, name, source=filename, builtin=TASKS)
     except ValueError as e:
         raise HTTPException(422, detail=[{"loc": ["body", "name"], "msg": str(e), "type": "value_error"}]) from None
-    return TaskOut(name=body.name, **store.info(body.name))
+    return TaskOut(name=name, **store.info(name))
