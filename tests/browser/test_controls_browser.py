@@ -46,7 +46,7 @@ def test_curves_draw_the_at_initialisation_line_per_family(controls_server, page
 
 
 def test_runs_list_controls_with_their_badge_and_hide_them(controls_server, page):
-    page.goto(controls_server.base + "/?sort=-id")
+    page.goto(controls_server.base + "/?sort=-id&controls=include")
     wait_ready(page)
     page.wait_for_selector("#rn-grid .ag-row", state="attached")
     page.wait_for_selector("#rn-grid .cell-control", state="attached")
