@@ -9,8 +9,9 @@ from typing import Any
 
 from dash import html
 
-# the controls that write through the API: the jobs form's Launch, the task upload, Save view
-WRITE_IDS = ("jb-submit", "jb-task-add", "jb-task-file")
+# the controls that write through the API: the jobs form's Launch, the task upload's Add task (its
+# file input, made by assets/task_upload.js, is disabled with it), Save view
+WRITE_IDS = ("jb-submit", "jb-task-add")
 WRITE_SUFFIXES = ("-save-open", "-save-submit")
 
 

@@ -6,7 +6,7 @@ file (one message per bad row); the page says in one line why a file is refused,
 
 from __future__ import annotations
 
-from dash import html
+from dash import dcc, html
 
 # the API route the browser posts to, and the largest file it takes (science.tasks.file_task)
 UPLOAD_URL = "/api/tasks/upload"
@@ -26,9 +26,10 @@ def task_upload_card() -> html.Div:
                 className="field-help",
             ),
             html.Label("File", className="field-label", htmlFor="jb-task-file"),
-            html.Input(id="jb-task-file", type="file", accept=".jsonl,.json,.parquet,.pq", className="input"),
+            # Dash has no file input: assets/task_upload.js puts one here (disabled with Add task)
+            html.Div(id="jb-task-file-slot", **{"data-accept": ".jsonl,.json,.parquet,.pq"}),
             html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
-            html.Input(id="jb-task-name", type="text", className="input", placeholder="my_task"),
+            dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
             html.Div(
                 [
                     html.Button(

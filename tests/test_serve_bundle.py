@@ -94,7 +94,7 @@ def test_a_read_only_server_says_so_on_every_page_and_disables_writes(tmp_path, 
 
         api = ApiClient("http://testserver", transport=httpx.MockTransport(handler))
         for page, writes in (
-            ("/jobs", ("jb-submit", "jb-task-add", "jb-task-file")),
+            ("/jobs", ("jb-submit", "jb-task-add")),
             ("/curves", ("curves-save-open",)),
         ):
             body, _ = render_page(page, "", api=api, path_for=lambda p: p)

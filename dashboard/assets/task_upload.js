@@ -91,6 +91,25 @@
     xhr.send(form);
   }
 
+  // Dash has no file input: put one in the card's slot whenever the page (re)renders it; it is
+  // disabled when Add task is (a read-only server)
+  function fillSlot() {
+    var slot = document.getElementById("jb-task-file-slot");
+    if (!slot || slot.querySelector("input")) {
+      return;
+    }
+    var input = document.createElement("input");
+    input.type = "file";
+    input.id = "jb-task-file";
+    input.className = "input";
+    input.accept = slot.getAttribute("data-accept") || "";
+    var button = document.getElementById("jb-task-add");
+    input.disabled = !!(button && button.disabled);
+    slot.appendChild(input);
+  }
+
+  new MutationObserver(fillSlot).observe(document.documentElement, { childList: true, subtree: true });
+
   document.addEventListener("click", function (ev) {
     var button = ev.target && ev.target.closest ? ev.target.closest("#jb-task-add") : null;
     if (button && !button.disabled) {

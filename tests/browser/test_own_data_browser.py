@@ -143,14 +143,15 @@ def test_the_tasks_curve_is_drawn_from_the_pickers_alone(own_server, page):
         f" === '{L}:true'"
     )
     assert "20 (train)" in page.inner_text("#cv-lengths")
-    wait_figure(page, "cv-graph", "g.data.some(t => (t.name || '').startsWith('GRU') && t.y && t.y.length === 3)")
+    wait_figure(page, "cv-graph", "g.data.some(t => (t.name || '').startsWith('GRU'))")
     assert f"lengths={L}" in page.url and f"suite={SUITE}" in page.url
-    text = page.inner_text("#cv-graph-card") if page.query_selector("#cv-graph-card") else page.inner_text("body")
-    assert f"L={L}" in text and "stored but not probed" not in page.inner_text("body")
+    # the facet's title and the caption name the length (SVG text: textContent, not innerText)
+    page.wait_for_function(f"() => document.querySelector('#cv-graph').textContent.includes('{SUITE} · L={L}')")
+    assert "stored but not probed" not in page.inner_text("body")
     shot(page, "own-data-curves")
     # /probe-vs-causal titles the run at its length, never "L=None"
     page.goto(own_server.base + f"/probe-vs-causal?suite={SUITE}")
     wait_ready(page)
     page.wait_for_function(f"() => document.querySelector('#pc-length').innerText.includes('L={L}')")
-    assert "L=None" not in page.inner_text("body")
+    assert "L=None" not in page.evaluate("() => document.body.textContent")
     shot(page, "own-data-probe-vs-causal")
