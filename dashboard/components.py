@@ -281,12 +281,14 @@ def sync_step(
     values: Sequence[Any],
     base: dict | None,
     reset: dict[str, Any] | None = None,
+    resolve: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> list[Any]:
     """The URL ⇄ controls rule, as a plain function: returns the new control values (or
     ``no_update``) followed by the new query string (or ``no_update``)."""
     reset = reset or {}
+    resolve = resolve or (lambda state: state)
     if trigger == loc_id:  # back / forward / a link: the query string sets the controls
-        state = spec.decode(search, base)
+        state = resolve(spec.decode(search, base))
         out = []
         for b, current in zip(binds, values, strict=True):
             new = b.to_control(state[b.name])
@@ -294,6 +296,11 @@ def sync_step(
         return [*out, no_update]
     state = state_from_controls(spec, binds, values, base)
     out = [no_update] * len(binds)
+    resolved = resolve(state)
+    for i, b in enumerate(binds):  # a control the page reads otherwise shows what it reads
+        if resolved[b.name] != state[b.name]:
+            out[i] = b.to_control(resolved[b.name])
+    state = resolved
     trig = next((b.name for b in binds if b.cid == trigger), None)
     if trig is not None and trig not in reset:
         for i, b in enumerate(binds):
@@ -305,11 +312,20 @@ def sync_step(
 
 
 def register_url_sync(
-    app: Dash, *, spec: PageState, binds: Sequence[Bind], loc_id: str, base_id: str, reset: dict[str, Any] | None = None
+    app: Dash,
+    *,
+    spec: PageState,
+    binds: Sequence[Bind],
+    loc_id: str,
+    base_id: str,
+    reset: dict[str, Any] | None = None,
+    resolve: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> None:
     """One circular callback: a control change writes the query string (a history entry);
     a query change (back/forward) sets the controls. ``reset``: fields set back to a value
-    when any *other* control changes (the runs table's page number when a filter changes)."""
+    when any *other* control changes (the runs table's page number when a filter changes);
+    ``resolve``: the state as the page reads it (an eval length the suite was measured at), set
+    on the controls and in the URL alike."""
 
     @app.callback(
         [Output(b.cid, b.prop) for b in binds] + [Output(loc_id, "search")],
@@ -327,6 +343,7 @@ def register_url_sync(
             values=rest[:-1],
             base=rest[-1],
             reset=reset,
+            resolve=resolve,
         )
 
 

@@ -85,9 +85,9 @@ def register_page(
     the store ``<key>-base``. ``lengths``: the page's eval-length control, whose options follow the
     suite in ``suite_cid`` and whose field every callback and export reads resolved to a length
     the suite was measured at (``dashboard.lengths``)."""
-    resolve = lengths.resolve if lengths is not None else (lambda state: state)
     base_id = f"{key}-base"
-    register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id, reset=reset)
+    resolve = lengths.resolve if lengths is not None else (lambda state: state)
+    register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id, reset=reset, resolve=resolve)
     register_save_view(
         app, api, page_key=key, page_path=path, spec=spec, loc_id=loc_id, base_id=base_id, path_for=path_for
     )
