@@ -204,6 +204,10 @@ def test_curves_page_names_the_cells_with_runs_but_no_probe_curve():
     assert note.startswith("No probe curve yet for") and "Transformer" in note and "Mamba" in note
     assert "LSTM" not in note and "Code-Depth" in note
     assert curves.unprobed_note(runs_[:1], rows) is None
+    # a cell probed at another length only (a file task's rows' length) says so, not "not probed"
+    other = curves.unprobed_note(runs_, rows, {("transformer", "code_depth"): [20]})
+    assert "Transformer on Code-Depth at L=20" in other and "tick it in Eval lengths" in other
+    assert "Mamba on Code-Depth: their runs are stored but not probed" in other
 
 
 def _as_api(job: dict) -> dict:

@@ -231,18 +231,48 @@ def untrained_note(n_untrained: int) -> str | None:
     )
 
 
-def unprobed_note(runs: list[dict], rows: list[dict]) -> str | None:
+def unprobed_note(
+    runs: list[dict], rows: list[dict], probed_at: dict[tuple[str, str], list[int]] | None = None
+) -> str | None:
     """The cells (family × task) with runs in this selection but no probe curve: a facet without a
-    family's line would otherwise read as if the family were not in the study."""
+    family's line would otherwise read as if the family were not in the study. ``probed_at``: the
+    lengths each cell was probed at (any length): a cell probed at other lengths only (a file
+    task's rows' length) is named with them, not as unprobed."""
     drawn = {(r["family"], r["task"]) for r in rows}
     missing = sorted({(r["family"], r["task"]) for r in runs} - drawn, key=lambda c: (c[1], c[0]))
     if not missing:
         return None
+    probed_at = probed_at or {}
+    elsewhere = [c for c in missing if probed_at.get(c)]
+    unprobed = [c for c in missing if not probed_at.get(c)]
+    notes = []
+    if unprobed:
+        notes.append(
+            f"No probe curve yet for {_cells(unprobed)}: their runs are stored but not probed (no line drawn)."
+        )
+    if elsewhere:
+        at = "; ".join(
+            f"{family_label(f)} on {task_label(t)} at {', '.join(f'L={L}' for L in probed_at[(f, t)])}"
+            for f, t in elsewhere
+        )
+        notes.append(f"Probed at other eval lengths only: {at} (tick it in Eval lengths).")
+    return " ".join(notes)
+
+
+def _cells(cells: list[tuple[str, str]]) -> str:
     by_task: dict[str, list[str]] = {}
-    for fam, task in missing:
+    for fam, task in cells:
         by_task.setdefault(task, []).append(family_label(fam))
-    cells = "; ".join(f"{', '.join(fams)} on {task_label(t)}" for t, fams in by_task.items())
-    return f"No probe curve yet for {cells}: their runs are stored but not probed (no line drawn)."
+    return "; ".join(f"{', '.join(fams)} on {task_label(t)}" for t, fams in by_task.items())
+
+
+def probed_lengths(api: ApiClient, state: dict) -> dict[tuple[str, str], list[int]]:
+    """(family, task) → the eval lengths its curve was probed at, any length (one request)."""
+    rows = one_suite(api, api.curves(suite=state["suite"], trained=trained_filter(state["trained"])), state["suite"])
+    out: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for r in rows:
+        out[(r["family"], r["task"])].add(int(r["eval_length"]))
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def build_figure(api: ApiClient, state: dict):
@@ -261,6 +291,8 @@ def build_figure(api: ApiClient, state: dict):
         fig = position_curves(prow, layer_label=label, show_ci=state["ci"], show_baseline=state["baseline"])
         return add_caption(fig, position_caption(rows, state, label)), note
     unprobed = unprobed_note(stored, rows)
+    if unprobed:  # name the lengths a cell was probed at, where it was (one more request)
+        unprobed = unprobed_note(stored, rows, probed_lengths(api, state))
     none_trained = (
         none_trained_note(behaviour_runs(api, {**state, "trained": False}), "curves")
         if not rows and state["trained"]
