@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         description="Heavy requests (exports, aggregates, bundles) served at "
         "once; more answer 503 with Retry-After (serve --limit-concurrency)",
     )
+    task_file_max_memory_mib: int = Field(
+        1024,
+        ge=1,
+        description="The most memory (MiB) validating a task file may hold (task add, POST /api/tasks): a file "
+        "whose metadata or rows would need more is refused before it is read in full",
+    )
     # Who may frame the dashboard (embed mode, ``?embed=1``): a CSP frame-ancestors value.
     frame_ancestors: str = "*"
     # Jobs

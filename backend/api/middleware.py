@@ -211,15 +211,18 @@ class SecurityHeaders:
 
 
 AGGREGATE_PATHS = ("/api/curves", "/api/profiles", "/api/claims")
+UPLOAD_PATHS = ("/api/tasks", "/api/tasks/upload", "/api/import")  # a POST here validates a file someone else made
 
 
-def is_heavy(path: str) -> bool:
-    """Exports, server-side aggregates and suite bundles: the routes that cost seconds over a
-    large DB (``/api/suites``, the list, is light)."""
+def is_heavy(path: str, method: str = "GET") -> bool:
+    """Exports, server-side aggregates, suite bundles and uploads (a task file, a bundle): the
+    routes that cost seconds or memory over a large DB or file (``/api/suites``, the list, and
+    ``GET /api/tasks`` are light)."""
     return (
         path.startswith("/api/export/")
         or path in AGGREGATE_PATHS
         or (path.startswith("/api/suites/") and path.endswith("/bundle"))
+        or (method == "POST" and path.rstrip("/") in UPLOAD_PATHS)
     )
 
 
@@ -234,13 +237,13 @@ class HeavyRouteLimit:
         self.in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_heavy(scope["path"]):
+        if scope["type"] != "http" or not is_heavy(scope["path"], scope.get("method", "GET")):
             await self.app(scope, receive, send)
             return
         if self.in_flight >= self.limit:
             data = json.dumps(
                 {
-                    "detail": f"server busy: {self.in_flight} exports/aggregates in progress (the limit, "
+                    "detail": f"server busy: {self.in_flight} exports/aggregates/uploads in progress (the limit, "
                     f"LAYERSCOPE_LIMIT_CONCURRENCY / serve --limit-concurrency); retry after "
                     f"{self.retry_after} s"
                 }

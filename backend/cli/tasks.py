@@ -26,6 +26,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
     from backend.task_files import parse_naming_every_bad_row
     from layerscope_core.registry import TASKS
     from science.tasks.task_store import TaskStore
+    from store.config import get_settings
     from worker import settings_task_store
 
     tok = None
@@ -39,7 +40,8 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
                 f"tokenizer {tokenizer!r} could not be loaded ({type(e).__name__}: "
                 f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})"
             ) from None
-    file = parse_naming_every_bad_row(path, tokenizer=tok, data=data)
+    budget = get_settings().task_file_max_memory_mib * 2**20
+    file = parse_naming_every_bad_row(path, tokenizer=tok, data=data, max_memory_bytes=budget)
     store = TaskStore(settings_task_store())
     store.add(file, name, source=Path(path).name, builtin=TASKS)
     return store.info(name)

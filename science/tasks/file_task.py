@@ -16,6 +16,13 @@ labels", ...); limits: ``MAX_FILE_BYTES``, ``MAX_ROWS``, ``MAX_LENGTH`` tokens a
 the padding token). The file is UTF-8 (a byte-order mark is read past); other bytes are refused,
 never replaced (two tokens would become one).
 
+A file someone else made is bounded before it is materialised (``TaskFileLimit``, one line): a
+Parquet file's row count, row groups' value counts and schema nesting are read from its
+metadata before any row, then rows are decoded ``PARQUET_BATCH_ROWS`` at a time; a JSONL file is
+streamed a line at a time, each line's size (``MAX_LINE_BYTES``) and nesting (``MAX_ROW_DEPTH``,
+counted on its bytes: ``json`` would recurse) checked before it is parsed; and the rows held for
+validation (about ``BYTES_PER_TOKEN`` bytes a token) are kept under ``max_memory_bytes``.
+
 The parsed file has one canonical JSON form (``canonical_bytes``) and is named by its SHA-256
 (``digest``), so a worker on another machine reads the same data from a shared store. Token
 strings / string labels are numbered in sorted order; ``PAD`` (id ``vocab_size - 1``) fills
@@ -38,13 +45,15 @@ import hashlib
 import io
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from layerscope_core.json_checks import depth_error
 
 from .base import Task, TaskData
 from .params import MAX_VOCAB, check_generate_args
@@ -55,6 +64,12 @@ MAX_ROWS = 200_000
 MAX_LENGTH = 4096
 MIN_ROWS = 10
 MAX_ERRORS = 20
+MAX_LINE_BYTES = 2**20  # a JSONL line: 256 bytes for each of MAX_LENGTH tokens and labels
+MAX_ROW_DEPTH = 8  # a row nests 3 deep ({"spans": [[start, end, label]]}): a deeper one is refused unparsed
+BYTES_PER_TOKEN = 64  # what validation holds per token (its label and canonical copies too); measured about 30
+MAX_MEMORY_BYTES = 1024 * 2**20  # the default of LAYERSCOPE_TASK_FILE_MAX_MEMORY_MIB
+PARQUET_BATCH_ROWS = 64
+PARQUET_SUFFIXES = (".parquet", ".pq")
 PAD = "<pad>"
 
 
@@ -70,6 +85,15 @@ class TaskFileError(ValueError):
         shown = errors[:MAX_ERRORS]
         more = f"\n  … and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
         super().__init__(f"task file {path}: {len(errors)} problem(s)\n  " + "\n  ".join(shown) + more)
+
+
+class TaskFileLimit(TaskFileError):
+    """A task file over one of the limits (size, rows, a line's size or nesting, memory), refused
+    before it is read in full: one line, ``errors`` holding the one reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.errors = [reason]
+        ValueError.__init__(self, f"task file {path}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -122,33 +146,87 @@ class TaskFile:
         return hashlib.sha256(self.canonical_bytes()).hexdigest()
 
 
-def _read_rows(path: Path, data: bytes) -> list[Any]:
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
+class _NotJson(str):
+    """A line that is not JSON (its message); streamed in the rows' place so lines keep their numbers."""
 
+
+def _too_big(path: str, what: str, max_memory_bytes: int) -> TaskFileLimit:
+    return TaskFileLimit(
+        path,
+        f"{what}: validating it would hold over {max_memory_bytes // 2**20} MiB "
+        f"(LAYERSCOPE_TASK_FILE_MAX_MEMORY_MIB; about {BYTES_PER_TOKEN} bytes a token)",
+    )
+
+
+def _jsonl_rows(path: str, lines: Iterable[bytes]) -> Iterator[Any]:
+    """The rows of JSONL ``lines`` one at a time (blank lines skipped, a line that is not JSON as
+    ``_NotJson``): each line is checked for size and nesting on its bytes before it is parsed."""
+    offset = 0  # of the line in the file, in bytes
+    for i, line in enumerate(lines, start=1):
+        skip = 3 if i == 1 and line.startswith(b"\xef\xbb\xbf") else 0  # a BOM (a common editor's save)
         try:
-            return pq.read_table(io.BytesIO(data)).to_pylist()
-        except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on a broken file
-            raise TaskFileError(str(path), [f"not a readable Parquet file ({type(e).__name__}: {e})"]) from None
-    try:
-        # strict: a replaced byte would merge distinct tokens into one; a BOM (a common editor's save) is read past
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise TaskFileError(
-            str(path), [f"line {line}: not valid UTF-8 (byte {e.start} counting from 0: {e.reason})"]
-        ) from None
-    rows, errors = [], []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+            # strict: a replaced byte would merge distinct tokens into one
+            text = line[skip:].decode("utf-8")
+        except UnicodeDecodeError as e:
+            at = offset + skip + e.start
+            raise TaskFileError(path, [f"line {i}: not valid UTF-8 (byte {at} counting from 0: {e.reason})"]) from None
+        offset += len(line)
+        line = line[skip:]
+        if not line.strip():  # bytes: blank as backend.task_files counts lines
             continue
+        if len(line) > MAX_LINE_BYTES:
+            raise TaskFileLimit(path, f"line {i}: {len(line)} bytes; the limit is {MAX_LINE_BYTES} a line")
+        if depth_error(line, MAX_ROW_DEPTH):  # before parsing: a deep line overflows json's recursion
+            raise TaskFileLimit(path, f"line {i}: nested deeper than {MAX_ROW_DEPTH} arrays/objects")
         try:
-            rows.append(json.loads(line))
+            yield json.loads(text)
         except json.JSONDecodeError as e:
-            errors.append(f"line {i}: not JSON ({e.msg})")
-    if errors:
-        raise TaskFileError(str(path), errors)
-    return rows
+            yield _NotJson(f"line {i}: not JSON ({e.msg})")
+
+
+def _type_depth(t: Any) -> int:
+    """Nesting of an Arrow type (a row of a Parquet file is level 1, as a JSONL row's object is)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return 1 + _type_depth(t.value_type)
+    if pa.types.is_struct(t):
+        return 1 + max((_type_depth(t.field(k).type) for k in range(t.num_fields)), default=0)
+    if pa.types.is_map(t):
+        return 1 + max(_type_depth(t.key_type), _type_depth(t.item_type))
+    return 0
+
+
+def _parquet_rows(path: str, data: bytes, max_memory_bytes: int) -> Iterator[Any]:
+    """The rows of a Parquet file one batch at a time, after its metadata (row count, row groups'
+    value counts, schema nesting) is checked against the limits: nothing is decoded first."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data))
+        meta = pf.metadata
+        schema = pf.schema_arrow
+    except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError on a broken file
+        raise TaskFileError(path, [f"not a readable Parquet file ({type(e).__name__}: {e})"]) from None
+    if meta.num_rows > MAX_ROWS:
+        raise TaskFileLimit(path, f"{meta.num_rows} rows; the limit is {MAX_ROWS}")
+    depth = 1 + max((_type_depth(f.type) for f in schema), default=0)
+    if depth > MAX_ROW_DEPTH:
+        raise TaskFileLimit(path, f"its columns nest {depth} deep; the limit is {MAX_ROW_DEPTH} arrays/objects")
+    # the leaf values its column chunks declare (a token and its label are two): the encoded sizes
+    # say nothing, a run-length encoded column of millions of zeros takes a few bytes
+    values = sum(
+        meta.row_group(g).column(c).num_values for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+    )
+    if values * BYTES_PER_TOKEN // 2 > max_memory_bytes:
+        raise _too_big(path, f"{values} values in {meta.num_row_groups} row group(s)", max_memory_bytes)
+    try:
+        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            yield from batch.to_pylist()
+    except TaskFileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a file whose data does not match its metadata
+        raise TaskFileError(path, [f"not a readable Parquet file ({type(e).__name__}: {e})"]) from None
 
 
 def _align_spans(row: dict, tokenizer: Any) -> tuple[list[str], list[Any]]:
@@ -175,39 +253,78 @@ def _align_spans(row: dict, tokenizer: Any) -> tuple[list[str], list[Any]]:
     return strings, labels
 
 
-def parse_task_file(path: str | Path, tokenizer: Any = None, data: bytes | None = None) -> TaskFile:
+def parse_task_file(
+    path: str | Path,
+    tokenizer: Any = None,
+    data: bytes | None = None,
+    max_memory_bytes: int = MAX_MEMORY_BYTES,
+) -> TaskFile:
     """Read and validate a task file (see the module docstring for the formats).
+
+    Bounded before anything is materialised: the file's size first; a Parquet file's row count,
+    row groups' value counts and schema nesting from its metadata, then its rows a batch at
+    a time; a JSONL file a line at a time, each line's size and nesting checked on its bytes
+    before it is parsed; and the rows held for validation (about ``BYTES_PER_TOKEN`` bytes a
+    token) against ``max_memory_bytes``.
 
     Args:
         path: a ``.jsonl`` / ``.json`` (one JSON object a line) or ``.parquet`` file.
         tokenizer: a transformers tokenizer (fast: it must give offsets), needed by text rows.
         data: the file's bytes when they are already read (an upload); ``path`` then only names it.
+        max_memory_bytes: the most bytes the validation may hold (the setting
+            ``LAYERSCOPE_TASK_FILE_MAX_MEMORY_MIB``).
 
     Raises:
-        TaskFileError (a ValueError): every problem found, one line per bad row.
+        TaskFileError (a ValueError): every problem found, one line per bad row; or the one limit
+            the file passes (size, rows, a line's size or nesting, memory).
     """
     path = Path(path)
+    name = str(path)
     if data is None:
         if not path.is_file():
-            raise TaskFileError(str(path), ["a folder, not a file" if path.is_dir() else "no such file"])
+            raise TaskFileError(name, ["a folder, not a file" if path.is_dir() else "no such file"])
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise TaskFileError(str(path), [f"{path.stat().st_size} bytes; the limit is {MAX_FILE_BYTES}"])
+            raise TaskFileLimit(name, f"{path.stat().st_size} bytes; the limit is {MAX_FILE_BYTES}")
+        if path.suffix.lower() not in PARQUET_SUFFIXES:
+            with path.open("rb") as stream:  # streamed from disk, a line at a time
+                return _validate(name, _jsonl_rows(name, stream), tokenizer, max_memory_bytes)
         data = path.read_bytes()
     if len(data) > MAX_FILE_BYTES:
-        raise TaskFileError(str(path), [f"{len(data)} bytes; the limit is {MAX_FILE_BYTES}"])
-    rows = _read_rows(path, data)
-    if len(rows) > MAX_ROWS:
-        raise TaskFileError(str(path), [f"{len(rows)} rows; the limit is {MAX_ROWS}"])
+        raise TaskFileLimit(name, f"{len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        rows = _parquet_rows(name, data, max_memory_bytes)
+    else:
+        rows = _jsonl_rows(name, io.BytesIO(data))
+    return _validate(name, rows, tokenizer, max_memory_bytes)
+
+
+def _validate(path: str, rows: Iterable[Any], tokenizer: Any, max_memory_bytes: int) -> TaskFile:
+    """Each row checked as it is read; a file with lines that are not JSON reports those only."""
     errors: list[str] = []
+    not_json: list[str] = []
     seqs: list[tuple[list[Any], list[Any]]] = []
-    for i, row in enumerate(rows, start=1):
+    n_rows = n_tokens = 0
+    for row in rows:
+        n_rows += 1
+        if n_rows > MAX_ROWS:  # count the rest without parsing them, to say how many
+            raise TaskFileLimit(path, f"{n_rows + sum(1 for _ in rows)} rows; the limit is {MAX_ROWS}")
+        if isinstance(row, _NotJson):
+            not_json.append(row)
+            continue
+        if not_json:  # the report is the lines that are not JSON (backend.task_files adds the rows)
+            continue
         try:
-            seqs.append(_row(row, tokenizer))
+            seq = _row(row, tokenizer)
         except ValueError as e:
-            errors.append(f"row {i}: {e}")
-    if errors:
-        raise TaskFileError(str(path), errors)
-    return _canonical(str(path), seqs)
+            errors.append(f"row {n_rows}: {e}")
+            continue
+        n_tokens += len(seq[0])
+        if n_tokens * BYTES_PER_TOKEN > max_memory_bytes:
+            raise _too_big(path, f"{n_tokens} tokens in its first {n_rows} rows", max_memory_bytes)
+        seqs.append(seq)
+    if not_json or errors:
+        raise TaskFileError(path, not_json or errors)
+    return _canonical(path, seqs)
 
 
 def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:

@@ -105,7 +105,9 @@ def _add_task(name: str, filename: str, data: bytes, settings, *, field: str) ->
     from layerscope_core.registry import TASKS
 
     try:
-        file = parse_naming_every_bad_row(filename, data=data)
+        file = parse_naming_every_bad_row(
+            filename, data=data, max_memory_bytes=settings.task_file_max_memory_mib * 2**20
+        )
     except TaskFileError as e:
         raise HTTPException(
             422, detail=[{"loc": ["body", field], "msg": m, "type": "value_error"} for m in e.errors]
