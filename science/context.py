@@ -8,6 +8,9 @@ the default when ``ctx`` is None, prints nothing.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from tqdm.auto import tqdm
 
 
@@ -42,6 +45,13 @@ class JobContext:
         """Name the stored run this work is about, once its row exists (the job runner records
         it on the job at once, so a job measuring a run links to it before it ends)."""
 
+    @contextlib.contextmanager
+    def storing(self) -> Iterator[None]:
+        """Around each write of results: the job runner's raises :class:`JobCancelled` before
+        anything is written when a cancel was requested, and refuses cancels (409) until the
+        write is done, so a cancel answered 200 is never followed by stored results."""
+        yield
+
     def sub(self, start: float, end: float) -> SubContext:
         """A view mapping 0..1 onto ``start..end`` of this context."""
         return SubContext(self, start, end)
@@ -67,6 +77,9 @@ class SubContext:
 
     def attach_run(self, run_id: int) -> None:
         self.parent.attach_run(run_id)
+
+    def storing(self) -> contextlib.AbstractContextManager[None]:
+        return self.parent.storing()
 
     def sub(self, start: float, end: float) -> SubContext:
         return SubContext(self, start, end)

@@ -79,8 +79,10 @@ def save(
     """Write a checkpoint to ``path`` atomically (a temporary file renamed over it).
 
     Raises:
-        OSError: the file cannot be written (e.g. the disk is full); the previous checkpoint
-            stays as it was and the temporary file is removed.
+        OSError: the file cannot be written (e.g. the disk is full: errno ``ENOSPC``), naming
+            ``path``; the previous checkpoint stays as it was and the temporary file is removed.
+            (torch's zip writer reports a failed write as a RuntimeError, "unexpected pos";
+            the OSError underneath is raised instead.)
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
@@ -92,8 +94,35 @@ def save(
         "rng": torch.get_rng_state(),
         "loop": asdict(loop),
     }
-    with atomic_file(path) as fh:  # disk full, a kill mid-write: the last checkpoint stays whole
-        torch.save(state, fh)
+    try:
+        with atomic_file(path) as fh:  # disk full, a kill mid-write: the last checkpoint stays whole
+            out = _Writes(fh)
+            try:
+                torch.save(state, out)
+            except RuntimeError as exc:
+                if out.error is None:
+                    raise
+                raise out.error from exc
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror or exc}: writing training checkpoint", str(path)) from exc
+
+
+class _Writes:
+    """A binary file for torch.save that keeps the OSError of a failed write (a full disk):
+    torch's zip writer swallows it into a RuntimeError ("unexpected pos")."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh, self.error = fh, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
 
 
 # How to get past a checkpoint that cannot be resumed; every such error ends with it.

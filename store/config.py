@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = 5.0
     stale_after_seconds: float = 60.0
     max_attempts: int = 3
+    retry_backoff_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="A job that met a full disk is taken again after this many seconds, doubled for each "
+        "attempt it has used (while attempts remain)",
+    )
     device: str = "auto"
     worker_poll_seconds: float = Field(0.2, description="Idle poll interval of a worker on SQLite queues")
     reap_every_seconds: float = Field(10.0, description="How often the API and workers run the reaper")

@@ -174,6 +174,32 @@ def cancel_flag(session: Session, job_id: int) -> bool:
     return bool(session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar())
 
 
+class StoringRefused(Exception):
+    """``begin_storing`` lost to a cancel (or the job was taken from the worker): store nothing."""
+
+
+def begin_storing(session: Session, job_id: int, worker: str, attempt: int) -> bool:
+    """Mark the worker's running job as storing its results, unless a cancel was requested (one
+    conditional UPDATE: it and :func:`request_cancel`'s are serialised on the row, so exactly one
+    wins). Returns whether the job may store; False: store nothing, end it cancelled."""
+    res = session.execute(
+        update(Job)
+        .where(*_owned(job_id, worker, attempt), Job.cancel_requested.is_(False))
+        .values(storing=True, heartbeat_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return res.rowcount == 1
+
+
+def end_storing(session: Session, job_id: int) -> None:
+    """The result write is committed (or rolled back): a cancel is a 200 again."""
+    session.execute(
+        update(Job).where(Job.id == job_id).values(storing=False).execution_options(synchronize_session=False)
+    )
+    session.commit()
+
+
 def finish(
     session: Session,
     job_id: int,
@@ -187,9 +213,13 @@ def finish(
     message: str | None = None,
     commit: bool = True,
 ) -> bool:
-    """running → ``state`` if the worker still owns the job; returns whether it did."""
+    """running → ``state`` if the worker still owns the job; returns whether it did. A job whose
+    cancel was requested (answered 200) never becomes ``succeeded``: it ends ``cancelled``."""
     assert state in FINISHED
+    if state == SUCCEEDED and cancel_flag(session, job_id):
+        state, result, run_id, message = CANCELLED, None, None, "cancelled"
     values: dict[str, Any] = dict(
+        storing=False,
         state=state,
         finished_at=utcnow(),
         heartbeat_at=utcnow(),
@@ -202,14 +232,38 @@ def finish(
         values["result"] = result
     if run_id is not None:
         values["run_id"] = run_id
-    res = session.execute(
-        update(Job)
-        .where(*_owned(job_id, worker, attempt))
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
+    owned = _owned(job_id, worker, attempt)
+    if state == SUCCEEDED:  # a cancel landing between the read above and this write: not succeeded
+        owned = (*owned, Job.cancel_requested.is_(False))
+    res = session.execute(update(Job).where(*owned).values(**values).execution_options(synchronize_session=False))
+    if res.rowcount != 1 and state == SUCCEEDED and cancel_flag(session, job_id):
+        return finish(session, job_id, worker, attempt, CANCELLED, message="cancelled", commit=commit)
     if commit:
         session.commit()
+    return res.rowcount == 1
+
+
+def retry_later(session: Session, job_id: int, worker: str, attempt: int, reason: str, delay_s: float) -> bool:
+    """running → queued after a retryable failure (a full disk) while attempts remain, the
+    attempt counted: ``enqueued_at`` is set ``delay_s`` ahead, and the reaper's pass
+    (``worker.queue.requeue_orphans``) enqueues it once that time is past. Returns whether it
+    did (False: not owned, no attempt left, or a cancel was requested)."""
+    now = utcnow()
+    res = session.execute(
+        update(Job)
+        .where(*_owned(job_id, worker, attempt), Job.attempt < Job.max_attempts, Job.cancel_requested.is_(False))
+        .values(
+            state=QUEUED,
+            worker=None,
+            storing=False,
+            error=reason,
+            heartbeat_at=now,
+            enqueued_at=now + timedelta(seconds=delay_s),
+            message=f"re-queued after attempt {attempt}: {reason[:500]}; taken again in {delay_s:g} s",
+        )
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
     return res.rowcount == 1
 
 
@@ -233,7 +287,13 @@ def release(session: Session, job_id: int, worker: str, attempt: int) -> bool:
 
 def request_cancel(session: Session, job_id: int) -> Job:
     """Cancel: a queued job is cancelled at once, a running one gets the flag its worker checks
-    between steps and layers; a suite's unfinished children are cancelled too."""
+    between steps and layers (and before each result write: it then stores nothing more and ends
+    ``cancelled``); a suite's unfinished children are cancelled too.
+
+    Raises:
+        JobStateError: the job is finished, or storing its results (``jobs.storing``, set by
+            :func:`begin_storing`): too late to cancel; it ends as that write lets it.
+    """
     job = get_job(session, job_id)
     if job.state in FINISHED and job.kind != "suite":
         raise JobStateError(f"job {job_id} is already {job.state}")
@@ -247,12 +307,17 @@ def request_cancel(session: Session, job_id: int) -> Job:
     )
     session.execute(
         update(Job)
-        .where(Job.id.in_(ids), Job.state == RUNNING)
+        .where(Job.id.in_(ids), Job.state == RUNNING, Job.storing.is_(False))
         .values(cancel_requested=True, message="cancel requested")
         .execution_options(synchronize_session=False)
     )
     session.commit()
     session.refresh(job)
+    if job.kind != "suite":  # what the job became while this ran: only a flagged or cancelled job is a 200
+        if job.state in (SUCCEEDED, FAILED):
+            raise JobStateError(f"job {job_id} is already {job.state}")
+        if job.state == RUNNING and not job.cancel_requested:
+            raise JobStateError(f"job {job_id} is already storing its results; it cannot be cancelled now")
     return job
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -275,6 +276,8 @@ class Job(Base):
     error: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(200))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # A result write in progress (0009): a cancel meanwhile is a 409, never a 200 the job ignores.
+    storing: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     # What the executor returned (JSON), e.g. {"run_id": 3}; None until the job succeeds.
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)

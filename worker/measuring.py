@@ -170,10 +170,11 @@ class _Measurement:
             n_sequences=measure.n_probe_sequences,
             ctx=self.span("probes"),
         )
-        sid_now = self.settings_id()
-        with session_scope(self.env.session_factory) as s:
-            persist.replace_probe_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(self.env, s, self.run.run_id, rows, "probe")  # and what each probe learned
+        with self.ctx.storing():
+            sid_now = self.settings_id()
+            with session_scope(self.env.session_factory) as s:
+                persist.replace_probe_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
+                keep_weights(self.env, s, self.run.run_id, rows, "probe")  # and what each probe learned
 
     def interventions(self) -> None:
         """The interventions, when ``measure.methods`` or ``measure.conv1d`` asks for some (else only
@@ -196,10 +197,11 @@ class _Measurement:
             ctx=self.span("interventions"),
             resume=(resume := self.resume_folder("interventions")),
         )
-        sid_now = self.settings_id()
-        with session_scope(self.env.session_factory) as s:
-            persist.replace_intervention_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
-            keep_weights(self.env, s, self.run.run_id, rows, "edit")  # and the directions each edit removed
+        with self.ctx.storing():
+            sid_now = self.settings_id()
+            with session_scope(self.env.session_factory) as s:
+                persist.replace_intervention_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=False)
+                keep_weights(self.env, s, self.run.run_id, rows, "edit")  # and the directions each edit removed
         resume.clear()  # stored: its pieces are done with
 
     def resume_folder(self, part: str) -> ResumeFolder:
@@ -241,14 +243,17 @@ class _Measurement:
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
             self.ctx.log(f"patching skipped: {exc}")
             rows = []
-        sid_now = self.settings_id()
-        with session_scope(self.env.session_factory) as s:
-            persist.replace_patching_results(s, self.run.run_id, clean(rows), settings_id=sid_now, commit=not complete)
-            if complete:
-                persist.set_run_status(s, self.run.run_id, "complete")
+        with self.ctx.storing():
+            sid_now = self.settings_id()
+            with session_scope(self.env.session_factory) as s:
+                persist.replace_patching_results(
+                    s, self.run.run_id, clean(rows), settings_id=sid_now, commit=not complete
+                )
+                if complete:
+                    persist.set_run_status(s, self.run.run_id, "complete")
 
     def mark_complete(self) -> None:
-        with session_scope(self.env.session_factory) as s:
+        with self.ctx.storing(), session_scope(self.env.session_factory) as s:
             persist.set_run_status(s, self.run.run_id, "complete")
 
 

@@ -278,7 +278,7 @@ def _store_run(params: TrainParams, task, model, result, rebuild: Rebuild | None
     checkpoint_id = env.store.save(
         model, provenance={"run_config": params.run_config(), "config_hash": run_hash, "steps": result.steps}
     )
-    with session_scope(env.session_factory) as s:  # one transaction: the run and the end of its old results
+    with ctx.storing(), session_scope(env.session_factory) as s:  # one transaction: the run and the end of its old rows
         before = s.execute(select(Run.status).where(Run.config_hash == run_hash)).scalar()
         run_id = persist.save_run(
             s,
@@ -364,7 +364,7 @@ def run_measurements(
     run's ``train_length``. A run retrained with its old rows deleted (``persist.REMEASURING``)
     is ``trained`` again once its ``parts`` are stored, not before."""
     measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=complete)
-    with session_scope(env.session_factory) as s:
+    with ctx.storing(), session_scope(env.session_factory) as s:
         persist.end_remeasuring(s, run_id)
 
 

@@ -252,7 +252,7 @@ def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_secon
     claim them). Returns the ids enqueued. An unreachable queue is logged, not raised: the jobs
     stay queued in the table and the next pass (the API's and workers' reaper) tries again — so
     an API starting while Redis is down still starts."""
-    older = utcnow() - timedelta(seconds=grace_seconds) if grace_seconds > 0 else None
+    older = utcnow() - timedelta(seconds=max(0.0, grace_seconds))  # a job retried later waits until then
     with session_scope(factory) as s:
         ids = J.queued_ids(s, older_than=older)
         prio = J.priorities(s, ids)

@@ -13,6 +13,7 @@ with a fake one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -22,7 +23,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,23 @@ class DBJobContext(JobContext):
             raise JobCancelled(f"job {self.job_id} was taken from this worker (stale heartbeat)")
         if self._cancel:
             raise JobCancelled(f"job {self.job_id} cancelled")
+
+    @contextlib.contextmanager
+    def storing(self) -> Iterator[None]:
+        """``jobs.storing`` set around a result write (``store.jobs.begin_storing``); a cancel
+        requested before it: :class:`JobCancelled`, nothing written."""
+        with self.factory() as s:
+            may_store = J.begin_storing(s, self.job_id, self.worker, self.attempt)
+        if not may_store:
+            self._cancel = True
+            raise JobCancelled(
+                f"job {self.job_id} cancelled (or taken from this worker) before its results were stored"
+            )
+        try:
+            yield
+        finally:
+            with self.factory() as s:
+                J.end_storing(s, self.job_id)
 
     def flush(self) -> None:
         """Heartbeat, plus progress/message/log when they changed."""
@@ -291,6 +309,8 @@ class Runner:
         if isinstance(outcome, str):  # a suite job: fanned out (or failed) by _run_suite itself
             return outcome
         state, fields = outcome
+        if state == J.QUEUED:
+            return self._retry_later(ctx, **fields)
         return self._finish(ctx, state, **fields)
 
     def _outcome(
@@ -314,6 +334,15 @@ class Runner:
             ctx.log(str(exc))
             return J.CANCELLED, dict(message="cancelled")
         except Exception as exc:  # recorded on the job (error text + log tail) and logged
+            if (full := disk_full(exc)) is not None:  # retryable: back off while attempts remain
+                if ctx.attempt < max_attempts:
+                    delay = self.settings.retry_backoff_seconds * 2 ** (ctx.attempt - 1)
+                    ctx.log(f"attempt {ctx.attempt} of {max_attempts}: {full}; retrying in {delay:g} s")
+                    return J.QUEUED, dict(error=full, delay_s=delay)
+                ctx.log("".join(traceback.format_exception(exc)))
+                return J.FAILED, dict(
+                    error=f"{full} on attempt {ctx.attempt} of {max_attempts}", message="failed: disk full"
+                )
             log.exception("job %s failed", ctx.job_id)
             text = "".join(traceback.format_exception(exc))
             ctx.log(text)
@@ -351,12 +380,27 @@ class Runner:
                 kw.pop("result", None)
             owned = J.heartbeat(s, ctx.job_id, ctx.worker, ctx.attempt, log=ctx.log_text())[0]
             owned = owned and J.finish(s, ctx.job_id, ctx.worker, ctx.attempt, state, **kw)
+            if owned and state == J.SUCCEEDED:  # a cancel answered 200 meanwhile ends it cancelled
+                state = J.get_job(s, ctx.job_id).state
         if not owned:
             log.warning(
                 "job %s: result %s not recorded, the job was re-queued away from %s", ctx.job_id, state, self.name
             )
         self.jobs_run += 1
         return state
+
+    def _retry_later(self, ctx: DBJobContext, error: str, delay_s: float) -> str:
+        """A retryable failure: re-queued with back-off (``store.jobs.retry_later``), else failed."""
+        with self.factory() as s:
+            J.heartbeat(s, ctx.job_id, ctx.worker, ctx.attempt, log=ctx.log_text())
+            if J.retry_later(s, ctx.job_id, ctx.worker, ctx.attempt, error, delay_s):
+                log.warning("job %s: %s; re-queued, taken again in %g s", ctx.job_id, error, delay_s)
+                self.jobs_run += 1
+                return J.QUEUED
+            cancelled = J.cancel_flag(s, ctx.job_id)
+        if cancelled:  # a cancel answered 200 meanwhile: honoured, not retried
+            return self._finish(ctx, J.CANCELLED, message="cancelled")
+        return self._finish(ctx, J.FAILED, error=error, message="failed: disk full")
 
     def _release(self, ctx: DBJobContext) -> None:
         with self.factory() as s:
@@ -414,6 +458,20 @@ class Runner:
             if max_jobs is not None and self.jobs_run >= max_jobs:
                 break
         return self.jobs_run
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """One line naming the full disk's path when ``exc`` (or an error it was raised from) is an
+    OSError ENOSPC / EDQUOT, else None: a failure a later attempt may get past."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" ({e.filename})" if e.filename else ""
+            return f"disk full: {e.strerror or e}{where}"
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _jsonable(obj: Any) -> Any:

@@ -54,7 +54,8 @@ def execute(kind: str, params: Any, ctx: Any, env: Any) -> dict:
             if write_every_step:  # hammer the DB: readers must never see "database is locked"
                 _write(params, env, steps)
         ctx.log(f"trained {params.family} on {params.task} for {steps} steps")
-        run_id = _write(params, env, steps)
+        with ctx.storing():  # as the real pipeline: a cancel from here on is a 409
+            run_id = _write(params, env, steps)
         ctx.progress(1.0, "done")
         return {"run_id": run_id}
     if kind in ("probe", "intervene", "patch"):
