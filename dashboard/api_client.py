@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 # Seconds between the retries of a GET answered 503 with Retry-After (the heavy-route limit):
 # a page asking while others export waits briefly instead of showing "server busy".
 BUSY_RETRY_WAITS = (0.5, 1.0, 2.0)
+
+
+# httpx's limit on a URL component (the query): a longer one raises InvalidURL before any request
+MAX_QUERY_CHARS = 65_536
 
 
 class ApiError(RuntimeError):
@@ -84,9 +88,18 @@ class ApiClient:
         json: Any = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
+        query = _clean(params or {})
+        if (size := len(urlencode(query))) >= MAX_QUERY_CHARS:  # httpx refuses it (InvalidURL): say why instead
+            longest = max(len(str(v)) for _, v in query)
+            raise ApiError(
+                414,
+                f"the request's query is {size} characters, over the {MAX_QUERY_CHARS - 1} a URL may hold "
+                f"(its longest value has {longest}): shorten the page's address or the value given",
+                path,
+            )
         for wait in (*BUSY_RETRY_WAITS, None):
             try:
-                resp = self._http.request(method, path, params=_clean(params or {}), json=json, headers=headers)
+                resp = self._http.request(method, path, params=query, json=json, headers=headers)
             except httpx.HTTPError as exc:
                 raise ApiError(503, f"API not reachable at {self.base_url}: {exc}", path) from exc
             # a read the server shed (too many exports / aggregates at once): wait and ask again

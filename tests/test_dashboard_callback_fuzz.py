@@ -273,3 +273,53 @@ def test_number_for_search_is_400(dash_client):
     )
     assert r.status_code == 400
     assert "url.search" in r.get_json()["detail"]
+
+
+LONG = "s" * 65_536  # the length that was a 500 (httpx refuses a URL component this long)
+
+
+def _long_body(output: str, cb: dict) -> dict | None:
+    """A well-formed request for ``output`` whose address (``url.search``) holds a suite and run
+    ``LONG`` characters long, on /claims, and whose suite controls hold ``LONG``."""
+
+    def value(d):
+        if d["property"] == "search":
+            return f"?suite={LONG}&run={LONG}"
+        if d["property"] == "pathname":
+            return "/claims"
+        return LONG if "suite" in d["id"] and d["property"] == "value" else None
+
+    declared = cb["inputs"] + cb.get("state", [])
+    if any(d["id"].startswith("{") for d in declared) or not any(
+        d["property"] == "search" or "suite" in d["id"] for d in declared
+    ):
+        return None
+    out = cb["output"]
+    specs = [o.to_dict() for o in (out if isinstance(out, list) else [out])]
+    return {
+        "output": output,
+        "outputs": specs if isinstance(out, list) else specs[0],
+        "inputs": [{"id": d["id"], "property": d["property"], "value": value(d)} for d in cb["inputs"]],
+        "state": [{"id": d["id"], "property": d["property"], "value": value(d)} for d in cb.get("state", [])],
+        "changedPropIds": [f"{cb['inputs'][0]['id']}.{cb['inputs'][0]['property']}"],
+    }
+
+
+def test_an_over_long_url_or_suite_is_a_message_not_a_500(dash_client):
+    dash_app, client = dash_client
+    posted = []
+    for output, cb in sorted(dash_app.callback_map.items()):
+        body = "callback" in cb and _long_body(output, cb)
+        if not body:
+            continue
+        r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+        posted.append((output, r.status_code))
+        assert r.status_code < 500, (output, r.status_code)
+    assert len(posted) >= 10  # the pages that read the address or a suite were all asked
+    claims = next(o for o in dash_app.callback_map if o.startswith("cl-body"))
+    r = client.post(
+        "/_dash-update-component",
+        data=json.dumps(_long_body(claims, dash_app.callback_map[claims])),
+        content_type="application/json",
+    )
+    assert r.status_code == 200 and "a URL may hold" in r.get_data(as_text=True)

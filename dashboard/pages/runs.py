@@ -267,13 +267,17 @@ def register_downloads(app, api: ApiClient) -> None:
 
     @app.callback(
         Output("rn-export-download", "data"),
+        Output("rn-error", "children", allow_duplicate=True),
         Input("rn-export", "n_clicks"),
         State(LOC, "search"),
         State(f"{KEY}-base", "data"),
         prevent_initial_call=True,
     )
     def _export(n, search, base):
-        return export_csv(api, SPEC.decode(search, base))
+        try:
+            return export_csv(api, SPEC.decode(search, base)), no_update
+        except ApiError as exc:  # the API's refusal (or a query too long for a URL) on the page
+            return no_update, api_alert(exc)
 
     @app.callback(
         Output("rn-bundle", "href"),
