@@ -1,9 +1,12 @@
 """``layerscope serve BUNDLE.zip``: the API and dashboard over a results bundle, read-only, with
 no results database, queue or model store created where the user keeps theirs: the bundle is read
-into a temporary SQLite database (backend/bundle_db.py), removed when the server stops."""
+into a temporary SQLite database (backend/bundle_db.py), removed when the server stops — also on
+SIGINT and SIGTERM (``backend/cli/serve.py``: SIGTERM is read as Ctrl-C, then
+:func:`remove_temporary`)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +41,9 @@ def bundle_app(
     )
     app.state.read_only = f"serving the bundle {path.name} read-only"
     return settings, ReadOnlyApi(app, why=f"read-only: this server shows the bundle {path.name}")
+
+
+def remove_temporary(settings: Settings) -> None:
+    """Remove the temporary folder of a served bundle (its database, queue and store): the
+    ``home`` :func:`bundle_app` set, a folder it made (``layerscope-bundle-*``)."""
+    shutil.rmtree(settings.home, ignore_errors=True)

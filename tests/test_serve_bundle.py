@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from backend.bundle_export import export_bundle
@@ -106,3 +107,65 @@ def test_a_read_only_server_says_so_on_every_page_and_disables_writes(tmp_path, 
 
 def test_a_server_that_writes_shows_no_read_only_line(api) -> None:
     assert api.client.get("/api/meta").json().get("read_only") is None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_serve_a_bundle_removes_its_temporary_folder_on_a_signal(tmp_path, db_factory, sig) -> None:
+    """A real ``layerscope serve BUNDLE.zip`` process, stopped by ``kill -INT`` / ``kill -TERM``
+    once it answers: its ``layerscope-bundle-*`` folder is gone (SIGTERM left it before)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    _, factory = db_factory
+    seed_runs(factory, families=("lstm",), tasks=("dyck",), seeds=(0,), suite="mine")
+    path = tmp_path / "mine.layerscope.zip"
+    with factory() as s:
+        export_bundle(s, "mine", path)
+    tmp = tmp_path / "tmp"  # the folder mkdtemp makes the bundle's database in
+    tmp.mkdir()
+    port = _free_port()
+    root = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp),
+        "LAYERSCOPE_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(root),
+        "OMP_NUM_THREADS": "1",
+    }
+    env.pop("LAYERSCOPE_DB_URL", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "backend.cli", "serve", str(path), "--port", str(port), "--no-dashboard"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(600):  # until it answers (start-up on a loaded machine), or it exited
+            assert proc.poll() is None, proc.stderr.read().decode()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        assert [p.name[:18] for p in tmp.iterdir()] == ["layerscope-bundle-"]  # its temporary folder
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp.iterdir()) == [], proc.stderr.read().decode()[-2000:]

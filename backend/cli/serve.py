@@ -42,12 +42,21 @@ def serve(
     where = settings(host=host, port=port)
     check_port_free(where.host, where.port)  # one line now, not uvicorn's log and exit status 3
     if bundle is not None:
-        from backend.serve_bundle import bundle_app
+        import signal
+
+        from backend.cli.supervision import raise_interrupt
+        from backend.serve_bundle import bundle_app, remove_temporary
 
         s, application = bundle_app(bundle, host=host, port=port, dashboard=dashboard)
-        typer.echo(f"layerscope: {bundle} read into a temporary database, served read-only", err=True)
-        announce(s)
-        uvicorn.run(application, host=s.host, port=s.port, log_level="info", access_log=False)
+        # uvicorn re-raises the signal that stopped it once it has shut down: SIGTERM's default
+        # would end the process there, before any clean-up; read as Ctrl-C, the folder goes
+        signal.signal(signal.SIGTERM, raise_interrupt)
+        try:
+            typer.echo(f"layerscope: {bundle} read into a temporary database, served read-only", err=True)
+            announce(s)
+            uvicorn.run(application, host=s.host, port=s.port, log_level="info", access_log=False)
+        finally:
+            remove_temporary(s)
         return
     s = where
     if limit_concurrency is not None:
