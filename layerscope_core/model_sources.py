@@ -13,6 +13,7 @@ checks and the model loaders (``models_store``) share it.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from pathlib import Path
 
@@ -58,3 +59,24 @@ def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
         f"{source!r} is not a folder here{hint}: looking it up on the Hugging Face hub "
         "(HF_HUB_OFFLINE=1 uses local folders only)"
     )
+
+
+NO_CUSTOM_CODE = "layerscope never runs a model's own code (transformers' trust_remote_code is always False)"
+
+
+def custom_code_problem(source: str, config: object | None = None) -> str | None:
+    """Why a model must be refused for asking to run its own code, else None: an ``auto_map``
+    in its config (the local folder's ``config.json``, read as JSON, or ``config`` once read by
+    transformers with ``trust_remote_code=False``), which names Python classes shipped beside
+    the weights. Nothing is imported or run to find out."""
+    auto_map = getattr(config, "auto_map", None) if config is not None else None
+    if auto_map is None:
+        path = Path(source).expanduser() / "config.json"
+        try:
+            auto_map = json.loads(path.read_text(encoding="utf-8")).get("auto_map") if path.is_file() else None
+        except (OSError, ValueError, AttributeError):  # unreadable: transformers' own reading says why
+            auto_map = None
+    if not auto_map:
+        return None
+    names = ", ".join(sorted(map(str, auto_map)))[:200] if isinstance(auto_map, dict) else str(auto_map)[:200]
+    return f"its config asks to run custom code (auto_map: {names}); {NO_CUSTOM_CODE}"

@@ -29,7 +29,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from layerscope_core.model_sources import hub_offline, missing_folder_problem
+from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
 from models_store.config import ModelConfig
 from models_store.hf_model import HFLayerwiseModel
 
@@ -231,7 +231,7 @@ def backbone_from_config(hf_cfg: PreTrainedConfig) -> PreTrainedModel:
         UnsupportedModel: see ``check_architecture``.
     """
     check_architecture(hf_cfg)
-    return AutoModel.from_config(hf_cfg, dtype=torch.float32)
+    return AutoModel.from_config(hf_cfg, dtype=torch.float32, trust_remote_code=False)
 
 
 def build_from_hf_config(cfg: ModelConfig) -> AnyHFModel:
@@ -263,16 +263,18 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
     """
     from transformers import AutoConfig
 
-    if why := missing_folder_problem(name_or_path):  # a path: not looked up on the hub
+    if why := missing_folder_problem(name_or_path) or custom_code_problem(name_or_path):  # a path: not looked up
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     try:
         offline = hub_offline() if local_files_only is None else local_files_only
-        hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline)
+        hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         raise PretrainedLoadError(
             f"could not read the config of {role} {name_or_path!r} "
             f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
         ) from None
+    if why := custom_code_problem(name_or_path, hf_cfg):  # a hub config: read, never run
+        raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     try:
         check_architecture(hf_cfg)
     except UnsupportedModel as e:
@@ -284,7 +286,7 @@ def meta_backbone(hf_cfg: PreTrainedConfig) -> PreTrainedModel:
     """The base model of ``hf_cfg`` on the ``meta`` device: its modules and parameter shapes, no
     weights read or allocated."""
     with torch.device("meta"):
-        return AutoModel.from_config(hf_cfg)
+        return AutoModel.from_config(hf_cfg, trust_remote_code=False)
 
 
 def pretrained_family(name_or_path: str, role: str = "pretrained model", local_files_only: bool | None = None) -> str:

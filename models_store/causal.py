@@ -82,12 +82,12 @@ def config_causal_problem(hf_cfg: Any) -> str | None:
     try:
         small = _one_block_copy(hf_cfg)
         with torch.device("meta"):
-            size = sum(p.numel() for p in AutoModel.from_config(small).parameters())
+            size = sum(p.numel() for p in AutoModel.from_config(small, trust_remote_code=False).parameters())
         if size > COPY_MAX_PARAMS:
             return None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            backbone = AutoModel.from_config(small, dtype=torch.float32)
+            backbone = AutoModel.from_config(small, dtype=torch.float32, trust_remote_code=False)
         return causal_problem(backbone)
     except Exception:  # noqa: BLE001 - an architecture whose copy does not build or run: left to the worker
         return None

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModel
 
-from layerscope_core.model_sources import hub_offline, missing_folder_problem
+from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
 from models_store.any_model import (
     AnyHFModel,
     PretrainedLoadError,
@@ -146,10 +146,14 @@ def _read_config(name: str, role: str, *, local_files_only: bool, revision: str 
     it looked and why it failed."""
     if why := missing_folder_problem(name):
         raise PretrainedLoadError(f"{role} {name!r}: {why}")
+    if why := custom_code_problem(name):  # before transformers reads it: nothing of it is run
+        raise PretrainedLoadError(f"{role} {name!r}: {why}")
     local_dir = Path(name).expanduser().is_dir()
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
     try:
-        hf_cfg = AutoConfig.from_pretrained(name, local_files_only=local_files_only, revision=revision)
+        hf_cfg = AutoConfig.from_pretrained(
+            name, local_files_only=local_files_only, revision=revision, trust_remote_code=False
+        )
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         hint = (
             ""
@@ -161,6 +165,8 @@ def _read_config(name: str, role: str, *, local_files_only: bool, revision: str 
             )
         )
         raise PretrainedLoadError(f"could not load {role} {name!r} from the {where}{hint} ({_reason(e)})") from None
+    if why := custom_code_problem(name, hf_cfg):  # a hub config: read, never run
+        raise PretrainedLoadError(f"{role} {name!r}: {why}")
     try:
         check_architecture(hf_cfg)
     except UnsupportedModel as e:
@@ -203,6 +209,7 @@ def _backbone(
             revision=revision,
             dtype=torch.float32,
             output_loading_info=True,
+            trust_remote_code=False,
         )
     except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
         raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None

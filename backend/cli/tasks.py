@@ -34,7 +34,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
         from transformers import AutoTokenizer
 
         try:
-            tok = AutoTokenizer.from_pretrained(tokenizer)
+            tok = AutoTokenizer.from_pretrained(tokenizer, trust_remote_code=False)  # a tokenizer's own code: never
         except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError here
             raise ValueError(
                 f"tokenizer {tokenizer!r} could not be loaded ({type(e).__name__}: "
