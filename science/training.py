@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from science import train_checkpoint
+from science import plateau, train_checkpoint
 from science.context import JobContext, SilentContext
 from science.records import BehaviourRecord
 from science.seeds import data_seed
@@ -173,6 +173,9 @@ class TrainConfig:
         plateau_evals, plateau_min_gain: the plateau stop (:func:`plateaued`; None = off).
         plateau_gap_share: the least gain as a share of the gap left to the stage's target
             (:func:`plateaued`; None = ``plateau_min_gain`` alone).
+        plateau_revision: 3 = the slope rule of :mod:`science.plateau` (a flat held-out slope with
+            confidence and a training loss no longer falling, over 2,000 steps or 10% of the
+            budget), which replaces ``plateau_evals``' rule; None = revisions 1–2 above.
     """
 
     train_length: int = 40
@@ -194,6 +197,7 @@ class TrainConfig:
     plateau_evals: int | None = None
     plateau_min_gain: float = 0.01
     plateau_gap_share: float | None = None
+    plateau_revision: int | None = None
 
 
 def train_model(
@@ -217,7 +221,8 @@ def train_model(
     Stops at ``max_steps`` (``stop_reason`` "budget"), after ``max_seconds`` of wall time
     ("time_limit", a safety cap), when the held-out token accuracy at ``train_length`` (never
     during the curriculum) reaches ``early_stop_acc`` ("trained"), or, with ``plateau_evals``
-    set, on a plateau at the current length (:func:`plateaued`, "plateau").
+    set, on a plateau at the current length (:func:`plateaued`, "plateau"; with
+    ``plateau_revision`` 3, :func:`science.plateau.plateaued_v3` instead).
     ``final_heldout_acc`` is always at ``train_length``; ``best_heldout_acc`` / ``best_step`` are
     the best evaluation there (the final one included).
 
@@ -362,15 +367,29 @@ def _evaluate(
     )
     loop.at_length.append(acc)
     reason = None
+    moved = False  # an evaluation that moves the curriculum on starts the next stage: no plateau
     if length == c.train_length:
         if loop.best is None or acc > loop.best[0]:
             loop.best = (acc, step)
         if acc >= c.early_stop_acc:
             reason = "trained"
     elif acc >= c.curriculum_threshold:
+        moved = True
         loop.stage += 1
         loop.at_length = []
         ctx.log(f"step {step}: held-out acc {acc:.3f} at length {length} → length {stream.lengths[loop.stage]}")
+    if c.plateau_revision == plateau.REVISION:  # revision 3 replaces the rule below
+        window = None
+        if reason is None and not moved:
+            window = plateau.plateaued_v3([*loop.curve, point], max_steps=c.max_steps, train_length=c.train_length)
+        if window is not None:
+            reason = "plateau"
+            ctx.log(
+                f"step {step}: plateau (revision 3) at length {length}: over the last {window.window_steps} steps "
+                f"held-out slope {window.slope_pp:+.2f} pp per 1,000 steps (95% upper {window.hi_pp:+.2f} "
+                f"< {plateau.MAX_SLOPE_PP}), training loss fell {100 * window.loss_fall:.2f}% (< 1%)"
+            )
+        return reason
     target = c.early_stop_acc if length == c.train_length else c.curriculum_threshold
     if (
         reason is None

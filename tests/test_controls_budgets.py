@@ -88,12 +88,12 @@ def test_paper_preset_budgets_by_cell_and_adds_controls_and_stacked_rnns():
     }
     for j in trained:
         if (j.family, j.task) in revised:
-            assert (
-                j.max_steps == revised[j.family, j.task] and j.plateau_gap_share == 0.2 and j.max_seconds == 172_800.0
-            )
+            # revision 3 of the plateau rule replaced revision 2 in these cells (docs/SCIENCE.md#plateau)
+            assert j.max_steps == revised[j.family, j.task] and j.plateau_revision == 3 and j.max_seconds == 172_800.0
+            assert j.plateau_gap_share is None
         else:
-            assert j.plateau_gap_share is None and j.max_seconds == 14_400.0
-            assert "plateau_gap_share" not in j.run_config()
+            assert j.plateau_gap_share is None and j.plateau_revision is None and j.max_seconds == 14_400.0
+            assert "plateau_gap_share" not in j.run_config() and "plateau_revision" not in j.run_config()
     assert {(j.family, j.task) for j in trained if j.family.endswith("_stack")} == {
         (f, t) for f in ("lstm_stack", "gru_stack") for t in ("parity", "s3")
     }

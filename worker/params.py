@@ -214,6 +214,13 @@ class TrainParams(_Params):
         "(the criterion at the full length, the curriculum threshold before it), capped at "
         "plateau_min_gain (docs/SCIENCE.md#plateau); None = plateau_min_gain alone",
     )
+    plateau_revision: Literal[3] | None = Field(
+        None,
+        description="3: revision 3 of the plateau rule — stop only when, over 2,000 steps or 10% of "
+        "max_steps (the larger), the upper end of the 95% interval of the held-out accuracy's slope is "
+        "below 0.2 pp per 1,000 steps and the training loss fell by less than 1% (docs/SCIENCE.md#plateau); "
+        "it replaces plateau_evals' rule. None = revisions 1-2 (plateau_evals, plateau_gap_share)",
+    )
     control: Literal["init"] | None = Field(
         None,
         description="'init': the random-init control of this run — the same architecture and seed, not "
@@ -374,6 +381,7 @@ LATER_FIELDS: dict[str, Any] = {
     "plateau_evals": None,
     "plateau_min_gain": 0.01,
     "plateau_gap_share": None,
+    "plateau_revision": None,
     "control": None,
     "from_config": None,
 }

@@ -41,6 +41,11 @@ from worker.params import EVAL_LENGTHS, FAMILIES, TASKS, MeasureParams, SuitePar
 # least gain over 20 evaluations is the smaller of 1 pp and a fifth of the gap left to the target,
 # and the 4 h safety cap becomes 48 h (the longer budgets outlast it on a 2-core CPU).
 REVISED_PLATEAU: dict[str, Any] = {"plateau_gap_share": 0.2, "max_seconds": 172_800.0}
+# Revision 3 (2026-12-06, fixed before the runs it judges; docs/SCIENCE.md#plateau): revision 2
+# stopped the S3 runs while their held-out slope was still +0.8 to +2.9 pp per 1,000 steps; a run
+# now stops only when that slope is flat with confidence and its training loss no longer falls.
+# Revision 2 stays above: the runs it judged record it in their train_config.
+PLATEAU_REV3: dict[str, Any] = {"plateau_revision": 3, "max_seconds": 172_800.0}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": {
@@ -129,12 +134,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         # stopped as plateau at 0.985-0.986 under the fixed 1 pp rule; the revised cells judge a
         # plateau by the share of the gap left to the target (REVISED_PLATEAU), which never stops a
         # run the 1 pp rule would not, so every other cell would have trained as it did.
+        # Revision 3 (PLATEAU_REV3) replaces revision 2 in those four cells before their next runs.
         "cell_train": {
-            "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 40_000, **REVISED_PLATEAU}},
-            "mamba": {"s3": {"max_steps": 20_000, **REVISED_PLATEAU}},
+            "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 40_000, **PLATEAU_REV3}},
+            "mamba": {"s3": {"max_steps": 20_000, **PLATEAU_REV3}},
             "mamba2": {
-                "parity": {"max_steps": 8_000, **REVISED_PLATEAU},
-                "s3": {"max_steps": 25_000, **REVISED_PLATEAU},
+                "parity": {"max_steps": 8_000, **PLATEAU_REV3},
+                "s3": {"max_steps": 25_000, **PLATEAU_REV3},
             },
         },
         "variants": {"lstm_stack": ["parity", "s3"], "gru_stack": ["parity", "s3"]},
