@@ -8,9 +8,11 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from backend.claims_text.common import stages_text
+from backend.claims_text.common import stages_text, stopped_runs_text
 from layerscope_core.provenance import commit_label
-from science.claims.common import not_learned_cell
+from science.claims.common import not_learned_cell, stopped_run
+from science.plateau import plateau_revision
+from science.trained import is_trained
 
 __all__ = [
     "version_lines",
@@ -78,8 +80,10 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
 
 
 def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
-    """How the runs' training ended (``stop_reason``), the cells whose every seed plateaued and
-    those whose every seed ran out of its step budget while still improving."""
+    """How the runs' training ended (``stop_reason``), the cells not learned (every untrained seed
+    plateaued under revision 3 of the rule) and the cells with untrained runs more steps would
+    decide (stopped by their budget, or by a plateau rule before revision 3), each stopped run with
+    its slope at the stop and budget share (docs/SCIENCE.md#plateau)."""
     reasons: dict[str, int] = defaultdict(int)
     by_cell: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
@@ -109,16 +113,39 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
             how += " " + stages_text(row["stages"])
         out.append(
             f"- {fam} × {task}: not learned by {who} at this size within {row['budget']:,} steps "
-            f"({how}; best held-out accuracy {best})."
+            f"({how} under revision 3 of the rule; best held-out accuracy {best}"
+            f"{stopped_runs_text(row['stopped_runs'])})."
         )
     for (task, fam), rs in sorted(by_cell.items()):
-        if len(rs) >= 3 and all(r.get("stop_reason") == "budget" for r in rs):
-            best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in rs)
-            budget = max(int((r.get("train_config") or {}).get("max_steps") or 0) for r in rs)
-            out.append(
-                f"- {fam} × {task}: stopped by its {budget:,}-step budget while still improving (every seed; "
-                f"best held-out accuracy {best}): not enough data, more steps would decide."
+        if not_learned_cell(rs) is not None:
+            continue
+        open_runs = [
+            r
+            for r in rs
+            if not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))
+            and r.get("stop_reason") in ("plateau", "budget")
+        ]
+        if not open_runs:
+            continue
+        why = []
+        if n := sum(r.get("stop_reason") == "budget" for r in open_runs):
+            why.append(f"{n} stopped by the step budget while still improving")
+        if n := sum(r.get("stop_reason") == "plateau" for r in open_runs):
+            revisions = sorted(
+                {
+                    v
+                    for r in open_runs
+                    if r.get("stop_reason") == "plateau" and (v := plateau_revision(r.get("train_config")))
+                }
             )
+            rule = f"plateau rule revision {'/'.join(map(str, revisions))}" if revisions else "an earlier plateau rule"
+            why.append(f"{n} stopped by {rule}, since revised")
+        best = ", ".join(f"{r.get('best_heldout_acc') or 0:.3f} at step {r.get('best_step')}" for r in open_runs)
+        runs_text = stopped_runs_text([stopped_run(r) for r in sorted(open_runs, key=lambda r: str(r.get("seed")))])
+        out.append(
+            f"- {fam} × {task}: not enough data: more steps would decide ({'; '.join(why)}; "
+            f"best held-out accuracy {best}{runs_text})."
+        )
     n_ctrl = sum(bool(r.get("control")) for r in runs)
     if n_ctrl:
         out.append(f"{n_ctrl} random-init control run(s) stored beside them (docs/SCIENCE.md#controls).")

@@ -37,7 +37,7 @@ class WindowSlope:
     """The window read at one step. ``slope_pp``, ``lo_pp``, ``hi_pp``: the held-out accuracy's
     least-squares slope and its 95% t-interval, pp per 1,000 steps (``lo``/``hi`` NaN with fewer
     than 3 evaluations); ``loss_fall``: the fitted training loss's fall over the window as a
-    fraction of its start (negative: it rose); ``window_steps``: the steps the window spans
+    fraction of its start (negative: it rose; NaN without stored losses); ``window_steps``: the steps the window spans
     (below :func:`window_steps` when the stage was shorter: ``full`` False); ``n_evals``: the
     evaluations in it; ``length``: the training length it was read at."""
 
@@ -74,12 +74,14 @@ def read_window(curve: Sequence[Mapping[str, Any]], *, max_steps: int, train_len
     length = int(curve[-1].get("length") or train_length)
     end = int(curve[-1]["step"])
     want = window_steps(max_steps)
-    steps, losses, e_steps, e_accs = [], [], [], []
+    steps, loss_steps, losses, e_steps, e_accs = [], [], [], [], []
     for point in reversed(curve):
         if int(point.get("length") or train_length) != length or int(point["step"]) <= end - want:
             break
         steps.append(int(point["step"]))
-        losses.append(float(point["loss"]))
+        if point.get("loss") is not None:
+            loss_steps.append(int(point["step"]))
+            losses.append(float(point["loss"]))
         if point.get("heldout_token_acc") is not None:
             e_steps.append(int(point["step"]))
             e_accs.append(float(point["heldout_token_acc"]))
@@ -94,10 +96,12 @@ def read_window(curve: Sequence[Mapping[str, Any]], *, max_steps: int, train_len
         half = 0.0
     else:
         half = float(_st.t.ppf(0.975, len(e_steps) - 2)) * float(acc.stderr)
-    fit = _st.linregress(np.array(steps, float), np.array(losses, float))
-    first = fit.intercept + fit.slope * min(steps)
-    last = fit.intercept + fit.slope * end
-    fall = (first - last) / first if first > 0 else 0.0
+    fall = math.nan  # no losses stored: never flat
+    if len(losses) >= 2:
+        fit = _st.linregress(np.array(loss_steps, float), np.array(losses, float))
+        first = fit.intercept + fit.slope * min(steps)
+        last = fit.intercept + fit.slope * end
+        fall = (first - last) / first if first > 0 else 0.0
     slope = float(acc.slope) * PP_PER_1000
     return WindowSlope(
         slope_pp=slope,

@@ -440,7 +440,8 @@ def test_budget_stopped_runs_are_named_as_needing_more_steps():
     assert c[1]["verdict"] == NOT_ENOUGH
     assert (
         "transformer × parity: 0 of 3 trained seeds (3 untrained run(s) left out: 2 stopped by the "
-        "6,000-step budget while still improving, best held-out accuracy 0.370–0.380, more steps would decide)"
+        "6,000-step budget while still improving, best held-out accuracy 0.370–0.380, not enough data: more steps "
+        "would decide; seed 1 at step"
     ) in c[1]["detail"]
     shorts = evaluate_data(w.runs, w.probes, w.interventions, w.patching)[0]["numbers"]["cells_short_of_seeds"]
     row = next(r for r in shorts if (r["task"], r["family"]) == ("parity", "transformer"))
@@ -703,8 +704,10 @@ def test_a_claim_short_of_seeds_says_when_its_complete_cells_already_rule_it_out
 
 def test_a_cell_not_learned_neither_counts_in_nor_holds_back_claims_4_to_6():
     """docs/SCIENCE.md#plateau, fixed before the runs: claims 4–6 read trained runs only; a cell not
-    learned (Transformer × S3 of the paper-steps study: every seed at a plateau) adds nothing to them
-    and is named as untestable — it does not make them wait for seeds that more steps cannot give."""
+    learned (every seed at a plateau under revision 3 of the rule) adds nothing to them and is named
+    as untestable — it does not make them wait for seeds that more steps cannot give. Stopped by
+    revision 2 (the paper-steps study's Transformer × S3, still rising), the same cell holds them
+    back: more steps would decide."""
     w = supporting_world()
     for r in w.runs:
         if (r["task"], r["family"]) == ("s3", "transformer"):
@@ -713,8 +716,18 @@ def test_a_cell_not_learned_neither_counts_in_nor_holds_back_claims_4_to_6():
                 best_heldout_acc=0.36,
                 stop_reason="plateau",
                 steps=5000,
-                train_config={"max_steps": 40000},
+                train_config={"max_steps": 40000, "plateau_evals": 20, "plateau_gap_share": 0.2},
             )
+    c = w.claims()
+    assert c[6]["verdict"] == NOT_ENOUGH and "stopped by plateau rule revision 2" in c[6]["detail"]
+    assert (
+        "from scratch: 0/42 decoupled = 0% [95% Wilson 0%, 8%], 0 run(s) whose edit left the variable readable (not removed) → not enough data"
+        in c[4]["detail"]
+    )  # the pretrained group decides
+    assert not c[4]["numbers"].get("untestable") and not c[6]["numbers"].get("untestable")
+    for r in w.runs:
+        if (r["task"], r["family"]) == ("s3", "transformer"):
+            r["train_config"] = {**r["train_config"], "plateau_revision": 3}
     c = w.claims()
     for cid in (4, 5, 6):
         assert c[cid]["verdict"] == SUPPORTED, (cid, c[cid]["detail"])

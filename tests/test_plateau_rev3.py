@@ -155,3 +155,17 @@ def test_training_with_revision_3_stops_a_model_that_cannot_learn():
     res = train_model(Constant(), task, cfg, seed=0)
     assert res.stop_reason == "plateau"
     assert 2_000 <= res.steps < 2_600  # never before its 2,000-step window is full
+
+
+def test_the_claims_print_each_stopped_runs_slope_and_budget_share(stopped_runs):
+    """docs/SCIENCE.md#plateau: beside a run stopped before the criterion, its slope at the stop and
+    the share of its budget it used."""
+    from backend.claims_text.common import stopped_run_text
+    from science.claims.common import stopped_run
+
+    (r,) = [r for r in stopped_runs if r["task"] == "parity"]
+    text = stopped_run_text(stopped_run(r))
+    assert text == (
+        "seed 1 at step 4,800 of 8,000 (60% of its budget), held-out slope +0.25 pp per 1,000 steps "
+        "(95% CI +0.16 to +0.35, last 2,000 steps)"
+    )

@@ -263,10 +263,13 @@ def test_claim_4_is_reported_beside_its_readings_without_controls():
 def test_stop_reasons_and_cells_not_learned_are_listed():
     from backend.report_training import stop_reason_lines
 
+    rev3 = {"plateau_revision": 3}
     runs = [
         {**_run(i, "s3", "mamba", i, 0.6), "stop_reason": "plateau", "best_heldout_acc": 0.61, "best_step": 2000}
         for i in range(3)
     ]
+    for r in runs:
+        r["train_config"] = {**(r.get("train_config") or {}), **rev3}
     runs += [
         {**_run(9, "parity", "lstm", 0, 1.0), "stop_reason": "trained"},
         {**_run(10, "parity", "lstm", 0, 0.5), "control": "init"},
@@ -276,22 +279,29 @@ def test_stop_reasons_and_cells_not_learned_are_listed():
         for i in range(3)
     ]
     text = "\n".join(stop_reason_lines(runs))
-    mixed = [  # revision 2: one seed trained, two plateaued below the criterion
+    mixed = [  # one seed trained, two plateaued below the criterion
         {**_run(30, "parity", "mamba2", 0, 0.995), "stop_reason": "trained"},
         *[
             {**_run(31 + i, "parity", "mamba2", 1 + i, 0.985), "stop_reason": "plateau", "best_heldout_acc": 0.986}
             for i in range(2)
         ],
     ]
-    assert "mamba2 × parity" not in "\n".join(stop_reason_lines(mixed))  # made before revision 2
+    for r in mixed:  # revision 2 stopped runs still rising: more steps would decide, not "not learned"
+        r["train_config"] = {**(r.get("train_config") or {}), "plateau_evals": 20, "plateau_gap_share": 0.2}
+    rev2_text = "\n".join(stop_reason_lines(mixed))
+    assert "not learned" not in rev2_text
+    assert (
+        "mamba2 × parity: not enough data: more steps would decide (2 stopped by plateau rule revision 2" in rev2_text
+    )
+    assert "seed 1 at step 500 of 10,000 (5% of its budget)" in rev2_text
     for r in mixed:
-        r["train_config"] = {**(r.get("train_config") or {}), "plateau_gap_share": 0.2}
+        r["train_config"] = {**r["train_config"], **rev3}
     mixed_text = "\n".join(stop_reason_lines(mixed))
     assert "mamba2 × parity: not learned by every seed of this architecture" in mixed_text
     assert "1 trained, the others plateaued" in mixed_text
     assert "budget 3, plateau 3, trained 1" in text
     assert "mamba × s3: not learned by this architecture at this size within 10,000 steps" in text
-    assert "transformer × s3: stopped by its 10,000-step budget while still improving" in text
-    assert "more steps would decide" in text and "mamba × s3: stopped" not in text
+    assert "transformer × s3: not enough data: more steps would decide (3 stopped by the step budget" in text
+    assert "mamba × s3: not enough" not in text
     assert "1 random-init control run(s)" in text
     assert stop_reason_lines([_run(1, "parity", "lstm", 0, 1.0)]) == []  # made before stop reasons were recorded

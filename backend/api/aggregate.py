@@ -295,6 +295,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     (``backend.claims_text.present_claims``: title, detail, views)."""
     from backend.claims_text import present_claims
     from science import claims as C
+    from science.plateau import stop_slope
 
     L = C.EVAL_LENGTH
     run_cols = [
@@ -317,14 +318,16 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
         raise MixedSuites([r["suite"] for r in runs])
     for r in runs:
         del r["suite"]
-    # the stage a plateaued run stopped at, for "not learned … at the L 12 curriculum stage"; the
-    # loss curves of those runs only (a whole study's curves are most of its runs table)
-    plateaued = [r["id"] for r in runs if r["stop_reason"] == "plateau"]
-    if plateaued:
-        curves = dict(session.execute(select(Run.id, Run.loss_curve).where(Run.id.in_(plateaued))).all())
+    # the stage a stopped run ended at ("not learned … at the L 12 curriculum stage") and its slope at
+    # the stop with its budget share (docs/SCIENCE.md#plateau); the loss curves of those runs only (a
+    # whole study's curves are most of its runs table)
+    stopped = [r["id"] for r in runs if r["stop_reason"] in ("plateau", "budget")]
+    if stopped:
+        curves = dict(session.execute(select(Run.id, Run.loss_curve).where(Run.id.in_(stopped))).all())
         for r in runs:
             if r["id"] in curves:
                 r["stop_length"] = C.stop_length({"loss_curve": curves[r["id"]]})
+                r["stop_slope"] = stop_slope({**r, "loss_curve": curves[r["id"]]})
     probes = [
         dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
         for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su, _c in probe_table(session, flt, [L])

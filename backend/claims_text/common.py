@@ -30,8 +30,34 @@ def not_learned_text(row: Mapping[str, Any]) -> str:
     return (
         f"{cell_name(row)}: not learned by {who} at this size within {row['budget']:,} steps ({seeds}"
         + (f"; best held-out accuracy {best[0]:.3f}–{best[1]:.3f}" if best else "")
+        + stopped_runs_text(row.get("stopped_runs"))
         + ")"
     )
+
+
+def stopped_run_text(run: Mapping[str, Any]) -> str:
+    """``seed 0 at step 11,900 of 20,000 (60% of its budget), held-out slope +1.11 pp per 1,000 steps
+    (95% CI 0.98 to 1.23, last 2,000 steps)`` (a row of ``science.claims.common.stopped_run``)."""
+    share = run.get("budget_share")
+    text = f"seed {run['seed']} at step {run['steps']:,} of {run['max_steps']:,}" + (
+        f" ({100 * share:.0f}% of its budget)" if share is not None else ""
+    )
+    slope = run.get("slope")
+    if slope is None:
+        return text + ", no learning curve stored"
+    ci = (
+        f"95% CI {slope['lo_pp']:+.2f} to {slope['hi_pp']:+.2f}, "
+        if slope["lo_pp"] == slope["lo_pp"]  # NaN with fewer than 3 evaluations
+        else ""
+    )
+    return text + (
+        f", held-out slope {slope['slope_pp']:+.2f} pp per 1,000 steps ({ci}last {slope['window_steps']:,} steps)"
+    )
+
+
+def stopped_runs_text(runs: Sequence[Mapping[str, Any]] | None) -> str:
+    """``; seed 0 at step …; seed 1 at step …`` for a cell's stopped runs, else ""."""
+    return "".join("; " + stopped_run_text(r) for r in runs or [])
 
 
 def _where_stopped(row: Mapping[str, Any]) -> str:
@@ -73,18 +99,27 @@ def shortfall_text(row: Mapping[str, Any]) -> str:
 
 
 def _budget_text(row: Mapping[str, Any]) -> str:
-    """``: k stopped by the N-step budget while still improving …`` for a shortfall row whose
-    untrained runs include budget-stopped ones (the rule reads them as not enough data: more
-    steps would decide, docs/SCIENCE.md#plateau), else ""."""
-    n = row.get("budget_stopped")
-    if not n:
+    """``: k stopped while still improving (by the N-step budget / by plateau rule revision 2) …,
+    not enough data: more steps would decide; seed …`` for a shortfall row whose untrained runs
+    include runs more steps could still decide (docs/SCIENCE.md#plateau), else ""."""
+    n_budget, n_old = row.get("budget_stopped") or 0, row.get("old_plateau") or 0
+    if not n_budget and not n_old:
         return ""
+    by = [f"{n_budget} stopped by the {row['budget']:,}-step budget while still improving"] if n_budget else []
+    if n_old:
+        revisions = sorted({r["revision"] for r in row.get("stopped_runs") or [] if r.get("stop_reason") == "plateau"})
+        by.append(
+            f"{n_old} stopped by plateau rule revision {'/'.join(map(str, revisions)) or '1–2'} "
+            "(since revised: it stopped runs still rising)"
+        )
     best = row.get("budget_best")
     acc = (f"{best[0]:.3f}" if best[0] == best[1] else f"{best[0]:.3f}–{best[1]:.3f}") if best else None
     return (
-        f": {n} stopped by the {row['budget']:,}-step budget while still improving"
+        ": "
+        + ", ".join(by)
         + (f", best held-out accuracy {acc}" if acc else "")
-        + ", more steps would decide"
+        + ", not enough data: more steps would decide"
+        + stopped_runs_text(row.get("stopped_runs"))
     )
 
 

@@ -19,6 +19,8 @@ from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
 from layerscope_core.registry import TASKS as STUDY_TASKS
 from layerscope_core.registry import TRAIN_LENGTH, families_where
 from science import profiles as P
+from science.plateau import REVISION as PLATEAU_REVISION
+from science.plateau import plateau_revision, stop_slope
 from science.stats import ALPHA, bounds_for, permutation_greater, t_interval
 from science.trained import is_trained, untrained_reason
 
@@ -202,26 +204,25 @@ class Data:
 def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Whether a cell's stored runs (from scratch, one per seed) make it *not learned* within its
     budget (docs/SCIENCE.md#plateau): at least ``MIN_SEEDS`` runs, fewer than ``MIN_SEEDS`` of them
-    trained, and every untrained one stopped at a plateau below the criterion — no run that more
-    steps could still bring to it (``budget``) and no seed missing. With every seed plateaued the
-    cell is not learned by the architecture; with some trained, not learned by every seed: the
-    cell cannot reach the trained seeds the statistics need, so the claims treat it the same way.
-    That second case is revision 2 of the rule, fixed before the runs it judges: it reads only
-    cells whose every run was trained under revision 2 (``train_config.plateau_gap_share`` set).
+    trained, and every untrained one stopped at a plateau below the criterion **under revision 3
+    of the rule** (``science.plateau.plateau_revision``) — no run that more steps could still bring
+    to it (``budget``, or a plateau of revision 1 or 2, which stopped runs still improving) and no
+    seed missing. With every seed plateaued the cell is not learned by the architecture; with some
+    trained, not learned by every seed: the cell cannot reach the trained seeds the statistics
+    need, so the claims treat it the same way.
 
     Returns None, or ``{budget (steps), plateaued (seeds), trained (seeds), best: [lo, hi] best
     held-out accuracy of the plateaued seeds, or None, stopped: [lo, hi] steps the plateaued seeds
     stopped at, stages: the curriculum lengths below the training length they stopped at, sorted
-    ([] when all stopped at the full length)}``: a cell stopped at step 5,000 of a 40,000-step
+    ([] when all stopped at the full length), stopped_runs: each plateaued seed's slope at the stop
+    and budget share (:func:`stopped_run`)}``: a cell stopped at step 5,000 of a 40,000-step
     budget must not read as if it had used the budget."""
     untrained = [r for r in runs if not is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
     trained = len(runs) - len(untrained)
     if len(runs) < MIN_SEEDS or not untrained or trained >= MIN_SEEDS:
         return None
-    if any(r.get("stop_reason") != "plateau" for r in untrained):
+    if any(not _final_plateau(r) for r in untrained):
         return None
-    if trained and not all((r.get("train_config") or {}).get("plateau_gap_share") for r in runs):
-        return None  # revision 2 judges the runs trained under it only, not those seen before it
     best = [float(r["best_heldout_acc"]) for r in untrained if r.get("best_heldout_acc") is not None]
     steps = [int(r.get("steps") or 0) for r in untrained]
     stages = {
@@ -237,6 +238,33 @@ def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
         "best": [min(best), max(best)] if best else None,
         "stopped": [min(steps), max(steps)],
         "stages": sorted(stages),
+        "stopped_runs": [stopped_run(r) for r in sorted(untrained, key=lambda r: str(r.get("seed")))],
+    }
+
+
+def _final_plateau(run: Mapping[str, Any]) -> bool:
+    """A plateau stop under revision 3, the only one that says more steps would not help."""
+    return run.get("stop_reason") == "plateau" and plateau_revision(run.get("train_config")) == PLATEAU_REVISION
+
+
+def stopped_run(run: Mapping[str, Any]) -> dict[str, Any]:
+    """An untrained run as the claims print it beside a cell: ``{seed, stop_reason, revision (the
+    plateau rule it trained under, or None), steps, max_steps, budget_share, best, slope}``;
+    ``slope``: :func:`science.plateau.stop_slope` (the run's ``stop_slope`` where the caller read it
+    already, else from its ``loss_curve``), or None without a curve."""
+    tc = run.get("train_config") or {}
+    max_steps = int(tc.get("max_steps") or run.get("steps") or 0)
+    steps = int(run.get("steps") or 0)
+    slope = run["stop_slope"] if "stop_slope" in run else stop_slope(run)
+    return {
+        "seed": run.get("seed"),
+        "stop_reason": run.get("stop_reason"),
+        "revision": plateau_revision(tc),
+        "steps": steps,
+        "max_steps": max_steps,
+        "budget_share": steps / max_steps if max_steps else None,
+        "best": run.get("best_heldout_acc"),
+        "slope": None if slope is None else {k: slope[k] for k in ("slope_pp", "lo_pp", "hi_pp", "window_steps")},
     }
 
 
@@ -253,18 +281,27 @@ def stop_length(run: Mapping[str, Any]) -> int | None:
 
 
 def _budget_stopped(untrained: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Of a cell's untrained runs, those its step budget stopped while still improving
-    (``stop_reason`` "budget": more steps would decide, docs/SCIENCE.md#plateau):
-    ``budget_stopped`` (runs), ``budget`` (their largest ``max_steps``) and ``budget_best``
-    ([lo, hi] best held-out accuracy, or None); {} when there are none."""
-    rs = [r for r in untrained if r.get("stop_reason") == "budget"]
+    """Of a cell's untrained runs, those stopped while more steps could still decide
+    (docs/SCIENCE.md#plateau): by their step budget (``stop_reason`` "budget") or by a plateau rule
+    before revision 3, which stopped runs still improving. ``budget_stopped`` (runs stopped by the
+    budget), ``old_plateau`` (runs stopped by revision 1 or 2), ``budget`` (their largest
+    ``max_steps``), ``budget_best`` ([lo, hi] best held-out accuracy, or None) and
+    ``stopped_runs`` (:func:`stopped_run`, each with its slope and budget share); {} when there
+    are none."""
+    rs = [
+        r
+        for r in untrained
+        if r.get("stop_reason") == "budget" or (r.get("stop_reason") == "plateau" and not _final_plateau(r))
+    ]
     if not rs:
         return {}
     best = [float(r["best_heldout_acc"]) for r in rs if r.get("best_heldout_acc") is not None]
     return {
-        "budget_stopped": len(rs),
+        "budget_stopped": sum(r.get("stop_reason") == "budget" for r in rs),
+        "old_plateau": sum(r.get("stop_reason") == "plateau" for r in rs),
         "budget": max(int((r.get("train_config") or {}).get("max_steps") or r.get("steps") or 0) for r in rs),
         "budget_best": [min(best), max(best)] if best else None,
+        "stopped_runs": [stopped_run(r) for r in sorted(rs, key=lambda r: str(r.get("seed")))],
     }
 
 
