@@ -24,9 +24,10 @@ def heatmap_prefix(run: dict[str, Any]) -> str:
     return " · ".join(bits)
 
 
-def summary_caption(state: dict[str, Any], *, n_runs: int, beyond: int, n_edits: int) -> str:
+def summary_caption(state: dict[str, Any], *, n_runs: int, beyond: int, n_edits: int, not_learned: int = 0) -> str:
     """The summary's suite filter, length, edit and how many edit rows are read beyond random
-    removal (claim 4's reading, docs/SCIENCE.md#random-removal)."""
+    removal (claim 4's reading, docs/SCIENCE.md#random-removal); ``not_learned``: the trained runs
+    of cells not learned left out, as claim 4 leaves them out (docs/SCIENCE.md#plateau)."""
     edit = (
         "claim 4's edit (LEACE → INLP → project-out)"
         if state.get("method") in (None, "auto")
@@ -44,6 +45,8 @@ def summary_caption(state: dict[str, Any], *, n_runs: int, beyond: int, n_edits:
     head = f"{n_runs} runs{' (' + scope + ')' if scope else ''} · L={state.get('length')} · edit: {edit}" + (
         " · trained runs only" if state.get("trained") else ""
     )
+    if not_learned:
+        head += f" · {not_learned} run(s) of cells not learned left out, as /claims does"
     tail = (
         f"{beyond} of {n_edits} edit rows read beyond rank-matched random removal"
         if beyond

@@ -737,3 +737,38 @@ def test_a_cell_not_learned_neither_counts_in_nor_holds_back_claims_4_to_6():
         assert "Untestable here: transformer × s3: not learned by this architecture" in c[cid]["detail"]
     assert "recurrent > ssm > transformer on s3" not in c[6]["numbers"]["sub_claims"]  # no Transformer to order
     assert "recurrent > ssm > transformer on parity" in c[6]["numbers"]["sub_claims"]
+
+
+def test_claim4_state_patching_reads_the_runs_its_verdict_reads():
+    """Issue 38: the state-patching line beside claim 4 read every trained run (n = 44) while the
+    verdict left out the trained seeds of a cell not learned by every seed (n = 42). Both now read
+    ``science.claims.necessity.counted_runs``."""
+    w = supporting_world()
+    for r in w.runs:
+        if not r.get("pretrained"):
+            w.patching.append(
+                {
+                    "run_id": r["id"],
+                    "site": "state",
+                    "layer": r["n_layers"] - 1,
+                    "position": 20,
+                    "eval_length": 40,
+                    "recovery": 0.5,
+                }
+            )
+    cell = sorted((r for r in w.runs if (r["task"], r["family"]) == ("s3", "mamba2")), key=lambda r: r["seed"])
+    for r in cell[1:]:  # seeds 1, 2 plateaued under revision 3; seed 0 trained: not learned by every seed
+        r.update(
+            heldout_acc=0.9,
+            best_heldout_acc=0.9,
+            stop_reason="plateau",
+            train_config={"max_steps": 25000, "plateau_revision": 3},
+        )
+    n4 = w.claims()[4]["numbers"]
+    verdict_runs = {row["run_id"] for row in n4["runs"] if not row["pretrained"]}
+    assert cell[0]["id"] not in verdict_runs
+    assert set(n4["state_patching"]["scratch"]["runs"]) == {
+        r["id"] for r in w.runs if not r.get("pretrained") and r not in cell
+    }
+    assert n4["state_patching"]["scratch"]["n"] == len(n4["state_patching"]["scratch"]["runs"])
+    assert not any(row["family"] == "mamba2 × s3" for row in n4.get("state_patching_best_layer", []))

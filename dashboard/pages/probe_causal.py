@@ -181,11 +181,21 @@ def summary_view(api: ApiClient, state: dict) -> tuple[list[dict], str | None, s
                 "pretrained": p.get("pretrained"),
             },
         )
+    # claim 4 leaves out the trained seeds of a cell not learned (docs/SCIENCE.md#plateau): the one
+    # definition of those cells, read from every run of the suite (a cell needs all its seeds)
+    not_learned = C.not_learned_cells(api.all_runs(suite=flt["suite"], limit=100_000))
+    left_out = [rid for rid, r in runs.items() if not r.get("pretrained") and (r["task"], r["family"]) in not_learned]
+    for rid in left_out:
+        del runs[rid]
     pts = decoupling_points(list(runs.values()), probes, interventions, method=method, eval_length=state["length"])
     edits = [r for r in interventions if int(r["run_id"]) in runs]
     notice = mixed_settings(edits, EDIT_SETTINGS_ACROSS_RUNS)
     caption = summary_caption(
-        state, n_runs=len(runs), beyond=sum(r.get("random_delta_pp") is not None for r in edits), n_edits=len(edits)
+        state,
+        n_runs=len(runs),
+        beyond=sum(r.get("random_delta_pp") is not None for r in edits),
+        n_edits=len(edits),
+        not_learned=len(left_out),
     )
     return pts, notice, caption
 

@@ -123,6 +123,7 @@ from science.claims.common import (  # noqa: F401 - the rules' constants, re-exp
     _curve_cells,
     _summary,
     expected_cells,
+    not_learned_cells,
     stop_length,
 )
 from science.claims.contrast import CONTRAST, claims_1_2
@@ -138,6 +139,7 @@ __all__ = [
     "beyond_random",
     "edit_removed",
     "evaluate_claims",
+    "not_learned_cells",
     "run_decouplings",
     "stop_length",
 ]

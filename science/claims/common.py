@@ -147,11 +147,9 @@ class Data:
                 self.duplicated[cell] = dup
         # cells that more steps cannot bring to MIN_SEEDS trained seeds: not learned by this
         # architecture at this size within its budget (docs/SCIENCE.md#plateau)
-        self.not_learned: dict[Cell, dict[str, Any]] = {}
-        for cell, rs in self.stored.items():
-            row = not_learned_cell(rs)
-            if row is not None:
-                self.not_learned[cell] = {**_cell(cell, "not learned"), **row}
+        self.not_learned: dict[Cell, dict[str, Any]] = {
+            cell: {**_cell(cell, "not learned"), **row} for cell, row in not_learned_cells(self.all_runs).items()
+        }
 
     def shortfalls(
         self, cells: Iterable[Cell], usable: Mapping[Cell, Sequence[Mapping[str, Any]]], need: str | None = None
@@ -199,6 +197,17 @@ class Data:
     def left_out_for(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
         ts = set(tasks)
         return [r for r in self.left_out if r["task"] in ts]
+
+
+def not_learned_cells(runs: Iterable[Mapping[str, Any]]) -> dict[Cell, dict[str, Any]]:
+    """(task, family) → :func:`not_learned_cell`'s row, for each from-scratch cell of ``runs`` (one
+    suite's study runs, random-init controls left out) that is not learned. The one place the
+    claims and the views that count claim 4's runs (/probe-vs-causal) find those cells."""
+    stored: dict[Cell, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in runs:
+        if _scratch(r) and not r.get("control"):
+            stored[(r["task"], r["family"])].append(r)
+    return {cell: row for cell, rs in stored.items() if (row := not_learned_cell(rs)) is not None}
 
 
 def not_learned_cell(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

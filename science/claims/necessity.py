@@ -164,10 +164,18 @@ def _group_verdict(evaluated: list[dict[str, Any]]) -> dict[str, Any]:
     return {"decoupled": k, "n": len(evaluated), "share": share, "lo": lo, "hi": hi, "verdict": verdict}
 
 
+def counted_runs(data: Data) -> list[Mapping[str, Any]]:
+    """The runs claim 4 reads: the trained runs, less those of a from-scratch cell not learned
+    (docs/SCIENCE.md#plateau: its trained seeds add nothing to claims 4–6). The verdict's per-run
+    rows and the state-patching lines beside it both read these, so they count the same runs."""
+    return [r for r in data.trained if not _scratch(r) or data.learned((r["task"], r["family"]))]
+
+
 def _state_patching(data: Data) -> dict[str, Any] | None:
     """State-site patching recovery at the last block, middle position: mean and t-interval over
-    trained runs per group (scratch / pretrained) with their run ids; None when none is stored."""
-    info = {r["id"]: r for r in data.trained}
+    the runs claim 4 reads (:func:`counted_runs`) per group (scratch / pretrained) with their run
+    ids; None when none is stored."""
+    info = {r["id"]: r for r in counted_runs(data)}
     per_run: dict[Any, list[float]] = defaultdict(list)
     for p in data.patching:
         run = info.get(p.get("run_id"))
@@ -199,8 +207,9 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
     The layer is the best of the seed-mean recoveries; ``best_layer_per_run`` lists each run's own
     best layer, which can differ between seeds. Descriptive only. Patching one block's state leaves the blocks below it corrupted, and in a
     stacked recurrent model they write the corrupted state back in at every later position, so
-    the last block alone can recover ~0 while layer 0 recovers nearly all of it."""
-    info = {r["id"]: r for r in data.trained}
+    the last block alone can recover ~0 while layer 0 recovers nearly all of it. Reads the runs
+    claim 4 reads (:func:`counted_runs`)."""
+    info = {r["id"]: r for r in counted_runs(data)}
     per: dict[str, dict[int, dict[Any, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for p in data.patching:
         run = info.get(p.get("run_id"))
@@ -251,11 +260,10 @@ WITHOUT_CONTROLS = {
 def _decoupling_rows(
     data: Data, by_run: Mapping[Any, list[Mapping[str, Any]]], **reading: bool
 ) -> list[dict[str, Any]]:
-    """Claim 4's per-run rows of the trained runs with a curve and edits (the first of
-    :data:`DECOUPLING_METHODS` each has), left-out cells dropped; ``reading``: see
-    :func:`_run_decoupling`."""
+    """Claim 4's per-run rows of the runs it reads (:func:`counted_runs`) with a curve and edits (the
+    first of :data:`DECOUPLING_METHODS` each has); ``reading``: see :func:`_run_decoupling`."""
     per_run = []
-    for run in data.trained:
+    for run in counted_runs(data):
         rid = run["id"]
         if rid not in data.curves or rid not in by_run:
             continue
@@ -263,7 +271,7 @@ def _decoupling_rows(
         method = next(m for m in DECOUPLING_METHODS if m in methods)
         rows = [r for r in by_run[rid] if r["method"] == method]
         per_run.append(_run_decoupling(run, data.curves[rid][0], rows, method, **reading))
-    return [r for r in per_run if r["pretrained"] or data.learned((r["task"], r["family"]))]
+    return per_run
 
 
 def _groups(per_run: list[dict[str, Any]], short: list[Any]) -> dict[str, dict[str, Any]]:
