@@ -245,8 +245,8 @@ def test_csv_export_defuses_spreadsheet_formulas_owasp(seeded) -> None:
 
 
 def test_claims_name_the_curriculum_stage_a_cell_not_learned_stopped_at(api) -> None:
-    """GET /api/claims reads the stage from the loss curves of plateaued runs only (the aggregate
-    does not load every curve): "… plateaued at steps 4,700–6,200, at the L 12 curriculum stage"."""
+    """GET /api/claims reads the stage (and each stopped run's slope) from the loss curves of runs
+    stopped by a plateau or their budget only (the aggregate does not load every curve): "… plateaued at steps 4,700–6,200, at the L 12 curriculum stage"."""
     from sqlalchemy import update
 
     from store.models import Run
@@ -262,8 +262,14 @@ def test_claims_name_the_curriculum_stage_a_cell_not_learned_stopped_at(api) -> 
                     best_heldout_acc=0.36,
                     stop_reason="plateau",
                     steps=steps,
-                    train_config={"max_steps": 40000, "train_length": 40},
-                    loss_curve=[{"step": 1, "loss": 1.0, "length": 8}, {"step": steps, "loss": 0.4, "length": 12}],
+                    train_config={"max_steps": 40000, "train_length": 40, "plateau_revision": 3},
+                    loss_curve=[
+                        {"step": 1, "loss": 1.0, "length": 8, "heldout_token_acc": None},
+                        *(
+                            {"step": steps - d, "loss": 0.4, "length": 12, "heldout_token_acc": 0.36}
+                            for d in (100, 50, 0)
+                        ),
+                    ],
                 )
             )
         s.commit()
@@ -271,4 +277,9 @@ def test_claims_name_the_curriculum_stage_a_cell_not_learned_stopped_at(api) -> 
     assert (
         "transformer × parity: not learned by this architecture at this size within 40,000 steps "
         "(3 of 3 seeds plateaued at steps 4,700–6,200, at the L 12 curriculum stage" in claim_1["detail"]
+    )
+    # each stopped run's slope at the stop and budget share, read from its curve (docs/SCIENCE.md#plateau)
+    assert (
+        "seed 0 at step 4,700 of 40,000 (12% of its budget), held-out slope +0.00 pp per 1,000 steps "
+        "(95% CI +0.00 to +0.00, last 101 steps)" in claim_1["detail"]
     )
