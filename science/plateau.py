@@ -136,18 +136,19 @@ def plateau_revision(train_config: Mapping[str, Any] | None) -> int | None:
 def stop_slope(run: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a stored run's curve said where it stopped (docs/SCIENCE.md#plateau): the revision-3
     window ending at its last step, ``{slope_pp, lo_pp, hi_pp, loss_fall, window_steps, n_evals,
-    length, full, budget_share, revision}``; ``budget_share`` = steps / ``max_steps``. None without
+    length, full, budget_share, revision}`` (``lo_pp``/``hi_pp``/``loss_fall`` None where
+    :class:`WindowSlope` has NaN); ``budget_share`` = steps / ``max_steps``. None without
     a loss curve with 2 evaluations at its last length."""
     tc = run.get("train_config") or {}
     max_steps = int(tc.get("max_steps") or run.get("steps") or 0)
     w = read_window(run.get("loss_curve") or [], max_steps=max_steps, train_length=int(tc.get("train_length") or 40))
     if w is None:
         return None
-    return {
+    return {  # NaN (fewer than 3 evaluations, no losses) as None: these rows travel as JSON
         "slope_pp": w.slope_pp,
-        "lo_pp": w.lo_pp,
-        "hi_pp": w.hi_pp,
-        "loss_fall": w.loss_fall,
+        "lo_pp": None if math.isnan(w.lo_pp) else w.lo_pp,
+        "hi_pp": None if math.isnan(w.hi_pp) else w.hi_pp,
+        "loss_fall": None if math.isnan(w.loss_fall) else w.loss_fall,
         "window_steps": w.window_steps,
         "n_evals": w.n_evals,
         "length": w.length,

@@ -740,7 +740,7 @@ def test_a_cell_not_learned_neither_counts_in_nor_holds_back_claims_4_to_6():
 
 
 def test_claim4_state_patching_reads_the_runs_its_verdict_reads():
-    """Issue 38: the state-patching line beside claim 4 read every trained run (n = 44) while the
+    """The state-patching line beside claim 4 read every trained run (n = 44 in paper-steps) while the
     verdict left out the trained seeds of a cell not learned by every seed (n = 42). Both now read
     ``science.claims.necessity.counted_runs``."""
     w = supporting_world()

@@ -1,6 +1,6 @@
 """/probe-vs-causal's cross-run summary counts the runs /claims' claim 4 counts: the trained seeds of a
 cell not learned by every seed (revision 3 of the plateau rule, docs/SCIENCE.md#plateau) are left out
-of both, through one definition (``science.claims.not_learned_cells``). Issue 38: the page read
+of both, through one definition (``science.claims.not_learned_cells``). The page used to read
 "0 of 62 … 46 usable, 16 not removed" beside /claims' 0/45 and 15 of 60."""
 
 from __future__ import annotations

@@ -45,11 +45,8 @@ def stopped_run_text(run: Mapping[str, Any]) -> str:
     slope = run.get("slope")
     if slope is None:
         return text + ", no learning curve stored"
-    ci = (
-        f"95% CI {slope['lo_pp']:+.2f} to {slope['hi_pp']:+.2f}, "
-        if slope["lo_pp"] == slope["lo_pp"]  # NaN with fewer than 3 evaluations
-        else ""
-    )
+    lo, hi = slope.get("lo_pp"), slope.get("hi_pp")
+    ci = f"95% CI {lo:+.2f} to {hi:+.2f}, " if lo is not None and hi is not None else ""  # None: < 3 evaluations
     return text + (
         f", held-out slope {slope['slope_pp']:+.2f} pp per 1,000 steps ({ci}last {slope['window_steps']:,} steps)"
     )
