@@ -67,7 +67,6 @@ import json
 import math
 import re
 import zipfile
-import zlib
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -75,7 +74,9 @@ from typing import Any
 from sqlalchemy import DateTime, select
 from sqlalchemy.orm import Session
 
+from backend.bundle_agree import check_agreement
 from backend.bundle_checks import check_in_flight, check_measuring, check_tables
+from backend.bundle_guard import Limits, ZipRefused, open_checked, read_small
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker.in_flight import TRAINING_NAME
 from worker.in_flight_measuring import MEASURING_NAME
@@ -164,25 +165,34 @@ def column_default(model: Any, column: str) -> Any:
 # ----------------------------------------------------------------------------- reading
 
 
-def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """The manifest and the tables of a bundle.
+def read_bundle(
+    path: Path | io.BytesIO, limits: Limits | None = None
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The manifest and the tables of a bundle, read as hostile input.
 
-    The tables are checked (``backend.bundle_checks``): a bundle with a row of the wrong type,
-    out of range, or not consistent with its run is refused as a whole.
+    The zip's central directory is checked first (``backend.bundle_guard``: member count, sizes,
+    compression ratio, names, the exporter's layout; ``limits``: the settings' by default), then
+    the tables (``backend.bundle_checks``: a row of the wrong type, out of range, or not
+    consistent with its run refuses the bundle as a whole) and the manifest against them
+    (``backend.bundle_agree``). The checkpoints and artifacts are not read here: their names are
+    in ``manifest["_members"]`` and ``backend.bundle_stage`` streams them at import.
 
     Raises:
-        BundleError: not a zip, no manifest, another format or a newer format version, or a
-            table with a bad row (the first named: file, row, field, why).
+        BundleError: not a zip, no manifest, another format or a newer format version, a member
+            that breaks a rule of the zip, a table with a bad row, or a manifest that disagrees
+            with the bundle (the first named: member, row, field, why).
     """
     try:
-        z = zipfile.ZipFile(path)
+        z = open_checked(path, limits)
+    except ZipRefused as exc:
+        raise _refused(path, str(exc)) from None
     except (zipfile.BadZipFile, OSError) as exc:
         raise BundleError(f"{path}: not a layerscope bundle ({exc})") from exc
     with z:
         try:
-            manifest = json.loads(z.read("manifest.json"))
-        except (KeyError, json.JSONDecodeError) as exc:
-            raise BundleError(f"{path}: no readable manifest.json") from exc
+            manifest = json.loads(read_small(z, "manifest.json"))
+        except (KeyError, ValueError, RecursionError) as exc:  # ZipRefused (damaged) is a ValueError
+            raise BundleError(f"{path}: no readable manifest.json ({exc})") from exc
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             got = manifest.get("format") if isinstance(manifest, dict) else manifest
             raise BundleError(f"{path}: format {got!r}, expected {FORMAT!r}")
@@ -191,45 +201,40 @@ def read_bundle(path: Path | io.BytesIO) -> tuple[dict[str, Any], dict[str, list
                 f"{path}: format version {manifest.get('format_version')} is newer than this "
                 f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope"
             )
-        names = [m.__tablename__ for m in (Run, *RESULT_TABLES, MeasureSettings)]
+        names = z.namelist()
+        tables_here = [m.__tablename__ for m in (Run, *RESULT_TABLES, MeasureSettings)]
         # no measure_settings before schema 0003 (nor result_weights before 0008): no rows
-        raw = {t: z.read(f"tables/{t}.json") for t in names if f"tables/{t}.json" in z.namelist()}
-        tables = {t: _rows(path, t, raw.get(t, b"[]")) for t in names}
+        raw = {t: _small(z, path, f"tables/{t}.json") for t in tables_here if f"tables/{t}.json" in names}
+        tables = {t: _rows(path, t, raw.get(t, b"[]")) for t in tables_here}
         problems = check_tables(manifest, raw, tables)  # before anything is read from it
+        if not problems:  # agreement is checked on rows of the right types
+            problems = check_agreement(manifest, tables, set(raw), names)
         if problems:
             raise _refused_for(path, problems)
-        names = z.namelist()
-        weights = _entries(z, path, [n for n in names if n.startswith("weights/") and not n.endswith("/")])
-        learned = _entries(z, path, [n for n in names if ARTIFACT_NAME.fullmatch(n) or TASK_NAME.fullmatch(n)])
-        training = _entries(z, path, [n for n in names if TRAINING_NAME.fullmatch(n)])
-        measuring = _entries(z, path, [n for n in names if MEASURING_NAME.fullmatch(n)])
+        learned = {n: _small(z, path, n) for n in names if TASK_NAME.fullmatch(n) or n == "tasks/names.json"}
+        training = {n: _small(z, path, n) for n in names if TRAINING_NAME.fullmatch(n)}
+        measuring = {n: _small(z, path, n) for n in names if MEASURING_NAME.fullmatch(n)}
         # a cut-short state or piece refuses the bundle before anything is written
         problems = check_in_flight(manifest, training) + check_measuring(manifest, measuring)
         if problems:
             raise _refused_for(path, problems)
-        if "tasks/names.json" in z.namelist():
-            learned["tasks/names.json"] = z.read("tasks/names.json")
-    manifest["_weights"] = weights
+    manifest["_members"] = names
     manifest["_learned"] = learned
     manifest["_training"] = training
     manifest["_measuring"] = measuring
     return manifest, tables
 
 
-def _entries(z: zipfile.ZipFile, path: Path | io.BytesIO, names: list[str]) -> dict[str, bytes]:
-    """The bytes of the zip entries ``names``.
+def _small(z: zipfile.ZipFile, path: Path | io.BytesIO, name: str) -> bytes:
+    """The bytes of member ``name`` (at most the size its directory entry states, checked).
 
     Raises:
-        BundleError: an entry whose stored bytes are damaged (its CRC-32 or compressed data),
-            named.
+        BundleError: damaged (its CRC-32, compressed data or size), named.
     """
-    out = {}
-    for name in names:
-        try:
-            out[name] = z.read(name)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-            raise _refused(path, f"{name} is damaged in the zip ({exc})") from None
-    return out
+    try:
+        return read_small(z, name)
+    except ZipRefused as exc:
+        raise _refused(path, str(exc)) from None
 
 
 def _refused(path: Path | io.BytesIO, why: str) -> BundleError:

@@ -4,6 +4,7 @@ directions and file tasks into the model store."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from datetime import UTC, datetime
@@ -15,7 +16,6 @@ from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session
 
 from backend.bundle import (
-    ARTIFACT_NAME,
     IMPORT_JOB_KIND,
     RESULT_TABLES,
     WEIGHT_NAME,
@@ -25,6 +25,8 @@ from backend.bundle import (
     read_bundle,
     unique_keys,
 )
+from backend.bundle_guard import ZipRefused, open_checked
+from backend.bundle_stage import StoreTransaction
 from layerscope_core.atomic_file import write_atomic
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker import in_flight_measuring
@@ -187,19 +189,12 @@ def _import_job(manifest: dict[str, Any], source: str | None, added: int, starte
     )
 
 
-def _store_weights(weights: dict[str, bytes], store_dir: Path) -> None:
-    """The bundle's checkpoint files into the model store (a file already there is kept)."""
-    for name, blob in weights.items():
-        if not WEIGHT_NAME.fullmatch(name):  # only weights/<checkpoint id>/<file>: no path escapes
-            continue
-        target = Path(store_dir) / name.removeprefix("weights/")
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob)
-
-
 def _store_training(
-    session: Session, training: dict[str, bytes], entries: list[dict[str, Any]], store_dir: Path | None
+    session: Session,
+    training: dict[str, bytes],
+    entries: list[dict[str, Any]],
+    store_dir: Path | None,
+    txn: StoreTransaction | None = None,
 ) -> list[dict[str, Any]]:
     """The bundle's in-flight training states (checked by ``read_bundle``) into
     ``<store>/training/`` (docs/SCIENCE.md#resuming-training): each checkpoint whole or not at
@@ -233,6 +228,8 @@ def _store_training(
             for name, path in ((f"training/{h}.json", target.with_suffix(".json")), (f"training/{h}.pt", target)):
                 if not path.exists():  # the note first: a note without its checkpoint is never resumed
                     write_atomic(path, training[name])  # a resumed run never reads half a state
+                    if txn is not None:
+                        txn.created([path])
         out.append(
             {
                 "config_hash": h,
@@ -278,41 +275,74 @@ def import_bundle(
     """
     started = datetime.now(UTC)
     manifest, tables = read_bundle(path)
-    weights = manifest.pop("_weights")
+    members = manifest.pop("_members")
     learned = manifest.pop("_learned", {})
     training = manifest.pop("_training", {})
     measuring = manifest.pop("_measuring", {})
-    if store_dir is not None:  # content-addressed files first: a refused task name leaves the DB untouched
-        _store_learned_and_tasks(learned, Path(store_dir))
+    with contextlib.ExitStack() as stack:
+        txn = stack.enter_context(StoreTransaction(Path(store_dir))) if store_dir is not None else None
+        if txn is not None:  # every checkpoint and artifact verified before a row or file is written
+            with open_checked(path) as z:
+                try:
+                    txn.stage(z, tables["runs"])
+                except ZipRefused as exc:
+                    raise BundleError(f"{source or path}: refused as a whole, nothing imported: {exc}") from None
+        try:
+            out = _import_rows(session, manifest, tables, members, store_dir, source, replace, started)
+            if txn is not None:  # the store's half, undone with the rows if anything fails before the commit
+                txn.place()
+                txn.created(_store_tasks(learned, Path(store_dir)))  # type: ignore[arg-type]
+            out["in_flight_states"] = _store_training(session, training, manifest.get("in_flight") or [], store_dir, txn)
+            out["measuring_states"] = _store_measuring(session, measuring, store_dir, txn)
+            session.commit()
+        except (IntegrityError, DataError) as exc:  # a row the checks let through and the database does not
+            _undo(session, txn, exc)
+            why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
+            raise BundleError(
+                f"{source or path}: refused as a whole, nothing imported: the database refused a row ({why})"
+            ) from exc
+        except BaseException as exc:
+            _undo(session, txn, exc)
+            raise
+    out["in_flight_restored"] = sum(st["restored"] for st in out["in_flight_states"])
+    out["measuring_restored"] = sum(m["restored"] for m in out["measuring_states"])
+    return out
+
+
+def _undo(session: Session, txn: StoreTransaction | None, exc: BaseException) -> None:
+    """Roll the import back: its rows, and every file it put into the store (named on ``exc``
+    where one could not be removed)."""
+    session.rollback()
+    failed = txn.undo() if txn is not None else []
+    if failed:
+        exc.add_note(f"the import could not remove what it wrote to the model store: {', '.join(failed)}")
+
+
+def _import_rows(
+    session: Session,
+    manifest: dict[str, Any],
+    tables: dict[str, list[dict[str, Any]]],
+    members: list[str],
+    store_dir: Path | None,
+    source: str | None,
+    replace: bool,
+    started: datetime,
+) -> dict[str, Any]:
+    """The bundle's rows into ``session`` (flushed, not committed); the counts of :func:`import_bundle`."""
+    carried = {n.split("/")[1] for n in members if WEIGHT_NAME.fullmatch(n)}
 
     def checkpoint_here(row: dict[str, Any]) -> str | None:  # its weights are in the bundle and go to the store
         ckpt = row.get("checkpoint_id")
-        return (
-            ckpt if ckpt and store_dir is not None and any(n.startswith(f"weights/{ckpt}/") for n in weights) else None
-        )
+        return ckpt if ckpt and store_dir is not None and ckpt in carried else None
 
     runs = _RunImport()
-    try:
-        for row in tables["runs"]:
-            runs.import_run(session, row, checkpoint_here(row), replace)
-        settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
-        rows_added = _import_results(session, tables, runs.id_map, settings_map)
-        if runs.added or runs.replaced or any(rows_added.values()):
-            session.add(_import_job(manifest, source, runs.added, started))
-        session.commit()
-    except (IntegrityError, DataError) as exc:  # a row the checks let through and the database does not
-        session.rollback()
-        why = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
-        raise BundleError(
-            f"{source or path}: refused as a whole, nothing imported: the database refused a row ({why})"
-        ) from exc
-    except BaseException:
-        session.rollback()
-        raise
-    if store_dir is not None:
-        _store_weights(weights, Path(store_dir))
-    states = _store_training(session, training, manifest.get("in_flight") or [], store_dir)
-    measurements = in_flight_measuring.restore(measuring, store_dir, lambda note: _part_stored(session, note))
+    for row in tables["runs"]:
+        runs.import_run(session, row, checkpoint_here(row), replace)
+    settings_map, settings_added = _import_settings(session, tables[MeasureSettings.__tablename__])
+    rows_added = _import_results(session, tables, runs.id_map, settings_map)
+    if runs.added or runs.replaced or any(rows_added.values()):
+        session.add(_import_job(manifest, source, runs.added, started))
+    session.flush()
     return {
         "suite": manifest.get("suite"),
         "runs_added": runs.added,
@@ -321,11 +351,18 @@ def import_bundle(
         "runs_conflicting": runs.conflicting,
         "rows_added": rows_added,
         "settings_added": settings_added,
-        "in_flight_restored": sum(st["restored"] for st in states),
-        "in_flight_states": states,
-        "measuring_restored": sum(m["restored"] for m in measurements),
-        "measuring_states": measurements,
     }
+
+
+def _store_measuring(
+    session: Session, measuring: dict[str, bytes], store_dir: Path | None, txn: StoreTransaction | None
+) -> list[dict[str, Any]]:
+    """The measurements in flight into the store (``worker.in_flight_measuring.restore``), each
+    folder restored recorded with ``txn`` (undone with the import)."""
+    states = in_flight_measuring.restore(measuring, store_dir, lambda note: _part_stored(session, note))
+    if txn is not None and store_dir is not None:
+        txn.created(Path(store_dir) / in_flight_measuring.FOLDER / m["folder"] for m in states if m["restored"])
+    return states
 
 
 def _part_stored(session: Session, note: dict[str, Any]) -> bool:
@@ -341,31 +378,34 @@ def _part_stored(session: Session, note: dict[str, Any]) -> bool:
     )
 
 
-def _store_learned_and_tasks(learned: dict[str, bytes], store_dir: Path) -> None:
-    """Put a bundle's artifacts and file tasks into the model store (checked against their hashes;
-    a task name already bound here to other data is refused, as ``layerscope task add`` does)."""
-    import hashlib
+def _store_tasks(learned: dict[str, bytes], store_dir: Path) -> list[Path]:
+    """Put a bundle's file tasks into the model store (each checked against its hash; a task
+    name already bound here to other data is refused, as ``layerscope task add`` does); returns
+    the files created (undone with the import).
 
-    from models_store.artifacts import ArtifactStore
+    Raises:
+        BundleError: a task whose data hashes otherwise, or that ``tasks/names.json`` names
+            without its file.
+    """
     from science.tasks.file_task import TaskFile
     from science.tasks.task_store import TaskStore
 
-    arts = ArtifactStore(store_dir)
-    for name, blob in learned.items():
-        m = ARTIFACT_NAME.fullmatch(name)
-        if m and hashlib.sha256(blob).hexdigest() == m.group(1) and not arts.path(m.group(1)).is_file():
-            arts.dir.mkdir(parents=True, exist_ok=True)
-            arts.path(m.group(1)).write_bytes(blob)
     names = json.loads(learned["tasks/names.json"]) if "tasks/names.json" in learned else {}
+    if not isinstance(names, dict):
+        raise BundleError("tasks/names.json: not an object (task name → sha256)")
     tasks = TaskStore(store_dir / "tasks")
+    created: list[Path] = []
     for task_name, sha in names.items():
         blob = learned.get(f"tasks/{sha}.json")
         if blob is None:
-            continue
+            raise BundleError(f"tasks/names.json: names task {task_name!r} with tasks/{sha}.json, not in the bundle")
         file = TaskFile.from_json(json.loads(blob))
         if file.digest != sha:
             raise BundleError(f"the bundle's task {task_name!r} is damaged (its data hashes otherwise)")
+        new = [p for p in (tasks.root / f"{sha}.json", tasks.root / "names" / f"{task_name}.json") if not p.exists()]
         tasks.add(file, task_name, source="bundle")
+        created += [p for p in new if p.exists()]
+    return created
 
 
 def _import_settings(session: Session, rows: list[dict[str, Any]]) -> tuple[dict[int, int], int]:

@@ -75,6 +75,26 @@ class Settings(BaseSettings):
         description="A job whose estimated peak memory (worker.memory: training activations and "
         "AdamW state, every layer's captured states) is over this many GiB is refused at submit",
     )
+    # Bundles are read as hostile input (backend/bundle_guard.py): the zip's central directory is
+    # checked against these before anything is read or written.
+    bundle_max_members: int = Field(200_000, ge=1, description="Most members a bundle zip may hold")
+    bundle_max_member_bytes: int = Field(
+        8 * 2**30, ge=1, description="Largest uncompressed size of one bundle member (a checkpoint), bytes"
+    )
+    bundle_max_total_bytes: int = Field(
+        64 * 2**30, ge=1, description="Largest uncompressed size of all of a bundle's members together, bytes"
+    )
+    bundle_max_json_bytes: int = Field(
+        512 * 2**20,
+        ge=1,
+        description="Largest uncompressed size of a bundle's JSON member (manifest, a table, a note): "
+        "parsed whole, so it bounds the memory an import takes",
+    )
+    bundle_max_ratio: float = Field(
+        200.0,
+        gt=1,
+        description="Largest uncompressed/compressed size ratio of a bundle member over 1 MiB (a zip bomb's is ~1000)",
+    )
     # Start-up: a SQLite file is checked with PRAGMA quick_check (a corrupt one is refused)
     check_integrity: bool = Field(True, description="Run PRAGMA quick_check on a SQLite DB at start-up")
     integrity_check_seconds: float = Field(
