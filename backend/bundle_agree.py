@@ -53,10 +53,16 @@ def _runs(manifest: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
     suite = manifest.get("suite")
     other = next((r for r in runs if r.get("suite") != suite), None)
     if other is not None:
-        out.append(f"tables/runs.json: run {other.get('id')} is of suite {other.get('suite')!r}, the manifest's is {suite!r}")
+        out.append(
+            f"tables/runs.json: run {other.get('id')} is of suite {other.get('suite')!r}, the manifest's is {suite!r}"
+        )
     parts = manifest.get("parts")
     if parts is not None:
-        counts = [_count(p.get("runs")) if isinstance(p, dict) else None for p in parts] if isinstance(parts, list) else [None]
+        counts = (
+            [_count(p.get("runs")) if isinstance(p, dict) else None for p in parts]
+            if isinstance(parts, list)
+            else [None]
+        )
         if None in counts:
             out.append("manifest.json: parts must be a list of objects, each with its run count")
         elif sum(counts) < len(runs):  # type: ignore[arg-type]
@@ -75,10 +81,16 @@ def _members(manifest: dict[str, Any], tables: dict[str, list[Any]], names: Iter
     for entry in manifest.get("measuring") or []:
         ckpt = entry.get("weights") if isinstance(entry, dict) else None
         if ckpt and ckpt not in folders:
-            out.append(f"manifest.json: measuring entry {entry.get('folder')!r} names weights/{ckpt}/, not in the bundle")
+            out.append(
+                f"manifest.json: measuring entry {entry.get('folder')!r} names weights/{ckpt}/, not in the bundle"
+            )
     artifacts = sorted({m.group(1) for n in names if (m := _ARTIFACT.fullmatch(n))})
     referred = {r.get("artifact_id") for r in tables.get("result_weights", [])}
-    out += [f"artifacts/{a}.safetensors: no row of tables/result_weights.json names it" for a in artifacts if a not in referred]
+    out += [
+        f"artifacts/{a}.safetensors: no row of tables/result_weights.json names it"
+        for a in artifacts
+        if a not in referred
+    ]
     declared = manifest.get("artifacts_included")
     if declared is not None and _count(declared) != len(artifacts):
         out.append(f"manifest.json: artifacts_included says {declared}, the bundle holds {len(artifacts)}")
@@ -92,7 +104,9 @@ def _settings(tables: dict[str, list[Any]], present: set[str]) -> list[str]:
     for table in _RESULTS:
         for i, row in enumerate(tables.get(table, [])):
             if row.get("settings_id") is not None and row["settings_id"] not in ids:
-                return [f"tables/{table}.json: row {i}: settings_id {row['settings_id']} is not in tables/measure_settings.json"]
+                return [
+                    f"tables/{table}.json: row {i}: settings_id {row['settings_id']} is not in tables/measure_settings.json"
+                ]
     return []
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import io
 import json
 import platform
+import shutil
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,8 +26,10 @@ from backend.bundle import (
     table_row,
 )
 from backend.housekeeping import unknown_suite
+from layerscope_core.atomic_file import atomic_file
 from layerscope_core.provenance import code_versions
 from layerscope_core.suite_names import suite_name_problem
+from models_store.checkpoints import CONFIG, PROVENANCE, WEIGHTS
 from store.models import MeasureSettings, Run
 from worker.persist import REMEASURING
 
@@ -38,6 +41,7 @@ __all__ = [
     "manifest_for",
     "with_provenance",
     "export_bundle",
+    "ExportFailed",
 ]
 
 
@@ -257,8 +261,72 @@ def export_bundle(
     if weights:
         missing = len(tables["runs"]) - len(checkpoints)
         manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        if in_flight:  # first: the manifest records what was written (a running worker may replace a state)
+    artifacts = _artifacts(tables, store_dir)
+    if store_dir is not None:  # an import checks that every one arrived (a bundle cut short is refused)
+        manifest["artifacts_included"] = len(artifacts)
+    if not isinstance(out, str | Path):
+        return _write(
+            out, session, suite, tables, manifest, checkpoints, training, measuring, artifacts, note, in_flight
+        )
+    out = Path(out)
+    try:  # beside the target under a temporary name, fsynced, renamed: a failure leaves the old bundle
+        with atomic_file(out) as fh:
+            return _write(
+                fh, session, suite, tables, manifest, checkpoints, training, measuring, artifacts, note, in_flight
+            )
+    except OSError as exc:
+        raise ExportFailed(out, exc, _needed(tables, checkpoints, training, measuring, artifacts)) from exc
+
+
+class ExportFailed(OSError):
+    """Writing a bundle failed (a full disk, say): the previous file at ``path`` is untouched.
+    The message names the path, the reason and the space the export needed (an upper bound: the
+    uncompressed size of what it writes) against the space free there."""
+
+    def __init__(self, path: Path, exc: OSError, needed: int) -> None:
+        try:
+            free = f"{shutil.disk_usage(path.parent).free / 1e6:,.1f} MB free there"
+        except OSError:
+            free = "the free space there unknown"
+        kept = "the previous bundle there is untouched" if path.exists() else "nothing was left there"
+        super().__init__(
+            f"{path}: export failed ({exc.strerror or exc}); {kept}; it needs up to {needed / 1e6:,.1f} MB "
+            f"(uncompressed), {free}"
+        )
+        self.errno = exc.errno  # a full disk stays recognisable (ENOSPC)
+
+
+def _needed(
+    tables: dict[str, list[dict[str, Any]]],
+    checkpoints: dict[str, Path],
+    training: dict[str, dict[str, Any]],
+    measuring: dict[str, dict[str, Any]],
+    artifacts: list[Path],
+) -> int:
+    """An upper bound of a bundle's size: its tables as JSON and its files, uncompressed."""
+    files = [f for folder in checkpoints.values() for f in _checkpoint_files(folder)]
+    files += [Path(t["checkpoint"]) for t in training.values()] + artifacts
+    files += [m["path"] / p for m in measuring.values() for p in m["pieces"]]
+    size = sum(f.stat().st_size for f in files if f.is_file())
+    return size + sum(len(json.dumps(rows, default=str)) for rows in tables.values()) + 2**20  # + manifest, profiles
+
+
+def _write(
+    fh: BinaryIO | io.BytesIO,
+    session: Session,
+    suite: str,
+    tables: dict[str, list[dict[str, Any]]],
+    manifest: dict[str, Any],
+    checkpoints: dict[str, Path],
+    training: dict[str, dict[str, Any]],
+    measuring: dict[str, dict[str, Any]],
+    artifacts: list[Path],
+    note: str | None,
+    in_flight: bool,
+) -> dict[str, Any]:
+    """Write the bundle into ``fh``; returns its manifest."""
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        if in_flight:  # first: the manifest records what was written (a worker may replace a state)
             manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
             written = (_write_measuring(z, name, m) for name, m in measuring.items())
             manifest["measuring"] = [entry for entry in written if entry is not None]
@@ -270,10 +338,11 @@ def export_bundle(
             "tables/profiles.json", json.dumps(_profiles(session, suite), separators=(",", ":"), default=jsonable)
         )
         for ckpt, folder in checkpoints.items():
-            for f in sorted(folder.rglob("*")):
-                if f.is_file():
-                    z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
-        _write_learned_and_tasks(z, tables, store_dir)
+            for f in _checkpoint_files(folder):
+                z.write(f, f"weights/{ckpt}/{f.name}")
+        for path in artifacts:
+            z.write(path, f"artifacts/{path.name}")
+        _write_tasks(z, tables)
     return manifest
 
 
@@ -331,22 +400,24 @@ def _measuring(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -
     return {n: {**f, "run": by_hash[h]} for n, f in found.items() if (h := f["note"].get("config_hash")) in by_hash}
 
 
-def _write_learned_and_tasks(
-    z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None
-) -> None:
-    """The probe weights / removed directions the suite's rows name
-    (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
-    file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
-    import elsewhere reads the same data."""
+def _artifacts(tables: dict[str, list[dict[str, Any]]], store_dir: Path | None) -> list[Path]:
+    """The files of the probe weights / removed directions the suite's rows name that the store
+    holds (``artifacts/<sha256>.safetensors``, small: always included when the store is given)."""
     from models_store.artifacts import ArtifactStore
+
+    if store_dir is None:
+        return []
+    store = ArtifactStore(store_dir)
+    ids = sorted({r["artifact_id"] for r in tables.get("result_weights", [])})
+    return [store.path(aid) for aid in ids if store.path(aid).is_file()]
+
+
+def _write_tasks(z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]]) -> None:
+    """The file tasks the suite's runs were trained on (``tasks/<sha256>.json`` +
+    ``tasks/names.json``), so an import elsewhere reads the same data."""
     from science.tasks import get_task
     from science.tasks.file_task import FileTask
 
-    if store_dir is not None:
-        store = ArtifactStore(store_dir)
-        for aid in sorted({r["artifact_id"] for r in tables.get("result_weights", [])}):
-            if store.path(aid).is_file():
-                z.write(store.path(aid), f"artifacts/{aid}.safetensors")
     names: dict[str, str] = {}
     for r in tables["runs"]:
         sha = (r.get("task_params") or {}).get("sha256")
@@ -362,6 +433,12 @@ def _write_learned_and_tasks(
         z.writestr("tasks/names.json", json.dumps(names, sort_keys=True))
 
 
+def _checkpoint_files(folder: Path) -> list[Path]:
+    """The files of a checkpoint folder a bundle carries: the model store's layout
+    (``models_store.checkpoints``), nothing else in the folder."""
+    return [folder / n for n in (WEIGHTS, CONFIG, PROVENANCE) if (folder / n).is_file()]
+
+
 def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> dict[str, Path]:
     """checkpoint id → its folder in the model store, for the runs whose checkpoint is there
     (with files in it)."""
@@ -369,7 +446,7 @@ def _checkpoint_folders(runs: list[dict[str, Any]], store_dir: Path | None) -> d
     for r in runs:
         ckpt = r.get("checkpoint_id")
         folder = Path(store_dir) / str(ckpt) if ckpt and store_dir is not None else None
-        if folder is not None and folder.is_dir() and any(f.is_file() for f in folder.rglob("*")):
+        if folder is not None and folder.is_dir() and _checkpoint_files(folder):
             out[str(ckpt)] = folder
     return out
 

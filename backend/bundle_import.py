@@ -292,7 +292,9 @@ def import_bundle(
             if txn is not None:  # the store's half, undone with the rows if anything fails before the commit
                 txn.place()
                 txn.created(_store_tasks(learned, Path(store_dir)))  # type: ignore[arg-type]
-            out["in_flight_states"] = _store_training(session, training, manifest.get("in_flight") or [], store_dir, txn)
+            out["in_flight_states"] = _store_training(
+                session, training, manifest.get("in_flight") or [], store_dir, txn
+            )
             out["measuring_states"] = _store_measuring(session, measuring, store_dir, txn)
             session.commit()
         except (IntegrityError, DataError) as exc:  # a row the checks let through and the database does not

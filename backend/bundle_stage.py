@@ -14,6 +14,7 @@ when the database refuses the rows, so a failure at any member leaves no new fil
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ class StoreTransaction:
         self.artifacts: dict[str, Path] = {}  # artifact id → its staged file
         self._created: list[Path] = []  # new paths in the store, removed by undo
         self._replaced: list[tuple[Path, Path]] = []  # (store path, the damaged copy set aside)
+        self._folders: list[Path] = []  # folders made for them, removed by undo when left empty
 
     def __enter__(self) -> StoreTransaction:
         return self
@@ -148,10 +150,13 @@ class StoreTransaction:
             target = self.store / ckpt
             if not _checkpoint_intact(target, ckpt):
                 self._put(staged, target)
+        folder = self.store / _ARTIFACT
+        if self.artifacts and not folder.is_dir():
+            folder.mkdir()
+            self._folders.append(folder)
         for aid, staged in sorted(self.artifacts.items()):
-            target = self.store / _ARTIFACT / f"{aid}.safetensors"
+            target = folder / f"{aid}.safetensors"
             if not (target.is_file() and _file_sha256(target).hexdigest() == aid):
-                target.parent.mkdir(exist_ok=True)
                 self._put(staged, target)
 
     def _put(self, staged: Path, target: Path) -> None:
@@ -192,5 +197,8 @@ class StoreTransaction:
                 os.rename(aside, target)
             except OSError as exc:
                 failed.append(f"{target} ({exc.strerror or exc})")
-        self._created, self._replaced = [], []
+        for folder in reversed(self._folders):
+            with contextlib.suppress(OSError):  # not empty: another writer's files are in it now
+                folder.rmdir()
+        self._created, self._replaced, self._folders = [], [], []
         return failed

@@ -48,19 +48,19 @@ def test_weights_asked_but_no_checkpoint_is_not_weights_true(study, tmp_path):
 def test_weights_counts_the_checkpoints_included(study, tmp_path):
     store = tmp_path / "store"
     (store / CKPT).mkdir(parents=True)
-    (store / CKPT / "model.pt").write_bytes(b"w")
+    (store / CKPT / "weights.safetensors").write_bytes(b"w")
     with study() as s:
         s.query(Run).filter(Run.seed == 0).update({"checkpoint_id": CKPT})
         s.commit()
         some = export_bundle(s, "study", tmp_path / "some.zip", weights=True, store_dir=store)
         s.query(Run).filter(Run.seed == 1).update({"checkpoint_id": "b" * 64})
         (store / ("b" * 64)).mkdir()
-        (store / ("b" * 64) / "model.pt").write_bytes(b"w")
+        (store / ("b" * 64) / "weights.safetensors").write_bytes(b"w")
         s.commit()
         every = export_bundle(s, "study", tmp_path / "all.zip", weights=True, store_dir=store)
         none = export_bundle(s, "study", tmp_path / "none.zip")
     assert (some["weights"], some["weights_included"], some["weights_missing"]) == (False, 1, 1)
-    assert _weight_names(tmp_path / "some.zip") == [f"weights/{CKPT}/model.pt"]
+    assert _weight_names(tmp_path / "some.zip") == [f"weights/{CKPT}/weights.safetensors"]
     assert (every["weights"], every["weights_included"], every["weights_missing"]) == (True, 2, 0)
     assert none["weights"] is False and "weights_missing" not in none
 

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from layerscope_core.provenance import code_versions
 from models_store import build_model
+from models_store.binding import config_problem
 from models_store.positions import check_positions
 from science.context import JobContext, SilentContext
 from science.tasks import FileTask, get_task
@@ -51,6 +52,10 @@ from worker.suite_settings import check_one_run_per_seed
 
 class RunNotFound(LookupError):
     """A job names a run id that is not in the results DB."""
+
+
+class CheckpointNotItsRun(ValueError):
+    """A run's checkpoint holds another model than the run records (its config differs)."""
 
 
 def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
@@ -373,12 +378,20 @@ def load_run(run_id: int, env: WorkerEnv):
 
     Raises:
         RunNotFound: no such run, or it has no checkpoint.
+        CheckpointNotItsRun: the checkpoint's config is not the run's model config
+            (``models_store.binding``; its tensors' shapes are checked against that config by
+            ``load_state_dict(strict=True)``).
     """
     with session_scope(env.session_factory) as s:
         run = s.get(Run, run_id)
         if run is None or not run.checkpoint_id:
             raise RunNotFound(f"run {run_id} not found" if run is None else missing_weights(run))
         train_config, checkpoint_id = dict(run.train_config), run.checkpoint_id
+        row = {k: getattr(run, k) for k in ("id", "name", "model_config", "n_layers", "d_model")}
+    # the weights must be this run's model before anything is measured on them
+    why = config_problem(env.store.config(checkpoint_id).to_dict(), row)
+    if why is not None:
+        raise CheckpointNotItsRun(f"run {run_id}: its checkpoint {checkpoint_id[:12]}… is refused: {why}")
     params = TrainParams(**train_config)
     task = get_task(params.task, **params.task_params)
     model = env.store.load(checkpoint_id).to(env.device).eval()
