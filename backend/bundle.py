@@ -28,8 +28,12 @@ Format (``format_version`` 1) — a zip archive:
   ``settings_id`` NULL.
 - ``tables/profiles.json``: the suite's layer profiles as ``GET /api/profiles`` serves them
   (derived from the probe rows, for readers without layerscope; not imported).
-- ``weights/<checkpoint_id>/…``: the checkpoint files, with ``weights=True`` (and those of the runs
-  whose measurement travels in flight, below).
+- ``weights/<checkpoint_id>/{weights.safetensors, config.json, provenance.json}``: the
+  checkpoint's files as the model store lays them out (``models_store.checkpoints``), with
+  ``weights=True`` (and those of the runs whose measurement travels in flight, below).
+- ``artifacts/<sha256>.safetensors``: the probe weights / removed directions the
+  ``result_weights`` rows name, when the exporter had the model store; the manifest's
+  ``artifacts_included`` counts them (an import checks that each arrived).
 - ``training/<run hash>.pt`` + ``training/<run hash>.json``: the mid-run training state of the
   suite's runs in flight and the note naming each run (with the ``layerscope suite`` command that
   resumes it, ``resume``), only with ``in_flight=True`` (the manifest's ``in_flight`` lists them:
@@ -47,7 +51,10 @@ Format (``format_version`` 1) — a zip archive:
   the store's ``measuring/`` folder, where the same suite resumes each measurement at its next
   piece (docs/SCIENCE.md#staged-measurement).
 
-Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
+A bundle is read as hostile input (docs/DESIGN.md#bundles-read-as-hostile-input): the zip's
+directory against the limits and the layout (``backend.bundle_guard``), the manifest against the
+tables and members (``backend.bundle_agree``), the weights against their hashes and runs
+(``backend.bundle_stage``). Reading a bundle checks every row first (``backend.bundle_checks``: types, ranges, layers against
 the run's, storable text and numbers); a bad one refuses the bundle as a whole, before anything is
 written. Import maps runs by ``config_hash`` (the unique key of a run): a run already present keeps its
 row and id; settings rows likewise by their ``config_hash`` (get-or-create), and each result

@@ -253,7 +253,10 @@ def import_bundle(
     replace: bool = False,
 ) -> dict[str, Any]:
     """Load a bundle into the results DB without duplicating rows already present; one
-    transaction. A run stored here with the same config hash but another training
+    transaction over the database and, with ``store_dir``, the model store
+    (``backend.bundle_stage``: every checkpoint and artifact is streamed, verified against its
+    hash and its run's model config before a row is written; a failure at any step leaves no
+    row and removes every file placed). A run stored here with the same config hash but another training
     (:func:`training_differences`: trained again, or its weights rebuilt on another device, here or
     where the bundle was made) is another model: its rows
     are never mixed with the bundle's. It is kept, and the bundle's run and rows left out
@@ -271,7 +274,10 @@ def import_bundle(
 
     Raises:
         BundleError: see :func:`backend.bundle.read_bundle` (a training state in flight whose
-            size or sha256 is not the manifest's refuses the bundle before anything is written).
+            size or sha256 is not the manifest's refuses the bundle before anything is written);
+            a checkpoint or artifact that does not hash to its name, or a checkpoint that is not
+            its run's model, named; a row the database refuses.
+        OSError: the store cannot be written (a full disk): nothing of the import is kept.
     """
     started = datetime.now(UTC)
     manifest, tables = read_bundle(path)

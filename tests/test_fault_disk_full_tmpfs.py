@@ -55,3 +55,48 @@ def test_writes_on_a_full_disk_answer_507(small_disk, make_settings) -> None:
     with make_sessionmaker(engine)() as s:
         assert s.query(SavedView).count() == codes.count(201)
     engine.dispose()
+
+
+def test_an_export_on_a_full_disk_leaves_the_previous_bundle_untouched(small_disk, cli_home, capsys) -> None:
+    """Issue 39: re-exporting over a bundle on a full disk once left a partial zip that imported.
+    Now the bundle is written beside under a temporary name and renamed: the old one stays, whole,
+    and the one-line error names the path and the space the export needed."""
+    import torch
+    from sqlalchemy import select
+
+    from backend.cli import main
+    from models_store.checkpoints import CheckpointStore
+    from models_store.config import ModelConfig
+    from models_store.families import build_model
+    from store.models import Run
+    from tests.conftest import seed_runs
+
+    factory = make_sessionmaker(make_engine(f"sqlite:///{cli_home / 'cli.db'}"))
+    init_db(f"sqlite:///{cli_home / 'cli.db'}")
+    seed_runs(factory, families=("lstm",), tasks=("parity",), seeds=(0, 1), suite="study")
+    store = CheckpointStore(cli_home / "store")
+    torch.manual_seed(0)
+    with factory() as s:
+        for run in s.scalars(select(Run)):
+            cfg = ModelConfig(family="lstm", vocab_size=4, n_classes=2, n_layers=2, d_model=64)
+            run.checkpoint_id, run.model_config = store.save(build_model(cfg)), cfg.to_dict()
+        s.commit()
+    out = small_disk / "study.zip"
+    assert main(["export", "--suite", "study", "-o", str(out)]) == 0  # the previous bundle: no weights
+    before = out.read_bytes()
+    capsys.readouterr()
+    with open(small_disk / "filler", "wb") as f:  # the disk filled to the last block
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    assert main(["export", "--suite", "study", "-o", str(out), "--weights"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for part in (f"{out}: export failed (No space left on device)", "the previous bundle there is untouched"):
+        assert part in err, err
+    assert "it needs up to " in err and " MB (uncompressed), " in err and " MB free there" in err, err
+    assert out.read_bytes() == before  # whole, as it was
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "study.zip"]  # no temporary file left
