@@ -83,7 +83,7 @@ from sqlalchemy.orm import Session
 
 from backend.bundle_agree import check_agreement
 from backend.bundle_checks import check_in_flight, check_measuring, check_tables
-from backend.bundle_guard import Limits, ZipRefused, open_checked, read_small
+from backend.bundle_guard import Limits, Streamed, ZipRefused, open_checked, read_small, streamed
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker.in_flight import TRAINING_NAME
 from worker.in_flight_measuring import MEASURING_NAME
@@ -219,8 +219,9 @@ def read_bundle(
         if problems:
             raise _refused_for(path, problems)
         learned = {n: _small(z, path, n) for n in names if TASK_NAME.fullmatch(n) or n == "tasks/names.json"}
-        training = {n: _small(z, path, n) for n in names if TRAINING_NAME.fullmatch(n)}
-        measuring = {n: _small(z, path, n) for n in names if MEASURING_NAME.fullmatch(n)}
+        # the notes read whole (JSON), the states and pieces streamed: their size and sha256 only
+        training = {n: _member(z, path, n) for n in names if TRAINING_NAME.fullmatch(n)}
+        measuring = {n: _member(z, path, n) for n in names if MEASURING_NAME.fullmatch(n)}
         # a cut-short state or piece refuses the bundle before anything is written
         problems = check_in_flight(manifest, training) + check_measuring(manifest, measuring)
         if problems:
@@ -230,6 +231,14 @@ def read_bundle(
     manifest["_training"] = training
     manifest["_measuring"] = measuring
     return manifest, tables
+
+
+def _member(z: zipfile.ZipFile, path: Path | io.BytesIO, name: str) -> bytes | Streamed:
+    """A JSON member's bytes, or a binary member read through for its size and sha256 (:func:`_small`)."""
+    try:
+        return streamed(z, name) if not name.endswith(".json") else read_small(z, name)
+    except ZipRefused as exc:
+        raise _refused(path, str(exc)) from None
 
 
 def _small(z: zipfile.ZipFile, path: Path | io.BytesIO, name: str) -> bytes:

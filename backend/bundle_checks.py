@@ -334,9 +334,9 @@ def check_tables(manifest: dict[str, Any], raw: dict[str, bytes], tables: dict[s
     return problems.found
 
 
-def check_in_flight(manifest: dict[str, Any], training: dict[str, bytes]) -> list[str]:
+def check_in_flight(manifest: dict[str, Any], training: dict[str, Any]) -> list[str]:
     """The problems of a bundle's training states in flight (``training``: zip entry name → its
-    bytes, the names ``worker.in_flight.TRAINING_NAME`` matches), each naming its file; ``[]``: none.
+    bytes, or for a state its ``backend.bundle_guard.Streamed`` record, the names ``worker.in_flight.TRAINING_NAME`` matches), each naming its file; ``[]``: none.
     Where the manifest's ``in_flight`` entries record ``files`` (name → ``{"size", "sha256"}``),
     each such file must be in the bundle with that size and sha256, and no other state file may
     be; a bundle written before the records is checked for pairs and notes only."""
@@ -357,9 +357,9 @@ def check_in_flight(manifest: dict[str, Any], training: dict[str, bytes]) -> lis
     return problems
 
 
-def check_measuring(manifest: dict[str, Any], measuring: dict[str, bytes]) -> list[str]:
+def check_measuring(manifest: dict[str, Any], measuring: dict[str, Any]) -> list[str]:
     """The problems of a bundle's measurements in flight (``measuring``: zip entry name → its
-    bytes, the names ``worker.in_flight_measuring.MEASURING_NAME`` matches), each naming its file;
+    bytes, or for a piece its ``backend.bundle_guard.Streamed`` record, the names ``worker.in_flight_measuring.MEASURING_NAME`` matches), each naming its file;
     ``[]``: none. Every such file must be listed in the manifest's ``measuring`` entries with its
     size and sha256, and every folder must hold its note, a JSON object."""
     from worker.in_flight_measuring import MEASURING_NAME, NOTE_NAME
@@ -385,7 +385,6 @@ def _recorded_files(
     entries, and the problems of ``blobs`` against them: a record that is not one, a file listed
     but absent, a file whose size or sha256 differs. ``(None, [problem])`` when ``key`` is not a
     list of objects with ``files`` objects."""
-    from worker.in_flight import file_record
 
     entries = manifest.get(key, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -402,13 +401,20 @@ def _recorded_files(
             problems.append(f"manifest.json: {key} files entry {name[:100]!r} is not {what}'s size and sha256")
         elif name not in blobs:
             problems.append(f"{name} is listed in the manifest's {key} but not in the bundle")
-        elif (got := file_record(blobs[name])) != want:
+        elif (got := _record(blobs[name])) != want:
             problems.append(
                 f"{name} is damaged: {got['size']} bytes with sha256 {got['sha256'][:16]}…, where the manifest "
                 f"records {want['size']} bytes with sha256 {want['sha256'][:16]}… (a truncated or corrupted copy: "
                 "export the bundle again)"
             )
     return recorded, problems
+
+
+def _record(blob: Any) -> dict[str, Any]:
+    """``{"size", "sha256"}`` of a member: read through already (``bundle_guard.Streamed``) or its bytes."""
+    from worker.in_flight import file_record
+
+    return blob.record if hasattr(blob, "record") else file_record(blob)
 
 
 def _is_record(value: Any) -> bool:

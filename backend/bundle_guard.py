@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import stat
 import zipfile
@@ -39,6 +40,8 @@ __all__ = [
     "check_directory",
     "read_small",
     "copy_member",
+    "Streamed",
+    "streamed",
 ]
 
 CHUNK = 1 << 20  # bytes read at a time from a binary member
@@ -230,3 +233,36 @@ def copy_member(z: zipfile.ZipFile, name: str, dst: BinaryIO) -> tuple[int, hash
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise _damaged(name, exc) from None
     return size, digest
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A binary member read once without being kept (a training state, a measurement piece):
+    ``record`` is ``{"size": bytes, "sha256": hex}`` of what was read, checked against the
+    manifest; :meth:`copy_to` copies it again, refusing it if it reads otherwise the second time."""
+
+    name: str
+    record: dict[str, int | str]
+
+    def copy_to(self, z: zipfile.ZipFile, dst: BinaryIO) -> None:
+        """Copy the member from ``z`` into ``dst`` (:func:`copy_member`).
+
+        Raises:
+            ZipRefused: damaged, or not the bytes read the first time (the zip changed meanwhile).
+        """
+        size, digest = copy_member(z, self.name, dst)
+        if {"size": size, "sha256": digest.hexdigest()} != self.record:
+            raise ZipRefused(
+                self.name, "read otherwise than when it was checked (the bundle changed during the import)"
+            )
+
+
+def streamed(z: zipfile.ZipFile, name: str) -> Streamed:
+    """Member ``name`` read through once, :data:`CHUNK` bytes at a time, for its size and sha256.
+
+    Raises:
+        ZipRefused: damaged (CRC-32, compressed data or size).
+    """
+    with open(os.devnull, "wb") as sink:
+        size, digest = copy_member(z, name, sink)
+    return Streamed(name, {"size": size, "sha256": digest.hexdigest()})

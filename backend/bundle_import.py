@@ -5,8 +5,10 @@ directions and file tasks into the model store."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
+import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from backend.bundle import (
     read_bundle,
     unique_keys,
 )
-from backend.bundle_guard import ZipRefused, open_checked
+from backend.bundle_guard import Streamed, ZipRefused, open_checked
 from backend.bundle_stage import StoreTransaction
 from layerscope_core.atomic_file import write_atomic
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
@@ -191,12 +193,13 @@ def _import_job(manifest: dict[str, Any], source: str | None, added: int, starte
 
 def _store_training(
     session: Session,
-    training: dict[str, bytes],
+    training: dict[str, Any],
     entries: list[dict[str, Any]],
     store_dir: Path | None,
     txn: StoreTransaction | None = None,
 ) -> list[dict[str, Any]]:
-    """The bundle's in-flight training states (checked by ``read_bundle``) into
+    """The bundle's in-flight training states (checked by ``read_bundle``; ``training``: entry
+    name → bytes, or a function writing them: :func:`_writers`) into
     ``<store>/training/`` (docs/SCIENCE.md#resuming-training): each checkpoint whole or not at
     all; a state already there (perhaps further along) is kept, and none is written for a run
     stored here (its training is over), nor anywhere without ``store_dir``.
@@ -285,14 +288,16 @@ def import_bundle(
     learned = manifest.pop("_learned", {})
     training = manifest.pop("_training", {})
     measuring = manifest.pop("_measuring", {})
-    with contextlib.ExitStack() as stack:
-        txn = stack.enter_context(StoreTransaction(Path(store_dir))) if store_dir is not None else None
+    with (
+        StoreTransaction(Path(store_dir)) if store_dir is not None else contextlib.nullcontext() as txn,
+        open_checked(path) if store_dir is not None else contextlib.nullcontext() as z,
+    ):
         if txn is not None:  # every checkpoint and artifact verified before a row or file is written
-            with open_checked(path) as z:
-                try:
-                    txn.stage(z, tables["runs"])
-                except ZipRefused as exc:
-                    raise BundleError(f"{source or path}: refused as a whole, nothing imported: {exc}") from None
+            try:
+                txn.stage(z, tables["runs"])
+            except ZipRefused as exc:
+                raise BundleError(f"{source or path}: refused as a whole, nothing imported: {exc}") from None
+            training, measuring = _writers(training, z), _writers(measuring, z)
         try:
             out = _import_rows(session, manifest, tables, members, store_dir, source, replace, started)
             if txn is not None:  # the store's half, undone with the rows if anything fails before the commit
@@ -309,12 +314,22 @@ def import_bundle(
             raise BundleError(
                 f"{source or path}: refused as a whole, nothing imported: the database refused a row ({why})"
             ) from exc
+        except ZipRefused as exc:  # a state or piece read otherwise than when it was checked
+            _undo(session, txn, exc)
+            raise BundleError(f"{source or path}: refused as a whole, nothing imported: {exc}") from None
         except BaseException as exc:
             _undo(session, txn, exc)
             raise
     out["in_flight_restored"] = sum(st["restored"] for st in out["in_flight_states"])
     out["measuring_restored"] = sum(m["restored"] for m in out["measuring_states"])
     return out
+
+
+def _writers(blobs: dict[str, Any], z: zipfile.ZipFile) -> dict[str, Any]:
+    """``blobs`` (``read_bundle``'s in-flight members) with each member read through
+    (``bundle_guard.Streamed``) turned into a function copying it from ``z`` into a file: a state
+    or piece is never held whole, and is refused if it reads otherwise than when it was checked."""
+    return {n: functools.partial(b.copy_to, z) if isinstance(b, Streamed) else b for n, b in blobs.items()}
 
 
 def _undo(session: Session, txn: StoreTransaction | None, exc: BaseException) -> None:

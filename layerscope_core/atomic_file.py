@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -37,7 +37,11 @@ def atomic_file(path: Path | str) -> Iterator[BinaryIO]:
         raise
 
 
-def write_atomic(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all (:func:`atomic_file`)."""
+def write_atomic(path: Path | str, data: bytes | Callable[[BinaryIO], object]) -> None:
+    """Write ``data`` to ``path`` whole or not at all (:func:`atomic_file`): bytes, or a function
+    that writes into the file (a copy streamed from elsewhere, never held whole)."""
     with atomic_file(path) as fh:
-        fh.write(data)
+        if isinstance(data, bytes | bytearray | memoryview):
+            fh.write(data)
+        else:
+            data(fh)

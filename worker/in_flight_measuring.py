@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from layerscope_core.atomic_file import write_atomic
 from science.resume_folder import NOTE_NAME, PIECE_NAME
@@ -80,10 +80,12 @@ def manifest_entry(name: str, folder: dict[str, Any], files: dict[str, bytes]) -
 
 
 def restore(
-    blobs: dict[str, bytes], store_dir: Path | None, stored: Callable[[dict[str, Any]], bool] = lambda note: False
+    blobs: dict[str, bytes | Callable[[BinaryIO], object]],
+    store_dir: Path | None,
+    stored: Callable[[dict[str, Any]], bool] = lambda note: False,
 ) -> list[dict[str, Any]]:
-    """Put a bundle's measuring folders (``blobs``: entry name → bytes, checked by the bundle
-    reader) into ``<store_dir>/measuring/``, each folder whole or not at all (written beside,
+    """Put a bundle's measuring folders (``blobs``: entry name → bytes, or a function writing
+    them into a file; checked by the bundle reader) into ``<store_dir>/measuring/``, each folder whole or not at all (written beside,
     then renamed); a folder already there is kept (it may hold more pieces), one whose
     measurement is stored here (``stored(note)``) is left out, and nothing is written without
     ``store_dir``. Returns one entry per folder: ``folder``, ``name`` (the run's), ``part``,
@@ -111,7 +113,7 @@ def restore(
             tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}.", suffix=".tmp"))
             try:
                 for file, blob in files.items():
-                    write_atomic(tmp / file, blob)
+                    write_atomic(tmp / file, blob)  # a piece's writer copies it from the bundle as it reads
                 tmp.rename(target)  # whole or not at all: a resumed measurement never sees half a folder
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
