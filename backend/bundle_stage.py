@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,6 +33,18 @@ from models_store.checkpoints import CONFIG, PROVENANCE, WEIGHTS
 __all__ = ["StoreTransaction"]
 
 _ARTIFACT = "artifacts"
+_STAGING = ".import-"
+_STALE_SECONDS = 24 * 3600  # an import's staging folder untouched this long was left by a killed import
+
+
+def _remove_stale_staging(store: Path) -> None:
+    """Remove the staging folders of imports killed part-way (kill -9 skips the clean-up); a
+    running import's folder is younger than a day."""
+    now = time.time()
+    for folder in store.glob(f"{_STAGING}*"):
+        with contextlib.suppress(OSError):  # another import removed it meanwhile
+            if now - folder.stat().st_mtime > _STALE_SECONDS:
+                shutil.rmtree(folder)
 
 
 def _fsynced(path: Path, write: Any) -> Any:
@@ -69,7 +82,8 @@ class StoreTransaction:
     def __init__(self, store_dir: Path) -> None:
         self.store = Path(store_dir)
         self.store.mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(dir=self.store, prefix=".import-"))
+        _remove_stale_staging(self.store)
+        self.staging = Path(tempfile.mkdtemp(dir=self.store, prefix=_STAGING))
         self.checkpoints: dict[str, Path] = {}  # checkpoint id → its staged folder
         self.artifacts: dict[str, Path] = {}  # artifact id → its staged file
         self._created: list[Path] = []  # new paths in the store, removed by undo

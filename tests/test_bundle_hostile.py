@@ -455,3 +455,19 @@ def test_serving_a_hostile_bundle_is_refused_by_the_same_checks(good, tmp_path):
     bad = _rewrite(good, tmp_path / "bad.zip", add=[("../evil.json", b"{}")])
     with pytest.raises(BundleError, match=r"\.\./evil\.json: a '\.\.' path component"):
         open_bundle(bad)
+
+
+def test_a_killed_imports_staging_folder_is_removed_by_a_later_import(good, target):
+    import os
+    import time
+
+    factory, store = target
+    old, running = store / ".import-killed", store / ".import-running"
+    for folder in (old, running):
+        folder.mkdir()
+        (folder / "weights.safetensors").write_bytes(b"half")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (two_days_ago, two_days_ago))
+    with factory() as s:
+        import_bundle(s, good, store_dir=store)
+    assert not old.exists() and running.is_dir()  # an import still running keeps its folder
