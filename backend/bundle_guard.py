@@ -64,9 +64,9 @@ JSON_MEMBER = re.compile(r".*\.json")
 class ZipRefused(ValueError):
     """A bundle zip refused by a rule: ``member`` (None: the archive as a whole) and ``rule``."""
 
-    def __init__(self, member: str | None, rule: str) -> None:
+    def __init__(self, member: str | None, rule: str, *, joined: str = ": ") -> None:
         self.member, self.rule = member, rule
-        super().__init__(f"{member}: {rule}" if member else rule)
+        super().__init__(f"{member}{joined}{rule}" if member else rule)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def check_directory(infos: list[zipfile.ZipInfo], limits: Limits) -> None:
 
 
 def _damaged(name: str, exc: BaseException) -> ZipRefused:
-    return ZipRefused(name, f"damaged in the zip, or not the size its directory states ({exc})")
+    return ZipRefused(name, f"is damaged in the zip, or not the size its directory states ({exc})", joined=" ")
 
 
 def read_small(z: zipfile.ZipFile, name: str) -> bytes:
