@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from models_store.capture import hidden_state
 from science.captured import Captured, capture
 from science.tasks.base import TaskData
 
@@ -75,6 +76,11 @@ class MemoryBound:
             return [list(layers)]
         size = max(1, (self.limit - working) // max(per_layer, 1))
         return [list(layers[i : i + size]) for i in range(0, len(layers), size)]
+
+
+def _hidden_bytes(output: object) -> int:
+    h = hidden_state(output)
+    return h.numel() * h.element_size()
 
 
 class _GroupStates(Mapping[int, torch.Tensor]):
@@ -143,6 +149,14 @@ class Streamed:
         if not self.keep:
             return None
         return [{layer: batch[layer]} for batch in self.load(layer).outputs or []]
+
+    def held_bytes(self) -> int:
+        """Bytes of the held group's states and kept outputs (0 when none is held)."""
+        if self._held is None:
+            return 0
+        kept = [o for batch in self._held.outputs or [] for o in batch.values()]
+        outputs = sum(_hidden_bytes(o) for o in kept)
+        return sum(t.numel() * t.element_size() for t in self._held.states.values()) + outputs
 
     def release(self) -> None:
         """Drop the held group."""

@@ -360,8 +360,10 @@ class _Interventions:
     def fit_set(self, n: int) -> Streamed:
         """The fit data of n sequences at the fit length (its states captured a group at a time;
         the other sizes' held states are dropped first)."""
-        for other, streamed in self._fits.items():
-            if other != n:
+        others = [streamed for other, streamed in self._fits.items() if other != n]
+        need = FIT_COPIES * state_bytes(n, self.fit_length, self.width) + self._eval_layer_bytes(self.fit_length)
+        if self.memory.limit is not None and sum(o.held_bytes() for o in others) + need > self.memory.limit:
+            for streamed in others:  # no room beside them: dropped, captured again when read again
                 streamed.release()
         if n not in self._fits:
             index = 0 if n == self.n_fit else n  # the first fit set keeps the seed it always had
