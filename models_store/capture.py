@@ -116,29 +116,34 @@ def module_outputs(
 @contextmanager
 def start_at_layer(model: LayerwiseModel, layer: int, outputs: Mapping[int, object]) -> Iterator[LayerwiseModel]:
     """Inside the block a forward pass computes only the blocks after ``layer`` and the head: the
-    hook modules of layers -1..``layer`` are not run but return their ``outputs`` (recorded by
+    hook modules of layers -1..``layer`` are not run; ``layer``'s returns ``outputs[layer]`` (recorded by
     :func:`module_outputs` on the same tokens), as TransformerLens's ``start_at_layer`` starts a
     forward from a cached residual stream. Edits on ``layer`` (:func:`edit_layer`) still apply:
     forward hooks run on the returned output. An edit at layer ℓ cannot change what layers ≤ ℓ
     compute, so the logits are those of the full forward pass, bit for bit (the same modules on
     the same inputs), for a fraction of its cost: the blocks before the edit are the work saved.
 
-    The modules read none of their inputs meanwhile: ``outputs`` must come from the very tokens
-    (and batch) of the forward pass inside the block.
+    Only ``outputs[layer]`` is read (the stored input of the blocks after it; a measurement keeps
+    no other layer's): the modules before it return it too, unread, since they feed only modules
+    that are not run. The modules read none of their inputs meanwhile: ``outputs`` must come from
+    the very tokens (and batch) of the forward pass inside the block.
 
     Raises:
-        ValueError: ``layer`` outside -1..n_layers-1, or ``outputs`` without one of those layers.
+        ValueError: ``layer`` outside -1..n_layers-1, or ``outputs`` without ``layer``.
     """
     model.hook_module(layer)  # validates the id
-    missing = [k for k in range(-1, layer + 1) if k not in outputs]
-    if missing:
-        raise ValueError(f"start_at_layer({layer}) needs the recorded outputs of layers {missing}")
+    if layer not in outputs:
+        raise ValueError(f"start_at_layer({layer}) needs the recorded output of layer {layer}")
+    kept = outputs[layer]
     saved: list[tuple[nn.Module, object]] = []
     try:
         for k in range(-1, layer + 1):
             module = model.hook_module(k)
             saved.append((module, module.__dict__.get("forward")))
-            module.forward = _replay(outputs[k], fresh=k == layer)  # type: ignore[method-assign]
+            # the modules before ``layer`` feed only modules that are not run: any output of the
+            # right shape does (the emb module's output is a tensor, a block's may be a tuple)
+            early = hidden_state(kept) if k == -1 else kept
+            module.forward = _replay(kept if k == layer else early, fresh=k == layer)  # type: ignore[method-assign]
         yield model
     finally:
         for module, own in saved:

@@ -23,7 +23,7 @@ class Captured:
 
     preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb; ``outputs``: with
     ``capture(keep_outputs=True)``, per batch of :data:`CAPTURE_BATCH` sequences the output of
-    every hook module as it returned it (on the model's device), what
+    the captured layers' hook modules as they returned it (on the model's device), what
     ``predictions(start=…)`` replays.
     """
 
@@ -42,28 +42,31 @@ def capture(
     keep_outputs: bool = False,
 ) -> Captured:
     """Run ``model`` once over ``data`` (batched) and keep every layer's states (``layers``;
-    None = all), and with ``keep_outputs`` every hook module's whole output too.
+    None = all), and with ``keep_outputs`` those layers' hook modules' whole outputs too.
 
     ONE forward pass per batch: states come from forward hooks (``run_with_states``, or
     ``module_outputs`` with ``keep_outputs``: the same hooks, the same states).
     """
     model.eval()
-    preds, chunks, kept = [], {}, []
-    for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
+    n = data.tokens.shape[0]
+    preds, kept = [], []
+    held: dict[int, torch.Tensor] = {}  # {layer: [n, L, D]}, filled batch by batch (no second copy to concatenate)
+    for i in range(0, n, CAPTURE_BATCH):
         tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
         if keep_outputs:
-            logits, outputs = module_outputs(model, tokens)
-            kept.append(outputs)
             wanted = model.layers if layers is None else sorted(set(layers))
+            logits, outputs = module_outputs(model, tokens, wanted)
+            kept.append(outputs)
             states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
         else:
             logits, states = run_with_states(model, tokens, layers=layers)
         preds.append(logits.argmax(-1).cpu())  # (B, L)
         for layer, h in states.items():
-            chunks.setdefault(layer, []).append(h.detach().float().cpu())  # (B, L, D)
-    return Captured(
-        data, torch.cat(preds), {k: torch.cat(v) for k, v in chunks.items()}, kept if keep_outputs else None
-    )
+            h = h.detach().float().cpu()  # (B, L, D)
+            if layer not in held:
+                held[layer] = torch.empty((n, *h.shape[1:]), dtype=h.dtype)
+            held[layer][i : i + h.shape[0]].copy_(h)
+    return Captured(data, torch.cat(preds), held, kept if keep_outputs else None)
 
 
 @torch.no_grad()

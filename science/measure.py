@@ -16,6 +16,7 @@ from torch import nn
 from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
 from models_store.capture import edit_layer
 from models_store.conv1d import remove_conv1d
+from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import JobContext, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
@@ -37,9 +38,9 @@ MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
 N_RANDOM_DRAWS = 5
 FIT_SHARE = 0.5  # share of an intervention job's progress bar given to fitting the edits
-# Module outputs an eval set keeps for start_at_layer, at most (float32 bytes): a paper-sized run
-# keeps ~0.15 GB at L = 120; a 24-layer pretrained model at d_model 1024 would keep ~6 GB, so it
-# runs every block again instead (the same rows, more time).
+# One edited layer's output an eval set keeps for start_at_layer, at most (float32 bytes; the
+# memory bound, science.bounded, limits how many layers' are held at once): above it every edited
+# forward runs every block again instead (the same rows, more time).
 KEEP_OUTPUTS_MAX_BYTES = 2 * 1024**3
 
 
@@ -72,8 +73,14 @@ def measure_probes(
     config_hash: str,
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
+    memory: MemoryBound | None = None,
 ) -> list[ProbeRecord]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
+
+    ``memory``: the bound on the states held at once (:class:`science.bounded.MemoryBound`;
+    None: unbounded): the layers are captured in groups that fit it, one forward pass per group;
+    the rows are the same bit for bit. Raises :class:`science.bounded.MeasureMemoryError` before
+    anything is computed when one layer's states at the longest length do not fit.
 
     Returns :class:`ProbeRecord` s for ``probe_results``: accuracy, balanced accuracy and majority
     baseline in 0..1, per-position accuracy (L entries, entry t = 0-based position t), convergence flag and iterations,
@@ -82,6 +89,15 @@ def measure_probes(
     the task defines token types (docs/SCIENCE.md#token-types).
     """
     ctx = ctx or SilentContext()
+    bound, layers = memory or MemoryBound(), list(model.layers)
+    width = _width(model, task, device) if bound.limit is not None else 0
+
+    def groups(n: int, length: int) -> list[list[int]]:  # a probe's fit copies one layer's states (FIT_COPIES)
+        per_layer = state_bytes(n, length, width)
+        return bound.groups(layers, per_layer, f"probes at L={length}", working=(FIT_COPIES - 1) * per_layer)
+
+    for length in eval_lengths:  # refused before any work: one layer at each length must fit
+        groups(n_sequences, length)
     rows: list[ProbeRecord] = []
     for i, length in enumerate(eval_lengths):
         ctx.check_cancelled()
@@ -90,8 +106,14 @@ def measure_probes(
             ctx.log(
                 f"probes at L={length}: task {task.name!r} has {data.n} held-out sequences; measured on {data.n}, not {n_sequences}"
             )
-        span = ctx.sub(i / len(eval_lengths), (i + 1) / len(eval_lengths))
-        rows += _probe_rows(capture(model, data, device), run_seed, task, length, config_hash, span)
+        cut = groups(data.n, length)
+        for j, group in enumerate(cut):  # one forward pass per group, its states dropped after
+            lo = (i + j / len(cut)) / len(eval_lengths)
+            span = ctx.sub(lo, (i + (j + 1) / len(cut)) / len(eval_lengths))
+            everything = len(cut) == 1 and bound.limit is None
+            captured = capture(model, data, device, layers=None if everything else group)
+            rows += _probe_rows(captured, run_seed, task, length, config_hash, span)
+            del captured
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
     return rows
 
@@ -235,7 +257,7 @@ class _Fitted:
     edits: dict[tuple[str, int], Edit]
     fit_sizes: dict[tuple[str, int], int]
     refits: dict[tuple[str, int], tuple[float, float]]
-    check: tuple[TaskData, Captured] | None
+    check: tuple[TaskData, Streamed] | None
 
 
 class _Progress:
@@ -265,32 +287,106 @@ class _Interventions:
     device: torch.device | str
     ctx: JobContext
     resume: ResumeFolder | None = None
+    memory: MemoryBound = MemoryBound()
+    doubling: bool = True  # some method may refit on doubled fit sets (REMOVAL_METHODS)
 
     def __post_init__(self) -> None:
-        self.n_fit = n_fit_sequences(_width(self.model, self.task, self.device), self.fit_length, self.n_sequences)
-        self._fits: dict[int, Captured] = {}
+        self.width = _width(self.model, self.task, self.device)
+        self.n_fit = n_fit_sequences(self.width, self.fit_length, self.n_sequences)
+        self._fits: dict[int, Streamed] = {}
+        self._centers: dict[int, torch.Tensor] = {}
 
-    def fit_set(self, n: int) -> Captured:
-        """The fit data of n sequences at the fit length, captured once."""
+    # --- what is held at once (science.bounded): an eval set's layer, and one fit set's layers
+    def _eval_layer_bytes(self, length: int) -> int:
+        """One layer of an eval set at ``length``: its states and, kept, its hook output (P+L)."""
+        states = state_bytes(self.n_sequences, length, self.width)
+        return states + (state_bytes(self.n_sequences, length + 1, self.width) if self._keeps(length) else 0)
+
+    def _largest_fit(self) -> int:
+        return self.n_fit * (2**MAX_FIT_DOUBLINGS if self.doubling else 1)
+
+    def check_memory(self, eval_lengths: list[int]) -> None:
+        """Refuse (``MeasureMemoryError``, one line) before any work what cannot fit the bound:
+        the largest fit (its states and the fit's copies, FIT_COPIES) beside one layer of the
+        removal check's eval set, and one eval layer with its refit at every length."""
+        n = self._largest_fit()
+        fit = FIT_COPIES * state_bytes(n, self.fit_length, self.width)
+        self.memory.require(
+            self._eval_layer_bytes(self.fit_length) + fit,
+            f"fitting an edit on {n:,} sequences at L={self.fit_length} (d_model {self.width}) "
+            f"beside one layer's eval states",
+        )
+        for length in eval_lengths:
+            self.eval_groups(length)
+
+    def _fit_groups(self, n: int) -> list[list[int]]:
+        """The fit set of n sequences, in groups: packed for the first fit size, one layer each
+        for a doubled one (only the layers whose removal did not remove read it)."""
+        if n != self.n_fit:
+            return [[layer] for layer in self.layers]
+        if self.memory.limit is None:
+            return [list(self.layers)]
+        reserve = self._eval_layer_bytes(self.fit_length)  # the removal check's layer
+        fitting = (FIT_COPIES - 1) * state_bytes(self._largest_fit(), self.fit_length, self.width)
+        room = MemoryBound(max(self.memory.limit - reserve - fitting, 1))
+        per_layer = state_bytes(n, self.fit_length, self.width)
+        return (
+            room.groups(self.layers, per_layer, "the fit set") if per_layer <= (room.limit or 0) else self._one_each()
+        )
+
+    def _one_each(self) -> list[list[int]]:
+        return [[layer] for layer in self.layers]
+
+    def _check_groups(self) -> list[list[int]] | None:
+        """The removal check's eval set while fitting: one layer at a time under a bound."""
+        return None if self.memory.limit is None else self._one_each()
+
+    def _keeps(self, length: int) -> bool:
+        """Whether an eval set keeps its edited layers' outputs (each edited forward then starts
+        at its layer, predictions(start=…))."""
+        kept = state_bytes(self.n_sequences, length + 1, self.width)
+        return hasattr(self.model, "hook_module") and kept <= KEEP_OUTPUTS_MAX_BYTES
+
+    def eval_groups(self, length: int) -> list[list[int]]:
+        """The intervention layers of an eval set at ``length`` in groups that fit the bound beside
+        one refit (the edited states and the probe's copies of them, FIT_COPIES)."""
+        if self.memory.limit is None:
+            return [list(self.layers)]
+        refit = FIT_COPIES * state_bytes(self.n_sequences, length, self.width)
+        return self.memory.groups(
+            self.layers, self._eval_layer_bytes(length), f"the eval set at L={length}", working=refit
+        )
+
+    def fit_set(self, n: int) -> Streamed:
+        """The fit data of n sequences at the fit length (its states captured a group at a time;
+        the other sizes' held states are dropped first)."""
+        others = [streamed for other, streamed in self._fits.items() if other != n]
+        need = FIT_COPIES * state_bytes(n, self.fit_length, self.width) + self._eval_layer_bytes(self.fit_length)
+        if self.memory.limit is not None and sum(o.held_bytes() for o in others) + need > self.memory.limit:
+            for streamed in others:  # no room beside them: dropped, captured again when read again
+                streamed.release()
         if n not in self._fits:
             index = 0 if n == self.n_fit else n  # the first fit set keeps the seed it always had
             data = self.task.generate(
                 self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test"
             )
-            self._fits[n] = capture(self.model, data, self.device, layers=self.layers)
+            self._fits[n] = Streamed(self.model, data, self.device, self._fit_groups(n))
         return self._fits[n]
 
-    def eval_set(self, length: int) -> tuple[TaskData, Captured]:
-        """The held-out eval data at ``length`` and its captured states."""
+    def release_fits(self) -> None:
+        """Drop every fit set's held states (the fits and centres are done)."""
+        for streamed in self._fits.values():
+            streamed.release()
+
+    def eval_set(self, length: int, groups: list[list[int]] | None = None) -> tuple[TaskData, Streamed]:
+        """The held-out eval data at ``length`` and its states (``groups``: how they are captured,
+        default :meth:`eval_groups`), each edited layer's output kept where it fits."""
         seed = data_seed(self.run_seed, "intervene_eval", length)
         data = self.task.generate(length, self.n_sequences, seed, split="test")
-        # every module's output kept, where it fits: each edited forward starts at its layer (predictions(start=…))
-        n_modules = len(getattr(self.model, "layers", ())) or 1
-        kept = self.n_sequences * (length + 1) * _width(self.model, self.task, self.device) * n_modules * 4
-        keep = hasattr(self.model, "hook_module") and kept <= KEEP_OUTPUTS_MAX_BYTES
-        return data, capture(self.model, data, self.device, layers=self.layers, keep_outputs=keep)
+        groups = self.eval_groups(length) if groups is None else groups
+        return data, Streamed(self.model, data, self.device, groups, keep_outputs=self._keeps(length))
 
-    def refit(self, edit: Edit, layer: int, states: Captured, length: int) -> tuple[float, float]:
+    def refit(self, edit: Edit, layer: int, states: Captured | Streamed, length: int) -> tuple[float, float]:
         """(accuracy, majority baseline) of a probe refit on ``states`` at ``layer`` edited by ``edit``."""
         edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
         report = probe_layers(
@@ -303,7 +399,8 @@ class _Interventions:
 
     def fitted(self, method: str, layer: int, n: int) -> Edit:
         """``method``'s edit of ``layer`` fitted on the labelled tokens of the n-sequence fit set."""
-        x = self.fit_set(n).states[layer].reshape(-1, self.fit_set(n).states[layer].shape[-1])  # (n·L, D)
+        x = self.fit_set(n).states[layer]
+        x = x.reshape(-1, x.shape[-1])  # (n·L, D)
         y = self.fit_set(n).data.labels.reshape(-1)
         x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
         return fit_edit(
@@ -328,6 +425,7 @@ class _Interventions:
         n_fits, n_fitted = max(1, len(self.layers) * len(methods)), 0
         ctx.progress(0.0, f"capturing {self.n_fit} fit sequences at L={self.fit_length}")
         for layer in self.layers:
+            self.center(layer)  # while its fit group is held
             for method in methods:
                 ctx.check_cancelled()
                 ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
@@ -341,8 +439,8 @@ class _Interventions:
                     continue
                 n = self.n_fit
                 edit = self.fitted(method, layer, n)
-                if method in REMOVAL_METHODS:
-                    out.check = out.check or self.eval_set(self.fit_length)
+                if method in REMOVAL_METHODS:  # its check set one layer at a time, beside the fit set
+                    out.check = out.check or self.eval_set(self.fit_length, self._check_groups())
                     for _ in range(MAX_FIT_DOUBLINGS):
                         acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
                         if acc - maj <= REMOVAL_TOL:
@@ -362,20 +460,26 @@ class _Interventions:
                 n_fitted += 1
         return out
 
-    def centers(self) -> dict[int, torch.Tensor]:
-        """The fitted mean ``[D]`` of each layer: the centre every random removal projects around
+    def center(self, layer: int) -> torch.Tensor:
+        """The fitted mean ``[D]`` of ``layer``: the centre every random removal projects around
         (once, not per length; float64 over the labelled tokens, as fit_edit's own mean: at rank D
         the random removal is mean ablation)."""
-        fit = self.fit_set(self.n_fit)
-        labelled = fit.data.labels.reshape(-1) >= 0
-        return {layer: fit.states[layer].flatten(0, -2)[labelled].mean(0, dtype=torch.float64) for layer in self.layers}
+        if layer not in self._centers:
+            fit = self.fit_set(self.n_fit)
+            labelled = fit.data.labels.reshape(-1) >= 0
+            self._centers[layer] = fit.states[layer].flatten(0, -2)[labelled].mean(0, dtype=torch.float64)
+        return self._centers[layer]
+
+    def centers(self) -> dict[int, torch.Tensor]:
+        """:meth:`center` of every intervention layer."""
+        return {layer: self.center(layer) for layer in self.layers}
 
     def edit_rows(
         self,
         fitted: _Fitted,
         methods: list[str],
         data: TaskData,
-        base: Captured,
+        base: Streamed,
         length: int,
         *,
         centers: dict[int, torch.Tensor],
@@ -390,8 +494,9 @@ class _Interventions:
         chance = majority_rate(data.labels)
         rows: list[InterventionRecord] = []
         for layer in self.layers:
-            # the blocks before the edit are not run again: their outputs are kept in the base capture
-            start = None if base.outputs is None else (layer, base.outputs)
+            # the blocks before the edit are not run again: the edited layer's output is kept in the base capture
+            kept = base.start(layer)
+            start = None if kept is None else (layer, kept)
             random_by_rank: dict[int, dict[str, Any]] = {}
             full_rank: torch.Tensor | None = None  # per-sequence accuracy under mean ablation
             for method in methods:
@@ -447,7 +552,7 @@ class _Interventions:
         return rows
 
     def conv1d_rows(
-        self, data: TaskData, base: Captured, length: int, *, n_permutations: int, config_hash: str, progress: _Progress
+        self, data: TaskData, base: Streamed, length: int, *, n_permutations: int, config_hash: str, progress: _Progress
     ) -> list[InterventionRecord]:
         """``conv1d_removal`` of every layer (stored as layer −2; its refit probe reads the last
         layer) and of each layer alone, on the eval set ``data`` at ``length``."""
@@ -485,6 +590,51 @@ class _Interventions:
         return rows
 
 
+def check_memory(
+    model: nn.Module,
+    task: Task,
+    memory: MemoryBound,
+    *,
+    eval_lengths: list[int],
+    n_sequences: int,
+    probes: bool = True,
+    methods: list[str] | None = None,
+    layers: list[int] | None = None,
+    fit_length: int = TRAIN_LENGTH,
+) -> None:
+    """Refuse before any work a measurement that cannot fit ``memory``: the probes' one layer
+    at each eval length and, with ``methods``, the interventions' largest fit beside an eval
+    layer (what :func:`measure_probes` and :func:`measure_interventions` check again on entry).
+
+    Raises:
+        science.bounded.MeasureMemoryError: one line naming ``LAYERSCOPE_MEASURE_MEMORY_GB`` and
+            what the measurement would need.
+    """
+    if memory.limit is None:
+        return
+    width = _width(model, task, "cpu")
+    if probes:
+        for length in eval_lengths:
+            per_layer = state_bytes(n_sequences, length, width)
+            memory.groups([0], per_layer, f"probes at L={length}", working=(FIT_COPIES - 1) * per_layer)
+    if methods:
+        run = _Interventions(
+            model,
+            task,
+            run_seed=0,
+            layers=list(range(model.n_layers)) if layers is None else layers,
+            fit_length=fit_length,
+            n_sequences=n_sequences,
+            pca_k=1,
+            inlp_max_rounds=None,
+            device="cpu",
+            ctx=SilentContext(),
+            memory=memory,
+            doubling=any(m in REMOVAL_METHODS for m in methods),
+        )
+        run.check_memory(eval_lengths)
+
+
 def measure_interventions(
     model: nn.Module,
     task: Task,
@@ -503,8 +653,14 @@ def measure_interventions(
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
     resume: ResumeFolder | None = None,
+    memory: MemoryBound | None = None,
 ) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
+
+    ``memory``: the bound on the states held at once (:class:`science.bounded.MemoryBound`; None:
+    unbounded). Fit and eval sets are captured a group of layers at a time (recomputed, not
+    kept), a doubled fit set one layer at a time, each edited forward starts from the edited
+    layer's stored output only; the rows are the same bit for bit.
 
     ``resume``: a folder for this call's finished pieces (each edit's fit, each eval length's
     rows; :class:`science.resume_folder.ResumeFolder`): a call with the same model, settings and
@@ -533,6 +689,8 @@ def measure_interventions(
 
     Raises:
         ValueError: a layer outside ``-1..n_layers-1``.
+        science.bounded.MeasureMemoryError: before any work, when one layer's eval states beside
+            the largest fit (the fit-size rule's doubled set) cannot fit ``memory``.
     """
     ctx = ctx or SilentContext()
     n_layers = model.n_layers
@@ -552,11 +710,15 @@ def measure_interventions(
         device=device,
         ctx=ctx,
         resume=resume,
+        memory=memory or MemoryBound(),
+        doubling=any(m in REMOVAL_METHODS for m in methods),
     )
+    run.check_memory(list(eval_lengths))
     fitted = run.fit_edits(methods)
     has_conv = conv1d and _has_conv1d(model)
     progress = _Progress(ctx, len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0)))
     centers = run.centers()
+    run.release_fits()  # the fit sets' states are done with: the eval sets get the bound
     rows: list[InterventionRecord] = []
     common = {"n_permutations": n_permutations, "config_hash": config_hash, "progress": progress}
     for length in eval_lengths:
@@ -568,10 +730,16 @@ def measure_interventions(
                     row.edit = fitted.edits[(row.method, row.layer)]
                 rows.append(row)
             continue
-        data, base = fitted.check if (fitted.check is not None and length == fit_length) else run.eval_set(length)
+        if fitted.check is not None and length == fit_length:  # the check set, regrouped to fit the bound
+            data, base = fitted.check
+            base.release()
+            base.groups = run.eval_groups(length)
+        else:
+            data, base = run.eval_set(length)
         part = run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
         if has_conv:
             part += run.conv1d_rows(data, base, length, **common)
+        base.release()
         if resume:
             resume.save(f"rows-L{length}", [r.to_row() for r in part])
         rows += part

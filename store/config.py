@@ -95,6 +95,15 @@ class Settings(BaseSettings):
         gt=1,
         description="Largest uncompressed/compressed size ratio of a bundle member over 1 MiB (a zip bomb's is ~1000)",
     )
+    # 6 GiB: the pretrained preset's largest piece, Pythia-410M's twice-doubled fit set (6,556
+    # sequences × 40 × 1024 floats) with its fit's copies beside one eval layer, needs 4.5 GiB
+    measure_memory_gb: float = Field(
+        6.0,
+        ge=0,
+        description="GiB of states a measurement holds at once beyond the model's weights "
+        "(LAYERSCOPE_MEASURE_MEMORY_GB; 0 = unbounded): layers are captured in groups that fit, the rest "
+        "computed again; a measurement whose one layer or largest edit fit cannot fit is refused before it starts",
+    )
     # Start-up: a SQLite file is checked with PRAGMA quick_check (a corrupt one is refused)
     check_integrity: bool = Field(True, description="Run PRAGMA quick_check on a SQLite DB at start-up")
     integrity_check_seconds: float = Field(

@@ -1,6 +1,7 @@
 """A job whose estimated peak memory (worker.memory) is over the limit
-(``LAYERSCOPE_MAX_JOB_MEMORY_GIB``) is refused at submit: a 422 at the field through the API, one
-line from the CLI, nothing queued or written. Every shipped preset fits the default limit."""
+(``LAYERSCOPE_MAX_JOB_MEMORY_GIB``), or whose measurement cannot fit ``LAYERSCOPE_MEASURE_MEMORY_GB``,
+is refused at submit: a 422 at the field through the API, one line from the CLI, nothing queued or
+written. Every shipped preset fits both defaults."""
 
 from __future__ import annotations
 
@@ -73,9 +74,13 @@ def test_api_refuses_a_train_job_over_the_limit(api) -> None:
     train = {"family": "lstm", "task": "parity", "batch_size": 4096, "train_length": 4096}
     r = api.client.post("/api/jobs", json={"kind": "train", "params": train})
     assert r.status_code == 422, r.text
-    (err,) = r.json()["detail"]
+    err, bound = r.json()["detail"]
     assert err["loc"] == ["body", "params", "batch_size"] and err["input"] == 4096
     assert "training needs about" in err["msg"] and "GiB" in err["msg"] and "16.0 GiB" in err["msg"]
+    # its measurement's edits are fitted at train_length 4096: over LAYERSCOPE_MEASURE_MEMORY_GB too
+    assert bound["loc"] == ["body", "params", "measure", "n_probe_sequences"]
+    assert bound["msg"].startswith("measuring: fitting an edit on 2,000 sequences at L=4096")
+    assert "over LAYERSCOPE_MEASURE_MEMORY_GB=6;" in bound["msg"]
     measure = {"family": "lstm", "task": "parity", "measure": {"n_probe_sequences": 100_000, "eval_lengths": [4096]}}
     r = api.client.post("/api/jobs", json={"kind": "train", "params": measure})
     assert r.status_code == 422, r.text

@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 import torch
 
+import science.bounded as bounded
 import science.measure as measure
 from layerscope_core.registry import family_names
 from models_store import ModelConfig, build_model
@@ -66,10 +67,24 @@ def test_the_logits_are_the_full_forward_passes_and_the_earlier_blocks_are_not_r
     assert torch.equal(model(tokens), module_outputs(model, tokens)[0])  # the modules' own forwards are back
 
 
-def test_outputs_of_other_layers_are_asked_for():
+@pytest.mark.parametrize("family", FAMILIES)
+@torch.no_grad()
+def test_the_edited_layers_output_alone_is_enough(family):
+    """A measurement keeps only the edited layer's output (the memory bound): the same logits."""
+    model = _model(family, False)
+    tokens = torch.randint(0, 3, (4, 11), generator=torch.Generator().manual_seed(2))
+    _, outputs = module_outputs(model, tokens)
+    for layer in model.layers:
+        with edit_layer(model, layer, _shift):
+            want = model(tokens)
+        with edit_layer(model, layer, _shift), start_at_layer(model, layer, {layer: outputs[layer]}):
+            assert torch.equal(model(tokens), want), (family, layer)
+
+
+def test_the_output_of_the_layer_is_asked_for():
     model = _model("gru", False)
     _, outputs = module_outputs(model, torch.zeros(2, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"layers \[0\]"), start_at_layer(model, 1, {-1: outputs[-1], 1: outputs[1]}):
+    with pytest.raises(ValueError, match=r"output of layer 1"), start_at_layer(model, 1, {-1: outputs[-1]}):
         pass
 
 
@@ -95,8 +110,8 @@ def test_the_intervention_rows_are_those_of_full_forward_passes(family, monkeypa
         return [dataclasses.asdict(r) for r in out]
 
     kept: list[bool] = []
-    real_capture = measure.capture
-    monkeypatch.setattr(measure, "capture", lambda *a, **k: kept.append(k.get("keep_outputs")) or real_capture(*a, **k))
+    real_capture = bounded.capture
+    monkeypatch.setattr(bounded, "capture", lambda *a, **k: kept.append(k.get("keep_outputs")) or real_capture(*a, **k))
     started = rows()
     assert True in kept  # the eval sets kept their outputs: the edited forwards started at their layers
     kept.clear()

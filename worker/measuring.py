@@ -28,13 +28,15 @@ from sqlalchemy import select
 from torch import nn
 
 from layerscope_core.registry import MEASURE_PARTS
+from science.bounded import MemoryBound
 from science.context import JobContext, SilentContext
-from science.measure import measure_interventions, measure_probes
+from science.measure import check_memory, measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.records import MeasureSettingsRecord
 from science.resume_folder import ResumeFolder, weights_digest
 from science.tasks.base import Task
 from science.tasks.file_task import NoCorruptionPairs
+from store.config import get_settings
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
 from worker import in_flight_measuring, persist
@@ -107,6 +109,17 @@ def measure_run(
     ctx = ctx or SilentContext()
     parts = _ordered_parts(parts)
     m = _Measurement(run, measure, env, ctx, parts, layers, result_hash or measure.config_hash())
+    check_memory(  # a measurement that cannot fit its bound is refused before any part starts
+        run.model,
+        run.task,
+        m.memory,
+        eval_lengths=list(measure.eval_lengths),
+        n_sequences=measure.n_probe_sequences,
+        probes="probes" in parts,
+        methods=list(measure.methods) if "interventions" in parts else None,
+        layers=layers,
+        fit_length=run.train_length,
+    )
     if "probes" in parts:
         m.probes()
     if "interventions" in parts:
@@ -147,6 +160,8 @@ class _Measurement:
         self.common = dict(
             model=run.model, task=run.task, run_seed=run.seed, config_hash=result_hash, device=env.device
         )
+        # what the measurement holds beyond the weights (LAYERSCOPE_MEASURE_MEMORY_GB, science.bounded)
+        self.memory = MemoryBound.of_gib(get_settings().measure_memory_gb)
         self._sid: int | None = None
         self._total = sum(_WEIGHT[p] for p in parts) or 1.0
         self._start = 0.0
@@ -169,6 +184,7 @@ class _Measurement:
             eval_lengths=measure.eval_lengths,
             n_sequences=measure.n_probe_sequences,
             ctx=self.span("probes"),
+            memory=self.memory,
         )
         with self.ctx.storing():
             sid_now = self.settings_id()
@@ -196,6 +212,7 @@ class _Measurement:
             n_permutations=measure.n_permutations,
             ctx=self.span("interventions"),
             resume=(resume := self.resume_folder("interventions")),
+            memory=self.memory,
         )
         with self.ctx.storing():
             sid_now = self.settings_id()

@@ -10,6 +10,11 @@ factors; in short, float32 (4 bytes a number), each phase against ``Settings.max
 - measuring: ``4 · n_params + 4 · tokens · d_model · (n_layers + 1)``, every layer's captured
   states of the sequences held at once: the probes' at the longest eval length plus the
   interventions' fit set, or patching's pairs, whichever is more.
+
+A measurement is also held to ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``Settings.measure_memory_gb``,
+science.bounded): its smallest piece (one probe layer at the longest eval length with its fit's
+copies; the interventions' largest fit, both doublings, beside one eval layer) must fit it, else it
+is refused at submit too (:func:`bound_problem`), naming that setting.
 """
 
 from __future__ import annotations
@@ -125,6 +130,31 @@ def _measure_problem(size: ModelSize, limit: int, probes: _Held, fit: int, patch
     return tuple(field.split(".")), _over("measuring", need, limit, detail, f"{count} or {length_name}"), n
 
 
+def bound_problem(
+    size: ModelSize, n: int, longest: int, fit_length: int, methods: list[str], field: str
+) -> Problem | None:
+    """The measurement's smallest piece over ``LAYERSCOPE_MEASURE_MEMORY_GB`` (science.bounded), at
+    ``field`` (the sequence count's): the probes' one layer of ``n`` × ``longest`` with its fit's
+    copies, or with ``methods`` the interventions' largest fit beside one eval layer."""
+    from science.bounded import FIT_COPIES, MeasureMemoryError, MemoryBound, state_bytes
+    from science.interventions import n_fit_sequences
+    from science.measure import MAX_FIT_DOUBLINGS, REMOVAL_METHODS
+    from store.config import get_settings
+
+    bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
+    layer = state_bytes(n, longest, size.d_model)
+    try:
+        bound.require(FIT_COPIES * layer, f"probes at L={longest} of {size.label} (one layer and its fit)")
+        if methods:
+            fit_n = n_fit_sequences(size.d_model, fit_length, n)
+            fit_n *= 2**MAX_FIT_DOUBLINGS if any(m in REMOVAL_METHODS for m in methods) else 1
+            need = FIT_COPIES * state_bytes(fit_n, fit_length, size.d_model) + 2 * layer
+            bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}")
+    except MeasureMemoryError as exc:
+        return tuple(field.split(".")), f"measuring: {exc}", n
+    return None
+
+
 def _train_problems(params: Any, limit: int, size: ModelSize | None) -> list[Problem]:
     if size is None:
         return []
@@ -151,7 +181,9 @@ def _train_problems(params: Any, limit: int, size: ModelSize | None) -> list[Pro
         fit = n_fit_sequences(size.d_model, L, n) * L if m.methods else 0
         probes = ("measure.n_probe_sequences", n, max(m.eval_lengths), "measure.eval_lengths")
         patch = ("measure.n_patch_pairs", m.n_patch_pairs, m.patch_eval_length, "measure.patch_eval_length")
-        problem = _measure_problem(size, limit, probes, fit, patch)
+        problem = _measure_problem(size, limit, probes, fit, patch) or bound_problem(
+            size, n, max(m.eval_lengths), L, list(m.methods), "measure.n_probe_sequences"
+        )
         out += [problem] if problem else []
     return out
 
@@ -176,7 +208,11 @@ def run_job_problems(params: Any, run: Any, limit: int) -> list[Problem]:
         n = params.n_probe_sequences
         longest = max(params.eval_lengths or [*EVAL_LENGTHS, train_length])
         fit = n_fit_sequences(size.d_model, train_length, n) * train_length if getattr(params, "methods", None) else 0
-        problem = _measure_problem(size, limit, ("n_probe_sequences", n, longest, "eval_lengths"), fit, None)
+        problem = _measure_problem(
+            size, limit, ("n_probe_sequences", n, longest, "eval_lengths"), fit, None
+        ) or bound_problem(
+            size, n, longest, train_length, list(getattr(params, "methods", None) or []), "n_probe_sequences"
+        )
     return [problem] if problem else []
 
 

@@ -2,7 +2,7 @@
 table is the source of truth; the same reads and the same cancel as GET /api/jobs and
 POST /api/jobs/{id}/cancel).
 
-    layerscope worker [--device D] [--name N] [--concurrency N] [--threads N]
+    layerscope worker [--device D] [--name N] [--concurrency N] [--threads N] [--measure-memory-gb G]
     layerscope jobs list [--state S] [--kind K] [--limit N] [--json]
     layerscope jobs cancel ID
     layerscope jobs logs ID [--tail N]
@@ -10,6 +10,7 @@ POST /api/jobs/{id}/cancel).
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -52,6 +53,16 @@ def worker(
             "with --concurrency N).",
         ),
     ] = None,
+    measure_memory_gb: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            envvar="LAYERSCOPE_MEASURE_MEMORY_GB",
+            help="GiB of states a measurement holds at once beyond the model's weights (default 6; 0 = "
+            "unbounded): layers are captured in groups that fit, the rest computed again; a measurement "
+            "that cannot fit is refused before it starts.",
+        ),
+    ] = None,
     executor: Annotated[
         str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")
     ] = None,
@@ -68,6 +79,11 @@ def worker(
     from worker.runner import Runner, load_executor
 
     C.setup_logging()
+    if measure_memory_gb is not None:  # the slots and this process read it through the settings
+        from store.config import get_settings
+
+        os.environ["LAYERSCOPE_MEASURE_MEMORY_GB"] = str(measure_memory_gb)
+        get_settings.cache_clear()
     settings = C.settings()
     if device is not None:
         C.check_device(device)

@@ -1,0 +1,247 @@
+"""A lab-scale model measured with the product's own code, against its FLOP floor in the same run.
+
+    LAYERSCOPE_MEASURE_MEMORY_GB=0.75 python benchmarks/bench_scale.py --layers 24 --d-model 1024 \\
+        --heads 16 --sequences 600 --lengths 40 --parts probes,interventions --interv-layers 22 --json
+
+Builds a GPT-NeoX (or ``--family mamba``) model of the given shape with random weights: its
+transformers config is written to a temporary folder and loaded through the product's from-config
+path (``models_store.pretrained.load_pretrained(weights=False)``, what ``--from-config`` runs; no
+hub). Then ``science.measure.measure_probes``, ``measure_interventions`` and
+``science.patching.patching_grid`` run on it with the measurement defaults
+(``worker.params.MeasureParams``) on the ``--task`` (dyck), under the memory bound
+``LAYERSCOPE_MEASURE_MEMORY_GB`` (``store.config.Settings.measure_memory_gb``).
+
+How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmuls only):
+
+- a forward pass costs, per token, 2 × the weights of every ``nn.Linear`` in the blocks it runs
+  (attention projections and MLP; Mamba's in/x/dt/out projections), + 4 · T · D per GPT-NeoX
+  block for the attention scores and their weighted sum over T positions (T = the length + the
+  START token), + 2 · D · C for the head;
+- probes: one forward pass over every eval set (every layer's states), and per layer the probe
+  and its control twin, each ``n_iter`` (the recorded L-BFGS iterations) × 2 products
+  ``[N, D] × [D, C]`` (4 · N · D · C);
+- interventions: one forward over the fit set and one over each eval set; each edited forward
+  (every method, every random draw, stored ``random_draws``) from the edited layer on (the
+  blocks after it and the head); the refit probes, INLP's rounds and the permutation tests are
+  NOT counted (their iterations are not recorded), so the ratio over-states the distance to the
+  floor where they dominate;
+- patching: per (site, position) pair cell the corrupted forward from the patched layer on.
+
+``peak_flops``: the best of 5 float32 matmuls ``[4096, D] × [D, 4·D]`` timed in the same process,
+so machine load affects both sides; ``floor_seconds = flops / peak_flops``; ``ratio = seconds /
+floor_seconds``. ``--json`` prints one object; without it, one line per number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from layerscope_core.registry import TRAIN_LENGTH
+from models_store.pretrained import load_pretrained
+from science.bounded import MeasureMemoryError, MemoryBound
+from science.measure import check_memory, measure_interventions, measure_probes
+from science.patching import patching_grid
+from science.tasks import get_task
+from store.config import get_settings
+from worker.params import MeasureParams
+
+PARTS = ("probes", "interventions", "patching")
+
+
+def _config(family: str, layers: int, d: int, heads: int):
+    """A transformers config of the shape (Pythia's proportions: MLP 4·D, rotary on a quarter)."""
+    if family == "mamba":
+        from transformers import MambaConfig
+
+        return MambaConfig(vocab_size=50280, hidden_size=d, num_hidden_layers=layers, state_size=16, expand=2)
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig(
+        vocab_size=50304,
+        hidden_size=d,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * d,
+        rotary_pct=0.25,
+    )
+
+
+def build(family: str, layers: int, d: int, heads: int, task) -> nn.Module:
+    """The model of this shape, random weights, through the product's from-config path."""
+    with tempfile.TemporaryDirectory() as folder:
+        _config(family, layers, d, heads).save_pretrained(folder)
+        return load_pretrained(
+            str(Path(folder)), n_classes=task.n_classes, task_vocab_size=task.vocab_size, weights=False, seed=0
+        ).eval()
+
+
+class Flops:
+    """The forward-pass FLOP arithmetic of one model (module docstring)."""
+
+    def __init__(self, model: nn.Module, family: str) -> None:
+        block = model.block_modules()[0]
+        self.block = 2 * sum(m.weight.numel() for m in block.modules() if isinstance(m, nn.Linear))
+        self.d, self.n_layers, self.attention = model.d_model, model.n_layers, family != "mamba"
+        self.head = 2 * model.d_model * model.config.n_classes
+        self.prefix = model.n_prefix
+
+    def forward(self, n: int, length: int, first_block: int = 0) -> float:
+        """FLOPs of ``n`` sequences of ``length`` through blocks ``first_block``.. and the head."""
+        t = length + self.prefix
+        per_block = self.block + (4 * t * self.d if self.attention else 0)
+        return float(n * t * (per_block * (self.n_layers - first_block)) + n * length * self.head)
+
+
+def peak_flops(d: int) -> float:
+    """Best float32 matmul rate (FLOP/s) of 5 ``[4096, D] × [D, 4·D]`` products, on CPU or CUDA."""
+    dev = "cuda" if torch.cuda.is_available() and _device == "cuda" else "cpu"
+    a, b = torch.randn(4096, d, device=dev), torch.randn(d, 4 * d, device=dev)
+    best = float("inf")
+    for _ in range(5):
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        a @ b
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return 2 * 4096 * d * 4 * d / best
+
+
+_device = "cpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    global _device
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--d-model", type=int, required=True)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--sequences", type=int, default=200)
+    ap.add_argument("--lengths", default="40", help="eval lengths, comma-separated")
+    ap.add_argument("--parts", default="probes,interventions,patching")
+    ap.add_argument("--interv-layers", default="all", help="all | i,j,... (intervention layers)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--family", default="gpt_neox", choices=["gpt_neox", "mamba"])
+    ap.add_argument("--task", default="dyck")
+    ap.add_argument("--inlp-max-rounds", type=int, default=8, help="INLP's round budget (0: uncapped)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    _device = args.device
+    parts = [p for p in args.parts.split(",") if p]
+    if bad := [p for p in parts if p not in PARTS]:
+        ap.error(f"--parts: unknown {bad}; expected some of {list(PARTS)}")
+    lengths = [int(x) for x in args.lengths.split(",")]
+    task = get_task(args.task)
+    model = build(args.family, args.layers, args.d_model, args.heads, task).to(args.device)
+    layers = None if args.interv_layers == "all" else [int(x) for x in args.interv_layers.split(",")]
+    memory = MemoryBound.of_gib(get_settings().measure_memory_gb)
+    m = MeasureParams()
+    try:  # refused in one line before any work, as the worker refuses it
+        check_memory(
+            model,
+            task,
+            memory,
+            eval_lengths=lengths,
+            n_sequences=args.sequences,
+            probes="probes" in parts,
+            methods=list(m.methods) if "interventions" in parts else None,
+            layers=layers,
+        )
+    except MeasureMemoryError as exc:
+        print(f"bench_scale: {exc}", file=sys.stderr)
+        return 2
+    count = Flops(model, args.family)
+    common = dict(run_seed=0, config_hash="bench", device=args.device)
+    spent: dict[str, float] = {}
+    cpu = time.process_time()
+    flops: dict[str, float] = {}
+    n = args.sequences
+    for part in parts:
+        t = time.perf_counter()
+        if part == "probes":
+            rows = measure_probes(model, task, eval_lengths=lengths, n_sequences=n, memory=memory, **common)
+            f = sum(count.forward(n, length) for length in lengths)
+            n_train = round(0.8 * n)
+            f += sum(2 * r.n_iter * 4 * n_train * r.eval_length * count.d * task.n_classes for r in rows)
+        elif part == "interventions":
+            rows = measure_interventions(
+                model,
+                task,
+                eval_lengths=lengths,
+                n_sequences=n,
+                methods=list(m.methods),
+                layers=layers,
+                pca_k=m.pca_k,
+                inlp_max_rounds=args.inlp_max_rounds or None,
+                fit_length=TRAIN_LENGTH,
+                n_permutations=m.n_permutations,
+                memory=memory,
+                **common,
+            )
+            fit_n = max(r.n_fit_sequences or 0 for r in rows)
+            f = count.forward(fit_n, TRAIN_LENGTH) + sum(count.forward(n, length) for length in lengths)
+            f += sum(
+                count.forward(n, r.eval_length, r.layer + 1) * (1 + (r.random_draws or 0)) for r in rows if r.layer >= 0
+            )
+        else:
+            rows = patching_grid(
+                model,
+                task,
+                eval_length=m.patch_eval_length,
+                positions=m.patch_positions,
+                sites=m.patch_sites,
+                stride=m.patch_stride,
+                n_pairs=m.n_patch_pairs,
+                **common,
+            )
+            f = count.forward(m.n_patch_pairs, m.patch_eval_length) * 2
+            f += sum(count.forward(m.n_patch_pairs, m.patch_eval_length, max(0, r.layer + 1)) for r in rows)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        spent[part], flops[part] = time.perf_counter() - t, f
+    rate = peak_flops(args.d_model)
+    total, seconds = sum(flops.values()), sum(spent.values())
+    floor = total / rate
+    out = {
+        "family": args.family,
+        "layers": args.layers,
+        "d_model": args.d_model,
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "sequences": n,
+        "lengths": lengths,
+        "memory_gb": None if memory.limit is None else memory.limit / 2**30,
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(
+            time.process_time() - cpu, 2
+        ),  # this process's CPU time (a loaded machine: < wall × threads)
+        "parts": {k: round(v, 2) for k, v in spent.items()},
+        "flops": total,
+        "part_flops": flops,
+        "peak_flops": rate,
+        "floor_seconds": round(floor, 2),
+        "part_floor_seconds": {k: round(v / rate, 2) for k, v in flops.items()},
+        "ratio": round(seconds / floor, 2) if floor else None,
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),
+    }
+    if args.device == "cuda":
+        out["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

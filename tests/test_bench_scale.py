@@ -1,0 +1,48 @@
+"""benchmarks/bench_scale.py on a tiny GPT-NeoX from config: one JSON object with the documented
+keys, its FLOP floor and ratio computed from the same run's matmul rate."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
+)
+bench_scale = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_scale)
+
+
+def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("LAYERSCOPE_MEASURE_MEMORY_GB", "0.01")
+    from store.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        args = ["--layers", "2", "--d-model", "32", "--heads", "4", "--sequences", "24", "--lengths", "12"]
+        assert bench_scale.main([*args, "--parts", "probes,interventions", "--interv-layers", "1", "--json"]) == 0
+    finally:
+        get_settings.cache_clear()
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"seconds", "parts", "flops", "peak_flops", "floor_seconds", "ratio", "peak_rss_gb"} <= out.keys()
+    assert set(out["parts"]) == {"probes", "interventions"} and out["memory_gb"] == pytest.approx(0.01)
+    assert out["flops"] > 0 and out["peak_flops"] > 0
+    assert out["floor_seconds"] == pytest.approx(out["flops"] / out["peak_flops"], rel=0.01, abs=0.01)
+    assert out["ratio"] == pytest.approx(out["seconds"] / (out["flops"] / out["peak_flops"]), rel=0.02)
+
+
+def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("LAYERSCOPE_MEASURE_MEMORY_GB", "0.00001")
+    from store.config import get_settings
+
+    get_settings.cache_clear()
+    try:
+        args = ["--layers", "1", "--d-model", "32", "--heads", "4", "--sequences", "200", "--parts", "probes"]
+        assert bench_scale.main(args) == 2
+    finally:
+        get_settings.cache_clear()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("bench_scale: probes at L=40") and "LAYERSCOPE_MEASURE_MEMORY_GB" in line

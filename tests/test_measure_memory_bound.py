@@ -1,0 +1,140 @@
+"""The measurement's memory bound (``LAYERSCOPE_MEASURE_MEMORY_GB``, science.bounded): a bounded
+measurement gives the rows of the unbounded one, bit for bit; its peak resident memory, measured
+in a fresh process, stays within the bound where the unbounded one's does not; a measurement that
+cannot fit is refused before it starts, in one line naming the setting."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+import science.bounded as bounded
+from models_store import ModelConfig, build_model
+from science.bounded import GIB, MEMORY_SETTING, MeasureMemoryError, MemoryBound
+from science.measure import measure_interventions, measure_probes
+from science.tasks import get_task
+
+# small enough that no pass holds every probe layer (60 × 16 × 16 floats, 61 KB each, and a fit's copies)
+PROBE_BOUND = MemoryBound(300_000)
+# the interventions' smallest bound on 200 sequences: the twice-doubled fit set (800 × 12 × 16 floats)
+# × FIT_COPIES beside one check layer; the 8 layers' eval sets then take 4 passes, the fit set 2
+EDIT_BOUND = MemoryBound(2_900_000)
+
+
+def _model(n_layers: int = 3, d_model: int = 16):
+    task = get_task("parity")
+    cfg = ModelConfig(
+        family="lstm", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=n_layers, d_model=d_model
+    )
+    return build_model(cfg, seed=0).eval(), task
+
+
+def _rows(records) -> list[dict]:
+    return [dataclasses.asdict(r) for r in records]
+
+
+def test_bounded_probes_and_interventions_equal_the_unbounded_ones(monkeypatch) -> None:
+    passes: list[list[int] | None] = []
+    real = bounded.capture
+    monkeypatch.setattr(bounded, "capture", lambda *a, **k: passes.append(k.get("layers")) or real(*a, **k))
+    import science.measure as measure
+
+    monkeypatch.setattr(measure, "capture", lambda *a, **k: passes.append(k.get("layers")) or real(*a, **k))
+    model, task = _model(n_layers=3)
+    probes = dict(run_seed=0, eval_lengths=[12, 16], n_sequences=60, config_hash="h")
+    bounded_probes = _rows(measure_probes(model, task, **probes, memory=PROBE_BOUND))
+    assert len(passes) > 2 and all(len(p) < len(model.layers) for p in passes)  # never every layer at once
+    assert bounded_probes == _rows(measure_probes(model, task, **probes))
+    model, task = _model(n_layers=8)
+    common = dict(
+        run_seed=0,
+        eval_lengths=[12, 16],
+        n_sequences=200,
+        methods=["project_out", "mean", "leace", "inlp", "pca_top_k"],
+        pca_k=2,
+        inlp_max_rounds=3,
+        fit_length=12,
+        n_permutations=100,
+    )
+    passes.clear()
+    bounded_rows = _rows(measure_interventions(model, task, **common, memory=EDIT_BOUND))
+    assert passes and max(len(p) for p in passes if p is not None) < 8  # never every layer at once
+    assert bounded_rows == _rows(measure_interventions(model, task, **common))
+
+
+def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) -> None:
+    model, task = _model()
+    ran: list[object] = []
+    monkeypatch.setattr(bounded, "capture", lambda *a, **k: ran.append(1))
+    with pytest.raises(MeasureMemoryError) as probes:
+        measure_probes(
+            model, task, run_seed=0, eval_lengths=[12], n_sequences=5000, config_hash="", memory=MemoryBound(10_000)
+        )
+    with pytest.raises(MeasureMemoryError) as edits:
+        measure_interventions(
+            model,
+            task,
+            run_seed=0,
+            eval_lengths=[12],
+            n_sequences=500,
+            methods=["leace"],
+            fit_length=12,
+            memory=MemoryBound(100_000),
+        )
+    assert ran == []
+    for exc in (probes.value, edits.value):
+        line = str(exc)
+        assert "\n" not in line and f"{MEMORY_SETTING}=" in line
+        assert f"set {MEMORY_SETTING} to at least" in line
+    assert "fitting an edit on 2,000 sequences at L=12" in str(edits.value)  # 500 doubled twice
+
+
+# The peak, measured: a fresh process whose states (8 layers of 600 sequences × 40 × 128: 12 MB a
+# layer, an eval layer with its kept output 25 MB; ~300 MB held unbounded) dwarf the rest it
+# holds; ru_maxrss is its high-water mark.
+_PEAK = """
+import json, resource, sys, torch
+torch.set_num_threads(1)
+from models_store import ModelConfig, build_model
+from science.bounded import MemoryBound
+from science.measure import measure_interventions
+from science.tasks import get_task
+task = get_task("parity")
+cfg = ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=8, d_model=128)
+model = build_model(cfg, seed=0).eval()
+measure_interventions(model, task, run_seed=0, eval_lengths=[8], n_sequences=40, methods=["mean"], fit_length=8,
+                      n_permutations=10)  # warm: libraries loaded, allocator primed
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+gib = float(sys.argv[1])
+measure_interventions(model, task, run_seed=0, eval_lengths=[40], n_sequences=600, methods=["mean"],
+                      fit_length=40, n_permutations=10, memory=MemoryBound.of_gib(gib))
+print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def _peak_growth(gib: float) -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(gib)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return got["peak"] - got["before"]
+
+
+def test_the_measured_peak_stays_within_the_bound() -> None:
+    """Bound 0.08 GiB (86 MB): the peak grows by less than the bound plus 120 MB for what the bound
+    does not count (one 256-sequence batch's forward work, the solvers' working rows beyond
+    FIT_COPIES, the allocator's slack; measured 2026-12-06: 141 and 185 MB), and by at least 100 MB
+    less than the unbounded measurement's (291 and 313 MB)."""
+    limit = 0.08
+    grown = _peak_growth(limit)
+    unbounded = _peak_growth(0)
+    assert grown < limit * GIB + 120e6, (grown, unbounded)
+    assert unbounded - grown > 100e6, (grown, unbounded)
