@@ -1,6 +1,7 @@
 """Writing a results bundle (the format: ``backend.bundle``): a suite's rows of every table, its
-manifest with the provenance of the code that made and exported it, its layer profiles, and
-optionally the checkpoints, the probe weights / removed directions and the file tasks."""
+manifest with the provenance of the code that made and exported it, its layer profiles and the file
+tasks its runs were trained on; optionally (``weights``, ``artifacts``) the checkpoints and the probe
+weights / removed directions, which are rebuildable from the results (README "Bundles")."""
 
 from __future__ import annotations
 
@@ -113,7 +114,9 @@ def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
     return profiles(session, RunFilter(suite=[suite]))
 
 
-def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool) -> dict[str, Any]:
+def manifest_for(
+    tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool, artifacts: bool = False
+) -> dict[str, Any]:
     """The manifest of a bundle of ``tables`` (the fields in ``backend.bundle``'s docstring), before provenance."""
     runs = tables["runs"]
     return {
@@ -150,6 +153,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
             name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []} for name, rows in tables.items()
         },
         "weights": weights,
+        "artifacts": artifacts,  # the probe weights / removed directions its rows name travel with it
     }
 
 
@@ -221,6 +225,7 @@ def export_bundle(
     out: Path | io.BytesIO,
     *,
     weights: bool = False,
+    artifacts: bool = False,
     store_dir: Path | None = None,
     note: str | None = None,
     in_flight: bool = False,
@@ -232,17 +237,20 @@ def export_bundle(
     (``training/<run hash>.pt`` + its note; the manifest's ``in_flight`` lists them with their
     step and each file's size and sha256), so the suite resumes them where the bundle is imported;
     a suite with no run stored yet is exported then too (0 runs) when it has a run in flight.
-    ``allow_partial``: export runs being rebuilt too (status ``remeasuring``: their old results
+    ``artifacts``: also the probe weights / removed directions the ``result_weights`` rows name
+    (``artifacts/<sha256>.safetensors``); without it the rows travel and the files are left out:
+    they are most of a measured suite's bytes, and a run's are fitted again on its weights
+    (README "Bundles"). ``allow_partial``: export runs being rebuilt too (status ``remeasuring``: their old results
     deleted, their own not all stored), refused otherwise (docs/SCIENCE.md#rebuilding-weights).
 
     Raises:
         RunsBeingRebuilt (a ValueError): runs being rebuilt, without ``allow_partial``;
         LookupError: no run in ``suite`` (with ``in_flight``: none stored and none in flight);
-        ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
+        ValueError: ``weights``, ``artifacts`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
         and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
     """
-    if (weights or in_flight) and store_dir is None:
-        raise ValueError("weights and in_flight need the model store's directory")
+    if (weights or artifacts or in_flight) and store_dir is None:
+        raise ValueError("weights, artifacts and in_flight need the model store's directory")
     tables = collect(session, suite, empty=in_flight)
     if not allow_partial and (rebuilding := being_rebuilt(tables["runs"])):
         raise RunsBeingRebuilt(suite, rebuilding)
@@ -253,7 +261,7 @@ def export_bundle(
     checkpoints |= _checkpoint_folders([m["run"] for m in measuring.values()], store_dir)
     if not tables["runs"] and not training:
         raise _no_runs(session, suite, "has no runs and none in flight")
-    manifest = manifest_for(tables, suite, weights)
+    manifest = manifest_for(tables, suite, weights, artifacts)
     if weights:
         missing = len(tables["runs"]) - len(checkpoints)
         manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
@@ -273,7 +281,7 @@ def export_bundle(
             for f in sorted(folder.rglob("*")):
                 if f.is_file():
                     z.write(f, f"weights/{ckpt}/{f.relative_to(folder).as_posix()}")
-        _write_learned_and_tasks(z, tables, store_dir)
+        _write_learned_and_tasks(z, tables, store_dir if artifacts else None)
     return manifest
 
 
@@ -335,7 +343,7 @@ def _write_learned_and_tasks(
     z: zipfile.ZipFile, tables: dict[str, list[dict[str, Any]]], store_dir: Path | None
 ) -> None:
     """The probe weights / removed directions the suite's rows name
-    (``artifacts/<sha256>.safetensors``, small: always included when the store is given) and the
+    (``artifacts/<sha256>.safetensors``; only when ``store_dir`` is given: ``--artifacts``) and the
     file tasks its runs were trained on (``tasks/<sha256>.json`` + ``tasks/names.json``), so an
     import elsewhere reads the same data."""
     from models_store.artifacts import ArtifactStore
