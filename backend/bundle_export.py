@@ -1,6 +1,7 @@
 """Writing a results bundle (the format: ``backend.bundle``): a suite's rows of every table, its
-manifest with the provenance of the code that made and exported it, its layer profiles, and
-optionally the checkpoints, the probe weights / removed directions and the file tasks."""
+manifest with the provenance of the code that made and exported it, its layer profiles and the file
+tasks its runs were trained on; optionally (``weights``, ``artifacts``) the checkpoints and the probe
+weights / removed directions, which are rebuildable from the results (README "Bundles")."""
 
 from __future__ import annotations
 
@@ -117,7 +118,9 @@ def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
     return profiles(session, RunFilter(suite=[suite]))
 
 
-def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool) -> dict[str, Any]:
+def manifest_for(
+    tables: dict[str, list[dict[str, Any]]], suite: str, weights: bool, artifacts: bool = False
+) -> dict[str, Any]:
     """The manifest of a bundle of ``tables`` (the fields in ``backend.bundle``'s docstring), before provenance."""
     runs = tables["runs"]
     return {
@@ -154,6 +157,7 @@ def manifest_for(tables: dict[str, list[dict[str, Any]]], suite: str, weights: b
             name: {"rows": len(rows), "columns": sorted(rows[0]) if rows else []} for name, rows in tables.items()
         },
         "weights": weights,
+        "artifacts": artifacts,  # the probe weights / removed directions its rows name travel with it
     }
 
 
@@ -225,6 +229,7 @@ def export_bundle(
     out: Path | io.BytesIO,
     *,
     weights: bool = False,
+    artifacts: bool = False,
     store_dir: Path | None = None,
     note: str | None = None,
     in_flight: bool = False,
@@ -236,17 +241,20 @@ def export_bundle(
     (``training/<run hash>.pt`` + its note; the manifest's ``in_flight`` lists them with their
     step and each file's size and sha256), so the suite resumes them where the bundle is imported;
     a suite with no run stored yet is exported then too (0 runs) when it has a run in flight.
-    ``allow_partial``: export runs being rebuilt too (status ``remeasuring``: their old results
+    ``artifacts``: also the probe weights / removed directions the ``result_weights`` rows name
+    (``artifacts/<sha256>.safetensors``); without it the rows travel and the files are left out:
+    they are most of a measured suite's bytes, and a run's are fitted again on its weights
+    (README "Bundles"). ``allow_partial``: export runs being rebuilt too (status ``remeasuring``: their old results
     deleted, their own not all stored), refused otherwise (docs/SCIENCE.md#rebuilding-weights).
 
     Raises:
         RunsBeingRebuilt (a ValueError): runs being rebuilt, without ``allow_partial``;
         LookupError: no run in ``suite`` (with ``in_flight``: none stored and none in flight);
-        ValueError: ``weights`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
+        ValueError: ``weights``, ``artifacts`` or ``in_flight`` without ``store_dir``, or no run in ``suite``
         and a name that breaks the suite-name rule (``housekeeping.SuiteNameError``).
     """
-    if (weights or in_flight) and store_dir is None:
-        raise ValueError("weights and in_flight need the model store's directory")
+    if (weights or artifacts or in_flight) and store_dir is None:
+        raise ValueError("weights, artifacts and in_flight need the model store's directory")
     tables = collect(session, suite, empty=in_flight)
     if not allow_partial and (rebuilding := being_rebuilt(tables["runs"])):
         raise RunsBeingRebuilt(suite, rebuilding)
@@ -257,25 +265,25 @@ def export_bundle(
     checkpoints |= _checkpoint_folders([m["run"] for m in measuring.values()], store_dir)
     if not tables["runs"] and not training:
         raise _no_runs(session, suite, "has no runs and none in flight")
-    manifest = manifest_for(tables, suite, weights)
+    manifest = manifest_for(tables, suite, weights, artifacts)
     if weights:
         missing = len(tables["runs"]) - len(checkpoints)
         manifest.update(weights=missing == 0, weights_included=len(checkpoints), weights_missing=missing)
-    artifacts = _artifacts(tables, store_dir)
+    learned = _artifacts(tables, store_dir) if artifacts else []  # the rows always travel; the files on request
     if store_dir is not None:  # an import checks that every one arrived (a bundle cut short is refused)
-        manifest["artifacts_included"] = len(artifacts)
+        manifest["artifacts_included"] = len(learned)
     if not isinstance(out, str | Path):
         return _write(
-            out, session, suite, tables, manifest, checkpoints, training, measuring, artifacts, note, in_flight
+            out, session, suite, tables, manifest, checkpoints, training, measuring, learned, note, in_flight
         )
     out = Path(out)
     try:  # beside the target under a temporary name, fsynced, renamed: a failure leaves the old bundle
         with atomic_file(out) as fh:
             return _write(
-                fh, session, suite, tables, manifest, checkpoints, training, measuring, artifacts, note, in_flight
+                fh, session, suite, tables, manifest, checkpoints, training, measuring, learned, note, in_flight
             )
     except OSError as exc:
-        raise ExportFailed(out, exc, _needed(tables, checkpoints, training, measuring, artifacts)) from exc
+        raise ExportFailed(out, exc, _needed(tables, checkpoints, training, measuring, learned)) from exc
 
 
 class ExportFailed(OSError):
@@ -402,7 +410,7 @@ def _measuring(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -
 
 def _artifacts(tables: dict[str, list[dict[str, Any]]], store_dir: Path | None) -> list[Path]:
     """The files of the probe weights / removed directions the suite's rows name that the store
-    holds (``artifacts/<sha256>.safetensors``, small: always included when the store is given)."""
+    holds (``artifacts/<sha256>.safetensors``; exported with ``--artifacts`` only)."""
     from models_store.artifacts import ArtifactStore
 
     if store_dir is None:

@@ -218,8 +218,10 @@ class ApiClient:
         body = {k: v for k, v in (("tags", tags), ("notes", notes)) if v is not None}
         return self._request("PATCH", f"/api/runs/{int(run_id)}", json=body)
 
-    def rebuild_weights(self, run_id: int) -> dict:
-        return self.post(f"/api/runs/{int(run_id)}/rebuild-weights")
+    def rebuild_weights(self, run_id: int, then: dict | None = None) -> dict:
+        """Queue the rebuild of a run's weights (results kept); ``then``: ``{"kind", "params"}`` of
+        a job on the run queued once its weights are there."""
+        return self.post(f"/api/runs/{int(run_id)}/rebuild-weights", {"then": then} if then else None)
 
     def export(self, resource: str, fmt: str = "json", **params: Any) -> Any:
         return self.get(f"/api/export/{resource}.{fmt}", **params)

@@ -26,6 +26,10 @@ from dashboard.theme import (
     task_label,
 )
 
+# how the API words a run without weights here (worker.run_weights.missing_weights): the form then
+# offers the rebuild first
+WEIGHTLESS = "has no model weights here"
+
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
 # methods | preset | flag (a checkbox: sent as true only when ticked) | parts (the measurement parts:
 # sent only when some are unticked, so a whole suite keeps the server's default)
@@ -302,6 +306,10 @@ def submit_job(api: ApiClient, n: Any, kind: str, form: dict[str, Any], classes:
                 ["Not launched: check the highlighted fields.", *[html.Div(o) for o in other]],
                 className="alert alert-danger",
             )
+            if kind in ("probe", "intervene", "patch") and WEIGHTLESS in by_field.get("run_id", ""):
+                from dashboard.pages.run_actions import rebuild_offer  # the rebuild first, then this job
+
+                summary = html.Div([summary, rebuild_offer(kind, build_params(kind, form))])
             return (
                 [by_field.get(nm, "") for nm in names],
                 _invalid(names, base_cls, by_field),

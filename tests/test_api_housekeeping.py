@@ -82,12 +82,15 @@ def test_deletes_need_a_token_beyond_loopback(db_factory, make_settings) -> None
         assert client.delete("/api/suites/t").status_code == 401
 
 
-def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
+def test_rebuild_weights_of_an_imported_run_is_a_persons_rebuild_job(api) -> None:
+    """The run panel's button queues the job of `layerscope runs rebuild-weights` (checked against
+    the run's record, its results kept), not a suite job that deletes them and measures again."""
     from pathlib import Path
 
     from backend.bundle_import import import_bundle
     from store import jobs as J
     from store.models import Job
+    from worker.rebuild_check import train_params_of
 
     bundle = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"
     with api.factory() as s:
@@ -97,21 +100,25 @@ def test_rebuild_weights_of_an_imported_run_is_a_persons_suite_job(api) -> None:
                 Run.suite == "paper", Run.family == "lstm", Run.task == "dyck", Run.seed == 1, Run.control.is_(None)
             )
         ).scalar_one()
+        assert train_params_of(run).run_hash() == run.config_hash  # the job rebuilds that very run
     r = api.client.post(f"/api/runs/{run.id}/rebuild-weights")
     assert r.status_code == 201, r.text
     with api.factory() as s:
         job = s.get(Job, r.json()["id"])
-        assert job.kind == "suite" and job.priority == J.PERSON_PRIORITY
-        # the shipped study's runs are the first study's (paper-75s settings, suite "paper")
-        assert job.params["rebuild_weights"] is True and job.params["preset"] == "paper-75s"
-        assert job.params["name"] == "paper"
-        assert (job.params["families"], job.params["tasks"], job.params["seeds"]) == (["lstm"], ["dyck"], [1])
-        assert job.params["max_seconds"] is None and run.train_config["max_seconds"] == 75  # the preset's own
-        from worker.params import SuiteParams
-        from worker.presets import expand_suite
-
-        (made,) = expand_suite(SuiteParams.model_validate(job.params))
-        assert made.run_hash() == run.config_hash  # the job rebuilds that very run
+        assert job.kind == "rebuild" and job.priority == J.PERSON_PRIORITY
+        assert job.params["run_id"] == run.id and job.params["as_suite"] is None and job.params["then"] is None
+    then = {"kind": "intervene", "params": {"run_id": run.id, "methods": ["leace"]}}
+    r = api.client.post(f"/api/runs/{run.id}/rebuild-weights", json={"then": then})
+    assert r.status_code == 201, r.text
+    with api.factory() as s:
+        assert s.get(Job, r.json()["id"]).params["then"]["params"]["methods"] == ["leace"]
+    other = {"kind": "intervene", "params": {"run_id": run.id + 1}}
+    r = api.client.post(f"/api/runs/{run.id}/rebuild-weights", json={"then": other})
+    assert r.status_code == 422 and "not the rebuilt run" in r.text
+    # POST /api/jobs takes the kind too; an intervene on the weightless run alone is refused
+    assert api.client.post("/api/jobs", json={"kind": "rebuild", "params": {"run_id": run.id}}).status_code == 201
+    refused = api.client.post("/api/jobs", json={"kind": "intervene", "params": {"run_id": run.id}})
+    assert refused.status_code == 422 and "has no model weights here" in refused.text
     assert api.client.post("/api/runs/99999/rebuild-weights").status_code == 404
     with api.factory() as s:
         seeded = seed_runs(api.factory, families=("gru",), tasks=("parity",), seeds=(0,), suite="t")[0]

@@ -144,7 +144,7 @@ def test_own_model_and_own_data_end_to_end(tmp_path, monkeypatch, capsys):
 
     # a bundle round trip into another lab: results, probe weights and the task's data travel
     bundle = tmp_path / "byo.zip"
-    assert main(["export", "--suite", "byo_suite", "-o", str(bundle)]) == 0
+    assert main(["export", "--suite", "byo_suite", "-o", str(bundle), "--artifacts"]) == 0
     _use(monkeypatch, tmp_path / "elsewhere")
     assert main(["import", str(bundle)]) == 0
     client2, api2 = _client()

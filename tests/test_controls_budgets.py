@@ -200,9 +200,9 @@ def test_a_control_run_is_untrained_probed_only_and_keyed_apart(control_env):
     _, _, m_ctrl = load_run(ctrl.id, env)
     p = TrainParams(**trained.train_config)
     from science.tasks import get_task
-    from worker.pipeline import _build
+    from worker.pipeline import build_model_of
 
-    fresh = _build(p, get_task(p.task))
+    fresh = build_model_of(p, get_task(p.task))
     for a, b in zip(m_ctrl.state_dict().values(), fresh.state_dict().values()):
         assert torch.equal(a.cpu(), b)
 

@@ -67,3 +67,36 @@ def test_a_suites_tags_show_in_the_suite_picker() -> None:
     opts = suites.suite_options(Api())
     assert opts[0]["label"].endswith("· 75 s") and opts[0]["title"] == "the study"
     assert "·" not in opts[1]["label"]
+
+
+def test_an_intervene_on_a_run_without_weights_offers_the_rebuild_first_and_queues_both() -> None:
+    """The jobs form: the API's 422 (no weights here) comes with a button that queues the rebuild
+    with the intervene job after it (``then``), the form's params unchanged."""
+    from dashboard.api_client import ApiError
+    from dashboard.jobs_form import build_params, submit_job
+
+    class Api:
+        sent: list = []
+
+        def create_job(self, kind, params, idempotency_key=None):
+            why = f"run {params['run_id']} has no model weights here (imported from a bundle without weights)"
+            raise ApiError(422, [{"loc": ["body", "params", "run_id"], "msg": why}])
+
+        def rebuild_weights(self, run_id, then=None):
+            self.sent.append((run_id, then))
+            return {"id": 41, "kind": "rebuild", "state": "queued"}
+
+    form = {"run_id": "67", "methods": ["leace"]}
+    out = submit_job(Api(), 1, "intervene", form, ["", ""], 0, None)
+    offer = find_component(out[2], "jb-rebuild-then")
+    assert offer is not None and "then intervene" in offer.children
+    then = find_component(out[2], "jb-then").data
+    assert then == {"kind": "intervene", "params": build_params("intervene", form)}
+    api = Api()
+    line, disabled = run_actions.rebuild_then(api, 67, then)
+    assert disabled and api.sent == [(67, then)] and "#41" in str(line)
+    # a 422 for another reason offers nothing
+    Api.create_job = lambda self, kind, params, idempotency_key=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        ApiError(422, [{"loc": ["body", "params", "run_id"], "msg": "run 67 not found"}])
+    )
+    assert find_component(submit_job(Api(), 1, "intervene", form, ["", ""], 0, None)[2], "jb-rebuild-then") is None

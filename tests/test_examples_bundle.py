@@ -59,3 +59,15 @@ def test_it_imports_once(bundle, tmp_path) -> None:
     assert first["runs_added"] == runs == len(tables["runs"])
     assert probes == len(tables["probe_results"])
     assert again["runs_added"] == 0 and not any(again["rows_added"].values())
+
+
+def test_the_shipped_bundles_are_at_most_10_mb_without_checkpoints() -> None:
+    """Every export of a shipped bundle is paid for by every clone (the paper-steps bundle was 69 MB,
+    63.5 MB of it probe weights and removed directions, before `export` left them to --artifacts)."""
+    import zipfile
+
+    shipped = sorted(BUNDLE.parent.glob("*.layerscope.zip"))
+    assert len(shipped) >= 2
+    for path in shipped:
+        assert path.stat().st_size <= 10_000_000, path.name
+        assert not [n for n in zipfile.ZipFile(path).namelist() if n.startswith("weights/")], path.name

@@ -107,6 +107,56 @@ def test_an_edit_is_kept_once_for_every_eval_length_it_was_applied_at(cli_env):
     assert probes and all(len(v) == 2 and len({a for _, a in v}) == 2 for v in probes.values())
 
 
+def test_a_bundle_carries_the_kept_weights_only_with_artifacts(cli_env, tmp_path, capsys, monkeypatch):
+    """``layerscope export`` writes the results (the ``result_weights`` rows naming each artifact)
+    without the safetensors files, most of a measured suite's bytes; ``--artifacts`` adds every file
+    the rows name. A slim bundle imports with those rows; the files are not there until the run is
+    measured again on its weights (``learned`` says so)."""
+    import zipfile
+
+    from backend.bundle import read_bundle
+    from backend.cli import main
+    from store.config import get_settings
+    from worker.learned import learned
+    from worker.pipeline import local_env, train
+
+    params = TrainParams(family="gru", task="parity", d_model=16, measure=MEASURE, suite="kept", **TINY)
+    run_id = train(params, cli_env)
+    ids = {r["artifact_id"] for r in learned(run_id, cli_env, tensors=False)}
+    slim, full = tmp_path / "slim.zip", tmp_path / "full.zip"
+    assert main(["export", "--suite", "kept", "-o", str(slim)]) == 0, capsys.readouterr().err
+    assert main(["export", "--suite", "kept", "-o", str(full), "--artifacts"]) == 0
+    assert "with the probe weights and removed directions" in capsys.readouterr().err
+    listed = {name: zipfile.ZipFile(f).namelist() for name, f in (("slim", slim), ("full", full))}
+    assert not [n for n in listed["slim"] if n.startswith("artifacts/")]
+    carried = {n[len("artifacts/") : -len(".safetensors")] for n in listed["full"] if n.startswith("artifacts/")}
+    assert carried == ids
+    manifest, tables = read_bundle(slim)
+    assert manifest["artifacts"] is False and read_bundle(full)[0]["artifacts"] is True
+    assert {r["artifact_id"] for r in tables["result_weights"]} == ids
+    assert slim.stat().st_size < full.stat().st_size
+
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'there.db'}")
+    monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "there"))
+    get_settings.cache_clear()
+    assert main(["import", str(slim)]) == 0, capsys.readouterr().err
+    there = local_env(device="cpu")
+    (imported,) = _run_ids(there)
+    assert {r["artifact_id"] for r in learned(imported, there, tensors=False)} == ids
+    with pytest.raises(FileNotFoundError, match="not found"):
+        learned(imported, there)
+
+
+def _run_ids(env) -> list[int]:
+    """The ids of the runs stored in ``env``'s results DB."""
+    from sqlalchemy import select
+
+    from store.models import Run
+
+    with env.session_factory() as s:
+        return list(s.scalars(select(Run.id)))
+
+
 @pytest.mark.parametrize("family,d_model", [("transformer", 32), ("mamba2", 16)])
 def test_export_model_loads_with_automodel(cli_env, tmp_path, capsys, family, d_model):
     from transformers import AutoModel

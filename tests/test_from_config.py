@@ -179,15 +179,15 @@ def test_cli_suite_trains_a_config_from_scratch(configs, tmp_path, monkeypatch, 
 def test_the_pipeline_builds_a_random_init_of_the_config(configs):
     """Two seeds: two different random inits of the same architecture, neither a checkpoint's."""
     from science.tasks import get_task
-    from worker.pipeline import _build
+    from worker.pipeline import build_model_of
 
     task = get_task("parity")
     a, b = (
-        _build(TrainParams(family="transformer", task="parity", seed=s, from_config=configs["llama"]), task)
+        build_model_of(TrainParams(family="transformer", task="parity", seed=s, from_config=configs["llama"]), task)
         for s in (0, 1)
     )
     assert a.config.hf_config["model_type"] == "llama" and a.n_layers == 2
     wa, wb = (next(m.backbone.parameters()) for m in (a, b))
     assert wa.shape == wb.shape and not torch.equal(wa, wb)
     with pytest.raises(ValueError, match="is a 'mamba' model, but the run asks for family 'transformer'"):
-        _build(TrainParams(family="transformer", task="parity", from_config=configs["mamba"]), task)
+        build_model_of(TrainParams(family="transformer", task="parity", from_config=configs["mamba"]), task)

@@ -429,6 +429,53 @@ class PatchParams(_Params):
         return self
 
 
+class FollowUp(_Params):
+    """A job on a run queued when its rebuild agreed (``RebuildParams.then``)."""
+
+    kind: Literal["probe", "intervene", "patch"]
+    params: ProbeParams | InterveneParams | PatchParams
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_of_kind(cls, data: Any) -> Any:
+        # the params are read as the kind's, not as whichever of the three fits first
+        if isinstance(data, dict) and isinstance(data.get("params"), dict):
+            kinds = {"probe": ProbeParams, "intervene": InterveneParams, "patch": PatchParams}
+            if data.get("kind") in kinds:
+                data = {**data, "params": kinds[data["kind"]].model_validate(data["params"])}
+        return data
+
+
+class RebuildParams(_Params):
+    """Rebuild a stored run's weights and check them against its record
+    (``worker.rebuild_check``, docs/SCIENCE.md#rebuilding-weights)."""
+
+    run_id: Int = Field(ge=1, le=2_147_483_647)
+    acc_tolerance: Float = Field(
+        0.01, ge=0, le=1, description="held-out accuracy may differ from the record by this much (0..1) and agree"
+    )
+    loss_tolerance: Float = Field(
+        0.05,
+        ge=0,
+        le=100,
+        description="the loss curve may differ from the record by this much (nats, at any recorded step) and agree",
+    )
+    as_suite: SuiteName | None = Field(
+        None,
+        description="on disagreement, store the rebuild as a new run in this suite (another than the run's); "
+        "None = store nothing",
+    )
+    then: FollowUp | None = Field(
+        None, description="a job on the run queued once its weights are there (the jobs form's intervene)"
+    )
+
+    @model_validator(mode="after")
+    def _then_on_this_run(self) -> RebuildParams:
+        if self.then is not None and self.then.params.run_id != self.run_id:
+            raise ValueError(f"then.params.run_id: {self.then.params.run_id}, not the rebuilt run {self.run_id}")
+        return self
+
+
 class SuiteParams(_Params):
     preset: PresetName
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
@@ -497,4 +544,5 @@ PARAMS_BY_KIND: dict[str, type[BaseModel]] = {
     "intervene": InterveneParams,
     "patch": PatchParams,
     "suite": SuiteParams,
+    "rebuild": RebuildParams,
 }

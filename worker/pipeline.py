@@ -116,7 +116,12 @@ def _who(params: TrainParams) -> str:
     return f"this {params.family} model"
 
 
-def _build(params: TrainParams, task) -> torch.nn.Module:
+def build_model_of(params: TrainParams, task) -> torch.nn.Module:
+    """The untrained model of run ``params`` on ``task`` (seeded by ``params.seed``): a scratch
+    family's, or a transformers model's (its weights, or with ``from_config`` its config alone).
+
+    Raises:
+        PretrainedLoadError: a transformers model whose blocks make another family than ``params.family``."""
     torch.manual_seed(params.seed)
     if params.pretrained or params.from_config:  # a transformers model: its weights, or its config alone
         from models_store.pretrained import PretrainedLoadError, load_pretrained
@@ -150,9 +155,9 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
         done, rebuild = _stored_run(params, task, env, ctx)
         if done is not None:
             return done
-    model = _build(params, task)
+    model = build_model_of(params, task)
     check_positions(model, _run_lengths(params), params.start_token, _who(params))  # before any training
-    result = _train_or_init(params, task, model, rebuild, env, ctx)
+    result = train_or_init(params, task, model, rebuild, env, ctx)
     run_id = _store_run(params, task, model, result, rebuild, env, ctx)
     ctx.attach_run(run_id)
     if params.measure:
@@ -226,7 +231,7 @@ def _rebuilding(run_id: int, params: TrainParams, env: WorkerEnv, ctx: JobContex
     return rebuild
 
 
-def _train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, env: WorkerEnv, ctx: JobContext):
+def train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, env: WorkerEnv, ctx: JobContext):
     """Train ``model`` in place (resuming its training checkpoint, or within a rebuild's step
     budget), or — for a random-init control — evaluate it untrained. Returns the ``TrainResult``."""
     if params.control == "init":  # the random-init control: the same build, never trained

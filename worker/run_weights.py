@@ -114,6 +114,7 @@ def missing_weights(run: Run, store_dir: Path | str | None = None) -> str | None
     return (
         f"run {run.id} has no model weights here (imported from a bundle without weights, or its checkpoint "
         f"was not kept): rebuild them (same seed, data and schedule; recorded: {run.steps} steps) with "
-        f"{retrain_command(run)} (its results "
-        f"are measured again on the rebuilt model), or import a bundle exported with --weights"
+        f"`layerscope runs rebuild-weights {run.id}` (checked against its record, its results kept), or with "
+        f"{retrain_command(run)} (its results measured again on the rebuilt model), or import a bundle exported "
+        "with --weights"
     )

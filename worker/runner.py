@@ -6,7 +6,7 @@ message) and a log tail, honour the cancel flag, then mark succeeded / failed (e
 cancelled. A suite job fans out into child train jobs. Between jobs the loop runs the reaper,
 which re-queues jobs whose heartbeat went stale (a worker killed by OOM or ``kill -9``).
 
-The executor is a parameter (default: ``worker.pipeline.execute``) so the runner is tested
+The executor is a parameter (default: ``worker.execute.execute``) so the runner is tested
 with a fake one.
 """
 
@@ -255,7 +255,7 @@ class Runner:
     @property
     def executor(self) -> Executor:
         if self._executor is None:
-            from worker.pipeline import execute
+            from worker.execute import execute
 
             self._executor = execute
         return self._executor
@@ -350,7 +350,33 @@ class Runner:
                 error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}", message=f"failed: {type(exc).__name__}"
             )
         run_id = result.get("run_id") if isinstance(result, dict) else None
+        if kind == "rebuild" and getattr(params, "then", None) is not None and result.get("agrees"):
+            result["then_job_id"] = self._follow_up(ctx, params.then, max_attempts)  # type: ignore[attr-defined]
         return J.SUCCEEDED, dict(result=_jsonable(result), run_id=run_id)
+
+    def _follow_up(self, ctx: DBJobContext, then: Any, max_attempts: int) -> int | None:
+        """Queue a rebuild's follow-up job (``RebuildParams.then``: the jobs form's intervene on a
+        run without weights) now that the weights are there, as a child of the rebuild job with its
+        priority; its id (None: the queue was down, said in the log)."""
+        from worker.queue import QueueUnavailable, submit
+
+        with self.factory() as s:
+            priority = J.get_job(s, ctx.job_id).priority
+        try:
+            job_id = submit(
+                self.factory,
+                self.queue,
+                then.kind,
+                then.params,
+                max_attempts=max_attempts,
+                parent_id=ctx.job_id,
+                priority=priority,
+            )
+        except QueueUnavailable as exc:
+            ctx.log(f"the {then.kind} job on run {then.params.run_id} was not queued: {exc}; submit it again")
+            return None
+        ctx.log(f"queued job {job_id}: {then.kind} on run {then.params.run_id}, its weights rebuilt")
+        return job_id
 
     @staticmethod
     def _validate(kind: str, raw: dict) -> BaseModel:

@@ -10,6 +10,7 @@
     layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
     layerscope probe|intervene|patch RUN_ID                                        (measure.py)
     layerscope runs|suite delete|tag|note|move … # read, annotate, delete, move stored results (runs.py)
+    layerscope runs rebuild-weights RUN_ID     # its weights again, checked against its record, results kept (rebuild.py)
     layerscope jobs list|cancel|logs                                               (jobs.py)
     layerscope views list|delete               # saved dashboard views             (views.py)
     layerscope token create --name NAME                                            (admin.py)

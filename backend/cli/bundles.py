@@ -1,6 +1,6 @@
 """Results bundles (one portable file a suite; the format: ``backend/bundle.py``).
 
-layerscope export --suite NAME -o FILE [--weights] [--in-flight] [--allow-partial]   # a suite's results bundle
+layerscope export --suite NAME -o FILE [--weights] [--artifacts] [--in-flight] [--allow-partial]   # a suite's results bundle
 layerscope import FILE [--replace]                   # load a bundle; rows already present are kept
 layerscope report BUNDLE -o docs/RESULTS.md          # the study's claims next to this reproduction's
 """
@@ -28,6 +28,15 @@ def export_cmd(
         Path, typer.Option("-o", "--output", help="The bundle file to write (a zip; docs: backend/bundle.py).")
     ],
     weights: Annotated[bool, typer.Option(help="Include the model checkpoints (off: results only).")] = False,
+    artifacts: Annotated[
+        bool,
+        typer.Option(
+            "--artifacts",
+            help="Include the probe weights and removed directions the results name (safetensors; most of a "
+            "measured suite's bytes). Off: the rows naming them travel, the files do not; they are fitted again "
+            "on a run's weights (`layerscope runs rebuild-weights RUN_ID`, then `layerscope probe|intervene RUN_ID`).",
+        ),
+    ] = False,
     note: Annotated[
         str | None,
         typer.Option(
@@ -73,6 +82,7 @@ def export_cmd(
                 suite,
                 output,
                 weights=weights,
+                artifacts=artifacts,
                 store_dir=settings.resolved_store_dir,
                 note=note,
                 in_flight=in_flight,
@@ -93,6 +103,8 @@ def export_cmd(
         if weights and included
         else ""
     )
+    if artifacts:
+        with_w += ", with the probe weights and removed directions"
     if in_flight:
         flying = manifest["in_flight"]
         with_w += f", the training state of {len(flying)} run(s) in flight" + (

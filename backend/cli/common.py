@@ -135,9 +135,10 @@ def check_device(device: str) -> None:
 
 
 def run_here(kind: str, params: Any, settings, factory, device: str | None) -> dict:
-    """Run one job (``worker.pipeline.execute``) in this process, without the queue; its output dict."""
+    """Run one job (``worker.execute.execute``) in this process, without the queue; its output dict."""
     from science.context import JobContext
-    from worker.pipeline import WorkerEnv, execute, resolve_device
+    from worker.execute import execute
+    from worker.pipeline import WorkerEnv, resolve_device
 
     env = WorkerEnv(factory, settings.resolved_store_dir, resolve_device(device or settings.device))
     ctx = JobContext(description=kind)

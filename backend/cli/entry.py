@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.cli import admin, bundles, demo, jobs, measure, models, runs, serve, tasks, training, views
+from backend.cli import admin, bundles, demo, jobs, measure, models, rebuild, runs, serve, tasks, training, views
 from backend.cli.common import CliError
 from backend.cli.common import click_exceptions as _cx
 from backend.cli.validation import validation_message
@@ -44,6 +44,7 @@ app.add_typer(admin.db_app, name="db")
 app.add_typer(training.suite_app, name="suite")
 runs.register_suite_commands(training.suite_app)
 app.add_typer(tasks.task_app, name="task")
+runs.runs_app.command("rebuild-weights")(rebuild.rebuild_weights)
 app.add_typer(runs.runs_app, name="runs")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(views.views_app, name="views")

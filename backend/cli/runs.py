@@ -5,6 +5,7 @@ layerscope runs list [--suite S] [--family F] [--task T] [--seed N] [--trained/-
 layerscope runs show ID [--json]
 layerscope runs tag ID TAG... [--remove]      layerscope runs note ID TEXT
 layerscope runs delete ID... [--yes]
+layerscope runs rebuild-weights ID [--as-suite NAME]   # (rebuild.py)
 layerscope suite delete NAME [--export FILE | --no-export] [--yes]
 layerscope suite tag NAME TAG... [--remove]   layerscope suite note NAME TEXT
 layerscope suite move NAME --to OTHER [--family F] [--task T] [--seed N]
@@ -213,8 +214,9 @@ def suite_delete(
             except typer.Abort:
                 export = None
         if export is not None:
-            # a copy of what is there before it goes: runs being rebuilt too, as they stand
-            export_bundle(s, name, export, store_dir=s_.resolved_store_dir, allow_partial=True)
+            # a copy of what is there before it goes: runs being rebuilt too, as they stand, and
+            # the probe weights / removed directions (their runs' weights go with the suite)
+            export_bundle(s, name, export, artifacts=True, store_dir=s_.resolved_store_dir, allow_partial=True)
             typer.echo(f"layerscope: wrote {export} ({len(ids)} run(s) of suite {name!r})", err=True)
         counts = deletion_counts(s, ids)
         C.confirm(f"Delete suite {name!r}: {_rows(counts)}, and their checkpoints?", yes)

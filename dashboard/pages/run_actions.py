@@ -55,15 +55,18 @@ def annotation_section(run: dict) -> html.Div:
 
 
 def rebuild_section(run: dict) -> html.Div | None:
-    """For a run stored without weights: the button that queues their rebuild (the same job as
-    ``layerscope suite … --rebuild-weights``), taken before background suites' jobs."""
+    """For a run stored without weights: the button that queues their rebuild (the job of
+    ``layerscope runs rebuild-weights``: checked against the run's record, its results kept),
+    taken before background suites' jobs."""
     if run.get("checkpoint_id"):
         return None
     return html.Div(
         [
             html.Span(
                 "No model weights stored for this run (imported without them): probes, edits and patching "
-                "cannot be measured again until they are rebuilt, within the steps its budget gave it. ",
+                "cannot be measured again until they are rebuilt, within the steps its budget gave it, and checked "
+                "against its record (steps, loss curve, held-out accuracy); its results and its suite's claims "
+                "are kept. ",
                 className="muted",
             ),
             html.Button("Rebuild weights", id="rn-rebuild", className="btn btn-sm btn-primary", n_clicks=0),
@@ -125,7 +128,7 @@ def register(app, api: ApiClient) -> None:
         return [
             " queued as job ",
             dcc.Link(f"#{job['id']}", href=f"/jobs?job={job['id']}"),
-            " (before background suites' jobs)",
+            " (before background suites' jobs; its results are kept)",
         ], True
 
     @app.callback(Output("rn-losses", "children"), Input("rn-grid", "selectedRows"))
@@ -153,18 +156,19 @@ def register(app, api: ApiClient) -> None:
         )
 
 
-__all__: list[Any] = ["annotation_section", "rebuild_section", "register"]
+__all__: list[Any] = ["annotation_section", "rebuild_offer", "rebuild_section", "rebuild_then", "register"]
 
 
 def rebuild_card() -> html.Div:
     """The jobs form's "rebuild weights" box: any run stored without weights, by id (the same job
-    as the run panel's button and ``layerscope suite … --rebuild-weights``)."""
+    as the run panel's button and ``layerscope runs rebuild-weights``)."""
     return html.Div(
         [
             html.H2("Rebuild a run's weights", className="card-title"),
             html.P(
                 "For a run imported without weights (the bundled study's): its own config, within the steps its "
-                "budget gave it, then measured again. Probe, intervene and patch jobs need the weights.",
+                "budget gave it, checked against its record; its results are kept (a rebuild that disagrees "
+                "stores nothing and says by how much). Probe, intervene and patch jobs need the weights.",
                 className="muted",
             ),
             html.Div(
@@ -200,3 +204,51 @@ def register_rebuild_card(app, api: ApiClient) -> None:
         except ApiError as exc:
             return html.Span(f"Not queued: {exc.message}", className="field-error")
         return html.Span([f"Queued as job #{job['id']} (before background suites' jobs)."])
+
+    @app.callback(
+        Output("jb-rebuild-then-msg", "children"),
+        Output("jb-rebuild-then", "disabled"),
+        Input("jb-rebuild-then", "n_clicks"),
+        State("jb-then", "data"),
+        prevent_initial_call=True,
+    )
+    def _rebuild_then(n, then):
+        if not n or not isinstance(then, dict) or not isinstance(then.get("params"), dict):
+            return no_update, no_update
+        run_id = _run_id(then["params"].get("run_id"))
+        if run_id is None:
+            return " not queued: no run id", False
+        return rebuild_then(api, run_id, then)
+
+
+def rebuild_offer(kind: str, params: dict) -> html.Div:
+    """The jobs form's offer for a probe / intervene / patch job refused because its run has no
+    weights here: rebuild them first (results kept), then this job (queued by the rebuild once
+    its weights agree with the run's record)."""
+    return html.Div(
+        [
+            f"Run {params.get('run_id')} has no weights here. ",
+            html.Button(
+                f"Rebuild its weights, then {kind}",
+                id="jb-rebuild-then",
+                className="btn btn-sm btn-primary",
+                n_clicks=0,
+            ),
+            html.Span(id="jb-rebuild-then-msg"),
+            dcc.Store(id="jb-then", data={"kind": kind, "params": params}),
+        ],
+        className="alert alert-info",
+    )
+
+
+def rebuild_then(api: ApiClient, run_id: int, then: dict) -> tuple[Any, bool]:
+    """Queue the rebuild of ``run_id`` with ``then`` after it: (the line said, the button disabled)."""
+    try:
+        job = api.rebuild_weights(run_id, then={"kind": then.get("kind"), "params": then["params"]})
+    except ApiError as exc:
+        return f" not queued: {exc.message}", False
+    return [
+        " queued: the rebuild as job ",
+        dcc.Link(f"#{job['id']}", href=f"/jobs?job={job['id']}"),
+        f", then the {then.get('kind')} job, queued by it once the weights agree with the run's record",
+    ], True

@@ -161,15 +161,21 @@ def _check_run(params: Any, session, limit: int) -> None:
     run_id = getattr(params, "run_id", None)
     if run_id is None:
         return
+    from worker.params import RebuildParams
     from worker.run_weights import missing_weights
 
     run = session.get(Run, run_id)
+    rebuild = isinstance(params, RebuildParams)  # makes the weights: a run without them is what it takes
     # the checkpoint id only: a worker on another machine may hold the weights in its own store
-    why = f"run {run_id} not found" if run is None else missing_weights(run)
+    why = f"run {run_id} not found" if run is None else None if rebuild else missing_weights(run)
     if why:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("body", "params", "run_id"), "msg": why, "input": run_id}]
         )
+    if rebuild:  # the job queued after it is checked now, as it would be alone (its weights aside)
+        if params.then is None:
+            return
+        params = params.then.params
     if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
         raise RequestValidationError(errors)
     if errors := memory_errors(params, limit, run=run):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
 
 from backend import housekeeping
 from backend.api import queries
@@ -178,6 +179,20 @@ def run_patching(
     return out
 
 
+class RebuildOptions(BaseModel):
+    """The options of a rebuild (``RebuildParams`` without the run, which the path names)."""
+
+    model_config = ConfigDict(extra="forbid")
+    acc_tolerance: float = Field(0.01, ge=0, le=1, description="held-out accuracy may differ by this much (0..1)")
+    loss_tolerance: float = Field(0.05, ge=0, le=100, description="the loss may differ by this much (nats) at a step")
+    as_suite: str | None = Field(
+        None, description="on disagreement, store the rebuild as a new run of this suite (None: store nothing)"
+    )
+    then: dict | None = Field(
+        None, description='a job on the run queued once its weights are there: {"kind": "intervene", "params": {...}}'
+    )
+
+
 @router.post(
     "/{run_id}/rebuild-weights",
     response_model=JobOut,
@@ -187,36 +202,48 @@ def run_patching(
         **NOT_FOUND,
         **TOO_LARGE,
         **QUEUE_DOWN_SUBMIT,
-        409: {"model": ErrorOut, "description": "the run has its weights, or no preset makes it"},
+        409: {"model": ErrorOut, "description": "the run has its weights here"},
     },
-    summary="Queue the rebuild of a run's weights (the job `layerscope suite … --rebuild-weights` runs)",
-    description="For a run stored without weights (imported from a bundle without them): a suite job "
-    "of its preset, its cell and the budget it was made with, with `rebuild_weights`, queued "
-    "before background suites' jobs. The rebuilt model is measured again "
+    summary="Queue the rebuild of a run's weights, checked against its record, its results kept",
+    description="For a run stored without weights (imported from a bundle without them): a `rebuild` job "
+    "(`layerscope runs rebuild-weights`) trains it again within its recorded steps and checks the steps, "
+    "loss curve and held-out accuracy against its record. On agreement the weights are attached and every "
+    "stored result is kept (the suite's claims do not change); on disagreement nothing is stored (the job "
+    "fails saying by how much), or, with `as_suite`, the rebuild is stored as a new run of that suite. "
+    "`then` queues a job on the run (e.g. an intervene) once the weights are there "
     "(docs/SCIENCE.md#rebuilding-weights).",
 )
 def rebuild_weights(
-    run_id: RunIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep, queue: QueueDep
+    run_id: RunIdPath,
+    session: SessionDep,
+    factory: FactoryDep,
+    settings: SettingsDep,
+    queue: QueueDep,
+    options: RebuildOptions | None = None,
 ) -> dict:
     from fastapi import HTTPException
+    from fastapi.exceptions import RequestValidationError
+    from pydantic import ValidationError
 
     from store import jobs as J
+    from worker.params import RebuildParams
     from worker.queue import QueueUnavailable, submit
-    from worker.run_weights import missing_weights, rebuild_params
+    from worker.run_weights import missing_weights
 
     run = queries.get_run(session, run_id)
     if missing_weights(run, settings.resolved_store_dir) is None:
         raise HTTPException(409, detail=f"run {run_id} has its weights here (checkpoint {run.checkpoint_id})")
-    params = rebuild_params(run)
-    if params is None:
-        raise HTTPException(
-            409,
-            detail=f"run {run_id}: no preset makes its config; submit the job that made it "
-            "with rebuild_weights (POST /api/jobs)",
-        )
+    try:
+        params = RebuildParams(run_id=run_id, **(options.model_dump() if options else {}))
+    except ValidationError as exc:  # named in the body, as POST /api/jobs names them
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False, include_context=False)]
+        ) from exc
     session.rollback()
     try:
-        job_id = submit(factory, queue, "suite", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY)
+        job_id = submit(
+            factory, queue, "rebuild", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY
+        )
     except QueueUnavailable as exc:
         return _queue_down(exc, settings)  # type: ignore[return-value]
     with factory() as s:
