@@ -28,6 +28,7 @@ from sqlalchemy import select
 from torch import nn
 
 from layerscope_core.registry import MEASURE_PARTS
+from science.causal_layers import causal_layers
 from science.context import JobContext, SilentContext
 from science.measure import measure_interventions, measure_probes
 from science.patching import patching_grid
@@ -106,6 +107,8 @@ def measure_run(
     """
     ctx = ctx or SilentContext()
     parts = _ordered_parts(parts)
+    if layers is None:  # a deep model: the preset's stride of blocks (docs/SCIENCE.md#causal-layers)
+        layers = causal_layers(run.model.n_layers, measure.max_causal_layers)
     m = _Measurement(run, measure, env, ctx, parts, layers, result_hash or measure.config_hash())
     if "probes" in parts:
         m.probes()
@@ -238,6 +241,7 @@ class _Measurement:
                 sites=measure.patch_sites,
                 stride=measure.patch_stride,
                 n_pairs=measure.n_patch_pairs,
+                layers=self.layers,
                 ctx=self.span("patching"),
             )
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
