@@ -76,7 +76,8 @@ def test_the_cli_warns_in_one_line_and_goes_on(tmp_path, monkeypatch, capsys, en
     _store(env, expand_suite(SuiteParams(**CELL))[:1], 1)
     get_settings.cache_clear()
     try:
-        assert main(["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--seed", "0", "--seed", "1", "--submit"]) == 0
+        args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--seed", "0", "--seed", "1"]
+        assert main([*args, "--submit"]) == 0
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if "measurement version" in line]
         assert len(lines) == 1 and "Traceback" not in err, err
