@@ -4,7 +4,7 @@ A result row (``probe_results``, ``intervention_results``, ``patching_results``)
 ``measurement_version`` it was made with. The version changes when the measurement's solvers or
 its capture change what they compute at solver tolerance, not when only speed changes:
 
-- 1: everything measured before versions were recorded (every row stored before migration 0009,
+- 1: everything measured before versions were recorded (every row stored before migration 0010,
   and every row of a bundle exported before it);
 - 2: the incremental INLP (covariance and projection updated per round, warm-started), the
   fused L-BFGS probe objective (probes, refits, INLP rounds, controls) and the memory-bounded,

@@ -124,7 +124,7 @@ def _settings_fk() -> Mapped[int | None]:
 
 def _version_column() -> Mapped[int]:
     """``measurement_version``: the measurement code that made the row
-    (``science.measurement_version``). Rows stored before migration 0009, and rows of a bundle
+    (``science.measurement_version``). Rows stored before migration 0010, and rows of a bundle
     exported before it, are version 1; the worker writes the current version explicitly."""
     return mapped_column(Integer, default=1, server_default="1")
 

@@ -7,8 +7,8 @@ made by version 1, so the server default states a fact, not a guess; the worker 
 current version with each new row. Adding a column with a constant default rebuilds nothing on
 PostgreSQL; on SQLite it is a plain ``ADD COLUMN``.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,4 +1,4 @@
-"""Migration 0009 (``measurement_version`` on result rows): every row stored before it keeps its
+"""Migration 0010 (``measurement_version`` on result rows): every row stored before it keeps its
 values and reads version 1 (the measurement code before versions were recorded), new rows
 written by the worker read the current version, and the downgrade removes the column, on SQLite
 and PostgreSQL."""
@@ -26,8 +26,8 @@ def _counts(conn) -> dict[str, int]:
     return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar() for t in ("runs", *TABLES)}
 
 
-def test_0009_gives_stored_rows_version_1_and_the_downgrade_removes_it(db_url) -> None:
-    init_db(db_url, revision="0008")
+def test_0010_gives_stored_rows_version_1_and_the_downgrade_removes_it(db_url) -> None:
+    init_db(db_url, revision="0009")
     engine = make_engine(db_url)
     with engine.begin() as conn:
         populate(conn)
@@ -35,7 +35,7 @@ def test_0009_gives_stored_rows_version_1_and_the_downgrade_removes_it(db_url) -
         probe_acc = conn.execute(text("SELECT sum(accuracy) FROM probe_results")).scalar()
     engine.dispose()
     assert all(before[t] > 0 for t in TABLES)
-    assert init_db(db_url, revision="0009") == "0009"
+    assert init_db(db_url, revision="0010") == "0010"
     engine = make_engine(db_url)
     with engine.connect() as conn:
         assert _counts(conn) == before
@@ -44,8 +44,8 @@ def test_0009_gives_stored_rows_version_1_and_the_downgrade_removes_it(db_url) -
             versions = conn.execute(text(f"SELECT DISTINCT measurement_version FROM {t}")).scalars().all()
             assert versions == [1], t
     engine.dispose()
-    _downgrade(db_url, "0008")
-    assert database_revision(db_url) == "0008"
+    _downgrade(db_url, "0009")
+    assert database_revision(db_url) == "0009"
     engine = make_engine(db_url)
     with engine.connect() as conn:
         for t in TABLES:
