@@ -28,6 +28,7 @@ from backend.report_claims import floor_lines, numbers_lines, trained_cells_para
 from backend.report_figures import export_pngs, report_figures
 from backend.report_training import (
     budget_lines,
+    measurement_version_lines,
     preset_of,
     rebuilt_lines,
     stop_reason_lines,
@@ -103,6 +104,7 @@ def build_report(
                 ]
                 measured = measured_run_ids(s, [r["id"] for r in runs])
                 probed = measured_run_ids(s, [r["id"] for r in runs], kinds=1)
+                versions = _measurement_versions(s, [r["id"] for r in runs])
                 figs = report_figures(s, suite, runs) if figures else {}
         finally:
             engine.dispose()
@@ -122,9 +124,27 @@ def build_report(
             probed,
             written=written if figs else None,
             output_name=str(output),
+            versions=versions,
         )
     )
     return {"claims": claims, "figures_error": fig_error, "figures_written": sorted(written)}
+
+
+def _measurement_versions(session: Any, run_ids: list[int]) -> dict[str, dict[int, int]]:
+    """``table → {measurement_version: rows}`` over the result rows of ``run_ids``."""
+    from sqlalchemy import func, select
+
+    from store.models import InterventionResult, PatchingResult, ProbeResult
+
+    out: dict[str, dict[int, int]] = {}
+    for model in (ProbeResult, InterventionResult, PatchingResult):
+        q = (
+            select(model.measurement_version, func.count())
+            .where(model.run_id.in_(run_ids))
+            .group_by(model.measurement_version)
+        )
+        out[model.__tablename__] = {int(v): int(n) for v, n in session.execute(q)}
+    return out
 
 
 def _relative(path: Path, start: Path) -> str:
@@ -141,6 +161,7 @@ def _bundle_section(
     bundle_name: str,
     output_name: str,
     preset: dict[str, Any] | None,
+    versions: dict[str, dict[int, int]] | None = None,
 ) -> list[str]:
     """The page's title, "The bundle" (runs stored / trained / measured, where and with what it
     was made, its notes) and the summary of the verdicts."""
@@ -187,6 +208,7 @@ def _bundle_section(
         f"- exported {manifest.get('created_at')}",
         *_notes_lines(manifest),
         "- result rows: " + ", ".join(f"{k} {v['rows']}" for k, v in (manifest.get("tables") or {}).items()),
+        *measurement_version_lines(versions or {}),
         "",
         f"**Summary**: {counts['agrees']} claim(s) agree, {counts['disagrees']} disagree, "
         f"{counts['cannot tell']} cannot tell.",
@@ -280,12 +302,14 @@ def _markdown(
     probed: set[Any] = frozenset(),
     written: set[str] | None = None,
     output_name: str = "docs/RESULTS.md",
+    versions: dict[str, dict[int, int]] | None = None,
 ) -> str:
     """The page. ``written``: the PNGs that exist (linked); a figure asked for and not written reads
-    "not rendered" in its place. None: figures were turned off (no figure lines)."""
+    "not rendered" in its place. None: figures were turned off (no figure lines). ``versions``:
+    ``table → {measurement_version: rows}`` (a line, a warning when mixed)."""
     preset = preset_of(manifest["suite"], runs)
     lines = [
-        *_bundle_section(manifest, runs, measured, claims, bundle_name, output_name, preset),
+        *_bundle_section(manifest, runs, measured, claims, bundle_name, output_name, preset, versions or {}),
         *_training_section(runs, measured, probed, preset),
     ]
     if fig_error:

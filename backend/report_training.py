@@ -46,6 +46,27 @@ def version_lines(manifest: dict[str, Any]) -> list[str]:
     ]
 
 
+def measurement_version_lines(versions: dict[str, dict[int, int]]) -> list[str]:
+    """The bundle's measurement versions (``table → {version: rows}``, science.measurement_version):
+    one line, a warning when its rows come from more than one version (they agree within the
+    tolerances of docs/SCIENCE.md#measurement-versions, not bit for bit)."""
+    every = sorted({v for counts in versions.values() for v in counts})
+    if not every:
+        return []
+    if len(every) == 1:
+        return [f"- measurement version: {every[0]} (every result row)"]
+    shown = "; ".join(
+        f"{table} " + ", ".join(f"version {v}: {n}" for v, n in sorted(counts.items()))
+        for table, counts in versions.items()
+        if counts
+    )
+    return [
+        f"- **measurement versions mixed** ({', '.join(map(str, every))}): {shown} rows. Numbers of two versions "
+        "agree within the tolerances of docs/SCIENCE.md#measurement-versions, not bit for bit; every verdict "
+        "and class is meant to be the same"
+    ]
+
+
 def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The preset a suite was made from (``backend.study_parts.suite_preset``: the preset whose
     runs the suite's ``runs`` are, else the one it is named after): its name, families, tasks,

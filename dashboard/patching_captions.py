@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.figures.captions import mixed_settings
+from dashboard.figures.captions import MEASUREMENT_VERSION_SETTING, mixed_settings
 from dashboard.figures.common import finite
 from dashboard.figures.patching import SITE_LABELS
 
-# counts only: a patch job's config_hash includes its run id, so it differs between runs patched alike
-PATCH_SETTINGS = (("n_pairs", "clean/corrupted pairs"),)
+# counts and the measurement version: a patch job's config_hash includes its run id, so it differs
+# between runs patched alike
+PATCH_SETTINGS = (("n_pairs", "clean/corrupted pairs"), MEASUREMENT_VERSION_SETTING)
 
 
 def patching_caption(grids: list[dict[str, Any]], state: dict[str, Any]) -> tuple[str, str | None]:

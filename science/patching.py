@@ -378,6 +378,7 @@ def patching_grid(
     config_hash: str = "",
     device: torch.device | str = "cpu",
     ctx: JobContext | None = None,
+    layers: Sequence[int] | None = None,
 ) -> list[PatchingRecord]:
     """Recovery on a site × layer × position grid. Returns :class:`PatchingRecord` s (rows of
     ``patching_results``; dict-compatible).
@@ -387,6 +388,8 @@ def patching_grid(
         positions: real 0-based positions; None = every ``stride``-th of 0..L−1 (and L−1).
         sites: some of ``ALL_SITES``; None = ``SITES``. ``state*`` is skipped on the transformer.
         batch_size: pairs per forward (memory: Mamba states are [batch, L, E, N] per layer).
+        layers: the blocks to patch (``science.causal_layers``); None = every block. The
+            embedding output (``resid_post`` −1, block 0's input) is kept with block 0.
 
     Returns:
         one record per (site, layer, position; 0-based) with ``recovery`` / ``recovery_lo`` / ``recovery_hi``
@@ -410,14 +413,19 @@ def patching_grid(
         ctx.log(f"patching: sites {skipped} skipped ({model.config.family} has no such state)")
     clean, corrupted, p_star = fixed_position_pairs(task, eval_length, n_pairs, run_seed)
     n = model.n_layers
-    wanted = {(k, j, t) for s in site_list for _, (k, j, _) in _site_layers(s, n) for t in pos}
+    chosen = None if layers is None else {-1, *layers}
+
+    def site_layers(site: str) -> list[tuple[int, Cell]]:
+        return [c for c in _site_layers(site, n) if chosen is None or c[0] in chosen]
+
+    wanted = {(k, j, t) for s in site_list for _, (k, j, _) in site_layers(s) for t in pos}
     cells = sorted(wanted, key=lambda c: (c[1], c[2], c[0]))
     ld_clean, ld_corr, ld_p = _batched_logit_differences(model, clean, corrupted, cells, batch_size, device, ctx)
     keep, shared = _pairs_summary(ld_clean, ld_corr)
     base = {"eval_length": eval_length, "corrupt_position": p_star, **shared, "config_hash": config_hash}
     rows: list[PatchingRecord] = []
     for site in site_list:
-        for layer, (k, j, _) in _site_layers(site, n):
+        for layer, (k, j, _) in site_layers(site):
             for t in pos:
                 rec = lo = hi = None
                 if shared["note"] is None:

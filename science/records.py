@@ -28,6 +28,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from layerscope_core.hashing import config_hash
+from science.measurement_version import MEASUREMENT_VERSION
 
 ACC = (0.0, 1.0)
 """The range of an accuracy, a rate or a p-value."""
@@ -133,6 +134,12 @@ class ProbeRecord(_Record):
         bounds=ACC,
     )
     config_hash: str = described("SHA-256 of the params that requested the row", "")
+    measurement_version: int = described(
+        "the measurement code's version the row was made with (1: before versions were recorded; "
+        "docs/SCIENCE.md#measurement-versions)",
+        MEASUREMENT_VERSION,
+        bounds=(1, None),
+    )
 
     @classmethod
     def from_report(cls, report: Any, *, eval_length: int, config_hash: str) -> ProbeRecord:
@@ -194,6 +201,12 @@ class InterventionRecord(_Record):
     random_delta_hi: float | None = described("the largest delta_pp over the random draws", None, bounds=PP)
     random_draws: int | None = described("random draws behind random_delta_pp", None, bounds=COUNT)
     config_hash: str = described("SHA-256 of the params that requested the row", "")
+    measurement_version: int = described(
+        "the measurement code's version the row was made with (1: before versions were recorded; "
+        "docs/SCIENCE.md#measurement-versions)",
+        MEASUREMENT_VERSION,
+        bounds=(1, None),
+    )
 
 
 @dataclass(eq=False)
@@ -219,6 +232,12 @@ class PatchingRecord(_Record):
     n_dropped: int | None = described("pairs dropped: clean–corrupted gap too small", None, bounds=COUNT)
     note: str | None = described("why recovery is None, when it is", None)
     config_hash: str = described("SHA-256 of the params that requested the row", "")
+    measurement_version: int = described(
+        "the measurement code's version the row was made with (1: before versions were recorded; "
+        "docs/SCIENCE.md#measurement-versions)",
+        MEASUREMENT_VERSION,
+        bounds=(1, None),
+    )
 
 
 @dataclass(eq=False)

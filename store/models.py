@@ -122,6 +122,13 @@ def _settings_fk() -> Mapped[int | None]:
     return mapped_column(ForeignKey("measure_settings.id", ondelete="SET NULL"))
 
 
+def _version_column() -> Mapped[int]:
+    """``measurement_version``: the measurement code that made the row
+    (``science.measurement_version``). Rows stored before migration 0010, and rows of a bundle
+    exported before it, are version 1; the worker writes the current version explicitly."""
+    return mapped_column(Integer, default=1, server_default="1")
+
+
 class ProbeResult(Base):
     """A linear probe on one layer's frozen states at one eval length."""
 
@@ -148,6 +155,7 @@ class ProbeResult(Base):
     converged: Mapped[bool] = mapped_column(Boolean)
     n_iter: Mapped[int] = mapped_column(Integer)
     config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    measurement_version: Mapped[int] = _version_column()
     settings_id: Mapped[int | None] = _settings_fk()
 
     # The unique key leads with (run_id, eval_length): it serves ``/runs/{id}/probes?eval_length=``
@@ -196,6 +204,7 @@ class InterventionResult(Base):
     n_sequences: Mapped[int] = mapped_column(Integer)
     seed: Mapped[int] = mapped_column(Integer)
     config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    measurement_version: Mapped[int] = _version_column()
     settings_id: Mapped[int | None] = _settings_fk()
 
     __table_args__ = (
@@ -228,6 +237,7 @@ class PatchingResult(Base):
     n_dropped: Mapped[int | None] = mapped_column(Integer)  # pairs dropped: clean-corrupted gap too small
     note: Mapped[str | None] = mapped_column(String(300))  # why recovery is None, when it is
     config_hash: Mapped[str] = mapped_column(String(64))  # hash of the params that requested the row
+    measurement_version: Mapped[int] = _version_column()
     settings_id: Mapped[int | None] = _settings_fk()
 
     __table_args__ = (UniqueConstraint("run_id", "eval_length", "site", "layer", "position", name="uq_patching"),)

@@ -121,6 +121,7 @@ def test_probe_rows(seeded) -> None:
         "converged",
         "n_iter",
         "config_hash",
+        "measurement_version",
         "balanced_accuracy",
         "control_accuracy",
         "selectivity",

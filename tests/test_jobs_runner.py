@@ -376,3 +376,33 @@ def test_db_context_raises_job_cancelled(env) -> None:
         J.request_cancel(s, job_id)
     with pytest.raises(JobCancelled):
         ctx.check_cancelled()
+
+
+def test_a_suite_beside_rows_of_another_measurement_version_says_so_in_its_log(env) -> None:
+    """docs/SCIENCE.md#measurement-versions: a warning in the suite job's log, and it fans out."""
+    from worker import persist
+    from worker.presets import expand_suite
+
+    settings, factory, queue = env
+    cell = SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], seeds=[0, 1])
+    job_id = submit(factory, queue, "suite", cell)
+    t = expand_suite(cell)[0]
+    with factory() as s:  # seed 0 measured by an older version (an imported bundle)
+        run_id = persist.save_run(
+            s,
+            name="r",
+            suite=t.suite,
+            family=t.family,
+            task=t.task,
+            seed=t.seed,
+            n_layers=t.n_layers,
+            d_model=8,
+            n_params=100,
+            config_hash=t.run_hash(),
+            train_config=t.run_config(),
+        )
+        row = dict(layer=0, eval_length=40, accuracy=0.9, majority_baseline=0.5, per_position=[], n_train=1)
+        row.update(n_test=1, converged=True, n_iter=1, config_hash="c", measurement_version=1)
+        persist.replace_probe_results(s, run_id, [row])
+    assert runner(env).run_one(queue.dequeue()) == "succeeded"
+    assert "1 result row(s) of measurement version 1" in job(factory, job_id).log

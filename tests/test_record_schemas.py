@@ -32,9 +32,10 @@ API_ONLY = {
 }
 # The fields of science.probes.ProbeReport that are not stored: the largest gradient entry at the
 # optimiser's stop (a convergence diagnostic) and the fitted probe object (its weights go to
-# result_weights). The record adds where and under which settings: eval_length, config_hash.
+# result_weights). The record adds where, under which settings and by which measurement code:
+# eval_length, config_hash, measurement_version.
 REPORT_ONLY = {"grad_max", "probe"}
-RECORD_ONLY = {"eval_length", "config_hash"}
+RECORD_ONLY = {"eval_length", "config_hash", "measurement_version"}
 
 CASES = [
     (ProbeRecord, ProbeResult, ProbeOut),

@@ -305,3 +305,13 @@ def test_stop_reasons_and_cells_not_learned_are_listed():
     assert "mamba × s3: not enough" not in text
     assert "1 random-init control run(s)" in text
     assert stop_reason_lines([_run(1, "parity", "lstm", 0, 1.0)]) == []  # made before stop reasons were recorded
+
+
+def test_the_bundle_section_says_when_its_rows_mix_measurement_versions():
+    one = {"probe_results": {2: 10}, "intervention_results": {2: 4}, "patching_results": {}}
+    text = _markdown(MANIFEST, RUNS, {1, 3}, [], "figures", "off", "b.zip", {1, 2, 3}, versions=one)
+    assert "- measurement version: 2 (every result row)" in text and "mixed" not in text.split("## Training")[0]
+    mixed = {"probe_results": {1: 6, 2: 4}, "intervention_results": {2: 4}, "patching_results": {}}
+    text = _markdown(MANIFEST, RUNS, {1, 3}, [], "figures", "off", "b.zip", {1, 2, 3}, versions=mixed)
+    line = next(x for x in text.splitlines() if "measurement versions mixed" in x)
+    assert "probe_results version 1: 6, version 2: 4" in line and "#measurement-versions" in line

@@ -29,6 +29,7 @@ from torch import nn
 
 from layerscope_core.registry import MEASURE_PARTS
 from science.bounded import MemoryBound
+from science.causal_layers import causal_layers
 from science.context import JobContext, SilentContext
 from science.measure import check_memory, measure_interventions, measure_probes
 from science.patching import patching_grid
@@ -108,6 +109,8 @@ def measure_run(
     """
     ctx = ctx or SilentContext()
     parts = _ordered_parts(parts)
+    if layers is None:  # a deep model: the preset's stride of blocks (docs/SCIENCE.md#causal-layers)
+        layers = causal_layers(run.model.n_layers, measure.max_causal_layers)
     m = _Measurement(run, measure, env, ctx, parts, layers, result_hash or measure.config_hash())
     check_memory(  # a measurement that cannot fit its bound is refused before any part starts
         run.model,
@@ -255,6 +258,7 @@ class _Measurement:
                 sites=measure.patch_sites,
                 stride=measure.patch_stride,
                 n_pairs=measure.n_patch_pairs,
+                layers=self.layers,
                 ctx=self.span("patching"),
             )
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch

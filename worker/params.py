@@ -13,6 +13,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -96,6 +97,23 @@ class MeasureParams(_Params):
     )
     patch_eval_length: Int = Field(40, ge=4, le=4096)
     n_patch_pairs: Int = Field(128, ge=4, le=100_000)
+    max_causal_layers: Int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="deeper models get interventions and patching at every ⌈n_layers / max_causal_layers⌉-th "
+        "block from block 0 and the last block (probes: every layer); None = every block "
+        "(docs/SCIENCE.md#causal-layers)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _later_fields(self, handler: Any) -> dict[str, Any]:
+        """``max_causal_layers`` is dumped only when set: measurement settings, job params and the
+        hashes over them stay what they were for every measurement made without it."""
+        d = handler(self)
+        if d.get("max_causal_layers") is None:
+            d.pop("max_causal_layers", None)
+        return d
 
     @field_validator("eval_lengths")
     @classmethod

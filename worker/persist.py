@@ -3,7 +3,8 @@
 ``save_run`` upserts a run by ``config_hash``; ``get_or_create_settings`` writes a
 ``measure_settings`` row once per settings hash; the ``replace_*_results`` functions take the
 science's typed records (``science.records``) or plain dicts, convert them to rows, point them
-at their settings row (``settings_id=``) and delete-then-insert keyed by each table's unique
+at their settings row (``settings_id=``), stamp a row that states no ``measurement_version``
+with the current one (``science.measurement_version``) and delete-then-insert keyed by each table's unique
 key, in one transaction. By default each call
 commits (one call = one transaction); pass ``commit=False`` to compose several writes into the
 caller's transaction (then the caller commits or rolls back).
@@ -18,6 +19,7 @@ from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from science.measurement_version import MEASUREMENT_VERSION
 from science.records import MeasureSettingsRecord, as_row, behaviour_json
 from store.models import (
     Base,
@@ -152,6 +154,8 @@ def _replace(
         row = as_row(row)
         if settings_id is not None and row.get("settings_id") is None:
             row["settings_id"] = settings_id
+        if model is not ResultWeights and row.get("measurement_version") is None:
+            row["measurement_version"] = MEASUREMENT_VERSION  # made now: the current code's version
         row.pop("id", None)
         row.pop("layer_name", None)  # served, not stored
         row.pop("depth", None)

@@ -47,7 +47,7 @@ from worker.params import (
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
 from worker.stored_runs import Rebuild, measured_parts, rebuild_of, stored_parts, stored_state
-from worker.suite_settings import check_one_run_per_seed
+from worker.suite_settings import check_one_run_per_seed, mixed_versions_warning
 
 
 class RunNotFound(LookupError):
@@ -466,6 +466,8 @@ def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None
     ctx = ctx or SilentContext()
     jobs = expand_suite(params)
     check_one_run_per_seed(jobs, env.session_factory)
+    if warning := mixed_versions_warning(jobs, env.session_factory):
+        ctx.log(warning)  # the job's log: a suite is meant to be measured by one version
     ids = []
     # Resume (the default): train() skips the runs already stored with their config hash.
     for i, job in enumerate(jobs):

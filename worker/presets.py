@@ -18,7 +18,9 @@ Every preset's runs use :class:`worker.params.TrainParams`' recipe defaults unle
 (e.g. a learning rate), ``cell_train`` per family × task (a step budget), in that order.
 ``variants``: more families, each on its own tasks (the stacked RNNs on parity and S3);
 ``controls``: add each run's random-init control (``SuiteParams.controls`` overrides).
-- ``pretrained``: Pythia-160M/410M and Mamba-130M fine-tuned with a token head (one GPU).
+- ``pretrained``: Pythia-160M/410M and Mamba-130M fine-tuned with a token head (one GPU);
+  probes at every layer, interventions and patching at every block up to 12 blocks and at
+  every 2nd block and the last beyond (``max_causal_layers``, docs/SCIENCE.md#causal-layers).
 
 Any preset also runs given transformers models instead of its own (``SuiteParams.pretrained``:
 fine-tuned; ``from_config``: the architecture of a config, trained from scratch), each in the
@@ -163,6 +165,10 @@ PRESETS: dict[str, dict[str, Any]] = {
             "n_probe_sequences": 300,
             "n_permutations": 1000,
             "n_patch_pairs": 64,
+            # probes at every layer; interventions and patching at every block up to 12 blocks,
+            # every 2nd block and the last at 13-24 (Pythia-410M, Mamba-130M): about half the
+            # edited-forward FLOPs (docs/SCIENCE.md#causal-layers)
+            "max_causal_layers": 12,
         },
     },
     "paper-75s": {

@@ -389,10 +389,13 @@ class Runner:
     def _run_suite(self, ctx: DBJobContext, params: BaseModel, max_attempts: int) -> str:
         try:
             from worker.presets import expand_suite
-            from worker.suite_settings import check_one_run_per_seed
+            from worker.suite_settings import check_one_run_per_seed, mixed_versions_warning
 
             children = expand_suite(params)  # type: ignore[arg-type]
             check_one_run_per_seed(children, self.factory)  # one run per seed per suite, however it was queued
+            if warning := mixed_versions_warning(children, self.factory):
+                ctx.log(warning)  # the suite job's log: a suite is meant to be measured by one version
+                ctx.flush()  # written before the fan-out finishes the job
         except Exception as exc:
             log.exception("suite job %s could not be expanded", ctx.job_id)
             return self._finish(ctx, J.FAILED, error=f"{type(exc).__name__}: {exc}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
-from store.models import Run
+from science.measurement_version import MEASUREMENT_VERSION
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from store.session import session_scope
 from worker.params import TrainParams
 
@@ -120,6 +121,47 @@ def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> No
             f"settings ({shown}): a run is stored once, keyed by its settings, so resume that "
             "suite, or change a setting (e.g. --seed) to make new runs"
         )
+
+
+def other_measurement_versions(jobs: list[TrainParams], factory: sessionmaker) -> dict[str, dict[int, int]]:
+    """Suite → ``{measurement_version: result rows}`` of the versions other than this code's
+    (:data:`~science.measurement_version.MEASUREMENT_VERSION`) stored in the suites of ``jobs``."""
+    suites = {j.suite for j in jobs if j.suite}
+    out: dict[str, dict[int, int]] = {}
+    if not suites:
+        return out
+    with session_scope(factory) as s:
+        for model in (ProbeResult, InterventionResult, PatchingResult):
+            q = (
+                select(Run.suite, model.measurement_version, func.count())
+                .join(Run, Run.id == model.run_id)
+                .where(Run.suite.in_(suites), model.measurement_version != MEASUREMENT_VERSION)
+                .group_by(Run.suite, model.measurement_version)
+            )
+            for suite, version, n in s.execute(q):
+                counts = out.setdefault(suite, {})
+                counts[int(version)] = counts.get(int(version), 0) + int(n)
+    return out
+
+
+def mixed_versions_warning(jobs: list[TrainParams], factory: sessionmaker) -> str | None:
+    """The warning of a suite resume whose measurements would be stored next to rows of another
+    measurement version (docs/SCIENCE.md#measurement-versions): a suite is meant to be measured by
+    one version, and its views say when it is not. None when every stored row is this version's.
+    A warning, not a refusal: numbers of two versions agree within stated tolerances."""
+    found = other_measurement_versions(jobs, factory)
+    if not found:
+        return None
+    shown = "; ".join(
+        f"suite {suite!r} holds "
+        + ", ".join(f"{n} result row(s) of measurement version {v}" for v, n in sorted(counts.items()))
+        for suite, counts in sorted(found.items())
+    )
+    return (
+        f"warning: {shown}; what is measured now is version {MEASUREMENT_VERSION}, so the suite will mix "
+        "measurement versions (its pages and report say so). To keep one version, measure every run again "
+        "(--force), or resume it with the layerscope that made it (docs/SCIENCE.md#measurement-versions)"
+    )
 
 
 def _short(v: Any) -> str:

@@ -186,6 +186,8 @@ def suite(
     factory = C.session_factory(settings)
     _refuse_other_settings(jobs, factory)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
+    if done < len(jobs):  # something will be measured: beside rows of another version?
+        _warn_mixed_versions(jobs, factory)
     if submit:
         return _submit_suite(params, len(jobs), settings, factory, done)
     typer.echo(
@@ -232,6 +234,15 @@ def _refuse_over_memory(jobs: list, settings) -> None:
         job, problem = over[0]
         more = len({j.name for j, _ in over}) - 1
         raise C.CliError(one_line([problem], job.name) + (f" (and {more} more run(s))" if more else ""))
+
+
+def _warn_mixed_versions(jobs: list, factory) -> None:
+    """Say, before anything runs, that the suite holds results of another measurement version."""
+    from worker.suite_settings import mixed_versions_warning
+
+    warning = mixed_versions_warning(jobs, factory)
+    if warning:
+        typer.echo(f"layerscope: {warning}", err=True)
 
 
 def _refuse_other_settings(jobs: list, factory) -> None:

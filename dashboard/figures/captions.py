@@ -12,6 +12,10 @@ import plotly.graph_objects as go
 
 from dashboard.figures.common import esc
 
+# the measurement code's version a result row was made with (science.measurement_version): rows of
+# two versions agree within stated tolerances, not bit for bit, so a view mixing them says so
+MEASUREMENT_VERSION_SETTING = ("measurement_version", "measurement versions")
+
 CAPTION_COLOR = "#52606d"
 NOTICE_COLOR = "#9a3412"
 
@@ -61,13 +65,20 @@ def mixed_settings(rows: Sequence[dict[str, Any]], keys: Sequence[tuple[str, str
     interventions), e.g. ``n_sequences`` 64 and 500; ``keys`` are ``(column, what it is)``. None
     when each setting has one value (or none stored). ``config_hash`` (the hash of the request
     that measured a row) is named as "N different measurement requests"; compare it within one
-    run only: a follow-up job's hash includes its run id, so it differs between runs measured alike."""
+    run only: a follow-up job's hash includes its run id, so it differs between runs measured alike.
+    ``measurement_version`` (:data:`MEASUREMENT_VERSION_SETTING`) is named with what two versions
+    promise: agreement within the stated tolerances."""
     parts = []
     for key, what in keys:
         vals = _values(rows, key)
         if len(vals) > 1:
             if key == "config_hash":
                 parts.append(f"{len(vals)} different measurement requests (config_hash)")
+            elif key == MEASUREMENT_VERSION_SETTING[0]:
+                parts.append(
+                    f"{what} {', '.join(str(v) for v in vals)} (their numbers agree within the tolerances of "
+                    "docs/SCIENCE.md#measurement-versions, not bit for bit)"
+                )
             else:
                 shown = ", ".join(str(v) for v in vals[:5]) + (" …" if len(vals) > 5 else "")
                 parts.append(f"{what} {shown}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dashboard.figures.captions import mixed_settings
+from dashboard.figures.captions import MEASUREMENT_VERSION_SETTING, mixed_settings
 from dashboard.figures.common import finite
 from dashboard.figures.probe_causal_table import EDIT_SETTINGS, PROBE_SETTINGS
 
@@ -17,12 +17,16 @@ def _at(rows: Sequence[dict], eval_length: int | None) -> list[dict]:
 
 def settings_notice(probes: Sequence[dict], interventions: Sequence[dict], eval_length: int | None) -> str | None:
     """The mixed-settings notice: probe rows and edit rows are each checked on their own
-    settings (a probe and an edit legitimately use different sequence counts)."""
+    settings (a probe and an edit legitimately use different sequence counts), and all of them
+    together on their measurement version (one view, one measurement code)."""
     parts = [
         n
         for n in (
             mixed_settings(_at(probes, eval_length), PROBE_SETTINGS),
             mixed_settings(_at(interventions, eval_length), EDIT_SETTINGS),
+            mixed_settings(
+                [*_at(probes, eval_length), *_at(interventions, eval_length)], [MEASUREMENT_VERSION_SETTING]
+            ),
         )
         if n
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dashboard.figures.captions import MEASUREMENT_VERSION_SETTING
 from dashboard.figures.causal_controls import not_selective, rank_share
 from dashboard.figures.common import finite
 from dashboard.theme import layer_name
@@ -24,8 +25,8 @@ EDIT_SETTINGS = (
     ("n_sequences", "edit evaluation sequences"),
     ("n_fit_sequences", "edit fit sequences"),
 )
-# across runs, counts only: a follow-up job's config_hash includes its run id
-EDIT_SETTINGS_ACROSS_RUNS = EDIT_SETTINGS[1:]
+# across runs, counts and the measurement version: a follow-up job's config_hash includes its run id
+EDIT_SETTINGS_ACROSS_RUNS = (*EDIT_SETTINGS[1:], MEASUREMENT_VERSION_SETTING)
 
 PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
 # drops read raw even where a random control is stored (docs/SCIENCE.md#random-removal)

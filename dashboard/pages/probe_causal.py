@@ -54,10 +54,10 @@ SUMMARY_METHODS = ("auto", *C.DECOUPLING_METHODS)
 
 PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_length,accuracy,majority_baseline"
 # random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the sequence
-# counts say whether the runs were measured alike (the mixed-settings notice)
+# counts and the measurement version say whether the runs were measured alike (the mixed-settings notice)
 EDIT_FIELDS = (
     "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
-    "random_delta_pp,n_sequences,n_fit_sequences"
+    "random_delta_pp,n_sequences,n_fit_sequences,measurement_version"
 )
 SUMMARY_DESCRIPTION = (
     f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "

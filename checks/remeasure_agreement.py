@@ -1,0 +1,304 @@
+"""Measure a bundle's run again with today's code and hold the numbers to the tolerances between
+measurement versions (docs/SCIENCE.md#measurement-versions).
+
+    python checks/remeasure_agreement.py BUNDLE RUN_ID [--device cpu]
+
+RUN_ID is the run's id in the bundle's runs table. The bundle is imported into a scratch SQLite
+database with its own store (a temporary folder, removed at the end); the run's weights are
+rebuilt within its recorded steps (docs/SCIENCE.md#rebuilding-weights) — or taken from the
+bundle when it carries them — and measured with the settings of its preset, which must be the
+settings its rows were made with. Printed: per table (probes, interventions, refits, patching)
+the largest difference against the bundle's rows, where it is and the tolerance; then the
+verdicts (each eval length's profile class, each edit's significance). Exit status: 0 within
+every tolerance with every verdict unchanged, 1 outside, 2 when the run cannot be measured
+again here (no such run, no preset makes it, other settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from science.measurement_version import MEASUREMENT_VERSION, TOLERANCES
+from science.profiles import profile_class
+
+PROBE_KEY = ("eval_length", "layer")
+EDIT_KEY = ("eval_length", "method", "layer")
+PATCH_KEY = ("eval_length", "site", "layer", "position")
+# Activation patching fits nothing: a patched forward pass differs between versions only by the
+# capture's floating-point order, so its recovery (a fraction, 1.0 = full) is held to 0.01.
+PATCH_RECOVERY_TOL = 0.01
+SETTINGS_COLUMNS = ("eval_lengths", "patch_eval_length", "fit_length", "intervention_layers")
+
+
+class CannotRemeasure(RuntimeError):
+    """The run cannot be measured again here (exit status 2)."""
+
+
+@dataclass
+class Line:
+    """One table's largest difference: ``value`` (in ``unit``) at ``where``, against ``tol``."""
+
+    table: str
+    rows: int
+    value: float | None
+    unit: str
+    where: str
+    tol: float
+    missing: int = 0  # rows on one side only
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and (self.value is None or self.value <= self.tol + 1e-12)
+
+    def text(self) -> str:
+        largest = "no values" if self.value is None else f"{self.value:.4g} {self.unit} at {self.where}"
+        missing = f"; {self.missing} row(s) on one side only" if self.missing else ""
+        return (
+            f"{self.table:<14} {self.rows:>5} rows  largest difference {largest} "
+            f"(tolerance {self.tol:g} {self.unit}){missing}: {'within' if self.ok else 'OUTSIDE'}"
+        )
+
+
+def _keyed(rows: Sequence[dict[str, Any]], key: Sequence[str]) -> dict[tuple, dict[str, Any]]:
+    return {tuple(r.get(k) if k != "site" else r.get(k) or "resid_post" for k in key): r for r in rows}
+
+
+def _largest(
+    table: str,
+    old: Sequence[dict[str, Any]],
+    new: Sequence[dict[str, Any]],
+    key: Sequence[str],
+    diff: Callable[[dict[str, Any], dict[str, Any]], float | None],
+    unit: str,
+    tol: float,
+) -> Line:
+    """The largest ``diff(old_row, new_row)`` over the rows both sides have (None: not comparable)."""
+    a, b = _keyed(old, key), _keyed(new, key)
+    best: tuple[float, tuple] | None = None
+    for k in a.keys() & b.keys():
+        d = diff(a[k], b[k])
+        if d is not None and (best is None or d > best[0]):
+            best = (d, k)
+    where = ", ".join(f"{n}={v}" for n, v in zip(key, best[1], strict=True)) if best else ""
+    return Line(table, len(a.keys() & b.keys()), best[0] if best else None, unit, where, tol, len(a.keys() ^ b.keys()))
+
+
+def _pp(field: str) -> Callable[[dict[str, Any], dict[str, Any]], float | None]:
+    """|old − new| of an accuracy field in percentage points; a None on one side only is infinite."""
+
+    def diff(x: dict[str, Any], y: dict[str, Any]) -> float | None:
+        u, v = x.get(field), y.get(field)
+        if u is None and v is None:
+            return None
+        if u is None or v is None:
+            return float("inf")
+        return abs(float(u) - float(v)) * 100.0
+
+    return diff
+
+
+def _rank(x: dict[str, Any], y: dict[str, Any]) -> float | None:
+    """INLP's removed rank: |old − new| / the larger (0 when both are 0)."""
+    if x.get("method") != "inlp" or x.get("rank_removed") is None and y.get("rank_removed") is None:
+        return None
+    u, v = x.get("rank_removed"), y.get("rank_removed")
+    if u is None or v is None:
+        return float("inf")
+    return abs(u - v) / max(u, v) if max(u, v) else 0.0
+
+
+def _recovery(x: dict[str, Any], y: dict[str, Any]) -> float | None:
+    u, v = x.get("recovery"), y.get("recovery")
+    if u is None and v is None:
+        return None
+    return float("inf") if u is None or v is None else abs(float(u) - float(v))
+
+
+def _classes(probes: Sequence[dict[str, Any]]) -> dict[int, str]:
+    """Eval length → the profile class of the run's probe curve (science.profiles)."""
+    curves: dict[int, dict[int, float]] = defaultdict(dict)
+    bases: dict[int, list[float]] = defaultdict(list)
+    for p in probes:
+        curves[p["eval_length"]][p["layer"]] = p["accuracy"]
+        bases[p["eval_length"]].append(p["majority_baseline"])
+    return {L: profile_class(c, statistics.fmean(bases[L])) for L, c in sorted(curves.items())}
+
+
+def compare(old: dict[str, list[dict[str, Any]]], new: dict[str, list[dict[str, Any]]]) -> tuple[list[Line], list[str]]:
+    """(one :class:`Line` per table, the verdicts that changed) between the bundle's rows ``old``
+    and today's ``new`` (``probe_results``, ``intervention_results``, ``patching_results``)."""
+    tol = TOLERANCES
+    probes_old, probes_new = old["probe_results"], new["probe_results"]
+    edits_old, edits_new = old["intervention_results"], new["intervention_results"]
+    refits_old = [r for r in edits_old if r.get("refit_acc") is not None]
+    refits_new = [r for r in edits_new if r.get("refit_acc") is not None]
+    lines = [
+        _largest("probes", probes_old, probes_new, PROBE_KEY, _pp("accuracy"), "pp", tol["probe_accuracy_pp"]),
+        _largest(
+            "probe controls",
+            probes_old,
+            probes_new,
+            PROBE_KEY,
+            _pp("control_accuracy"),
+            "pp",
+            tol["probe_accuracy_pp"],
+        ),
+        _largest("interventions", edits_old, edits_new, EDIT_KEY, _rank, "of the rank", tol["inlp_rank_rel"]),
+        _largest("refits", refits_old, refits_new, EDIT_KEY, _pp("refit_acc"), "pp", tol["refit_accuracy_pp"]),
+        _largest(
+            "patching",
+            old["patching_results"],
+            new["patching_results"],
+            PATCH_KEY,
+            _recovery,
+            "recovery",
+            PATCH_RECOVERY_TOL,
+        ),
+    ]
+    classes_new = _classes(probes_new)
+    changed = [
+        f"profile class at L={L}: {c} → {classes_new.get(L)}"
+        for L, c in _classes(probes_old).items()
+        if classes_new.get(L) != c
+    ]
+    a, b = _keyed(edits_old, EDIT_KEY), _keyed(edits_new, EDIT_KEY)
+    changed += [
+        f"{k[1]} at layer {k[2]}, L={k[0]}: significant {a[k].get('significant')} → {b[k].get('significant')}"
+        for k in sorted(a.keys() & b.keys(), key=str)
+        if a[k].get("significant") != b[k].get("significant")
+    ]
+    return lines, changed
+
+
+def edit_drops(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> Line:
+    """The largest change of an edit's drop (``delta_pp``): shown beside the tolerances, held to its
+    verdict (significance) rather than to a number of its own."""
+    return _largest("edit drops", old, new, EDIT_KEY, lambda x, y: abs(x["delta_pp"] - y["delta_pp"]), "pp", 100.0)
+
+
+def _settings_problem(bundle: dict[str, Any] | None, now: dict[str, Any] | None) -> str | None:
+    """Why the rows of settings ``now`` do not compare with the bundle's ``bundle`` (None: they do).
+    A measure parameter added since (one side only) is not a difference."""
+    if bundle is None or now is None:
+        return None if bundle is now else "one side has no recorded measure settings"
+    diffs = [k for k in SETTINGS_COLUMNS if bundle.get(k) != now.get(k)]
+    p, q = bundle.get("params") or {}, now.get("params") or {}
+    diffs += [f"params.{k}" for k in sorted(p.keys() & q.keys()) if p[k] != q[k]]
+    return f"measured here with other settings ({', '.join(diffs)})" if diffs else None
+
+
+def remeasure(bundle: Path, run_id: int, *, device: str = "cpu", work: Path) -> dict[str, Any]:
+    """Import ``bundle`` into a scratch database under ``work``, rebuild (or load) run ``run_id``'s
+    weights and measure it. Returns ``{run_old, run_new, old, new, settings_problem, versions}``.
+
+    Raises:
+        CannotRemeasure: no run ``run_id`` in the bundle, no preset makes it, or it was measured
+            with settings this code's preset does not give.
+    """
+    from sqlalchemy import select
+
+    from backend.bundle import read_bundle, table_row
+    from backend.bundle_import import import_bundle
+    from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
+    from worker import persist
+    from worker.pipeline import local_env, run_suite
+    from worker.run_weights import rebuild_params
+
+    manifest, tables = read_bundle(bundle)
+    run_old = next((r for r in tables["runs"] if r.get("id") == run_id), None)
+    if run_old is None:
+        ids = ", ".join(str(r.get("id")) for r in tables["runs"][:20])
+        raise CannotRemeasure(f"{bundle}: no run with id {run_id} in its runs table (ids: {ids} …)")
+    names = ("probe_results", "intervention_results", "patching_results")
+    old = {t: [r for r in tables[t] if r.get("run_id") == run_id] for t in names}
+    settings_old = {r["id"]: r for r in tables.get("measure_settings", [])}
+    env = local_env(f"sqlite:///{work / 'scratch.db'}", work / "store", device=device)
+    with env.session_factory() as s:
+        import_bundle(s, bundle, store_dir=env.store_dir, source=bundle.name)
+        run = s.execute(select(Run).where(Run.config_hash == run_old["config_hash"])).scalar_one()
+        params = rebuild_params(run)
+        if params is None:
+            raise CannotRemeasure(f"run {run_id} ({run.name}): no preset makes its config, so it cannot be rebuilt")
+        if run.checkpoint_id and (env.store_dir / run.checkpoint_id).is_dir():  # weights came with the bundle
+            persist.drop_results(s, run.id, commit=False)
+            persist.set_run_status(s, run.id, "trained")
+            params = params.model_copy(update={"rebuild_weights": False})
+        new_id = run.id
+    run_suite(params, env)
+    with env.session_factory() as s:
+        run_new = table_row(s.get(Run, new_id))
+        new = {
+            m.__tablename__: [table_row(r) for r in s.execute(select(m).where(m.run_id == new_id)).scalars()]
+            for m in (ProbeResult, InterventionResult, PatchingResult)
+        }
+        settings_new = {r.id: table_row(r) for r in s.execute(select(MeasureSettings)).scalars()}
+    problems = {
+        _settings_problem(settings_old.get(a.get("settings_id")), settings_new.get(b.get("settings_id")))
+        for t in names
+        for a, b in zip(old[t][:1], new[t][:1], strict=False)
+    }
+    return {
+        "run_old": run_old,
+        "run_new": run_new,
+        "old": old,
+        "new": new,
+        "settings_problem": "; ".join(sorted(p for p in problems if p)) or None,
+        "versions": sorted({r.get("measurement_version", 1) for t in names for r in old[t]}),
+    }
+
+
+def report(result: dict[str, Any]) -> tuple[list[str], bool]:
+    """The printed lines and whether everything is within the tolerances."""
+    ro, rn = result["run_old"], result["run_new"]
+    head = (
+        f"run {ro['id']} {ro['name']} ({ro['family']}, {ro['task']}, seed {ro['seed']}): bundle measurement "
+        f"version {', '.join(map(str, result['versions'])) or '-'}, measured again with version "
+        f"{MEASUREMENT_VERSION}; training {ro['steps']} steps, held-out acc {ro.get('heldout_acc')} in the "
+        f"bundle, {rn['steps']} steps, {rn.get('heldout_acc')} here"
+    )
+    lines, changed = compare(result["old"], result["new"])
+    out = [head, *(x.text() for x in lines)]
+    drops = edit_drops(result["old"]["intervention_results"], result["new"]["intervention_results"])
+    out.append(
+        f"(edit drops: largest change {drops.value:.4g} pp at {drops.where}; held to their verdicts)"
+        if drops.value is not None
+        else "(edit drops: none to compare)"
+    )
+    out.append("verdicts and classes: " + ("all unchanged" if not changed else "CHANGED: " + "; ".join(changed)))
+    ok = all(x.ok for x in lines) and not changed
+    out.append("agreement: within the tolerances" if ok else "agreement: OUTSIDE the tolerances")
+    return out, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bundle", type=Path)
+    ap.add_argument("run_id", type=int, help="the run's id in the bundle's runs table")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    args = ap.parse_args(argv)
+    from backend.bundle import BundleError
+
+    with tempfile.TemporaryDirectory(prefix="layerscope-remeasure-") as tmp:
+        try:
+            result = remeasure(args.bundle, args.run_id, device=args.device, work=Path(tmp))
+        except (CannotRemeasure, BundleError) as exc:
+            print(f"remeasure_agreement: {exc}", file=sys.stderr)
+            return 2
+    if result["settings_problem"]:
+        print(f"remeasure_agreement: run {args.run_id}: {result['settings_problem']}", file=sys.stderr)
+        return 2
+    lines, ok = report(result)
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Which measurement code made a stored number, and how far two versions may disagree.
+
+A result row (``probe_results``, ``intervention_results``, ``patching_results``) records the
+``measurement_version`` it was made with. The version changes when the measurement's solvers or
+its capture change what they compute at solver tolerance, not when only speed changes:
+
+- 1: everything measured before versions were recorded (every row stored before migration 0010,
+  and every row of a bundle exported before it);
+- 2: the incremental INLP (covariance and projection updated per round, warm-started), the
+  fused L-BFGS probe objective (probes, refits, INLP rounds, controls) and the memory-bounded,
+  chunked capture.
+
+Within one version a measurement is bit-identical run to run (same code, same seeds, same
+device). Across versions the numbers may move within :data:`TOLERANCES`; every verdict and
+every class stays the same (docs/SCIENCE.md#measurement-versions).
+``checks/remeasure_agreement.py`` measures a bundle's run again and holds it to them.
+"""
+
+from __future__ import annotations
+
+MEASUREMENT_VERSION = 2
+
+# Largest difference allowed between two measurement versions of the same run, per quantity:
+# accuracies in percentage points (0..100 scale), the INLP rank as a fraction of the larger one.
+TOLERANCES = {
+    "probe_accuracy_pp": 0.5,  # probe_results.accuracy (and its control, balanced accuracy)
+    "refit_accuracy_pp": 1.0,  # intervention_results.refit_acc: a probe refit on edited states
+    "inlp_rank_rel": 0.10,  # intervention_results.rank_removed of INLP rows
+}

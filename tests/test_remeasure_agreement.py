@@ -1,0 +1,83 @@
+"""checks/remeasure_agreement.py: a tiny suite exported, then measured again from its bundle (weights
+rebuilt within the recorded steps, in a scratch database): every table agrees — bit for bit here,
+one version on one device — and a number moved past its tolerance, or a verdict flipped, fails."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.bundle_export import export_bundle
+from science.measurement_version import MEASUREMENT_VERSION, TOLERANCES
+from worker.params import SuiteParams
+from worker.pipeline import local_env, run_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("remeasure_agreement", ROOT / "checks" / "remeasure_agreement.py")
+check = importlib.util.module_from_spec(_spec)
+sys.modules["remeasure_agreement"] = check  # its dataclass looks its module up
+_spec.loader.exec_module(check)
+
+ONE = dict(preset="smoke", families=["gru"], tasks=["parity"], max_seconds=600.0)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """A smoke run exported without weights, then measured again from its bundle."""
+    tmp = tmp_path_factory.mktemp("remeasure")
+    env = local_env(f"sqlite:///{tmp / 'made.db'}", tmp / "store", device="cpu")
+    (run_id,) = run_suite(SuiteParams(**ONE), env)
+    bundle = tmp / "smoke.layerscope.zip"
+    with env.session_factory() as s:
+        export_bundle(s, "smoke", bundle)
+    work = tmp / "work"
+    work.mkdir()
+    return check.remeasure(bundle, run_id, device="cpu", work=work), bundle, run_id
+
+
+def test_a_run_measured_again_with_the_same_version_is_bit_identical(measured):
+    result, _, run_id = measured
+    assert result["settings_problem"] is None
+    assert result["versions"] == [MEASUREMENT_VERSION]
+    assert result["run_new"]["steps"] == result["run_old"]["steps"]  # rebuilt within its recorded steps
+    lines, changed = check.compare(result["old"], result["new"])
+    assert changed == []
+    for line in lines:
+        assert line.missing == 0 and line.rows > 0, line.text()
+        assert line.value in (None, 0.0), line.text()  # one version, one device: bit for bit
+    # (an untrained smoke run: patching recoveries are None, their gap too small; the rows still compare)
+    assert {line.table for line in lines if line.value is not None} >= {"probes", "refits"}
+    text, ok = check.report(result)
+    assert ok and text[-1] == "agreement: within the tolerances"
+
+
+def test_a_number_past_its_tolerance_or_a_flipped_verdict_fails(measured):
+    result, _, _ = measured
+    moved = copy.deepcopy(result)
+    probe = moved["new"]["probe_results"][0]
+    probe["accuracy"] -= (TOLERANCES["probe_accuracy_pp"] + 0.1) / 100
+    text, ok = check.report(moved)
+    assert not ok and any(t.startswith("probes") and "OUTSIDE" in t for t in text)
+    within = copy.deepcopy(result)
+    within["new"]["probe_results"][0]["accuracy"] -= (TOLERANCES["probe_accuracy_pp"] - 0.1) / 100
+    assert check.report(within)[1]
+    flipped = copy.deepcopy(result)
+    edit = next(r for r in flipped["new"]["intervention_results"] if r.get("significant") is not None)
+    edit["significant"] = not edit["significant"]
+    text, ok = check.report(flipped)
+    assert not ok and "CHANGED" in text[-2]
+    gone = copy.deepcopy(result)
+    gone["new"]["patching_results"].pop()
+    lines, _ = check.compare(gone["old"], gone["new"])
+    assert next(x for x in lines if x.table == "patching").missing == 1
+
+
+def test_the_command_exits_2_on_a_run_the_bundle_does_not_have(measured, capsys):
+    _, bundle, run_id = measured
+    assert check.main([str(bundle), str(run_id + 1000)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no run with id {run_id + 1000}" in err
