@@ -273,9 +273,7 @@ def export_bundle(
     if store_dir is not None:  # an import checks that every one arrived (a bundle cut short is refused)
         manifest["artifacts_included"] = len(learned)
     if not isinstance(out, str | Path):
-        return _write(
-            out, session, suite, tables, manifest, checkpoints, training, measuring, learned, note, in_flight
-        )
+        return _write(out, session, suite, tables, manifest, checkpoints, training, measuring, learned, note, in_flight)
     out = Path(out)
     try:  # beside the target under a temporary name, fsynced, renamed: a failure leaves the old bundle
         with atomic_file(out) as fh:
