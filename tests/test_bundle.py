@@ -178,6 +178,10 @@ def test_api_lists_suites_and_serves_a_bundle(api):
             "n_trained_measured": 0,
             "n_controls": 0,
             "imported": False,
+            # the lengths its rows were probed, trained and patched at (seed_runs probes at 40 and 60)
+            "eval_lengths": [40, 60],
+            "train_lengths": [],
+            "patch_lengths": [],
         }
     ]
     r = api.client.get("/api/suites/live/bundle")

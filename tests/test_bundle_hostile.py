@@ -61,7 +61,7 @@ def good(tmp_path_factory) -> Path:
             )
         )
         s.commit()
-        export_bundle(s, "study", tmp / "study.zip", weights=True, store_dir=tmp / "store")
+        export_bundle(s, "study", tmp / "study.zip", weights=True, artifacts=True, store_dir=tmp / "store")
     return tmp / "study.zip"
 
 
