@@ -53,7 +53,9 @@ def fill_disk(monkeypatch, room: int) -> None:
     def fdopen(fd, *a, **kw):
         return _Capped(os.fdopen(fd, *a, **kw), room)
 
-    monkeypatch.setattr(atomic_module, "os", types.SimpleNamespace(fdopen=fdopen, fsync=os.fsync, replace=os.replace))
+    monkeypatch.setattr(
+        atomic_module, "os", types.SimpleNamespace(fdopen=fdopen, fchmod=os.fchmod, fsync=os.fsync, replace=os.replace)
+    )
 
 
 def _state():
