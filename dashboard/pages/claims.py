@@ -1,5 +1,6 @@
-"""/claims — the study's claims, each with the stored numbers (CIs, p-values), a verdict badge
-(supported / contradicted / not enough data) and links to the views that show it."""
+"""/claims — the study's claims, each as a table (verdict badge, the stored numbers with their CIs
+and p-values, the cells it read, what it left out: dashboard/claims_table.py) with its prose and
+full tables one click away ("why / full text") and links to the views that show it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
+from dashboard.claims_table import claim_table
 from dashboard.components import Bind, api_alert
 from dashboard.controls import control_grid, suite_dropdown, suite_page
 from dashboard.figures.common import class_with_split
@@ -244,9 +246,17 @@ def claim_card(c: dict, path_for) -> html.Div:
                 ],
                 className="card-header claim-header",
             ),
-            html.P(c.get("detail", ""), className="claim-detail"),
-            controls_section(c),
-            html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
+            claim_table(c, fmt_value),
+            html.Details(
+                [
+                    html.Summary("why / full text", className="claim-why"),
+                    html.P(c.get("detail", ""), className="claim-detail"),
+                    controls_section(c),
+                    html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
+                ],
+                className="claim-full",
+                id=f"claim-{c.get('id')}-full",
+            ),
             html.Div(
                 [html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
                 className="claim-views",
