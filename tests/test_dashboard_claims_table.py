@@ -61,8 +61,16 @@ def test_cells_read_each_once_in_order_and_nothing_said_plainly():
 def test_card_puts_the_prose_one_click_away_under_the_table():
     card = claims.claim_card(CLAIM, lambda p: p)
     table = next(c for c in walk(card) if getattr(c, "id", None) == "claim-3-table")
-    full = next(c for c in walk(card) if getattr(c, "id", None) == "claim-3-full")
-    assert isinstance(full, html.Details) and not getattr(full, "open", False)  # closed: one click away
-    assert full.children[0].children == "why / full text"
-    assert CLAIM["detail"] in texts(full) and CLAIM["detail"] not in texts(table)
+    full = next(c for c in walk(card) if isinstance(c, html.Details))
+    assert not getattr(full, "open", False)  # closed: one click away
+    why, body = full.children
+    assert why.children == "why / full text" and why.id == {"type": claims.WHY, "claim": "3"}
+    assert body.id == {"type": claims.FULL, "claim": "3"} and body.children is None  # filled on the first click
+    assert CLAIM["detail"] not in texts(card)
     assert card.children.index(table) < card.children.index(full)
+
+
+def test_full_text_holds_the_prose_and_every_table_of_the_claim():
+    shown = html.Div(claims.full_text_for([CLAIM], "3"))
+    assert CLAIM["detail"] in texts(shown) and "cells (3 rows)" in texts(shown)
+    assert "claim 9 is no longer among this suite's claims" in texts(html.Div(claims.full_text_for([CLAIM], 9)))
