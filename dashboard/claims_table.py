@@ -89,6 +89,22 @@ def left_out_summary(numbers: dict[str, Any]) -> str:
     return " · ".join(parts) or "nothing"
 
 
+def measured_numbers(numbers: dict[str, Any], skip: set[str]) -> list[tuple[str, str, Any]]:
+    """(label, key, value) of each measured number: top-level scalars, CIs and tests, and the
+    per-task ones one level down (``test_auc {dyck: {diff, p}}`` → ``test auc dyck``)."""
+    out = []
+    for k, v in numbers.items():
+        if k in skip or v is None:
+            continue
+        if _is_number(v):
+            out.append((k.replace("_", " "), k, v))
+        elif isinstance(v, dict):
+            out.extend(
+                (f"{k.replace('_', ' ')} {sub}", k, x) for sub, x in v.items() if isinstance(x, dict) and _is_number(x)
+            )
+    return out
+
+
 def _row(label: str, value: Any, cls: str) -> html.Tr:
     return html.Tr([html.Th(label, scope="row"), html.Td(value)], className=cls)
 
@@ -101,9 +117,7 @@ def claim_table(claim: dict[str, Any], fmt: Callable[[Any, str], str]) -> html.T
     verdict = claim.get("verdict", "not enough data")
     skip = {*RULE_KEYS, *READ_KEYS, *LEFT_OUT_KEYS, *SECTION_KEYS}  # the section: under the full text
     measured = [
-        html.Li([html.Span(k.replace("_", " "), className="muted"), " ", fmt(v, k)])
-        for k, v in n.items()
-        if k not in skip and v is not None and _is_number(v)
+        html.Li([html.Span(label, className="muted"), " ", fmt(v, k)]) for label, k, v in measured_numbers(n, skip)
     ]
     rule = [f"{k.replace('_', ' ')} {fmt(n[k], k)}" for k in RULE_KEYS if n.get(k) is not None]
     rows = [

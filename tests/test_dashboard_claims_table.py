@@ -20,6 +20,7 @@ CLAIM = {
         "min_seeds": 3,
         "late_gap": {"mean": 0.21, "lo": 0.1, "hi": 0.3, "n": 6},
         "test": {"p": 0.0004, "diff": 0.6},
+        "test_auc": {"dyck": {"diff": -0.142, "p": 0.989}},
         "fragile": False,
         "cells": [
             {"task": "parity", "family": "lstm_stack", "matches": True},
@@ -43,6 +44,7 @@ def test_table_has_verdict_numbers_with_intervals_cells_and_left_out():
     assert list(rows) == ["verdict", "numbers", "cells read", "left out", "rule"]
     assert rows["verdict"] == "supported"
     assert "0.21 [0.1, 0.3] (n=6)" in rows["numbers"] and "p = < 0.001 (diff=0.6)" in rows["numbers"]
+    assert "test auc dyck   p = 0.989 (diff=-0.142)" in rows["numbers"]  # per-task tests one level down
     assert "fragile" not in rows["numbers"]  # the controls section's key stays with the full text
     assert rows["cells read"] == "2 cells: LSTM (stacked) × Parity, GRU (stacked) × S3"
     assert "1 untrained run (" in rows["left out"] and "seed 2: plateaued at 0.5" in rows["left out"]
