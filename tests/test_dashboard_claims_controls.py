@@ -3,6 +3,8 @@ beside the majority-floor verdict, fragile verdicts with their "k of 81" counts,
 
 from __future__ import annotations
 
+from dash import html
+
 from backend.claims_text import present_claims
 from dashboard.claims_controls import agreement_lines, controls_section, header_badges
 from dashboard.pages import claims
@@ -67,7 +69,7 @@ def test_claim_2_shows_both_verdicts_and_fragility_from_the_science():
     badges = [c for c in walk(section) if getattr(c, "className", "") and "badge" in str(c.className)]
     assert [b.children for b in badges] == [claim["verdict"], claim["numbers"]["majority_floor"]["verdict"]]
     assert "of 81 threshold settings" in text  # the class condition's agreement count
-    card = claims.claim_card(claim, lambda p: p)
+    card = html.Div([claims.claim_card(claim, lambda p: p), *claims.claim_full_text(claim)])
     # the majority-floor cells get their own table; the section's keys are not repeated as raw facts
     assert "cells against the majority rate" in _text(card)
     assert "majority floor" not in [t.strip() for t in texts(card)]

@@ -441,7 +441,7 @@ def test_runs_table_rows_and_detail_escape_names(api):
 
 def test_claims_render_numbers_cis_pvalues_and_links(api):
     cards = [claims.claim_card(c, path_for) for c in api.claims()]
-    t = texts(cards[0])
+    t = texts(cards[0]) + texts(html.Div(claims.claim_full_text(api.claims()[0])))  # the table + "why / full text"
     assert "Claim <b>one</b>" in t  # escaped by React as text
     assert "p = < 0.001 (diff=0.6)" in t
     assert "0.4 [0.3, 0.5] (n=5)" in t

@@ -1,5 +1,6 @@
-"""/claims — the study's claims, each with the stored numbers (CIs, p-values), a verdict badge
-(supported / contradicted / not enough data) and links to the views that show it."""
+"""/claims — the study's claims, each as a table (verdict badge, the stored numbers with their CIs
+and p-values, the cells it read, what it left out: dashboard/claims_table.py) with its prose and
+full tables one click away ("why / full text") and links to the views that show it."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, MATCH, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
+from dashboard.claims_table import claim_table
 from dashboard.components import Bind, api_alert
 from dashboard.controls import control_grid, suite_dropdown, suite_page
 from dashboard.figures.common import class_with_split
@@ -31,6 +33,7 @@ SPEC = PageState(
 )  # a second suite: each verdict in both (dashboard/compare.py)
 BINDS = [Bind("suite", "cl-suite"), Bind("compare", "cl-compare")]
 MAX_TABLE_ROWS = 12
+WHY, FULL = "claim-why", "claim-full-body"  # the "why / full text" summary and the body it fills
 PAGE_NAMES = {
     "/": "Runs",
     "/curves": "Curves",
@@ -222,13 +225,27 @@ def view_link(url: str, path_for) -> Any:
     )
 
 
-def claim_card(c: dict, path_for) -> html.Div:
-    verdict = c.get("verdict", "not enough data")
+def claim_full_text(c: dict) -> list[Any]:
+    """What "why / full text" opens to: the claim's prose, its controls section and every number and
+    table it carries (the big tables as their first rows plus a CSV)."""
     numbers = c.get("numbers") or {}
     # the controls section shows these keys; the generic list shows the rest (+ the majority-floor cells)
     rest = {k: v for k, v in numbers.items() if k not in SECTION_KEYS}
     if majority_cells(c):
         rest["cells against the majority rate"] = majority_cells(c)
+    return [
+        html.P(c.get("detail", ""), className="claim-detail"),
+        controls_section(c),
+        html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
+    ]
+
+
+def claim_card(c: dict, path_for) -> html.Div:
+    """The claim's header, its table (dashboard/claims_table.py) and a closed "why / full text" whose
+    body the page fills on the first click (:func:`claim_full_text`): the full text of six claims is
+    ~1,700 components, which the browser took seconds to draw on first load."""
+    verdict = c.get("verdict", "not enough data")
+    cid = str(c.get("id"))
     return html.Div(
         [
             html.Div(
@@ -244,9 +261,14 @@ def claim_card(c: dict, path_for) -> html.Div:
                 ],
                 className="card-header claim-header",
             ),
-            html.P(c.get("detail", ""), className="claim-detail"),
-            controls_section(c),
-            html.Div(render_numbers(rest, c.get("id")), className="claim-numbers"),
+            claim_table(c, fmt_value),
+            html.Details(
+                [
+                    html.Summary("why / full text", className="claim-why", id={"type": WHY, "claim": cid}),
+                    html.Div(id={"type": FULL, "claim": cid}, className="claim-full-body"),
+                ],
+                className="claim-full",
+            ),
             html.Div(
                 [html.Span("See:", className="muted"), *[view_link(u, path_for) for u in c.get("views") or []]],
                 className="claim-views",
@@ -255,6 +277,14 @@ def claim_card(c: dict, path_for) -> html.Div:
         className="card claim-card",
         id=f"claim-{c.get('id')}",
     )
+
+
+def full_text_for(claims_list: list[dict], claim_id: Any) -> list[Any]:
+    """:func:`claim_full_text` of the claim with id ``claim_id``; a line saying so when it is gone."""
+    for c in claims_list:
+        if str(c.get("id")) == str(claim_id):
+            return claim_full_text(c)
+    return [html.P(f"claim {claim_id} is no longer among this suite's claims", className="muted")]
 
 
 def layout(*, search: str | None, base: dict | None, embed: bool, api: ApiClient, path_for) -> Any:
@@ -366,6 +396,21 @@ def register_claims(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
     def _claims(_, suite):
         return claims_body(api, suite, path_for)
+
+    @app.callback(
+        Output({"type": FULL, "claim": MATCH}, "children"),
+        Input({"type": WHY, "claim": MATCH}, "n_clicks"),
+        State({"type": FULL, "claim": MATCH}, "children"),
+        State("cl-suite", "value"),
+        prevent_initial_call=True,
+    )
+    def _full(n, shown, suite):
+        if not n or shown or not isinstance(suite, (str, type(None))):  # drawn once; a tampered suite: nothing
+            return no_update
+        try:
+            return full_text_for(api.claims(suite=suite or default_suite(api)), ctx.triggered_id["claim"])
+        except ApiError as exc:
+            return api_alert(exc)
 
     @app.callback(
         Output("cl-download", "data"),

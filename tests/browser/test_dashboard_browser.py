@@ -247,3 +247,18 @@ def test_runs_grid_has_string_row_ids_and_a_trained_column(server, page):
     assert not [w for w in warnings if "getRowId" in w or "Duplicate node id" in w], warnings
     cells = page.eval_on_selector_all("#rn-grid .ag-cell[col-id='trained_label']", "cs => cs.map(c => c.textContent)")
     assert cells and set(cells) <= {"trained", "untrained", "–"}
+
+
+def test_claims_table_then_the_full_text_on_one_click(server, probe):
+    page = probe.page
+    page.goto(server.base + "/claims")
+    wait_ready(page)
+    page.wait_for_selector("#claim-1-table")
+    rows = page.eval_on_selector_all("#claim-1-table th", "ths => ths.map(t => t.textContent)")
+    assert rows[:4] == ["verdict", "numbers", "cells read", "left out"]
+    assert not page.query_selector("#claim-1 .claim-detail")  # the prose waits for its click
+    page.click("#claim-1 .claim-why")
+    page.wait_for_selector("#claim-1 .claim-detail")
+    assert page.inner_text("#claim-1 .claim-detail").strip()
+    shot(page, "claims-full-text")
+    assert not probe.errors, probe.errors

@@ -1,0 +1,114 @@
+"""First server response of every dashboard page with both shipped studies imported.
+
+Imports ``examples/paper-steps.layerscope.zip`` and ``examples/paper.layerscope.zip`` into a
+temporary SQLite DB (every ``LAYERSCOPE_*`` path in a temporary folder), starts
+``layerscope serve`` and visits each page cold (server caches empty, one visit each) in headless
+Chromium (Playwright). Per page it prints:
+
+- *first response* = ms from navigation start until the first byte of the page's HTML
+  (Navigation Timing ``responseStart``): the server's first answer;
+- *figure drawn* = ms from navigation start until the page's main figure / table shows its data
+  and no Dash callback is loading;
+- *slowest callback* = the longest server time (``responseStart - requestStart``) of one
+  ``_dash-update-component`` request during that visit: the callback that draws the figure.
+
+The target (issue 40) is ≤ 1 s for the first response and the figure callback; the printed
+``floor`` is the first response of ``/api/health`` measured in the same run, so machine load shows
+on both sides.
+
+    python benchmarks/bench_pages_studies.py [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_dashboard import LOADING, plot_ready  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, Server, layerscope_cmd, server_env  # noqa: E402
+
+BUNDLES = [ROOT / "examples" / "paper-steps.layerscope.zip", ROOT / "examples" / "paper.layerscope.zip"]
+PAGES = [
+    ("/", f"document.querySelectorAll('#rn-grid .ag-row').length > 0 && {LOADING}"),
+    ("/curves", plot_ready("cv-graph")),
+    ("/reversal", plot_ready("rv-matrix")),
+    ("/probe-vs-causal", plot_ready("pc-heatmap")),
+    ("/patching", plot_ready("pt-graph")),
+    ("/claims", f"document.querySelectorAll('.claim-card').length > 0 && {LOADING}"),
+    ("/jobs", f"!!document.querySelector('.jobs-table') && {LOADING}"),
+    ("/views", f"!!document.querySelector('#vw-list *') && {LOADING}"),
+]
+CALLBACKS_JS = """() => performance.getEntriesByType('resource')
+  .filter(e => e.name.includes('_dash-update-component'))
+  .map(e => e.responseStart - e.requestStart)"""
+NAV_JS = "() => performance.getEntriesByType('navigation')[0].responseStart"
+
+
+def import_bundles(tmp: Path, url: str) -> float:
+    """Import both study bundles with ``layerscope import``; seconds taken."""
+    env = server_env(tmp, url)
+    t = time.perf_counter()
+    for b in BUNDLES:
+        subprocess.run([*layerscope_cmd(), "import", str(b)], cwd=ROOT, env=env, check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def visit(page, base: str, path: str, ready: str) -> tuple[float, float, float]:
+    """(first response ms, figure drawn ms, slowest callback ms) of one cold visit."""
+    page.goto(base + path, wait_until="commit")
+    try:
+        page.wait_for_function(ready, timeout=120_000, polling=50)
+        drawn = page.evaluate("performance.now()")
+    except Exception:  # noqa: BLE001 — a page that never draws is reported, not fatal
+        drawn = float("nan")
+    callbacks = page.evaluate(CALLBACKS_JS) or [0.0]
+    return page.evaluate(NAV_JS), drawn, max(callbacks)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=None, help="write the Markdown table here")
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    tmp = Path(tempfile.mkdtemp(prefix="ls-bench-studies-"))
+    url = f"sqlite:///{tmp / 'layerscope.db'}"
+    print(f"imported both studies in {import_bundles(tmp, url):.1f} s", flush=True)
+    server = Server(tmp, url, None)
+    try:
+        t = time.perf_counter()
+        httpx.get(server.base + "/api/health", timeout=60)
+        floor = (time.perf_counter() - t) * 1000
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+            rows = [(path, *visit(page, server.base, path, ready)) for path, ready in PAGES]
+            browser.close()
+    finally:
+        server.stop()
+    load = os.getloadavg()
+    lines = [
+        f"floor (/api/health): {floor:.0f} ms; {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f}"
+        f" / {load[2]:.1f}",
+        "",
+        "| page | first response (ms) | figure drawn (ms) | slowest callback (ms) |",
+        "|---|---:|---:|---:|",
+        *[f"| `{p}` | {r:,.0f} | {d:,.0f} | {c:,.0f} |" for p, r, d, c in rows],
+    ]
+    print("\n".join(lines), flush=True)
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
