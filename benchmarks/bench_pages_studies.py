@@ -12,7 +12,7 @@ Chromium (Playwright). Per page it prints:
 - *slowest callback* = the longest server time (``responseStart - requestStart``) of one
   ``_dash-update-component`` request during that visit: the callback that draws the figure.
 
-The target (issue 40) is ≤ 1 s for the first response and the figure callback; the printed
+The target is ≤ 1 s for the first response and the figure callback; the printed
 ``floor`` is the first response of ``/api/health`` measured in the same run, so machine load shows
 on both sides.
 

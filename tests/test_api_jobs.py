@@ -234,3 +234,12 @@ def test_a_train_job_naming_a_suite_keeps_one_run_per_seed(api) -> None:
     assert "stored with other settings" in r.json()["detail"][0]["msg"] and len(api.queue) == 0
     body["params"]["suite"] = "paper-lr"  # its own suite
     assert api.client.post("/api/jobs", json=body).status_code == 201
+
+
+def test_a_rebuild_follow_up_whose_kind_is_no_name_is_422(api) -> None:
+    """Found by schemathesis: a follow-up job's ``kind`` given as an object was looked up in a dict
+    of kinds and raised TypeError (a 500); it is the field's refusal now."""
+    body = {"kind": "rebuild", "params": {"run_id": 1, "then": {"kind": {}, "params": {"run_id": 1}}}}
+    r = api.client.post("/api/jobs", json=body)
+    assert r.status_code == 422
+    assert any(e["loc"][-1] == "kind" and "then" in e["loc"] for e in r.json()["detail"])

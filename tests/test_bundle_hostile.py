@@ -1,4 +1,4 @@
-"""A bundle is hostile input (issue 39): each hostile kind made from a small real export (two runs
+"""A bundle is hostile input: each hostile kind made from a small real export (two runs
 with real checkpoints and a probe's weights) is refused by `layerscope import` in one line naming
 the member and the rule, with the database's row counts and the model store's files unchanged;
 the zip bombs with the peak memory growth measured (tracemalloc)."""

@@ -1,4 +1,4 @@
-"""A cancel answered 200 is honoured (issue 39, item 6): the job ends ``cancelled`` with nothing
+"""A cancel answered 200 is honoured: the job ends ``cancelled`` with nothing
 stored after it, or the API answers 409 "already storing its results"; never 200 and then
 ``succeeded``. The race is driven at the moment results are stored by hooks in the executor's
 own thread (the cancel is sent from inside the step it races), never by sleeps."""

@@ -1,4 +1,4 @@
-"""A full disk during a training checkpoint (issue 39, item 7): the write is an OSError ENOSPC
+"""A full disk during a training checkpoint: the write is an OSError ENOSPC
 naming the checkpoint's path (torch's zip writer said "unexpected pos 397056 vs 396988"), the
 temporary file is removed and the previous checkpoint stays whole; the job is re-queued with
 back-off while attempts remain, then fails naming the path. The disk is filled by a file whose

@@ -58,7 +58,7 @@ def test_writes_on_a_full_disk_answer_507(small_disk, make_settings) -> None:
 
 
 def test_an_export_on_a_full_disk_leaves_the_previous_bundle_untouched(small_disk, cli_home, capsys) -> None:
-    """Issue 39: re-exporting over a bundle on a full disk once left a partial zip that imported.
+    """Re-exporting over a bundle on a full disk once left a partial zip that imported.
     Now the bundle is written beside under a temporary name and renamed: the old one stays, whole,
     and the one-line error names the path and the space the export needed."""
     import torch

@@ -1,5 +1,5 @@
 """A model folder whose config asks to run its own code (``auto_map``) is refused without running
-it (issue 39, item 9): transformers would ask "Do you wish to run the custom code? [y/N]" at a
+it: transformers would ask "Do you wish to run the custom code? [y/N]" at a
 terminal, so one keystroke ran a stranger's code. Every config and model is read with
 ``trust_remote_code=False``; the folder's Python file here writes a marker if it is ever imported."""
 

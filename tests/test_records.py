@@ -34,6 +34,7 @@ def test_behaviour_and_settings_records() -> None:
 def test_a_probe_record_is_built_from_the_report_it_stores() -> None:
     from dataclasses import fields
 
+    from science.measurement_version import MEASUREMENT_VERSION
     from science.probes import ProbeReport
     from science.records import ProbeRecord
 
@@ -52,8 +53,9 @@ def test_a_probe_record_is_built_from_the_report_it_stores() -> None:
         selectivity=0.3,
     )
     record = ProbeRecord.from_report(report, eval_length=40, config_hash="h")
-    columns = {f.name for f in fields(ProbeRecord)} - {"eval_length", "config_hash"}
+    columns = {f.name for f in fields(ProbeRecord)} - {"eval_length", "config_hash", "measurement_version"}
     assert columns <= set(report.to_row())  # every stored column comes from the report: one place to add one
     assert all(record[c] == getattr(report, c) for c in columns)
     assert record.eval_length == 40 and record.config_hash == "h" and "grad_max" not in record
+    assert record.measurement_version == MEASUREMENT_VERSION  # stamped by the code, not read from the report
     assert record.per_position is not report.per_position

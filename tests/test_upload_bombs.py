@@ -1,4 +1,4 @@
-"""Hostile task files are refused before they are materialised (issue 39, item 5): a Parquet file
+"""Hostile task files are refused before they are materialised: a Parquet file
 whose metadata claims millions of rows, a JSONL line nested 200,000 deep, a file whose rows would
 hold more than the memory setting. Peak memory growth is measured in a fresh interpreter
 (``ru_maxrss`` before and after the parse), never assumed."""

@@ -459,7 +459,8 @@ class FollowUp(_Params):
         # the params are read as the kind's, not as whichever of the three fits first
         if isinstance(data, dict) and isinstance(data.get("params"), dict):
             kinds = {"probe": ProbeParams, "intervene": InterveneParams, "patch": PatchParams}
-            if data.get("kind") in kinds:
+            # a kind that is no name (a dict, say) is left to the Literal to refuse: a 422, not a 500
+            if isinstance(data.get("kind"), str) and data["kind"] in kinds:
                 data = {**data, "params": kinds[data["kind"]].model_validate(data["params"])}
         return data
 

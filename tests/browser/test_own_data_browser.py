@@ -1,4 +1,4 @@
-"""Your own data from the browser (issue 40): a 5 MB JSONL of 20-token rows uploads from /jobs
+"""Your own data from the browser: a 5 MB JSONL of 20-token rows uploads from /jobs
 (multipart, with a progress bar; a bad file is refused in one line), and its suite's curve is
 drawn on /curves from the pickers alone (the suite typed, the eval length offered: 20, the
 task's, not the study's 40–120). Screenshots: artifacts/screenshots/own-data-*.png."""
