@@ -1,7 +1,7 @@
 """Hostile task files are refused before they are materialised: a Parquet file
 whose metadata claims millions of rows, a JSONL line nested 200,000 deep, a file whose rows would
 hold more than the memory setting. Peak memory growth is measured in a fresh interpreter
-(``ru_maxrss`` before and after the parse), never assumed."""
+(the process's peak resident memory, VmHWM, before and after the parse), never assumed."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GROWTH_LIMIT_MB = 200
 
 _MEASURE = """
-import io, json, resource, sys
+import io, json, sys
 import pyarrow as pa, pyarrow.parquet as pq
 from science.tasks.file_task import TaskFileError, parse_task_file
 kind = sys.argv[1]
@@ -43,13 +43,15 @@ else:  # one line of about 400 KB nested 200,000 deep
     data, name = b'{"tokens": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\\n", "bomb.jsonl"
 import gc
 gc.collect()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process's own peak resident memory, KiB (VmHWM; ru_maxrss carries the parent's across fork)
+    return int(next(x for x in open("/proc/self/status") if x.startswith("VmHWM:")).split()[1])
+before = hwm()
 try:
     parse_task_file(name, data=data)
     said = "accepted"
 except TaskFileError as e:
     said = str(e)
-growth_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+growth_mb = (hwm() - before) / 1024
 print(json.dumps({"said": said, "growth_mb": growth_mb, "bytes": len(data)}))
 """
 
