@@ -48,6 +48,20 @@ class TrainResult:
     resumed_at: list[int] = field(default_factory=list)
     devices: list[list[Any]] = field(default_factory=list)
 
+    def run_fields(self) -> dict[str, Any]:
+        """The run row's fields this result sets (``store.models.Run``'s names): one mapping for every
+        writer of a trained run (the pipeline, a rebuild)."""
+        return {
+            "steps": self.steps,
+            "train_seconds": self.seconds,
+            "stopped_early": self.stopped_early,
+            "loss_curve": self.loss_curve,
+            "heldout_acc": self.final_heldout_acc,
+            "stop_reason": self.stop_reason,
+            "best_heldout_acc": self.best_heldout_acc,
+            "best_step": self.best_step,
+        }
+
 
 def plateaued(
     accs: list[float],
