@@ -65,13 +65,21 @@ def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
     ``L Lᵀ = Σ̃ + λ_e I`` the Cholesky factor of the standardised covariance ``Σ̃`` (from the raw
     covariance ``cov [D, D]`` and the standardisation ``std [D]``, inf: a feature at the noise
     floor) shifted by ``λ_e = max(lam, 1e-10 × its largest diagonal entry)``. A Cholesky
-    factorisation costs a third of an eigendecomposition's ``D³`` and INLP needs one a round."""
+    factorisation costs a third of an eigendecomposition's ``D³`` and INLP needs one a round.
+    Where the shifted matrix is not positive definite (float32 rounding of nearly collinear
+    features), ``M = Λ^{-1/2} Uᵀ`` from the eigendecomposition with eigenvalues clamped at ``λ_e``."""
     corr = torch.nan_to_num(cov / torch.outer(std, std), nan=0.0)
     D = corr.shape[0]
     floor = max(lam, 1e-10 * float(corr.diagonal().max().clamp_min(1e-30)))
     eye = torch.eye(D, dtype=corr.dtype, device=corr.device)
-    chol = torch.linalg.cholesky(corr + floor * eye)
-    return torch.linalg.solve_triangular(chol, eye, upper=False)  # [D, D]: W = W_z @ M
+    chol, info = torch.linalg.cholesky_ex(corr + floor * eye)
+    if int(info) == 0:
+        return torch.linalg.solve_triangular(chol, eye, upper=False)  # [D, D]: W = W_z @ M
+    # Not positive definite: nearly collinear features (saturated units of a trained RNN) whose
+    # covariance, a float32 product, has eigenvalues rounded below −floor. Any SPD M is a valid
+    # preconditioner (the optimum does not depend on it), so clamp the spectrum instead.
+    evals, evecs = torch.linalg.eigh(corr)
+    return (evecs * evals.clamp_min(floor).rsqrt()).T  # [D, D]: W = W_z @ M
 
 
 def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
