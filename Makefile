@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: install install-dev services browser lint test demo bench results
+.PHONY: install install-dev services browser compiler lint test demo bench results
 
 install:
 	$(PYTHON) -m pip install -e .
@@ -18,6 +18,10 @@ services:
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
+# A C++ compiler for the compiled CPU scan kernel (models_store/fast_scan_cpu.py): Debian's g++.
+compiler:
+	@command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq g++)
+
 # ruff's lint rules and its formatter (pyproject.toml [tool.ruff]), and declared = imported
 # dependencies (deptry).
 lint: install-dev
@@ -25,7 +29,7 @@ lint: install-dev
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m deptry .
 
-test: install-dev services browser
+test: install-dev services browser compiler
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 # The first study (75 s budgets: docs/RESULTS.md).

@@ -88,7 +88,9 @@ def _cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
-def _compiler() -> str | None:
+def compiler() -> str | None:
+    """The C++ compiler the kernels are built with: ``$CXX``, else the first of ``g++``, ``c++``,
+    ``clang++`` on PATH; None when there is none (the kernels cannot be built here)."""
     for cand in (os.environ.get("CXX"), "g++", "c++", "clang++"):
         if cand and shutil.which(cand):
             return cand
@@ -148,6 +150,12 @@ def _build(cxx: str) -> Path:
     return target
 
 
+def turned_off() -> bool:
+    """True when ``LAYERSCOPE_FAST_SCAN`` is ``torch`` (or ``0``, ``off``, ``none``): the kernels are
+    not built or used, on purpose."""
+    return os.environ.get("LAYERSCOPE_FAST_SCAN", "").lower() in ("torch", "0", "off", "none")
+
+
 def load() -> object | None:
     """``torch.ops.layerscope`` (the four kernel ops), building them on first use; None if unavailable.
 
@@ -155,7 +163,7 @@ def load() -> object | None:
     fails (then a warning is issued once and ``load_error()`` says why).
     """
     global _ops, _load_error, _warned
-    if os.environ.get("LAYERSCOPE_FAST_SCAN", "").lower() in ("torch", "0", "off", "none"):
+    if turned_off():
         return None
     if _ops is not None or _load_error is not None:
         return _ops
@@ -163,7 +171,7 @@ def load() -> object | None:
         if _ops is not None or _load_error is not None:
             return _ops
         try:
-            cxx = _compiler()
+            cxx = compiler()
             if cxx is None:
                 raise RuntimeError("no C++ compiler (g++, c++, clang++ or $CXX) on PATH")
             torch.ops.load_library(str(_build(cxx)))

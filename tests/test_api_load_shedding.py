@@ -5,16 +5,22 @@ arrive together. A real uvicorn server in a thread, real concurrent HTTP clients
 Deterministic, no clock: every export is held inside the route (a gate) until the test lets
 it go, so exactly ``limit`` of them hold a slot while the rest are shed and health is asked.
 With the limit off the same load holds every thread of the server's pool and health waits
-behind it — the limit is what keeps health answering. How fast, with the limit off and on:
-benchmarks/bench_load_shedding.py (BENCHMARKS.md)."""
+behind it — the limit is what keeps health answering: the thread pool's own count (anyio's
+limiter, read when health asks it for a thread) shows every thread held, and health's answer
+comes only once the gate opens. The test waits on conditions (the gate's, the server's start),
+never a sleep or a read timeout; every wait has a hang guard. How fast, with the limit off and
+on: benchmarks/bench_load_shedding.py (BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import contextvars
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import anyio.to_thread
 import httpx
 import pytest
 import uvicorn
@@ -23,12 +29,46 @@ import backend.api.routes.export as export_route
 from backend.api.main import create_app
 from backend.api.middleware import is_heavy
 from tests.conftest import seed_runs
-from tests.lab.conftest import wait_for
 from worker.queue import JobQueue
 
 N_EXPORTS = 150
 LIMIT = 4
 POOL_THREADS = 40  # Starlette runs `def` routes in anyio's default thread pool: 40 threads
+HANG_GUARD_S = 120.0  # a wait that runs out fails the test: a hang guard, never a timing assertion
+
+IS_HEALTH = contextvars.ContextVar("is_health", default=False)  # set for a /api/health request's task
+
+
+class MarkHealth:
+    """The served app, with :data:`IS_HEALTH` set while a ``/api/health`` request runs."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        token = IS_HEALTH.set(scope["type"] == "http" and scope["path"] == "/api/health")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            IS_HEALTH.reset(token)
+
+
+class ReadyServer(uvicorn.Server):
+    """A uvicorn server that says when it listens (:attr:`ready`) instead of being polled."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+    def run_until_stopped(self) -> None:
+        try:
+            self.run()
+        finally:
+            self.ready.set()  # a failed start must not leave the test waiting
 
 
 def _free_port() -> int:
@@ -52,12 +92,12 @@ def serve(db_factory):
             background=False,
         )
         port = _free_port()
-        srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
-        thread = threading.Thread(target=srv.run, daemon=True)
+        config = uvicorn.Config(MarkHealth(app), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        srv = ReadyServer(config)
+        thread = threading.Thread(target=srv.run_until_stopped, daemon=True)
         thread.start()
         servers.append((srv, thread))
-        while not srv.started:
-            time.sleep(0.05)
+        assert srv.ready.wait(HANG_GUARD_S) and srv.started, "the server did not start"
         return f"http://127.0.0.1:{port}"
 
     yield start
@@ -66,38 +106,87 @@ def serve(db_factory):
         thread.join()
 
 
+class Gate:
+    """Exports wait inside the route until :attr:`open` is set. :attr:`inside` counts those that
+    reached it, :attr:`answers` holds the responses the clients got; :meth:`until` waits for a
+    state of both (threads notify a condition as they change it)."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.changed = threading.Condition()
+        self.inside = 0
+        self.answers: list[httpx.Response] = []
+
+    def entered(self) -> None:
+        with self.changed:
+            self.inside += 1
+            self.changed.notify_all()
+
+    def answered(self, response: httpx.Response) -> None:
+        with self.changed:
+            self.answers.append(response)
+            self.changed.notify_all()
+
+    def until(self, predicate: Callable[[], bool], what: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(predicate, timeout=HANG_GUARD_S):
+                pytest.fail(f"gave up waiting for {what}: {self.inside} inside, {len(self.answers)} answered")
+
+
 @pytest.fixture
 def gate(monkeypatch):
-    """Exports wait inside the route until ``gate.open.set()``; ``gate.inside`` counts them."""
-
-    class Gate:
-        open = threading.Event()
-        inside = 0
-        lock = threading.Lock()
-
+    """Exports wait inside the route until ``gate.open.set()``."""
+    g = Gate()
     real = export_route.rows_for
 
     def held(*args, **kwargs):
-        with Gate.lock:
-            Gate.inside += 1
-        Gate.open.wait(120)  # a hang guard only
+        g.entered()
+        g.open.wait(HANG_GUARD_S)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(export_route, "rows_for", held)
-    yield Gate
-    Gate.open.set()
+    yield g
+    g.open.set()
+
+
+@pytest.fixture
+def health_thread(monkeypatch):
+    """What the server's thread pool held when a health request first asked it for a thread:
+    ``asked`` is set then, ``stats`` holds anyio's limiter statistics at that moment, and
+    ``open_when_run`` whether the gate was open once that thread's work had run."""
+
+    class Seen:
+        asked = threading.Event()
+        stats: list = []
+        open_when_run: list[bool] = []
+        gate: Gate | None = None
+
+    real = anyio.to_thread.run_sync
+
+    async def run_sync(func, *args, limiter=None, **kwargs):
+        first = IS_HEALTH.get() and limiter is None and not Seen.asked.is_set()
+        if first:  # in the event loop, just before it queues for one of the pool's threads
+            Seen.stats.append(anyio.to_thread.current_default_thread_limiter().statistics())
+            Seen.asked.set()
+        out = await real(func, *args, limiter=limiter, **kwargs)
+        if first and Seen.gate is not None:
+            Seen.open_when_run.append(Seen.gate.open.is_set())
+        return out
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", run_sync)
+    return Seen
 
 
 PATHS = ("/api/export/probes.csv", "/api/export/interventions.json", "/api/export/curves.csv", "/api/export/runs.csv")
 
 
-def _fire(base: str, answers: list[httpx.Response]) -> ThreadPoolExecutor:
+def _fire(base: str, gate: Gate) -> ThreadPoolExecutor:
     start = threading.Barrier(N_EXPORTS + 1)
 
     def export(i: int) -> None:
-        with httpx.Client(base_url=base, timeout=120) as c:
+        with httpx.Client(base_url=base, timeout=HANG_GUARD_S) as c:
             start.wait()
-            answers.append(c.get(PATHS[i % len(PATHS)]))
+            gate.answered(c.get(PATHS[i % len(PATHS)]))
 
     pool = ThreadPoolExecutor(N_EXPORTS)
     for i in range(N_EXPORTS):
@@ -113,13 +202,12 @@ def test_heavy_paths() -> None:
 
 def test_beyond_the_limit_exports_are_shed_and_health_answers_throughout(serve, gate) -> None:
     base = serve(LIMIT)
-    answers: list[httpx.Response] = []
     health_times: list[float] = []
-    with httpx.Client(base_url=base, timeout=60) as c:
-        pool = _fire(base, answers)
+    with httpx.Client(base_url=base, timeout=HANG_GUARD_S) as c:
+        pool = _fire(base, gate)
         # exactly LIMIT exports hold a slot (held at the gate); every other one is shed at once
-        wait_for(
-            lambda: len(answers) == N_EXPORTS - LIMIT and gate.inside == LIMIT,
+        gate.until(
+            lambda: len(gate.answers) == N_EXPORTS - LIMIT and gate.inside == LIMIT,
             "the requests beyond the limit to be answered, the others to reach the gate",
         )
         for _ in range(10):  # while the heavy requests hold their slots
@@ -130,27 +218,33 @@ def test_beyond_the_limit_exports_are_shed_and_health_answers_throughout(serve, 
         gate.open.set()
         pool.shutdown(wait=True)
         assert c.get("/api/health").status_code == 200
-    codes = [r.status_code for r in answers]
+    codes = [r.status_code for r in gate.answers]
     assert (codes.count(200), codes.count(503), len(codes)) == (LIMIT, N_EXPORTS - LIMIT, N_EXPORTS)
-    for r in answers:
+    for r in gate.answers:
         if r.status_code == 503:
             assert int(r.headers["Retry-After"]) >= 1 and "busy" in r.json()["detail"]
     print(f"\nhealth while {LIMIT} exports held their slots: max {max(health_times) * 1000:.0f} ms")
 
 
-def test_without_the_limit_health_waits_behind_the_exports(serve, gate) -> None:
+def test_without_the_limit_health_waits_behind_the_exports(serve, gate, health_thread) -> None:
     """The same load with the limit far above it: nothing is shed, the exports take every thread
     of the pool, and health (a plain ``def`` route too) queues behind them until they finish."""
     base = serve(10_000)
-    answers: list[httpx.Response] = []
-    pool = _fire(base, answers)
-    wait_for(lambda: gate.inside == POOL_THREADS, "the exports to take every thread of the pool")
-    with httpx.Client(base_url=base, timeout=httpx.Timeout(60, read=2)) as c, pytest.raises(httpx.ReadTimeout):
-        c.get("/api/health")  # waits for a thread the held exports keep
-    gate.open.set()
+    health_thread.gate = gate
+    pool = _fire(base, gate)
+    gate.until(lambda: gate.inside == POOL_THREADS, "the exports to take every thread of the pool")
+    with httpx.Client(base_url=base, timeout=HANG_GUARD_S) as c, ThreadPoolExecutor(1) as asker:
+        health = asker.submit(c.get, "/api/health")
+        assert health_thread.asked.wait(HANG_GUARD_S), "health never asked for a thread"
+        (stats,) = health_thread.stats
+        # every thread of the pool held by an export waiting at the gate: health waits for one
+        assert (stats.borrowed_tokens, stats.total_tokens) == (POOL_THREADS, POOL_THREADS), stats
+        gate.open.set()
+        assert health.result().status_code == 200
     pool.shutdown(wait=True)
-    assert gate.inside == N_EXPORTS and [r.status_code for r in answers] == [200] * N_EXPORTS
-    with httpx.Client(base_url=base, timeout=60) as c:
+    assert health_thread.open_when_run == [True]  # health's work ran only once the exports were let go
+    assert gate.inside == N_EXPORTS and [r.status_code for r in gate.answers] == [200] * N_EXPORTS
+    with httpx.Client(base_url=base, timeout=HANG_GUARD_S) as c:
         assert c.get("/api/health").status_code == 200
 
 

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import httpx
 import pytest
@@ -51,8 +50,7 @@ def test_a_worker_stops_on_its_first_signal_even_with_sigint_inherited_ignored()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited from the background shell
         packing.stop_on_first_signal()
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)  # (the handler runs at once, between bytecodes; this is never reached)
+            signal.raise_signal(signal.SIGINT)  # its handler runs before raise_signal returns
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # a second signal cannot break the release
     finally:
@@ -96,11 +94,10 @@ def test_a_stop_signal_swallowed_by_a_finalizer_still_stops_the_job(monkeypatch)
 @pytest.mark.timeout(120)
 def test_worker_exit_is_quiet_when_sigterm_arrives_during_atexit(tmp_path) -> None:
     script = textwrap.dedent(f"""
-        import atexit, os, signal, sys, time
+        import atexit, signal, sys
 
         def late_sigterm():  # registered first: runs last, as the demo's exit signal may arrive
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.2)
+            signal.raise_signal(signal.SIGTERM)  # its handler runs before raise_signal returns
             print("atexit done", file=sys.stderr)
 
         atexit.register(late_sigterm)

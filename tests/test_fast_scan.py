@@ -4,13 +4,13 @@ In float64: the compiled scan kernel and the pure-PyTorch fallback against the p
 scan, forwards and gradients; the fused mixers against plain-op references (forward and the
 gradient of the input and of every mixer parameter), with and without Conv1D removal; whole
 models against transformers' own forward. A CUDA check of mamba-ssm's kernels against the
-reference runs only where a GPU and mamba-ssm are present.
+reference runs where a GPU is present. When a kernel test may skip and when it fails instead:
+tests/compiled_kernels.py.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import pickle
 
 import pytest
@@ -21,13 +21,24 @@ from transformers import Mamba2Config, Mamba2Model, MambaConfig, MambaModel
 from models_store import ModelConfig, build_model, fast_scan, fast_scan_cpu
 from models_store.capture import run_with_states
 from models_store.conv1d import remove_conv1d
+from tests.compiled_kernels import require_cpu_kernel, require_cuda_kernels
 
 F64 = torch.float64
 TOL = dict(rtol=1e-9, atol=1e-9)  # far inside the issue's 1e-5: float64 sums of a few hundred terms
 
-needs_kernel = pytest.mark.skipif(
-    not fast_scan.kernel_available(), reason=f"no compiled kernel: {fast_scan_cpu.load_error()}"
-)
+
+@pytest.fixture
+def compiled_kernel() -> None:
+    require_cpu_kernel()
+
+
+@pytest.fixture
+def cuda_kernels() -> None:
+    require_cuda_kernels()
+
+
+needs_kernel = pytest.mark.usefixtures("compiled_kernel")
+needs_cuda_kernels = pytest.mark.usefixtures("cuda_kernels")
 
 
 def _scan_inputs(b: int, L: int, D: int, N: int, scalar_a: bool, seed: int) -> list[torch.Tensor]:
@@ -379,13 +390,6 @@ def test_without_the_kernel_the_torch_path_is_used(monkeypatch: pytest.MonkeyPat
 
 
 # --- CUDA: mamba-ssm's kernels against the reference (GPU machines only) --------------------
-_HAS_MAMBA_SSM = importlib.util.find_spec("mamba_ssm") is not None
-needs_cuda_kernels = pytest.mark.skipif(
-    not (torch.cuda.is_available() and _HAS_MAMBA_SSM),
-    reason="needs a CUDA device (none here) and mamba-ssm, which only builds with CUDA",
-)
-
-
 @needs_cuda_kernels
 @pytest.mark.parametrize("L", [1, 13, 40])
 def test_cuda_mamba_ssm_scan_matches_reference(L: int) -> None:

@@ -8,10 +8,15 @@ import pytest
 import torch
 
 from models_store import fast_scan, fast_scan_cpu
+from tests.compiled_kernels import require_cpu_kernel
 
-pytestmark = pytest.mark.skipif(
-    not fast_scan.kernel_available(), reason=f"no compiled kernel: {fast_scan_cpu.load_error()}"
-)
+
+@pytest.fixture(autouse=True)
+def compiled_kernel() -> None:
+    """Every test here needs the kernel: skipped or failed as tests/compiled_kernels.py says."""
+    require_cpu_kernel()
+
+
 F64 = torch.float64
 
 

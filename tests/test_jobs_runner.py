@@ -1,9 +1,12 @@
-"""The job runner in process, on a temp SQLite DB + SQLite queue, with the fake executor."""
+"""The job runner in process, on a temp SQLite DB + SQLite queue, with the fake executor.
+
+No sleeps: a test that needs the heartbeat thread to have written waits for its flushes
+(:func:`beats`), one that needs a cancel seen waits for the flag to be set (an event); the reaper
+is given stale heartbeats by back-dating ``heartbeat_at``. Waits carry a hang guard only."""
 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,7 +18,9 @@ from store.models import Job, ProbeResult, Run, utcnow
 from tests.conftest import FAKE_EXECUTOR
 from worker.params import SuiteParams, TrainParams
 from worker.queue import JobQueue, reap, requeue_orphans, submit
-from worker.runner import Runner, load_executor
+from worker.runner import DBJobContext, Heartbeat, Runner, load_executor
+
+HANG_GUARD_S = 60.0  # a wait that runs out fails the test: a hang guard, never a timing assertion
 
 
 def train_params(**kw) -> TrainParams:
@@ -45,6 +50,38 @@ def runner(env, executor=None, name="w1") -> Runner:
         session_factory=factory,
         queue=queue,
     )
+
+
+class Beats:
+    """The heartbeat thread's writes, counted: :meth:`wait` blocks until ``n`` more flushes by a
+    :class:`~worker.runner.Heartbeat` thread have completed (``DBJobContext.flush`` wrapped)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Condition()
+        self.count = 0
+
+    def wait(self, n: int = 2) -> bool:
+        """True once ``n`` more heartbeat flushes have completed. Two make sure one flush began
+        after the call: the first may have read the job's progress just before it."""
+        with self.done:
+            target = self.count + n
+            return self.done.wait_for(lambda: self.count >= target, timeout=HANG_GUARD_S)
+
+
+@pytest.fixture
+def beats(monkeypatch) -> Beats:
+    counter = Beats()
+    real_flush = DBJobContext.flush
+
+    def flush(self: DBJobContext) -> None:
+        real_flush(self)
+        if isinstance(threading.current_thread(), Heartbeat):
+            with counter.done:
+                counter.count += 1
+                counter.done.notify_all()
+
+    monkeypatch.setattr(DBJobContext, "flush", flush)
+    return counter
 
 
 def job(factory, job_id) -> Job:
@@ -113,7 +150,7 @@ def test_invalid_stored_params_fail_the_job(env) -> None:
     assert "family: " in error and "Value error, " not in error and "errors.pydantic.dev" not in error
 
 
-def test_the_heartbeat_runs_while_the_params_are_validated(env, monkeypatch) -> None:
+def test_the_heartbeat_runs_while_the_params_are_validated(env, beats, monkeypatch) -> None:
     """A worker's first job validates its params and loads the executor (plugins' entry points,
     torch) right after the claim: seconds on a loaded machine. The heartbeat must already run, or
     the reaper takes a live job away (CI, 2026-12-03: a job failed after three such attempts)."""
@@ -122,16 +159,8 @@ def test_the_heartbeat_runs_while_the_params_are_validated(env, monkeypatch) -> 
     beat_seen: list[bool] = []
     validate = Runner._validate
 
-    def slow_validate(kind, raw):
-        deadline = time.monotonic() + 20  # a hang guard: a beat comes every 0.05 s when it runs
-        while time.monotonic() < deadline:
-            j = job(factory, job_id)
-            if j.heartbeat_at > j.started_at:
-                beat_seen.append(True)
-                break
-            time.sleep(0.02)
-        else:
-            beat_seen.append(False)
+    def slow_validate(kind, raw):  # held until the heartbeat thread has written the job's row
+        beat_seen.append(beats.wait(1))
         return validate(kind, raw)
 
     monkeypatch.setattr(Runner, "_validate", staticmethod(slow_validate))
@@ -141,23 +170,29 @@ def test_the_heartbeat_runs_while_the_params_are_validated(env, monkeypatch) -> 
 
 def test_cancel_a_running_job(env) -> None:
     settings, factory, queue = env
-    started = threading.Event()
+    started, flagged = threading.Event(), threading.Event()
+    raised: list[str] = []
 
     def slow(kind, params, ctx, env):
         started.set()
-        for _ in range(2000):
+        assert flagged.wait(HANG_GUARD_S)  # the job's next step comes after the cancel request
+        try:
             ctx.check_cancelled()
-            time.sleep(0.005)
+        except JobCancelled as exc:
+            raised.append(str(exc))
+            raise
         return {}
 
     job_id = submit(factory, queue, "train", train_params())
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("state", runner(env, executor=slow).run_one(job_id)))
     t.start()
-    assert started.wait(30)
+    assert started.wait(HANG_GUARD_S)
     with factory() as s:
         assert J.request_cancel(s, job_id).cancel_requested
-    t.join(30)
+    flagged.set()
+    t.join(HANG_GUARD_S)
+    assert raised == [f"job {job_id} cancelled"]  # the step's check stopped it, not the finish
     assert result["state"] == "cancelled"
     assert job(factory, job_id).state == "cancelled"
 
@@ -176,13 +211,13 @@ def test_cancel_a_queued_job_and_retry_it(env) -> None:
     assert runner(env).run_one(job_id) == "succeeded"
 
 
-def test_progress_is_written_while_running(env) -> None:
+def test_progress_is_written_while_running(env, beats) -> None:
     settings, factory, queue = env
     seen = []
 
     def watch(kind, params, ctx, env):
         ctx.progress(0.25, "a quarter")
-        time.sleep(0.3)  # > heartbeat interval: the heartbeat thread writes it
+        assert beats.wait()  # the heartbeat thread writes it
         with factory() as s:
             j = s.get(Job, job_id)
             seen.append((j.progress, j.message))
@@ -193,7 +228,7 @@ def test_progress_is_written_while_running(env) -> None:
     assert seen == [(0.25, "a quarter")]
 
 
-def test_a_job_links_to_its_run_while_it_is_still_running(env) -> None:
+def test_a_job_links_to_its_run_while_it_is_still_running(env, beats) -> None:
     """Found by a fresh-clone demo: jobs showed run "-" while their run was already listed."""
     settings, factory, queue = env
     with factory() as s:
@@ -215,7 +250,7 @@ def test_a_job_links_to_its_run_while_it_is_still_running(env) -> None:
 
     def measuring(kind, params, ctx, env):
         ctx.attach_run(stored_id)  # the pipeline does this once the run row exists
-        time.sleep(0.3)  # > heartbeat interval
+        assert beats.wait()  # the heartbeat thread writes it
         with factory() as s:
             seen.append(s.get(Job, job_id).run_id)
         return {}
@@ -260,19 +295,24 @@ def test_a_reaped_worker_cannot_overwrite_the_new_attempt(env) -> None:
         assert s.get(Job, job_id).state == "succeeded"
 
 
-def test_lost_ownership_stops_the_zombie(env) -> None:
+def test_lost_ownership_stops_the_zombie(env, beats) -> None:
     settings, factory, queue = env
+    raised: list[str] = []
 
     def slow(kind, params, ctx, env):
         with factory() as s:  # simulate the reaper handing the job to another worker
             s.execute(update(Job).where(Job.id == job_id).values(worker="other"))
             s.commit()
-        for _ in range(2000):
+        assert beats.wait()  # a heartbeat after the hand-over finds the job no longer this worker's
+        try:
             ctx.check_cancelled()
-            time.sleep(0.005)
+        except JobCancelled as exc:
+            raised.append(str(exc))
+            raise
 
     job_id = submit(factory, queue, "train", train_params())
     runner(env, executor=slow).run_one(job_id)
+    assert raised == [f"job {job_id} was taken from this worker (stale heartbeat)"]
     assert job(factory, job_id).worker == "other"  # the zombie wrote nothing
 
 

@@ -120,13 +120,14 @@ def _free_port() -> int:
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_serve_a_bundle_removes_its_temporary_folder_on_a_signal(tmp_path, db_factory, sig) -> None:
     """A real ``layerscope serve BUNDLE.zip`` process, stopped by ``kill -INT`` / ``kill -TERM``
-    once it answers: its ``layerscope-bundle-*`` folder is gone (SIGTERM left it before)."""
+    once it answers: its ``layerscope-bundle-*`` folder is gone (SIGTERM left it before). Ready is
+    uvicorn's "Uvicorn running on" line (printed once it listens), read as it comes."""
     import os
     import signal
     import subprocess
     import sys
-    import time
-    import urllib.request
+
+    from tests.output_lines import OutputLines
 
     _, factory = db_factory
     seed_runs(factory, families=("lstm",), tasks=("dyck",), seeds=(0,), suite="mine")
@@ -152,15 +153,10 @@ def test_serve_a_bundle_removes_its_temporary_folder_on_a_signal(tmp_path, db_fa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    stderr = OutputLines(proc.stderr)
     try:
-        for _ in range(600):  # until it answers (start-up on a loaded machine), or it exited
-            assert proc.poll() is None, proc.stderr.read().decode()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
+        stderr.wait_for("Uvicorn running on", hang_guard_s=300)  # start-up on a loaded machine
+        assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=60).status_code == 200
         assert [p.name[:18] for p in tmp.iterdir()] == ["layerscope-bundle-"]  # its temporary folder
         proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=120)
@@ -168,4 +164,4 @@ def test_serve_a_bundle_removes_its_temporary_folder_on_a_signal(tmp_path, db_fa
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert list(tmp.iterdir()) == [], proc.stderr.read().decode()[-2000:]
+    assert list(tmp.iterdir()) == [], stderr.text()[-2000:]
