@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import types
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -98,19 +98,31 @@ def _job(factory, job_id) -> Job:
         return s.get(Job, job_id)
 
 
+def _naive(t: datetime) -> datetime:
+    return t.replace(tzinfo=None)  # SQLite hands stored times back without their zone
+
+
+def _queued_after(r, job_id: int, factory) -> tuple[Job, datetime, datetime]:
+    """Run ``job_id`` (its attempt fails on the full disk); the job and the clock's reading just
+    before and just after: the back-off is counted from a time between the two."""
+    before = _naive(utcnow())
+    assert r.run_one(job_id) == "queued"
+    after = _naive(utcnow())
+    return _job(factory, job_id), before, after
+
+
 def test_a_full_disk_is_retried_with_back_off_then_succeeds(env, tmp_path, monkeypatch) -> None:  # noqa: F811
     settings, factory, queue = env
     settings = settings.model_copy(update=dict(retry_backoff_seconds=30.0))
     job_id = submit(factory, queue, "train", TrainParams(family="lstm", task="parity", max_steps=2))
     r = runner((settings, factory, queue), executor=_saving_executor(tmp_path, monkeypatch, {1, 2}))
     queue.flush()
-    assert r.run_one(job_id) == "queued"
-    j = _job(factory, job_id)
+    j, before, after = _queued_after(r, job_id, factory)
     path = str(tmp_path / "training" / "run.pt")
     assert (j.state, j.attempt, j.worker) == ("queued", 1, None)
     assert j.error == f"disk full: No space left on device: writing training checkpoint ({path})"
-    wait = (j.enqueued_at.replace(tzinfo=None) - utcnow().replace(tzinfo=None)).total_seconds()
-    assert 25 < wait <= 30  # the first back-off
+    back_off = timedelta(seconds=30)  # the first back-off, from the moment the attempt failed
+    assert before + back_off <= _naive(j.enqueued_at) <= after + back_off
     assert "attempt 1 of 3" in j.log and "retrying in 30 s" in j.log
     assert requeue_orphans(factory, queue) == [] and queue.pending_ids() == set()  # not before its time
     assert list((tmp_path / "training").iterdir()) == []  # nothing partial left
@@ -122,10 +134,9 @@ def test_a_full_disk_is_retried_with_back_off_then_succeeds(env, tmp_path, monke
         assert requeue_orphans(factory, queue) == [job_id] and queue.dequeue() == job_id
 
     due()
-    assert r.run_one(job_id) == "queued"  # attempt 2: the disk still full, waiting twice as long
-    j = _job(factory, job_id)
-    wait = (j.enqueued_at.replace(tzinfo=None) - utcnow().replace(tzinfo=None)).total_seconds()
-    assert j.attempt == 2 and 55 < wait <= 60
+    j, before, after = _queued_after(r, job_id, factory)  # attempt 2: the disk still full, waiting twice as long
+    back_off = timedelta(seconds=60)
+    assert j.attempt == 2 and before + back_off <= _naive(j.enqueued_at) <= after + back_off
     due()
     assert r.run_one(job_id) == "succeeded"  # attempt 3: space again
     assert _job(factory, job_id).attempt == 3 and tc.saved_step(tmp_path / "training" / "run.pt") == 300
