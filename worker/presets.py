@@ -138,7 +138,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         # run the 1 pp rule would not, so every other cell would have trained as it did.
         # Revision 3 (PLATEAU_REV3) replaces revision 2 in those four cells before their next runs.
         "cell_train": {
-            "transformer": {"parity": {"max_steps": 5_000}, "s3": {"max_steps": 40_000, **PLATEAU_REV3}},
+            # S3: no length curriculum for the Transformer, chosen by the curriculum pilot (2026-12-06,
+            # docs/SCIENCE.md#budgets): 0.42 at L 40 after 3,000 steps against 0.32 stuck at the L 8 stage
+            "transformer": {
+                "parity": {"max_steps": 5_000},
+                "s3": {"max_steps": 40_000, "curriculum_start": None, **PLATEAU_REV3},
+            },
             "mamba": {"s3": {"max_steps": 20_000, **PLATEAU_REV3}},
             "mamba2": {
                 "parity": {"max_steps": 8_000, **PLATEAU_REV3},
