@@ -110,6 +110,23 @@ MEASURE_PARTS: tuple[str, ...] = ("probes", "interventions", "patching")
 STACKED_VARIANTS: dict[str, str] = {"lstm_stack": "lstm", "gru_stack": "gru"}
 
 
+def _add(what: str, table: dict[str, Any], builtin: tuple[str, ...], spec: Any, replace: bool) -> None:
+    """``table[spec.name] = spec`` unless that replaces a built-in ``what`` or, without ``replace``,
+    a registered one (ValueError naming it)."""
+    if spec.name in builtin:
+        raise ValueError(f"{what} {spec.name!r} is built in and cannot be replaced")
+    if spec.name in table and not replace:
+        raise ValueError(f"{what} {spec.name!r} is already registered")
+    table[spec.name] = spec
+
+
+def _remove(what: str, table: dict[str, Any], builtin: tuple[str, ...], name: str) -> None:
+    """Drop ``table[name]`` if there (ValueError for a built-in ``what``)."""
+    if name in builtin:
+        raise ValueError(f"{what} {name!r} is built in and cannot be removed")
+    table.pop(name, None)
+
+
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
     """Add ``spec`` to the registry (after the built-ins, in registration order).
 
@@ -117,11 +134,7 @@ def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
         ValueError: a family of that name is registered already (and ``replace`` is False),
             or ``spec`` would replace a built-in family.
     """
-    if spec.name in BUILTIN_FAMILIES:
-        raise ValueError(f"family {spec.name!r} is built in and cannot be replaced")
-    if spec.name in _FAMILIES and not replace:
-        raise ValueError(f"family {spec.name!r} is already registered")
-    _FAMILIES[spec.name] = spec
+    _add("family", _FAMILIES, BUILTIN_FAMILIES, spec, replace)
     return spec
 
 
@@ -131,9 +144,7 @@ def unregister_family(name: str) -> None:
     Raises:
         ValueError: ``name`` is a built-in family.
     """
-    if name in BUILTIN_FAMILIES:
-        raise ValueError(f"family {name!r} is built in and cannot be removed")
-    _FAMILIES.pop(name, None)
+    _remove("family", _FAMILIES, BUILTIN_FAMILIES, name)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -167,11 +178,7 @@ def register_task(spec: TaskSpec, *, replace: bool = False) -> TaskSpec:
     """
     if not isinstance(spec, TaskSpec):
         raise ValueError(f"register_task takes a TaskSpec, got a {type(spec).__name__}")
-    if spec.name in BUILTIN_TASKS:
-        raise ValueError(f"task {spec.name!r} is built in and cannot be replaced")
-    if spec.name in _TASKS and not replace:
-        raise ValueError(f"task {spec.name!r} is already registered")
-    _TASKS[spec.name] = spec
+    _add("task", _TASKS, BUILTIN_TASKS, spec, replace)
     return spec
 
 
@@ -181,9 +188,7 @@ def unregister_task(name: str) -> None:
     Raises:
         ValueError: ``name`` is a built-in task.
     """
-    if name in BUILTIN_TASKS:
-        raise ValueError(f"task {name!r} is built in and cannot be removed")
-    _TASKS.pop(name, None)
+    _remove("task", _TASKS, BUILTIN_TASKS, name)
 
 
 def add_task_source(source: Callable[[], Iterable[str]]) -> None:

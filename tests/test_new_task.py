@@ -33,9 +33,9 @@ BUNDLES = [ROOT / "examples" / "paper.layerscope.zip", ROOT / "examples" / "pape
 @contextmanager
 def majority_registered() -> Iterator[TaskSpec]:
     """The majority task registered for the block, removed after it."""
-    register_task(toy_task.SPEC)
+    register_task(toy_task.MAJORITY)
     try:
-        yield toy_task.SPEC
+        yield toy_task.MAJORITY
     finally:
         unregister_task(NAME)
     assert NAME not in task_names() and task_spec(NAME) is None

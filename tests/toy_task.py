@@ -1,5 +1,5 @@
 """A task added the way docs/DESIGN.md's recipe says (tests/test_new_task.py registers and removes
-it): majority of bits. Its ``SPEC`` names the class as ``"module:attr"``, as the built-ins' do."""
+it): majority of bits. Its ``MAJORITY`` spec names the class as ``"module:attr"``, as the built-ins' do."""
 
 from __future__ import annotations
 
@@ -69,4 +69,4 @@ class MajorityTask(Task):
         )
 
 
-SPEC = TaskSpec(NAME, "Majority", "tests.toy_task:MajorityTask")
+MAJORITY = TaskSpec(NAME, "Majority", "tests.toy_task:MajorityTask")
