@@ -76,7 +76,7 @@ class FamilySpec:
     pretrained: bool = False
     default_lr: float = 1e-3
     activation_floats: float = 64.0
-    _resolved: dict[str, Callable[..., Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _resolved: dict[str, Callable[..., Any] | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_name("family", self.name)
