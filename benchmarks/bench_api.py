@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, TASKS  # noqa: E402
+from layerscope_core.registry import EVAL_LENGTHS, FAMILIES, STUDY_TASKS  # noqa: E402
 
 SEEDS = (0, 1, 2)
 N_LAYERS = 12
@@ -113,7 +113,7 @@ def generate(rows: int, seed: int = 0):
     suite = 0
     while probe_id < rows:
         runs, probes, ivs = [], [], []
-        for task in TASKS:
+        for task in STUDY_TASKS:
             for family in FAMILIES:
                 for s in SEEDS:
                     run_id += 1
@@ -417,7 +417,7 @@ def run_one(kind: str, rows: int, n_requests: int, n_submit: int, pg_admin: str,
         counts = load_sqlite(Path(db_url.split("///", 1)[1]), rows) if kind == "sqlite" else load_postgres(db_url, rows)
         load_s = time.perf_counter() - t0
         print(f"[{kind}] loaded {counts} in {load_s:.1f} s", file=sys.stderr)
-        n_suites = counts["runs"] // (len(FAMILIES) * len(TASKS) * len(SEEDS))
+        n_suites = counts["runs"] // (len(FAMILIES) * len(STUDY_TASKS) * len(SEEDS))
         out = {
             "db": kind,
             "rows": counts,

@@ -30,7 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.params import FAMILIES, LEGACY_RECIPE, TASKS, TrainParams  # noqa: E402
+from layerscope_core.registry import STUDY_TASKS  # noqa: E402
+from worker.params import FAMILIES, LEGACY_RECIPE, TrainParams  # noqa: E402
 
 RECIPES = ("today", "new")
 
@@ -125,7 +126,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["task"], r["family"]), []).append(r)
-    for task, family in sorted(cells, key=lambda k: (TASKS.index(k[0]), FAMILIES.index(k[1]))):
+    for task, family in sorted(cells, key=lambda k: (STUDY_TASKS.index(k[0]), FAMILIES.index(k[1]))):
         steps, secs, best = _cell_text(cells[(task, family)])
         lines.append(f"| {task} | {family} | {steps} | {secs} | {best} |")
     return "\n".join(lines) + "\n"
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipe", choices=RECIPES, default="new")
     ap.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
-    ap.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    ap.add_argument("--tasks", nargs="+", choices=STUDY_TASKS, default=list(STUDY_TASKS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--max-steps", type=int, default=3000, help="step cap per cell")
     ap.add_argument("--max-seconds", type=float, default=None, help="wall-time cap per cell (s)")

@@ -19,7 +19,7 @@ from dashboard.theme import (
     MEASURE_PARTS,
     METHODS,
     PRESETS,
-    TASKS,
+    all_tasks,
     family_label,
     family_names,
     method_label,
@@ -97,7 +97,7 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 
 def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
     fid = {"type": "jf", "name": name}
-    tasks = (meta or {}).get("tasks") or TASKS  # the API's list: plugin and file tasks too
+    tasks = (meta or {}).get("tasks") or all_tasks()  # the API's list: plugin and file tasks too
     methods = [*(meta or {}).get("methods", []), "conv1d_removal"] if meta else METHODS
     if kind == "family":
         return dcc.Dropdown(

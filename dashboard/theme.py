@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from layerscope_core.layers import depth, layer_name  # noqa: F401  (the one definition, docs/SCIENCE.md#layers)
 from layerscope_core.registry import (  # noqa: F401
+    BUILTIN_TASKS,
     EVAL_LENGTHS,
     FAMILIES,
     MEASURE_PARTS,
     PRESETS,
-    TASKS,
     TRAIN_LENGTH,
     family_names,
     get_family,
+    task_spec,
 )
 from layerscope_core.registry import METHODS as EDIT_METHODS
 
@@ -36,8 +37,9 @@ FAMILY_SYMBOLS = {
     "lstm": "triangle-up",
     "gru": "x",
 }
-
-TASK_LABELS = {"parity": "Parity", "s3": "S3", "dyck": "Dyck", "code_depth": "Code-Depth"}
+# figures order tasks by this (others after, sorted); labels come from the registry (task_label),
+# pickers list all_tasks()
+TASK_ORDER: tuple[str, ...] = BUILTIN_TASKS
 
 METHODS: tuple[str, ...] = (*EDIT_METHODS, "conv1d_removal")  # the edits, then Conv1D removal
 METHOD_LABELS = {
@@ -82,7 +84,9 @@ def remember_tasks(names: list[str]) -> None:
 
 
 def task_label(task: str) -> str:
-    return TASK_LABELS.get(task, task)
+    """The task's registry label ("Code-Depth"); the name itself for a file task or an unknown one."""
+    spec = task_spec(task)
+    return spec.label if spec is not None else task
 
 
 def method_label(method: str) -> str:

@@ -3,14 +3,22 @@
 Every layer above reads these names from here — the CLI's choices, the API's ``GET /api/meta``,
 the dashboard's pickers and colours, the presets and the benchmarks.
 
-Families are ``FamilySpec`` entries: a name, capabilities (``has_conv1d``, ``state_parts``, ...)
-and the model hooks that ``models_store`` calls (build, width grid, closed-form parameter
-count). This module imports nothing from the project, so the built-in families name their hooks
-as ``"module:attr"`` strings, resolved on first use; a family registered at run time
-(``register_family``) may pass callables directly. Adding a family = one ``register_family``
-call + its model file. Intervention methods are objects looked up the same way
-(``get_method``): the built-ins are ``"science.edit_methods:<NAME>"`` strings, a plugin's or a
-``register_method``'d one an object with ``fit``.
+What exists and what the study uses are separate lists: ``BUILTIN_FAMILIES`` / ``FAMILIES`` and
+``BUILTIN_TASKS`` / ``STUDY_TASKS``. A family or task registered later (built in, by a plugin or
+by ``register_family`` / ``register_task``) can be run by name, but joins no preset, no claim and
+no existing study unless it is named in the study's list.
+
+Families are ``FamilySpec`` entries (``layerscope_core.specs``): a name, capabilities
+(``has_conv1d``, ``state_parts``, ...) and the model hooks that ``models_store`` calls (build,
+width grid, closed-form parameter count). This module imports nothing above ``layerscope_core``,
+so the built-in families name their hooks as ``"module:attr"`` strings, resolved on first use; a
+family registered at run time (``register_family``) may pass callables directly. Adding a family
+= one ``register_family`` call + its model file. Tasks are ``TaskSpec`` entries the same way: a
+name, a label and the ``science.tasks.Task`` subclass that builds it (``register_task``); the file
+tasks of ``layerscope task add`` are named by a task source (``add_task_source``). Intervention
+methods are objects looked up the same way (``get_method``): the built-ins are
+``"science.edit_methods:<NAME>"`` strings, a plugin's or a ``register_method``'d one an object
+with ``fit``.
 
 >>> spec = get_family("mamba")
 >>> spec.has_conv1d, spec.state_parts
@@ -21,12 +29,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Any
 
-TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
+from layerscope_core.specs import KINDS, FamilySpec, Hook, TaskSpec  # noqa: F401 - part of this interface
+
 PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained", "paper-75s")
 EVAL_LENGTHS: tuple[int, ...] = (40, 60, 80, 100, 120)
 TRAIN_LENGTH = 40  # models train at L=40; longer eval lengths are out of distribution (docs/SCIENCE.md#tasks)
@@ -34,89 +42,6 @@ TRAIN_LENGTH = 40  # models train at L=40; longer eval lengths are out of distri
 # accepted one ("state:ssm" / "state:conv" are one part of a Mamba state)
 PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state")
 ALL_PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state", "state:ssm", "state:conv")
-
-KINDS: tuple[str, ...] = ("attention", "ssm", "rnn")  # the architecture groups the claims compare
-
-Hook = Callable[..., Any] | str  # a callable, or "package.module:attr" resolved on first use
-
-
-@dataclass(frozen=True)
-class FamilySpec:
-    """One model family: its name, capabilities and model hooks.
-
-    Attributes:
-        name: the family id stored with runs (``ModelConfig.family``).
-        label: display name (figures, pickers).
-        kind: one of ``KINDS`` (the claims group transformer / SSM / RNN families).
-        build: ``build(cfg: ModelConfig) -> LayerwiseModel`` (random init, CPU).
-        count_params: ``count_params(cfg, d: int) -> int``, the closed-form parameter count of
-            the scratch model at width ``d`` (must equal the built module's count).
-        width_problem: ``width_problem(cfg, d: int) -> str | None``, why ``d`` is off the
-            family's width grid (None = any positive width).
-        hf_config: ``hf_config(cfg) -> transformers.PretrainedConfig`` of a scratch backbone,
-            for families built on a transformers model (None otherwise).
-        stateful: ``stateful(model) -> models_store.states.StatefulModel``, the step-wise twin
-            that patches the ``state`` site (None: no recurrent state, the site is skipped).
-        state_parts: names of the parts of a block's recurrent state (``()`` = none).
-        has_conv1d: blocks hold a depthwise causal Conv1D (Conv1D removal applies).
-        hf: a transformers architecture: pretrained configs / checkpoints of it load.
-        pretrained: fine-tuning a pretrained hub model of this family is supported.
-        default_lr: peak learning rate when ``TrainParams.lr`` is None (docs/SCIENCE.md#training-recipe).
-        activation_floats: numbers a training step keeps per token, block and unit of width
-            for its backward pass, the factor of the submit-time memory estimate
-            (``worker.memory``; measured for the built-ins, rounded up; a family registered
-            without one is estimated at 64).
-    """
-
-    name: str
-    label: str
-    kind: str
-    build: Hook
-    count_params: Hook
-    width_problem: Hook | None = None
-    hf_config: Hook | None = None
-    stateful: Hook | None = None
-    state_parts: tuple[str, ...] = ()
-    has_conv1d: bool = False
-    hf: bool = False
-    pretrained: bool = False
-    default_lr: float = 1e-3
-    activation_floats: float = 64.0
-    _resolved: dict[str, Callable[..., Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
-            raise ValueError(f"family name must be a lower-case identifier, got {self.name!r}")
-        if self.kind not in KINDS:
-            raise ValueError(f"family {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
-        if self.state_parts and self.stateful is None:
-            raise ValueError(f"family {self.name!r}: state_parts needs a stateful hook")
-
-    def hook(self, name: str) -> Callable[..., Any] | None:
-        """The callable behind hook ``name`` (imported on first use), or None if unset.
-
-        Raises:
-            ImportError / AttributeError: a ``"module:attr"`` string that does not resolve.
-        """
-        if name not in self._resolved:
-            h = getattr(self, name)
-            if isinstance(h, str):
-                module, _, attr = h.partition(":")
-                h = getattr(importlib.import_module(module), attr)
-            self._resolved[name] = h
-        return self._resolved[name]
-
-    def capabilities(self) -> dict[str, Any]:
-        """JSON-safe capabilities (what ``GET /api/meta`` lists per family)."""
-        return {
-            "kind": self.kind,
-            "has_conv1d": self.has_conv1d,
-            "state_parts": list(self.state_parts),
-            "recurrent_state": bool(self.state_parts),
-            "hf": self.hf,
-            "pretrained": self.pretrained,
-            "default_lr": self.default_lr,
-        }
 
 
 def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
@@ -185,6 +110,23 @@ MEASURE_PARTS: tuple[str, ...] = ("probes", "interventions", "patching")
 STACKED_VARIANTS: dict[str, str] = {"lstm_stack": "lstm", "gru_stack": "gru"}
 
 
+def _add(what: str, table: dict[str, Any], builtin: tuple[str, ...], spec: Any, replace: bool) -> None:
+    """``table[spec.name] = spec`` unless that replaces a built-in ``what`` or, without ``replace``,
+    a registered one (ValueError naming it)."""
+    if spec.name in builtin:
+        raise ValueError(f"{what} {spec.name!r} is built in and cannot be replaced")
+    if spec.name in table and not replace:
+        raise ValueError(f"{what} {spec.name!r} is already registered")
+    table[spec.name] = spec
+
+
+def _remove(what: str, table: dict[str, Any], builtin: tuple[str, ...], name: str) -> None:
+    """Drop ``table[name]`` if there (ValueError for a built-in ``what``)."""
+    if name in builtin:
+        raise ValueError(f"{what} {name!r} is built in and cannot be removed")
+    table.pop(name, None)
+
+
 def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
     """Add ``spec`` to the registry (after the built-ins, in registration order).
 
@@ -192,11 +134,7 @@ def register_family(spec: FamilySpec, *, replace: bool = False) -> FamilySpec:
         ValueError: a family of that name is registered already (and ``replace`` is False),
             or ``spec`` would replace a built-in family.
     """
-    if spec.name in BUILTIN_FAMILIES:
-        raise ValueError(f"family {spec.name!r} is built in and cannot be replaced")
-    if spec.name in _FAMILIES and not replace:
-        raise ValueError(f"family {spec.name!r} is already registered")
-    _FAMILIES[spec.name] = spec
+    _add("family", _FAMILIES, BUILTIN_FAMILIES, spec, replace)
     return spec
 
 
@@ -206,9 +144,83 @@ def unregister_family(name: str) -> None:
     Raises:
         ValueError: ``name`` is a built-in family.
     """
-    if name in BUILTIN_FAMILIES:
-        raise ValueError(f"family {name!r} is built in and cannot be removed")
-    _FAMILIES.pop(name, None)
+    _remove("family", _FAMILIES, BUILTIN_FAMILIES, name)
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+_TASKS: dict[str, TaskSpec] = {
+    s.name: s
+    for s in (
+        TaskSpec("parity", "Parity", "science.tasks.parity:ParityTask"),
+        TaskSpec("s3", "S3", "science.tasks.s3:S3Task"),
+        TaskSpec("dyck", "Dyck", "science.tasks.dyck:DyckTask"),
+        TaskSpec("code_depth", "Code-Depth", "science.tasks.code_depth:CodeDepthTask"),
+    )
+}
+BUILTIN_TASKS: tuple[str, ...] = tuple(_TASKS)  # every built-in task, in canonical order (none can be replaced)
+# the study's tasks: what the `paper` preset trains and the claims read (docs/SCIENCE.md#claims). A task
+# built in, registered or plugged in later is not among them unless it is named here.
+STUDY_TASKS: tuple[str, ...] = ("parity", "s3", "dyck", "code_depth")
+# more task names, defined outside the registry: the file tasks of the model stores (science.tasks adds
+# its lister when imported); each a callable giving names, read on every task_names()
+_TASK_SOURCES: list[Callable[[], Iterable[str]]] = []
+
+
+def register_task(spec: TaskSpec, *, replace: bool = False) -> TaskSpec:
+    """Add task ``spec`` (after the built-ins, in registration order). The presets, the claims
+    and every stored study are unchanged: they name their tasks (``STUDY_TASKS``).
+
+    Raises:
+        ValueError: ``spec`` is not a ``TaskSpec``, would replace a built-in task, or a task of
+            that name is registered already (and ``replace`` is False).
+    """
+    if not isinstance(spec, TaskSpec):
+        raise ValueError(f"register_task takes a TaskSpec, got a {type(spec).__name__}")
+    _add("task", _TASKS, BUILTIN_TASKS, spec, replace)
+    return spec
+
+
+def unregister_task(name: str) -> None:
+    """Remove a task added by ``register_task`` (no-op if absent).
+
+    Raises:
+        ValueError: ``name`` is a built-in task.
+    """
+    _remove("task", _TASKS, BUILTIN_TASKS, name)
+
+
+def add_task_source(source: Callable[[], Iterable[str]]) -> None:
+    """List the names ``source()`` gives in ``task_names()``, after the registered tasks (once per
+    source): tasks defined by data rather than a class, e.g. ``science.tasks.file_task_names``."""
+    if source not in _TASK_SOURCES:
+        _TASK_SOURCES.append(source)
+
+
+def task_specs() -> tuple[TaskSpec, ...]:
+    """Every registered ``TaskSpec``: the built-ins, then added ones (plugins too), in order."""
+    _plugins()
+    return tuple(_TASKS.values())
+
+
+def task_spec(name: str) -> TaskSpec | None:
+    """The spec of registered task ``name``, or None (a file task, or no task at all)."""
+    if not isinstance(name, str):
+        return None
+    if name not in _TASKS:
+        _plugins()
+    return _TASKS.get(name)
+
+
+def task_names() -> tuple[str, ...]:
+    """Every task a run may name: the built-ins (``BUILTIN_TASKS``), the added ones
+    (``register_task``, plugins), then the names of the task sources (file tasks), each once."""
+    _plugins()
+    names = dict.fromkeys(_TASKS)
+    for source in _TASK_SOURCES:
+        names.update(dict.fromkeys(source()))
+    return tuple(names)
 
 
 # ----------------------------------------------------------------------------- intervention methods
@@ -346,7 +358,7 @@ def meta() -> dict[str, Any]:
 
 GROUPS = ("layerscope.tasks", "layerscope.families", "layerscope.methods")
 
-_PLUGIN_TASKS: dict[str, Any] = {}
+_PLUGIN_TASKS: list[str] = []
 _PLUGIN_METHODS: list[str] = []
 _PLUGIN_FAMILIES: list[str] = []
 _plugins_loaded = False
@@ -381,6 +393,8 @@ def load_plugins(reload: bool = False) -> None:
         registry.unregister_family(name)
     for name in _PLUGIN_METHODS:
         registry.unregister_method(name)
+    for name in _PLUGIN_TASKS:
+        registry.unregister_task(name)
     _PLUGIN_FAMILIES.clear()
     _PLUGIN_TASKS.clear()
     _PLUGIN_METHODS.clear()
@@ -396,9 +410,17 @@ def load_plugins(reload: bool = False) -> None:
             raise PluginError(f"plugin family {ep.name!r} ({ep.value}): {e}") from None
         _PLUGIN_FAMILIES.append(spec.name)
     for ep in entry_points(group="layerscope.tasks"):
-        if ep.name in registry.TASKS:
+        if ep.name in registry.BUILTIN_TASKS:
             raise PluginError(f"plugin task {ep.name!r} ({ep.value}) is named like a built-in task")
-        _PLUGIN_TASKS[ep.name] = _load(ep)
+        task = _load(ep)
+        try:
+            spec = task if isinstance(task, registry.TaskSpec) else registry.TaskSpec(ep.name, ep.name, task)
+            if spec.name != ep.name:
+                raise ValueError(f"its TaskSpec is named {spec.name!r}")
+            registry.register_task(spec, replace=True)
+        except ValueError as e:
+            raise PluginError(f"plugin task {ep.name!r} ({ep.value}): {e}") from None
+        _PLUGIN_TASKS.append(ep.name)
     for ep in entry_points(group="layerscope.methods"):
         method = _load(ep)
         if ep.name in registry.METHODS:
@@ -413,7 +435,7 @@ def load_plugins(reload: bool = False) -> None:
 def plugin_tasks() -> dict[str, Any]:
     """{name: Task class or factory} of the ``layerscope.tasks`` entry points."""
     load_plugins()
-    return dict(_PLUGIN_TASKS)
+    return {name: _TASKS[name].task_class for name in _PLUGIN_TASKS}
 
 
 def plugin_methods() -> dict[str, Any]:
@@ -433,8 +455,3 @@ def method_names() -> tuple[str, ...]:
     (plugins', ``register_method``'s), in registration order."""
     _plugins()
     return tuple(_METHODS)
-
-
-def task_names() -> tuple[str, ...]:
-    """The built-in tasks (``registry.TASKS``), then the plugins' (file tasks: ``science.tasks.task_names``)."""
-    return (*TASKS, *plugin_tasks())

@@ -8,9 +8,10 @@ import sqlite3
 import pytest
 
 from backend.cli import main
+from layerscope_core.registry import BUILTIN_TASKS
 from store.config import get_settings
 from tests.test_cli_commands import one_line_error
-from worker.params import FAMILIES, METHODS, PRESETS, TASKS
+from worker.params import FAMILIES, METHODS, PRESETS
 
 COMMANDS = [
     ["db", "upgrade"],
@@ -104,7 +105,7 @@ def test_a_folder_setting_pointing_at_a_file(env, capsys, monkeypatch, tmp_path,
 def test_suite_help_lists_every_choice(capsys) -> None:
     assert main(["suite", "--help"]) == 0
     text = capsys.readouterr().out
-    for name in (*FAMILIES, *TASKS, *PRESETS):
+    for name in (*FAMILIES, *BUILTIN_TASKS, *PRESETS):
         assert name in text, name
 
 
@@ -116,7 +117,8 @@ def test_intervene_help_lists_every_method(capsys) -> None:
 
 
 @pytest.mark.parametrize(
-    "option, value, valid", [("--family", "rnn", FAMILIES), ("--task", "chess", TASKS), ("--preset", "huge", PRESETS)]
+    "option, value, valid",
+    [("--family", "rnn", FAMILIES), ("--task", "chess", BUILTIN_TASKS), ("--preset", "huge", PRESETS)],
 )
 def test_a_typo_lists_the_choices(capsys, option, value, valid) -> None:
     argv = ["suite", "--preset", "smoke", option, value] if option != "--preset" else ["suite", option, value]

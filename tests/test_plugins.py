@@ -98,6 +98,17 @@ def test_registry_and_params_see_the_plugin(plugin):
     assert p.measure.methods == ["mean", METHOD]
 
 
+def test_the_plugin_task_keeps_the_task_contract_and_joins_no_preset(plugin):
+    from layerscope_core.registry import STUDY_TASKS, task_spec
+    from science.tasks import get_task
+    from tests.test_task_contract import assert_task_contract
+    from worker.presets import PRESETS
+
+    assert task_spec(TASK).label == TASK  # an entry point naming a class: the name is its label
+    assert_task_contract(get_task(TASK), TASK)
+    assert TASK not in STUDY_TASKS and all(TASK not in p["tasks"] for p in PRESETS.values())
+
+
 def test_api_meta_and_the_jobs_form_list_the_plugin(plugin, api):
     from dashboard.pages.jobs import form_fields
     from tests.test_toy_family import _options

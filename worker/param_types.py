@@ -21,7 +21,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
 from layerscope_core.hashing import config_hash
-from layerscope_core.registry import ALL_PATCH_SITES, PRESETS, family_names
+from layerscope_core.registry import ALL_PATCH_SITES, PRESETS, family_names, task_names
 from layerscope_core.suite_names import SUITE_NAME_PATTERN, check_suite_name
 
 
@@ -52,13 +52,9 @@ class OneOf:
 Family = Annotated[str, OneOf(family_names)]
 
 
-def _task_names() -> tuple[str, ...]:
-    from science.tasks import task_names  # built-ins, then the file tasks of the model store
-
-    return task_names()
-
-
-TaskName = Annotated[str, OneOf(_task_names)]
+# every registered task, then the file tasks of the model stores (the worker package imports
+# science.tasks, which lists them)
+TaskName = Annotated[str, OneOf(task_names)]
 
 
 def _method_names() -> tuple[str, ...]:

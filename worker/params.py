@@ -25,7 +25,6 @@ from layerscope_core.registry import (  # noqa: F401
     METHODS,
     PATCH_SITES,
     PRESETS,
-    TASKS,
     families_where,
     family_names,
     get_family,

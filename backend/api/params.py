@@ -9,7 +9,7 @@ from fastapi import Path, Query
 from pydantic import AfterValidator, StringConstraints
 
 from backend.api.queries import ControlsMode
-from layerscope_core.registry import ALL_PATCH_SITES, FAMILIES, METHODS, TASKS, family_names
+from layerscope_core.registry import ALL_PATCH_SITES, BUILTIN_TASKS, FAMILIES, METHODS, family_names, task_names
 from layerscope_core.text import TEXT_PATTERN
 
 INT32_MAX = 2**31 - 1
@@ -30,12 +30,6 @@ def _one_of(known) -> AfterValidator:  # a tuple, or a callable giving one (read
     return AfterValidator(check)
 
 
-def _task_names() -> tuple[str, ...]:
-    from science.tasks import task_names  # built-in, plugin and file tasks, read per request
-
-    return task_names()
-
-
 def _method_names() -> tuple[str, ...]:
     from layerscope_core.plugins import method_names  # built-in and plugin methods
 
@@ -43,8 +37,8 @@ def _method_names() -> tuple[str, ...]:
 
 
 TaskQ = Annotated[
-    list[Annotated[Text, _one_of(_task_names)]] | None,
-    Query(description=f"task name(s): {', '.join(TASKS)}, or a plugin or file task (GET /api/meta)"),
+    list[Annotated[Text, _one_of(task_names)]] | None,  # file tasks too: create_app set the store
+    Query(description=f"task name(s): {', '.join(BUILTIN_TASKS)}, or a plugin or file task (GET /api/meta)"),
 ]
 FamilyQ = Annotated[
     list[Annotated[Text, _one_of(family_names)]] | None,

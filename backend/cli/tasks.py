@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
+import worker  # noqa: F401  (the settings' file tasks join task_names, read at call time)
 from backend.cli import common as C
+from layerscope_core.registry import task_names  # every task a run may name: built-in, plugin and file tasks
 
 task_app = typer.Typer(help="Tasks defined by your own labelled file (JSONL / Parquet).", no_args_is_help=True)
 
@@ -24,7 +26,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
         TaskFileError / ValueError: a bad file (every bad row named) or a taken / bad name.
     """
     from backend.task_files import parse_naming_every_bad_row
-    from layerscope_core.registry import TASKS
+    from layerscope_core.registry import BUILTIN_TASKS
     from science.tasks.task_store import TaskStore
     from store.config import get_settings
     from worker import settings_task_store
@@ -43,7 +45,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
     budget = get_settings().task_file_max_memory_mib * 2**20
     file = parse_naming_every_bad_row(path, tokenizer=tok, data=data, max_memory_bytes=budget)
     store = TaskStore(settings_task_store())
-    store.add(file, name, source=Path(path).name, builtin=TASKS)
+    store.add(file, name, source=Path(path).name, builtin=BUILTIN_TASKS)
     return store.info(name)
 
 
@@ -90,14 +92,6 @@ def list_tasks(
     for rec in records:
         lengths = f"lengths {rec['lengths'][0]}..{rec['lengths'][-1]}"
         typer.echo(f"{rec['name']}\t{rec['n_rows']} rows\t{lengths}\t{rec['sha256'][:12]}")
-
-
-def task_names() -> tuple[str, ...]:
-    """Every task a run may name now: built-in, plugin and file tasks (read at call time)."""
-    import worker  # noqa: F401  (makes the settings' file tasks known)
-    from science.tasks import task_names as names
-
-    return names()
 
 
 def known_tasks(values: list[str] | None) -> list[str] | None:

@@ -25,7 +25,7 @@ from dashboard.figures.common import (
 from dashboard.figures.curve_lines import UNTRAINED_OPACITY
 from dashboard.theme import (
     FAMILIES,
-    TASKS,
+    TASK_ORDER,
     TRAIN_LENGTH,
     family_color,
     family_label,
@@ -82,7 +82,7 @@ def length_generalisation(rows: Sequence[dict[str, Any]], *, metric_label: str =
     if n_missing == len(rows):
         return empty_figure(f"No behavioural accuracy to draw: all {len(rows)} points have no value")
     metric_label = esc(metric_label)
-    tasks = ordered([r["task"] for r in rows], TASKS)
+    tasks = ordered([r["task"] for r in rows], TASK_ORDER)
     fig = make_subplots(
         rows=1,
         cols=len(tasks),

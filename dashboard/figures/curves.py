@@ -26,7 +26,7 @@ from dashboard.figures.common import (
 from dashboard.figures.curve_lines import Facet, add_facet_extras, add_line, group_lines, x_or_none
 from dashboard.theme import (
     FAMILIES,
-    TASKS,
+    TASK_ORDER,
     TRAIN_LENGTH,
     family_color,
     family_label,
@@ -42,7 +42,7 @@ BASELINE_COLOR = "#52606d"
 
 def _facets(rows: Sequence[dict], tasks: Sequence[str] | None, lengths: Sequence[int] | None):
     tasks = (
-        ordered([r["task"] for r in rows], TASKS)
+        ordered([r["task"] for r in rows], TASK_ORDER)
         if tasks is None
         else [t for t in tasks if any(r["task"] == t for r in rows)]
     )

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from dashboard.figures.common import base_layout, empty_figure, esc, note_missing
 from dashboard.figures.rows import row_key, row_label, row_order
-from dashboard.theme import TASKS, depth, layer_name, method_label, ordered, task_label
+from dashboard.theme import TASK_ORDER, depth, layer_name, method_label, ordered, task_label
 
 
 def decoupling_points(
@@ -106,7 +106,7 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
     if not points:
         return empty_figure(f"No run to place: all {total} have no best-probe layer (no value)", height=300)
     fams = row_order(row_key(p) for p in points)
-    tasks = ordered([p["task"] for p in points], TASKS)
+    tasks = ordered([p["task"] for p in points], TASK_ORDER)
     fig = go.Figure(_summary_heatmap(points, fams, tasks))
     _summary_layout(fig, points, len(fams), method)
     return note_missing(fig, total - len(points), total, "runs")

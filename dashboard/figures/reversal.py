@@ -26,7 +26,7 @@ from dashboard.figures.common import (
     untrained_suffix,
 )
 from dashboard.figures.rows import row_key, row_label, row_order
-from dashboard.theme import TASKS, ordered, task_label
+from dashboard.theme import TASK_ORDER, ordered, task_label
 
 METRIC_ALIASES = {
     "late_concentration": ("late_concentration", "late_share", "last_layer_share"),
@@ -109,7 +109,7 @@ def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if p.get("profile_class") and p.get("profile_class") != "flat"
     }
     rows = row_order(k for k, _ in cls)
-    tasks = ordered({t for _, t in cls}, TASKS)
+    tasks = ordered({t for _, t in cls}, TASK_ORDER)
     out = []
     for t1, t2 in combinations(tasks, 2):
         for f1, f2 in combinations(rows, 2):
@@ -170,7 +170,7 @@ def reversal_matrix(
     if not profiles:
         return empty_figure("No profiles for this selection yet")
     fams = row_order(row_key(p) for p in profiles)
-    tks = ordered([p["task"] for p in profiles], TASKS)
+    tks = ordered([p["task"] for p in profiles], TASK_ORDER)
     by = {(row_key(p), p["task"]): p for p in profiles}
     reversals = find_reversals(profiles) if reversals is None else reversals
     cells = _matrix_cells(by, fams, tks, metric_name)

@@ -43,7 +43,7 @@ from dashboard.pages import PageDef
 from dashboard.patching_captions import patching_caption
 from dashboard.state import F, PageState
 from dashboard.suites import with_suite
-from dashboard.theme import TASKS, all_tasks, family_label, family_names, layer_name, ordered, task_label
+from dashboard.theme import TASK_ORDER, all_tasks, family_label, family_names, layer_name, ordered, task_label
 from layerscope_core.sites import parse_site, site_name
 
 KEY = "patching"
@@ -171,7 +171,7 @@ def default_run_ids(runs: list[dict], n: int = MAX_SIDE_BY_SIDE, site: str | Non
     runs = [r for r in runs if has_site(r["family"], site)]
     if not runs:
         return []
-    task = ordered({r["task"] for r in runs}, TASKS)[0]
+    task = ordered({r["task"] for r in runs}, TASK_ORDER)[0]
     seen: set[str] = set()
     ids: list[int] = []
     for r in runs:

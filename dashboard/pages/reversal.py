@@ -31,7 +31,7 @@ from dashboard.pages import PageDef
 from dashboard.reversal_controls import control_csv_columns, matrix_caption, s3_caption
 from dashboard.state import F, PageState
 from dashboard.suites import one_suite, with_suite
-from dashboard.theme import FAMILIES, TASKS, family_label, ordered, task_label
+from dashboard.theme import FAMILIES, TASK_ORDER, family_label, ordered, task_label
 
 KEY = "reversal"
 PATH = "/reversal"
@@ -439,4 +439,4 @@ def register(app, api: ApiClient, path_for) -> None:
 
 
 PAGE = PageDef(key=KEY, path=PATH, title="Reversal", layout=layout, register=register)
-__all__ = ["PAGE", "FAMILIES", "TASKS", "ordered", "metric", "fmt_ci"]
+__all__ = ["PAGE", "FAMILIES", "TASK_ORDER", "ordered", "metric", "fmt_ci"]

@@ -23,8 +23,8 @@ Rules shared by every claim (every threshold is a module constant):
   its early-stop criterion). Every claim lists the runs it left out and why
   (``numbers.runs_left_out``).
 - **Seeds.** A *cell* is a (task, family) of from-scratch runs. A claim reads every cell the
-  study is meant to have for the tasks and families it is about (worker.params FAMILIES × TASKS,
-  restricted to the claim's), stored or not. A verdict needs at least ``MIN_SEEDS`` trained
+  study is meant to have for the tasks and families it is about (the study's lists,
+  ``layerscope_core.registry`` FAMILIES × STUDY_TASKS, restricted to the claim's), stored or not. A verdict needs at least ``MIN_SEEDS`` trained
   seeds in every one of them; otherwise "not enough data", naming each short cell
   ("transformer × parity: 1 of 3 trained seeds"; a cell with no run at all: "mamba × dyck: 0 of
   3 trained seeds (no runs stored)"), so no verdict is given with a family or task missing.
@@ -98,8 +98,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from layerscope_core.registry import STACKED_VARIANTS
-from layerscope_core.registry import TASKS as STUDY_TASKS
+from layerscope_core.registry import STACKED_VARIANTS, STUDY_TASKS
 from science.claims.behaviour import claim_6
 from science.claims.claim3 import claim_3
 from science.claims.common import (  # noqa: F401 - the rules' constants, re-exported for callers

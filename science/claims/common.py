@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
-from layerscope_core.registry import TASKS as STUDY_TASKS
-from layerscope_core.registry import TRAIN_LENGTH, families_where
+from layerscope_core.registry import STUDY_TASKS, TRAIN_LENGTH, families_where
 from science import profiles as P
 from science.plateau import REVISION as PLATEAU_REVISION
 from science.plateau import plateau_revision, stop_slope
@@ -85,8 +84,9 @@ def _scratch(run: Mapping[str, Any]) -> bool:
 
 def expected_cells(tasks: Iterable[str], families: Iterable[str] = STUDY_FAMILIES) -> list[Cell]:
     """Every (task, family) a from-scratch study is meant to have for these tasks and families:
-    the study's families × tasks (worker.params) restricted to the ones a claim is about, so a
-    cell with no runs at all is counted short rather than skipped."""
+    the study's families × tasks (``FAMILIES`` × ``STUDY_TASKS``, layerscope_core.registry)
+    restricted to the ones a claim is about, so a cell with no runs at all is counted short
+    rather than skipped."""
     ts, fs = set(tasks), set(families)
     return [(t, f) for t in STUDY_TASKS if t in ts for f in STUDY_FAMILIES if f in fs]
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from layerscope_core.registry import FAMILIES as STUDY_FAMILIES
-from layerscope_core.registry import TASKS as STUDY_TASKS
+from layerscope_core.registry import STUDY_TASKS
 from science import profiles as P
 from science.claims.common import (
     CONTRADICTED,

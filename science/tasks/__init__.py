@@ -1,7 +1,11 @@
 """Task generators: Parity, S3, bounded Dyck-k and Code-Depth (docs/SCIENCE.md#tasks), and tasks
 defined by your own labelled file (``file_task``, kept by ``task_store``).
 
->>> from science.tasks import get_task, TASK_NAMES
+The task classes are registered in ``layerscope_core.registry`` (``TaskSpec``, ``register_task``;
+plugins through entry points); ``get_task`` builds one by name. Importing this package adds the
+file tasks of the registered stores to ``task_names`` (the registry's one list of every task).
+
+>>> from science.tasks import get_task, task_names
 >>> task = get_task("dyck", k=2, m=10, target="top")
 >>> data = task.generate(length=40, n=512, seed=0)       # TaskData: tokens/labels [n, L]
 >>> clean, corrupted, pos = task.corruption_pairs(length=40, n=256, seed=0)
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from layerscope_core.registry import TASKS
+from layerscope_core.registry import add_task_source, task_names, task_spec
 
 from .base import Task, TaskData, early_positions
 from .code_depth import CodeDepthTask
@@ -22,8 +26,6 @@ from .parity import ParityTask
 from .s3 import S3Task
 from .task_store import TaskStore
 
-TASK_NAMES: tuple[str, ...] = TASKS  # layerscope_core.registry; the classes below
-_REGISTRY: dict[str, type[Task]] = {"parity": ParityTask, "s3": S3Task, "dyck": DyckTask, "code_depth": CodeDepthTask}
 # Where file tasks are looked up: callables giving a folder (the settings' store, read when asked,
 # so a test's settings apply; the worker package adds it), and the one folder of the process's
 # current model store (a WorkerEnv's, the API's), replaced, not accumulated, when another is set.
@@ -57,13 +59,7 @@ def file_task_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for s in task_stores() for n in s.names()))
 
 
-def task_names() -> tuple[str, ...]:
-    """Every task a run may name: the built-ins (``TASK_NAMES``), the plugins' (entry points
-    ``layerscope.tasks``), then the file tasks."""
-    from layerscope_core.plugins import task_names as with_plugins
-
-    named = with_plugins()
-    return (*named, *(n for n in file_task_names() if n not in named))
+add_task_source(file_task_names)  # task_names(): the registered tasks, then these
 
 
 def get_task(name: str, **params) -> Task:
@@ -74,15 +70,11 @@ def get_task(name: str, **params) -> Task:
         ValueError: for an unknown task name, an unknown parameter, or a bad value — the
             message names the task and the parameter.
     """
-    if name in _REGISTRY:
-        return _REGISTRY[name](**params)
-    from layerscope_core.plugins import plugin_tasks
-
-    plugin = plugin_tasks().get(name)
-    if plugin is not None:
-        task = plugin(**params)
+    spec = task_spec(name)
+    if spec is not None:  # a registered task: built in, added with register_task, or a plugin's
+        task = spec.task_class(**params)
         if not isinstance(task, Task):
-            raise ValueError(f"plugin task {name!r} built a {type(task).__name__}, not a science.tasks.Task")
+            raise ValueError(f"task {name!r} built a {type(task).__name__}, not a science.tasks.Task")
         return task
     for store in task_stores():
         if name in store.names():
@@ -94,7 +86,6 @@ def get_task(name: str, **params) -> Task:
 
 
 __all__ = [
-    "TASK_NAMES",
     "Task",
     "TaskData",
     "early_positions",

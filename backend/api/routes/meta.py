@@ -20,9 +20,7 @@ router = APIRouter(tags=["meta"], dependencies=[ReadAuth], responses=UNAUTHORIZE
 def meta(request: Request) -> Meta:
     """Read from ``layerscope_core.registry`` at request time: a family registered after start
     (``register_family``) is listed, and so are plugins (entry points) and the file tasks of the
-    model store (``layerscope task add``). ``read_only``: why a server over a bundle refuses writes,
+    model store (``layerscope task add``: ``create_app`` registered the settings' store, whose
+    names ``registry.task_names`` lists). ``read_only``: why a server over a bundle refuses writes,
     so the dashboard says so and disables what would write."""
-    from science.tasks import task_names  # create_app registered the settings' task store
-
-    read_only = getattr(request.app.state, "read_only", None)
-    return Meta(**{**registry.meta(), "tasks": list(task_names()), "read_only": read_only})
+    return Meta(**registry.meta(), read_only=getattr(request.app.state, "read_only", None))
