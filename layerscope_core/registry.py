@@ -16,9 +16,9 @@ family registered at run time (``register_family``) may pass callables directly.
 = one ``register_family`` call + its model file. Tasks are ``TaskSpec`` entries the same way: a
 name, a label and the ``science.tasks.Task`` subclass that builds it (``register_task``); the file
 tasks of ``layerscope task add`` are named by a task source (``add_task_source``). Intervention
-methods are objects looked up the same way (``get_method``): the built-ins are
-``"science.edit_methods:<NAME>"`` strings, a plugin's or a ``register_method``'d one an object
-with ``fit``.
+methods: ``METHODS`` names the built-ins (their classes are ``science.edit_methods.BUILTIN_METHODS``;
+``science.methods.get_method`` looks any method up); a plugin's or a ``register_method``'d one is
+an object with ``fit`` (and its declared ``params``) kept here.
 
 >>> spec = get_family("mamba")
 >>> spec.has_conv1d, spec.state_parts
@@ -27,12 +27,12 @@ with ``fit``.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Any
 
+from layerscope_core.method_params import declared_params
 from layerscope_core.specs import KINDS, FamilySpec, Hook, TaskSpec  # noqa: F401 - part of this interface
 
 PRESETS: tuple[str, ...] = ("smoke", "quick", "paper", "pretrained", "paper-75s")
@@ -224,15 +224,13 @@ def task_names() -> tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------------- intervention methods
-# An intervention method is an object with ``name`` and ``fit(X [N, D], y [N], n_classes, **kw)
-# -> science.interventions.Edit`` (``science.interventions.fit_edit`` documents the keywords);
-# ``fit_edit`` looks it up here. The built-ins live in ``science.edit_methods``, named as
-# ``"module:attr"`` strings resolved on first use; plugins and ``register_method`` add objects.
-_METHODS: dict[str, Any] = {
-    name: f"science.edit_methods:{name.upper()}" for name in ("project_out", "inlp", "leace", "pca_top_k", "mean")
-}
-METHODS: tuple[str, ...] = tuple(_METHODS)  # the built-in methods, in canonical order (none can be replaced)
-_RESOLVED_METHODS: dict[str, Any] = {}
+# An intervention method is an object with ``name``, ``params`` (the keywords of its fit a job
+# may set, ``layerscope_core.method_params.MethodParam``) and ``fit(X [N, D], y [N], n_classes,
+# **kw) -> science.interventions.Edit``. The built-ins are classes in ``science.edit_methods``
+# (``BUILTIN_METHODS``, their names below); ``science.methods.get_method`` looks a name up there,
+# then among the methods added here (plugins and ``register_method``).
+METHODS: tuple[str, ...] = ("project_out", "inlp", "leace", "pca_top_k", "mean")  # the built-ins, in canonical order
+_ADDED_METHODS: dict[str, Any] = {}
 
 
 def register_method(name: str, method: Any, *, replace: bool = False) -> Any:
@@ -240,23 +238,27 @@ def register_method(name: str, method: Any, *, replace: bool = False) -> Any:
 
     Args:
         name: the method id stored with intervention results (a lower-case identifier).
-        method: an object with ``fit(X, y, n_classes, **kw)`` returning an ``Edit``, or a
-            ``"module:attr"`` string naming one (imported on first use).
+        method: an object with ``fit(X, y, n_classes, **kw)`` returning an ``Edit`` and, if
+            a job may set some of its fit's keywords, ``params`` (a tuple of ``MethodParam``).
 
     Raises:
         ValueError: ``name`` is not a lower-case identifier, is a built-in method, or is
-            registered already (and ``replace`` is False); ``method`` has no callable ``fit``.
+            registered already (and ``replace`` is False); ``method`` has no callable ``fit``;
+            its ``params`` are not ``MethodParam``s, or one names a ``job_field`` (the
+            built-ins' own fields only).
     """
     if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
         raise ValueError(f"method name must be a lower-case identifier, got {name!r}")
     if name in METHODS:
         raise ValueError(f"method {name!r} is built in and cannot be replaced")
-    if name in _METHODS and not replace:
+    if name in _ADDED_METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered")
-    if not isinstance(method, str) and not callable(getattr(method, "fit", None)):
+    if not callable(getattr(method, "fit", None)):
         raise ValueError(f"method {name!r} has no fit(X, y, n_classes, **kw)")
-    _METHODS[name] = method
-    _RESOLVED_METHODS.pop(name, None)
+    fielded = [p.name for p in declared_params(method) if p.job_field is not None]
+    if fielded:
+        raise ValueError(f"method {name!r}: parameter {fielded[0]!r} names a job_field (only the built-ins' do)")
+    _ADDED_METHODS[name] = method
     return method
 
 
@@ -268,26 +270,14 @@ def unregister_method(name: str) -> None:
     """
     if name in METHODS:
         raise ValueError(f"method {name!r} is built in and cannot be removed")
-    _METHODS.pop(name, None)
-    _RESOLVED_METHODS.pop(name, None)
+    _ADDED_METHODS.pop(name, None)
 
 
-def get_method(name: str) -> Any:
-    """The method object registered as ``name`` (a ``"module:attr"`` entry imported on first use).
-
-    Raises:
-        ValueError: unknown method (the message lists the registered ones).
-    """
+def added_method(name: str) -> Any | None:
+    """The object registered as ``name`` by a plugin or ``register_method`` (None for a built-in
+    or an unknown name: ``science.methods.get_method`` looks up every method)."""
     _plugins()
-    if not isinstance(name, str) or name not in _METHODS:
-        raise ValueError(f"unknown intervention method {name!r}; expected one of {tuple(_METHODS)}")
-    if name not in _RESOLVED_METHODS:
-        method = _METHODS[name]
-        if isinstance(method, str):
-            module, _, attr = method.partition(":")
-            method = getattr(importlib.import_module(module), attr)
-        _RESOLVED_METHODS[name] = method
-    return _RESOLVED_METHODS[name]
+    return _ADDED_METHODS.get(name) if isinstance(name, str) else None
 
 
 def _plugins() -> None:
@@ -382,7 +372,8 @@ def load_plugins(reload: bool = False) -> None:
 
     Raises:
         PluginError: an entry point that does not load, a family entry that is not a
-            ``FamilySpec``, a method without ``fit``, or a plugin named like a built-in.
+            ``FamilySpec``, a method without ``fit`` or with ``params`` that are not
+            ``MethodParam``s, or a plugin named like a built-in.
     """
     global _plugins_loaded
     if _plugins_loaded and not reload:
@@ -441,7 +432,7 @@ def plugin_tasks() -> dict[str, Any]:
 def plugin_methods() -> dict[str, Any]:
     """{name: method object} of the ``layerscope.methods`` entry points."""
     load_plugins()
-    return {name: get_method(name) for name in _PLUGIN_METHODS}
+    return {name: _ADDED_METHODS[name] for name in _PLUGIN_METHODS}
 
 
 def plugin_families() -> tuple[str, ...]:
@@ -454,4 +445,4 @@ def method_names() -> tuple[str, ...]:
     """Every registered intervention method: the built-ins (``METHODS``), then the added ones
     (plugins', ``register_method``'s), in registration order."""
     _plugins()
-    return tuple(_METHODS)
+    return (*METHODS, *_ADDED_METHODS)

@@ -1,38 +1,82 @@
-"""The built-in intervention methods, each a registered object (docs/SCIENCE.md#interventions).
+"""The intervention methods: the contract every method meets (:class:`EditMethod`) and the
+built-in ones, each a class (docs/SCIENCE.md#interventions).
 
-A method is an object with ``name`` and ``fit(X [N, D], y [N], n_classes, **kw) -> Edit``,
-registered in ``layerscope_core.registry`` (``get_method``) exactly as a plugin's method is
-(entry point group ``layerscope.methods``, or ``registry.register_method``);
-:func:`science.interventions.fit_edit` checks the inputs and looks the method up — it holds no
-branch per method. ``fit`` receives X as float ``[N, D]`` with N ≥ 2, ``y`` as int64 ``[N]`` on
-X's device, and the keywords ``k``, ``seed``, ``probe``, ``max_rounds``, ``chance_tol`` and
-``probe_kwargs`` (each method reads the ones it needs; see ``fit_edit``).
+A method is an object with ``name``, ``params`` (the keywords of its fit a job may set, each a
+:class:`layerscope_core.method_params.MethodParam` with its type, default, bounds and help) and
+``fit(X [N, D], y [N], n_classes, **kw) -> Edit``. The built-ins are the classes listed in
+:data:`BUILTIN_METHODS`; a plugin's (entry point group ``layerscope.methods``) or a
+``registry.register_method``'d one is looked up beside them (:func:`science.methods.get_method`)
+and fitted the same way: :func:`science.interventions.fit_edit` checks the inputs and calls
+``fit`` — it holds no branch per method. ``fit`` receives X as float ``[N, D]`` with N ≥ 2,
+``y`` as int64 ``[N]`` on X's device, the keywords ``seed``, ``probe``, ``probe_kwargs`` and
+``ctx`` (each method reads the ones it needs), and its declared parameters by name.
 
-Every edit is ``h' = h − ((h − c) Rᵀ) Lᵀ`` (:class:`science.interventions.Edit`) except
-``mean``, which returns ``c`` everywhere. Each method's class documents its definition.
+Every edit is ``h' = h − ((h − c) Rᵀ) Lᵀ`` (:class:`science.edits.Edit`) except ``mean``, which
+returns ``c`` everywhere. Each method's class documents its definition.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
+from layerscope_core.method_params import MethodParam
 from science.context import JobContext
+from science.edits import Edit, probe_span, projection_edit, rank_of
 from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference
-from science.interventions import (
-    DEFAULT_PCA_K,
-    INLP_CHANCE_TOL,
-    Edit,
-    inlp_budget,
-    probe_span,
-    projection_edit,
-    rank_of,
-)
 from science.probes import LinearProbe, fit_probe
 
-__all__ = ["INLP", "LEACE", "MEAN", "PCA_TOP_K", "PROJECT_OUT"]
+__all__ = [
+    "BUILTIN_METHODS",
+    "DEFAULT_PCA_K",
+    "INLP_CHANCE_TOL",
+    "EditMethod",
+    "Inlp",
+    "Leace",
+    "MeanAblation",
+    "PcaTopK",
+    "ProjectOut",
+    "inlp_budget",
+]
+
+DEFAULT_PCA_K = 8
+INLP_CHANCE_TOL = 0.01  # fraction (1 pp) above the held-out majority baseline
+
+
+def inlp_budget(d_model: int, n_classes: int) -> int:
+    """INLP's default round budget: ⌈d_model / max(C − 1, 1)⌉, the rounds needed to remove the
+    whole space when each round removes rank C − 1."""
+    if d_model < 1 or n_classes < 1:
+        raise ValueError(f"d_model and n_classes must be ≥ 1, got {d_model}, {n_classes}")
+    return -(-d_model // max(n_classes - 1, 1))
+
+
+class EditMethod:
+    """What a method declares beside its ``fit`` (a plugin's method may subclass this, or carry
+    the same attributes; a missing one reads as the default here).
+
+    Attributes:
+        name: the method id stored with intervention results (a lower-case identifier).
+        params: the keywords of ``fit`` a job may set (``MethodParam``; the measurement passes
+            every one, given or its default; a result row's ``k`` column holds the one named ``k``).
+        refit_until_removed: the measurement refits it on twice as many sequences, at most
+            ``science.measure.MAX_FIT_DOUBLINGS`` times, while a probe refit on its edited
+            states still reads the variable (docs/SCIENCE.md#fit-size): for methods meant to
+            remove the variable, not for controls.
+    """
+
+    name: ClassVar[str] = ""
+    params: ClassVar[tuple[MethodParam, ...]] = ()
+    refit_until_removed: ClassVar[bool] = False
+
+    def fit(self, X: Tensor, y: Tensor, n_classes: int, **kw: Any) -> Edit:
+        raise NotImplementedError
+
+    def record_fields(self, edit: Edit) -> dict[str, Any]:
+        """Columns of its intervention rows this method fills from its fitted ``edit`` (none here)."""
+        return {}
 
 
 def _mean(X: Tensor) -> Tensor:
@@ -40,7 +84,7 @@ def _mean(X: Tensor) -> Tensor:
     return X.mean(0, dtype=torch.float64)
 
 
-class ProjectOut:
+class ProjectOut(EditMethod):
     """``project_out``: orthogonal projection (Euclidean, raw feature space) onto the complement
     of the span of the probe's class directions ``W/std`` (:meth:`LinearProbe.class_directions`).
 
@@ -72,7 +116,7 @@ class ProjectOut:
         return projection_edit(self.name, _mean(X), Q, info=info)
 
 
-class Inlp:
+class Inlp(EditMethod):
     """``inlp``: Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1).
 
     Fit a probe, add its class directions to the removed span, project, refit, … until the
@@ -95,6 +139,18 @@ class Inlp:
     """
 
     name = "inlp"
+    params = (
+        MethodParam(
+            "max_rounds",
+            int,
+            None,
+            "round budget; None: enough rounds to remove the whole width, ⌈d_model / (classes − 1)⌉",
+            ge=1,
+            le=1000,
+            job_field="inlp_max_rounds",
+        ),
+    )
+    refit_until_removed = True
 
     def __init__(self, *, from_scratch: bool = False) -> None:
         self.from_scratch = from_scratch  # the reference rounds (science.inlp), for tests and benchmarks
@@ -150,14 +206,24 @@ class Inlp:
             },
         )
 
+    def record_fields(self, edit: Edit) -> dict[str, Any]:
+        """``inlp_converged`` (reached its tolerance) and ``inlp_rounds`` (projections made), from
+        its edit's ``info`` (None where an edit carries neither)."""
+        info = edit.info
+        return {
+            "inlp_converged": bool(info["reached_chance"]) if "reached_chance" in info else None,
+            "inlp_rounds": int(info["n_rounds"]) if "n_rounds" in info else None,
+        }
 
-class Leace:
+
+class Leace(EditMethod):
     """``leace``: LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed
     form", §3–4), concept-erasure's ``LeaceFitter`` with its defaults (affine, shrinkage, trace
     constraint) on ``one_hot(y, C)``, fitted in float64. After it no linear classifier beats a
     constant one on the fitting data."""
 
     name = "leace"
+    refit_until_removed = True
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         from concept_erasure import LeaceFitter
@@ -170,7 +236,7 @@ class Leace:
         return Edit(method=self.name, rank_removed=rank_of(left @ right), center=center, left=left, right=right)
 
 
-class PcaTopK:
+class PcaTopK(EditMethod):
     """``pca_top_k``: remove the top-k principal directions of the centred states (eigenvectors of
     the covariance), around the mean; default ``k`` = :data:`DEFAULT_PCA_K` (8). Not label-aware:
     a control for how much damage removing *any* k high-variance directions does.
@@ -181,8 +247,20 @@ class PcaTopK:
     """
 
     name = "pca_top_k"
+    params = (
+        MethodParam(
+            "k",
+            int,
+            DEFAULT_PCA_K,
+            "principal directions removed",
+            ge=1,
+            le=4096,
+            width_bound=True,
+            job_field="pca_k",
+        ),
+    )
 
-    def fit(self, X: Tensor, y: Tensor, n_classes: int, *, k: int | None = None, **_: Any) -> Edit:
+    def fit(self, X: Tensor, y: Tensor, n_classes: int, *, k: int | None = DEFAULT_PCA_K, **_: Any) -> Edit:
         N, D = X.shape
         kk = DEFAULT_PCA_K if k is None else k
         if isinstance(kk, bool) or not isinstance(kk, int) or kk < 1 or kk > D:
@@ -196,7 +274,7 @@ class PcaTopK:
         return projection_edit(self.name, mu, Q, k=kk, info={"variance_removed": frac})
 
 
-class MeanAblation:
+class MeanAblation(EditMethod):
     """``mean``: whole-layer mean ablation, every state replaced by the fitted mean μ (a ceiling;
     rank D). Its ``Edit`` has no ``left``/``right``."""
 
@@ -206,9 +284,6 @@ class MeanAblation:
         return Edit(method=self.name, rank_removed=int(X.shape[1]), center=_mean(X))
 
 
-# the objects the registry names ("science.edit_methods:<NAME>")
-PROJECT_OUT = ProjectOut()
-INLP = Inlp()
-LEACE = Leace()
-PCA_TOP_K = PcaTopK()
-MEAN = MeanAblation()
+# The built-in methods, in the registry's canonical order (layerscope_core.registry.METHODS
+# holds their names for the layers that do not import science; a test keeps the two equal).
+BUILTIN_METHODS: tuple[type[EditMethod], ...] = (ProjectOut, Inlp, Leace, PcaTopK, MeanAblation)

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from science.context import JobContext
-from science.interventions import probe_span
+from science.edits import probe_span
 from science.probes import LinearProbe, fit_design, fit_probe, standardised
 from science.probes.design import projected
 

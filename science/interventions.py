@@ -1,6 +1,7 @@
 """Interventions on one layer's states: fit an edit at L=40, apply it anywhere (docs/SCIENCE.md#interventions).
 
-Every edit is an affine map fitted on training states ``X [N, D]`` with labels ``y [N]``:
+Every edit is an affine map fitted on training states ``X [N, D]`` with labels ``y [N]``
+(:class:`science.edits.Edit`, re-exported here):
 
     h' = h − ((h − c) Rᵀ) Lᵀ          (``center`` c [D], ``left`` L [D, r], ``right`` R [r, D])
 
@@ -9,13 +10,14 @@ leading dims and returns the same shape, device and dtype.
 
 Methods
 -------
-Each method is a registered object (``layerscope_core.registry.get_method``), the built-ins in
-:mod:`science.edit_methods`, whose classes define them: ``project_out`` (the span of the probe's
-centred class directions, around the mean), ``inlp`` (Ravfogel et al. 2020), ``leace``
-(Belrose et al. 2023, concept-erasure), ``pca_top_k`` (a label-blind control) and ``mean``
-(whole-layer mean ablation). :func:`fit_edit` checks the inputs and dispatches by lookup; a
-plugin's method (entry point group ``layerscope.methods``) is fitted through the same call.
-:func:`projection_edit`, :func:`probe_span` and :func:`rank_of` are the pieces they share.
+Each method is an object looked up by name (:func:`science.methods.get_method`): the built-ins
+are the classes of :mod:`science.edit_methods`, which define them — ``project_out`` (the span of
+the probe's centred class directions, around the mean), ``inlp`` (Ravfogel et al. 2020),
+``leace`` (Belrose et al. 2023, concept-erasure), ``pca_top_k`` (a label-blind control) and
+``mean`` (whole-layer mean ablation). :func:`fit_edit` checks the inputs and dispatches by that
+lookup; a plugin's method (entry point group ``layerscope.methods``) or a
+``register_method``'d one is fitted through the same call. :func:`projection_edit`,
+:func:`probe_span` and :func:`rank_of` (:mod:`science.edits`) are the pieces they share.
 
 ``rank_removed`` is the rank of ``I − A`` where ``A`` is the linear part of the edit
 (numerical rank, relative tolerance 1e-6).
@@ -23,20 +25,24 @@ plugin's method (entry point group ``layerscope.methods``) is fitted through the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from layerscope_core.registry import METHODS, get_method
+from layerscope_core.registry import METHODS
 from science.context import JobContext
+from science.edit_methods import DEFAULT_PCA_K, INLP_CHANCE_TOL, inlp_budget
+from science.edits import RANK_RTOL, Edit, probe_span, projection_edit, rank_of, span_of_directions
+from science.methods import get_method
 from science.probes import LinearProbe
 
 __all__ = [
     "METHODS",
     "DEFAULT_PCA_K",
     "FIT_TOKENS_PER_DIM",
+    "INLP_CHANCE_TOL",
+    "RANK_RTOL",
     "Edit",
     "fit_edit",
     "inlp_budget",
@@ -48,63 +54,7 @@ __all__ = [
     "span_of_directions",
 ]
 
-DEFAULT_PCA_K = 8
 FIT_TOKENS_PER_DIM = 64  # an edit is fitted on at least 64 · d_model tokens (n_fit_sequences)
-INLP_CHANCE_TOL = 0.01  # fraction (1 pp) above the held-out majority baseline
-RANK_RTOL = 1e-6
-
-
-@dataclass
-class Edit:
-    """A fitted edit. ``apply(h [..., D]) -> [..., D]``; see the module docstring.
-
-    Attributes:
-        method: the registered method's name (:data:`METHODS`, a plugin's, or ``random``).
-        rank_removed: dimensions removed (0..D).
-        center: ``[D]`` c (the fitted mean, or LEACE's bias).
-        left, right: ``[D, r]`` and ``[r, D]``; None (both) for a constant edit such as
-            ``mean``, which returns ``center`` everywhere.
-        k: ``pca_top_k``'s k, else None.
-        info: method details (INLP rounds and accuracies, probe convergence, ...).
-    """
-
-    method: str
-    rank_removed: int
-    center: Tensor
-    left: Tensor | None = None
-    right: Tensor | None = None
-    k: int | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def d_model(self) -> int:
-        return int(self.center.shape[-1])
-
-    def apply(self, h: Tensor) -> Tensor:
-        """Edit ``h [..., D]`` → ``[..., D]`` on h's device, in h's dtype."""
-        if h.shape[-1] != self.d_model:
-            raise ValueError(f"edit fitted for D={self.d_model}, got states with D={h.shape[-1]}")
-        work = h.dtype if h.dtype in (torch.float32, torch.float64) else torch.float32
-        c = self.center.to(h.device, work)
-        if self.left is None:  # a constant edit (mean ablation)
-            return c.expand(h.shape).to(h.dtype).clone()
-        x = h.to(work)
-        L = self.left.to(h.device, work)
-        R = self.right.to(h.device, work)
-        return (x - ((x - c) @ R.T) @ L.T).to(h.dtype)
-
-    __call__ = apply
-
-    def matrix(self) -> Tensor:
-        """The linear part ``A [D, D]`` (``h' = A h + const``, acting on column vectors)."""
-        D = self.d_model
-        eye = torch.eye(D, dtype=torch.float64, device=self.center.device)
-        if self.left is None:
-            return torch.zeros_like(eye)
-        return eye - self.left.double() @ self.right.double()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "rank_removed": self.rank_removed, "k": self.k, **self.info}
 
 
 def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edit:
@@ -129,14 +79,6 @@ def random_removal(center: Tensor, rank: int, generator: torch.Generator) -> Edi
     return projection_edit("random", center.double().cpu(), Q.to(center.device))
 
 
-def inlp_budget(d_model: int, n_classes: int) -> int:
-    """INLP's default round budget: ⌈d_model / max(C − 1, 1)⌉, the rounds needed to remove the
-    whole space when each round removes rank C − 1."""
-    if d_model < 1 or n_classes < 1:
-        raise ValueError(f"d_model and n_classes must be ≥ 1, got {d_model}, {n_classes}")
-    return -(-d_model // max(n_classes - 1, 1))
-
-
 def n_fit_sequences(d_model: int, length: int, n_sequences: int) -> int:
     """Sequences to fit an edit on: at least ``n_sequences`` and enough that the fitting set has
     ``FIT_TOKENS_PER_DIM · d_model`` tokens, i.e. ``max(n_sequences, ⌈64 · d_model / length⌉)``.
@@ -151,87 +93,48 @@ def n_fit_sequences(d_model: int, length: int, n_sequences: int) -> int:
     return max(n_sequences, -(-FIT_TOKENS_PER_DIM * d_model // length))
 
 
-def span_of_directions(dirs: Tensor, exclude: Tensor | None = None, rtol: float = RANK_RTOL) -> Tensor:
-    """Orthonormal basis ``[D, r]`` of the span of the rows of ``dirs [m, D]``.
-
-    Components inside ``exclude [D, q]`` (orthonormal columns) are removed first, so the result
-    is orthogonal to it. Singular values below ``rtol · s_max`` count as zero.
-    """
-    A = dirs.double()
-    if exclude is not None and exclude.numel():
-        E = exclude.double()
-        A = A - (A @ E) @ E.T
-    if A.numel() == 0:
-        return torch.zeros(dirs.shape[-1], 0, dtype=torch.float64, device=dirs.device)
-    _, s, Vh = torch.linalg.svd(A, full_matrices=False)
-    ref = float(dirs.double().norm(dim=-1).max()) if dirs.numel() else 0.0
-    keep = s > rtol * max(ref, 1e-300)
-    return Vh[keep].T.contiguous()
-
-
-def probe_span(probe: LinearProbe, exclude: Tensor | None = None) -> Tensor:
-    """Orthonormal basis ``[D, r]`` (float64) of the span of ``probe``'s centred class directions
-    (the classes present; r ≤ C−1), orthogonal to ``exclude [D, q]`` (see :func:`span_of_directions`)."""
-    dirs = probe.class_directions().double()[probe.classes_present.to(probe.W.device)]
-    dirs = dirs - dirs.mean(0, keepdim=True)  # softmax shift invariance: rank ≤ C−1
-    return span_of_directions(dirs, exclude)
-
-
-def projection_edit(method: str, mu: Tensor, Q: Tensor, **kw: Any) -> Edit:
-    """The edit removing the span of ``Q [D, r]`` (orthonormal columns) around ``mu [D]``:
-    ``h' = h − (h − μ) Q Qᵀ``; ``kw`` are further :class:`Edit` fields (``k``, ``info``)."""
-    return Edit(method=method, rank_removed=int(Q.shape[1]), center=mu, left=Q, right=Q.T.contiguous(), **kw)
-
-
-def rank_of(M: Tensor) -> int:
-    """Numerical rank of ``M`` (singular values above ``RANK_RTOL`` · the largest)."""
-    if M.numel() == 0:
-        return 0
-    s = torch.linalg.svdvals(M.double())
-    return int((s > RANK_RTOL * max(float(s.max()), 1e-300)).sum()) if s.numel() else 0
-
-
 def fit_edit(
     method: str,
     X: Tensor,
     y: Tensor,
     n_classes: int,
-    k: int | None = None,
+    *,
     seed: int = 0,
     probe: LinearProbe | None = None,
-    *,
-    max_rounds: int | None = None,
-    chance_tol: float = INLP_CHANCE_TOL,
     probe_kwargs: dict[str, Any] | None = None,
     ctx: JobContext | None = None,
+    **params: Any,
 ) -> Edit:
     """Fit an edit of ``method`` on states ``X [N, D]`` with labels ``y [N]``.
 
-    Every keyword below is passed to the method's ``fit`` (:mod:`science.edit_methods`); each
-    method reads the ones it needs.
+    The method's ``fit`` (:mod:`science.edit_methods` for the built-ins) receives ``seed``,
+    ``probe``, ``probe_kwargs`` and ``ctx`` (each method reads the ones it needs), then
+    ``params`` as given: the keywords of its fit (its declared ``params``, e.g. ``pca_top_k``'s
+    ``k``, ``inlp``'s ``max_rounds``, or ``chance_tol``); one it does not take is ignored. Missing
+    ones take the fit's defaults. The measurement resolves and checks them against the method's
+    declaration first (:func:`science.methods.method_settings`); here they pass unchecked.
 
     Args:
         method: a registered method (``layerscope_core.registry.method_names()``: the built-in
-            :data:`METHODS`, then plugins').
+            :data:`METHODS`, then plugins' and ``register_method``'s).
         X: ``[N, D]`` states (one layer, all positions flattened), typically at L=40.
         y: ``[N]`` labels in ``0..n_classes-1``.
         n_classes: C.
-        k: ``pca_top_k`` only (default :data:`DEFAULT_PCA_K`, capped at D); ignored by the
-            other methods (``Edit.k`` is None for them).
-        seed: INLP's held-out row split.
+        seed: INLP's held-out row split (and any method's own randomness).
         probe: a probe already fitted on these states (``project_out`` and INLP's first
             round reuse it instead of refitting).
-        max_rounds, chance_tol: INLP's stopping rule (:class:`science.edit_methods.Inlp`);
-            ``max_rounds=None`` → :func:`inlp_budget` (D, classes present).
         probe_kwargs: passed to :func:`science.probes.fit_probe` for the probes fitted here.
         ctx: a job context whose ``check_cancelled`` INLP calls before each round (one INLP
             fit is ~80 probe fits, ~40 s at d_model 160 on one CPU core: a cancel lands
             between rounds, not after the whole fit).
+        params: the method's parameters by keyword (``k`` for ``pca_top_k``: default
+            :data:`DEFAULT_PCA_K`; ``max_rounds`` / ``chance_tol`` for INLP:
+            :class:`science.edit_methods.Inlp`).
 
     Raises:
         JobCancelled: from ``ctx.check_cancelled`` (INLP only).
-        ValueError: unknown method; ``k`` not an int in 1..D for ``pca_top_k``; shapes; fewer
-            than 2 rows.
+        ValueError: unknown method; a value the method refuses (``k`` not an int in 1..D for
+            ``pca_top_k``); shapes; fewer than 2 rows.
     """
     fit = get_method(method).fit  # a built-in (science.edit_methods), a plugin's, or a ValueError
     if X.ndim != 2:
@@ -244,15 +147,4 @@ def fit_edit(
     y = y.reshape(-1).to(X.device).long()
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-    return fit(
-        X,
-        y,
-        n_classes,
-        k=k,
-        seed=seed,
-        probe=probe,
-        max_rounds=max_rounds,
-        chance_tol=chance_tol,
-        probe_kwargs=probe_kwargs,
-        ctx=ctx,
-    )
+    return fit(X, y, n_classes, seed=seed, probe=probe, probe_kwargs=probe_kwargs, ctx=ctx, **params)

@@ -7,6 +7,7 @@ Every function returns typed records (``science.records``: :class:`ProbeRecord`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import JobContext, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
+from science.methods import method_settings, record_fields, refits_until_removed
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
@@ -29,10 +31,10 @@ from science.tasks.base import Task, TaskData
 
 ALL_LAYERS = -2  # conv1d_removal in every layer
 ALPHA = 0.05
-# Removal that removes (docs/SCIENCE.md#fit-size): LEACE and INLP are refitted on twice as many
-# sequences, at most MAX_FIT_DOUBLINGS times, while a probe refit on their edited held-out states
-# at the fit length reads the variable more than REMOVAL_TOL above the majority rate.
-REMOVAL_METHODS = ("leace", "inlp")
+# Removal that removes (docs/SCIENCE.md#fit-size): a method whose class sets
+# ``refit_until_removed`` (LEACE, INLP) is refitted on twice as many sequences, at most
+# MAX_FIT_DOUBLINGS times, while a probe refit on its edited held-out states at the fit length
+# reads the variable more than REMOVAL_TOL above the majority rate.
 REMOVAL_TOL = 0.02
 MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
@@ -131,17 +133,16 @@ def _effect_row(
     n_perm: int,
     seed: int,
     config_hash: str,
-    edit_info: dict[str, Any] | None = None,
+    method_fields: dict[str, Any] | None = None,
     n_fit: int | None = None,
     random: dict[str, Any] | None = None,
 ) -> InterventionRecord:
+    """One intervention row; ``method_fields``: the columns the method fills from its edit
+    (``science.methods.record_fields``: INLP's convergence and rounds)."""
     base_acc, edited_acc = float(base.mean()), float(edited.mean())
     gap = base_acc - chance
-    info = edit_info or {}
-    inlp = method == "inlp"
     return InterventionRecord(
-        inlp_converged=bool(info["reached_chance"]) if inlp and "reached_chance" in info else None,
-        inlp_rounds=int(info["n_rounds"]) if inlp and "n_rounds" in info else None,
+        **(method_fields or {}),
         n_fit_sequences=n_fit,
         method=method,
         layer=layer,
@@ -282,13 +283,12 @@ class _Interventions:
     layers: list[int]
     fit_length: int
     n_sequences: int
-    pca_k: int
-    inlp_max_rounds: int | None
+    settings: dict[str, dict[str, Any]]  # per method, its parameters (science.methods.method_settings)
     device: torch.device | str
     ctx: JobContext
     resume: ResumeFolder | None = None
     memory: MemoryBound = MemoryBound()
-    doubling: bool = True  # some method may refit on doubled fit sets (REMOVAL_METHODS)
+    doubling: bool = True  # some method may refit on doubled fit sets (refits_until_removed)
 
     def __post_init__(self) -> None:
         self.width = _width(self.model, self.task, self.device)
@@ -408,14 +408,14 @@ class _Interventions:
             x,
             y,
             self.task.n_classes,
-            k=self.pca_k if method == "pca_top_k" else None,
             seed=self.run_seed,
-            max_rounds=self.inlp_max_rounds,
             ctx=self.ctx,  # INLP checks a cancel before each of its rounds
+            **self.settings.get(method, {}),
         )
 
     def fit_edits(self, methods: list[str]) -> _Fitted:
-        """Every (method, layer)'s edit; LEACE and INLP refitted on twice as many sequences, at most
+        """Every (method, layer)'s edit; a method that refits until removed (LEACE, INLP:
+        ``refit_until_removed``) refitted on twice as many sequences, at most
         :data:`MAX_FIT_DOUBLINGS` times, while their refit probe at the fit length reads more than
         :data:`REMOVAL_TOL` above the majority rate (docs/SCIENCE.md#fit-size)."""
         ctx = self.ctx
@@ -439,7 +439,7 @@ class _Interventions:
                     continue
                 n = self.n_fit
                 edit = self.fitted(method, layer, n)
-                if method in REMOVAL_METHODS:  # its check set one layer at a time, beside the fit set
+                if refits_until_removed(method):  # its check set one layer at a time, beside the fit set
                     out.check = out.check or self.eval_set(self.fit_length, self._check_groups())
                     for _ in range(MAX_FIT_DOUBLINGS):
                         acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
@@ -538,11 +538,11 @@ class _Interventions:
                         chance,
                         known or self.refit(edit, layer, base, length),
                         rank,
-                        self.pca_k if method == "pca_top_k" else None,
+                        self.settings.get(method, {}).get("k"),  # the k column: a declared parameter k
                         n_permutations,
                         self.run_seed,
                         config_hash,
-                        edit.info,
+                        record_fields(method, edit),
                         fitted.fit_sizes[(method, layer)],
                         random_by_rank.get(rank),
                     )
@@ -625,12 +625,11 @@ def check_memory(
             layers=list(range(model.n_layers)) if layers is None else layers,
             fit_length=fit_length,
             n_sequences=n_sequences,
-            pca_k=1,
-            inlp_max_rounds=None,
+            settings={},
             device="cpu",
             ctx=SilentContext(),
             memory=memory,
-            doubling=any(m in REMOVAL_METHODS for m in methods),
+            doubling=any(refits_until_removed(m) for m in methods),
         )
         run.check_memory(eval_lengths)
 
@@ -644,8 +643,7 @@ def measure_interventions(
     n_sequences: int,
     methods: list[str],
     layers: list[int] | None = None,
-    pca_k: int = 8,
-    inlp_max_rounds: int | None = None,
+    method_params: Mapping[str, Mapping[str, Any]] | None = None,
     conv1d: bool = True,
     fit_length: int = TRAIN_LENGTH,
     n_permutations: int = 2000,
@@ -654,8 +652,16 @@ def measure_interventions(
     ctx: JobContext | None = None,
     resume: ResumeFolder | None = None,
     memory: MemoryBound | None = None,
+    **fields: Any,
 ) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
+
+    ``method_params``: ``{method: {parameter: value}}``, the values of the parameters the
+    methods declare (``EditMethod.params``); ``fields``: the built-ins' parameters by their job
+    field (``pca_k=4``, ``inlp_max_rounds=3``: ``science.methods.job_fields``). Every declared
+    parameter of each method is passed to its fit, given or by its default, checked against its
+    declaration and the model's width first (:func:`science.methods.method_settings`); a row's
+    ``k`` is its method's parameter ``k`` (None for a method without one).
 
     ``memory``: the bound on the states held at once (:class:`science.bounded.MemoryBound`; None:
     unbounded). Fit and eval sets are captured a group of layers at a time (recomputed, not
@@ -679,16 +685,17 @@ def measure_interventions(
     with ``rank_removed`` random orthonormal directions removed, :data:`N_RANDOM_DRAWS` draws
     (:func:`random_removal_effect`; ``random_delta_pp`` mean, ``_lo``/``_hi`` range). Edits are
     fitted on ``n_fit_sequences(d_model, fit_length, n_sequences)`` sequences (≥ 64 tokens per
-    dimension); LEACE and INLP on twice as many, up to :data:`MAX_FIT_DOUBLINGS` times, while
-    their refit probe at the fit length reads more than :data:`REMOVAL_TOL` above majority (the
-    size used stored per row, docs/SCIENCE.md#fit-size); INLP's budget is
-    ``inlp_max_rounds`` or, when None, enough rounds to remove the whole width, and each INLP
+    dimension); a method whose class sets ``refit_until_removed`` (LEACE, INLP) on twice as
+    many, up to :data:`MAX_FIT_DOUBLINGS` times, while its refit probe at the fit length reads more than :data:`REMOVAL_TOL` above majority (the
+    size used stored per row, docs/SCIENCE.md#fit-size); INLP's budget is its ``max_rounds``
+    (``inlp_max_rounds``) or, when None, enough rounds to remove the whole width, and each INLP
     row stores whether it reached its tolerance and the rounds used. Mamba families also get ``conv1d_removal`` (every layer,
     stored as layer -2, and each layer alone); its refit probe reads the edited layer
     (the last layer for "every layer").
 
     Raises:
-        ValueError: a layer outside ``-1..n_layers-1``.
+        ValueError: a layer outside ``-1..n_layers-1``; a method parameter its declaration
+            refuses, or one not declared (the message names it).
         science.bounded.MeasureMemoryError: before any work, when one layer's eval states beside
             the largest fit (the fit-size rule's doubled set) cannot fit ``memory``.
     """
@@ -705,14 +712,14 @@ def measure_interventions(
         layers=layers,
         fit_length=fit_length,
         n_sequences=n_sequences,
-        pca_k=pca_k,
-        inlp_max_rounds=inlp_max_rounds,
+        settings={},
         device=device,
         ctx=ctx,
         resume=resume,
         memory=memory or MemoryBound(),
-        doubling=any(m in REMOVAL_METHODS for m in methods),
+        doubling=any(refits_until_removed(m) for m in methods),
     )
+    run.settings = method_settings(methods, method_params, fields, width=run.width)
     run.check_memory(list(eval_lengths))
     fitted = run.fit_edits(methods)
     has_conv = conv1d and _has_conv1d(model)

@@ -1,15 +1,19 @@
-"""Intervention methods are registered objects: the built-ins are looked up in the
-registry exactly as a plugin's or a ``register_method``'d method is, ``fit_edit`` dispatches by
-that lookup, and the lists offered (``GET /api/meta``, the params the CLI and jobs form check)
-come from the registry (tests/test_plugins.py sees a plugin's method in every interface)."""
+"""Intervention methods are objects looked up by name: the built-ins by their classes
+(``science.edit_methods.BUILTIN_METHODS``, named in the registry's ``METHODS``), a plugin's or a
+``register_method``'d one beside them; ``fit_edit`` dispatches by that lookup, and the lists
+offered (``GET /api/meta``, the params the CLI and jobs form check) come from the registry
+(tests/test_plugins.py sees a plugin's method in every interface)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from layerscope_core.registry import METHODS, get_method, meta, method_names, register_method, unregister_method
+from layerscope_core.method_params import MethodParam
+from layerscope_core.registry import METHODS, meta, method_names, register_method, unregister_method
+from science.edit_methods import BUILTIN_METHODS
 from science.interventions import Edit, fit_edit
+from science.methods import get_method
 
 
 def _states():
@@ -18,10 +22,14 @@ def _states():
     return torch.randn(200, 5, generator=g) + 2.0 * y[:, None].float(), y
 
 
+def test_the_builtin_classes_are_the_registrys_methods_in_order():
+    assert tuple(cls.name for cls in BUILTIN_METHODS) == METHODS
+
+
 @pytest.mark.parametrize("name", METHODS)
 def test_every_builtin_is_a_registered_object_that_fit_edit_calls(name):
     method = get_method(name)
-    assert method.name == name and type(method).__module__ == "science.edit_methods"
+    assert method.name == name and type(method) in BUILTIN_METHODS
     X, y = _states()
     direct, through = method.fit(X, y, 2, k=2, seed=1), fit_edit(name, X, y, 2, k=2, seed=1)
     assert direct.method == through.method == name and direct.rank_removed == through.rank_removed
@@ -59,9 +67,10 @@ def test_a_registered_method_is_fitted_checked_and_listed_like_a_builtin(registe
     assert MeasureParams(methods=["recorder_test"]).methods == ["recorder_test"]
     edit = fit_edit("recorder_test", torch.arange(12).reshape(4, 3), torch.tensor([[0, 1], [1, 0]]), 2, seed=7, k=3)
     assert edit.method == "recorder_test" and edit.rank_removed == 0
-    call = registered.calls[-1]  # checked inputs: float X, flat int64 y, every keyword passed on
+    call = registered.calls[-1]  # checked inputs: float X, flat int64 y, the context and the given keywords
     assert call["X"].dtype == torch.float32 and call["y"].tolist() == [0, 1, 1, 0] and call["y"].dtype == torch.int64
-    assert (call["seed"], call["k"], call["probe"], call["max_rounds"]) == (7, 3, None, None)
+    assert (call["seed"], call["k"], call["probe"], call["ctx"]) == (7, 3, None, None)
+    assert "max_rounds" not in call  # another method's parameter is not passed to this one
     with pytest.raises(ValueError, match="at least 2 rows"):
         fit_edit("recorder_test", torch.randn(1, 3), torch.zeros(1, dtype=torch.long), 2)
 
@@ -75,6 +84,11 @@ def test_builtins_cannot_be_replaced_and_bad_registrations_are_refused(registere
         register_method("recorder_test", _Recorder())
     with pytest.raises(ValueError, match="no fit"):
         register_method("no_fit", object())
+    with pytest.raises(ValueError, match="not a MethodParam"):
+        register_method("bad_params", type("P", (_Recorder,), {"params": ({"name": "k"},)})())
+    with pytest.raises(ValueError, match="job_field"):
+        fielded = MethodParam("k", int, 2, "k", ge=1, job_field="pca_k")
+        register_method("fielded", type("F", (_Recorder,), {"params": (fielded,)})())
     with pytest.raises(ValueError, match="lower-case identifier"):
         register_method("Bad Name", _Recorder())
     with pytest.raises(ValueError, match=r"unknown intervention method 'nope'.*recorder_test"):

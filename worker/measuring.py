@@ -42,6 +42,7 @@ from store.models import InterventionResult, MeasureSettings, PatchingResult, Pr
 from store.session import session_scope
 from worker import in_flight_measuring, persist
 from worker.learned import keep_weights
+from worker.method_fields import field_values
 from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 if TYPE_CHECKING:
@@ -208,8 +209,7 @@ class _Measurement:
             n_sequences=measure.n_probe_sequences,
             methods=measure.methods,
             layers=self.layers,
-            pca_k=measure.pca_k,
-            inlp_max_rounds=measure.inlp_max_rounds,
+            method_params=measure.method_settings(),  # each method's declared parameters
             conv1d=measure.conv1d,
             fit_length=self.run.train_length,
             n_permutations=measure.n_permutations,
@@ -317,8 +317,8 @@ def intervene_settings(params: InterveneParams, lengths: list[int]) -> MeasurePa
         eval_lengths=lengths,
         n_probe_sequences=params.n_probe_sequences,
         methods=params.methods,
-        pca_k=params.pca_k,
-        inlp_max_rounds=params.inlp_max_rounds,
+        **field_values(params),  # the built-ins' parameters with a field of their own (pca_k, ...)
+        method_params=params.method_params,
         conv1d=params.conv1d,
         n_permutations=params.n_permutations,
     )

@@ -138,7 +138,8 @@ def bound_problem(
     copies, or with ``methods`` the interventions' largest fit beside one eval layer."""
     from science.bounded import FIT_COPIES, MeasureMemoryError, MemoryBound, state_bytes
     from science.interventions import n_fit_sequences
-    from science.measure import MAX_FIT_DOUBLINGS, REMOVAL_METHODS
+    from science.measure import MAX_FIT_DOUBLINGS
+    from science.methods import refits_until_removed
     from store.config import get_settings
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
@@ -147,7 +148,7 @@ def bound_problem(
         bound.require(FIT_COPIES * layer, f"probes at L={longest} of {size.label} (one layer and its fit)")
         if methods:
             fit_n = n_fit_sequences(size.d_model, fit_length, n)
-            fit_n *= 2**MAX_FIT_DOUBLINGS if any(m in REMOVAL_METHODS for m in methods) else 1
+            fit_n *= 2**MAX_FIT_DOUBLINGS if any(refits_until_removed(m) for m in methods) else 1
             need = FIT_COPIES * state_bytes(fit_n, fit_length, size.d_model) + 2 * layer
             bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}")
     except MeasureMemoryError as exc:

@@ -31,6 +31,8 @@ from layerscope_core.registry import (  # noqa: F401
     patch_sites_of,
 )
 from models_store.config import MAX_PARAMS
+from worker import method_fields
+from worker.method_fields import MethodParamValues, job_field, method_params_field
 from worker.param_types import (
     EvalLength,
     Family,
@@ -74,13 +76,10 @@ class MeasureParams(_Params):
     eval_lengths: list[EvalLength] = Field(default_factory=lambda: list(EVAL_LENGTHS), min_length=1, max_length=32)
     n_probe_sequences: Int = Field(500, ge=20, le=100_000, description="held-out sequences per eval length")
     methods: list[Method] = Field(default_factory=lambda: list(METHODS))
-    pca_k: Int = Field(8, ge=1, le=4096, description="k of pca_top_k")
-    inlp_max_rounds: Int | None = Field(
-        None,
-        ge=1,
-        le=1000,
-        description="INLP's round budget; None: enough rounds to remove the whole width, ⌈d_model / (classes − 1)⌉",
-    )
+    # the built-ins' parameters with a field of their own (MethodParam.job_field); others: method_params
+    pca_k: Int = job_field("pca_k")
+    inlp_max_rounds: Int | None = job_field("inlp_max_rounds")
+    method_params: MethodParamValues = method_params_field()
     conv1d: bool = Field(True, description="Conv1D removal on mamba/mamba2 runs")
     n_permutations: Int = Field(2000, ge=100, le=1_000_000)
     patch_positions: list[Annotated[Int, Field(ge=0, le=4095)]] | None = Field(
@@ -107,17 +106,29 @@ class MeasureParams(_Params):
 
     @model_serializer(mode="wrap")
     def _later_fields(self, handler: Any) -> dict[str, Any]:
-        """``max_causal_layers`` is dumped only when set: measurement settings, job params and the
-        hashes over them stay what they were for every measurement made without it."""
+        """``max_causal_layers`` and ``method_params`` are dumped only when set: measurement
+        settings, job params and the hashes over them stay what they were for every
+        measurement made without them."""
         d = handler(self)
         if d.get("max_causal_layers") is None:
             d.pop("max_causal_layers", None)
+        if not d.get("method_params"):
+            d.pop("method_params", None)
         return d
 
     @field_validator("eval_lengths")
     @classmethod
     def _lengths(cls, v: list[int]) -> list[int]:
         return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _method_params(self) -> MeasureParams:
+        method_fields.check(self)  # each value against its method's declaration
+        return self
+
+    def method_settings(self) -> dict[str, dict[str, Any]]:
+        """``{method: {parameter: value}}`` for each of ``methods``, as their fits receive them."""
+        return method_fields.settings(self)
 
 
 MeasurePart = Literal["probes", "interventions", "patching"]  # = layerscope_core.registry.MEASURE_PARTS
@@ -304,8 +315,8 @@ class TrainParams(_Params):
         """What would fail the job after training started, each an error at its field: a width off
         the family's grid, or a parameter target no width meets (``d_model`` / ``param_target``,
         the model built from scratch exactly as the worker builds it); a learned position table
-        shorter than the longest sequence (``learned_positions``); a ``pca_k`` wider than the
-        model (``measure.pca_k``); patching sites the family has none of (``measure.patch_sites``)."""
+        shorter than the longest sequence (``learned_positions``); a method parameter wider than
+        the model (``measure.pca_k``, ``measure.method_params.<method>.<name>``); patching sites the family has none of (``measure.patch_sites``)."""
         width: int | None = None
         if not (self.pretrained or self.from_config):  # a transformers model's width is read by the worker
             field = "d_model" if self.d_model is not None else "param_target"
@@ -329,12 +340,8 @@ class TrainParams(_Params):
             )
         if m is None:
             return
-        if width is not None and "pca_top_k" in m.methods and m.pca_k > width:
-            raise _field_error(
-                ("measure", "pca_k"),
-                f"pca_k {m.pca_k} is wider than the model (d_model {width}); at most {width}",
-                m.pca_k,
-            )
+        if width is not None and (wide := method_fields.width_problems(m, width)):
+            raise method_fields.problems_error(wide, ("measure",))
         sites, skipped = patch_sites_of(self.family, m.patch_sites)
         if not sites:
             raise _field_error(
@@ -417,11 +424,30 @@ class InterveneParams(_Params):
         None, description="None = every block (emb = -1 excluded)"
     )
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
-    pca_k: Int = Field(8, ge=1, le=4096)
-    inlp_max_rounds: Int | None = Field(None, ge=1, le=1000)
+    pca_k: Int = job_field("pca_k")
+    inlp_max_rounds: Int | None = job_field("inlp_max_rounds")
+    method_params: MethodParamValues = method_params_field()
     conv1d: bool = True
     n_probe_sequences: Int = Field(500, ge=20, le=100_000)
     n_permutations: Int = Field(2000, ge=100, le=1_000_000)
+
+    @model_serializer(mode="wrap")
+    def _later_fields(self, handler: Any) -> dict[str, Any]:
+        """``method_params`` is dumped only when set: the params and hash of every job made
+        without it stay what they were."""
+        d = handler(self)
+        if not d.get("method_params"):
+            d.pop("method_params", None)
+        return d
+
+    @model_validator(mode="after")
+    def _method_params(self) -> InterveneParams:
+        method_fields.check(self)  # each value against its method's declaration
+        return self
+
+    def method_settings(self) -> dict[str, dict[str, Any]]:
+        """``{method: {parameter: value}}`` for each of ``methods``, as their fits receive them."""
+        return method_fields.settings(self)
 
 
 class PatchParams(_Params):

@@ -61,12 +61,30 @@ class FamilyMeta(BaseModel):
     default_lr: float = Field(description="peak learning rate when a train job gives none")
 
 
+class MethodParamMeta(BaseModel):
+    """One parameter an intervention method declares (``layerscope_core.method_params.MethodParam``)."""
+
+    name: str
+    type: Literal["integer", "number"]
+    default: int | float | None = Field(description="used when a job gives none; null: the method decides")
+    help: str
+    ge: int | float | None = Field(description="inclusive lower bound")
+    le: int | float | None = Field(description="inclusive upper bound")
+    width_bound: bool = Field(description="also at most the model's d_model")
+    job_field: str | None = Field(
+        description="the job params' own field for it (a built-in's); null: set in method_params.<method>.<name>"
+    )
+
+
 class Meta(BaseModel):
     """The vocabularies every client shares (``GET /api/meta``)."""
 
     families: list[FamilyMeta]
     tasks: list[str]
     methods: list[str] = Field(description="intervention methods (Conv1D removal runs on has_conv1d families)")
+    method_params: dict[str, list[MethodParamMeta]] = Field(
+        default_factory=dict, description="per method, the parameters a job may set (intervene, measure)"
+    )
     presets: list[str]
     eval_lengths: list[int] = Field(description="default eval lengths")
     train_length: int

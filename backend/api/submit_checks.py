@@ -12,14 +12,16 @@ from typing import Any
 
 from layerscope_core.model_sources import missing_folder_problem
 from models_store.positions import stored_position_limit
+from worker.method_fields import width_problems
 
 # A start token precedes every sequence (models_store: start_token), so a length-L sequence
 # takes L + 1 positions of a learned position table.
 START_TOKEN_POSITIONS = 1
 
 
-def _error(field: str, msg: str, value: Any) -> dict[str, Any]:
-    return {"type": "value_error", "loc": ("body", "params", field), "msg": msg, "input": value}
+def _error(field: str | tuple[str, ...], msg: str, value: Any) -> dict[str, Any]:
+    where = (field,) if isinstance(field, str) else field
+    return {"type": "value_error", "loc": ("body", "params", *where), "msg": msg, "input": value}
 
 
 def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
@@ -30,7 +32,8 @@ def run_param_errors(params: Any, run: Any) -> list[dict[str, Any]]:
       when it has one (``learned_positions`` of ours, GPT-2's ``n_positions``, OPT's table; rotary
       and recurrent models have none), and within a file task's longest row
       (``FileTask.eval_length_problem``): what the worker checks before measuring;
-    - ``pca_k`` (with ``pca_top_k`` among the ``methods``): at most the run's ``d_model``;
+    - a method parameter its method declares width-bound (``pca_k`` with ``pca_top_k`` among the
+      ``methods``, ``method_params.<method>.<name>``): at most the run's ``d_model``;
     - ``methods``: none at all measures nothing, unless Conv1D removal runs (``conv1d`` on a
       family with a Conv1D);
     - ``sites``: at least one the run's family has (``state`` needs a recurrent state);
@@ -119,16 +122,14 @@ def _position_table(run: Any) -> tuple[int, str] | None:
 
 
 def _width_errors(params: Any, run: Any) -> list[dict[str, Any]]:
-    """An intervene job's ``pca_k`` wider than the run's model (pca_top_k removes at most
-    d_model directions), and one that would measure nothing (no methods, no Conv1D removal)."""
+    """An intervene job's method parameters wider than the run's model (those their method
+    declares ``width_bound``: ``pca_top_k`` removes at most d_model directions), and one that
+    would measure nothing (no methods, no Conv1D removal)."""
     methods = getattr(params, "methods", None)
     if methods is None:
         return []
-    errors: list[dict[str, Any]] = []
-    width = int(run.d_model)
-    if "pca_top_k" in methods and params.pca_k > width:
-        msg = f"pca_k {params.pca_k} is wider than run {run.id}'s model (d_model {width}); at most {width}"
-        errors.append(_error("pca_k", msg, params.pca_k))
+    model = f"run {run.id}'s model"
+    errors = [_error(w, msg, v) for w, msg, v in width_problems(params, int(run.d_model), model)]
     spec = _family(run)
     if not methods and spec is not None and not (params.conv1d and spec.has_conv1d):
         why = "conv1d is off" if spec.has_conv1d else f"{run.family} has no Conv1D to remove"

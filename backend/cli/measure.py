@@ -3,6 +3,7 @@ rows of that kind are replaced)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +37,14 @@ def intervene(
     ] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: EvalLengths = None,
-    pca_k: Annotated[int, typer.Option(min=1, help="k of pca_top_k.")] = 8,
+    pca_k: Annotated[int | None, typer.Option(help="k of pca_top_k (default: its declared k).")] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A method's parameter, METHOD.NAME=VALUE (repeat), e.g. random_k.k=4; "
+            "each method's parameters: GET /api/meta (method_params)."
+        ),
+    ] = None,
     conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
     n_permutations: Annotated[int, typer.Option(min=100)] = 2000,
     device: Device = None,
@@ -48,13 +56,37 @@ def intervene(
         run_id=run_id,
         layers=layer or None,
         eval_lengths=eval_length or None,
-        pca_k=pca_k,
         conv1d=conv1d,
         n_permutations=n_permutations,
     )
+    if pca_k is not None:
+        kw["pca_k"] = pca_k
+    if param:
+        kw["method_params"] = method_params(param)
     if method:
         kw["methods"] = [m.value for m in method]
     _run_on_stored("intervene", InterveneParams(**kw), run_id, device)
+
+
+def method_params(given: list[str]) -> dict[str, dict[str, Any]]:
+    """``["random_k.k=4", ...]`` → ``{"random_k": {"k": 4}}`` (a value read as JSON: a number, or
+    ``null``); the job params check names and values against each method's declaration.
+
+    Raises:
+        CliError: an item not of the form METHOD.NAME=VALUE, or a value that is not JSON.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in given:
+        key, eq, text = item.partition("=")
+        method, dot, name = key.strip().partition(".")
+        if not (eq and dot and method and name):
+            raise C.CliError(f"--param {item!r}: expected METHOD.NAME=VALUE, e.g. random_k.k=4")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise C.CliError(f"--param {item!r}: the value {text!r} is not a number (or null)") from None
+        out.setdefault(method, {})[name.strip()] = value
+    return out
 
 
 def patch(

@@ -1,5 +1,6 @@
-"""``GET /api/meta``: the registry's vocabularies (families with capabilities, tasks, methods,
-presets, eval lengths, patching sites), so clients build their pickers from one source."""
+"""``GET /api/meta``: the registry's vocabularies (families with capabilities, tasks, methods
+with their parameters, presets, eval lengths, patching sites), so clients build their pickers
+from one source."""
 
 from __future__ import annotations
 
@@ -23,4 +24,7 @@ def meta(request: Request) -> Meta:
     model store (``layerscope task add``: ``create_app`` registered the settings' store, whose
     names ``registry.task_names`` lists). ``read_only``: why a server over a bundle refuses writes,
     so the dashboard says so and disables what would write."""
-    return Meta(**registry.meta(), read_only=getattr(request.app.state, "read_only", None))
+    from science.methods import params_meta  # each method's declared parameters
+
+    read_only = getattr(request.app.state, "read_only", None)
+    return Meta(**registry.meta(), method_params=params_meta(), read_only=read_only)
