@@ -26,7 +26,8 @@ _BUILTINS: dict[str, EditMethod] = {cls.name: cls() for cls in BUILTIN_METHODS}
 
 # (where, message, value): ``where`` is the field within the params, ``(job_field,)`` for a
 # built-in's own field, else ``("method_params", method, parameter)``
-Problem = tuple[tuple[str, ...], str, Any]
+Where = tuple[str, ...]
+Problem = tuple[Where, str, Any]
 
 
 def get_method(name: str) -> Any:
@@ -76,8 +77,14 @@ def params_meta() -> dict[str, list[dict[str, Any]]]:
     return {m: [p.as_json() for p in params_of(m)] for m in registry.method_names()}
 
 
-def _where(method: str, p: MethodParam) -> tuple[str, ...]:
-    return (p.job_field,) if p.job_field is not None else ("method_params", method, p.name)
+def _value(method: str, p: MethodParam, given: Mapping[str, Any], fields: Mapping[str, Any]) -> tuple[bool, Any, Where]:
+    """(whether given, its value — else the default —, where it was given) of parameter ``p`` of
+    ``method``: its job field first, then ``given`` (the method's ``method_params``)."""
+    if p.job_field is not None and p.job_field in fields:
+        return True, fields[p.job_field], (p.job_field,)
+    if p.name in given:
+        return True, given[p.name], ("method_params", method, p.name)
+    return False, p.default, (p.job_field,) if p.job_field is not None else ("method_params", method, p.name)
 
 
 def settings_problems(
@@ -87,6 +94,7 @@ def settings_problems(
     *,
     width: int | None = None,
     model: str = "the model",
+    job_params: bool = False,
 ) -> list[Problem]:
     """What is wrong with these parameter values, each at its field (empty: nothing).
 
@@ -98,10 +106,12 @@ def settings_problems(
         width: the width of the states (``d_model``), when known: each width-bound parameter of
             a measured method, given or by default, must be at most this.
         model: how the width message names the model ("run 3's model").
+        job_params: the job parameters' rule: a parameter with a job field is set there only
+            (otherwise it may be given in ``method_params`` too, if not also by its field).
 
     Checked: a method or parameter ``method_params`` names that is not registered or not
-    declared (or is carried by a job field instead), a value its declaration refuses (type,
-    bounds), and a value wider than ``width``.
+    declared (or is given twice), a value its declaration refuses (type, bounds), and a value
+    wider than ``width``.
     """
     measured = list(methods)
     given = {m: dict(v) for m, v in (method_params or {}).items()}
@@ -118,29 +128,24 @@ def settings_problems(
         for name, value in values.items():
             p = declared.get(name)
             if p is None:
-                names = ", ".join(declared) or "none"
-                msg = f"{m} has no parameter {name!r}; its parameters: {names}"
-                out.append((("method_params", m, name), msg, value))
-            elif p.job_field is not None:
+                msg = f"{m} has no parameter {name!r}; its parameters: {', '.join(declared) or 'none'}"
+            elif p.job_field is not None and (job_params or p.job_field in fields):
                 msg = f"{m}'s {name} is set by the field {p.job_field}, not in method_params"
-                out.append((("method_params", m, name), msg, value))
+            else:
+                continue
+            out.append((("method_params", m, name), msg, value))
     owners = [job_fields()[f][0] for f in fields if f in job_fields()]
     for m in dict.fromkeys([*measured, *given, *owners]):
         if m not in known:
             continue
         for p in params_of(m):
-            source = fields if p.job_field is not None else given.get(m, {})
-            key = p.job_field if p.job_field is not None else p.name
-            if key in source:
-                value = source[key]
-            elif m in measured:
-                value = p.default
-            else:
+            found, value, where = _value(m, p, given.get(m, {}), fields)
+            if not found and m not in measured:
                 continue
-            label = p.job_field or f"{m}.{p.name}"
+            label = p.job_field if where == (p.job_field,) else p.name  # the loc names the method
             why = p.problem(value, width if m in measured else None, label, model)
             if why:
-                out.append((_where(m, p), why, value))
+                out.append((where, why, value))
     return out
 
 
@@ -150,6 +155,7 @@ def method_settings(
     fields: Mapping[str, Any] | None = None,
     *,
     width: int | None = None,
+    job_params: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """``{method: {parameter: value}}`` for each of ``methods``: every parameter it declares,
     from its job field (``fields``, the built-ins' ``pca_k`` / ``inlp_max_rounds``), else from
@@ -159,18 +165,9 @@ def method_settings(
         ValueError: the first of :func:`settings_problems` (the message names the field).
     """
     methods = list(methods)
-    problems = settings_problems(methods, method_params, fields, width=width)
+    problems = settings_problems(methods, method_params, fields, width=width, job_params=job_params)
     if problems:
         where, msg, _ = problems[0]
         raise ValueError(f"{'.'.join(where)}: {msg}")
     given, fields = method_params or {}, fields or {}
-    out: dict[str, dict[str, Any]] = {}
-    for m in methods:
-        values = {}
-        for p in params_of(m):
-            if p.job_field is not None:
-                values[p.name] = fields.get(p.job_field, p.default)
-            else:
-                values[p.name] = given.get(m, {}).get(p.name, p.default)
-        out[m] = values
-    return out
+    return {m: {p.name: _value(m, p, given.get(m, {}), fields)[1] for p in params_of(m)} for m in methods}

@@ -62,17 +62,18 @@ def check(params: Any) -> None:
     """Raise at the field each parameter value of ``params`` its method's declaration refuses
     (an undeclared name, a type, a bound; the width is checked where the model is known:
     :func:`width_problems`)."""
-    problems = settings_problems(params.methods, params.method_params, field_values(params))
+    problems = settings_problems(params.methods, params.method_params, field_values(params), job_params=True)
     if problems:
         raise problems_error(problems)
 
 
 def width_problems(params: Any, width: int, model: str = "the model") -> list[Problem]:
     """The parameters of ``params``' methods wider than ``width`` (the model's ``d_model``)."""
-    return settings_problems(params.methods, params.method_params, field_values(params), width=width, model=model)
+    fields = field_values(params)
+    return settings_problems(params.methods, params.method_params, fields, width=width, model=model, job_params=True)
 
 
 def settings(params: Any) -> dict[str, dict[str, Any]]:
     """``{method: {parameter: value}}`` for each of ``params.methods``: what the measurement passes
     to each method's fit (``science.methods.method_settings``)."""
-    return method_settings(params.methods, params.method_params, field_values(params))
+    return method_settings(params.methods, params.method_params, field_values(params), job_params=True)
