@@ -32,7 +32,8 @@ WEIGHTLESS = "has no model weights here"
 
 # name → (label, widget, kinds, help); widget: text | int | float | ints | family | families | task | tasks |
 # methods | preset | flag (a checkbox: sent as true only when ticked) | parts (the measurement parts:
-# sent only when some are unticked, so a whole suite keeps the server's default)
+# sent only when some are unticked, so a whole suite keeps the server's default) | params (a
+# method's parameters, "method.name=value, ...": what each method declares is GET /api/meta's)
 FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "preset": (
         "Preset",
@@ -68,7 +69,13 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "eval_length": ("Eval length", "int", ("patch",), "default 40"),
     "positions": ("Positions", "ints", ("patch",), "0-based, comma-separated; empty = the middle position"),
     "n_pairs": ("Pairs", "int", ("patch",), "clean/corrupted pairs (default 128)"),
-    "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (default 8)"),
+    "pca_k": ("PCA k", "int", ("intervene",), "directions removed by pca_top_k (empty = its default)"),
+    "method_params": (
+        "Method parameters",
+        "params",
+        ("intervene",),
+        "method.parameter=value, comma-separated, e.g. random_k.k=4 (empty = each method's defaults)",
+    ),
     "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
     "suite": ("Suite", "text", ("train",), "a tag to group runs: letters, digits, . _ -"),
     "force": (
@@ -210,8 +217,25 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
                 v = str(v)
         elif widget == "text":
             v = str(v)
+        elif widget == "params":
+            v = method_params(str(v))
         params[name] = v
     return params
+
+
+def method_params(text: str) -> dict[str, dict[str, Any]] | str:
+    """``"random_k.k=4, inlp.max_rounds=3"`` → ``{"random_k": {"k": 4}, "inlp": {"max_rounds": 3}}``
+    (a value that is not a number is sent as typed); text not of that form is sent as typed, so
+    the server's 422 names the field."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in (p for p in re.split(r"[,\s]+", text.strip()) if p):
+        m = re.fullmatch(r"(\w+)\.(\w+)=(\S+)", item)
+        if m is None:
+            return text
+        value = _num(m[3], int)
+        value = _num(value, float) if isinstance(value, str) else value
+        out.setdefault(m[1], {})[m[2]] = m[3] if isinstance(value, float) and not math.isfinite(value) else value
+    return out
 
 
 def is_key(key: Any) -> bool:

@@ -178,7 +178,9 @@ class InterventionRecord(_Record):
     delta_pp: float = described("(edited_acc − base_acc) × 100, percentage points", bounds=PP)
     n_sequences: int = described("sequences evaluated", bounds=COUNT)
     seed: int = described("seed of the evaluation sequences and the permutation test", bounds=COUNT)
-    k: int | None = described("pca_top_k's k; None elsewhere", None, bounds=(1, None))
+    k: int | None = described(
+        "the method's declared parameter k (pca_top_k's); None for a method without one", None, bounds=(1, None)
+    )
     drop_rel_chance: float | None = described(
         "(base_acc − edited_acc) / (base_acc − chance); None when base ≈ chance", None
     )

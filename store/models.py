@@ -181,7 +181,7 @@ class InterventionResult(Base):
     method: Mapped[str] = mapped_column(String(32))
     layer: Mapped[int] = mapped_column(Integer)
     eval_length: Mapped[int] = mapped_column(Integer)
-    k: Mapped[int | None] = mapped_column(Integer)  # pca_top_k's k; None elsewhere
+    k: Mapped[int | None] = mapped_column(Integer)  # the method's declared parameter k (pca_top_k's); None without one
     base_acc: Mapped[float] = mapped_column(Float)  # token accuracy, 0..1
     edited_acc: Mapped[float] = mapped_column(Float)
     delta_pp: Mapped[float] = mapped_column(Float)  # (edited - base) * 100

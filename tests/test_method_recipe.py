@@ -168,3 +168,13 @@ def test_the_cli_and_the_params_carry_k_and_name_the_field() -> None:
         with pytest.raises(ValidationError) as e:
             InterveneParams(run_id=1, methods=[NAME], method_params={NAME: {"k": 0}})
         assert validation_message(e.value).startswith(f"--param {NAME}.k: k must be at least 1")
+
+
+def test_the_jobs_form_sends_method_params_and_shows_their_422_at_the_field() -> None:
+    from dashboard.jobs_form import build_params, field_errors
+
+    sent = build_params("intervene", {"run_id": "3", "method_params": f"{NAME}.k=5, inlp.max_rounds=2"})
+    assert sent["method_params"] == {NAME: {"k": 5}, "inlp": {"max_rounds": 2}}
+    assert build_params("intervene", {"run_id": "3", "method_params": "k=5"})["method_params"] == "k=5"  # as typed
+    by_field, other = field_errors([{"loc": ["body", "params", "method_params", NAME, "k"], "msg": "too wide"}])
+    assert by_field == {"method_params": "too wide"} and other == []
