@@ -27,24 +27,7 @@ from worker.presets import PRESETS, expand_suite
 NAME = "random_k"
 D_MODEL = 16
 # the columns of a row that say what was measured (config_hash and settings_id name the request)
-SAME = (
-    "method",
-    "layer",
-    "eval_length",
-    "k",
-    "base_acc",
-    "edited_acc",
-    "delta_pp",
-    "refit_acc",
-    "refit_majority",
-    "rank_removed",
-    "n_fit_sequences",
-    "p_value",
-    "p_holm",
-    "random_delta_pp",
-    "inlp_converged",
-    "inlp_rounds",
-)
+SAME = [c.name for c in InterventionResult.__table__.columns if c.name not in ("id", "config_hash", "settings_id")]
 
 
 class RandomK(EditMethod):
