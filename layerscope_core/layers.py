@@ -9,6 +9,7 @@ nothing from the project.
 from __future__ import annotations
 
 import operator
+from typing import SupportsIndex
 
 EMB = -1
 """The embedding output, before any block."""
@@ -18,7 +19,7 @@ ALL_LAYERS = -2
 
 
 def _int(name: str, value: object) -> int:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         raise TypeError(f"{name} must be an int, got {value!r}")
     try:
         return operator.index(value)  # int and numpy integers; not floats or strings
@@ -67,10 +68,12 @@ def depth(layer: int, n_layers: int) -> float | None:
     - ``n_layers < 1`` or a layer outside ``-2..n_layers-1`` → ``ValueError`` (no model has no
       blocks; a number would hide the bug).
     """
-    layer, n_layers = _check(layer, n_layers)
+    layer, n = _check(layer, n_layers)
     if layer == ALL_LAYERS:
         return None
-    return (layer + 1) / n_layers
+    if n is None:
+        raise TypeError("n_layers must be an int, got None")
+    return (layer + 1) / n
 
 
 __all__ = ["ALL_LAYERS", "EMB", "depth", "layer_name"]

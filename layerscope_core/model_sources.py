@@ -29,7 +29,7 @@ def hub_offline() -> bool:
 def names_a_path(source: str) -> bool:
     """Whether ``source`` can only be a path, not a hub name: it starts with ``.``, ``/`` or ``~``,
     holds more than one ``/``, or holds this system's other separator (``\\`` on Windows)."""
-    other_seps = {os.sep, os.altsep} - {None, "/"}
+    other_seps = {s for s in (os.sep, os.altsep) if s is not None and s != "/"}
     return source.startswith((".", "/", "~")) or source.count("/") > 1 or any(s in source for s in other_seps)
 
 

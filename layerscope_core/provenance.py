@@ -63,7 +63,7 @@ def git_dirty(cwd: Path | None = None) -> bool | None:
 
 
 @lru_cache(maxsize=1)
-def code_versions() -> dict[str, str | None]:
+def code_versions() -> dict[str, str | bool | None]:
     """``{layerscope, git_commit, git_dirty, python, torch, transformers}`` of this process, read once: the
     code a process runs is the code it started with."""
     return {

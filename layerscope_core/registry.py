@@ -46,8 +46,8 @@ ALL_PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state", "state:s
 
 def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
     """A built-in family whose hooks live in ``models_store.config`` / ``.families`` / ``.states``."""
-    hooks = {"build": f"models_store.families:build_{name}", "count_params": f"models_store.config:{name}_params"}
-    return FamilySpec(name, label, kind, **hooks, **kw)
+    build, count_params = f"models_store.families:build_{name}", f"models_store.config:{name}_params"
+    return FamilySpec(name, label, kind, build=build, count_params=count_params, **kw)
 
 
 _RNN_STATE = "models_store.states:rnn_stateful"

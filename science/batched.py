@@ -37,6 +37,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +55,18 @@ from science.training import make_scheduler
 _Cell = torch.Tensor | None  # the LSTM's cell state [B, H]; None for the GRU
 
 
+class _Recipe(TypedDict):
+    """The optimiser and schedule keywords :class:`BatchedSeeds` and :class:`SeedTrainer` share."""
+
+    lr: float
+    weight_decay: float
+    max_steps: int
+    warmup_steps: int
+    lr_schedule: str
+    min_lr_ratio: float
+    grad_clip: float | None
+
+
 class _PlainRNN(nn.Module):
     """A single-layer, unidirectional, batch-first RNN with ``nn.LSTM`` / ``nn.GRU``'s parameter
     names and shapes (``weight_ih_l0`` [G·H, D], ``weight_hh_l0`` [G·H, H], ``bias_ih_l0``,
@@ -62,6 +75,11 @@ class _PlainRNN(nn.Module):
     from a zero state (the only use in the families)."""
 
     gates = 0
+    # copied from the wrapped RNN under its names (set with setattr in __init__)
+    weight_ih_l0: nn.Parameter
+    weight_hh_l0: nn.Parameter
+    bias_ih_l0: nn.Parameter
+    bias_hh_l0: nn.Parameter
 
     def __init__(self, rnn: nn.RNNBase) -> None:
         super().__init__()
@@ -93,6 +111,8 @@ class PlainLSTM(_PlainRNN):
     gates = 4
 
     def cell(self, gi: torch.Tensor, h: torch.Tensor, c: _Cell) -> tuple[torch.Tensor, _Cell]:
+        if c is None:
+            raise ValueError("an LSTM step needs its cell state c [B, H]")
         i, f, g, o = (gi + F.linear(h, self.weight_hh_l0, self.bias_hh_l0)).chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(c), c
@@ -300,7 +320,7 @@ def train_seeds_batched(
     """
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds: expected distinct seeds, got {seeds!r}")
-    recipe = {
+    recipe: _Recipe = {
         "lr": lr,
         "weight_decay": weight_decay,
         "max_steps": max_steps,
@@ -349,7 +369,7 @@ def train_seeds_sequential(
     """The simple path: the same S trainings one after another with :class:`SeedTrainer`
     (exactly ``train_model``'s step, without its evaluations). The reference of
     :func:`train_seeds_batched` in tests and benchmarks; same arguments and result."""
-    recipe = {
+    recipe: _Recipe = {
         "lr": lr,
         "weight_decay": weight_decay,
         "max_steps": max_steps,

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from models_store.base import LayerwiseModel
 from models_store.capture import hidden_state
 from science.captured import Captured, capture
 from science.tasks.base import TaskData
@@ -108,7 +108,7 @@ class Streamed:
 
     def __init__(
         self,
-        model: nn.Module,
+        model: LayerwiseModel,
         data: TaskData,
         device: torch.device | str,
         groups: list[list[int]],

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from models_store.base import LayerwiseModel
 from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer
 from science.tasks.base import TaskData
 
@@ -35,7 +35,7 @@ class Captured:
 
 @torch.no_grad()
 def capture(
-    model: nn.Module,
+    model: LayerwiseModel,
     data: TaskData,
     device: torch.device | str = "cpu",
     layers: list[int] | None = None,
@@ -71,7 +71,7 @@ def capture(
 
 @torch.no_grad()
 def predictions(
-    model: nn.Module,
+    model: LayerwiseModel,
     tokens: torch.Tensor,
     device: torch.device | str = "cpu",
     start: tuple[int, list[dict[int, object]]] | None = None,

@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Protocol
 
 from tqdm.auto import tqdm
 
 
 class JobCancelled(Exception):
     """Raised by :meth:`JobContext.check_cancelled` between steps and layers."""
+
+
+class Context(Protocol):
+    """What work calls on its ``ctx``: a :class:`JobContext`, or a :class:`SubContext` slice of one."""
+
+    def progress(self, fraction: float, message: str = "") -> None: ...
+
+    def log(self, line: str) -> None: ...
+
+    def check_cancelled(self) -> None: ...
+
+    def attach_run(self, run_id: int) -> None: ...
+
+    def storing(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def sub(self, start: float, end: float) -> SubContext: ...
 
 
 class JobContext:
@@ -63,7 +80,7 @@ class JobContext:
 class SubContext:
     """A slice of a parent context's progress range."""
 
-    def __init__(self, parent, start: float, end: float) -> None:
+    def __init__(self, parent: Context, start: float, end: float) -> None:
         self.parent, self.start, self.end = parent, start, end
 
     def progress(self, fraction: float, message: str = "") -> None:

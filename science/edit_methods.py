@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from layerscope_core.method_params import MethodParam
-from science.context import JobContext
+from science.context import Context
 from science.edits import Edit, probe_span, projection_edit, rank_of
 from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference
 from science.probes import LinearProbe, fit_probe
@@ -166,7 +166,7 @@ class Inlp(EditMethod):
         max_rounds: int | None = None,
         chance_tol: float = INLP_CHANCE_TOL,
         probe_kwargs: dict[str, Any] | None = None,
-        ctx: JobContext | None = None,
+        ctx: Context | None = None,
         **_: Any,
     ) -> Edit:
         N, D = X.shape

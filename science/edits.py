@@ -63,7 +63,7 @@ class Edit:
             raise ValueError(f"edit fitted for D={self.d_model}, got states with D={h.shape[-1]}")
         work = h.dtype if h.dtype in (torch.float32, torch.float64) else torch.float32
         c = self.center.to(h.device, work)
-        if self.left is None:  # a constant edit (mean ablation)
+        if self.left is None or self.right is None:  # a constant edit (mean ablation): both None
             return c.expand(h.shape).to(h.dtype).clone()
         x = h.to(work)
         L = self.left.to(h.device, work)
@@ -76,7 +76,7 @@ class Edit:
         """The linear part ``A [D, D]`` (``h' = A h + const``, acting on column vectors)."""
         D = self.d_model
         eye = torch.eye(D, dtype=torch.float64, device=self.center.device)
-        if self.left is None:
+        if self.left is None or self.right is None:  # a constant edit: both None
             return torch.zeros_like(eye)
         return eye - self.left.double() @ self.right.double()
 

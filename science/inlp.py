@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from science.context import JobContext
+from science.context import Context
 from science.edits import probe_span
 from science.probes import LinearProbe, fit_design, fit_probe, standardised
 from science.probes.design import projected
@@ -48,7 +48,7 @@ class InlpSetup:
     chance_tol: float
     probe: LinearProbe | None
     probe_kwargs: dict[str, Any]
-    ctx: JobContext | None
+    ctx: Context | None
 
 
 @dataclass

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from layerscope_core.registry import METHODS
-from science.context import JobContext
+from science.context import Context
 from science.edit_methods import DEFAULT_PCA_K, INLP_CHANCE_TOL, inlp_budget
 from science.edits import RANK_RTOL, Edit, probe_span, projection_edit, rank_of, span_of_directions
 from science.methods import get_method
@@ -102,7 +102,7 @@ def fit_edit(
     seed: int = 0,
     probe: LinearProbe | None = None,
     probe_kwargs: dict[str, Any] | None = None,
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     **params: Any,
 ) -> Edit:
     """Fit an edit of ``method`` on states ``X [N, D]`` with labels ``y [N]``.

@@ -12,14 +12,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
+from models_store.base import LayerwiseModel
 from models_store.capture import edit_layer
 from models_store.conv1d import remove_conv1d
 from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.methods import method_settings, record_fields, refits_until_removed
 from science.probes import probe_layers
@@ -47,7 +47,7 @@ KEEP_OUTPUTS_MAX_BYTES = 2 * 1024**3
 
 
 def _probe_rows(
-    captured: Captured, run_seed: int, task: Task, eval_length: int, config_hash: str, ctx: JobContext | None = None
+    captured: Captured, run_seed: int, task: Task, eval_length: int, config_hash: str, ctx: Context | None = None
 ) -> list[ProbeRecord]:
     tokens = captured.data.tokens
     reports = probe_layers(
@@ -66,7 +66,7 @@ def _probe_rows(
 
 
 def measure_probes(
-    model: nn.Module,
+    model: LayerwiseModel,
     task: Task,
     *,
     run_seed: int,
@@ -74,7 +74,7 @@ def measure_probes(
     n_sequences: int,
     config_hash: str,
     device: torch.device | str = "cpu",
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     memory: MemoryBound | None = None,
 ) -> list[ProbeRecord]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
@@ -166,7 +166,7 @@ def _effect_row(
 
 
 def random_removal_effect(
-    model: nn.Module,
+    model: LayerwiseModel,
     layer: int,
     center: torch.Tensor,
     rank: int,
@@ -175,7 +175,7 @@ def random_removal_effect(
     run_seed: int,
     draws: int = N_RANDOM_DRAWS,
     device: torch.device | str = "cpu",
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     start: list[dict[int, object]] | None = None,
     full_rank: torch.Tensor | None = None,
 ) -> dict[str, Any]:
@@ -228,7 +228,7 @@ def _removes_whole_space(edit: Edit, center: torch.Tensor) -> bool:
 
 
 def _mean_ablation_accuracy(
-    model: nn.Module, layer: int, center: torch.Tensor, data: TaskData, device: torch.device | str, start: Any
+    model: LayerwiseModel, layer: int, center: torch.Tensor, data: TaskData, device: torch.device | str, start: Any
 ) -> torch.Tensor:
     """Per-sequence accuracy [n] with every state at ``layer`` replaced by ``center`` [D]."""
     edit = random_removal(center, int(center.shape[-1]), torch.Generator())  # rank D: no draw made
@@ -244,9 +244,9 @@ def _apply_holm(rows: list[InterventionRecord]) -> None:
         groups.setdefault(key, []).append(row)
     for group in groups.values():
         adjusted = holm([r.p_value for r in group])
-        for r, p in zip(group, adjusted):
-            r.p_holm = float(p)
-            r.significant = bool(p < ALPHA)
+        for r, p in zip(group, adjusted):  # p None: the row's own p-value is None (not a number)
+            r.p_holm = None if p is None else float(p)
+            r.significant = None if p is None else bool(p < ALPHA)
 
 
 @dataclass
@@ -264,7 +264,7 @@ class _Fitted:
 class _Progress:
     """The measuring half of an intervention job's progress bar (the fits take :data:`FIT_SHARE`)."""
 
-    def __init__(self, ctx: JobContext, n_units: int) -> None:
+    def __init__(self, ctx: Context, n_units: int) -> None:
         self.ctx, self.n_units, self.done = ctx, n_units, 0
 
     def step(self, message: str) -> None:
@@ -277,7 +277,7 @@ class _Interventions:
     """What one :func:`measure_interventions` call shares: the model and task, the seeded fit and
     eval data (each fit set captured once), the edits' fits and the probes refit on edited states."""
 
-    model: nn.Module
+    model: LayerwiseModel
     task: Task
     run_seed: int
     layers: list[int]
@@ -285,7 +285,7 @@ class _Interventions:
     n_sequences: int
     settings: dict[str, dict[str, Any]]  # per method, its parameters (science.methods.method_settings)
     device: torch.device | str
-    ctx: JobContext
+    ctx: Context
     resume: ResumeFolder | None = None
     memory: MemoryBound = MemoryBound()
     doubling: bool = True  # some method may refit on doubled fit sets (refits_until_removed)
@@ -591,7 +591,7 @@ class _Interventions:
 
 
 def check_memory(
-    model: nn.Module,
+    model: LayerwiseModel,
     task: Task,
     memory: MemoryBound,
     *,
@@ -635,7 +635,7 @@ def check_memory(
 
 
 def measure_interventions(
-    model: nn.Module,
+    model: LayerwiseModel,
     task: Task,
     *,
     run_seed: int,
@@ -649,7 +649,7 @@ def measure_interventions(
     n_permutations: int = 2000,
     config_hash: str = "",
     device: torch.device | str = "cpu",
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     resume: ResumeFolder | None = None,
     memory: MemoryBound | None = None,
     **fields: Any,
@@ -727,7 +727,6 @@ def measure_interventions(
     centers = run.centers()
     run.release_fits()  # the fit sets' states are done with: the eval sets get the bound
     rows: list[InterventionRecord] = []
-    common = {"n_permutations": n_permutations, "config_hash": config_hash, "progress": progress}
     for length in eval_lengths:
         done = resume.load(f"rows-L{length}") if resume else None
         if done is not None:  # measured before a kill: its rows, before Holm (applied over all below)
@@ -743,9 +742,21 @@ def measure_interventions(
             base.groups = run.eval_groups(length)
         else:
             data, base = run.eval_set(length)
-        part = run.edit_rows(fitted, methods, data, base, length, centers=centers, **common)
+        part = run.edit_rows(
+            fitted,
+            methods,
+            data,
+            base,
+            length,
+            centers=centers,
+            n_permutations=n_permutations,
+            config_hash=config_hash,
+            progress=progress,
+        )
         if has_conv:
-            part += run.conv1d_rows(data, base, length, **common)
+            part += run.conv1d_rows(
+                data, base, length, n_permutations=n_permutations, config_hash=config_hash, progress=progress
+            )
         base.release()
         if resume:
             resume.save(f"rows-L{length}", [r.to_row() for r in part])
@@ -754,7 +765,7 @@ def measure_interventions(
     return rows
 
 
-def _width(model: nn.Module, task: Task, device: torch.device | str) -> int:
+def _width(model: LayerwiseModel, task: Task, device: torch.device | str) -> int:
     """The residual-stream width D: the model's ``d_model``, else read off one captured sequence."""
     try:
         return int(model.d_model)
@@ -763,7 +774,7 @@ def _width(model: nn.Module, task: Task, device: torch.device | str) -> int:
         return int(one.states[-1].shape[-1])
 
 
-def _has_conv1d(model: nn.Module) -> bool:
+def _has_conv1d(model: LayerwiseModel) -> bool:
     """Whether ``model``'s family spec says its blocks hold a Conv1D (False for a model without
     a registered family)."""
     family = getattr(getattr(model, "config", None), "family", None)

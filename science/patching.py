@@ -37,16 +37,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import nn
 
 from layerscope_core.registry import ALL_PATCH_SITES, PATCH_SITES, patch_sites_of
+from models_store.base import LayerwiseModel
 from models_store.capture import edit_layer, patch_positions, run_with_states
 from models_store.states import StatefulModel, stateful
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.records import PatchingRecord
 from science.seeds import data_seed
 from science.stats import bootstrap_ci
@@ -70,7 +70,7 @@ def logit_difference(logits: torch.Tensor, clean_label: torch.Tensor, corrupted_
 
 @torch.no_grad()
 def patch_recovery(
-    model: nn.Module,
+    model: LayerwiseModel,
     clean: torch.Tensor,
     corrupted: torch.Tensor,
     clean_label: torch.Tensor,
@@ -121,7 +121,7 @@ def fixed_position_pairs(task: Task, length: int, n: int, run_seed: int) -> tupl
     if have < n:
         raise ValueError(f"only {have} corruption pairs at position {p_star} after {MAX_DRAW_ROUNDS} draws; need {n}")
 
-    def pick(which: int) -> TaskData:
+    def pick(which: Literal[0, 1]) -> TaskData:
         toks = torch.cat([part[which].tokens[part[2] == p_star] for part in parts])[:n]
         labs = torch.cat([part[which].labels[part[2] == p_star] for part in parts])[:n]
         return TaskData(toks, labs)
@@ -165,7 +165,7 @@ Cell = tuple[str, int, int]  # ("input", block j, t) | (state site, block ℓ, t
 
 @torch.no_grad()
 def _cells_recurrent(
-    sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell], ctx: JobContext
+    sm: StatefulModel, clean: torch.Tensor, corr: torch.Tensor, labels: tuple, cells: list[Cell], ctx: Context
 ) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """LD_clean, LD_corr and LD_patched per cell [b] from two traces and suffix re-runs."""
     P, L = sm.n_prefix, clean.shape[1]
@@ -193,6 +193,7 @@ def _cells_recurrent(
             continue
         parts = sm.parts if kind == "state" else (kind.split(":")[1],)
         clean_state, state = sm.state_at(tc, j, tau), sm.state_at(tx, j, tau)
+        assert clean_state is not None and state is not None  # tau = t + P ≥ 0: a step's state, not the start's
         if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
             out[(kind, j, t)] = ld_corr.copy()
             continue
@@ -202,12 +203,12 @@ def _cells_recurrent(
 
 @torch.no_grad()
 def _cells_hooks(
-    model: nn.Module,
+    model: LayerwiseModel,
     clean: torch.Tensor,
     corr: torch.Tensor,
     labels: tuple,
     cells: list[Cell],
-    ctx: JobContext,
+    ctx: Context,
     group: int = 8,
 ) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """The same for models without a recurrent state (the transformer): input of block j at t
@@ -246,12 +247,12 @@ def _cells_hooks(
 
 @torch.no_grad()
 def cell_logit_differences(
-    model: nn.Module,
+    model: LayerwiseModel,
     clean: torch.Tensor,
     corrupted: torch.Tensor,
     labels: tuple[torch.Tensor, torch.Tensor],
     cells: list[Cell],
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """LD_clean [b], LD_corrupted [b] and LD_patched [b] per cell for one batch of pairs.
 
@@ -299,7 +300,7 @@ def _site_layers(site: str, n_layers: int) -> list[tuple[int, Cell]]:
     return [(ly, (site, ly, 0)) for ly in range(n_layers)]
 
 
-def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[str], list[str]]:
+def usable_sites(model: LayerwiseModel, sites: Sequence[str] | None) -> tuple[list[str], list[str]]:
     """(sites the model has, sites skipped): ``state*`` needs a recurrent family, ``state:ssm`` /
     ``state:conv`` a Mamba one.
 
@@ -315,18 +316,19 @@ def usable_sites(model: nn.Module, sites: Sequence[str] | None) -> tuple[list[st
 
 @torch.no_grad()
 def _batched_logit_differences(
-    model: nn.Module,
+    model: LayerwiseModel,
     clean: TaskData,
     corrupted: TaskData,
     cells: list[Cell],
     batch_size: int,
     device: torch.device | str,
-    ctx: JobContext,
+    ctx: Context,
 ) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """:func:`cell_logit_differences` over every pair, ``batch_size`` pairs per forward:
     LD_clean [n], LD_corrupted [n] and LD_patched [n] per cell."""
     n_pairs = clean.tokens.shape[0]
-    ld_c, ld_x, ld_p = [], [], {c: [] for c in cells}
+    ld_c, ld_x = [], []
+    ld_p: dict[Cell, list[np.ndarray]] = {c: [] for c in cells}
     for i in range(0, n_pairs, batch_size):
         ctx.check_cancelled()
         c, x = clean.tokens[i : i + batch_size].to(device), corrupted.tokens[i : i + batch_size].to(device)
@@ -365,7 +367,7 @@ def _pairs_summary(ld_clean: np.ndarray, ld_corr: np.ndarray) -> tuple[np.ndarra
 
 @torch.no_grad()
 def patching_grid(
-    model: nn.Module,
+    model: LayerwiseModel,
     task: Task,
     *,
     run_seed: int,
@@ -377,7 +379,7 @@ def patching_grid(
     batch_size: int = 128,
     config_hash: str = "",
     device: torch.device | str = "cpu",
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     layers: Sequence[int] | None = None,
 ) -> list[PatchingRecord]:
     """Recovery on a site × layer × position grid. Returns :class:`PatchingRecord` s (rows of

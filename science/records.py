@@ -52,7 +52,7 @@ class _Record:
     """Mapping access over a dataclass's fields (read, and write of existing fields)."""
 
     def _names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]
+        return tuple(f.name for f in fields(self))  # type: ignore[arg-type]  # mixed into dataclasses only
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._names():
@@ -87,7 +87,7 @@ class _Record:
 
     def to_row(self) -> dict[str, Any]:
         """The record as a plain dict (column name → value), nested lists copied."""
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload]  # mixed into dataclasses only
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (_Record, Mapping)):
@@ -140,6 +140,9 @@ class ProbeRecord(_Record):
         MEASUREMENT_VERSION,
         bounds=(1, None),
     )
+    # Not a column: the fitted probe, kept by the worker (``worker.learned``). Declared by a type
+    # comment, which the dataclass machinery (at run time and in mypy) does not make a field.
+    probe = None  # type: Any
 
     @classmethod
     def from_report(cls, report: Any, *, eval_length: int, config_hash: str) -> ProbeRecord:
@@ -209,6 +212,9 @@ class InterventionRecord(_Record):
         MEASUREMENT_VERSION,
         bounds=(1, None),
     )
+    # Not a column: the fitted edit, its directions kept by the worker (``worker.learned``); a type
+    # comment, so not a dataclass field (see ``ProbeRecord.probe``).
+    edit = None  # type: Any
 
 
 @dataclass(eq=False)

@@ -246,8 +246,8 @@ def paired_permutation_test(
     done = 0
     while done < n_perm:
         m = min(chunk, n_perm - done)
-        signs = rng.integers(0, 2, size=(m, n), dtype=np.int8) * 2 - 1
-        t = np.abs(signs @ d) / n
+        flips = rng.integers(0, 2, size=(m, n), dtype=np.int8) * 2 - 1
+        t = np.abs(flips @ d) / n
         count += int((t >= thresh).sum())
         done += m
     return float((1 + count) / (1 + n_perm))
@@ -298,15 +298,15 @@ def holm(pvals: Sequence[float | None] | np.ndarray) -> list[float | None]:
     None / nan entries stay None and do not count in m.
     """
     raw = [None if (v is None or not np.isfinite(float(v))) else float(v) for v in pvals]
-    idx = [i for i, v in enumerate(raw) if v is not None]
-    m = len(idx)
+    finite = {i: v for i, v in enumerate(raw) if v is not None}
+    m = len(finite)
     out: list[float | None] = [None] * len(raw)
     if m == 0:
         return out
-    order = sorted(idx, key=lambda i: raw[i])
+    order = sorted(finite, key=finite.__getitem__)
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * raw[i]))
+        running = max(running, min(1.0, (m - rank) * finite[i]))
         out[i] = running
     return out
 

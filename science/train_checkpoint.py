@@ -17,7 +17,7 @@ import pickle
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import torch
 from torch import nn
@@ -98,7 +98,8 @@ def save(
         with atomic_file(path) as fh:  # disk full, a kill mid-write: the last checkpoint stays whole
             out = _Writes(fh)
             try:
-                torch.save(state, out)
+                # torch's zip writer calls only write/flush: _Writes stands in for the binary file
+                torch.save(state, cast(BinaryIO, out))
             except RuntimeError as exc:
                 if out.error is None:
                     raise
@@ -112,7 +113,8 @@ class _Writes:
     torch's zip writer swallows it into a RuntimeError ("unexpected pos")."""
 
     def __init__(self, fh: BinaryIO) -> None:
-        self.fh, self.error = fh, None
+        self.fh: BinaryIO = fh
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
         try:

@@ -7,14 +7,14 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from science import plateau, train_checkpoint
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.records import BehaviourRecord
 from science.seeds import data_seed
 from science.tasks.base import Task, TaskData
@@ -101,7 +101,15 @@ def predict(model: nn.Module, tokens: torch.Tensor, device: torch.device | str =
     return torch.cat(out)
 
 
-def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str = "cpu") -> dict[str, float]:
+class Accuracy(TypedDict):
+    """:func:`token_accuracy`'s answer: the fields of a ``BehaviourRecord``."""
+
+    token_acc: float
+    last_acc: float
+    n: int
+
+
+def token_accuracy(model: nn.Module, data: TaskData, device: torch.device | str = "cpu") -> Accuracy:
     """Behavioural accuracy on ``data``: every token (``token_acc``) and the last position
     (``last_acc``), both in 0..1, plus ``n`` sequences."""
     pred = predict(model, data.tokens, device)
@@ -222,7 +230,7 @@ def train_model(
     seed: int,
     stop_at_step: int | None = None,
     device: torch.device | str = "cpu",
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     checkpoint: Path | None = None,
     checkpoint_key: str = "",
     checkpoint_every: int = 100,
@@ -364,7 +372,7 @@ def _evaluate(
     point: dict[str, Any],
     c: TrainConfig,
     device,
-    ctx: JobContext,
+    ctx: Context,
     elapsed: float,
     stop_at_step: int | None,
 ) -> str | None:
@@ -475,7 +483,7 @@ def untrained_result(
         seconds=0.0,
         stopped_early=False,
         final_heldout_acc=acc,
-        stop_reason=None,  # type: ignore[arg-type]
+        stop_reason=None,
         best_heldout_acc=acc,
         best_step=0,
         stop_length=train_length,

@@ -275,7 +275,7 @@ def _claim_1_with_stacked_rnns(
             fam = r.get("family")
             if fam in swap:
                 continue  # the residual run steps aside
-            out.append({**r, "family": STACKED_VARIANTS.get(fam, fam)})
+            out.append({**r, "family": STACKED_VARIANTS.get(fam, fam) if isinstance(fam, str) else fam})
         return out
 
     claim = claims_1_2(Data(relabel(runs), probes, interventions, patching, relabel(controls or [])))[0]

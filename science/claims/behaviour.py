@@ -41,11 +41,11 @@ def claim_6(data: Data) -> dict[str, Any]:
         if not _scratch(r) or r["task"] not in PREFIX_TASKS:
             continue
         accs = {int(L): v.get("token_acc") for L, v in (r.get("behaviour") or {}).items() if isinstance(v, Mapping)}
-        accs = {L: a for L, a in accs.items() if a is not None}
-        if not accs or not data.learned((r["task"], r["family"])):
+        scored = {L: a for L, a in accs.items() if a is not None}
+        if not scored or not data.learned((r["task"], r["family"])):
             continue
         usable[(r["task"], r["family"])].append(r)
-        for L, a in accs.items():
+        for L, a in scored.items():
             tab[(r["task"], r["family"])][L].append(float(a))
     read = expected_cells(PREFIX_TASKS, FAMILIES)
     lengths = sorted({L for d in tab.values() for L in d})
@@ -82,8 +82,9 @@ def claim_6(data: Data) -> dict[str, Any]:
             vals = [v for v in (ood(t, f) for f in fams) if v is not None]
             groups[name] = float(np.mean(vals)) if vals else None
         order[t] = groups
-        if all(v is not None for v in groups.values()):
-            sub[f"recurrent > ssm > transformer on {t}"] = groups["recurrent"] > groups["ssm"] > groups["transformer"]
+        rec, ssm, tf = groups["recurrent"], groups["ssm"], groups["transformer"]
+        if rec is not None and ssm is not None and tf is not None:
+            sub[f"recurrent > ssm > transformer on {t}"] = rec > ssm > tf
     numbers["ood_lengths"] = [L for L in lengths if L > EVAL_LENGTH]
     numbers["ood_accuracy_by_group"] = order
     d = tab.get(("parity", "mamba"))

@@ -64,7 +64,7 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def _ci(values: Sequence[float], quantity: str | None = None) -> dict[str, Any]:
+def _ci(values: Sequence[float | None], quantity: str | None = None) -> dict[str, Any]:
     """Mean and 95% t-interval over ``values``; ``quantity`` names a bounded one (science.stats
     BOUNDS, e.g. "accuracy"), whose interval is clipped to its range."""
     vals = [v for v in values if v is not None]
@@ -371,8 +371,14 @@ def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     mc, base = s["curve"], s["baseline"]
     s["classify"] = lambda rule: P.profile_class(mc, base, rule)
     ctrls = [data.controls.get((r["task"], r["family"], r.get("seed"), max(c) + 1)) for r, c in zip(rs, curves)]
-    if data.use_controls and ctrls and all(k is not None and sorted(k) == sorted(c) for k, c in zip(ctrls, curves)):
-        a = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
+    known = [k for k in ctrls if k is not None]
+    if (
+        data.use_controls
+        and ctrls
+        and len(known) == len(ctrls)
+        and all(sorted(k) == sorted(c) for k, c in zip(known, curves))
+    ):
+        a = P.summarise_against_controls(curves, known, seeds=seeds)
         margin, mk = a["margin"], a["control_curve"]
         s.update({k: a[k] for k in ("profile_class", "class_votes", "metrics", "per_seed", "stability", "margin")})
         s["curve"], s["baseline"], s["floor"], s["control_curve"] = P.learned_gain(mc, mk), 0.0, "control", mk

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from science import profiles as P
 from science.claims.common import (
@@ -29,7 +29,18 @@ from science.stats import ALPHA, holm
 
 # ----------------------------------------------------------------------------- claims 1 and 2
 
-CONTRAST = {
+
+class Contrast(TypedDict):
+    """A contrast claim: its tasks, each family's expected profile class, the per-seed metric its
+    permutation test compares, and whether the Transformer's is the higher one."""
+
+    tasks: tuple[str, ...]
+    expected: dict[str, str]
+    metric: str
+    transformer_higher: bool
+
+
+CONTRAST: dict[int, Contrast] = {
     1: {
         "tasks": PREFIX_TASKS,
         "expected": {TRANSFORMER: "gradual", **dict.fromkeys(NON_TRANSFORMER, "late")},
@@ -87,7 +98,8 @@ def claims_1_2(data: Data) -> list[dict[str, Any]]:
             continue
         info["summaries"] = {c: _summary(data, rs) for c, rs in cells.items() if c[0] in usable_tasks}
         for t in usable_tasks:
-            tf, other = [], []
+            tf: list[float] = []
+            other: list[float] = []
             for (task, fam), s in info["summaries"].items():
                 if task == t:
                     (tf if fam == TRANSFORMER else other).extend(p[spec["metric"]] for p in s["per_seed"])

@@ -150,10 +150,18 @@ def run_decouplings(
     return out
 
 
+def _best_layer_of(by_layer: Mapping[int, Mapping[Any, list[float]]], run_id: Any) -> int:
+    """The layer of run ``run_id``'s highest mean recovery (the first of a tie)."""
+    return max(
+        (layer for layer in by_layer if run_id in by_layer[layer]),
+        key=lambda layer: float(np.mean(by_layer[layer][run_id])),
+    )
+
+
 def _group_verdict(evaluated: list[dict[str, Any]]) -> dict[str, Any]:
     k = sum(bool(r["meaningfully_decoupled"]) for r in evaluated)
     share, lo, hi = wilson_interval(k, len(evaluated))
-    if not evaluated:
+    if not evaluated or lo is None or hi is None:  # the interval is None exactly when nothing was evaluated
         verdict = NOT_ENOUGH
     elif lo > DECOUPLED_SHARE_MIN:
         verdict = SUPPORTED
@@ -228,13 +236,7 @@ def _state_patching_by_layer(data: Data) -> list[dict[str, Any]]:
         best = max(means, key=lambda layer: float(np.mean(means[layer])))
         last = max(means)
         run_ids = sorted({rid for runs in per[key].values() for rid in runs}, key=str)
-        per_run = [
-            max(
-                (layer for layer in per[key] if rid in per[key][layer]),
-                key=lambda layer, rid=rid: float(np.mean(per[key][layer][rid])),
-            )
-            for rid in run_ids
-        ]
+        per_run = [_best_layer_of(per[key], rid) for rid in run_ids]
         out.append(
             {
                 "family": key,

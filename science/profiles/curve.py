@@ -134,7 +134,8 @@ def profile_class(curve: Mapping[Any, float], baseline: float | None = None, rul
     if max(c.values()) - floor_of(c, baseline) < rule.flat_margin:
         return "flat"
     f95 = first_95(c, rule.peak_fraction, baseline=baseline)
-    if f95 is not None and depth(f95, n_blocks(c)) <= rule.early_depth + 1e-12:
+    d95 = None if f95 is None else depth(f95, n_blocks(c))  # None only for f95 None: a curve has no ALL_LAYERS key
+    if d95 is not None and d95 <= rule.early_depth + 1e-12:
         return "early"
     lc = late_concentration(c, baseline=baseline)
     if lc is not None and lc >= rule.late_share:

@@ -45,7 +45,7 @@ def _interval_metrics(per_seed: Sequence[Mapping[str, Any]], n_layers: int, conf
 def summarise_against_controls(
     curves: Sequence[Mapping[Any, float]],
     controls: Sequence[Mapping[Any, float]],
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int | None] | None = None,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
     """The control-adjusted summary of one cell: each seed's curve against its own control
@@ -85,7 +85,7 @@ def summarise_against_controls(
 def summarise_profiles(
     curves: Sequence[Mapping[Any, float]],
     baselines: Sequence[float | None] | None = None,
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int | None] | None = None,
     confidence: float = 0.95,
 ) -> dict[str, Any]:
     """Per-seed profile metrics plus mean and t-interval over seeds (the ``/api/profiles`` shape).

@@ -46,8 +46,8 @@ def use_task_store(root: Path | Callable[[], Path]) -> None:
 def task_stores() -> list[TaskStore]:
     """The ``TaskStore`` of the current folder, then of each callable's (duplicates once)."""
     seen, out = set(), []
-    for r in (*_CURRENT, *_TASK_STORES):
-        path = Path(r() if callable(r) else r).resolve()
+    for r in (*_CURRENT, *(folder() for folder in _TASK_STORES)):
+        path = Path(r).resolve()
         if path not in seen:
             seen.add(path)
             out.append(TaskStore(path))

@@ -150,7 +150,7 @@ class CodeDepthTask(Task):
     def corpus_info(self) -> dict[str, Any]:
         """Provenance: document counts per split, skipped count, Python version for stdlib."""
         c = self.corpus
-        info = {
+        info: dict[str, Any] = {
             "train_documents": len(c.train),
             "test_documents": len(c.test),
             "skipped_files": len(c.skipped),

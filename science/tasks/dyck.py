@@ -241,7 +241,7 @@ class DyckTask(Task):
             last = length - 1 - np.argmax(hits[:, ::-1], axis=1)
             pos = np.where((final[:, 0] > 0) & hits.any(axis=1), last, -1)
             keep = (pos >= 0) & (pos < q)
-            shift = rng.integers(1, self.k, size=b, dtype=np.int64)
+            shift = rng.integers(1, self.k, size=(b,), dtype=np.int64)
             rows = np.flatnonzero(keep)
             pos = pos[rows]
             clean = assign_types(is_open[rows], types[rows], self.k)
@@ -250,7 +250,7 @@ class DyckTask(Task):
             suffix_max = np.maximum.accumulate(depth[:, ::-1], axis=1)[:, ::-1]
             ok = ~is_open[:, :q] & (depth[:, :q] == 0) & (suffix_max[:, :q] <= self.m - 2)
             score = np.where(ok, rng.random((b, q)), -1.0)
-            new_types = rng.integers(0, self.k, size=b, dtype=np.int64)
+            new_types = rng.integers(0, self.k, size=(b,), dtype=np.int64)
             rows = np.flatnonzero(ok.any(axis=1))
             pos = score[rows].argmax(axis=1)
             clean = assign_types(is_open[rows], types[rows], self.k)

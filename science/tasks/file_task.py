@@ -357,7 +357,8 @@ def _row(row: Any, tokenizer: Any) -> tuple[list[Any], list[Any]]:
         isinstance(t, int) and (isinstance(t, bool) or t < 0) for t in tokens
     ):
         raise ValueError("tokens must all be non-negative integer ids or all strings")
-    if kinds <= {int} and (top := max(tokens)) >= MAX_VOCAB - 1:  # the id after the largest is the padding token
+    top = max(int(t) for t in tokens) if kinds <= {int} else None
+    if top is not None and top >= MAX_VOCAB - 1:  # the id after the largest is the padding token
         raise ValueError(f"token id {top} is over the limit: ids run from 0 to {MAX_VOCAB - 2}")
     if any(t == PAD for t in tokens):
         raise ValueError(f"the token {PAD!r} is reserved for padding")

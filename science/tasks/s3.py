@@ -17,7 +17,7 @@ import numpy as np
 
 from .group import GroupPrefixTask
 
-PERMUTATIONS: tuple[tuple[int, int, int], ...] = tuple(itertools.permutations(range(3)))
+PERMUTATIONS: tuple[tuple[int, ...], ...] = tuple(itertools.permutations(range(3)))
 
 
 def _compose_table() -> np.ndarray:
