@@ -50,7 +50,7 @@ def _api_not_found(app: FastAPI) -> None:
             raise HTTPException(status_code=405, detail="Method Not Allowed")  # the handler adds Allow
         raise HTTPException(status_code=404, detail=f"no such endpoint: {request.method} /api/{path}")
 
-    _not_found.catch_all = True  # type: ignore[attr-defined]
+    _not_found.catch_all = True  # type: ignore[attr-defined]  # a marker on the function, read by allowed_methods
 
 
 def mount_dashboard(app: FastAPI, settings: Settings) -> None:
@@ -62,5 +62,6 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     api_url = settings.resolved_api_url
     client = ApiClient(api_url, token=settings.dashboard_token)
     dash_app = create_dash(api_url, "/", client=client)
-    app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")
+    # a2wsgi types the ASGI scope/receive/send as its own TypedDicts, Starlette as mappings: the same protocol
+    app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]
     app.state.dash = dash_app

@@ -299,4 +299,4 @@ def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
 def imported_suites(session: Session) -> set[str]:
     """Suites that came into this DB from a bundle (an ``import`` jobs row records each)."""
     rows = session.execute(select(Job.params).where(Job.kind == IMPORT_JOB_KIND)).scalars()
-    return {p.get("suite") for p in rows if isinstance(p, dict) and p.get("suite")}
+    return {suite for p in rows if isinstance(p, dict) and (suite := p.get("suite"))}

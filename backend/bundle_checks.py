@@ -117,17 +117,20 @@ def _row_types() -> dict[str, TypeAdapter]:
 
     result = {"id": (int, ...), "run_id": (int, ...), "settings_id": (int | None, None)}
     return {
-        Run.__tablename__: TypeAdapter(list[RunDetail]),
-        MeasureSettings.__tablename__: TypeAdapter(
-            list[_row_model(MeasureSettingsRecord, MeasureSettings, id=(int, ...), config_hash=(str, ...))]
+        Run.__tablename__: _list_of(RunDetail),
+        MeasureSettings.__tablename__: _list_of(
+            _row_model(MeasureSettingsRecord, MeasureSettings, id=(int, ...), config_hash=(str, ...))
         ),
-        ProbeResult.__tablename__: TypeAdapter(list[_row_model(ProbeRecord, ProbeResult, **result)]),
-        InterventionResult.__tablename__: TypeAdapter(
-            list[_row_model(InterventionRecord, InterventionResult, **result)]
-        ),
-        PatchingResult.__tablename__: TypeAdapter(list[_row_model(PatchingRecord, PatchingResult, **result)]),
-        ResultWeights.__tablename__: TypeAdapter(list[_ResultWeightsRow]),
+        ProbeResult.__tablename__: _list_of(_row_model(ProbeRecord, ProbeResult, **result)),
+        InterventionResult.__tablename__: _list_of(_row_model(InterventionRecord, InterventionResult, **result)),
+        PatchingResult.__tablename__: _list_of(_row_model(PatchingRecord, PatchingResult, **result)),
+        ResultWeights.__tablename__: _list_of(_ResultWeightsRow),
     }
+
+
+def _list_of(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    """The validator of a list of ``model`` rows."""
+    return TypeAdapter(list[model])  # type: ignore[valid-type]  # model: a class, most made at run time (_row_model)
 
 
 def _bounds(record: type) -> dict[str, tuple[Any, Any]]:
@@ -230,7 +233,7 @@ def _check_storable(table: str, rows: list[dict[str, Any]], raw: bytes, problems
         for e in value_errors(row, prefix=(i,)) if suspect else ():
             column = e["loc"][1] if len(e["loc"]) > 1 else None
             if e["type"] != "string_control_character" or column in names or column == "tags":
-                value = row.get(column, MISSING) if len(e["loc"]) == 2 else MISSING
+                value = row.get(column, MISSING) if len(e["loc"]) == 2 and column is not None else MISSING
                 problems.add(table, rows, e["loc"], e["msg"], value)
         for column, length in names.items():
             v = row.get(column)
@@ -270,8 +273,8 @@ def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, di
             problems.add("runs", rows, (i, "config_hash"), why, run["config_hash"])
         by_id.setdefault(run["id"], run)
         hashes.setdefault(run["config_hash"], i)
-        if isinstance(run.get("suite"), str) and (why := suite_name_problem(run["suite"])):
-            problems.add("runs", rows, (i, "suite"), why, run["suite"])
+        if isinstance(run.get("suite"), str) and (bad_name := suite_name_problem(run["suite"])):
+            problems.add("runs", rows, (i, "suite"), bad_name, run["suite"])
         if run.get("checkpoint_id") is not None and not _HEX64.fullmatch(run["checkpoint_id"]):
             problems.add(
                 "runs", rows, (i, "checkpoint_id"), "not a checkpoint id (64 hex characters)", run["checkpoint_id"]

@@ -10,6 +10,7 @@ import json
 import platform
 import shutil
 import zipfile
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -94,7 +95,7 @@ def collect(session: Session, suite: str, *, empty: bool = False) -> dict[str, l
             if r.get("settings_id") is not None
         }
     )
-    settings = (
+    settings: Iterable[MeasureSettings] = (
         session.execute(
             select(MeasureSettings).where(MeasureSettings.id.in_(settings_ids)).order_by(MeasureSettings.id)
         ).scalars()
@@ -212,7 +213,7 @@ def with_provenance(
     out["parts"] = study_parts.parts(runs, manifest, imported)
     now = study_parts.progress(
         runs,
-        study_parts.preset_run_count(manifest["suite"], [r.get("config_hash") for r in runs]),
+        study_parts.preset_run_count(manifest["suite"], [h for r in runs if (h := r.get("config_hash"))]),
         in_flight=len(manifest.get("in_flight") or []),
     )
     if now is not None:

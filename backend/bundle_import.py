@@ -153,7 +153,12 @@ def _import_results(
         new = []
         for r in rows:
             fields = for_table(
-                model, {**r, "run_id": id_map[r["run_id"]], "settings_id": settings_map.get(r.get("settings_id"))}
+                model,
+                {
+                    **r,
+                    "run_id": id_map[r["run_id"]],
+                    "settings_id": None if r.get("settings_id") is None else settings_map.get(r["settings_id"]),
+                },
             )
             k = tuple(fields.get(c, column_default(model, c)) for c in key)
             if k not in have:
@@ -292,7 +297,7 @@ def import_bundle(
         StoreTransaction(Path(store_dir)) if store_dir is not None else contextlib.nullcontext() as txn,
         open_checked(path) if store_dir is not None else contextlib.nullcontext() as z,
     ):
-        if txn is not None:  # every checkpoint and artifact verified before a row or file is written
+        if txn is not None and z is not None:  # every checkpoint and artifact verified before a row or file is written
             try:
                 txn.stage(z, tables["runs"])
             except ZipRefused as exc:
@@ -300,9 +305,11 @@ def import_bundle(
             training, measuring = _writers(training, z), _writers(measuring, z)
         try:
             out = _import_rows(session, manifest, tables, members, store_dir, source, replace, started)
-            if txn is not None:  # the store's half, undone with the rows if anything fails before the commit
+            if (
+                txn is not None and store_dir is not None
+            ):  # the store's half, undone with the rows if anything fails before the commit
                 txn.place()
-                txn.created(_store_tasks(learned, Path(store_dir)))  # type: ignore[arg-type]
+                txn.created(_store_tasks(learned, Path(store_dir)))
             out["in_flight_states"] = _store_training(
                 session, training, manifest.get("in_flight") or [], store_dir, txn
             )
@@ -378,7 +385,7 @@ def _import_rows(
 
 
 def _store_measuring(
-    session: Session, measuring: dict[str, bytes], store_dir: Path | None, txn: StoreTransaction | None
+    session: Session, measuring: dict[str, Any], store_dir: Path | None, txn: StoreTransaction | None
 ) -> list[dict[str, Any]]:
     """The measurements in flight into the store (``worker.in_flight_measuring.restore``), each
     folder restored recorded with ``txn`` (undone with the import)."""
@@ -390,9 +397,13 @@ def _store_measuring(
 
 def _part_stored(session: Session, note: dict[str, Any]) -> bool:
     """Whether the run a measuring folder's ``note`` names is stored here with rows of its part."""
-    table = {"probes": ProbeResult, "interventions": InterventionResult, "patching": PatchingResult}.get(
-        note.get("part")
-    )
+    tables: dict[str, type[ProbeResult] | type[InterventionResult] | type[PatchingResult]] = {
+        "probes": ProbeResult,
+        "interventions": InterventionResult,
+        "patching": PatchingResult,
+    }
+    part = note.get("part")
+    table = tables.get(part) if isinstance(part, str) else None
     run_id = session.scalar(select(Run.id).where(Run.config_hash == note.get("config_hash")))
     return (
         table is not None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def _bundle_section(
             )
             + ")"
         )
-    counts = defaultdict(int)
+    counts: defaultdict[str, int] = defaultdict(int)
     for c in claims:
         counts[AGREEMENT.get(c["verdict"], c["verdict"])] += 1
     return [
@@ -237,7 +238,7 @@ def _notes_lines(manifest: dict[str, Any]) -> list[str]:
 
 
 def _training_section(
-    every_run: list[dict[str, Any]], measured: set[Any], probed: set[Any], preset: dict[str, Any] | None
+    every_run: list[dict[str, Any]], measured: set[Any], probed: AbstractSet[Any], preset: dict[str, Any] | None
 ) -> list[str]:
     """ "## Training": what counts as trained and measured, the budget, why training stopped, the
     table of cells and the runs rebuilt."""
@@ -299,7 +300,7 @@ def _markdown(
     fig_rel: str,
     fig_error: str | None,
     bundle_name: str,
-    probed: set[Any] = frozenset(),
+    probed: AbstractSet[Any] = frozenset(),
     written: set[str] | None = None,
     output_name: str = "docs/RESULTS.md",
     versions: dict[str, dict[int, int]] | None = None,

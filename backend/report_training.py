@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from backend.claims_text.common import stages_text, stopped_runs_text
@@ -74,7 +75,7 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     from backend.study_parts import preset_run_count, suite_preset
     from worker.presets import PRESETS
 
-    hashes = [r.get("config_hash") for r in runs or [] if r.get("config_hash")]
+    hashes = [h for r in runs or [] if (h := r.get("config_hash"))]
     name = suite_preset(suite, hashes)
     p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
@@ -280,7 +281,10 @@ def rebuilt_lines(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def training_table(
-    runs: list[dict[str, Any]], measured: set[Any], preset: dict[str, Any] | None, probed: set[Any] = frozenset()
+    runs: list[dict[str, Any]],
+    measured: set[Any],
+    preset: dict[str, Any] | None,
+    probed: AbstractSet[Any] = frozenset(),
 ) -> list[str]:
     """One row per (task, family): runs stored out of the preset's seeds (cells never started
     included), trained and measured separately."""

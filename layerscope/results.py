@@ -31,7 +31,7 @@ import builtins
 import numbers
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pandas as pd
 from sqlalchemy import select
@@ -50,7 +50,7 @@ def _many(v: Many) -> list[Any] | None:
         return None
     if isinstance(v, str):
         return [v]
-    if isinstance(v, numbers.Integral):  # numpy integers too (a DataFrame cell)
+    if isinstance(v, int | numbers.Integral):  # numpy integers too (a DataFrame cell)
         return [int(v)]
     return [int(x) if isinstance(x, numbers.Integral) else x for x in v]
 
@@ -145,11 +145,14 @@ class Results:
         trained: bool | None = None,
         run_id: Many = None,
         search: str | None = None,
-        controls: str = "exclude",
+        controls: queries.ControlsMode = "exclude",
     ) -> queries.RunFilter:
         """The API's filters, checked as the API checks them: an unknown task or family is a
         ``ValueError`` naming the allowed ones, an unknown suite a ``LookupError`` naming the
-        suites here (a typo must not read as "no results")."""
+        suites here (a typo must not read as "no results"), a ``controls`` other than exclude /
+        include / only a ``ValueError``."""
+        if controls not in get_args(queries.ControlsMode):
+            raise ValueError(f"controls {controls!r} unknown; one of {', '.join(get_args(queries.ControlsMode))}")
         with self._session() as s:
             queries.require_known_names(task=_many(task), family=_many(family), session=s)
             if suite is not None:
@@ -196,7 +199,7 @@ class Results:
         trained: bool | None = None,
         search: str | None = None,
         loss_curve: bool = False,
-        controls: str = "exclude",
+        controls: queries.ControlsMode = "exclude",
     ) -> pd.DataFrame:
         """One row per run (``GET /api/runs``'s columns): ``id``, ``name``, ``suite``, ``family``,
         ``task``, ``seed``, ``n_layers``, ``d_model``, ``n_params``, ``steps``, ``train_seconds``,
@@ -212,7 +215,7 @@ class Results:
         with self._session() as s:
             items, _ = queries.list_runs(s, flt, None)
             if loss_curve and items:
-                curves = dict(
+                curves: dict[int, Any] = dict(
                     s.execute(select(Run.id, Run.loss_curve).where(Run.id.in_([r["id"] for r in items]))).all()
                 )
                 for r in items:
@@ -220,7 +223,7 @@ class Results:
         df = pd.DataFrame(items)
         if not df.empty:
             df.insert(
-                df.columns.get_loc("seed") + 1,
+                list(df.columns).index("seed") + 1,
                 "trained",
                 [bool(is_trained(a, c)) for a, c in zip(df["heldout_acc"], df["early_stop_acc"], strict=True)],
             )
@@ -273,7 +276,7 @@ class Results:
         trained: bool | None = None,
         eval_length: Many = None,
         run_id: Many = None,
-        controls: str = "exclude",
+        controls: queries.ControlsMode = "exclude",
     ) -> pd.DataFrame:
         """Linear probes, one row per run × eval length × layer (``controls``: "exclude" the
         random-init control runs, "only" them, or "include" them; docs/SCIENCE.md#controls): ``accuracy`` and

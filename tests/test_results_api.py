@@ -121,3 +121,5 @@ def test_unknown_filters_are_errors_not_empty_frames(seeded) -> None:
             res.probes(task=["dyck", "chess"])
         with pytest.raises(LookupError, match="suite 'nope' not found; suites here: 'other', 't'"):
             res.curves(suite="nope")
+        with pytest.raises(ValueError, match="controls 'exlude' unknown; one of exclude, include, only"):
+            res.runs(controls="exlude")

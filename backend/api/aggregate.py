@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
-from science import claims
+from science.claims import DECOUPLING_METHODS  # the first one present counts
 from science.stats import bounds_for, t_interval
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 
@@ -105,7 +105,7 @@ def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None =
                 run_ids=[m[0] for m in members],
                 untrained_run_ids=[m[0] for m in members if not m[4]],
                 selectivity=_f(sum(sels) / len(sels))
-                if (sels := [m[5] for m in members if _f(m[5]) is not None])
+                if (sels := [v for v in (_f(m[5]) for m in members) if v is not None])
                 else None,
                 control=ctl,
             )
@@ -129,8 +129,6 @@ def control_curves(
 
 
 # ----------------------------------------------------------------------------- profiles
-
-DECOUPLING_METHODS = claims.DECOUPLING_METHODS  # the first one present counts
 
 
 def _damage_rows(
@@ -244,9 +242,10 @@ def _against_control(
     """``science.profiles.summarise_against_controls`` when every seed has its control (JSON-safe), else None."""
     from science import profiles as P
 
-    if not curves or any(c is None or sorted(c) != sorted(k) for c, k in zip(ctrls, curves)):
+    known = [c for c in ctrls if c is not None]
+    if not curves or len(known) != len(ctrls) or any(sorted(c) != sorted(k) for c, k in zip(known, curves)):
         return None
-    s = P.summarise_against_controls(curves, ctrls, seeds=seeds)  # type: ignore[arg-type]
+    s = P.summarise_against_controls(curves, known, seeds=seeds)
     s["control_curve"] = {str(k): _f(v) for k, v in s["control_curve"].items()}
     s["metrics"] = {k: {kk: _f(vv) if kk != "n" else vv for kk, vv in v.items()} for k, v in s["metrics"].items()}
     s["per_seed"] = [{k: _f(v) if isinstance(v, float) else v for k, v in row.items()} for row in s["per_seed"]]
@@ -323,7 +322,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     # whole study's curves are most of its runs table)
     stopped = [r["id"] for r in runs if r["stop_reason"] in ("plateau", "budget")]
     if stopped:
-        curves = dict(session.execute(select(Run.id, Run.loss_curve).where(Run.id.in_(stopped))).all())
+        curves: dict[int, Any] = dict(session.execute(select(Run.id, Run.loss_curve).where(Run.id.in_(stopped))).all())
         for r in runs:
             if r["id"] in curves:
                 r["stop_length"] = C.stop_length({"loss_curve": curves[r["id"]]})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -138,10 +138,13 @@ def token_needed(method: str, settings: Settings) -> bool:
     return settings.listens_beyond_loopback
 
 
-UNAUTHORIZED = {
+Responses = dict[int | str, dict[str, Any]]
+"""A route's documented answers besides its own (FastAPI's ``responses=``): status → OpenAPI fields."""
+
+UNAUTHORIZED: Responses = {
     401: {"model": ErrorOut, "description": "a token is needed (or the one sent is malformed, unknown or revoked)"}
 }
-TOO_LARGE = {
+TOO_LARGE: Responses = {
     400: {"model": ErrorOut, "description": "a body that cannot be parsed (not UTF-8 JSON)"},
     413: {"model": ErrorOut, "description": "request body over LAYERSCOPE_MAX_BODY_BYTES"},
 }

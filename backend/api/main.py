@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -93,14 +93,16 @@ def _errors_handler(settings: Settings):
     return on_validation_error
 
 
-async def _not_found(request: Request, exc: LookupError) -> JSONResponse:
+# The handlers take ``Exception``, as Starlette's add_exception_handler types them; each is
+# registered for one class (_add_error_handlers).
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=404, content={"detail": str(exc.args[0]) if exc.args else "not found"})
 
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
-def allowed_methods(app: FastAPI, scope: dict[str, Any]) -> set[str]:
+def allowed_methods(app: FastAPI, scope: Mapping[str, Any]) -> set[str]:
     """The methods some API route answers on ``scope``'s path (Starlette's own matching, so
     included routers count too); a catch-all route (``route.catch_all``) and the dashboard
     mounted at ``/`` do not count."""
@@ -116,8 +118,10 @@ def allowed_methods(app: FastAPI, scope: dict[str, Any]) -> set[str]:
     return allowed
 
 
-async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
     """Starlette answers 405 with the methods of the first route on the path only; list them all."""
+    if not isinstance(exc, StarletteHTTPException):  # registered for it alone
+        raise exc
     if exc.status_code == 405:
         methods = allowed_methods(request.app, request.scope)
         return JSONResponse(
@@ -126,7 +130,7 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     return await http_exception_handler(request, exc)
 
 
-async def _conflict(request: Request, exc: JobStateError) -> JSONResponse:
+async def _conflict(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=409, content={"detail": str(exc)})
 
 

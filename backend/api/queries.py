@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Select, String, cast, func, or_, select
 from sqlalchemy.orm import Session
@@ -28,6 +28,7 @@ def trained_clause() -> Any:
 # which random-init control runs a run listing holds (docs/SCIENCE.md#controls): GET /api/runs and
 # `layerscope runs list --controls`
 ControlsMode = Literal["exclude", "include", "only"]
+SelectT = TypeVar("SelectT", bound=Select)  # a SELECT of any columns, given back with the filter applied
 
 
 @dataclass
@@ -45,7 +46,7 @@ class RunFilter:
     search: str | None = None  # a case-insensitive substring of name, tags, notes, family, task or suite
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def apply(self, q: Select) -> Select:
+    def apply(self, q: SelectT) -> SelectT:
         for col, values in (
             (Run.task, self.task),
             (Run.family, self.family),
@@ -239,7 +240,7 @@ def results_across_runs(
     flt: RunFilter,
     eval_length: Sequence[int] | None = None,
     method: Sequence[str] | None = None,
-    columns: Sequence[str] | None = None,
+    columns: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Result rows of every run matching ``flt``, each with its run's task/family/seed/... (tidy)."""
     cols = [c for c in model.__table__.columns if c.key != "id" and (columns is None or c.key in columns)]

@@ -151,7 +151,7 @@ class RunOut(BaseModel):
     notes: str | None = Field(None, description="a researcher's remarks (PATCH /api/runs/{id})")
     created_at: UtcDatetime
 
-    @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")
+    @computed_field(description="held-out token accuracy reached the early-stop criterion (docs/SCIENCE.md#trained)")  # type: ignore[prop-decorator]  # mypy does not type a decorated property; pydantic's documented form
     @property
     def trained(self) -> bool:
         from science.trained import is_trained

@@ -28,7 +28,7 @@ from layerscope_core.suite_names import suite_name_problem
 try:  # typer ≥ 0.2x vendors its own click; its exceptions are not click's
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer on top of click
-    from click import exceptions as click_exceptions
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]  # the same module, click's own
 
 __all__ = ["click_exceptions"]
 
@@ -39,11 +39,11 @@ class CliError(Exception):
 
 # Choices from the one list of each (layerscope_core.registry), so `--help` and a typo's error list them.
 FAMILIES = family_names()  # the registered families when the CLI is imported (built-ins + plugins)
-Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]
-FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]
-MeasurePartChoice = StrEnum("MeasurePartChoice", {p: p for p in MEASURE_PARTS})  # type: ignore[misc]
+Preset = StrEnum("Preset", {p: p for p in PRESETS})  # type: ignore[misc]  # members from the registry: an enum made at run time
+FamilyChoice = StrEnum("FamilyChoice", {f: f for f in FAMILIES})  # type: ignore[misc]  # members from the registry: an enum made at run time
+MeasurePartChoice = StrEnum("MeasurePartChoice", {p: p for p in MEASURE_PARTS})  # type: ignore[misc]  # members from the registry: an enum made at run time
 METHOD_NAMES = method_names()  # the built-ins, then the plugins'
-MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]
+MethodChoice = StrEnum("MethodChoice", {m: m for m in METHOD_NAMES})  # type: ignore[misc]  # members from the registry: an enum made at run time
 
 
 def new_suite_name(value: str | None) -> str | None:

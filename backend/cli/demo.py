@@ -19,7 +19,7 @@ from backend.cli.serve import announce, check_port_free
 def demo(
     host: Annotated[str | None, typer.Option(help="Interface (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (default 8050).")] = None,
-    preset: Annotated[C.Preset, typer.Option(help="The suite to run.")] = C.Preset.quick,
+    preset: Annotated[C.Preset, typer.Option(help="The suite to run.")] = C.Preset["quick"],
     device: Annotated[str | None, typer.Option(help="The local worker's device.")] = None,
     rerun: Annotated[bool, typer.Option(help="Train again even if this suite already ran here.")] = False,
     bundle: Annotated[

@@ -104,6 +104,7 @@ def worker(
         typer.echo(f"layerscope: worker {runner.name} stopped", err=True)
     finally:
         supervision.quiet_exit()
+    return None
 
 
 COLUMNS = ["id", "kind", "state", "progress", "run_id", "parent_id", "worker", "created_at", "message"]

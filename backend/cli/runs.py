@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated, cast, get_args
 
 import typer
 
@@ -24,7 +24,7 @@ from backend.cli import common as C
 
 runs_app = typer.Typer(help="Read, annotate and delete stored runs.", no_args_is_help=True)
 
-ControlsChoice = StrEnum("ControlsChoice", {c: c for c in get_args(ControlsMode)})  # type: ignore[misc]
+ControlsChoice = StrEnum("ControlsChoice", {c: c for c in get_args(ControlsMode)})  # type: ignore[misc]  # members from ControlsMode: an enum made at run time
 
 LIST_COLUMNS = ["id", "suite", "family", "task", "seed", "n_params", "steps", "heldout_acc", "trained", "tags", "name"]
 
@@ -48,7 +48,7 @@ def runs_list(
             help="The random-init control runs (the same model at initialisation): left out (what every "
             "verdict reads; the count left out is said), listed beside the runs, or listed alone."
         ),
-    ] = ControlsChoice.exclude,
+    ] = ControlsChoice["exclude"],
     search: Annotated[str | None, typer.Option(help="A substring of name, tags, notes, family, task or suite.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout (a list of runs, for scripts).")] = False,
 ) -> None:
@@ -56,7 +56,7 @@ def runs_list(
     from backend.api import queries
     from science.trained import is_trained
 
-    def flt(mode: str) -> queries.RunFilter:
+    def flt(mode: ControlsMode) -> queries.RunFilter:
         return queries.RunFilter(
             suite=suite, family=family, task=task, seed=seed, trained=trained, controls=mode, search=search
         )
@@ -64,9 +64,9 @@ def runs_list(
     with C.session_factory()() as s:
         queries.require_known_names(task=task, family=family, session=s)  # a typo is an error, not "0 run(s)"
         queries.require_suites(s, suite)
-        items, _ = queries.list_runs(s, flt(controls.value), None)
+        items, _ = queries.list_runs(s, flt(cast(ControlsMode, controls.value)), None)  # a ControlsMode value
         # the count left out is said on the text view only (the JSON list is for scripts)
-        hidden = queries.list_runs(s, flt("only"), 0)[1] if controls == ControlsChoice.exclude and not as_json else 0
+        hidden = queries.list_runs(s, flt("only"), 0)[1] if controls == ControlsChoice["exclude"] and not as_json else 0
     for r in items:
         r["trained"] = bool(is_trained(r["heldout_acc"], r["early_stop_acc"]))
     if as_json:

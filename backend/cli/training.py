@@ -157,7 +157,8 @@ def suite(
         return
     if preset is None:
         raise C.click_exceptions.MissingParameter(
-            ctx=ctx, param=next(p for p in ctx.command.params if p.name == "preset")
+            ctx=ctx,
+            param=next(p for p in ctx.command.params if p.name == "preset"),  # type: ignore[arg-type]  # typer's own parameter class, typed as click's
         )
     if device is not None:
         if submit:

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from backend.api import aggregate, queries
 from backend.api.aggregate import ResultCache
-from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
+from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, Responses, SessionDep
 from backend.api.params import (
     ControlsQ,
     EvalLengthQ,
@@ -33,7 +33,7 @@ router = APIRouter(tags=["aggregates"], dependencies=[ReadAuth], responses=UNAUT
 CURVES = TypeAdapter(list[CurvePoint])
 PROFILES = TypeAdapter(list[Profile])
 CLAIMS = TypeAdapter(list[Claim])
-UNKNOWN_SUITE = {404: {"description": "a named suite is unknown (no run stored, none queued)"}}
+UNKNOWN_SUITE: Responses = {404: {"description": "a named suite is unknown (no run stored, none queued)"}}
 
 
 def _key(*parts: object) -> tuple:

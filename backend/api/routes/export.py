@@ -50,7 +50,7 @@ RESULT_MODELS = {
     Resource.interventions: InterventionResult,
     Resource.patching: PatchingResult,
 }
-_CONTEXT_KEYS = {c.key for c in queries.RUN_CONTEXT}
+_CONTEXT_KEYS = set(select(*queries.RUN_CONTEXT).selected_columns.keys())
 
 
 def _result_columns(model: Any) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend import housekeeping
@@ -15,6 +16,7 @@ from backend.api.deps import (
     FactoryDep,
     QueueDep,
     ReadAuth,
+    Responses,
     SessionDep,
     SettingsDep,
     WriteAuth,
@@ -52,7 +54,7 @@ from backend.api.schemas import (
 from layerscope_core.sites import parse_site, site_name
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
-NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown run id"}}
+NOT_FOUND: Responses = {404: {"model": ErrorOut, "description": "unknown run id"}}
 
 
 @router.get("", response_model=Page[RunOut], summary="Runs, filtered and paged (without loss curves)")
@@ -130,7 +132,7 @@ def delete_run(run_id: RunIdPath, session: SessionDep, settings: SettingsDep) ->
 
 @router.get(
     "/{run_id}/probes",
-    response_model=list[ProbeOut],
+    response_model=list[ProbeOut],  # type: ignore[valid-type]  # a model built at import (schemas.record_schema)
     responses=NOT_FOUND,
     summary="Probe accuracy per layer and eval length",
 )
@@ -143,7 +145,7 @@ def run_probes(run_id: RunIdPath, session: SessionDep, eval_length: EvalLengthQ 
 
 @router.get(
     "/{run_id}/interventions",
-    response_model=list[InterventionOut],
+    response_model=list[InterventionOut],  # type: ignore[valid-type]  # a model built at import (schemas.record_schema)
     responses=NOT_FOUND,
     summary="Interventions per layer, method and eval length (with the refit probe)",
 )
@@ -155,7 +157,7 @@ def run_interventions(
 
 @router.get(
     "/{run_id}/patching",
-    response_model=list[PatchingOut],
+    response_model=list[PatchingOut],  # type: ignore[valid-type]  # a model built at import (schemas.record_schema)
     responses=NOT_FOUND,
     summary="Activation-patching recovery per site × layer × position",
 )
@@ -220,7 +222,7 @@ def rebuild_weights(
     settings: SettingsDep,
     queue: QueueDep,
     options: RebuildOptions | None = None,
-) -> dict:
+) -> dict | JSONResponse:
     from fastapi import HTTPException
     from fastapi.exceptions import RequestValidationError
     from pydantic import ValidationError
@@ -245,6 +247,6 @@ def rebuild_weights(
             factory, queue, "rebuild", params, max_attempts=settings.max_attempts, priority=J.PERSON_PRIORITY
         )
     except QueueUnavailable as exc:
-        return _queue_down(exc, settings)  # type: ignore[return-value]
+        return _queue_down(exc, settings)
     with factory() as s:
         return _out(J.get_job(s, job_id))

@@ -111,6 +111,8 @@ def _measured_lengths(session: SessionDep) -> dict[str, tuple[list[int], list[in
     probed: dict[str, set[int]] = {}
     patched: dict[str, set[int]] = {}
     for suite, length, patch in rows:
+        if suite is None:  # a run outside every suite: no suite's lengths
+            continue
         probed.setdefault(suite, set()).add(int(length))
         if patch is not None:
             patched.setdefault(suite, set()).add(int(patch))
