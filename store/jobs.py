@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, aliased
 
 from layerscope_core.hashing import config_hash
 from store.models import Job, utcnow
+from store.session import rows_matched
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 STATES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)  # every job state, in lifecycle order
@@ -94,7 +95,7 @@ def claim(session: Session, job_id: int, worker: str) -> int | None:
         )
         .execution_options(synchronize_session=False)
     )
-    if res.rowcount != 1:
+    if rows_matched(res) != 1:
         session.rollback()
         return None
     attempt = session.execute(select(Job.attempt).where(Job.id == job_id)).scalar_one()
@@ -115,7 +116,7 @@ def heartbeat(session: Session, job_id: int, worker: str, attempt: int, **fields
         .values(heartbeat_at=utcnow(), **fields)
         .execution_options(synchronize_session=False)
     )
-    owned = res.rowcount == 1
+    owned = rows_matched(res) == 1
     cancel = bool(session.execute(select(Job.cancel_requested).where(Job.id == job_id)).scalar())
     session.commit()
     return owned, cancel
@@ -132,11 +133,13 @@ def children_summary(session: Session, parent_ids: list[int]) -> dict[int, dict[
         .where(Job.parent_id.in_(parent_ids))
         .group_by(Job.parent_id, Job.state)
     ):
-        out[pid]["children"][state] = int(n)
+        if pid is not None:  # the WHERE holds only children
+            out[pid]["children"][state] = int(n)
     for pid, prog in session.execute(
         select(Job.parent_id, func.avg(Job.progress)).where(Job.parent_id.in_(parent_ids)).group_by(Job.parent_id)
     ):
-        out[pid]["children_progress"] = float(prog) if prog is not None else None
+        if pid is not None:
+            out[pid]["children_progress"] = float(prog) if prog is not None else None
     return out
 
 
@@ -189,7 +192,7 @@ def begin_storing(session: Session, job_id: int, worker: str, attempt: int) -> b
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return res.rowcount == 1
+    return rows_matched(res) == 1
 
 
 def end_storing(session: Session, job_id: int) -> None:
@@ -236,11 +239,11 @@ def finish(
     if state == SUCCEEDED:  # a cancel landing between the read above and this write: not succeeded
         owned = (*owned, Job.cancel_requested.is_(False))
     res = session.execute(update(Job).where(*owned).values(**values).execution_options(synchronize_session=False))
-    if res.rowcount != 1 and state == SUCCEEDED and cancel_flag(session, job_id):
+    if rows_matched(res) != 1 and state == SUCCEEDED and cancel_flag(session, job_id):
         return finish(session, job_id, worker, attempt, CANCELLED, message="cancelled", commit=commit)
     if commit:
         session.commit()
-    return res.rowcount == 1
+    return rows_matched(res) == 1
 
 
 def retry_later(session: Session, job_id: int, worker: str, attempt: int, reason: str, delay_s: float) -> bool:
@@ -264,7 +267,7 @@ def retry_later(session: Session, job_id: int, worker: str, attempt: int, reason
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return res.rowcount == 1
+    return rows_matched(res) == 1
 
 
 def release(session: Session, job_id: int, worker: str, attempt: int) -> bool:
@@ -282,7 +285,7 @@ def release(session: Session, job_id: int, worker: str, attempt: int) -> bool:
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return res.rowcount == 1
+    return rows_matched(res) == 1
 
 
 def request_cancel(session: Session, job_id: int) -> Job:
@@ -370,7 +373,8 @@ def reap_stale(
             Job.state == RUNNING, Job.heartbeat_at < cutoff
         )
     ).all()
-    requeued, failed = [], []
+    requeued: list[int] = []
+    failed: list[int] = []
     for job_id, attempt, max_attempts, worker, cancel in stale:
         cond = (Job.id == job_id, Job.state == RUNNING, Job.attempt == attempt, Job.heartbeat_at < cutoff)
         if cancel:
@@ -394,7 +398,7 @@ def reap_stale(
             )
             target = failed
         res = session.execute(update(Job).where(*cond).values(**values).execution_options(synchronize_session=False))
-        if res.rowcount == 1 and target is not None:
+        if rows_matched(res) == 1 and target is not None:
             target.append(job_id)
     session.commit()
     return requeued, failed

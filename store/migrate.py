@@ -189,6 +189,7 @@ def sqlite_migration_connection(url: str) -> Iterator[Connection]:
             conn.commit()
             # back on, outside any transaction (the driver connection: SQLAlchemy would BEGIN first)
             raw = conn.connection.driver_connection
+            assert raw is not None  # an open connection has its driver's
             raw.execute("PRAGMA foreign_keys=ON")
             assert raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     finally:
@@ -225,7 +226,7 @@ def init_db(url: str | None = None, *, revision: str = "head") -> str:
     head = ScriptDirectory.from_config(cfg).get_current_head()
     if _is_sqlite(url):
         with _sqlite_file_lock(url):
-            if revision == "head" and _sqlite_has_file(url) and database_revision(url) == head:
+            if revision == "head" and head is not None and _sqlite_has_file(url) and database_revision(url) == head:
                 return head  # nothing to do: take no write lock (workers may be writing)
             with sqlite_migration_connection(url) as conn:
                 rev = _upgrade_on(conn, cfg, url, revision)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -50,3 +51,15 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def rows_matched(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched (its ``rowcount``). ``Session.execute`` types its
+    answer as a ``Result``; for such a statement it is a ``CursorResult``, which counts them.
+
+    Raises:
+        TypeError: ``result`` is not a statement's cursor result (a SELECT's, say).
+    """
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"rows_matched needs an UPDATE or DELETE result, got {type(result).__name__}")
+    return result.rowcount

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from science.context import JobContext
+from science.context import Context
 from worker.env import WorkerEnv
 
 
-def execute(kind: str, params: BaseModel, ctx: JobContext, env: WorkerEnv) -> dict[str, Any]:
+def execute(kind: str, params: BaseModel, ctx: Context, env: WorkerEnv) -> dict[str, Any]:
     """Run one job of ``kind`` in process; returns a summary (``run_id`` or ``run_ids``; a
     rebuild's ``agrees`` and ``check`` too).
 
@@ -22,9 +22,10 @@ def execute(kind: str, params: BaseModel, ctx: JobContext, env: WorkerEnv) -> di
         does not match the run's record.
     """
     if kind == "rebuild":
+        from worker.params import RebuildParams, params_of
         from worker.rebuild_check import rebuild_weights
 
-        return rebuild_weights(params, env, ctx)  # type: ignore[arg-type]
+        return rebuild_weights(params_of(kind, params, RebuildParams), env, ctx)
     from worker.pipeline import execute as run_in_pipeline
 
     return run_in_pipeline(kind, params, ctx, env)

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from layerscope_core.atomic_file import write_atomic
 
@@ -101,7 +101,7 @@ def file_record(data: bytes) -> dict[str, Any]:
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def copy_recorded(src: BinaryIO, dst: BinaryIO) -> dict[str, Any]:
+def copy_recorded(src: IO[bytes], dst: IO[bytes]) -> dict[str, Any]:
     """Copy ``src`` to ``dst`` in chunks (a state may be gigabytes); the :func:`file_record` of
     the bytes copied."""
     digest, size = hashlib.sha256(), 0
@@ -147,7 +147,7 @@ def other_states(store_dir: Path, params: Any) -> list[dict[str, Any]]:
             continue
         note = _read_note(path)
         same = note is not None and all(note.get(k) == getattr(params, k) for k in ("suite", "name", "seed"))
-        if same and path.stem != mine and path.with_suffix(".pt").is_file():
+        if note is not None and same and path.stem != mine and path.with_suffix(".pt").is_file():
             out.append({**note, "config_hash": path.stem})
     return out
 

@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -80,7 +80,7 @@ def manifest_entry(name: str, folder: dict[str, Any], files: dict[str, bytes]) -
 
 
 def restore(
-    blobs: dict[str, bytes | Callable[[BinaryIO], object]],
+    blobs: Mapping[str, bytes | Callable[[BinaryIO], object]],
     store_dir: Path | None,
     stored: Callable[[dict[str, Any]], bool] = lambda note: False,
 ) -> list[dict[str, Any]]:
@@ -90,14 +90,17 @@ def restore(
     measurement is stored here (``stored(note)``) is left out, and nothing is written without
     ``store_dir``. Returns one entry per folder: ``folder``, ``name`` (the run's), ``part``,
     ``pieces``, ``restored`` (bool) and ``why_not`` (None when restored)."""
-    by_folder: dict[str, dict[str, bytes]] = {}
+    by_folder: dict[str, dict[str, bytes | Callable[[BinaryIO], object]]] = {}
     for entry, blob in blobs.items():
         m = MEASURING_NAME.fullmatch(entry)
         if m:
             by_folder.setdefault(m.group(1), {})[m.group(2)] = blob
     out = []
     for name, files in sorted(by_folder.items()):
-        note = json.loads(files[NOTE_NAME]) if NOTE_NAME in files else {}
+        raw_note = files.get(NOTE_NAME, b"{}")
+        if not isinstance(raw_note, bytes):  # the bundle reader gives the small members (a note) as bytes
+            raise TypeError(f"{FOLDER}/{name}/{NOTE_NAME}: expected the note's bytes, got {type(raw_note).__name__}")
+        note = json.loads(raw_note)
         target = Path(store_dir or ".") / FOLDER / name
         why_not = (
             "no model store to put it in"

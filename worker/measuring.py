@@ -19,18 +19,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from sqlalchemy import select
-from torch import nn
 
 from layerscope_core.registry import MEASURE_PARTS
+from models_store.base import LayerwiseModel
 from science.bounded import MemoryBound
 from science.causal_layers import causal_layers
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.measure import check_memory, measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.records import MeasureSettingsRecord
@@ -62,10 +62,26 @@ class MeasuredRun:
     seed: int
     train_length: int
     task: Task
-    model: nn.Module
+    model: LayerwiseModel
 
 
-def clean(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+class _Row(Protocol):
+    """A result row: a science record (``science.records``) or a mapping."""
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+
+
+class _Common(TypedDict):
+    """The arguments every part's science function takes alike."""
+
+    model: LayerwiseModel
+    task: Task
+    run_seed: int
+    config_hash: str
+    device: str
+
+
+def clean(rows: Iterable[_Row]) -> list[dict[str, Any]]:
     """Records or dicts → plain rows with NaN/inf → None (rows store and serialise as JSON)."""
 
     def fix(v: Any) -> Any:
@@ -90,7 +106,7 @@ def measure_run(
     run: MeasuredRun,
     measure: MeasureParams,
     env: WorkerEnv,
-    ctx: JobContext | None = None,
+    ctx: Context | None = None,
     *,
     parts: Iterable[str] = PARTS,
     layers: list[int] | None = None,
@@ -155,15 +171,19 @@ class _Measurement:
         run: MeasuredRun,
         measure: MeasureParams,
         env: WorkerEnv,
-        ctx: JobContext,
+        ctx: Context,
         parts: list[str],
         layers: list[int] | None,
         result_hash: str,
     ) -> None:
         self.run, self.measure, self.env, self.ctx, self.layers = run, measure, env, ctx, layers
-        self.common = dict(
-            model=run.model, task=run.task, run_seed=run.seed, config_hash=result_hash, device=env.device
-        )
+        self.common: _Common = {
+            "model": run.model,
+            "task": run.task,
+            "run_seed": run.seed,
+            "config_hash": result_hash,
+            "device": env.device,
+        }
         # what the measurement holds beyond the weights (LAYERSCOPE_MEASURE_MEMORY_GB, science.bounded)
         self.memory = MemoryBound.of_gib(get_settings().measure_memory_gb)
         self._sid: int | None = None
@@ -176,7 +196,7 @@ class _Measurement:
                 self._sid = persist.get_or_create_settings(s, settings_record(self.run, self.measure, self.layers))
         return self._sid
 
-    def span(self, part: str) -> JobContext:
+    def span(self, part: str) -> Context:
         """The progress context of ``part``, the next slice of the bar."""
         lo, self._start = self._start, self._start + _WEIGHT[part] / self._total
         return self.ctx.sub(lo, min(1.0, self._start))
@@ -294,6 +314,7 @@ def stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]
                 for i in s.execute(
                     select(model.settings_id).where(model.run_id == run_id, model.settings_id.is_not(None)).distinct()
                 ).scalars()
+                if i is not None  # the WHERE's already
             }
         lengths: set[int] = set()
         if ids:

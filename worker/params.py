@@ -6,7 +6,7 @@ the CLI builds them from flags, and the pipeline runs them. Every default is doc
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -483,7 +483,7 @@ class FollowUp(_Params):
     def _params_of_kind(cls, data: Any) -> Any:
         # the params are read as the kind's, not as whichever of the three fits first
         if isinstance(data, dict) and isinstance(data.get("params"), dict):
-            kinds = {"probe": ProbeParams, "intervene": InterveneParams, "patch": PatchParams}
+            kinds: dict[str, type[_Params]] = {"probe": ProbeParams, "intervene": InterveneParams, "patch": PatchParams}
             # a kind that is no name (a dict, say) is left to the Literal to refuse: a 422, not a 500
             if isinstance(data.get("kind"), str) and data["kind"] in kinds:
                 data = {**data, "params": kinds[data["kind"]].model_validate(data["params"])}
@@ -590,3 +590,17 @@ PARAMS_BY_KIND: dict[str, type[BaseModel]] = {
     "suite": SuiteParams,
     "rebuild": RebuildParams,
 }
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+def params_of(kind: str, params: BaseModel, cls: type[P]) -> P:
+    """``params`` as ``cls``, the params class of job ``kind`` (:data:`PARAMS_BY_KIND`).
+
+    Raises:
+        TypeError: ``params`` is another class's.
+    """
+    if not isinstance(params, cls):
+        raise TypeError(f"a {kind} job's params must be {cls.__name__}, got {type(params).__name__}")
+    return params

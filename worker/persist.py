@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import delete, insert, select, tuple_
+from sqlalchemy import delete, insert, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -31,6 +31,7 @@ from store.models import (
     Run,
     utcnow,
 )
+from store.session import rows_matched
 
 _DELETE_CHUNK = 400
 
@@ -70,16 +71,17 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
     try:
         if dialect in ("sqlite", "postgresql"):
             ins = (sqlite.insert if dialect == "sqlite" else postgresql.insert)(Run).values(**fields)
-            update = {k: ins.excluded[k] for k in fields if k not in ("config_hash", "created_at")}
-            update["created_at"] = fields.get("created_at") or utcnow()  # a retrained run is a new model: stored now
-            stmt = ins.on_conflict_do_update(index_elements=["config_hash"], set_=update).returning(Run.id)
+            changed: dict[str, Any] = {k: ins.excluded[k] for k in fields if k not in ("config_hash", "created_at")}
+            changed["created_at"] = fields.get("created_at") or utcnow()  # a retrained run is a new model: stored now
+            stmt = ins.on_conflict_do_update(index_elements=["config_hash"], set_=changed).returning(Run.id)
             run_id = session.execute(stmt).scalar_one()
         else:  # pragma: no cover - other dialects: select-then-write
-            run_id = session.execute(select(Run.id).where(Run.config_hash == fields["config_hash"])).scalar()
-            if run_id is None:
+            found = session.execute(select(Run.id).where(Run.config_hash == fields["config_hash"])).scalar()
+            if found is None:
                 run_id = session.execute(insert(Run).values(**fields).returning(Run.id)).scalar_one()
             else:
-                session.query(Run).filter(Run.id == run_id).update({"created_at": utcnow(), **fields})
+                run_id = found
+                session.execute(update(Run).where(Run.id == run_id).values({"created_at": utcnow(), **fields}))
         _finish(session, commit)
     except BaseException:
         session.rollback()
@@ -96,7 +98,7 @@ def drop_results(session: Session, run_id: int, *, commit: bool = True) -> int:
     half-way would otherwise leave old and new results side by side."""
     try:
         n = sum(
-            session.execute(delete(model).where(model.run_id == run_id)).rowcount or 0  # type: ignore[attr-defined]
+            rows_matched(session.execute(delete(model).where(model.run_id == run_id)))
             for model in (ProbeResult, InterventionResult, PatchingResult)
         )
         session.execute(delete(ResultWeights).where(ResultWeights.run_id == run_id))  # what they learned, too
@@ -136,11 +138,13 @@ def get_or_create_settings(session: Session, record: MeasureSettingsRecord, *, c
 
 
 Rows = Iterable[Mapping[str, Any]]  # science records (dict-compatible) or plain dicts
+# the tables whose rows belong to a run (run_id), replaced per run
+ResultTable = type[ProbeResult] | type[InterventionResult] | type[PatchingResult] | type[ResultWeights]
 
 
 def _replace(
     session: Session,
-    model: type[Base],
+    model: ResultTable,
     key: Sequence[str],
     run_id: int,
     rows: Rows,
@@ -176,7 +180,7 @@ def _replace(
         for i in range(0, len(keys), _DELETE_CHUNK):
             chunk = keys[i : i + _DELETE_CHUNK]
             session.execute(
-                delete(model).where(model.run_id == run_id, tuple_(*cols).in_(chunk)),  # type: ignore[attr-defined]
+                delete(model).where(model.run_id == run_id, tuple_(*cols).in_(chunk)),
                 execution_options={"synchronize_session": False},
             )
         if prepared:
@@ -226,11 +230,9 @@ REMEASURING = "remeasuring"
 
 def set_run_status(session: Session, run_id: int, status: str, *, commit: bool = True) -> None:
     """Set ``runs.status`` (``trained`` → ``complete`` once every measurement is stored)."""
-    from sqlalchemy import update
-
     try:
         res = session.execute(update(Run).where(Run.id == run_id).values(status=status))
-        if res.rowcount != 1:
+        if rows_matched(res) != 1:
             raise LookupError(f"run {run_id} not found")
         _finish(session, commit)
     except BaseException:
@@ -241,12 +243,10 @@ def set_run_status(session: Session, run_id: int, status: str, *, commit: bool =
 def end_remeasuring(session: Session, run_id: int, *, commit: bool = True) -> bool:
     """A run still :data:`REMEASURING` after its job's measurements are stored is ``trained``
     again (a complete one was set ``complete`` with its last write); True when it was."""
-    from sqlalchemy import update
-
     try:
         res = session.execute(update(Run).where(Run.id == run_id, Run.status == REMEASURING).values(status="trained"))
         _finish(session, commit)
     except BaseException:
         session.rollback()
         raise
-    return bool(res.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_matched(res))

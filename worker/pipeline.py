@@ -20,7 +20,7 @@ from layerscope_core.provenance import code_versions
 from models_store import build_model
 from models_store.binding import config_problem
 from models_store.positions import check_positions
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.tasks import FileTask, get_task
 from science.training import behaviour, train_model, untrained_result
 from store.models import Run
@@ -43,6 +43,7 @@ from worker.params import (
     ProbeParams,
     SuiteParams,
     TrainParams,
+    params_of,
 )
 from worker.presets import expand_suite
 from worker.run_weights import missing_weights
@@ -123,10 +124,10 @@ def build_model_of(params: TrainParams, task) -> torch.nn.Module:
     Raises:
         PretrainedLoadError: a transformers model whose blocks make another family than ``params.family``."""
     torch.manual_seed(params.seed)
-    if params.pretrained or params.from_config:  # a transformers model: its weights, or its config alone
+    source = params.pretrained or params.from_config
+    if source:  # a transformers model: its weights, or its config alone
         from models_store.pretrained import PretrainedLoadError, load_pretrained
 
-        source = params.pretrained or params.from_config
         model = load_pretrained(
             source, n_classes=task.n_classes, task_vocab_size=task.vocab_size, weights=not params.from_config
         )
@@ -139,7 +140,7 @@ def build_model_of(params: TrainParams, task) -> torch.nn.Module:
     return build_model(params.scratch_config(task))
 
 
-def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+def train(params: TrainParams, env: WorkerEnv, ctx: Context | None = None) -> int:
     """Train one run, store it, then run its measurements. Returns the run id.
 
     Resumable and idempotent unless ``params.force``: a run already stored with the same
@@ -156,7 +157,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
         if done is not None:
             return done
     model = build_model_of(params, task)
-    check_positions(model, _run_lengths(params), params.start_token, _who(params))  # before any training
+    # before any training (start_token: a bool once TrainParams is validated)
+    check_positions(model, _run_lengths(params), bool(params.start_token), _who(params))
     result = train_or_init(params, task, model, rebuild, env, ctx)
     run_id = _store_run(params, task, model, result, rebuild, env, ctx)
     ctx.attach_run(run_id)
@@ -176,7 +178,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     return run_id
 
 
-def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> tuple[int | None, Rebuild | None]:
+def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: Context) -> tuple[int | None, Rebuild | None]:
     """What is stored of run ``params`` already: (its id, None) when nothing is left to do — it
     was complete, or it was trained and its missing parts are measured now — else (None, the
     :class:`Rebuild` of a run stored without usable weights, or None: train it)."""
@@ -186,27 +188,29 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> t
         ctx.log(f"run {run_id} ({params.name}) already stored with this config: skipped (force to re-run)")
         ctx.progress(1.0, "already stored")
         return run_id, None
+    if run_id is None:  # "new": nothing of it is stored
+        return None, None
     if state == "weightless":
-        return None, _rebuilding(run_id, params, env, ctx)  # type: ignore[arg-type]
+        return None, _rebuilding(run_id, params, env, ctx)
     if state != "trained" or measure is None:
         return None, None
     try:
-        _, _, model = load_run(run_id, env)  # type: ignore[arg-type]
+        _, _, model = load_run(run_id, env)
     except (RunNotFound, FileNotFoundError, KeyError, OSError, ValueError, RuntimeError) as exc:
         ctx.log(f"run {run_id}: checkpoint unusable ({exc}); rebuilding its weights")
-        return None, _rebuilding(run_id, params, env, ctx)  # type: ignore[arg-type]
+        return None, _rebuilding(run_id, params, env, ctx)
     with session_scope(env.session_factory) as s:
-        done = stored_parts(s, run_id, measure.config_hash())  # type: ignore[arg-type]
-        if s.get(Run, run_id).status != persist.REMEASURING:  # a retrained run's mark stays until it is measured
-            persist.set_run_status(s, run_id, "trained")  # type: ignore[arg-type]
+        done = stored_parts(s, run_id, measure.config_hash())
+        if s.get_one(Run, run_id).status != persist.REMEASURING:  # a retrained run's mark stays until it is measured
+            persist.set_run_status(s, run_id, "trained")
     todo = tuple(p for p in measured_parts(params) if p not in done)
-    ctx.attach_run(run_id)  # type: ignore[arg-type]
+    ctx.attach_run(run_id)
     ctx.log(
         f"run {run_id} ({params.name}) trained before: measuring only"
         + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")
     )
     run_measurements(
-        run_id,  # type: ignore[arg-type]
+        run_id,
         model,
         task,
         params.seed,
@@ -220,7 +224,7 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: JobContext) -> t
     return run_id, None
 
 
-def _rebuilding(run_id: int, params: TrainParams, env: WorkerEnv, ctx: JobContext) -> Rebuild:
+def _rebuilding(run_id: int, params: TrainParams, env: WorkerEnv, ctx: Context) -> Rebuild:
     """The :class:`Rebuild` of stored run ``run_id``, said in the job's log."""
     rebuild = rebuild_of(run_id, env)
     ctx.log(
@@ -231,7 +235,7 @@ def _rebuilding(run_id: int, params: TrainParams, env: WorkerEnv, ctx: JobContex
     return rebuild
 
 
-def train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, env: WorkerEnv, ctx: JobContext):
+def train_or_init(params: TrainParams, task, model, rebuild: Rebuild | None, env: WorkerEnv, ctx: Context):
     """Train ``model`` in place (resuming its training checkpoint, or within a rebuild's step
     budget), or — for a random-init control — evaluate it untrained. Returns the ``TrainResult``."""
     if params.control == "init":  # the random-init control: the same build, never trained
@@ -355,7 +359,7 @@ def run_measurements(
     seed: int,
     measure: MeasureParams,
     env: WorkerEnv,
-    ctx: JobContext,
+    ctx: Context,
     *,
     train_length: int,
     parts: tuple[str, ...] = PARTS,
@@ -417,7 +421,7 @@ def check_file_lengths(task, lengths: list[int]) -> None:
         raise ValueError(why)
 
 
-def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+def probe(params: ProbeParams, env: WorkerEnv, ctx: Context | None = None) -> int:
     """A probe job: :func:`measure_run` with the probes only (eval lengths default to the run's)."""
     run, trained = _loaded(params.run_id, env, params.eval_lengths)
     lengths = params.eval_lengths or stored_eval_lengths(params.run_id, env, trained.train_length)
@@ -425,7 +429,7 @@ def probe(params: ProbeParams, env: WorkerEnv, ctx: JobContext | None = None) ->
     return params.run_id
 
 
-def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+def intervene(params: InterveneParams, env: WorkerEnv, ctx: Context | None = None) -> int:
     """An intervene job: :func:`measure_run` with the interventions only, fitted at the run's
     ``train_length`` like the suite's."""
     run, trained = _loaded(params.run_id, env, params.eval_lengths)
@@ -442,19 +446,21 @@ def intervene(params: InterveneParams, env: WorkerEnv, ctx: JobContext | None = 
     return params.run_id
 
 
-def patch(params: PatchParams, env: WorkerEnv, ctx: JobContext | None = None) -> int:
+def patch(params: PatchParams, env: WorkerEnv, ctx: Context | None = None) -> int:
     """A patch job: :func:`measure_run` with the patching grid only."""
     run, trained = _loaded(params.run_id, env)
     lengths = stored_eval_lengths(params.run_id, env, trained.train_length)
     if "eval_length" not in params.model_fields_set and isinstance(run.task, FileTask):
         params = params.model_copy(update={"eval_length": run.task.max_length})  # the file's sequences
     check_file_lengths(run.task, [params.eval_length])
-    check_positions(run.model, {"eval_length": params.eval_length}, trained.start_token, f"run {params.run_id}'s model")
+    check_positions(
+        run.model, {"eval_length": params.eval_length}, bool(trained.start_token), f"run {params.run_id}'s model"
+    )
     measure_run(run, patch_settings(params, lengths), env, ctx, parts=["patching"], result_hash=params.config_hash())
     return params.run_id
 
 
-def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None) -> list[int]:
+def run_suite(params: SuiteParams, env: WorkerEnv, ctx: Context | None = None) -> list[int]:
     """Every run of a suite, one after another in this process. Returns the run ids."""
     ctx = ctx or SilentContext()
     jobs = expand_suite(params)
@@ -470,20 +476,20 @@ def run_suite(params: SuiteParams, env: WorkerEnv, ctx: JobContext | None = None
     return ids
 
 
-def execute(kind: str, params: BaseModel, ctx: JobContext, env: WorkerEnv) -> dict[str, Any]:
+def execute(kind: str, params: BaseModel, ctx: Context, env: WorkerEnv) -> dict[str, Any]:
     """Run one job of ``kind`` in process; returns a summary (``run_id`` or ``run_ids``).
 
     Raises:
         ValueError: unknown kind; RunNotFound: a missing run; JobCancelled: cancelled.
     """
     if kind == "train":
-        return {"run_id": train(params, env, ctx)}  # type: ignore[arg-type]
+        return {"run_id": train(params_of(kind, params, TrainParams), env, ctx)}
     if kind == "probe":
-        return {"run_id": probe(params, env, ctx)}  # type: ignore[arg-type]
+        return {"run_id": probe(params_of(kind, params, ProbeParams), env, ctx)}
     if kind == "intervene":
-        return {"run_id": intervene(params, env, ctx)}  # type: ignore[arg-type]
+        return {"run_id": intervene(params_of(kind, params, InterveneParams), env, ctx)}
     if kind == "patch":
-        return {"run_id": patch(params, env, ctx)}  # type: ignore[arg-type]
+        return {"run_id": patch(params_of(kind, params, PatchParams), env, ctx)}
     if kind == "suite":
-        return {"run_ids": run_suite(params, env, ctx)}  # type: ignore[arg-type]
+        return {"run_ids": run_suite(params_of(kind, params, SuiteParams), env, ctx)}
     raise ValueError(f"unknown job kind {kind!r}")

@@ -239,9 +239,13 @@ def _models(params: SuiteParams, preset: dict[str, Any], local_files_only: bool 
     if params.pretrained or params.from_config:  # any transformers model, its family from its blocks
         from models_store.any_model import pretrained_family
 
-        local = {"local_files_only": local_files_only}
-        models = [(pretrained_family(p, **local), p, None) for p in params.pretrained or []]
-        models += [(pretrained_family(c, "from_config", **local), None, c) for c in params.from_config or []]
+        local = local_files_only
+        models: list[_Model] = [
+            (pretrained_family(p, local_files_only=local), p, None) for p in params.pretrained or []
+        ]
+        models += [
+            (pretrained_family(c, "from_config", local_files_only=local), None, c) for c in params.from_config or []
+        ]
         if params.families:
             kept = [m for m in models if m[0] in params.families]
             if not kept:  # say what each given model builds, not only that nothing is left

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from threading import Lock
@@ -99,7 +99,7 @@ def make_huey(url: str, name: str = "layerscope") -> Huey:
             raise RuntimeError("no job handler registered: import worker.runner in the consumer")
         _job_handler(job_id)
 
-    huey.run_job = run_job  # type: ignore[attr-defined]
+    huey.run_job = run_job
     return huey
 
 
@@ -132,7 +132,7 @@ class JobQueue:
         queue (a plain list) stays first in, first out."""
         try:
             # Redis's plain-list storage takes no priority (Huey raises NotImplementedError)
-            self.huey.run_job(int(job_id), priority=(priority or None) if self.kind == "sqlite" else None)  # type: ignore[attr-defined]
+            self.huey.run_job(int(job_id), priority=(priority or None) if self.kind == "sqlite" else None)
         except QueueUnavailable:
             raise
         except QUEUE_ERRORS as exc:
@@ -289,7 +289,7 @@ def fan_out_suite(
     factory: sessionmaker[Session],
     queue: JobQueue,
     suite_job_id: int,
-    children: list[BaseModel],
+    children: Sequence[BaseModel],
     worker: str,
     attempt: int,
     max_attempts: int,
@@ -332,7 +332,7 @@ def fan_out_suite(
             s.rollback()
             return []
     with session_scope(factory) as s:
-        to_enqueue = [(i, s.get(Job, i).priority) for i in ids if s.get(Job, i).state == J.QUEUED]
+        to_enqueue = [(i, s.get_one(Job, i).priority) for i in ids if s.get_one(Job, i).state == J.QUEUED]
     for job_id, priority in to_enqueue:
         queue.enqueue(job_id, priority)
     return ids

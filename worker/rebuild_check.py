@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from layerscope_core.hashing import config_hash
 from layerscope_core.provenance import code_versions
-from science.context import JobContext, SilentContext
+from science.context import Context, SilentContext
 from science.tasks import get_task
 from store.models import Run
 from store.session import session_scope
@@ -139,7 +139,7 @@ def _refusal(run: Run | None, run_id: int, env: WorkerEnv, params: RebuildParams
     return None
 
 
-def rebuild_weights(params: RebuildParams, env: WorkerEnv, ctx: JobContext | None = None) -> dict[str, Any]:
+def rebuild_weights(params: RebuildParams, env: WorkerEnv, ctx: Context | None = None) -> dict[str, Any]:
     """Rebuild run ``params.run_id``'s weights and check them (the module docstring). Returns
     ``{"run_id", "agrees", "check", "checkpoint_id"}``; with ``as_suite`` and a disagreement,
     ``run_id`` is the new run's and ``rebuild_of`` the stored one's.
@@ -157,6 +157,7 @@ def rebuild_weights(params: RebuildParams, env: WorkerEnv, ctx: JobContext | Non
         run = s.get(Run, params.run_id)
         if why := _refusal(run, params.run_id, env, params):
             raise RebuildRefused(why)
+        assert run is not None  # _refusal refused a missing run
         s.expunge(run)
     train = train_params_of(run)
     rebuild = rebuild_of(run.id, env)
@@ -187,7 +188,7 @@ def _attach(run: Run, model, result, rebuild, record: dict[str, Any], env: Worke
 
     checkpoint_id = env.store.save(model, provenance=_provenance(run, result.steps))
     with session_scope(env.session_factory) as s:
-        stored = s.get(Run, run.id)
+        stored = s.get_one(Run, run.id)
         stored.checkpoint_id = checkpoint_id
         # what rebuilt the weights, beside the record they were checked against
         stored.made_with = {

@@ -43,13 +43,15 @@ def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
 
 def _preset_of(run: Run) -> tuple[str, tuple[list[str], list[str]]] | None:
     """(preset, (flags, other differing keys)) that makes ``run``'s cell, or None."""
-    found = None
-    if not run.pretrained:  # the preset whose config of the cell is the run's (its own name first)
-        order = sorted(PRESETS, key=lambda p: p != run.suite)
-        found = next(((p, d) for p in order if (d := _preset_diff(p, run)) is not None and not d[1]), None)
-    if found is None and not run.pretrained and run.suite in PRESETS:  # its own preset, differences named below
-        found = (run.suite, _preset_diff(run.suite, run))
-    return None if found is None or found[1] is None else found  # type: ignore[return-value]
+    if run.pretrained:
+        return None
+    # the preset whose config of the cell is the run's (its own name first)
+    order = sorted(PRESETS, key=lambda p: p != run.suite)
+    found = next(((p, d) for p in order if (d := _preset_diff(p, run)) is not None and not d[1]), None)
+    if found is None and run.suite is not None and run.suite in PRESETS:  # its own preset, differences named below
+        own = _preset_diff(run.suite, run)
+        found = None if own is None else (run.suite, own)
+    return found
 
 
 def rebuild_params(run: Run):

@@ -37,6 +37,7 @@ from store import jobs as J
 from store.config import Settings
 from store.session import make_engine, make_sessionmaker
 from worker.packing import raise_if_stopping
+from worker.params import RebuildParams, SuiteParams, params_of
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
 
 log = logging.getLogger(__name__)
@@ -350,8 +351,8 @@ class Runner:
                 error=f"{type(exc).__name__}: {exc}\n\n{text[-4000:]}", message=f"failed: {type(exc).__name__}"
             )
         run_id = result.get("run_id") if isinstance(result, dict) else None
-        if kind == "rebuild" and getattr(params, "then", None) is not None and result.get("agrees"):
-            result["then_job_id"] = self._follow_up(ctx, params.then, max_attempts)  # type: ignore[attr-defined]
+        if kind == "rebuild" and isinstance(params, RebuildParams) and params.then is not None and result.get("agrees"):
+            result["then_job_id"] = self._follow_up(ctx, params.then, max_attempts)
         return J.SUCCEEDED, dict(result=_jsonable(result), run_id=run_id)
 
     def _follow_up(self, ctx: DBJobContext, then: Any, max_attempts: int) -> int | None:
@@ -391,7 +392,7 @@ class Runner:
             from worker.presets import expand_suite
             from worker.suite_settings import check_one_run_per_seed, mixed_versions_warning
 
-            children = expand_suite(params)  # type: ignore[arg-type]
+            children = expand_suite(params_of("suite", params, SuiteParams))
             check_one_run_per_seed(children, self.factory)  # one run per seed per suite, however it was queued
             if warning := mixed_versions_warning(children, self.factory):
                 ctx.log(warning)  # the suite job's log: a suite is meant to be measured by one version

@@ -32,7 +32,7 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
         run = s.execute(select(Run).where(Run.config_hash == params.run_hash())).scalar_one_or_none()
         if run is None:
             return None, "new"
-        weights = bool(run.checkpoint_id) and env.store.exists(run.checkpoint_id)
+        weights = bool(run.checkpoint_id and env.store.exists(run.checkpoint_id))
         if params.measure is None:
             complete = run.status in ("trained", "complete", REMEASURING)
         else:
@@ -59,7 +59,11 @@ def stored_parts(session, run_id: int, measure_hash: str) -> set[str]:
 
     from store.models import InterventionResult, PatchingResult, ProbeResult
 
-    tables = {"probes": ProbeResult, "interventions": InterventionResult, "patching": PatchingResult}
+    tables: dict[str, type[ProbeResult] | type[InterventionResult] | type[PatchingResult]] = {
+        "probes": ProbeResult,
+        "interventions": InterventionResult,
+        "patching": PatchingResult,
+    }
     return {
         part
         for part, table in tables.items()

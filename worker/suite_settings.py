@@ -139,6 +139,8 @@ def other_measurement_versions(jobs: list[TrainParams], factory: sessionmaker) -
                 .group_by(Run.suite, model.measurement_version)
             )
             for suite, version, n in s.execute(q):
+                if suite is None:  # the WHERE holds named suites only
+                    continue
                 counts = out.setdefault(suite, {})
                 counts[int(version)] = counts.get(int(version), 0) + int(n)
     return out

@@ -20,6 +20,7 @@ Revises: 0004
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -29,13 +30,13 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-RUN_COLUMNS = (
+RUN_COLUMNS: tuple[sa.Column[Any], ...] = (
     sa.Column("control", sa.String(16), nullable=True),
     sa.Column("stop_reason", sa.String(16), nullable=True),
     sa.Column("best_heldout_acc", sa.Float(), nullable=True),
     sa.Column("best_step", sa.Integer(), nullable=True),
 )
-INTERVENTION_COLUMNS = (
+INTERVENTION_COLUMNS: tuple[sa.Column[Any], ...] = (
     sa.Column("random_delta_pp", sa.Float(), nullable=True),
     sa.Column("random_delta_lo", sa.Float(), nullable=True),
     sa.Column("random_delta_hi", sa.Float(), nullable=True),
