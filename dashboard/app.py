@@ -58,11 +58,10 @@ def create_dash(
         assets_folder=str(ASSETS),
         suppress_callback_exceptions=True,
         title=title,
-        update_title=None,
+        update_title="",  # the tab's title stays while a callback runs (Dash: None or "" alike)
         serve_locally=True,
     )
     api = client or ApiClient(api_base_url)
-    app._layerscope_client = api  # type: ignore[attr-defined]
 
     def path_for(path: str) -> str:
         return prefix.rstrip("/") + path if path.startswith("/") else path

@@ -10,6 +10,7 @@ from typing import Any
 
 from dash import html
 
+from dashboard.data_attrs import data_attrs
 from dashboard.theme import VERDICT_CLASS, task_label
 
 # the ``numbers`` keys this section shows (the generic numbers list leaves them out)
@@ -28,7 +29,7 @@ def _badge(verdict: str, prefix: str = "") -> html.Span:
     return html.Span(
         f"{prefix}{verdict}",
         className=f"badge {VERDICT_CLASS.get(verdict, 'badge-nodata')}",
-        **{"data-verdict": verdict},
+        **data_attrs(verdict=verdict),
     )
 
 
@@ -85,7 +86,7 @@ def controls_section(claim: dict[str, Any]) -> html.Div | None:
                 decided.append(html.Span(" — the controls change this verdict", className="controls-change"))
         elif floor != "majority rate":
             decided.append(html.Span(" · no majority-floor verdict stored", className="muted"))
-        rows.append(html.Div(decided, className="verdict-pair", **{"data-floor": str(floor)}))
+        rows.append(html.Div(decided, className="verdict-pair", **data_attrs(floor=str(floor))))
     readings = n.get("without_controls") if isinstance(n.get("without_controls"), dict) else None
     if readings:
         pair: list[Any] = [
@@ -97,7 +98,7 @@ def controls_section(claim: dict[str, Any]) -> html.Div | None:
                 pair += [html.Span(f" · {r.get('label', name)}: ", className="muted"), _badge(r["verdict"])]
         if any(isinstance(r, dict) and r.get("verdict") != verdict for r in readings.values()):
             pair.append(html.Span(" — the controls change this verdict", className="controls-change"))
-        rows.append(html.Div(pair, className="verdict-pair", **{"data-floor": "random removal"}))
+        rows.append(html.Div(pair, className="verdict-pair", **data_attrs(floor="random removal")))
     if "fragile" in n:
         cells = [c for c in (n.get("fragile_cells") or []) if isinstance(c, str)]
         agree = agreement_lines(n.get("class_condition_agreement"))

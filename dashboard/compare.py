@@ -12,6 +12,7 @@ from typing import Any
 
 from dash import html
 
+from dashboard.data_attrs import data_attrs
 from dashboard.theme import family_label, task_label
 
 
@@ -93,7 +94,7 @@ def side_by_side_table(
             [html.Td("≠" if r.get("changed") else "", className="change-mark")]
             + [html.Td(cell(k, r.get(k))) for k, _ in columns],
             className="changed" if r.get("changed") else None,
-            **{"data-changed": "1" if r.get("changed") else "0"},
+            **data_attrs(changed="1" if r.get("changed") else "0"),
         )
         for r in rows
     ]

@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 from dash import (  # noqa: F401
@@ -203,9 +203,9 @@ def trained_filter(on: bool) -> bool | None:
     return True if on else None
 
 
-def is_untrained(run: dict[str, Any] | None) -> bool:
+def is_untrained(run: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """A run record the API marked ``trained: false`` (a record without the field is not judged)."""
-    return bool(run) and run.get("trained") is False
+    return run is not None and run.get("trained") is False
 
 
 def none_trained_note(runs: Sequence[dict[str, Any]], what: str) -> str | None:

@@ -26,7 +26,7 @@ def control_grid(*fields: Any) -> html.Div:
 def _picker(
     label: str, cid: str, options: list[dict], value: Any, *, multi: bool, placeholder: str, width: str
 ) -> html.Div:
-    extra = {"multi": True} if multi else {}
+    extra: dict[str, Any] = {"multi": True} if multi else {}
     return field(
         label,
         dcc.Dropdown(id=cid, options=options, value=value, **extra, placeholder=placeholder),

@@ -158,7 +158,7 @@ def _widget(name: str, kind: str, meta: dict | None = None) -> Any:
         value=value,
         className="input",
         debounce=False,
-        inputMode="numeric" if kind in ("int", "float", "ints") else "text",
+        inputMode="numeric" if kind in ("int", "float", "ints") else None,  # None: the default keyboard
     )
 
 
@@ -273,9 +273,10 @@ def form_values(ids: Any, values: Any) -> dict[str, Any] | None:
     if not isinstance(ids, list) or not isinstance(values, list) or len(ids) != len(values):
         return None
     names = [i.get("name") if isinstance(i, dict) else None for i in ids]
-    if not all(isinstance(n, str) and n in FIELDS for n in names):
+    known = [n for n in names if isinstance(n, str) and n in FIELDS]
+    if len(known) != len(names):
         return None
-    return dict(zip(names, values, strict=True))
+    return dict(zip(known, values, strict=True))
 
 
 def field_errors(detail: Any) -> tuple[dict[str, str], list[str]]:

@@ -63,6 +63,14 @@ class Page:
         return decorate
 
 
+Rows = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _resolved(rows: Rows, resolve: Callable[[dict[str, Any]], dict[str, Any]]) -> Rows:
+    """``rows`` of the state as ``resolve`` reads it."""
+    return lambda state: rows(resolve(state))
+
+
 def register_page(
     app: Dash,
     api: ApiClient,
@@ -101,7 +109,7 @@ def register_page(
             spec=spec,
             loc_id=loc_id,
             base_id=base_id,
-            csv_rows=lambda st, rows=e.csv_rows: rows(resolve(st)),
+            csv_rows=_resolved(e.csv_rows, resolve),
         )
     if lengths is not None and suite_cid is not None:
         register_length_options(app, lengths, suite_cid=suite_cid, spec=spec)

@@ -22,7 +22,7 @@ def patching_caption(grids: list[dict[str, Any]], state: dict[str, Any]) -> tupl
     site = state.get("site")
     bits = [
         f"{len([g for g in grids if g.get('rows')])} run(s)",
-        f"site {SITE_LABELS.get(site, site)}",
+        f"site {SITE_LABELS.get(site, site) if isinstance(site, str) else site}",
         f"L={state.get('length')}",
         ("pairs per cell " + "/".join(map(str, pairs))) if pairs else "pairs not stored",
         "recovery = (LD patched − LD corrupted) / (LD clean − LD corrupted), ratio of means over the usable pairs",

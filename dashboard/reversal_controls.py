@@ -8,12 +8,15 @@ from typing import Any
 from dashboard.theme import length_label
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def control_csv_columns(profile: dict[str, Any]) -> dict[str, Any]:
     """``control_class`` (against the seeds' random-init controls; empty without them),
     ``control_class_votes``, and the class stability ``stable`` / ``stability_agree`` / ``stability_of``."""
-    ac = profile.get("against_control") if isinstance(profile.get("against_control"), dict) else {}
-    st = profile.get("stability") if isinstance(profile.get("stability"), dict) else {}
-    votes = ac.get("class_votes") if isinstance(ac.get("class_votes"), dict) else {}
+    ac, st = _dict(profile.get("against_control")), _dict(profile.get("stability"))
+    votes = _dict(ac.get("class_votes"))
     return {
         "control_class": ac.get("profile_class"),
         "control_class_votes": ", ".join(f"{v} {k}" for k, v in votes.items()) or None,

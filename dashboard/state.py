@@ -75,8 +75,8 @@ class F:
             if self.kind == "int":
                 if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none")):
                     return None
-                v = self._int(raw)
-                return self.default if v is None else v
+                n = self._int(raw)
+                return self.default if n is None else n
             if self.kind == "bool":
                 if isinstance(raw, bool):
                     return raw

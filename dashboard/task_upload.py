@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dash import dcc, html
 
+from dashboard.data_attrs import data_attrs
+
 # the API route the browser posts to, and the largest file it takes (science.tasks.file_task)
 UPLOAD_URL = "/api/tasks/upload"
 MAX_FILE_BYTES = 64 * 2**20
@@ -27,7 +29,7 @@ def task_upload_card() -> html.Div:
             ),
             html.Label("File", className="field-label", htmlFor="jb-task-file"),
             # Dash has no file input: assets/task_upload.js puts one here (disabled with Add task)
-            html.Div(id="jb-task-file-slot", **{"data-accept": ".jsonl,.json,.parquet,.pq"}),
+            html.Div(id="jb-task-file-slot", **data_attrs(accept=".jsonl,.json,.parquet,.pq")),
             html.Label("Task name", className="field-label", htmlFor="jb-task-name"),
             dcc.Input(id="jb-task-name", type="text", value="", className="input", placeholder="my_task"),
             html.Div(
@@ -36,7 +38,7 @@ def task_upload_card() -> html.Div:
                         "Add task",
                         id="jb-task-add",
                         className="btn",
-                        **{"data-url": UPLOAD_URL, "data-max-bytes": str(MAX_FILE_BYTES)},
+                        **data_attrs(url=UPLOAD_URL, max_bytes=str(MAX_FILE_BYTES)),
                     ),
                     html.Progress(id="jb-task-progress", max="100", value="0", style={"display": "none"}),
                     html.Div(id="jb-task-result", className="submit-result", role="status"),

@@ -51,7 +51,7 @@ def random_text(row: Mapping[str, Any]) -> str:
 def rank_text(row: Mapping[str, Any], d_model: int | None) -> str:
     """``rank 128 of 128 (100% of the width) · not selective`` for rows that store a rank."""
     share = rank_share(row, d_model)
-    if share is None:
+    if share is None or d_model is None:  # rank_share is None without d_model
         return ""
     text = f"rank {int(row['rank_removed'])} of {int(d_model)} ({100 * share:.0f}% of the width)"
     if row.get("not_selective") or not_selective(row, d_model):  # a heatmap table row carries the flag

@@ -5,9 +5,12 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from dash import dcc
 
 FONT = "Inter, -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 GRID = "#e6e8eb"
@@ -56,7 +59,7 @@ def note_missing(fig: go.Figure, missing: int, total: int, what: str = "values")
     return fig
 
 
-def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dict[str, Any]:
+def graph_config(filename: str = "layerscope-figure", *, scale: int = 2) -> dcc.Graph.Config:
     """dcc.Graph config: PNG download from the modebar camera, no Plotly logo."""
     return {
         "displaylogo": False,
@@ -129,7 +132,8 @@ def empty_figure(message: str = "No data for this selection", *, height: int = 3
     return fig
 
 
-def finite(x: Any) -> bool:
+def finite(x: object) -> TypeGuard[float]:
+    """Whether ``x`` is a finite number (an int or a float; not None, nan or inf)."""
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
@@ -164,13 +168,15 @@ def t_interval(values: Sequence[float], bounds: tuple[float, float] | None = (0.
     if not vals:
         return (math.nan, math.nan, math.nan)
     mean, lo, hi = _t(vals, bounds=bounds)
+    if mean is None:  # no values: excluded above
+        return (math.nan, math.nan, math.nan)
     return (mean, mean if lo is None else lo, mean if hi is None else hi)
 
 
 def ci_band(
     x: Sequence[float],
-    lo: Sequence[float],
-    hi: Sequence[float],
+    lo: Sequence[float | None],
+    hi: Sequence[float | None],
     *,
     color: str,
     name: str,
@@ -179,7 +185,8 @@ def ci_band(
     xaxis: str | None = None,
     yaxis: str | None = None,
 ) -> go.Scatter:
-    """A filled polygon (upper edge then the lower edge reversed): the 95% CI band."""
+    """A filled polygon (upper edge then the lower edge reversed): the 95% CI band (where both
+    ``lo`` and ``hi`` are finite)."""
     pts = [(a, b, c) for a, b, c in zip(x, lo, hi, strict=False) if finite(b) and finite(c)]
     xs = [p[0] for p in pts]
     return go.Scatter(

@@ -163,7 +163,7 @@ def add_line(
         batch.add(band, row=facet.row, col=facet.col)
     batch.add(_mean_trace(line, pts, xs, legend=label not in legend_done), row=facet.row, col=facet.col)
     legend_done.add(label)
-    sel = [(x_, r.get("selectivity")) for x_, r in zip(xs, pts) if finite(r.get("selectivity"))]
+    sel = [(x_, s) for x_, r in zip(xs, pts) if finite(s := r.get("selectivity"))]
     if show_selectivity and sel:
         trace = _selectivity_trace(line, sel, legend=f"{label} selectivity" not in legend_done)
         batch.add(trace, row=facet.row, col=facet.col)

@@ -51,6 +51,7 @@ def _facets(rows: Sequence[dict], tasks: Sequence[str] | None, lengths: Sequence
         if lengths is None
         else [int(length) for length in lengths if any(int(r["eval_length"]) == int(length) for r in rows)]
     )
+    grid: list[list[tuple[str, int | None]]]
     if len(lengths) > 1:  # rows = tasks, columns = eval lengths side by side (in- vs OOD)
         grid = [[(t, L) for L in lengths] for t in tasks]
         titles = [f"{esc(task_label(t))} · {length_label(L)}" for t in tasks for L in lengths]

@@ -112,13 +112,13 @@ def decoupling_summary(points: Sequence[dict[str, Any]], *, method: str | None =
     return note_missing(fig, total - len(points), total, "runs")
 
 
+_STATUS_OF_DECOUPLED: dict[bool | None, str] = {True: "decoupled", False: "not decoupled"}
+
+
 def _placed(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The points that can be placed: with a status and a best-probe layer."""
     # a point without a status (an older caller) is judged from ``decoupled`` alone
-    points = [
-        p if p.get("status") else {**p, "status": {True: "decoupled", False: "not decoupled"}.get(p.get("decoupled"))}
-        for p in points
-    ]
+    points = [p if p.get("status") else {**p, "status": _STATUS_OF_DECOUPLED.get(p.get("decoupled"))} for p in points]
     return [p for p in points if p.get("best_layer") is not None and p.get("status")]
 
 
@@ -171,7 +171,7 @@ def _summary_layout(fig: go.Figure, points: Sequence[dict[str, Any]], n_rows: in
     ev = [p for p in points if p["status"] != "not removed"]
     n_dec = sum(bool(p["decoupled"]) for p in ev)
     n_nr = len(points) - len(ev)
-    methods = sorted({p.get("method") for p in points if p.get("method")}) or ([method] if method else [])
+    methods = sorted({m for p in points if (m := p.get("method"))}) or ([method] if method else [])
     edit = ", ".join(esc(method_label(m)) for m in methods)
     base_layout(
         fig,

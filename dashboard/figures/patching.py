@@ -122,7 +122,7 @@ def _recovery(r: dict | None) -> float | None:
     return r["recovery"] if r and finite(r["recovery"]) else None
 
 
-def _cell_hover(r: dict | None) -> list[str]:
+def _cell_hover(r: dict | None) -> list[Any]:
     """A cell's hover data: recovery (with CI or why undefined), pairs used and dropped, and the
     clean and corrupted logit differences."""
     return [

@@ -114,7 +114,7 @@ def find_reversals(profiles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for t1, t2 in combinations(tasks, 2):
         for f1, f2 in combinations(rows, 2):
             a1, b1, a2, b2 = cls.get((f1, t1)), cls.get((f2, t1)), cls.get((f1, t2)), cls.get((f2, t2))
-            if None in (a1, b1, a2, b2) or a1 == b1 or a2 == b2:
+            if a1 is None or b1 is None or a2 is None or b2 is None or a1 == b1 or a2 == b2:
                 continue
             shared = sorted({x for x, ok in ((a1, a1 == b2), (b1, b1 == a2)) if ok})
             if not shared:
@@ -205,7 +205,9 @@ def _matrix_cells(
     """Every cell of the matrix (an empty one where a row × task has no profile)."""
     cells = _Cells()
     for fam in fams:
-        zr, tr, cr = [], [], []
+        zr: list[float | None] = []
+        tr: list[str] = []
+        cr: list[list[str]] = []
         for task in tks:
             p = by.get((fam, task))
             if p is None:

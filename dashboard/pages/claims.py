@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from dash import ALL, MATCH, Input, Output, State, ctx, dcc, html, no_update
+from dash.development.base_component import Component
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.claims_controls import SECTION_KEYS, controls_section, header_badges, majority_cells
@@ -170,7 +171,8 @@ def _table(rows: list[dict], csv_id: dict | None = None) -> html.Div:
 
 def render_numbers(numbers: dict[str, Any], claim_id: Any = None) -> list[Any]:
     """Scalars, CIs and tests as a definition list; lists of rows and nested dicts as tables."""
-    facts, blocks = [], []
+    facts: list[Component] = []
+    blocks: list[Component] = []
     for key, v in (numbers or {}).items():
         if isinstance(v, list | dict) and not v:  # an empty table or list: say so, not a blank row
             facts.extend([html.Dt(_label(key)), html.Dd("none", className="muted")])
@@ -207,7 +209,7 @@ def render_numbers(numbers: dict[str, Any], claim_id: Any = None) -> list[Any]:
             )
         else:
             facts.extend([html.Dt(_label(key)), html.Dd(fmt_value(v, key))])
-    out = []
+    out: list[Component] = []
     if facts:
         out.append(html.Dl(facts, className="facts claim-facts"))
     out.extend(blocks)
@@ -346,7 +348,7 @@ def compare_card(api: ApiClient, suite: str | None, other: str | None) -> Any:
         rows = compare_rows(api, suite, other)
     except ApiError as exc:
         return api_alert(exc)
-    if rows is None:
+    if rows is None or other is None:  # no comparison chosen
         return None
     table = side_by_side_table(
         rows,

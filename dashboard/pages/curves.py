@@ -162,8 +162,8 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
     lengths = state["lengths"]
     probes = seed_rows(api, rows, state, POSITION_FIELDS)
     sel = state["layer"] or "last"
-    acc: dict[tuple, list[list[float]]] = defaultdict(list)
-    base: dict[tuple, list[float]] = defaultdict(list)
+    acc: dict[tuple, list[list[float | None]]] = defaultdict(list)
+    base: dict[tuple, list[float | None]] = defaultdict(list)
     for p in probes:
         n = int(p["n_layers"])
         want = n - 1 if sel == "last" else (-1 if sel == "emb" else int(sel))
@@ -178,7 +178,7 @@ def position_rows(api: ApiClient, rows: list[dict], state: dict) -> tuple[list[d
         width = max(len(a) for a in arrs)
         b = [x for x in base[(task, fam, L)] if x is not None]
         for t in range(width):
-            vals = [a[t] for a in arrs if t < len(a) and a[t] is not None]
+            vals = [v for a in arrs if t < len(a) and (v := a[t]) is not None]
             if not vals:
                 continue
             m, lo, hi = t_interval(vals)

@@ -60,6 +60,8 @@ class SiteNamedState(PageState):
         data = dict(data or {})
         at = data.pop("at", None)
         if at:
+            site: str | None
+            layer: int | None
             try:
                 site, layer = parse_site(str(at))
             except ValueError:
@@ -70,8 +72,9 @@ class SiteNamedState(PageState):
 
     def encode(self, state: dict[str, Any], *, keep: dict[str, str] | None = None) -> str:
         q = super().encode(state, keep=keep)
+        site, layer = state.get("site"), state.get("layer")
         try:
-            name = site_name(state.get("site"), state.get("layer")) if state.get("layer") is not None else None
+            name = site_name(site, layer) if site is not None and layer is not None else None
         except (TypeError, ValueError, AttributeError):  # no layer or site chosen, or a site without that layer
             name = None
         return q if not name else q + ("&" if q else "?") + urlencode({"at": name})

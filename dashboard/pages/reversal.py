@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import Output, dcc, html
+from dash.development.base_component import Component
 
 from dashboard.api_client import ApiClient, ApiError
 from dashboard.components import (
@@ -271,7 +272,7 @@ def s3_answer(dist: list[dict], claim3: dict | None = None, *, trained_only: boo
         for d in dist
     )
     verdict = (claim3 or {}).get("verdict")
-    caveats = []
+    caveats: list[Component | str] = []
     if verdict == "not enough data":
         caveats.append(html.Strong("Not enough data (claim 3 on /claims): "))
         caveats.append("descriptively only, ")
