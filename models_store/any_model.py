@@ -165,8 +165,11 @@ class AnyHFModel(HFLayerwiseModel):
     def _embedding_feeds_block0(self) -> bool:
         """Whether the input embedding's output is block 0's input unchanged (one 2-token forward
         in eval mode); False when the architecture adds something first (GPT-2's positions)."""
-        seen: dict[str, torch.Tensor] = {}
+        seen: dict[str, Any] = {}  # the outputs the hooks see, checked below
         emb, block0 = self.backbone.get_input_embeddings(), self._blocks[0][0]
+        weight = emb.weight
+        if not isinstance(weight, torch.Tensor):
+            raise TypeError(f"the input embedding {type(emb).__name__} has no weight tensor")
 
         def grab_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
             seen["block0"] = args[0] if args else kwargs.get("hidden_states")
@@ -176,7 +179,7 @@ class AnyHFModel(HFLayerwiseModel):
         was_training = self.backbone.training
         try:
             self.backbone.eval()
-            self.backbone(input_ids=torch.zeros(1, 2, dtype=torch.long, device=emb.weight.device), use_cache=False)
+            self.backbone(input_ids=torch.zeros(1, 2, dtype=torch.long, device=weight.device), use_cache=False)
         finally:
             h1.remove()
             h2.remove()
@@ -208,7 +211,7 @@ def hf_config_from_dict(d: dict[str, Any]) -> PreTrainedConfig:
         UnsupportedModel: ``model_type`` missing or unknown to transformers.
     """
     model_type = d.get("model_type")
-    if model_type not in CONFIG_MAPPING:
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         raise UnsupportedModel(f"model type {model_type!r} is not supported: transformers has no config class for it")
     return CONFIG_MAPPING[model_type].from_dict(_infinite(d))
 
@@ -241,6 +244,8 @@ def build_from_hf_config(cfg: ModelConfig) -> AnyHFModel:
     Raises:
         UnsupportedModel: the stored config's architecture (see ``check_architecture``).
     """
+    if cfg.hf_config is None:  # ModelConfig requires it of a pretrained model
+        raise ValueError(f"{cfg.pretrained}: the model config holds no transformers config (hf_config)")
     return AnyHFModel(cfg, backbone_from_config(hf_config_from_dict(cfg.hf_config)))
 
 

@@ -40,7 +40,7 @@ class LayerwiseModel(nn.Module):
     @property
     def d_model(self) -> int:
         """Residual-stream width D."""
-        return int(self.config.d_model)
+        return int(self.config.width)
 
     @property
     def n_params(self) -> int:
@@ -104,7 +104,7 @@ class ResidualStackModel(LayerwiseModel):
 
     def __init__(self, config: ModelConfig, make_block: Callable[[int], nn.Module]) -> None:
         super().__init__(config)
-        d = config.d_model
+        d = config.width
         self.embed = nn.Embedding(config.input_vocab_size, d)
         self.blocks = nn.ModuleList([make_block(d) for _ in range(config.n_layers)])
         self.norm_f = nn.LayerNorm(d)

@@ -82,5 +82,5 @@ def run_with_cache(
         trace = twin.trace(tokens)
         p0, L = model.n_prefix, tokens.shape[1]
         for name, (layer, part) in states.items():
-            cache[name] = torch.stack([twin.state_at(trace, layer, p0 + t)[part] for t in range(L)], dim=1)
+            cache[name] = torch.stack([twin.state_after(trace, layer, p0 + t)[part] for t in range(L)], dim=1)
     return logits, cache

@@ -35,7 +35,11 @@ def hidden_state(output: object) -> torch.Tensor:
 def _replace_hidden(output: object, new: torch.Tensor) -> object:
     if isinstance(output, torch.Tensor):
         return new
-    return type(output)([new, *output[1:]]) if isinstance(output, list) else (new, *output[1:])
+    if isinstance(output, list):
+        return type(output)([new, *output[1:]])
+    if isinstance(output, tuple):
+        return (new, *output[1:])
+    raise TypeError(f"cannot replace the hidden state in a module output of type {type(output).__name__}")
 
 
 def _resolve_layers(model: LayerwiseModel, layers: Iterable[int] | None) -> list[int]:
@@ -135,7 +139,7 @@ def start_at_layer(model: LayerwiseModel, layer: int, outputs: Mapping[int, obje
     if layer not in outputs:
         raise ValueError(f"start_at_layer({layer}) needs the recorded output of layer {layer}")
     kept = outputs[layer]
-    saved: list[tuple[nn.Module, object]] = []
+    saved: list[tuple[nn.Module, Callable[..., object] | None]] = []  # a module's own forward, if any
     try:
         for k in range(-1, layer + 1):
             module = model.hook_module(k)
@@ -143,14 +147,14 @@ def start_at_layer(model: LayerwiseModel, layer: int, outputs: Mapping[int, obje
             # the modules before ``layer`` feed only modules that are not run: any output of the
             # right shape does (the emb module's output is a tensor, a block's may be a tuple)
             early = hidden_state(kept) if k == -1 else kept
-            module.forward = _replay(kept if k == layer else early, fresh=k == layer)  # type: ignore[method-assign]
+            module.forward = _replay(kept if k == layer else early, fresh=k == layer)
         yield model
     finally:
         for module, own in saved:
             if own is None:
                 del module.forward
             else:
-                module.forward = own  # type: ignore[method-assign]
+                module.forward = own
 
 
 def _replay(output: object, fresh: bool) -> Callable[..., object]:

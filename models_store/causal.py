@@ -20,10 +20,12 @@ rtol 1e-4, atol 1e-5; a bidirectional model with random weights moves it by ~1e-
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 TEST_LENGTH = 8  # tokens per test sequence; the two differ in the second half only
 COPY_VOCAB = 64  # the vocabulary of the submit-time copy (its ids 0..63 are the test's tokens)
@@ -31,11 +33,13 @@ COPY_MAX_PARAMS = 50_000_000  # a larger one-block copy (200 MB) is not built at
 
 
 @torch.no_grad()
-def causal_problem(backbone: nn.Module) -> str | None:
+def causal_problem(backbone: PreTrainedModel) -> str | None:
     """Why ``backbone`` (a transformers base model) is not causal, or None when it is: its last
     hidden state at positions 0..3 must not change when only positions 4..7 of the input do (one
     forward pass of two sequences, eval mode, on the backbone's device)."""
     weight = backbone.get_input_embeddings().weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(backbone).__name__}: its input embedding has no weight tensor")
     vocab = min(int(weight.shape[0]), COPY_VOCAB)
     half = TEST_LENGTH // 2
     g = torch.Generator().manual_seed(0)

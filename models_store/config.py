@@ -184,6 +184,18 @@ class ModelConfig:
                 raise ValueError("token_map entries must be distinct")
 
     @property
+    def width(self) -> int:
+        """``d_model``, the residual width D: solved from the budget for a scratch family when not
+        given, read from the transformers config for a pretrained model.
+
+        Raises:
+            ValueError: a pretrained config made without it (not through ``load_pretrained``).
+        """
+        if self.d_model is None:
+            raise ValueError(f"{self.family} config without d_model (a pretrained one states it)")
+        return self.d_model
+
+    @property
     def input_vocab_size(self) -> int:
         """Rows of the input embedding: the task's ids, plus the START id when ``start_token``."""
         return self.vocab_size + int(self.start_token)
@@ -228,7 +240,10 @@ def width_problem(cfg: ModelConfig, d: int) -> str | None:
 def count_params(cfg: ModelConfig, d: int) -> int:
     """Closed-form parameter count of the scratch model of ``cfg.family`` at width ``d`` (the
     family's ``count_params`` hook)."""
-    return int(get_family(cfg.family).hook("count_params")(cfg, d))
+    count = get_family(cfg.family).hook("count_params")
+    if count is None:
+        raise ValueError(f"family {cfg.family!r} has no count_params hook")
+    return int(count(cfg, d))
 
 
 # --- per-family width grids (FamilySpec.width_problem) -----------------------------------------

@@ -80,5 +80,5 @@ def remove_conv1d(model: LayerwiseModel, layer: int | None = None) -> Iterator[i
         with torch.no_grad():
             for conv, weight, bias in saved:
                 conv.weight.copy_(weight)
-                if bias is not None:
+                if bias is not None and conv.bias is not None:  # the bias was saved from conv.bias
                     conv.bias.copy_(bias)

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from models_store.base import LayerwiseModel
 from models_store.fast_scan import install, installed, uninstall
@@ -38,6 +39,9 @@ def export_transformers(model: LayerwiseModel, out_dir: str | Path, extra: dict[
             f"a {model.config.family} model has no transformers backbone: only transformers "
             "architectures (transformer, mamba, mamba2, pretrained models) export to a folder AutoModel loads"
         )
+    head = model.head  # an HFLayerwiseModel's token head
+    if not isinstance(head, nn.Linear):
+        raise ValueError(f"a {model.config.family} model's head is no linear layer to export as {HEAD_FILE}")
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} exists and is not an empty folder")
@@ -51,7 +55,7 @@ def export_transformers(model: LayerwiseModel, out_dir: str | Path, extra: dict[
         if fast:
             install(backbone)
     save_file(
-        {"weight": model.head.weight.detach().cpu().contiguous(), "bias": model.head.bias.detach().cpu().contiguous()},
+        {"weight": head.weight.detach().cpu().contiguous(), "bias": head.bias.detach().cpu().contiguous()},
         str(out / HEAD_FILE),
     )
     cfg = model.config

@@ -96,7 +96,7 @@ class RecurrentBlock(nn.Module):
     ``x + RNN(LayerNorm(x))`` (``residual=True``), or the plain stacked layer ``RNN(x)``
     (``residual=False``: no norm, no residual, as ``nn.LSTM(num_layers=n)`` stacks)."""
 
-    def __init__(self, rnn_cls: type[nn.RNNBase], d_model: int, residual: bool = True) -> None:
+    def __init__(self, rnn_cls: type[nn.LSTM] | type[nn.GRU], d_model: int, residual: bool = True) -> None:
         super().__init__()
         self.residual = residual
         self.norm = nn.LayerNorm(d_model) if residual else nn.Identity()
@@ -115,7 +115,7 @@ class RecurrentModel(ResidualStackModel):
     Weights use PyTorch's default initialisation.
     """
 
-    def __init__(self, config: ModelConfig, rnn_cls: type[nn.RNNBase], residual: bool = True) -> None:
+    def __init__(self, config: ModelConfig, rnn_cls: type[nn.LSTM] | type[nn.GRU], residual: bool = True) -> None:
         super().__init__(config, lambda d: RecurrentBlock(rnn_cls, d, residual))
 
 
@@ -158,10 +158,9 @@ def gpt_neox_config(cfg: ModelConfig) -> GPTNeoXConfig:
     return GPTNeoXConfig(
         **_common(cfg),
         num_attention_heads=cfg.n_heads,
-        intermediate_size=4 * cfg.d_model,
+        intermediate_size=4 * cfg.width,
         hidden_act="gelu",
-        rotary_pct=cfg.rotary_pct,
-        rotary_emb_base=10_000,
+        rope_parameters={"rope_theta": 10_000, "partial_rotary_factor": cfg.rotary_pct, "rope_type": "default"},
         max_position_embeddings=cfg.max_position_embeddings,
         use_parallel_residual=True,
         attention_bias=True,
@@ -185,7 +184,7 @@ def mamba_config(cfg: ModelConfig) -> MambaConfig:
 
 def mamba2_config(cfg: ModelConfig) -> Mamba2Config:
     """Mamba-2: heads of ``mamba2_head_dim`` over the inner width ``expand·d``, one group."""
-    E = cfg.expand * cfg.d_model
+    E = cfg.expand * cfg.width
     return Mamba2Config(
         **_common(cfg),
         state_size=cfg.d_state,
@@ -209,7 +208,10 @@ def _hf_model(cfg: ModelConfig) -> HFLayerwiseModel:
     _, backbone_cls, _ = HF_CLASSES[cfg.family]
     backbone = backbone_cls(hf_config_for(cfg))
     if cfg.learned_positions:
-        backbone.set_input_embeddings(TokenAndPosition(backbone.get_input_embeddings(), cfg.learned_positions))
+        embedding = backbone.get_input_embeddings()
+        if not isinstance(embedding, nn.Embedding):
+            raise TypeError(f"{cfg.family}: learned positions need an nn.Embedding, got {type(embedding).__name__}")
+        backbone.set_input_embeddings(TokenAndPosition(embedding, cfg.learned_positions))
     return HFLayerwiseModel(cfg, backbone)
 
 
@@ -258,4 +260,7 @@ def build_model(cfg: ModelConfig, seed: int | None = None) -> LayerwiseModel:
 
 
 def _build(cfg: ModelConfig) -> LayerwiseModel:
-    return get_family(cfg.family).hook("build")(cfg)
+    build = get_family(cfg.family).hook("build")
+    if build is None:
+        raise ValueError(f"family {cfg.family!r} has no build hook")
+    return build(cfg)

@@ -49,8 +49,10 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
+from typing import Protocol, cast
 
 import torch
+from torch import Tensor
 
 # The kernel sources live in csrc/ beside this module (installed as package data); they are read
 # here so the cache key below covers the exact text that is compiled.
@@ -72,8 +74,47 @@ _FLAGS = [
     f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
 ]
 
+
+class Kernels(Protocol):
+    """``torch.ops.layerscope``: the four ops, their schemas as ``csrc/fast_scan.cpp`` declares them."""
+
+    def conv_fwd(self, x: Tensor, w: Tensor, bias: Tensor | None, act: bool) -> Tensor: ...
+
+    def conv_bwd(
+        self, x: Tensor, w: Tensor, bias: Tensor | None, gout: Tensor, act: bool, gx: Tensor
+    ) -> tuple[Tensor, Tensor]: ...
+
+    def scan_fwd(
+        self,
+        x: Tensor,
+        dt: Tensor,
+        A: Tensor,
+        B: Tensor,
+        C: Tensor,
+        Dskip: Tensor | None,
+        z: Tensor | None,
+        dt_softplus: bool,
+    ) -> Tensor: ...
+
+    def scan_bwd(
+        self,
+        x: Tensor,
+        dt: Tensor,
+        A: Tensor,
+        B: Tensor,
+        C: Tensor,
+        gout: Tensor,
+        Dskip: Tensor | None,
+        z: Tensor | None,
+        gx: Tensor,
+        gBC: Tensor,
+        gz: Tensor | None,
+        dt_softplus: bool,
+    ) -> tuple[Tensor, Tensor, Tensor]: ...
+
+
 _lock = threading.Lock()
-_ops: object | None = None  # torch.ops.layerscope once loaded
+_ops: Kernels | None = None  # torch.ops.layerscope once loaded
 _load_error: str | None = None
 _warned = False
 
@@ -156,7 +197,7 @@ def turned_off() -> bool:
     return os.environ.get("LAYERSCOPE_FAST_SCAN", "").lower() in ("torch", "0", "off", "none")
 
 
-def load() -> object | None:
+def load() -> Kernels | None:
     """``torch.ops.layerscope`` (the four kernel ops), building them on first use; None if unavailable.
 
     Unavailable when ``LAYERSCOPE_FAST_SCAN=torch``, no C++ compiler is on PATH, or the build
@@ -175,7 +216,7 @@ def load() -> object | None:
             if cxx is None:
                 raise RuntimeError("no C++ compiler (g++, c++, clang++ or $CXX) on PATH")
             torch.ops.load_library(str(_build(cxx)))
-            _ops = torch.ops.layerscope
+            _ops = cast(Kernels, torch.ops.layerscope)  # ops registered by the library just loaded
         except Exception as exc:  # noqa: BLE001 - any failure → the pure-PyTorch path, with a warning
             _load_error = f"{type(exc).__name__}: {exc}"
             if not _warned:
@@ -194,7 +235,7 @@ def load_error() -> str | None:
     return _load_error
 
 
-def _ops_or_raise() -> object:
+def _ops_or_raise() -> Kernels:
     ops = load()
     if ops is None:
         raise RuntimeError(f"compiled fast-scan kernels unavailable: {_load_error}")
@@ -317,6 +358,6 @@ def scan_backward(
     out = {"x": gx, "dt": gdt, "A": gA, "B": gBC[..., :N], "C": gBC[..., N:]}
     if Dskip is not None:
         out["Dskip"] = gD
-    if z is not None:
+    if z is not None and gz is not None:  # gz: made above whenever z is given
         out["z"] = gz
     return out

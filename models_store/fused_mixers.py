@@ -23,6 +23,8 @@ dim P (Mamba-2).
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,7 +99,7 @@ class _FusedMixer(torch.autograd.Function):
         return (gxz, gw.view_as(conv_w), gb, gWx, gWdt, gbdt, g["A"] * A, g["Dskip"], None, None)
 
 
-def _hook_free_linear(m: nn.Module) -> bool:
+def _hook_free_linear(m: nn.Module) -> TypeGuard[nn.Linear]:
     return type(m) is nn.Linear and not m._forward_hooks and not m._forward_pre_hooks
 
 
@@ -123,7 +125,8 @@ def _aligned_linear(lin: nn.Module, x: torch.Tensor) -> torch.Tensor:
     176; zero padding adds exact zeros, so the function is unchanged). Other modules are called."""
     if not _hook_free_linear(lin):
         return lin(x)
-    w, b = lin.weight, lin.bias  # (out, in)
+    w = lin.weight  # (out, in)
+    b: torch.Tensor | None = lin.bias
     pad_in, pad_out = -w.shape[1] % 16, -w.shape[0] % 16
     if pad_in and pad_in < w.shape[1] // 8:  # in_proj: d_model → 2D
         return F.linear(F.pad(x, (0, pad_in)), F.pad(w, (0, pad_in)), b)

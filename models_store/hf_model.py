@@ -21,6 +21,8 @@ class HFLayerwiseModel(LayerwiseModel):
     backbone's vocabulary first.
     """
 
+    token_map: torch.Tensor | None  # a buffer: task id → backbone vocabulary id (pretrained models)
+
     def __init__(self, config: ModelConfig, backbone: PreTrainedModel) -> None:
         super().__init__(config)
         self.backbone = backbone
@@ -37,7 +39,10 @@ class HFLayerwiseModel(LayerwiseModel):
         return self.backbone.get_input_embeddings()
 
     def block_modules(self) -> list[nn.Module]:
-        return list(self.backbone.layers)
+        layers = self.backbone.layers  # GPT-NeoX's, Mamba's and Mamba-2's blocks
+        if not isinstance(layers, nn.ModuleList):
+            raise TypeError(f"{type(self.backbone).__name__}.layers is not a ModuleList of blocks")
+        return list(layers)
 
     def backbone_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Task token ids [B, L] → backbone vocabulary ids [B, L] (identity without a token map)."""

@@ -15,6 +15,8 @@ dim P (Mamba-2).
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,7 +41,7 @@ def _mask(h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     return (h * attention_mask[:, :, None]).to(h.dtype)
 
 
-def is_plain_conv(conv: nn.Module) -> bool:
+def is_plain_conv(conv: nn.Module) -> TypeGuard[nn.Conv1d]:
     """True if ``conv`` is an unmodified, hook-free causal depthwise ``nn.Conv1d``."""
     if type(conv) is not nn.Conv1d:
         return False

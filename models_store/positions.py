@@ -69,7 +69,10 @@ def stored_position_limit(model_config: dict[str, Any]) -> int | None:
         with torch.device("meta"):
             # a pretrained run's table is in its transformers backbone (the wrapper around it runs
             # a forward pass when built, which the meta device cannot)
-            model = backbone_from_config(hf_config_from_dict(cfg.hf_config)) if cfg.pretrained else build_model(cfg)
+            hf = cfg.hf_config  # a pretrained config always has one (ModelConfig checks it)
+            model = (
+                backbone_from_config(hf_config_from_dict(hf)) if cfg.pretrained and hf is not None else build_model(cfg)
+            )
     except (ValueError, TypeError, KeyError):
         return None
     return learned_position_limit(model)

@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 
 from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
 from models_store.any_model import (
@@ -193,7 +192,7 @@ def _task_token_map(
 
 def _backbone(
     name: str, hf_cfg: Any, weights: bool, seed: int | None, *, local_files_only: bool, revision: str | None
-) -> tuple[nn.Module, dict[str, Any]]:
+) -> tuple[PreTrainedModel, dict[str, Any]]:
     """(the backbone, transformers' loading info): the checkpoint's weights in float32, or with
     ``weights=False`` the architecture of ``hf_cfg`` randomly initialised (under ``seed`` when given)."""
     if not weights:
@@ -215,7 +214,9 @@ def _backbone(
         raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
 
 
-def _checked_family(backbone: nn.Module, info: dict[str, Any], role: str, name: str, model_type: str | None) -> str:
+def _checked_family(
+    backbone: PreTrainedModel, info: dict[str, Any], role: str, name: str, model_type: str | None
+) -> str:
     """The family the backbone's blocks make; raises when it has none, or when the checkpoint's
     weights did not fill the architecture (missing or mismatched keys)."""
     try:
@@ -232,7 +233,7 @@ def _checked_family(backbone: nn.Module, info: dict[str, Any], role: str, name: 
     return family
 
 
-def _stored_hf_config(backbone: nn.Module, role: str, name: str) -> dict[str, Any]:
+def _stored_hf_config(backbone: PreTrainedModel, role: str, name: str) -> dict[str, Any]:
     """The backbone's transformers config as stored in ``ModelConfig.hf_config``: no cache, float32,
     plain JSON (±inf → ±max float; a JSON round trip, so a checkpoint's config reads back equal)."""
     hf_dict = backbone.config.to_dict()

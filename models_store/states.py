@@ -28,13 +28,14 @@ Shapes: tokens [B, L]; block inputs / outputs [B, T, D] with T = n_prefix + L.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from layerscope_core.registry import get_family
-from models_store.base import LayerwiseModel
+from models_store.base import LayerwiseModel, ResidualStackModel
 from models_store.fast_scan import selective_scan_states
 
 State = dict[str, torch.Tensor]
@@ -110,8 +111,9 @@ class _MambaBlock(Block):
     parts = ("ssm", "conv")
 
     def __init__(self, block: nn.Module) -> None:
-        self.block, self.mixer = block, block.mixer
-        self.k = self.mixer.conv1d.weight.shape[-1]
+        mixer: Any = block.mixer  # transformers' MambaMixer / Mamba2Mixer, its parts read by name
+        self.block, self.mixer = block, mixer
+        self.k = mixer.conv1d.weight.shape[-1]
 
     def run(self, x, state0, keep):
         m = self.mixer
@@ -210,12 +212,24 @@ class StatefulModel:
         """Block ``layer``'s state after internal step t (None for t < 0: the start state)."""
         return None if t < 0 else self.blocks[layer].state_at(trace.states[layer], t)
 
+    def state_after(self, trace: Trace, layer: int, t: int) -> State:
+        """Block ``layer``'s state after internal step t ≥ 0.
+
+        Raises:
+            ValueError: t < 0 (before the first step there is only the start state).
+        """
+        if t < 0:
+            raise ValueError(f"no state after step {t}: steps start at 0")
+        return self.blocks[layer].state_at(trace.states[layer], t)
+
     @torch.no_grad()
     def trace(self, tokens: torch.Tensor) -> Trace:
         x = self.embed(tokens)
         inputs, states = [x], []
         for block in self.blocks:
             x, st = block.run(x, None, keep=True)
+            if st is None:
+                raise RuntimeError(f"{type(block).__name__}.run(keep=True) kept no states")
             inputs.append(x)
             states.append(st)
         return Trace(inputs, states, self.head(x[:, -1]))
@@ -225,7 +239,7 @@ class StatefulModel:
     ) -> State:
         """Block ``layer``'s corrupted state after internal step t with ``parts`` (None = all)
         taken from the clean run."""
-        src, dst = self.state_at(clean, layer, t), self.state_at(corrupted, layer, t)
+        src, dst = self.state_after(clean, layer, t), self.state_after(corrupted, layer, t)
         return {k: (src[k] if parts is None or k in parts else v) for k, v in dst.items()}
 
     @torch.no_grad()
@@ -253,6 +267,8 @@ def stateful(model: LayerwiseModel) -> StatefulModel | None:
 # --- per-family step-wise twins (FamilySpec.stateful) ------------------------------------------
 def rnn_stateful(model: LayerwiseModel) -> StatefulModel:
     """lstm / gru / lstm_stack / gru_stack (``models_store.families.RecurrentModel``): state {"h", "c"} / {"h"}."""
+    if not isinstance(model, ResidualStackModel):
+        raise TypeError(f"a recurrent family's model is a ResidualStackModel, got {type(model).__name__}")
     blocks: list[Block] = [_RNNBlock(b) for b in model.block_modules()]
 
     def embed(tokens: torch.Tensor) -> torch.Tensor:
@@ -265,13 +281,19 @@ def rnn_stateful(model: LayerwiseModel) -> StatefulModel:
 
 
 def _ssm_stateful(model: LayerwiseModel, block_cls: type[_MambaBlock]) -> StatefulModel:
+    from models_store.hf_model import HFLayerwiseModel  # transformers, imported for the Mamba families only
+
+    if not isinstance(model, HFLayerwiseModel):
+        raise TypeError(f"a Mamba family's model is an HFLayerwiseModel, got {type(model).__name__}")
     blocks: list[Block] = [block_cls(b) for b in model.block_modules()]
 
     def embed(tokens: torch.Tensor) -> torch.Tensor:
         return model.backbone.get_input_embeddings()(model.backbone_ids(model.with_prefix(tokens)))
 
+    norm_f: Any = model.backbone.norm_f  # the Mamba backbones' final norm
+
     def head(h: torch.Tensor) -> torch.Tensor:
-        return model.head(model.backbone.norm_f(h))
+        return model.head(norm_f(h))
 
     return StatefulModel(blocks, embed, head, model.n_prefix, block_cls.parts)
 

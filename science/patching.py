@@ -192,8 +192,7 @@ def _cells_recurrent(
             out[(kind, j, t)] = ld_corr.copy()
             continue
         parts = sm.parts if kind == "state" else (kind.split(":")[1],)
-        clean_state, state = sm.state_at(tc, j, tau), sm.state_at(tx, j, tau)
-        assert clean_state is not None and state is not None  # tau = t + P ≥ 0: a step's state, not the start's
+        clean_state, state = sm.state_after(tc, j, tau), sm.state_after(tx, j, tau)  # tau = t + P ≥ 0
         if all(torch.equal(clean_state[k], state[k]) for k in parts):  # the runs agree up to t: exactly 0
             out[(kind, j, t)] = ld_corr.copy()
             continue
