@@ -62,6 +62,5 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     api_url = settings.resolved_api_url
     client = ApiClient(api_url, token=settings.dashboard_token)
     dash_app = create_dash(api_url, "/", client=client)
-    # a2wsgi types the ASGI scope/receive/send as its own TypedDicts, Starlette as mappings: the same protocol
-    app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]
+    app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]  # a2wsgi's ASGI types, not Starlette's: one protocol
     app.state.dash = dash_app

@@ -349,7 +349,11 @@ def check_in_flight(manifest: dict[str, Any], training: dict[str, Any]) -> list[
     if recorded is None:
         return problems
     for name, blob in sorted(training.items()):
-        h, kind = TRAINING_NAME.fullmatch(name).groups()  # type: ignore[union-attr]
+        m = TRAINING_NAME.fullmatch(name)
+        if m is None:  # the bundle reader files only such names here
+            problems.append(f"{name} is not a training state's name")
+            continue
+        h, kind = m.groups()
         other = f"training/{h}.{'json' if kind == 'pt' else 'pt'}"
         if recorded and name not in recorded:
             problems.append(f"{name} is in the bundle but not in the manifest's in_flight")
@@ -370,7 +374,7 @@ def check_measuring(manifest: dict[str, Any], measuring: dict[str, Any]) -> list
     recorded, problems = _recorded_files(manifest, "measuring", measuring, MEASURING_NAME, "a measuring file")
     if recorded is None:
         return problems
-    folders = {MEASURING_NAME.fullmatch(n).group(1) for n in measuring}  # type: ignore[union-attr]
+    folders = {m.group(1) for n in measuring if (m := MEASURING_NAME.fullmatch(n))}  # the reader's names all match
     for name in sorted(measuring):
         if name not in recorded:
             problems.append(f"{name} is in the bundle but not in the manifest's measuring")

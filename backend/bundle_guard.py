@@ -101,8 +101,8 @@ def _member_count(fp: BinaryIO) -> int | None:
     """The member count the end-of-central-directory record states (None: no record found)."""
     # zipfile's own reader of that record (stable since Python 2); ZipFile parses the whole
     # directory into memory at once, so a bundle with millions of members is refused before it
-    end = zipfile._EndRecData(fp)  # type: ignore[attr-defined]
-    return None if end is None else int(end[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
+    end = zipfile._EndRecData(fp)  # type: ignore[attr-defined]  # zipfile's own end-record reader (private)
+    return None if end is None else int(end[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]  # its field index
 
 
 def open_checked(path: Path | io.BytesIO, limits: Limits | None = None) -> zipfile.ZipFile:

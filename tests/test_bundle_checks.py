@@ -277,7 +277,7 @@ def test_a_bad_row_is_refused_before_anything_is_written(exported, target, tmp_p
 def test_a_non_finite_number_anywhere_is_refused(exported, target, tmp_path) -> None:
     """NaN in a JSON column (json.loads takes it; PostgreSQL and the API's JSON do not)."""
     raw = zipfile.ZipFile(exported).read("tables/runs.json").replace(b'"loss":1.0', b'"loss":NaN', 1)
-    path = edited(exported, tmp_path / "nan.zip", "runs", None, raw=raw)  # type: ignore[arg-type]
+    path = edited(exported, tmp_path / "nan.zip", "runs", None, raw=raw)  # type: ignore[arg-type]  # no edit: raw replaces the table
     before = _counts(target)
     with (
         target() as s,
@@ -289,7 +289,7 @@ def test_a_non_finite_number_anywhere_is_refused(exported, target, tmp_path) -> 
         .read("tables/patching_results.json")
         .replace(b'"ld_clean":2.0', b'"ld_clean":1e400', 1)
     )
-    path = edited(exported, tmp_path / "inf.zip", "patching_results", None, raw=raw)  # type: ignore[arg-type]
+    path = edited(exported, tmp_path / "inf.zip", "patching_results", None, raw=raw)  # type: ignore[arg-type]  # no edit: raw replaces the table
     with (
         target() as s,
         pytest.raises(
@@ -309,7 +309,7 @@ def test_a_non_finite_number_anywhere_is_refused(exported, target, tmp_path) -> 
     ],
 )
 def test_a_table_that_is_not_a_list_of_rows_is_refused(exported, tmp_path, raw, expected) -> None:
-    path = edited(exported, tmp_path / "bad.zip", "probe_results", None, raw=raw)  # type: ignore[arg-type]
+    path = edited(exported, tmp_path / "bad.zip", "probe_results", None, raw=raw)  # type: ignore[arg-type]  # no edit: raw replaces the table
     with pytest.raises(BundleError, match=expected):
         read_bundle(path)
 

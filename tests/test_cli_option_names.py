@@ -50,7 +50,7 @@ def test_every_named_option_is_the_commands_own() -> None:
     root = typer.main.get_command(app)
     for model, options in OPTION_OF.items():
         fields = PARAMS_BY_KIND[COMMAND_OF[model]].model_fields
-        command = root.commands[COMMAND_OF[model]]  # type: ignore[attr-defined]
+        command = root.commands[COMMAND_OF[model]]  # type: ignore[attr-defined]  # the app is a group
         opts = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
         for field, option in options.items():
             assert field in fields, (model, field)

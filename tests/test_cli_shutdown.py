@@ -81,7 +81,7 @@ def test_a_stop_signal_swallowed_by_a_finalizer_still_stops_the_job(monkeypatch)
         obj = SignalledWhileFinalized()
         del obj  # no KeyboardInterrupt reaches this frame: the finalizer swallowed it
         assert unraisable == [] and packing.STOP_REQUESTED.is_set()  # expected, so not printed as "Exception ignored"
-        ctx = DBJobContext(None, job_id=1, worker="w", attempt=1)  # type: ignore[arg-type]
+        ctx = DBJobContext(None, job_id=1, worker="w", attempt=1)  # type: ignore[arg-type]  # no session factory: nothing is written
         with pytest.raises(KeyboardInterrupt):
             ctx.check_cancelled()  # the job's next step: handed back, not run to the end
     finally:

@@ -96,7 +96,7 @@ def test_an_intervene_on_a_run_without_weights_offers_the_rebuild_first_and_queu
     line, disabled = run_actions.rebuild_then(api, 67, then)
     assert disabled and api.sent == [(67, then)] and "#41" in str(line)
     # a 422 for another reason offers nothing
-    Api.create_job = lambda self, kind, params, idempotency_key=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
+    Api.create_job = lambda self, kind, params, idempotency_key=None: (_ for _ in ()).throw(  # type: ignore[method-assign]  # a stub answer
         ApiError(422, [{"loc": ["body", "params", "run_id"], "msg": "run 67 not found"}])
     )
     assert find_component(submit_job(Api(), 1, "intervene", form, ["", ""], 0, None)[2], "jb-rebuild-then") is None

@@ -247,20 +247,20 @@ class Supervisor:
         """Ask every slot to stop (SIGINT: each hands its running job back); kill those still
         running after ``grace_s`` or at a second Ctrl-C / SIGTERM."""
         self.stopping = True
-        live = [s for s in self.slots if s.popen is not None and s.popen.poll() is None]
-        for slot in live:
+        live = [(s, proc) for s in self.slots if (proc := s.popen) is not None and proc.poll() is None]
+        for _, proc in live:
             try:
-                slot.popen.send_signal(signal.SIGINT)  # type: ignore[union-attr]
+                proc.send_signal(signal.SIGINT)
             except ProcessLookupError:  # exited between poll and signal
                 continue
         deadline = time.monotonic() + self.grace_s
         try:
-            while any(s.popen.poll() is None for s in live) and time.monotonic() < deadline:  # type: ignore[union-attr]
+            while any(proc.poll() is None for _, proc in live) and time.monotonic() < deadline:
                 time.sleep(0.05)
         except KeyboardInterrupt:
             log.warning("second interrupt: killing the slots (the reaper re-queues their jobs)")
-        for slot in live:
-            if slot.popen.poll() is None:  # type: ignore[union-attr]
+        for slot, proc in live:
+            if proc.poll() is None:
                 log.warning("slot %s did not stop: killed", slot.name)
-                slot.popen.kill()  # type: ignore[union-attr]
-            slot.returncode = slot.popen.wait()  # type: ignore[union-attr]
+                proc.kill()
+            slot.returncode = proc.wait()

@@ -60,4 +60,4 @@ def security_where_needed(app: FastAPI, settings: Settings) -> None:
                     op.pop("security", None)
         return spec
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema

@@ -53,7 +53,7 @@ MethodQ = Annotated[
 SeedQ = Annotated[list[Annotated[int, Query(ge=0, le=INT32_MAX)]] | None, Query(description="seed(s)")]
 EvalLengthQ = Annotated[list[Annotated[int, Query(ge=1, le=INT32_MAX)]] | None, Query(description="eval length(s)")]
 PatchSiteQ = Annotated[
-    list[Literal[ALL_PATCH_SITES]] | None,  # type: ignore[valid-type]
+    list[Literal[ALL_PATCH_SITES]] | None,  # type: ignore[valid-type]  # a Literal of the registry's tuple of names
     Query(
         description="activation-patching site(s): resid_pre (input of block ℓ), resid_post (its output), "
         "state (the recurrent state block ℓ carries from t to t+1), state:ssm / state:conv "

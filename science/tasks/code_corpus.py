@@ -115,7 +115,9 @@ def _source(payload: object) -> str | bytes:
     """The source of one document; raises ValueError/OSError when there is none."""
     if isinstance(payload, Path):
         return payload.read_bytes()
-    record = json.loads(payload)  # type: ignore[arg-type]
+    if not isinstance(payload, str | bytes | bytearray):
+        raise TypeError(f"a document is a file path or a JSON line, got {type(payload).__name__}")
+    record = json.loads(payload)
     if isinstance(record, dict):
         for field in CODE_FIELDS:
             if isinstance(record.get(field), str):

@@ -181,6 +181,6 @@ def wait_job(
     return wait_for(
         done,
         f"job {job_id} to reach {states}",
-        timeout=timeout,  # type: ignore[return-value]
+        timeout=timeout,  # type: ignore[return-value]  # wait_for gives done()'s dict back
         on_fail=lambda: f"job: {job_state(client, job_id)}\n{lab.logs()}",
     )
