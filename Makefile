@@ -22,12 +22,14 @@ browser:
 compiler:
 	@command -v g++ >/dev/null 2>&1 || command -v c++ >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq g++)
 
-# ruff's lint rules and its formatter (pyproject.toml [tool.ruff]), and declared = imported
-# dependencies (deptry).
+# ruff's lint rules and its formatter (pyproject.toml [tool.ruff]), declared = imported
+# dependencies (deptry), and the type checker over the packages, checks/ and benchmarks/
+# (pyproject.toml [tool.mypy]).
 lint: install-dev
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m deptry .
+	$(PYTHON) -m mypy
 
 test: install-dev services browser compiler
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

@@ -26,8 +26,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -157,7 +159,7 @@ def run_row(run_id: int, suite: str, family: str, task: str, seed: int, now: str
 def probe_rows(rng: random.Random, pools: dict[int, list[str]], run_id: int, first_id: int, late: bool) -> list[tuple]:
     """A run's probe rows (``PROBE_COLS``), emb + 12 layers at every eval length, ids from
     ``first_id``: accuracy rising with depth, late (depth⁶) when ``late``."""
-    out = []
+    out: list[tuple] = []
     for L in EVAL_LENGTHS:
         for layer in range(-1, N_LAYERS):
             d = (layer + 1) / N_LAYERS
@@ -242,8 +244,8 @@ def load_postgres(url: str, rows: int) -> dict:
     return counts
 
 
-def timed(client, path: str, n: int, params_fn=None) -> list[float]:
-    out = []
+def timed(client, path: str | Callable[[int], str], n: int, params_fn=None) -> list[float]:
+    out: list[float] = []
     for i in range(n):
         params = params_fn(i) if params_fn else None
         t0 = time.perf_counter()
@@ -345,7 +347,7 @@ def bench_submit(settings, env: dict, n: int) -> dict:
         stderr=subprocess.DEVNULL,
     )
     lat = []
-    body = {
+    body: dict[str, Any] = {
         "kind": "train",
         "params": {
             "family": "lstm",
@@ -363,13 +365,15 @@ def bench_submit(settings, env: dict, n: int) -> dict:
                 deadline = time.monotonic() + 120
                 while True:
                     with factory() as s:
-                        job = s.get(Job, job_id)
+                        job = s.get_one(Job, job_id)
                         if job.state in ("succeeded", "failed"):
                             break
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"job {job_id} not picked up")
                     time.sleep(0.02)
                 if i >= 2:  # the first two warm the worker up (imports, connections)
+                    if job.started_at is None:  # a finished job was started
+                        raise RuntimeError(f"job {job_id} finished without a start time")
                     created = job.created_at.replace(tzinfo=None)
                     started = job.started_at.replace(tzinfo=None)
                     lat.append((started - created).total_seconds() * 1000)

@@ -35,6 +35,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ from science.batched import BatchedSeeds, SeedTrainer, seed_batch, vmappable
 from science.tasks import get_task
 
 DEFAULT_FAMILIES = "transformer,mamba,mamba2,lstm,gru"
-RECIPE = {
+RECIPE: dict[str, Any] = {
     "lr": 1e-3,
     "weight_decay": 0.01,
     "max_steps": 1000,
@@ -58,7 +59,12 @@ RECIPE = {
 def measure(family: str, args: argparse.Namespace) -> dict:
     """Median wall and CPU ms per round (3 seed-steps) of both paths for ``family``."""
     task = get_task("parity")
-    kw = {"family": family, "vocab_size": task.vocab_size, "n_classes": task.n_classes, "start_token": True}
+    kw: dict[str, Any] = {
+        "family": family,
+        "vocab_size": task.vocab_size,
+        "n_classes": task.n_classes,
+        "start_token": True,
+    }
     if args.d_model:
         kw["d_model"] = args.d_model
     else:

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(ModelConfig(family=fam, vocab_size=VOCAB, n_classes=CLASSES), seed=0).eval()
         if args.fast:
             fast_scan.install(model)
-        calls = []
+        calls: list[int] = []
         counter = model.register_forward_hook(lambda m, a, o, calls=calls: calls.append(1))
         with torch.no_grad():
             for _ in range(args.warmup):
@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
             calls.clear()
             _, states = run_with_states(model, tokens)
             n_forwards = len(calls)
-            plain, capture, plain_cpu, capture_cpu = [], [], [], []
+            plain: list[float] = []
+            capture: list[float] = []
+            plain_cpu: list[float] = []
+            capture_cpu: list[float] = []
             for rep in range(args.reps):
                 for kind in ("plain", "capture") if rep % 2 else ("capture", "plain"):  # alternate order
                     t0, c0 = time.perf_counter(), time.process_time()

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -55,7 +56,7 @@ PAGES = [
     ("claims", "/claims", f"document.querySelectorAll('.claim-card').length > 0 && {LOADING}"),
     ("jobs", "/jobs", f"!!document.querySelector('.jobs-table') && {LOADING}"),
 ]
-API = [
+API: list[tuple[str, dict[str, Any]]] = [
     ("/api/runs?limit=50", {}),
     ("/api/curves?eval_length=40", {}),
     ("/api/profiles?eval_length=40", {}),

@@ -189,7 +189,8 @@ def worker(inputs: Path, out: Path, layer_call: bool, max_rounds: int | None = N
             prof.enable()
             times["layer"], outs["layer"] = _timed(lambda: _layer_call(model, blob))
             prof.disable()
-            stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, cumulative, callers)}
+            # {(file, line, func): (cc, nc, tt, cumulative, callers)}
+            stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]  # pstats' table, not in its stub
             for label, (file, func) in LAYER_PARTS.items():
                 parts[label] = sum(v[3] for (f, _, fn), v in stats.items() if f.endswith(file) and fn == func)
     torch.save({"times": times, "outs": outs, "parts": parts, "floors": floors}, out)

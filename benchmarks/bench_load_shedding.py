@@ -102,7 +102,13 @@ def load(base: str, n_exports: int, retry: bool = False) -> dict:
     codes: set[int] = set()
     with ThreadPoolExecutor(n_exports) as pool:
         futures = [pool.submit(export, i) for i in range(n_exports)]
-        threading.Thread(target=lambda: ([f.result() for f in futures], done.set()), daemon=True).start()
+
+        def finish() -> None:  # every export answered, then done
+            for f in futures:
+                f.result()
+            done.set()
+
+        threading.Thread(target=finish, daemon=True).start()
         start.wait()
         t0 = time.perf_counter()
         with httpx.Client(base_url=base, timeout=600) as c:

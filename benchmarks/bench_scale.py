@@ -41,11 +41,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from layerscope_core.registry import TRAIN_LENGTH
+from models_store.base import LayerwiseModel
 from models_store.pretrained import load_pretrained
 from science.bounded import MeasureMemoryError, MemoryBound
 from science.measure import check_memory, measure_interventions, measure_probes
@@ -71,11 +73,11 @@ def _config(family: str, layers: int, d: int, heads: int):
         num_hidden_layers=layers,
         num_attention_heads=heads,
         intermediate_size=4 * d,
-        rotary_pct=0.25,
+        rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default"},
     )
 
 
-def build(family: str, layers: int, d: int, heads: int, task) -> nn.Module:
+def build(family: str, layers: int, d: int, heads: int, task) -> LayerwiseModel:
     """The model of this shape, random weights, through the product's from-config path."""
     with tempfile.TemporaryDirectory() as folder:
         _config(family, layers, d, heads).save_pretrained(folder)
@@ -87,7 +89,7 @@ def build(family: str, layers: int, d: int, heads: int, task) -> nn.Module:
 class Flops:
     """The forward-pass FLOP arithmetic of one model (module docstring)."""
 
-    def __init__(self, model: nn.Module, family: str) -> None:
+    def __init__(self, model: LayerwiseModel, family: str) -> None:
         block = model.block_modules()[0]
         self.block = 2 * sum(m.weight.numel() for m in block.modules() if isinstance(m, nn.Linear))
         self.d, self.n_layers, self.attention = model.d_model, model.n_layers, family != "mamba"
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = time.process_time()
     flops: dict[str, float] = {}
     n = args.sequences
+    rows: list[Any]  # the part's records (probe, intervention or patching)
     for part in parts:
         t = time.perf_counter()
         if part == "probes":

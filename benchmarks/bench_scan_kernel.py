@@ -37,7 +37,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -79,7 +79,7 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor], gy: tor
     return call
 
 
-def timed(variants: dict[str, Callable[[], object]], repeats: int, warmup: int) -> dict[str, float]:
+def timed(variants: Mapping[str, Callable[[], object]], repeats: int, warmup: int) -> dict[str, float]:
     """Median seconds per call of each variant, calls interleaved round-robin."""
     for call in variants.values():
         for _ in range(warmup):
@@ -105,7 +105,7 @@ def bench_scan(args: argparse.Namespace) -> list[tuple[str, float, float | None,
     gy = torch.randn(args.batch, args.length, args.d_inner, generator=torch.Generator().manual_seed(1))
     fns: dict[str, Callable[..., torch.Tensor]] = {
         "reference (eager)": fast_scan.selective_scan_ref,
-        "kernel": lambda *t: fast_scan.selective_scan(*t, backend="kernel"),
+        "kernel": lambda x, dt, A, B, C: fast_scan.selective_scan(x, dt, A, B, C, backend="kernel"),
         "torch fallback": fast_scan.selective_scan_torch,
     }
     try:
@@ -123,7 +123,7 @@ def bench_scan(args: argparse.Namespace) -> list[tuple[str, float, float | None,
         fns["torch.compile(reference)"] = compiled
     errors = check_agreement(fns, inputs)
     med = timed({k: fwd_bwd(f, inputs, gy) for k, f in fns.items()}, args.repeats, args.warmup)
-    rows = [(k, med[k], errors[k], "") for k in fns]
+    rows: list[tuple[str, float, float | None, str]] = [(k, med[k], errors[k], "") for k in fns]
     if compile_s is not None:
         rows = [
             (k, s, e, f"compile {compile_s:.1f} s" if k == "torch.compile(reference)" else n) for k, s, e, n in rows
@@ -153,8 +153,8 @@ def bench_step(args: argparse.Namespace) -> list[tuple[str, float, float | None,
         if not fast:
             fast_scan.uninstall(model)
         for m in model.modules():
-            if hasattr(m, "use_mambapy"):
-                m.use_mambapy = mambapy
+            if hasattr(m, "use_mambapy"):  # transformers' MambaMixer
+                m.use_mambapy = mambapy  # type: ignore[assignment]  # a flag, typed by nn.Module as a tensor or module
         return model.train()
 
     variants = {"kernel (fused mixer)": train_step(mamba(True, False), args.batch, args.length)}

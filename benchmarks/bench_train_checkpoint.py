@@ -57,13 +57,13 @@ def measure(family: str, steps: int, repeats: int, every: int) -> dict[str, floa
             train_checkpoint.load(path, "id", model, opt, sched)
             load_s.append(time.perf_counter() - t0)
         size = path.stat().st_size
-    step, save = statistics.median(step_s), statistics.median(save_s)
+    step_median, save_median = statistics.median(step_s), statistics.median(save_s)
     return {
-        "step_s": step,
-        "save_s": save,
+        "step_s": step_median,
+        "save_s": save_median,
         "load_s": statistics.median(load_s),
         "mb": size / 1e6,
-        "overhead": save / (every * step),
+        "overhead": save_median / (every * step_median),
     }
 
 

@@ -109,7 +109,7 @@ def counting_fits() -> Iterator[FitCounter]:
         counter.fits.append((int(n), int(d), int(counts.numel()), int(out.n_evals)))
         return out
 
-    linear.minimise = counted
+    linear.minimise = counted  # type: ignore[assignment]  # the counting wrapper, put back below
     try:
         yield counter
     finally:

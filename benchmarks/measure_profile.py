@@ -63,7 +63,8 @@ def main() -> None:
     )
     prof.disable()
     total = time.perf_counter() - t0
-    stats = pstats.Stats(prof).stats  # {(file, line, func): (cc, nc, tt, ct, callers)}
+    # {(file, line, func): (cc, nc, tt, ct, callers)}
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]  # pstats' table, not in its stub
     print(f"run {args.run_id} ({params.family} x {params.task}), layer {args.layer}, L={args.length}: ")
     print(f"{len(rows)} rows ({', '.join(mp.methods)}) in {total:.1f} s")
     print("| part | seconds | share of the call |\n|---|---:|---:|")

@@ -21,6 +21,7 @@ import statistics
 import sys
 import zipfile
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def in_flight_runs(bundle: Path) -> list[dict[str, Any]]:
     return out
 
 
-def cell_rows(runs: list[dict[str, Any]], flying: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def cell_rows(runs: list[dict[str, Any]], flying: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """One row per (task, family, suite) with the trained seeds' median steps/seconds, the others'
     stops, and the runs in flight (``flying``: :func:`in_flight_runs`)."""
     cells: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)

@@ -8,6 +8,7 @@ import json
 import sys
 import zipfile
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ with zipfile.ZipFile(BUNDLE) as z:
     runs = json.loads(z.read("tables/runs.json"))
     probes = json.loads(z.read("tables/probe_results.json"))
 
-acc = defaultdict(dict)
+acc: defaultdict[int, dict[int, float]] = defaultdict(dict)  # run -> layer -> probe accuracy
 majs = defaultdict(list)
 for p in probes:
     if p["eval_length"] == L:
@@ -38,7 +39,9 @@ def is_trained(r):
     return r["heldout_acc"] is not None and r["heldout_acc"] >= es - 1e-9
 
 
-trained, controls, left_out = defaultdict(dict), defaultdict(dict), []
+trained: defaultdict[str, dict[int, tuple[np.ndarray, float, int]]] = defaultdict(dict)  # family -> seed -> curve
+controls: defaultdict[str, dict[int, np.ndarray]] = defaultdict(dict)
+left_out: list[tuple[int, str]] = []
 for r in runs:
     if r["task"] != TASK or r["n_layers"] != NL:
         continue
@@ -110,7 +113,7 @@ def perm(x, y):
     return float(obs), ge / tot, le / tot, tot
 
 
-out = {"cells": {}, "left_out": left_out}
+out: dict[str, Any] = {"cells": {}, "left_out": left_out}
 for mode in ("control", "majority"):
     cells, seed_auc = {}, {}
     for fam in FAMS:

@@ -47,7 +47,7 @@ with zipfile.ZipFile(BUNDLE) as z:
     runs = json.loads(z.read("tables/runs.json"))
     probes = json.loads(z.read("tables/probe_results.json"))
 
-acc = defaultdict(dict)
+acc: defaultdict[int, dict[int, float]] = defaultdict(dict)  # run -> layer -> probe accuracy
 for p in probes:
     if p["eval_length"] == L:
         acc[p["run_id"]][p["layer"]] = p["accuracy"]

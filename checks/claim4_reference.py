@@ -57,13 +57,13 @@ with zipfile.ZipFile(BUNDLE) as z:
 suites = {r.get("suite") for r in runs}
 assert len(suites) == 1, f"one suite per statistic; bundle holds {suites}"
 
-curve = defaultdict(dict)  # run -> layer -> probe accuracy at L = 40
+curve: defaultdict[int, dict[int, float]] = defaultdict(dict)  # run -> layer -> probe accuracy at L = 40
 for p in probes:
     if p["eval_length"] == EVAL_LENGTH:
         assert p["layer"] not in curve[p["run_id"]], "duplicate probe row"
         curve[p["run_id"]][p["layer"]] = p["accuracy"]
 
-rows = defaultdict(dict)  # (run, method) -> layer -> row at L = 40
+rows: defaultdict[tuple[int, str], dict[int, dict]] = defaultdict(dict)  # (run, method) -> layer -> row at L = 40
 for e in edits:
     if e["eval_length"] == EVAL_LENGTH and e["method"] in METHODS:
         assert e["layer"] not in rows[(e["run_id"], e["method"])], "duplicate edit row"
@@ -314,9 +314,9 @@ if __name__ == "__main__":
     for x in res["runs"]:
         print("  - " + run_line(x))
     for g, v in res["groups"].items():
-        for key in ("decoupled", "n", "share", "lo", "hi", "verdict", "not_removed", "why"):
-            val = v[key]
-            print(f"- groups.{g}.{key}: {g3(val) if isinstance(val, float) else val}")
+        for field in ("decoupled", "n", "share", "lo", "hi", "verdict", "not_removed", "why"):
+            val = v[field]
+            print(f"- groups.{g}.{field}: {g3(val) if isinstance(val, float) else val}")
     print(f"- cells_short_of_seeds: {', '.join(res['short'])}")
     print("- untestable: " + "; ".join(f"{f} x {t}: {d}" for (t, f), d in sorted(not_learned.items())))
     print(f"- runs_left_out ({len(res['left_out'])}):")
@@ -364,7 +364,7 @@ if __name__ == "__main__":
 
     # ------------------------------------------------------------ the rule without each control
     print("\n== without controls (beside the verdict, never deciding it; numbers.without_controls)")
-    readings = (
+    readings: tuple[tuple[str, str, dict[str, bool]], ...] = (
         ("decided", "drops beyond rank-matched random removal, counting only edits that removed the variable", {}),
         ("raw drops", "drops read raw (not beyond random removal)", dict(raw=True)),
         ("no removal rule", "every edit counted, removed or not", dict(all_edits=True)),

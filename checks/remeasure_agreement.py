@@ -239,7 +239,10 @@ def remeasure(bundle: Path, run_id: int, *, device: str = "cpu", work: Path) -> 
             m.__tablename__: [table_row(r) for r in s.execute(select(m).where(m.run_id == new_id)).scalars()]
             for m in (ProbeResult, InterventionResult, PatchingResult)
         }
-        settings_new = {r.id: table_row(r) for r in s.execute(select(MeasureSettings)).scalars()}
+        # keyed as a row's settings_id is read below (None: a row without settings)
+        settings_new: dict[int | None, dict[str, Any]] = {
+            r.id: table_row(r) for r in s.execute(select(MeasureSettings)).scalars()
+        }
     problems = {
         _settings_problem(settings_old.get(a.get("settings_id")), settings_new.get(b.get("settings_id")))
         for t in names
