@@ -3,7 +3,8 @@
 queued → running → succeeded | failed | cancelled. Every transition is one conditional UPDATE,
 so two workers racing for a job, or a reaper racing a slow worker, never both win:
 a worker owns a running job by (worker name, attempt) and its writes are ignored once it no
-longer does.
+longer does. The table is the one store of a job's state (its state, attempt, heartbeat and
+priority): the queue (``worker.queue``) carries only wake-ups, job ids, sent from it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def params_hash(params: BaseModel) -> str:
 
 
 PERSON_PRIORITY = 10  # jobs a person launches (POST /api/jobs) before background suites' (0)
+RESUMED_AHEAD = 1  # a job that has run before goes ahead of its priority's others (wake_priority)
 
 
 def new_job(
@@ -404,17 +406,30 @@ def reap_stale(
     return requeued, failed
 
 
-def queued_ids(session: Session, older_than: datetime | None = None) -> list[int]:
-    q = select(Job.id).where(Job.state == QUEUED).order_by(Job.id)
+def wake_priority(priority: int, started_at: datetime | None) -> int:
+    """The priority a queued job's wake-up carries on the queue (higher is taken first): the row's
+    ``priority`` (:data:`PERSON_PRIORITY` or 0), :data:`RESUMED_AHEAD` more once the job has run
+    before (``started_at`` set: handed back by a stopping worker, re-queued by the reaper or after a
+    full disk, retried), so an interrupted run, its training checkpoint on disk, is taken again
+    before the runs of its priority queued behind it."""
+    return int(priority) + (RESUMED_AHEAD if started_at is not None else 0)
+
+
+def wake_priorities(
+    session: Session, ids: Iterable[int] | None = None, *, older_than: datetime | None = None
+) -> dict[int, int]:
+    """Queued job id → its wake-up's priority (:func:`wake_priority`), in id order (first in,
+    first out among equals): the queued ones of ``ids`` (None: every queued job); ``older_than``:
+    only jobs whose ``enqueued_at`` is before it (a job retried after a back-off waits until then)."""
+    q = select(Job.id, Job.priority, Job.started_at).where(Job.state == QUEUED).order_by(Job.id)
+    if ids is not None:
+        ids = list(ids)
+        if not ids:
+            return {}
+        q = q.where(Job.id.in_(ids))
     if older_than is not None:
         q = q.where((Job.enqueued_at.is_(None)) | (Job.enqueued_at < older_than))
-    return list(session.execute(q).scalars())
-
-
-def priorities(session: Session, ids: Iterable[int]) -> dict[int, int]:
-    """Job id → its queue priority."""
-    ids = list(ids)
-    return dict(session.execute(select(Job.id, Job.priority).where(Job.id.in_(ids))).all()) if ids else {}
+    return {int(i): wake_priority(p, started) for i, p, started in session.execute(q)}
 
 
 def mark_enqueued(session: Session, ids: Iterable[int]) -> None:

@@ -1,9 +1,17 @@
-"""The job queue: Huey carries job ids only; the ``jobs`` table is the truth.
+"""The job queue: the ``jobs`` table is the truth; Huey carries wake-ups (job ids) only.
 
-``get_huey(settings)`` → a SqliteHuey at ``settings.resolved_queue_url`` by default, a RedisHuey
-when ``LAYERSCOPE_QUEUE_URL=redis://…``. :class:`JobQueue` wraps it with the operations the API
-and the workers need; ``submit``/``requeue_orphans``/``reap`` keep the queue and the table in
-step (a lost message is found again from the table; a duplicate one is skipped by the claim).
+``get_huey(settings)`` → a SqliteHuey at ``settings.resolved_queue_url`` by default, a
+PriorityRedisHuey (a sorted set) when ``LAYERSCOPE_QUEUE_URL=redis://…``: on both, a higher
+priority is taken first and equals first in, first out. :class:`JobQueue` wraps it with the
+operations the API and the workers need.
+
+Information flows one way, from the table to the queue: every wake-up is sent for a job whose row
+is queued, at the priority its row gives (``store.jobs.wake_priority``; :func:`wake`, :func:`submit`,
+:func:`requeue_orphans`); a worker claims the job of a wake-up in one conditional UPDATE
+(``store.jobs.claim``), so a wake-up whose row is no longer queued (a duplicate, a cancelled job)
+is dropped. A lost wake-up (a Redis restarted without persistence, the queue down at a re-queue)
+is sent again from the table by :func:`requeue_orphans` (the API at start-up, every reaper pass).
+docs/DESIGN.md#jobs-and-the-queue has the decision.
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from threading import Lock
+from typing import TypeVar
 
-from huey import Huey, RedisHuey, SqliteHuey
+from huey import Huey, PriorityRedisHuey, RedisHuey, SqliteHuey
 from pydantic import BaseModel
+from redis.exceptions import RedisError, ResponseError
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,6 +40,7 @@ log = logging.getLogger(__name__)
 TASK_NAME = "layerscope.run_job"
 SQLITE_QUEUE_TIMEOUT_S = 30.0
 
+_T = TypeVar("_T")
 _hueys: dict[tuple[str, str], Huey] = {}
 _hueys_lock = Lock()
 
@@ -46,18 +57,12 @@ class QueueUnavailable(ConnectionError):
         self.stored = stored
 
 
-def _queue_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [OSError, sqlite3.Error]  # OSError includes ConnectionError
-    try:
-        from redis.exceptions import RedisError
+QUEUE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error, RedisError)  # OSError: ConnectionError too
 
-        errors.append(RedisError)
-    except ImportError:  # pragma: no cover - redis is a dependency
-        pass
-    return tuple(errors)
-
-
-QUEUE_ERRORS = _queue_errors()
+# A Redis queue written before priorities held there is a list at the key the priority queue (a
+# sorted set) uses: deleted, only while it still is a list (atomic). Its job ids were wake-ups:
+# requeue_orphans sends the queued jobs' again from the table.
+_DROP_FIFO_LIST = "if redis.call('TYPE', KEYS[1]).ok == 'list' then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def queue_kind(url: str) -> str:
@@ -82,10 +87,11 @@ def set_job_handler(handler: Callable[[int], None]) -> None:
 
 
 def make_huey(url: str, name: str = "layerscope") -> Huey:
-    """A new Huey for ``url`` with the ``run_job`` task registered."""
+    """A new Huey for ``url`` with the ``run_job`` task registered: a PriorityRedisHuey (Redis ≥ 5:
+    ZADD / BZPOPMIN) or a SqliteHuey, both taking the higher priority first."""
     kind = queue_kind(url)
     if kind == "redis":
-        huey: Huey = RedisHuey(name, url=url, results=False, blocking=True, read_timeout=1)
+        huey: Huey = PriorityRedisHuey(name, url=url, results=False, blocking=True, read_timeout=1)
     else:
         path = make_url(url).database
         if not path or path == ":memory:":
@@ -113,7 +119,7 @@ def get_huey(settings: Settings) -> Huey:
 
 
 class JobQueue:
-    """Job ids in, job ids out."""
+    """Job ids in (with a priority), job ids out: the highest priority first, equals in order."""
 
     def __init__(self, huey: Huey) -> None:
         self.huey = huey
@@ -127,23 +133,17 @@ class JobQueue:
         return "redis" if isinstance(self.huey, RedisHuey) else "sqlite"
 
     def enqueue(self, job_id: int, priority: int = 0) -> None:
-        """Put ``job_id`` on the queue; :class:`QueueUnavailable` when the queue is unreachable.
-        ``priority``: higher is dequeued first on the SQLite queue (Huey's task priority); a Redis
-        queue (a plain list) stays first in, first out."""
+        """Put ``job_id`` on the queue, taken before every id of a lower ``priority``;
+        :class:`QueueUnavailable` when the queue is unreachable. The API and the workers send
+        wake-ups through :func:`wake` / :func:`submit`, which read the priority from the job's row."""
         try:
-            # Redis's plain-list storage takes no priority (Huey raises NotImplementedError)
-            self.huey.run_job(int(job_id), priority=(priority or None) if self.kind == "sqlite" else None)
-        except QueueUnavailable:
-            raise
+            self._call(lambda: self.huey.run_job(int(job_id), priority=priority or None))
         except QUEUE_ERRORS as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise QueueUnavailable(
-                f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}", job_id=int(job_id)
-            ) from exc
+            raise self._unavailable(exc, job_id=int(job_id)) from exc
 
     def dequeue(self) -> int | None:
         """The next job id, or None (a Redis queue blocks up to 1 s; SQLite returns at once)."""
-        task = self.huey.dequeue()
+        task = self._call(self.huey.dequeue)
         if task is None:
             return None
         if not task.args:
@@ -154,12 +154,32 @@ class JobQueue:
     def pending_ids(self) -> set[int]:
         """Job ids waiting on the queue; :class:`QueueUnavailable` when it is unreachable."""
         try:
-            return {int(t.args[0]) for t in self.huey.pending() if t.args}
+            return {int(t.args[0]) for t in self._call(self.huey.pending) if t.args}
         except QUEUE_ERRORS as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise QueueUnavailable(
-                f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}"
-            ) from exc
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: BaseException, job_id: int | None = None) -> QueueUnavailable:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return QueueUnavailable(
+            f"the job queue ({self.kind}) is not reachable: {type(exc).__name__}: {first}", job_id=job_id
+        )
+
+    def _call(self, op: Callable[[], _T]) -> _T:
+        """``op()``; on a Redis key still holding an older version's first-in-first-out list
+        (WRONGTYPE), that list is dropped (``_DROP_FIFO_LIST``) and ``op`` tried once more."""
+        try:
+            return op()
+        except ResponseError as exc:
+            if not str(exc).startswith("WRONGTYPE") or self.kind != "redis":
+                raise
+            key = self.huey.storage.queue_key
+            if self.huey.storage.conn.eval(_DROP_FIFO_LIST, 1, key):
+                log.warning(
+                    "dropped the first-in-first-out Redis list %s of an older layerscope: its queued jobs "
+                    "are sent again, by priority, from the jobs table",
+                    key,
+                )
+            return op()
 
     def __len__(self) -> int:
         return int(self.huey.pending_count())
@@ -171,7 +191,19 @@ class JobQueue:
         self.huey.storage.flush_queue()
 
 
-# --- keeping the table and the queue in step --------------------------------------------------
+# --- wake-ups, sent from the table ----------------------------------------------------------
+
+
+def wake(factory: sessionmaker[Session], queue: JobQueue, ids: list[int]) -> list[int]:
+    """Send a wake-up for each of ``ids`` whose row is queued, at the priority its row gives
+    (``store.jobs.wake_priority``); returns the ids sent. :class:`QueueUnavailable` when the
+    queue is unreachable: the jobs stay queued in the table and :func:`requeue_orphans` sends
+    them once it is back."""
+    with factory() as s:
+        priorities = J.wake_priorities(s, ids)
+    for job_id, priority in priorities.items():
+        queue.enqueue(job_id, priority)
+    return list(priorities)
 
 
 def submit(
@@ -197,9 +229,9 @@ def submit(
         job.idempotency_key = idempotency_key  # unique: a concurrent twin fails here (IntegrityError)
         s.add(job)
         s.flush()
-        job_id = job.id
+        job_id, wake_priority = job.id, J.wake_priority(job.priority, job.started_at)
     try:
-        queue.enqueue(job_id, priority)
+        queue.enqueue(job_id, wake_priority)
     except QueueUnavailable as exc:
         stored = not _withdraw(factory, job_id)
         raise QueueUnavailable(str(exc), job_id=job_id, stored=stored) from exc
@@ -246,7 +278,8 @@ def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
 
 
 def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_seconds: float = 0.0) -> list[int]:
-    """Enqueue queued jobs whose id is not on the queue (an API restart, a lost message).
+    """Send the wake-up of each queued job that has none on the queue (an API restart, a lost
+    message, a queue down when the job was re-queued), at the priority its row gives.
 
     ``grace_seconds``: skip jobs enqueued more recently than this (a worker may be about to
     claim them). Returns the ids enqueued. An unreachable queue is logged, not raised: the jobs
@@ -254,18 +287,18 @@ def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_secon
     an API starting while Redis is down still starts."""
     older = utcnow() - timedelta(seconds=max(0.0, grace_seconds))  # a job retried later waits until then
     with session_scope(factory) as s:
-        ids = J.queued_ids(s, older_than=older)
-        prio = J.priorities(s, ids)
-    if not ids:
+        priorities = J.wake_priorities(s, older_than=older)
+    if not priorities:
         return []
     done: list[int] = []
     try:
         pending = queue.pending_ids()
-        for job_id in (i for i in ids if i not in pending):
-            queue.enqueue(job_id, prio.get(job_id, 0))
-            done.append(job_id)
+        for job_id, priority in priorities.items():
+            if job_id not in pending:
+                queue.enqueue(job_id, priority)
+                done.append(job_id)
     except QueueUnavailable as exc:
-        log.warning("%s: %d queued job(s) wait in the table until it is back", exc, len(ids) - len(done))
+        log.warning("%s: %d queued job(s) wait in the table until it is back", exc, len(priorities) - len(done))
     if done:
         with session_scope(factory) as s:
             J.mark_enqueued(s, done)
@@ -274,12 +307,11 @@ def requeue_orphans(factory: sessionmaker[Session], queue: JobQueue, grace_secon
 
 
 def reap(factory: sessionmaker[Session], queue: JobQueue, stale_after_seconds: float) -> tuple[list[int], list[int]]:
-    """Re-queue running jobs with a stale heartbeat while attempts remain (else fail them)."""
+    """Re-queue running jobs with a stale heartbeat while attempts remain (else fail them), and
+    wake them (:func:`wake`)."""
     with session_scope(factory) as s:
         requeued, failed = J.reap_stale(s, stale_after_seconds)
-        prio = J.priorities(s, requeued)
-    for job_id in requeued:
-        queue.enqueue(job_id, prio.get(job_id, 0))
+    wake(factory, queue, requeued)
     if requeued or failed:
         log.warning("reaper: re-queued %s, failed %s (stale heartbeat)", requeued, failed)
     return requeued, failed
@@ -295,8 +327,8 @@ def fan_out_suite(
     max_attempts: int,
 ) -> list[int]:
     """Create a suite's child train jobs and finish the suite job in ONE transaction, then
-    enqueue the children. A re-run suite job (its worker died after the commit) finds its
-    children already made and only enqueues the queued ones."""
+    wake the children (:func:`wake`). A re-run suite job (its worker died after the commit) finds
+    its children already made and wakes the queued ones only."""
     from sqlalchemy import select
 
     with session_scope(factory) as s:
@@ -331,8 +363,5 @@ def fan_out_suite(
         if not owned:
             s.rollback()
             return []
-    with session_scope(factory) as s:
-        to_enqueue = [(i, s.get_one(Job, i).priority) for i in ids if s.get_one(Job, i).state == J.QUEUED]
-    for job_id, priority in to_enqueue:
-        queue.enqueue(job_id, priority)
+    wake(factory, queue, ids)
     return ids

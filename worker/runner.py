@@ -38,11 +38,9 @@ from store.config import Settings
 from store.session import make_engine, make_sessionmaker
 from worker.packing import raise_if_stopping
 from worker.params import RebuildParams, SuiteParams, params_of
-from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler
+from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler, wake
 
 log = logging.getLogger(__name__)
-# a job handed back by a stopping worker is queued this far above its stored priority (0 or 10)
-RELEASED_AHEAD = 1
 
 Executor = Callable[[str, BaseModel, JobContext, Any], dict]
 
@@ -435,11 +433,10 @@ class Runner:
     def _release(self, ctx: DBJobContext) -> None:
         with self.factory() as s:
             released = J.release(s, ctx.job_id, ctx.worker, ctx.attempt)
-            priority = J.priorities(s, [ctx.job_id]).get(ctx.job_id, 0)
         if released:
-            # one above its peers: the interrupted run (its checkpoint on disk) is taken again before
-            # the runs queued behind it, not after them (a Redis queue, first in first out, cannot)
-            self.queue.enqueue(ctx.job_id, priority + RELEASED_AHEAD)
+            # ahead of its priority's others (store.jobs.wake_priority): the interrupted run, its
+            # checkpoint on disk, is taken again before the runs queued behind it
+            wake(self.factory, self.queue, [ctx.job_id])
             log.warning("job %s released back to the queue (worker stopping)", ctx.job_id)
 
     # -- the loop ------------------------------------------------------------------------------

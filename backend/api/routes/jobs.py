@@ -31,7 +31,7 @@ from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
 from worker.params import PARAMS_BY_KIND
-from worker.queue import QueueUnavailable, submit
+from worker.queue import QueueUnavailable, submit, wake
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
 
@@ -363,10 +363,12 @@ def cancel_job(job_id: JobIdPath, session: SessionDep) -> dict:
     dependencies=[WriteAuth],
     summary="Queue a failed or cancelled job again",
 )
-def retry_job(job_id: JobIdPath, session: SessionDep, settings: SettingsDep, queue: QueueDep) -> dict | JSONResponse:
+def retry_job(
+    job_id: JobIdPath, session: SessionDep, factory: FactoryDep, settings: SettingsDep, queue: QueueDep
+) -> dict | JSONResponse:
     job = J.retry(session, job_id)
     try:
-        queue.enqueue(job.id, job.priority)
+        wake(factory, queue, [job.id])
     except QueueUnavailable as exc:
         return _queue_down(exc, settings, retry=True)
     return _out(job)
