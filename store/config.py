@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     queue_url: str | None = Field(
         None, description="Huey storage: redis://... or sqlite:///path; default sqlite in <home>"
     )
-    queue_name: str = Field("layerscope", description="Huey queue name (one Redis list / SQLite queue)")
+    queue_name: str = Field("layerscope", description="Huey queue name (one Redis sorted set / SQLite queue)")
     store_dir: Path | None = Field(None, description="Model store folder; default <home>/store")
     host: str = "127.0.0.1"
     port: int = 8050

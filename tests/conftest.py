@@ -132,7 +132,7 @@ def redis_url(redis_err: str | None) -> str:
 
 @pytest.fixture
 def queue_name() -> Iterator[str]:
-    """A unique Huey queue name, so parallel test runs never share a Redis list."""
+    """A unique Huey queue name, so parallel test runs never share a Redis queue."""
     name = f"lstest{uuid.uuid4().hex[:10]}"
     yield name
     if redis_available():
