@@ -53,14 +53,21 @@ def suite_preset(suite: str, config_hashes: Iterable[str] | None = None) -> str 
     return suite if suite in PRESETS else None
 
 
-def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
-    """How many runs (random-init controls not counted) the suite's preset (:func:`suite_preset`)
-    expands to; None when it has none."""
+@functools.cache
+def _preset_runs(preset: str) -> int:
+    """How many runs (random-init controls not counted) ``preset`` expands to: the presets are
+    fixed tables, so once per process (``GET /api/suites`` asks on every page)."""
     from worker.params import SuiteParams
     from worker.presets import expand_suite
 
+    return len(expand_suite(SuiteParams(preset=preset, controls=False)))
+
+
+def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
+    """How many runs (random-init controls not counted) the suite's preset (:func:`suite_preset`)
+    expands to; None when it has none."""
     preset = suite_preset(suite, config_hashes)
-    return None if preset is None else len(expand_suite(SuiteParams(preset=preset, controls=False)))
+    return None if preset is None else _preset_runs(preset)
 
 
 def progress(runs: list[dict[str, Any]], preset_runs: int | None, in_flight: int = 0) -> dict[str, Any] | None:

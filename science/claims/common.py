@@ -116,6 +116,7 @@ class Data:
                 continue
             self.controls[(c["task"], c["family"], c.get("seed"), c.get("n_layers", max(curve) + 1))] = curve
         self.use_controls = bool(self.controls)
+        self.summaries: dict[tuple, dict[str, Any]] = {}  # (use_controls, run ids) → _summary's
         self.trained = [r for r in self.all_runs if is_trained(r.get("heldout_acc"), r.get("early_stop_acc"))]
         trained_ids = {r["id"] for r in self.trained}
         self.left_out = [
@@ -355,6 +356,15 @@ def _curve_cells(data: Data, tasks: Iterable[str]) -> dict[Cell, list[Mapping[st
 
 
 def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`_cell_summary` of the runs ``rs``, once per ``data`` and floor (claims 1–3 and the
+    descriptive cells read the same cells; shared: not to be changed)."""
+    key = (data.use_controls, tuple(r["id"] for r in rs))
+    if key not in data.summaries:
+        data.summaries[key] = _cell_summary(data, rs)
+    return data.summaries[key]
+
+
+def _cell_summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A cell's profile summary. Against each seed's random-init control when ``data.use_controls``
     and every seed has one (``floor`` = "control": the curve is then the seed-mean learned gain, its
     baseline 0); else against the majority rate (``floor`` = "majority"). ``majority_class`` is
@@ -369,7 +379,7 @@ def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     s["majority_class"] = s["profile_class"]
     s["floor"] = "majority"
     mc, base = s["curve"], s["baseline"]
-    s["classify"] = lambda rule: P.profile_class(mc, base, rule)
+    s["classify"] = P.classifier(mc, base)
     ctrls = [data.controls.get((r["task"], r["family"], r.get("seed"), max(c) + 1)) for r, c in zip(rs, curves)]
     known = [k for k in ctrls if k is not None]
     if (
@@ -382,7 +392,7 @@ def _summary(data: Data, rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         margin, mk = a["margin"], a["control_curve"]
         s.update({k: a[k] for k in ("profile_class", "class_votes", "metrics", "per_seed", "stability", "margin")})
         s["curve"], s["baseline"], s["floor"], s["control_curve"] = P.learned_gain(mc, mk), 0.0, "control", mk
-        s["classify"] = lambda rule: P.control_class(mc, mk, margin + (rule.flat_margin - P.FLAT_MARGIN), rule)
+        s["classify"] = P.control_classifier(mc, mk, margin)
     return s
 
 

@@ -73,10 +73,18 @@ layer at n = 4, which moves no cut on a 4-layer grid —, late share ± 0.1, fla
 from __future__ import annotations
 
 from layerscope_core.layers import depth  # the one definition (docs/SCIENCE.md#normalised-depth)
-from science.profiles.controls import CONTROL_SD_MULT, control_class, control_margin, control_metrics, learned_gain
+from science.profiles.controls import (
+    CONTROL_SD_MULT,
+    control_class,
+    control_classifier,
+    control_margin,
+    control_metrics,
+    learned_gain,
+)
 from science.profiles.curve import (
     auc,
     best_layer,
+    classifier,
     computation_floor,
     curve_defect,
     first_95,
@@ -122,6 +130,7 @@ __all__ = [
     "normalised_curve",
     "auc",
     "profile_class",
+    "classifier",
     "profile_metrics",
     "most_damaging_layer",
     "near_best_layers",
@@ -140,6 +149,7 @@ __all__ = [
     "learned_gain",
     "control_margin",
     "control_class",
+    "control_classifier",
     "control_metrics",
     "rules_within_margin",
     "class_stability",

@@ -3,13 +3,13 @@ of the gain (docs/SCIENCE.md#controls; the definitions: :mod:`science.profiles`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from science.profiles.curve import normalise_keys, profile_class, profile_metrics
+from science.profiles.curve import _profile_class, normalise_keys, profile_metrics
 from science.profiles.rule import DEFAULT_RULE, FLAT_MARGIN, MIN_GAIN, NOT_ABOVE_CONTROL, ClassRule
 
 CONTROL_SD_MULT = 3.0  # control margin = this many control-seed standard deviations (at least MIN_GAIN)
@@ -45,8 +45,26 @@ def control_class(
     """The class of the learned gain: :data:`NOT_ABOVE_CONTROL` when its largest value is below
     ``margin`` (``rule.flat_margin`` is replaced by it), else early / late / gradual on the gain
     with the floor 0."""
-    cls = profile_class(learned_gain(curve, control), 0.0, replace(rule, flat_margin=margin))
+    cls = _profile_class(learned_gain(curve, control), 0.0, rule, margin)
     return NOT_ABOVE_CONTROL if cls == "flat" else cls
+
+
+def control_classifier(
+    curve: Mapping[Any, float], control: Mapping[Any, float], margin: float
+) -> Callable[[ClassRule], str]:
+    """``rule → control_class(curve, control, margin + (rule.flat_margin − FLAT_MARGIN), rule)``:
+    the margin moves with the rule's flat margin (the class stability of a cell read against its
+    controls); the learned gain is taken once.
+
+    Raises:
+        ValueError: as :func:`learned_gain`, at once."""
+    g = learned_gain(curve, control)
+
+    def classify(rule: ClassRule) -> str:
+        cls = _profile_class(g, 0.0, rule, margin + (rule.flat_margin - FLAT_MARGIN))
+        return NOT_ABOVE_CONTROL if cls == "flat" else cls
+
+    return classify
 
 
 def control_metrics(

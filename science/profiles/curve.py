@@ -4,7 +4,7 @@ definitions: :mod:`science.profiles`). Pure Python + numpy, no torch."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,11 @@ def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION, baseli
     ``acc − f ≥ fraction · (max(acc) − f)``, ``f`` = ``baseline`` (the majority rate) or the
     curve's minimum. A curve with no gain (all equal to the floor) → its first layer, emb; a
     curve entirely below its floor has no gain to reach a share of → None."""
-    c = normalise_keys(curve)
+    return _first_95(normalise_keys(curve), fraction, baseline)
+
+
+def _first_95(c: dict[int, float], fraction: float, baseline: float | None) -> int | None:
+    """:func:`first_95` of a curve already through :func:`normalise_keys`."""
     f = floor_of(c, baseline)
     top = max(c.values())
     if top < f - 1e-12:
@@ -77,7 +81,10 @@ def first_95(curve: Mapping[Any, float], fraction: float = PEAK_FRACTION, baseli
 def computation_floor(curve: Mapping[Any, float], baseline: float | None = None) -> float:
     """``max(baseline, acc[emb])`` (``acc[emb]`` without a baseline): what is readable before any
     block has run, the floor late concentration is measured from."""
-    c = normalise_keys(curve)
+    return _computation_floor(normalise_keys(curve), baseline)
+
+
+def _computation_floor(c: dict[int, float], baseline: float | None) -> float:
     return c[-1] if baseline is None else max(float(baseline), c[-1])
 
 
@@ -86,9 +93,13 @@ def late_concentration(
 ) -> float | None:
     """Share of the blocks' gain (last layer − :func:`computation_floor`) made by the last block;
     None if that gain < ``min_gain``."""
-    c = normalise_keys(curve)
+    return _late_concentration(normalise_keys(curve), min_gain, baseline)
+
+
+def _late_concentration(c: dict[int, float], min_gain: float, baseline: float | None) -> float | None:
+    """:func:`late_concentration` of a curve already through :func:`normalise_keys`."""
     last = n_blocks(c) - 1
-    gain = c[last] - computation_floor(c, baseline)
+    gain = c[last] - _computation_floor(c, baseline)
     if gain < min_gain:
         return None
     return (c[last] - c[last - 1]) / gain
@@ -130,17 +141,32 @@ def curve_defect(curve: Mapping[Any, float]) -> str | None:
 def profile_class(curve: Mapping[Any, float], baseline: float | None = None, rule: ClassRule = DEFAULT_RULE) -> str:
     """``flat`` | ``early`` | ``late`` | ``gradual`` (checks in that order; :mod:`science.profiles`),
     with the thresholds of ``rule``."""
-    c = normalise_keys(curve)
-    if max(c.values()) - floor_of(c, baseline) < rule.flat_margin:
+    return _profile_class(normalise_keys(curve), baseline, rule, rule.flat_margin)
+
+
+def _profile_class(c: dict[int, float], baseline: float | None, rule: ClassRule, flat_margin: float) -> str:
+    """:func:`profile_class` of a curve already through :func:`normalise_keys`, ``flat_margin``
+    in the place of ``rule.flat_margin``."""
+    if max(c.values()) - floor_of(c, baseline) < flat_margin:
         return "flat"
-    f95 = first_95(c, rule.peak_fraction, baseline=baseline)
+    f95 = _first_95(c, rule.peak_fraction, baseline)
     d95 = None if f95 is None else depth(f95, n_blocks(c))  # None only for f95 None: a curve has no ALL_LAYERS key
     if d95 is not None and d95 <= rule.early_depth + 1e-12:
         return "early"
-    lc = late_concentration(c, baseline=baseline)
+    lc = _late_concentration(c, MIN_GAIN, baseline)
     if lc is not None and lc >= rule.late_share:
         return "late"
     return "gradual"
+
+
+def classifier(curve: Mapping[Any, float], baseline: float | None = None) -> Callable[[ClassRule], str]:
+    """``rule → profile_class(curve, baseline, rule)``, the curve checked once: for asking one
+    curve's class under many rules (:func:`science.profiles.class_stability`'s 81).
+
+    Raises:
+        ValueError: as :func:`normalise_keys`, at once."""
+    c = normalise_keys(curve)
+    return lambda rule: _profile_class(c, baseline, rule, rule.flat_margin)
 
 
 def profile_metrics(

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from science.profiles.controls import control_class, control_margin, control_metrics
+from science.profiles.controls import control_class, control_classifier, control_margin, control_metrics
 from science.profiles.curve import (
     LAYER_INDEX_METRICS,
     METRIC_NAMES,
+    classifier,
     curve_defect,
     layer_key,
     mean_curve,
@@ -23,7 +24,7 @@ from science.profiles.curve import (
     profile_class,
     profile_metrics,
 )
-from science.profiles.rule import FLAT_MARGIN, class_stability
+from science.profiles.rule import class_stability
 from science.stats import bounds_for, t_interval
 
 
@@ -75,7 +76,7 @@ def summarise_against_controls(
         "margin": margin,
         "profile_class": control_class(mc, mk, margin),
         "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
-        "stability": class_stability(lambda r: control_class(mc, mk, margin + (r.flat_margin - FLAT_MARGIN), r)),
+        "stability": class_stability(control_classifier(mc, mk, margin)),
         "metrics": _interval_metrics(per_seed, n_layers, confidence),
         "per_seed": per_seed,
         "control_curve": mk,
@@ -119,7 +120,7 @@ def summarise_profiles(
         "seeds": list(seeds) if seeds is not None else None,
         "profile_class": profile_class(mc, base) if mc is not None else None,
         "class_votes": dict(Counter(m["profile_class"] for m in per_seed)),
-        "stability": class_stability(lambda r: profile_class(mc, base, r)) if mc is not None else None,
+        "stability": class_stability(classifier(mc, base)) if mc is not None else None,
         "metrics": metrics,
         "per_seed": per_seed,
     }
