@@ -64,3 +64,14 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     dash_app = create_dash(api_url, "/", client=client)
     app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]  # a2wsgi's ASGI types, not Starlette's: one protocol
     app.state.dash = dash_app
+
+
+def warm_when_up(app: FastAPI) -> None:
+    """With the dashboard mounted: ``dashboard.warm`` in a background thread, which waits for the
+    server to answer, then runs each page's first draw once (the API's result cache then holds
+    what a first visitor asks for). Without the dashboard: nothing."""
+    dash_app = getattr(app.state, "dash", None)
+    if dash_app is not None:
+        from dashboard.warm import warm_in_background
+
+        warm_in_background(dash_app)

@@ -285,14 +285,13 @@ def suite_names(session: Session) -> list[str]:
 
 def imported_manifest(session: Session, suite: str) -> dict[str, Any] | None:
     """The manifest of the latest bundle imported into ``suite`` (stored at import), or None."""
-    rows = session.execute(select(Job).where(Job.kind == IMPORT_JOB_KIND).order_by(Job.id.desc())).scalars()
-    for job in rows:
-        if (
-            (job.params or {}).get("suite") == suite
-            and isinstance(job.result, dict)
-            and isinstance(job.result.get("manifest"), dict)
-        ):
-            return job.result["manifest"]
+    jobs = session.execute(select(Job.id, Job.params).where(Job.kind == IMPORT_JOB_KIND).order_by(Job.id.desc()))
+    for job_id, params in jobs.all():  # a manifest is large: only those of this suite's imports are read
+        if (params or {}).get("suite") != suite:
+            continue
+        result = session.execute(select(Job.result).where(Job.id == job_id)).scalar_one_or_none()
+        if isinstance(result, dict) and isinstance(result.get("manifest"), dict):
+            return result["manifest"]
     return None
 
 

@@ -16,13 +16,20 @@ The target is ≤ 1 s for the first response and the figure callback; the printe
 ``floor`` is the first response of ``/api/health`` measured in the same run, so machine load shows
 on both sides.
 
-    python benchmarks/bench_pages_studies.py [--out PATH]
+``layerscope serve`` warms itself once it answers (``dashboard/warm.py``: each page's first draw
+runs once, filling the API's result cache); the visits start when its log says the warm-up ended
+(the time it took is printed), as a visitor arriving after it would. ``--no-warm`` serves without
+the warm-up: every visit then pays its aggregates cold.
+
+    python benchmarks/bench_pages_studies.py [--no-warm] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +70,19 @@ def import_bundles(tmp: Path, url: str) -> float:
     return time.perf_counter() - t
 
 
+def wait_warm(log: Path, timeout_s: float = 600.0) -> float:
+    """Seconds until the server's log says its warm-up ended (``dashboard.warm``).
+
+    Raises:
+        RuntimeError: no such line within ``timeout_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if re.search(r"warm-up: \d+ first draws|warm-up skipped", log.read_text()):
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    raise RuntimeError(f"no warm-up line in {log} after {timeout_s:.0f} s")
+
+
 def visit(page, base: str, path: str, ready: str) -> tuple[float, float, float]:
     """(first response ms, figure drawn ms, slowest callback ms) of one cold visit."""
     page.goto(base + path, wait_until="commit")
@@ -78,14 +98,22 @@ def visit(page, base: str, path: str, ready: str) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown table here")
+    ap.add_argument("--no-warm", action="store_true", help="serve with --no-warm: every page visited cold")
+    ap.add_argument(
+        "--db", type=Path, default=None, help="a SQLite file with both studies imported (copied; not imported again)"
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
     tmp = Path(tempfile.mkdtemp(prefix="ls-bench-studies-"))
     url = f"sqlite:///{tmp / 'layerscope.db'}"
-    print(f"imported both studies in {import_bundles(tmp, url):.1f} s", flush=True)
-    server = Server(tmp, url, None)
+    if args.db:
+        shutil.copyfile(args.db, tmp / "layerscope.db")
+    else:
+        print(f"imported both studies in {import_bundles(tmp, url):.1f} s", flush=True)
+    server = Server(tmp, url, None, ["--no-warm"] if args.no_warm else [])
     try:
+        warm = None if args.no_warm else wait_warm(tmp / "serve.log")
         t = time.perf_counter()
         httpx.get(server.base + "/api/health", timeout=60)
         floor = (time.perf_counter() - t) * 1000
@@ -98,7 +126,8 @@ def main() -> None:
         server.stop()
     load = os.getloadavg()
     lines = [
-        f"floor (/api/health): {floor:.0f} ms; {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f}"
+        ("served cold (--no-warm)" if warm is None else f"warm-up ended {warm:.1f} s after the server answered")
+        + f"; floor (/api/health): {floor:.0f} ms; {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f}"
         f" / {load[2]:.1f}",
         "",
         "| page | first response (ms) | figure drawn (ms) | slowest callback (ms) |",

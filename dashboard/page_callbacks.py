@@ -58,6 +58,7 @@ class Page:
             self.app.callback(*outputs, [Input(b.cid, b.prop) for b in binds], Input(self.base_id, "data"))(
                 from_controls
             )
+            add_first_draw(self.app, lambda: fn(self.resolve(self.spec.defaults())))
             return fn
 
         return decorate
@@ -143,3 +144,19 @@ def register_length_options(app: Dash, lengths: LengthControl, *, suite_cid: str
         value = spec.value(lengths.key, current)
         new = lengths.resolve({"suite": suite, lengths.key: value})[lengths.key]
         return lengths.options(suite), (no_update if new == value else new)
+
+
+def add_first_draw(app: Dash, draw: Callable[[], Any]) -> None:
+    """Record ``draw()``: what a page's callback computes on a first visit with no query string
+    (its default state). ``dashboard.warm`` runs each once when the server starts, so the API's
+    result cache holds the aggregates a first visitor asks for."""
+    draws = getattr(app, "_layerscope_first_draws", None)
+    if draws is None:
+        draws = []
+        app._layerscope_first_draws = draws  # type: ignore[attr-defined]
+    draws.append(draw)
+
+
+def first_draws(app: Dash) -> list[Callable[[], Any]]:
+    """The draws :func:`add_first_draw` recorded, in the order the pages registered them."""
+    return list(getattr(app, "_layerscope_first_draws", []))

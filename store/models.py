@@ -46,6 +46,27 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+# the columns of ``runs`` the aggregates and the suite counts read of every run, suite first
+# (ix_runs_read): on SQLite a query of these alone reads the index, not the rows
+RUNS_READ_COLUMNS = (
+    "suite",
+    "id",
+    "task",
+    "family",
+    "seed",
+    "name",
+    "pretrained",
+    "n_layers",
+    "control",
+    "heldout_acc",
+    "early_stop_acc",
+    "best_heldout_acc",
+    "stop_reason",
+    "status",
+    "config_hash",
+)
+
+
 class Run(Base):
     """A trained (or fine-tuned) model: family, task, seed, configs, curves, behaviour."""
 
@@ -95,7 +116,14 @@ class Run(Base):
     notes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
-    __table_args__ = (Index("ix_runs_task_family_seed", "task", "family", "seed"),)
+    __table_args__ = (
+        Index("ix_runs_task_family_seed", "task", "family", "seed"),
+        # SQLite reads a column stored after loss_curve by walking its overflow pages (megabytes
+        # a run): the fingerprint of the result cache and the aggregates' joins read these
+        # indexes instead (migration 0011)
+        Index("ix_runs_created_at", "created_at"),
+        Index("ix_runs_read", *RUNS_READ_COLUMNS),
+    )
 
 
 class MeasureSettings(Base):

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from backend.api.queries import RunFilter, depth, layer_name, trained_clause
@@ -46,29 +46,70 @@ def _f(v: float | None) -> float | None:
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v)
 
 
+# what every aggregate reads of a run: columns of ix_runs_read only (store.models.RUNS_READ_COLUMNS)
+RUN_FIELDS = (
+    Run.id,
+    Run.task,
+    Run.family,
+    Run.pretrained,
+    Run.seed,
+    Run.n_layers,
+    trained_clause().label("trained"),
+    Run.suite,
+    Run.control,
+)
+CHUNK = 5000  # run ids per IN (…): far below every database's limit on bound parameters
+
+
+def read_runs(session: Session, flt: RunFilter) -> dict[int, Any]:
+    """id → the :data:`RUN_FIELDS` of each run ``flt`` selects, from ``runs`` alone. Joined to the
+    result rows instead, SQLite would read each run's record for its trained fields, which lie past
+    its loss curve (megabytes); alone, the query reads the index ``ix_runs_read``."""
+    return {r.id: r for r in session.execute(flt.apply(select(*RUN_FIELDS)))}
+
+
+def rows_of_runs(session: Session, q: Select, run_id: Any, ids: Sequence[int]) -> list[Any]:
+    """The rows of ``q`` whose ``run_id`` column is one of ``ids`` (asked :data:`CHUNK` ids at a time)."""
+    ids = sorted(ids)
+    return [row for i in range(0, len(ids), CHUNK) for row in session.execute(q.where(run_id.in_(ids[i : i + CHUNK])))]
+
+
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:
     """(run_id, task, family, pretrained, seed, n_layers, layer, eval_length, accuracy, majority,
     trained, selectivity, suite, control)."""
+    runs = read_runs(session, flt)
     q = select(
-        Run.id,
-        Run.task,
-        Run.family,
-        Run.pretrained,
-        Run.seed,
-        Run.n_layers,
+        ProbeResult.run_id,
         ProbeResult.layer,
         ProbeResult.eval_length,
         ProbeResult.accuracy,
         ProbeResult.majority_baseline,
-        trained_clause().label("trained"),
         ProbeResult.selectivity,
-        Run.suite,
-        Run.control,
-    ).join(Run, Run.id == ProbeResult.run_id)
-    q = flt.apply(q)
+    )
     if eval_length:
         q = q.where(ProbeResult.eval_length.in_(list(eval_length)))
-    return [tuple(r) for r in session.execute(q)]
+    out = []
+    for rid, layer, length, acc, maj, sel in rows_of_runs(session, q, ProbeResult.run_id, list(runs)):
+        r = runs[rid]
+        out.append(
+            (
+                rid,
+                r.task,
+                r.family,
+                r.pretrained,
+                r.seed,
+                r.n_layers,
+                layer,
+                length,
+                acc,
+                maj,
+                r.trained,
+                sel,
+                r.suite,
+                r.control,
+            )
+        )
+    return out
 
 
 def curves(session: Session, flt: RunFilter, eval_length: Sequence[int] | None = None) -> list[dict[str, Any]]:
@@ -288,6 +329,25 @@ def profiles_tidy(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- claims
 
 
+# a run's fields as the claims read them (science.claims.evaluate_claims), in this order
+CLAIM_RUN_KEYS = (
+    "id",
+    "task",
+    "family",
+    "seed",
+    "n_layers",
+    "pretrained",
+    "behaviour",
+    "heldout_acc",
+    "early_stop_acc",
+    "stop_reason",
+    "best_heldout_acc",
+    "steps",
+    "train_config",
+)
+RUN_BEFORE_CURVE = ("behaviour", "steps", "train_config")  # stored before loss_curve: read from the rows
+
+
 def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     """``science.claims.evaluate_claims`` on the stored runs (with their trained fields), probes and
     interventions at its evaluation length, and the ``state``-site patching rows, in words
@@ -297,26 +357,15 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     from science.plateau import stop_slope
 
     L = C.EVAL_LENGTH
-    run_cols = [
-        Run.id,
-        Run.task,
-        Run.family,
-        Run.seed,
-        Run.n_layers,
-        Run.pretrained,
-        Run.behaviour,
-        Run.heldout_acc,
-        Run.early_stop_acc,
-        Run.stop_reason,
-        Run.best_heldout_acc,
-        Run.steps,
-        Run.train_config,
-    ]
-    runs = [dict(r._mapping) for r in session.execute(flt.apply(select(*run_cols, Run.suite)))]
-    if len({_suite_key(r["suite"]) for r in runs}) > 1:
-        raise MixedSuites([r["suite"] for r in runs])
-    for r in runs:
-        del r["suite"]
+    # the runs from ix_runs_read (as read_runs), then the fields stored before their loss curves
+    light = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.heldout_acc]
+    light += [Run.early_stop_acc, Run.stop_reason, Run.best_heldout_acc, Run.suite]
+    rows = [dict(r._mapping) for r in session.execute(flt.apply(select(*light)))]
+    if len({_suite_key(r["suite"]) for r in rows}) > 1:
+        raise MixedSuites([r["suite"] for r in rows])
+    before = select(Run.id, Run.behaviour, Run.steps, Run.train_config)
+    stored = {row.id: row._mapping for row in rows_of_runs(session, before, Run.id, [r["id"] for r in rows])}
+    runs = [{k: (stored[r["id"]] if k in RUN_BEFORE_CURVE else r)[k] for k in CLAIM_RUN_KEYS} for r in rows]
     # the stage a stopped run ended at ("not learned … at the L 12 curriculum stage") and its slope at
     # the stop with its budget share (docs/SCIENCE.md#plateau); the loss curves of those runs only (a
     # whole study's curves are most of its runs table)
@@ -350,14 +399,9 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
         InterventionResult.rank_removed,
         InterventionResult.random_delta_pp,
     ]
-    interventions = [
-        dict(r._mapping)
-        for r in session.execute(
-            flt.apply(select(*iv_cols).join(Run, Run.id == InterventionResult.run_id)).where(
-                InterventionResult.eval_length == L
-            )
-        )
-    ]
+    ids = [r["id"] for r in runs]
+    iv = select(*iv_cols).where(InterventionResult.eval_length == L)
+    interventions = [dict(r._mapping) for r in rows_of_runs(session, iv, InterventionResult.run_id, ids)]
     pcols = [
         PatchingResult.run_id,
         PatchingResult.site,
@@ -366,14 +410,8 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
         PatchingResult.eval_length,
         PatchingResult.recovery,
     ]
-    patching = [
-        dict(r._mapping)
-        for r in session.execute(
-            flt.apply(select(*pcols).join(Run, Run.id == PatchingResult.run_id)).where(
-                PatchingResult.site == C.STATE_SITE
-            )
-        )
-    ]
+    pq = select(*pcols).where(PatchingResult.site == C.STATE_SITE)
+    patching = [dict(r._mapping) for r in rows_of_runs(session, pq, PatchingResult.run_id, ids)]
     return present_claims(C.evaluate_claims(runs, probes, interventions, patching, controls=controls))
 
 
@@ -385,7 +423,11 @@ class ResultCache:
 
     Result writes only ever insert new rows (a re-run deletes then inserts: new ids), so the
     largest ids plus the run count change whenever anything an aggregate reads changes. The
-    fingerprint costs four index look-ups; the aggregate over 1M rows costs seconds."""
+    fingerprint costs four index look-ups; the aggregate over 1M rows costs seconds.
+
+    One computation per key at a time: a request for a key being computed (the dashboard's
+    callbacks and a start-up warm-up ask for the same aggregates at once) waits for that result
+    instead of computing it again; if that computation fails, the next waiter computes."""
 
     def __init__(self, size: int = 64) -> None:
         from collections import OrderedDict
@@ -394,6 +436,7 @@ class ResultCache:
         self.size = size
         self._data: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = Lock()
+        self._running: dict[tuple, Any] = {}  # key → threading.Event set when its computation ends
         self.hits = self.misses = 0
 
     @staticmethod
@@ -412,16 +455,29 @@ class ResultCache:
         return tuple(session.execute(q).one())
 
     def get(self, session: Session, key: tuple, compute: Any) -> Any:
+        from threading import Event
+
         full = (key, self.fingerprint(session))
-        with self._lock:
-            if full in self._data:
-                self._data.move_to_end(full)
-                self.hits += 1
-                return self._data[full]
-        value = compute()
-        with self._lock:
-            self.misses += 1
-            self._data[full] = value
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-        return value
+        while True:
+            with self._lock:
+                if full in self._data:
+                    self._data.move_to_end(full)
+                    self.hits += 1
+                    return self._data[full]
+                running = self._running.get(full)
+                if running is None:
+                    done = self._running[full] = Event()
+                    break
+            running.wait()  # then read its result (or compute, had it failed)
+        try:
+            value = compute()
+            with self._lock:
+                self.misses += 1
+                self._data[full] = value
+                while len(self._data) > self.size:
+                    self._data.popitem(last=False)
+            return value
+        finally:
+            with self._lock:
+                del self._running[full]
+            done.set()

@@ -32,11 +32,18 @@ def serve(
             "/api/health and light reads stay fast (default 4: LAYERSCOPE_LIMIT_CONCURRENCY).",
         ),
     ] = None,
+    warm: Annotated[
+        bool,
+        typer.Option(
+            help="Once listening, compute what each dashboard page shows first (the suites' claims, "
+            "profiles and curves) into the API's result cache, so the first visitor waits for none of it.",
+        ),
+    ] = True,
 ) -> None:
     """Serve the API (/api) and the dashboard (/); `serve BUNDLE.zip`: a bundle, read-only."""
     import uvicorn
 
-    from backend.app import create_app
+    from backend.app import create_app, warm_when_up
 
     setup_logging()
     where = settings(host=host, port=port)
@@ -54,6 +61,8 @@ def serve(
         try:
             typer.echo(f"layerscope: {bundle} read into a temporary database, served read-only", err=True)
             announce(s)
+            if warm:
+                warm_when_up(application.app)
             uvicorn.run(application, host=s.host, port=s.port, log_level="info", access_log=False)
         finally:
             remove_temporary(s)
@@ -63,6 +72,8 @@ def serve(
         s = s.model_copy(update={"limit_concurrency": limit_concurrency})
     application = create_app(s, session_factory(s), dashboard=dashboard)
     announce(s)
+    if warm:
+        warm_when_up(application)
     uvicorn.run(application, host=s.host, port=s.port, log_level="info", access_log=False)
 
 

@@ -17,7 +17,7 @@ from dashboard.claims_table import claim_table
 from dashboard.components import Bind, api_alert
 from dashboard.controls import control_grid, suite_dropdown, suite_page
 from dashboard.figures.common import class_with_split
-from dashboard.page_callbacks import register_page
+from dashboard.page_callbacks import add_first_draw, register_page
 from dashboard.pages import PageDef
 from dashboard.state import F, PageState
 from dashboard.suites import default_suite, suite_placeholder
@@ -398,6 +398,8 @@ def register_claims(app, api: ApiClient, path_for) -> None:
     @app.callback(Output("cl-body", "children"), Input("cl-trigger", "data"), Input("cl-suite", "value"))
     def _claims(_, suite):
         return claims_body(api, suite, path_for)
+
+    add_first_draw(app, lambda: claims_body(api, None, path_for))  # the default suite's claims
 
     @app.callback(
         Output({"type": FULL, "claim": MATCH}, "children"),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -42,9 +43,16 @@ def rules_within_margin(
     margins: Mapping[str, float] = STABILITY_MARGINS, base: ClassRule = DEFAULT_RULE
 ) -> list[ClassRule]:
     """Every rule with each threshold at its value − margin, its value, or + margin (3⁴ = 81)."""
+    return list(_rules_within(tuple(sorted(margins.items())), base))
+
+
+@functools.lru_cache(maxsize=64)
+def _rules_within(margins: tuple[tuple[str, float], ...], base: ClassRule) -> tuple[ClassRule, ...]:
+    """:func:`rules_within_margin`, made once per (margins, base): every class stability asks."""
+    by_name = dict(margins)
     names = [f.name for f in fields(ClassRule)]
-    steps = [(-margins.get(n, 0.0), 0.0, margins.get(n, 0.0)) for n in names]
-    return [replace(base, **{n: getattr(base, n) + d for n, d in zip(names, ds)}) for ds in product(*steps)]
+    steps = [(-by_name.get(n, 0.0), 0.0, by_name.get(n, 0.0)) for n in names]
+    return tuple(replace(base, **{n: getattr(base, n) + d for n, d in zip(names, ds)}) for ds in product(*steps))
 
 
 def class_stability(

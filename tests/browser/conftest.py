@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -61,14 +61,15 @@ def server_env(tmp: Path, db_url: str) -> dict[str, str]:
 
 
 class Server:
-    def __init__(self, tmp: Path, db_url: str, summary: SeedSummary | None):
+    def __init__(self, tmp: Path, db_url: str, summary: SeedSummary | None, args: Sequence[str] = ()):
+        """``layerscope serve`` on a free port over ``db_url``; ``args``: more options of serve."""
         self.tmp, self.db_url, self.summary = tmp, db_url, summary
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = server_env(tmp, db_url)
         self.log = open(tmp / "serve.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [*layerscope_cmd(), "serve", "--port", str(self.port)],
+            [*layerscope_cmd(), "serve", "--port", str(self.port), *args],
             cwd=ROOT,
             env=self.env,
             stdout=self.log,

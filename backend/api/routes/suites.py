@@ -13,7 +13,7 @@ from sqlalchemy import select
 from starlette.convertors import Convertor, register_url_convertor
 
 from backend import housekeeping, study_parts
-from backend.api.deps import TOO_LARGE, UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from backend.api.deps import TOO_LARGE, UNAUTHORIZED, CacheDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from backend.api.queries import NotFound
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
 from backend.bundle import imported_manifest, imported_suites
@@ -126,27 +126,25 @@ def _measured_lengths(session: SessionDep) -> dict[str, tuple[list[int], list[in
     summary="Suites with their run counts (stored, trained, measured); imported or made here; "
     "for a preset suite, its progress against the preset (partial while runs remain)",
 )
-def list_suites(session: SessionDep) -> list[dict]:
+def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
+    # every column here is in ix_runs_read: on SQLite the query reads that index, not the rows
+    # (past each run's loss curve); the training lengths come from the rows, stored before it
     rows = session.execute(
-        select(
-            Run.suite,
-            Run.id,
-            Run.heldout_acc,
-            Run.early_stop_acc,
-            Run.status,
-            Run.config_hash,
-            Run.control,
-            Run.train_config,
-        )
+        select(Run.suite, Run.id, Run.heldout_acc, Run.early_stop_acc, Run.status, Run.config_hash, Run.control)
         .where(Run.suite.is_not(None))
         .order_by(Run.suite)
     ).all()
-    lengths = _measured_lengths(session)
-    measured = measured_run_ids(session, [r.id for r in rows])
+    train_lengths = dict(
+        session.execute(select(Run.id, Run.train_config["train_length"]).where(Run.suite.is_not(None))).all()
+    )
+    # read off the result rows alone: remembered until they change (the aggregates' fingerprint)
+    lengths = cache.get(session, ("suites", "lengths"), lambda: _measured_lengths(session))
+    ids = [r.id for r in rows]
+    measured = cache.get(session, ("suites", "measured", *ids), lambda: measured_run_ids(session, ids))
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
-    for suite, rid, acc, crit, status, chash, control, train_config in rows:
+    for suite, rid, acc, crit, status, chash, control in rows:
         d = out.setdefault(
             suite,
             dict(
@@ -162,7 +160,7 @@ def list_suites(session: SessionDep) -> list[dict]:
                 train_lengths=[],
             ),
         )
-        train_length = (train_config or {}).get("train_length")
+        train_length = train_lengths.get(rid)
         if isinstance(train_length, int) and train_length not in d["train_lengths"]:
             d["train_lengths"] = sorted([*d["train_lengths"], train_length])
         statuses.setdefault(suite, []).append({"status": status, "config_hash": chash, "control": control})
