@@ -139,13 +139,14 @@ def _serve_beside_worker(settings, factory, queue, device, executor, links: list
     """Start the worker process, serve the app until Ctrl-C / SIGTERM, then stop the worker."""
     import uvicorn
 
-    from backend.app import create_app
+    from backend.app import create_app, warm_when_up
 
     proc = None
     try:
         proc = supervision.start_worker(settings, device, executor)
         application = create_app(settings, factory, queue=queue)
         announce(settings)
+        warm_when_up(application)  # the pages' first aggregates computed before the first visit
         for line in links:
             typer.echo(line)
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again: SIGTERM (`kill`, `docker
