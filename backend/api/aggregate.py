@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.api.queries import RunFilter, depth, layer_name, trained_clause
+from backend.api.queries import RunFilter, depth, layer_name, rows_of_runs, trained_clause
 from science.claims import DECOUPLING_METHODS  # the first one present counts
 from science.stats import bounds_for, t_interval
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
@@ -58,7 +58,6 @@ RUN_FIELDS = (
     Run.suite,
     Run.control,
 )
-CHUNK = 5000  # run ids per IN (…): far below every database's limit on bound parameters
 
 
 def read_runs(session: Session, flt: RunFilter) -> dict[int, Any]:
@@ -66,12 +65,6 @@ def read_runs(session: Session, flt: RunFilter) -> dict[int, Any]:
     result rows instead, SQLite would read each run's record for its trained fields, which lie past
     its loss curve (megabytes); alone, the query reads the index ``ix_runs_read``."""
     return {r.id: r for r in session.execute(flt.apply(select(*RUN_FIELDS)))}
-
-
-def rows_of_runs(session: Session, q: Select, run_id: Any, ids: Sequence[int]) -> list[Any]:
-    """The rows of ``q`` whose ``run_id`` column is one of ``ids`` (asked :data:`CHUNK` ids at a time)."""
-    ids = sorted(ids)
-    return [row for i in range(0, len(ids), CHUNK) for row in session.execute(q.where(run_id.in_(ids[i : i + CHUNK])))]
 
 
 def probe_table(session: Session, flt: RunFilter, eval_length: Sequence[int] | None) -> list[tuple]:

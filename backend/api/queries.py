@@ -231,6 +231,16 @@ def patching_rows(
     return _result_rows(session, PatchingResult, run_id, n, order, eval_length, where=where)
 
 
+CHUNK = 5000  # run ids per IN (…): far below every database's limit on bound parameters
+
+
+def rows_of_runs(session: Session, q: Select, run_id: Any, ids: Sequence[int]) -> list[Any]:
+    """The rows of ``q`` whose ``run_id`` column is one of ``ids``, asked :data:`CHUNK` ids at a
+    time in ascending order (an ``ORDER BY`` of ``q`` that starts with ``run_id`` holds across)."""
+    ids = sorted(ids)
+    return [row for i in range(0, len(ids), CHUNK) for row in session.execute(q.where(run_id.in_(ids[i : i + CHUNK])))]
+
+
 RUN_CONTEXT = [Run.task, Run.family, Run.seed, Run.suite, Run.pretrained, Run.n_layers, Run.name.label("run_name")]
 
 
@@ -244,15 +254,21 @@ def results_across_runs(
 ) -> list[dict[str, Any]]:
     """Result rows of every run matching ``flt``, each with its run's task/family/seed/... (tidy)."""
     cols = [c for c in model.__table__.columns if c.key != "id" and (columns is None or c.key in columns)]
-    q = flt.apply(select(*cols, *RUN_CONTEXT).join(Run, Run.id == model.run_id))
+    # the runs alone (ix_runs_read on SQLite: a join would read each run's row past its loss curve)
+    runs = {r.id: r._mapping for r in session.execute(flt.apply(select(Run.id, *RUN_CONTEXT)))}
+    q = select(*cols, model.run_id.label("_run"))
     if eval_length:
         q = q.where(model.eval_length.in_(list(eval_length)))
     if method and hasattr(model, "method"):
         q = q.where(model.method.in_(list(method)))
     q = q.order_by(model.run_id, model.eval_length, model.layer)
     out = []
-    for r in session.execute(q):
+    taken = {c.key for c in cols}  # a run's field named as a result column's (seed) is "<name>_1", as a join names it
+    named = [(k, f"{k}_1" if k in taken else k) for k in (c.key for c in RUN_CONTEXT)]
+    for r in rows_of_runs(session, q, model.run_id, list(runs)):
         d = dict(r._mapping)
+        run = runs[d.pop("_run")]
+        d.update((as_, run[k]) for k, as_ in named)
         d["layer_name"] = layer_name(d["layer"])
         d["depth"] = depth(d["layer"], d["n_layers"])
         out.append(d)
