@@ -64,6 +64,7 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     dash_app = create_dash(api_url, "/", client=client)
     app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]  # a2wsgi's ASGI types, not Starlette's: one protocol
     app.state.dash = dash_app
+    app.state.dash_client = client
 
 
 def warm_when_up(app: FastAPI) -> None:
@@ -74,4 +75,4 @@ def warm_when_up(app: FastAPI) -> None:
     if dash_app is not None:
         from dashboard.warm import warm_in_background
 
-        warm_in_background(dash_app)
+        warm_in_background(dash_app, app.state.dash_client)

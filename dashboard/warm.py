@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from dash import Dash
 
-from dashboard.api_client import ApiError
+from dashboard.api_client import ApiClient, ApiError
 from dashboard.page_callbacks import first_draws
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 DASH_PATHS = ("/", "/_dash-layout", "/_dash-dependencies")
 
 
-def wait_until_up(api: Any, timeout_s: float, poll_s: float = 0.25) -> bool:
+def wait_until_up(api: ApiClient, timeout_s: float, poll_s: float = 0.25) -> bool:
     """True once ``api.health()`` answers; False after ``timeout_s`` seconds without."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -42,15 +42,15 @@ def wait_until_up(api: Any, timeout_s: float, poll_s: float = 0.25) -> bool:
             time.sleep(poll_s)
 
 
-def warm(app: Dash, *, timeout_s: float = 120.0) -> dict[str, Any]:
+def warm(app: Dash, api: ApiClient, *, timeout_s: float = 120.0) -> dict[str, Any]:
     """Wait for the server (at most ``timeout_s``), then ask for Dash's first pages and run every
-    page's first draw once. A draw that fails is logged and skipped: warming is an optimisation.
+    page's first draw once. ``api``: the client the dashboard ``app`` was made with. A draw that
+    fails is logged and skipped: warming is an optimisation.
 
     Returns:
         ``{up: bool, draws: N run, failed: N failed, seconds: wall time}``.
     """
     t0 = time.perf_counter()
-    api = app._layerscope_client  # type: ignore[attr-defined]
     if not wait_until_up(api, timeout_s):
         log.warning("warm-up skipped: the server did not answer within %.0f s", timeout_s)
         return {"up": False, "draws": 0, "failed": 0, "seconds": time.perf_counter() - t0}
@@ -73,10 +73,10 @@ def warm(app: Dash, *, timeout_s: float = 120.0) -> dict[str, Any]:
     return out
 
 
-def warm_in_background(app: Dash, *, timeout_s: float = 120.0) -> threading.Thread:
+def warm_in_background(app: Dash, api: ApiClient, *, timeout_s: float = 120.0) -> threading.Thread:
     """:func:`warm` in a daemon thread (started; returned)."""
     thread = threading.Thread(
-        target=warm, args=(app,), kwargs={"timeout_s": timeout_s}, name="layerscope-warm", daemon=True
+        target=warm, args=(app, api), kwargs={"timeout_s": timeout_s}, name="layerscope-warm", daemon=True
     )
     thread.start()
     return thread

@@ -19,15 +19,15 @@ def _dashboard_on(api) -> tuple:
 
     # port 9 (discard): Dash's own pages, asked over the network, are refused at once and skipped
     client = ApiClient("http://127.0.0.1:9", transport=httpx.MockTransport(handler))
-    return create_dash("http://127.0.0.1:9", client=client), api.app.state.aggregate_cache
+    return create_dash("http://127.0.0.1:9", client=client), client, api.app.state.aggregate_cache
 
 
 def test_warm_up_runs_every_first_draw_and_caches_what_they_ask(api) -> None:
     seed_runs(api.factory)
-    dash_app, cache = _dashboard_on(api)
+    dash_app, client, cache = _dashboard_on(api)
     draws = first_draws(dash_app)
     assert len(draws) >= 5  # the figures of /curves, /reversal, /probe-vs-causal, /patching and /claims
-    out = warm(dash_app, timeout_s=30)
+    out = warm(dash_app, client, timeout_s=30)
     assert out["up"] and out["draws"] == len(draws) and out["failed"] == 0
     assert cache.misses > 0  # claims, profiles and curves computed
     misses, hits = cache.misses, cache.hits
@@ -41,5 +41,5 @@ def test_warm_up_gives_up_when_the_server_never_answers() -> None:
         raise httpx.ConnectError("refused", request=request)
 
     client = ApiClient("http://127.0.0.1:9", transport=httpx.MockTransport(refuse))
-    out = warm(create_dash("http://127.0.0.1:9", client=client), timeout_s=0)
+    out = warm(create_dash("http://127.0.0.1:9", client=client), client, timeout_s=0)
     assert out["up"] is False and out["draws"] == 0

@@ -255,7 +255,8 @@ def results_across_runs(
     """Result rows of every run matching ``flt``, each with its run's task/family/seed/... (tidy)."""
     cols = [c for c in model.__table__.columns if c.key != "id" and (columns is None or c.key in columns)]
     # the runs alone (ix_runs_read on SQLite: a join would read each run's row past its loss curve)
-    runs = {r.id: r._mapping for r in session.execute(flt.apply(select(Run.id, *RUN_CONTEXT)))}
+    context = select(Run.id, *RUN_CONTEXT)
+    runs = {r.id: r._mapping for r in session.execute(flt.apply(context))}
     q = select(*cols, model.run_id.label("_run"))
     if eval_length:
         q = q.where(model.eval_length.in_(list(eval_length)))
@@ -264,7 +265,7 @@ def results_across_runs(
     q = q.order_by(model.run_id, model.eval_length, model.layer)
     out = []
     taken = {c.key for c in cols}  # a run's field named as a result column's (seed) is "<name>_1", as a join names it
-    named = [(k, f"{k}_1" if k in taken else k) for k in (c.key for c in RUN_CONTEXT)]
+    named = [(k, f"{k}_1" if k in taken else k) for k in list(context.selected_columns.keys())[1:]]
     for r in rows_of_runs(session, q, model.run_id, list(runs)):
         d = dict(r._mapping)
         run = runs[d.pop("_run")]

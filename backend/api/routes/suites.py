@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 from fastapi.exceptions import RequestValidationError
@@ -134,7 +134,7 @@ def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
         .where(Run.suite.is_not(None))
         .order_by(Run.suite)
     ).all()
-    train_lengths = dict(
+    train_lengths: dict[int, Any] = dict(
         session.execute(select(Run.id, Run.train_config["train_length"]).where(Run.suite.is_not(None))).all()
     )
     # read off the result rows alone: remembered until they change (the aggregates' fingerprint)
@@ -144,7 +144,8 @@ def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
     imported = imported_suites(session)
     out: dict[str, dict] = {}
     statuses: dict[str, list[dict]] = {}
-    for suite, rid, acc, crit, status, chash, control in rows:
+    for named, rid, acc, crit, status, chash, control in rows:
+        suite = cast(str, named)  # the query keeps runs with a suite only
         d = out.setdefault(
             suite,
             dict(
