@@ -98,7 +98,8 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
         Wz = th[: K * D].view(K, D)
         b = th[K * D :]
         W = Wz @ M  # [K, D] float64, standardised coordinates
-        logits = (d.raw_weights(W).to(dt) @ Xt).double().add_(b.unsqueeze(1))  # [K, N]
+        # [K, N] float64: the float32 product widened as the intercepts are added (one pass)
+        logits = torch.add(d.raw_weights(W).to(dt) @ Xt, b.unsqueeze(1))
         logp = torch.log_softmax(logits, 0)  # one pass over the classes of each row
         loss = -(logp * Yt).sum() / N + 0.5 * lam * (W * W).sum()
         R = logp.exp_().sub_(Yt).div_(N)  # residuals P − Y, scaled: [K, N]
@@ -220,7 +221,7 @@ def minimise(
         """``(F · loss, F · ∇ in θ)`` at ``th``; raises :class:`Stop` where ``max|∇| ≤ tol``."""
         loss, g_std, g_b, _ = evaluate(th)
         grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
-        last["gmax"] = max(float(g_std.abs().max()), float(g_b.abs().max()))
+        last["gmax"] = float(torch.maximum(g_std.abs().max(), g_b.abs().max()))  # one read-back
         last["evals"] += 1
         if last["gmax"] <= tol:
             raise Stop
