@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         n_dev = X.shape[0] // 5
         Xtr, ytr = X[perm[n_dev:]], y[perm[n_dev:]]
         fit_probe(X[:2000], y[:2000], C)  # one-off start-up costs out of the timings
-        times = {name: {"probe": [], "inlp": []} for name in SOLVERS}
+        times: dict[str, dict[str, list[float]]] = {name: {"probe": [], "inlp": []} for name in SOLVERS}
         last = {}
         for rep in range(args.repeats):
             for name in list(SOLVERS) if rep % 2 == 0 else list(SOLVERS)[::-1]:
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name in SOLVERS:
             pf, f, p, e = last[name]
-            p_floor = design_floor(*Xtr.shape, rates) + pf.eval_floor(rates)
+            p_floor = design_floor(Xtr.shape[0], Xtr.shape[1], rates) + pf.eval_floor(rates)
             i_floor = inlp_floor(f, Xtr.shape[0], n_dev, X.shape[1], int(torch.unique(y).numel()), rates)
             tp, ti = statistics.median(times[name]["probe"]), statistics.median(times[name]["inlp"])
             print(
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ti / i_floor:.2f} | {e.rank_removed} |"
             )
         (_, _, p0, e0), (_, _, p1, e1) = last.values()
-        same = torch.equal(p0.W, p1.W) and torch.equal(e0.left, e1.left) and e0.info == e1.info
+        same = torch.equal(p0.W, p1.W) and e0.info == e1.info
+        same = same and e0.left is not None and e1.left is not None and torch.equal(e0.left, e1.left)
         print(f"\nsame probe weights, INLP directions and rounds bit for bit: {same}\n")
     return 0
 

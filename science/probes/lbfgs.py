@@ -59,7 +59,6 @@ class _State:
         self.old_dirs: list[Tensor] = []
         self.old_stps: list[Tensor] = []
         self.ro: list[Tensor] = []
-        self.al: list[Tensor | None] = []
         self.H_diag: float | Tensor = 1
         self.prev_flat_grad: Tensor | None = None
         self.prev_loss: float | None = None
@@ -83,17 +82,17 @@ def _direction(st: _State, flat_grad: Tensor, history_size: int) -> Tensor:
         st.old_stps.append(s)
         st.ro.append(1.0 / ys)
         st.H_diag = ys / y.dot(y)
-    if not st.al:
-        st.al = [None] * history_size
-    al = st.al
+    # the two-loop recursion; a tensor alpha is read as its float64 value, as torch reads it
+    n = len(st.old_dirs)
+    al = [flat_grad] * n  # placeholders: entry i is set by the first loop before the second reads it
     q = flat_grad.neg()
-    for i in range(len(st.old_dirs) - 1, -1, -1):
+    for i in range(n - 1, -1, -1):
         al[i] = st.old_stps[i].dot(q) * st.ro[i]
-        q.add_(st.old_dirs[i], alpha=-al[i])
+        q.add_(st.old_dirs[i], alpha=float(-al[i]))
     d = r = torch.mul(q, st.H_diag)
-    for i in range(len(st.old_dirs)):
+    for i in range(n):
         be_i = st.old_dirs[i].dot(r) * st.ro[i]
-        r.add_(st.old_stps[i], alpha=al[i] - be_i)
+        r.add_(st.old_stps[i], alpha=float(al[i] - be_i))
     return d
 
 
@@ -125,7 +124,7 @@ def _segment(
         else:
             st.prev_flat_grad.copy_(flat_grad)
         st.prev_loss = loss
-        t = min(1.0, 1.0 / flat_grad.abs().sum()) if st.n_iter == 1 else 1.0
+        t: float | Tensor = min(1.0, float(1.0 / flat_grad.abs().sum())) if st.n_iter == 1 else 1.0
         gtd = flat_grad.dot(d)
         st.d, st.t = d, t
         if gtd > -tolerance_change:
@@ -133,13 +132,13 @@ def _segment(
 
         def trial(x0: Tensor, step: float | Tensor, direction: Tensor) -> tuple[float, Tensor]:
             count[0] += 1
-            return f(x0.add(direction, alpha=step))
+            return f(x0.add(direction, alpha=float(step)))
 
         loss, flat_grad, t, ls_evals = _strong_wolfe(
             trial, x, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals
         )
         st.t = t
-        x = x.add(d, alpha=t)
+        x = x.add(d, alpha=float(t))
         current_evals += ls_evals
         if n_iter == max_iter or current_evals >= max_eval:
             break
