@@ -1,8 +1,10 @@
 """The probe's solver: full-batch L-BFGS on the standardised objective of
 :mod:`science.probes.linear`, in whitened coordinates (docs/SCIENCE.md#probes).
 
-Solver: ``torch.optim.LBFGS`` with a strong-Wolfe line search (Nocedal & Wright 2006,
-*Numerical Optimization*, Alg. 7.4–7.5 and 3.5–3.6) in **whitened coordinates**: a change of variables
+Solver: ``torch.optim.LBFGS``'s iteration with a strong-Wolfe line search (Nocedal & Wright 2006,
+*Numerical Optimization*, Alg. 7.4–7.5 and 3.5–3.6), run on the flat parameter vector by
+:func:`science.probes.lbfgs.lbfgs` (the same iterates bit for bit, without torch's per-parameter
+bookkeeping; ``minimise(reference=True)`` runs ``torch.optim.LBFGS`` itself), in **whitened coordinates**: a change of variables
 ``W = W_z · L⁻¹`` with ``L Lᵀ = Σ̃ + λ_e I`` the Cholesky factor of the covariance ``Σ̃`` of the
 standardised features, shifted by ``λ_e = max(λ, 1e-10·max diag Σ̃)`` (the shift at the penalty
 strength keeps the map invertible; :func:`whitening`). This is
@@ -33,6 +35,7 @@ import torch
 from torch import Tensor
 
 from science.probes.design import Design
+from science.probes.lbfgs import Stop, lbfgs
 
 DEFAULT_TOL = 1e-4
 HISTORY_SIZE = 10
@@ -54,10 +57,6 @@ class SolverResult:
     n_iter: int = 0
     n_evals: int = 0
     grad_max: float = 0.0
-
-
-class _Converged(Exception):
-    """Raised by the closure at the first evaluated point that meets the criterion."""
 
 
 def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
@@ -99,7 +98,8 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
         Wz = th[: K * D].view(K, D)
         b = th[K * D :]
         W = Wz @ M  # [K, D] float64, standardised coordinates
-        logits = (d.raw_weights(W).to(dt) @ Xt).double().add_(b.unsqueeze(1))  # [K, N]
+        # [K, N] float64: the float32 product widened as the intercepts are added (one pass)
+        logits = torch.add(d.raw_weights(W).to(dt) @ Xt, b.unsqueeze(1))
         logp = torch.log_softmax(logits, 0)  # one pass over the classes of each row
         loss = -(logp * Yt).sum() / N + 0.5 * lam * (W * W).sum()
         R = logp.exp_().sub_(Yt).div_(N)  # residuals P − Y, scaled: [K, N]
@@ -113,19 +113,22 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     return evaluate
 
 
-def _run_lbfgs(
-    theta: Tensor, closure: Callable[[], Tensor], max_iter: int, history_size: int
-) -> tuple[bool, torch.optim.LBFGS]:
-    """Step L-BFGS on ``theta`` until the closure raises :class:`_Converged` (→ True), the
-    iteration budget is spent, or torch's stall test (``tolerance_change``) has ended a step
-    early twice (→ False); also returns the optimiser (its state counts the iterations).
+def _run_torch_lbfgs(
+    theta: Tensor, scaled: Callable[[Tensor], tuple[Tensor, Tensor]], max_iter: int, history_size: int
+) -> tuple[bool, int, Tensor]:
+    """The reference run: ``torch.optim.LBFGS`` on ``theta`` (strong-Wolfe line search), stepped
+    until ``scaled`` raises :class:`Stop` (→ True), the iteration budget is spent, or torch's
+    stall test (``tolerance_change``) has ended a step early twice (→ False); also returns the
+    iterations made and where the run ended. :func:`science.probes.lbfgs.lbfgs` makes the same
+    iterates without torch's per-parameter bookkeeping (and without the evaluation that each
+    ``step`` makes again at its start); ``minimise(reference=True)`` runs this instead.
 
     Stopping: torch's gradient test is off (tolerance_grad=0; it would test the whitened
-    gradient, not the standardised one). The closure raises _Converged at the first
-    evaluated point — an iterate or a line-search trial point, where LBFGS leaves the
-    parameters when the closure raises — whose standardised gradient meets the criterion.
-    torch's stall tests (tolerance_change) end a step() early; one restart is tried.
+    gradient, not the standardised one). The closure raises at the first evaluated point — an
+    iterate or a line-search trial point, where LBFGS leaves the parameters when the closure
+    raises — whose standardised gradient meets the criterion.
     """
+    theta = theta.clone().requires_grad_(True)
     opt = torch.optim.LBFGS(
         [theta],
         lr=1.0,
@@ -135,22 +138,35 @@ def _run_lbfgs(
         tolerance_change=1e-14,
         line_search_fn="strong_wolfe",
     )
+
+    def closure() -> Tensor:
+        with torch.no_grad():
+            loss, theta.grad = scaled(theta.detach())
+        return loss
+
+    def iterations() -> int:
+        return int(opt.state[theta].get("n_iter", 0)) if opt.state else 0
+
     early_stops = 0
     try:
         closure()
         while True:
-            done = int(opt.state[theta].get("n_iter", 0))
+            done = iterations()
             if done >= max_iter or early_stops >= 2:
                 break
             group = opt.param_groups[0]
             group["max_iter"] = max_iter - done
             group["max_eval"] = int((max_iter - done) * 1.25) + 25
             opt.step(closure)
-            ran = int(opt.state[theta].get("n_iter", 0)) - done
+            ran = iterations() - done
             early_stops = early_stops + 1 if ran < max_iter - done else early_stops
-    except _Converged:
-        return True, opt
-    return False, opt
+    except Stop:
+        return True, iterations(), theta.detach()
+    return False, iterations(), theta.detach()
+
+
+def _as_float(out: tuple[Tensor, Tensor]) -> tuple[float, Tensor]:
+    return float(out[0]), out[1]
 
 
 def minimise(
@@ -164,6 +180,7 @@ def minimise(
     max_iter: int,
     history_size: int,
     init: tuple[Tensor, Tensor] | None = None,
+    reference: bool = False,
 ) -> SolverResult:
     """Minimise the standardised objective over K ≥ 2 classes.
 
@@ -176,6 +193,8 @@ def minimise(
         tol, max_iter, history_size: as :func:`science.probes.fit_probe`.
         init: a warm start ``(W [K, D], b [K])`` in standardised coordinates (float64), instead
             of ``W = 0`` and the log prior.
+        reference: run ``torch.optim.LBFGS`` itself (:func:`_run_torch_lbfgs`) instead of the flat
+            :func:`science.probes.lbfgs.lbfgs`: the same iterates, slower.
     """
     dev = d.Xt.device
     D, N = d.Xt.shape
@@ -190,29 +209,30 @@ def minimise(
         if bool(W0.any()):  # W = W_z M, so W_z = W M⁻¹
             theta[: K * D] = torch.linalg.solve(MT, W0.T).T.reshape(-1)
         theta[K * D :] = b0
-    theta.requires_grad_(True)
     Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
     Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
     evaluate = _objective(d, Y, M, lam)
-    last: dict[str, float] = {}
+    last: dict[str, float] = {"evals": 0}
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
     # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.
     F = 1.0 / tol if tol > 0 else 1e8
 
-    def closure() -> Tensor:
-        with torch.no_grad():
-            loss, g_std, g_b, _ = evaluate(theta)
-            theta.grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
-            last["gmax"] = max(float(g_std.abs().max()), float(g_b.abs().max()))
-            last["evals"] = last.get("evals", 0) + 1
+    def scaled(th: Tensor) -> tuple[Tensor, Tensor]:
+        """``(F · loss, F · ∇ in θ)`` at ``th``; raises :class:`Stop` where ``max|∇| ≤ tol``."""
+        loss, g_std, g_b, _ = evaluate(th)
+        grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
+        last["gmax"] = float(torch.maximum(g_std.abs().max(), g_b.abs().max()))  # one read-back
+        last["evals"] += 1
         if last["gmax"] <= tol:
-            raise _Converged
-        return loss * F
+            raise Stop
+        return loss * F, grad
 
-    converged, opt = _run_lbfgs(theta, closure, max_iter, history_size)
-    n_iter = int(opt.state[theta].get("n_iter", 0)) if opt.state else 0
     with torch.no_grad():
-        th = theta.detach()
+        if reference:  # torch.optim.LBFGS itself (tests hold the flat run equal to it)
+            converged, n_iter, th = _run_torch_lbfgs(theta, scaled, max_iter, history_size)
+        else:
+            run = lbfgs(lambda th: _as_float(scaled(th)), theta, max_iter=max_iter, history_size=history_size)
+            converged, n_iter, th = run.stopped, run.n_iter, run.x
         W = th[: K * D].view(K, D) @ M
         b = th[K * D :]
     return SolverResult(W, b, converged, n_iter, int(last["evals"]), last["gmax"])

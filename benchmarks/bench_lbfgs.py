@@ -1,0 +1,92 @@
+"""The probe's flat L-BFGS against ``torch.optim.LBFGS``, interleaved in one process.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_lbfgs.py --tasks parity s3 --repeats 3
+
+On the synthetic states of ``benchmarks/bench_inlp.py`` (``[20000, 160]``, 2 or 6 classes) it
+times one probe (``fit_probe`` on 80 % of the rows) and one INLP fit (``fit_edit('inlp')``)
+with the solver's flat L-BFGS (``science.probes.lbfgs``, the default) and with
+``torch.optim.LBFGS`` itself (``minimise(reference=True)``), alternating the two ``--repeats``
+times in this process — on a loaded machine both see the same load — and prints CPU seconds
+(medians), the L-BFGS evaluations, each fit against its floor (``benchmarks/floors.py``, rates
+measured in this process) and whether the two give the same weights and rank bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_inlp import _synthetic
+from benchmarks.floors import counting_fits, design_floor, inlp_floor, machine_rates
+from science.interventions import fit_edit
+from science.probes import (
+    fit_probe,
+    linear,
+    solver,
+)
+
+SOLVERS = {"torch.optim.LBFGS": True, "flat lbfgs": False}  # name → minimise(reference=...)
+
+
+def _use(reference: bool) -> None:
+    real = solver.minimise
+    linear.minimise = (lambda *a, **kw: real(*a, **kw, reference=True)) if reference else real
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", default=["parity", "s3"])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    for task in args.tasks:
+        blob = _synthetic(task, 1)
+        X, y, C = blob["X"], blob["y"], blob["n_classes"]
+        perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(0))
+        n_dev = X.shape[0] // 5
+        Xtr, ytr = X[perm[n_dev:]], y[perm[n_dev:]]
+        fit_probe(X[:2000], y[:2000], C)  # one-off start-up costs out of the timings
+        times: dict[str, dict[str, list[float]]] = {name: {"probe": [], "inlp": []} for name in SOLVERS}
+        last = {}
+        for rep in range(args.repeats):
+            for name in list(SOLVERS) if rep % 2 == 0 else list(SOLVERS)[::-1]:
+                _use(SOLVERS[name])
+                with counting_fits() as pf:
+                    t = time.process_time()
+                    p = fit_probe(Xtr, ytr, C)
+                    times[name]["probe"].append(time.process_time() - t)
+                with counting_fits() as f:
+                    t = time.process_time()
+                    e = fit_edit("inlp", X, y, C, seed=0)
+                    times[name]["inlp"].append(time.process_time() - t)
+                last[name] = (pf, f, p, e)
+        _use(False)
+        rates = machine_rates()
+        print(f"## {blob['task']}: X {tuple(X.shape)}; rates {rates.gflops:.0f} GFLOP/s, {rates.gbps:.1f} GB/s\n")
+        print("| solver | probe CPU s | evaluations | / floor | INLP CPU s | evaluations | / floor | rank |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name in SOLVERS:
+            pf, f, p, e = last[name]
+            p_floor = design_floor(Xtr.shape[0], Xtr.shape[1], rates) + pf.eval_floor(rates)
+            i_floor = inlp_floor(f, Xtr.shape[0], n_dev, X.shape[1], int(torch.unique(y).numel()), rates)
+            tp, ti = statistics.median(times[name]["probe"]), statistics.median(times[name]["inlp"])
+            print(
+                f"| {name} | {tp:.3f} | {pf.evals} | {tp / p_floor:.2f} | {ti:.2f} | {f.evals} | "
+                f"{ti / i_floor:.2f} | {e.rank_removed} |"
+            )
+        (_, _, p0, e0), (_, _, p1, e1) = last.values()
+        same = torch.equal(p0.W, p1.W) and e0.info == e1.info
+        same = same and e0.left is not None and e1.left is not None and torch.equal(e0.left, e1.left)
+        print(f"\nsame probe weights, INLP directions and rounds bit for bit: {same}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
