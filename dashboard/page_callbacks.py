@@ -153,7 +153,7 @@ def add_first_draw(app: Dash, draw: Callable[[], Any]) -> None:
     draws = getattr(app, "_layerscope_first_draws", None)
     if draws is None:
         draws = []
-        app._layerscope_first_draws = draws  # type: ignore[attr-defined]
+        app._layerscope_first_draws = draws  # type: ignore[attr-defined]  # Dash has no slot for app-level state; the warm-up reads it back
     draws.append(draw)
 
 
