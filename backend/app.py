@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api.main import allowed_methods
 from backend.api.main import create_app as create_api
-from store.config import Settings, get_settings
+from store.settings import Settings, get_settings
 from worker.queue import JobQueue
 
 log = logging.getLogger(__name__)

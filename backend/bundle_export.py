@@ -113,7 +113,7 @@ def _no_runs(session: Session, suite: str, found: str) -> LookupError | ValueErr
 
 def _profiles(session: Session, suite: str) -> list[dict[str, Any]]:
     """The suite's layer profiles exactly as ``GET /api/profiles?suite=`` serves them."""
-    from backend.api.aggregate import profiles
+    from backend.api.across_seeds import profiles
     from backend.api.queries import RunFilter
 
     return profiles(session, RunFilter(suite=[suite]))
@@ -465,7 +465,7 @@ def _in_flight(runs: list[dict[str, Any]], suite: str, store_dir: Path | None) -
     command, gets its preset job's note."""
     from backend.study_parts import suite_preset
     from worker import in_flight
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     stored = [r["config_hash"] for r in runs if r.get("config_hash")]

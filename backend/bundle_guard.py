@@ -71,7 +71,7 @@ class ZipRefused(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """The most a bundle may hold (defaults: ``store.config.Settings.bundle_max_*``)."""
+    """The most a bundle may hold (defaults: ``store.settings.Settings.bundle_max_*``)."""
 
     members: int
     member_bytes: int
@@ -81,7 +81,7 @@ class Limits:
 
     @classmethod
     def from_settings(cls) -> Limits:
-        from store.config import get_settings
+        from store.settings import get_settings
 
         s = get_settings()
         return cls(

@@ -174,7 +174,7 @@ def _import_job(manifest: dict[str, Any], source: str | None, added: int, starte
     """The finished ``import`` jobs row that records an import (the suite picker reads it; its
     manifest is the provenance of a later re-export, ``imported_manifest``): created and started
     when the import began, finished now (the row's default creation time came after its end)."""
-    from worker.params import config_hash
+    from worker.job_params import config_hash
 
     return Job(
         kind=IMPORT_JOB_KIND,

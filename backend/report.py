@@ -3,7 +3,7 @@ reproduction found.
 
 The bundle is imported into a throwaway SQLite DB and read through the product's own code:
 the verdicts and their numbers come from the claims evaluation behind ``GET /api/claims``
-(``backend.api.aggregate.claims`` → ``science.claims.evaluate_claims``, in words by
+(``backend.api.across_seeds.claims`` → ``science.claims.evaluate_claims``, in words by
 ``backend.claims_text``), the figures from the
 dashboard's figure builders, exported to PNG with plotly + kaleido (which drives the
 installed Chromium, offline). Without kaleido or a browser the report is written without
@@ -73,11 +73,11 @@ def build_report(
     Raises:
         backend.bundle.BundleError: not a readable bundle.
     """
-    from backend.api.aggregate import claims as claims_of
+    from backend.api.across_seeds import claims as claims_of
     from backend.api.queries import RunFilter
     from backend.bundle import read_bundle
     from backend.bundle_import import import_bundle
-    from backend.measured import measured_run_ids
+    from backend.measured_runs import measured_run_ids
     from science.trained import is_trained
     from store.migrate import init_db
     from store.models import Run

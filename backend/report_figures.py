@@ -15,7 +15,7 @@ __all__ = ["KALEIDO_MISSING", "CHROME_MISSING", "report_figures", "write_pngs", 
 
 def report_figures(session, suite: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The product's own figures for the report (plotly Figures by file name)."""
-    from backend.api.aggregate import curves, profiles
+    from backend.api.across_seeds import curves, profiles
     from backend.api.queries import RunFilter
     from dashboard.figures.behaviour import behaviour_rows, length_generalisation
     from dashboard.figures.curves import layerwise_curves

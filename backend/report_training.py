@@ -80,7 +80,7 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
         return None
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     train = p.get("train") or {}

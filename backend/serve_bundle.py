@@ -12,7 +12,7 @@ from typing import Any
 
 from backend.bundle_db import open_bundle
 from backend.read_only import ReadOnlyApi
-from store.config import Settings, get_settings
+from store.settings import Settings, get_settings
 
 
 def bundle_app(

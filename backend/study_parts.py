@@ -30,7 +30,7 @@ from layerscope_core.provenance import VERSION_KEYS
 @functools.cache
 def _preset_hashes(preset: str) -> frozenset[str]:
     """The config hashes of every run (controls included) the preset expands to."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     return frozenset(j.run_hash() for j in expand_suite(SuiteParams(preset=preset)))
@@ -57,7 +57,7 @@ def suite_preset(suite: str, config_hashes: Iterable[str] | None = None) -> str 
 def _preset_runs(preset: str) -> int:
     """How many runs (random-init controls not counted) ``preset`` expands to: the presets are
     fixed tables, so once per process (``GET /api/suites`` asks on every page)."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     return len(expand_suite(SuiteParams(preset=preset, controls=False)))

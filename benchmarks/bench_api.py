@@ -384,8 +384,8 @@ def bench_submit(settings, env: dict, n: int) -> dict:
 
 
 def run_one(kind: str, rows: int, n_requests: int, n_submit: int, pg_admin: str, redis_url: str) -> dict:
-    from store.config import Settings
     from store.migrate import init_db
+    from store.settings import Settings
 
     tmp = Path(tempfile.mkdtemp(prefix=f"ls-bench-{kind}-"))
     dbname = None

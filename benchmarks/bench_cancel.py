@@ -56,9 +56,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
 
 def _worker(tmp: Path):
     """(session factory, queue, job runner) over a fresh SQLite database and queue in ``tmp``."""
-    from store.config import Settings
     from store.migrate import init_db
     from store.session import make_engine, make_sessionmaker
+    from store.settings import Settings
     from worker.queue import JobQueue
     from worker.runner import Runner
 
@@ -80,7 +80,7 @@ def _worker(tmp: Path):
 def _trained_run(factory, queue, runner, args: argparse.Namespace) -> int:
     """The id of a run of the default-sized model trained for one step (its weights stored)."""
     from store.models import Job
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
     from worker.queue import submit
 
     train = TrainParams(family=args.family, task=args.task, max_steps=1, measure=None)
@@ -160,7 +160,7 @@ def _cancel_once(factory, queue, runner, run_id: int, delay: float, fits: list[f
 
     from store import jobs as J
     from store.models import InterventionResult
-    from worker.params import InterveneParams
+    from worker.job_params import InterveneParams
     from worker.queue import submit
 
     fits.clear()

@@ -198,7 +198,7 @@ def worker(inputs: Path, out: Path, layer_call: bool, max_rounds: int | None = N
 
 def _layer_call(model: Any, blob: dict[str, Any]) -> list[dict[str, Any]]:
     """One layer's intervention rows at L = 40 with the paper preset's measurement settings
-    (``worker.params.MeasureParams``' defaults: 500 sequences, every method, pca k 8, INLP's
+    (``worker.job_params.MeasureParams``' defaults: 500 sequences, every method, pca k 8, INLP's
     default budget, 2,000 permutations)."""
     from science.interventions import METHODS
     from science.measure import measure_interventions

@@ -8,8 +8,8 @@ transformers config is written to a temporary folder and loaded through the prod
 path (``models_store.pretrained.load_pretrained(weights=False)``, what ``--from-config`` runs; no
 hub). Then ``science.measure.measure_probes``, ``measure_interventions`` and
 ``science.patching.patching_grid`` run on it with the measurement defaults
-(``worker.params.MeasureParams``) on the ``--task`` (dyck), under the memory bound
-``LAYERSCOPE_MEASURE_MEMORY_GB`` (``store.config.Settings.measure_memory_gb``).
+(``worker.job_params.MeasureParams``) on the ``--task`` (dyck), under the memory bound
+``LAYERSCOPE_MEASURE_MEMORY_GB`` (``store.settings.Settings.measure_memory_gb``).
 
 How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmuls only):
 
@@ -53,8 +53,8 @@ from science.bounded import MeasureMemoryError, MemoryBound
 from science.measure import check_memory, measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.tasks import get_task
-from store.config import get_settings
-from worker.params import MeasureParams
+from store.settings import get_settings
+from worker.job_params import MeasureParams
 
 PARTS = ("probes", "interventions", "patching")
 

@@ -26,7 +26,7 @@ import torch
 import science.measure as measure
 from models_store import build_model
 from science.tasks import get_task
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.presets import expand_suite
 
 

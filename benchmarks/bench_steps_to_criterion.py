@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from layerscope_core.registry import STUDY_TASKS  # noqa: E402
-from worker.params import FAMILIES, LEGACY_RECIPE, TrainParams  # noqa: E402
+from worker.job_params import FAMILIES, LEGACY_RECIPE, TrainParams  # noqa: E402
 
 RECIPES = ("today", "new")
 

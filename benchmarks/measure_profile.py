@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from science.measure import measure_interventions
-    from worker.params import MeasureParams
+    from worker.job_params import MeasureParams
     from worker.pipeline import load_run, local_env
 
     env = local_env(device="cpu")

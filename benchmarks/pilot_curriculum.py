@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.params import SuiteParams, TrainParams  # noqa: E402
+from worker.job_params import SuiteParams, TrainParams  # noqa: E402
 from worker.presets import expand_suite  # noqa: E402
 
 FAMILIES = ("transformer", "mamba", "mamba2")

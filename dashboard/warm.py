@@ -2,7 +2,7 @@
 
 A page's first figure asks the API for an aggregate over the suite (``/api/claims``,
 ``/api/profiles``, ``/api/curves``) that costs seconds cold and milliseconds from the API's result
-cache (``backend.api.aggregate.ResultCache``, keyed by the request's filters and a fingerprint of
+cache (``backend.api.across_seeds.ResultCache``, keyed by the request's filters and a fingerprint of
 the result tables, so an entry warmed here is dropped as soon as results change). :func:`warm`
 runs what each page computes on a first visit with no query string
 (``dashboard.page_callbacks.first_draws``: the same functions, so the same requests and cache

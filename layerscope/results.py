@@ -12,7 +12,7 @@ Every method takes the filters of the REST API (``GET /api/runs``, ``/api/curves
 ``suite``, ``family``, ``task``, ``seed``, ``trained`` (True: runs whose held-out accuracy
 reached their early-stop criterion; False: the others; None: all) and, for result tables,
 ``eval_length``. A filter takes one value or a list. The frames are read through the same
-queries the API serves (``backend.api.queries`` / ``backend.api.aggregate``), so the numbers
+queries the API serves (``backend.api.queries`` / ``backend.api.across_seeds``), so the numbers
 are the dashboard's.
 
 Layers: ``layer`` is ``-1`` for the embedding output (``layer_name`` "emb") and ``0..n-1`` for
@@ -37,7 +37,7 @@ import pandas as pd
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.api import aggregate, queries
+from backend.api import across_seeds, queries
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run, SuiteNote
 
 __all__ = ["Results", "open"]
@@ -301,7 +301,7 @@ class Results:
         ``seeds``, ``run_ids``, ``majority_baseline``, ``selectivity``, ``depth``."""
         with self._session() as s:
             return pd.DataFrame(
-                aggregate.curves(s, self._filter(suite, family, task, None, trained), _many(eval_length))
+                across_seeds.curves(s, self._filter(suite, family, task, None, trained), _many(eval_length))
             )
 
     def interventions(
@@ -363,8 +363,8 @@ class Results:
         ``gain_over_majority`` …) with ``mean``, ``lo``, ``hi`` (95% t-interval), ``n``, and the
         cell's ``profile_class`` (early | gradual | late | flat): docs/SCIENCE.md#profiles."""
         with self._session() as s:
-            items = aggregate.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
-        return pd.DataFrame(aggregate.profiles_tidy(items))
+            items = across_seeds.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
+        return pd.DataFrame(across_seeds.profiles_tidy(items))
 
     def profile_seeds(
         self,
@@ -377,7 +377,7 @@ class Results:
         """Each seed's profile metrics (the rows :meth:`profiles` summarises): ``suite``, ``task``,
         ``family``, ``eval_length``, ``seed``, ``run_id``, ``trained``, ``profile_class``, ``auc`` …"""
         with self._session() as s:
-            items = aggregate.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
+            items = across_seeds.profiles(s, self._filter(suite, family, task, None, trained), _many(eval_length))
         rows = [
             {"suite": p["suite"], "task": p["task"], "family": p["family"], "eval_length": p["eval_length"], **seed_row}
             for p in items
@@ -393,11 +393,11 @@ class Results:
         decided it), ``numbers`` (a dict: per-cell classes and metrics, tests, runs left out).
 
         Raises:
-            backend.api.aggregate.MixedSuites: no ``suite`` given and the DB holds several.
+            backend.api.across_seeds.MixedSuites: no ``suite`` given and the DB holds several.
         """
         suite = suite or self.default_suite
         with self._session() as s:
-            return pd.DataFrame(aggregate.claims(s, queries.RunFilter(suite=_many(suite))))
+            return pd.DataFrame(across_seeds.claims(s, queries.RunFilter(suite=_many(suite))))
 
     def claim_cells(self, claim_id: int, suite: str | None = None) -> pd.DataFrame:
         """One claim's per-cell numbers, flat: ``task``, ``family``, ``n``, ``seeds``,

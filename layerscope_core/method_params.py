@@ -2,7 +2,7 @@
 
 A method lists its parameters on its class (``params = (MethodParam(...), ...)``,
 ``science/edit_methods.py``); everything that takes a method's settings reads them from there:
-the job parameters (``worker.params``: a ``method_params`` value per method and parameter), the
+the job parameters (``worker.job_params``: a ``method_params`` value per method and parameter), the
 submit checks (``backend.api.submit_checks``: a 422 at the field), the CLI (``--param``),
 ``GET /api/meta`` and the measurement (``science.methods.method_settings``: every declared
 parameter of every measured method passed to its ``fit`` by keyword, its value stored with the

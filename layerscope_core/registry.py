@@ -45,8 +45,8 @@ ALL_PATCH_SITES: tuple[str, ...] = ("resid_pre", "resid_post", "state", "state:s
 
 
 def _builtin(name: str, label: str, kind: str, **kw: Any) -> FamilySpec:
-    """A built-in family whose hooks live in ``models_store.config`` / ``.families`` / ``.states``."""
-    build, count_params = f"models_store.families:build_{name}", f"models_store.config:{name}_params"
+    """A built-in family whose hooks live in ``models_store.model_config`` / ``.families`` / ``.states``."""
+    build, count_params = f"models_store.families:build_{name}", f"models_store.model_config:{name}_params"
     return FamilySpec(name, label, kind, build=build, count_params=count_params, **kw)
 
 
@@ -60,7 +60,7 @@ _FAMILIES: dict[str, FamilySpec] = {
             "attention",
             hf=True,
             pretrained=True,
-            width_problem="models_store.config:transformer_width",
+            width_problem="models_store.model_config:transformer_width",
             hf_config="models_store.families:gpt_neox_config",
             activation_floats=32.0,
         ),
@@ -72,7 +72,7 @@ _FAMILIES: dict[str, FamilySpec] = {
             pretrained=True,
             has_conv1d=True,
             state_parts=("ssm", "conv"),
-            width_problem="models_store.config:mamba_width",
+            width_problem="models_store.model_config:mamba_width",
             hf_config="models_store.families:mamba_config",
             stateful="models_store.states:mamba_stateful",
             activation_floats=32.0,
@@ -85,7 +85,7 @@ _FAMILIES: dict[str, FamilySpec] = {
             pretrained=True,
             has_conv1d=True,
             state_parts=("ssm", "conv"),
-            width_problem="models_store.config:mamba2_width",
+            width_problem="models_store.model_config:mamba2_width",
             hf_config="models_store.families:mamba2_config",
             stateful="models_store.states:mamba2_stateful",
             activation_floats=40.0,
@@ -104,7 +104,7 @@ BUILTIN_FAMILIES: tuple[str, ...] = tuple(_FAMILIES)  # every built-in family (n
 # the study's five families, in canonical order (presets, claims, figure order); the stacked RNNs
 # are built in too, but a variant the claims read beside LSTM/GRU (claim 1's architecture check)
 FAMILIES: tuple[str, ...] = ("transformer", "mamba", "mamba2", "lstm", "gru")
-# The parts of a run's measurement, in the order they are measured (worker.measuring).
+# The parts of a run's measurement, in the order they are measured (worker.run_measurement).
 MEASURE_PARTS: tuple[str, ...] = ("probes", "interventions", "patching")
 # a stacked variant → the residual family it stands in for
 STACKED_VARIANTS: dict[str, str] = {"lstm_stack": "lstm", "gru_stack": "gru"}

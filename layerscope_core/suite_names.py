@@ -13,7 +13,7 @@ and the ``train`` job's ``suite`` (``POST /api/jobs``), and a bundle's ``manifes
 ``runs[].suite`` on import. A name looked up (export, delete, tag, note) is not checked against it
 when a suite of that name is stored: one named before the rule stays reachable.
 
-Web-free: the job parameters (worker.params), the API, the CLI and the bundle checks share it.
+Web-free: the job parameters (worker.job_params), the API, the CLI and the bundle checks share it.
 """
 
 from __future__ import annotations

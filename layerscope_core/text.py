@@ -5,7 +5,7 @@ encoded as UTF-8 and so cannot be stored or sent back) and has no control charac
 category Cc: U+0000–U+001F, U+007F–U+009F). NUL is refused by PostgreSQL text columns; the
 others have no place in a one-line name and make logs and labels misleading.
 
-Web-free: the API, the job parameters (worker.params) and the CLI share it, and
+Web-free: the API, the job parameters (worker.job_params) and the CLI share it, and
 :func:`readable_error`, how they show a validation message to a person.
 """
 

@@ -6,7 +6,7 @@ store in ``models_store.checkpoints``, pretrained loading in ``models_store.pret
 """
 
 from models_store.base import LayerwiseModel, layer_name
-from models_store.config import FAMILIES, ModelConfig
 from models_store.families import build_model
+from models_store.model_config import FAMILIES, ModelConfig
 
 __all__ = ["FAMILIES", "LayerwiseModel", "ModelConfig", "build_model", "layer_name"]

@@ -30,8 +30,8 @@ from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
-from models_store.config import ModelConfig
 from models_store.hf_model import HFLayerwiseModel
+from models_store.model_config import ModelConfig
 
 
 class PretrainedLoadError(ValueError):

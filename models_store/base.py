@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from layerscope_core.layers import layer_name  # the one definition (docs/SCIENCE.md#layers)
-from models_store.config import ModelConfig
+from models_store.model_config import ModelConfig
 
 
 class LayerwiseModel(nn.Module):

@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 
 import torch
 
-from models_store.config import ModelConfig
 from models_store.families import build_model
+from models_store.model_config import ModelConfig
 
 __all__ = ["config_problem", "shape_problem", "safetensors_shapes"]
 

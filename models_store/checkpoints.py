@@ -29,8 +29,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from models_store.base import LayerwiseModel
-from models_store.config import ModelConfig
 from models_store.families import build_model
+from models_store.model_config import ModelConfig
 
 WEIGHTS = "weights.safetensors"
 CONFIG = "config.json"

@@ -46,8 +46,8 @@ from transformers import (
 
 from layerscope_core.registry import get_family
 from models_store.base import LayerwiseModel, ResidualStackModel
-from models_store.config import ModelConfig
 from models_store.hf_model import HFLayerwiseModel
+from models_store.model_config import ModelConfig
 
 # transformers-backed family → (config class, backbone class, model_type): rebuilding a
 # pretrained checkpoint from its stored config dict needs the classes

@@ -10,7 +10,7 @@ from transformers import PreTrainedModel
 
 from models_store import fast_scan
 from models_store.base import LayerwiseModel
-from models_store.config import ModelConfig
+from models_store.model_config import ModelConfig
 
 
 class HFLayerwiseModel(LayerwiseModel):

@@ -61,8 +61,8 @@ def stored_position_limit(model_config: dict[str, Any]) -> int | None:
     A rotary table (``max_position_embeddings`` of a rotary model) is not a limit: rotary angles
     are computed for any position."""
     from models_store.any_model import backbone_from_config, hf_config_from_dict
-    from models_store.config import ModelConfig
     from models_store.families import build_model
+    from models_store.model_config import ModelConfig
 
     try:
         cfg = ModelConfig.from_dict(dict(model_config))

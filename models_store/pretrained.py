@@ -43,7 +43,7 @@ from models_store.any_model import (
 )
 from models_store.base import LayerwiseModel
 from models_store.causal import causal_problem
-from models_store.config import ModelConfig
+from models_store.model_config import ModelConfig
 
 DEFAULT_TOKEN_OFFSET = 2
 

@@ -674,7 +674,7 @@ def measure_interventions(
     rows an unbroken call returns. The caller names a folder per weights and settings and clears it.
 
     ``fit_length``: sequence length of the fit data. The pipeline always passes the run's
-    ``train_length`` (``worker.measuring.measure_run``, both the suite and the job path); the
+    ``train_length`` (``worker.run_measurement.measure_run``, both the suite and the job path); the
     default 40 is only for notebook calls.
 
     For each (method, layer, eval length): base and edited behavioural token accuracy (0..1),

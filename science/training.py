@@ -178,7 +178,7 @@ def curriculum_lengths(train_length: int, start: int | None, step: int) -> list[
 @dataclass(frozen=True)
 class TrainConfig:
     """How a run is trained: the training recipe (docs/SCIENCE.md#training-recipe). Every default
-    is the documented recipe; ``worker.params.TrainParams.train_config()`` builds one from a job.
+    is the documented recipe; ``worker.job_params.TrainParams.train_config()`` builds one from a job.
 
     Attributes:
         train_length: sequence length (tokens) the run trains and is judged at.

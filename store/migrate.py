@@ -219,7 +219,7 @@ def init_db(url: str | None = None, *, revision: str = "head") -> str:
     ``revision``: upgrade only that far (the upgrade tests build databases at past revisions).
     """
     if url is None:
-        from store.config import get_settings
+        from store.settings import get_settings
 
         url = get_settings().resolved_db_url
     cfg = alembic_config(url)

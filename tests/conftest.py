@@ -146,7 +146,7 @@ def queue_name() -> Iterator[str]:
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., object]:
     """Build a Settings rooted in this test's temp folder (env vars cannot leak in)."""
-    from store.config import Settings
+    from store.settings import Settings
 
     def _make(**overrides):
         values = {
@@ -212,7 +212,7 @@ def hub_offline(monkeypatch):
 def cli_home(tmp_path, monkeypatch) -> Iterator[Path]:
     """The CLI's settings under ``tmp_path`` (``home/``, ``cli.db``, ``queue.db``, ``store/``), the
     settings cache cleared before and after; yields ``tmp_path``."""
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")

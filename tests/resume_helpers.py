@@ -48,7 +48,7 @@ def assert_resumed_equals_unbroken(resumed_env, resumed_id: int, unbroken_env, u
 def use_machine(monkeypatch, root):
     """The CLI's settings pointed at a machine of its own under ``root`` (home, results DB, queue,
     model store); its :class:`worker.env.WorkerEnv` on the CPU."""
-    from store.config import get_settings
+    from store.settings import get_settings
     from worker.pipeline import local_env
 
     for var, value in (

@@ -194,7 +194,7 @@ def test_no_block_list_or_no_known_block_is_refused():
 @pytest.mark.parametrize("model_type", ["llama", "mamba2"])
 def test_pipeline_measures_every_site(folders, model_type, tmp_path):
     from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-    from worker.params import MeasureParams, TrainParams
+    from worker.job_params import MeasureParams, TrainParams
     from worker.pipeline import local_env, train
 
     family = ARCHS[model_type][1]

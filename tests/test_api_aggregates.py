@@ -200,7 +200,7 @@ def test_an_unknown_suite_is_404_everywhere_a_suite_is_aggregated(seeded) -> Non
 
 
 def test_a_queued_suite_with_no_run_yet_is_known(seeded) -> None:
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.queue import submit
 
     submit(seeded.factory, seeded.queue, "suite", SuiteParams(preset="smoke", name="live"))

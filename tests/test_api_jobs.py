@@ -176,7 +176,7 @@ def test_views_round_trip(api) -> None:
 
 def test_a_suite_with_runs_of_other_settings_is_422_and_queues_nothing(api) -> None:
     from worker import persist
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     made = expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], max_seconds=75))
@@ -209,7 +209,7 @@ def test_a_suite_with_runs_of_other_settings_is_422_and_queues_nothing(api) -> N
 
 def test_a_train_job_naming_a_suite_keeps_one_run_per_seed(api) -> None:
     from worker import persist
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
 
     made = TrainParams(family="lstm", task="parity", seed=0, suite="paper", max_seconds=75)
     with api.factory() as s:

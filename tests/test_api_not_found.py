@@ -3,9 +3,9 @@
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
-from store.config import Settings
 from store.migrate import init_db
 from store.session import make_engine, make_sessionmaker
+from store.settings import Settings
 
 
 def test_unknown_api_paths_are_json_404(tmp_path, sqlite_url):

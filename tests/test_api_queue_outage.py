@@ -14,7 +14,7 @@ from sqlalchemy import update
 
 from backend.api.main import create_app
 from store.models import Job
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.queue import JobQueue, QueueUnavailable, make_huey, requeue_orphans, submit
 
 TRAIN = {"kind": "train", "params": {"family": "lstm", "task": "parity", "max_steps": 3}}

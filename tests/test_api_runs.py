@@ -77,8 +77,8 @@ def test_runs_sorted_by_a_whitelisted_column(seeded, sort) -> None:
 def test_runs_sort_whitelist_matches_the_query() -> None:
     from typing import get_args
 
-    from backend.api.params import RunSort
     from backend.api.queries import RUN_SORT_COLUMNS
+    from backend.api.query_params import RunSort
 
     assert set(get_args(RunSort)) == {p + c for c in RUN_SORT_COLUMNS for p in ("", "-")}
 

@@ -22,7 +22,7 @@ MAX_EXAMPLES = 25
 # Left out: "negative data accepted" and "missing required header accepted" — the token is
 # added to every request here (so a case generated without it still passes), a number is a
 # valid string in a query string, and pydantic's lax mode turns JSON false into 0 on purpose.
-# And "valid data rejected": worker.params checks some fields in validators the JSON schema
+# And "valid data rejected": worker.job_params checks some fields in validators the JSON schema
 # cannot show (e.g. MeasureParams.eval_lengths must be non-empty, each in 2..4096) → a 422
 # that names the field, which is the behaviour we want.
 EXCLUDED = [negative_data_rejection, missing_required_header, positive_data_acceptance]
@@ -32,9 +32,9 @@ TOKEN: dict[str, str] = {}
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory):
     from backend.api.main import create_app
-    from store.config import Settings
     from store.migrate import init_db
     from store.session import make_engine, make_sessionmaker
+    from store.settings import Settings
     from tests.conftest import seed_runs
     from worker.queue import JobQueue
 
@@ -58,7 +58,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory):
         TOKEN["Authorization"] = "Bearer " + create_token(s, "schemathesis")[1]
     # Warm the suite expansion's first-time imports (seconds on a busy machine) so that the first
     # generated suite submission does not run into schemathesis's per-request timeout.
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     expand_suite(SuiteParams(preset="paper"))

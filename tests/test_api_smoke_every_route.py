@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from worker.env import WorkerEnv
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import run_suite
 
 READS = (

@@ -10,11 +10,11 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import update
 
-from models_store.config import MAX_PARAMS, ModelConfig
+from models_store.model_config import MAX_PARAMS, ModelConfig
 from store.models import Job, Run
 from tests.conftest import seed_runs
 from tests.test_api_input_kinds import assert_422_at, counts, post_raw
-from worker.params import MeasureParams, TrainParams
+from worker.job_params import MeasureParams, TrainParams
 
 TRANSFORMER = {"family": "transformer", "task": "parity", "max_steps": 2}
 

@@ -18,7 +18,7 @@ _spec.loader.exec_module(bench_scale)
 
 def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monkeypatch) -> None:
     monkeypatch.setenv("LAYERSCOPE_MEASURE_MEMORY_GB", "0.01")
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     try:
@@ -36,7 +36,7 @@ def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monke
 
 def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) -> None:
     monkeypatch.setenv("LAYERSCOPE_MEASURE_MEMORY_GB", "0.00001")
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     try:

@@ -143,7 +143,7 @@ def test_export_unknown_suite_names_the_known_ones(source):
 
 def test_cli_export_then_import(source, tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from store.config import get_settings
+    from store.settings import get_settings
 
     factory, _, _ = source
     url = str(factory.kw["bind"].url)

@@ -408,7 +408,7 @@ def test_the_superseded_cells_bundle_holds_revision_1s_runs_beside_the_steps_stu
 def test_cli_refuses_a_bad_bundle_in_one_line(exported, tmp_path, monkeypatch, capsys, command) -> None:
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     path = edited(exported, tmp_path / "badrows.zip", "probe_results", _set("accuracy", "abc"))

@@ -83,7 +83,7 @@ def test_cli_import_names_the_conflict_and_the_replace_command(two_trainings, tm
     here, path, _, _ = two_trainings
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'here.db'}")
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     assert main(["import", str(path)]) == 0
@@ -135,7 +135,7 @@ def _cli_import(tmp_path, monkeypatch, capsys, path) -> str:
     """``layerscope import PATH`` into ``here.db`` (exit 0); its stderr."""
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'here.db'}")
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     try:

@@ -24,8 +24,8 @@ from backend.bundle_export import export_bundle
 from backend.bundle_import import import_bundle
 from models_store.artifacts import ArtifactStore
 from models_store.checkpoints import CheckpointStore
-from models_store.config import ModelConfig
 from models_store.families import build_model
+from models_store.model_config import ModelConfig
 from store.migrate import init_db
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from store.session import make_engine, make_sessionmaker
@@ -286,7 +286,7 @@ def test_a_symlink_member_is_refused(good, target, capsys, tmp_path):
 
 
 def test_too_many_members_is_refused_by_the_setting(good, target, capsys, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_BUNDLE_MAX_MEMBERS", "5")
     get_settings.cache_clear()
@@ -294,7 +294,7 @@ def test_too_many_members_is_refused_by_the_setting(good, target, capsys, monkey
 
 
 def test_a_member_over_the_size_limit_is_refused(good, target, capsys, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_BUNDLE_MAX_MEMBER_BYTES", "1000")
     get_settings.cache_clear()

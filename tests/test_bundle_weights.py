@@ -67,7 +67,7 @@ def test_weights_counts_the_checkpoints_included(study, tmp_path):
 
 def test_cli_export_warns_when_runs_have_no_checkpoint(study, tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_DB_URL", str(study.kw["bind"].url))
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))

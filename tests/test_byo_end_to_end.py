@@ -19,7 +19,7 @@ L = 24
 
 
 def _use(monkeypatch, root):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(root / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{root / 'results.db'}")
@@ -32,7 +32,7 @@ def _use(monkeypatch, root):
 @pytest.fixture(autouse=True)
 def fresh_settings():
     """Settings are cached per process: read them afresh after this test's env changes."""
-    from store.config import get_settings
+    from store.settings import get_settings
 
     yield
     get_settings.cache_clear()

@@ -24,7 +24,7 @@ from store import jobs as J
 from store.models import InterventionResult, Job, MeasureSettings
 from tests.test_jobs_runner import env  # noqa: F401 - fixture
 from worker import runner as runner_module
-from worker.params import InterveneParams, TrainParams
+from worker.job_params import InterveneParams, TrainParams
 from worker.queue import submit
 from worker.runner import DBJobContext, Runner
 

@@ -12,7 +12,7 @@ from science.context import JobCancelled
 from store import jobs as J
 from store.models import Job, ProbeResult, Run
 from tests.lab import fake_pipeline
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.queue import JobQueue, submit
 from worker.runner import Runner
 

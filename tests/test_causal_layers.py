@@ -14,10 +14,10 @@ from science.causal_layers import causal_layers, downstream_share
 from science.tasks import get_task
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult
 from worker import persist
-from worker.measuring import MeasuredRun, measure_run
-from worker.params import MeasureParams
+from worker.job_params import MeasureParams
 from worker.pipeline import local_env
 from worker.presets import PRESETS
+from worker.run_measurement import MeasuredRun, measure_run
 
 
 def test_every_block_up_to_the_bound_then_a_stride_with_the_last_block():

@@ -20,7 +20,7 @@ from science import train_checkpoint as tc
 from store import jobs as J
 from store.models import Job, utcnow
 from tests.test_jobs_runner import env, runner  # noqa: F401 - fixtures
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.queue import requeue_orphans, submit
 
 

@@ -7,9 +7,9 @@ from sqlalchemy import func, select
 
 from backend.cli import main
 from backend.core.security import hash_token
-from store.config import get_settings
 from store.models import ApiToken, Job, MeasureSettings, ProbeResult
 from store.session import make_engine, make_sessionmaker
+from store.settings import get_settings
 from tests.conftest import FAKE_EXECUTOR
 
 
@@ -96,7 +96,7 @@ def test_token_create_prints_once_and_stores_the_hash(cli_env, capsys) -> None:
 
 
 def test_worker_runs_a_queued_job(cli_env, capsys) -> None:
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
     from worker.queue import JobQueue, submit
 
     assert main(["db", "upgrade"]) == 0

@@ -135,7 +135,7 @@ def test_demo_on_a_busy_port_says_so_before_starting_anything(tmp_path, monkeypa
     import socket
 
     from backend.cli import main, supervision
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     get_settings.cache_clear()

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.cli import main
-from store.config import get_settings
 from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, SavedView
 from store.session import make_engine, make_sessionmaker
+from store.settings import get_settings
 from tests.conftest import seed_runs
 
 BUNDLE = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"

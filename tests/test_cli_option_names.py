@@ -11,7 +11,7 @@ import typer
 
 from backend.cli.entry import app
 from tests.cli_one_line import assert_one_line_error
-from worker.params import PARAMS_BY_KIND
+from worker.job_params import PARAMS_BY_KIND
 
 # the command that builds each params model from its options
 COMMAND_OF = {"ProbeParams": "probe", "InterveneParams": "intervene", "PatchParams": "patch", "SuiteParams": "suite"}

@@ -9,9 +9,9 @@ import pytest
 
 from backend.cli import main
 from layerscope_core.registry import BUILTIN_TASKS
-from store.config import get_settings
+from store.settings import get_settings
 from tests.test_cli_commands import one_line_error
-from worker.params import FAMILIES, METHODS, PRESETS
+from worker.job_params import FAMILIES, METHODS, PRESETS
 
 COMMANDS = [
     ["db", "upgrade"],

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import FAMILIES, METHODS
+from worker.job_params import FAMILIES, METHODS
 
 pytestmark = pytest.mark.slow
 
@@ -17,8 +17,8 @@ EVAL_LENGTHS = {40, 60}  # the smoke preset's
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     from backend.cli import main
-    from store.config import get_settings
     from store.session import make_engine, make_sessionmaker
+    from store.settings import get_settings
 
     root = tmp_path_factory.mktemp("code_depth_suite")
     db_url = f"sqlite:///{root / 'results.db'}"

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from models_store import ModelConfig, build_model
 from science.training import TrainConfig, plateaued, train_model
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import SuiteParams, TrainParams
+from worker.job_params import SuiteParams, TrainParams
 from worker.presets import expand_suite
 
 
@@ -208,7 +208,7 @@ def test_a_control_run_is_untrained_probed_only_and_keyed_apart(control_env):
 
 
 def test_aggregates_keep_controls_apart_and_read_profiles_against_them(control_env):
-    from backend.api import aggregate
+    from backend.api import across_seeds
     from backend.api.queries import RunFilter, list_runs
 
     env, ids = control_env
@@ -216,15 +216,15 @@ def test_aggregates_keep_controls_apart_and_read_profiles_against_them(control_e
         runs, total = list_runs(s, RunFilter(controls="include"), None)
         assert total == 2 and {r["control"] for r in runs} == {None, "init"}
         assert list_runs(s, RunFilter(), None)[1] == 1  # aggregates and verdicts never see the control
-        points = aggregate.curves(s, RunFilter(controls="include"), [40])
+        points = across_seeds.curves(s, RunFilter(controls="include"), [40])
         assert {p["control"] for p in points} == {None, "init"}
-        assert all(p["control"] is None for p in aggregate.curves(s, RunFilter(), [40]))
-        (prof,) = aggregate.profiles(s, RunFilter(), [40])
+        assert all(p["control"] is None for p in across_seeds.curves(s, RunFilter(), [40]))
+        (prof,) = across_seeds.profiles(s, RunFilter(), [40])
         against = prof["against_control"]
         assert against is not None and against["seeds"] == prof["seeds"] == [0]
         assert against["profile_class"] in ("early", "late", "gradual", "not above control")
         assert against["stability"]["of"] == 81 and prof["stability"]["of"] == 81
-        claims = aggregate.claims(s, RunFilter(suite=["smoke"]))
+        claims = across_seeds.claims(s, RunFilter(suite=["smoke"]))
         assert claims[1]["numbers"]["cells_short_of_seeds"]  # one seed: no verdict, but no error either
 
 

@@ -187,9 +187,9 @@ def dash_over_api(tmp):
     from fastapi.testclient import TestClient
 
     from backend.api.main import create_app
-    from store.config import Settings
     from store.migrate import init_db
     from store.session import make_engine, make_sessionmaker
+    from store.settings import Settings
     from worker.queue import JobQueue
 
     settings = Settings(

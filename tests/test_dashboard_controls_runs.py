@@ -68,7 +68,7 @@ def test_the_controls_filter_is_sent_to_the_server_and_defaults_to_exclude():
     assert runs.SPEC.decode("?controls=bogus", {})["controls"] == "exclude"  # not a choice: the default
     from typing import get_args
 
-    from backend.api.params import ControlsQ
+    from backend.api.query_params import ControlsQ
 
     assert {v for v, _ in runs.CONTROLS_FILTER} == set(get_args(get_args(ControlsQ)[0]))
 

@@ -356,7 +356,7 @@ def test_runs_sort_is_sent_to_the_server():
     assert runs.SPEC.decode("?sort=loss_curve", {})["sort"] == "id"  # not a sortable column: the default
     from typing import get_args
 
-    from backend.api.params import RunSort
+    from backend.api.query_params import RunSort
 
     assert {v for v, _ in runs.SORTS} == set(get_args(RunSort))  # every order the API offers, and only those
 
@@ -485,7 +485,7 @@ def test_jobs_form_params_and_field_errors(api):
         "suite", {"preset": "paper", "max_seconds": "75", "rebuild_weights": ["on"], "force": []}
     )
     assert resume == {"preset": "paper", "max_seconds": 75.0, "rebuild_weights": True}
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
 
     assert SuiteParams(**resume).rebuild_weights and not SuiteParams(**resume).force
     # a staged suite: probes first (every part ticked = the default, sent as nothing; none = a 422)

@@ -265,7 +265,7 @@ def test_a_suite_with_cancelled_runs_says_so():
 
 def test_the_jobs_list_counts_a_suite_jobs_children(api):
     from store import jobs as J
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
     from worker.queue import submit
 

@@ -14,10 +14,10 @@ from sqlalchemy import event
 from backend.api.main import create_app
 from backend.cli import main
 from backend.core.startup import StartupError, open_database, quick_check
-from store.config import get_settings
 from store.migrate import init_db
 from store.models import SavedView
 from store.session import make_engine, make_sessionmaker
+from store.settings import get_settings
 from tests.conftest import seed_runs
 from tests.test_cli_commands import one_line_error
 

@@ -243,7 +243,7 @@ def test_sqlite_foreign_keys_are_back_on_for_the_application(sqlite_url) -> None
 
 @pytest.fixture
 def cli_db(tmp_path, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     db = tmp_path / "cli.db"
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))

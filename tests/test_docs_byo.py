@@ -21,7 +21,7 @@ def blocks(text: str) -> list[tuple[str, str]]:
 @pytest.fixture(autouse=True)
 def fresh_settings():
     """Settings are cached per process: read them afresh after this test's env changes."""
-    from store.config import get_settings
+    from store.settings import get_settings
 
     yield
     get_settings.cache_clear()
@@ -29,7 +29,7 @@ def fresh_settings():
 
 def test_worked_examples_run(tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from store.config import get_settings
+    from store.settings import get_settings
 
     for k, v in {
         "LAYERSCOPE_HOME": tmp_path / "home",
@@ -81,9 +81,9 @@ def _an_imported_run_without_weights(tmp_path: Path) -> None:
     """Run 1 in the results DB, as `make demo` leaves it: an imported random-init control without
     weights (``export-model 1`` fails on it)."""
     from backend.core.startup import open_database
-    from store.config import get_settings
     from store.models import Run
     from store.session import make_engine, make_sessionmaker
+    from store.settings import get_settings
 
     open_database(get_settings())
     with make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'r.db'}"))() as s:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load as st_load
 
-from worker.params import MeasureParams, TrainParams
+from worker.job_params import MeasureParams, TrainParams
 
 TINY = dict(
     n_layers=2, max_steps=3, batch_size=8, eval_every=3, n_eval_sequences=16, train_length=16, curriculum_start=None
@@ -29,7 +29,7 @@ MEASURE = MeasureParams(
 
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
@@ -116,7 +116,7 @@ def test_a_bundle_carries_the_kept_weights_only_with_artifacts(cli_env, tmp_path
 
     from backend.bundle import read_bundle
     from backend.cli import main
-    from store.config import get_settings
+    from store.settings import get_settings
     from worker.learned import learned
     from worker.pipeline import local_env, train
 

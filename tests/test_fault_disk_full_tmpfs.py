@@ -66,8 +66,8 @@ def test_an_export_on_a_full_disk_leaves_the_previous_bundle_untouched(small_dis
 
     from backend.cli import main
     from models_store.checkpoints import CheckpointStore
-    from models_store.config import ModelConfig
     from models_store.families import build_model
+    from models_store.model_config import ModelConfig
     from store.models import Run
     from tests.conftest import seed_runs
 

@@ -39,7 +39,7 @@ def write_jsonl(path, rows):
 
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")
@@ -99,7 +99,7 @@ def test_a_file_not_utf8_is_refused_and_a_bom_is_read_past(tmp_path):
 
 def test_a_token_id_past_the_vocabulary_limit_is_refused_at_its_row(tmp_path):
     """A huge id was accepted, then every model failed on a parameter count it could not meet."""
-    from science.tasks.params import MAX_VOCAB
+    from science.tasks.validation import MAX_VOCAB
 
     rows = parity_rows(10)
     rows[3] = {"tokens": [0, 10**12], "labels": [0, 1]}
@@ -258,7 +258,7 @@ def test_follow_up_patch_job_uses_the_files_length(tmp_path):
     from sqlalchemy import func
 
     from store.models import PatchingResult
-    from worker.params import PatchParams, TrainParams
+    from worker.job_params import PatchParams, TrainParams
     from worker.pipeline import local_env, patch, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
@@ -290,7 +290,7 @@ def test_a_probe_past_the_files_longest_row_is_refused_before_measuring(tmp_path
     """Rows end at the file's longest: a probe at a longer eval length would measure padding and
     store numbers that look real (a new user's probe at 40 on a file of 20-token rows)."""
     from store.models import ProbeResult
-    from worker.params import PatchParams, ProbeParams, TrainParams
+    from worker.job_params import PatchParams, ProbeParams, TrainParams
     from worker.pipeline import local_env, patch, probe, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")
@@ -312,7 +312,7 @@ def test_a_probe_past_the_files_longest_row_is_refused_before_measuring(tmp_path
 
 def test_a_file_without_one_token_pairs_is_measured_without_patching(tmp_path):
     from store.models import PatchingResult, ProbeResult, Run
-    from worker.params import MeasureParams, TrainParams
+    from worker.job_params import MeasureParams, TrainParams
     from worker.pipeline import local_env, train
 
     rng = np.random.default_rng(1)
@@ -347,7 +347,7 @@ def test_the_multipart_upload_takes_the_file_streamed_and_says_why_it_refuses(ap
     the API's JSON body limit is taken; a bad row is named at ``file``; a Content-Length over the
     file limit is a 413 naming it, before the body is read."""
     from science.tasks.file_task import MAX_FILE_BYTES
-    from store.config import Settings
+    from store.settings import Settings
 
     rows = parity_rows(10) * 600  # ~1.5 MB: past the 1 MB body limit the JSON route lives under
     data = write_jsonl(tmp_path / "p.jsonl", rows).read_bytes()
@@ -418,7 +418,7 @@ def test_a_probe_asking_for_more_sequences_than_the_file_holds_says_how_many_it_
     on the number asked for, and the stored rows count them (the probe's own train and test split)."""
     from science.context import SilentContext
     from store.models import ProbeResult
-    from worker.params import ProbeParams, TrainParams
+    from worker.job_params import ProbeParams, TrainParams
     from worker.pipeline import local_env, probe, train
 
     class Logged(SilentContext):

@@ -14,7 +14,7 @@ import torch
 from pydantic import ValidationError
 from transformers import LlamaConfig, MambaConfig, T5Config
 
-from worker.params import LATER_FIELDS, SuiteParams, TrainParams
+from worker.job_params import LATER_FIELDS, SuiteParams, TrainParams
 
 TINY_LLAMA = dict(
     vocab_size=64,
@@ -148,9 +148,9 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
 
 def test_cli_suite_trains_a_config_from_scratch(configs, tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from store.config import get_settings
     from store.models import Run
     from store.session import make_engine, make_sessionmaker
+    from store.settings import get_settings
 
     db = tmp_path / "r.db"
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))

@@ -258,7 +258,7 @@ def test_the_walk_resolves_relative_and_submodule_imports() -> None:
     # ``from .base import Task`` in science/tasks is science.tasks.base; ``from worker import persist``
     # is the module worker.persist
     assert "science.tasks.base" in GRAPH["science.tasks.code_depth"]
-    assert "worker.persist" in GRAPH["worker.measuring"]
+    assert "worker.persist" in GRAPH["worker.run_measurement"]
 
 
 def test_within_worker_queue_does_not_import_runner() -> None:

@@ -13,7 +13,7 @@ from backend.bundle_import import import_bundle
 from science.context import JobCancelled
 from tests.cli_one_line import assert_one_line_error, run_cli
 from tests.resume_helpers import CancelAt, assert_resumed_equals_unbroken, fake_state, use_machine
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.pipeline import local_env, train, training_checkpoint
 
 SMALL = dict(

@@ -18,7 +18,7 @@ from backend.bundle_import import import_bundle
 from store.models import Job, Run
 from tests.cli_one_line import assert_one_line_error, run_cli
 from tests.resume_helpers import fake_state, use_machine
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.pipeline import train, training_checkpoint
 
 SMALL = dict(

@@ -17,7 +17,7 @@ from store.models import Run
 from tests.cli_one_line import run_cli
 from tests.resume_helpers import CancelAt, use_machine
 from worker import in_flight
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import train, training_checkpoint
 from worker.presets import expand_suite
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from science.context import SilentContext
-from worker.params import MeasureParams, TrainParams
+from worker.job_params import MeasureParams, TrainParams
 
 TINY = dict(
     family="gru",

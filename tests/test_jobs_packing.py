@@ -16,14 +16,14 @@ import pytest
 from sqlalchemy import func, select
 
 from backend.cli import main
-from store.config import Settings, get_settings
 from store.migrate import init_db
 from store.models import Job, ProbeResult, Run
 from store.session import make_engine, make_sessionmaker
+from store.settings import Settings, get_settings
 from tests.conftest import FAKE_EXECUTOR, ROOT
 from tests.lab.conftest import LAB_SETTINGS, wait_for
 from worker import packing
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.queue import JobQueue, submit
 
 PACKING_EXECUTOR = "tests.lab.packing_pipeline:execute"

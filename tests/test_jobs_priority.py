@@ -9,7 +9,7 @@ import pytest
 
 from store import jobs as J
 from store.models import Job
-from worker.params import ProbeParams, SuiteParams, TrainParams
+from worker.job_params import ProbeParams, SuiteParams, TrainParams
 from worker.queue import JobQueue, fan_out_suite, make_huey, requeue_orphans, submit
 from worker.runner import Runner
 

@@ -16,7 +16,7 @@ from science.context import JobCancelled
 from store import jobs as J
 from store.models import Job, ProbeResult, Run, utcnow
 from tests.conftest import FAKE_EXECUTOR
-from worker.params import SuiteParams, TrainParams
+from worker.job_params import SuiteParams, TrainParams
 from worker.queue import JobQueue, reap, requeue_orphans, submit
 from worker.runner import DBJobContext, Heartbeat, Runner, load_executor
 

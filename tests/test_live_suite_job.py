@@ -4,7 +4,7 @@ the same suite again — one under way, or one that succeeded with no child fail
 from __future__ import annotations
 
 from store import jobs as J
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.queue import live_suite_job
 
 

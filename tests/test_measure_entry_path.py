@@ -1,4 +1,4 @@
-"""One entry path for measurements (worker.measuring.measure_run): a run trained at a length
+"""One entry path for measurements (worker.run_measurement.measure_run): a run trained at a length
 other than 40 gets the same intervention edits whether measured by the suite pipeline
 (``train`` → ``run_measurements``) or by a follow-up ``intervene`` job — both fit at the run's
 ``train_length`` — and both record that fit length in their ``measure_settings`` row."""
@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult
-from worker.params import InterveneParams, MeasureParams, TrainParams
+from worker.job_params import InterveneParams, MeasureParams, TrainParams
 from worker.pipeline import intervene, local_env, train
 
 TRAIN_LENGTH = 12  # not the default 40 the suite path used to fit at

@@ -20,7 +20,7 @@ from backend.bundle_import import import_bundle
 from science.context import JobCancelled
 from science.resume_folder import ResumeFolder
 from store.models import InterventionResult, Run
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
 PROBES_FIRST = SuiteParams(preset="smoke", families=["gru"], tasks=["parity"], seeds=[0], parts=["probes"])
@@ -194,7 +194,7 @@ def test_the_cli_says_what_travelled_and_what_was_restored(exported, tmp_path, m
     (entry,) = manifest["measuring"]
     for var, value in (("LAYERSCOPE_DB_URL", f"sqlite:///{tmp / 'here.db'}"), ("LAYERSCOPE_STORE_DIR", here.store_dir)):
         monkeypatch.setenv(var, str(value))
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     try:

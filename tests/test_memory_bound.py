@@ -9,12 +9,12 @@ import pytest
 from transformers import GPTNeoXConfig, MambaConfig
 
 from layerscope_core.registry import PRESETS, get_family
-from store.config import Settings, get_settings
 from store.models import Run
+from store.settings import Settings, get_settings
 from tests.cli_one_line import assert_one_line_error
 from tests.conftest import seed_runs
+from worker.job_params import SuiteParams, TrainParams
 from worker.memory import GIB, ModelSize, measure_bytes, suite_problems, train_bytes, train_job_problems
-from worker.params import SuiteParams, TrainParams
 from worker.presets import expand_suite
 
 DEFAULT_LIMIT = int(Settings.model_fields["max_job_memory_gib"].default * GIB)

@@ -20,7 +20,7 @@ from science.edit_methods import EditMethod
 from science.edits import projection_edit
 from store.models import InterventionResult, Job
 from tests.test_api_input_kinds import assert_422_at
-from worker.params import InterveneParams, SuiteParams, TrainParams
+from worker.job_params import InterveneParams, SuiteParams, TrainParams
 from worker.pipeline import intervene, local_env, train
 from worker.presets import PRESETS, expand_suite
 
@@ -137,7 +137,7 @@ def test_a_new_method_changes_no_preset_default_or_other_vocabulary() -> None:
 
 def test_the_cli_and_the_params_carry_k_and_name_the_field() -> None:
     from backend.cli.common import CliError
-    from backend.cli.measure import method_params
+    from backend.cli.remeasure import method_params
     from backend.cli.validation import validation_message
 
     assert method_params([f"{NAME}.k=4", "inlp.x=null"]) == {NAME: {"k": 4}, "inlp": {"x": None}}

@@ -61,7 +61,7 @@ def registered():
 
 
 def test_a_registered_method_is_fitted_checked_and_listed_like_a_builtin(registered):
-    from worker.params import MeasureParams
+    from worker.job_params import MeasureParams
 
     assert method_names() == (*METHODS, "recorder_test") and meta()["methods"][-1] == "recorder_test"
     assert MeasureParams(methods=["recorder_test"]).methods == ["recorder_test"]

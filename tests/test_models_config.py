@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from models_store import FAMILIES, ModelConfig, build_model
-from models_store.config import count_params, width_problem
+from models_store.model_config import count_params, width_problem
 
 # Measured widths for ~830K parameters at 4 layers, vocab 16. The transformer differs
 # (a measured 132): with 4 heads, 132 gives an odd head dim 33, which our grid excludes

@@ -7,7 +7,7 @@ import torch
 
 from models_store import ModelConfig, build_model
 from models_store.capture import edit_layer, run_with_states
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 
 FAMILIES = ["transformer", "mamba", "mamba2", "lstm", "gru"]
 

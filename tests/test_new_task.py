@@ -43,7 +43,7 @@ def majority_registered() -> Iterator[TaskSpec]:
 
 def _expansions() -> dict[str, list[dict]]:
     """Every preset's train jobs, as JSON-able dicts."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     return {
@@ -62,7 +62,7 @@ def test_the_new_task_keeps_the_contract_and_runs_by_name():
 
     from dashboard.theme import all_tasks, task_label
     from science.tasks import get_task
-    from worker.params import SuiteParams, TrainParams
+    from worker.job_params import SuiteParams, TrainParams
     from worker.presets import expand_suite
 
     with majority_registered() as spec:

@@ -4,7 +4,7 @@ import pytest
 from sqlalchemy import func, select
 
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import load_run, local_env, run_suite
 
 pytestmark = pytest.mark.slow

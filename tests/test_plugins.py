@@ -30,7 +30,7 @@ PLUGIN = textwrap.dedent(f'''
     from science.tasks.parity import ParityTask
 
     FAMILY = FamilySpec("{FAMILY}", "Plugin GRU", "rnn", build="models_store.families:build_gru",
-                        count_params="models_store.config:gru_params", state_parts=("h",),
+                        count_params="models_store.model_config:gru_params", state_parts=("h",),
                         stateful="models_store.states:rnn_stateful")
 
 
@@ -89,7 +89,7 @@ def plugin(plugin_dir):
 
 
 def test_registry_and_params_see_the_plugin(plugin):
-    from worker.params import MeasureParams, TrainParams
+    from worker.job_params import MeasureParams, TrainParams
 
     body = meta()
     assert FAMILY in [f["name"] for f in body["families"]]
@@ -154,7 +154,7 @@ def test_cli_suite_help_lists_the_plugin(plugin_dir, tmp_path):
 
 def test_smoke_run_of_the_plugin_family_task_and_method(plugin, tmp_path):
     from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-    from worker.params import MeasureParams, TrainParams
+    from worker.job_params import MeasureParams, TrainParams
     from worker.pipeline import local_env, train
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")

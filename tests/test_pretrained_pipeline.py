@@ -17,7 +17,7 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, MambaConfig, MambaFo
 from models_store.pretrained import PretrainedLoadError
 from science.training import behaviour
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import METHODS, InterveneParams, MeasureParams, SuiteParams, TrainParams
+from worker.job_params import METHODS, InterveneParams, MeasureParams, SuiteParams, TrainParams
 from worker.pipeline import intervene, load_run, local_env, train
 from worker.presets import expand_suite
 
@@ -205,7 +205,7 @@ def test_unreachable_hub_name_is_a_clear_error(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cli_env(tmp_path, monkeypatch):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'cli.db'}")

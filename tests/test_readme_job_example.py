@@ -1,6 +1,6 @@
 """README.md's ``curl`` example of ``POST /api/jobs`` is a body the API takes: its JSON validated
 by the same models the route validates with (``backend.api.routes.jobs.JobCreate``, one per kind
-over ``worker.params``), its address the default one, and sent to the API it is a new job."""
+over ``worker.job_params``), its address the default one, and sent to the API it is a new job."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from backend.api.routes.jobs import JobCreate
-from store.config import Settings
+from store.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

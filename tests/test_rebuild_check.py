@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 import worker.pipeline as pipeline
 from store.models import InterventionResult, PatchingResult, ProbeResult, ResultWeights, Run
-from worker.params import InterveneParams, RebuildParams, SuiteParams
+from worker.job_params import InterveneParams, RebuildParams, SuiteParams
 from worker.pipeline import local_env, run_suite
 from worker.rebuild_check import RebuildDisagrees, RebuildRefused, rebuild_weights
 
@@ -54,7 +54,7 @@ def _record(env, run_id: int) -> tuple:
 
 
 def _claims(env, suite: str = "smoke") -> str:
-    from backend.api.aggregate import claims
+    from backend.api.across_seeds import claims
     from backend.api.queries import RunFilter
 
     with env.session_factory() as s:
@@ -93,7 +93,7 @@ def test_an_agreeing_rebuild_keeps_every_result_and_the_suites_claims(env, impor
 
 def test_a_disagreeing_rebuild_stores_nothing_and_says_by_how_much(env, imported, tmp_path, monkeypatch, capsys):
     from backend.cli import main
-    from store.config import get_settings
+    from store.settings import get_settings
 
     with env.session_factory() as s:  # a record another training left: 30 pp apart, the loss 1 nat higher
         run = s.get(Run, imported)

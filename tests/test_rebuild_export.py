@@ -17,7 +17,7 @@ import worker.pipeline as pipeline
 from backend.bundle_export import RunsBeingRebuilt, export_bundle
 from store.models import ProbeResult, Run
 from tests.cli_one_line import assert_one_line_error, run_cli
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.persist import REMEASURING
 from worker.pipeline import local_env, run_suite
 

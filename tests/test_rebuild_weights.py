@@ -13,7 +13,7 @@ from science.budget import recorded_step_budget, step_budget
 from science.tasks import get_task
 from science.training import TrainConfig, train_model
 from store.models import ProbeResult, Run
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import load_run, local_env, run_suite
 
 # max_seconds: the runs are made under a wall-clock cap (far from binding here), as the study's are
@@ -183,7 +183,7 @@ def test_a_corrupted_checkpoint_is_rebuilt_and_replaced(env):
 def test_rebuild_weights_is_refused_for_train_only_jobs_and_with_force():
     from pydantic import ValidationError
 
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
 
     with pytest.raises(ValidationError, match="rebuild_weights: needs measurements"):
         TrainParams(family="gru", task="parity", measure=None, rebuild_weights=True)

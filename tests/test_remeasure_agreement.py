@@ -13,7 +13,7 @@ import pytest
 
 from backend.bundle_export import export_bundle
 from science.measurement_version import MEASUREMENT_VERSION, TOLERANCES
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The API's result cache: one computation per key at a time (backend.api.aggregate.ResultCache)."""
+"""The API's result cache: one computation per key at a time (backend.api.across_seeds.ResultCache)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from backend.api.aggregate import ResultCache
+from backend.api.across_seeds import ResultCache
 
 KEY = ("claims", ("s",))
 HANG_GUARD_S = 60  # waits below are hang guards, not time limits

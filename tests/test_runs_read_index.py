@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import select, text
 
-from backend.api import aggregate, queries
-from backend.api.aggregate import RUN_FIELDS, ResultCache
+from backend.api import across_seeds, queries
+from backend.api.across_seeds import RUN_FIELDS, ResultCache
 from store.models import Run
 
 
@@ -44,8 +44,8 @@ def test_probe_table_joins_the_runs_it_read(api) -> None:
 
     ids = seed_runs(api.factory)
     with api.factory() as s:
-        rows = aggregate.probe_table(s, queries.RunFilter(), [40])
-        trained = aggregate.probe_table(s, queries.RunFilter(trained=True), [40])
+        rows = across_seeds.probe_table(s, queries.RunFilter(), [40])
+        trained = across_seeds.probe_table(s, queries.RunFilter(trained=True), [40])
     assert {r[0] for r in rows} <= set(ids) and rows
     assert all(r[7] == 40 for r in rows) and {r[0] for r in trained} <= {r[0] for r in rows}
     assert all(r[10] for r in trained)

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from backend.bundle_export import export_bundle
 from backend.cli import main
 from backend.serve_bundle import bundle_app
-from store.config import get_settings
+from store.settings import get_settings
 from tests.conftest import seed_runs
 
 BUNDLE = Path(__file__).resolve().parents[1] / "examples" / "paper.layerscope.zip"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from layerscope_core.registry import MEASURE_PARTS
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import MeasurePart, SuiteParams, TrainParams
+from worker.job_params import MeasurePart, SuiteParams, TrainParams
 from worker.presets import expand_suite
 from worker.stored_runs import measured_parts, stored_state
 
@@ -20,7 +20,7 @@ from worker.stored_runs import measured_parts, stored_state
 def test_the_part_names_are_one_list():
     from typing import get_args
 
-    from worker.measuring import PARTS
+    from worker.run_measurement import PARTS
 
     assert get_args(MeasurePart) == MEASURE_PARTS == PARTS
 

@@ -11,7 +11,7 @@ from backend.cli import main
 from backend.cli.demo import demo_bundle
 from backend.report import AGREEMENT, build_report
 from store.models import ProbeResult, Run
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
 

@@ -114,7 +114,7 @@ def test_parts_follow_the_code_recorded_with_each_run() -> None:
 
 def test_a_trained_run_records_the_code_that_made_it(tmp_path) -> None:
     from layerscope_core.provenance import VERSION_KEYS, code_versions
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.pipeline import local_env, run_suite
 
     env = local_env(f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "store", device="cpu")

@@ -9,7 +9,7 @@ import pytest
 from backend.cli import main
 from science.measurement_version import MEASUREMENT_VERSION
 from worker import persist
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env
 from worker.presets import expand_suite
 from worker.suite_settings import mixed_versions_warning, other_measurement_versions
@@ -68,7 +68,7 @@ def test_rows_of_another_version_are_counted_per_suite(env):
 
 
 def test_the_cli_warns_in_one_line_and_goes_on(tmp_path, monkeypatch, capsys, env):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_DB_URL", str(env.session_factory.kw["bind"].url))
     monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'q.db'}")

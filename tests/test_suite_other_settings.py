@@ -8,7 +8,7 @@ import pytest
 
 from backend.cli import main
 from worker import persist
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env, run_suite
 from worker.presets import expand_suite
 from worker.suite_settings import SuiteSettingsConflict, stored_with_other_settings
@@ -86,7 +86,7 @@ def test_the_suite_runner_refuses_a_second_run_of_a_seed(env):
 
 
 def test_cli_suite_refuses_runs_with_other_settings_in_one_suite(tmp_path, monkeypatch, capsys, env):
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_DB_URL", str(env.session_factory.kw["bind"].url))
     monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'q.db'}")

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 import worker.pipeline as pipeline
 from backend.cli import main
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-from worker.params import SuiteParams
+from worker.job_params import SuiteParams
 from worker.pipeline import local_env, run_suite
 
 SMALL = dict(preset="smoke", families=["lstm", "gru"], tasks=["parity"])
@@ -111,7 +111,7 @@ def test_force_trains_again_without_doubling_rows(env, count_training):
 def test_cli_suite_resumes_by_default_and_force_reruns(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'c.db'}")
     monkeypatch.setenv("LAYERSCOPE_STORE_DIR", str(tmp_path / "store"))
-    from store.config import get_settings
+    from store.settings import get_settings
 
     get_settings.cache_clear()
     args = ["suite", "--preset", "smoke", "--family", "lstm", "--task", "parity", "--device", "cpu"]
@@ -154,7 +154,7 @@ def test_submitted_suite_skips_runs_already_stored(db_factory, count_training):
 def test_cli_suite_on_a_corrupt_training_checkpoint_names_the_file_and_force(tmp_path, monkeypatch):
     """A training checkpoint truncated by a kill -9 (``<store>/training/<hash>.pt``): one line
     naming the file and --force, the same on a retry; --force then trains afresh."""
-    from store.config import get_settings
+    from store.settings import get_settings
     from tests.cli_one_line import assert_one_line_error, run_cli
     from worker.presets import expand_suite
 

@@ -1,4 +1,4 @@
-"""Size parameters of the built-in tasks have upper bounds (science/tasks/params.py): a job asking
+"""Size parameters of the built-in tasks have upper bounds (science/tasks/validation.py): a job asking
 for a billion Dyck depths is a 422 at its field, answered at once, not a server that builds a
 billion class names (found by a fresh user: 20 GB and a hung API)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from science.tasks import get_task
-from science.tasks.params import MAX_CLASSES, MAX_FILES, MAX_VOCAB
+from science.tasks.validation import MAX_CLASSES, MAX_FILES, MAX_VOCAB
 
 HUGE = 10**9
 CASES = [

@@ -47,7 +47,7 @@ def test_model_config_and_build_use_the_spec(toy):
 def test_params_accept_a_registered_family_only_while_registered(toy):
     from pydantic import ValidationError
 
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
 
     assert TrainParams(family=NAME, task="parity").lr == toy.default_lr
     unregister_family(NAME)
@@ -107,7 +107,7 @@ def test_job_form_offers_the_toy_family(toy):
 @pytest.mark.slow
 def test_smoke_suite_trains_probes_and_patches_the_toy_family(toy, tmp_path):
     from store.models import InterventionResult, PatchingResult, ProbeResult, Run
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.pipeline import load_run, local_env, run_suite
 
     env = local_env(f"sqlite:///{tmp_path / 'results.db'}", tmp_path / "store", device="cpu")
@@ -127,3 +127,46 @@ def test_smoke_suite_trains_probes_and_patches_the_toy_family(toy, tmp_path):
     params, _, model = load_run(ids[0], env)
     assert params.family == NAME
     assert isinstance(model, toy_family.LinearRecurrentModel)
+
+
+# -- nothing else moves: the recipe changes no preset, no claim, no other field of /api/meta ----
+
+
+def test_the_presets_expand_as_before_with_the_family_registered():
+    from tests.test_new_task import _expansions
+
+    before = _expansions()
+    register_family(toy_family.FAMILY)
+    try:
+        after = _expansions()
+    finally:
+        unregister_family(NAME)
+    assert after == before
+    assert NAME not in {p["family"] for runs in after.values() for p in runs}
+
+
+@pytest.mark.parametrize("bundle", ["paper.layerscope.zip", "paper-steps.layerscope.zip"])
+def test_the_shipped_bundles_claims_read_as_before_with_the_family_registered(bundle):
+    import layerscope.results as lr
+    from tests.test_new_task import ROOT, _claims
+
+    with lr.open(ROOT / "examples" / bundle) as res:
+        before = _claims(res)
+        register_family(toy_family.FAMILY)
+        try:
+            after = _claims(res)
+        finally:
+            unregister_family(NAME)
+    assert after == before
+
+
+def test_api_meta_adds_the_family_and_nothing_else(api):
+    before = api.client.get("/api/meta").json()
+    register_family(toy_family.FAMILY)
+    try:
+        after = api.client.get("/api/meta").json()
+    finally:
+        unregister_family(NAME)
+    assert [f["name"] for f in after["families"]] == [f["name"] for f in before["families"]] + [NAME]
+    assert [f for f in after["families"] if f["name"] != NAME] == before["families"]
+    assert {k: v for k, v in after.items() if k != "families"} == {k: v for k, v in before.items() if k != "families"}

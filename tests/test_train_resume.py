@@ -122,7 +122,7 @@ def test_a_killed_train_job_resumes_from_the_store(tmp_path):
     """The worker keeps the state under ``<store>/training/<run hash>.pt``; the same job run again
     resumes there, records where, and stores the weights an unbroken job stores (lr 1e-4: the
     criterion is not reached before the kill)."""
-    from worker.params import TrainParams
+    from worker.job_params import TrainParams
     from worker.pipeline import local_env, train, training_checkpoint
 
     params = TrainParams(

@@ -9,7 +9,7 @@ import torch
 from models_store import ModelConfig, build_model
 from science.tasks import get_task
 from science.training import TrainConfig, curriculum_lengths, make_scheduler, predict, train_model
-from worker.params import DEFAULT_LR, LEGACY_RECIPE, TrainParams
+from worker.job_params import DEFAULT_LR, LEGACY_RECIPE, TrainParams
 
 
 def _opt(lr: float = 1e-3) -> torch.optim.Optimizer:

@@ -133,7 +133,7 @@ def test_cli_refuses_the_nesting_bomb_in_one_line(cli_env) -> None:
 
 
 def test_cli_memory_setting_is_honoured(cli_env, monkeypatch) -> None:
-    from store.config import get_settings
+    from store.settings import get_settings
 
     monkeypatch.setenv("LAYERSCOPE_TASK_FILE_MAX_MEMORY_MIB", "1")
     get_settings.cache_clear()

@@ -9,7 +9,7 @@ import sqlite3
 from sqlalchemy.exc import OperationalError
 
 from tests.test_jobs_runner import env, runner  # noqa: F401 - fixtures
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.queue import submit
 
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from layerscope_core.registry import FamilySpec
 from models_store.base import ResidualStackModel
-from models_store.config import ModelConfig
+from models_store.model_config import ModelConfig
 
 NAME = "toy_linrec"
 

@@ -8,7 +8,7 @@ import torch
 
 from layerscope_core.registry import TaskSpec
 from science.tasks import Task, TaskData, early_positions
-from science.tasks.params import check_generate_args, merge_params
+from science.tasks.validation import check_generate_args, merge_params
 
 NAME = "majority"
 _CORRUPTION_STREAM = 0x3A  # mixed into corruption_pairs' seed: a stream of its own

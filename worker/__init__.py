@@ -6,7 +6,7 @@ from science.tasks import use_task_store
 
 def settings_task_store():
     """``<store>/tasks`` of the current settings."""
-    from store.config import get_settings
+    from store.settings import get_settings
 
     return get_settings().resolved_store_dir / "tasks"
 

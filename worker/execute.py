@@ -22,7 +22,7 @@ def execute(kind: str, params: BaseModel, ctx: Context, env: WorkerEnv) -> dict[
         does not match the run's record.
     """
     if kind == "rebuild":
-        from worker.params import RebuildParams, params_of
+        from worker.job_params import RebuildParams, params_of
         from worker.rebuild_check import rebuild_weights
 
         return rebuild_weights(params_of(kind, params, RebuildParams), env, ctx)

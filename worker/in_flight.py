@@ -45,7 +45,7 @@ def note_path(checkpoint: Path) -> Path:
 
 
 def note_of(params: Any, config_hash: str) -> dict[str, Any]:
-    """The note of run ``params`` (a :class:`worker.params.TrainParams`): its ``suite``, ``name``,
+    """The note of run ``params`` (a :class:`worker.job_params.TrainParams`): its ``suite``, ``name``,
     ``family``, ``task``, ``seed``, ``config_hash``; ``run_config``: every setting the hash is made
     of; ``preset``, ``overrides`` (e.g. ``{"max_steps": 150}``) and ``resume``: the
     ``layerscope suite`` command that makes this run again and so resumes its state
@@ -65,7 +65,7 @@ def note_of(params: Any, config_hash: str) -> dict[str, Any]:
 
 def write_note(checkpoint: Path, params: Any) -> None:
     """Write the note naming the run whose state ``checkpoint`` will hold (``params``: its
-    :class:`worker.params.TrainParams`)."""
+    :class:`worker.job_params.TrainParams`)."""
     note = note_of(params, checkpoint.stem)
     path = note_path(checkpoint)
     path.parent.mkdir(parents=True, exist_ok=True)

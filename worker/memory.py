@@ -53,8 +53,8 @@ class ModelSize:
 
 
 def limit_bytes(settings: Any = None) -> int:
-    """The job memory limit in bytes (``settings``, default ``store.config.get_settings()``)."""
-    from store.config import get_settings
+    """The job memory limit in bytes (``settings``, default ``store.settings.get_settings()``)."""
+    from store.settings import get_settings
 
     return int((settings or get_settings()).max_job_memory_gib * GIB)
 
@@ -140,7 +140,7 @@ def bound_problem(
     from science.interventions import n_fit_sequences
     from science.measure import MAX_FIT_DOUBLINGS
     from science.methods import refits_until_removed
-    from store.config import get_settings
+    from store.settings import get_settings
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
     layer = state_bytes(n, longest, size.d_model)

@@ -1,4 +1,4 @@
-"""The building blocks of the job parameters (``worker.params``): field types checked against the
+"""The building blocks of the job parameters (``worker.job_params``): field types checked against the
 registries (families, tasks, methods, presets, patch sites), strict numbers, seeds and eval
 lengths, and ``_Params``, the base every job's parameters share (finite, storable, hashable)."""
 

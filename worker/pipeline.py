@@ -1,6 +1,6 @@
 """One job, in process: train → behaviour → probes → interventions → patching, each result
 written as soon as it exists (so the dashboard shows results as they land). Every measurement,
-the suite's and the follow-up jobs', goes through ``worker.measuring.measure_run``.
+the suite's and the follow-up jobs', goes through ``worker.run_measurement.measure_run``.
 
 Used by the job runner (``worker.runner``) and by the CLI's in-process ``suite``; usable from
 a notebook with a :class:`WorkerEnv` built by :func:`local_env`.
@@ -27,16 +27,7 @@ from store.models import Run
 from store.session import session_scope
 from worker import in_flight, persist
 from worker.env import WorkerEnv
-from worker.measuring import (
-    PARTS,
-    MeasuredRun,
-    intervene_settings,
-    measure_run,
-    patch_settings,
-    probe_settings,
-    stored_eval_lengths,
-)
-from worker.params import (
+from worker.job_params import (
     InterveneParams,
     MeasureParams,
     PatchParams,
@@ -46,6 +37,15 @@ from worker.params import (
     params_of,
 )
 from worker.presets import expand_suite
+from worker.run_measurement import (
+    PARTS,
+    MeasuredRun,
+    intervene_settings,
+    measure_run,
+    patch_settings,
+    probe_settings,
+    stored_eval_lengths,
+)
 from worker.run_weights import missing_weights
 from worker.stored_runs import Rebuild, measured_parts, rebuild_of, stored_parts, stored_state
 from worker.suite_settings import check_one_run_per_seed, mixed_versions_warning
@@ -62,9 +62,9 @@ class CheckpointNotItsRun(ValueError):
 def local_env(db_url: str | None = None, store_dir: Path | None = None, device: str = "auto") -> WorkerEnv:
     """A :class:`WorkerEnv` from settings (``LAYERSCOPE_DB_URL``, ``LAYERSCOPE_STORE_DIR``) or
     explicit arguments; the DB schema is brought to head first."""
-    from store.config import get_settings
     from store.migrate import init_db
     from store.session import make_engine, make_sessionmaker
+    from store.settings import get_settings
 
     settings = get_settings()
     url = db_url or settings.resolved_db_url
@@ -367,7 +367,7 @@ def run_measurements(
 ) -> None:
     """Probes, interventions, patching on a trained model (``parts`` of them), each stored as it
     finishes, then — when ``complete`` (every part is stored now) — the run marked ``complete``:
-    :func:`worker.measuring.measure_run` (the one entry path), with interventions fitted at the
+    :func:`worker.run_measurement.measure_run` (the one entry path), with interventions fitted at the
     run's ``train_length``. A run retrained with its old rows deleted (``persist.REMEASURING``)
     is ``trained`` again once its ``parts`` are stored, not before."""
     measure_run(MeasuredRun(run_id, seed, train_length, task, model), measure, env, ctx, parts=parts, complete=complete)

@@ -13,7 +13,7 @@
   check) and every run's random-init control (docs/SCIENCE.md#controls). No wall-clock cap decides
   who is trained: ``max_seconds`` is a safety limit that records itself as the stop reason.
 
-Every preset's runs use :class:`worker.params.TrainParams`' recipe defaults unless its
+Every preset's runs use :class:`worker.job_params.TrainParams`' recipe defaults unless its
 ``train`` entry says otherwise; ``task_train`` overrides per task, ``family_train`` per family
 (e.g. a learning rate), ``cell_train`` per family × task (a step budget), in that order.
 ``variants``: more families, each on its own tasks (the stacked RNNs on parity and S3);
@@ -37,7 +37,7 @@ from typing import Any
 
 from layerscope_core.registry import PRESETS as PRESET_NAMES
 from layerscope_core.registry import STUDY_TASKS, family_names
-from worker.params import EVAL_LENGTHS, FAMILIES, MeasureParams, SuiteParams, TrainParams
+from worker.job_params import EVAL_LENGTHS, FAMILIES, MeasureParams, SuiteParams, TrainParams
 
 # The plateau rule of the paper preset's revised cells (revision 2, docs/SCIENCE.md#plateau): the
 # least gain over 20 evaluations is the smaller of 1 pp and a fifth of the gap left to the target,

@@ -31,9 +31,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from store import jobs as J
-from store.config import Settings
 from store.models import Job, utcnow
 from store.session import session_scope
+from store.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from store.models import Run
 from store.session import session_scope
 from worker import persist
 from worker.env import WorkerEnv
-from worker.params import RebuildParams, TrainParams
+from worker.job_params import RebuildParams, TrainParams
 from worker.stored_runs import rebuild_of
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from worker.params import SuiteParams, TrainParams
+from worker.job_params import SuiteParams, TrainParams
 
 __all__ = ["OVERRIDES", "suite_command"]
 

@@ -16,7 +16,7 @@ _FLAGS = {"max_seconds": "--max-seconds", "max_steps": "--max-steps"}
 def _preset_diff(preset: str, run: Run) -> tuple[list[str], list[str]] | None:
     """(``suite`` flags for the overrides, other train_config keys that differ) of ``run`` against
     ``preset``'s config of its cell; None when the preset has no such cell."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     try:
@@ -58,7 +58,7 @@ def rebuild_params(run: Run):
     """The suite job that rebuilds ``run``'s weights (what :func:`retrain_command` prints, as
     params): its preset and suite name, its cell, the budget overrides it was made with,
     ``rebuild_weights``. None when no preset makes its config (then only its own job can)."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
 
     found = _preset_of(run)
     if found is None or found[1][1]:

@@ -34,10 +34,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from layerscope_core.text import validation_line
 from science.context import JobCancelled, JobContext
 from store import jobs as J
-from store.config import Settings
 from store.session import make_engine, make_sessionmaker
+from store.settings import Settings
+from worker.job_params import RebuildParams, SuiteParams, params_of
 from worker.packing import raise_if_stopping
-from worker.params import RebuildParams, SuiteParams, params_of
 from worker.queue import JobQueue, fan_out_suite, reap, requeue_orphans, set_job_handler, wake
 
 log = logging.getLogger(__name__)
@@ -379,7 +379,7 @@ class Runner:
 
     @staticmethod
     def _validate(kind: str, raw: dict) -> BaseModel:
-        from worker.params import PARAMS_BY_KIND
+        from worker.job_params import PARAMS_BY_KIND
 
         if kind not in PARAMS_BY_KIND:
             raise ValueError(f"unknown job kind {kind!r}")
@@ -508,7 +508,7 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _run_consumed_job(job_id: int) -> None:
-    from store.config import get_settings
+    from store.settings import get_settings
 
     Runner(get_settings()).run_one(job_id)
 

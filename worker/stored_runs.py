@@ -12,9 +12,9 @@ from science.budget import recorded_step_budget, step_budget
 from store.models import Run
 from store.session import session_scope
 from worker.env import WorkerEnv
-from worker.measuring import PARTS
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 from worker.persist import REMEASURING
+from worker.run_measurement import PARTS
 
 
 def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
@@ -52,7 +52,7 @@ def stored_state(params: TrainParams, env: WorkerEnv) -> tuple[int | None, str]:
 
 
 def stored_parts(session, run_id: int, measure_hash: str) -> set[str]:
-    """The measurement parts (of :data:`~worker.measuring.PARTS`) stored for ``run_id`` with the
+    """The measurement parts (of :data:`~worker.run_measurement.PARTS`) stored for ``run_id`` with the
     measurement settings hashed ``measure_hash``: a part counts once one of its rows is there
     (each part is written in one transaction, so one row means the whole part)."""
     from sqlalchemy import select

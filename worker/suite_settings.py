@@ -12,7 +12,7 @@ from sqlalchemy.orm import sessionmaker
 from science.measurement_version import MEASUREMENT_VERSION
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from store.session import session_scope
-from worker.params import TrainParams
+from worker.job_params import TrainParams
 
 
 def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """The HTTP API under ``/api`` (docs/DESIGN.md "HTTP API"); ``create_app`` is the factory.
 
-``create_app`` is imported lazily so the read-side modules (``queries``, ``aggregate``) serve
+``create_app`` is imported lazily so the read-side modules (``queries``, ``across_seeds``) serve
 the CLI and the results bundle without pulling in the web stack.
 """
 

@@ -9,10 +9,10 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
-from backend.api.aggregate import ResultCache
+from backend.api.across_seeds import ResultCache
 from backend.api.schemas import ErrorOut
 from backend.core.security import verify_token
-from store.config import Settings
+from store.settings import Settings
 from worker.queue import JobQueue
 
 bearer_scheme = HTTPBearer(

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.api.deps import token_needed
-from store.config import Settings
+from store.settings import Settings
 
 
 def swagger_ui_dir() -> Path:

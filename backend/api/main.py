@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Mount
 
 from backend import __version__
-from backend.api.aggregate import ResultCache
+from backend.api.across_seeds import ResultCache
 from backend.api.db_errors import on_database_error
 from backend.api.deps import UNAUTHORIZED, SentTokenCheck
 from backend.api.docs import add_swagger_ui, security_where_needed
@@ -37,9 +37,9 @@ from backend.api.routes import aggregates, export, health, jobs, meta, runs, sui
 from backend.api.routes.tasks import STREAMED_UPLOADS
 from layerscope_core.json_checks import MAX_JSON_DEPTH
 from layerscope_core.text import printable, readable_error
-from store.config import Settings, get_settings
 from store.jobs import JobNotFound, JobStateError
 from store.session import make_engine, make_sessionmaker
+from store.settings import Settings, get_settings
 from worker.queue import JobQueue, reap, requeue_orphans
 
 log = logging.getLogger(__name__)

@@ -328,7 +328,7 @@ class Claim(BaseModel):
 
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-# the kinds POST /api/jobs takes (worker.params.PARAMS_BY_KIND), and "import": the finished job
+# the kinds POST /api/jobs takes (worker.job_params.PARAMS_BY_KIND), and "import": the finished job
 # row each bundle import records (backend.bundle.IMPORT_JOB_KIND), listed and filtered alike
 JobKind = Literal["train", "probe", "intervene", "patch", "suite", "rebuild", "import"]
 

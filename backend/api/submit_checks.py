@@ -3,7 +3,7 @@ names (its model's layers, its position table), the transformers config a run is
 job that could only fail later (a traceback in its log minutes after a 201) is a 422 at the
 field instead.
 
-Plain functions over a ``store.models.Run`` and the validated params (worker.params)."""
+Plain functions over a ``store.models.Run`` and the validated params (worker.job_params)."""
 
 from __future__ import annotations
 

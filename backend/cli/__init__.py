@@ -8,7 +8,7 @@
     layerscope export --suite NAME -o FILE     # a suite's results bundle (one portable file)  (bundles.py)
     layerscope import FILE                     # load a bundle; rows already present are kept
     layerscope report BUNDLE -o docs/RESULTS.md  # the study's claims next to this reproduction's
-    layerscope probe|intervene|patch RUN_ID                                        (measure.py)
+    layerscope probe|intervene|patch RUN_ID                                        (remeasure.py)
     layerscope runs|suite delete|tag|note|move … # read, annotate, delete, move stored results (runs.py)
     layerscope runs rebuild-weights RUN_ID     # its weights again, checked against its record, results kept (rebuild.py)
     layerscope jobs list|cancel|logs                                               (jobs.py)

@@ -72,8 +72,8 @@ def model_sources(ctx: typer.Context, param: Any, value: list[str] | None) -> li
 
 
 def settings(**overrides: Any):
-    """The settings (``store.config.get_settings``), with the overrides that are not None applied."""
-    from store.config import get_settings
+    """The settings (``store.settings.get_settings``), with the overrides that are not None applied."""
+    from store.settings import get_settings
 
     s = get_settings()
     overrides = {k: v for k, v in overrides.items() if v is not None}

@@ -62,7 +62,7 @@ def demo(
 def live_params(preset: str, rerun: bool):
     """The demo's live suite: the preset as its own suite; ``rerun`` trains every run again
     (``force``: a run already stored is trained afresh, not skipped)."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
 
     return SuiteParams(preset=preset, force=rerun)
 

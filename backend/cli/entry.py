@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from backend.cli import admin, bundles, demo, jobs, measure, models, rebuild, runs, serve, tasks, training, views
+from backend.cli import admin, bundles, demo, jobs, models, rebuild, remeasure, runs, serve, tasks, training, views
 from backend.cli.common import CliError
 from backend.cli.common import click_exceptions as _cx
 from backend.cli.validation import validation_message
@@ -32,9 +32,9 @@ app.command("export-model")(models.export_model)
 app.command("capture")(models.capture)
 app.command("serve")(serve.serve)
 app.command("worker")(jobs.worker)
-app.command("probe")(measure.probe)
-app.command("intervene")(measure.intervene)
-app.command("patch")(measure.patch)
+app.command("probe")(remeasure.probe)
+app.command("intervene")(remeasure.intervene)
+app.command("patch")(remeasure.patch)
 app.command("export")(bundles.export_cmd)
 app.command("import")(bundles.import_cmd)
 app.command("report")(bundles.report_cmd)

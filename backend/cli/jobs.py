@@ -80,7 +80,7 @@ def worker(
 
     C.setup_logging()
     if measure_memory_gb is not None:  # the slots and this process read it through the settings
-        from store.config import get_settings
+        from store.settings import get_settings
 
         os.environ["LAYERSCOPE_MEASURE_MEMORY_GB"] = str(measure_memory_gb)
         get_settings.cache_clear()

@@ -31,7 +31,7 @@ def rebuild_weights(
     loss curve, held-out accuracy). On agreement the weights are attached to the run and every
     stored result is kept (the suite's claims do not change); on disagreement nothing is stored
     and the line says by how much (exit 1), or --as-suite stores the rebuild as a new run."""
-    from worker.params import RebuildParams
+    from worker.job_params import RebuildParams
 
     if device is not None:
         C.check_device(device)

@@ -28,7 +28,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
     from backend.task_files import parse_naming_every_bad_row
     from layerscope_core.registry import BUILTIN_TASKS
     from science.tasks.task_store import TaskStore
-    from store.config import get_settings
+    from store.settings import get_settings
     from worker import settings_task_store
 
     tok = None

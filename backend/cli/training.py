@@ -150,7 +150,7 @@ def suite(
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
     `layerscope suite delete|tag|note|move NAME` deletes, annotates or moves runs of a stored suite."""
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     if ctx.invoked_subcommand is not None:

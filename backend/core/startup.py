@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.config import Settings
+from store.settings import Settings
 
 SUPPORTED_DATABASES = ("sqlite", "postgresql")
 

@@ -38,7 +38,7 @@ import torch
 from .base import Task, TaskData, early_positions
 from .code_corpus import STDLIB, Corpus, check_corpus_spec, load_corpus
 from .code_lexer import CLOSE_BRACKETS, DEDENT, INDENT, NEWLINE, OPEN_BRACKETS, SPECIAL_KEYS, UNK
-from .params import (
+from .validation import (
     MAX_CLASSES,
     MAX_FILES,
     MAX_VOCAB,

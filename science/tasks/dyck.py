@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .base import Task, TaskData, early_positions
-from .params import MAX_CLASSES, MAX_VOCAB, check_choice, check_generate_args, check_int, merge_params
+from .validation import MAX_CLASSES, MAX_VOCAB, check_choice, check_generate_args, check_int, merge_params
 
 TARGETS = ("top", "depth")
 _CORRUPTION_STREAM = 0xD1_C4

@@ -56,7 +56,7 @@ import torch
 from layerscope_core.json_checks import depth_error
 
 from .base import Task, TaskData
-from .params import MAX_VOCAB, check_generate_args
+from .validation import MAX_VOCAB, check_generate_args
 
 IGNORE = -100  # the label of a position that is not probed (torch's cross_entropy ignore_index)
 MAX_FILE_BYTES = 64 * 2**20

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .base import Task, TaskData, early_positions
-from .params import check_generate_args, merge_params
+from .validation import check_generate_args, merge_params
 
 # Mixed into the seed of corruption_pairs so its position/replacement draws are a stream
 # of their own (the clean sequences are exactly ``generate(length, n, seed)``).

@@ -15,7 +15,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from store.config import get_settings
+    from store.settings import get_settings
 
     return get_settings().resolved_db_url
 

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]  # t
 
 
 def smoke_train_params() -> dict:
-    from worker.params import SuiteParams
+    from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
     p = expand_suite(SuiteParams(preset="smoke", families=["lstm"], tasks=["parity"], name="lab-real"))[0]

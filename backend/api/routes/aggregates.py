@@ -14,10 +14,10 @@ from fastapi import APIRouter, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter
 
-from backend.api import aggregate, queries
-from backend.api.aggregate import ResultCache
+from backend.api import across_seeds, queries
+from backend.api.across_seeds import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, Responses, SessionDep
-from backend.api.params import (
+from backend.api.query_params import (
     ControlsQ,
     EvalLengthQ,
     FamilyQ,
@@ -71,7 +71,7 @@ def get_curves(
         session,
         _key("curves", task, family, eval_length, suite, pretrained, trained, controls),
         CURVES,
-        lambda: aggregate.curves(session, flt, eval_length),
+        lambda: across_seeds.curves(session, flt, eval_length),
     )
 
 
@@ -98,7 +98,7 @@ def get_profiles(
         session,
         _key("profiles", task, family, eval_length, suite, pretrained, trained),
         PROFILES,
-        lambda: aggregate.profiles(session, flt, eval_length),
+        lambda: across_seeds.profiles(session, flt, eval_length),
     )
 
 
@@ -119,9 +119,9 @@ def get_claims(session: SessionDep, cache: CacheDep, suite: SuiteQ = None) -> Re
             session,
             _key("claims", suite),
             CLAIMS,
-            lambda: aggregate.claims(session, queries.RunFilter(suite=suite)),
+            lambda: across_seeds.claims(session, queries.RunFilter(suite=suite)),
         )
-    except aggregate.MixedSuites as exc:
+    except across_seeds.MixedSuites as exc:
         raise RequestValidationError(
             [{"type": "value_error", "loc": ("query", "suite"), "msg": str(exc), "input": suite}]
         ) from exc

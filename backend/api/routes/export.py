@@ -12,10 +12,10 @@ from fastapi import APIRouter, Query, Response
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import select
 
-from backend.api import aggregate, queries
-from backend.api.aggregate import ResultCache
+from backend.api import across_seeds, queries
+from backend.api.across_seeds import ResultCache
 from backend.api.deps import UNAUTHORIZED, CacheDep, ReadAuth, SessionDep
-from backend.api.params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
+from backend.api.query_params import EvalLengthQ, FamilyQ, MethodQ, PretrainedQ, RunIdQ, SeedQ, SuiteQ, TaskQ, TrainedQ
 from backend.api.schemas import CurvePoint
 from layerscope_core.csv_cells import csv_text
 from store.models import InterventionResult, PatchingResult, ProbeResult
@@ -139,11 +139,11 @@ def rows_for(
         )
     key = (resource.value, repr(flt), tuple(eval_length or ()))
     if resource is Resource.curves:
-        compute = lambda: aggregate.curves(session, flt, eval_length)  # noqa: E731
+        compute = lambda: across_seeds.curves(session, flt, eval_length)  # noqa: E731
     else:
-        compute = lambda: aggregate.profiles(session, flt, eval_length)  # noqa: E731
+        compute = lambda: across_seeds.profiles(session, flt, eval_length)  # noqa: E731
     items = cache.get(session, key, compute) if cache is not None else compute()
-    return items if resource is Resource.curves else aggregate.profiles_tidy(items)
+    return items if resource is Resource.curves else across_seeds.profiles_tidy(items)
 
 
 def _nested_to_json(df: pd.DataFrame) -> pd.DataFrame:

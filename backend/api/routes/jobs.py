@@ -24,13 +24,13 @@ from backend.api.deps import (
     SettingsDep,
     WriteAuth,
 )
-from backend.api.params import INT32_MAX, JobIdPath, Limit, Offset
+from backend.api.query_params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
 from backend.api.submit_checks import memory_errors, model_source_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.models import Job, Run
-from worker.params import PARAMS_BY_KIND
+from worker.job_params import PARAMS_BY_KIND
 from worker.queue import QueueUnavailable, submit, wake
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=UNAUTHORIZED)
@@ -175,7 +175,7 @@ def _check_run(params: Any, session, limit: int) -> None:
     run_id = getattr(params, "run_id", None)
     if run_id is None:
         return
-    from worker.params import RebuildParams
+    from worker.job_params import RebuildParams
     from worker.run_weights import missing_weights
 
     run = session.get(Run, run_id)

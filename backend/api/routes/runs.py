@@ -21,7 +21,7 @@ from backend.api.deps import (
     SettingsDep,
     WriteAuth,
 )
-from backend.api.params import (
+from backend.api.query_params import (
     ControlsQ,
     EvalLengthQ,
     FamilyQ,
@@ -228,7 +228,7 @@ def rebuild_weights(
     from pydantic import ValidationError
 
     from store import jobs as J
-    from worker.params import RebuildParams
+    from worker.job_params import RebuildParams
     from worker.queue import QueueUnavailable, submit
     from worker.run_weights import missing_weights
 

@@ -18,7 +18,7 @@ from backend.api.queries import NotFound
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
 from backend.bundle import imported_manifest, imported_suites
 from backend.bundle_export import RunsBeingRebuilt, export_bundle
-from backend.measured import measured_run_ids
+from backend.measured_runs import measured_run_ids
 from science.trained import is_trained
 from store.models import MeasureSettings, ProbeResult, Run, SuiteNote
 from worker.persist import REMEASURING

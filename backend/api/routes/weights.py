@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from backend.api.deps import UNAUTHORIZED, ReadAuth, SessionDep, SettingsDep
-from backend.api.params import RunIdPath
+from backend.api.query_params import RunIdPath
 from backend.api.schemas import ErrorOut
 from models_store.artifacts import ArtifactStore
 from store.models import ResultWeights, Run

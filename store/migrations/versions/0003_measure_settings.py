@@ -4,7 +4,7 @@
 ``config_hash`` (unique; SHA-256 over the canonical JSON of the other settings columns, see
 ``science.records.MeasureSettingsRecord.settings_hash``):
 
-- ``params``: the ``MeasureParams`` JSON the measurements ran with (``worker.params``);
+- ``params``: the ``MeasureParams`` JSON the measurements ran with (``worker.job_params``);
 - ``eval_lengths``: the resolved eval lengths of probes and interventions (ints, ascending);
 - ``patch_eval_length``: the patching grid's sequence length L;
 - ``fit_length``: the sequence length interventions were fitted at (the run's ``train_length``);

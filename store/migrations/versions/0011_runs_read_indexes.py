@@ -6,7 +6,7 @@ loss curve, up to megabytes per run. With both shipped studies imported (40 MB o
 the result cache's fingerprint (``max(created_at)``) took 0.13–0.25 s on every request, and every
 aggregate's read of its runs as long. ``ix_runs_created_at`` answers the fingerprint from the
 index; ``ix_runs_read`` (suite first) holds every column the aggregates and the suite counts read
-of a run, so those queries read the index, not the rows (``backend.api.aggregate`` reads the runs
+of a run, so those queries read the index, not the rows (``backend.api.across_seeds`` reads the runs
 alone, then their result rows by id). PostgreSQL keeps large values apart (TOAST) and only
 gains two small indexes.
 

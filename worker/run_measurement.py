@@ -2,7 +2,7 @@
 
 Both the suite pipeline (``worker.pipeline.train`` → ``run_measurements``) and the follow-up
 ``probe`` / ``intervene`` / ``patch`` jobs call :func:`measure_run` with the run
-(:class:`MeasuredRun`) and a :class:`~worker.params.MeasureParams`; the job params are mapped
+(:class:`MeasuredRun`) and a :class:`~worker.job_params.MeasureParams`; the job params are mapped
 onto ``MeasureParams`` by :func:`probe_settings`, :func:`intervene_settings` and
 :func:`patch_settings` (``PatchParams.eval_length`` → ``MeasureParams.patch_eval_length``,
 ``positions`` → ``patch_positions``, ``sites`` → ``patch_sites``, ``stride`` → ``patch_stride``,
@@ -37,13 +37,13 @@ from science.records import MeasureSettingsRecord
 from science.resume_folder import ResumeFolder, weights_digest
 from science.tasks.base import Task
 from science.tasks.file_task import NoCorruptionPairs
-from store.config import get_settings
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 from store.session import session_scope
+from store.settings import get_settings
 from worker import in_flight_measuring, persist
+from worker.job_params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 from worker.learned import keep_weights
 from worker.method_fields import field_values
-from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 if TYPE_CHECKING:
     from worker.env import WorkerEnv

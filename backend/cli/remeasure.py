@@ -23,7 +23,7 @@ def probe(
     device: Device = None,
 ) -> None:
     """Fit the per-layer probes of a stored run again (replacing its probe rows)."""
-    from worker.params import ProbeParams
+    from worker.job_params import ProbeParams
 
     params = ProbeParams(run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences)
     _run_on_stored("probe", params, run_id, device)
@@ -50,7 +50,7 @@ def intervene(
     device: Device = None,
 ) -> None:
     """Run the interventions (with the refit probe) on a stored run."""
-    from worker.params import InterveneParams
+    from worker.job_params import InterveneParams
 
     kw: dict[str, Any] = dict(
         run_id=run_id,
@@ -106,7 +106,7 @@ def patch(
     device: Device = None,
 ) -> None:
     """Activation patching (site × layer × position grid) on a stored run."""
-    from worker.params import PatchParams
+    from worker.job_params import PatchParams
 
     kw = {"sites": site} if site else {}
     params = PatchParams(

@@ -30,7 +30,7 @@ from layerscope_core.registry import (  # noqa: F401
     get_family,
     patch_sites_of,
 )
-from models_store.config import MAX_PARAMS
+from models_store.model_config import MAX_PARAMS
 from worker import method_fields
 from worker.method_fields import MethodParamValues, job_field, method_params_field
 from worker.param_types import (
@@ -148,7 +148,7 @@ class TrainParams(_Params):
         ge=1_000,
         le=MAX_PARAMS,
         description="parameter budget the width is solved to (±10%); a model with an explicit d_model may "
-        f"have at most {MAX_PARAMS:,} parameters too (models_store.config.MAX_PARAMS)",
+        f"have at most {MAX_PARAMS:,} parameters too (models_store.model_config.MAX_PARAMS)",
     )
     pretrained: str | None = Field(None, description="hub name or local folder to fine-tune")
     from_config: str | None = Field(
@@ -352,14 +352,14 @@ class TrainParams(_Params):
             )
 
     def scratch_config(self, task: Any) -> Any:
-        """The :class:`models_store.config.ModelConfig` of this run's model built from scratch
+        """The :class:`models_store.model_config.ModelConfig` of this run's model built from scratch
         (not pretrained / from_config) for ``task``: the width solved to ``param_target`` unless
         ``d_model`` is set.
 
         Raises:
             ValueError: a width off the family's grid, a target no width meets, a model over
                 ``MAX_PARAMS``."""
-        from models_store.config import ModelConfig
+        from models_store.model_config import ModelConfig
 
         return ModelConfig(
             family=self.family,
