@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from science.measurement_version import MEASUREMENT_VERSION, TOLERANCES
+from science.methods import traits_meta
 from science.profiles import profile_class
 
 PROBE_KEY = ("eval_length", "layer")
@@ -106,8 +107,10 @@ def _pp(field: str) -> Callable[[dict[str, Any], dict[str, Any]], float | None]:
 
 
 def _rank(x: dict[str, Any], y: dict[str, Any]) -> float | None:
-    """INLP's removed rank: |old − new| / the larger (0 when both are 0)."""
-    if x.get("method") != "inlp" or x.get("rank_removed") is None and y.get("rank_removed") is None:
+    """A removed rank the fit chose (INLP's; ``EditMethod.rank_chosen_by_fit``): |old − new| / the
+    larger (0 when both are 0); None for a method whose rank is a parameter."""
+    chosen = traits_meta().get(str(x.get("method")), {}).get("rank_chosen_by_fit", False)
+    if not chosen or x.get("rank_removed") is None and y.get("rank_removed") is None:
         return None
     u, v = x.get("rank_removed"), y.get("rank_removed")
     if u is None or v is None:

@@ -65,11 +65,19 @@ class EditMethod:
             ``science.measure.MAX_FIT_DOUBLINGS`` times, while a probe refit on its edited
             states still reads the variable (docs/SCIENCE.md#fit-size): for methods meant to
             remove the variable, not for controls.
+        rank_chosen_by_fit: the removed rank is what the fit found, not a parameter (INLP's
+            rounds): a rank over half the width then marks the removal "not selective" — it is
+            closer to mean ablation than to removing one variable (docs/SCIENCE.md#interventions).
+        random_control_is_itself: the rank-matched random removal of this edit removes the whole
+            width, i.e. is this edit (mean ablation): its drop is read raw, as the ceiling, not
+            beyond random removal (docs/SCIENCE.md#random-removal).
     """
 
     name: ClassVar[str] = ""
     params: ClassVar[tuple[MethodParam, ...]] = ()
     refit_until_removed: ClassVar[bool] = False
+    rank_chosen_by_fit: ClassVar[bool] = False
+    random_control_is_itself: ClassVar[bool] = False
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **kw: Any) -> Edit:
         raise NotImplementedError
@@ -139,6 +147,7 @@ class Inlp(EditMethod):
     """
 
     name = "inlp"
+    rank_chosen_by_fit = True
     params = (
         MethodParam(
             "max_rounds",
@@ -279,6 +288,7 @@ class MeanAblation(EditMethod):
     rank D). Its ``Edit`` has no ``left``/``right``."""
 
     name = "mean"
+    random_control_is_itself = True
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         return Edit(method=self.name, rank_removed=int(X.shape[1]), center=_mean(X))

@@ -66,6 +66,16 @@ def record_fields(name: str, edit: Edit) -> dict[str, Any]:
     return dict(hook(edit)) if callable(hook) else {}
 
 
+# what the pages read a method's rows by (``EditMethod`` documents each; False when not declared)
+TRAITS = ("rank_chosen_by_fit", "random_control_is_itself")
+
+
+def traits_meta() -> dict[str, dict[str, bool]]:
+    """``{method: {trait: bool}}`` for every registered method (``GET /api/meta``'s
+    ``method_traits``): the :data:`TRAITS` each declares, so a page reads rows without naming one."""
+    return {m: {t: bool(getattr(get_method(m), t, False)) for t in TRAITS} for m in registry.method_names()}
+
+
 def job_fields() -> dict[str, tuple[str, MethodParam]]:
     """``{job_field: (method, parameter)}``: the built-ins' parameters that the job parameters
     carry under their own top-level field (``MethodParam.job_field``, e.g. ``pca_k``)."""

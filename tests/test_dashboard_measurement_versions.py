@@ -9,16 +9,21 @@ from dashboard.figures.probe_causal import probe_causal_heatmap
 from dashboard.figures.probe_causal_table import EDIT_SETTINGS_ACROSS_RUNS
 from dashboard.pages.probe_causal import EDIT_FIELDS
 from dashboard.patching_captions import patching_caption
+from science.methods import traits_meta
 from tests.dashboard_data import intervention_rows, probe_rows
+
+TRAITS = traits_meta()  # how each built-in method's rows read (GET /api/meta's method_traits)
 
 
 def test_the_heatmap_says_when_its_probes_and_edits_come_from_two_versions():
     probes = [{**p, "measurement_version": 1} for p in probe_rows()]
     edits = [{**r, "measurement_version": 2} for r in intervention_rows()]
-    fig = probe_causal_heatmap(probes, edits, eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(probes, edits, eval_length=40, n_layers=4, method_traits=TRAITS)
     notice = fig.layout.meta["settings_notice"]
     assert notice and "measurement versions 1, 2" in notice and "SCIENCE.md#measurement-versions" in notice
-    same = probe_causal_heatmap(probes, [{**r, "measurement_version": 1} for r in edits], eval_length=40, n_layers=4)
+    same = probe_causal_heatmap(
+        probes, [{**r, "measurement_version": 1} for r in edits], eval_length=40, n_layers=4, method_traits=TRAITS
+    )
     assert same.layout.meta["settings_notice"] is None
 
 

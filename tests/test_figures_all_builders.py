@@ -33,7 +33,10 @@ import plotly.graph_objects as go
 import pytest
 
 import dashboard.figures
+from science.methods import traits_meta
 from tests.dashboard_data import curve_rows, intervention_rows, patching_rows, probe_rows, profile_rows
+
+TRAITS = traits_meta()  # how each built-in method's rows read (GET /api/meta's method_traits)
 
 VARIANTS = ("full", "all_none", "some_none", "empty")
 # Helpers that return a Figure but are not builders: they style or wrap a figure they are given.
@@ -331,6 +334,7 @@ def fx_probe_causal_heatmap(variant: str, n: Names):
         "title": f"#1 {n.run} · L=40",
         "d_model": 128,
         "caption": f"Run #1 · suite {n.run}",
+        "method_traits": TRAITS,
     }
 
 

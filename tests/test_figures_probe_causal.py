@@ -6,7 +6,10 @@ from dashboard.figures.decoupling import decoupling_points, decoupling_summary
 from dashboard.figures.patching import patching_heatmaps, patching_table
 from dashboard.figures.probe_causal import probe_causal_heatmap
 from dashboard.figures.probe_causal_table import best_probe_layer, most_damaging_layer, probe_causal_table
+from science.methods import traits_meta
 from tests.dashboard_data import intervention_rows, patching_rows, probe_rows
+
+TRAITS = traits_meta()  # how each built-in method's rows read (GET /api/meta's method_traits)
 
 
 def _by_kind(fig, kind):
@@ -14,7 +17,7 @@ def _by_kind(fig, kind):
 
 
 def test_heatmap_layers_by_measures():
-    fig = probe_causal_heatmap(probe_rows(), intervention_rows(), eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(probe_rows(), intervention_rows(), eval_length=40, n_layers=4, method_traits=TRAITS)
     acc, drop = (t for t in fig.data if t.type == "heatmap")
     # rows: emb, 0..3, plus "all layers" for Conv1D removed everywhere
     assert list(acc.y) == ["emb", "0", "1", "2", "3", "all layers"]
@@ -34,7 +37,9 @@ def test_heatmap_layers_by_measures():
 
 
 def test_best_probe_and_most_damaging_marked():
-    fig = probe_causal_heatmap(probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(
+        probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4, method_traits=TRAITS
+    )
     assert _by_kind(fig, "best_probe")[0].meta["layer"] == 3
     dmg = _by_kind(fig, "most_damaging")[0].meta["layers"]
     # changed: project-out's refit still reads the variable here (not removed), so claim 4's rule
@@ -50,13 +55,15 @@ def test_best_probe_and_most_damaging_marked():
 def test_helpers_and_table():
     assert best_probe_layer(probe_rows(best=2)) == 2
     assert most_damaging_layer(intervention_rows(damaging=2), "inlp") == 2
-    table = probe_causal_table(probe_rows(), intervention_rows())
+    table = probe_causal_table(probe_rows(), intervention_rows(), method_traits=TRAITS)
     units = {r["measure"]: r["unit"] for r in table}
     assert units["probe"] == "accuracy" and units["drop:leace"] == "pp"
 
 
 def test_escapes_run_names_in_titles():
-    fig = probe_causal_heatmap(probe_rows(), intervention_rows(), title="<script>alert(1)</script>")
+    fig = probe_causal_heatmap(
+        probe_rows(), intervention_rows(), title="<script>alert(1)</script>", method_traits=TRAITS
+    )
     assert "<script>" not in fig.layout.title.text
     assert "&lt;script&gt;" in fig.layout.title.text
 
@@ -115,7 +122,7 @@ def test_heatmap_marks_ties_and_no_most_damaging_cell_without_a_significant_drop
         {**r, "significant": False, "p_holm": 0.9, "delta_pp": 0.0 if r["layer"] == 0 else -1.0}
         for r in intervention_rows(conv1d=False)
     ]
-    fig = probe_causal_heatmap(flat, ns, eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(flat, ns, eval_length=40, n_layers=4, method_traits=TRAITS)
     best = _by_kind(fig, "best_probe")[0]
     assert best.meta["tie"] == [-1, 0, 1, 2] and "tie" in best.name
     acc = next(t for t in fig.data if t.type == "heatmap")
@@ -147,7 +154,9 @@ def test_patching_heatmaps_side_by_side():
 def test_heatmap_not_removed_edits_are_flagged_and_never_most_damaging():
     """The fixture's project-out refit reads 0.9 (majority 0.5): claim 4 calls that edit 'not
     removed', so its −20 pp drop is flagged and gets no ▼; LEACE (refit at the majority) keeps it."""
-    fig = probe_causal_heatmap(probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(
+        probe_rows(best=3), intervention_rows(damaging=1), eval_length=40, n_layers=4, method_traits=TRAITS
+    )
     dmg = _by_kind(fig, "most_damaging")[0].meta["layers"]
     assert "drop:project_out" not in dmg and dmg["drop:leace"] == 1
     drop = [t for t in fig.data if t.type == "heatmap"][1]

@@ -9,7 +9,10 @@ from dashboard.figures.decoupling import decoupling_summary
 from dashboard.figures.probe_causal import probe_causal_heatmap
 from dashboard.figures.probe_causal_table import probe_causal_table
 from dashboard.pvc_captions import heatmap_prefix, summary_caption
+from science.methods import traits_meta
 from tests.dashboard_data import intervention_rows, probe_rows
+
+TRAITS = traits_meta()  # how each built-in method's rows read (GET /api/meta's method_traits)
 
 
 def _drop_heatmap(fig):
@@ -34,12 +37,12 @@ def test_drops_read_beyond_random_removal_with_the_random_interval_in_hover():
         else r
         for r in intervention_rows(conv1d=False)
     ]
-    table = probe_causal_table(probe_rows(), edits)
+    table = probe_causal_table(probe_rows(), edits, method_traits=TRAITS)
     leace1 = next(r for r in table if r["measure"] == "drop:leace" and r["layer"] == 1)
     assert leace1["value"] == -20.0 - (-4.0) and leace1["delta_raw_pp"] == -20.0 and leace1["beyond_random"]
     mean1 = next(r for r in table if r["measure"] == "drop:mean" and r["layer"] == 1)
     assert mean1["value"] == -20.0 and not mean1["beyond_random"]  # no random control: raw
-    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, method_traits=TRAITS)
     hm = _drop_heatmap(fig)
     yi, xi = _cell(hm, "1", "drop:leace")
     assert hm.z[yi][xi] == -16.0
@@ -53,7 +56,7 @@ def test_inlp_rank_as_share_of_width_and_flagged_not_selective_over_half():
     edits = intervention_rows(conv1d=False)
     for r in edits:
         r["rank_removed"] = {"inlp": 128 if r["layer"] == 1 else 40, "project_out": 1}.get(r["method"])
-    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, d_model=128)
+    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, d_model=128, method_traits=TRAITS)
     hm = _drop_heatmap(fig)
     yi, xi = _cell(hm, "1", "drop:inlp")
     assert "n.sel." in hm.text[yi][xi] and "128 of 128 (100% of the width)" in hm.customdata[yi][xi][3]
@@ -66,7 +69,7 @@ def test_inlp_rank_as_share_of_width_and_flagged_not_selective_over_half():
     assert rank_share({"rank_removed": 64}, 128) == 0.5 and NOT_SELECTIVE_SHARE == 0.5
     assert rank_share({"rank_removed": 64}, None) is None
     # without the width no share and no flag
-    hm2 = _drop_heatmap(probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4))
+    hm2 = _drop_heatmap(probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, method_traits=TRAITS))
     assert not any("n.sel." in t for row in hm2.text for t in row)
 
 
@@ -76,7 +79,7 @@ def test_ties_are_marked_on_the_causal_side():
         if r["method"] == "mean":
             r["delta_pp"] = -50.65 if r["layer"] in (1, 2, 3) else -2.0
             r["significant"] = True
-    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, method_traits=TRAITS)
     hm = _drop_heatmap(fig)
     marked = [
         hm.y[i] for i, row in enumerate(hm.text) if row[list(hm.meta["columns"]).index("drop:mean")].startswith("▼")
@@ -93,11 +96,15 @@ def test_ties_are_marked_on_the_causal_side():
 def test_a_notice_when_the_view_mixes_measurement_settings():
     probes = [{**p, "n_train": 64 if p["layer"] < 1 else 500, "n_test": 64, "config_hash": "a"} for p in probe_rows()]
     edits = [{**r, "n_sequences": 256, "config_hash": "b"} for r in intervention_rows()]
-    fig = probe_causal_heatmap(probes, edits, eval_length=40, n_layers=4, caption="Run #1 · suite paper")
+    fig = probe_causal_heatmap(
+        probes, edits, eval_length=40, n_layers=4, caption="Run #1 · suite paper", method_traits=TRAITS
+    )
     notice = fig.layout.meta["settings_notice"]
     assert notice and "probe training sequences 64, 500" in notice and "edit" not in notice.split("64")[-1]
     assert "Run #1 · suite paper" in fig.layout.meta["caption"] and "256 sequences" in fig.layout.meta["caption"]
-    same = probe_causal_heatmap([{**p, "n_train": 500} for p in probe_rows()], edits, eval_length=40, n_layers=4)
+    same = probe_causal_heatmap(
+        [{**p, "n_train": 500} for p in probe_rows()], edits, eval_length=40, n_layers=4, method_traits=TRAITS
+    )
     assert same.layout.meta["settings_notice"] is None
     assert any((a.text or "").startswith("⚠") for a in fig.layout.annotations)
 
@@ -187,10 +194,10 @@ def test_mean_ablation_reads_raw_even_with_a_random_control_stored():
         {**r, "random_delta_pp": r["delta_pp"], "random_draws": 1, "rank_removed": 128} if r["method"] == "mean" else r
         for r in intervention_rows(conv1d=False)
     ]
-    table = probe_causal_table(probe_rows(), edits)
+    table = probe_causal_table(probe_rows(), edits, method_traits=TRAITS)
     mean1 = next(r for r in table if r["measure"] == "drop:mean" and r["layer"] == 1)
     assert mean1["value"] == -20.0 and not mean1["beyond_random"]
-    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4)
+    fig = probe_causal_heatmap(probe_rows(), edits, eval_length=40, n_layers=4, method_traits=TRAITS)
     hm = _drop_heatmap(fig)
     yi, xi = _cell(hm, "1", "drop:mean")
     assert hm.z[yi][xi] == -20.0

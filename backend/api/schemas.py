@@ -85,6 +85,11 @@ class Meta(BaseModel):
     method_params: dict[str, list[MethodParamMeta]] = Field(
         default_factory=dict, description="per method, the parameters a job may set (intervene, measure)"
     )
+    method_traits: dict[str, dict[str, bool]] = Field(
+        default_factory=dict,
+        description="per method, how its rows read (rank_chosen_by_fit: a rank over half the width is not "
+        "selective; random_control_is_itself: its drop is read raw, not beyond random removal)",
+    )
     presets: list[str]
     eval_lengths: list[int] = Field(description="default eval lengths")
     train_length: int

@@ -9,7 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from dashboard.figures.common import finite
+from dashboard.theme import method_label
 from science.profiles import NEAR_BEST_TOL
+
+# {method: {trait: bool}}: GET /api/meta's method_traits (science.methods.traits_meta)
+MethodTraits = Mapping[str, Mapping[str, bool]]
 
 NOT_SELECTIVE_SHARE = 0.5  # an INLP removing more than this share of the width is mean ablation, not a concept
 # the causal side's tie: drops within this many pp of the most damaging one (the probe side's
@@ -25,10 +29,12 @@ def rank_share(row: Mapping[str, Any], d_model: int | None) -> float | None:
     return min(1.0, max(0.0, float(r) / int(d_model)))
 
 
-def not_selective(row: Mapping[str, Any], d_model: int | None) -> bool:
-    """An INLP row that removed more than half the width (``NOT_SELECTIVE_SHARE``)."""
+def not_selective(row: Mapping[str, Any], d_model: int | None, method_traits: MethodTraits) -> bool:
+    """A row of a method whose rank is chosen by its fit (INLP) that removed more than half the
+    width (``NOT_SELECTIVE_SHARE``). ``method_traits``: ``GET /api/meta``'s ``method_traits``."""
     share = rank_share(row, d_model)
-    return row.get("method") == "inlp" and share is not None and share > NOT_SELECTIVE_SHARE
+    chosen = method_traits.get(str(row.get("method")), {}).get("rank_chosen_by_fit", False)
+    return bool(chosen) and share is not None and share > NOT_SELECTIVE_SHARE
 
 
 def random_text(row: Mapping[str, Any]) -> str:
@@ -54,9 +60,10 @@ def rank_text(row: Mapping[str, Any], d_model: int | None) -> str:
     if share is None or d_model is None:  # rank_share is None without d_model
         return ""
     text = f"rank {int(row['rank_removed'])} of {int(d_model)} ({100 * share:.0f}% of the width)"
-    if row.get("not_selective") or not_selective(row, d_model):  # a heatmap table row carries the flag
+    if row.get("not_selective"):  # the heatmap table's flag (probe_causal_table)
         text += (
-            f" · not selective: INLP removed more than {100 * NOT_SELECTIVE_SHARE:.0f}% of the width "
+            f" · not selective: {method_label(str(row['measure']).removeprefix('drop:'))} removed more than "
+            f"{100 * NOT_SELECTIVE_SHARE:.0f}% of the width "
             "(mean ablation, not a concept removal)"
         )
     return text

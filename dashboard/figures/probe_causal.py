@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.figures.captions import add_caption
-from dashboard.figures.causal_controls import NEAR_WORST_TOL_PP, random_text, rank_text, tied_worst
+from dashboard.figures.causal_controls import NEAR_WORST_TOL_PP, MethodTraits, random_text, rank_text, tied_worst
 from dashboard.figures.common import TraceBatch, base_layout, empty_figure, esc, finite, note_missing
 from dashboard.figures.probe_causal_caption import heatmap_caption, settings_notice
 from dashboard.figures.probe_causal_table import (
@@ -71,15 +71,19 @@ def probe_causal_heatmap(
     title: str | None = None,
     d_model: int | None = None,
     caption: str | None = None,
+    method_traits: MethodTraits,
 ) -> go.Figure:
     """``probes``: ``/api/runs/{id}/probes`` rows; ``interventions``: ``/api/runs/{id}/interventions``
     rows. The causal panel reads each drop beyond its rank-matched random removal where stored
     (hover: the raw Δ and the random interval); ``d_model`` (the run's width) gives each edit's
-    rank as a share of it and flags an INLP over half the width "n.sel." (not selective). ★ marks
+    rank as a share of it and flags a rank chosen by the fit (INLP's; ``method_traits``, GET
+    /api/meta's) over half the width "n.sel." (not selective). ★ marks
     every near-best probe layer, ▼ every layer within ``NEAR_WORST_TOL_PP`` of an edit's most
     damaging one (a tie). ``caption``: what the figure shows (run, suite), under the plot, with the
     settings the rows were measured with and a notice when they differ."""
-    table = probe_causal_table(probes, interventions, eval_length=eval_length, d_model=d_model)
+    table = probe_causal_table(
+        probes, interventions, method_traits=method_traits, eval_length=eval_length, d_model=d_model
+    )
     if not table:
         return empty_figure("No probe or intervention results for this run at this length")
     grid = _grid(table, n_layers)

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from dashboard.figures.captions import MEASUREMENT_VERSION_SETTING
-from dashboard.figures.causal_controls import not_selective, rank_share
+from dashboard.figures.causal_controls import MethodTraits, not_selective, rank_share
 from dashboard.figures.common import finite
 from dashboard.theme import layer_name
-from science.claims import beyond_random
+from science.claims import DECOUPLING_METHODS, beyond_random, edit_removed
 from science.profiles import NEAR_BEST_TOL
 
 # the settings that must agree for one heatmap to compare its cells
@@ -28,19 +28,22 @@ EDIT_SETTINGS = (
 # across runs, counts and the measurement version: a follow-up job's config_hash includes its run id
 EDIT_SETTINGS_ACROSS_RUNS = (*EDIT_SETTINGS[1:], MEASUREMENT_VERSION_SETTING)
 
-PROBE_DIRECTION_METHODS = ("project_out", "inlp", "leace")
-# drops read raw even where a random control is stored (docs/SCIENCE.md#random-removal)
-READ_RAW_METHODS = ("mean",)
-
 
 def probe_causal_table(
-    probes: Sequence[dict], interventions: Sequence[dict], *, eval_length: int | None = None, d_model: int | None = None
+    probes: Sequence[dict],
+    interventions: Sequence[dict],
+    *,
+    method_traits: MethodTraits,
+    eval_length: int | None = None,
+    d_model: int | None = None,
 ) -> list[dict[str, Any]]:
     """Tidy rows ``{layer, layer_name, measure, kind, value, unit, p_holm, significant}``:
     the data behind the heatmap (and its CSV). A drop's ``value`` is read beyond its rank-matched
     random removal where stored, mean ablation's raw (``science.claims.beyond_random``: ``delta_pp − random_delta_pp``;
     ``delta_raw_pp``, ``random_delta_pp/lo/hi``, ``random_draws`` kept beside it); ``rank_share``
-    = ``rank_removed / d_model`` and ``not_selective`` (INLP over half the width) when known."""
+    = ``rank_removed / d_model`` and ``not_selective`` (a rank chosen by the fit, as INLP's, over
+    half the width) when known; claim 4's methods (``DECOUPLING_METHODS``) say whether the edit
+    removed the variable. ``method_traits``: ``GET /api/meta``'s (how each method's rows read)."""
     rows: list[dict[str, Any]] = []
     for p in probes:
         if eval_length is not None and int(p["eval_length"]) != int(eval_length):
@@ -70,7 +73,8 @@ def probe_causal_table(
         }
         # mean ablation removes the whole width: its stored random removal is mean ablation
         # itself (one draw of D directions), so it reads raw, as the ceiling
-        br = r if m in READ_RAW_METHODS else beyond_random(r)
+        raw = method_traits.get(m, {}).get("random_control_is_itself", False)
+        br = r if raw else beyond_random(r)
         rows.append(
             {
                 **common,
@@ -86,12 +90,10 @@ def probe_causal_table(
                     for k in ("random_delta_pp", "random_delta_lo", "random_delta_hi", "random_draws", "rank_removed")
                 },
                 "rank_share": rank_share(r, d_model),
-                "not_selective": not_selective(r, d_model),
+                "not_selective": not_selective(r, d_model, method_traits),
             }
         )
-        if m in PROBE_DIRECTION_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
-            from science.claims import edit_removed
-
+        if m in DECOUPLING_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
             rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
             rows.append(

@@ -216,10 +216,18 @@ def initial_options(api: ApiClient, state: dict) -> list[dict]:
     return opts
 
 
+def method_traits(api: ApiClient) -> dict[str, dict[str, bool]]:
+    """How each method's rows read (``GET /api/meta``'s ``method_traits``; {} from a client
+    without ``meta``, a test's fake)."""
+    meta = getattr(api, "meta", None)
+    return dict(meta().get("method_traits", {})) if meta is not None else {}
+
+
 def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, Any]:
     """(heatmap figure, run info, error alert, untrained banner) for the page state."""
     try:
         run, probes, interventions = heatmap_data(api, state)
+        traits = method_traits(api)
     except ApiError as exc:
         return empty_figure("Could not load this run"), None, api_alert(exc), None
     if run is None:
@@ -238,6 +246,7 @@ def heatmap_view(api: ApiClient, path_for, state: dict) -> tuple[Any, Any, Any, 
         title=f"#{run['id']} {run.get('name', '')} · L={state['length']}",
         d_model=run.get("d_model"),
         caption=heatmap_prefix(run),
+        method_traits=traits,
     )
     info = html.Span(
         [
@@ -338,7 +347,11 @@ def register(app, api: ApiClient, path_for) -> None:
     def heat_csv(state):
         run, probes, interventions = heatmap_data(api, state)
         rows = probe_causal_table(
-            probes, interventions, eval_length=state["length"], d_model=run.get("d_model") if run else None
+            probes,
+            interventions,
+            method_traits=method_traits(api),
+            eval_length=state["length"],
+            d_model=run.get("d_model") if run else None,
         )
         return [{"run_id": run["id"] if run else None, "eval_length": state["length"], **r} for r in rows]
 

@@ -24,7 +24,7 @@ def meta(request: Request) -> Meta:
     model store (``layerscope task add``: ``create_app`` registered the settings' store, whose
     names ``registry.task_names`` lists). ``read_only``: why a server over a bundle refuses writes,
     so the dashboard says so and disables what would write."""
-    from science.methods import params_meta  # each method's declared parameters
+    from science.methods import params_meta, traits_meta  # what each method declares
 
     read_only = getattr(request.app.state, "read_only", None)
-    return Meta(**registry.meta(), method_params=params_meta(), read_only=read_only)
+    return Meta(**registry.meta(), method_params=params_meta(), method_traits=traits_meta(), read_only=read_only)
