@@ -39,6 +39,26 @@ PATCH_RECOVERY_TOL = 0.01
 SETTINGS_COLUMNS = ("eval_lengths", "patch_eval_length", "fit_length", "intervention_layers")
 
 
+# INLP's reference rounds (Alg. 1 as written, science.inlp.inlp_directions_reference) measured
+# beside today's: a rank INLP's fit chose is compared with the interval the two exact
+# implementations span on the same rows (docs/SCIENCE.md#measurement-versions)
+REFERENCE = "inlp_reference"
+
+
+def _inlp_reference() -> Any:
+    """``Inlp(from_scratch=True)`` as a method of its own (its round budget declared without the
+    built-in's job field, which only a built-in may name)."""
+    from layerscope_core.method_params import MethodParam
+    from science.edit_methods import Inlp
+
+    (budget,) = Inlp.params
+
+    class InlpReference(Inlp):
+        params = (MethodParam(budget.name, budget.type, budget.default, budget.help, ge=budget.ge, le=budget.le),)
+
+    return InlpReference(from_scratch=True)
+
+
 class CannotRemeasure(RuntimeError):
     """The run cannot be measured again here (exit status 2)."""
 
@@ -80,16 +100,42 @@ def _largest(
     diff: Callable[[dict[str, Any], dict[str, Any]], float | None],
     unit: str,
     tol: float,
+    ref: dict[tuple, dict[str, Any]] | None = None,
+    field: str | None = None,
 ) -> Line:
-    """The largest ``diff(old_row, new_row)`` over the rows both sides have (None: not comparable)."""
+    """The largest ``diff(old_row, new_row)`` over the rows both sides have (None: not comparable).
+    Where ``ref`` (keyed like the rows) has a twin of the new row — the reference implementation's
+    row of an INLP — the old row is compared with the interval the two span: 0 when its ``field``
+    lies between them, else its difference from the nearer end."""
     a, b = _keyed(old, key), _keyed(new, key)
     best: tuple[float, tuple] | None = None
     for k in a.keys() & b.keys():
         d = diff(a[k], b[k])
+        twin = (ref or {}).get(k)
+        if d is not None and twin is not None and field is not None:
+            d = _interval_distance(a[k], b[k], twin, field, diff, d)
         if d is not None and (best is None or d > best[0]):
             best = (d, k)
     where = ", ".join(f"{n}={v}" for n, v in zip(key, best[1], strict=True)) if best else ""
     return Line(table, len(a.keys() & b.keys()), best[0] if best else None, unit, where, tol, len(a.keys() ^ b.keys()))
+
+
+def _interval_distance(
+    x: dict[str, Any],
+    y: dict[str, Any],
+    twin: dict[str, Any],
+    field: str,
+    diff: Callable[[dict[str, Any], dict[str, Any]], float | None],
+    d: float,
+) -> float:
+    """``x``'s distance from the interval ``y`` and ``twin`` span in ``field`` (``d`` = diff(x, y))."""
+    u, v, w = x.get(field), y.get(field), twin.get(field)
+    if u is None or v is None or w is None:
+        return d
+    if min(v, w) <= u <= max(v, w):
+        return 0.0
+    dt = diff(x, twin)
+    return d if dt is None else min(d, dt)
 
 
 def _pp(field: str) -> Callable[[dict[str, Any], dict[str, Any]], float | None]:
@@ -135,10 +181,17 @@ def _classes(probes: Sequence[dict[str, Any]]) -> dict[int, str]:
     return {L: profile_class(c, statistics.fmean(bases[L])) for L, c in sorted(curves.items())}
 
 
-def compare(old: dict[str, list[dict[str, Any]]], new: dict[str, list[dict[str, Any]]]) -> tuple[list[Line], list[str]]:
+def compare(
+    old: dict[str, list[dict[str, Any]]],
+    new: dict[str, list[dict[str, Any]]],
+    reference: Sequence[dict[str, Any]] = (),
+) -> tuple[list[Line], list[str]]:
     """(one :class:`Line` per table, the verdicts that changed) between the bundle's rows ``old``
-    and today's ``new`` (``probe_results``, ``intervention_results``, ``patching_results``)."""
+    and today's ``new`` (``probe_results``, ``intervention_results``, ``patching_results``).
+    ``reference``: intervention rows of INLP's reference rounds on the same rows (method named
+    as today's), against which an INLP rank and its refit are read as an interval."""
     tol = TOLERANCES
+    ref = _keyed(reference, EDIT_KEY)
     probes_old, probes_new = old["probe_results"], new["probe_results"]
     edits_old, edits_new = old["intervention_results"], new["intervention_results"]
     refits_old = [r for r in edits_old if r.get("refit_acc") is not None]
@@ -154,8 +207,28 @@ def compare(old: dict[str, list[dict[str, Any]]], new: dict[str, list[dict[str, 
             "pp",
             tol["probe_accuracy_pp"],
         ),
-        _largest("interventions", edits_old, edits_new, EDIT_KEY, _rank, "of the rank", tol["inlp_rank_rel"]),
-        _largest("refits", refits_old, refits_new, EDIT_KEY, _pp("refit_acc"), "pp", tol["refit_accuracy_pp"]),
+        _largest(
+            "interventions",
+            edits_old,
+            edits_new,
+            EDIT_KEY,
+            _rank,
+            "of the rank",
+            tol["inlp_rank_rel"],
+            ref,
+            "rank_removed",
+        ),
+        _largest(
+            "refits",
+            refits_old,
+            refits_new,
+            EDIT_KEY,
+            _pp("refit_acc"),
+            "pp",
+            tol["refit_accuracy_pp"],
+            ref,
+            "refit_acc",
+        ),
         _largest(
             "patching",
             old["patching_results"],
@@ -198,7 +271,9 @@ def _settings_problem(bundle: dict[str, Any] | None, now: dict[str, Any] | None)
     return f"measured here with other settings ({', '.join(diffs)})" if diffs else None
 
 
-def remeasure(bundle: Path, run_id: int, *, device: str = "cpu", work: Path) -> dict[str, Any]:
+def remeasure(
+    bundle: Path, run_id: int, *, device: str = "cpu", work: Path, reference_rounds: bool = True
+) -> dict[str, Any]:
     """Import ``bundle`` into a scratch database under ``work``, rebuild (or load) run ``run_id``'s
     weights and measure it. Returns ``{run_old, run_new, old, new, settings_problem, versions}``.
 
@@ -246,6 +321,10 @@ def remeasure(bundle: Path, run_id: int, *, device: str = "cpu", work: Path) -> 
         settings_new: dict[int | None, dict[str, Any]] = {
             r.id: table_row(r) for r in s.execute(select(MeasureSettings)).scalars()
         }
+    reference: list[dict[str, Any]] = []
+    again: list[dict[str, Any]] = []
+    if reference_rounds and any(_rank_chosen(r) for r in old["intervention_results"]):
+        reference, again = _reference_rows(env, new_id, new["intervention_results"], settings_new)
     problems = {
         _settings_problem(settings_old.get(a.get("settings_id")), settings_new.get(b.get("settings_id")))
         for t in names
@@ -258,7 +337,60 @@ def remeasure(bundle: Path, run_id: int, *, device: str = "cpu", work: Path) -> 
         "new": new,
         "settings_problem": "; ".join(sorted(p for p in problems if p)) or None,
         "versions": sorted({r.get("measurement_version", 1) for t in names for r in old[t]}),
+        "reference": reference,
+        "again": again,
     }
+
+
+def _rank_chosen(row: dict[str, Any]) -> bool:
+    """A row of a method whose fit chooses its rank (INLP: ``EditMethod.rank_chosen_by_fit``)."""
+    return bool(traits_meta().get(str(row.get("method")), {}).get("rank_chosen_by_fit", False))
+
+
+def _reference_rows(
+    env: Any, run_id: int, edits: Sequence[dict[str, Any]], settings: dict[int | None, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """INLP measured once more on run ``run_id`` of the scratch database with the settings of
+    today's INLP rows ``edits``, by today's rounds and by the reference rounds together (one
+    intervene job: the same fit sets, probes and seeds). Returns (the reference's rows, named
+    ``inlp`` as today's are; today's rows of this pass, which must equal ``edits``'s)."""
+    from layerscope_core.registry import register_method, unregister_method
+    from worker.job_params import InterveneParams, MeasureParams
+    from worker.pipeline import intervene
+
+    rows = [r for r in edits if r.get("method") == "inlp"]
+    if not rows:
+        return [], []
+    measured = MeasureParams.model_validate(settings[rows[0].get("settings_id")]["params"])
+    budget = measured.inlp_max_rounds
+    register_method(REFERENCE, _inlp_reference())
+    try:
+        job = InterveneParams(
+            run_id=run_id,
+            methods=["inlp", REFERENCE],
+            layers=sorted({r["layer"] for r in rows}),
+            eval_lengths=sorted({r["eval_length"] for r in rows}),
+            inlp_max_rounds=budget,
+            method_params={REFERENCE: {"max_rounds": budget}} if budget is not None else {},
+            conv1d=False,
+            n_probe_sequences=measured.n_probe_sequences,
+            n_permutations=measured.n_permutations,
+        )
+        intervene(job, env)
+        from sqlalchemy import select
+
+        from backend.bundle import table_row
+        from store.models import InterventionResult
+
+        with env.session_factory() as s:
+            got = [
+                table_row(r)
+                for r in s.execute(select(InterventionResult).where(InterventionResult.run_id == run_id)).scalars()
+            ]
+    finally:
+        unregister_method(REFERENCE)
+    reference = [{**r, "method": "inlp"} for r in got if r["method"] == REFERENCE]
+    return reference, [r for r in got if r["method"] == "inlp"]
 
 
 def report(result: dict[str, Any]) -> tuple[list[str], bool]:
@@ -270,8 +402,11 @@ def report(result: dict[str, Any]) -> tuple[list[str], bool]:
         f"{MEASUREMENT_VERSION}; training {ro['steps']} steps, held-out acc {ro.get('heldout_acc')} in the "
         f"bundle, {rn['steps']} steps, {rn.get('heldout_acc')} here"
     )
-    lines, changed = compare(result["old"], result["new"])
+    reference = result.get("reference") or []
+    lines, changed = compare(result["old"], result["new"], reference)
     out = [head, *(x.text() for x in lines)]
+    if reference:
+        out.append(_reference_text(result["new"]["intervention_results"], reference, result.get("again") or []))
     drops = edit_drops(result["old"]["intervention_results"], result["new"]["intervention_results"])
     out.append(
         f"(edit drops: largest change {drops.value:.4g} pp at {drops.where}; held to their verdicts)"
@@ -282,6 +417,26 @@ def report(result: dict[str, Any]) -> tuple[list[str], bool]:
     ok = all(x.ok for x in lines) and not changed
     out.append("agreement: within the tolerances" if ok else "agreement: OUTSIDE the tolerances")
     return out, ok
+
+
+def _reference_text(
+    edits: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], again: Sequence[dict[str, Any]]
+) -> str:
+    """How far today's INLP and the reference rounds stop apart on the same rows (the interval an
+    old INLP rank and refit are read against), and whether today's rows came out the same again."""
+    today, ref = _keyed([r for r in edits if r.get("method") == "inlp"], EDIT_KEY), _keyed(reference, EDIT_KEY)
+    spread = [(_rank(today[k], ref[k]) or 0.0, k) for k in today.keys() & ref.keys()]
+    values = ("rank_removed", "refit_acc", "delta_pp")
+    first = _keyed(edits, EDIT_KEY)
+    same = all(
+        k in first and all(r.get(f) == first[k].get(f) for f in values) for k, r in _keyed(again, EDIT_KEY).items()
+    )
+    widest = max(spread, key=lambda t: t[0]) if spread else (0.0, ())
+    return (
+        f"(INLP reference rounds on the same rows: {len(spread)} rows; today's and the reference stop at ranks up to "
+        f"{widest[0]:.3g} apart (at {widest[1]}); an old INLP rank or refit inside the interval they span counts as "
+        f"0; today's INLP rows measured again {'identical' if same else 'DIFFERENT: settings of the two passes differ'})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,6 +53,9 @@ def test_a_run_measured_again_with_the_same_version_is_bit_identical(measured):
     assert {line.table for line in lines if line.value is not None} >= {"probes", "refits"}
     text, ok = check.report(result)
     assert ok and text[-1] == "agreement: within the tolerances"
+    # INLP's reference rounds ran beside today's, and today's INLP rows came out the same again
+    assert len(result["reference"]) == sum(r["method"] == "inlp" for r in result["new"]["intervention_results"]) > 0
+    assert any("today's INLP rows measured again identical" in t for t in text)
 
 
 def test_a_number_past_its_tolerance_or_a_flipped_verdict_fails(measured):
@@ -81,3 +84,23 @@ def test_the_command_exits_2_on_a_run_the_bundle_does_not_have(measured, capsys)
     assert check.main([str(bundle), str(run_id + 1000)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"no run with id {run_id + 1000}" in err
+
+
+def _inlp(rank: int, refit: float) -> dict:
+    return {"eval_length": 40, "method": "inlp", "layer": 1, "rank_removed": rank, "refit_acc": refit}
+
+
+def test_an_inlp_rank_is_read_against_the_interval_of_the_two_exact_implementations():
+    """INLP's rank and its refit: inside the interval today's rounds and the reference rounds span
+    on the same rows counts as no difference; outside, the distance to the nearer end counts."""
+    old = {"probe_results": [], "patching_results": [], "intervention_results": [_inlp(108, 0.60)]}
+    new = {"probe_results": [], "patching_results": [], "intervention_results": [_inlp(122, 0.52)]}
+    lines = {x.table: x for x in check.compare(old, new)[0]}
+    assert not lines["interventions"].ok and not lines["refits"].ok  # 14/122 and 8 pp apart alone
+    inside = {x.table: x for x in check.compare(old, new, [_inlp(106, 0.61)])[0]}
+    assert inside["interventions"].value == 0.0 and inside["refits"].value == 0.0
+    near = {x.table: x for x in check.compare(old, new, [_inlp(112, 0.596)])[0]}
+    assert abs(near["interventions"].value - 4 / 112) < 1e-12 and near["interventions"].ok
+    assert abs(near["refits"].value - 0.4) < 1e-9 and near["refits"].ok
+    far = {x.table: x for x in check.compare(old, new, [_inlp(130, 0.40)])[0]}
+    assert far["interventions"].value == lines["interventions"].value  # the nearer end is today's
