@@ -17,14 +17,15 @@ How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmul
   (attention projections and MLP; Mamba's in/x/dt/out projections), + 4 · T · D per GPT-NeoX
   block for the attention scores and their weighted sum over T positions (T = the length + the
   START token), + 2 · D · C for the head;
-- probes: one forward pass over every eval set (every layer's states), and per layer the probe
-  and its control twin, each ``n_iter`` (the recorded L-BFGS iterations) × 2 products
-  ``[N, D] × [D, C]`` (4 · N · D · C);
+- every probe fit the part makes (probes and their control twins, refits, every INLP round):
+  each of the solver's function evaluations (``benchmarks/floors.py``'s ``counting_fits``, as the
+  solver benchmarks count them) is 2 products ``[N, D] × [D, C]`` (4 · N · D · C); standardising
+  the rows (``2 · N · D²`` once per row set) and INLP's per-round updates are not counted, so the
+  solver part of the floor is a lower bound;
+- probes: one forward pass over every eval set (every layer's states), and the fits;
 - interventions: one forward over the fit set and one over each eval set; each edited forward
   (every method, every random draw, stored ``random_draws``) from the edited layer on (the
-  blocks after it and the head); the refit probes, INLP's rounds and the permutation tests are
-  NOT counted (their iterations are not recorded), so the ratio over-states the distance to the
-  floor where they dominate;
+  blocks after it and the head); the fits; the permutation tests (no matmul) are not counted;
 - patching: per (site, position) pair cell the corrupted forward from the patched layer on.
 
 ``peak_flops``: the best of 5 float32 matmuls ``[4096, D] × [D, 4·D]`` timed in the same process,
@@ -46,6 +47,9 @@ from typing import Any
 import torch
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
+
+from benchmarks.floors import counting_fits
 from layerscope_core.registry import TRAIN_LENGTH
 from models_store.base import LayerwiseModel
 from models_store.pretrained import load_pretrained
@@ -122,6 +126,60 @@ def peak_flops(d: int) -> float:
 _device = "cpu"
 
 
+def _run_part(
+    part: str,
+    model: LayerwiseModel,
+    task: Any,
+    count: Flops,
+    args: argparse.Namespace,
+    lengths: list[int],
+    layers: list[int] | None,
+    memory: MemoryBound,
+    common: dict[str, Any],
+) -> float:
+    """Run one part with the product's code; the FLOPs of its forward passes (the fits are
+    counted by the caller, from the solver's evaluations)."""
+    m = MeasureParams()
+    n = args.sequences
+    if part == "probes":
+        measure_probes(model, task, eval_lengths=lengths, n_sequences=n, memory=memory, **common)
+        return sum(count.forward(n, length) for length in lengths)
+    if part == "interventions":
+        rows = measure_interventions(
+            model,
+            task,
+            eval_lengths=lengths,
+            n_sequences=n,
+            methods=list(m.methods),
+            layers=layers,
+            pca_k=m.pca_k,
+            inlp_max_rounds=args.inlp_max_rounds or None,
+            fit_length=TRAIN_LENGTH,
+            n_permutations=m.n_permutations,
+            memory=memory,
+            **common,
+        )
+        fit_n = max(r.n_fit_sequences or 0 for r in rows)
+        f = count.forward(fit_n, TRAIN_LENGTH) + sum(count.forward(n, length) for length in lengths)
+        f += sum(
+            count.forward(n, r.eval_length, r.layer + 1) * (1 + (r.random_draws or 0)) for r in rows if r.layer >= 0
+        )
+        return f
+    cells = patching_grid(
+        model,
+        task,
+        eval_length=m.patch_eval_length,
+        positions=m.patch_positions,
+        sites=m.patch_sites,
+        stride=m.patch_stride,
+        n_pairs=m.n_patch_pairs,
+        **common,
+    )
+    f = count.forward(m.n_patch_pairs, m.patch_eval_length) * 2
+    f += sum(count.forward(m.n_patch_pairs, m.patch_eval_length, max(0, c.layer + 1)) for c in cells)
+    return f
+
+
 def main(argv: list[str] | None = None) -> int:
     global _device
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -167,51 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     spent: dict[str, float] = {}
     cpu = time.process_time()
     flops: dict[str, float] = {}
+    solver: dict[str, tuple[int, int]] = {}  # per part: (probe fits, solver evaluations)
     n = args.sequences
-    rows: list[Any]  # the part's records (probe, intervention or patching)
     for part in parts:
         t = time.perf_counter()
-        if part == "probes":
-            rows = measure_probes(model, task, eval_lengths=lengths, n_sequences=n, memory=memory, **common)
-            f = sum(count.forward(n, length) for length in lengths)
-            n_train = round(0.8 * n)
-            f += sum(2 * r.n_iter * 4 * n_train * r.eval_length * count.d * task.n_classes for r in rows)
-        elif part == "interventions":
-            rows = measure_interventions(
-                model,
-                task,
-                eval_lengths=lengths,
-                n_sequences=n,
-                methods=list(m.methods),
-                layers=layers,
-                pca_k=m.pca_k,
-                inlp_max_rounds=args.inlp_max_rounds or None,
-                fit_length=TRAIN_LENGTH,
-                n_permutations=m.n_permutations,
-                memory=memory,
-                **common,
-            )
-            fit_n = max(r.n_fit_sequences or 0 for r in rows)
-            f = count.forward(fit_n, TRAIN_LENGTH) + sum(count.forward(n, length) for length in lengths)
-            f += sum(
-                count.forward(n, r.eval_length, r.layer + 1) * (1 + (r.random_draws or 0)) for r in rows if r.layer >= 0
-            )
-        else:
-            rows = patching_grid(
-                model,
-                task,
-                eval_length=m.patch_eval_length,
-                positions=m.patch_positions,
-                sites=m.patch_sites,
-                stride=m.patch_stride,
-                n_pairs=m.n_patch_pairs,
-                **common,
-            )
-            f = count.forward(m.n_patch_pairs, m.patch_eval_length) * 2
-            f += sum(count.forward(m.n_patch_pairs, m.patch_eval_length, max(0, r.layer + 1)) for r in rows)
+        with counting_fits() as fits:
+            f = _run_part(part, model, task, count, args, lengths, layers, memory, common)
+        f += sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
         if args.device == "cuda":
             torch.cuda.synchronize()
         spent[part], flops[part] = time.perf_counter() - t, f
+        solver[part] = (len(fits.fits), fits.evals)
     rate = peak_flops(args.d_model)
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = total / rate
@@ -233,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "peak_flops": rate,
         "floor_seconds": round(floor, 2),
         "part_floor_seconds": {k: round(v / rate, 2) for k, v in flops.items()},
+        "part_fits": {k: {"fits": v[0], "evaluations": v[1]} for k, v in solver.items()},
         "ratio": round(seconds / floor, 2) if floor else None,
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),
     }
