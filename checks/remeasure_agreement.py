@@ -17,6 +17,7 @@ again here (no such run, no preset makes it, other settings).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -444,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("bundle", type=Path)
     ap.add_argument("run_id", type=int, help="the run's id in the bundle's runs table")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
+    ap.add_argument(
+        "--rows", type=Path, help="also write both sides' rows (and the INLP reference rows) to this JSON file"
+    )
     args = ap.parse_args(argv)
     from backend.bundle import BundleError
 
@@ -456,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     if result["settings_problem"]:
         print(f"remeasure_agreement: run {args.run_id}: {result['settings_problem']}", file=sys.stderr)
         return 2
+    if args.rows is not None:
+        keep = {k: result[k] for k in ("old", "new", "reference", "again")}
+        args.rows.write_text(json.dumps(keep, default=str, indent=1))
     lines, ok = report(result)
     print("\n".join(lines))
     return 0 if ok else 1
