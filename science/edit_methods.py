@@ -86,6 +86,11 @@ class EditMethod:
         """Columns of its intervention rows this method fills from its fitted ``edit`` (none here)."""
         return {}
 
+    def more_data_helps(self, edit: Edit) -> bool:
+        """Whether fitting ``edit`` again on more sequences could remove what its refit still
+        reads (docs/SCIENCE.md#fit-size); True here: the leak is the fit's estimate."""
+        return True
+
 
 def _mean(X: Tensor) -> Tensor:
     """The fitted mean μ ``[D]`` in float64."""
@@ -223,6 +228,14 @@ class Inlp(EditMethod):
             "inlp_converged": bool(info["reached_chance"]) if "reached_chance" in info else None,
             "inlp_rounds": int(info["n_rounds"]) if "n_rounds" in info else None,
         }
+
+    def more_data_helps(self, edit: Edit) -> bool:
+        """False when INLP spent its round budget without reaching chance: a fit on more sequences
+        stops at the same budget, so the variable its refit reads is the budget's, not the fit
+        set's (True when it reached chance, or stopped with rounds left)."""
+        info = edit.info
+        spent = "max_rounds" in info and int(info.get("n_rounds", 0)) >= int(info["max_rounds"])
+        return bool(info.get("reached_chance", True)) or not spent
 
 
 class Leace(EditMethod):

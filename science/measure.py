@@ -21,7 +21,7 @@ from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import Context, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
-from science.methods import method_settings, record_fields, refits_until_removed
+from science.methods import method_settings, more_data_helps, record_fields, refits_until_removed
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
@@ -444,6 +444,12 @@ class _Interventions:
                     for _ in range(MAX_FIT_DOUBLINGS):
                         acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
                         if acc - maj <= REMOVAL_TOL:
+                            break
+                        if not more_data_helps(method, edit):  # INLP with its round budget spent
+                            ctx.log(
+                                f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; its budget is "
+                                "spent, so it is not fitted on more sequences"
+                            )
                             break
                         n *= 2
                         ctx.log(

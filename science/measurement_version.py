@@ -7,8 +7,8 @@ its capture change what they compute at solver tolerance, not when only speed ch
 - 1: everything measured before versions were recorded (every row stored before migration 0010,
   and every row of a bundle exported before it);
 - 2: the incremental INLP (covariance and projection updated per round, warm-started), the
-  fused L-BFGS probe objective (probes, refits, INLP rounds, controls) and the memory-bounded,
-  chunked capture.
+  fused L-BFGS probe objective (probes, refits, INLP rounds, controls), the memory-bounded,
+  chunked capture, and no fit-size doubling for an INLP whose round budget is spent.
 
 Within one version a measurement is bit-identical run to run (same code, same seeds, same
 device). Across versions the numbers may move within :data:`TOLERANCES`; every verdict and

@@ -59,6 +59,13 @@ def refits_until_removed(name: str) -> bool:
     return bool(getattr(get_method(name), "refit_until_removed", False))
 
 
+def more_data_helps(name: str, edit: Edit) -> bool:
+    """Whether method ``name``'s ``edit`` could remove more if fitted on more sequences
+    (``EditMethod.more_data_helps``; True for a method without the hook)."""
+    hook = getattr(get_method(name), "more_data_helps", None)
+    return bool(hook(edit)) if callable(hook) else True
+
+
 def record_fields(name: str, edit: Edit) -> dict[str, Any]:
     """The columns of an intervention row method ``name`` fills from its fitted ``edit``
     (``EditMethod.record_fields``; none for a method without the hook)."""
