@@ -58,7 +58,7 @@ class SpilledRows:
         self._width = int(width)
         self._n = 0
         self.chunk = chunk_rows(self._width)
-        self._file = tempfile.TemporaryFile(buffering=0)
+        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115  # closed by close() or __exit__: it outlives this call
 
     @property
     def n(self) -> int:

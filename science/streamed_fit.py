@@ -89,7 +89,9 @@ def stream_rows(rows: Tensor, y: Tensor, n_classes: int, fit: SpilledFit | None 
     """Append ``rows [m, D]`` with labels ``y [m]`` to ``fit`` (a new one when None): written to its
     file and fed to its statistics a chunk at a time. Returns the fit."""
     if fit is None:
-        fit = SpilledFit(SpilledRows(int(rows.shape[1])), torch.zeros(0, dtype=torch.long), _fitter(rows.shape[1], n_classes))
+        fit = SpilledFit(
+            SpilledRows(int(rows.shape[1])), torch.zeros(0, dtype=torch.long), _fitter(rows.shape[1], n_classes)
+        )
     fit.rows.append(rows)
     y = y.reshape(-1).long().cpu()
     step = chunk_rows(fit.rows.width)
@@ -144,8 +146,8 @@ def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:
     capture batch's layer states and their labelled copy, the chunks read back (the buffer, a
     selected copy, the float64 copies LeaceFitter's update makes: 8 chunks' bytes), the
     :data:`STREAM_SQUARES` ``[D, D]`` float64 matrices, and the labels and masks (24 bytes a row)."""
-    batch = state_bytes(CAPTURE_BATCH, length, width)
-    chunk = 4 * chunk_rows(width) * width
+    batch = state_bytes(min(CAPTURE_BATCH, n_sequences), length, width)
+    chunk = 4 * min(chunk_rows(width), n_sequences * length) * width
     return 2 * batch + 8 * chunk + STREAM_SQUARES * 8 * width * width + 24 * n_sequences * length
 
 
