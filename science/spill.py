@@ -79,7 +79,7 @@ class SpilledRows:
             raise ValueError(f"rows must be [m, {self._width}], got shape {tuple(rows.shape)}")
         a = np.ascontiguousarray(rows.detach().to("cpu", torch.float32).numpy())
         self._file.seek(4 * self._n * self._width)
-        view = memoryview(a).cast("B")
+        view = a.data.cast("B")
         while view:
             written = self._file.write(view)
             view = view[written:]
@@ -99,7 +99,7 @@ class SpilledRows:
 
     def _read(self, start: int, into: np.ndarray) -> None:
         self._file.seek(4 * start * self._width)
-        view = memoryview(into).cast("B")
+        view = into.data.cast("B")
         while view:
             got = self._file.readinto(view)
             if not got:
