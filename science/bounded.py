@@ -8,8 +8,9 @@ cheaper, BENCHMARKS.md#memory-bound). :class:`Streamed` is a capture that holds 
 Every layer's numbers are those of the capture of every layer at once, bit for bit: the same
 modules on the same batches, and every probe and edit reads one layer.
 
-A measurement whose smallest piece (one layer's states, or one edit's fit at its largest fit
-size) cannot fit is refused before it starts, by :class:`MeasureMemoryError`, one line naming the
+An edit's fit set that cannot fit with its copies is not held: its rows are streamed from disk
+(:mod:`science.streamed_fit`). A measurement whose smallest piece (one layer's states, or one
+edit's fit at its largest fit size, streamed where it must be) cannot fit is refused before it starts, by :class:`MeasureMemoryError`, one line naming the
 setting and what it would need.
 """
 

@@ -11,13 +11,19 @@ and fitted the same way: :func:`science.interventions.fit_edit` checks the input
 ``y`` as int64 ``[N]`` on X's device, the keywords ``seed``, ``probe``, ``probe_kwargs`` and
 ``ctx`` (each method reads the ones it needs), and its declared parameters by name.
 
+A method may also define ``fit_streamed(fit, n_classes, **kw) -> Edit``, the same fit from rows
+on disk (:class:`science.streamed_fit.SpilledFit`: the rows in chunks and their running
+statistics), which a memory-bounded measurement calls when the rows do not fit its bound
+(docs/SCIENCE.md#memory-bound); every built-in does. A method without it is fitted in memory
+(and a bound its rows cannot fit is refused before the measurement starts).
+
 Every edit is ``h' = h − ((h − c) Rᵀ) Lᵀ`` (:class:`science.edits.Edit`) except ``mean``, which
 returns ``c`` everywhere. Each method's class documents its definition.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -25,8 +31,12 @@ from torch import Tensor
 from layerscope_core.method_params import MethodParam
 from science.context import Context
 from science.edits import Edit, probe_span, projection_edit, rank_of
-from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference
-from science.probes import LinearProbe, fit_probe
+from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference, inlp_rounds
+from science.probes import LinearProbe, fit_design, fit_probe
+from science.probes.design import Design, standardise_rows
+
+if TYPE_CHECKING:
+    from science.streamed_fit import SpilledFit
 
 __all__ = [
     "BUILTIN_METHODS",
@@ -124,9 +134,18 @@ class ProjectOut(EditMethod):
     ) -> Edit:
         if probe is None:
             probe = fit_probe(X, y, n_classes, **dict(probe_kwargs or {}))
-        Q = probe_span(probe)
+        return self._edit(probe, _mean(X))
+
+    def fit_streamed(
+        self, fit: SpilledFit, n_classes: int, *, probe_kwargs: dict[str, Any] | None = None, **_: Any
+    ) -> Edit:
+        """:meth:`fit` on rows on disk: the probe fitted on their design (a pass a solver evaluation)."""
+        probe = fit_design(standardise_rows(fit.rows), fit.y, n_classes, **dict(probe_kwargs or {}))
+        return self._edit(probe, fit.mean)
+
+    def _edit(self, probe: LinearProbe, mu: Tensor) -> Edit:
         info = {"probe_converged": probe.converged, "probe_n_iter": probe.n_iter}
-        return projection_edit(self.name, _mean(X), Q, info=info)
+        return projection_edit(self.name, mu, probe_span(probe), info=info)
 
 
 class Inlp(EditMethod):
@@ -183,16 +202,65 @@ class Inlp(EditMethod):
         ctx: Context | None = None,
         **_: Any,
     ) -> Edit:
-        N, D = X.shape
-        mu = _mean(X)
+        setup = self._setup(X, y, _mean(X), n_classes, seed, probe, max_rounds, chance_tol, probe_kwargs, ctx)
+        out = (inlp_directions_reference if self.from_scratch else inlp_directions)(setup)
+        return self._edit(setup, out)
+
+    def fit_streamed(
+        self,
+        fit: SpilledFit,
+        n_classes: int,
+        *,
+        seed: int = 0,
+        probe: LinearProbe | None = None,
+        max_rounds: int | None = None,
+        chance_tol: float = INLP_CHANCE_TOL,
+        probe_kwargs: dict[str, Any] | None = None,
+        ctx: Context | None = None,
+        **_: Any,
+    ) -> Edit:
+        """:meth:`fit` on rows on disk: the same split (by row index), the incremental rounds on a
+        design of the training rows (:func:`science.inlp.inlp_rounds`), the held-out rows read
+        from the file once a round."""
+        setup = self._setup(None, fit.y, fit.mean, n_classes, seed, probe, max_rounds, chance_tol, probe_kwargs, ctx)
+        dev_mask = torch.zeros(fit.n, dtype=torch.bool)
+        dev_mask[setup.dev_idx] = True
+        ydev = fit.y[dev_mask]
+        dev_rows = fit.rows.selected(dev_mask)
+        base = standardise_rows(fit.rows.selected(~dev_mask))
+
+        def accuracy(d: Design, p: LinearProbe) -> float:  # held-out logits through the same projection
+            V, b = d.raw_weights(p.W.double()).float(), p.b.float()
+            return _chunked_hits(dev_rows.chunks(), ydev, lambda x: (x.sub_(d.centre.float()) @ V.T + b).argmax(-1))
+
+        def first_accuracy(p: LinearProbe) -> float:
+            return _chunked_hits(dev_rows.chunks(), ydev, p.predict)
+
+        return self._edit(setup, inlp_rounds(setup, base, fit.y[~dev_mask], accuracy, first_accuracy))
+
+    def _setup(
+        self,
+        X: Tensor | None,
+        y: Tensor,
+        mu: Tensor,
+        n_classes: int,
+        seed: int,
+        probe: LinearProbe | None,
+        max_rounds: int | None,
+        chance_tol: float,
+        probe_kwargs: dict[str, Any] | None,
+        ctx: Context | None,
+    ) -> InlpSetup:
+        """The split, majority rate and budget both fits share (``X`` None: rows on disk)."""
+        N, D = int(y.shape[0]), int(mu.shape[0])
         if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
             max_rounds = inlp_budget(D, int(torch.unique(y).numel()))
         g = torch.Generator().manual_seed(seed)
-        perm = torch.randperm(N, generator=g).to(X.device)
+        perm = torch.randperm(N, generator=g).to(y.device)
         n_dev = max(1, N // 5)
         dev_idx, tr_idx = perm[:n_dev], perm[n_dev:]
         majority = int(torch.bincount(y[tr_idx], minlength=n_classes).argmax())
-        setup = InlpSetup(
+        return InlpSetup(
             X=X,
             y=y,
             n_classes=n_classes,
@@ -206,16 +274,17 @@ class Inlp(EditMethod):
             probe_kwargs=dict(probe_kwargs or {}),
             ctx=ctx,
         )
-        out = (inlp_directions_reference if self.from_scratch else inlp_directions)(setup)
+
+    def _edit(self, setup: InlpSetup, out: Any) -> Edit:
         return projection_edit(
             self.name,
-            mu,
+            setup.mu,
             out.Q,
             info={
                 "rounds": out.rounds,
                 "reached_chance": out.reached,
                 "n_rounds": len(out.rounds) - 1,  # projections made
-                "max_rounds": max_rounds,
+                "max_rounds": setup.max_rounds,
                 "dev_majority": setup.maj_dev,
             },
         )
@@ -250,11 +319,18 @@ class Leace(EditMethod):
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         from concept_erasure import LeaceFitter
 
-        D = X.shape[1]
         Z = torch.nn.functional.one_hot(y, n_classes).double()
-        eraser = LeaceFitter.fit(X.double(), Z).eraser
+        return self._edit(LeaceFitter.fit(X.double(), Z))
+
+    def fit_streamed(self, fit: SpilledFit, n_classes: int, **_: Any) -> Edit:
+        """:meth:`fit` from the fitter the rows were fed to as they were spilled (chunked updates)."""
+        return self._edit(fit.stats)
+
+    def _edit(self, fitter: Any) -> Edit:
+        eraser = fitter.eraser
         left, right = eraser.proj_left.contiguous(), eraser.proj_right.contiguous()
-        center = eraser.bias if eraser.bias is not None else torch.zeros(D, dtype=torch.float64, device=X.device)
+        D = left.shape[0]
+        center = eraser.bias if eraser.bias is not None else torch.zeros(D, dtype=torch.float64, device=left.device)
         return Edit(method=self.name, rank_removed=rank_of(left @ right), center=center, left=left, right=right)
 
 
@@ -284,12 +360,24 @@ class PcaTopK(EditMethod):
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, *, k: int | None = DEFAULT_PCA_K, **_: Any) -> Edit:
         N, D = X.shape
+        kk = self._k(k, D)
+        mu = _mean(X)
+        Xc = X - mu.to(X.dtype)
+        return self._edit(mu, (Xc.T @ Xc).double() / max(N - 1, 1), kk)
+
+    def fit_streamed(self, fit: SpilledFit, n_classes: int, *, k: int | None = DEFAULT_PCA_K, **_: Any) -> Edit:
+        """:meth:`fit` from the running mean and covariance of the rows (float64, chunked updates)."""
+        mu = fit.mean
+        return self._edit(mu, fit.covariance(), self._k(k, int(mu.shape[0])))
+
+    @staticmethod
+    def _k(k: int | None, D: int) -> int:
         kk = DEFAULT_PCA_K if k is None else k
         if isinstance(kk, bool) or not isinstance(kk, int) or kk < 1 or kk > D:
             raise ValueError(f"pca_top_k: k must be an int in 1..{D}, got {k!r}")
-        mu = _mean(X)
-        Xc = X - mu.to(X.dtype)
-        cov = (Xc.T @ Xc).double() / max(N - 1, 1)
+        return kk
+
+    def _edit(self, mu: Tensor, cov: Tensor, kk: int) -> Edit:
         evals, evecs = torch.linalg.eigh(cov)  # ascending
         Q = evecs[:, -kk:].flip(-1).contiguous()
         frac = float(evals[-kk:].sum() / evals.clamp_min(0).sum().clamp_min(1e-300))
@@ -305,6 +393,21 @@ class MeanAblation(EditMethod):
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         return Edit(method=self.name, rank_removed=int(X.shape[1]), center=_mean(X))
+
+    def fit_streamed(self, fit: SpilledFit, n_classes: int, **_: Any) -> Edit:
+        """:meth:`fit` from the rows' running mean (float64)."""
+        mu = fit.mean
+        return Edit(method=self.name, rank_removed=int(mu.shape[0]), center=mu)
+
+
+def _chunked_hits(chunks: Any, y: Tensor, predict: Any) -> float:
+    """Share (0..1) of ``y [N]`` that ``predict(chunk [m, D]) -> [m]`` gets right, chunk by chunk."""
+    hits, start = 0, 0
+    for x in chunks:
+        m = int(x.shape[0])
+        hits += int((predict(x) == y[start : start + m]).sum())
+        start += m
+    return hits / max(start, 1)
 
 
 # The built-in methods, in the registry's canonical order (layerscope_core.registry.METHODS

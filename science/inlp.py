@@ -19,6 +19,7 @@ into the edit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +29,17 @@ from torch import Tensor
 from science.context import Context
 from science.edits import probe_span
 from science.probes import LinearProbe, fit_design, fit_probe, standardised
-from science.probes.design import projected
+from science.probes.design import Design, projected
 
 
 @dataclass
 class InlpSetup:
-    """What both versions share: the rows ``X [N, D]``, labels ``y [N]``, the fitted mean ``mu``
-    ``[D]`` (float64) the projection acts around, the 80/20 split by ``seed`` (``tr_idx``,
-    ``dev_idx``), the held-out majority rate and the stopping settings."""
+    """What both versions share: the rows ``X [N, D]`` (None: the rows are on disk, read by
+    :func:`inlp_rounds` through a design, :mod:`science.streamed_fit`), labels ``y [N]``, the
+    fitted mean ``mu`` ``[D]`` (float64) the projection acts around, the 80/20 split by ``seed``
+    (``tr_idx``, ``dev_idx``), the held-out majority rate and the stopping settings."""
 
-    X: Tensor
+    X: Tensor | None
     y: Tensor
     n_classes: int
     mu: Tensor
@@ -76,15 +78,38 @@ def _orthogonal_to(Q: Tensor, new: Tensor) -> Tensor:
 
 
 def inlp_directions(s: InlpSetup) -> _Rounds:
-    """The incremental rounds (module docstring)."""
-    X, D = s.X, s.X.shape[1]
+    """The incremental rounds (module docstring) on the rows ``s.X``."""
+    X = s.X
+    if X is None:
+        raise ValueError("inlp_directions needs the rows X; rows on disk go through inlp_rounds")
     ytr, ydev = s.y[s.tr_idx], s.y[s.dev_idx]
     base = standardised(X[s.tr_idx])
     dev = base.centred(X[s.dev_idx])  # [N_dev, D], centred at the training mean once
-    mu = s.mu.to(base.centre.device)
-    P = torch.eye(D, dtype=torch.float64, device=X.device)
+
+    def accuracy(d: Design, p: LinearProbe) -> float:  # held-out logits through the same projection
+        logits = dev @ d.raw_weights(p.W.double()).to(dev.dtype).T + p.b.to(dev.dtype)
+        return float((logits.argmax(-1) == ydev).double().mean())
+
+    return inlp_rounds(s, base, ytr, accuracy, lambda p: p.accuracy(X[s.dev_idx], ydev))
+
+
+def inlp_rounds(
+    s: InlpSetup,
+    base: Design,
+    ytr: Tensor,
+    accuracy: Callable[[Design, LinearProbe], float],
+    first_accuracy: Callable[[LinearProbe], float],
+) -> _Rounds:
+    """The incremental rounds on the training design ``base`` (labels ``ytr``): ``accuracy(d, p)``
+    is the held-out accuracy of a probe ``p`` fitted on design ``d`` (its rows seen through
+    ``d.P``), ``first_accuracy(p)`` that of ``s.probe`` on the raw held-out rows. In memory
+    (:func:`inlp_directions`) or with rows on disk (:mod:`science.streamed_fit`)."""
+    D = int(base.Xt.shape[0])
+    device = base.centre.device
+    mu = s.mu.to(device)
+    P = torch.eye(D, dtype=torch.float64, device=device)
     mean, cov = base.mean.clone(), base.cov.clone()
-    out = _Rounds(Q=torch.zeros(D, 0, dtype=torch.float64, device=X.device), rounds=[])
+    out = _Rounds(Q=torch.zeros(D, 0, dtype=torch.float64, device=device), rounds=[])
     prev: LinearProbe | None = None
     for r in range(s.max_rounds + 1):
         if s.ctx is not None:  # a cancel lands between rounds, not after the whole fit
@@ -92,12 +117,10 @@ def inlp_directions(s: InlpSetup) -> _Rounds:
         d = base if r == 0 else projected(base, P, mean, cov)
         if r == 0 and s.probe is not None:
             p = s.probe
-            acc = p.accuracy(X[s.dev_idx], ydev)
+            acc = first_accuracy(p)
         else:
             p = fit_design(d, ytr, s.n_classes, init=prev, **s.probe_kwargs)
-            # held-out logits through the same projection: (x − c) ((W / std) P)ᵀ + b
-            logits = dev @ d.raw_weights(p.W.double()).to(dev.dtype).T + p.b.to(dev.dtype)
-            acc = float((logits.argmax(-1) == ydev).double().mean())
+            acc = accuracy(d, p)
         if out.record(p, acc, s) or r == s.max_rounds:
             break
         q = probe_span(p, exclude=out.Q)
@@ -135,6 +158,8 @@ class _SplitRows:
 def inlp_directions_reference(s: InlpSetup) -> _Rounds:
     """The from-scratch rounds (module docstring): every row projected, a probe fitted cold on the
     edited rows, and Q re-orthonormalised, each round."""
+    if s.X is None:
+        raise ValueError("the reference INLP rounds need the rows X in memory")
     D = s.X.shape[1]
     ytr, ydev = s.y[s.tr_idx], s.y[s.dev_idx]
     parts = _SplitRows(s.X, s.mu.to(s.X.dtype), s.tr_idx, s.dev_idx)

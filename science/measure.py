@@ -21,12 +21,13 @@ from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import Context, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
-from science.methods import method_settings, more_data_helps, record_fields, refits_until_removed
+from science.methods import get_method, method_settings, more_data_helps, record_fields, refits_until_removed
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
 from science.stats import holm, paired_permutation_test
+from science.streamed_fit import SpilledFit, fit_need, spill_layer
 from science.tasks.base import Task, TaskData
 
 ALL_LAYERS = -2  # conv1d_removal in every layer
@@ -289,12 +290,14 @@ class _Interventions:
     resume: ResumeFolder | None = None
     memory: MemoryBound = MemoryBound()
     doubling: bool = True  # some method may refit on doubled fit sets (refits_until_removed)
+    methods: tuple[str, ...] = ()  # the methods fitted (whether every one can stream its fit)
 
     def __post_init__(self) -> None:
         self.width = _width(self.model, self.task, self.device)
         self.n_fit = n_fit_sequences(self.width, self.fit_length, self.n_sequences)
         self._fits: dict[int, Streamed] = {}
         self._centers: dict[int, torch.Tensor] = {}
+        self._spilled: dict[tuple[int, int], SpilledFit] = {}  # (layer, n): one layer's fit rows on disk
 
     # --- what is held at once (science.bounded): an eval set's layer, and one fit set's layers
     def _eval_layer_bytes(self, length: int) -> int:
@@ -305,15 +308,23 @@ class _Interventions:
     def _largest_fit(self) -> int:
         return self.n_fit * (2**MAX_FIT_DOUBLINGS if self.doubling else 1)
 
+    def _fit_need(self, n: int, methods: tuple[str, ...] | list[str]) -> tuple[int, bool]:
+        """(bytes, streamed) of fitting ``methods`` on n sequences beside the removal check's eval
+        layer (science.streamed_fit.fit_need: in memory where it fits, else from disk)."""
+        beside = self._eval_layer_bytes(self.fit_length)
+        return fit_need(self.memory, n, self.fit_length, self.width, methods, beside)
+
     def check_memory(self, eval_lengths: list[int]) -> None:
         """Refuse (``MeasureMemoryError``, one line) before any work what cannot fit the bound:
-        the largest fit (its states and the fit's copies, FIT_COPIES) beside one layer of the
-        removal check's eval set, and one eval layer with its refit at every length."""
+        the largest fit (its states and the fit's copies, FIT_COPIES; or, where that is over the
+        bound and every method streams, its rows on disk and one chunk of them in memory) beside
+        one layer of the removal check's eval set, and one eval layer with its refit at every length."""
         n = self._largest_fit()
-        fit = FIT_COPIES * state_bytes(n, self.fit_length, self.width)
+        need, streamed = self._fit_need(n, self.methods)
+        how = " from rows on disk" if streamed else ""
         self.memory.require(
-            self._eval_layer_bytes(self.fit_length) + fit,
-            f"fitting an edit on {n:,} sequences at L={self.fit_length} (d_model {self.width}) "
+            need,
+            f"fitting an edit on {n:,} sequences at L={self.fit_length} (d_model {self.width}){how} "
             f"beside one layer's eval states",
         )
         for length in eval_lengths:
@@ -366,12 +377,13 @@ class _Interventions:
             for streamed in others:  # no room beside them: dropped, captured again when read again
                 streamed.release()
         if n not in self._fits:
-            index = 0 if n == self.n_fit else n  # the first fit set keeps the seed it always had
-            data = self.task.generate(
-                self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test"
-            )
-            self._fits[n] = Streamed(self.model, data, self.device, self._fit_groups(n))
+            self._fits[n] = Streamed(self.model, self._fit_data(n), self.device, self._fit_groups(n))
         return self._fits[n]
+
+    def _fit_data(self, n: int) -> TaskData:
+        """The n-sequence fit set's data (the first fit size keeps the seed it always had)."""
+        index = 0 if n == self.n_fit else n
+        return self.task.generate(self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test")
 
     def release_fits(self) -> None:
         """Drop every fit set's held states (the fits and centres are done)."""
@@ -397,8 +409,32 @@ class _Interventions:
         )[layer]
         return report.accuracy, report.majority_baseline
 
+    def spilled(self, layer: int, n: int) -> SpilledFit:
+        """``layer``'s rows of the n-sequence fit set on disk (science.streamed_fit.spill_layer),
+        spilled once; another layer's are deleted first."""
+        for key in [k for k in self._spilled if k[0] != layer]:
+            self._spilled.pop(key).close()
+        if (layer, n) not in self._spilled:
+            for streamed in self._fits.values():  # nothing of the in-memory fit sets is needed meanwhile
+                streamed.release()
+            self._spilled[(layer, n)] = spill_layer(
+                self.model, self._fit_data(n), self.device, layer, self.task.n_classes
+            )
+        return self._spilled[(layer, n)]
+
+    def release_spilled(self) -> None:
+        """Delete every spilled fit set's file."""
+        for fit in self._spilled.values():
+            fit.close()
+        self._spilled.clear()
+
     def fitted(self, method: str, layer: int, n: int) -> Edit:
-        """``method``'s edit of ``layer`` fitted on the labelled tokens of the n-sequence fit set."""
+        """``method``'s edit of ``layer`` fitted on the labelled tokens of the n-sequence fit set
+        (from its rows on disk where they do not fit the bound: science.streamed_fit)."""
+        if self._fit_need(n, [method])[1]:
+            fit_streamed = get_method(method).fit_streamed
+            params = self.settings.get(method, {})
+            return fit_streamed(self.spilled(layer, n), self.task.n_classes, seed=self.run_seed, ctx=self.ctx, **params)
         x = self.fit_set(n).states[layer]
         x = x.reshape(-1, x.shape[-1])  # (n·L, D)
         y = self.fit_set(n).data.labels.reshape(-1)
@@ -470,6 +506,8 @@ class _Interventions:
         """The fitted mean ``[D]`` of ``layer``: the centre every random removal projects around
         (once, not per length; float64 over the labelled tokens, as fit_edit's own mean: at rank D
         the random removal is mean ablation)."""
+        if layer not in self._centers and self._fit_need(self.n_fit, self.methods)[1]:
+            self._centers[layer] = self.spilled(layer, self.n_fit).mean  # the streamed fits' own mean
         if layer not in self._centers:
             fit = self.fit_set(self.n_fit)
             labelled = fit.data.labels.reshape(-1) >= 0
@@ -636,6 +674,7 @@ def check_memory(
             ctx=SilentContext(),
             memory=memory,
             doubling=any(refits_until_removed(m) for m in methods),
+            methods=tuple(methods),
         )
         run.check_memory(eval_lengths)
 
@@ -724,6 +763,7 @@ def measure_interventions(
         resume=resume,
         memory=memory or MemoryBound(),
         doubling=any(refits_until_removed(m) for m in methods),
+        methods=tuple(methods),
     )
     run.settings = method_settings(methods, method_params, fields, width=run.width)
     run.check_memory(list(eval_lengths))
@@ -732,6 +772,7 @@ def measure_interventions(
     progress = _Progress(ctx, len(eval_lengths) * (len(layers) * len(methods) + (n_layers + 1 if has_conv else 0)))
     centers = run.centers()
     run.release_fits()  # the fit sets' states are done with: the eval sets get the bound
+    run.release_spilled()
     rows: list[InterventionRecord] = []
     for length in eval_lengths:
         done = resume.load(f"rows-L{length}") if resume else None

@@ -13,8 +13,10 @@ factors; in short, float32 (4 bytes a number), each phase against ``Settings.max
 
 A measurement is also held to ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``Settings.measure_memory_gb``,
 science.bounded): its smallest piece (one probe layer at the longest eval length with its fit's
-copies; the interventions' largest fit, both doublings, beside one eval layer) must fit it, else it
-is refused at submit too (:func:`bound_problem`), naming that setting.
+copies; the interventions' largest fit, both doublings, beside one eval layer: its states and the
+fit's copies, or where those are over the bound, its rows spilled to disk and one chunk of them
+held, science.streamed_fit) must fit it, else it is refused at submit too (:func:`bound_problem`),
+naming that setting.
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ def bound_problem(
     from science.interventions import n_fit_sequences
     from science.measure import MAX_FIT_DOUBLINGS
     from science.methods import refits_until_removed
+    from science.streamed_fit import fit_need
     from store.settings import get_settings
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
@@ -149,8 +152,9 @@ def bound_problem(
         if methods:
             fit_n = n_fit_sequences(size.d_model, fit_length, n)
             fit_n *= 2**MAX_FIT_DOUBLINGS if any(refits_until_removed(m) for m in methods) else 1
-            need = FIT_COPIES * state_bytes(fit_n, fit_length, size.d_model) + 2 * layer
-            bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}")
+            need, streamed = fit_need(bound, fit_n, fit_length, size.d_model, methods, beside=2 * layer)
+            how = " from rows on disk" if streamed else ""
+            bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}{how}")
     except MeasureMemoryError as exc:
         return tuple(field.split(".")), f"measuring: {exc}", n
     return None

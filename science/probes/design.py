@@ -10,15 +10,24 @@ read the states at 2–4 GB/s of this CPU's 22 (BENCHMARKS.md, "Lab scale").
 One :class:`Design` serves a probe and its control-task twin (same rows, other labels), and
 INLP's rounds (:func:`projected`: the same rows seen through ``P = I − QQᵀ``, with the mean and
 covariance of the edited rows derived from the unedited ones, not recomputed from the rows).
+
+Rows that do not fit memory (docs/DESIGN.md#memory-bound) stay on disk: :func:`standardise_rows`
+makes a design whose ``rows`` are a :class:`science.spill.RowSource` read a chunk at a time (two
+passes: the mean, then the covariance of the centred chunks) and whose ``Xt`` is empty; the
+objective then reads the chunks, one pass an evaluation (:mod:`science.probes.solver`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from science.spill import RowSource
 
 NOISE_RTOL = 1e-5
 _BLOCK = 256  # rows transposed at a time: 2.3× faster than one strided pass at 16,000 × 160 (CPU)
@@ -36,6 +45,8 @@ class Design:
         cov: ``[D, D]`` float64 population covariance (ddof 0) of those features.
         std: ``[D]`` float64 standard deviation; ``inf`` where a feature varies by rounding only.
         P: ``[D, D]`` float64 projection the features are seen through (INLP), None = identity.
+        rows: the rows on disk, uncentred (:func:`standardise_rows`; ``Xt`` is then ``[D, 0]``),
+            None = the rows are ``Xt``.
     """
 
     Xt: Tensor
@@ -44,11 +55,12 @@ class Design:
     cov: Tensor
     std: Tensor
     P: Tensor | None = None
+    rows: RowSource | None = None
 
     @property
     def n(self) -> int:
         """N, the number of rows."""
-        return int(self.Xt.shape[1])
+        return int(self.Xt.shape[1]) if self.rows is None else self.rows.n
 
     def centred(self, X: Tensor) -> Tensor:
         """Other rows ``X [M, D]`` minus this design's ``centre``, in ``Xt``'s dtype (held-out rows)."""
@@ -89,4 +101,33 @@ def projected(base: Design, P: Tensor, mean: Tensor, cov: Tensor) -> Design:
     """``base``'s rows seen through the projection ``P [D, D]``: the features
     ``x − (x − μ) Q Qᵀ`` of INLP (``P = I − QQᵀ``), whose ``mean`` ``[D]`` and ``cov`` ``[D, D]``
     (``P C P``) the caller keeps up to date; no row is read."""
-    return Design(Xt=base.Xt, centre=base.centre, mean=mean, cov=cov, std=noise_floor_std(mean, cov), P=P)
+    return Design(
+        Xt=base.Xt, centre=base.centre, mean=mean, cov=cov, std=noise_floor_std(mean, cov), P=P, rows=base.rows
+    )
+
+
+def standardise_rows(rows: RowSource) -> Design:
+    """The design of rows on disk (``rows``: ``n`` float32 rows of ``width``, read a chunk at a
+    time): the mean (float64 sums of the chunks), then the population covariance from the
+    centred chunks (each chunk's float32 product added in float64). The same statistics as
+    :func:`standardise` within float rounding (the sums are grouped by chunk);
+    tests/test_streamed_fit.py holds them to it.
+
+    Raises:
+        ValueError: no rows.
+    """
+    N, D = rows.n, rows.width
+    if N == 0:
+        raise ValueError("cannot standardise 0 rows")
+    total = torch.zeros(D, dtype=torch.float64)
+    for chunk in rows.chunks():
+        total += chunk.sum(0, dtype=torch.float64)
+    mean64 = total / N
+    m = mean64.to(torch.float32)
+    cov = torch.zeros(D, D, dtype=torch.float64)
+    for chunk in rows.chunks():
+        chunk.sub_(m)
+        cov += (chunk.T @ chunk).double()
+    cov /= N
+    empty = torch.empty(D, 0, dtype=torch.float32)
+    return Design(Xt=empty, centre=mean64, mean=mean64, cov=cov, std=noise_floor_std(mean64, cov), rows=rows)

@@ -113,6 +113,47 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     return evaluate
 
 
+def _chunked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> Objective:
+    """:func:`_objective` on a design whose rows are on disk (``d.rows``,
+    :func:`science.probes.design.standardise_rows`): one pass over the chunks an evaluation, each
+    chunk centred, its logits, loss, residuals and gradient products made before the next is read.
+    The same objective; the sums over rows are grouped by chunk (float rounding only).
+    ``y [N]``: labels in ``0..K-1``."""
+    rows = d.rows
+    assert rows is not None
+    D, N, dt = int(d.Xt.shape[0]), d.n, d.Xt.dtype
+    inv_std = 1.0 / d.std
+    centre = d.centre.to(dt)
+
+    def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        Wz = th[: K * D].view(K, D)
+        b = th[K * D :]
+        W = Wz @ M
+        V = d.raw_weights(W).to(dt)
+        picked = torch.zeros((), dtype=torch.float64)
+        G = torch.zeros(K, D, dtype=torch.float64)
+        g_b = torch.zeros(K, dtype=torch.float64)
+        start = 0
+        for X in rows.chunks():  # [m, D] raw rows
+            X.sub_(centre)
+            m = int(X.shape[0])
+            yc = y[start : start + m].unsqueeze(0)
+            start += m
+            logp = torch.log_softmax(torch.add(V @ X.T, b.unsqueeze(1)), 0)  # [K, m] float64
+            picked += logp.gather(0, yc).sum()
+            R = logp.exp_()
+            R.scatter_add_(0, yc, torch.full(yc.shape, -1.0, dtype=R.dtype)).div_(N)  # (P − Y) / N
+            G += (R.to(dt) @ X).double()
+            g_b += R.sum(1)
+        loss = -picked / N + 0.5 * lam * (W * W).sum()
+        if d.P is not None:
+            G = G @ d.P
+        g_std = G.mul_(inv_std).add_(W, alpha=lam)
+        return loss, g_std, g_b, W
+
+    return evaluate
+
+
 def _run_torch_lbfgs(
     theta: Tensor, scaled: Callable[[Tensor], tuple[Tensor, Tensor]], max_iter: int, history_size: int
 ) -> tuple[bool, int, Tensor]:
@@ -197,7 +238,7 @@ def minimise(
             :func:`science.probes.lbfgs.lbfgs`: the same iterates, slower.
     """
     dev = d.Xt.device
-    D, N = d.Xt.shape
+    D, N = int(d.Xt.shape[0]), d.n
     K = int(counts.numel())
     MT = M.T.contiguous()
     prior = counts.double() / N
@@ -209,9 +250,12 @@ def minimise(
         if bool(W0.any()):  # W = W_z M, so W_z = W M⁻¹
             theta[: K * D] = torch.linalg.solve(MT, W0.T).T.reshape(-1)
         theta[K * D :] = b0
-    Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
-    Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
-    evaluate = _objective(d, Y, M, lam)
+    if d.rows is None:
+        Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
+        Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
+        evaluate = _objective(d, Y, M, lam)
+    else:  # rows on disk: one pass over their chunks an evaluation
+        evaluate = _chunked_objective(d, y, K, M, lam)
     last: dict[str, float] = {"evals": 0}
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
     # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.

@@ -1,0 +1,142 @@
+"""Rows spilled to disk: a float32 matrix ``[N, D]`` written to an unlinked temporary file and
+read back a chunk at a time into one reused buffer (docs/DESIGN.md#memory-bound).
+
+What a memory-bounded edit fit reads when its rows do not fit the bound
+(:mod:`science.streamed_fit`): the rows pass through the process ``chunk_rows`` at a time, so
+its resident memory holds one chunk, not N rows. The file is read with ``readinto`` (ordinary
+reads: the kernel's page cache may keep the file, but no page of it is mapped into this process,
+so none counts in its resident set — a ``numpy.memmap`` would count every page it touched). The
+file is created by :func:`tempfile.TemporaryFile` (already unlinked where the OS allows: nothing
+is left behind by a killed process) in ``TMPDIR``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["CHUNK_BYTES", "RowSource", "SelectedRows", "SpilledRows", "chunk_rows"]
+
+CHUNK_BYTES = 4 * 2**20  # one chunk of float32 rows read back at a time (4 MiB: 1,024 rows at D = 1024)
+
+
+def chunk_rows(width: int) -> int:
+    """Rows of ``width`` float32 numbers in one :data:`CHUNK_BYTES` chunk (at least 64)."""
+    return max(64, CHUNK_BYTES // (4 * max(width, 1)))
+
+
+class RowSource(Protocol):
+    """``n`` rows of ``width`` features, read in order a chunk at a time."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def width(self) -> int: ...
+
+    def chunks(self) -> Iterator[Tensor]:
+        """The rows in order, as float32 ``[m, width]`` chunks the caller may overwrite (each is
+        refilled when the next is read: copy one to keep it)."""
+        ...
+
+
+class SpilledRows:
+    """A float32 ``[n, width]`` matrix on disk, appended in order and read back in chunks of
+    ``chunk_rows(width)`` rows (:class:`RowSource`). Close it (or use it as a context manager) to
+    free the disk space.
+
+    Raises:
+        ValueError: :meth:`append` of rows that are not ``[m, width]``.
+    """
+
+    def __init__(self, width: int) -> None:
+        self._width = int(width)
+        self._n = 0
+        self.chunk = chunk_rows(self._width)
+        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115  # closed by close() or __exit__: it outlives this call
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def width(self) -> int:
+        return self._width
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes on disk."""
+        return 4 * self._n * self._width
+
+    def append(self, rows: Tensor) -> None:
+        """Write ``rows [m, width]`` (any float dtype and device; stored as float32) after the last."""
+        if rows.ndim != 2 or rows.shape[1] != self._width:
+            raise ValueError(f"rows must be [m, {self._width}], got shape {tuple(rows.shape)}")
+        a = np.ascontiguousarray(rows.detach().to("cpu", torch.float32).numpy())
+        self._file.seek(4 * self._n * self._width)
+        view = a.data.cast("B")
+        while view:
+            written = self._file.write(view)
+            view = view[written:]
+        self._n += int(a.shape[0])
+
+    def chunks(self, select: Tensor | None = None) -> Iterator[Tensor]:
+        """The rows in order, ``[m, width]`` float32 chunks of one reused buffer (a chunk the caller
+        may overwrite); ``select`` (bool ``[n]``): only the rows it marks (a copy per chunk)."""
+        buf = np.empty((self.chunk, self._width), dtype=np.float32)
+        for start in range(0, self._n, self.chunk):
+            m = min(self.chunk, self._n - start)
+            self._read(start, buf[:m])
+            out = torch.from_numpy(buf[:m])
+            if select is not None:
+                out = out[select[start : start + m]]
+            yield out
+
+    def _read(self, start: int, into: np.ndarray) -> None:
+        self._file.seek(4 * start * self._width)
+        view = into.data.cast("B")
+        while view:
+            got = self._file.readinto(view)
+            if not got:
+                raise OSError(f"spilled rows: the file ended {len(view)} bytes early")
+            view = view[got:]
+
+    def selected(self, mask: Tensor) -> SelectedRows:
+        """The rows ``mask`` (bool ``[n]``) marks, in order, as a :class:`RowSource`."""
+        if mask.shape != (self._n,):
+            raise ValueError(f"mask must be [{self._n}], got shape {tuple(mask.shape)}")
+        return SelectedRows(self, mask.bool().cpu())
+
+    def close(self) -> None:
+        """Delete the file."""
+        self._file.close()
+
+    def __enter__(self) -> SpilledRows:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class SelectedRows:
+    """Some rows of a :class:`SpilledRows` (bool ``mask [n]``), in order: a :class:`RowSource`."""
+
+    def __init__(self, rows: SpilledRows, mask: Tensor) -> None:
+        self.rows, self.mask = rows, mask
+        self._n = int(mask.sum())
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def width(self) -> int:
+        return self.rows.width
+
+    def chunks(self) -> Iterator[Tensor]:
+        return self.rows.chunks(self.mask)
