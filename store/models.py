@@ -118,9 +118,11 @@ class Run(Base):
     tags: Mapped[list[Any] | None] = mapped_column(JSON)
     notes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    # the loss curve's row (None: no curve stored); loaded on first access only
+    # the loss curve's row (None: no curve stored), loaded with the run (a LEFT JOIN) as the row
+    # held it before 0012, so a run read in a session keeps its curve after it; the pages' reads
+    # select columns of runs, never the entity, and so never read a curve
     curve: Mapped[RunCurve | None] = relationship(
-        back_populates="run", uselist=False, cascade="all, delete-orphan", passive_deletes=True
+        back_populates="run", uselist=False, lazy="joined", cascade="all, delete-orphan", passive_deletes=True
     )
 
     __table_args__ = (
