@@ -13,7 +13,6 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Boolean,
-    Column,
     DateTime,
     Float,
     ForeignKey,
@@ -26,6 +25,7 @@ from sqlalchemy import (
     false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 
 def utcnow() -> datetime:
@@ -158,11 +158,11 @@ class RunCurve(Base):
     run: Mapped[Run] = relationship(back_populates="curve")
 
 
-def row_columns(model: type[Base]) -> list[Column[Any]]:
+def row_columns(model: type[Base]) -> list[KeyedColumnElement[Any]]:
     """The columns of a row of ``model`` as the API, the bundles and the CLI carry it, in order:
     its table's, and for a run its loss curve (``run_curves`` since migration 0012) in the place it
     had in ``runs``, after ``stopped_early``. Read a row's values with ``getattr(obj, c.key)``."""
-    cols: list[Column[Any]] = list(model.__table__.columns)
+    cols: list[KeyedColumnElement[Any]] = list(model.__table__.columns)
     if model is Run:
         at = [c.key for c in cols].index("stopped_early") + 1
         cols.insert(at, RunCurve.__table__.c.loss_curve)
