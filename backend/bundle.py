@@ -84,7 +84,16 @@ from sqlalchemy.orm import Session
 from backend.bundle_agree import check_agreement
 from backend.bundle_checks import check_in_flight, check_measuring, check_tables
 from backend.bundle_guard import Limits, Streamed, ZipRefused, open_checked, read_small, streamed
-from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
+from store.models import (
+    InterventionResult,
+    Job,
+    MeasureSettings,
+    PatchingResult,
+    ProbeResult,
+    ResultWeights,
+    Run,
+    row_columns,
+)
 from worker.in_flight import TRAINING_NAME
 from worker.in_flight_measuring import MEASURING_NAME
 
@@ -135,8 +144,9 @@ def jsonable(v: Any) -> Any:
 
 
 def table_row(obj: Any) -> dict[str, Any]:
-    """Every column of ``obj``'s table (generic: new columns travel too)."""
-    return {c.key: jsonable(getattr(obj, c.key)) for c in obj.__table__.columns}
+    """Every column of ``obj``'s table (generic: new columns travel too); a run's with its loss
+    curve (``store.models.row_columns``)."""
+    return {c.key: jsonable(getattr(obj, c.key)) for c in row_columns(type(obj))}
 
 
 def unique_keys(model: Any) -> tuple[str, ...]:
@@ -153,7 +163,7 @@ def for_table(model: Any, row: dict[str, Any]) -> dict[str, Any]:
     """Keep the columns this schema has (a bundle from a newer schema loses only its new
     columns), parse datetimes back, drop the primary key."""
     out = {}
-    for col in model.__table__.columns:
+    for col in row_columns(model):
         if col.key == "id" or col.key not in row:
             continue
         v = row[col.key]

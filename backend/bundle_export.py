@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from backend.bundle import (
     FORMAT,
@@ -79,7 +79,11 @@ def collect(session: Session, suite: str, *, empty: bool = False) -> dict[str, l
         LookupError: no run in ``suite`` (without ``empty``); ``housekeeping.SuiteNameError`` (a
             ValueError): no run in ``suite`` and a name that breaks the suite-name rule.
     """
-    runs = list(session.execute(select(Run).where(Run.suite == suite).order_by(Run.id)).scalars())
+    runs = list(
+        session.execute(
+            select(Run).options(selectinload(Run.curve)).where(Run.suite == suite).order_by(Run.id)
+        ).scalars()
+    )
     if not runs and (not empty or suite_name_problem(suite)):
         raise _no_runs(session, suite, "has no runs")
     ids = [r.id for r in runs]

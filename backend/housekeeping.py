@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from layerscope_core.suite_names import suite_name_problem
 from layerscope_core.text import printable, text_problem
-from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, SuiteNote
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, RunCurve, SuiteNote
 
 MAX_TAGS = 32
 MAX_TAG_LENGTH = 50
@@ -184,7 +184,7 @@ def delete_runs(
                 aside = folder.with_name(f".deleting-{ckpt}-{uuid.uuid4().hex[:8]}")
                 folder.rename(aside)
                 moved.append((folder, aside))
-        for model in (ProbeResult, InterventionResult, PatchingResult):  # explicit: FKs may be off on SQLite
+        for model in (ProbeResult, InterventionResult, PatchingResult, RunCurve):  # explicit: FKs may be off on SQLite
             session.execute(delete(model).where(model.run_id.in_(run_ids)))
         session.execute(update(Job).where(Job.run_id.in_(run_ids)).values(run_id=None))
         session.execute(delete(Run).where(Run.id.in_(run_ids)))

@@ -80,7 +80,7 @@ def build_report(
     from backend.measured_runs import measured_run_ids
     from science.trained import is_trained
     from store.migrate import init_db
-    from store.models import Run
+    from store.models import Run, row_columns
     from store.session import make_engine, make_sessionmaker
 
     manifest, _tables = read_bundle(bundle)
@@ -98,7 +98,7 @@ def build_report(
                 claims = claims_of(s, RunFilter(suite=[suite]))
                 runs = [
                     {
-                        **{c.key: getattr(r, c.key) for c in Run.__table__.columns},
+                        **{c.key: getattr(r, c.key) for c in row_columns(Run)},
                         "trained": is_trained(r.heldout_acc, r.early_stop_acc),  # as the API's run records
                     }
                     for r in s.query(Run).filter(Run.suite == suite).order_by(Run.id)

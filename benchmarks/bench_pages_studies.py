@@ -10,7 +10,10 @@ Chromium (Playwright). Per page it prints:
 - *figure drawn* = ms from navigation start until the page's main figure / table shows its data
   and no Dash callback is loading;
 - *slowest callback* = the longest server time (``responseStart - requestStart``) of one
-  ``_dash-update-component`` request during that visit: the callback that draws the figure.
+  ``_dash-update-component`` request during that visit: the callback that draws the figure;
+- *server CPU* = CPU time (user + system) the server process and its children spent during the
+  visit (psutil): what the page costs the server, which machine load does not stretch as it
+  stretches the wall times above.
 
 The target is ≤ 1 s for the first response and the figure callback; the printed
 ``floor`` is the first response of ``/api/health`` measured in the same run, so machine load shows
@@ -27,6 +30,7 @@ the warm-up: every visit then pays its aggregates cold.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -37,6 +41,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -83,8 +88,19 @@ def wait_warm(log: Path, timeout_s: float = 600.0) -> float:
     raise RuntimeError(f"no warm-up line in {log} after {timeout_s:.0f} s")
 
 
-def visit(page, base: str, path: str, ready: str) -> tuple[float, float, float]:
-    """(first response ms, figure drawn ms, slowest callback ms) of one cold visit."""
+def cpu_ms(proc: psutil.Process) -> float:
+    """CPU ms (user + system) used so far by ``proc`` and its living children."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total * 1000
+
+
+def visit(page, base: str, path: str, ready: str, server: psutil.Process) -> tuple[float, float, float, float]:
+    """(first response ms, figure drawn ms, slowest callback ms, server CPU ms) of one cold visit."""
+    cpu0 = cpu_ms(server)
     page.goto(base + path, wait_until="commit")
     try:
         page.wait_for_function(ready, timeout=120_000, polling=50)
@@ -92,7 +108,7 @@ def visit(page, base: str, path: str, ready: str) -> tuple[float, float, float]:
     except Exception:  # noqa: BLE001 — a page that never draws is reported, not fatal
         drawn = float("nan")
     callbacks = page.evaluate(CALLBACKS_JS) or [0.0]
-    return page.evaluate(NAV_JS), drawn, max(callbacks)
+    return page.evaluate(NAV_JS), drawn, max(callbacks), cpu_ms(server) - cpu0
 
 
 def main() -> None:
@@ -120,7 +136,8 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
-            rows = [(path, *visit(page, server.base, path, ready)) for path, ready in PAGES]
+            proc = psutil.Process(server.proc.pid)
+            rows = [(path, *visit(page, server.base, path, ready, proc)) for path, ready in PAGES]
             browser.close()
     finally:
         server.stop()
@@ -130,9 +147,9 @@ def main() -> None:
         + f"; floor (/api/health): {floor:.0f} ms; {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f}"
         f" / {load[2]:.1f}",
         "",
-        "| page | first response (ms) | figure drawn (ms) | slowest callback (ms) |",
-        "|---|---:|---:|---:|",
-        *[f"| `{p}` | {r:,.0f} | {d:,.0f} | {c:,.0f} |" for p, r, d, c in rows],
+        "| page | first response (ms) | figure drawn (ms) | slowest callback (ms) | server CPU (ms) |",
+        "|---|---:|---:|---:|---:|",
+        *[f"| `{p}` | {r:,.0f} | {d:,.0f} | {c:,.0f} | {u:,.0f} |" for p, r, d, c, u in rows],
     ]
     print("\n".join(lines), flush=True)
     if args.out:

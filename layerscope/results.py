@@ -38,7 +38,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.api import across_seeds, queries
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run, SuiteNote
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run, RunCurve, SuiteNote
 
 __all__ = ["Results", "open"]
 
@@ -216,7 +216,11 @@ class Results:
             items, _ = queries.list_runs(s, flt, None)
             if loss_curve and items:
                 curves: dict[int, Any] = dict(
-                    s.execute(select(Run.id, Run.loss_curve).where(Run.id.in_([r["id"] for r in items]))).all()
+                    s.execute(
+                        select(RunCurve.run_id, RunCurve.loss_curve).where(
+                            RunCurve.run_id.in_([r["id"] for r in items])
+                        )
+                    ).all()
                 )
                 for r in items:
                     r["loss_curve"] = curves.get(r["id"]) or []
@@ -237,7 +241,9 @@ class Results:
         flt = self._filter(suite, family, task, seed, run_id=run_id)
         with self._session() as s:
             rows = s.execute(
-                flt.apply(select(Run.id, Run.family, Run.task, Run.seed, Run.loss_curve)).order_by(Run.id)
+                flt.apply(
+                    select(Run.id, Run.family, Run.task, Run.seed, RunCurve.loss_curve).outerjoin(RunCurve)
+                ).order_by(Run.id)
             ).all()
         out = [
             {

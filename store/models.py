@@ -24,7 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.elements import KeyedColumnElement
 
 
 def utcnow() -> datetime:
@@ -68,7 +69,11 @@ RUNS_READ_COLUMNS = (
 
 
 class Run(Base):
-    """A trained (or fine-tuned) model: family, task, seed, configs, curves, behaviour."""
+    """A trained (or fine-tuned) model: family, task, seed, configs, curves, behaviour.
+
+    Its loss curve is a row of ``run_curves`` (:class:`RunCurve`, migration 0012), read only where
+    asked for: ``run.loss_curve`` (``[]`` without one) reads and writes it.
+    """
 
     __tablename__ = "runs"
 
@@ -91,8 +96,6 @@ class Run(Base):
     steps: Mapped[int] = mapped_column(Integer, default=0)
     train_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     stopped_early: Mapped[bool] = mapped_column(Boolean, default=False)
-    # [{"step": int, "loss": float, "heldout_token_acc": float | None}]
-    loss_curve: Mapped[list[Any]] = mapped_column(JSON, default=list)
     # {"40": {"token_acc": float, "last_acc": float, "n": int}, "60": {...}}
     behaviour: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     # Held-out token accuracy at the training length when training ended (0..1) and the
@@ -115,15 +118,55 @@ class Run(Base):
     tags: Mapped[list[Any] | None] = mapped_column(JSON)
     notes: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # the loss curve's row (None: no curve stored), loaded with the run (a LEFT JOIN) as the row
+    # held it before 0012, so a run read in a session keeps its curve after it; the pages' reads
+    # select columns of runs, never the entity, and so never read a curve
+    curve: Mapped[RunCurve | None] = relationship(
+        back_populates="run", uselist=False, lazy="joined", cascade="all, delete-orphan", passive_deletes=True
+    )
 
     __table_args__ = (
         Index("ix_runs_task_family_seed", "task", "family", "seed"),
-        # SQLite reads a column stored after loss_curve by walking its overflow pages (megabytes
-        # a run): the fingerprint of the result cache and the aggregates' joins read these
-        # indexes instead (migration 0011)
+        # the fingerprint of the result cache and the aggregates' joins read these indexes, not
+        # the rows (migration 0011; the rows held the loss curves until migration 0012)
         Index("ix_runs_created_at", "created_at"),
         Index("ix_runs_read", *RUNS_READ_COLUMNS),
     )
+
+    @property
+    def loss_curve(self) -> list[Any]:
+        """``[{"step": int, "loss": float, "heldout_token_acc": float | None, ...}]`` (``[]``: none stored)."""
+        return self.curve.loss_curve if self.curve is not None else []
+
+    @loss_curve.setter
+    def loss_curve(self, points: list[Any]) -> None:
+        if self.curve is None:
+            self.curve = RunCurve(loss_curve=points)
+        else:
+            self.curve.loss_curve = points
+
+
+class RunCurve(Base):
+    """A run's loss curve, apart from ``runs`` (migration 0012): megabytes a run in a long study,
+    which SQLite stored inline and walked through to reach any later column of the row."""
+
+    __tablename__ = "run_curves"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    # [{"step": int, "loss": float, "heldout_token_acc": float | None}] (+ "length" with a curriculum)
+    loss_curve: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    run: Mapped[Run] = relationship(back_populates="curve")
+
+
+def row_columns(model: type[Base]) -> list[KeyedColumnElement[Any]]:
+    """The columns of a row of ``model`` as the API, the bundles and the CLI carry it, in order:
+    its table's, and for a run its loss curve (``run_curves`` since migration 0012) in the place it
+    had in ``runs``, after ``stopped_early``. Read a row's values with ``getattr(obj, c.key)``."""
+    cols: list[KeyedColumnElement[Any]] = list(model.__table__.columns)
+    if model is Run:
+        at = [c.key for c in cols].index("stopped_early") + 1
+        cols.insert(at, RunCurve.__table__.c.loss_curve)
+    return cols
 
 
 class MeasureSettings(Base):

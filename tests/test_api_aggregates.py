@@ -263,15 +263,12 @@ def test_claims_name_the_curriculum_stage_a_cell_not_learned_stopped_at(api) -> 
                     stop_reason="plateau",
                     steps=steps,
                     train_config={"max_steps": 40000, "train_length": 40, "plateau_revision": 3},
-                    loss_curve=[
-                        {"step": 1, "loss": 1.0, "length": 8, "heldout_token_acc": None},
-                        *(
-                            {"step": steps - d, "loss": 0.4, "length": 12, "heldout_token_acc": 0.36}
-                            for d in (100, 50, 0)
-                        ),
-                    ],
                 )
             )
+            s.get(Run, run_id).loss_curve = [
+                {"step": 1, "loss": 1.0, "length": 8, "heldout_token_acc": None},
+                *({"step": steps - d, "loss": 0.4, "length": 12, "heldout_token_acc": 0.36} for d in (100, 50, 0)),
+            ]
         s.commit()
     claim_1 = api.client.get("/api/claims", params={"suite": "nl"}).json()[0]
     assert (

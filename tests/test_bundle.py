@@ -14,7 +14,7 @@ from backend.bundle import BundleError, imported_suites, read_bundle
 from backend.bundle_export import export_bundle
 from backend.bundle_import import import_bundle
 from store.migrate import init_db
-from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run, row_columns
 from store.session import make_engine, make_sessionmaker
 from tests.conftest import seed_runs
 
@@ -57,7 +57,9 @@ def test_bundle_carries_every_column_and_a_manifest(source):
     with zipfile.ZipFile(path) as z:
         for model in TABLES:
             rows = json.loads(z.read(f"tables/{model.__tablename__}.json"))
-            assert rows and set(rows[0]) == {c.key for c in model.__table__.columns}
+            assert rows and list(rows[0]) == [c.key for c in row_columns(model)]
+        runs = json.loads(z.read("tables/runs.json"))
+        assert all(r["loss_curve"] for r in runs)  # kept in run_curves, carried in the run's row
         assert json.loads(z.read("tables/profiles.json"))  # derived, for readers without layerscope
         assert not [n for n in z.namelist() if n.startswith("weights/")]
     _, tables = read_bundle(path)

@@ -29,6 +29,8 @@ from store.models import (
     ProbeResult,
     ResultWeights,
     Run,
+    RunCurve,
+    row_columns,
     utcnow,
 )
 from store.session import rows_matched
@@ -42,7 +44,7 @@ PATCHING_KEY = ("eval_length", "site", "layer", "position")
 
 
 def _columns(model: type[Base]) -> set[str]:
-    return {c.key for c in model.__table__.columns}
+    return {c.key for c in row_columns(model)}
 
 
 def _check_fields(model: type[Base], fields: dict[str, Any], what: str) -> None:
@@ -60,13 +62,15 @@ def _finish(session: Session, commit: bool) -> None:
 
 def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
     """Insert a run, or update the run with the same ``config_hash`` (its ``created_at`` then
-    becomes now: the row holds a model trained again); return its id."""
+    becomes now: the row holds a model trained again); return its id. A ``loss_curve`` given
+    replaces the run's row in ``run_curves``; none given leaves it as it is."""
     if not fields.get("config_hash"):
         raise ValueError("save_run: config_hash is required (runs are keyed by it)")
     fields.pop("id", None)
     if fields.get("behaviour") is not None:  # {"40": BehaviourRecord | dict} → plain JSON
         fields["behaviour"] = behaviour_json(fields["behaviour"])
     _check_fields(Run, fields, "save_run")
+    curve = fields.pop("loss_curve", None)
     dialect = session.get_bind().dialect.name
     try:
         if dialect in ("sqlite", "postgresql"):
@@ -82,6 +86,9 @@ def save_run(session: Session, *, commit: bool = True, **fields: Any) -> int:
             else:
                 run_id = found
                 session.execute(update(Run).where(Run.id == run_id).values({"created_at": utcnow(), **fields}))
+        if curve is not None:
+            session.execute(delete(RunCurve).where(RunCurve.run_id == run_id))
+            session.execute(insert(RunCurve).values(run_id=run_id, loss_curve=curve))
         _finish(session, commit)
     except BaseException:
         session.rollback()

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from backend.api.queries import RunFilter, depth, layer_name, rows_of_runs, trained_clause
 from science.claims import DECOUPLING_METHODS  # the first one present counts
 from science.stats import bounds_for, t_interval
-from store.models import InterventionResult, PatchingResult, ProbeResult, Run
+from store.models import InterventionResult, PatchingResult, ProbeResult, Run, RunCurve
 
 GroupKey = tuple[str | None, str, str, str | None, int, int]  # suite, task, family, pretrained, n_layers, eval_length
 
@@ -338,7 +338,7 @@ CLAIM_RUN_KEYS = (
     "steps",
     "train_config",
 )
-RUN_BEFORE_CURVE = ("behaviour", "steps", "train_config")  # stored before loss_curve: read from the rows
+RUN_BEFORE_CURVE = ("behaviour", "steps", "train_config")  # not in ix_runs_read: read from the rows
 
 
 def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
@@ -350,7 +350,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     from science.plateau import stop_slope
 
     L = C.EVAL_LENGTH
-    # the runs from ix_runs_read (as read_runs), then the fields stored before their loss curves
+    # the runs from ix_runs_read (as read_runs), then the fields the index does not hold
     light = [Run.id, Run.task, Run.family, Run.seed, Run.n_layers, Run.pretrained, Run.heldout_acc]
     light += [Run.early_stop_acc, Run.stop_reason, Run.best_heldout_acc, Run.suite]
     rows = [dict(r._mapping) for r in session.execute(flt.apply(select(*light)))]
@@ -361,14 +361,18 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
     runs = [{k: (stored[r["id"]] if k in RUN_BEFORE_CURVE else r)[k] for k in CLAIM_RUN_KEYS} for r in rows]
     # the stage a stopped run ended at ("not learned … at the L 12 curriculum stage") and its slope at
     # the stop with its budget share (docs/SCIENCE.md#plateau); the loss curves of those runs only (a
-    # whole study's curves are most of its runs table)
+    # whole study's curves are megabytes: run_curves, read here only)
     stopped = [r["id"] for r in runs if r["stop_reason"] in ("plateau", "budget")]
     if stopped:
-        curves: dict[int, Any] = dict(session.execute(select(Run.id, Run.loss_curve).where(Run.id.in_(stopped))).all())
+        stopped_ids = set(stopped)
+        curves: dict[int, Any] = dict(
+            session.execute(select(RunCurve.run_id, RunCurve.loss_curve).where(RunCurve.run_id.in_(stopped))).all()
+        )
         for r in runs:
-            if r["id"] in curves:
-                r["stop_length"] = C.stop_length({"loss_curve": curves[r["id"]]})
-                r["stop_slope"] = stop_slope({**r, "loss_curve": curves[r["id"]]})
+            if r["id"] in stopped_ids:  # a run without a stored curve reads as an empty one
+                curve = curves.get(r["id"], [])
+                r["stop_length"] = C.stop_length({"loss_curve": curve})
+                r["stop_slope"] = stop_slope({**r, "loss_curve": curve})
     probes = [
         dict(run_id=rid, layer=layer, eval_length=el, accuracy=acc, majority_baseline=maj)
         for rid, _t, _f_, _p, _s, _n, layer, el, acc, maj, _ok, _sel, _su, _c in probe_table(session, flt, [L])

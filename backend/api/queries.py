@@ -76,7 +76,7 @@ def search_clause(text: str) -> Any:
     return or_(*(func.lower(func.coalesce(c, "")).contains(needle, autoescape=True) for c in cols))
 
 
-RUN_LIST_COLUMNS = [c for c in Run.__table__.columns if c.key != "loss_curve"]
+RUN_LIST_COLUMNS = list(Run.__table__.columns)  # every field of a run but its loss curve (run_curves)
 
 
 def run_row(row: Any) -> dict[str, Any]:

@@ -84,13 +84,13 @@ def runs_show(
 ) -> None:
     """One run: its fields, result-row counts, checkpoint and where it was made."""
     from backend.housekeeping import deletion_counts
-    from store.models import Run
+    from store.models import Run, row_columns
 
     with C.session_factory()() as s:
         run = s.get(Run, run_id)
         if run is None:
             raise LookupError(f"run {run_id} not found")
-        row = {c.key: getattr(run, c.key) for c in Run.__table__.columns}
+        row = {c.key: getattr(run, c.key) for c in row_columns(Run)}
         rows = deletion_counts(s, [run_id])
     row["result_rows"] = {k: v for k, v in rows.items() if k != "runs"}
     if as_json:

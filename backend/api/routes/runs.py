@@ -52,6 +52,7 @@ from backend.api.schemas import (
     RunOut,
 )
 from layerscope_core.sites import parse_site, site_name
+from store.models import Run, row_columns
 
 router = APIRouter(prefix="/runs", tags=["runs"], dependencies=[ReadAuth], responses=UNAUTHORIZED)
 NOT_FOUND: Responses = {404: {"model": ErrorOut, "description": "unknown run id"}}
@@ -96,7 +97,7 @@ def list_runs(
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND, summary="One run, with its loss curve")
 def get_run(run_id: RunIdPath, session: SessionDep) -> dict:
     run = queries.get_run(session, run_id)
-    return {c.key: getattr(run, c.key) for c in run.__table__.columns}
+    return {c.key: getattr(run, c.key) for c in row_columns(Run)}
 
 
 @router.patch(
