@@ -10,6 +10,7 @@ import torch
 
 from models_store.base import LayerwiseModel
 from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer
+from science.precision import forwards
 from science.tasks.base import TaskData
 
 __all__ = ["CAPTURE_BATCH", "Captured", "capture", "predictions", "per_sequence_accuracy", "majority_rate"]
@@ -45,7 +46,8 @@ def capture(
     None = all), and with ``keep_outputs`` those layers' hook modules' whole outputs too.
 
     ONE forward pass per batch: states come from forward hooks (``run_with_states``, or
-    ``module_outputs`` with ``keep_outputs``: the same hooks, the same states).
+    ``module_outputs`` with ``keep_outputs``: the same hooks, the same states), at the current
+    precision (``science.precision.forwards``; the states kept as float32 either way).
     """
     model.eval()
     n = data.tokens.shape[0]
@@ -53,13 +55,14 @@ def capture(
     held: dict[int, torch.Tensor] = {}  # {layer: [n, L, D]}, filled batch by batch (no second copy to concatenate)
     for i in range(0, n, CAPTURE_BATCH):
         tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
-        if keep_outputs:
-            wanted = model.layers if layers is None else sorted(set(layers))
-            logits, outputs = module_outputs(model, tokens, wanted)
-            kept.append(outputs)
-            states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
-        else:
-            logits, states = run_with_states(model, tokens, layers=layers)
+        with forwards(tokens.device):  # bfloat16 autocast at precision bf16 (science.precision)
+            if keep_outputs:
+                wanted = model.layers if layers is None else sorted(set(layers))
+                logits, outputs = module_outputs(model, tokens, wanted)
+                kept.append(outputs)
+                states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
+            else:
+                logits, states = run_with_states(model, tokens, layers=layers)
         preds.append(logits.argmax(-1).cpu())  # (B, L)
         for layer, h in states.items():
             h = h.detach().float().cpu()  # (B, L, D)
@@ -84,11 +87,12 @@ def predictions(
     preds = []
     for n, i in enumerate(range(0, tokens.shape[0], CAPTURE_BATCH)):
         batch = tokens[i : i + CAPTURE_BATCH].to(device)
-        if start is None:
-            preds.append(model(batch).argmax(-1).cpu())
-        else:
-            with start_at_layer(model, start[0], start[1][n]):
+        with forwards(batch.device):  # bfloat16 autocast at precision bf16 (science.precision)
+            if start is None:
                 preds.append(model(batch).argmax(-1).cpu())
+            else:
+                with start_at_layer(model, start[0], start[1][n]):
+                    preds.append(model(batch).argmax(-1).cpu())
     return torch.cat(preds)
 
 
