@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.fl
 from benchmarks.floors import counting_fits
 from layerscope_core.registry import TRAIN_LENGTH
 from models_store.base import LayerwiseModel
+from models_store.mamba_kernels import mixer_path
 from models_store.pretrained import load_pretrained
 from science.bounded import MeasureMemoryError, MemoryBound
 from science.context import SilentContext
@@ -312,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = total / rate
     out = {
+        "mixer_path": mixer_path(model),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
         "label": args.label,
         "precision": args.precision,
         "device": args.device,
