@@ -4,7 +4,9 @@
 # from config, random weights) and a Mamba-130M shape, through benchmarks/bench_scale.py, into $OUT.
 #
 #   scripts/gpu_scale.sh [BUDGET_SECONDS]            # on the GPU machine (default 540: fits a 9-minute call)
-#   scripts/gpu_scale.sh --dry-run [BUDGET_SECONDS]  # here, on CPU: tiny shapes, the same steps and files
+#   scripts/gpu_scale.sh --dry-run [BUDGET_SECONDS]  # here, on CPU: toy shapes and sizes (intervention
+#                                                    # layer 1 alone), the same steps and files; give it a
+#                                                    # large budget (e.g. 3000) on a loaded machine
 #
 # Each part of each shape is its own bench_scale run under `timeout`, given its share of the budget
 # (SHARES below, of what is left when it starts), so a slow part costs only its share. Out:
@@ -84,12 +86,12 @@ shape_args() {
 }
 # the measurement's size: in full on the GPU (MeasureParams' defaults), toy-sized in the dry run
 if [ "$dry" = 1 ]; then
-  sizes="--sequences 24 --lengths 12 --inlp-max-rounds 2 --patch-pairs 8 --patch-length 8"
+  sizes="--sequences 24 --lengths 12 --inlp-max-rounds 1 --patch-pairs 8 --patch-length 8"
 else
   sizes="--sequences 500 --lengths 40,60,80,100,120 --inlp-max-rounds 0"
 fi
-layers_of() {  # the intervention layers of a shape
-  if [ "$1" = pythia410m ]; then [ "$dry" = 1 ] && echo "0,2" || echo "0,12,23"; else echo all; fi
+layers_of() {  # the intervention layers of a shape (the dry run: one layer each)
+  if [ "$dry" = 1 ]; then echo 1; elif [ "$1" = pythia410m ]; then echo "0,12,23"; else echo all; fi
 }
 # Each part's weight: its share of the time left when it starts is its weight over the weights of
 # the parts not yet run (the last one gets the rest; a part that ends early hands its time on).
