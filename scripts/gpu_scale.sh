@@ -15,6 +15,8 @@
 #                     its limit says how far it got) and one {"part": ..., "timed_out": true} line per
 #                     part its limit stopped; bench_scale's summary line ("part": "total") per run;
 #   $OUT/scale.log    what every step printed;   $OUT/env.txt  torch / CUDA / GPU / kernels found.
+# A part that fails on the GPU runs once more with its states in host memory
+# (LAYERSCOPE_STATES_ON=cpu, science.captured.states_device), labelled "<shape>-states-on-cpu".
 #
 # On the GPU machine (no registry there): our package is installed with `pip install --no-deps`
 # from this checkout, after the wheels under .whl/ (scripts/gpu_wheels.sh makes them here; carry
@@ -125,6 +127,15 @@ for i in "${!steps[@]}"; do
   elif [ "$status" != 0 ]; then
     say "$shape $part: FAILED (exit $status; the end of $log says why)"
     echo "{\"label\": \"$shape\", \"part\": \"$part\", \"failed\": true, \"exit\": $status}" >>"$jsonl"
+    left=$(( budget - $(elapsed) ))
+    if [ "$device" = cuda ] && [ "$left" -gt 30 ]; then  # once more with the states in host memory
+      say "$shape $part: again with LAYERSCOPE_STATES_ON=cpu, up to $(( left / 3 ))s"
+      # shellcheck disable=SC2046,SC2086
+      LAYERSCOPE_STATES_ON=cpu timeout --signal=TERM --kill-after=10 $(( left / 3 )) python3 benchmarks/bench_scale.py \
+        $(shape_args "$shape") $sizes --parts "$part" --interv-layers "$(layers_of "$shape")" --device "$device" \
+        --precision "$precision" --label "$shape-states-on-cpu" --jsonl "$jsonl" --json >>"$log" 2>&1 \
+        || say "$shape $part on cpu states: exit $?"
+    fi
   fi
 done
 say "gpu_scale done"
