@@ -21,7 +21,7 @@ from science.patching import patching_grid
 from science.precision import forward_precision, forwards
 from science.tasks import get_task
 from science.training import TrainConfig, train_model
-from worker.params import InterveneParams, MeasureParams, PatchParams, ProbeParams
+from worker.job_params import InterveneParams, MeasureParams, PatchParams, ProbeParams
 
 # docs/SCIENCE.md#precision: |bf16 − fp32| per row, at most
 TOLERANCES = {
@@ -39,7 +39,9 @@ TOLERANCES = {
 @pytest.fixture(scope="module")
 def trained():
     task = get_task("dyck")
-    cfg = ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=32)
+    cfg = ModelConfig(
+        family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=32
+    )
     model = build_model(cfg, seed=0)
     recipe = TrainConfig(
         max_steps=100, train_length=12, curriculum_start=None, warmup_steps=10, eval_every=50, batch_size=32
