@@ -28,9 +28,17 @@ How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmul
   blocks after it and the head); the fits; the permutation tests (no matmul) are not counted;
 - patching: per (site, position) pair cell the corrupted forward from the patched layer on.
 
-``peak_flops``: the best of 5 float32 matmuls ``[4096, D] × [D, 4·D]`` timed in the same process,
-so machine load affects both sides; ``floor_seconds = flops / peak_flops``; ``ratio = seconds /
-floor_seconds``. ``--json`` prints one object; without it, one line per number.
+``peak_flops``: the best of 5 matmuls ``[4096, D] × [D, 4·D]`` (float32, or bfloat16 with
+``--precision bf16``) timed in the same process on the same device, so machine load affects both
+sides; ``floor_seconds = flops / peak_flops``; ``ratio = seconds / floor_seconds``. ``--json``
+prints one object; without it, one line per number.
+
+On a GPU (``--device cuda``): the model and the measurement run there (``science.precision`` for
+``--precision bf16``); ``peak_gpu_gb`` is ``torch.cuda.max_memory_allocated`` over the whole run
+and ``part_peak_gpu_gb`` per part (the peak reset before each). ``--jsonl FILE`` appends one
+object per finished part (``{"label", "part", "seconds", "peak_gpu_gb", "rows", ...}``) as soon as
+it finishes, progress lines while it runs, then the summary object (``"part": "total"``): a run
+stopped by a time limit keeps the parts it finished. ``--label`` names the run in both.
 """
 
 from __future__ import annotations
@@ -52,8 +60,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.fl
 from benchmarks.floors import counting_fits
 from layerscope_core.registry import TRAIN_LENGTH
 from models_store.base import LayerwiseModel
+from models_store.mamba_kernels import mixer_path
 from models_store.pretrained import load_pretrained
 from science.bounded import MeasureMemoryError, MemoryBound
+from science.context import SilentContext
 from science.measure import check_memory, measure_interventions, measure_probes
 from science.patching import patching_grid
 from science.tasks import get_task
@@ -107,10 +117,13 @@ class Flops:
         return float(n * t * (per_block * (self.n_layers - first_block)) + n * length * self.head)
 
 
-def peak_flops(d: int) -> float:
-    """Best float32 matmul rate (FLOP/s) of 5 ``[4096, D] × [D, 4·D]`` products, on CPU or CUDA."""
+def peak_flops(d: int, precision: str = "fp32") -> float:
+    """Best matmul rate (FLOP/s) of 5 ``[4096, D] × [D, 4·D]`` products (float32, or bfloat16 at
+    ``precision`` bf16), on CPU or CUDA (one warm-up product first)."""
     dev = "cuda" if torch.cuda.is_available() and _device == "cuda" else "cpu"
-    a, b = torch.randn(4096, d, device=dev), torch.randn(d, 4 * d, device=dev)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = torch.randn(4096, d, device=dev, dtype=dtype), torch.randn(d, 4 * d, device=dev, dtype=dtype)
+    a @ b
     best = float("inf")
     for _ in range(5):
         if dev == "cuda":
@@ -126,6 +139,37 @@ def peak_flops(d: int) -> float:
 _device = "cpu"
 
 
+def _sync() -> None:
+    if _device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _peak_gpu_gb() -> float | None:
+    return round(torch.cuda.max_memory_allocated() / 2**30, 3) if _device == "cuda" else None
+
+
+def _append(path: str | None, obj: dict[str, Any]) -> None:
+    """One JSON object as a line of ``path`` (appended, flushed at once); nothing without a path."""
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(obj) + "\n")
+
+
+class _Progress(SilentContext):
+    """A part's progress, a JSON line of ``path`` each time it passes another tenth: a part stopped
+    by a time limit still says how far it got (``fraction``) after how many ``seconds``."""
+
+    def __init__(self, path: str | None, head: dict[str, Any]) -> None:
+        super().__init__()
+        self.path, self.head, self.t0, self.next = path, head, time.perf_counter(), 0.1
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        if fraction >= self.next:
+            self.next = (int(fraction * 10) + 1) / 10
+            seconds = round(time.perf_counter() - self.t0, 2)
+            _append(self.path, {**self.head, "progress": round(fraction, 3), "seconds": seconds, "message": message})
+
+
 def _run_part(
     part: str,
     model: LayerwiseModel,
@@ -136,14 +180,15 @@ def _run_part(
     layers: list[int] | None,
     memory: MemoryBound,
     common: dict[str, Any],
-) -> float:
-    """Run one part with the product's code; the FLOPs of its forward passes (the fits are
-    counted by the caller, from the solver's evaluations)."""
-    m = MeasureParams()
+    m: MeasureParams,
+) -> tuple[float, int]:
+    """Run one part with the product's code (``m``: the measurement settings); the FLOPs of its
+    forward passes (the fits are counted by the caller, from the solver's evaluations) and the
+    number of rows it made."""
     n = args.sequences
     if part == "probes":
-        measure_probes(model, task, eval_lengths=lengths, n_sequences=n, memory=memory, **common)
-        return sum(count.forward(n, length) for length in lengths)
+        probes = measure_probes(model, task, eval_lengths=lengths, n_sequences=n, memory=memory, **common)
+        return sum(count.forward(n, length) for length in lengths), len(probes)
     if part == "interventions":
         rows = measure_interventions(
             model,
@@ -164,7 +209,7 @@ def _run_part(
         f += sum(
             count.forward(n, r.eval_length, r.layer + 1) * (1 + (r.random_draws or 0)) for r in rows if r.layer >= 0
         )
-        return f
+        return f, len(rows)
     cells = patching_grid(
         model,
         task,
@@ -177,7 +222,7 @@ def _run_part(
     )
     f = count.forward(m.n_patch_pairs, m.patch_eval_length) * 2
     f += sum(count.forward(m.n_patch_pairs, m.patch_eval_length, max(0, c.layer + 1)) for c in cells)
-    return f
+    return f, len(cells)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,8 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", default="gpt_neox", choices=["gpt_neox", "mamba"])
     ap.add_argument("--task", default="dyck")
     ap.add_argument("--inlp-max-rounds", type=int, default=8, help="INLP's round budget (0: uncapped)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the forward passes'")
+    ap.add_argument("--jsonl", default=None, help="append one JSON line per finished part, then the summary")
+    ap.add_argument("--label", default="", help="a name for this run in the output")
+    ap.add_argument("--patch-pairs", type=int, default=None, help="patching pairs (default: MeasureParams')")
+    ap.add_argument("--patch-length", type=int, default=None, help="patching length (default: MeasureParams')")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device here")
     _device = args.device
     parts = [p for p in args.parts.split(",") if p]
     if bad := [p for p in parts if p not in PARTS]:
@@ -206,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     layers = None if args.interv_layers == "all" else [int(x) for x in args.interv_layers.split(",")]
     memory = MemoryBound.of_gib(get_settings().measure_memory_gb)
     m = MeasureParams()
+    m.n_patch_pairs = args.patch_pairs or m.n_patch_pairs
+    m.patch_eval_length = args.patch_length or m.patch_eval_length
     try:  # refused in one line before any work, as the worker refuses it
         check_memory(
             model,
@@ -221,25 +275,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_scale: {exc}", file=sys.stderr)
         return 2
     count = Flops(model, args.family)
-    common = dict(run_seed=0, config_hash="bench", device=args.device)
+    common = dict(run_seed=0, config_hash="bench", device=args.device, precision=args.precision)
     spent: dict[str, float] = {}
+    part_peaks: dict[str, float | None] = {}
+    label = {"label": args.label, "family": args.family, "layers": args.layers, "d_model": args.d_model}
     cpu = time.process_time()
     flops: dict[str, float] = {}
     solver: dict[str, tuple[int, int]] = {}  # per part: (probe fits, solver evaluations)
     n = args.sequences
     for part in parts:
-        t = time.perf_counter()
-        with counting_fits() as fits:
-            f = _run_part(part, model, task, count, args, lengths, layers, memory, common)
-        f += sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
         if args.device == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        _sync()
+        t = time.perf_counter()
+        ctx = _Progress(args.jsonl, {**label, "part": part, "precision": args.precision})
+        with counting_fits() as fits:
+            f, n_made = _run_part(part, model, task, count, args, lengths, layers, memory, {**common, "ctx": ctx}, m)
+        f += sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
+        _sync()
         spent[part], flops[part] = time.perf_counter() - t, f
         solver[part] = (len(fits.fits), fits.evals)
-    rate = peak_flops(args.d_model)
+        part_peaks[part] = _peak_gpu_gb()
+        _append(
+            args.jsonl,
+            {
+                **label,
+                "part": part,
+                "precision": args.precision,
+                "device": args.device,
+                "seconds": round(spent[part], 2),
+                "peak_gpu_gb": part_peaks[part],
+                "rows": n_made,
+                "flops": f,
+            },
+        )
+    rate = peak_flops(args.d_model, args.precision)
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = total / rate
     out = {
+        "mixer_path": mixer_path(model),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
+        "label": args.label,
+        "precision": args.precision,
+        "device": args.device,
         "family": args.family,
         "layers": args.layers,
         "d_model": args.d_model,
@@ -262,7 +339,10 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),
     }
     if args.device == "cuda":
-        out["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        out["peak_gpu_gb"] = max((p for p in part_peaks.values() if p is not None), default=_peak_gpu_gb())
+        out["part_peak_gpu_gb"] = part_peaks
+        out["gpu"] = torch.cuda.get_device_name()
+    _append(args.jsonl, {**out, "part": "total"})
     if args.json:
         print(json.dumps(out))
     else:

@@ -166,13 +166,24 @@ def _replay(output: object, fresh: bool) -> Callable[..., object]:
 
 
 @contextmanager
+def _autocast_off(device_type: str) -> Iterator[None]:
+    """Autocast off for ``device_type`` inside the block; nothing at all where it is not on."""
+    if not torch.is_autocast_enabled(device_type):
+        yield
+        return
+    with torch.autocast(device_type=device_type, enabled=False):
+        yield
+
+
+@contextmanager
 def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[LayerwiseModel]:
     """Replace several layers' outputs at once: layer ℓ's output h becomes ``fns[ℓ](h)``.
 
     Each ``fn`` receives the full state h [B, L, D] (after any edit on earlier layers) and
     must return a tensor of the same shape; it may return a modified clone (do not rely on
-    in-place writes to h). The result is cast to h's dtype and device. Hooks are removed on
-    exit, also when the body raises.
+    in-place writes to h). The result is cast to h's dtype and device. ``fn`` runs with autocast
+    off (a bfloat16 forward, ``science.precision``, edits in the edit's own float32 / float64
+    arithmetic, not in bfloat16). Hooks are removed on exit, also when the body raises.
 
     Raises:
         ValueError: a layer id outside -1..n_layers-1, or (during the forward) an ``fn``
@@ -186,7 +197,8 @@ def edit_layers(model: LayerwiseModel, fns: Mapping[int, EditFn]) -> Iterator[La
         def hook(module: nn.Module, args: tuple, output: object) -> object:
             full = hidden_state(output)  # full: (B, P+L, D), P = the START prefix, never edited
             h = full[:, p:]  # h: (B, L, D)
-            new = fn(h)
+            with _autocast_off(h.device.type):  # an edit computes in its own dtypes, not autocast's
+                new = fn(h)
             if not isinstance(new, torch.Tensor) or new.shape != h.shape:
                 got = tuple(new.shape) if isinstance(new, torch.Tensor) else type(new).__name__
                 raise ValueError(f"edit of layer {layer} must return a tensor of shape {tuple(h.shape)}, got {got}")

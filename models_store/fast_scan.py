@@ -8,7 +8,7 @@ Mamba-2's chunked scan as dozens of small einsum / segsum ops. ``install(model)`
 reverts) whose forward computes the same function as the library's.
 
 The fast path is taken only when it is exactly the library's computation on the CPU: no
-``cache`` (generation), no attention mask, CPU float32 / float64, SiLU, a plain hook-free conv
+``cache`` (generation), no attention mask, CPU float32 / float64 without autocast, SiLU, a plain hook-free conv
 (Mamba-2: one group). Otherwise: transformers' own forward (caches, CUDA — where transformers
 uses the ``mamba_ssm`` / ``causal_conv1d`` kernels when installed —, other dtypes, Mamba-2
 edge cases), or, for Mamba with a mask / wrapped conv / no compiled kernel, ``mamba_mixer_forward``
@@ -85,6 +85,7 @@ class FastMambaMixer(MambaMixer):
             or kwargs
             or hidden_states.device.type != "cpu"
             or hidden_states.dtype not in (torch.float32, torch.float64)
+            or torch.is_autocast_enabled("cpu")  # a bfloat16 forward (science.precision): transformers' ops
         ):
             return super().forward(hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
         if fusable(self, hidden_states, attention_mask):
@@ -104,6 +105,7 @@ class FastMamba2Mixer(Mamba2Mixer):
             and not kwargs
             and hidden_states.device.type == "cpu"
             and hidden_states.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled("cpu")  # a bfloat16 forward (science.precision): transformers' ops
             and fusable2(self, hidden_states, attention_mask)
         ):
             return fused_mamba2_forward(self, hidden_states)

@@ -4,24 +4,54 @@ rate). Batched by :data:`CAPTURE_BATCH` sequences; one forward pass per batch.""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
 
 from models_store.base import LayerwiseModel
 from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer
+from science.precision import forwards
 from science.tasks.base import TaskData
 
-__all__ = ["CAPTURE_BATCH", "Captured", "capture", "predictions", "per_sequence_accuracy", "majority_rate"]
+__all__ = [
+    "CAPTURE_BATCH",
+    "STATES_ON",
+    "Captured",
+    "capture",
+    "states_device",
+    "predictions",
+    "per_sequence_accuracy",
+    "majority_rate",
+]
 
 CAPTURE_BATCH = 256
+# Where a capture on a CUDA device holds the states: "model" (there, so that probes, edit fits,
+# refits and INLP run on the GPU without copying the rows back and forth) or "cpu" (host memory,
+# as on a CPU). A capture on the CPU holds them there either way.
+STATES_ON = "LAYERSCOPE_STATES_ON"
+
+
+def states_device(device: torch.device | str) -> torch.device:
+    """Where :func:`capture` holds the states of a forward pass on ``device``: ``device`` itself
+    when it is a CUDA device (unless :data:`STATES_ON` is ``cpu``), the CPU otherwise.
+
+    Raises:
+        ValueError: :data:`STATES_ON` set to something other than ``model`` or ``cpu``.
+    """
+    where = os.environ.get(STATES_ON, "model")
+    if where not in ("model", "cpu"):
+        raise ValueError(f"{STATES_ON}={where!r}: expected 'model' or 'cpu'")
+    device = torch.device(device)
+    return device if device.type == "cuda" and where == "model" else torch.device("cpu")
 
 
 @dataclass
 class Captured:
     """Logits-derived predictions and the residual stream of every layer for a data set.
 
-    preds: [n, L]; states: {layer: [n, L, D]} (float32, CPU), layer -1 = emb; ``outputs``: with
+    preds: [n, L] (CPU); states: {layer: [n, L, D]} (float32; on the CPU, or on the model's CUDA
+    device: :func:`states_device`), layer -1 = emb; ``outputs``: with
     ``capture(keep_outputs=True)``, per batch of :data:`CAPTURE_BATCH` sequences the output of
     the captured layers' hook modules as they returned it (on the model's device), what
     ``predictions(start=…)`` replays.
@@ -45,26 +75,29 @@ def capture(
     None = all), and with ``keep_outputs`` those layers' hook modules' whole outputs too.
 
     ONE forward pass per batch: states come from forward hooks (``run_with_states``, or
-    ``module_outputs`` with ``keep_outputs``: the same hooks, the same states).
+    ``module_outputs`` with ``keep_outputs``: the same hooks, the same states), at the current
+    precision (``science.precision.forwards``; the states kept as float32 either way).
     """
     model.eval()
     n = data.tokens.shape[0]
+    hold = states_device(device)
     preds, kept = [], []
     held: dict[int, torch.Tensor] = {}  # {layer: [n, L, D]}, filled batch by batch (no second copy to concatenate)
     for i in range(0, n, CAPTURE_BATCH):
         tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
-        if keep_outputs:
-            wanted = model.layers if layers is None else sorted(set(layers))
-            logits, outputs = module_outputs(model, tokens, wanted)
-            kept.append(outputs)
-            states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
-        else:
-            logits, states = run_with_states(model, tokens, layers=layers)
+        with forwards(tokens.device):  # bfloat16 autocast at precision bf16 (science.precision)
+            if keep_outputs:
+                wanted = model.layers if layers is None else sorted(set(layers))
+                logits, outputs = module_outputs(model, tokens, wanted)
+                kept.append(outputs)
+                states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
+            else:
+                logits, states = run_with_states(model, tokens, layers=layers)
         preds.append(logits.argmax(-1).cpu())  # (B, L)
         for layer, h in states.items():
-            h = h.detach().float().cpu()  # (B, L, D)
+            h = h.detach().float().to(hold)  # (B, L, D)
             if layer not in held:
-                held[layer] = torch.empty((n, *h.shape[1:]), dtype=h.dtype)
+                held[layer] = torch.empty((n, *h.shape[1:]), dtype=h.dtype, device=hold)
             held[layer][i : i + h.shape[0]].copy_(h)
     return Captured(data, torch.cat(preds), held, kept if keep_outputs else None)
 
@@ -84,11 +117,12 @@ def predictions(
     preds = []
     for n, i in enumerate(range(0, tokens.shape[0], CAPTURE_BATCH)):
         batch = tokens[i : i + CAPTURE_BATCH].to(device)
-        if start is None:
-            preds.append(model(batch).argmax(-1).cpu())
-        else:
-            with start_at_layer(model, start[0], start[1][n]):
+        with forwards(batch.device):  # bfloat16 autocast at precision bf16 (science.precision)
+            if start is None:
                 preds.append(model(batch).argmax(-1).cpu())
+            else:
+                with start_at_layer(model, start[0], start[1][n]):
+                    preds.append(model(batch).argmax(-1).cpu())
     return torch.cat(preds)
 
 

@@ -22,6 +22,7 @@ from science.captured import Captured, capture, majority_rate, per_sequence_accu
 from science.context import Context, SilentContext
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.methods import get_method, method_settings, more_data_helps, record_fields, refits_until_removed
+from science.precision import check_precision, forward_precision
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
@@ -77,6 +78,7 @@ def measure_probes(
     device: torch.device | str = "cpu",
     ctx: Context | None = None,
     memory: MemoryBound | None = None,
+    precision: str = "fp32",
 ) -> list[ProbeRecord]:
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
@@ -90,7 +92,27 @@ def measure_probes(
     the control-task accuracy and selectivity (a random label per token type × position bucket,
     after Hewitt & Liang 2019; docs/SCIENCE.md#selectivity), and the accuracy per token type where
     the task defines token types (docs/SCIENCE.md#token-types).
+
+    ``precision``: ``fp32`` | ``bf16``, the forward passes' (``science.precision``); the states
+    are kept and probed in float32 either way. Raises ValueError for another value.
     """
+    check_precision(precision)
+    with forward_precision(precision):
+        return _measure_probes(model, task, run_seed, eval_lengths, n_sequences, config_hash, device, ctx, memory)
+
+
+def _measure_probes(
+    model: LayerwiseModel,
+    task: Task,
+    run_seed: int,
+    eval_lengths: list[int],
+    n_sequences: int,
+    config_hash: str,
+    device: torch.device | str,
+    ctx: Context | None,
+    memory: MemoryBound | None,
+) -> list[ProbeRecord]:
+    """:func:`measure_probes` at the precision already set."""
     ctx = ctx or SilentContext()
     bound, layers = memory or MemoryBound(), list(model.layers)
     width = _width(model, task, device) if bound.limit is not None else 0
@@ -697,6 +719,7 @@ def measure_interventions(
     ctx: Context | None = None,
     resume: ResumeFolder | None = None,
     memory: MemoryBound | None = None,
+    precision: str = "fp32",
     **fields: Any,
 ) -> list[InterventionRecord]:
     """Edit the output of each layer, fit at ``fit_length`` and applied at every eval length.
@@ -738,12 +761,60 @@ def measure_interventions(
     stored as layer -2, and each layer alone); its refit probe reads the edited layer
     (the last layer for "every layer").
 
+    ``precision``: ``fp32`` | ``bf16``, the forward passes' (``science.precision``); edits run
+    inside their hooks in float32 (autocast off), and the states, edit fits, refit probes and
+    statistics stay float32 / float64 either way.
+
     Raises:
         ValueError: a layer outside ``-1..n_layers-1``; a method parameter its declaration
-            refuses, or one not declared (the message names it).
+            refuses, or one not declared (the message names it); an unknown precision.
         science.bounded.MeasureMemoryError: before any work, when one layer's eval states beside
             the largest fit (the fit-size rule's doubled set) cannot fit ``memory``.
     """
+    check_precision(precision)
+    with forward_precision(precision):
+        return _measure_interventions(
+            model,
+            task,
+            run_seed=run_seed,
+            eval_lengths=eval_lengths,
+            n_sequences=n_sequences,
+            methods=methods,
+            layers=layers,
+            method_params=method_params,
+            conv1d=conv1d,
+            fit_length=fit_length,
+            n_permutations=n_permutations,
+            config_hash=config_hash,
+            device=device,
+            ctx=ctx,
+            resume=resume,
+            memory=memory,
+            fields=fields,
+        )
+
+
+def _measure_interventions(
+    model: LayerwiseModel,
+    task: Task,
+    *,
+    run_seed: int,
+    eval_lengths: list[int],
+    n_sequences: int,
+    methods: list[str],
+    layers: list[int] | None,
+    method_params: Mapping[str, Mapping[str, Any]] | None,
+    conv1d: bool,
+    fit_length: int,
+    n_permutations: int,
+    config_hash: str,
+    device: torch.device | str,
+    ctx: Context | None,
+    resume: ResumeFolder | None,
+    memory: MemoryBound | None,
+    fields: Mapping[str, Any],
+) -> list[InterventionRecord]:
+    """:func:`measure_interventions` at the precision already set."""
     ctx = ctx or SilentContext()
     n_layers = model.n_layers
     layers = list(range(n_layers)) if layers is None else layers

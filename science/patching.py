@@ -47,6 +47,7 @@ from models_store.base import LayerwiseModel
 from models_store.capture import edit_layer, patch_positions, run_with_states
 from models_store.states import StatefulModel, stateful
 from science.context import Context, SilentContext
+from science.precision import check_precision, forward_precision, forwards
 from science.records import PatchingRecord
 from science.seeds import data_seed
 from science.stats import bootstrap_ci
@@ -333,7 +334,8 @@ def _batched_logit_differences(
         c, x = clean.tokens[i : i + batch_size].to(device), corrupted.tokens[i : i + batch_size].to(device)
         labels = (clean.labels[i : i + batch_size, -1], corrupted.labels[i : i + batch_size, -1])
         sub = ctx.sub(i / n_pairs, min(1.0, (i + batch_size) / n_pairs))
-        a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
+        with forwards(c.device):  # bfloat16 autocast at precision bf16 (science.precision)
+            a, b, res = cell_logit_differences(model, c, x, labels, cells, sub)
         ld_c.append(a)
         ld_x.append(b)
         for cell, v in res.items():
@@ -380,6 +382,7 @@ def patching_grid(
     device: torch.device | str = "cpu",
     ctx: Context | None = None,
     layers: Sequence[int] | None = None,
+    precision: str = "fp32",
 ) -> list[PatchingRecord]:
     """Recovery on a site × layer × position grid. Returns :class:`PatchingRecord` s (rows of
     ``patching_results``; dict-compatible).
@@ -391,6 +394,8 @@ def patching_grid(
         batch_size: pairs per forward (memory: Mamba states are [batch, L, E, N] per layer).
         layers: the blocks to patch (``science.causal_layers``); None = every block. The
             embedding output (``resid_post`` −1, block 0's input) is kept with block 0.
+        precision: ``fp32`` | ``bf16``, the forward passes' (``science.precision``; the
+            patches, logit differences and statistics in float32 / float64 either way).
 
     Returns:
         one record per (site, layer, position; 0-based) with ``recovery`` / ``recovery_lo`` / ``recovery_hi``
@@ -399,8 +404,9 @@ def patching_grid(
 
     Raises:
         ValueError: a position outside 0..L−1, an unknown site, no asked-for site that the
-            model has, or too few corruption pairs.
+            model has, too few corruption pairs, or an unknown precision.
     """
+    check_precision(precision)
     ctx = ctx or SilentContext()
     model.eval()
     pos = grid_positions(eval_length, positions, stride)
@@ -421,7 +427,8 @@ def patching_grid(
 
     wanted = {(k, j, t) for s in site_list for _, (k, j, _) in site_layers(s) for t in pos}
     cells = sorted(wanted, key=lambda c: (c[1], c[2], c[0]))
-    ld_clean, ld_corr, ld_p = _batched_logit_differences(model, clean, corrupted, cells, batch_size, device, ctx)
+    with forward_precision(precision):
+        ld_clean, ld_corr, ld_p = _batched_logit_differences(model, clean, corrupted, cells, batch_size, device, ctx)
     keep, shared = _pairs_summary(ld_clean, ld_corr)
     base = {"eval_length": eval_length, "corrupt_position": p_star, **shared, "config_hash": config_hash}
     rows: list[PatchingRecord] = []

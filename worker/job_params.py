@@ -31,6 +31,7 @@ from layerscope_core.registry import (  # noqa: F401
     patch_sites_of,
 )
 from models_store.model_config import MAX_PARAMS
+from science.precision import Precision
 from worker import method_fields
 from worker.method_fields import MethodParamValues, job_field, method_params_field
 from worker.param_types import (
@@ -70,6 +71,21 @@ LEGACY_RECIPE: dict[str, Any] = {
 }
 
 
+def precision_field() -> Any:
+    """The ``precision`` field of the measuring params (docs/SCIENCE.md#precision)."""
+    return Field(
+        "fp32",
+        description="the forward passes' precision: fp32, or bf16 (bfloat16 autocast; states, edits, probes "
+        "and statistics stay float32); dumped only when bf16, so fp32 params and hashes are those made before it",
+    )
+
+
+def _drop_default_precision(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("precision") == "fp32":
+        d.pop("precision")
+    return d
+
+
 class MeasureParams(_Params):
     """What to measure on a trained run (probes, interventions, patching)."""
 
@@ -103,18 +119,19 @@ class MeasureParams(_Params):
         "block from block 0 and the last block (probes: every layer); None = every block "
         "(docs/SCIENCE.md#causal-layers)",
     )
+    precision: Precision = precision_field()
 
     @model_serializer(mode="wrap")
     def _later_fields(self, handler: Any) -> dict[str, Any]:
-        """``max_causal_layers`` and ``method_params`` are dumped only when set: measurement
-        settings, job params and the hashes over them stay what they were for every
-        measurement made without them."""
+        """``max_causal_layers`` and ``method_params`` are dumped only when set, ``precision`` only
+        when bf16: measurement settings, job params and the hashes over them stay what they were
+        for every measurement made without them."""
         d = handler(self)
         if d.get("max_causal_layers") is None:
             d.pop("max_causal_layers", None)
         if not d.get("method_params"):
             d.pop("method_params", None)
-        return d
+        return _drop_default_precision(d)
 
     @field_validator("eval_lengths")
     @classmethod
@@ -415,6 +432,12 @@ class ProbeParams(_Params):
     run_id: Int = Field(ge=1, le=2_147_483_647)
     eval_lengths: list[EvalLength] | None = Field(None, min_length=1, max_length=32)
     n_probe_sequences: Int = Field(500, ge=20, le=100_000)
+    precision: Precision = precision_field()
+
+    @model_serializer(mode="wrap")
+    def _later_fields(self, handler: Any) -> dict[str, Any]:
+        """``precision`` is dumped only when bf16 (the params and hash of every fp32 job stay)."""
+        return _drop_default_precision(handler(self))
 
 
 class InterveneParams(_Params):
@@ -430,15 +453,16 @@ class InterveneParams(_Params):
     conv1d: bool = True
     n_probe_sequences: Int = Field(500, ge=20, le=100_000)
     n_permutations: Int = Field(2000, ge=100, le=1_000_000)
+    precision: Precision = precision_field()
 
     @model_serializer(mode="wrap")
     def _later_fields(self, handler: Any) -> dict[str, Any]:
-        """``method_params`` is dumped only when set: the params and hash of every job made
-        without it stay what they were."""
+        """``method_params`` is dumped only when set, ``precision`` only when bf16: the params and
+        hash of every job made without them stay what they were."""
         d = handler(self)
         if not d.get("method_params"):
             d.pop("method_params", None)
-        return d
+        return _drop_default_precision(d)
 
     @model_validator(mode="after")
     def _method_params(self) -> InterveneParams:
@@ -463,6 +487,12 @@ class PatchParams(_Params):
     stride: Int = Field(1, ge=1, le=4096, description="with positions None: every stride-th position (and the last)")
     eval_length: Int = Field(40, ge=4, le=4096)
     n_pairs: Int = Field(128, ge=4, le=100_000)
+    precision: Precision = precision_field()
+
+    @model_serializer(mode="wrap")
+    def _later_fields(self, handler: Any) -> dict[str, Any]:
+        """``precision`` is dumped only when bf16 (the params and hash of every fp32 job stay)."""
+        return _drop_default_precision(handler(self))
 
     @model_validator(mode="after")
     def _positions(self) -> PatchParams:

@@ -209,6 +209,7 @@ class _Measurement:
             n_sequences=measure.n_probe_sequences,
             ctx=self.span("probes"),
             memory=self.memory,
+            precision=measure.precision,
         )
         with self.ctx.storing():
             sid_now = self.settings_id()
@@ -236,6 +237,7 @@ class _Measurement:
             ctx=self.span("interventions"),
             resume=(resume := self.resume_folder("interventions")),
             memory=self.memory,
+            precision=measure.precision,
         )
         with self.ctx.storing():
             sid_now = self.settings_id()
@@ -280,6 +282,7 @@ class _Measurement:
                 n_pairs=measure.n_patch_pairs,
                 layers=self.layers,
                 ctx=self.span("patching"),
+                precision=measure.precision,
             )
         except NoCorruptionPairs as exc:  # a file task without one-token pairs: nothing to patch
             self.ctx.log(f"patching skipped: {exc}")
@@ -329,7 +332,7 @@ def stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]
 
 def probe_settings(params: ProbeParams, lengths: list[int]) -> MeasureParams:
     """A probe job's settings (``lengths``: its eval lengths, resolved)."""
-    return MeasureParams(eval_lengths=lengths, n_probe_sequences=params.n_probe_sequences)
+    return MeasureParams(eval_lengths=lengths, n_probe_sequences=params.n_probe_sequences, precision=params.precision)
 
 
 def intervene_settings(params: InterveneParams, lengths: list[int]) -> MeasureParams:
@@ -342,6 +345,7 @@ def intervene_settings(params: InterveneParams, lengths: list[int]) -> MeasurePa
         method_params=params.method_params,
         conv1d=params.conv1d,
         n_permutations=params.n_permutations,
+        precision=params.precision,
     )
 
 
@@ -354,4 +358,5 @@ def patch_settings(params: PatchParams, lengths: list[int]) -> MeasureParams:
         patch_sites=params.sites,
         patch_stride=params.stride,
         n_patch_pairs=params.n_pairs,
+        precision=params.precision,
     )

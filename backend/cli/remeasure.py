@@ -4,6 +4,7 @@ rows of that kind are replaced)."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,16 +17,35 @@ EvalLengths = Annotated[list[int] | None, typer.Option(help="Eval lengths (repea
 Device = Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")]
 
 
+class PrecisionChoice(StrEnum):
+    """``--precision``: the forward passes' (``science.precision.PRECISIONS``)."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+PrecisionOption = Annotated[
+    PrecisionChoice,
+    typer.Option(
+        help="Forward passes in fp32, or bf16 (bfloat16 autocast; states, edits, probes and statistics stay "
+        "float32; docs/SCIENCE.md#precision)."
+    ),
+]
+
+
 def probe(
     run_id: RunId,
     eval_length: EvalLengths = None,
     n_sequences: Annotated[int, typer.Option(min=20, help="Held-out sequences per eval length.")] = 500,
     device: Device = None,
+    precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
     """Fit the per-layer probes of a stored run again (replacing its probe rows)."""
     from worker.job_params import ProbeParams
 
-    params = ProbeParams(run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences)
+    params = ProbeParams(
+        run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences, precision=precision.value
+    )
     _run_on_stored("probe", params, run_id, device)
 
 
@@ -48,6 +68,7 @@ def intervene(
     conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
     n_permutations: Annotated[int, typer.Option(min=100)] = 2000,
     device: Device = None,
+    precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
     """Run the interventions (with the refit probe) on a stored run."""
     from worker.job_params import InterveneParams
@@ -58,6 +79,7 @@ def intervene(
         eval_lengths=eval_length or None,
         conv1d=conv1d,
         n_permutations=n_permutations,
+        precision=precision.value,
     )
     if pca_k is not None:
         kw["pca_k"] = pca_k
@@ -104,13 +126,20 @@ def patch(
     eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
     n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
     device: Device = None,
+    precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
     """Activation patching (site × layer × position grid) on a stored run."""
     from worker.job_params import PatchParams
 
     kw = {"sites": site} if site else {}
     params = PatchParams(
-        run_id=run_id, positions=position or None, stride=stride, eval_length=eval_length, n_pairs=n_pairs, **kw
+        run_id=run_id,
+        positions=position or None,
+        stride=stride,
+        eval_length=eval_length,
+        n_pairs=n_pairs,
+        precision=precision.value,
+        **kw,
     )
     _run_on_stored("patch", params, run_id, device)
 

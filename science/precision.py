@@ -1,0 +1,71 @@
+"""The precision of a measurement's forward passes: ``fp32`` (the default) or ``bf16``
+(docs/SCIENCE.md#precision).
+
+``bf16`` runs the model's forward passes under ``torch.autocast(dtype=torch.bfloat16)`` (matmuls
+and convolutions in bfloat16, reductions and norms as autocast keeps them) on the model's device
+type — CUDA, or CPU, whose autocast supports bfloat16 too. Everything else stays float32 or
+float64: the captured states are cast to float32 (``science.captured.capture``), edits and patches
+run inside their hooks with autocast off (``models_store.capture.edit_layers``), and probes,
+edit fits and statistics never run under autocast (they sit outside :func:`forwards`).
+
+A measurement sets its precision once with :func:`forward_precision` (a context variable, so
+threads and nested calls each see their own); the code that calls the model wraps each forward
+in :func:`forwards`, which is a no-op at ``fp32``: fp32 rows are those of the code before this
+setting, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Literal
+
+import torch
+
+Precision = Literal["fp32", "bf16"]
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+DEFAULT_PRECISION: Precision = "fp32"
+
+_current: ContextVar[str] = ContextVar("layerscope_forward_precision", default=DEFAULT_PRECISION)
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`.
+
+    Raises:
+        ValueError: another value (the message names the allowed ones).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {list(PRECISIONS)}")
+    return precision
+
+
+def current_precision() -> str:
+    """The precision set by the innermost :func:`forward_precision` (``fp32`` outside any)."""
+    return _current.get()
+
+
+@contextmanager
+def forward_precision(precision: str) -> Iterator[None]:
+    """Inside the block, :func:`forwards` runs forward passes at ``precision``.
+
+    Raises:
+        ValueError: ``precision`` not one of :data:`PRECISIONS`.
+    """
+    token = _current.set(check_precision(precision))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def forwards(device: torch.device | str) -> Iterator[None]:
+    """Run the forward passes inside at the current precision on ``device``'s type: bfloat16
+    autocast at ``bf16``; nothing at all at ``fp32``."""
+    if _current.get() != "bf16":
+        yield
+        return
+    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
+        yield

@@ -1,0 +1,132 @@
+"""Forward precision (docs/SCIENCE.md#precision): at fp32 the measurement is the code without the
+setting, bit for bit (no autocast entered, the same rows, the same params and hashes); at bf16 the
+forward passes run under bfloat16 autocast, edits run in float32 inside their hooks, and the rows
+of a small trained model stay within the tolerances docs/SCIENCE.md states."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+import models_store.capture as capture_mod
+import science.captured as captured_mod
+import science.patching as patching_mod
+from models_store import ModelConfig, build_model
+from models_store.capture import edit_layer
+from science.measure import measure_interventions, measure_probes
+from science.patching import patching_grid
+from science.precision import forward_precision, forwards
+from science.tasks import get_task
+from science.training import TrainConfig, train_model
+from worker.job_params import InterveneParams, MeasureParams, PatchParams, ProbeParams
+
+# docs/SCIENCE.md#precision: |bf16 − fp32| per row, at most
+TOLERANCES = {
+    "accuracy": 0.02,  # probe accuracy (0..1)
+    "control_accuracy": 0.02,
+    "base_acc": 0.01,  # unedited behaviour (0..1)
+    "delta_pp": 5.0,  # edited − base (pp)
+    "random_delta_pp": 1.0,
+    "refit_acc": 0.08,
+    "recovery": 0.05,  # patching
+    "ld_clean": 0.1,  # logits
+}
+
+
+@pytest.fixture(scope="module")
+def trained():
+    task = get_task("dyck")
+    cfg = ModelConfig(
+        family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=32
+    )
+    model = build_model(cfg, seed=0)
+    recipe = TrainConfig(
+        max_steps=100, train_length=12, curriculum_start=None, warmup_steps=10, eval_every=50, batch_size=32
+    )
+    train_model(model, task, recipe, seed=0)
+    return model.eval(), task
+
+
+def _measure(model, task, precision: str | None) -> dict[str, list[dict]]:
+    kw = {} if precision is None else {"precision": precision}
+    probes = measure_probes(model, task, run_seed=0, eval_lengths=[12], n_sequences=100, config_hash="h", **kw)
+    edits = measure_interventions(
+        model,
+        task,
+        run_seed=0,
+        eval_lengths=[12],
+        n_sequences=100,
+        methods=["mean", "project_out"],
+        fit_length=12,
+        n_permutations=100,
+        **kw,
+    )
+    grid = patching_grid(model, task, run_seed=0, eval_length=8, n_pairs=32, **kw)
+    return {k: [dataclasses.asdict(r) for r in v] for k, v in (("p", probes), ("i", edits), ("g", grid))}
+
+
+def test_fp32_rows_are_those_of_the_code_without_the_setting(trained, monkeypatch) -> None:
+    model, task = trained
+    seen: list[bool] = []
+    hook = model.hook_module(0).register_forward_hook(lambda *_: seen.append(torch.is_autocast_enabled("cpu")))
+    try:
+        fp32 = _measure(model, task, "fp32")
+        assert seen and not any(seen)  # no forward pass ran under autocast
+        # the code before the setting: no precision context anywhere, edits called straight
+        plain = lambda *a, **k: contextlib.nullcontext()  # noqa: E731
+        for mod in (captured_mod, patching_mod):
+            monkeypatch.setattr(mod, "forwards", plain)
+        monkeypatch.setattr(capture_mod, "_autocast_off", plain)
+        before = _measure(model, task, None)
+    finally:
+        hook.remove()
+    assert fp32 == before
+
+
+def test_fp32_params_dump_and_hash_as_before_and_bf16_is_stored() -> None:
+    for cls, kw in (
+        (MeasureParams, {}),
+        (ProbeParams, {"run_id": 1}),
+        (InterveneParams, {"run_id": 1}),
+        (PatchParams, {"run_id": 1}),
+    ):
+        fp32, bf16 = cls(**kw), cls(**kw, precision="bf16")
+        assert "precision" not in fp32.model_dump() and cls(**kw, precision="fp32").model_dump() == fp32.model_dump()
+        assert bf16.model_dump(mode="json")["precision"] == "bf16" and bf16.config_hash() != fp32.config_hash()
+        assert cls.model_validate(bf16.model_dump()).precision == "bf16"
+    with pytest.raises(ValueError, match="precision"):
+        ProbeParams(run_id=1, precision="fp16")
+
+
+def test_bf16_forwards_run_under_autocast_and_edits_in_float32(trained) -> None:
+    model, task = trained
+    tokens = task.generate(12, 4, 0, split="test").tokens
+    got: dict[str, object] = {}
+
+    def edit(h: torch.Tensor) -> torch.Tensor:
+        got["autocast_in_edit"] = torch.is_autocast_enabled("cpu")
+        got["matmul"] = (h.float() @ torch.eye(h.shape[-1])).dtype  # float32 unless autocast were on
+        return h
+
+    with forward_precision("bf16"), forwards("cpu"), edit_layer(model, 0, edit):
+        got["autocast_outside"] = torch.is_autocast_enabled("cpu")
+        model(tokens)
+    assert got == {"autocast_outside": True, "autocast_in_edit": False, "matmul": torch.float32}
+    with pytest.raises(ValueError, match="precision 'fp16'"):
+        measure_probes(model, task, run_seed=0, eval_lengths=[12], n_sequences=20, config_hash="", precision="fp16")
+
+
+def test_bf16_rows_stay_within_the_stated_tolerances(trained) -> None:
+    model, task = trained
+    fp32, bf16 = _measure(model, task, "fp32"), _measure(model, task, "bf16")
+    assert fp32 != bf16  # bfloat16 forwards do change some number
+    for kind in ("p", "i", "g"):
+        assert len(fp32[kind]) == len(bf16[kind])
+        for a, b in zip(fp32[kind], bf16[kind], strict=True):
+            assert {k: a[k] for k in ("layer", "eval_length")} == {k: b[k] for k in ("layer", "eval_length")}
+            for field, tol in TOLERANCES.items():
+                if a.get(field) is not None and b.get(field) is not None:
+                    assert abs(a[field] - b[field]) <= tol, (kind, a["layer"], field, a[field], b[field])
