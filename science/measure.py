@@ -20,6 +20,7 @@ from models_store.conv1d import remove_conv1d
 from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
 from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import Context, SilentContext
+from science.fit_memory import fit_need
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.methods import get_method, method_settings, more_data_helps, record_fields, refits_until_removed
 from science.precision import check_precision, forward_precision
@@ -28,7 +29,7 @@ from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
 from science.stats import holm, paired_permutation_test
-from science.streamed_fit import SpilledFit, fit_need, spill_layer
+from science.streamed_fit import SpilledFit, spill_layer
 from science.tasks.base import Task, TaskData
 
 ALL_LAYERS = -2  # conv1d_removal in every layer

@@ -16,14 +16,13 @@ one-hot labels; its incremental ``update``, Welford's algorithm per chunk). From
   same file a round.
 
 A method streams when its class has ``fit_streamed(fit: SpilledFit, n_classes, **kw) -> Edit``
-(the built-ins do); :func:`fit_need` says whether a fit streams under a bound and what it holds.
+(the built-ins do); :func:`science.fit_memory.fit_need` says whether a fit streams under a bound and what it holds.
 The numbers equal the in-memory fit's within float rounding, not bit for bit: sums are grouped by
 chunk (tests/test_streamed_fit.py states the tolerances).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +31,12 @@ from torch import Tensor
 
 from models_store.base import LayerwiseModel
 from models_store.capture import run_with_states
-from science.bounded import FIT_COPIES, MemoryBound, state_bytes
+from science.bounded import state_bytes
 from science.captured import CAPTURE_BATCH
 from science.spill import SpilledRows, chunk_rows
 from science.tasks.base import TaskData
 
-__all__ = ["STREAM_SQUARES", "SpilledFit", "fit_need", "spill_layer", "streamed_fit_bytes", "streams"]
+__all__ = ["STREAM_SQUARES", "SpilledFit", "spill_layer", "streamed_fit_bytes"]
 
 # D × D float64 matrices a streamed fit holds at once, at most: LEACE's covariance, whitening and
 # eraser factors; INLP's projection, covariance, preconditioner, its Cholesky factor and the
@@ -134,13 +133,6 @@ def spill_layer(
     return fit
 
 
-def streams(method: str) -> bool:
-    """Whether ``method``'s class fits from rows on disk (has ``fit_streamed``)."""
-    from science.methods import get_method
-
-    return callable(getattr(get_method(method), "fit_streamed", None))
-
-
 def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:
     """Bytes a streamed fit of ``n_sequences`` × ``length`` rows of ``width`` holds at once: one
     capture batch's layer states and their labelled copy, the chunks read back (the buffer, a
@@ -149,16 +141,3 @@ def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:
     batch = state_bytes(min(CAPTURE_BATCH, n_sequences), length, width)
     chunk = 4 * min(chunk_rows(width), n_sequences * length) * width
     return 2 * batch + 8 * chunk + STREAM_SQUARES * 8 * width * width + 24 * n_sequences * length
-
-
-def fit_need(
-    bound: MemoryBound, n_sequences: int, length: int, width: int, methods: Iterable[str], beside: int = 0
-) -> tuple[int, bool]:
-    """(bytes held at once, whether it streams) for fitting ``methods`` on ``n_sequences`` ×
-    ``length`` rows of ``width`` beside ``beside`` other bytes: in memory (the states and the fit's
-    copies, ``FIT_COPIES``) where that fits ``bound`` or some method cannot stream
-    (:func:`streams`), else streamed from disk (:func:`streamed_fit_bytes`)."""
-    held = FIT_COPIES * state_bytes(n_sequences, length, width) + beside
-    if bound.limit is None or held <= bound.limit or not all(streams(m) for m in methods):
-        return held, False
-    return streamed_fit_bytes(n_sequences, length, width) + beside, True

@@ -20,6 +20,7 @@ import science.measure as measure
 import science.spill as spill
 from models_store import ModelConfig, build_model
 from science.bounded import GIB, MemoryBound
+from science.fit_memory import fit_need, streams
 from science.interventions import fit_edit, n_fit_sequences
 from science.measure import measure_interventions
 from science.methods import get_method
@@ -27,7 +28,7 @@ from science.probes import standardised
 from science.probes.design import standardise_rows
 from science.probes.solver import _chunked_objective, _objective
 from science.spill import SpilledRows
-from science.streamed_fit import fit_need, stream_rows, streamed_fit_bytes, streams
+from science.streamed_fit import stream_rows, streamed_fit_bytes
 from science.tasks import get_task
 
 C = 3

@@ -139,10 +139,10 @@ def bound_problem(
     ``field`` (the sequence count's): the probes' one layer of ``n`` × ``longest`` with its fit's
     copies, or with ``methods`` the interventions' largest fit beside one eval layer."""
     from science.bounded import FIT_COPIES, MeasureMemoryError, MemoryBound, state_bytes
+    from science.fit_memory import fit_need
     from science.interventions import n_fit_sequences
     from science.measure import MAX_FIT_DOUBLINGS
     from science.methods import refits_until_removed
-    from science.streamed_fit import fit_need
     from store.settings import get_settings
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
