@@ -23,7 +23,7 @@ from science.context import Context, SilentContext
 from science.fit_memory import fit_need
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.methods import get_method, method_settings, more_data_helps, record_fields, refits_until_removed
-from science.precision import check_precision, forward_precision
+from science.precision import at_precision
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
@@ -68,6 +68,7 @@ def _probe_rows(
     ]
 
 
+@at_precision
 def measure_probes(
     model: LayerwiseModel,
     task: Task,
@@ -97,23 +98,6 @@ def measure_probes(
     ``precision``: ``fp32`` | ``bf16``, the forward passes' (``science.precision``); the states
     are kept and probed in float32 either way. Raises ValueError for another value.
     """
-    check_precision(precision)
-    with forward_precision(precision):
-        return _measure_probes(model, task, run_seed, eval_lengths, n_sequences, config_hash, device, ctx, memory)
-
-
-def _measure_probes(
-    model: LayerwiseModel,
-    task: Task,
-    run_seed: int,
-    eval_lengths: list[int],
-    n_sequences: int,
-    config_hash: str,
-    device: torch.device | str,
-    ctx: Context | None,
-    memory: MemoryBound | None,
-) -> list[ProbeRecord]:
-    """:func:`measure_probes` at the precision already set."""
     ctx = ctx or SilentContext()
     bound, layers = memory or MemoryBound(), list(model.layers)
     width = _width(model, task, device) if bound.limit is not None else 0
@@ -702,6 +686,7 @@ def check_memory(
         run.check_memory(eval_lengths)
 
 
+@at_precision
 def measure_interventions(
     model: LayerwiseModel,
     task: Task,
@@ -772,50 +757,6 @@ def measure_interventions(
         science.bounded.MeasureMemoryError: before any work, when one layer's eval states beside
             the largest fit (the fit-size rule's doubled set) cannot fit ``memory``.
     """
-    check_precision(precision)
-    with forward_precision(precision):
-        return _measure_interventions(
-            model,
-            task,
-            run_seed=run_seed,
-            eval_lengths=eval_lengths,
-            n_sequences=n_sequences,
-            methods=methods,
-            layers=layers,
-            method_params=method_params,
-            conv1d=conv1d,
-            fit_length=fit_length,
-            n_permutations=n_permutations,
-            config_hash=config_hash,
-            device=device,
-            ctx=ctx,
-            resume=resume,
-            memory=memory,
-            fields=fields,
-        )
-
-
-def _measure_interventions(
-    model: LayerwiseModel,
-    task: Task,
-    *,
-    run_seed: int,
-    eval_lengths: list[int],
-    n_sequences: int,
-    methods: list[str],
-    layers: list[int] | None,
-    method_params: Mapping[str, Mapping[str, Any]] | None,
-    conv1d: bool,
-    fit_length: int,
-    n_permutations: int,
-    config_hash: str,
-    device: torch.device | str,
-    ctx: Context | None,
-    resume: ResumeFolder | None,
-    memory: MemoryBound | None,
-    fields: Mapping[str, Any],
-) -> list[InterventionRecord]:
-    """:func:`measure_interventions` at the precision already set."""
     ctx = ctx or SilentContext()
     n_layers = model.n_layers
     layers = list(range(n_layers)) if layers is None else layers

@@ -16,16 +16,20 @@ setting, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Literal
+from typing import Literal, ParamSpec, TypeVar
 
 import torch
 
 Precision = Literal["fp32", "bf16"]
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 DEFAULT_PRECISION: Precision = "fp32"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _current: ContextVar[str] = ContextVar("layerscope_forward_precision", default=DEFAULT_PRECISION)
 
@@ -69,3 +73,19 @@ def forwards(device: torch.device | str) -> Iterator[None]:
         return
     with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
         yield
+
+
+def at_precision(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` run inside :func:`forward_precision` of its own ``precision`` keyword (``fp32`` when
+    not given): a measurement function declares ``precision`` and its body runs at it.
+
+    Raises:
+        ValueError: ``precision`` not one of :data:`PRECISIONS` (before ``fn`` runs).
+    """
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with forward_precision(str(kwargs.get("precision", DEFAULT_PRECISION))):
+            return fn(*args, **kwargs)
+
+    return run
