@@ -6,10 +6,6 @@ cannot fit is refused before it starts, in one line naming the setting."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +14,7 @@ from models_store import ModelConfig, build_model
 from science.bounded import GIB, MEMORY_SETTING, MeasureMemoryError, MemoryBound
 from science.measure import measure_interventions, measure_probes
 from science.tasks import get_task
+from tests.peak_memory import HWM, peak_growth
 
 # small enough that no pass holds every probe layer (60 × 16 × 16 floats, 61 KB each, and a fit's copies)
 PROBE_BOUND = MemoryBound(300_000)
@@ -97,7 +94,9 @@ def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) 
 # The peak, measured: a fresh process whose states (8 layers of 600 sequences × 40 × 128: 12 MB a
 # layer, an eval layer with its kept output 25 MB; ~300 MB held unbounded) dwarf the rest it
 # holds; VmHWM is its high-water mark.
-_PEAK = """
+_PEAK = (
+    HWM
+    + """
 import json, sys, torch
 torch.set_num_threads(1)
 from models_store import ModelConfig, build_model
@@ -109,28 +108,17 @@ cfg = ModelConfig(family="transformer", vocab_size=task.vocab_size, n_classes=ta
 model = build_model(cfg, seed=0).eval()
 measure_interventions(model, task, run_seed=0, eval_lengths=[8], n_sequences=40, methods=["mean"], fit_length=8,
                       n_permutations=10)  # warm: libraries loaded, allocator primed
-def hwm():  # this process's peak resident memory, bytes (VmHWM: its own, not ru_maxrss, which a child
-    # inherits from a large parent across fork and exec)
-    line = next(x for x in open("/proc/self/status") if x.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
 before = hwm()
 gib = float(sys.argv[1])
 measure_interventions(model, task, run_seed=0, eval_lengths=[40], n_sequences=600, methods=["mean"],
                       fit_length=40, n_permutations=10, memory=MemoryBound.of_gib(gib))
 print(json.dumps({"before": before, "peak": hwm()}))
 """
+)
 
 
 def _peak_growth(gib: float) -> int:
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(gib)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    return got["peak"] - got["before"]
+    return peak_growth(_PEAK, gib)
 
 
 def test_the_measured_peak_stays_within_the_bound() -> None:

@@ -7,11 +7,7 @@ measurement that streams gives the unbounded rows within those tolerances."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -30,6 +26,7 @@ from science.probes.solver import _chunked_objective, _objective
 from science.spill import SpilledRows
 from science.streamed_fit import stream_rows, streamed_fit_bytes
 from science.tasks import get_task
+from tests.peak_memory import HWM, peak_growth
 
 C = 3
 
@@ -160,7 +157,9 @@ def test_a_bounded_measurement_that_streams_its_fits_gives_the_unbounded_rows(sm
 # The peak, measured: a fresh process fitting on a fit set of 4,096 sequences × 8 × 512 floats
 # (67 MB; 64 tokens a dimension) that its in-memory fits copy several times; VmHWM is its
 # high-water mark (its own, not ru_maxrss, which a child inherits from a large parent).
-_PEAK = """
+_PEAK = (
+    HWM
+    + """
 import json, sys, torch
 torch.set_num_threads(1)
 from models_store import ModelConfig, build_model
@@ -182,26 +181,16 @@ for m in methods:
     get_method(m).fit_streamed(fit, task.n_classes)
 fit.close()
 big = model(512)
-def hwm():
-    line = next(x for x in open("/proc/self/status") if x.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
 before = hwm()
 measure_interventions(big, task, run_seed=0, eval_lengths=[8], n_sequences=200, methods=methods, fit_length=8,
                       n_permutations=10, memory=MemoryBound.of_gib(float(sys.argv[1])))
 print(json.dumps({"before": before, "peak": hwm()}))
 """
+)
 
 
 def _peak_growth(gib: float) -> int:
-    out = subprocess.run(
-        [sys.executable, "-c", _PEAK, str(gib)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    return got["peak"] - got["before"]
+    return peak_growth(_PEAK, gib)
 
 
 def test_a_streamed_fit_holds_a_bound_its_rows_do_not_fit() -> None:
