@@ -99,7 +99,7 @@ def _inputs(args: argparse.Namespace, folder: Path) -> list[Path]:
                 "config": cfg.to_dict(),
                 "weights": model.state_dict(),
                 "data": data,
-                "base_acc": per_sequence_accuracy(base.preds, data.labels),
+                "base_acc": per_sequence_accuracy(base.predicted(), data.labels),
             }
         blob["layer"] = args.layer
         path = folder / f"inputs_{name}.pt"

@@ -162,12 +162,18 @@ class _Progress(SilentContext):
     def __init__(self, path: str | None, head: dict[str, Any]) -> None:
         super().__init__()
         self.path, self.head, self.t0, self.next = path, head, time.perf_counter(), 0.1
+        self.last = ""
 
     def progress(self, fraction: float, message: str = "") -> None:
-        if fraction >= self.next:
+        if fraction >= self.next or (message and message != self.last):  # each tenth, and each new step's name
+            self.last = message
             self.next = (int(fraction * 10) + 1) / 10
             seconds = round(time.perf_counter() - self.t0, 2)
             _append(self.path, {**self.head, "progress": round(fraction, 3), "seconds": seconds, "message": message})
+
+    def log(self, line: str) -> None:
+        """The measurement's log lines (a fit-size doubling, INLP's budget) with the seconds so far."""
+        _append(self.path, {**self.head, "log": line, "seconds": round(time.perf_counter() - self.t0, 2)})
 
 
 def _run_part(

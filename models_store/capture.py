@@ -85,6 +85,86 @@ def run_with_states(
     return logits, {layer: states[layer] for layer in wanted}
 
 
+class _StopForward(Exception):
+    """Raised by the hook of the deepest wanted layer to end a forward pass there (never escapes)."""
+
+
+def states_through(
+    model: LayerwiseModel,
+    tokens: torch.Tensor,
+    layers: Iterable[int],
+    sink: Callable[[int, torch.Tensor], None] | None = None,
+) -> dict[int, torch.Tensor]:
+    """Residual-stream states ``{layer: [B, L, D]}`` (detached) from a forward pass that stops
+    after the deepest of ``layers``: the blocks after it and the head are not run (nnsight's
+    ``stop()``, TransformerLens's ``stop_at_layer``). The states are those of the full pass, bit
+    for bit (a block never reads a later one); the work saved is the blocks after the deepest
+    layer, what a capture for fits needs no predictions from.
+
+    Args:
+        tokens: LongTensor [B, L].
+        layers: layer ids (-1 = emb), at least one.
+        sink: called as ``sink(layer, state [B, L, D])`` the moment each layer is computed, which
+            then is not kept (the result is empty): a pass over every layer holds one layer's
+            states at a time (``science.spilled_capture`` writes them to disk).
+
+    Raises:
+        ValueError: no layer, or a layer id outside -1..n_layers-1.
+        RuntimeError: a layer's module produced no output before the pass stopped.
+    """
+    wanted = _resolve_layers(model, layers)
+    if not wanted:
+        raise ValueError("states_through needs at least one layer")
+    outputs: dict[int, object] = {}
+    seen: list[int] = []
+    last = wanted[-1]
+
+    def after(layer: int, output: object) -> None:
+        seen.append(layer)
+        if sink is not None:
+            sink(layer, hidden_state(output)[:, model.n_prefix :].detach())  # (B, L, D)
+            del outputs[layer]
+        if layer == last:
+            raise _StopForward
+
+    try:
+        _forward_with_outputs(model, tokens, wanted, outputs, after=after)
+    except _StopForward:
+        pass
+    missing = [layer for layer in wanted if layer not in seen]
+    if missing:
+        raise RuntimeError(f"layers {missing} produced no output before the forward pass stopped")
+    return {layer: hidden_state(outputs[layer])[:, model.n_prefix :].detach() for layer in outputs}  # (B, L, D)
+
+
+def _forward_with_outputs(
+    model: LayerwiseModel,
+    tokens: torch.Tensor,
+    layers: Iterable[int],
+    outputs: dict[int, object],
+    after: Callable[[int, object], None] | None = None,
+) -> torch.Tensor:
+    """``model(tokens)`` with every hook module of ``layers`` recording its output in ``outputs``
+    (then calling ``after(layer, output)``, which may raise to end the pass); hooks removed on exit."""
+    handles = []
+
+    def make_hook(layer: int):
+        def hook(module: nn.Module, args: tuple, output: object) -> None:
+            outputs[layer] = output
+            if after is not None:
+                after(layer, output)
+
+        return hook
+
+    try:
+        for layer in layers:
+            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
+        return model(tokens)  # (B, L, C)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def module_outputs(
     model: LayerwiseModel, tokens: torch.Tensor, layers: Iterable[int] | None = None
 ) -> tuple[torch.Tensor, dict[int, object]]:
@@ -99,21 +179,7 @@ def module_outputs(
         (logits [B, L, C], {layer: output}) for the layers that produced an output.
     """
     outputs: dict[int, object] = {}
-    handles = []
-
-    def make_hook(layer: int):
-        def hook(module: nn.Module, args: tuple, output: object) -> None:
-            outputs[layer] = output
-
-        return hook
-
-    try:
-        for layer in model.layers if layers is None else layers:
-            handles.append(model.hook_module(layer).register_forward_hook(make_hook(layer)))
-        logits = model(tokens)  # (B, L, C)
-    finally:
-        for handle in handles:
-            handle.remove()
+    logits = _forward_with_outputs(model, tokens, model.layers if layers is None else layers, outputs)
     return logits, outputs
 
 

@@ -2,9 +2,10 @@
 weights is at most ``LAYERSCOPE_MEASURE_MEMORY_GB`` GiB (2^30 bytes).
 
 A capture is split into groups of layers whose states fit the bound together
-(:meth:`MemoryBound.groups`); each group is one forward pass over the data, and the layers of
-other groups are computed again by their own pass (recomputation, not a spill to disk: measured
-cheaper, BENCHMARKS.md#memory-bound). :class:`Streamed` is a capture that holds one group at a time.
+(:meth:`MemoryBound.groups`). :class:`Streamed` is a capture that holds one group at a time, each
+group one forward pass over the data (stopped after the group's deepest layer where no
+predictions are read); the probes instead write every layer to disk in one pass and read the
+groups back (:mod:`science.spilled_capture`: measured cheaper, BENCHMARKS.md#memory-bound).
 Every layer's numbers are those of the capture of every layer at once, bit for bit: the same
 modules on the same batches, and every probe and edit reads one layer.
 
@@ -105,7 +106,13 @@ class Streamed:
     ``data``, ``preds`` [n, L], ``states`` {layer: [n, L, D]}); reading a layer of another group
     drops the held one and runs the model again for the new one. With ``keep_outputs`` each layer
     also keeps its hook module's output per batch, the stored input of an edited forward pass
-    (:meth:`start`)."""
+    (:meth:`start`). With ``preds=False`` (fit sets: states only) each pass stops after its
+    group's deepest layer (``capture(preds=False)``), so a group of early layers costs only their
+    blocks.
+
+    Raises:
+        ValueError: ``keep_outputs`` without ``preds``.
+    """
 
     def __init__(
         self,
@@ -114,8 +121,12 @@ class Streamed:
         device: torch.device | str,
         groups: list[list[int]],
         keep_outputs: bool = False,
+        preds: bool = True,
     ) -> None:
+        if keep_outputs and not preds:
+            raise ValueError("a Streamed capture that keeps outputs reads its predictions too")
         self.model, self.data, self.device, self.groups, self.keep = model, data, device, groups, keep_outputs
+        self.with_preds = preds  # False: each pass stops after its group's deepest layer, no predictions
         self._index: int | None = None
         self._held: Captured | None = None
         self._preds: torch.Tensor | None = None
@@ -129,7 +140,10 @@ class Streamed:
             raise KeyError(layer)
         if index != self._index:
             self._held = None  # dropped before the next group is captured
-            self._held = capture(self.model, self.data, self.device, layers=self.groups[index], keep_outputs=self.keep)
+            group = self.groups[index]
+            self._held = capture(
+                self.model, self.data, self.device, layers=group, keep_outputs=self.keep, preds=self.with_preds
+            )
             self._index, self.passes = index, self.passes + 1
             if self._preds is None:
                 self._preds = self._held.preds
@@ -138,7 +152,13 @@ class Streamed:
 
     @property
     def preds(self) -> torch.Tensor:
-        """Argmax predictions [n, L] (the same in every pass)."""
+        """Argmax predictions [n, L] (the same in every pass).
+
+        Raises:
+            ValueError: a capture made without predictions (``preds=False``).
+        """
+        if not self.with_preds:
+            raise ValueError("this capture was made without predictions (preds=False)")
         if self._preds is None:
             self.load(self.groups[0][0])
         assert self._preds is not None

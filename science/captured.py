@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from models_store.base import LayerwiseModel
-from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer
+from models_store.capture import hidden_state, module_outputs, run_with_states, start_at_layer, states_through
 from science.precision import forwards
 from science.tasks.base import TaskData
 
@@ -50,7 +50,7 @@ def states_device(device: torch.device | str) -> torch.device:
 class Captured:
     """Logits-derived predictions and the residual stream of every layer for a data set.
 
-    preds: [n, L] (CPU); states: {layer: [n, L, D]} (float32; on the CPU, or on the model's CUDA
+    preds: [n, L] (CPU; None for a capture made without predictions, ``capture(preds=False)``); states: {layer: [n, L, D]} (float32; on the CPU, or on the model's CUDA
     device: :func:`states_device`), layer -1 = emb; ``outputs``: with
     ``capture(keep_outputs=True)``, per batch of :data:`CAPTURE_BATCH` sequences the output of
     the captured layers' hook modules as they returned it (on the model's device), what
@@ -58,9 +58,19 @@ class Captured:
     """
 
     data: TaskData
-    preds: torch.Tensor
+    preds: torch.Tensor | None
     states: dict[int, torch.Tensor]
     outputs: list[dict[int, object]] | None = None
+
+    def predicted(self) -> torch.Tensor:
+        """``preds`` [n, L].
+
+        Raises:
+            ValueError: a capture made without predictions (``capture(preds=False)``).
+        """
+        if self.preds is None:
+            raise ValueError("this capture was made without predictions (preds=False)")
+        return self.preds
 
 
 @torch.no_grad()
@@ -70,18 +80,30 @@ def capture(
     device: torch.device | str = "cpu",
     layers: list[int] | None = None,
     keep_outputs: bool = False,
+    preds: bool = True,
 ) -> Captured:
     """Run ``model`` once over ``data`` (batched) and keep every layer's states (``layers``;
     None = all), and with ``keep_outputs`` those layers' hook modules' whole outputs too.
 
     ONE forward pass per batch: states come from forward hooks (``run_with_states``, or
     ``module_outputs`` with ``keep_outputs``: the same hooks, the same states), at the current
-    precision (``science.precision.forwards``; the states kept as float32 either way).
+    precision (``science.precision.forwards``; the states kept as float32 either way). With
+    ``preds=False`` (states for fits, no predictions read) each pass stops after the deepest of
+    ``layers`` (``models_store.capture.states_through``: the same states bit for bit, without the
+    blocks after it) and ``Captured.preds`` is None.
+
+    Raises:
+        ValueError: ``preds=False`` with ``keep_outputs`` (an edited forward replays the
+            outputs and reads its predictions) or without ``layers``.
     """
+    if not preds and (keep_outputs or layers is None):
+        raise ValueError("capture(preds=False) needs explicit layers and no keep_outputs")
     model.eval()
     n = data.tokens.shape[0]
     hold = states_device(device)
-    preds, kept = [], []
+    argmax: list[torch.Tensor] = []
+    logits: torch.Tensor | None
+    kept = []
     held: dict[int, torch.Tensor] = {}  # {layer: [n, L, D]}, filled batch by batch (no second copy to concatenate)
     for i in range(0, n, CAPTURE_BATCH):
         tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
@@ -91,15 +113,18 @@ def capture(
                 logits, outputs = module_outputs(model, tokens, wanted)
                 kept.append(outputs)
                 states = {k: hidden_state(outputs[k])[:, model.n_prefix :] for k in wanted}  # (B, L, D)
+            elif not preds:
+                logits, states = None, states_through(model, tokens, layers or [])
             else:
                 logits, states = run_with_states(model, tokens, layers=layers)
-        preds.append(logits.argmax(-1).cpu())  # (B, L)
+        if logits is not None:
+            argmax.append(logits.argmax(-1).cpu())  # (B, L)
         for layer, h in states.items():
             h = h.detach().float().to(hold)  # (B, L, D)
             if layer not in held:
                 held[layer] = torch.empty((n, *h.shape[1:]), dtype=h.dtype, device=hold)
             held[layer][i : i + h.shape[0]].copy_(h)
-    return Captured(data, torch.cat(preds), held, kept if keep_outputs else None)
+    return Captured(data, torch.cat(argmax) if preds else None, held, kept if keep_outputs else None)
 
 
 @torch.no_grad()

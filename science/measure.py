@@ -28,6 +28,7 @@ from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
+from science.spilled_capture import SpilledCapture
 from science.stats import holm, paired_permutation_test
 from science.streamed_fit import SpilledFit, spill_layer
 from science.tasks.base import Task, TaskData
@@ -85,8 +86,9 @@ def measure_probes(
     """A probe at every layer (emb included) and every eval length on held-out sequences.
 
     ``memory``: the bound on the states held at once (:class:`science.bounded.MemoryBound`;
-    None: unbounded): the layers are captured in groups that fit it, one forward pass per group;
-    the rows are the same bit for bit. Raises :class:`science.bounded.MeasureMemoryError` before
+    None: unbounded): where every layer does not fit it, one forward pass writes every layer's
+    states to disk (:class:`science.spilled_capture.SpilledCapture`) and the layers are probed in
+    groups that fit it, read back; the rows are the same bit for bit. Raises :class:`science.bounded.MeasureMemoryError` before
     anything is computed when one layer's states at the longest length do not fit.
 
     Returns :class:`ProbeRecord` s for ``probe_results``: accuracy, balanced accuracy and majority
@@ -117,13 +119,21 @@ def measure_probes(
                 f"probes at L={length}: task {task.name!r} has {data.n} held-out sequences; measured on {data.n}, not {n_sequences}"
             )
         cut = groups(data.n, length)
-        for j, group in enumerate(cut):  # one forward pass per group, its states dropped after
-            lo = (i + j / len(cut)) / len(eval_lengths)
-            span = ctx.sub(lo, (i + (j + 1) / len(cut)) / len(eval_lengths))
-            everything = len(cut) == 1 and bound.limit is None
-            captured = capture(model, data, device, layers=None if everything else group)
-            rows += _probe_rows(captured, run_seed, task, length, config_hash, span)
-            del captured
+        # more than one group: one forward pass writes every layer to disk, each group is read back
+        spilled = SpilledCapture(model, data, device, layers) if len(cut) > 1 else None
+        try:
+            for j, group in enumerate(cut):  # one group's states held at a time, dropped after
+                lo = (i + j / len(cut)) / len(eval_lengths)
+                span = ctx.sub(lo, (i + (j + 1) / len(cut)) / len(eval_lengths))
+                if spilled is not None:
+                    captured = spilled.group(group)
+                else:
+                    captured = capture(model, data, device, layers=None if bound.limit is None else group)
+                rows += _probe_rows(captured, run_seed, task, length, config_hash, span)
+                del captured
+        finally:
+            if spilled is not None:
+                spilled.close()
         ctx.progress((i + 1) / len(eval_lengths), f"probes at L={length}")
     return rows
 
@@ -305,6 +315,7 @@ class _Interventions:
         self._fits: dict[int, Streamed] = {}
         self._centers: dict[int, torch.Tensor] = {}
         self._spilled: dict[tuple[int, int], SpilledFit] = {}  # (layer, n): one layer's fit rows on disk
+        self._fit_layers: dict[int, list[int]] = {}  # fit size n: the layers fitted on it (fit_edits)
 
     # --- what is held at once (science.bounded): an eval set's layer, and one fit set's layers
     def _eval_layer_bytes(self, length: int) -> int:
@@ -338,26 +349,34 @@ class _Interventions:
             self.eval_groups(length)
 
     def _fit_groups(self, n: int) -> list[list[int]]:
-        """The fit set of n sequences, in groups: packed for the first fit size, one layer each
-        for a doubled one (only the layers whose removal did not remove read it)."""
-        if n != self.n_fit:
-            return [[layer] for layer in self.layers]
+        """The layers that read the fit set of n sequences (every layer for the first size, those
+        whose refit still read the variable for a doubled one: ``fit_edits``) in groups that fit
+        the bound beside the removal check's layer and one fit's copies of its rows."""
+        layers = self._fit_layers.get(n, list(self.layers))
         if self.memory.limit is None:
-            return [list(self.layers)]
+            return [layers]
         reserve = self._eval_layer_bytes(self.fit_length)  # the removal check's layer
-        fitting = (FIT_COPIES - 1) * state_bytes(self._largest_fit(), self.fit_length, self.width)
+        fitting = (FIT_COPIES - 1) * state_bytes(n, self.fit_length, self.width)
         room = MemoryBound(max(self.memory.limit - reserve - fitting, 1))
         per_layer = state_bytes(n, self.fit_length, self.width)
         return (
-            room.groups(self.layers, per_layer, "the fit set") if per_layer <= (room.limit or 0) else self._one_each()
+            room.groups(layers, per_layer, "the fit set") if per_layer <= (room.limit or 0) else [[x] for x in layers]
         )
 
     def _one_each(self) -> list[list[int]]:
         return [[layer] for layer in self.layers]
 
-    def _check_groups(self) -> list[list[int]] | None:
+    def _check_groups(self) -> list[list[int]]:
         """The removal check's eval set while fitting: one layer at a time under a bound."""
-        return None if self.memory.limit is None else self._one_each()
+        return [list(self.layers)] if self.memory.limit is None else self._one_each()
+
+    def _check_set(self) -> tuple[TaskData, Streamed]:
+        """The removal check's eval set at the fit length. Where its groups are the eval set's own
+        (unbounded, or one intervention layer a group either way) it is captured as the eval set
+        (outputs kept, predictions read) and measured on afterwards without a second capture;
+        otherwise states only, each pass stopping after its layer."""
+        same = self._check_groups() == self.eval_groups(self.fit_length)
+        return self.eval_set(self.fit_length, self._check_groups(), states_only=not same)
 
     def _keeps(self, length: int) -> bool:
         """Whether an eval set keeps its edited layers' outputs (each edited forward then starts
@@ -383,9 +402,16 @@ class _Interventions:
         if self.memory.limit is not None and sum(o.held_bytes() for o in others) + need > self.memory.limit:
             for streamed in others:  # no room beside them: dropped, captured again when read again
                 streamed.release()
-        if n not in self._fits:
-            self._fits[n] = Streamed(self.model, self._fit_data(n), self.device, self._fit_groups(n))
+        if n not in self._fits:  # states only: each pass stops after its group's deepest layer
+            self._fits[n] = Streamed(self.model, self._fit_data(n), self.device, self._fit_groups(n), preds=False)
         return self._fits[n]
+
+    def _release_size(self, n: int) -> None:
+        """Drop the n-sequence fit set's held states and spilled rows (its fits are done)."""
+        if n in self._fits:
+            self._fits[n].release()
+        for key in [k for k in self._spilled if k[1] == n]:
+            self._spilled.pop(key).close()
 
     def _fit_data(self, n: int) -> TaskData:
         """The n-sequence fit set's data (the first fit size keeps the seed it always had)."""
@@ -397,12 +423,18 @@ class _Interventions:
         for streamed in self._fits.values():
             streamed.release()
 
-    def eval_set(self, length: int, groups: list[list[int]] | None = None) -> tuple[TaskData, Streamed]:
+    def eval_set(
+        self, length: int, groups: list[list[int]] | None = None, *, states_only: bool = False
+    ) -> tuple[TaskData, Streamed]:
         """The held-out eval data at ``length`` and its states (``groups``: how they are captured,
-        default :meth:`eval_groups`), each edited layer's output kept where it fits."""
+        default :meth:`eval_groups`), each edited layer's output kept where it fits;
+        ``states_only``: neither outputs nor predictions (the removal check's refits read states
+        only, so each pass stops after its group's deepest layer)."""
         seed = data_seed(self.run_seed, "intervene_eval", length)
         data = self.task.generate(length, self.n_sequences, seed, split="test")
         groups = self.eval_groups(length) if groups is None else groups
+        if states_only:
+            return data, Streamed(self.model, data, self.device, groups, preds=False)
         return data, Streamed(self.model, data, self.device, groups, keep_outputs=self._keeps(length))
 
     def refit(self, edit: Edit, layer: int, states: Captured | Streamed, length: int) -> tuple[float, float]:
@@ -460,53 +492,70 @@ class _Interventions:
         """Every (method, layer)'s edit; a method that refits until removed (LEACE, INLP:
         ``refit_until_removed``) refitted on twice as many sequences, at most
         :data:`MAX_FIT_DOUBLINGS` times, while their refit probe at the fit length reads more than
-        :data:`REMOVAL_TOL` above the majority rate (docs/SCIENCE.md#fit-size)."""
+        :data:`REMOVAL_TOL` above the majority rate (docs/SCIENCE.md#fit-size).
+
+        The fits go a fit size at a time: every (method, layer) on the first fit set, then every
+        one whose refit still read the variable on the doubled set, and so on, so that each fit
+        set is captured once for all the layers that read it (in groups that fit the bound, each
+        pass stopping after its group's deepest layer), not once per layer. Each fit and refit is
+        the same as fitting the layers one after another: the same rows, seeds and order of work
+        within a (method, layer).
+        """
         ctx = self.ctx
         out = _Fitted(edits={}, fit_sizes={}, refits={}, check=None)
         # Fitting the edits (INLP most of all) can take minutes: it reports progress per layer ×
         # method as its share of the job, so a job never sits at 0% while it works.
-        n_fits, n_fitted = max(1, len(self.layers) * len(methods)), 0
+        n_fits = max(1, len(self.layers) * len(methods))
         ctx.progress(0.0, f"capturing {self.n_fit} fit sequences at L={self.fit_length}")
+        todo: list[tuple[int, str]] = []  # (layer, method) still to fit, in layer order
         for layer in self.layers:
-            self.center(layer)  # while its fit group is held
             for method in methods:
-                ctx.check_cancelled()
-                ctx.progress(FIT_SHARE * n_fitted / n_fits, f"fitting {method} at layer {layer}")
-                piece = f"fit-{method}-{layer}"
-                done = self.resume.load(piece) if self.resume else None
-                if done is not None:  # fitted before a kill
-                    out.edits[(method, layer)], out.fit_sizes[(method, layer)] = Edit(**done["edit"]), done["n"]
-                    if done["refit"] is not None:
-                        out.refits[(method, layer)] = tuple(done["refit"])
-                    n_fitted += 1
+                done = self.resume.load(f"fit-{method}-{layer}") if self.resume else None
+                if done is None:
+                    todo.append((layer, method))
                     continue
-                n = self.n_fit
+                out.edits[(method, layer)], out.fit_sizes[(method, layer)] = Edit(**done["edit"]), done["n"]
+                if done["refit"] is not None:  # fitted before a kill
+                    out.refits[(method, layer)] = tuple(done["refit"])
+        n = self.n_fit
+        for doubling in range(MAX_FIT_DOUBLINGS + 1):
+            if not todo:
+                break
+            if n != self.n_fit:  # the first fit set serves every layer (centres included)
+                self._fit_layers[n] = sorted({layer for layer, _ in todo})
+            again: list[tuple[int, str]] = []
+            for layer, method in todo:
+                ctx.check_cancelled()
+                ctx.progress(FIT_SHARE * len(out.edits) / n_fits, f"fitting {method} at layer {layer}")
+                if n == self.n_fit:
+                    self.center(layer)  # while its fit group is held
                 edit = self.fitted(method, layer, n)
-                if refits_until_removed(method):  # its check set one layer at a time, beside the fit set
-                    out.check = out.check or self.eval_set(self.fit_length, self._check_groups())
-                    for _ in range(MAX_FIT_DOUBLINGS):
-                        acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
-                        if acc - maj <= REMOVAL_TOL:
-                            break
-                        if not more_data_helps(method, edit):  # INLP with its round budget spent
+                if refits_until_removed(method) and doubling < MAX_FIT_DOUBLINGS:
+                    # its check set one layer at a time, beside the fit set
+                    out.check = out.check or self._check_set()
+                    acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
+                    if acc - maj > REMOVAL_TOL:
+                        if more_data_helps(method, edit):
                             ctx.log(
-                                f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; its budget is "
-                                "spent, so it is not fitted on more sequences"
+                                f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; "
+                                f"fitting on {2 * n} sequences"
                             )
-                            break
-                        n *= 2
-                        ctx.log(
-                            f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; fitting on {n} sequences"
+                            out.refits.pop((method, layer))
+                            again.append((layer, method))
+                            continue
+                        ctx.log(  # INLP with its round budget spent
+                            f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; its budget is "
+                            "spent, so it is not fitted on more sequences"
                         )
-                        edit = self.fitted(method, layer, n)
-                        out.refits.pop((method, layer))
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
                 if self.resume:
                     refit = out.refits.get((method, layer))
                     self.resume.save(
-                        piece, {"edit": asdict(edit), "n": n, "refit": None if refit is None else list(refit)}
+                        f"fit-{method}-{layer}",
+                        {"edit": asdict(edit), "n": n, "refit": None if refit is None else list(refit)},
                     )
-                n_fitted += 1
+            self._release_size(n)
+            todo, n = again, 2 * n
         return out
 
     def center(self, layer: int) -> torch.Tensor:
@@ -617,7 +666,7 @@ class _Interventions:
             read = n_layers - 1 if layer == ALL_LAYERS else layer
             with remove_conv1d(model, layer=None if layer == ALL_LAYERS else layer):
                 edited_cap = capture(model, data, self.device, layers=[read])
-            edited = per_sequence_accuracy(edited_cap.preds, data.labels)
+            edited = per_sequence_accuracy(edited_cap.predicted(), data.labels)
             report = probe_layers({read: edited_cap.states[read]}, data.labels, self.task.n_classes, seed=split_seed)[
                 read
             ]
@@ -796,10 +845,10 @@ def measure_interventions(
                     row.edit = fitted.edits[(row.method, row.layer)]
                 rows.append(row)
             continue
-        if fitted.check is not None and length == fit_length:  # the check set, regrouped to fit the bound
+        if fitted.check is not None and length == fit_length:  # the check set's data
             data, base = fitted.check
-            base.release()
-            base.groups = run.eval_groups(length)
+            if not base.with_preds:  # captured for the refits only: again with outputs and predictions
+                base = Streamed(model, data, device, run.eval_groups(length), keep_outputs=run._keeps(length))
         else:
             data, base = run.eval_set(length)
         part = run.edit_rows(

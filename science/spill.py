@@ -106,6 +106,12 @@ class SpilledRows:
                 raise OSError(f"spilled rows: the file ended {len(view)} bytes early")
             view = view[got:]
 
+    def read_all(self) -> Tensor:
+        """Every row at once, a new float32 ``[n, width]`` tensor (what a caller holds is then n rows)."""
+        out = np.empty((self._n, self._width), dtype=np.float32)
+        self._read(0, out)
+        return torch.from_numpy(out)
+
     def selected(self, mask: Tensor) -> SelectedRows:
         """The rows ``mask`` (bool ``[n]``) marks, in order, as a :class:`RowSource`."""
         if mask.shape != (self._n,):

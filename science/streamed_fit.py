@@ -30,9 +30,10 @@ import torch
 from torch import Tensor
 
 from models_store.base import LayerwiseModel
-from models_store.capture import run_with_states
+from models_store.capture import states_through
 from science.bounded import state_bytes
 from science.captured import CAPTURE_BATCH
+from science.precision import forwards
 from science.spill import SpilledRows, chunk_rows
 from science.tasks.base import TaskData
 
@@ -116,7 +117,9 @@ def spill_layer(
     fit: SpilledFit | None = None
     try:
         for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
-            _, states = run_with_states(model, data.tokens[i : i + CAPTURE_BATCH].to(device), layers=[layer])
+            tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
+            with forwards(tokens.device):  # the forward's precision, as capture() runs it (science.precision)
+                states = states_through(model, tokens, [layer])  # the pass stops after ``layer``
             h = states[layer].detach().float().cpu()  # (B, L, D), as capture() keeps it
             y = data.labels[i : i + CAPTURE_BATCH].reshape(-1)
             keep = y >= 0  # a file task's null labels are not fitted

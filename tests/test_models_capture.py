@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from models_store import FAMILIES, LayerwiseModel, ModelConfig, build_model
-from models_store.capture import edit_layer, edit_layers, patch_positions, run_with_states
+from models_store.capture import edit_layer, edit_layers, patch_positions, run_with_states, states_through
 
 V, C, N_LAYERS = 5, 3, 3
 TINY_WIDTH = {"transformer": 32, "mamba": 16, "mamba2": 16, "lstm": 16, "gru": 16}
@@ -62,6 +62,28 @@ def test_capture_all_layers_in_one_forward(model):
     assert list(some) == [-1, 2] and torch.equal(some[2], states[2])
     with pytest.raises(ValueError):
         run_with_states(model, x, layers=[7])
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("layers", [[-1], [0], [-1, 1], [0, N_LAYERS - 1]])
+def test_states_through_stops_after_the_deepest_layer_with_the_same_states(model, layers):
+    x = tokens()
+    _, full = run_with_states(model, x, layers=layers)
+    ran: list[int] = []
+    hooks = [
+        model.hook_module(k).register_forward_hook(lambda m, a, o, k=k: ran.append(k)) for k in range(-1, N_LAYERS)
+    ]
+    try:
+        through = states_through(model, x, layers)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert list(through) == layers
+    for layer in layers:
+        assert torch.equal(through[layer], full[layer])  # bit for bit
+    assert max(ran) == layers[-1]  # no block after the deepest wanted layer ran
+    with pytest.raises(ValueError):
+        states_through(model, x, [])
 
 
 @torch.no_grad()
