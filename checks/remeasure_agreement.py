@@ -9,9 +9,11 @@ rebuilt within its recorded steps (docs/SCIENCE.md#rebuilding-weights) — or ta
 bundle when it carries them — and measured with the settings of its preset, which must be the
 settings its rows were made with. Printed: per table (probes, interventions, refits, patching)
 the largest difference against the bundle's rows, where it is and the tolerance; then the
-verdicts (each eval length's profile class, each edit's significance). Exit status: 0 within
-every tolerance with every verdict unchanged, 1 outside, 2 when the run cannot be measured
-again here (no such run, no preset makes it, other settings).
+verdicts (each eval length's profile class, each edit row's kind — removed or not by its refit,
+an INLP selective or not — and, between rows of one kind, its significance). A refit both sides
+place at chance is compared by that class, not by its digits (docs/SCIENCE.md#row-kinds).
+Exit status: 0 within every tolerance with every verdict unchanged, 1 outside, 2 when the run
+cannot be measured again here (no such run, no preset makes it, other settings).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dashboard.figures.causal_controls import not_selective
+from science.claims.necessity import edit_removed
 from science.measurement_version import MEASUREMENT_VERSION, TOLERANCES
 from science.methods import traits_meta
 from science.profiles import profile_class
@@ -165,6 +169,93 @@ def _rank(x: dict[str, Any], y: dict[str, Any]) -> float | None:
     return abs(u - v) / max(u, v) if max(u, v) else 0.0
 
 
+def _refit(x: dict[str, Any], y: dict[str, Any]) -> float | None:
+    """|old − new| refit accuracy in pp, or 0 when both refits are at chance (at most
+    ``science.claims.common.REFIT_TOL`` above their majority rate: what claim 4 reads as removed),
+    whose digits are a probe's fit to nothing left to read (docs/SCIENCE.md#row-kinds)."""
+    if _removal(x) == _removal(y) == "removed":
+        return 0.0
+    return _pp("refit_acc")(x, y)
+
+
+def _removal(row: dict[str, Any]) -> str | None:
+    """An edit row's removal class as claim 4 reads it (``science.claims.necessity.edit_removed``):
+    "removed" (refit ≤ majority + ``REFIT_TOL``), "not removed", or None without a refit."""
+    if row.get("refit_acc") is None or row.get("refit_majority") is None:
+        return None
+    return "removed" if edit_removed(row) else "not removed"
+
+
+def _over(row: dict[str, Any]) -> str:
+    """The refit's distance from its majority rate, ``+10.0 pp`` (empty without a refit)."""
+    if row.get("refit_acc") is None or row.get("refit_majority") is None:
+        return ""
+    return f"refit {100 * (float(row['refit_acc']) - float(row['refit_majority'])):+.1f} pp over majority"
+
+
+def kind(row: dict[str, Any], width: int | None) -> tuple[str | None, bool]:
+    """What kind of edit row it is for the readers of its verdicts: its removal class
+    (:func:`_removal`) and whether /probe-vs-causal flags it "not selective" (a fitted rank over
+    half the width ``width``, ``dashboard.figures.causal_controls.not_selective``)."""
+    return _removal(row), not_selective(row, width, traits_meta())
+
+
+def _kind_text(row: dict[str, Any], width: int | None) -> str:
+    removal, broad = kind(row, width)
+    rank = f"rank {row['rank_removed']}" + (f" of {width}" if width else "") if _rank_chosen(row) else ""
+    parts = [removal or "no refit", _over(row), rank, "not selective" if broad else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def edit_changes(
+    old: Sequence[dict[str, Any]],
+    new: Sequence[dict[str, Any]],
+    reference: Sequence[dict[str, Any]] = (),
+    width: int | None = None,
+) -> list[str]:
+    """The edit rows whose verdicts changed (docs/SCIENCE.md#row-kinds): a row's kind (removal
+    class, selectivity) changed — a line of its own —, or, between rows of one kind, its
+    significance. An INLP row is held to the two exact implementations (``reference`` keyed like
+    the rows, as its rank and refit are): an old kind or verdict that either one gives is kept."""
+    a, b, ref = _keyed(old, EDIT_KEY), _keyed(new, EDIT_KEY), _keyed(reference, EDIT_KEY)
+    out: list[str] = []
+    for k in sorted(a.keys() & b.keys(), key=lambda k: (str(k[1]), k[2], k[0])):
+        x, y, twin = a[k], b[k], ref.get(k)
+        where = f"{k[1]} at layer {k[2]}, L={k[0]}"
+        sides = [y] if twin is None else [y, twin]
+        if kind(x, width) not in [kind(z, width) for z in sides]:
+            out.append(f"{where}: kind {_kind_text(x, width)} → {_kind_text(y, width)}")
+        elif x.get("significant") not in [z.get("significant") for z in sides if kind(z, width) == kind(x, width)]:
+            rank = f" (rank {x.get('rank_removed')} → {y.get('rank_removed')})" if _rank_chosen(x) else ""
+            out.append(f"{where}: significant {x.get('significant')} → {y.get('significant')}{rank}")
+    return out
+
+
+def whole_width(
+    old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], width: int | None
+) -> list[str]:
+    """One line per layer where today's INLP and the reference rounds both removed the whole width
+    (mean ablation) and the old row stopped short of it: the place to look for rounds that went
+    on past chance (docs/SCIENCE.md#inlp-chance-line)."""
+    if not width:
+        return []
+    a, b, ref = _keyed(old, EDIT_KEY), _keyed(new, EDIT_KEY), _keyed(reference, EDIT_KEY)
+    found = sorted(
+        {
+            (k[1], k[2], a[k].get("rank_removed"))
+            for k in a.keys() & b.keys() & ref.keys()
+            if b[k].get("rank_removed") == ref[k].get("rank_removed") == width
+            and (a[k].get("rank_removed") or 0) < width
+        },
+        key=str,
+    )
+    return [
+        f"({method} at layer {layer}: today's rounds and the reference both removed the whole width ({width} of "
+        f"{width}, mean ablation) where the bundle's stopped at rank {rank}: see docs/SCIENCE.md#inlp-chance-line)"
+        for method, layer, rank in found
+    ]
+
+
 def _recovery(x: dict[str, Any], y: dict[str, Any]) -> float | None:
     u, v = x.get("recovery"), y.get("recovery")
     if u is None and v is None:
@@ -186,11 +277,13 @@ def compare(
     old: dict[str, list[dict[str, Any]]],
     new: dict[str, list[dict[str, Any]]],
     reference: Sequence[dict[str, Any]] = (),
+    width: int | None = None,
 ) -> tuple[list[Line], list[str]]:
     """(one :class:`Line` per table, the verdicts that changed) between the bundle's rows ``old``
     and today's ``new`` (``probe_results``, ``intervention_results``, ``patching_results``).
     ``reference``: intervention rows of INLP's reference rounds on the same rows (method named
-    as today's), against which an INLP rank and its refit are read as an interval."""
+    as today's), against which an INLP rank, its refit and its verdicts are read as an interval.
+    ``width``: the run's d_model (an INLP over half of it is "not selective"; None: never)."""
     tol = TOLERANCES
     ref = _keyed(reference, EDIT_KEY)
     probes_old, probes_new = old["probe_results"], new["probe_results"]
@@ -224,7 +317,7 @@ def compare(
             refits_old,
             refits_new,
             EDIT_KEY,
-            _pp("refit_acc"),
+            _refit,
             "pp",
             tol["refit_accuracy_pp"],
             ref,
@@ -246,12 +339,7 @@ def compare(
         for L, c in _classes(probes_old).items()
         if classes_new.get(L) != c
     ]
-    a, b = _keyed(edits_old, EDIT_KEY), _keyed(edits_new, EDIT_KEY)
-    changed += [
-        f"{k[1]} at layer {k[2]}, L={k[0]}: significant {a[k].get('significant')} → {b[k].get('significant')}"
-        for k in sorted(a.keys() & b.keys(), key=str)
-        if a[k].get("significant") != b[k].get("significant")
-    ]
+    changed += edit_changes(edits_old, edits_new, reference, width)
     return lines, changed
 
 
@@ -404,10 +492,12 @@ def report(result: dict[str, Any]) -> tuple[list[str], bool]:
         f"bundle, {rn['steps']} steps, {rn.get('heldout_acc')} here"
     )
     reference = result.get("reference") or []
-    lines, changed = compare(result["old"], result["new"], reference)
+    lines, changed = compare(result["old"], result["new"], reference, ro.get("d_model"))
     out = [head, *(x.text() for x in lines)]
     if reference:
         out.append(_reference_text(result["new"]["intervention_results"], reference, result.get("again") or []))
+        edits = result["old"]["intervention_results"], result["new"]["intervention_results"]
+        out += whole_width(*edits, reference, ro.get("d_model"))
     drops = edit_drops(result["old"]["intervention_results"], result["new"]["intervention_results"])
     out.append(
         f"(edit drops: largest change {drops.value:.4g} pp at {drops.where}; held to their verdicts)"
