@@ -129,8 +129,8 @@ def states_through(
 
     try:
         _forward_with_outputs(model, tokens, wanted, outputs, after=after)
-    except _StopForward:
-        pass
+    except _StopForward as stop:
+        stop.__traceback__ = None  # the stopped forward's frames (and their tensors) freed now, not at a later gc
     missing = [layer for layer in wanted if layer not in seen]
     if missing:
         raise RuntimeError(f"layers {missing} produced no output before the forward pass stopped")

@@ -130,8 +130,13 @@ class Streamed:
         self._index: int | None = None
         self._held: Captured | None = None
         self._preds: torch.Tensor | None = None
-        self.states = _GroupStates(self)
         self.passes = 0  # forward passes over the data so far (one per group loaded)
+
+    @property
+    def states(self) -> _GroupStates:
+        """``{layer: [n, L, D]}``: reading a layer captures its group (a view made per access, so
+        that no reference cycle keeps a dropped capture's states alive until a garbage collection)."""
+        return _GroupStates(self)
 
     def load(self, layer: int) -> Captured:
         """The capture of the group holding ``layer`` (run now unless it is the one held)."""

@@ -34,6 +34,7 @@ from science.edits import Edit, probe_span, projection_edit, rank_of
 from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference, inlp_rounds
 from science.probes import LinearProbe, fit_design, fit_probe
 from science.probes.design import Design, standardise_rows
+from science.spill import chunk_rows
 
 if TYPE_CHECKING:
     from science.streamed_fit import SpilledFit
@@ -81,6 +82,11 @@ class EditMethod:
         random_control_is_itself: the rank-matched random removal of this edit removes the whole
             width, i.e. is this edit (mean ablation): its drop is read raw, as the ceiling, not
             beyond random removal (docs/SCIENCE.md#random-removal).
+        fit_copies: the peak memory of an in-memory ``fit`` on one layer's states ``[n, L, D]``,
+            in multiples of those states' bytes, the states included (what the memory bound
+            counts for it: docs/SCIENCE.md#memory-bound). Measured (a fresh process's peak,
+            float32 states of 50,000 and 100,000 rows × 768): 4.0 for ``mean``, ``pca_top_k``
+            and ``project_out``, 4.4 for INLP, 2.0 for LEACE (its float64 work a chunk at a time).
     """
 
     name: ClassVar[str] = ""
@@ -88,6 +94,7 @@ class EditMethod:
     refit_until_removed: ClassVar[bool] = False
     rank_chosen_by_fit: ClassVar[bool] = False
     random_control_is_itself: ClassVar[bool] = False
+    fit_copies: ClassVar[float] = 4.0  # as science.bounded.FIT_COPIES counts a probe's fit
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **kw: Any) -> Edit:
         raise NotImplementedError
@@ -184,6 +191,7 @@ class Inlp(EditMethod):
         ),
     )
     refit_until_removed = True
+    fit_copies = 4.5  # measured 4.4 (the labelled rows, the design's centred transposed copy, held-out rows)
 
     def __init__(self, *, from_scratch: bool = False) -> None:
         self.from_scratch = from_scratch  # the reference rounds (science.inlp), for tests and benchmarks
@@ -315,12 +323,21 @@ class Leace(EditMethod):
 
     name = "leace"
     refit_until_removed = True
+    # measured 2.0 (the states and the caller's labelled rows; float64 work one chunk at a time),
+    # 8.0 when the whole matrix went to the fitter at once in float64
+    fit_copies = 2.5
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
+        """``X [N, D]``, ``y [N]``: concept-erasure's ``LeaceFitter`` fed the rows in chunks of
+        ``science.spill.chunk_rows(D)`` (its ``update``: float64 running mean, covariance and
+        cross-covariance), as a streamed fit feeds them, so no float64 copy of every row is made."""
         from concept_erasure import LeaceFitter
 
-        Z = torch.nn.functional.one_hot(y, n_classes).double()
-        return self._edit(LeaceFitter.fit(X.double(), Z))
+        fitter = LeaceFitter(X.shape[1], n_classes, dtype=torch.float64, device=X.device)
+        step = chunk_rows(X.shape[1])
+        for i in range(0, X.shape[0], step):
+            fitter.update(X[i : i + step].double(), torch.nn.functional.one_hot(y[i : i + step], n_classes).double())
+        return self._edit(fitter)
 
     def fit_streamed(self, fit: SpilledFit, n_classes: int, **_: Any) -> Edit:
         """:meth:`fit` from the fitter the rows were fed to as they were spilled (chunked updates)."""

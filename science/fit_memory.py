@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from science.bounded import FIT_COPIES, MemoryBound, state_bytes
-from science.methods import get_method
+from science.bounded import MemoryBound, state_bytes
+from science.methods import fit_copies, get_method
 from science.streamed_fit import streamed_fit_bytes
 
 
@@ -22,9 +22,11 @@ def fit_need(
 ) -> tuple[int, bool]:
     """(bytes held at once, whether it streams) for fitting ``methods`` on ``n_sequences`` ×
     ``length`` rows of ``width`` beside ``beside`` other bytes: in memory (the states and the fit's
-    copies, ``FIT_COPIES``) where that fits ``bound`` or some method cannot stream
-    (:func:`streams`), else streamed from disk (:func:`streamed_fit_bytes`)."""
-    held = FIT_COPIES * state_bytes(n_sequences, length, width) + beside
+    copies, the most any of ``methods`` makes: ``science.methods.fit_copies``) where that fits
+    ``bound`` or some method cannot stream (:func:`streams`), else streamed from disk
+    (:func:`streamed_fit_bytes`)."""
+    methods = list(methods)
+    held = int(fit_copies(methods) * state_bytes(n_sequences, length, width)) + beside
     if bound.limit is None or held <= bound.limit or not all(streams(m) for m in methods):
         return held, False
     return streamed_fit_bytes(n_sequences, length, width) + beside, True

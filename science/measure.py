@@ -22,7 +22,14 @@ from science.captured import Captured, capture, majority_rate, per_sequence_accu
 from science.context import Context, SilentContext
 from science.fit_memory import fit_need
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
-from science.methods import get_method, method_settings, more_data_helps, record_fields, refits_until_removed
+from science.methods import (
+    fit_copies,
+    get_method,
+    method_settings,
+    more_data_helps,
+    record_fields,
+    refits_until_removed,
+)
 from science.precision import at_precision
 from science.probes import probe_layers
 from science.records import InterventionRecord, ProbeRecord
@@ -356,12 +363,19 @@ class _Interventions:
         if self.memory.limit is None:
             return [layers]
         reserve = self._eval_layer_bytes(self.fit_length)  # the removal check's layer
-        fitting = (FIT_COPIES - 1) * state_bytes(n, self.fit_length, self.width)
+        fitting = int((self._copies(n) - 1) * state_bytes(n, self.fit_length, self.width))
         room = MemoryBound(max(self.memory.limit - reserve - fitting, 1))
         per_layer = state_bytes(n, self.fit_length, self.width)
         return (
             room.groups(layers, per_layer, "the fit set") if per_layer <= (room.limit or 0) else [[x] for x in layers]
         )
+
+    def _copies(self, n: int) -> float:
+        """What a fit on the n-sequence set holds, in multiples of one layer's states: the most of
+        the methods fitted on it (every method on the first set, the refitted ones on a doubled
+        set; ``EditMethod.fit_copies``)."""
+        fitted = self.methods if n == self.n_fit else [m for m in self.methods if refits_until_removed(m)]
+        return fit_copies(fitted or self.methods)
 
     def _one_each(self) -> list[list[int]]:
         return [[layer] for layer in self.layers]
@@ -398,7 +412,9 @@ class _Interventions:
         """The fit data of n sequences at the fit length (its states captured a group at a time;
         the other sizes' held states are dropped first)."""
         others = [streamed for other, streamed in self._fits.items() if other != n]
-        need = FIT_COPIES * state_bytes(n, self.fit_length, self.width) + self._eval_layer_bytes(self.fit_length)
+        need = int(self._copies(n) * state_bytes(n, self.fit_length, self.width)) + self._eval_layer_bytes(
+            self.fit_length
+        )
         if self.memory.limit is not None and sum(o.held_bytes() for o in others) + need > self.memory.limit:
             for streamed in others:  # no room beside them: dropped, captured again when read again
                 streamed.release()
@@ -848,6 +864,7 @@ def measure_interventions(
         if fitted.check is not None and length == fit_length:  # the check set's data
             data, base = fitted.check
             if not base.with_preds:  # captured for the refits only: again with outputs and predictions
+                base.release()
                 base = Streamed(model, data, device, run.eval_groups(length), keep_outputs=run._keeps(length))
         else:
             data, base = run.eval_set(length)

@@ -59,6 +59,12 @@ def refits_until_removed(name: str) -> bool:
     return bool(getattr(get_method(name), "refit_until_removed", False))
 
 
+def fit_copies(names: Iterable[str]) -> float:
+    """The most memory an in-memory fit of any of methods ``names`` holds, in multiples of one
+    layer's states (``EditMethod.fit_copies``; 4 for a method without it, as a probe's fit)."""
+    return max((float(getattr(get_method(n), "fit_copies", 4.0)) for n in names), default=4.0)
+
+
 def more_data_helps(name: str, edit: Edit) -> bool:
     """Whether method ``name``'s ``edit`` could remove more if fitted on more sequences
     (``EditMethod.more_data_helps``; True for a method without the hook)."""

@@ -24,7 +24,12 @@ def peak_growth(script: str, gib: float) -> int:
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        # glibc's malloc raises its mmap threshold (up to 32 MiB) whenever a large block is freed,
+        # and then keeps freed layer states in a fragmented heap: the peak of the same script
+        # spread over 131-280 MB. Pinned at its initial 128 KiB, freed states return to the OS
+        # and the peak is what the measurement holds (87.6-87.9 MB over 4 runs). Not set in the
+        # product: every allocation then costs page faults (a measurement took 1.8x as long).
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)},
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     return got["peak"] - got["before"]

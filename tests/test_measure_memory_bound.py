@@ -20,8 +20,8 @@ from tests.peak_memory import HWM, peak_growth
 # small enough that no pass holds every probe layer (60 × 16 × 16 floats, 61 KB each, and a fit's copies)
 PROBE_BOUND = MemoryBound(300_000)
 # the interventions' smallest bound on 200 sequences: the twice-doubled fit set (800 × 12 × 16 floats)
-# × FIT_COPIES beside one check layer; the 8 layers' eval sets then take 4 passes, the fit set 2
-EDIT_BOUND = MemoryBound(2_900_000)
+# × LEACE's fit_copies (8) beside one check layer
+EDIT_BOUND = MemoryBound(5_300_000)
 
 
 def _model(n_layers: int = 3, d_model: int = 16):
@@ -76,11 +76,22 @@ def test_bounded_probes_and_interventions_equal_the_unbounded_ones(monkeypatch) 
     bounded_rows = _rows(measure_interventions(model, task, **common, memory=EDIT_BOUND))
     evals = [p for p, preds in zip(passes, with_preds) if preds]
     fits = [p for p, preds in zip(passes, with_preds) if not preds]
-    assert evals and max(len(p) for p in evals if p is not None) < 8  # no eval set holds every layer at once
-    # the first fit set (8 × 153,600 bytes) fits beside its copies: one pass, stopped at layer 7;
-    # the doubled sets' layers come in groups of the layers fitted on them (fit_edits' phases)
+    # the first fit set (8 × 153,600 bytes) fits beside LEACE's copies: one pass, stopped at layer 7;
+    # each doubled set is captured once, for the layers whose refit still read the variable
     assert fits[0] == list(range(8)) and fits.count(list(range(8))) == 1
+    doubled = [p for p in fits[1:] if p is not None and len(p) > 1]
+    assert doubled and all(p != list(range(8)) for p in doubled)
+    assert evals  # this bound holds every eval layer at once (no LEACE: below)
     assert bounded_rows == _rows(measure_interventions(model, task, **common))
+    # without LEACE (INLP's 4.5 copies) the smallest bound is 3.3 MB, and the eval sets come in groups
+    common["methods"] = ["project_out", "mean", "inlp", "pca_top_k"]
+    passes.clear()
+    with_preds.clear()
+    small = _rows(measure_interventions(model, task, **common, memory=MemoryBound(3_300_000)))
+    evals = [p for p, preds in zip(passes, with_preds) if preds]
+    # at L=16 the 8 eval layers (205 KB each, twice with their kept outputs) come in two groups
+    assert len(evals) > 2 and min(len(p) for p in evals if p is not None) < 8
+    assert small == _rows(measure_interventions(model, task, **common))
 
 
 def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) -> None:
@@ -141,14 +152,13 @@ def _peak_growth(gib: float) -> int:
 
 
 def test_the_measured_peak_stays_within_the_bound() -> None:
-    """Bound 0.08 GiB (86 MB): the peak grows by less than the bound plus 150 MB for what the bound
+    """Bound 0.08 GiB (86 MB): the peak grows by less than the bound plus 40 MB for what the bound
     does not count (one 256-sequence batch's forward work, the solvers' working rows beyond
-    FIT_COPIES, the allocator's slack; measured 2026-12-06: 141 and 185 MB, then 131–210 MB over
-    seven runs of the same code, 152–183 MB over three of the code before: the spread is the
-    process's, not the bound's), and by at least 100 MB less than the unbounded measurement's
-    (291 and 313 MB; 340 and 365 MB in the later runs)."""
+    FIT_COPIES), and by at least 100 MB less than the unbounded measurement's. With glibc's mmap
+    threshold pinned (tests/peak_memory.py) measured 87.6-87.9 MB against 251 MB unbounded, over
+    4 runs each; without it the heap's fragmentation spread the bounded peak over 131-280 MB."""
     limit = 0.08
     grown = _peak_growth(limit)
     unbounded = _peak_growth(0)
-    assert grown < limit * GIB + 150e6, (grown, unbounded)
+    assert grown < limit * GIB + 40e6, (grown, unbounded)
     assert unbounded - grown > 100e6, (grown, unbounded)
