@@ -156,8 +156,10 @@ def _append(path: str | None, obj: dict[str, Any]) -> None:
 
 
 class _Progress(SilentContext):
-    """A part's progress, a JSON line of ``path`` each time it passes another tenth: a part stopped
-    by a time limit still says how far it got (``fraction``) after how many ``seconds``."""
+    """A part's progress, a JSON line of ``path`` each time it passes another tenth or starts a
+    step of another name, and each log line of the measurement (``"log"``): a part stopped by a
+    time limit still says how far it got (``fraction``) after how many ``seconds``, and where the
+    time went."""
 
     def __init__(self, path: str | None, head: dict[str, Any]) -> None:
         super().__init__()
