@@ -12,7 +12,8 @@
 # (SHARES below, of what is left when it starts), so a slow part costs only its share. Out:
 #   $OUT/scale.jsonl  one JSON line per finished part ("part", "seconds", "peak_gpu_gb", "rows", ...),
 #                     progress lines (a part's "progress" fraction after "seconds": a part stopped by
-#                     its limit says how far it got) and one {"part": ..., "timed_out": true} line per
+#                     its limit says how far it got), the measurement's log lines ("log": a fit-size
+#                     doubling, INLP's budget) and one {"part": ..., "timed_out": true} line per
 #                     part its limit stopped; bench_scale's summary line ("part": "total") per run;
 #   $OUT/scale.log    what every step printed;   $OUT/env.txt  torch / CUDA / GPU / kernels found.
 # A part that fails on the GPU runs once more with its states in host memory
@@ -143,7 +144,7 @@ python3 - "$jsonl" <<'EOF' | tee -a "$log"
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    if "progress" in r or r.get("part") == "total":
+    if "progress" in r or "log" in r or r.get("part") == "total":
         continue
     what = "timed out" if r.get("timed_out") else "failed" if r.get("failed") else "skipped" if r.get("skipped") else f"{r['seconds']} s, peak GPU {r.get('peak_gpu_gb')} GiB, {r.get('rows')} rows"
     print(f"{r['label']:>11} {r['part']:<13} {what}")

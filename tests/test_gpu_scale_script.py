@@ -29,7 +29,7 @@ def test_gpu_scale_dry_run_measures_every_part_of_each_shape(tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert {p.name for p in out.iterdir()} == {"scale.jsonl", "scale.log", "env.txt"}
     lines = [json.loads(line) for line in (out / "scale.jsonl").read_text().splitlines()]
-    parts = [r for r in lines if "progress" not in r and r.get("part") != "total"]
+    parts = [r for r in lines if "progress" not in r and "log" not in r and r.get("part") != "total"]
     got = {(r["label"], r["part"]) for r in parts}
     assert got == {(s, p) for s in ("pythia160m", "mamba130m") for p in ("probes", "interventions", "patching")}
     for r in parts:
