@@ -86,7 +86,7 @@ class EditMethod:
             in multiples of those states' bytes, the states included (what the memory bound
             counts for it: docs/SCIENCE.md#memory-bound). Measured (a fresh process's peak,
             float32 states of 40,000-100,000 rows × 384-768): 4.0-4.03 for ``mean``, ``pca_top_k``
-            and ``project_out``, 4.4 for INLP, 2.3 for LEACE (its float64 work a chunk at a time);
+            and ``project_out``, 4.41 for INLP, 2.27-2.45 for LEACE (its float64 work a chunk at a time);
             tests/test_fit_copies.py holds each built-in to its declaration.
     """
 
@@ -192,7 +192,7 @@ class Inlp(EditMethod):
         ),
     )
     refit_until_removed = True
-    fit_copies = 4.5  # measured 4.4 (the labelled rows, the design's centred transposed copy, held-out rows)
+    fit_copies = 5.0  # measured 4.41 (the labelled rows, the design's centred transposed copy, held-out rows)
 
     def __init__(self, *, from_scratch: bool = False) -> None:
         self.from_scratch = from_scratch  # the reference rounds (science.inlp), for tests and benchmarks
@@ -324,9 +324,9 @@ class Leace(EditMethod):
 
     name = "leace"
     refit_until_removed = True
-    # measured 2.0 (the states and the caller's labelled rows; float64 work one chunk at a time),
-    # 8.0 when the whole matrix went to the fitter at once in float64
-    fit_copies = 2.5
+    # measured 2.27-2.45 (the states and the caller's labelled rows; float64 work one chunk at a
+    # time), 8.0 when the whole matrix went to the fitter at once in float64
+    fit_copies = 3.0
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         """``X [N, D]``, ``y [N]``: concept-erasure's ``LeaceFitter`` fed the rows in chunks of
