@@ -61,8 +61,9 @@ def refits_until_removed(name: str) -> bool:
 
 def fit_copies(names: Iterable[str]) -> float:
     """The most memory an in-memory fit of any of methods ``names`` holds, in multiples of one
-    layer's states (``EditMethod.fit_copies``; 4.5 for a method without it, as ``EditMethod``'s)."""
-    return max((float(getattr(get_method(n), "fit_copies", 4.5)) for n in names), default=4.5)
+    layer's states (``EditMethod.fit_copies``; ``EditMethod``'s own for a method without it)."""
+    default = EditMethod.fit_copies
+    return max((float(getattr(get_method(n), "fit_copies", default)) for n in names), default=default)
 
 
 def more_data_helps(name: str, edit: Edit) -> bool:
