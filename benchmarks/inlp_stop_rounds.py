@@ -11,10 +11,11 @@ rows INLP is fitted on at each of ``--layers`` — ``[N, D]`` states and ``[N]``
 ``science.measure.fit_edit`` receives at the base fit size. Each saved set is fitted in a fresh
 process, one thread: by ``--base``'s ``Inlp`` (that commit's tree from ``git archive``, first on
 the path), by today's incremental rounds and by the reference rounds (``Inlp(from_scratch=True)``).
-Printed per layer and implementation: the rank it stopped at, its line (held-out share of the
-training majority + the chance tolerance), the rounds' held-out accuracies around the stop, and
-the rank where a line at the best constant guess (the largest held-out class share + the same
-tolerance) would have stopped it.
+Printed per layer and implementation: the rank it stopped at, the line it stopped at (its own
+code's), the rounds' held-out accuracies around the stop, and the ranks where measurement version
+1's line (the held-out share of the training majority + 1 pp) and version 2's
+(``science.edit_methods.inlp_chance_line``) would have stopped its rounds; ``--json`` writes every
+round of every fit (docs/SCIENCE.md#inlp-chance-line).
 """
 
 from __future__ import annotations
@@ -97,12 +98,14 @@ def fit_saved(path: Path, impl: str) -> dict:
     edit = fit(saved["X"], saved["y"], saved["n_classes"], **saved["kw"])
     y, n_dev = saved["y"], max(1, int(saved["y"].shape[0]) // 5)
     perm = torch.randperm(int(y.shape[0]), generator=torch.Generator().manual_seed(int(saved["kw"].get("seed", 0))))
-    shares = torch.bincount(y[perm[:n_dev]], minlength=saved["n_classes"]).double() / n_dev
+    counts = torch.bincount(y[perm[:n_dev]], minlength=saved["n_classes"])
+    version_1_line = float(edit.info["dev_majority"]) + float(saved["kw"].get("chance_tol", 0.01))
     return {
         "rank": int(edit.rank_removed),
         "seconds": time.perf_counter() - start,
-        "line": float(edit.info["dev_majority"]),
-        "best_guess": float(shares.max()),
+        "line": float(edit.info.get("chance_line", version_1_line)),  # the line this code stopped at
+        "version_1_line": version_1_line,
+        "dev_counts": [int(c) for c in counts],
         "rounds": [(int(r["rank"]), float(r["dev_accuracy"]), bool(r["converged"])) for r in edit.info["rounds"]],
     }
 
@@ -128,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_id", type=int)
     ap.add_argument("--layers", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--base", default=None, help="an older commit whose Inlp is fitted too (default: none)")
-    ap.add_argument("--tol", type=float, default=0.01, help="INLP's chance tolerance (INLP_CHANCE_TOL)")
+    ap.add_argument("--json", type=Path, default=None, help="also write every round of every fit here")
     args = ap.parse_args(argv)
+    import torch
+
+    from science.edit_methods import inlp_chance_line
+
+    everything: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="inlp-stop-rounds-") as tmp:
         work = Path(tmp)
         save_fit_rows(args.bundle, args.run_id, args.layers, work)
@@ -143,16 +151,21 @@ def main(argv: list[str] | None = None) -> int:
         for layer in sorted(args.layers):
             for impl, tree in trees.items():
                 r = _in_fresh_process(work / f"layer-{layer}.pt", impl, tree)
+                everything[f"{layer}/{impl}"] = r
                 stop = r["rank"]
                 near = [(k, round(a, 4)) for k, a, _ in r["rounds"] if stop - 6 <= k <= stop]
-                guess = next((k for k, a, _ in r["rounds"] if a <= r["best_guess"] + args.tol), None)
+                y_dev = torch.repeat_interleave(torch.arange(len(r["dev_counts"])), torch.tensor(r["dev_counts"]))
+                lines = {"version 1": r["version_1_line"], "version 2": inlp_chance_line(y_dev, len(r["dev_counts"]))}
+                at = {name: next((k for k, a, _ in r["rounds"] if a <= line), None) for name, line in lines.items()}
                 unconverged = sum(not c for _, _, c in r["rounds"])
                 print(
-                    f"layer {layer} {impl:<11} stopped at rank {stop} ({r['seconds']:.1f} s; line "
-                    f"{r['line'] + args.tol:.5f}, best constant guess {r['best_guess']:.5f}; {unconverged} "
-                    f"unconverged rounds); last rounds {near}; at a best-guess line: rank {guess}",
+                    f"layer {layer} {impl:<11} stopped at rank {stop} ({r['seconds']:.1f} s; line {r['line']:.5f}; "
+                    f"{unconverged} unconverged rounds); last rounds {near}; "
+                    + "; ".join(f"at {name}'s line {lines[name]:.5f}: rank {at[name]}" for name in lines),
                     flush=True,
                 )
+    if args.json is not None:
+        args.json.write_text(json.dumps(everything))
     return 0
 
 

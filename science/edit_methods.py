@@ -23,6 +23,7 @@ returns ``c`` everywhere. Each method's class documents its definition.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -43,6 +44,7 @@ __all__ = [
     "BUILTIN_METHODS",
     "DEFAULT_PCA_K",
     "INLP_CHANCE_TOL",
+    "INLP_CHANCE_Z",
     "EditMethod",
     "Inlp",
     "Leace",
@@ -53,7 +55,25 @@ __all__ = [
 ]
 
 DEFAULT_PCA_K = 8
-INLP_CHANCE_TOL = 0.01  # fraction (1 pp) above the held-out majority baseline
+INLP_CHANCE_TOL = 0.01  # the least margin (1 pp) INLP's chance line lies above the best constant guess
+INLP_CHANCE_Z = 2.326  # one-sided 1 %: a round "at chance" reads no more than noise above the best guess
+
+
+def inlp_chance_line(y_dev: Tensor, n_classes: int, chance_tol: float = INLP_CHANCE_TOL) -> float:
+    """INLP's stopping line (docs/SCIENCE.md#inlp-chance-line, measurement version 2): a round whose
+    held-out accuracy is ≤ this reads nothing a constant guess does not, within sampling noise.
+
+    ``p₀ + max(chance_tol, z·√(p₀(1 − p₀)/n))`` with ``p₀`` the best constant guess on the held-out
+    rows (their largest class share), ``n`` their number (``y_dev [n]``) and ``z`` =
+    :data:`INLP_CHANCE_Z` (a one-sided binomial test at 1 %, normal approximation). Never under
+    ``p₀``, so never under a coin flip on two classes (version 1's line, the held-out share of the
+    *training* majority class + 1 pp, was whenever that class was the held-out minority).
+    Raises ValueError on an empty ``y_dev``."""
+    n = int(y_dev.numel())
+    if n == 0:
+        raise ValueError("inlp_chance_line needs at least one held-out row")
+    p0 = float(torch.bincount(y_dev, minlength=n_classes).max()) / n
+    return p0 + max(chance_tol, INLP_CHANCE_Z * math.sqrt(p0 * (1.0 - p0) / n))
 
 
 def inlp_budget(d_model: int, n_classes: int) -> int:
@@ -160,8 +180,9 @@ class Inlp(EditMethod):
     """``inlp``: Iterative Nullspace Projection (Ravfogel et al. 2020, "Null It Out", ACL, §3 / Alg. 1).
 
     Fit a probe, add its class directions to the removed span, project, refit, … until the
-    refit probe's accuracy on a held-out 20% of the rows (split by ``seed``) is ≤ majority +
-    ``chance_tol`` or ``max_rounds`` is reached; the final edit is one orthogonal projection
+    refit probe's accuracy on a held-out 20% of the rows (split by ``seed``) is at chance —
+    ≤ :func:`inlp_chance_line`, the best constant guess plus the larger of ``chance_tol`` and its
+    sampling noise — or ``max_rounds`` is reached; the final edit is one orthogonal projection
     onto the complement of the union of all removed directions (their §3.2 intersection of
     nullspaces), applied around the mean as ``project_out``'s. The default budget
     (``max_rounds=None``) is :func:`inlp_budget` of the classes *present* in ``y`` —
@@ -277,6 +298,7 @@ class Inlp(EditMethod):
             tr_idx=tr_idx,
             dev_idx=dev_idx,
             maj_dev=float((y[dev_idx] == majority).double().mean()),
+            line=inlp_chance_line(y[dev_idx], n_classes, chance_tol),
             max_rounds=max_rounds,
             chance_tol=chance_tol,
             probe=probe,
@@ -295,6 +317,7 @@ class Inlp(EditMethod):
                 "n_rounds": len(out.rounds) - 1,  # projections made
                 "max_rounds": setup.max_rounds,
                 "dev_majority": setup.maj_dev,
+                "chance_line": setup.line,
             },
         )
 

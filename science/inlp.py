@@ -37,7 +37,9 @@ class InlpSetup:
     """What both versions share: the rows ``X [N, D]`` (None: the rows are on disk, read by
     :func:`inlp_rounds` through a design, :mod:`science.streamed_fit`), labels ``y [N]``, the
     fitted mean ``mu`` ``[D]`` (float64) the projection acts around, the 80/20 split by ``seed``
-    (``tr_idx``, ``dev_idx``), the held-out majority rate and the stopping settings."""
+    (``tr_idx``, ``dev_idx``), the held-out share of the training majority (``maj_dev``, recorded),
+    the chance ``line`` a round stops at (``science.edit_methods.inlp_chance_line``) and the
+    stopping settings."""
 
     X: Tensor | None
     y: Tensor
@@ -46,6 +48,7 @@ class InlpSetup:
     tr_idx: Tensor
     dev_idx: Tensor
     maj_dev: float
+    line: float
     max_rounds: int
     chance_tol: float
     probe: LinearProbe | None
@@ -64,7 +67,7 @@ class _Rounds:
     def record(self, p: LinearProbe, acc: float, s: InlpSetup) -> bool:
         """Log a round; True when INLP stops here at chance."""
         self.rounds.append({"rank": int(self.Q.shape[1]), "dev_accuracy": acc, "converged": p.converged})
-        self.reached = acc <= s.maj_dev + s.chance_tol
+        self.reached = acc <= s.line
         return self.reached
 
 

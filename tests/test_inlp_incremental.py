@@ -42,8 +42,11 @@ def _refit(edit, X: torch.Tensor, y: torch.Tensor, c: int) -> float:
 
 @pytest.mark.parametrize(("c", "k"), [(2, 1), (4, 3), (6, 5)])
 def test_incremental_inlp_equals_the_from_scratch_inlp(c, k):
-    X, y, U = _planted(6000, 32, c, k, seed=c)
-    X_new, y_new, _ = _planted(6000, 32, c, k, seed=c, rows=1)  # same planted directions, new rows
+    # six classes: the last planted direction reads 2–3 pp above chance once the others are gone,
+    # under INLP's chance line on 1,200 held-out rows (its noise margin there is 2.6 pp); 4,000 resolve it
+    n = 20_000 if c == 6 else 6000
+    X, y, U = _planted(n, 32, c, k, seed=c)
+    X_new, y_new, _ = _planted(n, 32, c, k, seed=c, rows=1)  # same planted directions, new rows
     inc = Inlp().fit(X, y, c, seed=1)
     ref = Inlp(from_scratch=True).fit(X, y, c, seed=1)
     assert inc.info["reached_chance"] and ref.info["reached_chance"]
