@@ -108,6 +108,10 @@ class EditMethod:
             float32 states of 40,000-100,000 rows × 384-768): 4.0-4.03 for ``mean``, ``pca_top_k``
             and ``project_out``, 4.41 for INLP, 2.27-2.45 for LEACE (its float64 work a chunk at a time);
             tests/test_fit_copies.py holds each built-in to its declaration.
+        accumulates: the fit is a function of running statistics of the rows
+            (``new_statistics`` / ``update_statistics`` / ``edit_from_statistics``), so a doubled
+            fit set's fit adds the statistics of its new sequences to those of the set it doubles
+            instead of reading every row again (docs/SCIENCE.md#fit-size).
     """
 
     name: ClassVar[str] = ""
@@ -116,6 +120,7 @@ class EditMethod:
     rank_chosen_by_fit: ClassVar[bool] = False
     random_control_is_itself: ClassVar[bool] = False
     fit_copies: ClassVar[float] = 4.5  # measured 4.0-4.03 for mean, pca_top_k, project_out (tests/test_fit_copies.py)
+    accumulates: ClassVar[bool] = False
 
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **kw: Any) -> Edit:
         raise NotImplementedError
@@ -351,21 +356,37 @@ class Leace(EditMethod):
     # time), 8.0 when the whole matrix went to the fitter at once in float64
     fit_copies = 3.0
 
+    accumulates = True  # its fit is the fitter's running statistics: a doubled fit set adds its new rows
+
     def fit(self, X: Tensor, y: Tensor, n_classes: int, **_: Any) -> Edit:
         """``X [N, D]``, ``y [N]``: concept-erasure's ``LeaceFitter`` fed the rows in chunks of
         ``science.spill.chunk_rows(D)`` (its ``update``: float64 running mean, covariance and
         cross-covariance), as a streamed fit feeds them, so no float64 copy of every row is made."""
-        from concept_erasure import LeaceFitter
-
-        fitter = LeaceFitter(X.shape[1], n_classes, dtype=torch.float64, device=X.device)
-        step = chunk_rows(X.shape[1])
-        for i in range(0, X.shape[0], step):
-            fitter.update(X[i : i + step].double(), torch.nn.functional.one_hot(y[i : i + step], n_classes).double())
-        return self._edit(fitter)
+        fitter = self.new_statistics(int(X.shape[1]), n_classes, X.device)
+        self.update_statistics(fitter, X, y, n_classes)
+        return self.edit_from_statistics(fitter)
 
     def fit_streamed(self, fit: SpilledFit, n_classes: int, **_: Any) -> Edit:
         """:meth:`fit` from the fitter the rows were fed to as they were spilled (chunked updates)."""
-        return self._edit(fit.stats)
+        return self.edit_from_statistics(fit.stats)
+
+    @staticmethod
+    def new_statistics(width: int, n_classes: int, device: torch.device | str = "cpu") -> Any:
+        """An empty ``LeaceFitter`` (float64) for rows of ``width``: holds ``8·(D² + D·C + D + C)`` bytes."""
+        from concept_erasure import LeaceFitter
+
+        return LeaceFitter(width, n_classes, dtype=torch.float64, device=device)
+
+    @staticmethod
+    def update_statistics(fitter: Any, X: Tensor, y: Tensor, n_classes: int) -> None:
+        """Feed ``X [N, D]`` with labels ``y [N]`` to ``fitter`` a chunk of ``chunk_rows(D)`` rows at a time."""
+        step = chunk_rows(int(X.shape[1]))
+        for i in range(0, X.shape[0], step):
+            fitter.update(X[i : i + step].double(), torch.nn.functional.one_hot(y[i : i + step], n_classes).double())
+
+    def edit_from_statistics(self, fitter: Any) -> Edit:
+        """The edit of the eraser of every row ``fitter`` was fed."""
+        return self._edit(fitter)
 
     def _edit(self, fitter: Any) -> Edit:
         eraser = fitter.eraser

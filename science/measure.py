@@ -7,6 +7,7 @@ Every function returns typed records (``science.records``: :class:`ProbeRecord`,
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,11 +19,12 @@ from models_store.base import LayerwiseModel
 from models_store.capture import edit_layer
 from models_store.conv1d import remove_conv1d
 from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
-from science.captured import Captured, capture, majority_rate, per_sequence_accuracy, predictions
+from science.captured import CAPTURE_BATCH, Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import Context, SilentContext
 from science.fit_memory import fit_need
 from science.interventions import Edit, fit_edit, n_fit_sequences, random_removal
 from science.methods import (
+    accumulates,
     fit_copies,
     get_method,
     method_settings,
@@ -37,7 +39,7 @@ from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
 from science.spilled_capture import SpilledCapture
 from science.stats import holm, paired_permutation_test
-from science.streamed_fit import SpilledFit, spill_layer
+from science.streamed_fit import SpilledFit, feed_layers, spill_layer
 from science.tasks.base import Task, TaskData
 
 ALL_LAYERS = -2  # conv1d_removal in every layer
@@ -323,6 +325,9 @@ class _Interventions:
         self._centers: dict[int, torch.Tensor] = {}
         self._spilled: dict[tuple[int, int], SpilledFit] = {}  # (layer, n): one layer's fit rows on disk
         self._fit_layers: dict[int, list[int]] = {}  # fit size n: the layers fitted on it (fit_edits)
+        # (method, layer): the running statistics of an accumulating method's last fit, kept while
+        # its refit may ask for the doubled set (EditMethod.accumulates)
+        self._stats: dict[tuple[str, int], Any] = {}
 
     # --- what is held at once (science.bounded): an eval set's layer, and one fit set's layers
     def _eval_layer_bytes(self, length: int) -> int:
@@ -331,7 +336,19 @@ class _Interventions:
         return states + (state_bytes(self.n_sequences, length + 1, self.width) if self._keeps(length) else 0)
 
     def _largest_fit(self) -> int:
-        return self.n_fit * (2**MAX_FIT_DOUBLINGS if self.doubling else 1)
+        return self.n_fit * (2**MAX_FIT_DOUBLINGS if self.doubling and self._rereading() else 1)
+
+    def _rereading(self) -> list[str]:
+        """The methods fitted on a doubled set's every row: those refitted until removed that do
+        not accumulate (an accumulating one reads only the new sequences, a batch at a time)."""
+        return [m for m in self.methods if refits_until_removed(m) and not accumulates(m)]
+
+    def _kept_bytes(self) -> int:
+        """The most the kept statistics hold at once: one set per accumulating method and layer
+        (LEACE's float64 moments, ``8·(D² + D·C + D + C)`` bytes each); nothing without doubling."""
+        kept = [m for m in self.methods if accumulates(m) and refits_until_removed(m)] if self.doubling else []
+        D, C = self.width, self.task.n_classes
+        return len(kept) * len(self.layers) * 8 * (D * D + D * C + D + C)
 
     def _fit_need(self, n: int, methods: tuple[str, ...] | list[str]) -> tuple[int, bool]:
         """(bytes, streamed) of fitting ``methods`` on n sequences beside the removal check's eval
@@ -341,17 +358,21 @@ class _Interventions:
 
     def check_memory(self, eval_lengths: list[int]) -> None:
         """Refuse (``MeasureMemoryError``, one line) before any work what cannot fit the bound:
-        the largest fit (its states and the fit's copies, FIT_COPIES; or, where that is over the
-        bound and every method streams, its rows on disk and one chunk of them in memory) beside
-        one layer of the removal check's eval set, and one eval layer with its refit at every length."""
-        n = self._largest_fit()
-        need, streamed = self._fit_need(n, self.methods)
-        how = " from rows on disk" if streamed else ""
-        self.memory.require(
-            need,
-            f"fitting an edit on {n:,} sequences at L={self.fit_length} (d_model {self.width}){how} "
-            f"beside one layer's eval states",
-        )
+        the first fit and the largest doubled one that is read in full (its states and the fit's
+        copies, FIT_COPIES; or, where that is over the bound and every method streams, its rows on
+        disk and one chunk of them in memory) beside one layer of the removal check's eval set and
+        the statistics an accumulating method keeps, and one eval layer with its refit at every length."""
+        sizes = [(self.n_fit, list(self.methods))]
+        if self._largest_fit() > self.n_fit:  # a doubled set read in full by the methods that re-read it
+            sizes.append((self._largest_fit(), self._rereading()))
+        for n, methods in sizes:
+            need, streamed = self._fit_need(n, methods)
+            how = " from rows on disk" if streamed else ""
+            self.memory.require(
+                need + self._kept_bytes(),
+                f"fitting an edit on {n:,} sequences at L={self.fit_length} (d_model {self.width}){how} "
+                f"beside one layer's eval states",
+            )
         for length in eval_lengths:
             self.eval_groups(length)
 
@@ -362,7 +383,7 @@ class _Interventions:
         layers = self._fit_layers.get(n, list(self.layers))
         if self.memory.limit is None:
             return [layers]
-        reserve = self._eval_layer_bytes(self.fit_length)  # the removal check's layer
+        reserve = self._eval_layer_bytes(self.fit_length) + self._kept_bytes()  # the removal check's layer
         fitting = int((self._copies(n) - 1) * state_bytes(n, self.fit_length, self.width))
         room = MemoryBound(max(self.memory.limit - reserve - fitting, 1))
         per_layer = state_bytes(n, self.fit_length, self.width)
@@ -374,7 +395,7 @@ class _Interventions:
         """What a fit on the n-sequence set holds, in multiples of one layer's states: the most of
         the methods fitted on it (every method on the first set, the refitted ones on a doubled
         set; ``EditMethod.fit_copies``)."""
-        fitted = self.methods if n == self.n_fit else [m for m in self.methods if refits_until_removed(m)]
+        fitted = self.methods if n == self.n_fit else self._rereading()
         return fit_copies(fitted or self.methods)
 
     def _one_each(self) -> list[list[int]]:
@@ -430,9 +451,18 @@ class _Interventions:
             self._spilled.pop(key).close()
 
     def _fit_data(self, n: int) -> TaskData:
-        """The n-sequence fit set's data (the first fit size keeps the seed it always had)."""
-        index = 0 if n == self.n_fit else n
-        return self.task.generate(self.fit_length, n, data_seed(self.run_seed, "intervene_fit", index), split="test")
+        """The n-sequence fit set's data: the first fit size's with the seed it always had; a
+        doubled set is the set it doubles followed by :meth:`_new_sequences` (a superset, so that
+        an accumulating fit only adds the new sequences' statistics)."""
+        if n == self.n_fit:
+            return self.task.generate(self.fit_length, n, data_seed(self.run_seed, "intervene_fit", 0), split="test")
+        half, new = self._fit_data(n // 2), self._new_sequences(n)
+        return TaskData(torch.cat([half.tokens, new.tokens]), torch.cat([half.labels, new.labels]))
+
+    def _new_sequences(self, n: int) -> TaskData:
+        """The sequences the n-sequence fit set adds to the set it doubles (n / 2 of them)."""
+        seed = data_seed(self.run_seed, "intervene_fit", n)
+        return self.task.generate(self.fit_length, n - n // 2, seed, split="test")
 
     def release_fits(self) -> None:
         """Drop every fit set's held states (the fits and centres are done)."""
@@ -486,6 +516,8 @@ class _Interventions:
     def fitted(self, method: str, layer: int, n: int) -> Edit:
         """``method``'s edit of ``layer`` fitted on the labelled tokens of the n-sequence fit set
         (from its rows on disk where they do not fit the bound: science.streamed_fit)."""
+        if accumulates(method) and self.doubling:  # its statistics kept for a doubled set
+            return self._fit_statistics(method, layer, n)
         if self._fit_need(n, [method])[1]:
             fit_streamed = get_method(method).fit_streamed
             params = self.settings.get(method, {})
@@ -503,6 +535,44 @@ class _Interventions:
             ctx=self.ctx,  # INLP checks a cancel before each of its rounds
             **self.settings.get(method, {}),
         )
+
+    def _fit_statistics(self, method: str, layer: int, n: int) -> Edit:
+        """An accumulating method's edit of ``layer``: on the first fit set its statistics of
+        every row (from the rows on disk where they do not fit the bound, else in memory), on a
+        doubled set the kept statistics with the new sequences' added (:meth:`_accumulate`)."""
+        m = get_method(method)
+        if (method, layer) not in self._stats:
+            if n != self.n_fit:
+                raise RuntimeError(f"{method} at layer {layer}: no statistics of the {n // 2}-sequence set to add to")
+            if self._fit_need(n, [method])[1]:
+                stats = copy.deepcopy(self.spilled(layer, n).stats)  # the rows' own, as they were spilled
+            else:
+                x = self.fit_set(n).states[layer]
+                x = x.reshape(-1, x.shape[-1])  # (n·L, D)
+                y = self.fit_set(n).data.labels.reshape(-1)
+                stats = m.new_statistics(self.width, self.task.n_classes, x.device)
+                m.update_statistics(stats, x[y >= 0], y[y >= 0], self.task.n_classes)
+            self._stats[(method, layer)] = stats
+        return m.edit_from_statistics(self._stats[(method, layer)])
+
+    def _accumulate(self, n: int, pairs: list[tuple[int, str]]) -> None:
+        """Add the statistics of the n-sequence set's new sequences to each (layer, method)'s kept
+        ones: one pass over them a batch at a time (``feed_layers``), layers in groups whose one
+        batch fits the bound, each pass stopping after its group's deepest layer."""
+        layers = sorted({layer for layer, _ in pairs})
+        if not layers:
+            return
+        data = self._new_sequences(n)
+        per_layer = state_bytes(min(CAPTURE_BATCH, data.n), self.fit_length, self.width)
+
+        def feed(layer: int, rows: torch.Tensor, y: torch.Tensor) -> None:
+            for lay, method in pairs:
+                if lay == layer:
+                    get_method(method).update_statistics(self._stats[(method, layer)], rows, y, self.task.n_classes)
+
+        groups = self.memory.groups(layers, per_layer, "the new fit sequences", working=self._kept_bytes())
+        for group in groups:
+            feed_layers(self.model, data, self.device, group, feed)
 
     def fit_edits(self, methods: list[str]) -> _Fitted:
         """Every (method, layer)'s edit; a method that refits until removed (LEACE, INLP:
@@ -538,7 +608,8 @@ class _Interventions:
             if not todo:
                 break
             if n != self.n_fit:  # the first fit set serves every layer (centres included)
-                self._fit_layers[n] = sorted({layer for layer, _ in todo})
+                self._fit_layers[n] = sorted({layer for layer, m in todo if (m, layer) not in self._stats})
+                self._accumulate(n, [(layer, m) for layer, m in todo if (m, layer) in self._stats])
             again: list[tuple[int, str]] = []
             for layer, method in todo:
                 ctx.check_cancelled()
@@ -564,6 +635,7 @@ class _Interventions:
                             "spent, so it is not fitted on more sequences"
                         )
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
+                self._stats.pop((method, layer), None)  # fitted for good
                 if self.resume:
                     refit = out.refits.get((method, layer))
                     self.resume.save(

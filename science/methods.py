@@ -59,6 +59,16 @@ def refits_until_removed(name: str) -> bool:
     return bool(getattr(get_method(name), "refit_until_removed", False))
 
 
+def accumulates(name: str) -> bool:
+    """Whether method ``name``'s fit on a doubled fit set adds the new sequences' statistics to
+    those of the set it doubles (``EditMethod.accumulates``; docs/SCIENCE.md#fit-size)."""
+    method = get_method(name)
+    return bool(getattr(method, "accumulates", False)) and all(
+        callable(getattr(method, hook, None))
+        for hook in ("new_statistics", "update_statistics", "edit_from_statistics")
+    )
+
+
 def fit_copies(names: Iterable[str]) -> float:
     """The most memory an in-memory fit of any of methods ``names`` holds, in multiples of one
     layer's states (``EditMethod.fit_copies``; ``EditMethod``'s own for a method without it)."""

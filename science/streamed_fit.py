@@ -23,7 +23,9 @@ chunk (tests/test_streamed_fit.py states the tolerances).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -37,7 +39,7 @@ from science.precision import forwards
 from science.spill import SpilledRows, chunk_rows
 from science.tasks.base import TaskData
 
-__all__ = ["STREAM_SQUARES", "SpilledFit", "spill_layer", "streamed_fit_bytes"]
+__all__ = ["STREAM_SQUARES", "SpilledFit", "feed_layers", "spill_layer", "streamed_fit_bytes"]
 
 # D × D float64 matrices a streamed fit holds at once, at most: LEACE's covariance, whitening and
 # eraser factors; INLP's projection, covariance, preconditioner, its Cholesky factor and the
@@ -103,37 +105,62 @@ def stream_rows(rows: Tensor, y: Tensor, n_classes: int, fit: SpilledFit | None 
 
 
 @torch.no_grad()
+def feed_layers(
+    model: LayerwiseModel,
+    data: TaskData,
+    device: torch.device | str,
+    layers: list[int],
+    feed: Callable[[int, Tensor, Tensor], None],
+) -> None:
+    """Run the model over ``data`` (``[n, L]`` tokens) :data:`CAPTURE_BATCH` sequences a forward
+    pass, as ``capture`` runs them, each pass stopping after the deepest of ``layers``, and hand
+    each layer's labelled rows (labels ≥ 0; ``[m, D]`` float32 on the CPU, as ``capture`` keeps
+    them) with their labels ``[m]`` to ``feed(layer, rows, y)``. Holds one batch's states of
+    ``layers`` at a time."""
+    model.eval()
+    for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
+        tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
+        y = data.labels[i : i + CAPTURE_BATCH].reshape(-1)
+        keep = y >= 0  # a file task's null labels are not fitted
+
+        with forwards(tokens.device):  # the forward's precision, as capture() runs it (science.precision)
+            states_through(
+                model, tokens, layers, sink=partial(_hand_over, feed, y[keep], keep)
+            )  # stops after the deepest
+
+
+def _hand_over(feed: Callable[[int, Tensor, Tensor], None], y: Tensor, keep: Tensor, layer: int, h: Tensor) -> None:
+    """``feed`` a batch's labelled rows of ``layer`` (``h: (B, L, D)``, as its block returns it)."""
+    rows = h.float().cpu().reshape(-1, h.shape[-1])  # as capture() keeps them
+    feed(layer, rows[keep], y)
+
+
 def spill_layer(
     model: LayerwiseModel, data: TaskData, device: torch.device | str, layer: int, n_classes: int
 ) -> SpilledFit:
-    """``layer``'s states of ``data`` (``[n, L]`` tokens, run :data:`CAPTURE_BATCH` sequences a
-    forward pass, as ``capture`` runs them), their labelled rows (labels ≥ 0) spilled to disk with
-    their statistics. Holds one batch's states at a time. Close the result to delete its file.
+    """``layer``'s states of ``data`` (:func:`feed_layers`), their labelled rows spilled to disk
+    with their statistics. Holds one batch's states at a time. Close the result to delete its file.
 
     Raises:
         ValueError: ``data`` has no labelled token.
     """
-    model.eval()
-    fit: SpilledFit | None = None
+    fits: list[SpilledFit] = []
+
+    def spill(_: int, rows: Tensor, y: Tensor) -> None:
+        fit = stream_rows(rows, y, n_classes, fits[0] if fits else None)
+        fits[:] = [fit]
+
     try:
-        for i in range(0, data.tokens.shape[0], CAPTURE_BATCH):
-            tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
-            with forwards(tokens.device):  # the forward's precision, as capture() runs it (science.precision)
-                states = states_through(model, tokens, [layer])  # the pass stops after ``layer``
-            h = states[layer].detach().float().cpu()  # (B, L, D), as capture() keeps it
-            y = data.labels[i : i + CAPTURE_BATCH].reshape(-1)
-            keep = y >= 0  # a file task's null labels are not fitted
-            fit = stream_rows(h.reshape(-1, h.shape[-1])[keep], y[keep], n_classes, fit)
-            del h, states
+        feed_layers(model, data, device, [layer], spill)
     except BaseException:
-        if fit is not None:
+        for fit in fits:
             fit.close()
         raise
-    if fit is None or fit.n < 2:
-        if fit is not None:
+    if not fits or fits[0].n < 2:
+        for fit in fits:
             fit.close()
-        raise ValueError(f"fitting an edit needs at least 2 labelled rows, got {0 if fit is None else fit.n}")
-    return fit
+        raise ValueError(f"fitting an edit needs at least 2 labelled rows, got {fits[0].n if fits else 0}")
+    return fits[0]
 
 
 def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:

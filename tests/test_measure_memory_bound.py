@@ -118,7 +118,8 @@ def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) 
         line = str(exc)
         assert "\n" not in line and f"{MEMORY_SETTING}=" in line
         assert f"set {MEMORY_SETTING} to at least" in line
-    assert "fitting an edit on 2,000 sequences at L=12" in str(edits.value)  # 500 doubled twice
+    # LEACE's doubled sets add the new sequences' statistics to its kept ones: its largest fit is the first set
+    assert "fitting an edit on 500 sequences at L=12" in str(edits.value)
 
 
 # The peak, measured: a fresh process whose states (8 layers of 600 sequences × 40 × 128: 12 MB a

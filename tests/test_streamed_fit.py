@@ -136,7 +136,8 @@ def test_a_bounded_measurement_that_streams_its_fits_gives_the_unbounded_rows(sm
     )
     eval_layer = 4 * n * (2 * length + 1) * width  # its states and its kept output
     n_fit = n_fit_sequences(width, length, n)
-    bound = MemoryBound(streamed_fit_bytes(4 * n_fit, length, width) + eval_layer + 100_000)
+    kept = 3 * 8 * (width * width + width * task.n_classes + width + task.n_classes)  # LEACE's moments, 3 layers
+    bound = MemoryBound(streamed_fit_bytes(4 * n_fit, length, width) + eval_layer + kept + 100_000)
     assert fit_need(MemoryBound(), n_fit, length, width, [], eval_layer)[0] > bound.limit  # not in memory
     assert fit_need(bound, n_fit, length, width, common["methods"], eval_layer)[1]  # streamed from the first size
     spilled: list[int] = []

@@ -13,8 +13,8 @@ factors; in short, float32 (4 bytes a number), each phase against ``Settings.max
 
 A measurement is also held to ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``Settings.measure_memory_gb``,
 science.bounded): its smallest piece (one probe layer at the longest eval length with its fit's
-copies; the interventions' largest fit, both doublings, beside one eval layer: its states and the
-fit's copies, or where those are over the bound, its rows spilled to disk and one chunk of them
+copies; the interventions' largest fit — both doublings where a method re-reads a doubled set —
+beside one eval layer: its states and the fit's copies, or where those are over the bound, its rows spilled to disk and one chunk of them
 held, science.streamed_fit) must fit it, else it is refused at submit too (:func:`bound_problem`),
 naming that setting.
 """
@@ -142,7 +142,7 @@ def bound_problem(
     from science.fit_memory import fit_need
     from science.interventions import n_fit_sequences
     from science.measure import MAX_FIT_DOUBLINGS
-    from science.methods import refits_until_removed
+    from science.methods import accumulates, refits_until_removed
     from store.settings import get_settings
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
@@ -151,7 +151,9 @@ def bound_problem(
         bound.require(FIT_COPIES * layer, f"probes at L={longest} of {size.label} (one layer and its fit)")
         if methods:
             fit_n = n_fit_sequences(size.d_model, fit_length, n)
-            fit_n *= 2**MAX_FIT_DOUBLINGS if any(refits_until_removed(m) for m in methods) else 1
+            # a doubled set is read in full by a method refitted until removed that does not
+            # accumulate (an accumulating one adds the new sequences' statistics a batch at a time)
+            fit_n *= 2**MAX_FIT_DOUBLINGS if any(refits_until_removed(m) and not accumulates(m) for m in methods) else 1
             need, streamed = fit_need(bound, fit_n, fit_length, size.d_model, methods, beside=2 * layer)
             how = " from rows on disk" if streamed else ""
             bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}{how}")
