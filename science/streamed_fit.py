@@ -122,11 +122,9 @@ def feed_layers(
         tokens = data.tokens[i : i + CAPTURE_BATCH].to(device)
         y = data.labels[i : i + CAPTURE_BATCH].reshape(-1)
         keep = y >= 0  # a file task's null labels are not fitted
-
+        sink = partial(_hand_over, feed, y[keep], keep)  # each layer as its block returns it
         with forwards(tokens.device):  # the forward's precision, as capture() runs it (science.precision)
-            states_through(
-                model, tokens, layers, sink=partial(_hand_over, feed, y[keep], keep)
-            )  # stops after the deepest
+            states_through(model, tokens, layers, sink=sink)  # the pass stops after the deepest layer
 
 
 def _hand_over(feed: Callable[[int, Tensor, Tensor], None], y: Tensor, keep: Tensor, layer: int, h: Tensor) -> None:

@@ -14,9 +14,9 @@ factors; in short, float32 (4 bytes a number), each phase against ``Settings.max
 A measurement is also held to ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``Settings.measure_memory_gb``,
 science.bounded): its smallest piece (one probe layer at the longest eval length with its fit's
 copies; the interventions' largest fit — both doublings where a method re-reads a doubled set —
-beside one eval layer: its states and the fit's copies, or where those are over the bound, its rows spilled to disk and one chunk of them
-held, science.streamed_fit) must fit it, else it is refused at submit too (:func:`bound_problem`),
-naming that setting.
+beside one eval layer: its states and the fit's copies, or where those are over the bound, its
+rows spilled to disk and one chunk of them held, science.streamed_fit) must fit it, else it is
+refused at submit too (:func:`bound_problem`), naming that setting.
 """
 
 from __future__ import annotations
