@@ -386,9 +386,6 @@ class Leace(EditMethod):
 
     def edit_from_statistics(self, fitter: Any) -> Edit:
         """The edit of the eraser of every row ``fitter`` was fed."""
-        return self._edit(fitter)
-
-    def _edit(self, fitter: Any) -> Edit:
         eraser = fitter.eraser
         left, right = eraser.proj_left.contiguous(), eraser.proj_right.contiguous()
         D = left.shape[0]
