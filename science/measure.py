@@ -522,10 +522,7 @@ class _Interventions:
             fit_streamed = get_method(method).fit_streamed
             params = self.settings.get(method, {})
             return fit_streamed(self.spilled(layer, n), self.task.n_classes, seed=self.run_seed, ctx=self.ctx, **params)
-        x = self.fit_set(n).states[layer]
-        x = x.reshape(-1, x.shape[-1])  # (n·L, D)
-        y = self.fit_set(n).data.labels.reshape(-1)
-        x, y = x[y >= 0], y[y >= 0]  # a file task's null labels are not fitted
+        x, y = self._labelled_rows(layer, n)
         return fit_edit(
             method,
             x,
@@ -535,6 +532,14 @@ class _Interventions:
             ctx=self.ctx,  # INLP checks a cancel before each of its rounds
             **self.settings.get(method, {}),
         )
+
+    def _labelled_rows(self, layer: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``layer``'s labelled rows ``[m, D]`` of the n-sequence fit set held in memory, and their
+        labels ``[m]`` (a file task's null labels are not fitted)."""
+        x = self.fit_set(n).states[layer]
+        x = x.reshape(-1, x.shape[-1])  # (n·L, D)
+        y = self.fit_set(n).data.labels.reshape(-1)
+        return x[y >= 0], y[y >= 0]
 
     def _fit_statistics(self, method: str, layer: int, n: int) -> Edit:
         """An accumulating method's edit of ``layer``: on the first fit set its statistics of
@@ -547,11 +552,9 @@ class _Interventions:
             if self._fit_need(n, [method])[1]:
                 stats = copy.deepcopy(self.spilled(layer, n).stats)  # the rows' own, as they were spilled
             else:
-                x = self.fit_set(n).states[layer]
-                x = x.reshape(-1, x.shape[-1])  # (n·L, D)
-                y = self.fit_set(n).data.labels.reshape(-1)
+                x, y = self._labelled_rows(layer, n)
                 stats = m.new_statistics(self.width, self.task.n_classes, x.device)
-                m.update_statistics(stats, x[y >= 0], y[y >= 0], self.task.n_classes)
+                m.update_statistics(stats, x, y, self.task.n_classes)
             self._stats[(method, layer)] = stats
         return m.edit_from_statistics(self._stats[(method, layer)])
 
