@@ -155,7 +155,9 @@ def near(a, b, tol):
 def evaluate(r, two_sided=False, raw=False, all_edits=False):
     """the claim-4 record of one trained run, None when it has no probe curve or no edit.
     raw: damage is delta_pp itself (no rank-matched random removal subtracted);
-    all_edits: every edit counts as having removed the variable (no REFIT_TOL rule)."""
+    all_edits: every edit counts as having removed the variable (no REFIT_TOL rule).
+    A row with a refit_line (measurement version 2) is removed at or under that line; a version 1
+    row without one within REFIT_TOL of its majority rate."""
     c = curve.get(r["id"])
     method = next((m for m in METHODS if rows.get((r["id"], m))), None)
     if not c or method is None:
@@ -169,6 +171,8 @@ def evaluate(r, two_sided=False, raw=False, all_edits=False):
     def removed(e):
         if all_edits:
             return True
+        if e.get("refit_line") is not None and not two_sided:  # measurement version 2: the row's own line
+            return e["refit_acc"] <= e["refit_line"] + EPS
         d = e["refit_acc"] - e["refit_majority"]
         return (abs(d) if two_sided else d) <= REFIT_TOL + EPS
 

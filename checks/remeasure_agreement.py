@@ -170,8 +170,8 @@ def _rank(x: dict[str, Any], y: dict[str, Any]) -> float | None:
 
 
 def _refit(x: dict[str, Any], y: dict[str, Any]) -> float | None:
-    """|old − new| refit accuracy in pp, or 0 when both refits are at chance (at most
-    ``science.claims.common.REFIT_TOL`` above their majority rate: what claim 4 reads as removed),
+    """|old − new| refit accuracy in pp, or 0 when both refits are at chance (at or under their
+    removal line, ``science.claims.necessity.edit_removed``: what claim 4 reads as removed),
     whose digits are a probe's fit to nothing left to read (docs/SCIENCE.md#row-kinds)."""
     if _removal(x) == _removal(y) == "removed":
         return 0.0
@@ -180,8 +180,9 @@ def _refit(x: dict[str, Any], y: dict[str, Any]) -> float | None:
 
 def _removal(row: dict[str, Any]) -> str | None:
     """An edit row's removal class as claim 4 reads it (``science.claims.necessity.edit_removed``):
-    "removed" (refit ≤ majority + ``REFIT_TOL``), "not removed", or None without a refit."""
-    if row.get("refit_acc") is None or row.get("refit_majority") is None:
+    "removed" (refit ≤ the row's ``refit_line``, or majority + ``REFIT_TOL`` on a version 1 row),
+    "not removed", or None without a refit."""
+    if row.get("refit_acc") is None or (row.get("refit_majority") is None and row.get("refit_line") is None):
         return None
     return "removed" if edit_removed(row) else "not removed"
 

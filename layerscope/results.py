@@ -325,7 +325,8 @@ class Results:
         (project_out | inlp | leace | pca_top_k | mean | conv1d_removal; conv1d_removal's
         ``layer`` -2 = every block), ``base_acc`` / ``edited_acc`` (token accuracy, 0..1),
         ``delta_pp`` ((edited - base) × 100), ``drop_rel_chance``, ``refit_acc`` (a probe refit on
-        the edited states) and ``refit_majority``, ``rank_removed``, ``p_value`` / ``p_holm`` /
+        the edited states), ``refit_majority`` and ``refit_line`` (at or under it the edit removed
+        the variable; None on measurement version 1 rows), ``rank_removed``, ``p_value`` / ``p_holm`` /
         ``significant`` (paired permutation test over sequences, Holm across layers)."""
         return self._across(
             InterventionResult, self._filter(suite, family, task, seed, trained, run_id), eval_length, method

@@ -23,7 +23,6 @@ returns ``c`` everywhere. Each method's class documents its definition.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -36,6 +35,7 @@ from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference, 
 from science.probes import LinearProbe, fit_design, fit_probe
 from science.probes.design import Design, standardise_rows
 from science.spill import chunk_rows
+from science.stats import CHANCE_Z, chance_line
 
 if TYPE_CHECKING:
     from science.streamed_fit import SpilledFit
@@ -56,7 +56,7 @@ __all__ = [
 
 DEFAULT_PCA_K = 8
 INLP_CHANCE_TOL = 0.01  # the least margin (1 pp) INLP's chance line lies above the best constant guess
-INLP_CHANCE_Z = 2.326  # one-sided 1 %: a round "at chance" reads no more than noise above the best guess
+INLP_CHANCE_Z = CHANCE_Z  # one-sided 1 %: a round "at chance" reads no more than noise above the best guess
 
 
 def inlp_chance_line(y_dev: Tensor, n_classes: int, chance_tol: float = INLP_CHANCE_TOL) -> float:
@@ -73,7 +73,7 @@ def inlp_chance_line(y_dev: Tensor, n_classes: int, chance_tol: float = INLP_CHA
     if n == 0:
         raise ValueError("inlp_chance_line needs at least one held-out row")
     p0 = float(torch.bincount(y_dev, minlength=n_classes).max()) / n
-    return p0 + max(chance_tol, INLP_CHANCE_Z * math.sqrt(p0 * (1.0 - p0) / n))
+    return chance_line(p0, n, chance_tol, INLP_CHANCE_Z)
 
 
 def inlp_budget(d_model: int, n_classes: int) -> int:

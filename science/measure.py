@@ -33,12 +33,12 @@ from science.methods import (
     refits_until_removed,
 )
 from science.precision import at_precision
-from science.probes import probe_layers
+from science.probes import ProbeReport, probe_layers
 from science.records import InterventionRecord, ProbeRecord
 from science.resume_folder import ResumeFolder
 from science.seeds import data_seed
 from science.spilled_capture import SpilledCapture
-from science.stats import holm, paired_permutation_test
+from science.stats import chance_line, holm, paired_permutation_test
 from science.streamed_fit import SpilledFit, feed_layers, spill_layer
 from science.tasks.base import Task, TaskData
 
@@ -47,7 +47,9 @@ ALPHA = 0.05
 # Removal that removes (docs/SCIENCE.md#fit-size): a method whose class sets
 # ``refit_until_removed`` (LEACE, INLP) is refitted on twice as many sequences, at most
 # MAX_FIT_DOUBLINGS times, while a probe refit on its edited held-out states at the fit length
-# reads the variable more than REMOVAL_TOL above the majority rate.
+# reads the variable above its removal line: the best constant guess on its test tokens plus the
+# larger of REMOVAL_TOL and the one-sided 1 % binomial margin (science.stats.chance_line;
+# docs/SCIENCE.md#removal-line).
 REMOVAL_TOL = 0.02
 MAX_FIT_DOUBLINGS = 2
 # Rank-matched random removal (docs/SCIENCE.md#random-removal): draws per (layer, rank).
@@ -154,7 +156,7 @@ def _effect_row(
     base: torch.Tensor,
     edited: torch.Tensor,
     chance: float,
-    refit: tuple[float, float] | None,
+    refit: tuple[float, float, float] | None,
     rank: int | None,
     k: int | None,
     n_perm: int,
@@ -181,6 +183,7 @@ def _effect_row(
         drop_rel_chance=(base_acc - edited_acc) / gap if gap > 1e-9 else None,
         refit_acc=refit[0] if refit else None,
         refit_majority=refit[1] if refit else None,
+        refit_line=refit[2] if refit else None,
         rank_removed=rank,
         p_value=paired_permutation_test(base.numpy(), edited.numpy(), n_perm=n_perm, seed=seed),
         p_holm=None,
@@ -190,6 +193,17 @@ def _effect_row(
         config_hash=config_hash,
         **(random or {}),
     )
+
+
+def removal_line(report: ProbeReport) -> float:
+    """The refit accuracy at or under which an edit removed the variable (measurement version 2;
+    docs/SCIENCE.md#removal-line): the best constant guess on the refit's held-out tokens plus the
+    larger of :data:`REMOVAL_TOL` and their one-sided 1 % binomial margin
+    (``science.stats.chance_line``). ``report``: the refit's ``science.probes.ProbeReport``.
+    Raises ValueError when it scored no token or does not say its best guess."""
+    if report.best_guess is None or not report.n_test_tokens:
+        raise ValueError(f"the refit at layer {report.layer} scored no held-out token: no removal line")
+    return chance_line(report.best_guess, report.n_test_tokens, REMOVAL_TOL)
 
 
 def random_removal_effect(
@@ -279,12 +293,12 @@ def _apply_holm(rows: list[InterventionRecord]) -> None:
 @dataclass
 class _Fitted:
     """The edits of every (method, layer), the sequences each was fitted on, the refit probes
-    (accuracy, majority) already measured at the fit length, and the eval set at the fit length
+    (accuracy, majority, removal line) already measured at the fit length, and the eval set at the fit length
     that the removal check captured (None when no method needed it)."""
 
     edits: dict[tuple[str, int], Edit]
     fit_sizes: dict[tuple[str, int], int]
-    refits: dict[tuple[str, int], tuple[float, float]]
+    refits: dict[tuple[str, int], tuple[float, float, float]]
     check: tuple[TaskData, Streamed] | None
 
 
@@ -483,8 +497,10 @@ class _Interventions:
             return data, Streamed(self.model, data, self.device, groups, preds=False)
         return data, Streamed(self.model, data, self.device, groups, keep_outputs=self._keeps(length))
 
-    def refit(self, edit: Edit, layer: int, states: Captured | Streamed, length: int) -> tuple[float, float]:
-        """(accuracy, majority baseline) of a probe refit on ``states`` at ``layer`` edited by ``edit``."""
+    def refit(self, edit: Edit, layer: int, states: Captured | Streamed, length: int) -> tuple[float, float, float]:
+        """(accuracy, majority baseline, removal line) of a probe refit on ``states`` at ``layer``
+        edited by ``edit``: the edit removed the variable when the accuracy is ≤ the line
+        (:func:`removal_line`)."""
         edited_states = edit.apply(states.states[layer])  # (n, L, D): what the next block sees
         report = probe_layers(
             {layer: edited_states},
@@ -492,7 +508,7 @@ class _Interventions:
             self.task.n_classes,
             seed=data_seed(self.run_seed, "split", length),
         )[layer]
-        return report.accuracy, report.majority_baseline
+        return report.accuracy, report.majority_baseline, removal_line(report)
 
     def spilled(self, layer: int, n: int) -> SpilledFit:
         """``layer``'s rows of the n-sequence fit set on disk (science.streamed_fit.spill_layer),
@@ -581,7 +597,7 @@ class _Interventions:
         """Every (method, layer)'s edit; a method that refits until removed (LEACE, INLP:
         ``refit_until_removed``) refitted on twice as many sequences, at most
         :data:`MAX_FIT_DOUBLINGS` times, while their refit probe at the fit length reads more than
-        :data:`REMOVAL_TOL` above the majority rate (docs/SCIENCE.md#fit-size).
+        their removal line (:func:`removal_line`; docs/SCIENCE.md#fit-size).
 
         The fits go a fit size at a time: every (method, layer) on the first fit set, then every
         one whose refit still read the variable on the doubled set, and so on, so that each fit
@@ -623,18 +639,20 @@ class _Interventions:
                 if refits_until_removed(method) and doubling < MAX_FIT_DOUBLINGS:
                     # its check set one layer at a time, beside the fit set
                     out.check = out.check or self._check_set()
-                    acc, maj = out.refits[(method, layer)] = self.refit(edit, layer, out.check[1], self.fit_length)
-                    if acc - maj > REMOVAL_TOL:
+                    acc, maj, line = out.refits[(method, layer)] = self.refit(
+                        edit, layer, out.check[1], self.fit_length
+                    )
+                    if acc > line:
                         if more_data_helps(method, edit):
                             ctx.log(
-                                f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; "
-                                f"fitting on {2 * n} sequences"
+                                f"{method} at layer {layer}: refit {acc:.3f} above its removal line {line:.3f} "
+                                f"(majority {maj:.3f}); fitting on {2 * n} sequences"
                             )
                             out.refits.pop((method, layer))
                             again.append((layer, method))
                             continue
                         ctx.log(  # INLP with its round budget spent
-                            f"{method} at layer {layer}: refit {acc:.3f} vs majority {maj:.3f}; its budget is "
+                            f"{method} at layer {layer}: refit {acc:.3f} above its removal line {line:.3f}; its budget is "
                             "spent, so it is not fitted on more sequences"
                         )
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = edit, n
@@ -769,7 +787,7 @@ class _Interventions:
                     base_acc,
                     edited,
                     chance,
-                    (report.accuracy, report.majority_baseline),
+                    (report.accuracy, report.majority_baseline, removal_line(report)),
                     None,
                     None,
                     n_permutations,

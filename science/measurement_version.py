@@ -8,7 +8,11 @@ its capture change what they compute at solver tolerance, not when only speed ch
   and every row of a bundle exported before it);
 - 2: the incremental INLP (covariance and projection updated per round, warm-started), the
   fused L-BFGS probe objective (probes, refits, INLP rounds, controls), the memory-bounded,
-  chunked capture, and no fit-size doubling for an INLP whose round budget is spent.
+  chunked capture, no fit-size doubling for an INLP whose round budget is spent, doubled fit
+  sets that extend the set they double (LEACE accumulating its statistics), INLP's chance line
+  at the best constant guess plus its sampling noise, and the removal line stored with each
+  edit row (``refit_line``) on the same footing (definitions, not solver changes: their rows
+  are compared, not held to the tolerances, docs/SCIENCE.md#inlp-chance-line, #removal-line).
 
 Within one version a measurement is bit-identical run to run (same code, same seeds, same
 device). Across versions the numbers may move within :data:`TOLERANCES`; every verdict and

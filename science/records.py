@@ -165,6 +165,7 @@ class InterventionRecord(_Record):
     ``base_acc`` / ``edited_acc``: token accuracy 0..1; ``delta_pp = (edited − base) × 100``;
     ``drop_rel_chance = (base − edited) / (base − chance)`` (None when base ≈ chance);
     ``refit_acc`` / ``refit_majority``: a probe refit on the edited states and its baseline;
+    ``refit_line``: the refit accuracy at or under which the edit removed the variable;
     ``p_value``: paired permutation over sequences, ``p_holm`` Holm-corrected across layers
     (filled after all rows exist), ``significant = p_holm < 0.05``; ``n_fit_sequences``:
     sequences the edit was fitted on (at the fit length of the measure settings);
@@ -189,6 +190,13 @@ class InterventionRecord(_Record):
     )
     refit_acc: float | None = described("a probe refit on the edited states, 0..1", None, bounds=ACC)
     refit_majority: float | None = described("the refit probe's majority baseline, 0..1", None, bounds=ACC)
+    refit_line: float | None = described(
+        "the refit accuracy at or under which the edit removed the variable: the best constant guess on the "
+        "refit's test tokens + max(2 pp, their one-sided 1 % binomial margin), 0..1 + margin "
+        "(docs/SCIENCE.md#removal-line); None on measurement version 1 rows (their line: refit_majority + 2 pp)",
+        None,
+        bounds=(0.0, 2.0),
+    )
     rank_removed: int | None = described("directions the edit removed", None, bounds=COUNT)
     inlp_converged: bool | None = described("INLP only: the refit probe reached majority + tolerance", None)
     inlp_rounds: int | None = described("INLP only: rounds used", None, bounds=COUNT)

@@ -13,6 +13,8 @@
   (``scipy.stats.permutation_test``, independent samples), the claims' test between groups of seeds.
 - :func:`wilson_interval` — Wilson (1927) score interval of a binomial share, via
   ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``.
+- :func:`chance_line` — the accuracy a classifier must beat to read more than a constant guess,
+  beyond sampling noise (INLP's stopping line and the refit's removal line).
 - :func:`holm` — Holm 1979 step-down adjustment ("A simple sequentially rejective multiple test
   procedure", Scand. J. Statist. 6:65–70).
 """
@@ -32,6 +34,7 @@ __all__ = [
     "BOUNDS",
     "bootstrap_ci",
     "bounds_for",
+    "chance_line",
     "clip_interval",
     "holm",
     "paired_permutation_test",
@@ -42,6 +45,7 @@ __all__ = [
 ]
 
 ALPHA = 0.05
+CHANCE_Z = 2.326  # one-sided 1 % (normal quantile): a reading within this many σ of a constant guess is noise
 
 # The range of each bounded quantity the API and the figures put intervals on. A t-interval
 # over n = 3 seeds near 1.0 easily reaches past 1.0; no value of the quantity can, so the
@@ -126,6 +130,32 @@ def t_interval(
         return m, m, m
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * sem
     return clip_interval(m, m - half, m + half, bounds)
+
+
+def chance_line(best_guess: float, n: int, tol: float, z: float = CHANCE_Z) -> float:
+    """The accuracy at or under which a classifier reads nothing a constant guess does not:
+    ``best_guess + max(tol, z·√(best_guess(1 − best_guess)/n))``.
+
+    Args:
+        best_guess: the best constant guess's accuracy on the scored rows (their largest class
+            share), 0..1.
+        n: the scored rows (tokens).
+        tol: the least margin above ``best_guess``, 0..1 (a floor where n is large).
+        z: the one-sided normal quantile (:data:`CHANCE_Z`: a one-sided binomial test at 1 %,
+            normal approximation). Tokens of one sequence are not independent, so the binomial σ
+            is a lower bound on the noise: the line errs toward reading a variable as present.
+
+    Returns:
+        the line, 0..1 + margin (docs/SCIENCE.md#inlp-chance-line, #removal-line).
+
+    Raises:
+        ValueError: ``n`` < 1 or ``best_guess`` outside 0..1.
+    """
+    if n < 1:
+        raise ValueError(f"chance_line needs at least one scored row, got n = {n}")
+    if not 0.0 <= best_guess <= 1.0:
+        raise ValueError(f"best_guess must be in 0..1, got {best_guess}")
+    return best_guess + max(tol, z * math.sqrt(best_guess * (1.0 - best_guess) / n))
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:

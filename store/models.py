@@ -259,6 +259,9 @@ class InterventionResult(Base):
     drop_rel_chance: Mapped[float | None] = mapped_column(Float)  # (base-edited)/(base-chance)
     refit_acc: Mapped[float | None] = mapped_column(Float)  # probe refit on the edited states
     refit_majority: Mapped[float | None] = mapped_column(Float)
+    # the refit accuracy at or under which the edit removed the variable (docs/SCIENCE.md#removal-line);
+    # NULL on measurement version 1 rows, judged at refit_majority + 2 pp
+    refit_line: Mapped[float | None] = mapped_column(Float)
     rank_removed: Mapped[int | None] = mapped_column(Integer)
     inlp_converged: Mapped[bool | None] = mapped_column(Boolean)  # INLP reached its tolerance
     inlp_rounds: Mapped[int | None] = mapped_column(Integer)  # INLP rounds used

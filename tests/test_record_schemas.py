@@ -31,10 +31,11 @@ API_ONLY = {
     PatchingOut: {"run_id", "layer_name", "depth", "site_name"},
 }
 # The fields of science.probes.ProbeReport that are not stored: the largest gradient entry at the
-# optimiser's stop (a convergence diagnostic) and the fitted probe object (its weights go to
-# result_weights). The record adds where, under which settings and by which measurement code:
+# optimiser's stop (a convergence diagnostic), the fitted probe object (its weights go to
+# result_weights) and the test tokens' best constant guess and count (what an edit's removal line
+# reads: stored as the intervention row's refit_line, not per probe). The record adds where, under which settings and by which measurement code:
 # eval_length, config_hash, measurement_version.
-REPORT_ONLY = {"grad_max", "probe"}
+REPORT_ONLY = {"grad_max", "probe", "best_guess", "n_test_tokens"}
 RECORD_ONLY = {"eval_length", "config_hash", "measurement_version"}
 
 CASES = [

@@ -390,6 +390,7 @@ def claims(session: Session, flt: RunFilter) -> list[dict[str, Any]]:
         InterventionResult.drop_rel_chance,
         InterventionResult.refit_acc,
         InterventionResult.refit_majority,
+        InterventionResult.refit_line,
         InterventionResult.p_value,
         InterventionResult.p_holm,
         InterventionResult.significant,

@@ -93,7 +93,11 @@ def probe_causal_table(
                 "not_selective": not_selective(r, d_model, method_traits),
             }
         )
-        if m in DECOUPLING_METHODS and finite(r.get("refit_acc")) and finite(r.get("refit_majority")):
+        if (
+            m in DECOUPLING_METHODS
+            and finite(r.get("refit_acc"))
+            and (finite(r.get("refit_line")) or finite(r.get("refit_majority")))
+        ):
             rows[-1]["removed"] = edit_removed(r)  # claim 4: a drop counts only where the edit removed it
         if m != "conv1d_removal" and finite(r.get("refit_acc")):
             rows.append(

@@ -56,13 +56,14 @@ PROBE_FIELDS = "run_id,run_name,family,task,seed,n_layers,pretrained,layer,eval_
 # random_delta_pp: claim 4 reads each drop beyond its rank-matched random removal; the sequence
 # counts and the measurement version say whether the runs were measured alike (the mixed-settings notice)
 EDIT_FIELDS = (
-    "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,p_value,p_holm,significant,"
+    "run_id,method,layer,eval_length,delta_pp,refit_acc,refit_majority,refit_line,p_value,p_holm,significant,"
     "random_delta_pp,n_sequences,n_fit_sequences,measurement_version"
 )
 SUMMARY_DESCRIPTION = (
-    f"Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
-    f"within {100 * C.REFIT_TOL:g} pp of the majority rate (else 'not removed': the probe still reads the "
-    f"variable); a run is decoupled when its most damaging layer is not one of the near-best probe layers (a tie "
+    "Claim 4's rule, run by run (the same counts as /claims): an edit counts only where its refit probe is "
+    "at or under its removal line, the best constant guess plus the larger of 2 pp and the sampling noise "
+    f"(measurement version 1 rows: within {100 * C.REFIT_TOL:g} pp of the majority rate; else 'not removed': "
+    f"the probe still reads the variable); a run is decoupled when its most damaging layer is not one of the near-best probe layers (a tie "
     f"within {100 * NEAR_BEST_TOL:g} pp is named), costs ≥ {C.DECOUPLING_MARGIN_PP:g} pp more than them and is "
     f"significant after Holm. Edits: {', '.join(method_label(m) for m in C.DECOUPLING_METHODS)} only (the ones "
     "with a refit probe)."
@@ -291,8 +292,9 @@ HEATMAP_DESCRIPTION = (
     "(red = damage; 'n.sel.' = not selective: an INLP that removed more than half the "
     "width, its rank as a share of the width in hover; 'n.s.' = not significant "
     "after Holm correction; 'n.r.' = not removed: a probe refit on the edited "
-    f"states still reads the variable, more than {C.REFIT_TOL * 100:g} pp above the "
-    "majority rate, so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
+    "states still reads the variable above its removal line (the best constant guess plus the larger of "
+    f"2 pp and the sampling noise; version 1 rows: {C.REFIT_TOL * 100:g} pp above the majority rate), "
+    "so the drop is no necessity test). ★ best-probe layer (every layer of a near-best tie), "
     "▼ the layer where each edit costs most among significant drops (every layer within "
     f"{100 * NEAR_BEST_TOL:g} pp of it: a tie; none when no drop is significant). Under "
     "the figure: the run, suite and settings it was measured with, and a ⚠ line when its "

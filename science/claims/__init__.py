@@ -62,7 +62,8 @@ Per claim:
   families.
 - **Claim 4 (readable ≠ necessary), a necessity test.** Per trained run with a probe curve and
   an edit from ``DECOUPLING_METHODS`` (the first present): an edit *removed* the variable only
-  where its refit probe is within ``REFIT_TOL`` of the majority rate; other edits are reported as
+  where its refit probe is at or under the row's ``refit_line`` (measurement version 2), or within
+  ``REFIT_TOL`` of the majority rate on a version 1 row without one; other edits are reported as
   "not removed" and never count as damage. A run is evaluable when the edit removed the
   variable at one of its near-best probe layers; it is *decoupled* when the most damaging layer
   among the removed ones is not near-best, is at least ``DECOUPLING_MARGIN_PP`` more damaging

@@ -38,7 +38,9 @@ FAMILIES = (TRANSFORMER, *NON_TRANSFORMER)
 MATCH_FRACTION = 0.75
 DECOUPLING_METHODS = ("leace", "inlp", "project_out")
 DECOUPLING_MARGIN_PP = 5.0
-REFIT_TOL = 0.02  # refit probe at most 2 pp above the majority rate (one-sided) = the variable was removed
+# version 1 rows (no refit_line): refit probe at most 2 pp above the majority rate (one-sided) = the
+# variable was removed; version 2 rows carry their own line (docs/SCIENCE.md#removal-line)
+REFIT_TOL = 0.02
 DECOUPLED_SHARE_MIN = 0.10  # decoupling must be more than a one-in-ten fluke
 PERFECT_ACC = 0.99
 FALL_PP = 5.0

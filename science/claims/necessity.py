@@ -39,9 +39,15 @@ from science.stats import wilson_interval
 
 
 def _removed(row: Mapping[str, Any]) -> bool:
-    """The edit removed the variable: its refit probe is within REFIT_TOL of the majority rate."""
-    acc, maj = row.get("refit_acc"), row.get("refit_majority")
-    return acc is not None and maj is not None and float(acc) - float(maj) <= REFIT_TOL + 1e-12
+    """The edit removed the variable: its refit probe is at or under the row's ``refit_line``
+    (measurement version 2, docs/SCIENCE.md#removal-line), or, on a row without one (version 1),
+    within REFIT_TOL of the majority rate."""
+    acc, maj, line = row.get("refit_acc"), row.get("refit_majority"), row.get("refit_line")
+    if acc is None:
+        return False
+    if line is not None:
+        return float(acc) <= float(line) + 1e-12
+    return maj is not None and float(acc) - float(maj) <= REFIT_TOL + 1e-12
 
 
 def beyond_random(row: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -103,8 +109,10 @@ def _run_decoupling(
 
 
 def edit_removed(row: Mapping[str, Any]) -> bool:
-    """Claim 4's removal test for one edit row (``refit_acc``, ``refit_majority``, 0..1): True when
-    the refit probe is within :data:`REFIT_TOL` of the majority rate. Rows without a refit → False."""
+    """Claim 4's removal test for one edit row (``refit_acc``, ``refit_line`` or, on a version 1
+    row without a line, ``refit_majority``, 0..1): True when the refit probe is at or under the
+    row's removal line, or within :data:`REFIT_TOL` of the majority rate where it has none.
+    Rows without a refit → False."""
     return _removed(row)
 
 
@@ -120,9 +128,8 @@ def run_decouplings(
 
     For each run in ``runs`` (``{id, task, family, seed, pretrained}``; trained or not: the
     caller filters) with a probe curve at ``eval_length`` and edits: the edit is ``method``, or
-    by default the first of :data:`DECOUPLING_METHODS` present. An edit counts only where its
-    refit probe is within :data:`REFIT_TOL` of the majority rate (else ``status = "not
-    removed"``); near-best probe layers (a tie within ``science.profiles.NEAR_BEST_TOL``) are
+    by default the first of :data:`DECOUPLING_METHODS` present. An edit counts only where it
+    removed the variable (:func:`edit_removed`; else ``status = "not removed"``); near-best probe layers (a tie within ``science.profiles.NEAR_BEST_TOL``) are
     never "decoupled" from each other; ``meaningfully_decoupled`` needs
     :data:`DECOUPLING_MARGIN_PP` and significance as in claim 4.
 

@@ -21,7 +21,9 @@ class ProbeReport:
     ``accuracy``, ``balanced_accuracy`` (mean per-class recall over the classes present in the
     test labels) and ``majority_baseline`` are fractions 0..1 on the held-out sequences;
     ``per_position`` has L entries (accuracy at position t, 0-based, None where no labelled
-    token); ``n_train`` / ``n_test`` count sequences. ``control_accuracy`` is the same probe on
+    token); ``n_train`` / ``n_test`` count sequences. ``best_guess``: the best constant guess's
+    accuracy on the held-out positions (their largest class share, 0..1), ``n_test_tokens``: those
+    positions (not columns: what ``science.stats.chance_line`` reads). ``control_accuracy`` is the same probe on
     the control task (:func:`science.probes.control_labels`) and ``selectivity = accuracy −
     control_accuracy`` (Hewitt & Liang 2019, "Designing and Interpreting Probes with Control
     Tasks", EMNLP, §2–3); both None when no input tokens were given. ``type_accuracy``: accuracy
@@ -41,6 +43,8 @@ class ProbeReport:
     control_accuracy: float | None = None
     selectivity: float | None = None
     type_accuracy: dict[str, float | None] | None = None
+    best_guess: float | None = None
+    n_test_tokens: int | None = None
     probe: LinearProbe | None = field(default=None, repr=False)
 
     def to_row(self) -> dict[str, Any]:
@@ -96,6 +100,14 @@ def _majority_rate(labels: Tensor, tr: Tensor, te: Tensor, n_classes: int) -> fl
     return float(((yte == majority) & mte).sum()) / max(int(mte.sum()), 1)
 
 
+def _best_guess(labels: Tensor, te: Tensor, n_classes: int) -> tuple[float, int]:
+    """(the largest class share of the labelled test positions, their number)."""
+    yte = labels[te]
+    yte = yte[yte >= 0]
+    n = int(yte.numel())
+    return (float(torch.bincount(yte, minlength=n_classes).max()) / n if n else 0.0), n
+
+
 def _per_position(correct: Tensor, mask: Tensor) -> list[float | None]:
     """Test accuracy at each position ``[L]`` (None where no labelled test token)."""
     pos_n = mask.sum(0)
@@ -132,6 +144,7 @@ def _probe_layer(
         if not torch.equal(c_lab >= 0, lab >= 0):
             raise ValueError("control labels must label the positions the real labels do")
         control = _score(_fit_on(design, c_lab, tr, n_classes, fit_kwargs), H[te], c_lab[te], n_classes)[2]
+    best_guess, n_test_tokens = _best_guess(lab, te, n_classes)
     return ProbeReport(
         layer=layer,
         accuracy=acc,
@@ -146,6 +159,8 @@ def _probe_layer(
         control_accuracy=control,
         selectivity=None if control is None else acc - control,
         type_accuracy=by_type,
+        best_guess=best_guess,
+        n_test_tokens=n_test_tokens,
         probe=probe if keep_probes else None,
     )
 
