@@ -26,8 +26,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from science.captured import capture
 from science.edit_methods import Leace
 from science.measure import removal_line
@@ -107,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     for layer in layers:
         draws = []
         for d in range(a.draws):
-            fit = task.generate(FIT_LENGTH, a.sequences, data_seed(params.seed, "intervene_fit", DRAW_INDEX + d), split="test")
+            fit = task.generate(
+                FIT_LENGTH, a.sequences, data_seed(params.seed, "intervene_fit", DRAW_INDEX + d), split="test"
+            )
             draws.append(refit_over_majority(model, task, eval_data, eval_states, layer, fit, split_seed))
         over = [x["over_pp"] for x in draws]
         stored = next(
