@@ -77,3 +77,24 @@ def test_a_refit_at_or_under_its_line_keeps_the_base_fit_set_and_stores_the_line
     # the real line lies at least 2 pp over the refit's majority baseline (its best guess is ≥ it)
     for (_acc, maj, _line), real_line in zip(fitted.refits.values(), lines, strict=True):
         assert real_line >= maj + measure.REMOVAL_TOL - 1e-12
+
+
+def test_claim_4_says_which_removal_test_its_edits_read():
+    from backend.claims_text.necessity import _necessity_detail
+    from science.claims.necessity import _removal_lines
+
+    v1 = {"refit_acc": 0.5, "refit_majority": 0.5}
+    v2 = {**v1, "refit_line": 0.52}
+    assert _removal_lines([v1, {"refit_acc": None}]) == "majority"
+    assert _removal_lines([v2]) == "stored"
+    assert _removal_lines([v1, v2]) == "mixed"
+    claim = {
+        "why": {"case": "evaluated"},
+        "numbers": {"refit_tolerance": 0.02, "decoupled_share_min": 0.1, "groups": {}, "state_patching": None},
+    }
+    assert "reads at most 2 pp above the majority rate;" in _necessity_detail(claim)  # a version 1 study's words
+    claim["numbers"]["removal_lines"] = "stored"
+    assert "reads at or under its removal line" in _necessity_detail(claim)
+    claim["numbers"]["removal_lines"] = "mixed"
+    text = _necessity_detail(claim)
+    assert "removal line" in text and "on measurement version 1 rows at most 2 pp above the majority rate" in text

@@ -42,9 +42,15 @@ def _necessity_detail(claim: Mapping[str, Any]) -> str:
         if patch is None
         else "; ".join(f"{k}: {_interval(v)} (n={v['n']})" for k, v in patch.items() if isinstance(v, dict))
     )
+    tol = f"{n['refit_tolerance'] * 100:g} pp above the majority rate"
+    line = "its removal line (the best constant guess + the larger of 2 pp and the sampling noise)"
+    counts = {
+        "stored": f"at or under {line}",
+        "mixed": f"at or under {line}, or on measurement version 1 rows at most {tol}",
+    }.get(n.get("removal_lines", "majority"), f"at most {tol}")
     detail = (
-        f"An edit counts only where its refit probe reads at most {n['refit_tolerance'] * 100:g} pp above the majority "
-        f"rate; a group supports the claim when the Wilson interval of its decoupled share is above "
+        f"An edit counts only where its refit probe reads {counts}; a group supports the claim when the "
+        "Wilson interval of its decoupled share is above "
         f"{n['decoupled_share_min']:.0%}. "
         + "; ".join(_group_part(name, g) for name, g in n["groups"].items())
         + f". State patching at the last block, mid-position: {patch_txt}."

@@ -50,6 +50,13 @@ def _removed(row: Mapping[str, Any]) -> bool:
     return maj is not None and float(acc) - float(maj) <= REFIT_TOL + 1e-12
 
 
+def _removal_lines(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``stored`` when every edit row with a refit carries its removal line (version 2),
+    ``majority`` when none does (version 1), ``mixed`` otherwise (``majority`` without rows)."""
+    has = {r.get("refit_line") is not None for r in rows if r.get("refit_acc") is not None}
+    return "mixed" if len(has) == 2 else ("stored" if has == {True} else "majority")
+
+
 def beyond_random(row: Mapping[str, Any]) -> Mapping[str, Any]:
     """An edit row read against its rank-matched random removal (docs/SCIENCE.md#random-removal):
     ``delta_pp`` becomes ``delta_pp − random_delta_pp`` (the drop beyond removing as many random
@@ -360,6 +367,9 @@ def claim_4(data: Data) -> dict[str, Any]:
         "runs": per_run,
         "groups": groups,
         "refit_tolerance": REFIT_TOL,
+        # which removal test the edits read: their stored lines (measurement version 2), version 1's
+        # majority + REFIT_TOL, or both (docs/SCIENCE.md#removal-line)
+        "removal_lines": _removal_lines([r for rows in by_run.values() for r in rows]),
         "margin_pp_required": DECOUPLING_MARGIN_PP,
         "decoupled_share_min": DECOUPLED_SHARE_MIN,
         "state_patching": patch,
