@@ -620,7 +620,9 @@ class _Interventions:
                     todo.append((layer, method))
                     continue
                 out.edits[(method, layer)], out.fit_sizes[(method, layer)] = Edit(**done["edit"]), done["n"]
-                if done["refit"] is not None:  # fitted before a kill
+                # fitted before a kill; a refit saved without its removal line (by code before
+                # the line was stored) is measured again with the rows
+                if done["refit"] is not None and len(done["refit"]) == 3:
                     out.refits[(method, layer)] = tuple(done["refit"])
         n = self.n_fit
         for doubling in range(MAX_FIT_DOUBLINGS + 1):

@@ -110,3 +110,21 @@ def test_a_piece_that_is_not_plain_data_is_neither_kept_nor_read_back(tmp_path) 
     assert Edit(**folder.load("fit-mean-2")["edit"]).rank_removed == 4
     with pytest.raises(ValueError, match="not a measurement piece name"):
         folder.save("../escape", {})
+
+
+def test_a_refit_kept_without_its_removal_line_is_measured_again(tmp_path) -> None:
+    """Pieces kept before each refit stored its removal line hold (accuracy, majority): resumed,
+    the fits are read back and the refits measured again, giving the unbroken rows (a 2-tuple read
+    as a 3-tuple would fail at the row)."""
+    unbroken = _plain(_measure())
+    folder = ResumeFolder(tmp_path / "pieces")
+    with pytest.raises(KeyboardInterrupt):
+        _measure(resume=folder, ctx=KilledAt("inlp at layer 0, L=12"))  # every fit kept, no row
+    old = 0
+    for piece in folder.path.glob("fit-*.pt"):
+        got = folder.load(piece.stem)
+        if got["refit"] is not None:
+            folder.save(piece.stem, {**got, "refit": got["refit"][:2]})
+            old += 1
+    assert old > 0  # LEACE and INLP kept their refits at the fit length
+    assert _plain(_measure(resume=folder)) == unbroken
