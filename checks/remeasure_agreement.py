@@ -188,10 +188,14 @@ def _removal(row: dict[str, Any]) -> str | None:
 
 
 def _over(row: dict[str, Any]) -> str:
-    """The refit's distance from its majority rate, ``+10.0 pp`` (empty without a refit)."""
+    """The refit's distance from its majority rate, ``+10.0 pp``, and from it its removal line's
+    where the row stores one (empty without a refit)."""
     if row.get("refit_acc") is None or row.get("refit_majority") is None:
         return ""
-    return f"refit {100 * (float(row['refit_acc']) - float(row['refit_majority'])):+.1f} pp over majority"
+    over = f"refit {100 * (float(row['refit_acc']) - float(row['refit_majority'])):+.1f} pp over majority"
+    if row.get("refit_line") is None:
+        return over
+    return f"{over} (its removal line {100 * (float(row['refit_line']) - float(row['refit_majority'])):+.1f})"
 
 
 def kind(row: dict[str, Any], width: int | None) -> tuple[str | None, bool]:

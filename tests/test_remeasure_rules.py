@@ -106,3 +106,11 @@ def test_an_inlp_rows_kind_and_verdict_are_held_to_the_two_exact_implementations
     said = check.whole_width([old], [new], [ref], 160)
     assert len(said) == 1 and "stopped at rank 123" in said[0]
     assert check.whole_width([old], [new], [_edit(0.50, method="inlp", rank=150)], 160) == []
+
+
+def test_a_version_2_row_is_read_against_its_own_removal_line() -> None:
+    v1 = {"method": "leace", "refit_acc": 0.53, "refit_majority": 0.50}
+    v2 = {**v1, "refit_line": 0.558}  # 3 pp over the majority: within 400 tokens' noise
+    assert check._removal(v1) == "not removed" and check._removal(v2) == "removed"
+    assert check._over(v1) == "refit +3.0 pp over majority"
+    assert check._over(v2) == "refit +3.0 pp over majority (its removal line +5.8)"
