@@ -103,6 +103,16 @@ def _negative_number(exc: Any, argv: list[str] | None) -> str | None:
     )
 
 
+def settings_message(exc: Any) -> str:
+    """One line per malformed setting of a pydantic ``ValidationError`` from ``store.settings``:
+    the environment variable (``LAYERSCOPE_`` + the field), the value given and why it is refused."""
+    parts = []
+    for e in exc.errors():
+        field = str(e["loc"][0]) if e.get("loc") else "?"
+        parts.append(f"LAYERSCOPE_{field.upper()}={e.get('input')!s}: {e['msg']}")
+    return "bad setting: " + "; ".join(parts) + " (environment variables or .env; README, Configuration)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: known errors → one line on stderr and a non-zero exit status.
 
@@ -114,7 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     from sqlalchemy.exc import OperationalError
 
     from backend.core.startup import StartupError
+    from store.settings import get_settings
 
+    try:
+        get_settings()
+    except ValidationError as exc:  # a malformed LAYERSCOPE_* variable: before any command, --help too
+        _err(settings_message(exc))
+        return 2
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="layerscope")
     except _cx.NoArgsIsHelpError as exc:

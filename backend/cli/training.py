@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from backend.cli import common as C
 from backend.cli.tasks import known_tasks, task_names
-from layerscope_core.registry import MEASURE_PARTS
+from layerscope_core.registry import BUILTIN_TASKS, MEASURE_PARTS
 
 suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suite delete|tag|note|move NAME`
 
@@ -30,12 +31,23 @@ FamilyOption = Annotated[
     list[C.FamilyChoice] | None,
     typer.Option(help=f"Only these families (repeat the option): {', '.join(C.FAMILIES)}."),
 ]
+
+
+def _help_task_names() -> tuple[str, ...]:
+    """The task names the help lists; the built-ins alone where the settings cannot be read (a
+    malformed ``LAYERSCOPE_*`` variable: ``backend.cli.entry.main`` says which, in one line)."""
+    try:
+        return task_names()
+    except ValidationError:
+        return BUILTIN_TASKS
+
+
 TaskOption = Annotated[
     list[str] | None,
     typer.Option(
         callback=known_tasks,
         help=(
-            f"Only these tasks (repeat the option): {', '.join(task_names())} "
+            f"Only these tasks (repeat the option): {', '.join(_help_task_names())} "
             "(built-in, plugin and file tasks: layerscope task add / task list)."
         ),
     ),
