@@ -94,6 +94,18 @@ def test_cli_report(smoke_bundle, tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.zip"), "-o", str(out)]) == 1
 
 
+def test_cli_report_without_output_writes_beside_where_it_runs_not_the_repository_pages(
+    smoke_bundle, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "RESULTS.md").write_text("the shipped page")
+    assert main(["report", str(smoke_bundle), "--no-figures"]) == 0
+    stem = smoke_bundle.name.removesuffix(".zip").removesuffix(".layerscope")
+    assert (tmp_path / f"{stem}-results.md").is_file()
+    assert (tmp_path / "docs" / "RESULTS.md").read_text() == "the shipped page"
+
+
 def test_weights_travel_only_when_asked_and_load_after_import(smoke_bundle, tmp_path):
     import zipfile
 

@@ -246,9 +246,15 @@ def import_conflicts_line(conflicting: list[dict], bundle: Path) -> str:
 
 def report_cmd(
     bundle: Annotated[Path, typer.Argument(help="A results bundle (`layerscope export`).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Markdown file to write.")] = Path(
-        "docs/RESULTS.md"
-    ),
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="The Markdown file to write (default: <bundle name>-results.md in the current folder; "
+            "the repository's own pages are written with -o docs/RESULTS.md).",
+        ),
+    ] = None,
     figures_dir: Annotated[
         Path | None, typer.Option(help="Where the PNGs go (default: <output folder>/figures).")
     ] = None,
@@ -260,6 +266,8 @@ def report_cmd(
 
     if not bundle.is_file():
         raise C.CliError(f"{bundle}: no such file")
+    if output is None:  # beside where it runs, named by the bundle: never the repository's own pages
+        output = Path(f"{bundle.name.removesuffix('.zip').removesuffix('.layerscope')}-results.md")
     out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
     verdicts = ", ".join(f"{c['id']}: {c['verdict']}" for c in out["claims"])
     typer.echo(f"layerscope: wrote {output} ({verdicts})", err=True)
