@@ -211,11 +211,11 @@ class SecurityHeaders:
 
 
 AGGREGATE_PATHS = ("/api/curves", "/api/profiles", "/api/claims")
-UPLOAD_PATHS = ("/api/tasks", "/api/tasks/upload", "/api/import")  # a POST here validates a file someone else made
+UPLOAD_PATHS = ("/api/tasks", "/api/tasks/upload")  # a POST here validates a file someone else made (bundles: the CLI)
 
 
 def is_heavy(path: str, method: str = "GET") -> bool:
-    """Exports, server-side aggregates, suite bundles and uploads (a task file, a bundle): the
+    """Exports, server-side aggregates, suite bundles and uploads (a task file): the
     routes that cost seconds or memory over a large DB or file (``/api/suites``, the list, and
     ``GET /api/tasks`` are light)."""
     return (
