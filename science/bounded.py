@@ -17,7 +17,8 @@ setting and what it would need.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -38,7 +39,51 @@ FIT_COPIES = 4
 
 
 class MeasureMemoryError(ValueError):
-    """A measurement that cannot fit its memory bound; the message is one line."""
+    """A measurement that cannot fit its memory bound; the message is one line. ``need``: the
+    bytes the refused piece holds at once; ``what``: that piece."""
+
+    def __init__(self, message: str, need: int = 0, what: str = "") -> None:
+        super().__init__(message)
+        self.need, self.what = need, what
+
+
+def gib_up(n: float) -> str:
+    """``n`` bytes in GiB, rounded **up** at three significant digits (a bound set to it holds
+    ``n``): 0.0583 GiB → "0.0584", 1.5 GiB → "1.5"."""
+    x = n / GIB
+    if x <= 0:
+        return "0"
+    digits = 2 - math.floor(math.log10(x))
+    up = math.ceil(round(x * 10**digits, 9))  # round first: 2.5e-6 · 10⁸ is 250.00000000000003 in floats
+    text = f"{up / 10**digits:.{max(digits, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def refuse_over(check: Callable[[MemoryBound], None], bound: MemoryBound) -> None:
+    """Run ``check(bound)`` (a measurement's memory checks, each raising
+    :class:`MeasureMemoryError` on its first piece over the bound); when it refuses, raise one
+    error naming that piece and the smallest bound under which **every** piece fits (the check
+    run again at each refused piece's need until none is refused), so that setting it is enough."""
+    try:
+        check(bound)
+        return
+    except MeasureMemoryError as first:
+        need, refused = first.need, first
+    while True:  # each pass raises the bound to a refused piece's need: at most one pass a piece
+        try:
+            check(MemoryBound(need))
+            break
+        except MeasureMemoryError as exc:
+            if exc.need <= need:  # not a piece's need (a check that refuses at any bound): as it is
+                raise
+            need = exc.need
+    raise MeasureMemoryError(
+        f"{refused.what} needs {_gib(refused.need)} at once, over {MEMORY_SETTING}={(bound.limit or 0) / GIB:g}; "
+        f"set {MEMORY_SETTING} to at least {gib_up(need)} (every part of the measurement fits there) "
+        "or measure fewer or shorter sequences",
+        need=need,
+        what=refused.what,
+    )
 
 
 def state_bytes(n: int, length: int, d_model: int) -> int:
@@ -47,7 +92,7 @@ def state_bytes(n: int, length: int, d_model: int) -> int:
 
 
 def _gib(n: float) -> str:
-    return f"{n / GIB:.2f} GiB"
+    return f"{gib_up(n)} GiB"
 
 
 @dataclass(frozen=True)
@@ -66,7 +111,9 @@ class MemoryBound:
         if self.limit is not None and need > self.limit:
             raise MeasureMemoryError(
                 f"{what} needs {_gib(need)} at once, over {MEMORY_SETTING}={self.limit / GIB:g}; "
-                f"set {MEMORY_SETTING} to at least {need / GIB:.2f} or measure fewer or shorter sequences"
+                f"set {MEMORY_SETTING} to at least {gib_up(need)} or measure fewer or shorter sequences",
+                need=need,
+                what=what,
             )
 
     def groups(self, layers: list[int], per_layer: int, what: str, working: int = 0) -> list[list[int]]:

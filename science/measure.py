@@ -18,7 +18,7 @@ from layerscope_core.registry import TRAIN_LENGTH, family_names, get_family
 from models_store.base import LayerwiseModel
 from models_store.capture import edit_layer
 from models_store.conv1d import remove_conv1d
-from science.bounded import FIT_COPIES, MemoryBound, Streamed, state_bytes
+from science.bounded import FIT_COPIES, MemoryBound, Streamed, refuse_over, state_bytes
 from science.captured import CAPTURE_BATCH, Captured, capture, majority_rate, per_sequence_accuracy, predictions
 from science.context import Context, SilentContext
 from science.fit_memory import fit_need
@@ -818,32 +818,36 @@ def check_memory(
     layer (what :func:`measure_probes` and :func:`measure_interventions` check again on entry).
 
     Raises:
-        science.bounded.MeasureMemoryError: one line naming ``LAYERSCOPE_MEASURE_MEMORY_GB`` and
-            what the measurement would need.
+        science.bounded.MeasureMemoryError: one line naming ``LAYERSCOPE_MEASURE_MEMORY_GB``, the
+            first part over it and the least bound at which every part fits.
     """
     if memory.limit is None:
         return
     width = _width(model, task, "cpu")
-    if probes:
-        for length in eval_lengths:
-            per_layer = state_bytes(n_sequences, length, width)
-            memory.groups([0], per_layer, f"probes at L={length}", working=(FIT_COPIES - 1) * per_layer)
-    if methods:
-        run = _Interventions(
-            model,
-            task,
-            run_seed=0,
-            layers=list(range(model.n_layers)) if layers is None else layers,
-            fit_length=fit_length,
-            n_sequences=n_sequences,
-            settings={},
-            device="cpu",
-            ctx=SilentContext(),
-            memory=memory,
-            doubling=any(refits_until_removed(m) for m in methods),
-            methods=tuple(methods),
-        )
-        run.check_memory(eval_lengths)
+
+    def check(bound: MemoryBound) -> None:
+        if probes:
+            for length in eval_lengths:
+                per_layer = state_bytes(n_sequences, length, width)
+                bound.groups([0], per_layer, f"probes at L={length}", working=(FIT_COPIES - 1) * per_layer)
+        if methods:
+            run = _Interventions(
+                model,
+                task,
+                run_seed=0,
+                layers=list(range(model.n_layers)) if layers is None else layers,
+                fit_length=fit_length,
+                n_sequences=n_sequences,
+                settings={},
+                device="cpu",
+                ctx=SilentContext(),
+                memory=bound,
+                doubling=any(refits_until_removed(m) for m in methods),
+                methods=tuple(methods),
+            )
+            run.check_memory(eval_lengths)
+
+    refuse_over(check, memory)  # the first piece over the bound, and the bound every piece fits
 
 
 @at_precision

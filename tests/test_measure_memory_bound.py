@@ -122,6 +122,28 @@ def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) 
     assert "fitting an edit on 500 sequences at L=12" in str(edits.value)
 
 
+def test_the_bound_a_refusal_names_is_enough_for_every_part() -> None:
+    """The refusal names the first part over the bound and a bound at which every part fits (not
+    the first part's need: a second part may need more), rounded up; set to it, the same check
+    passes, and at half of it the check refuses."""
+    import re
+
+    from science.bounded import GIB, gib_up
+    from science.measure import check_memory
+
+    model, task = _model()
+    kw = {"eval_lengths": [12, 40], "n_sequences": 400, "methods": ["leace", "inlp"], "fit_length": 12}
+    with pytest.raises(MeasureMemoryError) as refused:
+        check_memory(model, task, MemoryBound(1_000), **kw)
+    enough = float(re.search(rf"set {MEMORY_SETTING} to at least ([0-9.]+)", str(refused.value)).group(1))
+    assert refused.value.need <= enough * GIB
+    check_memory(model, task, MemoryBound.of_gib(enough), **kw)  # passes
+    with pytest.raises(MeasureMemoryError):
+        check_memory(model, task, MemoryBound(refused.value.need // 2), **kw)  # not far above the least
+    got = [gib_up(x * GIB) for x in (0.05849, 1.5, 2.5e-6, 1000.5, 120)]
+    assert got == ["0.0585", "1.5", "0.0000025", "1010", "120"]
+
+
 # The peak, measured: a fresh process whose states (8 layers of 600 sequences × 40 × 128: 12 MB a
 # layer, an eval layer with its kept output 25 MB; ~300 MB held unbounded) dwarf the rest it
 # holds; VmHWM is its high-water mark.

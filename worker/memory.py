@@ -138,7 +138,7 @@ def bound_problem(
     """The measurement's smallest piece over ``LAYERSCOPE_MEASURE_MEMORY_GB`` (science.bounded), at
     ``field`` (the sequence count's): the probes' one layer of ``n`` × ``longest`` with its fit's
     copies, or with ``methods`` the interventions' largest fit beside one eval layer."""
-    from science.bounded import FIT_COPIES, MeasureMemoryError, MemoryBound, state_bytes
+    from science.bounded import FIT_COPIES, MeasureMemoryError, MemoryBound, refuse_over, state_bytes
     from science.fit_memory import fit_need
     from science.interventions import n_fit_sequences
     from science.measure import MAX_FIT_DOUBLINGS
@@ -147,16 +147,20 @@ def bound_problem(
 
     bound = MemoryBound.of_gib(get_settings().measure_memory_gb)
     layer = state_bytes(n, longest, size.d_model)
-    try:
-        bound.require(FIT_COPIES * layer, f"probes at L={longest} of {size.label} (one layer and its fit)")
+
+    def check(b: MemoryBound) -> None:
+        b.require(FIT_COPIES * layer, f"probes at L={longest} of {size.label} (one layer and its fit)")
         if methods:
             fit_n = n_fit_sequences(size.d_model, fit_length, n)
             # a doubled set is read in full by a method refitted until removed that does not
             # accumulate (an accumulating one adds the new sequences' statistics a batch at a time)
             fit_n *= 2**MAX_FIT_DOUBLINGS if any(refits_until_removed(m) and not accumulates(m) for m in methods) else 1
-            need, streamed = fit_need(bound, fit_n, fit_length, size.d_model, methods, beside=2 * layer)
+            need, streamed = fit_need(b, fit_n, fit_length, size.d_model, methods, beside=2 * layer)
             how = " from rows on disk" if streamed else ""
-            bound.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}{how}")
+            b.require(need, f"fitting an edit on {fit_n:,} sequences at L={fit_length} of {size.label}{how}")
+
+    try:
+        refuse_over(check, bound)
     except MeasureMemoryError as exc:
         return tuple(field.split(".")), f"measuring: {exc}", n
     return None
