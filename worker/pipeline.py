@@ -40,6 +40,7 @@ from worker.presets import expand_suite
 from worker.run_measurement import (
     PARTS,
     MeasuredRun,
+    check_measure_memory,
     intervene_settings,
     measure_run,
     patch_settings,
@@ -159,6 +160,8 @@ def train(params: TrainParams, env: WorkerEnv, ctx: Context | None = None) -> in
     model = build_model_of(params, task)
     # before any training (start_token: a bool once TrainParams is validated)
     check_positions(model, _run_lengths(params), bool(params.start_token), _who(params))
+    if params.measure:  # the measurement's memory bound, before training rather than after it
+        check_measure_memory(model, task, params.measure, measured_parts(params), None, params.train_length)
     result = train_or_init(params, task, model, rebuild, env, ctx)
     run_id = _store_run(params, task, model, result, rebuild, env, ctx)
     ctx.attach_run(run_id)

@@ -102,6 +102,29 @@ def settings_record(run: MeasuredRun, measure: MeasureParams, layers: list[int] 
     )
 
 
+def check_measure_memory(
+    model: Any, task: Any, measure: MeasureParams, parts: Iterable[str], layers: list[int] | None, train_length: int
+) -> None:
+    """Refuse (``science.bounded.MeasureMemoryError``, one line) a measurement of ``parts`` that
+    cannot fit ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``science.measure.check_memory``): before the
+    measurement starts, and for a suite job before its training (``worker.pipeline.train``).
+    ``layers``: the intervention layers (None: the preset's stride, ``causal_layers``)."""
+    parts = list(parts)
+    if layers is None:
+        layers = causal_layers(model.n_layers, measure.max_causal_layers)
+    check_memory(
+        model,
+        task,
+        MemoryBound.of_gib(get_settings().measure_memory_gb),
+        eval_lengths=list(measure.eval_lengths),
+        n_sequences=measure.n_probe_sequences,
+        probes="probes" in parts,
+        methods=list(measure.methods) if "interventions" in parts else None,
+        layers=layers,
+        fit_length=train_length,
+    )
+
+
 def measure_run(
     run: MeasuredRun,
     measure: MeasureParams,
@@ -129,17 +152,8 @@ def measure_run(
     if layers is None:  # a deep model: the preset's stride of blocks (docs/SCIENCE.md#causal-layers)
         layers = causal_layers(run.model.n_layers, measure.max_causal_layers)
     m = _Measurement(run, measure, env, ctx, parts, layers, result_hash or measure.config_hash())
-    check_memory(  # a measurement that cannot fit its bound is refused before any part starts
-        run.model,
-        run.task,
-        m.memory,
-        eval_lengths=list(measure.eval_lengths),
-        n_sequences=measure.n_probe_sequences,
-        probes="probes" in parts,
-        methods=list(measure.methods) if "interventions" in parts else None,
-        layers=layers,
-        fit_length=run.train_length,
-    )
+    # a measurement that cannot fit its bound is refused before any part starts
+    check_measure_memory(run.model, run.task, measure, parts, layers, run.train_length)
     if "probes" in parts:
         m.probes()
     if "interventions" in parts:

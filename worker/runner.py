@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from layerscope_core.text import validation_line
+from science.bounded import MEMORY_SETTING, MeasureMemoryError
 from science.context import JobCancelled, JobContext
 from store import jobs as J
 from store.session import make_engine, make_sessionmaker
@@ -332,6 +333,9 @@ class Runner:
         except JobCancelled as exc:
             ctx.log(str(exc))
             return J.CANCELLED, dict(message="cancelled")
+        except MeasureMemoryError as exc:  # a refusal before the work, already one line: no traceback
+            ctx.log(str(exc))
+            return J.FAILED, dict(error=str(exc), message=f"failed: over {MEMORY_SETTING}")
         except Exception as exc:  # recorded on the job (error text + log tail) and logged
             if (full := disk_full(exc)) is not None:  # retryable: back off while attempts remain
                 if ctx.attempt < max_attempts:
