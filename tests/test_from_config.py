@@ -191,3 +191,24 @@ def test_the_pipeline_builds_a_random_init_of_the_config(configs):
     assert wa.shape == wb.shape and not torch.equal(wa, wb)
     with pytest.raises(ValueError, match="is a 'mamba' model, but the run asks for family 'transformer'"):
         build_model_of(TrainParams(family="transformer", task="parity", from_config=configs["mamba"]), task)
+
+
+def test_a_config_folder_that_changed_is_another_run_and_cannot_rebuild_the_old_one(tmp_path):
+    """The run's identity holds its config.json's SHA-256, read when the job is made: the same
+    folder with another config makes another run (not "already stored"), and building the first
+    run from the changed folder is refused, not silently another model."""
+    from science.tasks import get_task
+    from worker.pipeline import build_model_of
+
+    folder = tmp_path / "llama"
+    LlamaConfig(**TINY_LLAMA).save_pretrained(folder)
+    first = TrainParams(family="transformer", task="parity", from_config=str(folder))
+    assert first.from_config_sha256 is not None and len(first.from_config_sha256) == 64
+    LlamaConfig(**{**TINY_LLAMA, "num_hidden_layers": 3}).save_pretrained(folder)
+    second = TrainParams(family="transformer", task="parity", from_config=str(folder))
+    assert second.run_hash() != first.run_hash()
+    stored = TrainParams(**first.run_config())  # the first run as its stored train config reads back
+    assert stored.from_config_sha256 == first.from_config_sha256
+    with pytest.raises(ValueError, match="its config.json changed since this run was made"):
+        build_model_of(stored, get_task("parity"))
+    assert build_model_of(second, get_task("parity")).n_layers == 3

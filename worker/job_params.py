@@ -86,6 +86,16 @@ def _drop_default_precision(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+def config_folder_sha256(source: str) -> str | None:
+    """SHA-256 of ``source``/config.json when ``source`` is a local folder holding one (None for a
+    hub name or a folder without it: nothing here to read)."""
+    import hashlib
+    from pathlib import Path
+
+    f = Path(source).expanduser() / "config.json"
+    return hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
+
+
 class MeasureParams(_Params):
     """What to measure on a trained run (probes, interventions, patching)."""
 
@@ -175,6 +185,13 @@ class TrainParams(_Params):
         description="hub name or local folder of a transformers config: that architecture built with "
         "random weights and trained from scratch (its family is found from its blocks; "
         "n_layers/d_model/param_target do not apply; docs/BRING_YOUR_OWN.md)",
+    )
+    from_config_sha256: str | None = Field(
+        None,
+        pattern="^[0-9a-f]{64}$",
+        description="SHA-256 of the config.json of a from_config local folder, read when the job is "
+        "made (left out: read then): part of the run's identity, so a folder whose config changed "
+        "makes another run, and a rebuild refuses a folder that no longer holds the run's config",
     )
     start_token: bool | None = Field(
         None,
@@ -291,6 +308,8 @@ class TrainParams(_Params):
         if self.from_config is not None:
             if self.pretrained:
                 raise ValueError("from_config: not with pretrained (a run is fine-tuned or trained from scratch)")
+            if self.from_config_sha256 is None:  # a local folder's config is part of the run's identity
+                self.from_config_sha256 = config_folder_sha256(self.from_config)
             hf = families_where(hf=True)
             if self.family not in hf:
                 raise ValueError(
@@ -425,6 +444,7 @@ LATER_FIELDS: dict[str, Any] = {
     "plateau_revision": None,
     "control": None,
     "from_config": None,
+    "from_config_sha256": None,
 }
 
 

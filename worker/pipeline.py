@@ -34,6 +34,7 @@ from worker.job_params import (
     ProbeParams,
     SuiteParams,
     TrainParams,
+    config_folder_sha256,
     params_of,
 )
 from worker.presets import expand_suite
@@ -126,6 +127,14 @@ def build_model_of(params: TrainParams, task) -> torch.nn.Module:
         PretrainedLoadError: a transformers model whose blocks make another family than ``params.family``."""
     torch.manual_seed(params.seed)
     source = params.pretrained or params.from_config
+    if params.from_config and params.from_config_sha256:
+        now = config_folder_sha256(params.from_config)
+        if now is not None and now != params.from_config_sha256:
+            raise ValueError(
+                f"from_config {params.from_config!r}: its config.json changed since this run was made "
+                f"(sha256 {params.from_config_sha256[:12]}… then, {now[:12]}… now); put the run's config "
+                "back to rebuild it, or make a new run from the folder as it is"
+            )
     if source:  # a transformers model: its weights, or its config alone
         from models_store.pretrained import PretrainedLoadError, load_pretrained
 
