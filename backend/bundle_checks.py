@@ -262,7 +262,8 @@ def _layer_problem(layer: int, run: dict[str, Any], *, every: bool) -> str | Non
 
 
 def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, dict[str, Any]]:
-    """Unique ids and config hashes, suite names, checkpoint ids, behaviour ranges; returns id → run."""
+    """Unique ids and config hashes, suite names, checkpoint ids, family and task as the run's own
+    configs record them, behaviour ranges; returns id → run."""
     by_id: dict[int, dict[str, Any]] = {}
     hashes: dict[str, int] = {}
     for i, run in enumerate(rows):
@@ -279,6 +280,11 @@ def _check_runs(rows: list[dict[str, Any]], problems: _Problems) -> dict[int, di
             problems.add(
                 "runs", rows, (i, "checkpoint_id"), "not a checkpoint id (64 hex characters)", run["checkpoint_id"]
             )
+        for column, config, key in (("family", "model_config", "family"), ("task", "train_config", "task")):
+            recorded = (run.get(config) or {}).get(key) if isinstance(run.get(config), dict) else None
+            if recorded is not None and run.get(column) != recorded:  # a renamed run is another model's
+                why = f"not the {key} its {config} records ({recorded!r})"
+                problems.add("runs", rows, (i, column), why, run.get(column))
         for length, entry in (run.get("behaviour") or {}).items():
             if not isinstance(entry, dict):
                 problems.add("runs", rows, (i, "behaviour", length), "must be an object", entry)

@@ -364,6 +364,22 @@ def test_swapped_checkpoint_ids_are_refused(good, target, capsys, tmp_path):
     _import_refused(bad, target, capsys, "its config is not its run's: family = ")
 
 
+@pytest.mark.parametrize(("column", "config"), [("family", "model_config"), ("task", "train_config")])
+def test_a_run_renamed_away_from_its_own_config_is_refused(good, target, capsys, tmp_path, column, config):
+    """A run whose family or task is not the one its configs record would be read as another
+    model's, in a cell of its own."""
+
+    def rename(rows):
+        recorded = rows[0].get(config) or {}
+        assert recorded.get(column, rows[0][column]) == rows[0][column]
+        rows[0][config] = {**recorded, column: rows[0][column]}  # recorded, as a worker's runs have it
+        rows[0][column] = "nosuch"
+        return rows
+
+    bad = _rewrite(good, tmp_path / "renamed.zip", edit={"tables/runs.json": _json_edit(rename)})
+    _import_refused(bad, target, capsys, f"{column}", f"not the {column} its {config} records")
+
+
 def test_a_checkpoint_whose_tensors_are_not_its_configs_shapes_is_refused(good, target, capsys, tmp_path):
     """Self-consistent (its id is the hash of its files) but built for another width."""
     ckpt = _checkpoints(good)[0]
