@@ -233,19 +233,43 @@ def _run_part(
     return f, len(cells)
 
 
+def _at_least(low: int):
+    """An argparse type: an integer ≥ ``low`` (argparse's one-line error otherwise)."""
+
+    def parse(text: str) -> int:
+        value = int(text)  # ValueError: argparse says "invalid parse value"
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be ≥ {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer ≥ {low}"
+    return parse
+
+
+def _lengths(text: str) -> list[int]:
+    """``--lengths``: comma-separated eval lengths, each ≥ 2."""
+    try:
+        lengths = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated integers, got {text!r}") from None
+    if not lengths or min(lengths) < 2:
+        raise argparse.ArgumentTypeError(f"eval lengths ≥ 2, got {text!r}")
+    return lengths
+
+
 def main(argv: list[str] | None = None) -> int:
     global _device
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, required=True)
-    ap.add_argument("--d-model", type=int, required=True)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--sequences", type=int, default=200)
-    ap.add_argument("--lengths", default="40", help="eval lengths, comma-separated")
-    ap.add_argument("--parts", default="probes,interventions,patching")
+    ap.add_argument("--layers", type=_at_least(1), required=True)
+    ap.add_argument("--d-model", type=_at_least(1), required=True)
+    ap.add_argument("--heads", type=_at_least(1), default=12, help="attention heads (divide --d-model; default 12)")
+    ap.add_argument("--sequences", type=_at_least(2), default=200, help="sequences measured (default 200)")
+    ap.add_argument("--lengths", type=_lengths, default="40", help="eval lengths, comma-separated (default 40)")
+    ap.add_argument("--parts", default="probes,interventions,patching", help=f"some of {','.join(PARTS)} (default all)")
     ap.add_argument("--interv-layers", default="all", help="all | i,j,... (intervention layers)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--family", default="gpt_neox", choices=["gpt_neox", "mamba"])
-    ap.add_argument("--task", default="dyck")
+    ap.add_argument("--task", default="dyck", help="a task name (default dyck)")
     ap.add_argument("--inlp-max-rounds", type=int, default=8, help="INLP's round budget (0: uncapped)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the forward passes'")
     ap.add_argument("--jsonl", default=None, help="append one JSON line per finished part, then the summary")
@@ -260,8 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     parts = [p for p in args.parts.split(",") if p]
     if bad := [p for p in parts if p not in PARTS]:
         ap.error(f"--parts: unknown {bad}; expected some of {list(PARTS)}")
-    lengths = [int(x) for x in args.lengths.split(",")]
-    task = get_task(args.task)
+    lengths = args.lengths
+    if args.family == "gpt_neox" and args.d_model % args.heads:
+        ap.error(f"--heads {args.heads} must divide --d-model {args.d_model}")
+    try:
+        task = get_task(args.task)
+    except ValueError as exc:
+        ap.error(f"--task: {exc}")
     model = build(args.family, args.layers, args.d_model, args.heads, task).to(args.device)
     layers = None if args.interv_layers == "all" else [int(x) for x in args.interv_layers.split(",")]
     memory = MemoryBound.of_gib(get_settings().measure_memory_gb)

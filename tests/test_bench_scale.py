@@ -46,3 +46,18 @@ def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) ->
         get_settings.cache_clear()
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("bench_scale: probes at L=40") and "LAYERSCOPE_MEASURE_MEMORY_GB" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--lengths", "abc"], "comma-separated integers"),
+        (["--sequences", "0"], "must be ≥ 2"),
+        (["--heads", "5"], "must divide --d-model"),
+        (["--heads", "4", "--task", "nosuch"], "unknown task"),
+    ],
+)
+def test_bad_arguments_are_one_line_not_a_traceback(args, words, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        bench_scale.main(["--layers", "2", "--d-model", "64", "--parts", "probes", *args])
+    assert done.value.code == 2 and words in capsys.readouterr().err
