@@ -230,3 +230,19 @@ def test_a_suite_says_its_run_ids_as_ids(cli_env, capsys, monkeypatch, run_ids, 
     assert main(["suite", "--preset", "smoke", "--family", "gru", "--task", "parity", "--seed", "0"]) == 0
     out = capsys.readouterr().out
     assert said in out and "run(s)" not in out, out
+
+
+@pytest.mark.slow
+def test_a_stored_run_is_measured_again_with_its_own_settings(cli_env, capsys) -> None:
+    """Found by a fresh user: `probe RUN_ID` on a `smoke` run used the job defaults (500 sequences),
+    so its probe and intervention rows came from different settings and nothing said so."""
+    argv = ["suite", "--preset", "smoke", "--family", "gru", "--task", "parity", "--name", "own"]
+    assert main(argv) == 0
+    run_id = int(capsys.readouterr().out.strip().rsplit(" ", 1)[-1])
+    with factory(cli_env)() as s:
+        before = s.scalar(select(ProbeResult.settings_id).where(ProbeResult.run_id == run_id).limit(1))
+        own = s.get(MeasureSettings, before).params["n_probe_sequences"]
+    assert main(["probe", str(run_id), "--eval-length", "40"]) == 0
+    with factory(cli_env)() as s:
+        after = s.scalar(select(ProbeResult.settings_id).where(ProbeResult.run_id == run_id).limit(1))
+        assert s.get(MeasureSettings, after).params["n_probe_sequences"] == own != 500

@@ -36,15 +36,25 @@ PrecisionOption = Annotated[
 def probe(
     run_id: RunId,
     eval_length: EvalLengths = None,
-    n_sequences: Annotated[int, typer.Option(min=20, help="Held-out sequences per eval length.")] = 500,
+    n_sequences: Annotated[
+        int | None,
+        typer.Option(
+            min=20, help="Held-out sequences per eval length (default: the run's own measurement's, else 500)."
+        ),
+    ] = None,
     device: Device = None,
     precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
-    """Fit the per-layer probes of a stored run again (replacing its probe rows)."""
+    """Fit the per-layer probes of a stored run again (replacing its probe rows), with the run's own
+    measurement settings where not given."""
     from worker.job_params import ProbeParams
 
+    own = _measured_with(run_id, ("n_probe_sequences",))
     params = ProbeParams(
-        run_id=run_id, eval_lengths=eval_length or None, n_probe_sequences=n_sequences, precision=precision.value
+        run_id=run_id,
+        eval_lengths=eval_length or None,
+        precision=precision.value,
+        **{**own, **({"n_probe_sequences": n_sequences} if n_sequences is not None else {})},
     )
     _run_on_stored("probe", params, run_id, device)
 
@@ -66,11 +76,14 @@ def intervene(
         ),
     ] = None,
     conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
-    n_permutations: Annotated[int, typer.Option(min=100)] = 2000,
+    n_permutations: Annotated[
+        int | None, typer.Option(min=100, help="Permutations (default: the run's own measurement's, else 2000).")
+    ] = None,
     device: Device = None,
     precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
-    """Run the interventions (with the refit probe) on a stored run."""
+    """Run the interventions (with the refit probe) on a stored run, with the run's own measurement
+    settings (sequences, permutations, INLP's round budget) where not given."""
     from worker.job_params import InterveneParams
 
     kw: dict[str, Any] = dict(
@@ -78,9 +91,11 @@ def intervene(
         layers=layer or None,
         eval_lengths=eval_length or None,
         conv1d=conv1d,
-        n_permutations=n_permutations,
         precision=precision.value,
+        **_measured_with(run_id, ("n_probe_sequences", "n_permutations", "inlp_max_rounds")),
     )
+    if n_permutations is not None:
+        kw["n_permutations"] = n_permutations
     if pca_k is not None:
         kw["pca_k"] = pca_k
     if param:
@@ -124,7 +139,10 @@ def patch(
         int, typer.Option(min=1, help="Without --position: every stride-th position (and the last).")
     ] = 1,
     eval_length: Annotated[int, typer.Option(min=4, help="Sequence length of the clean/corrupted pairs.")] = 40,
-    n_pairs: Annotated[int, typer.Option(min=4, help="Clean/corrupted pairs.")] = 128,
+    n_pairs: Annotated[
+        int | None,
+        typer.Option(min=4, help="Clean/corrupted pairs (default: the run's own measurement's, else 128)."),
+    ] = None,
     device: Device = None,
     precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
@@ -137,11 +155,32 @@ def patch(
         positions=position or None,
         stride=stride,
         eval_length=eval_length,
-        n_pairs=n_pairs,
+        n_pairs=n_pairs
+        if n_pairs is not None
+        else _measured_with(run_id, ("n_patch_pairs",)).get("n_patch_pairs", 128),
         precision=precision.value,
         **kw,
     )
     _run_on_stored("patch", params, run_id, device)
+
+
+def _measured_with(run_id: int, names: tuple[str, ...]) -> dict[str, Any]:
+    """``names`` of the measurement settings run ``run_id``'s stored rows were made with (its probe
+    rows' settings, else its intervention rows'); ``{}`` for a run not measured yet. A stored run
+    measured again keeps its own settings unless an option says otherwise (the defaults of a job
+    are the ``paper`` preset's, not a ``quick`` run's)."""
+    from sqlalchemy import select
+
+    from store.models import InterventionResult, MeasureSettings, ProbeResult
+
+    with C.session_factory(C.settings())() as s:
+        for table in (ProbeResult, InterventionResult):
+            sid = s.scalar(
+                select(table.settings_id).where(table.run_id == run_id, table.settings_id.is_not(None)).limit(1)
+            )
+            if sid is not None and (row := s.get(MeasureSettings, sid)) is not None:
+                return {k: row.params[k] for k in names if k in (row.params or {})}
+    return {}
 
 
 def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> None:
