@@ -227,11 +227,9 @@ def _notes_lines(manifest: dict[str, Any]) -> list[str]:
     """A partial study's progress with the notes of its exports, else the notes alone (or nothing)."""
     p = manifest.get("partial")
     if p and "runs_remaining" in p and "preset_runs" in p:
-        return [
-            f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, "
-            f"{p['runs_remaining']} remain; the notes of its exports:",
-            *(f"  - {n}" for n in [*([p["why"]] if p.get("why") else []), *p.get("notes", [])]),
-        ]
+        notes = [*([p["why"]] if p.get("why") else []), *p.get("notes", [])]
+        head = f"- partial: {p['runs_measured']} of the preset's {p['preset_runs']} runs measured, {p['runs_remaining']} remain"
+        return [f"{head}; the notes of its exports:" if notes else f"{head}.", *(f"  - {n}" for n in notes)]
     if manifest.get("notes"):
         return ["- the notes of its exports:", *(f"  - {n}" for n in manifest["notes"])]
     return []

@@ -160,6 +160,10 @@ def test_each_note_of_a_partial_study_is_its_own_line():
         "- partial: 2 of the preset's 60 runs measured, 58 remain; the notes of its exports:\n"
         "  - one GPU lease\n  - resumed on a CPU.\n  - and again\n" in text
     )
+    bare = {**manifest, "partial": {k: v for k, v in manifest["partial"].items() if k not in ("why", "notes")}}
+    text = _markdown(bare, RUNS, {1, 3}, [], "figures", "figures turned off", "b.zip", {1, 2, 3})
+    assert "- partial: 2 of the preset's 60 runs measured, 58 remain.\n" in text  # no notes: no dangling colon
+    assert "the notes of its exports" not in text
 
 
 def test_claim_5_with_no_trained_cell_names_the_conv1d_removal():
