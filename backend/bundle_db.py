@@ -47,6 +47,10 @@ def open_bundle(path: str | Path) -> BundleDatabase:
         BundleError: ``path`` is not a file, not a layerscope bundle, or of a newer format.
     """
     path = Path(path)
+    if path.is_dir():
+        raise BundleError(
+            f"{path}: a folder, not a results bundle (a .layerscope.zip file) or a database URL (sqlite:///FILE)"
+        )
     if not path.is_file():
         raise BundleError(f"{path}: no such file")
     folder = Path(tempfile.mkdtemp(prefix="layerscope-bundle-"))

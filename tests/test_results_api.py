@@ -92,6 +92,8 @@ def test_the_shipped_bundles_claim_2_cells() -> None:
 def test_not_a_bundle_is_a_bundle_error(tmp_path) -> None:
     with pytest.raises(BundleError, match="no such file"):
         lr.open(tmp_path / "missing.zip")
+    with pytest.raises(BundleError, match="a folder, not a results bundle"):
+        lr.open(tmp_path)  # found by a fresh user: a folder read "no such file"
     bad = tmp_path / "bad.zip"
     bad.write_text("not a zip")
     with pytest.raises(BundleError, match="not a layerscope bundle"):
