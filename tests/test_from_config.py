@@ -131,6 +131,10 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
     assert api.client.get("/api/jobs").json()["total"] == 0
     ok = api.client.post("/api/jobs", json=_train_job("transformer", configs["llama"]))
     assert ok.status_code == 201, ok.text
+    # family left out: the one its blocks make, as the CLI reads it (found by a fresh user: a 422)
+    inferred = {"kind": "train", "params": {"task": "parity", "from_config": configs["mamba"], "max_steps": 2}}
+    took = api.client.post("/api/jobs", json=inferred)
+    assert took.status_code == 201, took.text
     # a hub name this machine has not cached is left to the worker (no hub request at submit)
     hub = api.client.post("/api/jobs", json=_train_job("transformer", "some-lab/not-cached-here"))
     assert hub.status_code == 201, hub.text

@@ -162,7 +162,9 @@ MeasurePart = Literal["probes", "interventions", "patching"]  # = layerscope_cor
 
 
 class TrainParams(_Params):
-    """One run: train (or fine-tune) a model on a task, then measure it."""
+    """One run: train (or fine-tune) a model on a task, then measure it. ``family`` may be left out
+    for a transformers model (``pretrained`` / ``from_config``): it is the one its blocks make, read
+    from its config as the CLI reads it."""
 
     family: Family
     task: TaskName
@@ -299,6 +301,22 @@ class TrainParams(_Params):
 
             get_task(info.data["task"], **v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_of_the_model(cls, data: Any) -> Any:
+        # a transformers model's family is the one its blocks make; one that cannot be read here is
+        # left to the field's own "required" and to the submit checks, which say why
+        if isinstance(data, dict) and data.get("family") is None:
+            source = data.get("from_config") or data.get("pretrained")
+            if isinstance(source, str) and source:
+                from models_store.any_model import pretrained_family
+
+                try:
+                    data = {**data, "family": pretrained_family(source, local_files_only=True)}
+                except (ValueError, OSError):
+                    pass
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> TrainParams:
