@@ -101,7 +101,7 @@ class _RunImport:
 
     def __init__(self) -> None:
         self.id_map: dict[int, int] = {}
-        self.added = self.present = 0
+        self.added = self.present = self.controls_added = 0
         self.replaced: list[int] = []
         self.conflicting: list[dict[str, Any]] = []
 
@@ -134,6 +134,7 @@ class _RunImport:
             session.flush()
             self.id_map[row["id"]] = run.id
             self.added += 1
+            self.controls_added += bool(row.get("control"))  # a random-init twin, not a trained run
 
 
 def _import_results(
@@ -272,7 +273,7 @@ def import_bundle(
     and rows take its place (``runs_replaced``). A stored run that is the bundle's model but has
     no weights gets the bundle's, when the bundle carries them.
 
-    Returns: ``suite``, ``runs_added``, ``runs_present``, ``runs_replaced``, ``runs_conflicting``
+    Returns: ``suite``, ``runs_added`` (``controls_added`` of them random-init controls), ``runs_present``, ``runs_replaced``, ``runs_conflicting``
     (one ``{name, config_hash, stored, bundle, differs}`` per run left out), ``rows_added`` (per
     table), ``settings_added``, ``in_flight_restored`` (how many training states of runs in
     flight were put into the store, with ``store_dir``), ``in_flight_states`` (one per state in
@@ -376,6 +377,7 @@ def _import_rows(
     return {
         "suite": manifest.get("suite"),
         "runs_added": runs.added,
+        "controls_added": runs.controls_added,
         "runs_present": runs.present,
         "runs_replaced": len(runs.replaced),
         "runs_conflicting": runs.conflicting,

@@ -57,6 +57,7 @@ def test_it_imports_once(bundle, tmp_path) -> None:
         probes = s.scalar(select(func.count()).select_from(ProbeResult))
     manifest, tables = bundle
     assert first["runs_added"] == runs == len(tables["runs"])
+    assert first["controls_added"] == sum(bool(r.get("control")) for r in tables["runs"]) > 0  # said apart
     assert probes == len(tables["probe_results"])
     assert again["runs_added"] == 0 and not any(again["rows_added"].values())
 

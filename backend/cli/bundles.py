@@ -163,7 +163,9 @@ def import_cmd(
         out = import_bundle(s, bundle, store_dir=settings.resolved_store_dir, source=bundle.name, replace=replace)
     rows = sum(out["rows_added"].values())
     typer.echo(
-        f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s) and {rows} result row(s) added, "
+        f"layerscope: suite {out['suite']!r}: {out['runs_added']} run(s)"
+        + (f" ({out['controls_added']} of them random-init controls)" if out.get("controls_added") else "")
+        + f" and {rows} result row(s) added, "
         f"{out['runs_present']} run(s) already present"
         + (f", {out['runs_replaced']} replaced by the bundle's" if out["runs_replaced"] else "")
         + (
