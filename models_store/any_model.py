@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -270,13 +271,17 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
 
     if why := missing_folder_problem(name_or_path) or custom_code_problem(name_or_path):  # a path: not looked up
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
+    folder = Path(name_or_path).expanduser()
+    if folder.is_dir() and not (folder / "config.json").is_file():  # transformers would say "no model_type key"
+        raise PretrainedLoadError(f"{role} {name_or_path!r}: the folder holds no config.json")
     try:
         offline = hub_offline() if local_files_only is None else local_files_only
         hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
+        why = " ".join(str(e).split())  # every line of it (a field's reason is on the next one), as one
         raise PretrainedLoadError(
-            f"could not read the config of {role} {name_or_path!r} "
-            f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+            f"could not read the config of {role} {name_or_path!r} ({type(e).__name__}: "
+            f"{why[:400] + ('…' if len(why) > 400 else '')})"
         ) from None
     if why := custom_code_problem(name_or_path, hf_cfg):  # a hub config: read, never run
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")

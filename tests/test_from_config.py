@@ -216,3 +216,18 @@ def test_a_config_folder_that_changed_is_another_run_and_cannot_rebuild_the_old_
     with pytest.raises(ValueError, match="its config.json changed since this run was made"):
         build_model_of(stored, get_task("parity"))
     assert build_model_of(second, get_task("parity")).n_layers == 3
+
+
+def test_a_config_folder_that_cannot_be_read_says_why_in_one_line(tmp_path):
+    """Found by a fresh user: an empty folder read "Should have a model_type key", and a bad field's
+    reason (on transformers' second line) was cut off."""
+    from models_store.any_model import read_config
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="the folder holds no config.json"):
+        read_config(str(tmp_path / "empty"), "from_config")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text('{"model_type": "gpt_neox", "hidden_size": "sixty-four"}')
+    with pytest.raises(ValueError) as bad:
+        read_config(str(tmp_path / "bad"), "from_config")
+    assert "\n" not in str(bad.value) and "hidden_size" in str(bad.value) and "sixty-four" in str(bad.value)
