@@ -42,15 +42,11 @@ def save_fit_rows(bundle: Path, run_id: int, layers: list[int], out: Path) -> No
     """Rebuild run ``run_id`` of ``bundle`` in a scratch database under a temporary folder and save
     ``out/layer-{l}.pt`` (``X [N, D]`` float32, ``y [N]``, ``n_classes``, INLP's keywords)."""
     import torch
-    from sqlalchemy import select
 
     import science.measure as measure
-    from backend.bundle import read_bundle
-    from backend.bundle_import import import_bundle
+    from backend.bundle_scratch import NoSuchRun, scratch_run
     from science.edits import Edit
-    from store.models import Run
-    from worker.pipeline import local_env, run_suite
-    from worker.run_weights import rebuild_params
+    from worker.pipeline import run_suite
 
     calls: list[int] = []  # INLP's fits so far: the measurement fits layer by layer from block 0
 
@@ -66,20 +62,13 @@ def save_fit_rows(bundle: Path, run_id: int, layers: list[int], out: Path) -> No
         # a stand-in removing the whole width: its refit reads chance, so no fit is made on more sequences
         return Edit(method=method, rank_removed=int(x.shape[1]), center=x.mean(0, dtype=torch.float64))
 
-    _, tables = read_bundle(bundle)
-    run_old = next((r for r in tables["runs"] if r.get("id") == run_id), None)
-    if run_old is None:
-        raise SystemExit(f"{bundle}: no run with id {run_id}")
     with patch.object(measure, "fit_edit", stand_in), tempfile.TemporaryDirectory(prefix="inlp-stop-") as tmp:
-        env = local_env(f"sqlite:///{Path(tmp) / 'scratch.db'}", Path(tmp) / "store", device="cpu")
-        with env.session_factory() as s:
-            import_bundle(s, bundle, store_dir=env.store_dir, source=bundle.name)
-            run = s.execute(select(Run).where(Run.config_hash == run_old["config_hash"])).scalar_one()
-            params = rebuild_params(run)
-        if params is None:
-            raise SystemExit(f"run {run_id}: no preset makes it")
         try:
-            run_suite(params.model_copy(update={"parts": ["interventions"]}), env)
+            scratch = scratch_run(bundle, run_id, Path(tmp))
+        except NoSuchRun as exc:
+            raise SystemExit(str(exc)) from None
+        try:
+            run_suite(scratch.params.model_copy(update={"parts": ["interventions"]}), scratch.env)
         except _Saved:
             return
     raise SystemExit(f"run {run_id}: the measurement ended before INLP was fitted at layers {layers}")

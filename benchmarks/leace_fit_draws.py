@@ -41,30 +41,18 @@ DRAW_INDEX = 1_000_000
 def rebuilt(bundle: Path, run_id: int, work: Path) -> tuple[Any, Any, Any, dict[str, Any], dict[str, Any]]:
     """(params, task, model, the bundle's run row, its measure settings' params) of run ``run_id``
     of ``bundle``, its weights trained again into a scratch database under ``work`` (probes only)."""
-    from sqlalchemy import select
+    from backend.bundle_scratch import NoSuchRun, scratch_run
+    from worker.pipeline import load_run, run_suite
 
-    from backend.bundle import read_bundle
-    from backend.bundle_import import import_bundle
-    from store.models import Run
-    from worker.pipeline import load_run, local_env, run_suite
-    from worker.run_weights import rebuild_params
-
-    _manifest, tables = read_bundle(bundle)
-    row = next((r for r in tables["runs"] if r.get("id") == run_id), None)
-    if row is None:
-        raise SystemExit(f"{bundle}: no run with id {run_id}")
-    env = local_env(f"sqlite:///{work / 'scratch.db'}", work / "store", device="cpu")
-    with env.session_factory() as s:
-        import_bundle(s, bundle, store_dir=env.store_dir, source=bundle.name)
-        run = s.execute(select(Run).where(Run.config_hash == row["config_hash"])).scalar_one()
-        params = rebuild_params(run)
-        if params is None:
-            raise SystemExit(f"run {run_id}: no preset makes its config, so it cannot be rebuilt")
-        new_id = run.id
+    try:
+        scratch = scratch_run(bundle, run_id, work)
+    except NoSuchRun as exc:
+        raise SystemExit(str(exc)) from None
+    tables, row, env, new_id = scratch.tables, scratch.row, scratch.env, scratch.run_id
     rows = [r for r in tables["intervention_results"] if r.get("run_id") == run_id]
     settings = {r["id"]: r["params"] for r in tables.get("measure_settings", [])}
     measured = settings.get(rows[0].get("settings_id"), {}) if rows else {}
-    run_suite(params.model_copy(update={"parts": ["probes"]}), env)
+    run_suite(scratch.params.model_copy(update={"parts": ["probes"]}), env)
     got_params, task, model = load_run(new_id, env)
     return got_params, task, model, row, {"params": measured, "rows": rows}
 

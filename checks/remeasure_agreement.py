@@ -377,33 +377,26 @@ def remeasure(
     """
     from sqlalchemy import select
 
-    from backend.bundle import read_bundle, table_row
-    from backend.bundle_import import import_bundle
+    from backend.bundle import table_row
+    from backend.bundle_scratch import NoSuchRun, scratch_run
     from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
     from worker import persist
-    from worker.pipeline import local_env, run_suite
-    from worker.run_weights import rebuild_params
+    from worker.pipeline import run_suite
 
-    manifest, tables = read_bundle(bundle)
-    run_old = next((r for r in tables["runs"] if r.get("id") == run_id), None)
-    if run_old is None:
-        ids = ", ".join(str(r.get("id")) for r in tables["runs"][:20])
-        raise CannotRemeasure(f"{bundle}: no run with id {run_id} in its runs table (ids: {ids} …)")
+    try:
+        scratch = scratch_run(bundle, run_id, work, device=device)
+    except NoSuchRun as exc:
+        raise CannotRemeasure(str(exc)) from None
+    env, tables, run_old, params, new_id = scratch.env, scratch.tables, scratch.row, scratch.params, scratch.run_id
     names = ("probe_results", "intervention_results", "patching_results")
     old = {t: [r for r in tables[t] if r.get("run_id") == run_id] for t in names}
     settings_old = {r["id"]: r for r in tables.get("measure_settings", [])}
-    env = local_env(f"sqlite:///{work / 'scratch.db'}", work / "store", device=device)
     with env.session_factory() as s:
-        import_bundle(s, bundle, store_dir=env.store_dir, source=bundle.name)
-        run = s.execute(select(Run).where(Run.config_hash == run_old["config_hash"])).scalar_one()
-        params = rebuild_params(run)
-        if params is None:
-            raise CannotRemeasure(f"run {run_id} ({run.name}): no preset makes its config, so it cannot be rebuilt")
+        run = s.get(Run, new_id)
         if run.checkpoint_id and (env.store_dir / run.checkpoint_id).is_dir():  # weights came with the bundle
             persist.drop_results(s, run.id, commit=False)
             persist.set_run_status(s, run.id, "trained")
             params = params.model_copy(update={"rebuild_weights": False})
-        new_id = run.id
     run_suite(params, env)
     with env.session_factory() as s:
         run_new = table_row(s.get(Run, new_id))
