@@ -1,7 +1,8 @@
 """Independent recomputation of claim 4 (the necessity test: is the most readable layer the most
 necessary one?) from a results bundle alone (stdlib zipfile/json + numpy/scipy); it does not import
 the project. The rule is the one written in docs/SCIENCE.md ("Claim 4, a necessity test", with
-near-best probe layers, REFIT_TOL, the drop beyond rank-matched random removal, Holm, Wilson, the
+near-best probe layers, REFIT_TOL — or, on a measurement version 2 row, its stored removal line
+`refit_line` (docs/SCIENCE.md#removal-line) —, the drop beyond rank-matched random removal, Holm, Wilson, the
 trained-run criterion, not-learned cells and MIN_SEEDS). Usage:
 python checks/claim4_reference.py [BUNDLE] (default examples/paper-steps.layerscope.zip). Compare
 its printout with the "## Claim 4" section of docs/RESULTS-<suite>.md, line by line.
