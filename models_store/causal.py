@@ -20,6 +20,7 @@ rtol 1e-4, atol 1e-5; a bidirectional model with random weights moves it by ~1e-
 from __future__ import annotations
 
 import copy
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -47,10 +48,16 @@ def causal_problem(backbone: PreTrainedModel) -> str | None:
     b = a.clone()
     b[:, half:] = (a[:, half:] + 1) % vocab
     was_training = backbone.training
+    # this test forward runs transformers' own Mamba path, whose "install mamba_ssm … much slower"
+    # notice would read as if the run used it: on CPU the run's mixers take our compiled path
+    kernels_log = logging.getLogger("transformers.integrations.hub_kernels")
+    level = kernels_log.level
     try:
         backbone.eval()
+        kernels_log.setLevel(logging.ERROR)
         out = backbone(input_ids=torch.cat([a, b]).to(weight.device), use_cache=False)
     finally:
+        kernels_log.setLevel(level)
         backbone.train(was_training)
     h = (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]).float()
     if torch.allclose(h[0, :half], h[1, :half], rtol=1e-4, atol=1e-5):

@@ -231,3 +231,22 @@ def test_a_config_folder_that_cannot_be_read_says_why_in_one_line(tmp_path):
     with pytest.raises(ValueError) as bad:
         read_config(str(tmp_path / "bad"), "from_config")
     assert "\n" not in str(bad.value) and "hidden_size" in str(bad.value) and "sixty-four" in str(bad.value)
+
+
+def test_loading_a_mamba_config_on_cpu_prints_no_slow_path_notice(tmp_path):
+    """Found by a fresh user: every Mamba run printed transformers' "install mamba_ssm … much slower"
+    — from the causality test's forward, which runs transformers' own path; the run's mixers take
+    the compiled CPU path. A fresh process: transformers says a notice once per process."""
+    import subprocess
+    import sys
+
+    MambaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, state_size=4, expand=2).save_pretrained(
+        tmp_path / "mamba"
+    )
+    code = (
+        "from models_store.pretrained import load_pretrained; "
+        f"load_pretrained({str(tmp_path / 'mamba')!r}, n_classes=2, task_vocab_size=4, weights=False)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "much slower" not in out.stderr + out.stdout
