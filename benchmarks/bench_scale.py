@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = total / rate
     out = {
-        "mixer_path": mixer_path(model),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
+        "mixer_path": mixer_path(model, args.precision),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
         "label": args.label,
         "precision": args.precision,
         "device": args.device,

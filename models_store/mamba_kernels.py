@@ -43,9 +43,11 @@ def _bound(module: ModuleType) -> dict[str, object]:
     }
 
 
-def mixer_path(model: nn.Module) -> str | None:
-    """What runs ``model``'s Mamba / Mamba-2 mixers where its parameters are: ``"cpu fast path"``,
-    ``"mamba-ssm kernels"``, ``"pure PyTorch"``; None for a model without such mixers."""
+def mixer_path(model: nn.Module, precision: str = "fp32") -> str | None:
+    """What runs ``model``'s Mamba / Mamba-2 mixers where its parameters are, at ``precision`` (the
+    forward passes', ``science.precision``): ``"cpu fast path"`` (the compiled kernels, fp32 only:
+    under bf16 autocast they step aside), ``"mamba-ssm kernels"``, ``"pure PyTorch"``; None for a
+    model without such mixers."""
     from transformers.models.mamba.modeling_mamba import MambaMixer
     from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
 
@@ -54,7 +56,9 @@ def mixer_path(model: nn.Module) -> str | None:
         return None
     device = next(mixers[0].parameters()).device.type
     if device == "cpu":
-        return "cpu fast path"
+        from models_store.scan import kernel_available
+
+        return "cpu fast path" if precision == "fp32" and kernel_available() else "pure PyTorch"
     if device == "cuda" and cuda_kernels_importable():
         return "mamba-ssm kernels"
     return "pure PyTorch"

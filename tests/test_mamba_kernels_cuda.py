@@ -37,6 +37,8 @@ def test_torch_path_swaps_each_kernel_function_for_its_pytorch_one_and_back() ->
 def test_mixer_path_names_the_cpu_fast_path_here_and_none_without_mixers() -> None:
     assert mixer_path(_model("mamba")[0]) == "cpu fast path"
     assert mixer_path(_model("lstm")[0]) is None
+    # under bf16 autocast the compiled path steps aside (docs/SCIENCE.md#precision): transformers' ops run
+    assert mixer_path(_model("mamba")[0], "bf16") == "pure PyTorch"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
