@@ -135,6 +135,9 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
     inferred = {"kind": "train", "params": {"task": "parity", "from_config": configs["mamba"], "max_steps": 2}}
     took = api.client.post("/api/jobs", json=inferred)
     assert took.status_code == 201, took.text
+    unread = {"kind": "train", "params": {"task": "parity", "from_config": str(tmp_path / "nowhere")}}
+    said = api.client.post("/api/jobs", json=unread)
+    assert said.status_code == 422 and "family: not given" in said.text and "no such local folder" in said.text
     # a hub name this machine has not cached is left to the worker (no hub request at submit)
     hub = api.client.post("/api/jobs", json=_train_job("transformer", "some-lab/not-cached-here"))
     assert hub.status_code == 201, hub.text

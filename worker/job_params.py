@@ -305,17 +305,18 @@ class TrainParams(_Params):
     @model_validator(mode="before")
     @classmethod
     def _family_of_the_model(cls, data: Any) -> Any:
-        # a transformers model's family is the one its blocks make; one that cannot be read here is
-        # left to the field's own "required" and to the submit checks, which say why
+        # a transformers model's family is the one its blocks make, read from its config here (a
+        # folder, or a hub name in this machine's cache); where it cannot be read, the error says why
         if isinstance(data, dict) and data.get("family") is None:
             source = data.get("from_config") or data.get("pretrained")
             if isinstance(source, str) and source:
                 from models_store.any_model import pretrained_family
 
+                role = "from_config" if data.get("from_config") else "pretrained model"
                 try:
-                    data = {**data, "family": pretrained_family(source, local_files_only=True)}
-                except (ValueError, OSError):
-                    pass
+                    data = {**data, "family": pretrained_family(source, role, local_files_only=True)}
+                except (ValueError, OSError) as exc:
+                    raise ValueError(f"family: not given, and not read from the model's config: {exc}") from None
         return data
 
     @model_validator(mode="after")
