@@ -37,7 +37,8 @@ def test_gpu_scale_dry_run_measures_every_part_of_each_shape(tmp_path: Path) -> 
         assert r["seconds"] > 0 and r["rows"] > 0 and r["precision"] == "bf16" and r["device"] == "cpu"
         assert r["peak_gpu_gb"] is None  # no GPU here: nothing to read
     totals = [r for r in lines if r.get("part") == "total"]
-    assert len(totals) == 6 and {t["mixer_path"] for t in totals} == {None, "cpu fast path"}
+    # bf16 on the CPU: the compiled Mamba path steps aside under autocast, transformers' ops run
+    assert len(totals) == 6 and {t["mixer_path"] for t in totals} == {None, "pure PyTorch"}
     assert any("progress" in r for r in lines)
     log = (out / "scale.log").read_text()
     assert "gpu_scale done" in log and "interventions" in log
