@@ -34,6 +34,7 @@ from science.edits import Edit, probe_span, projection_edit, rank_of
 from science.inlp import InlpSetup, inlp_directions, inlp_directions_reference, inlp_rounds
 from science.probes import LinearProbe, fit_design, fit_probe
 from science.probes.design import Design, standardise_rows
+from science.probes.layerwise import best_guess
 from science.spill import chunk_rows
 from science.stats import CHANCE_Z, chance_line
 
@@ -69,10 +70,9 @@ def inlp_chance_line(y_dev: Tensor, n_classes: int, chance_tol: float = INLP_CHA
     ``p₀``, so never under a coin flip on two classes (version 1's line, the held-out share of the
     *training* majority class + 1 pp, was whenever that class was the held-out minority).
     Raises ValueError on an empty ``y_dev``."""
-    n = int(y_dev.numel())
+    p0, n = best_guess(y_dev, n_classes)
     if n == 0:
         raise ValueError("inlp_chance_line needs at least one held-out row")
-    p0 = float(torch.bincount(y_dev, minlength=n_classes).max()) / n
     return chance_line(p0, n, chance_tol, INLP_CHANCE_Z)
 
 

@@ -100,12 +100,18 @@ def _majority_rate(labels: Tensor, tr: Tensor, te: Tensor, n_classes: int) -> fl
     return float(((yte == majority) & mte).sum()) / max(int(mte.sum()), 1)
 
 
+def best_guess(y: Tensor, n_classes: int) -> tuple[float, int]:
+    """(the best constant guess's accuracy on the labelled entries of ``y`` — their largest class
+    share, 0..1, 0 without any —, their number); entries < 0 are unlabelled. What a chance line
+    reads (``science.stats.chance_line``: INLP's stop, the removal line)."""
+    y = y[y >= 0]
+    n = int(y.numel())
+    return (float(torch.bincount(y, minlength=n_classes).max()) / n if n else 0.0), n
+
+
 def _best_guess(labels: Tensor, te: Tensor, n_classes: int) -> tuple[float, int]:
-    """(the largest class share of the labelled test positions, their number)."""
-    yte = labels[te]
-    yte = yte[yte >= 0]
-    n = int(yte.numel())
-    return (float(torch.bincount(yte, minlength=n_classes).max()) / n if n else 0.0), n
+    """:func:`best_guess` of the test sequences ``te``'s labels."""
+    return best_guess(labels[te].reshape(-1), n_classes)
 
 
 def _per_position(correct: Tensor, mask: Tensor) -> list[float | None]:
