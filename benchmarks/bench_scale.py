@@ -11,7 +11,8 @@ hub). Then ``science.measure.measure_probes``, ``measure_interventions`` and
 (``worker.job_params.MeasureParams``) on the ``--task`` (dyck), under the memory bound
 ``LAYERSCOPE_MEASURE_MEMORY_GB`` (``store.settings.Settings.measure_memory_gb``).
 
-How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmuls only):
+How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmuls only, and for
+the solver's evaluations the bytes they read):
 
 - a forward pass costs, per token, 2 × the weights of every ``nn.Linear`` in the blocks it runs
   (attention projections and MLP; Mamba's in/x/dt/out projections), + 4 · T · D per GPT-NeoX
@@ -19,9 +20,12 @@ How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmul
   START token), + 2 · D · C for the head;
 - every probe fit the part makes (probes and their control twins, refits, every INLP round):
   each of the solver's function evaluations (``benchmarks/floors.py``'s ``counting_fits``, as the
-  solver benchmarks count them) is 2 products ``[N, D] × [D, C]`` (4 · N · D · C); standardising
-  the rows (``2 · N · D²`` once per row set) and INLP's per-round updates are not counted, so the
-  solver part of the floor is a lower bound;
+  solver benchmarks count them) is 2 products ``[N, D] × [D, C]`` (4 · N · D · C) that read the
+  float32 rows twice (2 · N · D · 4 bytes), and its floor is the larger of the two at the rates
+  measured in the run (``max(FLOPs / peak_flops, bytes / peak_read_gbps)``, as
+  ``benchmarks/floors.py`` counts it: at lab width the rows do not stay in cache and an
+  evaluation is a read of them); standardising the rows (``2 · N · D²`` once per row set) and
+  INLP's per-round updates are not counted, so the solver part of the floor is a lower bound;
 - probes: one forward pass over every eval set (every layer's states), and the fits;
 - interventions: one forward over the fit set and one over each eval set; each edited forward
   (every method, every random draw, stored ``random_draws``) from the edited layer on (the
@@ -30,8 +34,10 @@ How ``flops`` is counted (a floor: the work the measurement cannot avoid, matmul
 
 ``peak_flops``: the best of 5 matmuls ``[4096, D] × [D, 4·D]`` (float32, or bfloat16 with
 ``--precision bf16``) timed in the same process on the same device, so machine load affects both
-sides; ``floor_seconds = flops / peak_flops``; ``ratio = seconds / floor_seconds``. ``--json``
-prints one object; without it, one line per number.
+sides; ``peak_read_gbps``: the best of 5 sums over a 256 MiB float32 tensor there (out of cache);
+``floor_seconds`` = the forward passes' FLOPs / ``peak_flops`` + the evaluations' floors
+(``fit_floor_seconds``); ``ratio = seconds / floor_seconds``. ``--json`` prints one object; without
+it, one line per number.
 
 On a GPU (``--device cuda``): the model and the measurement run there (``science.precision`` for
 ``--precision bf16``); ``peak_gpu_gb`` is ``torch.cuda.max_memory_allocated`` over the whole run
@@ -134,6 +140,28 @@ def peak_flops(d: int, precision: str = "fp32") -> float:
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - t)
     return 2 * 4096 * d * 4 * d / best
+
+
+def peak_read_gbps() -> float:
+    """Best memory read rate (GB/s) of 5 sums over a 256 MiB float32 tensor, on CPU or CUDA."""
+    dev = "cuda" if torch.cuda.is_available() and _device == "cuda" else "cpu"
+    big = torch.ones(64 * 1024 * 1024, device=dev)
+    big.sum()
+    best = float("inf")
+    for _ in range(5):
+        _sync()
+        t = time.perf_counter()
+        big.sum()
+        _sync()
+        best = min(best, time.perf_counter() - t)
+    return big.numel() * 4 / best / 1e9
+
+
+def fit_floor(fits: list[tuple[int, int, int, int]], flop_rate: float, gbps: float) -> float:
+    """Seconds: every counted evaluation ``(N, D, K, evaluations)`` at the larger of its FLOPs
+    (``4·N·D·K``) at ``flop_rate`` FLOP/s and its reads of the float32 rows (``2·N·D·4`` bytes) at
+    ``gbps`` GB/s (module docstring)."""
+    return sum(e * max(4 * n * d * k / flop_rate, 2 * n * d * 4 / (gbps * 1e9)) for n, d, k, e in fits)
 
 
 _device = "cpu"
@@ -318,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     label = {"label": args.label, "family": args.family, "layers": args.layers, "d_model": args.d_model}
     cpu = time.process_time()
     flops: dict[str, float] = {}
+    forward_flops: dict[str, float] = {}
     solver: dict[str, tuple[int, int]] = {}  # per part: (probe fits, solver evaluations)
+    part_fits: dict[str, list[tuple[int, int, int, int]]] = {}  # per part: (N, D, K, evaluations) per fit
     n = args.sequences
     for part in parts:
         if args.device == "cuda":
@@ -328,9 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         ctx = _Progress(args.jsonl, {**label, "part": part, "precision": args.precision})
         with counting_fits() as fits:
             f, n_made = _run_part(part, model, task, count, args, lengths, layers, memory, {**common, "ctx": ctx}, m)
-        f += sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
         _sync()
-        spent[part], flops[part] = time.perf_counter() - t, f
+        spent[part], part_fits[part] = time.perf_counter() - t, list(fits.fits)
+        f_fits = sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
+        forward_flops[part], flops[part] = f, f + f_fits
         solver[part] = (len(fits.fits), fits.evals)
         part_peaks[part] = _peak_gpu_gb()
         _append(
@@ -346,9 +377,11 @@ def main(argv: list[str] | None = None) -> int:
                 "flops": f,
             },
         )
-    rate = peak_flops(args.d_model, args.precision)
+    rate, gbps = peak_flops(args.d_model, args.precision), peak_read_gbps()
+    fit_floors = {k: fit_floor(v, rate, gbps) for k, v in part_fits.items()}
+    part_floor = {k: forward_flops[k] / rate + fit_floors[k] for k in flops}
     total, seconds = sum(flops.values()), sum(spent.values())
-    floor = total / rate
+    floor = sum(part_floor.values())
     out = {
         "mixer_path": mixer_path(model, args.precision),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
         "label": args.label,
@@ -369,8 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         "flops": total,
         "part_flops": flops,
         "peak_flops": rate,
-        "floor_seconds": round(floor, 2),
-        "part_floor_seconds": {k: round(v / rate, 2) for k, v in flops.items()},
+        "peak_read_gbps": round(gbps, 2),
+        "floor_seconds": round(floor, 4),
+        "part_floor_seconds": {k: round(v, 4) for k, v in part_floor.items()},
+        "fit_floor_seconds": {k: round(v, 4) for k, v in fit_floors.items()},
         "part_fits": {k: {"fits": v[0], "evaluations": v[1]} for k, v in solver.items()},
         "ratio": round(seconds / floor, 2) if floor else None,
         "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),

@@ -1,5 +1,5 @@
 """benchmarks/bench_scale.py on a tiny GPT-NeoX from config: one JSON object with the documented
-keys, its FLOP floor and ratio computed from the same run's matmul rate."""
+keys, its floor and ratio computed from the same run's matmul and memory read rates."""
 
 from __future__ import annotations
 
@@ -29,9 +29,21 @@ def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monke
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {"seconds", "parts", "flops", "peak_flops", "floor_seconds", "ratio", "peak_rss_gb"} <= out.keys()
     assert set(out["parts"]) == {"probes", "interventions"} and out["memory_gb"] == pytest.approx(0.01)
-    assert out["flops"] > 0 and out["peak_flops"] > 0
-    assert out["floor_seconds"] == pytest.approx(out["flops"] / out["peak_flops"], rel=0.01, abs=0.01)
-    assert out["ratio"] == pytest.approx(out["seconds"] / (out["flops"] / out["peak_flops"]), rel=0.02)
+    assert out["flops"] > 0 and out["peak_flops"] > 0 and out["peak_read_gbps"] > 0
+    parts, fits = out["part_floor_seconds"], out["fit_floor_seconds"]
+    assert out["floor_seconds"] == pytest.approx(sum(parts.values()), rel=0.01, abs=0.01)
+    # an evaluation's floor is at least its FLOPs at the matmul rate (bytes may make it more)
+    assert out["floor_seconds"] >= out["flops"] / out["peak_flops"] * 0.99
+    assert set(fits) == set(parts) and all(0 <= fits[k] <= parts[k] + 0.01 for k in parts)
+    assert out["ratio"] == pytest.approx(out["seconds"] / out["floor_seconds"], rel=0.02, abs=0.01)
+
+
+def test_fit_floor_takes_the_larger_of_flops_and_bytes() -> None:
+    # 1,000 × 100 rows, 2 classes, 3 evaluations: 2.4 MFLOP and 1.6 MB of reads
+    fits = [(1000, 100, 2, 3)]
+    assert bench_scale.fit_floor(fits, flop_rate=1e9, gbps=1e6) == pytest.approx(3 * 0.8e6 / 1e9)  # FLOPs
+    assert bench_scale.fit_floor(fits, flop_rate=1e9, gbps=1e-3) == pytest.approx(3 * 0.8e6 / 1e6)  # bytes
+    assert bench_scale.fit_floor(fits, flop_rate=1e6, gbps=1e9) == pytest.approx(3 * 0.8e6 / 1e6)  # FLOPs
 
 
 def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) -> None:

@@ -81,16 +81,25 @@ def whitening(cov: Tensor, std: Tensor, lam: float) -> Tensor:
     return (evecs * evals.clamp_min(floor).rsqrt()).T  # [D, D]: W = W_z @ M
 
 
+# Rows above this size (bytes) are read a cache-sized block of columns at a time on the CPU
+# (:func:`_blocked_objective`); below it they stay in the last-level cache between the two products.
+BLOCK_ABOVE_BYTES = 64 * 2**20
+BLOCK_BYTES = 2**21  # one block of rows, [D, B] float32: still in cache when its second product reads it
+
+
 def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     """The standardised objective and its gradient at ``θ = [vec(W_z), b]`` (module docstring),
     fused: the features are ``d.Xt`` (``[D, N]``, centred, transposed) read twice per evaluation,
     once for the logits ``V·Xᵀ`` and once for the gradient ``R·X``, each a product on contiguous
     rows; standardisation (and INLP's projection) act on the ``[K, D]`` weights only
-    (:meth:`Design.raw_weights`). ``Y [N, K]``: one-hot targets (float64)."""
+    (:meth:`Design.raw_weights`). ``Y [N, K]``: one-hot targets (float64). Rows over
+    :data:`BLOCK_ABOVE_BYTES` on the CPU: :func:`_blocked_objective`."""
     Xt = d.Xt
     D, N = Xt.shape
     K = Y.shape[1]
     dt = Xt.dtype
+    if Xt.device.type == "cpu" and Xt.numel() * Xt.element_size() > BLOCK_ABOVE_BYTES:
+        return _blocked_objective(d, Y.argmax(1), K, M, lam)
     Yt = Y.T.contiguous()  # [K, N]
     inv_std = 1.0 / d.std  # 0 where a feature is at the noise floor
 
@@ -113,6 +122,65 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     return evaluate
 
 
+class _Sums:
+    """An evaluation's sums over rows, added a block at a time: the picked log-probabilities,
+    ``G = R·X`` ``[K, D]`` and ``Σ R`` ``[K]`` (float64)."""
+
+    def __init__(self, K: int, D: int) -> None:
+        self.picked = torch.zeros((), dtype=torch.float64)
+        self.G = torch.zeros(K, D, dtype=torch.float64)
+        self.g_b = torch.zeros(K, dtype=torch.float64)
+
+    def add(self, V: Tensor, b: Tensor, xt: Tensor, labels: tuple[Tensor, Tensor], N: int) -> None:
+        """One block: ``xt [D, m]`` centred rows (any strides), ``labels``: its labels ``[1, m]``
+        (int64) and ``[1, m]`` of −1.0 (:func:`_block_labels`), ``V [K, D]`` raw weights in the
+        rows' dtype, ``b [K]``; its logits, loss, residuals and gradient product made while the
+        block is in cache."""
+        yc, minus = labels
+        logp = torch.log_softmax(torch.add(V @ xt, b.unsqueeze(1)), 0)  # [K, m] float64
+        self.picked += logp.gather(0, yc).sum()
+        R = logp.exp_()
+        R.scatter_add_(0, yc, minus).div_(N)  # (P − Y) / N
+        self.G += (R.to(xt.dtype) @ xt.T).double()
+        self.g_b += R.sum(1)
+
+    def result(self, d: Design, W: Tensor, lam: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(loss, ∂/∂W [K, D], ∂/∂b [K], W)`` from the sums (as :func:`_objective` returns them)."""
+        loss = -self.picked / d.n + 0.5 * lam * (W * W).sum()
+        G = self.G if d.P is None else self.G @ d.P
+        return loss, G.mul_(1.0 / d.std).add_(W, alpha=lam), self.g_b, W
+
+
+def _block_labels(y: Tensor) -> tuple[Tensor, Tensor]:
+    """A block's labels ``y [m]`` as :meth:`_Sums.add` reads them: ``[1, m]`` and ``[1, m]`` of −1.0."""
+    yc = y.unsqueeze(0)
+    return yc, torch.full(yc.shape, -1.0, dtype=torch.float64, device=y.device)
+
+
+def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> Objective:
+    """:func:`_objective` read a block of :data:`BLOCK_BYTES` of ``d.Xt``'s columns at a time: each
+    block's logits, residuals and gradient product are made while it is in cache, so rows that do
+    not fit the last-level cache are read from memory once an evaluation, not twice (0.55–0.9 of the
+    two-product evaluation's time at 39,000–196,000 rows × 160–768 on one CPU core;
+    ``benchmarks/bench_blocked_objective.py``, BENCHMARKS.md "Lab scale").
+    The same objective; the sums over rows are grouped by block (float rounding only).
+    ``y [N]``: labels in ``0..K-1``."""
+    Xt = d.Xt
+    D, N = int(Xt.shape[0]), int(Xt.shape[1])
+    B = max(256, BLOCK_BYTES // (D * Xt.element_size()))
+    blocks = [(Xt[:, i : i + B], _block_labels(y[i : i + B])) for i in range(0, N, B)]  # made once
+
+    def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        W = th[: K * D].view(K, D) @ M
+        V, b = d.raw_weights(W).to(Xt.dtype), th[K * D :]
+        sums = _Sums(K, D)
+        for xt, labels in blocks:
+            sums.add(V, b, xt, labels, N)
+        return sums.result(d, W, lam)
+
+    return evaluate
+
+
 def _chunked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> Objective:
     """:func:`_objective` on a design whose rows are on disk (``d.rows``,
     :func:`science.probes.design.standardise_rows`): one pass over the chunks an evaluation, each
@@ -122,34 +190,18 @@ def _chunked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
     rows = d.rows
     assert rows is not None
     D, N, dt = int(d.Xt.shape[0]), d.n, d.Xt.dtype
-    inv_std = 1.0 / d.std
     centre = d.centre.to(dt)
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        Wz = th[: K * D].view(K, D)
-        b = th[K * D :]
-        W = Wz @ M
-        V = d.raw_weights(W).to(dt)
-        picked = torch.zeros((), dtype=torch.float64)
-        G = torch.zeros(K, D, dtype=torch.float64)
-        g_b = torch.zeros(K, dtype=torch.float64)
+        W = th[: K * D].view(K, D) @ M
+        V, b = d.raw_weights(W).to(dt), th[K * D :]
+        sums = _Sums(K, D)
         start = 0
         for X in rows.chunks():  # [m, D] raw rows
             X.sub_(centre)
-            m = int(X.shape[0])
-            yc = y[start : start + m].unsqueeze(0)
-            start += m
-            logp = torch.log_softmax(torch.add(V @ X.T, b.unsqueeze(1)), 0)  # [K, m] float64
-            picked += logp.gather(0, yc).sum()
-            R = logp.exp_()
-            R.scatter_add_(0, yc, torch.full(yc.shape, -1.0, dtype=R.dtype)).div_(N)  # (P − Y) / N
-            G += (R.to(dt) @ X).double()
-            g_b += R.sum(1)
-        loss = -picked / N + 0.5 * lam * (W * W).sum()
-        if d.P is not None:
-            G = G @ d.P
-        g_std = G.mul_(inv_std).add_(W, alpha=lam)
-        return loss, g_std, g_b, W
+            sums.add(V, b, X.T, _block_labels(y[start : start + X.shape[0]]), N)
+            start += int(X.shape[0])
+        return sums.result(d, W, lam)
 
     return evaluate
 
