@@ -16,7 +16,8 @@ from worker.suite_settings import SuiteSettingsConflict, stored_with_other_setti
 CELL = dict(preset="smoke", families=["lstm"], tasks=["parity"])
 
 
-def _store(env, jobs) -> None:
+def _store(env, jobs, n_layers: int | None = None) -> None:
+    """Store ``jobs`` as runs (``n_layers``: the depth stored, where a model's own config sets it)."""
     with env.session_factory() as s:
         for job in jobs:
             persist.save_run(
@@ -26,7 +27,7 @@ def _store(env, jobs) -> None:
                 family=job.family,
                 task=job.task,
                 seed=job.seed,
-                n_layers=job.n_layers,
+                n_layers=n_layers or job.n_layers,
                 d_model=8,
                 n_params=100,
                 config_hash=job.run_hash(),
@@ -76,6 +77,34 @@ def test_a_depth_sweep_or_another_pretrained_model_is_not_a_second_run_of_a_seed
     _store(env, made)
     deeper = [j.model_copy(update={"n_layers": j.n_layers + 2, "max_seconds": 75}) for j in made]
     assert stored_with_other_settings(deeper, env.session_factory) == []
+
+
+def _config_folder(path, width: int, layers: int):
+    from transformers import GPTNeoXConfig
+
+    GPTNeoXConfig(
+        vocab_size=64, hidden_size=width, num_hidden_layers=layers, num_attention_heads=4, intermediate_size=4 * width
+    ).save_pretrained(path)
+    return str(path)
+
+
+def test_another_config_of_the_same_depth_is_refused_not_pooled_as_a_seed(env, tmp_path):
+    """Two transformers configs of one family and depth (another width) fall in one cell of every
+    curve and profile (task × family × depth): a new seed from the other config is refused by the
+    settings that differ; a config of another depth is a depth sweep and joins the suite."""
+    narrow, wide = _config_folder(tmp_path / "narrow", 32, 2), _config_folder(tmp_path / "wide", 48, 2)
+    deeper = _config_folder(tmp_path / "deeper", 32, 3)
+
+    def jobs(folder: str, seed: int):
+        return expand_suite(SuiteParams(preset="smoke", tasks=["parity"], from_config=[folder], seeds=[seed]))
+
+    _store(env, jobs(narrow, 0), n_layers=2)  # the depth its config.json makes
+    (group,) = stored_with_other_settings(jobs(wide, 1), env.session_factory)
+    assert {k for k, _, _ in group["diffs"]} >= {"from_config", "from_config_sha256"}
+    assert stored_with_other_settings(jobs(narrow, 1), env.session_factory) == []  # a seed of the same config
+    assert stored_with_other_settings(jobs(deeper, 1), env.session_factory) == []  # another depth: a sweep
+    with pytest.raises(SuiteSettingsConflict, match="another suite name"):
+        run_suite(SuiteParams(preset="smoke", tasks=["parity"], from_config=[wide], seeds=[1]), env)
 
 
 def test_the_suite_runner_refuses_a_second_run_of_a_seed(env):
@@ -159,3 +188,15 @@ def test_the_api_refuses_a_new_seed_with_other_settings(api):
         assert s.execute(select(func.count()).select_from(Job)).scalar_one() == 0
     body["params"]["max_steps"] = expand_suite(SuiteParams(**CELL))[0].max_steps
     assert api.client.post("/api/jobs", json=body).status_code == 201  # trained as seed 0 was: accepted
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [('{"num_hidden_layers": 12}', 12), ('{"n_layer": 6}', 6), ('{"hidden_size": 8}', None), ("{not json", None)],
+)
+def test_a_config_folders_depth_is_read_as_json(tmp_path, text, depth):
+    from worker.job_params import config_folder_depth
+
+    (tmp_path / "config.json").write_text(text)
+    assert config_folder_depth(str(tmp_path)) == depth
+    assert config_folder_depth(str(tmp_path / "absent")) is None  # a hub name: not a folder here

@@ -96,6 +96,28 @@ def config_folder_sha256(source: str) -> str | None:
     return hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
 
 
+def config_folder_depth(source: str) -> int | None:
+    """The number of blocks ``source``/config.json states (``num_hidden_layers``, or GPT-2's
+    ``n_layer`` and the like, which transformers maps onto it); None for a hub name, a folder
+    without a readable config.json or a config that states none. Read as JSON: no torch, no
+    transformers (the API calls it when a suite is submitted)."""
+    import json
+    from pathlib import Path
+
+    f = Path(source).expanduser() / "config.json"
+    try:
+        cfg = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    for key in ("num_hidden_layers", "n_layer", "n_layers", "num_layers"):
+        n = cfg.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+            return n
+    return None
+
+
 class MeasureParams(_Params):
     """What to measure on a trained run (probes, interventions, patching)."""
 

@@ -12,15 +12,18 @@ from sqlalchemy.orm import sessionmaker
 from science.measurement_version import MEASUREMENT_VERSION
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from store.session import session_scope
-from worker.job_params import TrainParams
+from worker.job_params import TrainParams, config_folder_depth
 
 
 def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -> list[dict[str, Any]]:
     """The runs of ``jobs`` that are not stored under their config hash but whose suite already
-    holds a run of the same cell — family, task, pretrained model or config (and depth), any seed —
-    made with other settings (a study imported or made with other overrides, e.g. ``--max-seconds
+    holds a run of the same cell — family, task, pretrained model (and depth), any seed — made
+    with other settings (a study imported or made with other overrides, e.g. ``--max-seconds
     75``): a new seed must be trained as the cell's other seeds were, or the seed statistics would
-    pool two recipes. The seed itself is not a setting. One group per suite and set of differing
+    pool two recipes. A model built from a transformers config (``from_config``) is in the cell of
+    its family, task and depth, as the pages and claims group runs: another config of that depth
+    (another width, say) is another setting, refused here rather than pooled with the cell's seeds
+    in every curve and profile. The seed itself is not a setting. One group per suite and set of differing
     settings: ``{"suite", "count", "diffs": [(key, stored, now), …]}`` (``diffs`` empty when the
     stored run has no training config to compare)."""
     jobs = [j for j in jobs if j.suite]
@@ -41,21 +44,20 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
             ).where(Run.suite.in_({j.suite for j in jobs}))
         ).all()
     by_key: dict[tuple, list] = {}
-    for r in rows:
-        scratch = (r.train_config or {}).get("from_config")  # a transformers config trained from scratch
-        by_key.setdefault((r.suite, r.family, r.task, r.pretrained or None, scratch, r.control), []).append(r)
+    for r in rows:  # the cell as the aggregates key it (backend.api.across_seeds), controls apart
+        by_key.setdefault((r.suite, r.family, r.task, r.pretrained or None, r.control), []).append(r)
     groups: dict[tuple, dict[str, Any]] = {}
     for job in jobs:
         # a random-init control is the seed's twin, not a second run of it
-        key = (job.suite, job.family, job.task, job.pretrained or None, job.from_config, job.control)
+        key = (job.suite, job.family, job.task, job.pretrained or None, job.control)
         stored = by_key.get(key, [])
         if any(r.config_hash == job.run_hash() for r in stored):
             continue  # this very run is stored: resumed as usual
         now = {k: v for k, v in job.run_config().items() if k != "seed"}
-        # a run of another depth is a depth sweep, not a second run of this seed (pretrained depths come from the hub)
-        stored = [
-            r for r in stored if job.pretrained or job.from_config or r.n_layers is None or r.n_layers == job.n_layers
-        ]
+        # a run of another depth is a depth sweep, not a second run of this seed (a pretrained
+        # model's depth comes from the hub; a config's from its config.json, None: unknown)
+        depth = None if job.pretrained else config_folder_depth(job.from_config) if job.from_config else job.n_layers
+        stored = [r for r in stored if depth is None or r.n_layers is None or r.n_layers == depth]
         for r in stored:
             before = {k: v for k, v in (r.train_config or {}).items() if k != "seed"}
             if not before and r.seed != job.seed:
