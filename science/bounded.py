@@ -78,7 +78,7 @@ def refuse_over(check: Callable[[MemoryBound], None], bound: MemoryBound) -> Non
                 raise
             need = exc.need
     raise MeasureMemoryError(
-        f"{refused.what} needs {_gib(refused.need)} at once, over {MEMORY_SETTING}={(bound.limit or 0) / GIB:g}; "
+        f"{refused.what} needs {_gib(refused.need)} at once, over {MEMORY_SETTING}={(bound.limit or 0) / GIB:.3g}; "
         f"set {MEMORY_SETTING} to at least {gib_up(need)} (every part of the measurement fits there) "
         "or measure fewer or shorter sequences",
         need=need,
@@ -110,7 +110,7 @@ class MemoryBound:
         """Raise :class:`MeasureMemoryError` when ``need`` bytes held at once (``what``) are over the bound."""
         if self.limit is not None and need > self.limit:
             raise MeasureMemoryError(
-                f"{what} needs {_gib(need)} at once, over {MEMORY_SETTING}={self.limit / GIB:g}; "
+                f"{what} needs {_gib(need)} at once, over {MEMORY_SETTING}={self.limit / GIB:.3g}; "
                 f"set {MEMORY_SETTING} to at least {gib_up(need)} or measure fewer or shorter sequences",
                 need=need,
                 what=what,

@@ -126,6 +126,8 @@ def test_cli_refuses_a_suite_over_the_limit_before_anything_is_written(cli_env) 
     args = ["suite", "--preset", "smoke", "--task", "parity", "--family", "lstm", "--family", "gru"]
     for extra in ([], ["--submit"]):
         line = assert_one_line_error([*args, *extra], "run lstm-parity-s0: ")
+        # the phase, not a job field the suite command has no option for (batch_size, measure.…)
+        assert line.split("run lstm-parity-s0: ", 1)[1].startswith(("training", "measuring")), line
         assert "over the job memory limit of 1.0 MiB (LAYERSCOPE_MAX_JOB_MEMORY_GIB)" in line
         assert "(and 1 more run(s))" in line
     assert not (cli_env / "cli.db").exists() and not (cli_env / "queue.db").exists()

@@ -244,7 +244,8 @@ def suite_problems(jobs: list[Any], limit: int) -> list[tuple[Any, Problem]]:
     return out
 
 
-def one_line(problems: list[Problem], run: str | None = None) -> str:
-    """``problems`` as the CLI's one line: ``[run NAME: ]field: message; ...``."""
+def one_line(problems: list[Problem], run: str | None = None, *, fields: bool = True) -> str:
+    """``problems`` as the CLI's one line: ``[run NAME: ]field: message; ...`` (``fields``
+    False: without the job field, for a command that has no option of that name)."""
     prefix = f"run {run}: " if run else ""
-    return "; ".join(f"{prefix}{'.'.join(map(str, loc))}: {msg}" for loc, msg, _ in problems)
+    return "; ".join(f"{prefix}{'.'.join(map(str, loc)) + ': ' if fields else ''}{msg}" for loc, msg, _ in problems)

@@ -246,7 +246,10 @@ def _refuse_over_memory(jobs: list, settings) -> None:
     if over:
         job, problem = over[0]
         more = len({j.name for j, _ in over}) - 1
-        raise C.CliError(one_line([problem], job.name) + (f" (and {more} more run(s))" if more else ""))
+        # a suite's job fields (measure.n_probe_sequences, batch_size) are its preset's, not options
+        # of this command: the message names what to change (the memory setting, the preset)
+        line = one_line([problem], job.name, fields=False)
+        raise C.CliError(line + (f" (and {more} more run(s))" if more else ""))
 
 
 def _warn_mixed_versions(jobs: list, factory) -> None:
