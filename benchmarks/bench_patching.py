@@ -8,8 +8,9 @@ drawn and recoveries bootstrapped included. Baseline = one plain ``model(tokens)
 the same 128 corrupted sequences (eval, no_grad; median of ``--reps``). Reported ratio =
 grid seconds / (cells × plain forward seconds): below 1 means the grid costs less than
 re-running the whole model once per cell (recurrent families re-run only blocks ℓ.. on
-positions t.. from stored states; the transformer re-runs full forwards, several positions per
-batch, and shares resid_pre ℓ with resid_post ℓ−1).
+positions t.. from stored states; the transformer re-runs blocks ℓ.. from the corrupted run's
+recorded output of the layer before, several positions per batch, and shares resid_pre ℓ with
+resid_post ℓ−1).
 
 Usage::
 

@@ -127,6 +127,45 @@ def states_through(
         if layer == last:
             raise _StopForward
 
+    _stopped_forward(model, tokens, wanted, outputs, after, seen)
+    return {layer: hidden_state(outputs[layer])[:, model.n_prefix :].detach() for layer in outputs}  # (B, L, D)
+
+
+def output_through(model: LayerwiseModel, tokens: torch.Tensor, layer: int) -> dict[int, object]:
+    """``{layer: output}``: the hook module's output of ``layer`` exactly as it returned it (tensor
+    or tuple, START prefix included) from a forward pass that stops there — what
+    :func:`start_at_layer` replays for a forward on the same tokens, without the blocks after it.
+
+    Raises:
+        ValueError: a layer id outside -1..n_layers-1.
+        RuntimeError: the layer's module produced no output before the pass stopped.
+    """
+    (wanted,) = _resolve_layers(model, [layer])
+    outputs: dict[int, object] = {}
+    seen: list[int] = []
+
+    def after(k: int, output: object) -> None:
+        seen.append(k)
+        raise _StopForward
+
+    _stopped_forward(model, tokens, [wanted], outputs, after, seen)
+    return outputs
+
+
+def _stopped_forward(
+    model: LayerwiseModel,
+    tokens: torch.Tensor,
+    wanted: list[int],
+    outputs: dict[int, object],
+    after: Callable[[int, object], None],
+    seen: list[int],
+) -> None:
+    """:func:`_forward_with_outputs` until ``after`` raises :class:`_StopForward` (after the deepest
+    of ``wanted``, which it appends to ``seen`` as each is computed).
+
+    Raises:
+        RuntimeError: a layer of ``wanted`` produced no output before the pass stopped.
+    """
     try:
         _forward_with_outputs(model, tokens, wanted, outputs, after=after)
     except _StopForward as stop:
@@ -134,7 +173,6 @@ def states_through(
     missing = [layer for layer in wanted if layer not in seen]
     if missing:
         raise RuntimeError(f"layers {missing} produced no output before the forward pass stopped")
-    return {layer: hidden_state(outputs[layer])[:, model.n_prefix :].detach() for layer in outputs}  # (B, L, D)
 
 
 def _forward_with_outputs(

@@ -30,7 +30,9 @@ and ``note`` says why.
 
 Cost: recurrent families re-run only blocks ℓ..n-1 on positions t..L-1 from the stored
 corrupted states (``models_store.states``); nothing before the patched position is computed
-again. The transformer re-runs the whole forward with a hook, several positions per batch.
+again. The transformer re-runs blocks ℓ..n-1 and the head with a hook, several positions per
+batch, from the corrupted run's output of the layer before (recorded once per layer): nothing
+before the patched layer is computed again.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import torch
 
 from layerscope_core.registry import ALL_PATCH_SITES, PATCH_SITES, patch_sites_of
 from models_store.base import LayerwiseModel
-from models_store.capture import edit_layer, patch_positions, run_with_states
+from models_store.capture import edit_layer, output_through, patch_positions, run_with_states, start_at_layer
 from models_store.states import StatefulModel, stateful
 from science.context import Context, SilentContext
 from science.precision import check_precision, forward_precision, forwards
@@ -210,9 +212,16 @@ def _cells_hooks(
     cells: list[Cell],
     ctx: Context,
     group: int = 8,
+    reference: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, dict[Cell, np.ndarray]]:
     """The same for models without a recurrent state (the transformer): input of block j at t
-    = the output of layer j-1, patched by a hook in a full forward; ``group`` positions per batch."""
+    = the output of layer j-1, patched by a hook; ``group`` positions per batch. Each patched
+    forward starts at block j (``models_store.capture.start_at_layer``) from the corrupted run's
+    output of layer j-1, recorded once per layer and batch size by a pass that stops there
+    (``output_through``): a patch at block j cannot change what blocks before it compute, and the
+    recorded output is that of the very batch the full forward would run, so every logit is the
+    full forward's bit for bit, without computing blocks 0..j-1 again for every group of
+    positions. ``reference``: the full forward for every group (the tests hold the two equal)."""
     b = clean.shape[0]
     clean_logits, states = run_with_states(model, clean)
     ld = lambda logits: logit_difference(logits, *labels).double().cpu().numpy()  # noqa: E731
@@ -223,6 +232,7 @@ def _cells_hooks(
         by_layer.setdefault(j, []).append(t)
     for j, ts in by_layer.items():
         src = states[j - 1]  # (b, L, D): the output of layer j-1 = the input of block j
+        recorded: dict[int, dict[int, object]] = {}  # group size → the corrupted batch's output of layer j-1
         for i in range(0, len(ts), group):
             ctx.check_cancelled()
             chunk = ts[i : i + group]
@@ -238,8 +248,15 @@ def _cells_hooks(
                     h[g * b : (g + 1) * b, t] = src[:, t].to(h.dtype)
                 return h
 
-            with edit_layer(model, j - 1, fn):
-                logits = model(corr.repeat(len(chunk), 1))[:, -1]  # (g·b, C)
+            batch = corr.repeat(len(chunk), 1)  # (g·b, L)
+            if reference:
+                with edit_layer(model, j - 1, fn):
+                    logits = model(batch)[:, -1]  # (g·b, C)
+            else:
+                if len(chunk) not in recorded:
+                    recorded = {len(chunk): output_through(model, batch, j - 1)}  # one size held at a time
+                with start_at_layer(model, j - 1, recorded[len(chunk)]), edit_layer(model, j - 1, fn):
+                    logits = model(batch)[:, -1]  # (g·b, C): blocks j.. and the head only
             for g, t in enumerate(chunk):
                 out[("input", j, t)] = ld(logits[g * b : (g + 1) * b])
     return ld_clean, ld_corr, out

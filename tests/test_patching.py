@@ -117,11 +117,60 @@ def test_suffix_reruns_equal_full_hooked_forwards(family, start_token):
     clean, corr, labels = _pairs(3, L, p)
     cells = [("input", j, t) for j in range(3) for t in range(L)]
     ld_c, ld_x, fast = cell_logit_differences(model, clean, corr, labels, cells)
-    ref_c, ref_x, ref = _cells_hooks(model, clean, corr, labels, cells, SilentContext())
+    ref_c, ref_x, ref = _cells_hooks(model, clean, corr, labels, cells, SilentContext(), reference=True)
     np.testing.assert_allclose(ld_c, ref_c, atol=1e-4)
     np.testing.assert_allclose(ld_x, ref_x, atol=1e-4)
     for cell in cells:
         np.testing.assert_allclose(fast[cell], ref[cell], atol=1e-4, err_msg=str(cell))
+
+
+def _gpt_neox(tmp_path):
+    from transformers import GPTNeoXConfig
+
+    from models_store.pretrained import load_pretrained
+
+    cfg = GPTNeoXConfig(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
+    cfg.save_pretrained(tmp_path)
+    return load_pretrained(str(tmp_path), n_classes=3, task_vocab_size=3, weights=False, seed=0).eval()
+
+
+@pytest.mark.parametrize("model_kind", ["transformer", "transformer+start", "gpt_neox"])
+def test_patched_forwards_from_the_patched_layer_equal_full_forwards_bit_for_bit(model_kind, tmp_path):
+    """The transformer's patched forward starts at the patched block from the corrupted run's
+    recorded output of the layer before: every logit difference is the full hooked forward's,
+    bit for bit, for every block, position and group size (a ragged last group included)."""
+    from science.patching import _cells_hooks
+
+    if model_kind == "gpt_neox":
+        model = _gpt_neox(tmp_path)
+    else:
+        cfg = ModelConfig(
+            family="transformer", vocab_size=3, n_classes=3, n_layers=3, d_model=32, start_token="start" in model_kind
+        )
+        model = build_model(cfg, seed=1).eval()
+    L, p = 11, 2
+    clean, corr, labels = _pairs(3, L, p)
+    cells = [("input", j, t) for j in range(model.n_layers + 1) for t in range(L)]
+    fast = _cells_hooks(model, clean, corr, labels, cells, SilentContext(), group=4)
+    ref = _cells_hooks(model, clean, corr, labels, cells, SilentContext(), group=4, reference=True)
+    assert np.array_equal(fast[0], ref[0]) and np.array_equal(fast[1], ref[1])
+    for cell in cells:
+        assert np.array_equal(fast[2][cell], ref[2][cell]), cell
+    moved = [c for c in cells if c[2] >= p and not np.array_equal(fast[2][c], fast[1])]
+    assert moved  # the patches change the corrupted run's logits: the comparison is not of constants
+
+
+def test_a_forward_stopped_at_a_layer_records_the_output_the_full_pass_makes():
+    from models_store.capture import module_outputs, output_through
+
+    model = build_model(ModelConfig(family="transformer", vocab_size=3, n_classes=3, n_layers=3, d_model=32), seed=2)
+    tokens = torch.randint(0, 3, (4, 9), generator=torch.Generator().manual_seed(0))
+    _, full = module_outputs(model.eval(), tokens)
+    for layer in (-1, 1):
+        (got,) = output_through(model, tokens, layer).items()
+        assert got[0] == layer and torch.equal(got[1], full[layer])
+    with pytest.raises(ValueError):
+        output_through(model, tokens, 3)
 
 
 @pytest.mark.parametrize("start_token", [False, True])
