@@ -107,6 +107,29 @@ def test_another_config_of_the_same_depth_is_refused_not_pooled_as_a_seed(env, t
         run_suite(SuiteParams(preset="smoke", tasks=["parity"], from_config=[wide], seeds=[1]), env)
 
 
+def test_two_configs_of_one_depth_in_one_suite_are_refused_before_anything_runs(env, tmp_path):
+    from worker.suite_settings import check_one_run_per_seed, pooled_models
+
+    narrow, wide = _config_folder(tmp_path / "narrow", 32, 2), _config_folder(tmp_path / "wide", 48, 2)
+    deeper = _config_folder(tmp_path / "deeper", 32, 3)
+
+    def params(*folders: str, **kw) -> SuiteParams:
+        return SuiteParams(preset="smoke", tasks=["parity"], from_config=list(folders), **kw)
+
+    (line,) = pooled_models(expand_suite(params(narrow, wide)))
+    assert f"{narrow!r} and {wide!r} make the same cell of suite 'smoke' (transformer × parity, 2 layers)" in line
+    assert pooled_models(expand_suite(params(narrow, deeper))) == []  # a depth sweep
+    assert pooled_models(expand_suite(params(narrow, wide, name="a"))[:1]) == []  # one model: nothing pooled
+    with pytest.raises(SuiteSettingsConflict, match="pooled as seeds of one cell.*suite of its own"):
+        check_one_run_per_seed(expand_suite(params(narrow, wide)), env.session_factory)
+    with pytest.raises(SuiteSettingsConflict, match="pooled"):
+        run_suite(params(narrow, wide, max_steps=2), env)
+    with env.session_factory() as s:
+        from store.models import Run
+
+        assert s.query(Run).count() == 0  # refused before anything was trained
+
+
 def test_the_suite_runner_refuses_a_second_run_of_a_seed(env):
     _store(env, expand_suite(SuiteParams(**CELL, max_seconds=75)))
     with pytest.raises(SuiteSettingsConflict, match="another suite name"):

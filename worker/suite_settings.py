@@ -56,7 +56,7 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
         now = {k: v for k, v in job.run_config().items() if k != "seed"}
         # a run of another depth is a depth sweep, not a second run of this seed (a pretrained
         # model's depth comes from the hub; a config's from its config.json, None: unknown)
-        depth = None if job.pretrained else config_folder_depth(job.from_config) if job.from_config else job.n_layers
+        depth = _depth(job)
         stored = [r for r in stored if depth is None or r.n_layers is None or r.n_layers == depth]
         for r in stored:
             before = {k: v for k, v in (r.train_config or {}).items() if k != "seed"}
@@ -73,6 +73,38 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
             g["count"] += 1
             break  # one conflict per run asked for
     return list(groups.values())
+
+
+def _depth(job: TrainParams) -> int | None:
+    """The depth a job's model will have, where it is known before building it (a pretrained
+    model's comes from the hub: None; a config's from its config.json)."""
+    if job.pretrained:
+        return None
+    return config_folder_depth(job.from_config) if job.from_config else job.n_layers
+
+
+def pooled_models(jobs: list[TrainParams]) -> list[str]:
+    """One line per cell in which ``jobs`` themselves would put runs of two different models —
+    two transformers configs (``from_config``) of one family and depth, or one beside a built-in
+    model of that depth — for a seed of one suite: the curves, profiles and claims would pool them
+    as seeds of one cell (a suite holds one run per seed in each cell)."""
+    cells: dict[tuple, dict[str, TrainParams]] = {}
+    for job in jobs:
+        if not job.suite or job.pretrained:
+            continue  # a pretrained model's cell is keyed by its name
+        key = (job.suite, job.family, job.task, job.control, _depth(job), job.seed)
+        cells.setdefault(key, {}).setdefault(job.from_config or "", job)
+    lines = []
+    for (suite, family, task, _control, depth, _seed), models in cells.items():
+        if len(models) > 1:
+            names = " and ".join(repr(m) if m else f"the built-in {family}" for m in sorted(models))
+            line = (
+                f"{names} make the same cell of suite {suite!r} ({family} × {task}, {depth} layers): "
+                "their runs would be pooled as seeds of one cell"
+            )
+            if line not in lines:
+                lines.append(line)
+    return lines
 
 
 def stored_in_other_suites(jobs: list[TrainParams], factory: sessionmaker) -> dict[str, int]:
@@ -99,8 +131,14 @@ class SuiteSettingsConflict(ValueError):
 
 def check_one_run_per_seed(jobs: list[TrainParams], factory: sessionmaker) -> None:
     """Raise :class:`SuiteSettingsConflict` (one line per group, naming the differing settings)
-    when :func:`stored_with_other_settings` finds any, or when runs of ``jobs`` are stored, with
+    when ``jobs`` would pool two models in one cell (:func:`pooled_models`), when
+    :func:`stored_with_other_settings` finds any, or when runs of ``jobs`` are stored, with
     the same settings, in another suite (:func:`stored_in_other_suites`)."""
+    pooled = pooled_models(jobs)
+    if pooled:
+        raise SuiteSettingsConflict(
+            "; ".join(pooled) + ": run each model as a suite of its own (--name), or models of different depths"
+        )
     lines = []
     for g in stored_with_other_settings(jobs, factory):
         shown = ", ".join(f"{k} {_short(a)} vs {_short(b)}" for k, a, b in g["diffs"][:4]) + (

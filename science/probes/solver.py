@@ -160,9 +160,9 @@ def _block_labels(y: Tensor) -> tuple[Tensor, Tensor]:
 def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> Objective:
     """:func:`_objective` read a block of :data:`BLOCK_BYTES` of ``d.Xt``'s columns at a time: each
     block's logits, residuals and gradient product are made while it is in cache, so rows that do
-    not fit the last-level cache are read from memory once an evaluation, not twice (0.55–0.9 of the
-    two-product evaluation's time at 39,000–196,000 rows × 160–768 on one CPU core;
-    ``benchmarks/bench_blocked_objective.py``, BENCHMARKS.md "Lab scale").
+    not fit the last-level cache are read from memory once an evaluation, not twice (about 0.85 of
+    the two-product evaluation's time, 0.55–1.06 over three runs, at 39,000–196,000 rows × 160–768
+    on one CPU core; ``benchmarks/bench_blocked_objective.py``, BENCHMARKS.md "Lab scale").
     The same objective; the sums over rows are grouped by block (float rounding only).
     ``y [N]``: labels in ``0..K-1``."""
     Xt = d.Xt
