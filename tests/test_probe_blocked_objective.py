@@ -40,10 +40,8 @@ def test_blocked_objective_equals_the_two_product_one(monkeypatch, with_projecti
     M, lam = torch.eye(D, dtype=torch.float64), 1e-3
     th = torch.randn(K * D + K, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.1
     whole = _evaluate(design, y, M, lam, th)
-    monkeypatch.setattr(solver, "BLOCK_ABOVE_BYTES", 0)
     monkeypatch.setattr(solver, "BLOCK_BYTES", 4 * D * 700)  # 700-column blocks: 9 of them, a ragged last
-    assert solver._objective(design, torch.zeros(1, K), M, lam).__qualname__.startswith("_blocked_objective")
-    blocked = _evaluate(design, y, M, lam, th)
+    blocked = solver._blocked_objective(design, y, K, M, lam)(th)
     for a, b in zip(whole, blocked, strict=True):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-8), (a, b)
     assert not torch.equal(whole[1], blocked[1]) or not torch.equal(whole[0], blocked[0])  # another sum order
@@ -65,5 +63,5 @@ def test_the_study_sized_rows_are_not_blocked() -> None:
     # the paper preset's largest fit: 2,000 sequences × 40 tokens × 160 features (float32, 51 MB)
     n, d = 2000 * 40, 160
     assert n * d * 4 <= solver.BLOCK_ABOVE_BYTES
-    design = standardise(torch.randn(1000, 8))
-    assert not solver._objective(design, torch.zeros(1, K), torch.eye(8), 0.0).__qualname__.startswith("_blocked")
+    assert not solver._in_blocks(standardise(torch.randn(n, d)))
+    assert solver._in_blocks(standardise(torch.randn(2 * n, d)))  # 102 MB: read a block at a time

@@ -93,13 +93,12 @@ def _objective(d: Design, Y: Tensor, M: Tensor, lam: float) -> Objective:
     once for the logits ``V·Xᵀ`` and once for the gradient ``R·X``, each a product on contiguous
     rows; standardisation (and INLP's projection) act on the ``[K, D]`` weights only
     (:meth:`Design.raw_weights`). ``Y [N, K]``: one-hot targets (float64). Rows over
-    :data:`BLOCK_ABOVE_BYTES` on the CPU: :func:`_blocked_objective`."""
+    :data:`BLOCK_ABOVE_BYTES` on the CPU are read by :func:`_blocked_objective` instead
+    (:func:`_in_blocks`)."""
     Xt = d.Xt
     D, N = Xt.shape
     K = Y.shape[1]
     dt = Xt.dtype
-    if Xt.device.type == "cpu" and Xt.numel() * Xt.element_size() > BLOCK_ABOVE_BYTES:
-        return _blocked_objective(d, Y.argmax(1), K, M, lam)
     Yt = Y.T.contiguous()  # [K, N]
     inv_std = 1.0 / d.std  # 0 where a feature is at the noise floor
 
@@ -155,6 +154,12 @@ def _block_labels(y: Tensor) -> tuple[Tensor, Tensor]:
     """A block's labels ``y [m]`` as :meth:`_Sums.add` reads them: ``[1, m]`` and ``[1, m]`` of −1.0."""
     yc = y.unsqueeze(0)
     return yc, torch.full(yc.shape, -1.0, dtype=torch.float64, device=y.device)
+
+
+def _in_blocks(d: Design) -> bool:
+    """Whether ``d``'s rows (in memory) are read a block at a time: over :data:`BLOCK_ABOVE_BYTES`,
+    on the CPU (a GPU reads its memory at the rate the blocks would save)."""
+    return d.rows is None and d.Xt.device.type == "cpu" and d.Xt.numel() * d.Xt.element_size() > BLOCK_ABOVE_BYTES
 
 
 def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> Objective:
@@ -302,12 +307,14 @@ def minimise(
         if bool(W0.any()):  # W = W_z M, so W_z = W M⁻¹
             theta[: K * D] = torch.linalg.solve(MT, W0.T).T.reshape(-1)
         theta[K * D :] = b0
-    if d.rows is None:
+    if d.rows is not None:  # rows on disk: one pass over their chunks an evaluation
+        evaluate = _chunked_objective(d, y, K, M, lam)
+    elif _in_blocks(d):  # rows over the cache: one read of them an evaluation
+        evaluate = _blocked_objective(d, y, K, M, lam)
+    else:
         Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
         Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
         evaluate = _objective(d, Y, M, lam)
-    else:  # rows on disk: one pass over their chunks an evaluation
-        evaluate = _chunked_objective(d, y, K, M, lam)
     last: dict[str, float] = {"evals": 0}
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
     # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.
