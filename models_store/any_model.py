@@ -171,6 +171,8 @@ class AnyHFModel(HFLayerwiseModel):
         weight = emb.weight
         if not isinstance(weight, torch.Tensor):
             raise TypeError(f"the input embedding {type(emb).__name__} has no weight tensor")
+        if weight.is_meta:  # built for its shapes only (models_store.binding): no forward runs there,
+            return False  # and the tap it leads to adds no parameter
 
         def grab_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
             seen["block0"] = args[0] if args else kwargs.get("hidden_states")

@@ -54,10 +54,14 @@ def config_problem(checkpoint: Mapping[str, Any], run: Mapping[str, Any]) -> str
 def shape_problem(checkpoint: Mapping[str, Any], shapes: Mapping[str, list[int]]) -> str | None:
     """Why tensors of ``shapes`` (name → shape, from the weights file's header) are not those
     config ``checkpoint`` builds (``build_model`` on the meta device: no memory, no weights), or
-    None."""
-    cfg = ModelConfig.from_dict(dict(checkpoint))
-    with torch.device("meta"):
-        model = build_model(cfg)
+    None; a config that builds no model here (a bundle's, from another version or hand-made) is a
+    problem returned, not an exception raised mid-import."""
+    try:
+        cfg = ModelConfig.from_dict(dict(checkpoint))
+        with torch.device("meta"):
+            model = build_model(cfg)
+    except (ValueError, TypeError, KeyError, AttributeError, RuntimeError, NotImplementedError) as exc:
+        return f"its config builds no model here ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
     want = {k: list(v.shape) for k, v in model.state_dict().items()}
     for name in sorted(set(want) | set(shapes)):
         if want.get(name) != shapes.get(name):
