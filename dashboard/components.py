@@ -357,7 +357,12 @@ def register_save_view(
     loc_id: str,
     base_id: str,
     path_for: Callable[[str], str],
+    shown: Callable[[dict], dict] | None = None,
 ) -> None:
+    """"Save view" of a page: its state as the URL holds it, with what the page fills in when a
+    field is left open (``shown``: e.g. the suite shown by default) written into the view, so a
+    shared link shows what was on screen when it was saved, not a later default."""
+
     @app.callback(
         Output(f"{page_key}-save-panel", "style"),
         Input(f"{page_key}-save-open", "n_clicks"),
@@ -380,7 +385,8 @@ def register_save_view(
         title = title.strip() if isinstance(title, str) else ""
         if not title:
             return html.Span("Give the view a title.", className="text-danger field-error")
-        state = spec.to_json(spec.decode(search, base))
+        decoded = spec.decode(search, base)
+        state = spec.to_json(shown(decoded) if shown is not None else decoded)
         try:
             res = client.create_view(title, page_path, state)
         except ApiError as exc:

@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, State, no_update
 from dashboard.api_client import ApiClient
 from dashboard.components import Bind, register_exports, register_save_view, register_url_sync, state_from_controls
 from dashboard.state import PageState
-from dashboard.suites import default_suite, register_partial_banner
+from dashboard.suites import default_suite, register_partial_banner, with_suite
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,16 @@ def register_page(
     base_id = f"{key}-base"
     resolve = lengths.resolve if lengths is not None else (lambda state: state)
     register_url_sync(app, spec=spec, binds=binds, loc_id=loc_id, base_id=base_id, reset=reset, resolve=resolve)
-    register_save_view(
-        app, api, page_key=key, page_path=path, spec=spec, loc_id=loc_id, base_id=base_id, path_for=path_for
+    register_save_view(  # a page of one suite's aggregates saves the suite it shows, default or chosen
+        app,
+        api,
+        page_key=key,
+        page_path=path,
+        spec=spec,
+        loc_id=loc_id,
+        base_id=base_id,
+        path_for=path_for,
+        shown=(lambda state: with_suite(api, state)) if suite_cid is not None else None,
     )
     if suite_cid is not None:
         register_partial_banner(app, api, page_key=key, suite_cid=suite_cid, default=default_suite)

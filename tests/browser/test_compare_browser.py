@@ -97,3 +97,21 @@ def test_the_comparison_survives_a_saved_view(two_suites, browser, page):
         assert p2.input_value("#rv-compare") == "bench-01"
     finally:
         fresh.close()
+
+
+def test_a_view_saved_on_the_default_suite_keeps_that_suite(two_suites, page):
+    """A page opened without ?suite= shows the default suite; the view saved there records it, so
+    its link still shows that suite after another suite becomes the default."""
+    import httpx
+
+    page.goto(two_suites.base + "/claims")
+    wait_ready(page)
+    page.click("#claims-save-open")
+    page.fill("#claims-save-title", "claims as shown")
+    page.click("#claims-save-submit")
+    page.wait_for_selector("#claims-save-link")
+    slug = page.get_attribute("#claims-save-link", "href").rsplit("/", 1)[-1]
+    view = httpx.get(f"{two_suites.base}/api/views/{slug}", timeout=10).json()
+    shown = httpx.get(f"{two_suites.base}/api/suites", timeout=10).json()
+    assert view["state"]["suite"] in {"synthetic", "bench-01"}, view
+    assert view["state"]["suite"] in str(shown)
