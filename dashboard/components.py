@@ -359,7 +359,7 @@ def register_save_view(
     path_for: Callable[[str], str],
     shown: Callable[[dict], dict] | None = None,
 ) -> None:
-    """"Save view" of a page: its state as the URL holds it, with what the page fills in when a
+    """ "Save view" of a page: its state as the URL holds it, with what the page fills in when a
     field is left open (``shown``: e.g. the suite shown by default) written into the view, so a
     shared link shows what was on screen when it was saved, not a later default."""
 
