@@ -74,7 +74,7 @@ FIELDS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "Method parameters",
         "params",
         ("intervene",),
-        "method.parameter=value, comma-separated, e.g. random_k.k=4 (empty = each method's defaults)",
+        "method.parameter=value, comma-separated, e.g. my_edit.k=8 (empty = each method's defaults)",
     ),
     "n_probe_sequences": ("Probe sequences", "int", ("probe",), "held-out sequences per length (default 500)"),
     "suite": ("Suite", "text", ("train",), "a tag to group runs: letters, digits, . _ -"),
@@ -224,7 +224,7 @@ def build_params(kind: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def method_params(text: str) -> dict[str, dict[str, Any]] | str:
-    """``"random_k.k=4, inlp.max_rounds=3"`` → ``{"random_k": {"k": 4}, "inlp": {"max_rounds": 3}}``
+    """``"my_edit.k=8, inlp.max_rounds=3"`` → ``{"my_edit": {"k": 8}, "inlp": {"max_rounds": 3}}``
     (a value that is not a number is sent as typed); text not of that form is sent as typed, so
     the server's 422 names the field."""
     out: dict[str, dict[str, Any]] = {}

@@ -88,3 +88,17 @@ def test_ordinal(n, word) -> None:
 def test_an_option_checked_by_a_validator_says_so_without_pydantics_prefix(args, said) -> None:
     line = assert_one_line_error(args, said, rc=2)
     assert "Value error" not in line
+
+
+@pytest.mark.usefixtures("cli_home")
+def test_intervene_sets_inlps_round_budget_by_its_own_option(monkeypatch) -> None:
+    import backend.cli.remeasure as remeasure
+
+    seen = {}
+    monkeypatch.setattr(remeasure, "_measured_with", lambda run_id, fields: {})
+    monkeypatch.setattr(remeasure, "_run_on_stored", lambda kind, params, run_id, device: seen.update(p=params))
+    remeasure.intervene(
+        run_id=1, method=None, layer=None, eval_length=None, pca_k=None, inlp_max_rounds=7, param=None,
+        conv1d=True, n_permutations=None, device=None, precision=remeasure.PrecisionChoice.fp32,
+    )  # fmt: skip
+    assert seen["p"].inlp_max_rounds == 7

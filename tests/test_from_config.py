@@ -78,6 +78,14 @@ def test_bad_from_config_params_are_refused(configs, changes, words):
         TrainParams(**{"family": "transformer", "task": "parity", "from_config": configs["llama"], **changes})
 
 
+def test_a_missing_folder_is_said_before_the_family_it_would_make(tmp_path):
+    # with a family that builds no transformers model and a folder that is not there, the first
+    # thing wrong is the folder (the family it would make cannot be read from nothing)
+    missing = str(tmp_path / "nonexist")
+    with pytest.raises(ValidationError, match=r"from_config: '.*nonexist': no such local folder"):
+        TrainParams(family="lstm", task="parity", from_config=missing)
+
+
 def test_a_suite_expands_each_config_into_its_family_beside_pretrained(configs, tmp_path):
     from worker.presets import expand_suite
 

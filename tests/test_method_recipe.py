@@ -151,6 +151,10 @@ def test_the_cli_and_the_params_carry_k_and_name_the_field() -> None:
         with pytest.raises(ValidationError) as e:
             InterveneParams(run_id=1, methods=[NAME], method_params={NAME: {"k": 0}})
         assert validation_message(e.value).startswith(f"--param {NAME}.k: k must be at least 1")
+    with pytest.raises(ValidationError) as e:  # a method not registered: the key named, no "[key]"
+        InterveneParams(run_id=1, method_params={"no_such": {"k": 4}})
+    line = validation_message(e.value)
+    assert line.startswith("--param no_such: ") and "[key]" not in line
 
 
 def test_the_jobs_form_sends_method_params_and_shows_their_422_at_the_field() -> None:

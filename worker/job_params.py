@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from layerscope_core.hashing import config_hash
+from layerscope_core.model_sources import missing_folder_problem
 from layerscope_core.registry import (  # noqa: F401
     ALL_PATCH_SITES,
     EVAL_LENGTHS,
@@ -353,6 +354,8 @@ class TrainParams(_Params):
                 self.from_config_sha256 = config_folder_sha256(self.from_config)
             hf = families_where(hf=True)
             if self.family not in hf:
+                if why := missing_folder_problem(self.from_config):  # the first thing wrong, said first
+                    raise ValueError(f"from_config: {self.from_config!r}: {why}")
                 raise ValueError(
                     f"from_config: builds a transformers architecture, family {' or '.join(map(repr, hf))} "
                     f"(the one its blocks make), not {self.family!r}"

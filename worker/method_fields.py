@@ -2,7 +2,7 @@
 ``InterveneParams``), read from each method's declaration (``science.methods``).
 
 A method's parameters are set per method and name in ``method_params``
-(``{"random_k": {"k": 4}}``), checked against what the method declares (type, bounds, and, once
+(``{"my_edit": {"k": 8}}``), checked against what the method declares (type, bounds, and, once
 the model is known, its width); the built-ins' parameters that had a field of their own before
 (``pca_k``, ``inlp_max_rounds``: ``MethodParam.job_field``) keep it, defined here from their
 declaration, so stored settings and their hashes stay as they were. Nothing here names a method.
@@ -38,7 +38,7 @@ def method_params_field() -> Any:
     return Field(
         default_factory=dict,
         description="per method, values of the parameters it declares (GET /api/meta: method_params), "
-        'e.g. {"random_k": {"k": 4}}; a built-in parameter with a field of its own (pca_k, '
+        'e.g. {"my_edit": {"k": 8}}; a built-in parameter with a field of its own (pca_k, '
         "inlp_max_rounds) is set there",
     )
 

@@ -68,11 +68,16 @@ def intervene(
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: EvalLengths = None,
     pca_k: Annotated[int | None, typer.Option(help="k of pca_top_k (default: its declared k).")] = None,
+    inlp_max_rounds: Annotated[
+        int | None,
+        typer.Option(min=1, help="INLP's round budget (default: the run's own measurement's, else none)."),
+    ] = None,
     param: Annotated[
         list[str] | None,
         typer.Option(
-            help="A method's parameter, METHOD.NAME=VALUE (repeat), e.g. random_k.k=4; "
-            "each method's parameters: GET /api/meta (method_params)."
+            help="A plugin method's parameter, METHOD.NAME=VALUE (repeat), e.g. my_edit.k=8 for the "
+            "my_edit method of docs/BRING_YOUR_OWN.md; each method's parameters: GET /api/meta "
+            "(method_params). The built-ins' are options: --pca-k, --inlp-max-rounds."
         ),
     ] = None,
     conv1d: Annotated[bool, typer.Option(help="Conv1D removal on mamba / mamba2 runs.")] = True,
@@ -98,6 +103,8 @@ def intervene(
         kw["n_permutations"] = n_permutations
     if pca_k is not None:
         kw["pca_k"] = pca_k
+    if inlp_max_rounds is not None:
+        kw["inlp_max_rounds"] = inlp_max_rounds
     if param:
         kw["method_params"] = method_params(param)
     if method:
@@ -106,7 +113,7 @@ def intervene(
 
 
 def method_params(given: list[str]) -> dict[str, dict[str, Any]]:
-    """``["random_k.k=4", ...]`` → ``{"random_k": {"k": 4}}`` (a value read as JSON: a number, or
+    """``["my_edit.k=8", ...]`` → ``{"my_edit": {"k": 8}}`` (a value read as JSON: a number, or
     ``null``); the job params check names and values against each method's declaration.
 
     Raises:
@@ -117,7 +124,7 @@ def method_params(given: list[str]) -> dict[str, dict[str, Any]]:
         key, eq, text = item.partition("=")
         method, dot, name = key.strip().partition(".")
         if not (eq and dot and method and name):
-            raise C.CliError(f"--param {item!r}: expected METHOD.NAME=VALUE, e.g. random_k.k=4")
+            raise C.CliError(f"--param {item!r}: expected METHOD.NAME=VALUE, e.g. my_edit.k=8")
         try:
             value = json.loads(text)
         except ValueError:

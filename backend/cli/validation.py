@@ -27,6 +27,7 @@ OPTION_OF: dict[str, dict[str, str]] = {
         "eval_lengths": "--eval-length",
         "pca_k": "--pca-k",
         "method_params": "--param",
+        "inlp_max_rounds": "--inlp-max-rounds",
         "conv1d": "--conv1d",
         "n_permutations": "--n-permutations",
     },
@@ -64,12 +65,14 @@ def ordinal(n: int) -> str:
 def where(loc: tuple[Any, ...], options: dict[str, str]) -> str:
     """An error's ``loc`` as the user wrote it: the option of its field (``options``), then which
     value of a repeated option (``--eval-length (2nd value)``), then the path within it
-    (``--param random_k.k``); a field with no option: its dotted path (``run_id``, ``measure.pca_k``)."""
+    (``--param my_edit.k``); a field with no option: its dotted path (``run_id``, ``measure.pca_k``)."""
     if not loc or loc[0] not in options:
         return ".".join(map(str, loc))
     out, rest = options[loc[0]], list(loc[1:])
     if rest and isinstance(rest[0], int):
         out += f" ({ordinal(rest.pop(0) + 1)} value)"
+    if rest and rest[-1] == "[key]":  # pydantic's mark of a dict key that failed: the key is the value named
+        rest.pop()
     return " ".join([out, ".".join(map(str, rest))]) if rest else out
 
 
