@@ -146,3 +146,31 @@ def test_cli_refuses_a_probe_over_the_limit(cli_env) -> None:
     (cli_env / "store" / ("c" * 64)).mkdir(parents=True)  # its weights are "here"
     line = assert_one_line_error(["probe", str(run_id), "--n-sequences", "5000"], "n_probe_sequences: measuring")
     assert "n_probe_sequences 5,000" in line and "LAYERSCOPE_MAX_JOB_MEMORY_GIB" in line
+
+
+def test_a_job_without_eval_lengths_is_checked_at_the_lengths_the_run_was_measured_at(sqlite_url) -> None:
+    """``probe RUN_ID`` measures the run's own eval lengths again: its memory check reads those (a
+    run measured up to L = 600 is checked at 600, not at the default lengths' 120)."""
+    from store.measured import eval_lengths_in
+    from store.migrate import init_db
+    from store.models import MeasureSettings, ProbeResult
+    from store.session import make_engine, make_sessionmaker
+    from worker.job_params import ProbeParams
+    from worker.memory import run_job_problems
+
+    init_db(sqlite_url)
+    factory = make_sessionmaker(make_engine(sqlite_url))
+    (run_id,) = seed_runs(factory, families=("lstm",), tasks=("parity",), seeds=(0,))
+    with factory() as s:
+        row = MeasureSettings(config_hash="m" * 64, eval_lengths=[40, 600], params={})
+        s.add(row)
+        s.flush()
+        s.query(ProbeResult).filter(ProbeResult.run_id == run_id).update({"settings_id": row.id})
+        s.commit()
+        assert eval_lengths_in(s, run_id) == [40, 600]
+        run = s.get(Run, run_id)
+        params = ProbeParams(run_id=run_id)
+        ((_, msg, _),) = run_job_problems(params, run, 2**16, eval_lengths_in(s, run_id))
+        assert "L=600" in msg or "× max(eval_lengths) 600" in msg, msg
+        ((_, default_msg, _),) = run_job_problems(params, run, 2**16)  # lengths not known: the defaults'
+        assert "600" not in default_msg

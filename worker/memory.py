@@ -205,10 +205,11 @@ def train_job_problems(params: Any, limit: int) -> list[Problem]:
     return _train_problems(params, limit, model_size(params))
 
 
-def run_job_problems(params: Any, run: Any, limit: int) -> list[Problem]:
+def run_job_problems(params: Any, run: Any, limit: int, measured: list[int] | None = None) -> list[Problem]:
     """A probe, intervene or patch job on stored ``run`` (a ``store.models.Run``) over ``limit``
-    bytes. Eval lengths left out (the run's own) are taken as the longest of the default eval
-    lengths and the run's train length."""
+    bytes. Eval lengths left out are the run's own, those it was measured at (``measured``:
+    ``worker.stored_runs.eval_lengths_in``; not given or none recorded: the longest of the default
+    eval lengths and the run's train length)."""
     train_length = int((run.train_config or {}).get("train_length", max(EVAL_LENGTHS)))
     size = ModelSize(run.family, int(run.d_model), int(run.n_layers), int(run.n_params), "run_id", f"run {run.id}")
     if hasattr(params, "n_pairs"):  # a patch job
@@ -217,7 +218,7 @@ def run_job_problems(params: Any, run: Any, limit: int) -> list[Problem]:
         from science.interventions import n_fit_sequences
 
         n = params.n_probe_sequences
-        longest = max(params.eval_lengths or [*EVAL_LENGTHS, train_length])
+        longest = max(params.eval_lengths or measured or [*EVAL_LENGTHS, train_length])
         fit = n_fit_sequences(size.d_model, train_length, n) * train_length if getattr(params, "methods", None) else 0
         problem = _measure_problem(
             size, limit, ("n_probe_sequences", n, longest, "eval_lengths"), fit, None

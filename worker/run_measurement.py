@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from sqlalchemy import select
-
 from layerscope_core.registry import MEASURE_PARTS
 from models_store.base import LayerwiseModel
 from science.bounded import MemoryBound
@@ -37,7 +35,7 @@ from science.records import MeasureSettingsRecord
 from science.resume_folder import ResumeFolder, weights_digest
 from science.tasks.base import Task
 from science.tasks.file_task import NoCorruptionPairs
-from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
+from store.models import Run
 from store.session import session_scope
 from store.settings import get_settings
 from worker import in_flight_measuring, persist
@@ -319,29 +317,12 @@ class _Measurement:
 
 
 def stored_eval_lengths(run_id: int, env: WorkerEnv, fallback: int) -> list[int]:
-    """The eval lengths a stored run was measured at: the union of the ``eval_lengths`` of the
-    settings rows its results point to; for results stored before schema 0003 (no settings
-    row), the keys of its ``behaviour`` (the suite writes them for exactly its eval lengths);
-    ``[fallback]`` when neither is there."""
+    """The eval lengths a stored run was measured at (:func:`eval_lengths_in`), ``[fallback]`` when
+    none is recorded."""
+    from store.measured import eval_lengths_in
+
     with session_scope(env.session_factory) as s:
-        ids: set[int] = set()
-        for model in (ProbeResult, InterventionResult, PatchingResult):
-            ids |= {
-                i
-                for i in s.execute(
-                    select(model.settings_id).where(model.run_id == run_id, model.settings_id.is_not(None)).distinct()
-                ).scalars()
-                if i is not None  # the WHERE's already
-            }
-        lengths: set[int] = set()
-        if ids:
-            for got in s.execute(select(MeasureSettings.eval_lengths).where(MeasureSettings.id.in_(ids))).scalars():
-                lengths |= {int(x) for x in got or []}
-        if not lengths:
-            run = s.get(Run, run_id)
-            keys = list((run.behaviour or {}).keys()) if run is not None else []
-            lengths = {int(k) for k in keys if str(k).isdigit()}
-    return sorted(lengths) or [fallback]
+        return eval_lengths_in(s, run_id) or [fallback]
 
 
 def probe_settings(params: ProbeParams, lengths: list[int]) -> MeasureParams:

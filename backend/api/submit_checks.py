@@ -201,7 +201,9 @@ def model_source_errors(params: Any) -> tuple[list[dict[str, Any]], bool]:
     return errors, read
 
 
-def memory_errors(params: Any, limit: int, *, run: Any = None, jobs: list[Any] | None = None) -> list[dict[str, Any]]:
+def memory_errors(
+    params: Any, limit: int, *, run: Any = None, jobs: list[Any] | None = None, measured: list[int] | None = None
+) -> list[dict[str, Any]]:
     """FastAPI-style errors for a job whose estimated peak memory (``worker.memory``) is over
     ``limit`` bytes, each naming the estimate and the limit:
 
@@ -213,7 +215,9 @@ def memory_errors(params: Any, limit: int, *, run: Any = None, jobs: list[Any] |
     from worker.memory import run_job_problems, suite_problems, train_job_problems
 
     if jobs is None:
-        problems = run_job_problems(params, run, limit) if run is not None else train_job_problems(params, limit)
+        problems = (
+            run_job_problems(params, run, limit, measured) if run is not None else train_job_problems(params, limit)
+        )
         return [{**_error("", msg, value), "loc": ("body", "params", *loc)} for loc, msg, value in problems]
     errors = []
     for job, (loc, msg, value) in suite_problems(jobs, limit):

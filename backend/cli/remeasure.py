@@ -204,6 +204,7 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None, params: An
     """The run exists, its weights are here to load, and (with ``params`` and ``settings``) the
     job's estimated peak memory is within ``settings.max_job_memory_gib`` (``worker.memory``).
     Raises CliError (one line) otherwise."""
+    from store.measured import eval_lengths_in
     from store.models import Run
     from worker.memory import limit_bytes, one_line, run_job_problems
     from worker.run_weights import missing_weights
@@ -214,5 +215,6 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None, params: An
             raise C.CliError(f"run {run_id} not found")
         if why := missing_weights(run, store_dir):
             raise C.CliError(why)
-        if params is not None and (over := run_job_problems(params, run, limit_bytes(settings))):
+        measured = eval_lengths_in(s, run_id) if params is not None else None  # what a job without lengths reads
+        if params is not None and (over := run_job_problems(params, run, limit_bytes(settings), measured)):
             raise C.CliError(one_line(over))

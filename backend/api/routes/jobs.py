@@ -29,6 +29,7 @@ from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, 
 from backend.api.submit_checks import memory_errors, model_source_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
+from store.measured import eval_lengths_in
 from store.models import Job, Run
 from worker.job_params import PARAMS_BY_KIND
 from worker.queue import QueueUnavailable, submit, wake
@@ -192,7 +193,7 @@ def _check_run(params: Any, session, limit: int) -> None:
         params = params.then.params
     if errors := run_param_errors(params, run):  # layers / eval lengths the run's model cannot take
         raise RequestValidationError(errors)
-    if errors := memory_errors(params, limit, run=run):
+    if errors := memory_errors(params, limit, run=run, measured=eval_lengths_in(session, run_id)):
         raise RequestValidationError(errors)
 
 
