@@ -203,7 +203,12 @@ def read_bundle(
         z = open_checked(path, limits)
     except ZipRefused as exc:
         raise _refused(path, str(exc)) from None
-    except (zipfile.BadZipFile, OSError) as exc:
+    except zipfile.BadZipFile as exc:  # a zip's directory is at its end: a cut-off download loses it first
+        raise BundleError(
+            f"{path}: not a layerscope bundle ({exc}: not a zip file, or one cut short — a download or copy "
+            "that did not finish)"
+        ) from exc
+    except OSError as exc:
         raise BundleError(f"{path}: not a layerscope bundle ({exc})") from exc
     with z:
         try:

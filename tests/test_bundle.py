@@ -130,6 +130,13 @@ def test_not_a_bundle_is_a_clear_error(tmp_path):
     bad.write_text("hello")
     with pytest.raises(BundleError, match="not a layerscope bundle"):
         read_bundle(bad)
+    whole = io.BytesIO()
+    with zipfile.ZipFile(whole, "w") as z:
+        z.writestr("manifest.json", json.dumps({"format": "layerscope-bundle", "format_version": 1}))
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(whole.getvalue()[:-30])  # a download that stopped: the zip's directory is lost
+    with pytest.raises(BundleError, match="cut short"):
+        read_bundle(cut)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("manifest.json", json.dumps({"format": "layerscope-bundle", "format_version": 99}))
@@ -249,3 +256,12 @@ def test_api_suites_count_trained_and_measured_from_the_data(api):
     (row,) = api.client.get("/api/suites").json()
     assert row["n_runs"] == 3 and row["n_trained"] == 1 and row["n_measured"] == 2
     assert "n_complete" not in row
+
+
+@pytest.mark.usefixtures("cli_home")
+@pytest.mark.parametrize("command", ["import", "report"])
+def test_a_folder_given_as_a_bundle_is_named_a_folder(tmp_path, command):
+    from tests.cli_one_line import assert_one_line_error
+
+    line = assert_one_line_error([command, str(tmp_path)], "a folder, not a results bundle")
+    assert "no such file" not in line

@@ -2,7 +2,7 @@
 
 - ``smoke``: tiny widths, a few steps; the whole suite in under 2 minutes here (tests, CI).
 - ``quick``: study-sized models (~830K parameters) on parity, s3, dyck, one seed, a step
-  budget so the suite fits about 10 minutes on a 2-core CPU. The training recipe's warm-up,
+  budget so the suite fits about 10 minutes on a 2-core CPU (8 min measured on a quiet one). The training recipe's warm-up,
   cosine decay and clipping, but no length curriculum (150 steps are too few to climb from
   length 8 to 40 in evaluated stages). Not trained to 99%: a first look, not a claim.
 - ``paper``: the study: 3 seeds, 4 tasks, the full training recipe (docs/SCIENCE.md#training-recipe),

@@ -156,7 +156,7 @@ def import_cmd(
     from backend.bundle_import import import_bundle
 
     if not bundle.is_file():
-        raise C.CliError(f"{bundle}: no such file")
+        raise C.CliError(_not_a_file(bundle))
     settings = C.settings()
     factory = C.session_factory(settings)
     with factory() as s:
@@ -267,7 +267,7 @@ def report_cmd(
     from backend.report import build_report
 
     if not bundle.is_file():
-        raise C.CliError(f"{bundle}: no such file")
+        raise C.CliError(_not_a_file(bundle))
     if output is None:  # beside where it runs, named by the bundle: never the repository's own pages
         output = Path(f"{bundle.name.removesuffix('.zip').removesuffix('.layerscope')}-results.md")
     out = build_report(bundle, output, figures_dir=figures_dir, figures=figures)
@@ -275,3 +275,10 @@ def report_cmd(
     typer.echo(f"layerscope: wrote {output} ({verdicts})", err=True)
     if out["figures_error"]:
         typer.echo(f"layerscope: PNG figures skipped: {out['figures_error']}", err=True)
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` cannot be read as a bundle file: a folder, or nothing there."""
+    if path.is_dir():
+        return f"{path}: a folder, not a results bundle (a .layerscope.zip file)"
+    return f"{path}: no such file"

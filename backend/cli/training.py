@@ -24,7 +24,7 @@ suite_app = typer.Typer()  # `suite --preset …` runs one (the callback); `suit
 PresetOption = Annotated[
     C.Preset | None,
     typer.Option(
-        help="smoke (tests, < 2 min) | quick (~10–15 min on 2 cores) | paper (step budgets, controls) | pretrained | paper-75s (the first study's settings)"
+        help="smoke (tests, < 2 min) | quick (~8–25 min on 2 cores) | paper (step budgets, controls) | pretrained | paper-75s (the first study's settings)"
     ),
 ]
 FamilyOption = Annotated[
