@@ -128,6 +128,11 @@ def test_two_configs_of_one_depth_in_one_suite_are_refused_before_anything_runs(
         from store.models import Run
 
         assert s.query(Run).count() == 0  # refused before anything was trained
+    # hub names (no config.json here, depth unknown until the worker reads them) are not compared
+    hub = [j.model_copy(update={"from_config": name}) for j, name in zip(expand_suite(params(narrow, wide)), "ab")]
+    _store(env, expand_suite(params(narrow)), n_layers=2)
+    assert pooled_models(hub) == [] and stored_with_other_settings(hub, env.session_factory) == []
+    assert stored_with_other_settings(expand_suite(params(wide, name="smoke")), env.session_factory)  # read here
 
 
 def test_the_suite_runner_refuses_a_second_run_of_a_seed(env):

@@ -57,7 +57,10 @@ def stored_with_other_settings(jobs: list[TrainParams], factory: sessionmaker) -
         # a run of another depth is a depth sweep, not a second run of this seed (a pretrained
         # model's depth comes from the hub; a config's from its config.json, None: unknown)
         depth = _depth(job)
-        stored = [r for r in stored if depth is None or r.n_layers is None or r.n_layers == depth]
+        if depth is None and job.from_config:  # a hub name's config, not read here: its own runs only
+            stored = [r for r in stored if (r.train_config or {}).get("from_config") == job.from_config]
+        else:
+            stored = [r for r in stored if depth is None or r.n_layers is None or r.n_layers == depth]
         for r in stored:
             before = {k: v for k, v in (r.train_config or {}).items() if k != "seed"}
             if not before and r.seed != job.seed:
@@ -90,9 +93,10 @@ def pooled_models(jobs: list[TrainParams]) -> list[str]:
     as seeds of one cell (a suite holds one run per seed in each cell)."""
     cells: dict[tuple, dict[str, TrainParams]] = {}
     for job in jobs:
-        if not job.suite or job.pretrained:
-            continue  # a pretrained model's cell is keyed by its name
-        key = (job.suite, job.family, job.task, job.control, _depth(job), job.seed)
+        depth = _depth(job)
+        if not job.suite or job.pretrained or depth is None:
+            continue  # a pretrained model's cell is keyed by its name; a depth not known here: not compared
+        key = (job.suite, job.family, job.task, job.control, depth, job.seed)
         cells.setdefault(key, {}).setdefault(job.from_config or "", job)
     lines = []
     for (suite, family, task, _control, depth, _seed), models in cells.items():
