@@ -204,6 +204,11 @@ def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [queued]
     assert main(["jobs", "logs", str(queued), "--tail", "1"]) == 0
     assert capsys.readouterr().out.strip() == "step 2"
+    with f() as s:
+        silent = s.execute(select(Job.id).where(Job.state == "succeeded")).scalar_one()
+    assert main(["jobs", "logs", str(silent)]) == 0  # no log: said, not an empty answer
+    said = capsys.readouterr()
+    assert said.out == "" and f"job {silent} (succeeded) has no log" in said.err
     assert main(["jobs", "cancel", str(queued)]) == 0
     with f() as s:
         assert s.get(Job, queued).state == "cancelled"

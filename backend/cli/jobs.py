@@ -206,8 +206,11 @@ def jobs_logs(
     with C.session_factory()() as s:
         job = get_job(s, job_id)
         lines = (job.log or "").splitlines()
-        error = job.error
+        error, state = job.error, job.state
     for line in lines[-tail:] if tail else lines:
         typer.echo(line)
     if error:
         typer.echo(f"error: {error}", err=True)
+    if not lines and not error:  # an empty answer would read like a job that ran and said nothing
+        later = " yet" if state in ("queued", "running") else ""
+        typer.echo(f"layerscope: job {job_id} ({state}) has no log{later}", err=True)
