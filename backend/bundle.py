@@ -218,7 +218,12 @@ def read_bundle(
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             got = manifest.get("format") if isinstance(manifest, dict) else manifest
             raise BundleError(f"{path}: format {got!r}, expected {FORMAT!r}")
-        if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+        version = manifest.get("format_version", FORMAT_VERSION)  # absent: written before versions were
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise BundleError(
+                f"{path}: format version {version!r} is not one layerscope writes (1 to {FORMAT_VERSION})"
+            )
+        if version > FORMAT_VERSION:
             raise BundleError(
                 f"{path}: format version {manifest.get('format_version')} is newer than this "
                 f"layerscope reads ({FORMAT_VERSION}); upgrade layerscope"

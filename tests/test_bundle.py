@@ -142,6 +142,12 @@ def test_not_a_bundle_is_a_clear_error(tmp_path):
         z.writestr("manifest.json", json.dumps({"format": "layerscope-bundle", "format_version": 99}))
     with pytest.raises(BundleError, match="newer"):
         read_bundle(io.BytesIO(buf.getvalue()))
+    for version in (0, -1, "1", 1.5, True):  # not a version layerscope writes: refused, not imported
+        odd = io.BytesIO()
+        with zipfile.ZipFile(odd, "w") as z:
+            z.writestr("manifest.json", json.dumps({"format": "layerscope-bundle", "format_version": version}))
+        with pytest.raises(BundleError, match="is not one layerscope writes"):
+            read_bundle(io.BytesIO(odd.getvalue()))
 
 
 def test_export_unknown_suite_names_the_known_ones(source):
