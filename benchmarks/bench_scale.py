@@ -64,7 +64,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
 
-from benchmarks.floors import counting_fits
+from benchmarks.floors import FitCounter, Rates, counting_fits
 from layerscope_core.registry import TRAIN_LENGTH
 from models_store.base import LayerwiseModel
 from models_store.mamba_kernels import mixer_path
@@ -156,13 +156,6 @@ def peak_read_gbps() -> float:
         _sync()
         best = min(best, time.perf_counter() - t)
     return big.numel() * 4 / best / 1e9
-
-
-def fit_floor(fits: list[tuple[int, int, int, int]], flop_rate: float, gbps: float) -> float:
-    """Seconds: every counted evaluation ``(N, D, K, evaluations)`` at the larger of its FLOPs
-    (``4·N·D·K``) at ``flop_rate`` FLOP/s and its reads of the float32 rows (``2·N·D·4`` bytes) at
-    ``gbps`` GB/s (module docstring)."""
-    return sum(e * max(4 * n * d * k / flop_rate, 2 * n * d * 4 / (gbps * 1e9)) for n, d, k, e in fits)
 
 
 _device = "cpu"
@@ -350,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     flops: dict[str, float] = {}
     forward_flops: dict[str, float] = {}
     solver: dict[str, tuple[int, int]] = {}  # per part: (probe fits, solver evaluations)
-    part_fits: dict[str, list[tuple[int, int, int, int]]] = {}  # per part: (N, D, K, evaluations) per fit
+    part_fits: dict[str, FitCounter] = {}  # per part: its fits' (N, D, K, evaluations)
     n = args.sequences
     for part in parts:
         if args.device == "cuda":
@@ -361,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         with counting_fits() as fits:
             f, n_made = _run_part(part, model, task, count, args, lengths, layers, memory, {**common, "ctx": ctx}, m)
         _sync()
-        spent[part], part_fits[part] = time.perf_counter() - t, list(fits.fits)
+        spent[part], part_fits[part] = time.perf_counter() - t, fits
         f_fits = sum(evals * 4 * n_rows * d * k for n_rows, d, k, evals in fits.fits)
         forward_flops[part], flops[part] = f, f + f_fits
         solver[part] = (len(fits.fits), fits.evals)
@@ -383,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     # not lower the floor (a higher rate only raises the ratio)
     rate = max(rate_before, peak_flops(args.d_model, args.precision))
     gbps = max(gbps_before, peak_read_gbps())
-    fit_floors = {k: fit_floor(v, rate, gbps) for k, v in part_fits.items()}
+    # each evaluation at the larger of its FLOPs and its reads of the rows, as floors.py counts it
+    fit_floors = {k: v.eval_floor(Rates(gflops=rate / 1e9, gbps=gbps)) for k, v in part_fits.items()}
     part_floor = {k: forward_flops[k] / rate + fit_floors[k] for k in flops}
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = sum(part_floor.values())

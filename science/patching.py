@@ -232,7 +232,7 @@ def _cells_hooks(
         by_layer.setdefault(j, []).append(t)
     for j, ts in by_layer.items():
         src = states[j - 1]  # (b, L, D): the output of layer j-1 = the input of block j
-        recorded: dict[int, dict[int, object]] = {}  # group size → the corrupted batch's output of layer j-1
+        recorded: tuple[int, dict[int, object]] | None = None  # (group size, the corrupted batch's output of j-1)
         for i in range(0, len(ts), group):
             ctx.check_cancelled()
             chunk = ts[i : i + group]
@@ -253,9 +253,9 @@ def _cells_hooks(
                 with edit_layer(model, j - 1, fn):
                     logits = model(batch)[:, -1]  # (g·b, C)
             else:
-                if len(chunk) not in recorded:
-                    recorded = {len(chunk): output_through(model, batch, j - 1)}  # one size held at a time
-                with start_at_layer(model, j - 1, recorded[len(chunk)]), edit_layer(model, j - 1, fn):
+                if recorded is None or recorded[0] != len(chunk):  # one size held at a time
+                    recorded = (len(chunk), output_through(model, batch, j - 1))
+                with start_at_layer(model, j - 1, recorded[1]), edit_layer(model, j - 1, fn):
                     logits = model(batch)[:, -1]  # (g·b, C): blocks j.. and the head only
             for g, t in enumerate(chunk):
                 out[("input", j, t)] = ld(logits[g * b : (g + 1) * b])

@@ -39,11 +39,13 @@ def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monke
 
 
 def test_fit_floor_takes_the_larger_of_flops_and_bytes() -> None:
-    # 1,000 × 100 rows, 2 classes, 3 evaluations: 2.4 MFLOP and 1.6 MB of reads
-    fits = [(1000, 100, 2, 3)]
-    assert bench_scale.fit_floor(fits, flop_rate=1e9, gbps=1e6) == pytest.approx(3 * 0.8e6 / 1e9)  # FLOPs
-    assert bench_scale.fit_floor(fits, flop_rate=1e9, gbps=1e-3) == pytest.approx(3 * 0.8e6 / 1e6)  # bytes
-    assert bench_scale.fit_floor(fits, flop_rate=1e6, gbps=1e9) == pytest.approx(3 * 0.8e6 / 1e6)  # FLOPs
+    from benchmarks.floors import FitCounter, Rates
+
+    # 1,000 × 100 rows, 2 classes, 3 evaluations: 0.8 MFLOP and 0.8 MB of reads an evaluation
+    fits = FitCounter([(1000, 100, 2, 3)])
+    assert fits.eval_floor(Rates(gflops=1, gbps=1e6)) == pytest.approx(3 * 0.8e6 / 1e9)  # FLOPs
+    assert fits.eval_floor(Rates(gflops=1, gbps=1e-3)) == pytest.approx(3 * 0.8e6 / 1e6)  # bytes
+    assert fits.eval_floor(Rates(gflops=1e-3, gbps=1)) == pytest.approx(3 * 0.8e6 / 1e6)  # FLOPs
 
 
 def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) -> None:

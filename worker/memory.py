@@ -208,7 +208,7 @@ def train_job_problems(params: Any, limit: int) -> list[Problem]:
 def run_job_problems(params: Any, run: Any, limit: int, measured: list[int] | None = None) -> list[Problem]:
     """A probe, intervene or patch job on stored ``run`` (a ``store.models.Run``) over ``limit``
     bytes. Eval lengths left out are the run's own, those it was measured at (``measured``:
-    ``worker.stored_runs.eval_lengths_in``; not given or none recorded: the longest of the default
+    ``store.measured.eval_lengths_in``; not given or none recorded: the longest of the default
     eval lengths and the run's train length)."""
     train_length = int((run.train_config or {}).get("train_length", max(EVAL_LENGTHS)))
     size = ModelSize(run.family, int(run.d_model), int(run.n_layers), int(run.n_params), "run_id", f"run {run.id}")
