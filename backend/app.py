@@ -56,6 +56,7 @@ def _api_not_found(app: FastAPI) -> None:
 def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     from a2wsgi import WSGIMiddleware
 
+    from dashboard.all_pages import PAGES
     from dashboard.api_client import ApiClient
     from dashboard.app import create_dash
 
@@ -65,6 +66,7 @@ def mount_dashboard(app: FastAPI, settings: Settings) -> None:
     app.mount("/", WSGIMiddleware(dash_app.server), name="dashboard")  # type: ignore[arg-type]  # a2wsgi's ASGI types, not Starlette's: one protocol
     app.state.dash = dash_app
     app.state.dash_client = client
+    app.state.view_pages = frozenset(p.path for p in PAGES)  # a saved view must open one of them
 
 
 def warm_when_up(app: FastAPI) -> None:

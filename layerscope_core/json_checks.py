@@ -117,15 +117,19 @@ def value_errors(doc: Any, prefix: Loc = ("body",), max_depth: int = MAX_JSON_DE
 
 
 def encoding_error(raw: bytes) -> str | None:
-    """Why the raw body is not text in the encoding JSON parsing reads it in (UTF-8, or UTF-16/32
-    told by its first bytes), or None. Escaped lone surrogates (``"\\ud800"``) are text here:
-    the text rule refuses them at their field."""
+    """Why the raw body is not UTF-8 text, or None. JSON exchanged between systems is UTF-8 (RFC
+    8259, section 8.1): a body that Python's ``json`` would read as UTF-16 or UTF-32 (told by its
+    first bytes) is refused too, naming the encoding it looks like; a UTF-8 byte-order mark is
+    ignored, as the RFC allows. Escaped lone surrogates (``"\\ud800"``) are text here: the text
+    rule refuses them at their field."""
     encoding = json.detect_encoding(raw)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        return f"request body: {encoding.upper()}, not UTF-8 (RFC 8259 section 8.1); send the JSON encoded as UTF-8"
     try:
         raw.decode(encoding, "surrogatepass")  # as json.loads decodes bytes
     except UnicodeDecodeError as e:
         return (
-            f"request body: not valid {encoding.upper()} (bytes {raw[e.start : e.end]!r} at offset {e.start}); "
+            f"request body: not valid UTF-8 (bytes {raw[e.start : e.end]!r} at offset {e.start}); "
             "send the JSON encoded as UTF-8"
         )
     return None

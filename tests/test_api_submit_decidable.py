@@ -6,6 +6,8 @@ named run (pca_k, patching sites, methods), and the loose inputs of a fresh user
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 from sqlalchemy import update
@@ -237,6 +239,23 @@ def test_a_body_that_is_not_utf8_is_400_naming_the_body(api) -> None:
     assert counts(api) == before
     escaped = post_raw(api, "/api/jobs", '{"kind":"train","params":{"family":"gru","task":"parity","name":"\\ud800"}}')
     assert_422_at(api, escaped, ["body", "params", "name"])  # an escaped lone surrogate: still at its field
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_a_utf16_or_utf32_body_is_400_naming_its_encoding(api, encoding) -> None:
+    # RFC 8259 section 8.1: JSON between systems is UTF-8; Python's json would read these
+    before = counts(api)
+    body = json.dumps({"kind": "train", "params": {"family": "gru", "task": "parity"}}).encode(encoding)
+    r = post_raw(api, "/api/jobs", body)
+    assert r.status_code == 400, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("request body: UTF-") and "not UTF-8" in detail
+    assert counts(api) == before
+
+
+def test_a_utf8_byte_order_mark_is_ignored(api) -> None:
+    r = post_raw(api, "/api/views", b"\xef\xbb\xbf" + json.dumps({"title": "bom", "page": "/curves"}).encode())
+    assert r.status_code == 201, r.text
 
 
 def test_import_jobs_are_listed_and_filtered(api) -> None:

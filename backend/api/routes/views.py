@@ -6,6 +6,7 @@ import secrets
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
+from fastapi.exceptions import RequestValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -74,15 +75,37 @@ def _token_name(request: Request, session: Session) -> str | None:
     return row.name if row is not None else None
 
 
+def _check_page(page: str, pages: frozenset[str] | None) -> None:
+    """A 422 at the body's ``page`` when the dashboard served beside this API has no such page
+    (``pages``: its page paths, set where the dashboard is mounted; None: the API alone, any path).
+    A trailing slash is the page itself, as the dashboard opens it."""
+    if pages is None:
+        return
+    bare = page if page == "/" else page.rstrip("/")
+    if bare not in pages:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("body", "page"),
+                    "msg": f"no dashboard page at {page!r}; pages: {', '.join(sorted(pages))}",
+                    "input": page,
+                }
+            ]
+        )
+
+
 @router.post(
     "",
     response_model=ViewCreated,
     status_code=status.HTTP_201_CREATED,
     dependencies=[WriteAuth],
     responses={**TOO_LARGE, 503: {"model": ErrorOut, "description": "no free slug (retry)"}},
+    description="With the dashboard mounted, ``page`` must be one of its pages (else a 422 at the field).",
     summary="Save a view; returns its slug and short link",
 )
 def create_view(body: ViewCreate, session: SessionDep, request: Request) -> ViewCreated:
+    _check_page(body.page, getattr(request.app.state, "view_pages", None))
     who = _token_name(request, session)
     for _ in range(5):
         slug = new_slug()
