@@ -37,7 +37,8 @@ the solver's evaluations the bytes they read):
 after them (the better of the two), so machine load affects both sides; ``peak_read_gbps``: the
 best of 5 sums over a 256 MiB float32 tensor there (out of cache), timed the same way;
 ``floor_seconds`` = the forward passes' FLOPs / ``peak_flops`` + the evaluations' floors
-(``fit_floor_seconds``); ``ratio = seconds / floor_seconds``. ``--json`` prints one object; without
+(``fit_floor_seconds``, at ``peak_flops_fp32``: the solvers run in float32 at every precision, so
+at ``--precision bf16`` a float32 rate is timed beside the bfloat16 one); ``ratio = seconds / floor_seconds``. ``--json`` prints one object; without
 it, one line per number.
 
 On a GPU (``--device cuda``): the model and the measurement run there (``science.precision`` for
@@ -335,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     count = Flops(model, args.family)
     rate_before, gbps_before = peak_flops(args.d_model, args.precision), peak_read_gbps()
+    # the solvers run in float32 at every precision: their floor is counted at the float32 rate
+    fit_rate_before = rate_before if args.precision == "fp32" else peak_flops(args.d_model)
     common = dict(run_seed=0, config_hash="bench", device=args.device, precision=args.precision)
     spent: dict[str, float] = {}
     part_peaks: dict[str, float | None] = {}
@@ -376,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     # not lower the floor (a higher rate only raises the ratio)
     rate = max(rate_before, peak_flops(args.d_model, args.precision))
     gbps = max(gbps_before, peak_read_gbps())
+    fit_rate = rate if args.precision == "fp32" else max(fit_rate_before, peak_flops(args.d_model))
     # each evaluation at the larger of its FLOPs and its reads of the rows, as floors.py counts it
-    fit_floors = {k: v.eval_floor(Rates(gflops=rate / 1e9, gbps=gbps)) for k, v in part_fits.items()}
+    fit_floors = {k: v.eval_floor(Rates(gflops=fit_rate / 1e9, gbps=gbps)) for k, v in part_fits.items()}
     part_floor = {k: forward_flops[k] / rate + fit_floors[k] for k in flops}
     total, seconds = sum(flops.values()), sum(spent.values())
     floor = sum(part_floor.values())
@@ -401,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "flops": total,
         "part_flops": flops,
         "peak_flops": rate,
+        "peak_flops_fp32": fit_rate,  # the solvers' rate (float32 at every precision)
         "peak_read_gbps": round(gbps, 2),
         "floor_seconds": round(floor, 4),
         "part_floor_seconds": {k: round(v, 4) for k, v in part_floor.items()},

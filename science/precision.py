@@ -67,11 +67,14 @@ def forward_precision(precision: str) -> Iterator[None]:
 @contextmanager
 def forwards(device: torch.device | str) -> Iterator[None]:
     """Run the forward passes inside at the current precision on ``device``'s type: bfloat16
-    autocast at ``bf16``; nothing at all at ``fp32``."""
+    autocast at ``bf16`` (without autocast's weight cache); nothing at all at ``fp32``."""
     if _current.get() != "bf16":
         yield
         return
-    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16):
+    # cache_enabled=False: autocast would otherwise keep a bfloat16 copy of every weight until the
+    # context exits (half the model's bytes again, which the memory bound does not count); each
+    # weight is used once a forward pass, so nothing is cast twice, and the bits are the same
+    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False):
         yield
 
 

@@ -36,6 +36,15 @@ def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monke
     assert out["floor_seconds"] >= out["flops"] / out["peak_flops"] * 0.99
     assert set(fits) == set(parts) and all(0 <= fits[k] <= parts[k] + 0.01 for k in parts)
     assert out["ratio"] == pytest.approx(out["seconds"] / out["floor_seconds"], rel=0.02, abs=0.01)
+    assert out["peak_flops_fp32"] == out["peak_flops"]  # at fp32 the solvers' rate is the forwards'
+
+
+def test_bf16_times_a_float32_rate_for_the_solvers(capsys) -> None:
+    args = ["--layers", "1", "--d-model", "32", "--heads", "4", "--sequences", "24", "--lengths", "12"]
+    assert bench_scale.main([*args, "--parts", "probes", "--precision", "bf16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["precision"] == "bf16" and out["peak_flops_fp32"] > 0
+    assert out["peak_flops_fp32"] != out["peak_flops"]  # timed apart: a float32 and a bfloat16 product
 
 
 def test_fit_floor_takes_the_larger_of_flops_and_bytes() -> None:

@@ -119,6 +119,19 @@ def test_bf16_forwards_run_under_autocast_and_edits_in_float32(trained) -> None:
         measure_probes(model, task, run_seed=0, eval_lengths=[12], n_sequences=20, config_hash="", precision="fp16")
 
 
+def test_bf16_forwards_keep_no_bfloat16_copy_of_the_weights(trained) -> None:
+    # autocast's weight cache would hold half the model's bytes again beside the memory bound
+    model, task = trained
+    tokens = task.generate(12, 4, 0, split="test").tokens
+    with forward_precision("bf16"), forwards("cpu"):
+        cache_on = torch.is_autocast_cache_enabled()
+        uncached = model(tokens)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the cache on: the same bits
+        cached = model(tokens)
+    assert cache_on is False
+    assert torch.equal(uncached, cached)
+
+
 def test_bf16_rows_stay_within_the_stated_tolerances(trained) -> None:
     model, task = trained
     fp32, bf16 = _measure(model, task, "fp32"), _measure(model, task, "bf16")
