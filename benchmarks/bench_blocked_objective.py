@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         th = torch.randn(k * d + k, dtype=torch.float64, generator=g) * 1e-2
         whole = _seconds(solver._objective(design, Y, M, 1e-4), th, args.repeats)  # two products, any size
         blocked = _seconds(solver._blocked_objective(design, y, k, M, 1e-4), th, args.repeats)
-        floor = rates.seconds(4 * n * d * k, 2 * n * d * 4)
+        floor = rates.evaluation(n, d, k)
         print(
             f"| {n:,} × {d} × {k} | {whole * 1e3:.2f} | {blocked * 1e3:.2f} | {blocked / whole:.2f} "
             f"| {floor * 1e3:.2f} | {whole / floor:.2f} | {blocked / floor:.2f} |"

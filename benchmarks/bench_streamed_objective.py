@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             old, out_old = _evaluations(_MaskedRows(rows, mask), y, k, th, args.repeats)
             new, out_new = _evaluations(rows.selected(mask), y, k, th, args.repeats)
         same = all(torch.equal(a, b) for a, b in zip(out_old, out_new, strict=True))
-        n_sel = int(mask.sum())
-        floor = rates.seconds(4 * n_sel * d * k, 2 * n_sel * d * 4)
+        floor = rates.evaluation(int(mask.sum()), d, k)
         print(
             f"| {n:,} × {d} × {k} | {old * 1e3:.1f} | {new * 1e3:.1f} | {new / old:.2f} "
             f"| {floor * 1e3:.1f} | {new / floor:.2f} | {same} |"

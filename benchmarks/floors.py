@@ -44,6 +44,11 @@ class Rates:
         """The floor of work of ``flops`` FLOPs reading ``nbytes`` bytes."""
         return max(flops / (self.gflops * 1e9), nbytes / (self.gbps * 1e9))
 
+    def evaluation(self, n: int, d: int, k: int, itemsize: int = 4) -> float:
+        """The floor of one evaluation of the probe's objective on ``n × d`` rows, ``k`` classes:
+        two products (``4·n·d·k`` FLOPs) that read the rows twice."""
+        return self.seconds(4 * n * d * k, 2 * n * d * itemsize)
+
 
 def machine_rates(tries: int = 7) -> Rates:
     """Measure :class:`Rates` now (best of ``tries``)."""
@@ -72,7 +77,7 @@ class FitCounter:
 
     def eval_floor(self, rates: Rates, itemsize: int = 4) -> float:
         """Floor of every counted evaluation (module docstring)."""
-        return sum(e * rates.seconds(4 * n * d * k, 2 * n * d * itemsize) for n, d, k, e in self.fits)
+        return sum(e * rates.evaluation(n, d, k, itemsize) for n, d, k, e in self.fits)
 
     @property
     def evals(self) -> int:
