@@ -136,7 +136,9 @@ def register_partial_banner(
 
 def suite_label(suite: dict) -> str:
     """``paper — imported (60 runs)`` / ``quick — made here (15 runs)``: which suite came from a
-    results bundle and which this installation ran."""
+    results bundle and which this installation ran; ``smoke — queued, no run stored yet``."""
+    if suite.get("queued"):
+        return f"{suite['name']} — queued, no run stored yet"
     origin = "imported" if suite.get("imported") else "made here"
     counts = partial_counts(suite)
     if counts is not None:  # ``paper — imported, partial: 23 of 60 measured (17 of them trained)``

@@ -95,6 +95,8 @@ def test_suite_picker_label_says_partial():
         suite_label({"name": "x", "n_runs": 3, "imported": True, "partial": True, "n_measured": 1})
         == "x — imported, partial: 1 of 3 runs measured"
     )
+    queued = {"name": "smoke", "n_runs": 0, "queued": True, "partial": True, "preset_runs": 3, "runs_remaining": 3}
+    assert suite_label(queued) == "smoke — queued, no run stored yet"
 
 
 def test_partial_banner_is_one_line_for_the_chosen_suite():
@@ -135,3 +137,22 @@ def test_partial_banner_is_on_every_aggregate_page():
         slot = find(root, f"{page.PAGE.key}-partial")
         assert isinstance(root, html.Div) and slot is not None, page.PAGE.key
         assert slot.children is not None and slot.children.children.startswith("Partial study"), page.PAGE.key
+
+
+def test_a_suite_queued_without_runs_is_listed_with_zero_counts(api):
+    # the routes' 404s already knew a queued suite; GET /api/suites did not list it (a new user's trial)
+    seed_runs(api.factory, families=("gru",), tasks=("parity",), seeds=(0,), suite="mine")
+    assert api.client.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke"}}).status_code == 201
+    r = api.client.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "name": "later"}})
+    assert r.status_code == 201
+    with api.factory() as s:  # a finished suite job whose runs were deleted is not listed
+        s.add(Job(kind="suite", state="succeeded", params={"preset": "smoke", "name": "gone"}, config_hash="g"))
+        s.commit()
+    rows = {r["name"]: r for r in api.client.get("/api/suites").json()}
+    assert set(rows) == {"mine", "smoke", "later"}
+    assert "queued" not in rows["mine"] and rows["mine"]["n_runs"] == 1
+    smoke = rows["smoke"]
+    assert smoke["queued"] is True and smoke["n_runs"] == smoke["n_measured"] == 0 and smoke["partial"] is True
+    assert smoke["preset_runs"] == smoke["runs_remaining"] > 0
+    assert rows["later"]["queued"] is True and "preset_runs" not in rows["later"]  # named apart: no preset's count
+    assert api.client.get("/api/curves", params={"suite": "later"}).status_code == 200  # known to the aggregates too

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from layerscope_core.layers import depth, layer_name  # the one definition (docs/SCIENCE.md#layers)
 from science.trained import DEFAULT_CRITERION
+from store.jobs import QUEUED, RUNNING
 from store.models import InterventionResult, Job, PatchingResult, ProbeResult, Run
 
 
@@ -117,10 +118,14 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def queued_suites(session: Session) -> set[str]:
-    """Suites submitted (a suite job, or train jobs naming one), whether or not a run is stored yet."""
+def queued_suites(session: Session, pending_only: bool = False) -> set[str]:
+    """Suites submitted (a suite job, or train jobs naming one), whether or not a run is stored yet;
+    ``pending_only``: those of jobs still queued or running."""
     names = set()
-    for kind, params in session.execute(select(Job.kind, Job.params).where(Job.kind.in_(("suite", "train")))):
+    q = select(Job.kind, Job.params).where(Job.kind.in_(("suite", "train")))
+    if pending_only:
+        q = q.where(Job.state.in_((QUEUED, RUNNING)))
+    for kind, params in session.execute(q):
         params = params or {}
         name = params.get("suite") if kind == "train" else (params.get("name") or params.get("preset"))
         if name:

@@ -14,7 +14,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from backend import housekeeping, study_parts
 from backend.api.deps import TOO_LARGE, UNAUTHORIZED, CacheDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
-from backend.api.queries import NotFound
+from backend.api.queries import NotFound, queued_suites
 from backend.api.schemas import Annotation, AnnotationOut, Deleted, ErrorOut
 from backend.bundle import imported_manifest, imported_suites
 from backend.bundle_export import RunsBeingRebuilt, export_bundle
@@ -84,6 +84,9 @@ class SuiteOut(BaseModel):
     # deleted and their own not all stored, so the bundle route answers 409 without allow_partial.
     # Absent when none.
     n_rebuilding: int | None = None
+    # True for a suite whose jobs are queued or running and that has no run stored yet (its counts
+    # are 0); absent otherwise.
+    queued: bool | None = None
     # The eval lengths the suite's runs were probed at (ascending; a file task's is its rows'
     # length), and the lengths its runs trained at: the dashboard's length pickers offer these.
     eval_lengths: list[int] = []
@@ -125,6 +128,8 @@ def _measured_lengths(session: SessionDep) -> dict[str, tuple[list[int], list[in
     response_model_exclude_none=True,
     summary="Suites with their run counts (stored, trained, measured); imported or made here; "
     "for a preset suite, its progress against the preset (partial while runs remain)",
+    description="A suite submitted but without a run stored yet (its jobs queued or running) is listed "
+    "too, with zero counts and `queued: true`.",
 )
 def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
     # every column here is in ix_runs_read: on SQLite the query reads that index, not the rows
@@ -146,21 +151,7 @@ def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
     statuses: dict[str, list[dict]] = {}
     for named, rid, acc, crit, status, chash, control in rows:
         suite = cast(str, named)  # the query keeps runs with a suite only
-        d = out.setdefault(
-            suite,
-            dict(
-                name=suite,
-                n_runs=0,
-                n_trained=0,
-                n_measured=0,
-                n_trained_measured=0,
-                n_controls=0,
-                imported=suite in imported,
-                eval_lengths=lengths.get(suite, ([], []))[0],
-                patch_lengths=lengths.get(suite, ([], []))[1],
-                train_lengths=[],
-            ),
-        )
+        d = out.setdefault(suite, _zero_counts(suite, suite in imported, *lengths.get(suite, ([], []))))
         train_length = train_lengths.get(rid)
         if isinstance(train_length, int) and train_length not in d["train_lengths"]:
             d["train_lengths"] = sorted([*d["train_lengths"], train_length])
@@ -188,7 +179,36 @@ def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
             d["partial"] = True
         if d.get("partial"):
             d["partial_why"] = _partial_why(manifest)
-    return list(out.values())
+    return list(out.values()) + _queued_without_runs(session, set(out))
+
+
+def _zero_counts(name: str, imported: bool, eval_lengths: list[int], patch_lengths: list[int]) -> dict[str, Any]:
+    """A suite's row of :class:`SuiteOut` before its runs are counted."""
+    return dict(
+        name=name,
+        n_runs=0,
+        n_trained=0,
+        n_measured=0,
+        n_trained_measured=0,
+        n_controls=0,
+        imported=imported,
+        eval_lengths=eval_lengths,
+        patch_lengths=patch_lengths,
+        train_lengths=[],
+    )
+
+
+def _queued_without_runs(session: SessionDep, listed: set[str]) -> list[dict]:
+    """The suites submitted and still queued or running that have no run stored yet (the routes'
+    404s already know them, ``queries.require_suites``): listed with zero counts, ``queued``."""
+    out = []
+    for name in sorted(queued_suites(session, pending_only=True) - listed):
+        d = {**_zero_counts(name, False, [], []), "queued": True}
+        now = study_parts.progress([], study_parts.preset_run_count(name))
+        if now is not None:
+            d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=True)
+        out.append(d)
+    return out
 
 
 @router.get(
