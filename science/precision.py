@@ -72,8 +72,9 @@ def forwards(device: torch.device | str) -> Iterator[None]:
         yield
         return
     # cache_enabled=False: autocast would otherwise keep a bfloat16 copy of every weight until the
-    # context exits (half the model's bytes again, which the memory bound does not count); each
-    # weight is used once a forward pass, so nothing is cast twice, and the bits are the same
+    # context exits (half the model's bytes again, which the memory bound does not count); a forward
+    # pass uses each weight once (every built-in block, nn.LSTM/GRU, transformers' blocks), so it is
+    # cast no more often, and the bits are the same
     with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False):
         yield
 
