@@ -41,6 +41,15 @@ def missing_folder_problem(source: str) -> str | None:
     return None
 
 
+def absolute_if_local(source: str) -> str:
+    """``source`` as an absolute path when it is a folder here (``~`` expanded, ``..`` and links
+    resolved), else unchanged (a hub name, or a path that is not here: its check says so). A job
+    stores its model source this way: a worker, an importer or a later rebuild reads it from
+    another working directory."""
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.is_dir() else source
+
+
 def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
     """A line to print before ``source`` is looked up on the hub, or None (a folder here, a path,
     or the hub off): a bare name that is no folder here goes to the hub, which can retry for about

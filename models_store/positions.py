@@ -29,26 +29,47 @@ def learned_position_limit(model: nn.Module) -> int | None:
     return min(sizes) if sizes else None
 
 
+def position_problem(limit: int | None, lengths: dict[str, int], start_token: bool, who: str) -> str | None:
+    """Why the longest of ``lengths`` (``{what: L}``, e.g. ``{"train_length": 40, "eval_lengths":
+    100}``), plus the START token, does not fit a learned position table of ``limit`` positions
+    (None: no table), or None."""
+    if limit is None or not lengths:
+        return None
+    longest = max(lengths, key=lengths.__getitem__)
+    needed = lengths[longest] + int(bool(start_token))
+    if needed <= limit:
+        return None
+    return (
+        f"{who} has a learned position table of {limit} positions; this run's longest sequence "
+        f"({longest} {lengths[longest]}{' + the START token' if start_token else ''}) needs {needed}: "
+        f"use a shorter {longest} or a model with a longer table"
+    )
+
+
 def check_positions(model: nn.Module, lengths: dict[str, int], start_token: bool, who: str) -> None:
-    """Raise ``ValueError`` when the longest of ``lengths`` (``{what: L}``, e.g. ``{"train_length":
-    40, "eval_lengths": 100}``), plus the START token, is longer than ``model``'s learned position table.
+    """Raise ``ValueError`` when the longest of ``lengths``, plus the START token, is longer than
+    ``model``'s learned position table (:func:`position_problem`).
 
     Raises:
         ValueError: e.g. ``pretrained model 'tiny-gpt2' has a learned position table of 32
             positions; this run's longest sequence (train_length 40 + the START token) needs 41:
             use a shorter train_length or a model with a longer table``.
     """
-    limit = learned_position_limit(model)
-    if limit is None or not lengths:
-        return
-    longest = max(lengths, key=lengths.__getitem__)
-    needed = lengths[longest] + int(bool(start_token))
-    if needed > limit:
-        raise ValueError(
-            f"{who} has a learned position table of {limit} positions; this run's longest sequence "
-            f"({longest} {lengths[longest]}{' + the START token' if start_token else ''}) needs {needed}: "
-            f"use a shorter {longest} or a model with a longer table"
-        )
+    if why := position_problem(learned_position_limit(model), lengths, start_token, who):
+        raise ValueError(why)
+
+
+def config_position_limit(source: str, role: str) -> int | None:
+    """:func:`learned_position_limit` of the model a transformers config describes (``source``: a
+    local folder, or a hub name in this machine's cache), built on the meta device (no weights).
+    None where it has no table or the config is not readable here (the worker checks the model
+    it builds)."""
+    from models_store.any_model import meta_backbone, read_config
+
+    try:
+        return learned_position_limit(meta_backbone(read_config(source, role, local_files_only=True)))
+    except (ValueError, OSError):
+        return None
 
 
 def stored_position_limit(model_config: dict[str, Any]) -> int | None:

@@ -71,9 +71,10 @@ def test_worked_examples_run(tmp_path, monkeypatch, capsys):
         runs = {r.suite: r for r in s.scalars(select(Run))}
         assert set(runs) == {"paper", "byo_model", "byo_scratch", "byo_data"}
         assert all(r.status == "complete" for suite, r in runs.items() if suite != "paper")
-        assert runs["byo_model"].pretrained == "tiny-llama" and runs["byo_data"].task == "my_parity"
+        folder = str((tmp_path / "tiny-llama").resolve())  # stored absolute: a worker runs elsewhere
+        assert runs["byo_model"].pretrained == folder and runs["byo_data"].task == "my_parity"
         scratch = runs["byo_scratch"]
-        assert scratch.pretrained is None and scratch.train_config["from_config"] == "tiny-llama"
+        assert scratch.pretrained is None and scratch.train_config["from_config"] == folder
         assert s.scalars(select(PatchingResult).where(PatchingResult.run_id == runs["byo_data"].id)).first()
 
 

@@ -51,6 +51,23 @@ def configs(tmp_path_factory):
 # ----------------------------------------------------------------------------------- params
 
 
+def test_a_relative_local_folder_is_stored_absolute_and_read_from_elsewhere(configs, monkeypatch, tmp_path):
+    # a worker, an importer or a rebuild reads the job from another working directory (a new
+    # user's trial: `--from-config ./cfg --submit` failed on the worker with "no such local folder")
+    from pathlib import Path
+
+    folder = Path(configs["llama"])
+    monkeypatch.chdir(folder.parent)
+    train = TrainParams(task="parity", from_config="./tiny-llama", pretrained=None)
+    suite = SuiteParams(preset="smoke", from_config=["tiny-llama", "org/not-here"], pretrained=["./tiny-llama"])
+    assert train.from_config == suite.from_config[0] == suite.pretrained[0] == str(folder.resolve())
+    assert suite.from_config[1] == "org/not-here"  # a hub name stays as given
+    stored = train.model_dump(mode="json")
+    monkeypatch.chdir(tmp_path)  # elsewhere: the stored job still reads its config
+    again = TrainParams.model_validate(stored)
+    assert again.family == train.family and again.run_hash() == train.run_hash()
+
+
 def test_from_config_is_recorded_and_leaves_stored_hashes_alone(configs):
     plain = TrainParams(family="transformer", task="parity")
     assert "from_config" not in plain.run_config() and LATER_FIELDS["from_config"] is None
@@ -156,6 +173,40 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
     assert err["loc"] == ["body", "params", "from_config", 1] and "encoder-decoder" in err["msg"]
     ok = {"preset": "smoke", "from_config": [configs["llama"]], "pretrained": ["some-lab/not-cached-here"]}
     assert api.client.post("/api/jobs", json={"kind": "suite", "params": ok}).status_code == 201
+
+
+def test_a_position_table_shorter_than_the_run_is_refused_at_submit(api, tmp_path, monkeypatch, capsys):
+    # a new user's trial: the API and `suite --submit` took it, and the worker failed with a traceback
+    from transformers import GPT2Config
+
+    from backend.cli import main
+    from store.settings import get_settings
+
+    short = tmp_path / "gpt2-short"
+    GPT2Config(vocab_size=64, n_embd=16, n_layer=1, n_head=2, n_positions=16).save_pretrained(short)
+    words = "learned position table of 16 positions"
+    train = api.client.post("/api/jobs", json=_train_job("transformer", str(short)))
+    assert train.status_code == 422, train.text
+    (err,) = train.json()["detail"]
+    assert err["loc"] == ["body", "params", "from_config"] and words in err["msg"] and "needs" in err["msg"]
+    suite = api.client.post(
+        "/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "from_config": [str(short)]}}
+    )
+    assert suite.status_code == 422, suite.text
+    err = suite.json()["detail"][0]
+    assert err["loc"] == ["body", "params", "from_config", 0] and words in err["msg"] and err["msg"].startswith("run ")
+    assert api.client.get("/api/jobs").json()["total"] == 0
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'r.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'q.db'}")
+    get_settings.cache_clear()
+    try:
+        capsys.readouterr()
+        assert main(["suite", "--preset", "smoke", "--task", "parity", "--from-config", str(short), "--submit"]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert words in line and "Traceback" not in line
+    finally:
+        get_settings.cache_clear()
 
 
 # ------------------------------------------------------------------------------ end to end

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from layerscope_core.hashing import config_hash
-from layerscope_core.model_sources import missing_folder_problem
+from layerscope_core.model_sources import absolute_if_local, missing_folder_problem
 from layerscope_core.registry import (  # noqa: F401
     ALL_PATCH_SITES,
     EVAL_LENGTHS,
@@ -313,6 +313,12 @@ class TrainParams(_Params):
         description="'init': the random-init control of this run — the same architecture and seed, not "
         "trained, measured with the probes only (docs/SCIENCE.md#controls)",
     )
+
+    @field_validator("pretrained", "from_config", mode="after")
+    @classmethod
+    def _source_as_absolute(cls, v: str | None) -> str | None:
+        """A local folder stored as its absolute path (workers run elsewhere)."""
+        return None if v is None else absolute_if_local(v)
 
     @field_validator("task_params", mode="after")
     @classmethod
@@ -659,6 +665,12 @@ class SuiteParams(_Params):
         description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
         "alone; None = the preset's choice",
     )
+
+    @field_validator("pretrained", "from_config", mode="after")
+    @classmethod
+    def _sources_as_absolute(cls, v: list[str] | None) -> list[str] | None:
+        """Local folders stored as their absolute paths (workers run elsewhere)."""
+        return None if v is None else [absolute_if_local(x) for x in v]
 
     def config_hash(self) -> str:
         """As ``_Params.config_hash``; ``pretrained``, ``from_config`` and ``parts`` count only when

@@ -37,6 +37,7 @@ from worker.job_params import (
     config_folder_sha256,
     params_of,
 )
+from worker.position_checks import model_label, run_lengths
 from worker.presets import expand_suite
 from worker.run_measurement import (
     PARTS,
@@ -100,25 +101,6 @@ def trained_on(devices: list[list[Any]]) -> list[dict[str, Any]]:
     return [{"from_step": int(step), "device": str(where)} for step, where in devices]
 
 
-def _run_lengths(params: TrainParams) -> dict[str, int]:
-    """Every sequence length a run will feed its model: training, then behaviour and measurement
-    at the measurement's lengths."""
-    lengths = {"train_length": params.train_length}
-    if params.measure is not None:
-        lengths["measure.eval_lengths"] = max(params.measure.eval_lengths)
-        lengths["measure.patch_eval_length"] = params.measure.patch_eval_length
-    return lengths
-
-
-def _who(params: TrainParams) -> str:
-    """How a position-table error names the model."""
-    if params.pretrained or params.from_config:
-        return (
-            f"{'pretrained model' if params.pretrained else 'model config'} {params.pretrained or params.from_config!r}"
-        )
-    return f"this {params.family} model"
-
-
 def build_model_of(params: TrainParams, task) -> torch.nn.Module:
     """The untrained model of run ``params`` on ``task`` (seeded by ``params.seed``): a scratch
     family's, or a transformers model's (its weights, or with ``from_config`` its config alone).
@@ -168,7 +150,7 @@ def train(params: TrainParams, env: WorkerEnv, ctx: Context | None = None) -> in
             return done
     model = build_model_of(params, task)
     # before any training (start_token: a bool once TrainParams is validated)
-    check_positions(model, _run_lengths(params), bool(params.start_token), _who(params))
+    check_positions(model, run_lengths(params), bool(params.start_token), model_label(params))
     if params.measure:  # the measurement's memory bound, before training rather than after it
         check_measure_memory(model, task, params.measure, measured_parts(params), None, params.train_length)
     result = train_or_init(params, task, model, rebuild, env, ctx)

@@ -221,11 +221,33 @@ def memory_errors(
         return [{**_error("", msg, value), "loc": ("body", "params", *loc)} for loc, msg, value in problems]
     errors = []
     for job, (loc, msg, value) in suite_problems(jobs, limit):
-        where: tuple[str | int, ...] = ()
-        for field in ("pretrained", "from_config"):
-            source, names = getattr(job, field), getattr(params, field) or []
-            if source in names:
-                where = (field, names.index(source))
         field_name = ".".join(map(str, loc))
-        errors.append({**_error("", f"run {job.name}: {field_name}: {msg}", value), "loc": ("body", "params", *where)})
+        errors.append({**_error("", f"run {job.name}: {field_name}: {msg}", value), "loc": _source_loc(job, params)})
     return errors
+
+
+def _source_loc(job: Any, params: Any) -> tuple[str | int, ...]:
+    """Where a suite's run's problem is reported: the ``pretrained`` / ``from_config`` entry of
+    its model, else the params."""
+    where: tuple[str | int, ...] = ()
+    for field in ("pretrained", "from_config"):
+        source, names = getattr(job, field), getattr(params, field) or []
+        if source in names:
+            where = (field, names.index(source))
+    return ("body", "params", *where)
+
+
+def position_errors(params: Any, jobs: list[Any]) -> list[dict[str, Any]]:
+    """FastAPI-style errors for the runs (``jobs``: a suite's train jobs, or the train job itself)
+    longer than their transformers model's learned position table (``worker.position_checks``),
+    at the model's ``pretrained`` / ``from_config`` (a suite's entry of it)."""
+    from worker.position_checks import position_problems
+
+    suite = jobs != [params]
+    return [
+        {
+            **_error("", f"run {job.name}: {msg}" if suite else msg, value),
+            "loc": _source_loc(job, params) if suite else ("body", "params", *loc),
+        }
+        for job, (loc, msg, value) in position_problems(jobs)
+    ]

@@ -196,6 +196,7 @@ def suite(
     jobs = expand_suite(params)
     settings = C.settings()
     _refuse_over_memory(jobs, settings)  # before the database is opened: nothing written or queued
+    _refuse_short_positions(jobs)
     factory = C.session_factory(settings)
     _refuse_other_settings(jobs, factory)
     done = 0 if not resume else _count_stored(jobs, settings, factory)
@@ -250,6 +251,18 @@ def _refuse_over_memory(jobs: list, settings) -> None:
         # of this command: the message names what to change (the memory setting, the preset)
         line = one_line([problem], job.name, fields=False)
         raise C.CliError(line + (f" (and {more} more run(s))" if more else ""))
+
+
+def _refuse_short_positions(jobs: list) -> None:
+    """Refuse, in one line, a suite with a run longer than its transformers model's learned position
+    table (``worker.position_checks``): said here, not by the worker once the run is queued."""
+    from worker.position_checks import position_problems
+
+    short = position_problems(jobs)
+    if short:
+        job, (_, msg, _) = short[0]
+        more = len({j.name for j, _ in short}) - 1
+        raise C.CliError(f"run {job.name}: {msg}" + (f" (and {more} more run(s))" if more else ""))
 
 
 def _warn_mixed_versions(jobs: list, factory) -> None:

@@ -26,7 +26,7 @@ from backend.api.deps import (
 )
 from backend.api.query_params import INT32_MAX, JobIdPath, Limit, Offset
 from backend.api.schemas import ErrorOut, JobDetail, JobKind, JobOut, JobState, Page
-from backend.api.submit_checks import memory_errors, model_source_errors, run_param_errors
+from backend.api.submit_checks import memory_errors, model_source_errors, position_errors, run_param_errors
 from layerscope_core.text import TEXT_PATTERN
 from store import jobs as J
 from store.measured import eval_lengths_in
@@ -221,6 +221,8 @@ def _check_runs(body: Any, factory, limit: int) -> None:
             ]
         ) from exc
     if errors := memory_errors(params, limit, jobs=jobs if body.kind == "suite" else None):
+        raise RequestValidationError(errors)
+    if errors := position_errors(params, jobs):  # a transformers model's table: the worker would refuse it
         raise RequestValidationError(errors)
 
 
