@@ -103,8 +103,9 @@ class MemoryBound:
 
     @classmethod
     def of_gib(cls, gib: float | None) -> MemoryBound:
-        """The bound of a ``LAYERSCOPE_MEASURE_MEMORY_GB`` value (None or ≤ 0: unbounded)."""
-        return cls(None if gib is None or gib <= 0 else int(gib * GIB))
+        """The bound of a ``LAYERSCOPE_MEASURE_MEMORY_GB`` value (None or ≤ 0: unbounded): the nearest
+        whole byte, at least one (a positive setting is a bound, and is said back as it was set)."""
+        return cls(None if gib is None or gib <= 0 else max(1, round(gib * GIB)))
 
     def require(self, need: int, what: str) -> None:
         """Raise :class:`MeasureMemoryError` when ``need`` bytes held at once (``what``) are over the bound."""

@@ -209,6 +209,21 @@ def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     assert main(["jobs", "logs", str(silent)]) == 0  # no log: said, not an empty answer
     said = capsys.readouterr()
     assert said.out == "" and f"job {silent} (succeeded) has no log" in said.err
+    with f() as s:  # a suite job that fanned out: its state is its runs' (as jobs list says it)
+        suite = Job(kind="suite", state="succeeded", config_hash="z", params={})
+        s.add(suite)
+        s.flush()
+        s.add_all(
+            [
+                Job(kind="train", state=st, config_hash=st, params={}, parent_id=suite.id)
+                for st in ("failed", "succeeded")
+            ]
+        )
+        s.commit()
+        suite_id, kids = suite.id, sorted(j.id for j in s.scalars(select(Job).where(Job.parent_id == suite.id)))
+    assert main(["jobs", "logs", str(suite_id)]) == 0
+    err = capsys.readouterr().err
+    assert f"job {suite_id} (failed) has no log; its runs' jobs: {kids[0]}, {kids[1]}" in err
     assert main(["jobs", "cancel", str(queued)]) == 0
     with f() as s:
         assert s.get(Job, queued).state == "cancelled"

@@ -122,6 +122,17 @@ def test_a_measurement_that_cannot_fit_is_refused_before_it_starts(monkeypatch) 
     assert "fitting an edit on 500 sequences at L=12" in str(edits.value)
 
 
+@pytest.mark.parametrize(("gib", "said"), [(1e-6, "1e-06"), (0.011, "0.011"), (0.75, "0.75"), (1e-30, "9.31e-10")])
+def test_a_setting_is_said_back_as_it_was_set(gib, said) -> None:
+    # 1e-6 read back as 9.99e-07 (bytes truncated), 1e-30 as 0 — which the README calls unbounded
+    bound = MemoryBound.of_gib(gib)
+    assert bound.limit is not None and bound.limit >= 1
+    with pytest.raises(MeasureMemoryError) as err:
+        bound.require(10 * GIB, "everything")
+    assert f"over {MEMORY_SETTING}={said};" in str(err.value)
+    assert MemoryBound.of_gib(0).limit is None and MemoryBound.of_gib(-1).limit is None
+
+
 def test_the_bound_a_refusal_names_is_enough_for_every_part() -> None:
     """The refusal names the first part over the bound and a bound at which every part fits (not
     the first part's need: a second part may need more), rounded up; set to it, the same check

@@ -144,8 +144,12 @@ def test_cli_refuses_a_probe_over_the_limit(cli_env) -> None:
         s.query(Run).update({"checkpoint_id": "c" * 64})
         s.commit()
     (cli_env / "store" / ("c" * 64)).mkdir(parents=True)  # its weights are "here"
-    line = assert_one_line_error(["probe", str(run_id), "--n-sequences", "5000"], "n_probe_sequences: measuring")
-    assert "n_probe_sequences 5,000" in line and "LAYERSCOPE_MAX_JOB_MEMORY_GIB" in line
+    # the command's options, not the job's field names (a new user's trial)
+    line = assert_one_line_error(["probe", str(run_id), "--n-sequences", "5000"], "--n-sequences: measuring")
+    assert "--n-sequences 5,000" in line and "LAYERSCOPE_MAX_JOB_MEMORY_GIB" in line
+    assert "n_probe_sequences" not in line and "lower --n-sequences or --eval-length" in line
+    line = assert_one_line_error(["intervene", str(run_id), "--n-sequences", "5000"], "--n-sequences: measuring")
+    assert "--n-sequences 5,000" in line
 
 
 def test_a_job_without_eval_lengths_is_checked_at_the_lengths_the_run_was_measured_at(sqlite_url) -> None:

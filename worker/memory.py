@@ -21,6 +21,7 @@ refused at submit too (:func:`bound_problem`), naming that setting.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,8 +246,19 @@ def suite_problems(jobs: list[Any], limit: int) -> list[tuple[Any, Problem]]:
     return out
 
 
-def one_line(problems: list[Problem], run: str | None = None, *, fields: bool = True) -> str:
+def one_line(
+    problems: list[Problem], run: str | None = None, *, fields: bool = True, options: dict[str, str] | None = None
+) -> str:
     """``problems`` as the CLI's one line: ``[run NAME: ]field: message; ...`` (``fields``
-    False: without the job field, for a command that has no option of that name)."""
+    False: without the job field, for a command that has no option of that name). ``options``:
+    a command's option for a job field (``{"n_probe_sequences": "--n-sequences"}``), said instead
+    of the field's name, in the prefix and in the message's advice."""
     prefix = f"run {run}: " if run else ""
-    return "; ".join(f"{prefix}{'.'.join(map(str, loc)) + ': ' if fields else ''}{msg}" for loc, msg, _ in problems)
+    lines = []
+    for loc, msg, _ in problems:
+        field = ".".join(map(str, loc))
+        for name, option in (options or {}).items():
+            field = option if field == name else field
+            msg = re.sub(rf"\b{re.escape(name)}\b", option, msg)
+        lines.append(f"{prefix}{field + ': ' if fields else ''}{msg}")
+    return "; ".join(lines)

@@ -200,17 +200,31 @@ def jobs_logs(
     job_id: Annotated[int, typer.Argument(min=1, help="A job's id.")],
     tail: Annotated[int | None, typer.Option(min=1, help="Only the last N lines.")] = None,
 ) -> None:
-    """A job's log (the tail the jobs table keeps), and its error if it failed."""
-    from store.jobs import get_job
+    """A job's log (the tail the jobs table keeps), and its error if it failed; a suite job that
+    fanned out keeps no log of its own: its state is its runs' (as `jobs list` says) and the
+    line names their jobs."""
+    from sqlalchemy import select
+
+    from store.jobs import children_summary, get_job, suite_state
+    from store.models import Job
 
     with C.session_factory()() as s:
         job = get_job(s, job_id)
         lines = (job.log or "").splitlines()
-        error, state = job.error, job.state
+        error = job.error
+        state = suite_state(job.state, children_summary(s, [job_id])[job_id]["children"])
+        runs = list(s.scalars(select(Job.id).where(Job.parent_id == job_id).order_by(Job.id)))
     for line in lines[-tail:] if tail else lines:
         typer.echo(line)
     if error:
         typer.echo(f"error: {error}", err=True)
     if not lines and not error:  # an empty answer would read like a job that ran and said nothing
         later = " yet" if state in ("queued", "running") else ""
-        typer.echo(f"layerscope: job {job_id} ({state}) has no log{later}", err=True)
+        theirs = f"; its runs' jobs: {_ids(runs)} (layerscope jobs logs ID)" if runs else ""
+        typer.echo(f"layerscope: job {job_id} ({state}) has no log{later}{theirs}", err=True)
+
+
+def _ids(ids: list[int], shown: int = 10) -> str:
+    """``5, 6, 7`` (the first ``shown``, then how many more)."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(map(str, ids[:shown])) + more

@@ -33,15 +33,22 @@ PrecisionOption = Annotated[
 ]
 
 
+NSequences = Annotated[
+    int | None,
+    typer.Option(
+        min=20,
+        help="Held-out sequences per eval length (default: the run's own measurement's, else 500); an edit's "
+        "fit set is sized from it too.",
+    ),
+]
+# the job fields a memory refusal names, as this command's options (worker.memory.one_line)
+OPTIONS = {"n_probe_sequences": "--n-sequences", "eval_lengths": "--eval-length", "n_pairs": "--n-pairs"}
+
+
 def probe(
     run_id: RunId,
     eval_length: EvalLengths = None,
-    n_sequences: Annotated[
-        int | None,
-        typer.Option(
-            min=20, help="Held-out sequences per eval length (default: the run's own measurement's, else 500)."
-        ),
-    ] = None,
+    n_sequences: NSequences = None,
     device: Device = None,
     precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
@@ -84,6 +91,7 @@ def intervene(
     n_permutations: Annotated[
         int | None, typer.Option(min=100, help="Permutations (default: the run's own measurement's, else 2000).")
     ] = None,
+    n_sequences: NSequences = None,
     device: Device = None,
     precision: PrecisionOption = PrecisionChoice.fp32,
 ) -> None:
@@ -101,6 +109,8 @@ def intervene(
     )
     if n_permutations is not None:
         kw["n_permutations"] = n_permutations
+    if n_sequences is not None:
+        kw["n_probe_sequences"] = n_sequences
     if pca_k is not None:
         kw["pca_k"] = pca_k
     if inlp_max_rounds is not None:
@@ -217,4 +227,4 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None, params: An
             raise C.CliError(why)
         measured = eval_lengths_in(s, run_id) if params is not None else None  # what a job without lengths reads
         if params is not None and (over := run_job_problems(params, run, limit_bytes(settings), measured)):
-            raise C.CliError(one_line(over))
+            raise C.CliError(one_line(over, options=OPTIONS))
