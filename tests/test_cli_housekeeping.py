@@ -191,6 +191,10 @@ def test_suite_move_takes_a_cells_runs_and_their_rows_to_another_suite(cli_env, 
 
 def test_jobs_list_cancel_logs(cli_env, capsys) -> None:
     f = factory(cli_env)
+    assert main(["jobs", "list"]) == 0  # nothing yet: said, not a bare header
+    assert capsys.readouterr().err.strip() == "layerscope: no jobs here"
+    assert main(["views", "list"]) == 0
+    assert capsys.readouterr().err.strip() == "layerscope: no saved views here"
     with f() as s:
         s.add_all(
             [

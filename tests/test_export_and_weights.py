@@ -252,5 +252,5 @@ def test_cli_capture_refuses_a_missing_folder_and_a_huge_capture_in_one_line(cli
     err = assert_one_line_error(
         [*big, "-o", str(tmp_path / "big.st")], "a capture of 100,000 sequences of length 4,096"
     )
-    assert "GB, over the 4 GiB one capture may hold" in err and "--n-sequences" in err
+    assert "GiB, over the 4 GiB one capture may hold" in err and " GB" not in err and "--n-sequences" in err
     assert batches == [1] and not (tmp_path / "big.st").exists()  # only one sequence was ever run

@@ -130,6 +130,9 @@ def test_cli_refuses_a_suite_over_the_limit_before_anything_is_written(cli_env) 
         assert line.split("run lstm-parity-s0: ", 1)[1].startswith(("training", "measuring")), line
         assert "over the job memory limit of 1.0 MiB (LAYERSCOPE_MAX_JOB_MEMORY_GIB)" in line
         assert "(and 1 more run(s))" in line
+        assert line.endswith(
+            "they are the preset's (another preset, a smaller model, or a higher LAYERSCOPE_MAX_JOB_MEMORY_GIB)"
+        )
     assert not (cli_env / "cli.db").exists() and not (cli_env / "queue.db").exists()
 
 

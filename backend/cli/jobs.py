@@ -182,6 +182,8 @@ def jobs_list(
         C.echo_json(rows)
         return
     C.echo_table(rows, COLUMNS)
+    if not rows:  # a bare header would read like a listing that failed
+        typer.echo(f"layerscope: no jobs{' match' if state or kind else ' here'}", err=True)
 
 
 @jobs_app.command("cancel")

@@ -103,6 +103,6 @@ def _check_capture_size(one_sequence: dict, n: int, length: int, sites: list[str
     if total > CAPTURE_LIMIT_BYTES:
         raise ValueError(
             f"a capture of {n:,} sequences of length {length:,} at {', '.join(sites)} of run {run_id} would "
-            f"hold {total / 1e9:,.1f} GB, over the {CAPTURE_LIMIT_BYTES / 2**30:.0f} GiB one capture may hold; "
+            f"hold {total / 2**30:,.1f} GiB, over the {CAPTURE_LIMIT_BYTES / 2**30:.0f} GiB one capture may hold; "
             "capture fewer sequences (--n-sequences) or shorter ones (--length), in several files if need be"
         )

@@ -241,7 +241,7 @@ def _count_stored(jobs: list, settings, factory) -> int:
 def _refuse_over_memory(jobs: list, settings) -> None:
     """Refuse, in one line, a suite with a run whose estimated peak memory is over
     ``settings.max_job_memory_gib`` (``worker.memory``): the first such run and how many more."""
-    from worker.memory import limit_bytes, one_line, suite_problems
+    from worker.memory import LIMIT_NAME, limit_bytes, one_line, suite_problems
 
     over = suite_problems(jobs, limit_bytes(settings))
     if over:
@@ -250,7 +250,12 @@ def _refuse_over_memory(jobs: list, settings) -> None:
         # a suite's job fields (measure.n_probe_sequences, batch_size) are its preset's, not options
         # of this command: the message names what to change (the memory setting, the preset)
         line = one_line([problem], job.name, fields=False)
-        raise C.CliError(line + (f" (and {more} more run(s))" if more else ""))
+        raise C.CliError(
+            line
+            + (f" (and {more} more run(s))" if more else "")
+            + "; this command sets none of those: they are the preset's (another preset, a smaller model, "
+            f"or a higher {LIMIT_NAME})"
+        )
 
 
 def _refuse_short_positions(jobs: list) -> None:

@@ -26,6 +26,8 @@ def views_list(as_json: Annotated[bool, typer.Option("--json", help="JSON on std
         C.echo_json(rows)
         return
     C.echo_table(rows, ["slug", "page", "title", "created_by", "created_at"])
+    if not rows:
+        typer.echo("layerscope: no saved views here", err=True)
 
 
 @views_app.command("delete")
