@@ -103,6 +103,19 @@ def test_a_run_is_tagged_found_shown_and_deleted_with_its_rows_and_checkpoint(cl
     text = {line.split()[0]: line.split(None, 1)[1] for line in capsys.readouterr().out.splitlines() if line.split()}
     assert {"stop_reason", "best_heldout_acc", "from_config", "control"} <= text.keys()
     assert text["stop_reason"] == str(shown["stop_reason"] or "-")
+    assert text["precision"] == "fp32" and set(shown["result_precisions"]["patching_results"]) == {"fp32"}
+    _one_row_at_bf16(f, ids[1])  # a re-measure at bf16 of one row: the run's rows now mix precisions
+    assert main(["runs", "show", str(ids[1])]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("precision"))
+    n = shown["result_rows"]["patching_results"]
+    assert "mixed: probe_results " in line and f"patching_results 1 bf16 + {n - 1} fp32" in line
+    assert "SCIENCE.md#precision" in line
+    from backend.cli.remeasure import _warn_other_precision
+
+    _warn_other_precision(f, ids[1], "patching_results", "bf16")  # said before another re-measure
+    assert "measured at fp32; these are measured at bf16" in capsys.readouterr().err
+    _warn_other_precision(f, ids[0], "probe_results", "fp32")
+    assert capsys.readouterr().err == ""
     assert main(["runs", "tag", str(ids[0]), "keep", "--remove"]) == 0
 
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
@@ -119,6 +132,18 @@ def test_a_run_is_tagged_found_shown_and_deleted_with_its_rows_and_checkpoint(cl
     assert not folder.exists() and not list((cli_env / "store").iterdir())
     assert main(["runs", "show", str(ids[0])]) == 1
     assert f"run {ids[0]} not found" in capsys.readouterr().err
+
+
+def _one_row_at_bf16(f, run_id: int) -> None:
+    from store.models import MeasureSettings
+
+    with f() as s:
+        settings = MeasureSettings(config_hash="b" * 64, params={"precision": "bf16"})
+        s.add(settings)
+        s.flush()
+        row = s.scalars(select(PatchingResult).where(PatchingResult.run_id == run_id).limit(1)).one()
+        row.settings_id = settings.id
+        s.commit()
 
 
 def test_suite_delete_exports_first_then_removes_every_run(cli_env, capsys) -> None:

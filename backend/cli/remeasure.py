@@ -200,14 +200,36 @@ def _measured_with(run_id: int, names: tuple[str, ...]) -> dict[str, Any]:
     return {}
 
 
+# the results table each re-measure writes
+TABLES = {"probe": "probe_results", "intervene": "intervention_results", "patch": "patching_results"}
+
+
 def _run_on_stored(kind: str, params: Any, run_id: int, device: str | None) -> None:
     if device is not None:
         C.check_device(device)
     settings = C.settings()
     factory = C.session_factory(settings)
     _require_run(factory, run_id, settings.resolved_store_dir, params, settings)
+    _warn_other_precision(factory, run_id, TABLES[kind], params.precision)
     C.run_here(kind, params, settings, factory, device)
     typer.echo(f"layerscope: {kind} results stored for run {run_id}")
+
+
+def _warn_other_precision(factory, run_id: int, table: str, precision: str) -> None:
+    """Say, before it runs, that a re-measure at ``precision`` joins rows of another precision:
+    rows are replaced by their own keys (layer, length, method, ...), so the rows it does not
+    measure again keep theirs and the run's rows then mix precisions (`runs show` says so)."""
+    from store.measured import precisions_in
+
+    with factory() as s:
+        other = sorted(p for p in precisions_in(s, run_id).get(table, {}) if p != precision)
+    if other:
+        typer.echo(
+            f"layerscope: run {run_id}'s {table} hold rows measured at {', '.join(other)}; these are measured at "
+            f"{precision} and replace only the rows they measure again, so the run's rows will mix precisions "
+            "(a study's runs should share one; docs/SCIENCE.md#precision)",
+            err=True,
+        )
 
 
 def _require_run(factory, run_id: int, store_dir: Path | None = None, params: Any = None, settings=None) -> None:

@@ -84,6 +84,7 @@ def runs_show(
 ) -> None:
     """One run: its fields, result-row counts, checkpoint and where it was made."""
     from backend.housekeeping import deletion_counts
+    from store.measured import precisions_in
     from store.models import Run, row_columns
 
     with C.session_factory()() as s:
@@ -92,6 +93,7 @@ def runs_show(
             raise LookupError(f"run {run_id} not found")
         row = {c.key: getattr(run, c.key) for c in row_columns(Run)}
         rows = deletion_counts(s, [run_id])
+        row["result_precisions"] = precisions_in(s, run_id)
     row["result_rows"] = {k: v for k, v in rows.items() if k != "runs"}
     if as_json:
         C.echo_json(row)
@@ -127,8 +129,20 @@ def runs_show(
         "result_rows",
     ):
         typer.echo(f"{key:15s} {row[key] if row[key] is not None else '-'}")
+    typer.echo(f"{'precision':15s} {_precisions(row['result_precisions'])}")
     for length, b in sorted((row["behaviour"] or {}).items(), key=lambda kv: int(kv[0])):
         typer.echo(f"behaviour L={length:<5s} token_acc {b.get('token_acc')}  last_acc {b.get('last_acc')}")
+
+
+def _precisions(per_table: dict[str, dict[str, int]]) -> str:
+    """``fp32``, or where a run's rows mix forward precisions, each table's counts and a warning."""
+    seen = {p for counts in per_table.values() for p in counts}
+    if len(seen) <= 1:
+        return next(iter(seen), "-")
+    mixed = "; ".join(
+        f"{table} " + " + ".join(f"{n} {p}" for p, n in sorted(counts.items())) for table, counts in per_table.items()
+    )
+    return f"mixed: {mixed} (compare across precisions with docs/SCIENCE.md#precision's tolerances)"
 
 
 @runs_app.command("tag")
