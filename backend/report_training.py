@@ -151,7 +151,7 @@ def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:
             continue
         why = []
         if n := sum(r.get("stop_reason") == "budget" for r in open_runs):
-            why.append(f"{n} stopped by the step budget while still improving")
+            why.append(f"{n} stopped by the step budget before the plateau rule stopped it")
         if n := sum(r.get("stop_reason") == "plateau" for r in open_runs):
             revisions = sorted(
                 {

@@ -326,7 +326,7 @@ def short_text(task: str, family: str, c: Cell | None) -> str:
     (untrained runs stopped by plateau revisions 1-2); runs stopped otherwise get a plain count (not
     checked against any report)."""
     if c is None or not (c.trained or c.untrained):
-        return f"{family} × {task}: 0 of {MIN_SEEDS} trained seeds (no runs stored)"
+        return f"{family} × {task}: 0 of {MIN_SEEDS} trained seeds (no runs trained from scratch stored)"
     head = f"{family} × {task}: {len(c.trained)} of {MIN_SEEDS} trained seeds"
     if not c.untrained:
         return head

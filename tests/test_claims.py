@@ -581,13 +581,16 @@ def test_a_whole_family_missing_is_never_supported(family):
     for cid in (1, 2, 3, 4, 6):  # claim 5 is about the SSMs only
         assert c[cid]["verdict"] != SUPPORTED, (cid, c[cid]["detail"])
     for cid, task in ((1, "parity"), (2, "dyck"), (3, "s3"), (4, "code_depth"), (6, "s3")):
-        assert f"{family} × {task}: 0 of 3 trained seeds (no runs stored)" in c[cid]["numbers"]["cells_short_of_seeds"]
+        assert (
+            f"{family} × {task}: 0 of 3 trained seeds (no runs trained from scratch stored)"
+            in c[cid]["numbers"]["cells_short_of_seeds"]
+        )
         assert c[cid]["verdict"] == NOT_ENOUGH
     if family != "mamba":
         assert c[5]["verdict"] == SUPPORTED  # a family the claim is not about does not count
     else:
         assert c[5]["verdict"] == NOT_ENOUGH
-        assert "mamba × dyck: 0 of 3 trained seeds (no runs stored)" in c[5]["detail"]
+        assert "mamba × dyck: 0 of 3 trained seeds (no runs trained from scratch stored)" in c[5]["detail"]
 
 
 def test_a_task_missing_for_one_family_is_named():
@@ -597,7 +600,7 @@ def test_a_task_missing_for_one_family_is_named():
     assert c[1]["verdict"] == SUPPORTED  # parity and s3 are complete
     for cid in (2, 3, 5):
         assert c[cid]["verdict"] == NOT_ENOUGH
-        assert "mamba × dyck: 0 of 3 trained seeds (no runs stored)" in c[cid]["detail"]
+        assert "mamba × dyck: 0 of 3 trained seeds (no runs trained from scratch stored)" in c[cid]["detail"]
 
 
 def test_claim_4_reports_the_best_state_patching_layer_per_family():

@@ -83,7 +83,7 @@ def shortfall_text(row: Mapping[str, Any]) -> str:
             "under another name)"
         )
     if kind == "none stored":
-        return f"{cell_name(row)}: 0 of {row['of']} trained seeds (no runs stored)"
+        return f"{cell_name(row)}: 0 of {row['of']} trained seeds (no runs trained from scratch stored)"
     if kind == "not learned":
         return not_learned_text(row)
     if kind == "short":
@@ -147,7 +147,12 @@ def with_left_out(detail: str, rows: Sequence[Mapping[str, Any]]) -> str:
         return detail
     if not detail.rstrip().endswith("."):
         detail = detail.rstrip() + "."
-    shown = "; ".join(f"{r['family']} × {r['task']} seed {r['seed']}: {r['reason']}" for r in rows[:3])
+    shown = "; ".join(
+        f"{r['family']} × {r['task']} seed {r['seed']}"
+        + (f" (fine-tuned from {r['pretrained']})" if r.get("pretrained") else "")
+        + f": {r['reason']}"
+        for r in rows[:3]
+    )
     more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
     return f"{detail} Left out {len(rows)} untrained run(s): {shown}{more}."
 

@@ -27,7 +27,7 @@ Rules shared by every claim (every threshold is a module constant):
   ``layerscope_core.registry`` FAMILIES × STUDY_TASKS, restricted to the claim's), stored or not. A verdict needs at least ``MIN_SEEDS`` trained
   seeds in every one of them; otherwise "not enough data", naming each short cell
   ("transformer × parity: 1 of 3 trained seeds"; a cell with no run at all: "mamba × dyck: 0 of
-  3 trained seeds (no runs stored)"), so no verdict is given with a family or task missing.
+  3 trained seeds (no runs trained from scratch stored)"), so no verdict is given with a family or task missing.
 - Profiles are computed at the training length ``EVAL_LENGTH`` (40) from each run's probe curve
   (:mod:`science.profiles`); a cell's class is the class of its seed-mean curve.
 - **Against the control.** With random-init controls stored, claims 1–3 read each cell against
