@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers.utils import logging as hf_logging
 
 from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
 from models_store.any_model import (
@@ -200,6 +201,11 @@ def _backbone(
             if seed is not None:
                 torch.manual_seed(seed)
             return backbone_from_config(hf_cfg), {}
+    # transformers' load report lists a causal LM's head as UNEXPECTED in the base model: that is
+    # this load's intent (the head is replaced), and what matters, missing or mismatched keys, is
+    # checked from the loading info (_checked_family) and said in our words, so its report is hushed
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
         return AutoModel.from_pretrained(
             name,
@@ -212,6 +218,8 @@ def _backbone(
         )
     except Exception as e:  # noqa: BLE001 - any loader failure, named in the message
         raise PretrainedLoadError(f"could not load the weights of pretrained model {name!r} ({_reason(e)})") from None
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _checked_family(

@@ -63,6 +63,19 @@ def test_loads_through_the_same_path(saved):
         assert torch.equal(v, base[k]), k
 
 
+def test_loading_a_causal_lm_prints_no_load_report(saved, capfd):
+    # transformers listed the LM head as UNEXPECTED in a table a new user read as an error; the
+    # head is dropped on purpose and missing keys are checked by us (a new user's trial)
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    path, _ = saved
+    load_pretrained(path, n_classes=N_CLASSES, task_vocab_size=TASK_VOCAB, seed=0)
+    out = capfd.readouterr()
+    assert "LOAD REPORT" not in out.err + out.out and "UNEXPECTED" not in out.err + out.out
+    assert hf_logging.get_verbosity() == before  # restored for everything else
+
+
 @torch.no_grad()
 def test_capture_and_token_map(saved):
     path, lm = saved
