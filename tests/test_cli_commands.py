@@ -246,3 +246,19 @@ def test_a_stored_run_is_measured_again_with_its_own_settings(cli_env, capsys) -
     with factory(cli_env)() as s:
         after = s.scalar(select(ProbeResult.settings_id).where(ProbeResult.run_id == run_id).limit(1))
         assert s.get(MeasureSettings, after).params["n_probe_sequences"] == own != 500
+
+
+def test_an_error_after_a_progress_bar_starts_its_own_line(capsys) -> None:
+    # a new user's trial: "intervene: 0%|…| layerscope: error: …" on one line
+    import sys
+
+    from tqdm import tqdm
+
+    from backend.cli.entry import _err
+
+    bar = tqdm(total=10, file=sys.stderr, desc="intervene")
+    bar.update(3)
+    _err("it broke")
+    err = capsys.readouterr().err
+    assert "\nlayerscope: error: it broke" in err and "intervene" in err
+    assert not tqdm._instances  # closed

@@ -82,7 +82,16 @@ def _root(
     _DEBUG = debug
 
 
+def _close_progress_bars() -> None:
+    """Close the progress bars a failed command left open, so the error starts on its own line
+    (a bar's last frame has no newline)."""
+    tqdm = sys.modules.get("tqdm")  # only if something imported it: no import here
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", None) or ()):
+        bar.close()
+
+
 def _err(message: str) -> None:
+    _close_progress_bars()
     if (_DEBUG or os.environ.get("LAYERSCOPE_DEBUG", "").lower() in ("1", "true", "yes")) and sys.exc_info()[0]:
         import traceback
 
