@@ -99,6 +99,6 @@ def test_intervene_sets_inlps_round_budget_by_its_own_option(monkeypatch) -> Non
     monkeypatch.setattr(remeasure, "_run_on_stored", lambda kind, params, run_id, device: seen.update(p=params))
     remeasure.intervene(
         run_id=1, method=None, layer=None, eval_length=None, pca_k=None, inlp_max_rounds=7, param=None,
-        conv1d=True, n_permutations=None, device=None, precision=remeasure.PrecisionChoice.fp32,
+        conv1d=True, n_permutations=None, device=None, precision=remeasure.C.PrecisionChoice.fp32,
     )  # fmt: skip
     assert seen["p"].inlp_max_rounds == 7

@@ -143,3 +143,33 @@ def test_bf16_rows_stay_within_the_stated_tolerances(trained) -> None:
             for field, tol in TOLERANCES.items():
                 if a.get(field) is not None and b.get(field) is not None:
                     assert abs(a[field] - b[field]) <= tol, (kind, a["layer"], field, a[field], b[field])
+
+
+def test_a_suite_at_bf16_measures_every_run_at_it(tmp_path, monkeypatch, capsys) -> None:
+    # a new user's trial: `suite` had no --precision, so a large model's suite could not run at bf16
+    from backend.cli import main
+    from store.models import Job
+    from store.session import make_engine, make_sessionmaker
+    from store.settings import get_settings
+    from worker.job_params import SuiteParams
+    from worker.presets import expand_suite
+
+    fp32, bf16 = SuiteParams(preset="smoke"), SuiteParams(preset="smoke", precision="bf16")
+    assert "precision" not in fp32.model_dump(mode="json") and bf16.model_dump(mode="json")["precision"] == "bf16"
+    assert fp32.config_hash() == SuiteParams.model_validate(fp32.model_dump(mode="json")).config_hash()
+    assert fp32.config_hash() != bf16.config_hash()
+    runs32, runs16 = expand_suite(fp32), expand_suite(bf16)
+    assert {j.measure.precision for j in runs16} == {"bf16"} and {j.measure.precision for j in runs32} == {"fp32"}
+    assert [j.run_hash() for j in runs16] == [j.run_hash() for j in runs32]  # the same runs, measured otherwise
+    monkeypatch.setenv("LAYERSCOPE_HOME", str(tmp_path))
+    monkeypatch.setenv("LAYERSCOPE_DB_URL", f"sqlite:///{tmp_path / 'r.db'}")
+    monkeypatch.setenv("LAYERSCOPE_QUEUE_URL", f"sqlite:///{tmp_path / 'q.db'}")
+    get_settings.cache_clear()
+    try:
+        args = ["suite", "--preset", "smoke", "--task", "parity", "--family", "gru", "--precision", "bf16", "--submit"]
+        assert main(args) == 0, capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
+    with make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'r.db'}"))() as s:
+        (job,) = s.query(Job).all()
+    assert job.kind == "suite" and job.params["precision"] == "bf16"

@@ -665,6 +665,12 @@ class SuiteParams(_Params):
         description="add each run's random-init control (docs/SCIENCE.md#controls); 'only': the controls "
         "alone; None = the preset's choice",
     )
+    precision: Precision = precision_field()  # every run's measurement forwards at it
+
+    @model_serializer(mode="wrap")
+    def _later_fields(self, handler: Any) -> dict[str, Any]:
+        """``precision`` is dumped only when bf16 (the params and hash of every fp32 suite stay)."""
+        return _drop_default_precision(handler(self))
 
     @field_validator("pretrained", "from_config", mode="after")
     @classmethod

@@ -311,7 +311,7 @@ def _train_params(
         from_config=from_config,
         suite=params.name or params.preset,
         name=f"{short}-{task}-s{seed}",
-        measure=MeasureParams(**preset["measure"]),
+        measure=MeasureParams(**{**preset["measure"], "precision": params.precision}),
         force=params.force,
         rebuild_weights=params.rebuild_weights,
         parts=params.parts,

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from sqlalchemy.orm import Session, sessionmaker
@@ -191,3 +191,19 @@ def confirm(question: str, yes: bool) -> None:
     if not ok:
         typer.echo("layerscope: nothing deleted (--yes deletes without asking)", err=True)
         raise typer.Exit(1)
+
+
+class PrecisionChoice(StrEnum):
+    """``--precision``: the forward passes' (``science.precision.PRECISIONS``)."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
+PrecisionOption = Annotated[
+    PrecisionChoice,
+    typer.Option(
+        help="Forward passes in fp32, or bf16 (bfloat16 autocast; states, edits, probes and statistics stay "
+        "float32; docs/SCIENCE.md#precision)."
+    ),
+]

@@ -4,7 +4,6 @@ rows of that kind are replaced)."""
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,22 +14,6 @@ from backend.cli import common as C
 RunId = Annotated[int, typer.Argument(min=1, help="A stored run's id.")]
 EvalLengths = Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")]
 Device = Annotated[str | None, typer.Option(help="cpu | cuda | cuda:N | auto")]
-
-
-class PrecisionChoice(StrEnum):
-    """``--precision``: the forward passes' (``science.precision.PRECISIONS``)."""
-
-    fp32 = "fp32"
-    bf16 = "bf16"
-
-
-PrecisionOption = Annotated[
-    PrecisionChoice,
-    typer.Option(
-        help="Forward passes in fp32, or bf16 (bfloat16 autocast; states, edits, probes and statistics stay "
-        "float32; docs/SCIENCE.md#precision)."
-    ),
-]
 
 
 NSequences = Annotated[
@@ -50,7 +33,7 @@ def probe(
     eval_length: EvalLengths = None,
     n_sequences: NSequences = None,
     device: Device = None,
-    precision: PrecisionOption = PrecisionChoice.fp32,
+    precision: C.PrecisionOption = C.PrecisionChoice.fp32,
 ) -> None:
     """Fit the per-layer probes of a stored run again (replacing its probe rows), with the run's own
     measurement settings where not given."""
@@ -93,7 +76,7 @@ def intervene(
     ] = None,
     n_sequences: NSequences = None,
     device: Device = None,
-    precision: PrecisionOption = PrecisionChoice.fp32,
+    precision: C.PrecisionOption = C.PrecisionChoice.fp32,
 ) -> None:
     """Run the interventions (with the refit probe) on a stored run, with the run's own measurement
     settings (sequences, permutations, INLP's round budget) where not given."""
@@ -161,7 +144,7 @@ def patch(
         typer.Option(min=4, help="Clean/corrupted pairs (default: the run's own measurement's, else 128)."),
     ] = None,
     device: Device = None,
-    precision: PrecisionOption = PrecisionChoice.fp32,
+    precision: C.PrecisionOption = C.PrecisionChoice.fp32,
 ) -> None:
     """Activation patching (site × layer × position grid) on a stored run."""
     from worker.job_params import PatchParams

@@ -158,6 +158,7 @@ def suite(
     controls: ControlsOption = None,
     only_controls: OnlyControlsOption = False,
     measure: MeasureOption = None,
+    precision: C.PrecisionOption = C.PrecisionChoice.fp32,
 ) -> None:
     """Run a suite (families × tasks × seeds: train, probe, intervene, patch) in this process,
     or enqueue it for the workers with --submit. Runs already stored are skipped (--force re-runs).
@@ -190,6 +191,7 @@ def suite(
         rebuild_weights=rebuild_weights,
         controls="only" if only_controls else controls,
         parts=[m.value for m in measure] if measure else None,
+        precision=precision.value,
         **({"pretrained": pretrained} if pretrained else {}),
         **({"from_config": from_config} if from_config else {}),
     )
