@@ -79,7 +79,7 @@ def refuse_over(check: Callable[[MemoryBound], None], bound: MemoryBound) -> Non
             need = exc.need
     raise MeasureMemoryError(
         f"{refused.what} needs {_gib(refused.need)} at once, over {MEMORY_SETTING}={(bound.limit or 0) / GIB:.3g}; "
-        f"set {MEMORY_SETTING} to at least {gib_up(need)} (every part of the measurement fits there) "
+        f"set {MEMORY_SETTING} to at least {gib_up(need)} (every part of what this job measures fits there) "
         "or measure fewer or shorter sequences",
         need=need,
         what=refused.what,
