@@ -209,8 +209,9 @@ def _warn_other_precision(factory, run_id: int, table: str, precision: str) -> N
     if other:
         typer.echo(
             f"layerscope: run {run_id}'s {table} hold rows measured at {', '.join(other)}; these are measured at "
-            f"{precision} and replace only the rows they measure again, so the run's rows will mix precisions "
-            "(a study's runs should share one; docs/SCIENCE.md#precision)",
+            f"{precision} and replace only the rows they measure again: any others stay at {', '.join(other)} "
+            "(`layerscope runs show` says when a run's rows mix; a study's runs should share one precision, "
+            "docs/SCIENCE.md#precision)",
             err=True,
         )
 
