@@ -26,6 +26,15 @@ def hub_offline() -> bool:
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+def is_folder(source: str) -> bool:
+    """Whether ``source`` (``~`` expanded) is a folder here; False for a name no file system could
+    hold (too long, a NUL byte): that is no folder, not an error."""
+    try:
+        return Path(source).expanduser().is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def names_a_path(source: str) -> bool:
     """Whether ``source`` can only be a path, not a hub name: it starts with ``.``, ``/`` or ``~``,
     holds more than one ``/``, or holds this system's other separator (``\\`` on Windows)."""
@@ -36,7 +45,7 @@ def names_a_path(source: str) -> bool:
 def missing_folder_problem(source: str) -> str | None:
     """:data:`NO_SUCH_FOLDER` when ``source`` names a path (:func:`names_a_path`) with no folder
     there (``~`` expanded), else None (a folder here, or a hub name to look up)."""
-    if names_a_path(source) and not Path(source).expanduser().is_dir():
+    if names_a_path(source) and not is_folder(source):
         return NO_SUCH_FOLDER
     return None
 
@@ -46,8 +55,7 @@ def absolute_if_local(source: str) -> str:
     resolved), else unchanged (a hub name, or a path that is not here: its check says so). A job
     stores its model source this way: a worker, an importer or a later rebuild reads it from
     another working directory."""
-    path = Path(source).expanduser()
-    return str(path.resolve()) if path.is_dir() else source
+    return str(Path(source).expanduser().resolve()) if is_folder(source) else source
 
 
 def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
@@ -55,7 +63,7 @@ def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
     or the hub off): a bare name that is no folder here goes to the hub, which can retry for about
     30 s before it fails offline; the line says why the wait, and names the folders here whose names
     are close to it (a mistyped local folder is the usual cause)."""
-    if names_a_path(source) or Path(source).expanduser().is_dir() or hub_offline():
+    if names_a_path(source) or is_folder(source) or hub_offline():
         return None
     here = here or Path.cwd()
     try:

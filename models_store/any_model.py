@@ -30,7 +30,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
+from layerscope_core.model_sources import custom_code_problem, hub_offline, is_folder, missing_folder_problem
 from models_store.hf_model import HFLayerwiseModel
 from models_store.model_config import ModelConfig
 
@@ -274,7 +274,7 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
     if why := missing_folder_problem(name_or_path) or custom_code_problem(name_or_path):  # a path: not looked up
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     folder = Path(name_or_path).expanduser()
-    if folder.is_dir() and not (folder / "config.json").is_file():  # transformers would say "no model_type key"
+    if is_folder(name_or_path) and not (folder / "config.json").is_file():  # transformers would say "no model_type key"
         raise PretrainedLoadError(f"{role} {name_or_path!r}: the folder holds no config.json")
     try:
         offline = hub_offline() if local_files_only is None else local_files_only

@@ -26,14 +26,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from layerscope_core.model_sources import custom_code_problem, hub_offline, missing_folder_problem
+from layerscope_core.model_sources import custom_code_problem, hub_offline, is_folder, missing_folder_problem
 from models_store.any_model import (
     AnyHFModel,
     PretrainedLoadError,
@@ -148,7 +147,7 @@ def _read_config(name: str, role: str, *, local_files_only: bool, revision: str 
         raise PretrainedLoadError(f"{role} {name!r}: {why}")
     if why := custom_code_problem(name):  # before transformers reads it: nothing of it is run
         raise PretrainedLoadError(f"{role} {name!r}: {why}")
-    local_dir = Path(name).expanduser().is_dir()
+    local_dir = is_folder(name)
     where = "local folder" if local_dir else ("local cache (offline)" if local_files_only else "hub or local cache")
     try:
         hf_cfg = AutoConfig.from_pretrained(

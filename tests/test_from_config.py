@@ -68,6 +68,17 @@ def test_a_relative_local_folder_is_stored_absolute_and_read_from_elsewhere(conf
     assert again.family == train.family and again.run_hash() == train.run_hash()
 
 
+@pytest.mark.parametrize("name", ["0" * 500, "./" + "x" * 300])
+def test_a_name_no_file_system_holds_is_no_folder_not_a_server_error(api, name):
+    # schemathesis found it: a 500-character model source made is_dir() raise "File name too long"
+    suite = api.client.post("/api/jobs", json={"kind": "suite", "params": {"preset": "smoke", "from_config": [name]}})
+    assert suite.status_code in (201, 422), suite.text
+    train = api.client.post("/api/jobs", json=_train_job("transformer", name))
+    assert train.status_code in (201, 422), train.text
+    if name.startswith("./"):
+        assert "no such local folder" in train.text
+
+
 def test_from_config_is_recorded_and_leaves_stored_hashes_alone(configs):
     plain = TrainParams(family="transformer", task="parity")
     assert "from_config" not in plain.run_config() and LATER_FIELDS["from_config"] is None

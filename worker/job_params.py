@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from layerscope_core.hashing import config_hash
-from layerscope_core.model_sources import absolute_if_local, missing_folder_problem
+from layerscope_core.model_sources import absolute_if_local, is_folder, missing_folder_problem
 from layerscope_core.registry import (  # noqa: F401
     ALL_PATCH_SITES,
     EVAL_LENGTHS,
@@ -93,6 +93,8 @@ def config_folder_sha256(source: str) -> str | None:
     import hashlib
     from pathlib import Path
 
+    if not is_folder(source):  # a hub name, or no name a file system could hold
+        return None
     f = Path(source).expanduser() / "config.json"
     return hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
 
@@ -107,7 +109,7 @@ def config_folder_depth(source: str) -> int | None:
 
     f = Path(source).expanduser() / "config.json"
     try:
-        cfg = json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+        cfg = json.loads(f.read_text(encoding="utf-8")) if is_folder(source) and f.is_file() else None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if not isinstance(cfg, dict):

@@ -7,10 +7,9 @@ Plain functions over a ``store.models.Run`` and the validated params (worker.job
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from layerscope_core.model_sources import missing_folder_problem
+from layerscope_core.model_sources import is_folder, missing_folder_problem
 from models_store.positions import stored_position_limit
 from worker.method_fields import width_problems
 
@@ -164,7 +163,7 @@ def _read_here(source: str, role: str) -> tuple[str | None, str | None]:
 
     if why := missing_folder_problem(source):
         return None, f"{role} {source!r}: {why}"
-    local = Path(source).expanduser().is_dir()
+    local = is_folder(source)
     try:
         return pretrained_family(source, role, local_files_only=True), None
     except PretrainedLoadError as e:  # unreadable: in a folder, an error; a hub name: not cached here
