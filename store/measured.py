@@ -10,21 +10,28 @@ from sqlalchemy import func, select
 from store.models import InterventionResult, MeasureSettings, PatchingResult, ProbeResult, Run
 
 
+def _rows_by_settings(s: Any, run_id: int) -> dict[str, dict[int | None, int]]:
+    """Per results table with rows of run ``run_id``: how many point to each settings row (None:
+    stored before schema 0003)."""
+    out: dict[str, dict[int | None, int]] = {}
+    for model in (ProbeResult, InterventionResult, PatchingResult):
+        q = select(model.settings_id, func.count()).where(model.run_id == run_id).group_by(model.settings_id)
+        if counts := {i: int(n) for i, n in s.execute(q).all()}:
+            out[model.__tablename__] = counts
+    return out
+
+
+def _settings_ids(per_table: dict[str, dict[int | None, int]]) -> list[int]:
+    return sorted({i for counts in per_table.values() for i in counts if i is not None})
+
+
 def eval_lengths_in(s: Any, run_id: int) -> list[int]:
     """The eval lengths run ``run_id`` was measured at, read in session ``s``: the union of the
     ``eval_lengths`` of the settings rows its results point to; for results stored before schema
     0003 (no settings row), the keys of its ``behaviour`` (the suite writes them for exactly its
     eval lengths); [] when neither is there. What a probe or intervene job without eval lengths
     measures again (and its memory check reads)."""
-    ids: set[int] = set()
-    for model in (ProbeResult, InterventionResult, PatchingResult):
-        ids |= {
-            i
-            for i in s.execute(
-                select(model.settings_id).where(model.run_id == run_id, model.settings_id.is_not(None)).distinct()
-            ).scalars()
-            if i is not None  # the WHERE's already
-        }
+    ids = _settings_ids(_rows_by_settings(s, run_id))
     lengths: set[int] = set()
     if ids:
         for got in s.execute(select(MeasureSettings.eval_lengths).where(MeasureSettings.id.in_(ids))).scalars():
@@ -42,21 +49,13 @@ def precisions_in(s: Any, run_id: int) -> dict[str, dict[str, int]]:
     at another precision replaces only the rows it measures again (docs/SCIENCE.md#precision).
     Rows without a settings row (before schema 0003) and settings without ``precision`` (it is
     stored only when bf16) are fp32."""
+    per_table = _rows_by_settings(s, run_id)
+    ids = _settings_ids(per_table)
+    q = select(MeasureSettings.id, MeasureSettings.params).where(MeasureSettings.id.in_(ids))
+    params = dict(s.execute(q).all()) if ids else {}
     out: dict[str, dict[str, int]] = {}
-    for model in (ProbeResult, InterventionResult, PatchingResult):
-        per_settings = s.execute(
-            select(model.settings_id, func.count()).where(model.run_id == run_id).group_by(model.settings_id)
-        ).all()
-        ids = [i for i, _ in per_settings if i is not None]
-        params = (
-            dict(s.execute(select(MeasureSettings.id, MeasureSettings.params).where(MeasureSettings.id.in_(ids))).all())
-            if ids
-            else {}
-        )
-        counts: dict[str, int] = {}
-        for settings_id, n in per_settings:
+    for table, counts in per_table.items():
+        for settings_id, n in counts.items():
             precision = str((params.get(settings_id) or {}).get("precision", "fp32"))
-            counts[precision] = counts.get(precision, 0) + int(n)
-        if counts:
-            out[model.__tablename__] = counts
+            out.setdefault(table, {})[precision] = out.get(table, {}).get(precision, 0) + n
     return out

@@ -259,6 +259,7 @@ def one_line(
         field = ".".join(map(str, loc))
         for name, option in (options or {}).items():
             field = option if field == name else field
-            msg = re.sub(rf"\b{re.escape(name)}\b", option, msg)
+            if "_" in name:  # a field name in the advice (n_probe_sequences), never an English word (layers)
+                msg = re.sub(rf"\b{re.escape(name)}\b", option, msg)
         lines.append(f"{prefix}{field + ': ' if fields else ''}{msg}")
     return "; ".join(lines)

@@ -236,17 +236,17 @@ def _source_loc(job: Any, params: Any) -> tuple[str | int, ...]:
     return ("body", "params", *where)
 
 
-def position_errors(params: Any, jobs: list[Any]) -> list[dict[str, Any]]:
-    """FastAPI-style errors for the runs (``jobs``: a suite's train jobs, or the train job itself)
-    longer than their transformers model's learned position table (``worker.position_checks``),
-    at the model's ``pretrained`` / ``from_config`` (a suite's entry of it)."""
+def position_errors(params: Any, *, jobs: list[Any] | None = None) -> list[dict[str, Any]]:
+    """FastAPI-style errors for a train job (or, with ``jobs``, a suite's train jobs) longer than
+    its transformers model's learned position table (``worker.position_checks``), at the model's
+    ``pretrained`` / ``from_config`` (a suite's entry of it, each message naming the run)."""
     from worker.position_checks import position_problems
 
-    suite = jobs != [params]
+    if jobs is None:
+        return [
+            {**_error("", msg, v), "loc": ("body", "params", *loc)} for _, (loc, msg, v) in position_problems([params])
+        ]
     return [
-        {
-            **_error("", f"run {job.name}: {msg}" if suite else msg, value),
-            "loc": _source_loc(job, params) if suite else ("body", "params", *loc),
-        }
-        for job, (loc, msg, value) in position_problems(jobs)
+        {**_error("", f"run {job.name}: {msg}", v), "loc": _source_loc(job, params)}
+        for job, (_, msg, v) in position_problems(jobs)
     ]

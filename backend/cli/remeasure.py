@@ -24,8 +24,6 @@ NSequences = Annotated[
         "fit set is sized from it too.",
     ),
 ]
-# the job fields a memory refusal names, as this command's options (worker.memory.one_line)
-OPTIONS = {"n_probe_sequences": "--n-sequences", "eval_lengths": "--eval-length", "n_pairs": "--n-pairs"}
 
 
 def probe(
@@ -220,6 +218,7 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None, params: An
     """The run exists, its weights are here to load, and (with ``params`` and ``settings``) the
     job's estimated peak memory is within ``settings.max_job_memory_gib`` (``worker.memory``).
     Raises CliError (one line) otherwise."""
+    from backend.cli.validation import OPTION_OF
     from store.measured import eval_lengths_in
     from store.models import Run
     from worker.memory import limit_bytes, one_line, run_job_problems
@@ -233,4 +232,4 @@ def _require_run(factory, run_id: int, store_dir: Path | None = None, params: An
             raise C.CliError(why)
         measured = eval_lengths_in(s, run_id) if params is not None else None  # what a job without lengths reads
         if params is not None and (over := run_job_problems(params, run, limit_bytes(settings), measured)):
-            raise C.CliError(one_line(over, options=OPTIONS))
+            raise C.CliError(one_line(over, options=OPTION_OF[type(params).__name__]))  # the options typed

@@ -248,13 +248,11 @@ def _refuse_over_memory(jobs: list, settings) -> None:
     over = suite_problems(jobs, limit_bytes(settings))
     if over:
         job, problem = over[0]
-        more = len({j.name for j, _ in over}) - 1
         # a suite's job fields (measure.n_probe_sequences, batch_size) are its preset's, not options
         # of this command: the message names what to change (the memory setting, the preset)
-        line = one_line([problem], job.name, fields=False)
         raise C.CliError(
-            line
-            + (f" (and {more} more run(s))" if more else "")
+            one_line([problem], job.name, fields=False)
+            + _more_runs(over)
             + "; this command sets none of those: they are the preset's (another preset, a smaller model, "
             f"or a higher {LIMIT_NAME})"
         )
@@ -268,8 +266,13 @@ def _refuse_short_positions(jobs: list) -> None:
     short = position_problems(jobs)
     if short:
         job, (_, msg, _) = short[0]
-        more = len({j.name for j, _ in short}) - 1
-        raise C.CliError(f"run {job.name}: {msg}" + (f" (and {more} more run(s))" if more else ""))
+        raise C.CliError(f"run {job.name}: {msg}{_more_runs(short)}")
+
+
+def _more_runs(problems: list) -> str:
+    """`` (and N more run(s))`` beside the first of ``problems`` ((job, problem) pairs), or ""."""
+    more = len({job.name for job, _ in problems}) - 1
+    return f" (and {more} more run(s))" if more else ""
 
 
 def _warn_mixed_versions(jobs: list, factory) -> None:

@@ -20,7 +20,7 @@ from layerscope_core.text import validation_line
 # which click names itself) keeps its path. ``demo`` builds SuiteParams from choices click has
 # checked already, so no error of it reaches here.
 OPTION_OF: dict[str, dict[str, str]] = {
-    "ProbeParams": {"eval_lengths": "--eval-length", "n_probe_sequences": "--n-sequences"},
+    "ProbeParams": {"eval_lengths": "--eval-length", "n_probe_sequences": "--n-sequences", "precision": "--precision"},
     "InterveneParams": {
         "methods": "--method",
         "layers": "--layer",
@@ -30,6 +30,8 @@ OPTION_OF: dict[str, dict[str, str]] = {
         "inlp_max_rounds": "--inlp-max-rounds",
         "conv1d": "--conv1d",
         "n_permutations": "--n-permutations",
+        "n_probe_sequences": "--n-sequences",
+        "precision": "--precision",
     },
     "PatchParams": {
         "positions": "--position",
@@ -37,6 +39,7 @@ OPTION_OF: dict[str, dict[str, str]] = {
         "stride": "--stride",
         "eval_length": "--eval-length",
         "n_pairs": "--n-pairs",
+        "precision": "--precision",
     },
     "SuiteParams": {
         "preset": "--preset",
@@ -52,6 +55,7 @@ OPTION_OF: dict[str, dict[str, str]] = {
         "rebuild_weights": "--rebuild-weights",
         "parts": "--measure",
         "controls": "--controls",
+        "precision": "--precision",
     },
 }
 

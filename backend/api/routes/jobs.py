@@ -222,7 +222,7 @@ def _check_runs(body: Any, factory, limit: int) -> None:
         ) from exc
     if errors := memory_errors(params, limit, jobs=jobs if body.kind == "suite" else None):
         raise RequestValidationError(errors)
-    if errors := position_errors(params, jobs):  # a transformers model's table: the worker would refuse it
+    if errors := position_errors(params, jobs=jobs if body.kind == "suite" else None):  # the worker would refuse it
         raise RequestValidationError(errors)
 
 
