@@ -1,16 +1,18 @@
 """One evaluation of the probe's objective on rows over the CPU's cache: read a block of columns at
-a time (``science.probes.solver._blocked_objective``) against the two-product evaluation, and both
+a time (``science.probes.solver._blocked_objective``), and in one pass by the compiled kernel
+(``science.probes.onepass``, measurement version 3), against the two-product evaluation, and all
 against the evaluation's floor (``benchmarks/floors.py``), CPU seconds, rates measured in this run.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_blocked_objective.py --shapes 39000x768x2 160000x160x2 100000x768x6
 
 Each shape is ``N x D x K`` (rows, features, classes), random standardised rows; the printed
-``blocked / whole`` is the ratio of the two evaluations' CPU seconds (median of ``--repeats``).
+``blocked / whole`` and ``one-pass / whole`` are ratios of CPU seconds (medians of ``--repeats``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.fl
 
 import science.probes.solver as solver
 from benchmarks.floors import machine_rates
+from science.probes import onepass
 from science.probes.design import standardise
 
 
@@ -42,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rates = machine_rates()
     print(f"rates: {rates.gflops:.1f} GFLOP/s fp32 matmul, {rates.gbps:.1f} GB/s read (one thread, CPU seconds)")
-    print("| N × D × K | whole ms | blocked ms | blocked / whole | floor ms | whole / floor | blocked / floor |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| N × D × K | whole ms | blocked ms | one-pass ms | blocked / whole | one-pass / whole | floor ms "
+        "| whole / floor | blocked / floor | one-pass / floor |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes:
         n, d, k = (int(x) for x in shape.split("x"))
         g = torch.Generator().manual_seed(0)
@@ -53,11 +59,16 @@ def main(argv: list[str] | None = None) -> int:
         M = torch.eye(d, dtype=torch.float64)
         th = torch.randn(k * d + k, dtype=torch.float64, generator=g) * 1e-2
         whole = _seconds(solver._objective(design, Y, M, 1e-4), th, args.repeats)  # two products, any size
+        os.environ["LAYERSCOPE_PROBE_KERNEL"] = "torch"  # version 2's blocks
         blocked = _seconds(solver._blocked_objective(design, y, k, M, 1e-4), th, args.repeats)
+        del os.environ["LAYERSCOPE_PROBE_KERNEL"]
+        one = float("nan")
+        if onepass.applies(design.Xt, k):
+            one = _seconds(solver._blocked_objective(design, y, k, M, 1e-4), th, args.repeats)
         floor = rates.evaluation(n, d, k)
         print(
-            f"| {n:,} × {d} × {k} | {whole * 1e3:.2f} | {blocked * 1e3:.2f} | {blocked / whole:.2f} "
-            f"| {floor * 1e3:.2f} | {whole / floor:.2f} | {blocked / floor:.2f} |"
+            f"| {n:,} × {d} × {k} | {whole * 1e3:.2f} | {blocked * 1e3:.2f} | {one * 1e3:.2f} | {blocked / whole:.2f} "
+            f"| {one / whole:.2f} | {floor * 1e3:.2f} | {whole / floor:.2f} | {blocked / floor:.2f} | {one / floor:.2f} |"
         )
     return 0
 

@@ -39,40 +39,20 @@ libgomp that torch itself loaded (one thread pool, ``torch.get_num_threads()`` t
 
 from __future__ import annotations
 
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
-import warnings
 from pathlib import Path
 from typing import Protocol, cast
 
 import torch
 from torch import Tensor
 
+from models_store.compiled_ops import OpsLibrary, read_sources
+from models_store.compiled_ops import compiler as compiler  # re-exported: tests ask which compiler builds it
+
 # The kernel sources live in csrc/ beside this module (installed as package data); they are read
 # here so the cache key below covers the exact text that is compiled.
 CSRC = Path(__file__).with_name("csrc")
 _SOURCE_FILES = ("fast_scan_kernels.h", "fast_scan_ops.cpp")
-_SOURCES = {name: (CSRC / name).read_text(encoding="utf-8") for name in _SOURCE_FILES}
-
-# -march=native: built and cached per CPU (the cache key holds the CPU's flags).
-# No -ffast-math (it would link crtfastmath and flush denormals process-wide on some GCCs).
-_FLAGS = [
-    "-O3",
-    "-march=native",
-    "-fopenmp",
-    "-fno-math-errno",
-    "-ffp-contract=fast",
-    "-fPIC",
-    "-shared",
-    "-std=c++17",
-    f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
-]
+_SOURCES = read_sources(CSRC, _SOURCE_FILES)
 
 
 class Kernels(Protocol):
@@ -113,88 +93,21 @@ class Kernels(Protocol):
     ) -> tuple[Tensor, Tensor, Tensor]: ...
 
 
-_lock = threading.Lock()
-_ops: Kernels | None = None  # torch.ops.layerscope once loaded
-_load_error: str | None = None
-_warned = False
-
-
-def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def compiler() -> str | None:
-    """The C++ compiler the kernels are built with: ``$CXX``, else the first of ``g++``, ``c++``,
-    ``clang++`` on PATH; None when there is none (the kernels cannot be built here)."""
-    for cand in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if cand and shutil.which(cand):
-            return cand
-    return None
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("LAYERSCOPE_KERNEL_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "layerscope" / "kernels"
-
-
-def _build(cxx: str) -> Path:
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256(
-        "\0".join(
-            [*_SOURCES.values(), " ".join(_FLAGS), version, torch.__version__, _cpu_flags(), sys.platform]
-        ).encode()
-    ).hexdigest()[:16]
-    out_dir = _cache_dir()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if not os.access(out_dir, os.W_OK):
-            raise PermissionError(out_dir)
-    except OSError:  # read-only home: a per-user temp folder
-        out_dir = Path(tempfile.gettempdir()) / f"layerscope-kernels-{os.getuid()}"
-        out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"ls_fast_scan_ops_{key}.so"
-    if target.exists():
-        return target
-    from torch.utils import cpp_extension  # here: it imports setuptools, which a runtime may lack
-
-    includes = [f"-I{p}" for p in cpp_extension.include_paths()]
-    libs = [a for p in cpp_extension.library_paths() for a in (f"-L{p}", f"-Wl,-rpath,{p}")]
-    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        for name, text in _SOURCES.items():
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
-        tmp_so = Path(tmp) / target.name
-        proc = subprocess.run(
-            [
-                cxx,
-                *_FLAGS,
-                *includes,
-                str(Path(tmp) / "fast_scan_ops.cpp"),
-                "-o",
-                str(tmp_so),
-                *libs,
-                "-lc10",
-                "-ltorch_cpu",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cxx} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        os.replace(tmp_so, target)  # atomic: concurrent builders each install a complete file
-    return target
+_LIBRARY = OpsLibrary(
+    "Mamba scan kernel",
+    "LAYERSCOPE_FAST_SCAN",
+    "ls_fast_scan_ops",
+    _SOURCES,
+    "fast_scan_ops.cpp",
+    "the pure-PyTorch scan",
+    "layerscope",
+)
 
 
 def turned_off() -> bool:
     """True when ``LAYERSCOPE_FAST_SCAN`` is ``torch`` (or ``0``, ``off``, ``none``): the kernels are
     not built or used, on purpose."""
-    return os.environ.get("LAYERSCOPE_FAST_SCAN", "").lower() in ("torch", "0", "off", "none")
+    return _LIBRARY.turned_off()
 
 
 def load() -> Kernels | None:
@@ -203,42 +116,18 @@ def load() -> Kernels | None:
     Unavailable when ``LAYERSCOPE_FAST_SCAN=torch``, no C++ compiler is on PATH, or the build
     fails (then a warning is issued once and ``load_error()`` says why).
     """
-    global _ops, _load_error, _warned
-    if turned_off():
-        return None
-    if _ops is not None or _load_error is not None:
-        return _ops
-    with _lock:
-        if _ops is not None or _load_error is not None:
-            return _ops
-        try:
-            cxx = compiler()
-            if cxx is None:
-                raise RuntimeError("no C++ compiler (g++, c++, clang++ or $CXX) on PATH")
-            torch.ops.load_library(str(_build(cxx)))
-            _ops = cast(Kernels, torch.ops.layerscope)  # ops registered by the library just loaded
-        except Exception as exc:  # noqa: BLE001 - any failure → the pure-PyTorch path, with a warning
-            _load_error = f"{type(exc).__name__}: {exc}"
-            if not _warned:
-                warnings.warn(
-                    f"layerscope fast_scan: compiled CPU kernel unavailable, using the "
-                    f"pure-PyTorch scan ({_load_error})",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                _warned = True
-    return _ops
+    return cast("Kernels | None", _LIBRARY.load())
 
 
 def load_error() -> str | None:
     """Why ``load()`` returned None (None if it has not failed)."""
-    return _load_error
+    return _LIBRARY.error()
 
 
 def _ops_or_raise() -> Kernels:
     ops = load()
     if ops is None:
-        raise RuntimeError(f"compiled fast-scan kernels unavailable: {_load_error}")
+        raise RuntimeError(f"compiled fast-scan kernels unavailable: {load_error()}")
     return ops
 
 

@@ -13,6 +13,9 @@ its capture change what they compute at solver tolerance, not when only speed ch
   at the best constant guess plus its sampling noise, and the removal line stored with each
   edit row (``refit_line``) on the same footing (definitions, not solver changes: their rows
   are compared, not held to the tolerances, docs/SCIENCE.md#inlp-chance-line, #removal-line).
+- 3: the probe objective's sums over rows made in one pass by the compiled CPU kernel
+  (:mod:`science.probes.onepass`) for fits on float32 CPU rows with 2–8 classes (other fits run
+  version 2's torch objective).
 
 Within one version a measurement is bit-identical run to run (same code, same seeds, same
 device). Across versions the numbers may move within :data:`TOLERANCES`; every verdict and
@@ -22,7 +25,7 @@ every class stays the same (docs/SCIENCE.md#measurement-versions).
 
 from __future__ import annotations
 
-MEASUREMENT_VERSION = 2
+MEASUREMENT_VERSION = 3
 
 # Largest difference allowed between two measurement versions of the same run, per quantity:
 # accuracies in percentage points (0..100 scale), the INLP rank as a fraction of the larger one.

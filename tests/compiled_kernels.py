@@ -49,6 +49,27 @@ def require_cpu_kernel() -> None:
         pytest.skip(why)
 
 
+def require_probe_kernel() -> None:
+    """The compiled probe objective (``science.probes.onepass``) under the same rule as the scan
+    kernel: it must build where a C++ compiler is, and in CI; skip otherwise, or where
+    ``LAYERSCOPE_PROBE_KERNEL=torch`` turns it off outside CI."""
+    import torch
+
+    from models_store.compiled_ops import compiler
+    from science.probes import onepass
+
+    if onepass.turned_off():
+        why = "LAYERSCOPE_PROBE_KERNEL turns the compiled probe objective off"
+        if in_ci():
+            pytest.fail(f"{why}, but CI requires it", pytrace=False)
+        pytest.skip(why)
+    if onepass.applies(torch.zeros(1, 1), 2):
+        return
+    if compiler() is not None or in_ci():
+        pytest.fail(f"the compiled probe objective did not build: {onepass.load_error()}", pytrace=False)
+    pytest.skip(f"no compiled probe objective: {onepass.load_error()}")
+
+
 def require_cuda_kernels() -> None:
     """Skip where no CUDA device exists; fail where one does but mamba-ssm is not installed."""
     import torch

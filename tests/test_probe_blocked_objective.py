@@ -43,7 +43,9 @@ def test_blocked_objective_equals_the_two_product_one(monkeypatch, with_projecti
     monkeypatch.setattr(solver, "BLOCK_BYTES", 4 * D * 700)  # 700-column blocks: 9 of them, a ragged last
     blocked = solver._blocked_objective(design, y, K, M, lam)(th)
     for a, b in zip(whole, blocked, strict=True):
-        assert torch.allclose(a, b, rtol=1e-5, atol=1e-8), (a, b)
+        # float32 products summed over 6,000 rows in two orders (the one-pass kernel's, or MKL's by
+        # block): an entry's rounding is relative to the sum's scale, not to the entry
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * float(a.abs().max())), (a, b)
     assert not torch.equal(whole[1], blocked[1]) or not torch.equal(whole[0], blocked[0])  # another sum order
 
 

@@ -14,6 +14,11 @@ from science.probes.lbfgs import Stop, lbfgs
 from science.probes.solver import minimise, whitening
 
 
+@pytest.fixture(autouse=True)
+def _torch_objective(monkeypatch):
+    monkeypatch.setenv("LAYERSCOPE_PROBE_KERNEL", "torch")
+
+
 def _states(n: int, d: int, c: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Correlated float32 states ``[n, d]`` with class means along many directions; labels ``[n]``."""
     g = torch.Generator().manual_seed(seed)

@@ -20,6 +20,10 @@ transposed (:class:`science.probes.design.Design`); standardisation and INLP's p
 on the ``[K, D]`` weights, so one evaluation is two products on contiguous rows — logits
 ``V·Xᵀ`` and gradient ``R·X`` — and no standardised copy of the states is made.
 
+One-pass evaluation (measurement version 3): on the CPU, float32 rows with 2–8 classes are read by
+the compiled kernel of :mod:`science.probes.onepass` instead (the same sums, made per block of rows
+while it is in cache: :meth:`_Sums.add`), one call an evaluation.
+
 Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
 standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
 checked on a final evaluation at the returned parameters. A probe that stops at ``max_iter``
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from science.probes import onepass
 from science.probes.design import Design
 from science.probes.lbfgs import Stop, lbfgs
 
@@ -136,6 +141,9 @@ class _Sums:
         rows' dtype, ``b [K]``; its logits, loss, residuals and gradient product made while the
         block is in cache."""
         yc, minus = labels
+        if onepass.applies(xt, int(V.shape[0])):  # the compiled one-pass kernel (measurement version 3)
+            onepass.add_sums(xt, V, b, yc[0], N, self.picked, self.G, self.g_b)
+            return
         logp = torch.log_softmax(torch.add(V @ xt, b.unsqueeze(1)), 0)  # [K, m] float64
         self.picked += logp.gather(0, yc).sum()
         R = logp.exp_()
@@ -172,7 +180,8 @@ def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
     ``y [N]``: labels in ``0..K-1``."""
     Xt = d.Xt
     D, N = int(Xt.shape[0]), int(Xt.shape[1])
-    B = max(256, BLOCK_BYTES // (D * Xt.element_size()))
+    # the one-pass kernel blocks the rows itself: one call an evaluation
+    B = max(N, 1) if onepass.applies(Xt, K) else max(256, BLOCK_BYTES // (D * Xt.element_size()))
     blocks = [(Xt[:, i : i + B], _block_labels(y[i : i + B])) for i in range(0, N, B)]  # made once
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -309,7 +318,7 @@ def minimise(
         theta[K * D :] = b0
     if d.rows is not None:  # rows on disk: one pass over their chunks an evaluation
         evaluate = _chunked_objective(d, y, K, M, lam)
-    elif _in_blocks(d):  # rows over the cache: one read of them an evaluation
+    elif _in_blocks(d) or onepass.applies(d.Xt, K):  # one read of the rows an evaluation
         evaluate = _blocked_objective(d, y, K, M, lam)
     else:
         Y = torch.zeros(N, K, dtype=torch.float64, device=dev)

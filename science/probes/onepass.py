@@ -1,0 +1,93 @@
+"""The probe objective's sums in one pass over the rows: a compiled CPU kernel (measurement version 3).
+
+One evaluation of the standardised softmax objective (:mod:`science.probes.solver`) needs, over
+the centred rows ``Xt [D, N]``, the logits ``V·Xt`` (``V [K, D]``), a float64 log-softmax, the
+residuals ``R = (P − Y)/N`` and the gradient product ``R·Xtᵀ``. In torch that is two matrix
+products with K = 2–8 rows, which MKL runs far below its matmul rate, and ~10 float64 passes over
+the ``[K, N]`` logits. ``csrc/probe_objective_kernel.h`` makes all of it per block of 64–512 rows
+while the block is in cache: logits vectorised over rows in register tiles, the softmax on an
+L1-resident buffer, the gradient's partial sums kept as float32 vectors over row lanes and added
+into float64 every 1,024 rows (BENCHMARKS.md "Lab scale": 0.27–0.45 of the two products' time).
+The same arithmetic as :meth:`science.probes.solver._Sums.add` — float32 products, float64 softmax
+and sums — grouped differently, so the numbers agree to float rounding, not bit for bit
+(``tests/test_probe_onepass.py``).
+
+Built on first use like the scan kernel (:mod:`models_store.compiled_ops`); ``LAYERSCOPE_PROBE_KERNEL
+=torch`` turns it off (the torch path runs: the same objective at float rounding). It takes float32
+rows on the CPU with 2–8 classes; other fits run the torch path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from models_store.compiled_ops import OpsLibrary, read_sources
+
+CSRC = Path(__file__).with_name("csrc")
+MAX_CLASSES = 8  # csrc/probe_objective_kernel.h: MAX_CLASSES
+_LIBRARY = OpsLibrary(
+    "probe objective kernel",
+    "LAYERSCOPE_PROBE_KERNEL",
+    "ls_probe_objective_ops",
+    read_sources(CSRC, ("probe_objective_kernel.h", "probe_objective_ops.cpp")),
+    "probe_objective_ops.cpp",
+    "the torch objective",
+    "layerscope_probe",
+)
+
+
+def turned_off() -> bool:
+    """True when ``LAYERSCOPE_PROBE_KERNEL`` is ``torch`` (or ``0``, ``off``, ``none``)."""
+    return _LIBRARY.turned_off()
+
+
+def load_error() -> str | None:
+    """Why the kernel is unavailable (None if it loaded or was not tried)."""
+    return _LIBRARY.error()
+
+
+def applies(Xt: Tensor, K: int) -> bool:
+    """Whether the kernel evaluates a fit on ``Xt`` (``[D, N]``) with ``K`` classes: float32 rows on
+    the CPU, 2–8 classes, and the kernel built (built on the first call that could use it)."""
+    return (
+        Xt.device.type == "cpu" and Xt.dtype == torch.float32 and 2 <= K <= MAX_CLASSES and _LIBRARY.load() is not None
+    )
+
+
+def simd() -> bool:
+    """Whether the loaded kernel is the SIMD (AVX2 + FMA) build, not the scalar one.
+
+    Raises:
+        RuntimeError: the kernel is unavailable (:func:`load_error`).
+    """
+    ops = _LIBRARY.load()
+    if ops is None:
+        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
+    return bool(ops.simd())
+
+
+def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor, G: Tensor, gb: Tensor) -> None:
+    """Add one evaluation's sums over the rows of ``Xt`` into ``picked``, ``G`` and ``gb``.
+
+    Args:
+        Xt: ``[D, m]`` float32 centred rows, unit stride along a row (a column slice of a wider
+            ``[D, N]`` matrix is read in place).
+        V: ``[K, D]`` raw weights (float32); ``b``: ``[K]`` intercepts (float64).
+        y: ``[m]`` labels in ``0..K-1`` (int64).
+        n: the objective's row count ``N`` (the residuals are divided by it).
+        picked: ``[]`` float64, ``+= Σ log p[y]``; ``G``: ``[K, D]`` float64, ``+= R·Xtᵀ``;
+            ``gb``: ``[K]`` float64, ``+= Σ R``.
+
+    Raises:
+        RuntimeError: a dtype, device, shape or layout the kernel does not take, or a label
+            outside ``0..K-1`` (checked before anything is added), or the kernel is unavailable.
+    """
+    ops = _LIBRARY.load()
+    if ops is None:
+        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
+    if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
+        Xt = Xt.contiguous()
+    ops.objective(Xt, V.contiguous(), b.contiguous(), y.contiguous(), float(n), picked, G, gb)
