@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models_store.compiled_ops import seconds_building
 from science import plateau, train_checkpoint
 from science.context import Context, SilentContext
 from science.records import BehaviourRecord
@@ -285,6 +286,11 @@ def train_model(
     block = stream.block
     every = max(block, -(-checkpoint_every // block) * block)  # a multiple of the data block
     start = time.perf_counter() - loop.seconds
+    built_before = seconds_building()
+
+    def trained_for() -> float:  # wall seconds trained, without a first kernel build on the way
+        return time.perf_counter() - start - (seconds_building() - built_before)
+
     stop_reason = "budget"
     for step in range(loop.step + 1, c.max_steps + 1):
         ctx.check_cancelled()
@@ -292,7 +298,7 @@ def train_model(
         loss_value = _train_step(model, opt, sched, c, stream.batch(step, length), device)
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"training loss became {loss_value} at step {step}")
-        elapsed = time.perf_counter() - start
+        elapsed = trained_for()
         timed_out = c.max_seconds is not None and elapsed >= c.max_seconds
         at_limit = timed_out or step == stop_at_step
         if at_limit:
@@ -308,9 +314,9 @@ def train_model(
         if stop_reason in ("trained", "plateau") or at_limit:
             break
         if checkpoint is not None and step % every == 0 and step < c.max_steps:
-            loop.seconds = time.perf_counter() - start
+            loop.seconds = trained_for()
             train_checkpoint.save(checkpoint, ident, model, opt, sched, loop)
-    return _finish(model, stream, loop, c, device, stop_reason, time.perf_counter() - start, checkpoint)
+    return _finish(model, stream, loop, c, device, stop_reason, trained_for(), checkpoint)
 
 
 class _DataStream:
