@@ -50,6 +50,29 @@ def missing_folder_problem(source: str) -> str | None:
     return None
 
 
+# The weight files ``from_pretrained`` reads from a folder (one file, or a sharded checkpoint's index).
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def missing_weights_problem(source: str) -> str | None:
+    """Why a local folder given as a pretrained model cannot be loaded with its weights (it holds
+    none of :data:`WEIGHT_FILES`), else None (weights there, or not a folder: a hub name)."""
+    if not is_folder(source):
+        return None
+    folder = Path(source).expanduser()
+    if any((folder / name).is_file() for name in WEIGHT_FILES):
+        return None
+    return (
+        f"the folder holds no weights ({' or '.join(WEIGHT_FILES[::2])}); to train its architecture "
+        "from scratch with random weights, give it as from_config"
+    )
+
+
 def absolute_if_local(source: str) -> str:
     """``source`` as an absolute path when it is a folder here (``~`` expanded, ``..`` and links
     resolved), else unchanged (a hub name, or a path that is not here: its check says so). A job

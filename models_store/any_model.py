@@ -53,11 +53,13 @@ def layer_count(hf_cfg: PreTrainedConfig) -> int:
         UnsupportedModel: the config has no positive integer layer count.
     """
     n = getattr(hf_cfg, "num_hidden_layers", None)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if n is None:
         raise UnsupportedModel(
             f"model type {hf_cfg.model_type!r} is not supported: its config has no "
             "num_hidden_layers (the number of blocks)"
         )
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PretrainedLoadError(f"num_hidden_layers must be a whole number ≥ 1 (the number of blocks), got {n!r}")
     return n
 
 
@@ -289,8 +291,8 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
         raise PretrainedLoadError(f"{role} {name_or_path!r}: {why}")
     try:
         check_architecture(hf_cfg)
-    except UnsupportedModel as e:
-        raise UnsupportedModel(f"{role} {name_or_path!r}: {e}") from None
+    except (UnsupportedModel, PretrainedLoadError) as e:
+        raise type(e)(f"{role} {name_or_path!r}: {e}") from None
     return hf_cfg
 
 
@@ -313,7 +315,15 @@ def pretrained_family(name_or_path: str, role: str = "pretrained model", local_f
     from models_store.causal import config_causal_problem
 
     hf_cfg = read_config(name_or_path, role, local_files_only)
-    family = family_of(meta_backbone(hf_cfg))
+    try:
+        backbone = meta_backbone(hf_cfg)
+    except Exception as e:  # noqa: BLE001 - whatever a config value makes transformers' modules raise
+        reason = " ".join(str(e).split())
+        raise PretrainedLoadError(
+            f"{role} {name_or_path!r}: its config builds no model ({type(e).__name__}: {reason[:300]}); "
+            "check its sizes (hidden_size, num_attention_heads, intermediate_size, vocab_size, …)"
+        ) from None
+    family = family_of(backbone)
     why = config_causal_problem(hf_cfg)
     if why:
         raise UnsupportedModel(f"{role} {name_or_path!r}: {why}")

@@ -41,9 +41,11 @@ pytestmark = pytest.mark.usefixtures("hub_offline")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
+    from transformers import AutoModel
+
     root = tmp_path_factory.mktemp("causal")
-    for name, config in CONFIGS.items():
-        config.save_pretrained(root / name)
+    for name, config in CONFIGS.items():  # tiny random weights: a pretrained folder must hold some
+        AutoModel.from_config(config).save_pretrained(root / name)
     return {name: str(root / name) for name in CONFIGS}
 
 

@@ -54,16 +54,19 @@ def configs(tmp_path_factory):
 def test_a_relative_local_folder_is_stored_absolute_and_read_from_elsewhere(configs, monkeypatch, tmp_path):
     # a worker, an importer or a rebuild reads the job from another working directory (a new
     # user's trial: `--from-config ./cfg --submit` failed on the worker with "no such local folder")
-    from pathlib import Path
+    import shutil
 
-    folder = Path(configs["llama"])
+    folder = tmp_path / "tiny-llama"  # with a weights file: it is fine-tuned as pretrained too
+    shutil.copytree(configs["llama"], folder)
+    (folder / "model.safetensors").write_bytes(b"")
     monkeypatch.chdir(folder.parent)
     train = TrainParams(task="parity", from_config="./tiny-llama", pretrained=None)
     suite = SuiteParams(preset="smoke", from_config=["tiny-llama", "org/not-here"], pretrained=["./tiny-llama"])
     assert train.from_config == suite.from_config[0] == suite.pretrained[0] == str(folder.resolve())
     assert suite.from_config[1] == "org/not-here"  # a hub name stays as given
     stored = train.model_dump(mode="json")
-    monkeypatch.chdir(tmp_path)  # elsewhere: the stored job still reads its config
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # elsewhere: the stored job still reads its config
     again = TrainParams.model_validate(stored)
     assert again.family == train.family and again.run_hash() == train.run_hash()
 
@@ -115,20 +118,25 @@ def test_a_missing_folder_is_said_before_the_family_it_would_make(tmp_path):
 
 
 def test_a_suite_expands_each_config_into_its_family_beside_pretrained(configs, tmp_path):
+    import shutil
+
     from worker.presets import expand_suite
 
+    pre = tmp_path / "tiny-llama"  # the same architecture fine-tuned: a folder with weights (only its config is read)
+    shutil.copytree(configs["llama"], pre)
+    (pre / "model.safetensors").write_bytes(b"")
     jobs = expand_suite(
         SuiteParams(
             preset="paper",
             tasks=["parity"],
             seeds=[0],
-            pretrained=[configs["llama"]],  # the same architecture fine-tuned (only its config is read here)
+            pretrained=[str(pre)],
             from_config=[configs["llama"], configs["mamba"]],
         )
     )
     trained = [j for j in jobs if j.control is None]
     assert [(j.family, j.pretrained, j.from_config, j.name) for j in trained] == [
-        ("transformer", configs["llama"], None, "tiny-llama-parity-s0"),
+        ("transformer", str(pre), None, "tiny-llama-parity-s0"),
         ("transformer", None, configs["llama"], "tiny-llama-scratch-parity-s0"),
         ("mamba", None, configs["mamba"], "tiny-mamba-scratch-parity-s0"),
     ]
@@ -323,3 +331,29 @@ def test_loading_a_mamba_config_on_cpu_prints_no_slow_path_notice(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "much slower" not in out.stderr + out.stdout
+
+
+def test_a_config_that_builds_no_model_and_a_weightless_pretrained_folder_are_refused_at_submit(api, tmp_path):
+    """Found by a fresh user: ``hidden_size: -64`` was a 500 (a traceback in the CLI), a layer count
+    of 0 read as "no num_hidden_layers … not supported", and a ``pretrained`` folder holding only
+    a config.json was queued and failed on the worker."""
+    import json
+
+    def folder(name: str, **cfg) -> str:
+        (tmp_path / name).mkdir()
+        base = {"model_type": "gpt_neox", "hidden_size": 64, "intermediate_size": 256, "num_attention_heads": 4}
+        (tmp_path / name / "config.json").write_text(json.dumps({**base, "num_hidden_layers": 2, **cfg}))
+        return str(tmp_path / name)
+
+    negative, no_layers, config_only = folder("neg", hidden_size=-64), folder("zero", num_hidden_layers=0), folder("w")
+    for family in (None, "transformer"):
+        params = {"task": "parity", "from_config": negative, **({"family": family} if family else {})}
+        r = api.client.post("/api/jobs", json={"kind": "train", "params": params})
+        assert r.status_code == 422 and "its config builds no model" in r.text and "negative dimension" in r.text, (
+            r.text
+        )
+    r = api.client.post("/api/jobs", json={"kind": "train", "params": {"task": "parity", "from_config": no_layers}})
+    assert r.status_code == 422 and "num_hidden_layers must be a whole number ≥ 1" in r.text, r.text
+    r = api.client.post("/api/jobs", json={"kind": "train", "params": {"task": "parity", "pretrained": config_only}})
+    assert r.status_code == 422 and "holds no weights" in r.text and "from_config" in r.text, r.text
+    assert api.client.get("/api/jobs").json()["total"] == 0

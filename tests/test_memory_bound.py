@@ -5,6 +5,8 @@ written. Every shipped preset fits both defaults."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from transformers import GPTNeoXConfig, MambaConfig
 
@@ -47,6 +49,8 @@ def test_the_pretrained_preset_fits_the_default_limit(tmp_path, hub_offline) -> 
         tmp_path / "mamba-130m-hf"
     )
     models = [str(tmp_path / m) for m in ("pythia-160m", "pythia-410m", "mamba-130m-hf")]
+    for m in models:  # the estimate reads the config alone; a folder to fine-tune must hold weights
+        (Path(m) / "model.safetensors").write_bytes(b"")
     jobs = expand_suite(SuiteParams(preset="pretrained", pretrained=models))
     assert len(jobs) == 9 and suite_problems(jobs, DEFAULT_LIMIT) == []
     over = {job.pretrained for job, _ in suite_problems(jobs, DEFAULT_LIMIT // 4)}

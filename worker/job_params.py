@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     ValidationInfo,
@@ -18,7 +19,12 @@ from pydantic import (
 )
 
 from layerscope_core.hashing import config_hash
-from layerscope_core.model_sources import absolute_if_local, is_folder, missing_folder_problem
+from layerscope_core.model_sources import (
+    absolute_if_local,
+    is_folder,
+    missing_folder_problem,
+    missing_weights_problem,
+)
 from layerscope_core.registry import (  # noqa: F401
     ALL_PATCH_SITES,
     EVAL_LENGTHS,
@@ -186,6 +192,14 @@ class MeasureParams(_Params):
 MeasurePart = Literal["probes", "interventions", "patching"]  # = layerscope_core.registry.MEASURE_PARTS
 
 
+def _with_weights(source: str) -> str:
+    """A local folder to fine-tune must hold weights (a 422 at the ``pretrained`` field, not a
+    failure on the worker); a config alone is trained from scratch as ``from_config``."""
+    if why := missing_weights_problem(source):
+        raise ValueError(f"{source!r}: {why}")
+    return source
+
+
 class TrainParams(_Params):
     """One run: train (or fine-tune) a model on a task, then measure it. ``family`` may be left out
     for a transformers model (``pretrained`` / ``from_config``): it is the one its blocks make, read
@@ -321,6 +335,11 @@ class TrainParams(_Params):
     def _source_as_absolute(cls, v: str | None) -> str | None:
         """A local folder stored as its absolute path (workers run elsewhere)."""
         return None if v is None else absolute_if_local(v)
+
+    @field_validator("pretrained", mode="after")
+    @classmethod
+    def _weights_there(cls, v: str | None) -> str | None:
+        return None if v is None else _with_weights(v)
 
     @field_validator("task_params", mode="after")
     @classmethod
@@ -627,7 +646,7 @@ class SuiteParams(_Params):
     families: list[Family] | None = Field(None, min_length=1, description="None = the preset's families")
     tasks: list[TaskName] | None = Field(None, min_length=1, description="None = the preset's tasks")
     seeds: list[Seed] | None = Field(None, min_length=1, description="None = the preset's seeds")
-    pretrained: list[Annotated[str, Field(min_length=1, max_length=500)]] | None = Field(
+    pretrained: list[Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_with_weights)]] | None = Field(
         None,
         min_length=1,
         max_length=32,
