@@ -38,6 +38,7 @@ def test_the_readme_example_is_a_valid_job_body() -> None:
     (data,) = _option(words, "-d")
     body = TypeAdapter(JobCreate).validate_python(json.loads(data))
     assert body.kind == "train" and body.params.family == "lstm"
+    assert body.params.suite  # a run made without a suite is in no suite to export or compare (a fresh user's trap)
 
 
 def test_the_api_takes_it(api) -> None:

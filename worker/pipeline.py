@@ -200,7 +200,7 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: Context) -> tupl
     todo = tuple(p for p in measured_parts(params) if p not in done)
     ctx.attach_run(run_id)
     ctx.log(
-        f"run {run_id} ({params.name}) trained before: measuring only"
+        f"run {run_id}{f' ({params.name})' if params.name else ''} trained before: measuring only"
         + (f" ({', '.join(todo)}; {', '.join(sorted(done))} stored before)" if done else "")
     )
     run_measurements(
