@@ -28,6 +28,7 @@ from backend.bundle import (
     table_row,
 )
 from backend.housekeeping import unknown_suite
+from backend.study_parts import planned_run_count, suite_job_params
 from layerscope_core.atomic_file import atomic_file
 from layerscope_core.provenance import code_versions
 from layerscope_core.suite_names import suite_name_problem
@@ -184,13 +185,15 @@ def with_provenance(
     imported: dict[str, Any] | None,
     runs: list[dict[str, Any]] | None = None,
     note: str | None = None,
+    planned: int | None = None,
 ) -> dict[str, Any]:
     """The exporter's versions under ``exported_with``; for an imported suite, the versions of
     the bundle its runs came from stay on top, with that manifest as ``imported_manifest``.
     With the suite's run rows, ``parts`` says where each part of the study was made and, for a
     preset suite, ``progress`` / ``partial`` how far it has come (backend/study_parts.py; the
     imported ``partial`` block's reasons are kept and ``note`` is added to them). ``notes``: the
-    notes of every export of the suite, ``note`` last, kept after the study is complete."""
+    notes of every export of the suite, ``note`` last, kept after the study is complete.
+    ``planned``: the runs the suite asked for (``study_parts.planned_run_count``), else the preset's."""
     from backend import study_parts
 
     out = {**manifest, "exported_with": {k: manifest.get(k) for k in PROVENANCE_KEYS}}
@@ -217,7 +220,7 @@ def with_provenance(
     out["parts"] = study_parts.parts(runs, manifest, imported)
     now = study_parts.progress(
         runs,
-        study_parts.preset_run_count(manifest["suite"], [h for r in runs if (h := r.get("config_hash"))]),
+        planned or study_parts.preset_run_count(manifest["suite"], [h for r in runs if (h := r.get("config_hash"))]),
         in_flight=len(manifest.get("in_flight") or []),
     )
     if now is not None:
@@ -341,7 +344,11 @@ def _write(
             manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
             written = (_write_measuring(z, name, m) for name, m in measuring.items())
             manifest["measuring"] = [entry for entry in written if entry is not None]
-        manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note)
+        hashes = [h for r in tables["runs"] if (h := r.get("config_hash"))]
+        planned = planned_run_count(session, suite, hashes)
+        if (params := suite_job_params(session, suite)) is not None:  # the runs it asked for: the report's cells
+            manifest["suite_params"] = params
+        manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note, planned)
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():
             z.writestr(f"tables/{name}.json", json.dumps(rows, separators=(",", ":")))

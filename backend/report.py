@@ -306,7 +306,7 @@ def _markdown(
     """The page. ``written``: the PNGs that exist (linked); a figure asked for and not written reads
     "not rendered" in its place. None: figures were turned off (no figure lines). ``versions``:
     ``table → {measurement_version: rows}`` (a line, a warning when mixed)."""
-    preset = preset_of(manifest["suite"], runs)
+    preset = preset_of(manifest["suite"], runs, manifest.get("suite_params"))
     lines = [
         *_bundle_section(manifest, runs, measured, claims, bundle_name, output_name, preset, versions or {}),
         *_training_section(runs, measured, probed, preset),

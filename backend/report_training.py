@@ -68,15 +68,19 @@ def measurement_version_lines(versions: dict[str, dict[int, int]]) -> list[str]:
     ]
 
 
-def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def preset_of(
+    suite: str, runs: list[dict[str, Any]] | None = None, suite_params: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The preset a suite was made from (``backend.study_parts.suite_preset``: the preset whose
     runs the suite's ``runs`` are, else the one it is named after): its name, families, tasks,
-    seeds, run count (controls and variants included) and its default training budget."""
+    seeds, run count (controls and variants included) and its default training budget. With the
+    suite job's ``suite_params`` (a bundle's manifest carries them), the families, tasks, seeds
+    and runs are those the suite asked for (its ``--family``/``--task``/``--seed`` filters)."""
     from backend.study_parts import preset_run_count, suite_preset
     from worker.presets import PRESETS
 
     hashes = [h for r in runs or [] if (h := r.get("config_hash"))]
-    name = suite_preset(suite, hashes)
+    name = suite_preset(suite, hashes) or (suite_params or {}).get("preset")
     p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
         return None
@@ -86,11 +90,15 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
     train = p.get("train") or {}
     trained = preset_run_count(suite, hashes) or 0
     jobs = expand_suite(SuiteParams(preset=name))
+    asked = _asked(suite_params, str(name))
+    if asked is not None:
+        jobs = asked
+        trained = sum(j.control is None for j in jobs)
     return {
         "name": name,
-        "families": list(dict.fromkeys(p["families"])),
-        "tasks": list(p["tasks"]),
-        "seeds": list(p["seeds"]),
+        "families": list(dict.fromkeys(p["families"] if asked is None else [j.family for j in jobs])),
+        "tasks": list(p["tasks"] if asked is None else dict.fromkeys(j.task for j in jobs)),
+        "seeds": list(p["seeds"] if asked is None else dict.fromkeys(j.seed for j in jobs)),
         "runs": trained,
         "controls": len(jobs) - trained,
         "max_steps": train.get("max_steps"),
@@ -99,6 +107,23 @@ def preset_of(suite: str, runs: list[dict[str, Any]] | None = None) -> dict[str,
         # overrides, docs/SCIENCE.md#budgets)
         "cell_budgets": {(j.family, j.task): (j.max_seconds, j.max_steps) for j in jobs},
     }
+
+
+def _asked(suite_params: dict[str, Any] | None, preset: str) -> list[Any] | None:
+    """The jobs a suite job's params expand to, when they are of ``preset`` and built-in models
+    (given models are not the preset's cells); None otherwise, or where they no longer expand."""
+    from worker.job_params import SuiteParams
+    from worker.presets import expand_suite
+
+    if not suite_params or suite_params.get("preset") != preset:
+        return None
+    try:
+        params = SuiteParams.model_validate(suite_params)
+        if params.pretrained or params.from_config:
+            return None
+        return expand_suite(params)
+    except (ValueError, OSError):
+        return None
 
 
 def stop_reason_lines(runs: list[dict[str, Any]]) -> list[str]:

@@ -21,10 +21,14 @@ suite whose runs come from several places and several commits. Each export says:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from layerscope_core.provenance import VERSION_KEYS
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @functools.cache
@@ -61,6 +65,45 @@ def _preset_runs(preset: str) -> int:
     from worker.presets import expand_suite
 
     return len(expand_suite(SuiteParams(preset=preset, controls=False)))
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(params_json: str) -> int:
+    """How many runs (controls not counted) a suite job's params expand to, once per params."""
+    from worker.job_params import SuiteParams
+    from worker.presets import expand_suite
+
+    params = SuiteParams.model_validate_json(params_json)
+    return len(expand_suite(params.model_copy(update={"controls": False})))
+
+
+def planned_run_count(session: Session, suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
+    """How many runs the suite asked for: its latest suite job's params expanded (a suite made with
+    ``--family``/``--task``/``--seed`` filters, or with its own models, plans fewer runs than its
+    preset — a fresh user's two-run suite read "2 of the preset's 15"); without such a job (runs
+    trained one by one, an imported suite) or where its params no longer expand (a model folder
+    moved), the preset's count (:func:`preset_run_count`)."""
+    params = suite_job_params(session, suite)
+    if params is not None and params.get("controls") != "only":  # a suite of controls alone: the preset's count
+        try:
+            return _planned(json.dumps(params, sort_keys=True))
+        except (ValueError, OSError):  # the models it named are gone: the preset's count
+            pass
+    return preset_run_count(suite, config_hashes)
+
+
+def suite_job_params(session: Session, suite: str) -> dict[str, Any] | None:
+    """The params of the latest suite job named ``suite`` (its ``name``, else its ``preset``, as
+    ``backend.api.queries.queued_suites`` reads them), as stored; None when no such job is here."""
+    from sqlalchemy import select
+
+    from store.models import Job
+
+    for stored in session.execute(select(Job.params).where(Job.kind == "suite").order_by(Job.id.desc())).scalars():
+        params = stored or {}
+        if (params.get("name") or params.get("preset")) == suite:
+            return dict(params)
+    return None
 
 
 def preset_run_count(suite: str, config_hashes: Iterable[str] | None = None) -> int | None:

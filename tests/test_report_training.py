@@ -319,3 +319,20 @@ def test_the_bundle_section_says_when_its_rows_mix_measurement_versions():
     text = _markdown(MANIFEST, RUNS, {1, 3}, [], "figures", "off", "b.zip", {1, 2, 3}, versions=mixed)
     line = next(x for x in text.splitlines() if "measurement versions mixed" in x)
     assert "probe_results version 1: 6, version 2: 4" in line and "#measurement-versions" in line
+
+
+def test_the_report_counts_the_cells_a_filtered_suite_asked_for():
+    """A bundle of ``suite --preset smoke --family mamba --family mamba2 --task parity`` carries its
+    suite job's params; the report's cells are those two, not the preset's 15 ("13 never started")."""
+    from backend.report_training import preset_of
+    from worker.job_params import SuiteParams
+
+    params = SuiteParams(preset="smoke", name="fam", families=["mamba", "mamba2"], tasks=["parity"])
+    asked = preset_of("fam", [], params.model_dump(mode="json"))
+    assert asked is not None and (asked["families"], asked["tasks"], asked["runs"]) == (
+        ["mamba", "mamba2"],
+        ["parity"],
+        2,
+    )
+    whole = preset_of("smoke", [])
+    assert whole is not None and whole["runs"] == 15 and len(whole["families"]) == 5

@@ -273,7 +273,8 @@ def _withdraw(factory: sessionmaker[Session], job_id: int) -> bool:
         log.exception("could not withdraw job %s after a failed enqueue; it stays queued", job_id)
         return False
     if gone:
-        log.warning("job %s withdrawn: the queue was not reachable when it was submitted", job_id)
+        # not "job N": the id is free again (SQLite gives the next job the highest id + 1)
+        log.warning("the job was withdrawn, nothing stored: the queue was not reachable when it was submitted")
     return gone
 
 
