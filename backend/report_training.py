@@ -80,6 +80,8 @@ def preset_of(
     from worker.presets import PRESETS
 
     hashes = [h for r in runs or [] if (h := r.get("config_hash"))]
+    if not isinstance(suite_params, dict):  # a bundle's manifest is read as hostile input
+        suite_params = None
     name = suite_preset(suite, hashes) or (suite_params or {}).get("preset")
     p = PRESETS.get(name) if name else None
     if p is None or p.get("pretrained"):
@@ -115,7 +117,7 @@ def _asked(suite_params: dict[str, Any] | None, preset: str) -> list[Any] | None
     from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
-    if not suite_params or suite_params.get("preset") != preset:
+    if not isinstance(suite_params, dict) or suite_params.get("preset") != preset:
         return None
     try:
         params = SuiteParams.model_validate(suite_params)

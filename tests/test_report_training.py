@@ -4,6 +4,8 @@ and the descriptive paragraph beside a "not enough data" claim. Plain data in, t
 
 from __future__ import annotations
 
+import pytest
+
 from backend.report import _markdown
 from backend.report_claims import trained_cells_paragraph
 from backend.report_training import budget_lines, preset_of
@@ -336,3 +338,11 @@ def test_the_report_counts_the_cells_a_filtered_suite_asked_for():
     )
     whole = preset_of("smoke", [])
     assert whole is not None and whole["runs"] == 15 and len(whole["families"]) == 5
+
+
+@pytest.mark.parametrize("bad", [["smoke"], "smoke", 3, {"preset": "smoke", "seeds": "zero"}])
+def test_a_bundles_suite_params_that_are_no_suite_are_ignored(bad):
+    from backend.report_training import preset_of
+
+    got = preset_of("smoke", [], bad)
+    assert got is not None and got["runs"] == 15  # the preset's cells, as without them
