@@ -21,6 +21,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>  // outside the namespace: its intrinsics are global names
+#endif
 
 namespace layerscope_probe {
 
@@ -52,7 +57,6 @@ Buffer<T> aligned(long n) {  // 64-byte aligned, uninitialised; throws on failur
 
 #if defined(__AVX2__) && defined(__FMA__)
 #define LAYERSCOPE_PROBE_SIMD 1
-#include <immintrin.h>
 
 constexpr int L = 8;    // float lanes
 constexpr int DL = 4;   // double lanes (the same 256 bits)
