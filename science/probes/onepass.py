@@ -7,7 +7,7 @@ products with K = 2–8 rows, which MKL runs far below its matmul rate, and ~10 
 the ``[K, N]`` logits. ``csrc/probe_objective_kernel.h`` makes all of it per block of 64–512 rows
 while the block is in cache: logits vectorised over rows in register tiles, the softmax on an
 L1-resident buffer, the gradient's partial sums kept as float32 vectors over row lanes and added
-into float64 every 1,024 rows (BENCHMARKS.md "Lab scale": 0.27–0.45 of the two products' time).
+into float64 every 1,024 rows (BENCHMARKS.md "Lab scale": 0.30–0.53 of the two products' time).
 The same arithmetic as :meth:`science.probes.solver._Sums.add` — float32 products, float64 softmax
 and sums — grouped differently, so the numbers agree to float rounding, not bit for bit
 (``tests/test_probe_onepass.py``).
