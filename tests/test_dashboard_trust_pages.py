@@ -290,24 +290,3 @@ def test_the_jobs_list_counts_a_suite_jobs_children(api):
         s.commit()
     failed = api.client.get("/api/jobs", params={"state": "failed", "kind": "suite"}).json()["items"]
     assert [j["state"] for j in failed] == ["failed"]
-
-
-def test_runs_page_lists_every_run_when_no_suite_is_chosen():
-    """Found by a fresh user: a run trained by the README's job (no suite) was in ``runs list`` and
-    ``/api/runs`` but not on the Runs page ("Every run in the results DB"), which showed the
-    default suite's only. A list is not an aggregate: no suite chosen means every run."""
-    asked = []
-
-    class Api:
-        def suites(self):
-            return [{"name": "paper", "n_runs": 60, "default": True}]
-
-        def all_runs(self, *, limit=500, **kw):
-            asked.append(kw.get("suite"))
-            return [{"id": 1, "name": "lstm-parity-s0", "suite": None}]
-
-    page = runs.layout(search="", base=None, embed=False, api=Api(), path_for=lambda p: p)
-    assert find_component(page, "rn-suite").placeholder == "every suite"
-    runs.export_csv(Api(), runs.SPEC.decode(""))
-    runs.export_csv(Api(), runs.SPEC.decode("suite=paper"))
-    assert asked == [None, "paper"]

@@ -33,6 +33,9 @@ def custom_code_folder(tmp_path):
         "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"},
     }
     (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(
+        b""
+    )  # weights as a real model ships them: custom code is what is refused
     (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     return folder, marker
 

@@ -39,6 +39,7 @@ from dashboard.runs_table import (
     trained_label,
 )
 from dashboard.state import INT_MAX, F, PageState
+from dashboard.suites import suite_placeholder, with_suite
 from dashboard.theme import EVAL_LENGTHS, all_tasks, family_names
 
 KEY = "runs"
@@ -87,8 +88,7 @@ def filters(s: dict, api: ApiClient) -> html.Div:
         task_picker("rn-task", s["task"], multi=True, width="240px"),
         family_picker("rn-family", s["family"], multi=True, width="280px"),
         seed_input("rn-seed", s["seed"], width="90px"),
-        # a list, not an aggregate: no suite chosen lists every run (a job submitted without a suite too)
-        suite_dropdown(api, "rn-suite", s["suite"], placeholder="every suite"),
+        suite_dropdown(api, "rn-suite", s["suite"], placeholder=suite_placeholder(api)),
         field("Search", search, width="260px"),
         choice("Rows per page", "rn-size", [(n, str(n)) for n in PAGE_SIZES], s["size"], width="120px"),
         choice("Sort by", "rn-sort", SORTS, s["sort"] or "id", width="190px"),
@@ -191,7 +191,7 @@ def export_csv(api: ApiClient, state: dict) -> dict:
 
     from dashboard.components import send_csv
 
-    runs = api.all_runs(limit=100_000, **run_filters(state))
+    runs = api.all_runs(limit=100_000, **run_filters(with_suite(api, state)))
     df = pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in runs])
     return send_csv(df, "layerscope-runs.csv")
 
@@ -233,9 +233,9 @@ def register_table(app, api: ApiClient) -> None:
     def _load(*values):
         state = state_from_controls(SPEC, BINDS[:-1], values[:-1], values[-1])
         try:
-            page, p = fetch_clamped_page(api, state)
+            page, p = fetch_clamped_page(api, with_suite(api, state))
             total_text, pages_text, n_pages = pager_text(page["total"], page["limit"], p)
-            total_text += controls_left_out(api, state)
+            total_text += controls_left_out(api, with_suite(api, state))
         except ApiError as exc:
             return [], "", "", api_alert(exc), True, True, no_update
         return (

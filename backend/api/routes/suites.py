@@ -171,8 +171,7 @@ def list_suites(session: SessionDep, cache: CacheDep) -> list[dict]:
             d.update(tags=notes[suite].tags or None, notes=notes[suite].notes)
         manifest = imported_manifest(session, suite) if d["imported"] else None
         now = study_parts.progress(
-            statuses[suite],
-            study_parts.planned_run_count(session, suite, [r["config_hash"] for r in statuses[suite]]),
+            statuses[suite], study_parts.preset_run_count(suite, [r["config_hash"] for r in statuses[suite]])
         )
         if now is not None:
             d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=not now["complete"])
@@ -205,7 +204,7 @@ def _queued_without_runs(session: SessionDep, listed: set[str]) -> list[dict]:
     out = []
     for name in sorted(queued_suites(session, pending_only=True) - listed):
         d = {**_zero_counts(name, False, [], []), "queued": True}
-        now = study_parts.progress([], study_parts.planned_run_count(session, name))
+        now = study_parts.progress([], study_parts.preset_run_count(name))
         if now is not None:
             d.update(preset_runs=now["preset_runs"], runs_remaining=now["runs_remaining"], partial=True)
         out.append(d)
