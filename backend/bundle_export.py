@@ -344,10 +344,10 @@ def _write(
             manifest["in_flight"] = [_write_state(z, h, t) for h, t in training.items()]
             written = (_write_measuring(z, name, m) for name, m in measuring.items())
             manifest["measuring"] = [entry for entry in written if entry is not None]
-        hashes = [h for r in tables["runs"] if (h := r.get("config_hash"))]
-        planned = planned_run_count(session, suite, hashes)
-        if (params := suite_job_params(session, suite)) is not None:  # the runs it asked for: the report's cells
+        params = suite_job_params(session, suite)
+        if params is not None:  # the runs it asked for: the report's cells
             manifest["suite_params"] = params
+        planned = planned_run_count(params, suite, [h for r in tables["runs"] if (h := r.get("config_hash"))])
         manifest = with_provenance(manifest, imported_manifest(session, suite), tables["runs"], note, planned)
         z.writestr("manifest.json", json.dumps(manifest, indent=2))
         for name, rows in tables.items():

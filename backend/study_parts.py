@@ -21,7 +21,6 @@ suite whose runs come from several places and several commits. Each export says:
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -67,26 +66,21 @@ def _preset_runs(preset: str) -> int:
     return len(expand_suite(SuiteParams(preset=preset, controls=False)))
 
 
-@functools.lru_cache(maxsize=256)
-def _planned(params_json: str) -> int:
-    """How many runs (controls not counted) a suite job's params expand to, once per params."""
+def planned_run_count(
+    params: dict[str, Any] | None, suite: str, config_hashes: Iterable[str] | None = None
+) -> int | None:
+    """How many runs (controls not counted) the suite asked for: its suite job's ``params``
+    (:func:`suite_job_params`) expanded — a suite made with ``--family``/``--task``/``--seed``
+    filters, or with its own models, plans fewer runs than its preset (a fresh user's two-run suite
+    read "2 of the preset's 15"); without such a job (runs trained one by one, an imported suite),
+    a suite of controls alone, or params that no longer expand (a model folder moved), the
+    preset's count (:func:`preset_run_count`)."""
     from worker.job_params import SuiteParams
     from worker.presets import expand_suite
 
-    params = SuiteParams.model_validate_json(params_json)
-    return len(expand_suite(params.model_copy(update={"controls": False})))
-
-
-def planned_run_count(session: Session, suite: str, config_hashes: Iterable[str] | None = None) -> int | None:
-    """How many runs the suite asked for: its latest suite job's params expanded (a suite made with
-    ``--family``/``--task``/``--seed`` filters, or with its own models, plans fewer runs than its
-    preset — a fresh user's two-run suite read "2 of the preset's 15"); without such a job (runs
-    trained one by one, an imported suite) or where its params no longer expand (a model folder
-    moved), the preset's count (:func:`preset_run_count`)."""
-    params = suite_job_params(session, suite)
-    if params is not None and params.get("controls") != "only":  # a suite of controls alone: the preset's count
+    if params is not None and params.get("controls") != "only":
         try:
-            return _planned(json.dumps(params, sort_keys=True))
+            return len(expand_suite(SuiteParams.model_validate({**params, "controls": False})))
         except (ValueError, OSError):  # the models it named are gone: the preset's count
             pass
     return preset_run_count(suite, config_hashes)

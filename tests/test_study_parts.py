@@ -224,3 +224,16 @@ def test_a_run_in_flight_counts_as_started() -> None:
     assert any("2 stored of the preset's 4 (1 in flight, 1 never started)" in line for line in lines)
     lines = _bundle_section({"suite": "s", "in_flight": [{}, {}]}, runs, set(), [], "b.zip", "out.md", {"runs": 4})
     assert any("2 stored of the preset's 4 (2 in flight)" in line for line in lines)
+
+
+def test_a_filtered_suite_plans_the_runs_it_asked_for():
+    """A bundle of ``suite --preset smoke --family mamba --family mamba2 --task parity --name fam``
+    said "2 of the preset's 15 runs measured"; its progress counts the suite job's own runs."""
+    from worker.job_params import SuiteParams
+
+    params = SuiteParams(preset="smoke", name="fam", families=["mamba", "mamba2"], tasks=["parity"]).model_dump(
+        mode="json"
+    )
+    assert P.planned_run_count(params, "fam") == 2
+    assert P.planned_run_count(None, "smoke") == 15  # no suite job here: the preset's count
+    assert P.planned_run_count({**params, "controls": "only"}, "smoke") == 15
