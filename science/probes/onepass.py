@@ -19,6 +19,7 @@ rows on the CPU with 2–8 classes; other fits run the torch path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -91,3 +92,26 @@ def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor
     if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
         Xt = Xt.contiguous()
     ops.objective(Xt, V.contiguous(), b.contiguous(), y.contiguous(), float(n), picked, G, gb)
+
+
+def bound_sums(Xt: Tensor, y: Tensor, n: int) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], None]:
+    """:func:`add_sums` over all of one fit's rows, its constant arguments checked once:
+    ``f(V, b, picked, G, gb)`` (contiguous ``V [K, D]`` float32, ``b [K]`` float64) adds one
+    evaluation's sums. What an L-BFGS fit calls once an evaluation
+    (:mod:`science.probes.kernel_objective`).
+
+    Raises:
+        RuntimeError: as :func:`add_sums` (the op checks every call's arguments).
+    """
+    ops = _LIBRARY.load()
+    if ops is None:
+        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
+    if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
+        Xt = Xt.contiguous()
+    y, N = y.contiguous(), float(n)
+    op = ops.objective
+
+    def add(V: Tensor, b: Tensor, picked: Tensor, G: Tensor, gb: Tensor) -> None:
+        op(Xt, V, b, y, N, picked, G, gb)
+
+    return add

@@ -22,7 +22,8 @@ on the ``[K, D]`` weights, so one evaluation is two products on contiguous rows 
 
 One-pass evaluation (measurement version 3): on the CPU, float32 rows with 2–8 classes are read by
 the compiled kernel of :mod:`science.probes.onepass` instead (the same sums, made per block of rows
-while it is in cache: :meth:`_Sums.add`), one call an evaluation.
+while it is in cache), one call an evaluation, with the algebra around it folded into a few small
+products (:class:`science.probes.kernel_objective.KernelObjective`).
 
 Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
 standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
@@ -40,6 +41,7 @@ from torch import Tensor
 
 from science.probes import onepass
 from science.probes.design import Design
+from science.probes.kernel_objective import KernelObjective
 from science.probes.lbfgs import Stop, lbfgs
 
 DEFAULT_TOL = 1e-4
@@ -221,7 +223,7 @@ def _chunked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
 
 
 def _run_torch_lbfgs(
-    theta: Tensor, scaled: Callable[[Tensor], tuple[Tensor, Tensor]], max_iter: int, history_size: int
+    theta: Tensor, scaled: Callable[[Tensor], tuple[float, Tensor]], max_iter: int, history_size: int
 ) -> tuple[bool, int, Tensor]:
     """The reference run: ``torch.optim.LBFGS`` on ``theta`` (strong-Wolfe line search), stepped
     until ``scaled`` raises :class:`Stop` (→ True), the iteration budget is spent, or torch's
@@ -246,7 +248,7 @@ def _run_torch_lbfgs(
         line_search_fn="strong_wolfe",
     )
 
-    def closure() -> Tensor:
+    def closure() -> float:
         with torch.no_grad():
             loss, theta.grad = scaled(theta.detach())
         return loss
@@ -272,8 +274,32 @@ def _run_torch_lbfgs(
     return False, iterations(), theta.detach()
 
 
-def _as_float(out: tuple[Tensor, Tensor]) -> tuple[float, Tensor]:
-    return float(out[0]), out[1]
+def _scaled_objective(
+    d: Design, y: Tensor, K: int, M: Tensor, lam: float, F: float
+) -> Callable[[Tensor], tuple[float, Tensor, float]]:
+    """``θ → (F · loss, F · ∇θ [K·D + K], max |∇| of the standardised gradient)``: the kernel's
+    folded evaluation (:class:`science.probes.kernel_objective.KernelObjective`) where it applies,
+    else the torch objectives (in memory, in blocks, or on disk)."""
+    if d.rows is None and onepass.applies(d.Xt, K):
+        return KernelObjective(d, y, K, M, lam, F)
+    if d.rows is not None:  # rows on disk: one pass over their chunks an evaluation
+        evaluate = _chunked_objective(d, y, K, M, lam)
+    elif _in_blocks(d):  # one read of the rows an evaluation
+        evaluate = _blocked_objective(d, y, K, M, lam)
+    else:
+        N, dev = d.n, d.Xt.device
+        Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
+        Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
+        evaluate = _objective(d, Y, M, lam)
+    MT = M.T.contiguous()
+
+    def scaled(th: Tensor) -> tuple[float, Tensor, float]:
+        loss, g_std, g_b, _ = evaluate(th)
+        grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
+        gmax = float(torch.maximum(g_std.abs().max(), g_b.abs().max()))  # one read-back
+        return float(loss * F), grad, gmax
+
+    return scaled
 
 
 def minimise(
@@ -316,34 +342,25 @@ def minimise(
         if bool(W0.any()):  # W = W_z M, so W_z = W M⁻¹
             theta[: K * D] = torch.linalg.solve(MT, W0.T).T.reshape(-1)
         theta[K * D :] = b0
-    if d.rows is not None:  # rows on disk: one pass over their chunks an evaluation
-        evaluate = _chunked_objective(d, y, K, M, lam)
-    elif _in_blocks(d) or onepass.applies(d.Xt, K):  # one read of the rows an evaluation
-        evaluate = _blocked_objective(d, y, K, M, lam)
-    else:
-        Y = torch.zeros(N, K, dtype=torch.float64, device=dev)
-        Y[torch.arange(N, device=dev), y] = 1.0  # one-hot targets [N, K]
-        evaluate = _objective(d, Y, M, lam)
-    last: dict[str, float] = {"evals": 0}
     # The objective is handed to L-BFGS multiplied by F = 1/tol: torch's LBFGS drops curvature
     # pairs with yᵀs ≤ 1e-10, which an unscaled objective reaches near a tight optimum.
     F = 1.0 / tol if tol > 0 else 1e8
+    evaluate = _scaled_objective(d, y, K, M, lam, F)
+    last: dict[str, float] = {"evals": 0}
 
-    def scaled(th: Tensor) -> tuple[Tensor, Tensor]:
+    def scaled(th: Tensor) -> tuple[float, Tensor]:
         """``(F · loss, F · ∇ in θ)`` at ``th``; raises :class:`Stop` where ``max|∇| ≤ tol``."""
-        loss, g_std, g_b, _ = evaluate(th)
-        grad = torch.cat([(g_std @ MT).reshape(-1), g_b]) * F
-        last["gmax"] = float(torch.maximum(g_std.abs().max(), g_b.abs().max()))  # one read-back
+        loss, grad, last["gmax"] = evaluate(th)
         last["evals"] += 1
         if last["gmax"] <= tol:
             raise Stop
-        return loss * F, grad
+        return loss, grad
 
     with torch.no_grad():
         if reference:  # torch.optim.LBFGS itself (tests hold the flat run equal to it)
             converged, n_iter, th = _run_torch_lbfgs(theta, scaled, max_iter, history_size)
         else:
-            run = lbfgs(lambda th: _as_float(scaled(th)), theta, max_iter=max_iter, history_size=history_size)
+            run = lbfgs(scaled, theta, max_iter=max_iter, history_size=history_size)
             converged, n_iter, th = run.stopped, run.n_iter, run.x
         W = th[: K * D].view(K, D) @ M
         b = th[K * D :]
