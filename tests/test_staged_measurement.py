@@ -11,6 +11,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from layerscope_core.registry import MEASURE_PARTS
+from science.context import SilentContext
 from store.models import InterventionResult, PatchingResult, ProbeResult, Run
 from worker.job_params import MeasurePart, SuiteParams, TrainParams
 from worker.presets import expand_suite
@@ -63,6 +64,27 @@ def _rows(env, run_id: int) -> dict[str, list[int]]:
         }
 
 
+class _ProgressRecorder(SilentContext):
+    """Every progress fraction reported, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[float] = []
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        self.values.append(fraction)
+
+
+def test_share_measured_weighs_the_stored_parts():
+    from worker.run_measurement import share_measured
+
+    assert share_measured(MEASURE_PARTS, []) == 0.0
+    assert share_measured(MEASURE_PARTS, MEASURE_PARTS) == 1.0
+    assert share_measured(MEASURE_PARTS, ["probes"]) == pytest.approx(0.3)
+    assert share_measured(["probes", "patching"], ["probes"]) == pytest.approx(0.3 / 0.45)
+    assert share_measured([], ["probes"]) == 0.0
+
+
 @pytest.fixture(scope="module")
 def staged_env(tmp_path_factory):
     from worker.pipeline import local_env, run_suite
@@ -97,7 +119,11 @@ def test_the_whole_suite_then_adds_the_rest_and_keeps_the_probes(staged_env, mon
     probes_before = _rows(env, run_id)["probes"]
     with env.session_factory() as s:
         steps_before = s.get(Run, run_id).steps
-    assert run_suite(params.model_copy(update={"parts": None}), env) == [run_id]
+    bar = _ProgressRecorder()
+    assert run_suite(params.model_copy(update={"parts": None}), env, bar) == [run_id]
+    # the bar goes on from where the stored probes leave it (training and probes done), never back
+    assert bar.values[0] >= 0.5 + 0.5 * 0.3 - 1e-9, bar.values[:3]
+    assert bar.values == sorted(bar.values) and bar.values[-1] == 1.0
     rows = _rows(env, run_id)
     assert rows["probes"] == probes_before  # stored before: not fitted again
     assert rows["interventions"] and rows["patching"]

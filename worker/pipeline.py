@@ -47,6 +47,7 @@ from worker.run_measurement import (
     measure_run,
     patch_settings,
     probe_settings,
+    share_measured,
     stored_eval_lengths,
 )
 from worker.run_weights import missing_weights
@@ -198,6 +199,8 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: Context) -> tupl
         if s.get_one(Run, run_id).status != persist.REMEASURING:  # a retrained run's mark stays until it is measured
             persist.set_run_status(s, run_id, "trained")
     todo = tuple(p for p in measured_parts(params) if p not in done)
+    # its bar goes on where a job that trained it would be: training done, the stored parts measured
+    start = 0.5 + 0.5 * share_measured(measured_parts(params), done)
     ctx.attach_run(run_id)
     ctx.log(
         f"run {run_id}{f' ({params.name})' if params.name else ''} trained before: measuring only"
@@ -210,7 +213,7 @@ def _stored_run(params: TrainParams, task, env: WorkerEnv, ctx: Context) -> tupl
         params.seed,
         measure,
         env,
-        ctx.sub(0.0, 1.0),
+        ctx.sub(start, 1.0),
         train_length=params.train_length,
         parts=todo,
         complete=set(todo) | done >= set(PARTS) or bool(params.control),

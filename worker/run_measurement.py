@@ -51,6 +51,15 @@ PARTS = MEASURE_PARTS  # probes, interventions, patching: in the order measured
 _WEIGHT = {"probes": 0.3, "interventions": 0.55, "patching": 0.15}
 
 
+def share_measured(parts: Iterable[str], done: Iterable[str]) -> float:
+    """The share (0..1) of measuring ``parts`` that the stored ``done`` ones make, by their weight
+    in the progress bar: where a job that measures the rest starts its bar (a re-queued job's bar
+    goes on from there, not back to 0)."""
+    parts = list(parts)
+    total = sum(_WEIGHT[p] for p in parts)
+    return sum(_WEIGHT[p] for p in parts if p in set(done)) / total if total else 0.0
+
+
 @dataclass
 class MeasuredRun:
     """A trained run to measure: its DB id, training seed and length, task, and model (on the
