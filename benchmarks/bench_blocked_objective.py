@@ -1,6 +1,7 @@
 """One evaluation of the probe's objective on rows over the CPU's cache: read a block of columns at
 a time (``science.probes.solver._blocked_objective``), and in one pass by the compiled kernel
-(``science.probes.onepass``, measurement version 3), against the two-product evaluation, and all
+(``science.probes.onepass``, measurement version 3, with the algebra around it as a fit runs it:
+``science.probes.kernel_objective.KernelObjective``), against the two-product evaluation, and all
 against the evaluation's floor (``benchmarks/floors.py``), CPU seconds, rates measured in this run.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_blocked_objective.py --shapes 39000x768x2 160000x160x2 100000x768x6
@@ -26,6 +27,7 @@ import science.probes.solver as solver
 from benchmarks.floors import machine_rates
 from science.probes import onepass
 from science.probes.design import standardise
+from science.probes.kernel_objective import KernelObjective
 
 
 def _seconds(evaluate, th: torch.Tensor, repeats: int) -> float:
@@ -63,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         blocked = _seconds(solver._blocked_objective(design, y, k, M, 1e-4), th, args.repeats)
         del os.environ["LAYERSCOPE_PROBE_KERNEL"]
         one = float("nan")
-        if onepass.applies(design.Xt, k):
-            one = _seconds(solver._blocked_objective(design, y, k, M, 1e-4), th, args.repeats)
+        if onepass.applies(design.Xt, k):  # what a fit runs: the kernel with the algebra around it
+            one = _seconds(KernelObjective(design, y, k, M, 1e-4, 1.0), th, args.repeats)
         floor = rates.evaluation(n, d, k)
         print(
             f"| {n:,} × {d} × {k} | {whole * 1e3:.2f} | {blocked * 1e3:.2f} | {one * 1e3:.2f} | {blocked / whole:.2f} "

@@ -182,8 +182,7 @@ def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
     ``y [N]``: labels in ``0..K-1``."""
     Xt = d.Xt
     D, N = int(Xt.shape[0]), int(Xt.shape[1])
-    # the one-pass kernel blocks the rows itself: one call an evaluation
-    B = max(N, 1) if onepass.applies(Xt, K) else max(256, BLOCK_BYTES // (D * Xt.element_size()))
+    B = max(256, BLOCK_BYTES // (D * Xt.element_size()))
     blocks = [(Xt[:, i : i + B], _block_labels(y[i : i + B])) for i in range(0, N, B)]  # made once
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
