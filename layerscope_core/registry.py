@@ -223,6 +223,12 @@ def task_names() -> tuple[str, ...]:
     return tuple(names)
 
 
+def added_task_names() -> tuple[str, ...]:
+    """The tasks defined by code that are not built in: plugins (``layerscope.tasks``) and
+    ``register_task``'s — names a file task may not take (a run naming one gets the code's task)."""
+    return tuple(s.name for s in task_specs() if s.name not in BUILTIN_TASKS)
+
+
 # ----------------------------------------------------------------------------- intervention methods
 # An intervention method is an object with ``name``, ``params`` (the keywords of its fit a job
 # may set, ``layerscope_core.method_params.MethodParam``) and ``fit(X [N, D], y [N], n_classes,

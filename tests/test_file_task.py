@@ -442,3 +442,22 @@ def test_a_probe_asking_for_more_sequences_than_the_file_holds_says_how_many_it_
     with env.session_factory() as s:
         rows = s.execute(select(ProbeResult.n_train, ProbeResult.n_test).where(ProbeResult.run_id == run_id)).all()
     assert rows and {a + b for a, b in rows} == {held_out}
+
+
+def test_task_add_refuses_a_name_a_plugin_task_has(cli_env, capsys, tmp_path):
+    # a file task named like a plugin's task would never be read: a run naming it gets the plugin's
+    from backend.cli import main
+    from layerscope_core.registry import register_task, unregister_task
+    from tests import toy_task
+
+    path = write_jsonl(tmp_path / "p.jsonl", parity_rows(10))
+    register_task(toy_task.MAJORITY)
+    try:
+        assert main(["task", "add", str(path), "--name", toy_task.NAME]) == 1
+        err = capsys.readouterr().err
+        assert f"task name {toy_task.NAME!r} is a plugin's task here" in err and "Traceback" not in err
+        main(["task", "list"])
+        assert f"{toy_task.NAME}\t" not in capsys.readouterr().out  # nothing stored
+    finally:
+        unregister_task(toy_task.NAME)
+    assert main(["task", "add", str(path), "--name", toy_task.NAME]) == 0  # once no code task holds it

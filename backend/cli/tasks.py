@@ -26,7 +26,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
         TaskFileError / ValueError: a bad file (every bad row named) or a taken / bad name.
     """
     from backend.task_files import parse_naming_every_bad_row
-    from layerscope_core.registry import BUILTIN_TASKS
+    from layerscope_core.registry import BUILTIN_TASKS, added_task_names
     from science.tasks.task_store import TaskStore
     from store.settings import get_settings
     from worker import settings_task_store
@@ -45,7 +45,7 @@ def add_task_file(path: Path, name: str, tokenizer: str | None = None, data: byt
     budget = get_settings().task_file_max_memory_mib * 2**20
     file = parse_naming_every_bad_row(path, tokenizer=tok, data=data, max_memory_bytes=budget)
     store = TaskStore(settings_task_store())
-    store.add(file, name, source=Path(path).name, builtin=BUILTIN_TASKS)
+    store.add(file, name, source=Path(path).name, builtin=BUILTIN_TASKS, plugins=added_task_names())
     return store.info(name)
 
 

@@ -57,17 +57,25 @@ class TaskStore:
             raise KeyError(name)
         return json.loads(p.read_text())
 
-    def add(self, file: TaskFile, name: str, source: str = "", builtin: tuple[str, ...] = ()) -> str:
+    def add(
+        self, file: TaskFile, name: str, source: str = "", builtin: tuple[str, ...] = (), plugins: tuple[str, ...] = ()
+    ) -> str:
         """Store ``file`` under ``name``; returns its sha256.
 
         Raises:
             ValueError: a bad name (lower-case letter first, then letters, digits, ``_``; ≤ 64),
-                the name of a built-in task, or a name already bound to other content.
+                the name of a built-in task or of a task a plugin (or ``register_task``) adds —
+                a run naming it would get that task, not this file —, or a name already bound
+                to other content.
         """
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ValueError(f"task name {name!r}: use a lower-case letter, then letters, digits or _ (64 at most)")
         if name in builtin:
             raise ValueError(f"task name {name!r} is a built-in task")
+        if name in plugins:
+            raise ValueError(
+                f"task name {name!r} is a plugin's task here (a run naming it gets that task); choose another name"
+            )
         digest = file.digest
         taken = self.names().get(name)
         if taken is not None and taken != digest:

@@ -102,7 +102,7 @@ def upload_task_file(
 
 def _add_task(name: str, filename: str, data: bytes, settings, *, field: str) -> TaskOut:
     """Validate ``data`` (every bad row named, at ``body.<field>``) and store it as task ``name``."""
-    from layerscope_core.registry import BUILTIN_TASKS
+    from layerscope_core.registry import BUILTIN_TASKS, added_task_names
 
     try:
         file = parse_naming_every_bad_row(
@@ -114,7 +114,7 @@ def _add_task(name: str, filename: str, data: bytes, settings, *, field: str) ->
         ) from None
     store = _store(settings)
     try:
-        store.add(file, name, source=filename, builtin=BUILTIN_TASKS)
+        store.add(file, name, source=filename, builtin=BUILTIN_TASKS, plugins=added_task_names())
     except ValueError as e:
         raise HTTPException(422, detail=[{"loc": ["body", "name"], "msg": str(e), "type": "value_error"}]) from None
     return TaskOut(name=name, **store.info(name))
