@@ -327,7 +327,9 @@ class Results:
         ``delta_pp`` ((edited - base) × 100), ``drop_rel_chance``, ``refit_acc`` (a probe refit on
         the edited states), ``refit_majority`` and ``refit_line`` (at or under it the edit removed
         the variable; None on measurement version 1 rows), ``rank_removed``, ``p_value`` / ``p_holm`` /
-        ``significant`` (paired permutation test over sequences, Holm across layers)."""
+        ``significant`` (paired permutation test over sequences, Holm across layers); ``seed`` is the
+        measurement's own seed (the fit's split and draws), the run's training seed is ``seed_1``
+        (a run column named like a result column gets ``_1``, as a SQL join names it)."""
         return self._across(
             InterventionResult, self._filter(suite, family, task, seed, trained, run_id), eval_length, method
         )

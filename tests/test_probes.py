@@ -238,3 +238,23 @@ def test_balanced_accuracy_exposes_a_majority_predictor():
     labels = (torch.rand(100, 10, generator=g) < 0.1).long()  # 90 % class 0
     r = probe_layers({0: torch.randn(100, 10, 3, generator=g)}, labels, 2, seed=0)[0]
     assert r.accuracy > 0.8 and r.balanced_accuracy == pytest.approx(0.5, abs=0.05)
+
+
+def test_probe_layers_says_what_is_wrong_with_its_inputs():
+    # a notebook's mistakes get one ValueError naming the input, not a library's error later
+    g = torch.Generator().manual_seed(0)
+    H = torch.randn(40, 6, 8, generator=g)
+    y = torch.randint(0, 3, (40, 6), generator=g)
+    with pytest.raises(ValueError, match=r"labels must lie in 0\.\.2 .* got 3"):
+        probe_layers({0: H}, y + 1, 3)
+    with pytest.raises(ValueError, match="labels must be integer class ids"):
+        probe_layers({0: H}, y.float(), 3)
+    with pytest.raises(ValueError, match=r"states must be floating-point \[n, L, D\]"):
+        probe_layers({0: H[:, :, 0]}, y, 3)
+    with pytest.raises(ValueError, match="n_classes must be a whole number"):
+        probe_layers({0: H}, y, 0)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        probe_layers({}, y, 3)
+    # numpy arrays are taken, and give the tensors' result
+    from_numpy = probe_layers({0: H.numpy()}, y.numpy(), 3, keep_probes=False)[0]
+    assert from_numpy.to_row() == probe_layers({0: H}, y, 3, keep_probes=False)[0].to_row()

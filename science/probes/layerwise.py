@@ -171,6 +171,36 @@ def _probe_layer(
     )
 
 
+def _checked(states: Any, labels: Any, n_classes: int, tokens: Any) -> tuple[dict[int, Tensor], Tensor, Tensor | None]:
+    """:func:`probe_layers`'s inputs as tensors, or a ValueError that says what is wrong with them
+    (a notebook's numpy arrays, float or out-of-range labels: not a library's own error later)."""
+    if not isinstance(states, dict) or not states:
+        raise ValueError("states must be a non-empty dict {layer: [n, L, D] states}")
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
+        raise ValueError(f"n_classes must be a whole number ≥ 1, got {n_classes!r}")
+    try:
+        labels = torch.as_tensor(labels)
+        tokens = None if tokens is None else torch.as_tensor(tokens)
+        states = {int(k): torch.as_tensor(v) for k, v in states.items()}
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"states, labels and tokens must be tensors or arrays: {e}") from None
+    if labels.dim() != 2:
+        raise ValueError(f"labels must be [n, L], got shape {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"labels must be integer class ids (0..{n_classes - 1}; negative: unlabelled), got {labels.dtype}"
+        )
+    if labels.numel() and int(labels.max()) >= n_classes:
+        raise ValueError(
+            f"labels must lie in 0..{n_classes - 1} (negative: unlabelled) for n_classes {n_classes}, "
+            f"got {int(labels.max())}"
+        )
+    for layer, H in states.items():
+        if H.dim() != 3 or not H.is_floating_point():
+            raise ValueError(f"layer {layer}: states must be floating-point [n, L, D], got {H.dtype} {tuple(H.shape)}")
+    return states, labels.long(), tokens
+
+
 def probe_layers(
     states: dict[int, Tensor],
     labels: Tensor,
@@ -213,10 +243,11 @@ def probe_layers(
         overhead while tying every layer to one line search and one iteration count.
 
     Raises:
-        ValueError: ``states`` is empty, or a layer's states do not match ``labels`` ``[n, L]``.
+        ValueError: ``states`` is empty, a layer's states are not floating-point ``[n, L, D]``
+            matching ``labels`` ``[n, L]``, or the labels are not integers in ``0..n_classes-1``
+            (negative: unlabelled). Tensors or arrays (numpy) are taken.
     """
-    if not states:
-        raise ValueError("states is empty")
+    states, labels, tokens = _checked(states, labels, n_classes, tokens)
     n, L = labels.shape
     n_test = min(max(1, round(n * test_frac)), n - 1) if n >= 2 else 1
     strata = sequence_strata(labels, n_classes, max_strata=min(n_test, n - n_test))
