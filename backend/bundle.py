@@ -17,6 +17,10 @@ Format (``format_version`` 1) — a zip archive:
   manifest (stored with the import's jobs row) travels as ``imported_manifest`` and the
   top-level version fields stay those of the bundle the runs came from; the imported manifest's
   top-level ``edits_after_export`` list (hand edits recorded after that export) stays on top too.
+- ``code_sources`` (only when some are): ``{"task:NAME" | "family:NAME" | "method:NAME": where it
+  comes from}`` for the tasks, families and methods of the rows that are not built in (a plugin's
+  package and version, or the module that registered it: ``layerscope_core.code_sources``); import
+  says which of them are not installed where it imports.
 - ``parts`` (where each part of a study made in parts was made, with its code versions),
   ``progress`` and, while runs remain, ``partial`` (counts against the preset, and why it is
   partial): backend/study_parts.py.

@@ -29,6 +29,7 @@ from backend.bundle import (
 )
 from backend.housekeeping import unknown_suite
 from backend.study_parts import planned_run_count, suite_job_params
+from layerscope_core import code_sources
 from layerscope_core.atomic_file import atomic_file
 from layerscope_core.provenance import code_versions
 from layerscope_core.suite_names import suite_name_problem
@@ -129,6 +130,12 @@ def manifest_for(
 ) -> dict[str, Any]:
     """The manifest of a bundle of ``tables`` (the fields in ``backend.bundle``'s docstring), before provenance."""
     runs = tables["runs"]
+    # the tasks, families and methods of its rows that a package adds: what a rebuild needs installed
+    sources = code_sources.sources_of(
+        (r.get("task") for r in runs),
+        (r.get("family") for r in runs),
+        (r.get("method") for r in tables.get("intervention_results") or []),
+    )
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -164,6 +171,7 @@ def manifest_for(
         },
         "weights": weights,
         "artifacts": artifacts,  # the probe weights / removed directions its rows name travel with it
+        **({"code_sources": sources} if sources else {}),
     }
 
 

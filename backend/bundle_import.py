@@ -29,6 +29,7 @@ from backend.bundle import (
 )
 from backend.bundle_guard import Streamed, ZipRefused, open_checked
 from backend.bundle_stage import StoreTransaction
+from layerscope_core import code_sources
 from layerscope_core.atomic_file import write_atomic
 from store.models import InterventionResult, Job, MeasureSettings, PatchingResult, ProbeResult, ResultWeights, Run
 from worker import in_flight_measuring
@@ -279,7 +280,9 @@ def import_bundle(
     flight were put into the store, with ``store_dir``), ``in_flight_states`` (one per state in
     the bundle, restored or not and why, with the command that resumes it: :func:`_store_training`),
     ``measuring_restored`` and ``measuring_states`` (the same for the measurements in flight:
-    ``worker.in_flight_measuring.restore``).
+    ``worker.in_flight_measuring.restore``), ``code_missing`` (one line per task, family or method
+    the bundle's ``code_sources`` name that is not installed here:
+    ``layerscope_core.code_sources.missing_here``).
 
     Raises:
         BundleError: see :func:`backend.bundle.read_bundle` (a training state in flight whose
@@ -328,6 +331,7 @@ def import_bundle(
         except BaseException as exc:
             _undo(session, txn, exc)
             raise
+    out["code_missing"] = code_sources.missing_here(manifest.get("code_sources"))
     out["in_flight_restored"] = sum(st["restored"] for st in out["in_flight_states"])
     out["measuring_restored"] = sum(m["restored"] for m in out["measuring_states"])
     return out

@@ -180,6 +180,8 @@ def import_cmd(
         typer.echo(in_flight_line(state), err=True)
     for m in out["measuring_states"]:
         typer.echo(measuring_line(m), err=True)
+    for line in out["code_missing"]:
+        typer.echo(f"layerscope: warning: {line}", err=True)
     if out["runs_conflicting"]:
         typer.echo(import_conflicts_line(out["runs_conflicting"], bundle), err=True)
 
