@@ -29,6 +29,9 @@ def learned_position_limit(model: nn.Module) -> int | None:
     return min(sizes) if sizes else None
 
 
+FILE_ROWS = "the task file's longest row"  # how ``lengths`` names a file task's length (worker.position_checks)
+
+
 def position_problem(limit: int | None, lengths: dict[str, int], start_token: bool, who: str) -> str | None:
     """Why the longest of ``lengths`` (``{what: L}``, e.g. ``{"train_length": 40, "eval_lengths":
     100}``), plus the START token, does not fit a learned position table of ``limit`` positions
@@ -39,10 +42,15 @@ def position_problem(limit: int | None, lengths: dict[str, int], start_token: bo
     needed = lengths[longest] + int(bool(start_token))
     if needed <= limit:
         return None
+    shorter = (
+        f"crop the task file's rows to {limit - int(bool(start_token))} tokens"
+        if longest == FILE_ROWS  # a file task's length is its rows', not a setting
+        else f"use a shorter {longest}"
+    )
     return (
         f"{who} has a learned position table of {limit} positions; this run's longest sequence "
         f"({longest} {lengths[longest]}{' + the START token' if start_token else ''}) needs {needed}: "
-        f"use a shorter {longest} or a model with a longer table"
+        f"{shorter} or a model with a longer table"
     )
 
 

@@ -14,6 +14,11 @@ from worker.memory import Problem
 def run_lengths(params: Any) -> dict[str, int]:
     """Every sequence length a run (``TrainParams``) will feed its model: training, then behaviour
     and measurement at the measurement's lengths."""
+    from layerscope_core.registry import task_spec
+    from models_store.positions import FILE_ROWS
+
+    if task_spec(params.task) is None:  # a file task: trained and measured at its rows' length
+        return {FILE_ROWS: params.train_length}
     lengths = {"train_length": params.train_length}
     if params.measure is not None:
         lengths["measure.eval_lengths"] = max(params.measure.eval_lengths)
