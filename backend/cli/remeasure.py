@@ -10,6 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from backend.cli import common as C
+from layerscope_core.registry import METHODS
+
+_ADDED_METHODS = C.METHOD_NAMES[len(METHODS) :]  # the plugins' methods: run only when named
 
 RunId = Annotated[int, typer.Argument(min=1, help="A stored run's id.")]
 EvalLengths = Annotated[list[int] | None, typer.Option(help="Eval lengths (repeat; default: the run's).")]
@@ -51,7 +54,10 @@ def intervene(
     run_id: RunId,
     method: Annotated[
         list[C.MethodChoice] | None,
-        typer.Option(help=f"Methods (repeat; default all): {', '.join(C.METHOD_NAMES)}."),
+        typer.Option(
+            help=f"Methods (repeat; default the built-ins): {', '.join(METHODS)}"
+            + (f"; a plugin's, when named: {', '.join(_ADDED_METHODS)}." if _ADDED_METHODS else ".")
+        ),
     ] = None,
     layer: Annotated[list[int] | None, typer.Option(help="Layers (repeat; default every layer).")] = None,
     eval_length: EvalLengths = None,
