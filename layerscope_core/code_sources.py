@@ -35,11 +35,7 @@ def _added_here(kind: str, name: str) -> Any:
         return None if spec is None or name in registry.BUILTIN_TASKS else spec.task_class
     if kind == "family":
         return None if name in registry.BUILTIN_FAMILIES or name not in registry.family_names() else name
-    if name in registry.METHODS or name not in registry.method_names():
-        return None
-    from science.methods import get_method
-
-    return get_method(name)
+    return registry.added_method(name)
 
 
 def code_source(kind: str, name: str) -> str | None:

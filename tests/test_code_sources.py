@@ -44,3 +44,22 @@ def test_a_hostile_entry_reads_as_nothing():
     assert missing_here({"nonsense": "x", "task:": "y", "colour:red": "z", "task:parity": "w"}) == []
     (line,) = missing_here({"method:gone": "x" * 5000})
     assert "method 'gone'" in line and len(line) < 400
+
+
+class _Method:
+    name = "my_edit"
+    params = ()
+
+    def fit(self, *args, **kwargs):
+        raise NotImplementedError
+
+
+def test_a_registered_method_is_named_with_its_module():
+    from layerscope_core.registry import register_method, unregister_method
+
+    register_method("my_edit", _Method())
+    try:
+        assert sources_of([], [], ["inlp", "my_edit"]) == {"method:my_edit": f"module {__name__}"}
+    finally:
+        unregister_method("my_edit")
+    assert code_source("method", "my_edit") is None
