@@ -447,13 +447,6 @@ def plugin_families() -> tuple[str, ...]:
     return tuple(_PLUGIN_FAMILIES)
 
 
-def added_method(name: str) -> Any:
-    """The method object a plugin or ``register_method`` added as ``name``; None for a built-in or
-    an unknown name."""
-    _plugins()
-    return _ADDED_METHODS.get(name)
-
-
 def method_names() -> tuple[str, ...]:
     """Every registered intervention method: the built-ins (``METHODS``), then the added ones
     (plugins', ``register_method``'s), in registration order."""
