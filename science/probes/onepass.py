@@ -86,12 +86,7 @@ def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor
         RuntimeError: a dtype, device, shape or layout the kernel does not take, or a label
             outside ``0..K-1`` (checked before anything is added), or the kernel is unavailable.
     """
-    ops = _LIBRARY.load()
-    if ops is None:
-        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
-    if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
-        Xt = Xt.contiguous()
-    ops.objective(Xt, V.contiguous(), b.contiguous(), y.contiguous(), float(n), picked, G, gb)
+    bound_sums(Xt, y, n)(V.contiguous(), b.contiguous(), picked, G, gb)
 
 
 def bound_sums(Xt: Tensor, y: Tensor, n: int) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], None]:
