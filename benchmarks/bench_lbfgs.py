@@ -1,7 +1,12 @@
-"""The probe's flat L-BFGS against ``torch.optim.LBFGS``, or its one-pass objective against the torch one, interleaved in one process.
+"""The probe's flat L-BFGS against ``torch.optim.LBFGS``, its compiled loop against the Python one, or its one-pass objective against the torch one, interleaved in one process.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_lbfgs.py --tasks parity s3 --repeats 3
+    OMP_NUM_THREADS=1 python benchmarks/bench_lbfgs.py --compare loop --tasks parity s3 --repeats 5
     OMP_NUM_THREADS=1 python benchmarks/bench_lbfgs.py --compare objective --tasks parity s3 --repeats 5
+
+``--compare loop`` times the whole fit in C++ (``KernelObjective.minimise``, the default where the
+kernel applies) against the flat L-BFGS in Python around the same evaluation
+(``minimise(python_loop=True)``); they give the same numbers bit for bit.
 
 ``--compare objective`` times the compiled one-pass objective (``science.probes.onepass``,
 measurement version 3) against version 2's torch objective (``LAYERSCOPE_PROBE_KERNEL=torch``),
@@ -41,13 +46,14 @@ from science.probes import (
     solver,
 )
 
-SOLVERS = {"torch.optim.LBFGS": True, "flat lbfgs": False}  # name → minimise(reference=...)
+# name → minimise's keyword arguments
+SOLVERS: dict[str, dict[str, bool]] = {"torch.optim.LBFGS": {"reference": True}, "flat lbfgs": {"python_loop": True}}
+LOOPS: dict[str, dict[str, bool]] = {"flat L-BFGS in Python": {"python_loop": True}, "compiled L-BFGS (C++)": {}}
 OBJECTIVES = {"torch objective (version 2)": "torch", "one-pass kernel (version 3)": ""}  # → LAYERSCOPE_PROBE_KERNEL
 
 
-def _use(reference: bool) -> None:
-    real = solver.minimise
-    linear.minimise = (lambda *a, **kw: real(*a, **kw, reference=True)) if reference else real
+def _use(reference: bool = False, python_loop: bool = False) -> None:
+    linear.minimise = partial(solver.minimise, reference=reference, python_loop=python_loop)
 
 
 def _use_objective(value: str) -> None:
@@ -58,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", default=["parity", "s3"])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--compare", choices=["solver", "objective"], default="solver")
+    ap.add_argument("--compare", choices=["solver", "loop", "objective"], default="solver")
     args = ap.parse_args(argv)
     choices: dict[str, Callable[[], None]] = (
-        {name: partial(_use, ref) for name, ref in SOLVERS.items()}
-        if args.compare == "solver"
-        else {name: partial(_use_objective, value) for name, value in OBJECTIVES.items()}
+        {name: partial(_use_objective, value) for name, value in OBJECTIVES.items()}
+        if args.compare == "objective"
+        else {name: partial(_use, **kw) for name, kw in (SOLVERS if args.compare == "solver" else LOOPS).items()}
     )
     torch.set_num_threads(1)
     for task in args.tasks:
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                     e = fit_edit("inlp", X, y, C, seed=0)
                     times[name]["inlp"].append(time.process_time() - t)
                 last[name] = (pf, f, p, e)
-        _use(False)
+        linear.minimise = solver.minimise
         _use_objective("")
         rates = machine_rates()
         print(f"## {blob['task']}: X {tuple(X.shape)}; rates {rates.gflops:.0f} GFLOP/s, {rates.gbps:.1f} GB/s\n")

@@ -12,11 +12,14 @@ import pytest
 import torch
 
 import science.probes.solver as solver
-from science.probes import onepass
 from science.probes.design import Design, projected, standardise
 from science.probes.kernel_objective import KernelObjective
+from tests.compiled_kernels import require_probe_kernel
 
-pytestmark = pytest.mark.skipif(not onepass.applies(torch.zeros(2, 2), 2), reason="no C++ compiler to build the kernel")
+
+@pytest.fixture(autouse=True)
+def _kernel() -> None:
+    require_probe_kernel()  # must build where a compiler is, and in CI
 
 
 def _design(n: int, d: int, K: int, *, projection: bool, dead_feature: bool) -> tuple[Design, torch.Tensor]:

@@ -12,20 +12,12 @@ import torch
 from science.probes import standardised
 from science.probes.lbfgs import Stop, lbfgs
 from science.probes.solver import minimise, whitening
+from tests.probe_states import correlated_states
 
 
 @pytest.fixture(autouse=True)
 def _torch_objective(monkeypatch):
     monkeypatch.setenv("LAYERSCOPE_PROBE_KERNEL", "torch")
-
-
-def _states(n: int, d: int, c: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Correlated float32 states ``[n, d]`` with class means along many directions; labels ``[n]``."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, c, (n,), generator=g)
-    mix = torch.randn(d, d, generator=g) * torch.logspace(0, -1.5, d)
-    means = torch.randn(c, d, generator=g) * torch.logspace(-0.3, -1.5, d)
-    return ((torch.randn(n, d, generator=g) + means[y]) @ mix.T + 0.5).float(), y
 
 
 def _fit(X: torch.Tensor, y: torch.Tensor, c: int, reference: bool, **kw):
@@ -40,7 +32,7 @@ def _fit(X: torch.Tensor, y: torch.Tensor, c: int, reference: bool, **kw):
     [(2, 1e-4, 500), (4, 1e-4, 500), (2, 1e-8, 500), (4, 1e-9, 40), (3, 1e-4, 3), (4, 1e-4, 0)],
 )
 def test_flat_lbfgs_makes_torch_lbfgs_iterates(c, tol, max_iter):
-    X, y = _states(3000, 24, c, seed=c)
+    X, y = correlated_states(3000, 24, c, seed=c)
     ref = _fit(X, y, c, True, tol=tol, max_iter=max_iter)
     new = _fit(X, y, c, False, tol=tol, max_iter=max_iter)
     assert torch.equal(new.W, ref.W) and torch.equal(new.b, ref.b)
@@ -51,7 +43,7 @@ def test_flat_lbfgs_makes_torch_lbfgs_iterates(c, tol, max_iter):
 
 
 def test_warm_start_same_iterates():
-    X, y = _states(2000, 16, 3, seed=5)
+    X, y = correlated_states(2000, 16, 3, seed=5)
     cold = _fit(X, y, 3, False, tol=1e-3, max_iter=500)
     ref = _fit(X, y, 3, True, tol=1e-6, max_iter=500, init=(cold.W, cold.b))
     new = _fit(X, y, 3, False, tol=1e-6, max_iter=500, init=(cold.W, cold.b))

@@ -17,6 +17,11 @@ multiplied out once a fit:
 
 The same objective and gradient as :func:`science.probes.solver._objective`, grouped differently
 (float rounding only; ``tests/test_probe_kernel_objective.py`` holds them together).
+
+:meth:`KernelObjective.minimise` runs a whole fit in C++ (``csrc/probe_lbfgs.h``): the flat
+L-BFGS of :mod:`science.probes.lbfgs` around this evaluation, with the solver's stopping rule —
+the same iterates bit for bit (every vector operation the same ATen op, every scalar the same
+double operation; ``tests/test_probe_lbfgs_compiled.py``), without Python between evaluations.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from torch import Tensor
 
 from science.probes import onepass
 from science.probes.design import Design
+from science.probes.lbfgs import RESTARTS, TOLERANCE_CHANGE
 
 
 class KernelObjective:
@@ -53,7 +59,8 @@ class KernelObjective:
         self.P = d.P  # [D, D] or None; applied an evaluation: cheaper than multiplying it into maps a round
         self.grad_map = None if d.P is None else d.P * self.inv_std  # [D, D]: P diag(1/std)
         self.MT = M.T.contiguous()
-        self.sums = onepass.bound_sums(d.Xt, y, d.n)
+        self.Xt, self.y = onepass.kernel_rows(d.Xt, y)
+        self.sums = onepass.bound_sums(self.Xt, self.y, d.n)
         self.picked = torch.zeros((), dtype=torch.float64)
         self.G = torch.zeros(K, D, dtype=torch.float64)
         self.gb = torch.zeros(K, dtype=torch.float64)
@@ -79,3 +86,40 @@ class KernelObjective:
         loss = -float(self.picked) / self.n + 0.5 * self.lam * float(W.pow(2).sum())
         gmax = max(float(g.abs().max()), float(self.gb.abs().max()))
         return loss * self.scale, grad, gmax
+
+    def minimise(
+        self, theta: Tensor, *, tol: float, max_iter: int, history_size: int
+    ) -> tuple[Tensor, int, int, bool, float]:
+        """A whole L-BFGS fit from ``theta`` ``[K·D + K]`` in one C++ call: the iterates of
+        :func:`science.probes.lbfgs.lbfgs` over :meth:`__call__`, stopped at the first point
+        evaluated whose standardised gradient has ``max |∇| ≤ tol`` (as
+        :func:`science.probes.solver.minimise`'s closure stops it).
+
+        Returns:
+            ``(θ [K·D + K], iterations, evaluations, stopped at tol, max |∇| at the last point
+            evaluated)``.
+
+        Raises:
+            RuntimeError: the kernel is unavailable, or an argument the op does not take.
+        """
+        fit = onepass.lbfgs_fit_op()
+        th, n_iter, n_evals, stopped, gmax = fit(
+            self.Xt,
+            self.y,
+            float(self.n),
+            self.n,
+            self.maps,
+            self.P,
+            self.grad_map,
+            self.inv_std,
+            self.MT,
+            self.lam,
+            self.scale,
+            theta.contiguous(),
+            tol,
+            max_iter,
+            history_size,
+            TOLERANCE_CHANGE,
+            RESTARTS,
+        )
+        return th, int(n_iter), int(n_evals), bool(stopped), float(gmax)

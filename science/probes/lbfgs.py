@@ -30,6 +30,8 @@ from torch.optim.lbfgs import _strong_wolfe  # torch's line search (torch is pin
 
 # f(x) → (loss, gradient [n]); may raise Stop to end the run at x
 Function = Callable[[Tensor], tuple[float, Tensor]]
+TOLERANCE_CHANGE = 1e-14  # torch's stall tests (a step or a loss change below it end a segment)
+RESTARTS = 1  # segments that may end early before the run ends
 
 
 class Stop(Exception):
@@ -152,7 +154,13 @@ def _segment(
 
 
 def lbfgs(
-    f: Function, x0: Tensor, *, max_iter: int, history_size: int, tolerance_change: float = 1e-14, restarts: int = 1
+    f: Function,
+    x0: Tensor,
+    *,
+    max_iter: int,
+    history_size: int,
+    tolerance_change: float = TOLERANCE_CHANGE,
+    restarts: int = RESTARTS,
 ) -> LbfgsRun:
     """Minimise ``f`` from ``x0`` ``[n]`` (float64) by L-BFGS with a strong-Wolfe line search.
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -33,7 +34,7 @@ _LIBRARY = OpsLibrary(
     "probe objective kernel",
     "LAYERSCOPE_PROBE_KERNEL",
     "ls_probe_objective_ops",
-    read_sources(CSRC, ("probe_objective_kernel.h", "probe_objective_ops.cpp")),
+    read_sources(CSRC, ("probe_objective_kernel.h", "probe_lbfgs.h", "probe_objective_ops.cpp")),
     "probe_objective_ops.cpp",
     "the torch objective",
     "layerscope_probe",
@@ -64,10 +65,7 @@ def simd() -> bool:
     Raises:
         RuntimeError: the kernel is unavailable (:func:`load_error`).
     """
-    ops = _LIBRARY.load()
-    if ops is None:
-        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
-    return bool(ops.simd())
+    return bool(_ops().simd())
 
 
 def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor, G: Tensor, gb: Tensor) -> None:
@@ -89,6 +87,31 @@ def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor
     bound_sums(Xt, y, n)(V.contiguous(), b.contiguous(), picked, G, gb)
 
 
+def _ops() -> Any:
+    ops = _LIBRARY.load()
+    if ops is None:
+        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
+    return ops
+
+
+def kernel_rows(Xt: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """``Xt [D, N]`` with unit stride along its rows (a copy only where it has not) and ``y [N]``
+    contiguous: the layout the ops take."""
+    if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
+        Xt = Xt.contiguous()
+    return Xt, y.contiguous()
+
+
+def lbfgs_fit_op() -> Any:
+    """``torch.ops.layerscope_probe.lbfgs_fit``: a whole L-BFGS fit in C++
+    (``csrc/probe_lbfgs.h``, :meth:`science.probes.kernel_objective.KernelObjective.minimise`).
+
+    Raises:
+        RuntimeError: the kernel is unavailable (:func:`load_error`).
+    """
+    return _ops().lbfgs_fit
+
+
 def bound_sums(Xt: Tensor, y: Tensor, n: int) -> Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], None]:
     """:func:`add_sums` over all of one fit's rows, its constant arguments checked once:
     ``f(V, b, picked, G, gb)`` (contiguous ``V [K, D]`` float32, ``b [K]`` float64) adds one
@@ -98,13 +121,8 @@ def bound_sums(Xt: Tensor, y: Tensor, n: int) -> Callable[[Tensor, Tensor, Tenso
     Raises:
         RuntimeError: as :func:`add_sums` (the op checks every call's arguments).
     """
-    ops = _LIBRARY.load()
-    if ops is None:
-        raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
-    if Xt.dim() == 2 and Xt.shape[1] > 1 and Xt.stride(1) != 1:
-        Xt = Xt.contiguous()
-    y, N = y.contiguous(), float(n)
-    op = ops.objective
+    Xt, y = kernel_rows(Xt, y)
+    op, N = _ops().objective, float(n)
 
     def add(V: Tensor, b: Tensor, picked: Tensor, G: Tensor, gb: Tensor) -> None:
         op(Xt, V, b, y, N, picked, G, gb)

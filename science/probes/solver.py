@@ -23,7 +23,9 @@ on the ``[K, D]`` weights, so one evaluation is two products on contiguous rows 
 One-pass evaluation (measurement version 3): on the CPU, float32 rows with 2–8 classes are read by
 the compiled kernel of :mod:`science.probes.onepass` instead (the same sums, made per block of rows
 while it is in cache), one call an evaluation, with the algebra around it folded into a few small
-products (:class:`science.probes.kernel_objective.KernelObjective`).
+products (:class:`science.probes.kernel_objective.KernelObjective`); such a fit runs its whole
+L-BFGS loop in C++ too (:meth:`~science.probes.kernel_objective.KernelObjective.minimise`: the
+same iterates bit for bit, without Python between evaluations).
 
 Convergence: ``converged`` is ``max |∇| ≤ tol`` over all parameters (W and b) of the
 standardised objective, the same criterion as sklearn's lbfgs ``gtol`` (default ``tol=1e-4``),
@@ -313,6 +315,7 @@ def minimise(
     history_size: int,
     init: tuple[Tensor, Tensor] | None = None,
     reference: bool = False,
+    python_loop: bool = False,
 ) -> SolverResult:
     """Minimise the standardised objective over K ≥ 2 classes.
 
@@ -327,6 +330,10 @@ def minimise(
             of ``W = 0`` and the log prior.
         reference: run ``torch.optim.LBFGS`` itself (:func:`_run_torch_lbfgs`) instead of the flat
             :func:`science.probes.lbfgs.lbfgs`: the same iterates, slower.
+        python_loop: where the compiled kernel evaluates the fit, run the flat L-BFGS in Python
+            around it instead of the whole fit in C++
+            (:meth:`science.probes.kernel_objective.KernelObjective.minimise`): the same iterates
+            bit for bit, slower (the reference the compiled loop is tested against).
     """
     dev = d.Xt.device
     D, N = int(d.Xt.shape[0]), d.n
@@ -358,6 +365,10 @@ def minimise(
     with torch.no_grad():
         if reference:  # torch.optim.LBFGS itself (tests hold the flat run equal to it)
             converged, n_iter, th = _run_torch_lbfgs(theta, scaled, max_iter, history_size)
+        elif isinstance(evaluate, KernelObjective) and not python_loop:  # the whole fit in C++
+            th, n_iter, last["evals"], converged, last["gmax"] = evaluate.minimise(
+                theta, tol=tol, max_iter=max_iter, history_size=history_size
+            )
         else:
             run = lbfgs(scaled, theta, max_iter=max_iter, history_size=history_size)
             converged, n_iter, th = run.stopped, run.n_iter, run.x

@@ -1,9 +1,11 @@
-// The typed torch op over probe_objective_kernel.h: torch.ops.layerscope_probe.objective. It checks
-// dtypes, devices, shapes and layouts and raises (RuntimeError) instead of reading out of bounds.
-// Built and loaded by science/probes/onepass.py.
-#include <ATen/core/Tensor.h>
+// The typed torch ops over probe_objective_kernel.h and probe_lbfgs.h:
+// torch.ops.layerscope_probe.objective (one evaluation's sums) and .lbfgs_fit (a whole fit). They
+// check dtypes, devices, shapes and layouts and raise (RuntimeError) instead of reading out of
+// bounds. Built and loaded by science/probes/onepass.py.
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "probe_lbfgs.h"
 #include "probe_objective_kernel.h"
 
 namespace {
@@ -17,10 +19,8 @@ void check(const Tensor& t, at::ScalarType dtype, at::IntArrayRef shape, const c
     TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
 }
 
-// Adds one evaluation's sums over the rows of Xt [D, N] (unit stride along N, rows one stride
-// apart: a column slice of a wider matrix is read in place) into picked [], G [K, D], gb [K].
-void objective(const Tensor& Xt, const Tensor& V, const Tensor& b, const Tensor& y, double Ntot,
-               Tensor& picked, Tensor& G, Tensor& gb) {
+// Xt [D, N] float32 on the CPU, unit stride along N; returns its row stride.
+int64_t check_rows(const Tensor& Xt) {
     TORCH_CHECK(Xt.dim() == 2, "Xt must be [D, N], got ", Xt.dim(), " dims");
     const int64_t D = Xt.size(0), N = Xt.size(1);
     TORCH_CHECK(Xt.device().is_cpu() && Xt.scalar_type() == at::kFloat, "Xt must be float32 on the CPU, got ",
@@ -28,6 +28,22 @@ void objective(const Tensor& Xt, const Tensor& V, const Tensor& b, const Tensor&
     TORCH_CHECK(N <= 1 || Xt.stride(1) == 1, "Xt must have unit stride along its rows (strides ", Xt.strides(), ")");
     const int64_t ld = D > 1 ? Xt.stride(0) : N;
     TORCH_CHECK(ld >= N, "Xt's row stride ", ld, " is shorter than its rows (", N, ")");
+    return ld;
+}
+
+void check_labels(const Tensor& y, int64_t N, int64_t K) {
+    check(y, at::kLong, {N}, "y");
+    const int64_t* yp = y.data_ptr<int64_t>();
+    for (int64_t r = 0; r < N; ++r)
+        TORCH_CHECK(yp[r] >= 0 && yp[r] < K, "y must be labels in 0..", K - 1, ", got ", yp[r], " at ", r);
+}
+
+// Adds one evaluation's sums over the rows of Xt [D, N] (unit stride along N, rows one stride
+// apart: a column slice of a wider matrix is read in place) into picked [], G [K, D], gb [K].
+void objective(const Tensor& Xt, const Tensor& V, const Tensor& b, const Tensor& y, double Ntot,
+               Tensor& picked, Tensor& G, Tensor& gb) {
+    const int64_t ld = check_rows(Xt);
+    const int64_t D = Xt.size(0), N = Xt.size(1);
     TORCH_CHECK(V.dim() == 2, "V must be [K, D], got ", V.dim(), " dims");
     const int64_t K = V.size(0);
     TORCH_CHECK(K >= 2 && K <= layerscope_probe::MAX_CLASSES, "K must be 2..", layerscope_probe::MAX_CLASSES,
@@ -35,17 +51,50 @@ void objective(const Tensor& Xt, const Tensor& V, const Tensor& b, const Tensor&
     TORCH_CHECK(Ntot > 0, "Ntot must be positive, got ", Ntot);
     check(V, at::kFloat, {K, D}, "V");
     check(b, at::kDouble, {K}, "b");
-    check(y, at::kLong, {N}, "y");
     check(picked, at::kDouble, {}, "picked");
     check(G, at::kDouble, {K, D}, "G");
     check(gb, at::kDouble, {K}, "gb");
+    check_labels(y, N, K);
     if (N == 0 || D == 0) return;
-    const int64_t* yp = y.data_ptr<int64_t>();
-    for (int64_t r = 0; r < N; ++r)
-        TORCH_CHECK(yp[r] >= 0 && yp[r] < K, "y must be labels in 0..", K - 1, ", got ", yp[r], " at ", r);
-    layerscope_probe::objective(Xt.data_ptr<float>(), ld, D, N, V.data_ptr<float>(), b.data_ptr<double>(), yp,
+    layerscope_probe::objective(Xt.data_ptr<float>(), ld, D, N, V.data_ptr<float>(), b.data_ptr<double>(),
+                                y.data_ptr<int64_t>(),
                                 static_cast<int>(K), Ntot, picked.data_ptr<double>(), G.data_ptr<double>(),
                                 gb.data_ptr<double>());
+}
+
+// A whole fit (probe_lbfgs.h) from theta0 [K·D + K]: returns (theta, iterations, evaluations,
+// whether the run stopped at a point meeting tol, max |g| at the last point evaluated).
+std::tuple<Tensor, int64_t, int64_t, bool, double> lbfgs_fit(
+    const Tensor& Xt, const Tensor& y, double Ntot, int64_t n, const Tensor& maps, const std::optional<Tensor>& P,
+    const std::optional<Tensor>& grad_map, const Tensor& inv_std, const Tensor& MT, double lam, double scale,
+    const Tensor& theta0, double tol, int64_t max_iter, int64_t history_size, double tolerance_change,
+    int64_t restarts) {
+    check_rows(Xt);
+    const int64_t D = Xt.size(0), N = Xt.size(1);
+    TORCH_CHECK(D >= 1 && N >= 1, "Xt must have rows and features, got ", Xt.sizes());
+    TORCH_CHECK(theta0.dim() == 1 && theta0.numel() % (D + 1) == 0, "theta0 must be [K·D + K] for D = ", D,
+                ", got ", theta0.sizes());
+    const int64_t K = theta0.numel() / (D + 1);
+    TORCH_CHECK(K >= 2 && K <= layerscope_probe::MAX_CLASSES, "K must be 2..", layerscope_probe::MAX_CLASSES,
+                " classes, got ", K);
+    TORCH_CHECK(Ntot > 0 && n > 0, "Ntot and n must be positive, got ", Ntot, " and ", n);
+    TORCH_CHECK(max_iter >= 0 && history_size >= 1 && restarts >= 0,
+                "max_iter ≥ 0, history_size ≥ 1 and restarts ≥ 0, got ", max_iter, ", ", history_size, ", ", restarts);
+    check(theta0, at::kDouble, {K * D + K}, "theta0");
+    check(maps, at::kDouble, {D, 2 * D}, "maps");
+    check(inv_std, at::kDouble, {D}, "inv_std");
+    check(MT, at::kDouble, {D, D}, "MT");
+    TORCH_CHECK(P.has_value() == grad_map.has_value(), "P and grad_map go together");
+    if (P) {
+        check(*P, at::kDouble, {D, D}, "P");
+        check(*grad_map, at::kDouble, {D, D}, "grad_map");
+    }
+    check_labels(y, N, K);
+    at::AutoDispatchBelowADInplaceOrView no_autograd;  // the fit's tensors need no graph
+    layerscope_probe::FoldedObjective f(Xt, y, Ntot, n, maps, P, grad_map, inv_std, MT, lam, scale, tol,
+                                        static_cast<int>(K));
+    const auto run = layerscope_probe::lbfgs(f, theta0, max_iter, history_size, tolerance_change, restarts);
+    return {run.x, run.n_iter, f.evals, run.stopped, f.gmax};
 }
 
 bool simd() { return LAYERSCOPE_PROBE_SIMD; }
@@ -55,7 +104,13 @@ bool simd() { return LAYERSCOPE_PROBE_SIMD; }
 TORCH_LIBRARY(layerscope_probe, m) {
     m.def("objective(Tensor Xt, Tensor V, Tensor b, Tensor y, float Ntot, Tensor(a!) picked, Tensor(b!) G, "
           "Tensor(c!) gb) -> ()");
+    m.def("lbfgs_fit(Tensor Xt, Tensor y, float Ntot, int n, Tensor maps, Tensor? P, Tensor? grad_map, "
+          "Tensor inv_std, Tensor MT, float lam, float scale, Tensor theta0, float tol, int max_iter, "
+          "int history_size, float tolerance_change, int restarts) -> (Tensor, int, int, bool, float)");
     m.def("simd() -> bool", &simd);  // whether the SIMD path was compiled (else the scalar one)
 }
 
-TORCH_LIBRARY_IMPL(layerscope_probe, CPU, m) { m.impl("objective", &objective); }
+TORCH_LIBRARY_IMPL(layerscope_probe, CPU, m) {
+    m.impl("objective", &objective);
+    m.impl("lbfgs_fit", &lbfgs_fit);
+}
