@@ -12,7 +12,9 @@ line search (``torch.optim.lbfgs._strong_wolfe``, torch's own, called with a tri
 evaluates ``θ + t·d`` without touching any parameter), the same stopping tests, and the restart
 rule of the probe's solver — so its iterates equal ``torch.optim.LBFGS``'s bit for bit
 (``tests/test_probe_lbfgs.py`` holds the two equal), with one evaluation fewer at the start of
-each ``step`` (torch's ``step`` evaluates the point it starts from again).
+each ``step`` (torch's ``step`` evaluates the point it starts from again). A fit the compiled
+kernel evaluates runs this loop ported to C++ (``csrc/probe_lbfgs.h``,
+:meth:`science.probes.kernel_objective.KernelObjective.minimise`); this one is its reference.
 
 Sources: Nocedal & Wright 2006, *Numerical Optimization*, Alg. 7.4 (two-loop recursion) and
 3.5–3.6 (strong-Wolfe line search); ``torch/optim/lbfgs.py`` (torch 2.13), whose ``step`` this

@@ -383,7 +383,7 @@ inline FitResult lbfgs(FoldedObjective& f, const at::Tensor& x0, int64_t max_ite
 }  // namespace layerscope_probe
 
 #if defined(__clang__)
-#pragma clang fp contract(on)
+#pragma clang fp contract(fast)  // the build's -ffp-contract=fast (models_store/compiled_ops.py)
 #elif defined(__GNUC__)
 #pragma GCC pop_options
 #endif
