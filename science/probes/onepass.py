@@ -12,6 +12,9 @@ The same arithmetic as :meth:`science.probes.solver._Sums.add` — float32 produ
 and sums — grouped differently, so the numbers agree to float rounding, not bit for bit
 (``tests/test_probe_onepass.py``).
 
+The same library holds ``lbfgs_fit`` (``csrc/probe_lbfgs.h``): a whole L-BFGS fit around the kernel
+in one call (:meth:`science.probes.kernel_objective.KernelObjective.minimise`).
+
 Built on first use like the scan kernel (:mod:`models_store.compiled_ops`); ``LAYERSCOPE_PROBE_KERNEL
 =torch`` turns it off (the torch path runs: the same objective at float rounding). It takes float32
 rows on the CPU with 2–8 classes; other fits run the torch path.
@@ -88,6 +91,7 @@ def add_sums(Xt: Tensor, V: Tensor, b: Tensor, y: Tensor, n: int, picked: Tensor
 
 
 def _ops() -> Any:
+    """``torch.ops.layerscope_probe``, built on first use; RuntimeError where it is unavailable."""
     ops = _LIBRARY.load()
     if ops is None:
         raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
