@@ -39,7 +39,8 @@ best of 5 sums over a 256 MiB float32 tensor there (out of cache), timed the sam
 ``floor_seconds`` = the forward passes' FLOPs / ``peak_flops`` + the evaluations' floors
 (``fit_floor_seconds``, at ``peak_flops_fp32``: the solvers run in float32 at every precision, so
 at ``--precision bf16`` a float32 rate is timed beside the bfloat16 one); ``ratio = seconds / floor_seconds``. ``--json`` prints one object; without
-it, one line per number.
+it, one line per number. Memory figures (``peak_rss_gb``: the process's peak resident set,
+``ru_maxrss``; ``peak_gpu_gb``) are in GiB (2^30 bytes), as ``LAYERSCOPE_MEASURE_MEMORY_GB`` is.
 
 On a GPU (``--device cuda``): the model and the measurement run there (``science.precision`` for
 ``--precision bf16``); ``peak_gpu_gb`` is ``torch.cuda.max_memory_allocated`` over the whole run
@@ -314,8 +315,19 @@ def main(argv: list[str] | None = None) -> int:
         task = get_task(args.task)
     except ValueError as exc:
         ap.error(f"--task: {exc}")
+    layers = None
+    if args.interv_layers != "all":
+        try:
+            layers = [int(x) for x in args.interv_layers.split(",")]
+        except ValueError:
+            ap.error(f"--interv-layers: expected all or whole numbers i,j,..., got {args.interv_layers!r}")
+        if bad_layers := [i for i in layers if not -1 <= i < args.layers]:
+            ap.error(
+                f"--interv-layers: {bad_layers} out of range for a {args.layers}-layer model (-1..{args.layers - 1})"
+            )
+    if args.inlp_max_rounds < 0:
+        ap.error(f"--inlp-max-rounds must be ≥ 0 (0: uncapped), got {args.inlp_max_rounds}")
     model = build(args.family, args.layers, args.d_model, args.heads, task).to(args.device)
-    layers = None if args.interv_layers == "all" else [int(x) for x in args.interv_layers.split(",")]
     memory = MemoryBound.of_gib(get_settings().measure_memory_gb)
     m = MeasureParams()
     m.n_patch_pairs = args.patch_pairs or m.n_patch_pairs

@@ -288,6 +288,13 @@ class Inlp(EditMethod):
     ) -> InlpSetup:
         """The split, majority rate and budget both fits share (``X`` None: rows on disk)."""
         N, D = int(y.shape[0]), int(mu.shape[0])
+        if max_rounds is not None and (
+            isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 0
+        ):
+            raise ValueError(
+                f"inlp: max_rounds must be a whole number ≥ 0 (0: the first probe only; None: the default "
+                f"budget), got {max_rounds!r}"
+            )
         if max_rounds is None:  # from the classes present: each round removes rank ≤ (present − 1)
             max_rounds = inlp_budget(D, int(torch.unique(y).numel()))
         g = torch.Generator().manual_seed(seed)

@@ -36,6 +36,7 @@ from science.edit_methods import DEFAULT_PCA_K, INLP_CHANCE_TOL, inlp_budget
 from science.edits import RANK_RTOL, Edit, probe_span, projection_edit, rank_of, span_of_directions
 from science.methods import get_method
 from science.probes import LinearProbe
+from science.probes.design import check_finite
 
 __all__ = [
     "METHODS",
@@ -134,7 +135,8 @@ def fit_edit(
     Raises:
         JobCancelled: from ``ctx.check_cancelled`` (INLP only).
         ValueError: unknown method; a value the method refuses (``k`` not an int in 1..D for
-            ``pca_top_k``); shapes; fewer than 2 rows.
+            ``pca_top_k``, INLP's ``max_rounds`` < 0); shapes; fewer than 2 rows; labels outside
+            ``0..n_classes-1``; NaN or inf in ``X`` (:func:`science.probes.design.check_finite`).
     """
     fit = get_method(method).fit  # a built-in (science.edit_methods), a plugin's, or a ValueError
     if X.ndim != 2:
@@ -147,4 +149,7 @@ def fit_edit(
     y = y.reshape(-1).to(X.device).long()
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
+    if int(y.min()) < 0 or int(y.max()) >= n_classes:  # every method: LEACE's one-hot would fail raw
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
+    check_finite(X, f"{method}: the states X")
     return fit(X, y, n_classes, seed=seed, probe=probe, probe_kwargs=probe_kwargs, ctx=ctx, **params)

@@ -17,6 +17,7 @@ setting, bit for bit.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,6 +33,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _current: ContextVar[str] = ContextVar("layerscope_forward_precision", default=DEFAULT_PRECISION)
+log = logging.getLogger(__name__)
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 matmul units
+
+
+@functools.cache
+def _warn_if_slow_on_this_cpu() -> None:
+    """Say once a process when ``bf16`` forward passes run on a CPU that has no bfloat16 matmul
+    units: measured ~2.4× slower than fp32 there (BENCHMARKS.md), where it is ~3× faster on one that has."""
+    from models_store.compiled_ops import cpu_flags
+
+    flags = cpu_flags()
+    if flags.startswith("flags") and not set(BF16_CPU_FLAGS) & set(flags.split()):
+        log.warning(
+            "layerscope: --precision bf16 on a CPU without %s: forward passes run slower than at fp32 here "
+            "(bfloat16 is emulated); it saves time on a GPU or a CPU with them",
+            " or ".join(BF16_CPU_FLAGS),
+        )
 
 
 def check_precision(precision: str) -> str:
@@ -71,6 +89,8 @@ def forwards(device: torch.device | str) -> Iterator[None]:
     if _current.get() != "bf16":
         yield
         return
+    if torch.device(device).type == "cpu":
+        _warn_if_slow_on_this_cpu()
     # cache_enabled=False: autocast would otherwise keep a bfloat16 copy of every weight until the
     # context exits (half the model's bytes again, which the memory bound does not count); a forward
     # pass uses each weight once (every built-in block, nn.LSTM/GRU, transformers' blocks), so it is

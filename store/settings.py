@@ -100,6 +100,7 @@ class Settings(BaseSettings):
     measure_memory_gb: float = Field(
         6.0,
         ge=0,
+        allow_inf_nan=False,  # "inf" is not "unbounded" (that is 0): refused here, not a traceback later
         description="GiB of states a measurement holds at once beyond the model's weights "
         "(LAYERSCOPE_MEASURE_MEMORY_GB; 0 = unbounded): layers are captured in groups that fit, the rest "
         "computed again; a measurement whose one layer or largest edit fit cannot fit is refused before it starts",

@@ -78,6 +78,9 @@ def test_bench_scale_refuses_in_one_line_what_cannot_fit(capsys, monkeypatch) ->
         (["--sequences", "0"], "must be ≥ 2"),
         (["--heads", "5"], "must divide --d-model"),
         (["--heads", "4", "--task", "nosuch"], "unknown task"),
+        (["--heads", "4", "--interv-layers", "5"], "[5] out of range for a 2-layer model (-1..1)"),
+        (["--heads", "4", "--interv-layers", "1,x"], "expected all or whole numbers"),
+        (["--heads", "4", "--inlp-max-rounds", "-2"], "must be ≥ 0 (0: uncapped)"),
     ],
 )
 def test_bad_arguments_are_one_line_not_a_traceback(args, words, capsys) -> None:

@@ -14,6 +14,8 @@ import pytest
     ("env", "args", "named"),
     [
         ({"LAYERSCOPE_MEASURE_MEMORY_GB": "-1"}, ["runs", "list"], "LAYERSCOPE_MEASURE_MEMORY_GB=-1"),
+        # "inf" is not "unbounded" (0 is): refused as a setting, not an OverflowError when a bound is made
+        ({"LAYERSCOPE_MEASURE_MEMORY_GB": "inf"}, ["runs", "list"], "LAYERSCOPE_MEASURE_MEMORY_GB=inf"),
         ({"LAYERSCOPE_PORT": "abc"}, ["--help"], "LAYERSCOPE_PORT=abc"),
     ],
 )

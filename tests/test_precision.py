@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 
 import pytest
 import torch
@@ -173,3 +174,22 @@ def test_a_suite_at_bf16_measures_every_run_at_it(tmp_path, monkeypatch, capsys)
     with make_sessionmaker(make_engine(f"sqlite:///{tmp_path / 'r.db'}"))() as s:
         (job,) = s.query(Job).all()
     assert job.kind == "suite" and job.params["precision"] == "bf16"
+
+
+@pytest.mark.parametrize(("flags", "warned"), [("flags\t: fpu avx2 fma", True), ("flags\t: avx2 avx512_bf16", False)])
+def test_bf16_on_a_cpu_without_bfloat16_units_says_it_is_slower(flags, warned, monkeypatch, caplog) -> None:
+    import models_store.compiled_ops as compiled_ops
+    import science.precision as precision
+
+    monkeypatch.setattr(compiled_ops, "cpu_flags", lambda: flags)
+    precision._warn_if_slow_on_this_cpu.cache_clear()
+    caplog.set_level(logging.WARNING, logger="science.precision")
+    with precision.forward_precision("bf16"):
+        for _ in range(2):  # said once a process
+            with precision.forwards("cpu"):
+                pass
+    with precision.forwards("cpu"):  # fp32: nothing to say
+        pass
+    said = [r.getMessage() for r in caplog.records if "slower than at fp32" in r.getMessage()]
+    assert len(said) == (1 if warned else 0)
+    precision._warn_if_slow_on_this_cpu.cache_clear()

@@ -335,6 +335,7 @@ class Runner:
             return J.CANCELLED, dict(message="cancelled")
         except MeasureMemoryError as exc:  # a refusal before the work, already one line: no traceback
             ctx.log(str(exc))
+            log.warning("job %s refused: %s (a worker's --measure-memory-gb sets it too)", ctx.job_id, exc)
             return J.FAILED, dict(error=str(exc), message=f"failed: over {MEMORY_SETTING}")
         except Exception as exc:  # recorded on the job (error text + log tail) and logged
             if (full := disk_full(exc)) is not None:  # retryable: back off while attempts remain

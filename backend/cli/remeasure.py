@@ -24,7 +24,8 @@ NSequences = Annotated[
     typer.Option(
         min=20,
         help="Held-out sequences per eval length (default: the run's own measurement's, else 500); an edit's "
-        "fit set is sized from it too.",
+        "fit set is sized from it too, but never below ⌈64·d_model / L⌉ sequences (64 tokens a dimension: "
+        "docs/SCIENCE.md, Fitting set size).",
     ),
 ]
 

@@ -84,11 +84,53 @@ def noise_floor_std(mean: Tensor, cov: Tensor) -> Tensor:
     return torch.where(std > NOISE_RTOL * scale, std, torch.full_like(std, math.inf))
 
 
+def _nonfinite(bad: Tensor, what: str) -> ValueError:
+    idx = bad.nonzero().flatten()
+    return ValueError(
+        f"{what} hold NaN or inf in {idx.numel()} of {bad.numel()} features (first: {idx[:5].tolist()}): "
+        "a fit on them would read as chance; check the model's forward pass (a diverged run?) or the input"
+    )
+
+
+def require_finite(mean64: Tensor, what: str = "the states") -> None:
+    """Raise where a feature's float64 mean ``mean64 [D]`` is NaN or ±inf: its rows hold a NaN or an
+    inf (a float32 row's finite values cannot overflow a float64 mean), which a fit would not
+    refuse — it would converge to the majority class and read as "not decodable".
+
+    Raises:
+        ValueError: naming how many features, the first few, and ``what``.
+    """
+    bad = ~torch.isfinite(mean64)
+    if bool(bad.any()):
+        raise _nonfinite(bad, what)
+
+
+def check_finite(X: Tensor, what: str = "the states") -> None:
+    """The same test on ``X [..., D]`` itself: one read, a block of rows at a time (no copy of X).
+
+    Raises:
+        ValueError: as :func:`require_finite`.
+    """
+    D = int(X.shape[-1])
+    bad = torch.zeros(D, dtype=torch.bool, device=X.device)
+    per_row = max(1, X[0].numel() // D) if X.shape[0] else 1  # rows of D in one step along dim 0
+    step = max(1, _BLOCK // per_row)
+    for i in range(0, int(X.shape[0]), step):
+        bad |= ~torch.isfinite(X[i : i + step]).reshape(-1, D).all(0)
+    if bool(bad.any()):
+        raise _nonfinite(bad, what)
+
+
 def standardise(X: Tensor) -> Design:
     """The design of ``X [N, D]`` (float32/64): one pass for the mean, one transposed centred copy,
-    one ``[D, N]·[N, D]`` product for the covariance."""
+    one ``[D, N]·[N, D]`` product for the covariance.
+
+    Raises:
+        ValueError: a feature holds NaN or inf (:func:`require_finite`).
+    """
     N, D = X.shape
     mean64 = X.mean(0, dtype=torch.float64)
+    require_finite(mean64)
     Xt = torch.empty(D, N, dtype=X.dtype, device=X.device)
     m = mean64.to(X.dtype).unsqueeze(1)
     for i in range(0, N, _BLOCK):  # centred and transposed in one pass, a cache-sized block at a time
@@ -114,7 +156,7 @@ def standardise_rows(rows: RowSource) -> Design:
     tests/test_streamed_fit.py holds them to it.
 
     Raises:
-        ValueError: no rows.
+        ValueError: no rows; a feature holds NaN or inf (:func:`require_finite`).
     """
     N, D = rows.n, rows.width
     if N == 0:
@@ -123,6 +165,7 @@ def standardise_rows(rows: RowSource) -> Design:
     for chunk in rows.chunks():
         total += chunk.sum(0, dtype=torch.float64)
     mean64 = total / N
+    require_finite(mean64)
     m = mean64.to(torch.float32)
     cov = torch.zeros(D, D, dtype=torch.float64)
     for chunk in rows.chunks():
