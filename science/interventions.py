@@ -36,7 +36,7 @@ from science.edit_methods import DEFAULT_PCA_K, INLP_CHANCE_TOL, inlp_budget
 from science.edits import RANK_RTOL, Edit, probe_span, projection_edit, rank_of, span_of_directions
 from science.methods import get_method
 from science.probes import LinearProbe
-from science.probes.design import check_finite
+from science.probes.design import check_finite, check_width
 
 __all__ = [
     "METHODS",
@@ -151,5 +151,6 @@ def fit_edit(
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
     if int(y.min()) < 0 or int(y.max()) >= n_classes:  # every method: LEACE's one-hot would fail raw
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, got {int(y.min())}..{int(y.max())}")
+    check_width(int(X.shape[1]), f"{method}: the states X")
     check_finite(X, f"{method}: the states X")
     return fit(X, y, n_classes, seed=seed, probe=probe, probe_kwargs=probe_kwargs, ctx=ctx, **params)

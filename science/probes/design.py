@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -121,6 +122,41 @@ def check_finite(X: Tensor, what: str = "the states") -> None:
         raise _nonfinite(bad, what)
 
 
+COVARIANCE_COPIES = 3  # D × D float64 matrices a fit holds at once: the covariance, its whitening factor, a product
+ALWAYS_FITS = 2**28  # bytes of them not worth reading /proc/meminfo for (D ≤ 3,344): every fit's check stays free
+
+
+def _available_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` (None where there is none: not Linux)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_width(D: int, what: str = "the states") -> None:
+    """Refuse a width whose ``D × D`` float64 matrices (:data:`COVARIANCE_COPIES` of them) would not fit
+    this machine's available memory, before any is allocated: a notebook's accidental 65,536-wide
+    states would otherwise swap the machine or die in the allocator.
+
+    Raises:
+        ValueError: naming the width, the GiB needed and available.
+    """
+    need = COVARIANCE_COPIES * 8 * D * D
+    if need <= ALWAYS_FITS:
+        return
+    available = _available_bytes()
+    if available is not None and need > available:
+        raise ValueError(
+            f"{what} are {D} wide: a probe or edit fit holds {COVARIANCE_COPIES} {D} × {D} float64 matrices "
+            f"({need / 2**30:.1f} GiB), over the {available / 2**30:.1f} GiB available here; reduce the width "
+            "(a slice of the features, or a PCA) or use a machine with more memory"
+        )
+
+
 def standardise(X: Tensor) -> Design:
     """The design of ``X [N, D]`` (float32/64): one pass for the mean, one transposed centred copy,
     one ``[D, N]·[N, D]`` product for the covariance.
@@ -129,6 +165,7 @@ def standardise(X: Tensor) -> Design:
         ValueError: a feature holds NaN or inf (:func:`require_finite`).
     """
     N, D = X.shape
+    check_width(D)
     mean64 = X.mean(0, dtype=torch.float64)
     require_finite(mean64)
     Xt = torch.empty(D, N, dtype=X.dtype, device=X.device)
@@ -161,6 +198,7 @@ def standardise_rows(rows: RowSource) -> Design:
     N, D = rows.n, rows.width
     if N == 0:
         raise ValueError("cannot standardise 0 rows")
+    check_width(D)
     total = torch.zeros(D, dtype=torch.float64)
     for chunk in rows.chunks():
         total += chunk.sum(0, dtype=torch.float64)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from science.probes.design import Design, check_finite
+from science.probes.design import Design, check_finite, check_width
 from science.probes.linear import LinearProbe, fit_design, standardised
 from science.probes.splits import control_labels, sequence_strata, split_sequences
 
@@ -198,6 +198,7 @@ def _checked(states: Any, labels: Any, n_classes: int, tokens: Any) -> tuple[dic
     for layer, H in states.items():
         if H.dim() != 3 or not H.is_floating_point():
             raise ValueError(f"layer {layer}: states must be floating-point [n, L, D], got {H.dtype} {tuple(H.shape)}")
+        check_width(int(H.shape[-1]), f"layer {layer}: the states")
         check_finite(H, f"layer {layer}: the states")
     return states, labels.long(), tokens
 
