@@ -15,15 +15,54 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import socket
+import threading
+import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 NO_SUCH_FOLDER = "no such local folder"
 _TRUE = {"1", "true", "yes", "on"}
+HUB_LOOKUP_SECONDS = 2.0  # a name server that answers at all answers in milliseconds
+HUB_LOOKUP_KEPT_SECONDS = 60.0  # a long-running server looks again after this long
+_hub_lookups: dict[str, tuple[float, str | None]] = {}  # host → (when, why unreachable)
 
 
 def hub_offline() -> bool:
     """Whether the hub is off (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` set true), read now."""
     return any(os.environ.get(k, "").strip().lower() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_unreachable() -> str | None:
+    """Why the hub's host (``HF_ENDPOINT``'s, else huggingface.co) does not resolve from here, or
+    None: it resolves, or the name server did not answer within :data:`HUB_LOOKUP_SECONDS` (then the
+    hub client is left to try). A machine without a network fails the lookup at once, where the hub
+    client retries it five times over ~30 s, printing each retry. Kept :data:`HUB_LOOKUP_KEPT_SECONDS`."""
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    now = time.monotonic()
+    if (kept := _hub_lookups.get(host)) is not None and now - kept[0] < HUB_LOOKUP_KEPT_SECONDS:
+        return kept[1]
+    answer: list[str | None] = []
+
+    def resolve() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            answer.append(None)
+        except OSError as e:  # socket.gaierror: no name server, or no such name
+            answer.append(f"{host} does not resolve from here ({e.strerror or e})")
+
+    lookup = threading.Thread(target=resolve, name="hub-lookup", daemon=True)
+    lookup.start()
+    lookup.join(HUB_LOOKUP_SECONDS)
+    why = answer[0] if answer else None
+    _hub_lookups[host] = (now, why)
+    return why
+
+
+def hub_reads_offline() -> bool:
+    """Whether a hub name is read from the local cache only: the hub turned off
+    (:func:`hub_offline`), or its host does not resolve from here (:func:`hub_unreachable`)."""
+    return hub_offline() or hub_unreachable() is not None
 
 
 def is_folder(source: str) -> bool:
@@ -86,7 +125,7 @@ def hub_lookup_notice(source: str, here: Path | None = None) -> str | None:
     or the hub off): a bare name that is no folder here goes to the hub, which can retry for about
     30 s before it fails offline; the line says why the wait, and names the folders here whose names
     are close to it (a mistyped local folder is the usual cause)."""
-    if names_a_path(source) or is_folder(source) or hub_offline():
+    if names_a_path(source) or is_folder(source) or hub_reads_offline():
         return None
     here = here or Path.cwd()
     try:

@@ -32,7 +32,14 @@ import torch
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from layerscope_core.model_sources import custom_code_problem, hub_offline, is_folder, missing_folder_problem
+from layerscope_core.model_sources import (
+    custom_code_problem,
+    hub_offline,
+    hub_reads_offline,
+    hub_unreachable,
+    is_folder,
+    missing_folder_problem,
+)
 from models_store.any_model import (
     AnyHFModel,
     PretrainedLoadError,
@@ -111,8 +118,8 @@ def load_pretrained(
     """
     name = str(name_or_path)
     role = "pretrained model" if weights else "model config"  # how errors name it
-    if local_files_only is None:
-        local_files_only = hub_offline()
+    if local_files_only is None:  # a folder here needs no look at the hub
+        local_files_only = hub_offline() if is_folder(name) else hub_reads_offline()
     hf_cfg = _read_config(name, role, local_files_only=local_files_only, revision=revision)
     token_map = _task_token_map(token_map, token_offset, task_vocab_size, int(hf_cfg.vocab_size), name)
     backbone, info = _backbone(name, hf_cfg, weights, seed, local_files_only=local_files_only, revision=revision)
@@ -159,6 +166,7 @@ def _read_config(name: str, role: str, *, local_files_only: bool, revision: str 
             if local_dir
             else (
                 " — it is not a local folder, and it is not in the local cache"
+                + ("" if hub_offline() or (down := hub_unreachable()) is None else f" (the hub: {down})")
                 if local_files_only
                 else " — it is not a local folder, and the Hugging Face hub could not be reached or has no such model"
             )
