@@ -59,10 +59,13 @@ def hub_unreachable() -> str | None:
     return why
 
 
-def hub_reads_offline() -> bool:
-    """Whether a hub name is read from the local cache only: the hub turned off
-    (:func:`hub_offline`), or its host does not resolve from here (:func:`hub_unreachable`)."""
-    return hub_offline() or hub_unreachable() is not None
+def hub_reads_offline(source: str | None = None) -> bool:
+    """Whether ``source`` (a hub name; None: any) is read from the local cache only: the hub turned
+    off (:func:`hub_offline`), or its host does not resolve from here (:func:`hub_unreachable`). A
+    folder here is never looked up on the hub, so its answer needs no name lookup."""
+    if hub_offline():
+        return True
+    return not (source is not None and is_folder(source)) and hub_unreachable() is not None
 
 
 def is_folder(source: str) -> bool:

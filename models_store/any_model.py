@@ -32,7 +32,6 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from layerscope_core.model_sources import (
     custom_code_problem,
-    hub_offline,
     hub_reads_offline,
     is_folder,
     missing_folder_problem,
@@ -285,10 +284,7 @@ def read_config(name_or_path: str, role: str = "pretrained model", local_files_o
     if is_folder(name_or_path) and not (folder / "config.json").is_file():  # transformers would say "no model_type key"
         raise PretrainedLoadError(f"{role} {name_or_path!r}: the folder holds no config.json")
     try:
-        if local_files_only is None:  # a folder here needs no look at the hub
-            offline = hub_offline() if is_folder(name_or_path) else hub_reads_offline()
-        else:
-            offline = local_files_only
+        offline = hub_reads_offline(name_or_path) if local_files_only is None else local_files_only
         hf_cfg = AutoConfig.from_pretrained(name_or_path, local_files_only=offline, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - transformers raises OSError / ValueError / hub errors here
         why = " ".join(str(e).split())  # every line of it (a field's reason is on the next one), as one

@@ -118,8 +118,8 @@ def load_pretrained(
     """
     name = str(name_or_path)
     role = "pretrained model" if weights else "model config"  # how errors name it
-    if local_files_only is None:  # a folder here needs no look at the hub
-        local_files_only = hub_offline() if is_folder(name) else hub_reads_offline()
+    if local_files_only is None:
+        local_files_only = hub_reads_offline(name)
     hf_cfg = _read_config(name, role, local_files_only=local_files_only, revision=revision)
     token_map = _task_token_map(token_map, token_offset, task_vocab_size, int(hf_cfg.vocab_size), name)
     backbone, info = _backbone(name, hf_cfg, weights, seed, local_files_only=local_files_only, revision=revision)
