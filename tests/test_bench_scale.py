@@ -35,7 +35,9 @@ def test_bench_scale_prints_one_object_with_the_documented_numbers(capsys, monke
     # an evaluation's floor is at least its FLOPs at the matmul rate (bytes may make it more)
     assert out["floor_seconds"] >= out["flops"] / out["peak_flops"] * 0.99
     assert set(fits) == set(parts) and all(0 <= fits[k] <= parts[k] + 0.01 for k in parts)
-    assert out["ratio"] == pytest.approx(out["seconds"] / out["floor_seconds"], rel=0.02, abs=0.01)
+    # seconds is printed to 0.01 s: on a floor of ~0.01 s that rounding alone moves seconds/floor by ~5 %,
+    # so the ratio is checked against seconds within its printed precision
+    assert out["ratio"] * out["floor_seconds"] == pytest.approx(out["seconds"], rel=0.01, abs=0.006)
     assert out["peak_flops_fp32"] == out["peak_flops"]  # at fp32 the solvers' rate is the forwards'
 
 
