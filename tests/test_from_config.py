@@ -181,7 +181,13 @@ def test_api_checks_the_config_at_submit(api, configs, tmp_path):
     assert took.status_code == 201, took.text
     unread = {"kind": "train", "params": {"task": "parity", "from_config": str(tmp_path / "nowhere")}}
     said = api.client.post("/api/jobs", json=unread)
-    assert said.status_code == 422 and "family: not given" in said.text and "no such local folder" in said.text
+    assert said.status_code == 422, said.text
+    (err,) = said.json()["detail"]  # at the field that holds the model, saying why its family is not known
+    assert err["loc"] == ["body", "params", "from_config"], err
+    assert err["msg"].startswith("family not given") and "no such local folder" in err["msg"], err
+    unread = {"kind": "train", "params": {"task": "parity", "pretrained": str(tmp_path / "nowhere")}}
+    (err,) = api.client.post("/api/jobs", json=unread).json()["detail"]
+    assert err["loc"] == ["body", "params", "pretrained"] and "no such local folder" in err["msg"], err
     # a hub name this machine has not cached is left to the worker (no hub request at submit)
     hub = api.client.post("/api/jobs", json=_train_job("transformer", "some-lab/not-cached-here"))
     assert hub.status_code == 201, hub.text

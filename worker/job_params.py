@@ -12,11 +12,13 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from layerscope_core.hashing import config_hash
 from layerscope_core.model_sources import (
@@ -362,11 +364,17 @@ class TrainParams(_Params):
             if isinstance(source, str) and source:
                 from models_store.any_model import pretrained_family
 
-                role = "from_config" if data.get("from_config") else "pretrained model"
+                field = "from_config" if data.get("from_config") else "pretrained"
+                role = "from_config" if field == "from_config" else "pretrained model"
                 try:
                     data = {**data, "family": pretrained_family(source, role, local_files_only=True)}
                 except (ValueError, OSError) as exc:
-                    raise ValueError(f"family: not given, and not read from the model's config: {exc}") from None
+                    # reported at the field that holds the model (a 422 at params.from_config), not the model
+                    why = f"family not given, and not read from the model's config: {exc}"
+                    raise ValidationError.from_exception_data(
+                        cls.__name__,
+                        [InitErrorDetails(type=PydanticCustomError("value_error", why), loc=(field,), input=source)],
+                    ) from None
         return data
 
     @model_validator(mode="after")
