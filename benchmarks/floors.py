@@ -102,7 +102,8 @@ def inlp_floor(counter: FitCounter, n_train: int, n_dev: int, d: int, k: int, ra
 @contextmanager
 def counting_fits() -> Iterator[FitCounter]:
     """Count the solver's fits (any code version: the first argument of ``minimise`` is the
-    standardised rows ``[N, D]`` or a design holding them transposed, ``Xt [D, N]``)."""
+    standardised rows ``[N, D]`` or a design holding them transposed, ``Xt [D, N]``, or, for rows
+    on disk, a design whose ``Xt`` is ``[D, 0]`` and whose ``n`` counts the rows)."""
     import science.probes.linear as linear
 
     counter = FitCounter()
@@ -110,7 +111,10 @@ def counting_fits() -> Iterator[FitCounter]:
 
     def counted(first: Any, y: Any, counts: Any, *args: Any, **kwargs: Any) -> Any:
         out = real(first, y, counts, *args, **kwargs)
-        d, n = first.Xt.shape if hasattr(first, "Xt") else tuple(reversed(first.shape))
+        if hasattr(first, "Xt"):  # a design: its rows may be on disk (Xt empty), so N is its n
+            d, n = int(first.Xt.shape[0]), int(getattr(first, "n", first.Xt.shape[1]))
+        else:
+            d, n = tuple(reversed(first.shape))
         counter.fits.append((int(n), int(d), int(counts.numel()), int(out.n_evals)))
         return out
 

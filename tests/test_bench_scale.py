@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 _spec = importlib.util.spec_from_file_location(
     "bench_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
@@ -89,3 +90,21 @@ def test_bad_arguments_are_one_line_not_a_traceback(args, words, capsys) -> None
     with pytest.raises(SystemExit) as done:
         bench_scale.main(["--layers", "2", "--d-model", "64", "--parts", "probes", *args])
     assert done.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_a_fit_on_rows_on_disk_is_counted_with_its_rows() -> None:
+    # a design on disk holds Xt [D, 0]: counted from Xt's shape, its evaluations had no floor at all
+    from benchmarks.floors import counting_fits
+    from science.probes.design import standardise_rows
+    from science.probes.linear import fit_design, standardised
+    from science.spill import SpilledRows
+
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (900,), generator=g)
+    X = torch.randn(900, 12, generator=g) + torch.randn(3, 12, generator=g)[y]
+    with SpilledRows(12) as rows, counting_fits() as fits:
+        rows.append(X)
+        fit_design(standardised(X), y, 3)
+        fit_design(standardise_rows(rows), y, 3)
+    (in_memory, on_disk) = fits.fits
+    assert in_memory[:3] == on_disk[:3] == (900, 12, 3) and on_disk[3] > 0
