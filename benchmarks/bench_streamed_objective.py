@@ -1,13 +1,14 @@
 """One evaluation of the probe's objective on rows on disk, a training split of them selected by a
-mask (``science.spill.SelectedRows``, what INLP's and every streamed probe's rounds read): the rows
-gathered by ``index_select`` (the product) against a bool mask (the code before), the same bits,
-and both against the evaluation's floor (``benchmarks/floors.py``). CPU seconds, rates measured in
-this run.
+mask (``science.spill.SelectedRows``, what INLP's and every streamed probe's rounds read): the
+product's evaluation (each chunk gathered, centred and transposed for the kernel in one compiled
+pass, ``science.probes.onepass.centred_transpose``) against the code before it (torch's
+``index_select``, ``sub_`` and the kernel's transposed copy), the same bits, and both against the
+evaluation's floor (``benchmarks/floors.py``). CPU seconds, rates measured in this run.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_streamed_objective.py --shapes 65560x1024x3 65560x768x2
 
 Each shape is ``N x D x K`` (rows on disk, features, classes); 80 % of the rows are selected, as
-INLP's 80/20 split selects them; medians of ``--repeats`` evaluations.
+INLP's 80/20 split selects them; medians of ``--repeats`` evaluations, the two interleaved.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -24,32 +25,35 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
 
 from benchmarks.floors import machine_rates
-from science.probes.design import standardise_rows
-from science.probes.solver import _chunked_objective
-from science.spill import SelectedRows, SpilledRows
+from science.probes.design import Design, standardise_rows
+from science.probes.solver import _block_labels, _chunked_objective, _Sums
+from science.spill import RowSource, SpilledRows
+
+Evaluation = Callable[[torch.Tensor], tuple[torch.Tensor, ...]]
 
 
-class _MaskedRows(SelectedRows):
-    """The code before: each chunk's selected rows gathered by a bool mask."""
+def _torch_steps(d: Design, source: RowSource, y: torch.Tensor, k: int, M: torch.Tensor, lam: float) -> Evaluation:
+    """The evaluation as it was made before the compiled pass: each chunk gathered by ``index_select``
+    (``source.chunks()``), centred in place, handed to the kernel as a transposed view (copied)."""
+    D, centre = int(d.Xt.shape[0]), d.centre.float()
 
-    def chunks(self) -> Iterator[torch.Tensor]:
-        start = 0
-        for chunk in self.rows.chunks():
-            m = int(chunk.shape[0])
-            yield chunk[self.mask[start : start + m]]
-            start += m
+    def evaluate(th: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        W = th[: k * D].view(k, D) @ M
+        V, b = d.raw_weights(W).float(), th[k * D :]
+        sums, start = _Sums(k, D), 0
+        for X in source.chunks():
+            X.sub_(centre)
+            sums.add(V, b, X.T, _block_labels(y[start : start + X.shape[0]]), d.n)
+            start += int(X.shape[0])
+        return sums.result(d, W, lam)
+
+    return evaluate
 
 
-def _evaluations(source, y: torch.Tensor, k: int, th: torch.Tensor, repeats: int) -> tuple[float, tuple]:
-    d = standardise_rows(source)
-    evaluate = _chunked_objective(d, y, k, torch.eye(source.width, dtype=torch.float64), 1e-4)
-    out = evaluate(th)  # warm
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()
-        evaluate(th)
-        times.append(time.process_time() - t)
-    return statistics.median(times), out
+def _timed(evaluate: Evaluation, th: torch.Tensor) -> float:
+    t = time.process_time()
+    evaluate(th)
+    return time.process_time() - t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = machine_rates()
     print(f"rates: {rates.gflops:.1f} GFLOP/s fp32 matmul, {rates.gbps:.1f} GB/s read (one thread, CPU seconds)")
     print(
-        "| N × D × K (80 % selected) | bool mask ms | index_select ms | new / old | floor ms | new / floor | same bits |"
+        "| N × D × K (80 % selected) | torch steps ms | compiled pass ms | new / old | floor ms | new / floor | same bits |"
     )
     print("|---|---:|---:|---:|---:|---:|---|")
     for shape in args.shapes:
@@ -69,12 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         mask = torch.rand(n, generator=g) < 0.8
         y = torch.randint(0, k, (n,), generator=g)[mask]
         th = torch.randn(k * d + k, dtype=torch.float64, generator=g) * 1e-2
+        M = torch.eye(d, dtype=torch.float64)
         with SpilledRows(d) as rows:
             for i in range(0, n, 4096):
                 rows.append(torch.randn(min(4096, n - i), d, generator=g))
-            old, out_old = _evaluations(_MaskedRows(rows, mask), y, k, th, args.repeats)
-            new, out_new = _evaluations(rows.selected(mask), y, k, th, args.repeats)
-        same = all(torch.equal(a, b) for a, b in zip(out_old, out_new, strict=True))
+            source = rows.selected(mask)
+            design = standardise_rows(source)
+            before, now = _torch_steps(design, source, y, k, M, 1e-4), _chunked_objective(design, y, k, M, 1e-4)
+            same = all(torch.equal(a, b) for a, b in zip(before(th), now(th), strict=True))  # also the warm-up
+            old_t, new_t = [], []
+            for _ in range(args.repeats):
+                old_t.append(_timed(before, th))
+                new_t.append(_timed(now, th))
+        old, new = statistics.median(old_t), statistics.median(new_t)
         floor = rates.evaluation(int(mask.sum()), d, k)
         print(
             f"| {n:,} × {d} × {k} | {old * 1e3:.1f} | {new * 1e3:.1f} | {new / old:.2f} "

@@ -44,6 +44,12 @@ class RowSource(Protocol):
         refilled when the next is read: copy one to keep it)."""
         ...
 
+    def indexed_chunks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """The rows in order, before any selection: ``(chunk, index)``, a float32 ``[m, width]``
+        chunk as :meth:`chunks` gives it and the int64 positions of the rows taken from it (None:
+        every row). What a reader that gathers as it copies takes (``chunks`` gathers for it)."""
+        ...
+
 
 class SpilledRows:
     """A float32 ``[n, width]`` matrix on disk, appended in order and read back in chunks of
@@ -88,14 +94,18 @@ class SpilledRows:
     def chunks(self, select: Tensor | None = None) -> Iterator[Tensor]:
         """The rows in order, ``[m, width]`` float32 chunks of one reused buffer (a chunk the caller
         may overwrite); ``select`` (bool ``[n]``): only the rows it marks (a copy per chunk)."""
+        for out, index in self.indexed_chunks(select):
+            # index_select gathers the same rows ~4× faster than a bool mask
+            yield out if index is None else torch.index_select(out, 0, index)
+
+    def indexed_chunks(self, select: Tensor | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """The file's chunks in order, each with the positions of the rows ``select`` (bool ``[n]``)
+        marks in it (None: no selection): :meth:`RowSource.indexed_chunks`."""
         buf = np.empty((self.chunk, self._width), dtype=np.float32)
         for start in range(0, self._n, self.chunk):
             m = min(self.chunk, self._n - start)
             self._read(start, buf[:m])
-            out = torch.from_numpy(buf[:m])
-            if select is not None:  # index_select gathers the same rows ~4× faster than a bool mask
-                out = torch.index_select(out, 0, select[start : start + m].nonzero().flatten())
-            yield out
+            yield torch.from_numpy(buf[:m]), None if select is None else select[start : start + m].nonzero().flatten()
 
     def _read(self, start: int, into: np.ndarray) -> None:
         self._file.seek(4 * start * self._width)
@@ -146,3 +156,6 @@ class SelectedRows:
 
     def chunks(self) -> Iterator[Tensor]:
         return self.rows.chunks(self.mask)
+
+    def indexed_chunks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
+        return self.rows.indexed_chunks(self.mask)

@@ -37,7 +37,7 @@ _LIBRARY = OpsLibrary(
     "probe objective kernel",
     "LAYERSCOPE_PROBE_KERNEL",
     "ls_probe_objective_ops",
-    read_sources(CSRC, ("probe_objective_kernel.h", "probe_lbfgs.h", "probe_objective_ops.cpp")),
+    read_sources(CSRC, ("probe_objective_kernel.h", "probe_lbfgs.h", "centred_transpose.h", "probe_objective_ops.cpp")),
     "probe_objective_ops.cpp",
     "the torch objective",
     "layerscope_probe",
@@ -96,6 +96,21 @@ def _ops() -> Any:
     if ops is None:
         raise RuntimeError(f"the compiled probe objective is unavailable: {load_error() or 'turned off'}")
     return ops
+
+
+def centred_transpose(X: Tensor, centre: Tensor, rows: Tensor | None = None) -> Tensor:
+    """``(X[rows] − centre)ᵀ`` as a new contiguous ``[D, m]`` float32 tensor: a chunk of rows read
+    back from disk (``X [n, D]``, contiguous float32; ``rows [m]`` int64 positions of the rows to take,
+    None: all; ``centre [D]`` float32) in the layout the kernel reads, in one pass
+    (``csrc/centred_transpose.h``). The same values bit for bit as ``index_select``, ``sub_(centre)``
+    and ``.T.contiguous()`` (the same float32 subtraction), without torch's strided copy
+    (BENCHMARKS.md "Lab scale"); ``X`` is left as it was.
+
+    Raises:
+        RuntimeError: a dtype, device, shape or layout the op does not take, a position outside
+            ``X``'s rows, or the kernel is unavailable (:func:`load_error`).
+    """
+    return _ops().centred_transpose(X, centre, rows)
 
 
 def kernel_rows(Xt: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:

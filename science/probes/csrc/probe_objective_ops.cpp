@@ -1,10 +1,12 @@
 // The typed torch ops over probe_objective_kernel.h and probe_lbfgs.h:
-// torch.ops.layerscope_probe.objective (one evaluation's sums) and .lbfgs_fit (a whole fit). They
+// torch.ops.layerscope_probe.objective (one evaluation's sums), .lbfgs_fit (a whole fit) and
+// .centred_transpose (a chunk of rows on disk in the kernel's layout). They
 // check dtypes, devices, shapes and layouts and raise (RuntimeError) instead of reading out of
 // bounds. Built and loaded by science/probes/onepass.py.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "centred_transpose.h"
 #include "probe_lbfgs.h"
 #include "probe_objective_kernel.h"
 
@@ -97,6 +99,28 @@ std::tuple<Tensor, int64_t, int64_t, bool, double> lbfgs_fit(
     return {run.x, run.n_iter, f.evals, run.stopped, f.gmax};
 }
 
+// (X[rows] − centre [D])ᵀ → a new [D, m] float32 tensor (centred_transpose.h): X [n, D], rows [m]
+// int64 positions in 0..n-1 (absent: every row, m = n).
+Tensor centred_transpose(const Tensor& X, const Tensor& centre, const std::optional<Tensor>& rows) {
+    TORCH_CHECK(X.dim() == 2, "X must be [n, D], got ", X.dim(), " dims");
+    const int64_t n = X.size(0), D = X.size(1);
+    check(X, at::kFloat, {n, D}, "X");
+    check(centre, at::kFloat, {D}, "centre");
+    const int64_t m = rows ? rows->numel() : n;
+    const int64_t* rp = nullptr;
+    if (rows) {
+        check(*rows, at::kLong, {m}, "rows");
+        rp = rows->data_ptr<int64_t>();
+        for (int64_t i = 0; i < m; ++i)
+            TORCH_CHECK(rp[i] >= 0 && rp[i] < n, "rows must be positions in 0..", n - 1, ", got ", rp[i], " at ", i);
+    }
+    Tensor out = at::empty({D, m}, X.options());
+    if (m > 0 && D > 0)
+        layerscope_probe::centred_transpose(X.data_ptr<float>(), m, D, rp, centre.data_ptr<float>(),
+                                            out.data_ptr<float>());
+    return out;
+}
+
 bool simd() { return LAYERSCOPE_PROBE_SIMD; }
 
 }  // namespace
@@ -107,10 +131,12 @@ TORCH_LIBRARY(layerscope_probe, m) {
     m.def("lbfgs_fit(Tensor Xt, Tensor y, float Ntot, int n, Tensor maps, Tensor? P, Tensor? grad_map, "
           "Tensor inv_std, Tensor MT, float lam, float scale, Tensor theta0, float tol, int max_iter, "
           "int history_size, float tolerance_change, int restarts) -> (Tensor, int, int, bool, float)");
+    m.def("centred_transpose(Tensor X, Tensor centre, Tensor? rows) -> Tensor");
     m.def("simd() -> bool", &simd);  // whether the SIMD path was compiled (else the scalar one)
 }
 
 TORCH_LIBRARY_IMPL(layerscope_probe, CPU, m) {
     m.impl("objective", &objective);
     m.impl("lbfgs_fit", &lbfgs_fit);
+    m.impl("centred_transpose", &centred_transpose);
 }
