@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.fl
 
 from benchmarks.floors import machine_rates
 from science.probes.design import Design, standardise_rows
-from science.probes.solver import _block_labels, _chunked_objective, _Sums
+from science.probes.solver import _chunked_objective, _Sums
 from science.spill import RowSource, SpilledRows
 
 Evaluation = Callable[[torch.Tensor], tuple[torch.Tensor, ...]]
@@ -43,7 +43,7 @@ def _torch_steps(d: Design, source: RowSource, y: torch.Tensor, k: int, M: torch
         sums, start = _Sums(k, D), 0
         for X in source.chunks():
             X.sub_(centre)
-            sums.add(V, b, X.T, _block_labels(y[start : start + X.shape[0]]), d.n)
+            sums.add(V, b, X.T, y[start : start + X.shape[0]], d.n, kernel=True)
             start += int(X.shape[0])
         return sums.result(d, W, lam)
 

@@ -1,19 +1,21 @@
 """Rows spilled to disk: a float32 matrix ``[N, D]`` written to an unlinked temporary file and
-read back a chunk at a time into one reused buffer (docs/DESIGN.md#memory-bound).
+read back a chunk at a time into two reused buffers (docs/DESIGN.md#memory-bound).
 
 What a memory-bounded edit fit reads when its rows do not fit the bound
 (:mod:`science.streamed_fit`): the rows pass through the process ``chunk_rows`` at a time, so
-its resident memory holds one chunk, not N rows. The file is read with ``readinto`` (ordinary
-reads: the kernel's page cache may keep the file, but no page of it is mapped into this process,
-so none counts in its resident set — a ``numpy.memmap`` would count every page it touched). The
+its resident memory holds two chunks (the one worked on, the next being read), not N rows. The
+file is read with ``os.preadv`` (ordinary reads: the kernel's page cache may keep the file, but no
+page of it is mapped into this process, so none counts in its resident set — a ``numpy.memmap`` would count every page it touched). The
 file is created by :func:`tempfile.TemporaryFile` (already unlinked where the OS allows: nothing
 is left behind by a killed process) in ``TMPDIR``.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -91,30 +93,59 @@ class SpilledRows:
             view = view[written:]
         self._n += int(a.shape[0])
 
-    def chunks(self, select: Tensor | None = None) -> Iterator[Tensor]:
-        """The rows in order, ``[m, width]`` float32 chunks of one reused buffer (a chunk the caller
-        may overwrite); ``select`` (bool ``[n]``): only the rows it marks (a copy per chunk)."""
-        for out, index in self.indexed_chunks(select):
+    def positions(self, select: Tensor) -> list[Tensor]:
+        """For each chunk, the int64 positions within it of the rows ``select`` (bool ``[n]``) marks:
+        what :meth:`indexed_chunks` hands out, found once for a selection that is read many times
+        (a probe fit's every evaluation reads its training rows)."""
+        return [select[start : start + self.chunk].nonzero().flatten() for start in range(0, self._n, self.chunk)]
+
+    def chunks(self, positions: list[Tensor] | None = None) -> Iterator[Tensor]:
+        """The rows in order, ``[m, width]`` float32 chunks of two reused buffers (a chunk the caller
+        may overwrite); ``positions`` (:meth:`positions`): only the rows they name (a copy per chunk)."""
+        for out, index in self.indexed_chunks(positions):
             # index_select gathers the same rows ~4× faster than a bool mask
             yield out if index is None else torch.index_select(out, 0, index)
 
-    def indexed_chunks(self, select: Tensor | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
-        """The file's chunks in order, each with the positions of the rows ``select`` (bool ``[n]``)
-        marks in it (None: no selection): :meth:`RowSource.indexed_chunks`."""
-        buf = np.empty((self.chunk, self._width), dtype=np.float32)
-        for start in range(0, self._n, self.chunk):
-            m = min(self.chunk, self._n - start)
-            self._read(start, buf[:m])
-            yield torch.from_numpy(buf[:m]), None if select is None else select[start : start + m].nonzero().flatten()
+    def indexed_chunks(self, positions: list[Tensor] | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
+        """The file's chunks in order, each with the positions of the rows to take from it
+        (``positions``, :meth:`positions`; None: every row): :meth:`RowSource.indexed_chunks`.
+
+        The next chunk is read by a reader thread into a second buffer while the caller works on
+        this one (``os.preadv`` lets go of the interpreter lock): the file's read, ~a quarter of a
+        streamed probe evaluation, overlaps the arithmetic where a core is free. Two buffers of
+        :data:`CHUNK_BYTES` are held (:func:`science.streamed_fit.streamed_fit_bytes` counts both).
+
+        Raises:
+            OSError: the file ended early or could not be read.
+        """
+        starts = list(range(0, self._n, self.chunk))
+        if not starts:
+            return
+        bufs = [np.empty((self.chunk, self._width), dtype=np.float32) for _ in range(min(2, len(starts)))]
+
+        def read(i: int) -> np.ndarray:
+            into = bufs[i % len(bufs)][: min(self.chunk, self._n - starts[i])]
+            self._read(starts[i], into)
+            return into
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="spilled-rows") as reader:
+            pending = reader.submit(read, 0)
+            for i in range(len(starts)):
+                chunk = pending.result()
+                if i + 1 < len(starts):  # the other buffer: the caller is done with it
+                    pending = reader.submit(read, i + 1)
+                yield torch.from_numpy(chunk), None if positions is None else positions[i]
 
     def _read(self, start: int, into: np.ndarray) -> None:
-        self._file.seek(4 * start * self._width)
+        """Fill ``into`` from row ``start`` on, with positional reads (no shared file offset: safe
+        beside another thread's read)."""
         view = into.data.cast("B")
+        offset = 4 * start * self._width
         while view:
-            got = self._file.readinto(view)
+            got = os.preadv(self._file.fileno(), [view], offset)
             if not got:
                 raise OSError(f"spilled rows: the file ended {len(view)} bytes early")
-            view = view[got:]
+            view, offset = view[got:], offset + got
 
     def read_all(self) -> Tensor:
         """Every row at once, a new float32 ``[n, width]`` tensor (what a caller holds is then n rows)."""
@@ -145,6 +176,7 @@ class SelectedRows:
     def __init__(self, rows: SpilledRows, mask: Tensor) -> None:
         self.rows, self.mask = rows, mask
         self._n = int(mask.sum())
+        self._positions = rows.positions(mask)  # each chunk's selected rows, found once (8 bytes a row)
 
     @property
     def n(self) -> int:
@@ -155,7 +187,7 @@ class SelectedRows:
         return self.rows.width
 
     def chunks(self) -> Iterator[Tensor]:
-        return self.rows.chunks(self.mask)
+        return self.rows.chunks(self._positions)
 
     def indexed_chunks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
-        return self.rows.indexed_chunks(self.mask)
+        return self.rows.indexed_chunks(self._positions)

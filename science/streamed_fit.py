@@ -164,8 +164,9 @@ def spill_layer(
 def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:
     """Bytes a streamed fit of ``n_sequences`` × ``length`` rows of ``width`` holds at once: one
     capture batch's layer states and their labelled copy, the chunks read back (the buffer, a
-    selected copy, the float64 copies LeaceFitter's update makes: 8 chunks' bytes), the
-    :data:`STREAM_SQUARES` ``[D, D]`` float64 matrices, and the labels and masks (24 bytes a row)."""
+    selected copy, the float64 copies LeaceFitter's update makes, the next chunk's buffer: 9 chunks'
+    bytes), the :data:`STREAM_SQUARES` ``[D, D]`` float64 matrices, and the labels, masks and the
+    selected rows' positions (32 bytes a row)."""
     batch = state_bytes(min(CAPTURE_BATCH, n_sequences), length, width)
     chunk = 4 * min(chunk_rows(width), n_sequences * length) * width
-    return 2 * batch + 8 * chunk + STREAM_SQUARES * 8 * width * width + 24 * n_sequences * length
+    return 2 * batch + 9 * chunk + STREAM_SQUARES * 8 * width * width + 32 * n_sequences * length

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 
 import pytest
 import torch
@@ -66,6 +67,27 @@ def test_spilled_rows_come_back_bit_for_bit_in_chunks(small_chunks) -> None:
     assert torch.equal(picked, X[mask])
     with pytest.raises(ValueError, match=r"rows must be \[m, 24\]"):
         SpilledRows(24).append(torch.zeros(3, 5))
+
+
+def test_the_next_chunk_is_read_beside_the_caller_without_touching_its_chunk(small_chunks) -> None:
+    """The reader thread fills the other buffer: a caller that overwrites each chunk it is handed
+    (as the torch path centres it in place) still gets every next chunk as it is on disk; a caller
+    that stops early leaves no reader behind; a file that ends early is an error in the caller."""
+    X, _ = _rows()
+    with SpilledRows(X.shape[1]) as rows:
+        rows.append(X)
+        seen = []
+        for c in rows.chunks():
+            seen.append(c.clone())
+            c.fill_(float("nan"))  # the caller's own use of the chunk it holds
+        assert torch.equal(torch.cat(seen), X)
+        first = next(iter(rows.chunks())).clone()
+        assert torch.equal(first, X[:700])
+        assert not [t for t in threading.enumerate() if t.name.startswith("spilled-rows")]
+        rows._file.truncate(4 * 24 * 2000)  # the file loses its rows after 2,000
+        with pytest.raises(OSError, match="ended .* bytes early"):
+            for _ in rows.chunks():
+                pass
 
 
 def test_streamed_statistics_equal_the_in_memory_ones(small_chunks) -> None:

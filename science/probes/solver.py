@@ -139,19 +139,21 @@ class _Sums:
         self.G = torch.zeros(K, D, dtype=torch.float64)
         self.g_b = torch.zeros(K, dtype=torch.float64)
 
-    def add(self, V: Tensor, b: Tensor, xt: Tensor, labels: tuple[Tensor, Tensor], N: int) -> None:
-        """One block: ``xt [D, m]`` centred rows (any strides), ``labels``: its labels ``[1, m]``
-        (int64) and ``[1, m]`` of −1.0 (:func:`_block_labels`), ``V [K, D]`` raw weights in the
-        rows' dtype, ``b [K]``; its logits, loss, residuals and gradient product made while the
-        block is in cache."""
-        yc, minus = labels
-        if onepass.applies(xt, int(V.shape[0])):  # the compiled one-pass kernel (measurement version 3)
-            onepass.add_sums(xt, V, b, yc[0], N, self.picked, self.G, self.g_b)
+    def add(self, V: Tensor, b: Tensor, xt: Tensor, y: Tensor, N: int, kernel: bool) -> None:
+        """One block: ``xt [D, m]`` centred rows (any strides; unit stride along a row for the
+        kernel), ``y [m]`` its labels (int64), ``V [K, D]`` raw weights in the rows' dtype, ``b [K]``;
+        its logits, loss, residuals and gradient product made while the block is in cache.
+        ``kernel``: the compiled one-pass kernel (measurement version 3) adds them, as
+        :func:`science.probes.onepass.applies` decided once for the fit (asking it per block read
+        the environment on every chunk)."""
+        if kernel:
+            onepass.add_sums(xt, V, b, y, N, self.picked, self.G, self.g_b)
             return
+        yc = y.unsqueeze(0)  # [1, m]
         logp = torch.log_softmax(torch.add(V @ xt, b.unsqueeze(1)), 0)  # [K, m] float64
         self.picked += logp.gather(0, yc).sum()
         R = logp.exp_()
-        R.scatter_add_(0, yc, minus).div_(N)  # (P − Y) / N
+        R.scatter_add_(0, yc, torch.full(yc.shape, -1.0, dtype=R.dtype, device=R.device)).div_(N)  # (P − Y) / N
         self.G += (R.to(xt.dtype) @ xt.T).double()
         self.g_b += R.sum(1)
 
@@ -160,12 +162,6 @@ class _Sums:
         loss = -self.picked / d.n + 0.5 * lam * (W * W).sum()
         G = self.G if d.P is None else self.G @ d.P
         return loss, G.mul_(1.0 / d.std).add_(W, alpha=lam), self.g_b, W
-
-
-def _block_labels(y: Tensor) -> tuple[Tensor, Tensor]:
-    """A block's labels ``y [m]`` as :meth:`_Sums.add` reads them: ``[1, m]`` and ``[1, m]`` of −1.0."""
-    yc = y.unsqueeze(0)
-    return yc, torch.full(yc.shape, -1.0, dtype=torch.float64, device=y.device)
 
 
 def _in_blocks(d: Design) -> bool:
@@ -185,14 +181,15 @@ def _blocked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
     Xt = d.Xt
     D, N = int(Xt.shape[0]), int(Xt.shape[1])
     B = max(256, BLOCK_BYTES // (D * Xt.element_size()))
-    blocks = [(Xt[:, i : i + B], _block_labels(y[i : i + B])) for i in range(0, N, B)]  # made once
+    blocks = [(Xt[:, i : i + B], y[i : i + B]) for i in range(0, N, B)]  # made once
+    kernel = onepass.applies(Xt, K)
 
     def evaluate(th: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         W = th[: K * D].view(K, D) @ M
         V, b = d.raw_weights(W).to(Xt.dtype), th[K * D :]
         sums = _Sums(K, D)
-        for xt, labels in blocks:
-            sums.add(V, b, xt, labels, N)
+        for xt, yb in blocks:
+            sums.add(V, b, xt, yb, N, kernel)
         return sums.result(d, W, lam)
 
     return evaluate
@@ -222,7 +219,7 @@ def _chunked_objective(d: Design, y: Tensor, K: int, M: Tensor, lam: float) -> O
                 xt = onepass.centred_transpose(X, centre, index)
             else:
                 xt = (X if index is None else X.index_select(0, index)).sub_(centre).T
-            sums.add(V, b, xt, _block_labels(y[start : start + xt.shape[1]]), N)
+            sums.add(V, b, xt, y[start : start + xt.shape[1]], N, kernel)
             start += int(xt.shape[1])
         return sums.result(d, W, lam)
 
