@@ -43,7 +43,7 @@ class RowSource(Protocol):
 
     def chunks(self) -> Iterator[Tensor]:
         """The rows in order, as float32 ``[m, width]`` chunks the caller may overwrite (each is
-        refilled when the next is read: copy one to keep it)."""
+        refilled as later ones are read: copy one to keep it)."""
         ...
 
     def indexed_chunks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
