@@ -32,6 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
 
 from benchmarks.floors import machine_rates
+from science.probes import onepass
 from science.probes.design import Design, standardise_rows
 from science.probes.solver import _chunked_objective, _Sums
 from science.spill import RowSource, SpilledRows
@@ -43,6 +44,7 @@ def _torch_steps(d: Design, source: RowSource, y: torch.Tensor, k: int, M: torch
     """The evaluation as it was made before the compiled pass: each chunk gathered by ``index_select``
     (``source.chunks()``), centred in place, handed to the kernel as a transposed view (copied)."""
     D, centre = int(d.Xt.shape[0]), d.centre.float()
+    kernel = onepass.applies(d.Xt, k)  # as the product decides it, once a fit
 
     def evaluate(th: torch.Tensor) -> tuple[torch.Tensor, ...]:
         W = th[: k * D].view(k, D) @ M
@@ -50,7 +52,7 @@ def _torch_steps(d: Design, source: RowSource, y: torch.Tensor, k: int, M: torch
         sums, start = _Sums(k, D), 0
         for X in source.chunks():
             X.sub_(centre)
-            sums.add(V, b, X.T, y[start : start + X.shape[0]], d.n, kernel=True)
+            sums.add(V, b, X.T, y[start : start + X.shape[0]], d.n, kernel)
             start += int(X.shape[0])
         return sums.result(d, W, lam)
 

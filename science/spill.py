@@ -5,8 +5,8 @@ What a memory-bounded edit fit reads when its rows do not fit the bound
 (:mod:`science.streamed_fit`): the rows pass through the process ``chunk_rows`` at a time, so
 its resident memory holds two chunks (the one worked on, the next being read), not N rows. The
 file is read with ``os.preadv`` (ordinary reads: the kernel's page cache may keep the file, but no
-page of it is mapped into this process, so none counts in its resident set — a ``numpy.memmap`` would count every page it touched). The
-file is created by :func:`tempfile.TemporaryFile` (already unlinked where the OS allows: nothing
+page of it is mapped into this process, so none counts in its resident set — a ``numpy.memmap``
+would count every page it touched). The file is created by :func:`tempfile.TemporaryFile` (already unlinked where the OS allows: nothing
 is left behind by a killed process) in ``TMPDIR``.
 """
 
@@ -117,8 +117,14 @@ class SpilledRows:
 
         Raises:
             OSError: the file ended early or could not be read.
+            ValueError: ``positions`` were found for another number of rows than the file holds.
         """
         starts = list(range(0, self._n, self.chunk))
+        if positions is not None and len(positions) != len(starts):
+            raise ValueError(
+                f"positions for {len(positions)} chunks, the file has {len(starts)}: rows were appended "
+                "after the selection was made"
+            )
         if not starts:
             return
         bufs = [np.empty((self.chunk, self._width), dtype=np.float32) for _ in range(min(2, len(starts)))]
@@ -171,7 +177,9 @@ class SpilledRows:
 
 
 class SelectedRows:
-    """Some rows of a :class:`SpilledRows` (bool ``mask [n]``), in order: a :class:`RowSource`."""
+    """Some rows of a :class:`SpilledRows` (bool ``mask [n]``), in order: a :class:`RowSource`. The
+    selection is of the rows the file holds when it is made (reading it after more rows were
+    appended raises ValueError)."""
 
     def __init__(self, rows: SpilledRows, mask: Tensor) -> None:
         self.rows, self.mask = rows, mask

@@ -165,8 +165,9 @@ def streamed_fit_bytes(n_sequences: int, length: int, width: int) -> int:
     """Bytes a streamed fit of ``n_sequences`` × ``length`` rows of ``width`` holds at once: one
     capture batch's layer states and their labelled copy, the chunks read back (the buffer, a
     selected copy, the float64 copies LeaceFitter's update makes, the next chunk's buffer: 9 chunks'
-    bytes), the :data:`STREAM_SQUARES` ``[D, D]`` float64 matrices, and the labels, masks and the
-    selected rows' positions (32 bytes a row)."""
+    bytes), the :data:`STREAM_SQUARES` ``[D, D]`` float64 matrices, and per row (34 bytes): the labels,
+    INLP's split (a permutation and the held-out and training labels), the selected rows' positions
+    and two masks."""
     batch = state_bytes(min(CAPTURE_BATCH, n_sequences), length, width)
     chunk = 4 * min(chunk_rows(width), n_sequences * length) * width
-    return 2 * batch + 9 * chunk + STREAM_SQUARES * 8 * width * width + 32 * n_sequences * length
+    return 2 * batch + 9 * chunk + STREAM_SQUARES * 8 * width * width + 34 * n_sequences * length

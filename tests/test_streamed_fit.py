@@ -72,7 +72,8 @@ def test_spilled_rows_come_back_bit_for_bit_in_chunks(small_chunks) -> None:
 def test_the_next_chunk_is_read_beside_the_caller_without_touching_its_chunk(small_chunks) -> None:
     """The reader thread fills the other buffer: a caller that overwrites each chunk it is handed
     (as the torch path centres it in place) still gets every next chunk as it is on disk; a caller
-    that stops early leaves no reader behind; a file that ends early is an error in the caller."""
+    that stops early leaves no reader behind; a selection read after rows were appended, or a file
+    that ends early, is an error in the caller."""
     X, _ = _rows()
     with SpilledRows(X.shape[1]) as rows:
         rows.append(X)
@@ -84,6 +85,10 @@ def test_the_next_chunk_is_read_beside_the_caller_without_touching_its_chunk(sma
         first = next(iter(rows.chunks())).clone()
         assert torch.equal(first, X[:700])
         assert not [t for t in threading.enumerate() if t.name.startswith("spilled-rows")]
+        picked = rows.selected(torch.ones(X.shape[0], dtype=torch.bool))
+        rows.append(X[:800])  # rows the selection was not made over
+        with pytest.raises(ValueError, match="appended after the selection was made"):
+            next(iter(picked.chunks()))
         rows._file.truncate(4 * 24 * 2000)  # the file loses its rows after 2,000
         with pytest.raises(OSError, match="ended .* bytes early"):
             for _ in rows.chunks():

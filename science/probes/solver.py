@@ -153,7 +153,9 @@ class _Sums:
         logp = torch.log_softmax(torch.add(V @ xt, b.unsqueeze(1)), 0)  # [K, m] float64
         self.picked += logp.gather(0, yc).sum()
         R = logp.exp_()
-        R.scatter_add_(0, yc, torch.full(yc.shape, -1.0, dtype=R.dtype, device=R.device)).div_(N)  # (P − Y) / N
+        R.scatter_add_(0, yc, torch.tensor(-1.0, dtype=R.dtype, device=R.device).expand(yc.shape)).div_(
+            N
+        )  # (P − Y) / N
         self.G += (R.to(xt.dtype) @ xt.T).double()
         self.g_b += R.sum(1)
 
