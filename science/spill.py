@@ -134,6 +134,9 @@ class SpilledRows:
             self._read(starts[i], into)
             return into
 
+        if len(starts) == 1:  # nothing to read ahead: no thread (its start would cost more than it hides)
+            yield torch.from_numpy(read(0)), None if positions is None else positions[0]
+            return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="spilled-rows") as reader:
             pending = reader.submit(read, 0)
             for i in range(len(starts)):

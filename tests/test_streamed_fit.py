@@ -85,6 +85,10 @@ def test_the_next_chunk_is_read_beside_the_caller_without_touching_its_chunk(sma
         first = next(iter(rows.chunks())).clone()
         assert torch.equal(first, X[:700])
         assert not [t for t in threading.enumerate() if t.name.startswith("spilled-rows")]
+        with SpilledRows(X.shape[1]) as one:  # a single chunk is read without a reader thread
+            one.append(X[:500])
+            odd = torch.arange(500) % 2 == 1
+            assert torch.equal(torch.cat([c.clone() for c in one.selected(odd).chunks()]), X[:500][odd])
         picked = rows.selected(torch.ones(X.shape[0], dtype=torch.bool))
         rows.append(X[:800])  # rows the selection was not made over
         with pytest.raises(ValueError, match="appended after the selection was made"):
