@@ -23,10 +23,9 @@ import dataclasses
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
@@ -57,33 +56,6 @@ def _torch_steps(d: Design, source: RowSource, y: torch.Tensor, k: int, M: torch
         return sums.result(d, W, lam)
 
     return evaluate
-
-
-class _ReadInTurn:
-    """The rows ``positions`` names in ``rows`` (:meth:`SpilledRows.positions`), each chunk read
-    into one buffer when it is asked for, nothing read ahead: a :class:`RowSource`."""
-
-    def __init__(self, rows: SpilledRows, positions: list[torch.Tensor]) -> None:
-        self.rows, self.positions = rows, positions
-
-    @property
-    def n(self) -> int:
-        return sum(int(p.numel()) for p in self.positions)
-
-    @property
-    def width(self) -> int:
-        return self.rows.width
-
-    def indexed_chunks(self) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
-        buf = np.empty((self.rows.chunk, self.rows.width), dtype=np.float32)
-        for i, start in enumerate(range(0, self.rows.n, self.rows.chunk)):
-            into = buf[: min(self.rows.chunk, self.rows.n - start)]
-            self.rows._read(start, into)
-            yield torch.from_numpy(into), self.positions[i]
-
-    def chunks(self) -> Iterator[torch.Tensor]:
-        for X, index in self.indexed_chunks():
-            yield X if index is None else X.index_select(0, index)
 
 
 def _timed(evaluate: Evaluation, th: torch.Tensor, clock: Callable[[], float] = time.process_time) -> float:
@@ -117,9 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             source = rows.selected(mask)
             design = standardise_rows(source)
             before, now = _torch_steps(design, source, y, k, M, 1e-4), _chunked_objective(design, y, k, M, 1e-4)
-            in_turn = _chunked_objective(
-                dataclasses.replace(design, rows=_ReadInTurn(rows, rows.positions(mask))), y, k, M, 1e-4
-            )
+            in_turn_rows = rows.selected(mask, read_ahead=False)
+            in_turn = _chunked_objective(dataclasses.replace(design, rows=in_turn_rows), y, k, M, 1e-4)
             results = [before(th), now(th), in_turn(th)]  # also the warm-up
             same = all(torch.equal(a, b) for a, b in zip(results[0], results[1], strict=True))
             same_read = all(torch.equal(a, b) for a, b in zip(results[1], results[2], strict=True))

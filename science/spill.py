@@ -6,8 +6,8 @@ What a memory-bounded edit fit reads when its rows do not fit the bound
 its resident memory holds two chunks (the one worked on, the next being read), not N rows. The
 file is read with ``os.preadv`` (ordinary reads: the kernel's page cache may keep the file, but no
 page of it is mapped into this process, so none counts in its resident set — a ``numpy.memmap``
-would count every page it touched). The file is created by :func:`tempfile.TemporaryFile` (already unlinked where the OS allows: nothing
-is left behind by a killed process) in ``TMPDIR``.
+would count every page it touched). The file is created by :func:`tempfile.TemporaryFile`
+(already unlinked where the OS allows: nothing is left behind by a killed process) in ``TMPDIR``.
 """
 
 from __future__ import annotations
@@ -99,21 +99,26 @@ class SpilledRows:
         (a probe fit's every evaluation reads its training rows)."""
         return [select[start : start + self.chunk].nonzero().flatten() for start in range(0, self._n, self.chunk)]
 
-    def chunks(self, positions: list[Tensor] | None = None) -> Iterator[Tensor]:
+    def chunks(self, positions: list[Tensor] | None = None, read_ahead: bool = True) -> Iterator[Tensor]:
         """The rows in order, ``[m, width]`` float32 chunks of two reused buffers (a chunk the caller
-        may overwrite); ``positions`` (:meth:`positions`): only the rows they name (a copy per chunk)."""
-        for out, index in self.indexed_chunks(positions):
+        may overwrite); ``positions`` (:meth:`positions`): only the rows they name (a copy per chunk);
+        ``read_ahead``: as :meth:`indexed_chunks`."""
+        for out, index in self.indexed_chunks(positions, read_ahead):
             # index_select gathers the same rows ~4× faster than a bool mask
             yield out if index is None else torch.index_select(out, 0, index)
 
-    def indexed_chunks(self, positions: list[Tensor] | None = None) -> Iterator[tuple[Tensor, Tensor | None]]:
+    def indexed_chunks(
+        self, positions: list[Tensor] | None = None, read_ahead: bool = True
+    ) -> Iterator[tuple[Tensor, Tensor | None]]:
         """The file's chunks in order, each with the positions of the rows to take from it
         (``positions``, :meth:`positions`; None: every row): :meth:`RowSource.indexed_chunks`.
 
-        The next chunk is read by a reader thread into a second buffer while the caller works on
-        this one (``os.preadv`` lets go of the interpreter lock): the file's read, ~a quarter of a
-        streamed probe evaluation, overlaps the arithmetic where a core is free. Two buffers of
-        :data:`CHUNK_BYTES` are held (:func:`science.streamed_fit.streamed_fit_bytes` counts both).
+        With ``read_ahead`` (and more than one chunk) the next chunk is read by a reader thread into
+        a second buffer while the caller works on this one (``os.preadv`` lets go of the interpreter
+        lock): the file's read, ~a quarter of a streamed probe evaluation, overlaps the arithmetic
+        where a core is free. Two buffers of :data:`CHUNK_BYTES` are held
+        (:func:`science.streamed_fit.streamed_fit_bytes` counts both). Without it each chunk is read
+        into one buffer when it is asked for (the same rows; what the benchmark compares against).
 
         Raises:
             OSError: the file ended early or could not be read.
@@ -127,15 +132,17 @@ class SpilledRows:
             )
         if not starts:
             return
-        bufs = [np.empty((self.chunk, self._width), dtype=np.float32) for _ in range(min(2, len(starts)))]
+        ahead = read_ahead and len(starts) > 1  # one chunk: no thread (its start costs more than it hides)
+        bufs = [np.empty((self.chunk, self._width), dtype=np.float32) for _ in range(2 if ahead else 1)]
 
         def read(i: int) -> np.ndarray:
             into = bufs[i % len(bufs)][: min(self.chunk, self._n - starts[i])]
             self._read(starts[i], into)
             return into
 
-        if len(starts) == 1:  # nothing to read ahead: no thread (its start would cost more than it hides)
-            yield torch.from_numpy(read(0)), None if positions is None else positions[0]
+        if not ahead:
+            for i in range(len(starts)):
+                yield torch.from_numpy(read(i)), None if positions is None else positions[i]
             return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="spilled-rows") as reader:
             pending = reader.submit(read, 0)
@@ -162,11 +169,12 @@ class SpilledRows:
         self._read(0, out)
         return torch.from_numpy(out)
 
-    def selected(self, mask: Tensor) -> SelectedRows:
-        """The rows ``mask`` (bool ``[n]``) marks, in order, as a :class:`RowSource`."""
+    def selected(self, mask: Tensor, read_ahead: bool = True) -> SelectedRows:
+        """The rows ``mask`` (bool ``[n]``) marks, in order, as a :class:`RowSource` (``read_ahead``:
+        as :meth:`indexed_chunks`)."""
         if mask.shape != (self._n,):
             raise ValueError(f"mask must be [{self._n}], got shape {tuple(mask.shape)}")
-        return SelectedRows(self, mask.bool().cpu())
+        return SelectedRows(self, mask.bool().cpu(), read_ahead)
 
     def close(self) -> None:
         """Delete the file."""
@@ -184,8 +192,8 @@ class SelectedRows:
     selection is of the rows the file holds when it is made (reading it after more rows were
     appended raises ValueError)."""
 
-    def __init__(self, rows: SpilledRows, mask: Tensor) -> None:
-        self.rows, self.mask = rows, mask
+    def __init__(self, rows: SpilledRows, mask: Tensor, read_ahead: bool = True) -> None:
+        self.rows, self.mask, self.read_ahead = rows, mask, read_ahead
         self._n = int(mask.sum())
         self._positions = rows.positions(mask)  # each chunk's selected rows, found once (8 bytes a row)
 
@@ -198,7 +206,7 @@ class SelectedRows:
         return self.rows.width
 
     def chunks(self) -> Iterator[Tensor]:
-        return self.rows.chunks(self._positions)
+        return self.rows.chunks(self._positions, self.read_ahead)
 
     def indexed_chunks(self) -> Iterator[tuple[Tensor, Tensor | None]]:
-        return self.rows.indexed_chunks(self._positions)
+        return self.rows.indexed_chunks(self._positions, self.read_ahead)

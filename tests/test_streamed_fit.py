@@ -85,6 +85,9 @@ def test_the_next_chunk_is_read_beside_the_caller_without_touching_its_chunk(sma
         first = next(iter(rows.chunks())).clone()
         assert torch.equal(first, X[:700])
         assert not [t for t in threading.enumerate() if t.name.startswith("spilled-rows")]
+        third = torch.arange(X.shape[0]) % 3 == 0
+        in_turn = [c.clone() for c in rows.selected(third, read_ahead=False).chunks()]  # one buffer, no thread
+        assert torch.equal(torch.cat(in_turn), X[third])
         with SpilledRows(X.shape[1]) as one:  # a single chunk is read without a reader thread
             one.append(X[:500])
             odd = torch.arange(500) % 2 == 1

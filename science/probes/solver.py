@@ -153,9 +153,8 @@ class _Sums:
         logp = torch.log_softmax(torch.add(V @ xt, b.unsqueeze(1)), 0)  # [K, m] float64
         self.picked += logp.gather(0, yc).sum()
         R = logp.exp_()
-        R.scatter_add_(0, yc, torch.tensor(-1.0, dtype=R.dtype, device=R.device).expand(yc.shape)).div_(
-            N
-        )  # (P − Y) / N
+        minus = torch.tensor(-1.0, dtype=R.dtype, device=R.device).expand(yc.shape)  # [1, m] of −1, no copy
+        R.scatter_add_(0, yc, minus).div_(N)  # (P − Y) / N
         self.G += (R.to(xt.dtype) @ xt.T).double()
         self.g_b += R.sum(1)
 
