@@ -32,8 +32,8 @@ the solver's evaluations the bytes they read):
   blocks after it and the head); the fits; the permutation tests (no matmul) are not counted;
 - patching: per (site, position) pair cell the corrupted forward from the patched layer on.
 
-``peak_flops``: the best of 5 matmuls ``[4096, D] × [D, 4·D]`` (float32, or bfloat16 with
-``--precision bf16``) timed in the same process on the same device, before the parts and again
+``peak_flops``: the best of 5 matmuls ``[4096, D] × [D, 4·D]`` (float32 — by torch's BLAS and by
+oneDNN, the better of the two —, or bfloat16 with ``--precision bf16``) timed in the same process on the same device, before the parts and again
 after them (the better of the two), so machine load affects both sides; ``peak_read_gbps``: the
 best of 5 sums over a 256 MiB float32 tensor there (out of cache), timed the same way;
 ``floor_seconds`` = the forward passes' FLOPs / ``peak_flops`` + the evaluations' floors
@@ -66,9 +66,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks.floors, run as a script
 
-from benchmarks.floors import FitCounter, Rates, counting_fits
+from benchmarks.floors import FitCounter, Rates, counting_fits, fp32_products
 from layerscope_core.registry import TRAIN_LENGTH
 from models_store.base import LayerwiseModel
+from models_store.cpu_matmul import uses_onednn
 from models_store.mamba_kernels import mixer_path
 from models_store.pretrained import load_pretrained
 from science.bounded import MeasureMemoryError, MemoryBound
@@ -128,20 +129,23 @@ class Flops:
 
 def peak_flops(d: int, precision: str = "fp32") -> float:
     """Best matmul rate (FLOP/s) of 5 ``[4096, D] × [D, 4·D]`` products (float32, or bfloat16 at
-    ``precision`` bf16), on CPU or CUDA (one warm-up product first)."""
+    ``precision`` bf16), on CPU or CUDA (one warm-up product first); at float32 on a CPU the better
+    of torch's BLAS and oneDNN (``benchmarks.floors.fp32_products``)."""
     dev = "cuda" if torch.cuda.is_available() and _device == "cuda" else "cpu"
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = torch.randn(4096, d, device=dev, dtype=dtype), torch.randn(d, 4 * d, device=dev, dtype=dtype)
-    a @ b
+    products = fp32_products(a, b) if dtype == torch.float32 else [lambda: a @ b]  # BLAS, and oneDNN on a CPU
     best = float("inf")
-    for _ in range(5):
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        a @ b
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
+    for product in products:
+        product()
+        for _ in range(5):
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            product()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, time.perf_counter() - t)
     return 2 * 4096 * d * 4 * d / best
 
 
@@ -399,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     floor = sum(part_floor.values())
     out = {
         "mixer_path": mixer_path(model, args.precision),  # Mamba: CPU fast path, mamba-ssm kernels or pure PyTorch
+        # the large float32 linear layers' product on a CPU (models_store.cpu_matmul): "onednn" or "blas"
+        "cpu_matmul": ("onednn" if uses_onednn() else "blas")
+        if (args.device, args.precision) == ("cpu", "fp32")
+        else None,
         "label": args.label,
         "precision": args.precision,
         "device": args.device,

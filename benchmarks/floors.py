@@ -4,7 +4,9 @@ A floor is the time the minimal computation would take at this CPU's rates, meas
 (:func:`machine_rates`, one thread, in CPU seconds — as the fits are timed — and best of several
 tries, so that other processes on a loaded machine, which stretch wall time, count on neither side):
 
-- ``gflops``: fp32 matrix-product rate, a 1024³ ``torch.mm``;
+- ``gflops``: fp32 matrix-product rate, a 1024³ product: the faster of ``torch.mm`` (torch's BLAS)
+  and oneDNN's product (:func:`fp32_products`; on an AMD CPU with AVX-512, MKL's path runs at half
+  the core's rate, which a floor must not inherit);
 - ``gbps``: memory read rate, ``torch.sum`` over a 256 MiB float32 tensor (out of cache).
 
 Each piece of work counts at ``max(FLOPs / rate, bytes / bandwidth)``. The solver's own
@@ -27,7 +29,7 @@ Rows small enough to stay in cache (``N·D·4`` below ~16 MB here) can be read f
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,19 +52,37 @@ class Rates:
         return self.seconds(4 * n * d * k, 2 * n * d * itemsize)
 
 
+def fp32_products(a: Any, b: Any) -> list[Callable[[], Any]]:
+    """The ways this machine's torch multiplies float32 ``a [M, K]`` by ``b [K, N]`` on the CPU:
+    its BLAS (``torch.mm``) and, where torch has oneDNN, oneDNN's product
+    (:func:`models_store.cpu_matmul.onednn_linear`, as a measurement's forwards may run it)."""
+    import torch
+
+    from models_store.cpu_matmul import onednn_linear
+
+    products: list[Callable[[], Any]] = [lambda: torch.mm(a, b)]
+    if a.device.type == "cpu" and a.dtype == torch.float32 and torch.backends.mkldnn.is_available():
+        weight = b.T.contiguous()
+        products.append(lambda: onednn_linear(a, weight))
+    return products
+
+
 def machine_rates(tries: int = 7) -> Rates:
     """Measure :class:`Rates` now (best of ``tries``)."""
     import torch
 
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     big = torch.ones(64 * 1024 * 1024)  # 256 MiB
-    torch.mm(a, b)
+    products = fp32_products(a, b)
+    for product in products:
+        product()
     big.sum()
     mm, rd = float("inf"), float("inf")
     for _ in range(tries):
-        t = time.process_time()
-        torch.mm(a, b)
-        mm = min(mm, time.process_time() - t)
+        for product in products:
+            t = time.process_time()
+            product()
+            mm = min(mm, time.process_time() - t)
         t = time.process_time()
         big.sum()
         rd = min(rd, time.process_time() - t)

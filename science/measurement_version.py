@@ -16,6 +16,9 @@ its capture change what they compute at solver tolerance, not when only speed ch
 - 3: the probe objective's sums over rows made in one pass by the compiled CPU kernel
   (:mod:`science.probes.onepass`) for fits on float32 CPU rows with 2–8 classes (other fits run
   version 2's torch objective).
+- 4: a measurement's float32 forward passes on an AMD CPU with AVX-512 multiply their large
+  linear layers through oneDNN instead of MKL (:mod:`models_store.cpu_matmul`: the same products
+  at float rounding, ~1.7× faster there); on other CPUs, on a GPU and at bf16, version 3's bits.
 
 Within one version a measurement is bit-identical run to run (same code, same seeds, same
 device). Across versions the numbers may move within :data:`TOLERANCES`; every verdict and
@@ -25,7 +28,7 @@ every class stays the same (docs/SCIENCE.md#measurement-versions).
 
 from __future__ import annotations
 
-MEASUREMENT_VERSION = 3
+MEASUREMENT_VERSION = 4
 
 # Largest difference allowed between two measurement versions of the same run, per quantity:
 # accuracies in percentage points (0..100 scale), the INLP rank as a fraction of the larger one.

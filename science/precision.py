@@ -10,8 +10,9 @@ edit fits and statistics never run under autocast (they sit outside :func:`forwa
 
 A measurement sets its precision once with :func:`forward_precision` (a context variable, so
 threads and nested calls each see their own); the code that calls the model wraps each forward
-in :func:`forwards`, which is a no-op at ``fp32``: fp32 rows are those of the code before this
-setting, bit for bit.
+in :func:`forwards`, which at ``fp32`` changes nothing but where a CPU's large linear layers are
+multiplied (:mod:`models_store.cpu_matmul`: oneDNN on an AMD CPU with AVX-512, measurement
+version 4); elsewhere fp32 rows are those of the code before this setting, bit for bit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from contextvars import ContextVar
 from typing import Literal, ParamSpec, TypeVar
 
 import torch
+
+from models_store import cpu_matmul
 
 Precision = Literal["fp32", "bf16"]
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
@@ -85,9 +88,18 @@ def forward_precision(precision: str) -> Iterator[None]:
 @contextmanager
 def forwards(device: torch.device | str) -> Iterator[None]:
     """Run the forward passes inside at the current precision on ``device``'s type: bfloat16
-    autocast at ``bf16`` (without autocast's weight cache); nothing at all at ``fp32``."""
+    autocast at ``bf16`` (without autocast's weight cache); at ``fp32`` on the CPU, the large linear
+    layers through oneDNN where torch's BLAS is slow (:mod:`models_store.cpu_matmul`), nothing else.
+
+    Raises:
+        ValueError: an unknown ``LAYERSCOPE_CPU_MATMUL`` value (before the block runs).
+    """
     if _current.get() != "bf16":
-        yield
+        if torch.device(device).type == "cpu":
+            with cpu_matmul.linear_layers():
+                yield
+        else:
+            yield
         return
     if torch.device(device).type == "cpu":
         _warn_if_slow_on_this_cpu()
