@@ -15,7 +15,8 @@ CPUs without AVX-512 there is nothing to gain.
 bit). Which route a layer takes depends on its weight alone, never on how many rows it is given, so
 a row's output does not depend on its batch (oneDNN's rows are independent of the batch and of the
 thread count from 2 rows up: ``tests/test_cpu_matmul.py``). Smaller layers (every model of the
-paper-sized study) keep the BLAS route, where oneDNN's per-call conversions cost more than they save.
+paper-sized study) keep the BLAS route: there oneDNN's product and its per-call conversions were
+slower about as often as faster.
 
 ``LAYERSCOPE_CPU_MATMUL``: ``auto`` (default: oneDNN on an AMD CPU with AVX-512, BLAS elsewhere),
 ``onednn`` or ``blas``. Rows made with oneDNN are measurement version 4's
@@ -40,8 +41,9 @@ from models_store.compiled_ops import cpu_flags
 
 ENV_VAR = "LAYERSCOPE_CPU_MATMUL"
 CHOICES = ("auto", "onednn", "blas")
-# 512 × 512: below it (the paper-sized models' 128–512-wide layers) the conversions to and from
-# oneDNN's tensors cost about as much as the faster product saves (BENCHMARKS.md)
+# 512 × 512: below it oneDNN was as often slower as faster on the Zen 5 (2.0–2.6× slower with 128
+# input features, 9× on 8 rows; BENCHMARKS.md), and the ~830K-parameter models of the paper preset
+# (largest linear weights 65,536–133,408) keep version 3's bits
 MIN_WEIGHT_ELEMENTS = 512 * 512
 
 
