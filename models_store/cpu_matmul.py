@@ -40,7 +40,7 @@ from torch.overrides import TorchFunctionMode
 from models_store.compiled_ops import cpu_flags
 
 ENV_VAR = "LAYERSCOPE_CPU_MATMUL"
-CHOICES = ("auto", "onednn", "blas")
+CHOICES = ("auto", "onednn", "blas")  # store.settings.Settings.cpu_matmul declares the same
 # 512 × 512: below it oneDNN was as often slower as faster on the Zen 5 (2.0–2.6× slower with 128
 # input features, 9× on 8 rows; BENCHMARKS.md), and the ~830K-parameter models of the paper preset
 # (largest linear weights 65,536–133,408) keep version 3's bits
@@ -59,12 +59,12 @@ def cpu_vendor() -> str:
 
 
 def setting() -> str:
-    """``LAYERSCOPE_CPU_MATMUL``, lower-cased (``auto`` when unset or empty).
+    """``LAYERSCOPE_CPU_MATMUL`` (``auto`` when unset or empty).
 
     Raises:
         ValueError: a value not in :data:`CHOICES` (the message names the setting and the choices).
     """
-    value = os.environ.get(ENV_VAR, "").strip().lower() or "auto"
+    value = os.environ.get(ENV_VAR, "") or "auto"
     if value not in CHOICES:
         raise ValueError(f"{ENV_VAR}={value!r}: expected one of {list(CHOICES)}")
     return value

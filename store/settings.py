@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -104,6 +105,14 @@ class Settings(BaseSettings):
         description="GiB of states a measurement holds at once beyond the model's weights "
         "(LAYERSCOPE_MEASURE_MEMORY_GB; 0 = unbounded): layers are captured in groups that fit, the rest "
         "computed again; a measurement whose one layer or largest edit fit cannot fit is refused before it starts",
+    )
+    # read where the products are made (models_store.cpu_matmul, whose CHOICES are these; a test holds
+    # the two equal): declared here so that a bad value is refused at start-up, not in a measurement
+    cpu_matmul: Literal["auto", "onednn", "blas"] = Field(
+        "auto",
+        description="How a measurement's float32 forward passes multiply their large linear layers on a CPU "
+        "(LAYERSCOPE_CPU_MATMUL): onednn, blas (torch's BLAS, MKL), or auto: oneDNN on an AMD CPU with "
+        "AVX-512, where MKL runs at about half the core's rate",
     )
     # Start-up: a SQLite file is checked with PRAGMA quick_check (a corrupt one is refused)
     check_integrity: bool = Field(True, description="Run PRAGMA quick_check on a SQLite DB at start-up")

@@ -17,6 +17,7 @@ import pytest
         # "inf" is not "unbounded" (0 is): refused as a setting, not an OverflowError when a bound is made
         ({"LAYERSCOPE_MEASURE_MEMORY_GB": "inf"}, ["runs", "list"], "LAYERSCOPE_MEASURE_MEMORY_GB=inf"),
         ({"LAYERSCOPE_PORT": "abc"}, ["--help"], "LAYERSCOPE_PORT=abc"),
+        ({"LAYERSCOPE_CPU_MATMUL": "openblas"}, ["runs", "list"], "LAYERSCOPE_CPU_MATMUL=openblas"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(env, args, named, tmp_path) -> None:

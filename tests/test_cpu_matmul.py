@@ -50,8 +50,16 @@ def test_auto_routes_through_onednn_on_amd_cpus_with_avx512_only(monkeypatch, ve
     assert cpu_matmul.uses_onednn() is (want and torch.backends.mkldnn.is_available())
     monkeypatch.setenv(cpu_matmul.ENV_VAR, "blas")
     assert cpu_matmul.uses_onednn() is False
-    monkeypatch.setenv(cpu_matmul.ENV_VAR, " OneDNN ")
+    monkeypatch.setenv(cpu_matmul.ENV_VAR, "onednn")
     assert cpu_matmul.uses_onednn() is torch.backends.mkldnn.is_available()
+
+
+def test_the_settings_class_declares_the_same_choices():
+    from typing import get_args
+
+    from store.settings import Settings
+
+    assert get_args(Settings.model_fields["cpu_matmul"].annotation) == cpu_matmul.CHOICES
 
 
 def test_an_unknown_setting_is_refused_naming_it(monkeypatch):

@@ -63,6 +63,15 @@ def worker(
             "that cannot fit is refused before it starts.",
         ),
     ] = None,
+    cpu_matmul: Annotated[
+        str | None,
+        typer.Option(
+            envvar="LAYERSCOPE_CPU_MATMUL",
+            help="How a measurement's float32 forward passes multiply their large linear layers on a CPU: "
+            "onednn, blas (torch's BLAS, MKL) or auto (default: oneDNN on an AMD CPU with AVX-512, where MKL "
+            "runs at about half the core's rate). The two agree at float rounding (measurement version 4).",
+        ),
+    ] = None,
     executor: Annotated[
         str | None, typer.Option(hidden=True, help="module:function replacing the pipeline (tests).")
     ] = None,
@@ -79,10 +88,11 @@ def worker(
     from worker.runner import Runner, load_executor
 
     C.setup_logging()
-    if measure_memory_gb is not None:  # the slots and this process read it through the settings
+    chosen = {"LAYERSCOPE_MEASURE_MEMORY_GB": measure_memory_gb, "LAYERSCOPE_CPU_MATMUL": cpu_matmul}
+    if any(v is not None for v in chosen.values()):  # the slots and this process read them through the settings
         from store.settings import get_settings
 
-        os.environ["LAYERSCOPE_MEASURE_MEMORY_GB"] = str(measure_memory_gb)
+        os.environ.update({k: str(v) for k, v in chosen.items() if v is not None})
         get_settings.cache_clear()
     settings = C.settings()
     if device is not None:
