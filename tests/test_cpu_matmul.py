@@ -172,3 +172,29 @@ def test_the_benchmark_prints_both_tables_and_leaves_the_setting_as_it_was(monke
     assert "| [10, 64] × [64, 192] |" in out and "| GPT-NeoX 1 × 64, 2 × 5 tokens |" in out
     assert out.count("\n|") == 2 + 4 + 2 + 1  # two headers with rules, 4 layers, 1 model
     assert os.environ[cpu_matmul.ENV_VAR] == "blas"
+
+
+@needs_onednn
+def test_a_trained_models_rows_through_onednn_stay_within_the_version_tolerances(every_layer_routed, monkeypatch):
+    """docs/SCIENCE.md#measurement-versions: probes ±0.5 pp, refits ±1 pp, patching ±0.01, every
+    edit's significance unchanged — on a trained model, whose predictions are not near ties (on a
+    random-weight model at chance a rounding change can flip tied predictions: BENCHMARKS.md)."""
+    from science.measurement_version import TOLERANCES
+    from tests.test_precision import _measure, trained_transformer
+
+    model, task = trained_transformer()
+    routed = _measure(model, task, "fp32")
+    assert every_layer_routed
+    monkeypatch.setenv(cpu_matmul.ENV_VAR, "blas")
+    blas = _measure(model, task, "fp32")
+    assert routed != blas  # oneDNN's products did change some number
+    pp = lambda a, b, field: abs(a[field] - b[field]) * 100  # noqa: E731  (0..1 → pp)
+    for a, b in zip(routed["p"], blas["p"], strict=True):
+        assert pp(a, b, "accuracy") <= TOLERANCES["probe_accuracy_pp"]
+        assert pp(a, b, "control_accuracy") <= TOLERANCES["probe_accuracy_pp"]
+    for a, b in zip(routed["i"], blas["i"], strict=True):
+        assert (a["method"], a["layer"], a["significant"]) == (b["method"], b["layer"], b["significant"])
+        if a["refit_acc"] is not None:
+            assert pp(a, b, "refit_acc") <= TOLERANCES["refit_accuracy_pp"]
+    for a, b in zip(routed["g"], blas["g"], strict=True):
+        assert abs(a["recovery"] - b["recovery"]) <= 0.01

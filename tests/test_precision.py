@@ -37,8 +37,8 @@ TOLERANCES = {
 }
 
 
-@pytest.fixture(scope="module")
-def trained():
+def trained_transformer():
+    """A 2-layer d 32 transformer trained 100 steps on dyck, and its task."""
     task = get_task("dyck")
     cfg = ModelConfig(
         family="transformer", vocab_size=task.vocab_size, n_classes=task.n_classes, n_layers=2, d_model=32
@@ -49,6 +49,11 @@ def trained():
     )
     train_model(model, task, recipe, seed=0)
     return model.eval(), task
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return trained_transformer()
 
 
 def _measure(model, task, precision: str | None) -> dict[str, list[dict]]:
