@@ -17,7 +17,6 @@ the last hidden state, and whether ``auto`` picks oneDNN on this CPU.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.floors import machine_rates
-from models_store.cpu_matmul import ENV_VAR, cpu_vendor, onednn_linear, uses_onednn
+from models_store import cpu_matmul
 from science.precision import forwards
 
 
@@ -56,7 +55,7 @@ def layer_table(widths: list[int], rows: int, repeats: int) -> None:
             x, w, b = torch.randn(rows, n_in, generator=g), torch.randn(n_out, n_in, generator=g), torch.randn(n_out)
             inner = max(1, int(1e9 / (2 * rows * n_in * n_out)))
             blas = _median_seconds(partial(F.linear, x, w, b), repeats, inner)
-            dnn = _median_seconds(partial(onednn_linear, x, w, b), repeats, inner)
+            dnn = _median_seconds(partial(cpu_matmul.onednn_linear, x, w, b), repeats, inner)
             flop = 2 * rows * n_in * n_out
             print(
                 f"| [{rows}, {n_in}] × [{n_in}, {n_out}] | {flop / blas / 1e9:.0f} | {flop / dnn / 1e9:.0f} | {dnn / blas:.2f} |"
@@ -84,13 +83,12 @@ def forward_table(widths: list[int], layers: int, batch: int, length: int, repea
         out: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             for rep in range(repeats + 1):
-                for route in ("blas", "onednn") if rep % 2 == 0 else ("onednn", "blas"):
-                    os.environ[ENV_VAR] = route
+                for name in ("blas", "onednn") if rep % 2 == 0 else ("onednn", "blas"):
                     t = time.perf_counter()
-                    with forwards("cpu"):
-                        out[route] = model(ids).last_hidden_state
+                    with cpu_matmul.route(name), forwards("cpu"):
+                        out[name] = model(ids).last_hidden_state
                     if rep:  # the first pass of each is a warm-up
-                        times[route].append(time.perf_counter() - t)
+                        times[name].append(time.perf_counter() - t)
         blas, dnn = statistics.median(times["blas"]), statistics.median(times["onednn"])
         diff = (out["blas"] - out["onednn"]).abs().max().item()
         print(
@@ -109,22 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.backends.mkldnn.is_available():
         print("bench_cpu_matmul: this torch has no oneDNN", file=sys.stderr)
         return 2
-    saved = os.environ.get(ENV_VAR)
-    try:
-        os.environ.pop(ENV_VAR, None)
-        auto = uses_onednn()
-        rates = machine_rates()
-        print(
-            f"## {cpu_vendor() or 'CPU'}, {torch.get_num_threads()} thread(s): auto picks "
-            f"{'oneDNN' if auto else 'BLAS'}; floors.py rate {rates.gflops:.0f} GFLOP/s (one thread, the better product)\n"
-        )
-        layer_table(args.widths, args.batch * args.length, args.repeats)
-        forward_table(args.widths, args.layers, args.batch, args.length, args.repeats)
-    finally:
-        if saved is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = saved
+    with cpu_matmul.route("auto"):
+        auto = cpu_matmul.uses_onednn()
+    rates = machine_rates()
+    print(
+        f"## {cpu_matmul.cpu_vendor() or 'CPU'}, {torch.get_num_threads()} thread(s): auto picks "
+        f"{'oneDNN' if auto else 'BLAS'}; floors.py rate {rates.gflops:.0f} GFLOP/s (one thread, the better product)\n"
+    )
+    layer_table(args.widths, args.batch * args.length, args.repeats)
+    forward_table(args.widths, args.layers, args.batch, args.length, args.repeats)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_scale import build
-from models_store.cpu_matmul import ENV_VAR
+from models_store.cpu_matmul import route
 from science.measure import measure_interventions, measure_probes
 from science.tasks import get_task
 
 FIELDS = {"p": ("accuracy", "control_accuracy"), "i": ("base_acc", "edited_acc", "delta_pp", "refit_acc", "p_value")}
 
 
-def rows(model: Any, task: Any, n: int, route: str) -> dict[str, list[dict[str, Any]]]:
-    os.environ[ENV_VAR] = route
+def rows(model: Any, task: Any, n: int) -> dict[str, list[dict[str, Any]]]:
     probes = measure_probes(model, task, run_seed=0, eval_lengths=[40], n_sequences=n, config_hash="check")
     edits = measure_interventions(
         model,
@@ -61,14 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     task = get_task("dyck")
     model = build("gpt_neox", args.layers, args.d_model, args.heads, task)
-    saved = os.environ.get(ENV_VAR)
-    try:
-        blas, dnn = rows(model, task, args.sequences, "blas"), rows(model, task, args.sequences, "onednn")
-    finally:
-        if saved is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = saved
+    with route("blas"):
+        blas = rows(model, task, args.sequences)
+    with route("onednn"):
+        dnn = rows(model, task, args.sequences)
     print(f"GPT-NeoX {args.layers} × {args.d_model}, random weights, dyck, {args.sequences} sequences at L 40\n")
     print("| table | field | largest |blas − onednn| |")
     print("|---|---|---:|")

@@ -71,8 +71,10 @@ def setting() -> str:
 
 
 @functools.cache
-def _auto_choice(vendor: str, flags: str) -> bool:
-    return vendor == "AuthenticAMD" and "avx512f" in flags.split()
+def amd_with_avx512() -> bool:
+    """Whether this CPU is an AMD one with AVX-512 (``/proc/cpuinfo``, read once a process: a
+    measurement enters :func:`linear_layers` once a batch)."""
+    return cpu_vendor() == "AuthenticAMD" and "avx512f" in cpu_flags().split()
 
 
 def uses_onednn() -> bool:
@@ -85,7 +87,7 @@ def uses_onednn() -> bool:
     value = setting()
     if value == "blas" or not torch.backends.mkldnn.is_available():
         return False
-    return value == "onednn" or _auto_choice(cpu_vendor(), cpu_flags())
+    return value == "onednn" or amd_with_avx512()
 
 
 def takes(x: Tensor, weight: Tensor) -> bool:
@@ -120,7 +122,7 @@ class OneDnnLinear(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if func is F.linear or func is torch._C._nn.linear:
+        if func is F.linear:  # nn.Linear's forward calls it (it is torch._C._nn.linear)
             x, weight = args[0], args[1] if len(args) > 1 else kwargs["weight"]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
             if isinstance(x, Tensor) and isinstance(weight, Tensor) and takes(x, weight):
@@ -141,3 +143,24 @@ def linear_layers() -> Iterator[None]:
         return
     with OneDnnLinear():
         yield
+
+
+@contextmanager
+def route(value: str) -> Iterator[None]:
+    """``LAYERSCOPE_CPU_MATMUL`` set to ``value`` inside the block, as it was after it (to compare the
+    two routes in one process: ``benchmarks/bench_cpu_matmul.py``, ``checks/cpu_matmul_rows.py``).
+
+    Raises:
+        ValueError: ``value`` not in :data:`CHOICES` (nothing is set).
+    """
+    if value not in CHOICES:
+        raise ValueError(f"{ENV_VAR}={value!r}: expected one of {list(CHOICES)}")
+    saved = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = saved

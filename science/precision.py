@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Literal, ParamSpec, TypeVar
 
@@ -95,10 +95,7 @@ def forwards(device: torch.device | str) -> Iterator[None]:
         ValueError: an unknown ``LAYERSCOPE_CPU_MATMUL`` value (before the block runs).
     """
     if _current.get() != "bf16":
-        if torch.device(device).type == "cpu":
-            with cpu_matmul.linear_layers():
-                yield
-        else:
+        with cpu_matmul.linear_layers() if torch.device(device).type == "cpu" else nullcontext():
             yield
         return
     if torch.device(device).type == "cpu":

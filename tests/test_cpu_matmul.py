@@ -20,10 +20,9 @@ needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reas
 
 
 @pytest.fixture
-def every_layer_routed(monkeypatch):
-    """oneDNN on, for layers of any size; the routed calls counted."""
+def routed_calls(monkeypatch):
+    """oneDNN on; the weight shapes of the calls it takes, in order."""
     monkeypatch.setenv(cpu_matmul.ENV_VAR, "onednn")
-    monkeypatch.setattr(cpu_matmul, "MIN_WEIGHT_ELEMENTS", 0)
     calls: list[tuple[int, ...]] = []
     real = cpu_matmul.onednn_linear
 
@@ -33,6 +32,13 @@ def every_layer_routed(monkeypatch):
 
     monkeypatch.setattr(cpu_matmul, "onednn_linear", counted)
     return calls
+
+
+@pytest.fixture
+def every_layer_routed(routed_calls, monkeypatch):
+    """As ``routed_calls``, for layers of any size."""
+    monkeypatch.setattr(cpu_matmul, "MIN_WEIGHT_ELEMENTS", 0)
+    return routed_calls
 
 
 @pytest.mark.parametrize(
@@ -47,7 +53,11 @@ def test_auto_routes_through_onednn_on_amd_cpus_with_avx512_only(monkeypatch, ve
     monkeypatch.delenv(cpu_matmul.ENV_VAR, raising=False)
     monkeypatch.setattr(cpu_matmul, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(cpu_matmul, "cpu_flags", lambda: flags)
-    assert cpu_matmul.uses_onednn() is (want and torch.backends.mkldnn.is_available())
+    cpu_matmul.amd_with_avx512.cache_clear()  # read once a process: this test's CPU, then the real one
+    try:
+        assert cpu_matmul.uses_onednn() is (want and torch.backends.mkldnn.is_available())
+    finally:
+        cpu_matmul.amd_with_avx512.cache_clear()
     monkeypatch.setenv(cpu_matmul.ENV_VAR, "blas")
     assert cpu_matmul.uses_onednn() is False
     monkeypatch.setenv(cpu_matmul.ENV_VAR, "onednn")
@@ -60,6 +70,20 @@ def test_the_settings_class_declares_the_same_choices():
     from store.settings import Settings
 
     assert get_args(Settings.model_fields["cpu_matmul"].annotation) == cpu_matmul.CHOICES
+
+
+def test_a_route_set_for_a_block_is_undone_after_it(monkeypatch):
+    monkeypatch.setenv(cpu_matmul.ENV_VAR, "blas")
+    with cpu_matmul.route("onednn"):
+        assert os.environ[cpu_matmul.ENV_VAR] == "onednn"
+    assert os.environ[cpu_matmul.ENV_VAR] == "blas"
+    monkeypatch.delenv(cpu_matmul.ENV_VAR)
+    with pytest.raises(RuntimeError), cpu_matmul.route("onednn"):
+        raise RuntimeError("inside")
+    assert cpu_matmul.ENV_VAR not in os.environ
+    with pytest.raises(ValueError, match="expected one of"), cpu_matmul.route("mkl"):
+        pass
+    assert cpu_matmul.ENV_VAR not in os.environ
 
 
 def test_an_unknown_setting_is_refused_naming_it(monkeypatch):
@@ -99,11 +123,8 @@ def test_a_rows_output_does_not_depend_on_its_batch_or_the_threads():
 
 
 @needs_onednn
-def test_the_route_depends_on_the_setting_the_weight_and_gradients(monkeypatch):
-    monkeypatch.setenv(cpu_matmul.ENV_VAR, "onednn")
-    calls: list[tuple[int, ...]] = []
-    real = cpu_matmul.onednn_linear
-    monkeypatch.setattr(cpu_matmul, "onednn_linear", lambda x, w, b=None: calls.append(tuple(w.shape)) or real(x, w, b))
+def test_the_route_depends_on_the_setting_the_weight_and_gradients(routed_calls, monkeypatch):
+    calls = routed_calls
     big, small = torch.nn.Linear(512, 512), torch.nn.Linear(64, 64)
     x_big, x_small = torch.randn(4, 512), torch.randn(4, 64)
     with torch.no_grad(), forwards("cpu"):
